@@ -1,0 +1,105 @@
+package snapid
+
+import (
+	"fmt"
+	"io"
+)
+
+// ReadCounter returns the last issued number of the counter file at path,
+// read under the lock. It never creates the file.
+func ReadCounter(path string, opts ...Option) (uint64, error) {
+	o, err := buildOptions(opts)
+	if err != nil {
+		return 0, err
+	}
+	c, err := openExisting(path, &o)
+	if err != nil {
+		return 0, err
+	}
+	defer c.close()
+	return c.read()
+}
+
+// Init makes sure the counter file at path exists and that the next number
+// it issues is at least next (next >= 1): it creates the file if it is
+// missing and raises a lower counter. It returns the last issued number
+// before the call (0 for a file it created). A counter already past next-1
+// is left alone and reported with ErrLowered; use Repair to lower it.
+func Init(path string, next uint64, opts ...Option) (before uint64, err error) {
+	if next == 0 {
+		return 0, fmt.Errorf("snapid: %w: the first number is 1, so the next number cannot be 0", ErrInvalidOption)
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return 0, err
+	}
+	if err := createIfMissing(path, next-1, &o); err != nil {
+		return 0, err
+	}
+	c, err := openExisting(path, &o)
+	if err != nil {
+		return 0, err
+	}
+	defer c.close()
+	err = c.withLock(func() error {
+		before, err = c.load()
+		switch {
+		case err != nil:
+			return err
+		case before > next-1:
+			return &FileError{Op: "init", Path: path, Err: fmt.Errorf(
+				"%w: it has issued up to %d, so the next number is %d, not %d", ErrLowered, before, before+1, next)}
+		case before < next-1:
+			return c.store(next - 1)
+		}
+		return nil
+	})
+	return before, err
+}
+
+// Repair rewrites the counter file at path, whatever it holds, so that the
+// next number is next: it is the only operation that may lower a counter,
+// and the only one that accepts a corrupt file. It writes in place under
+// the lock (the file is never replaced), truncates the file to 8 bytes and
+// syncs it whatever WithSync says. It returns up to 64 bytes of what the
+// file held before, for the operator's record. Numbers issued before and
+// at or above next will be issued again: only repair with a floor you
+// know to be above every number issued.
+func Repair(path string, next uint64, opts ...Option) (previous []byte, err error) {
+	if next == 0 {
+		return nil, fmt.Errorf("snapid: %w: the first number is 1, so the next number cannot be 0", ErrInvalidOption)
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	c, err := openExisting(path, &o)
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	c.sync = true
+	err = c.withLock(func() error {
+		prev := make([]byte, 64)
+		n, err := c.f.ReadAt(prev, 0)
+		if err != nil && err != io.EOF {
+			return &FileError{Op: "repair", Path: path, Err: err}
+		}
+		previous = prev[:n]
+		// Write the value before cutting the file to 8 bytes: a crash in
+		// between leaves a file that is still too long, and so still
+		// refused, never a short or zeroed one that reads as a low value.
+		b := EncodeCounter(next - 1)
+		if _, err := c.io.WriteAt(c.f, b[:], 0); err != nil {
+			return &FileError{Op: "repair", Path: path, Err: err}
+		}
+		if err := c.f.Truncate(CounterSize); err != nil {
+			return &FileError{Op: "repair", Path: path, Err: err}
+		}
+		if err := c.io.Sync(c.f); err != nil {
+			return &FileError{Op: "repair", Path: path, Err: err}
+		}
+		return nil
+	})
+	return previous, err
+}

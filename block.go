@@ -1,0 +1,110 @@
+package snapid
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// blockAllocator serves numbers from a block reserved in the counter file,
+// without locks: a caller takes a number with one atomic add. When half of
+// the current block is used, the next block is reserved in the background,
+// so that in steady state no caller waits for the disk.
+type blockAllocator struct {
+	size    uint64
+	reserve func(k uint64) (first uint64, err error)
+
+	cur atomic.Pointer[block]
+
+	mu     sync.Mutex
+	ahead  *pendingBlock // the next block, reserved or being reserved
+	closed bool
+	wg     sync.WaitGroup
+}
+
+type block struct {
+	next              atomic.Uint64 // the next number to hand out
+	first, last, half uint64        // last is inclusive, so a block may end at 2^64-1
+}
+
+type pendingBlock struct {
+	done  chan struct{}
+	first uint64
+	err   error
+}
+
+func newBlockAllocator(size uint64, reserve func(uint64) (uint64, error)) *blockAllocator {
+	return &blockAllocator{size: size, reserve: reserve}
+}
+
+// next returns a number. Numbers increase per allocator.
+func (a *blockAllocator) next() (uint64, error) {
+	for {
+		b := a.cur.Load()
+		if b != nil {
+			// next may pass last (and even wrap past 2^64-1) when many
+			// callers race at the end of a block: such numbers are outside
+			// [first, last] and are never returned.
+			n := b.next.Add(1) - 1
+			if n >= b.first && n <= b.last {
+				if n == b.half {
+					a.prefetch()
+				}
+				return n, nil
+			}
+		}
+		if err := a.refill(b); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// prefetch starts reserving the next block unless that is already done.
+func (a *blockAllocator) prefetch() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ahead == nil && !a.closed {
+		a.ahead = &pendingBlock{done: make(chan struct{})}
+		a.wg.Add(1)
+		go func(p *pendingBlock) {
+			defer a.wg.Done()
+			p.first, p.err = a.reserve(a.size)
+			close(p.done)
+		}(a.ahead)
+	}
+}
+
+// refill replaces the used-up block old with the next one.
+func (a *blockAllocator) refill(old *block) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cur.Load() != old {
+		return nil // another caller refilled first
+	}
+	var first uint64
+	var err error
+	if p := a.ahead; p != nil {
+		a.ahead = nil
+		<-p.done
+		first, err = p.first, p.err
+	}
+	if err != nil || first == 0 {
+		// No block ahead, or its reservation failed (perhaps for a
+		// reason that has passed): reserve now and report that result.
+		first, err = a.reserve(a.size)
+		if err != nil {
+			return err
+		}
+	}
+	nb := &block{first: first, last: first + (a.size - 1), half: first + a.size/2}
+	nb.next.Store(first)
+	a.cur.Store(nb)
+	return nil
+}
+
+// close stops background reservations and waits for the one in flight.
+func (a *blockAllocator) close() {
+	a.mu.Lock()
+	a.closed = true
+	a.mu.Unlock()
+	a.wg.Wait()
+}

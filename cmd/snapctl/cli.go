@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+
+	"github.com/snapid/snapid"
+)
+
+// Exit statuses.
+const (
+	exitOK       = 0 // success
+	exitProblems = 1 // check-names found problems
+	exitFailure  = 2 // anything that could not be done
+)
+
+// command is one snapctl command.
+type command struct {
+	name    string
+	usage   string // arguments, after the command name
+	summary string
+	run     func(ctx context.Context, c *cli, args []string) error
+}
+
+var commands []command
+
+func init() {
+	commands = []command{
+		{"next", "[-n N]", "print N new ids (default 1), one per line", cmdNext},
+		{"show", "[--json]", "print the counter's last issued number and the file's path", cmdShow},
+		{"init", "[--start N] [--force]", "create the counter so the next number is N (default 1); --force repairs a corrupt file", cmdInit},
+		{"version", "", "print the version", cmdVersion},
+		{"help", "[command]", "show help", cmdHelp},
+	}
+}
+
+// cli carries one invocation's environment and resolved settings.
+type cli struct {
+	env
+	fs *flag.FlagSet
+
+	name       string
+	counter    string
+	sync       bool
+	defaultDir string // set when counter is the per-user default
+}
+
+// usageError is a mistake on the command line.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// run executes snapctl with args (without the program name) and returns
+// the exit status.
+func run(ctx context.Context, args []string, e env) int {
+	if len(args) == 0 {
+		printUsage(e.stderr)
+		fmt.Fprintln(e.stderr, "snapctl: no command given; run 'snapctl help'")
+		return exitFailure
+	}
+	name := args[0]
+	switch name {
+	case "-h", "-help", "--help":
+		name = "help"
+	}
+	cmd := lookup(name)
+	if cmd == nil {
+		fmt.Fprintf(e.stderr, "snapctl: unknown command %q; run 'snapctl help' for the list\n", name)
+		return exitFailure
+	}
+	c := &cli{env: e}
+	err := cmd.run(ctx, c, args[1:])
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errProblems):
+		return exitProblems
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	}
+	fmt.Fprintf(e.stderr, "snapctl: %s\n", oneLine(describe(cmd.name, err)))
+	return exitFailure
+}
+
+// errProblems reports that a check found problems (exit status 1); the
+// command has already printed them.
+var errProblems = errors.New("problems found")
+
+func lookup(name string) *command {
+	for i := range commands {
+		if commands[i].name == name {
+			return &commands[i]
+		}
+	}
+	return nil
+}
+
+// newFlags returns the flag set of a command with the common flags.
+func (c *cli) newFlags(cmd string) *flag.FlagSet {
+	fs := flag.NewFlagSet("snapctl "+cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&c.name, "name", "", "node name (default $SNAPID_NAME, else derived from the host name)")
+	fs.StringVar(&c.counter, "counter", "", "counter file (default $SNAPID_COUNTER, else the per-user state file)")
+	fs.BoolVar(&c.sync, "sync", true, "fdatasync every counter update")
+	c.fs = fs
+	return fs
+}
+
+// parse parses args and refuses positional arguments.
+func (c *cli) parse(args []string) error {
+	if err := c.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			c.fs.SetOutput(c.stdout)
+			fmt.Fprintf(c.stdout, "usage: %s %s\n", c.fs.Name(), lookup(strings.TrimPrefix(c.fs.Name(), "snapctl ")).usage)
+			c.fs.PrintDefaults()
+			return err
+		}
+		return usageError{err.Error()}
+	}
+	if c.fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("unexpected argument %q", c.fs.Arg(0))}
+	}
+	return nil
+}
+
+// resolveName returns the node name: --name, then $SNAPID_NAME, then the
+// host name made into a name as Snap! does, with a notice on stderr.
+func (c *cli) resolveName() (string, error) {
+	name := c.name
+	if name == "" {
+		name = c.getenv("SNAPID_NAME")
+	}
+	if name != "" {
+		return name, snapid.ValidateName(name)
+	}
+	host, err := c.hostname()
+	if err != nil {
+		return "", fmt.Errorf("no --name or SNAPID_NAME, and the host name is unknown: %w", err)
+	}
+	name, changed, err := snapid.NameFromHostname(host)
+	if err != nil {
+		return "", fmt.Errorf("no --name or SNAPID_NAME, and %w", err)
+	}
+	notice := fmt.Sprintf("node name %q from the host name", name)
+	if changed != "" {
+		notice = fmt.Sprintf("node name %q (%s)", name, changed)
+	}
+	fmt.Fprintf(c.stderr, "snapctl: notice: no --name or SNAPID_NAME; using %s\n", notice)
+	return name, nil
+}
+
+// resolveCounter returns the counter path: --counter, then
+// $SNAPID_COUNTER, then the per-user default.
+func (c *cli) resolveCounter() (string, error) {
+	if c.counter != "" {
+		return c.counter, nil
+	}
+	if p := c.getenv("SNAPID_COUNTER"); p != "" {
+		c.counter = p
+		return p, nil
+	}
+	p, err := c.defaultCounterPath()
+	if err != nil {
+		return "", fmt.Errorf("no --counter or SNAPID_COUNTER, and no home directory for the default: %w", err)
+	}
+	c.counter, c.defaultDir = p, filepath.Dir(p)
+	return p, nil
+}
+
+// prepareDefaultDir creates the per-user state directory when the counter
+// is the default one; an explicit path's directory must already exist.
+func (c *cli) prepareDefaultDir() error {
+	if c.defaultDir == "" {
+		return nil
+	}
+	return os.MkdirAll(c.defaultDir, 0o700)
+}
+
+func (c *cli) options() []snapid.Option {
+	return []snapid.Option{snapid.WithSync(c.sync)}
+}
+
+// describe turns an error into the one-line message, with what to do.
+func describe(cmd string, err error) string {
+	msg := strings.TrimPrefix(err.Error(), "snapid: ")
+	var hint string
+	var ue usageError
+	switch {
+	case errors.As(err, &ue):
+		hint = fmt.Sprintf("run 'snapctl help %s'", cmd)
+	case errors.Is(err, snapid.ErrInvalidName):
+		hint = "set a valid name with --name or SNAPID_NAME"
+	case errors.Is(err, snapid.ErrCorrupt):
+		hint = "nothing was changed; find the last id this host issued, then run 'snapctl init --force --start N' with N above it"
+	case errors.Is(err, snapid.ErrLowered):
+		hint = "nothing was changed; the counter is never lowered except by 'snapctl init --force --start N'"
+	case errors.Is(err, snapid.ErrSymlink):
+		hint = "point --counter at the real file, or remove the link"
+	case errors.Is(err, snapid.ErrNotRegular):
+		hint = "point --counter at a file, not a directory"
+	case errors.Is(err, snapid.ErrExhausted):
+		hint = "this counter cannot issue more ids; use a new node name"
+	case errors.Is(err, fs.ErrNotExist):
+		hint = "check --counter (its directory must exist), or run 'snapctl init'"
+	case errors.Is(err, fs.ErrPermission):
+		hint = "check the permissions of the counter file and its directory"
+	}
+	if hint != "" {
+		return msg + "; " + hint
+	}
+	return msg
+}
+
+// oneLine folds a message onto one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: snapctl <command> [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "commands:")
+	for _, cmd := range commands {
+		fmt.Fprintf(w, "  %-10s %s\n", cmd.name, cmd.summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "common flags: --name, --counter, --sync (default true)")
+	fmt.Fprintln(w, "environment: SNAPID_NAME, SNAPID_COUNTER, XDG_STATE_HOME")
+	fmt.Fprintln(w, "exit status: 0 success, 1 check found problems, 2 could not be done")
+}
+
+func version() string {
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return info.Main.Version
+	}
+	return "devel"
+}

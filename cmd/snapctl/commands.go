@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"strconv"
+
+	"github.com/snapid/snapid"
+)
+
+// cmdNext prints N new ids, taken with one locked counter update.
+func cmdNext(_ context.Context, c *cli, args []string) error {
+	fs := c.newFlags("next")
+	n := fs.Uint64("n", 1, "how many ids to print")
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	if *n == 0 {
+		return usageError{"-n must be at least 1"}
+	}
+	name, err := c.resolveName()
+	if err != nil {
+		return err
+	}
+	path, err := c.resolveCounter()
+	if err != nil {
+		return err
+	}
+	if err := c.prepareDefaultDir(); err != nil {
+		return err
+	}
+	g, err := snapid.Open(path, name, c.options()...)
+	if err != nil {
+		return err
+	}
+	first, err := g.NextN(*n)
+	if cerr := g.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(c.stdout)
+	var buf []byte
+	for i := uint64(0); i < *n; i++ {
+		buf = snapid.ID{Name: name, Number: first + i}.AppendTo(buf[:0])
+		buf = append(buf, '\n')
+		if _, err := w.Write(buf); err != nil {
+			return err
+		}
+	}
+	return w.Flush()
+}
+
+// cmdShow prints the last issued number and the path.
+func cmdShow(_ context.Context, c *cli, args []string) error {
+	fs := c.newFlags("show")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	path, err := c.resolveCounter()
+	if err != nil {
+		return err
+	}
+	last, err := snapid.ReadCounter(path)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(c.stdout).Encode(struct {
+			Path       string `json:"path"`
+			LastIssued string `json:"last_issued"`
+		}{path, strconv.FormatUint(last, 10)})
+	}
+	_, err = fmt.Fprintf(c.stdout, "last issued %d\t%s\n", last, path)
+	return err
+}
+
+// cmdInit creates or raises the counter, or with --force repairs it.
+func cmdInit(_ context.Context, c *cli, args []string) error {
+	fs := c.newFlags("init")
+	start := fs.Uint64("start", 1, "the next number to issue")
+	force := fs.Bool("force", false, "rewrite the counter whatever it holds (repairs a corrupt file; may lower it)")
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	startSet := false
+	fs.Visit(func(f *flag.Flag) { startSet = startSet || f.Name == "start" })
+	if *start == 0 {
+		return usageError{"--start must be at least 1: the first number is 1"}
+	}
+	path, err := c.resolveCounter()
+	if err != nil {
+		return err
+	}
+	if err := c.prepareDefaultDir(); err != nil {
+		return err
+	}
+	if *force {
+		if !startSet {
+			return usageError{"--force needs an explicit --start N above every number this counter issued"}
+		}
+		prev, err := snapid.Repair(path, *start, c.options()...)
+		if err != nil {
+			return err
+		}
+		was := fmt.Sprintf("%d bytes % x", len(prev), prev)
+		if v, err := snapid.DecodeCounter(prev); err == nil {
+			was = fmt.Sprintf("last issued %d", v)
+		}
+		fmt.Fprintf(c.stderr, "snapctl: WARNING: counter %s REWRITTEN by --force (was: %s); the next number is %d, and any number from %d up that was issued before will be issued again\n",
+			path, was, *start, *start)
+		return nil
+	}
+	before, err := snapid.Init(path, *start, c.options()...)
+	if err != nil {
+		return err
+	}
+	if before < *start-1 {
+		fmt.Fprintf(c.stdout, "counter %s: next number %d (was %d)\n", path, *start, before+1)
+	} else {
+		fmt.Fprintf(c.stdout, "counter %s: next number %d\n", path, *start)
+	}
+	return nil
+}
+
+func cmdVersion(_ context.Context, c *cli, args []string) error {
+	c.newFlags("version")
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(c.stdout, "snapctl %s\n", version())
+	return err
+}
+
+func cmdHelp(_ context.Context, c *cli, args []string) error {
+	if len(args) > 0 {
+		cmd := lookup(args[0])
+		if cmd == nil {
+			return usageError{fmt.Sprintf("unknown command %q", args[0])}
+		}
+		fmt.Fprintf(c.stdout, "usage: snapctl %s %s\n\n%s\n\nflags:\n", cmd.name, cmd.usage, cmd.summary)
+		fs := c.newFlags(cmd.name)
+		_ = fs
+		return nil
+	}
+	printUsage(c.stdout)
+	return nil
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// env is everything snapctl takes from its surroundings, so that commands
+// run in-process in tests with their own environment and outputs.
+type env struct {
+	getenv   func(string) string
+	hostname func() (string, error)
+	homeDir  func() (string, error)
+	stdin    io.Reader
+	stdout   io.Writer
+	stderr   io.Writer
+}
+
+func osEnv() env {
+	return env{
+		getenv:   os.Getenv,
+		hostname: os.Hostname,
+		homeDir:  os.UserHomeDir,
+		stdin:    os.Stdin,
+		stdout:   os.Stdout,
+		stderr:   os.Stderr,
+	}
+}
+
+// defaultCounterPath is the per-user counter file:
+// $XDG_STATE_HOME/snapid/counter.u64, else ~/.local/state/snapid/counter.u64.
+func (e env) defaultCounterPath() (string, error) {
+	if d := e.getenv("XDG_STATE_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "snapid", "counter.u64"), nil
+	}
+	home, err := e.homeDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(home, ".local", "state", "snapid", "counter.u64"), nil
+}

@@ -1,0 +1,319 @@
+package snapid
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/gofrs/flock"
+	"golang.org/x/sys/unix"
+)
+
+// CounterSize is the exact size of a counter file in bytes.
+const CounterSize = 8
+
+// MaxNumber is the largest number a counter can issue.
+const MaxNumber = math.MaxUint64
+
+// EncodeCounter returns the on-disk form of a counter whose last issued
+// number is v: 8 bytes, unsigned little-endian (the bytes of Snap!'s
+// counter.u64 on x86).
+func EncodeCounter(v uint64) [CounterSize]byte {
+	var b [CounterSize]byte
+	binary.LittleEndian.PutUint64(b[:], v)
+	return b
+}
+
+// DecodeCounter decodes the content of a counter file. Anything but exactly
+// 8 bytes is an error wrapping ErrCorrupt; in particular an empty or short
+// file is never read as 0.
+func DecodeCounter(b []byte) (uint64, error) {
+	if len(b) != CounterSize {
+		return 0, fmt.Errorf("%w: it is %d bytes, a counter file is exactly %d", ErrCorrupt, len(b), CounterSize)
+	}
+	return binary.LittleEndian.Uint64(b), nil
+}
+
+// fileIO is the I/O a counterFile does on its descriptor after it is open.
+// Tests replace it to inject write and sync failures.
+type fileIO interface {
+	ReadAt(f *os.File, b []byte, off int64) (int, error)
+	WriteAt(f *os.File, b []byte, off int64) (int, error)
+	Sync(f *os.File) error
+}
+
+type osIO struct{}
+
+func (osIO) ReadAt(f *os.File, b []byte, off int64) (int, error)  { return f.ReadAt(b, off) }
+func (osIO) WriteAt(f *os.File, b []byte, off int64) (int, error) { return f.WriteAt(b, off) }
+func (osIO) Sync(f *os.File) error                                { return unix.Fdatasync(int(f.Fd())) }
+
+// counterFile is one open counter file. Every operation takes the
+// exclusive flock on the counter file itself, so it is safe against other
+// processes (and other counterFiles in this process: flock locks belong to
+// open file descriptions). It is not safe for concurrent use by goroutines:
+// the Generator serialises calls with its own mutex.
+//
+// Locking goes through gofrs/flock, which opens the path afresh for each
+// lock. Each operation therefore checks that the locked file is still the
+// file this counterFile has open; a counter removed or replaced under a
+// running program is reported as ErrReplaced instead of being written to a
+// file nobody else locks.
+type counterFile struct {
+	path string
+	f    *os.File    // held descriptor used for reads and writes
+	info fs.FileInfo // identity of f, for the replacement check
+	lock *flock.Flock
+	sync bool
+	io   fileIO
+	buf  [CounterSize + 1]byte
+}
+
+// openFlags are the flags for every open of an existing counter file.
+func openFlags(follow bool) int {
+	fl := os.O_RDWR | syscall.O_CLOEXEC
+	if !follow {
+		fl |= syscall.O_NOFOLLOW
+	}
+	return fl
+}
+
+// openCounter opens the counter file at path, creating it atomically with
+// value 0 when it does not exist, and checks under the lock that it is a
+// valid counter file. Nothing on disk is changed when it fails.
+func openCounter(path string, o *options) (*counterFile, error) {
+	if err := createIfMissing(path, 0, o); err != nil {
+		return nil, err
+	}
+	c, err := openExisting(path, o)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.read(); err != nil {
+		c.close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// openExisting opens an existing counter file without reading it.
+func openExisting(path string, o *options) (*counterFile, error) {
+	f, err := os.OpenFile(path, openFlags(o.followSymlinks), 0)
+	if err != nil {
+		return nil, &FileError{Op: "open", Path: path, Err: classifyOpenError(err)}
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, &FileError{Op: "open", Path: path, Err: err}
+	}
+	if !info.Mode().IsRegular() {
+		f.Close()
+		return nil, &FileError{Op: "open", Path: path, Err: fmt.Errorf("%w (%s)", ErrNotRegular, info.Mode().Type())}
+	}
+	c := &counterFile{
+		path: path,
+		f:    f,
+		info: info,
+		lock: flock.New(path, flock.SetFlag(openFlags(o.followSymlinks))),
+		sync: o.sync,
+		io:   o.io,
+	}
+	return c, nil
+}
+
+// classifyOpenError turns the errno of an open into this package's errors.
+func classifyOpenError(err error) error {
+	switch {
+	case errors.Is(err, syscall.ELOOP):
+		return fmt.Errorf("%w: %w", ErrSymlink, err)
+	case errors.Is(err, syscall.EISDIR):
+		return fmt.Errorf("%w: %w", ErrNotRegular, err)
+	}
+	return err
+}
+
+// createIfMissing creates the counter file holding value v if nothing is at
+// path. The file appears complete or not at all: a temporary file in the
+// same directory is written and synced, then linked into place (link fails
+// if another process created the counter first, and that process's file is
+// kept), then the directory is synced. An existing file is never replaced,
+// so a lock held on it stays valid.
+func createIfMissing(path string, v uint64, o *options) error {
+	if _, err := os.Lstat(path); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return nil // something is there: opening it decides whether it is usable
+	}
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return &FileError{Op: "create", Path: path, Err: err}
+	}
+	tmpName := tmp.Name()
+	defer os.Remove(tmpName)
+	b := EncodeCounter(v)
+	if err := writeTemp(tmp, b[:], o.fileMode); err != nil {
+		return &FileError{Op: "create", Path: path, Err: err}
+	}
+	if err := os.Link(tmpName, path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil // another process created it first
+		}
+		return &FileError{Op: "create", Path: path, Err: err}
+	}
+	if err := syncDir(dir); err != nil {
+		return &FileError{Op: "create", Path: path, Err: fmt.Errorf("sync directory: %w", err)}
+	}
+	return nil
+}
+
+func writeTemp(f *os.File, b []byte, mode fs.FileMode) error {
+	_, err := f.Write(b)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// withLock runs fn while holding the exclusive flock, after checking that
+// the locked file is the one this counterFile has open.
+func (c *counterFile) withLock(fn func() error) error {
+	if err := c.lock.Lock(); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = fmt.Errorf("%w: %w", ErrReplaced, err)
+		} else {
+			err = classifyOpenError(err)
+		}
+		return &FileError{Op: "lock", Path: c.path, Err: err}
+	}
+	defer c.lock.Unlock()
+	locked, err := c.lock.Stat()
+	if err != nil {
+		return &FileError{Op: "lock", Path: c.path, Err: err}
+	}
+	if !os.SameFile(locked, c.info) {
+		return &FileError{Op: "lock", Path: c.path, Err: ErrReplaced}
+	}
+	return fn()
+}
+
+// load reads and decodes the counter; the caller holds the lock. Reading
+// one byte more than a counter file holds detects a long file in the same
+// system call.
+func (c *counterFile) load() (uint64, error) {
+	n, err := c.io.ReadAt(c.f, c.buf[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, &FileError{Op: "read", Path: c.path, Err: err}
+	}
+	if n == len(c.buf) {
+		size := "more than 8"
+		if st, err := c.f.Stat(); err == nil {
+			size = fmt.Sprint(st.Size())
+		}
+		return 0, &FileError{Op: "read", Path: c.path, Err: fmt.Errorf(
+			"%w: it is %s bytes, a counter file is exactly %d", ErrCorrupt, size, CounterSize)}
+	}
+	v, err := DecodeCounter(c.buf[:n])
+	if err != nil {
+		return 0, &FileError{Op: "read", Path: c.path, Err: err}
+	}
+	return v, nil
+}
+
+// store writes v in place at offset 0 and, when sync is on, waits for
+// fdatasync; the caller holds the lock.
+func (c *counterFile) store(v uint64) error {
+	b := EncodeCounter(v)
+	if n, err := c.io.WriteAt(c.f, b[:], 0); err != nil || n != CounterSize {
+		if err == nil {
+			err = io.ErrShortWrite
+		}
+		return &FileError{Op: "write", Path: c.path, Err: err}
+	}
+	if c.sync {
+		if err := c.io.Sync(c.f); err != nil {
+			return &FileError{Op: "sync", Path: c.path, Err: err}
+		}
+	}
+	return nil
+}
+
+// read returns the last issued number.
+func (c *counterFile) read() (v uint64, err error) {
+	err = c.withLock(func() error {
+		v, err = c.load()
+		return err
+	})
+	return v, err
+}
+
+// advance reserves k numbers (k >= 1) and returns the first of them. The
+// numbers are only returned after the new value is written (and synced,
+// when sync is on); on any error nothing is reserved. check, when not nil,
+// sees the current value and the value to be written before anything is
+// written, and may refuse.
+func (c *counterFile) advance(k uint64, check func(cur, next uint64) error) (first uint64, err error) {
+	err = c.withLock(func() error {
+		cur, err := c.load()
+		if err != nil {
+			return err
+		}
+		if k > MaxNumber-cur {
+			return &FileError{Op: "advance", Path: c.path, Err: fmt.Errorf(
+				"%w: last issued %d, %d more would pass 2^64-1", ErrExhausted, cur, k)}
+		}
+		if check != nil {
+			if err := check(cur, cur+k); err != nil {
+				return err
+			}
+		}
+		if err := c.store(cur + k); err != nil {
+			return err
+		}
+		first = cur + 1
+		return nil
+	})
+	return first, err
+}
+
+// raise sets the counter to v if it is lower, and returns the value before.
+func (c *counterFile) raise(v uint64) (before uint64, err error) {
+	err = c.withLock(func() error {
+		before, err = c.load()
+		if err != nil || before >= v {
+			return err
+		}
+		return c.store(v)
+	})
+	return before, err
+}
+
+func (c *counterFile) close() error {
+	return c.f.Close()
+}

@@ -1,0 +1,70 @@
+package snapid
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors returned by this package. Match them with errors.Is: the values
+// returned are usually wrapped with more detail (the path, the name, the
+// value that was refused).
+var (
+	// ErrInvalidName is returned for a node name that breaks the rule
+	// ^[a-z_][a-z0-9_]{0,62}$.
+	ErrInvalidName = errors.New("invalid node name")
+
+	// ErrInvalidID is returned by ParseID for a string that is not
+	// "<name>-<number>".
+	ErrInvalidID = errors.New("invalid id")
+
+	// ErrCorrupt is returned for a counter file whose size is not exactly
+	// 8 bytes. The file is left exactly as it was.
+	ErrCorrupt = errors.New("corrupt counter file")
+
+	// ErrNotRegular is returned when the counter path names a directory,
+	// a device, a FIFO or anything else that is not a regular file.
+	ErrNotRegular = errors.New("counter path is not a regular file")
+
+	// ErrSymlink is returned when the counter path is a symbolic link and
+	// WithFollowSymlinks(true) was not given.
+	ErrSymlink = errors.New("counter path is a symbolic link")
+
+	// ErrReplaced is returned when the counter file was removed or replaced
+	// by another file while a Generator had it open. A replaced file would
+	// leave lockers of the old file unprotected, so the Generator stops.
+	ErrReplaced = errors.New("counter file was removed or replaced while in use")
+
+	// ErrExhausted is returned when the counter cannot advance without
+	// passing 2^64-1. The counter never wraps.
+	ErrExhausted = errors.New("counter exhausted")
+
+	// ErrLowered is returned by operations that would lower the counter
+	// without an explicit repair.
+	ErrLowered = errors.New("refusing to lower the counter")
+
+	// ErrClosed is returned by a Generator after Close.
+	ErrClosed = errors.New("generator closed")
+
+	// ErrInvalidOption is returned by Open for an option value that cannot
+	// be used (for example WithBlock(0)).
+	ErrInvalidOption = errors.New("invalid option")
+
+	// ErrNameTaken is returned when the node name is held in the registry
+	// by another owner.
+	ErrNameTaken = errors.New("node name taken")
+)
+
+// FileError records an error on the counter file and the path it concerns.
+// Its Unwrap method returns the cause, so errors.Is(err, ErrCorrupt) and
+// errors.Is(err, fs.ErrNotExist) work through it.
+type FileError struct {
+	Op   string // what was being done: "open", "create", "read", "write", "sync", "lock"
+	Path string
+	Err  error
+}
+
+func (e *FileError) Error() string {
+	return fmt.Sprintf("snapid: %s %s: %v", e.Op, e.Path, e.Err)
+}
+
+func (e *FileError) Unwrap() error { return e.Err }

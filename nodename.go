@@ -1,0 +1,92 @@
+package snapid
+
+import (
+	"fmt"
+	"strings"
+)
+
+// MaxNameLen is the longest valid node name.
+const MaxNameLen = 63
+
+// NameRule is the node name rule in words, as used in error messages.
+const NameRule = "a node name must match ^[a-z_][a-z0-9_]{0,62}$ " +
+	"(lower-case ASCII letters, digits and _, 1 to 63 characters, not starting with a digit)"
+
+// ValidateName reports whether s is a valid node name. The error wraps
+// ErrInvalidName, says what is wrong and states the rule. A name is never
+// altered to make it valid; see NameFromHostname for the one derivation
+// snapid offers.
+func ValidateName(s string) error {
+	if why := nameProblem(s); why != "" {
+		return fmt.Errorf("snapid: %w %q: %s; %s", ErrInvalidName, s, why, NameRule)
+	}
+	return nil
+}
+
+// nameProblem returns what is wrong with s as a node name, or "".
+// It is the only implementation of the rule.
+func nameProblem(s string) string {
+	switch {
+	case s == "":
+		return "it is empty"
+	case len(s) > MaxNameLen:
+		return fmt.Sprintf("it is %d bytes long", len(s))
+	case s[0] >= '0' && s[0] <= '9':
+		return "it starts with a digit"
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !isNameByte(c) {
+			return fmt.Sprintf("byte %d is %q", i, c)
+		}
+	}
+	return ""
+}
+
+func isNameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_'
+}
+
+// NameFromHostname derives a node name from a host name the way Snap!
+// does: cut at the first ".", replace every "-" by "_", lower-case. It
+// returns the name and, when the result differs from h, a short description
+// of what was changed (empty when h was already a valid name). What cannot be
+// made valid by those three steps (an empty label, a leading digit, other
+// characters, more than 63 characters) is refused with an error wrapping
+// ErrInvalidName.
+func NameFromHostname(h string) (name, changed string, err error) {
+	var changes []string
+	name = h
+	if i := strings.IndexByte(name, '.'); i >= 0 {
+		name = name[:i]
+		changes = append(changes, fmt.Sprintf("cut at the first \".\" (%q)", name))
+	}
+	if strings.Contains(name, "-") {
+		name = strings.ReplaceAll(name, "-", "_")
+		changes = append(changes, "replaced \"-\" by \"_\"")
+	}
+	if lower := asciiLower(name); lower != name {
+		name = lower
+		changes = append(changes, "lower-cased")
+	}
+	if why := nameProblem(name); why != "" {
+		return "", "", fmt.Errorf("snapid: %w: host name %q gives %q: %s; %s",
+			ErrInvalidName, h, name, why, NameRule)
+	}
+	if len(changes) > 0 {
+		changed = fmt.Sprintf("host name %q became %q: %s", h, name, strings.Join(changes, ", "))
+	}
+	return name, changed, nil
+}
+
+// asciiLower lower-cases ASCII letters only, so that no non-ASCII rune is
+// turned into an ASCII one by Unicode case folding.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + ('a' - 'A')
+		}
+	}
+	return string(b)
+}
