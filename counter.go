@@ -149,30 +149,21 @@ func createIfMissing(path string, v uint64, o *options) error {
 	if _, err := os.Lstat(path); err == nil || !errors.Is(err, fs.ErrNotExist) {
 		return nil // something is there: opening it decides whether it is usable
 	}
-	dir, base := filepath.Split(path)
+	b := EncodeCounter(v)
+	err := createFileAtomically(path, b[:], o.fileMode)
+	if err != nil && !errors.Is(err, fs.ErrExist) { // ErrExist: another process created it first
+		return &FileError{Op: "create", Path: path, Err: err}
+	}
+	return nil
+}
+
+// splitPath returns the directory (never empty) and base name of path.
+func splitPath(path string) (dir, base string) {
+	dir, base = filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		return &FileError{Op: "create", Path: path, Err: err}
-	}
-	tmpName := tmp.Name()
-	defer os.Remove(tmpName)
-	b := EncodeCounter(v)
-	if err := writeTemp(tmp, b[:], o.fileMode); err != nil {
-		return &FileError{Op: "create", Path: path, Err: err}
-	}
-	if err := os.Link(tmpName, path); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return nil // another process created it first
-		}
-		return &FileError{Op: "create", Path: path, Err: err}
-	}
-	if err := syncDir(dir); err != nil {
-		return &FileError{Op: "create", Path: path, Err: fmt.Errorf("sync directory: %w", err)}
-	}
-	return nil
+	return dir, base
 }
 
 func writeTemp(f *os.File, b []byte, mode fs.FileMode) error {

@@ -52,6 +52,26 @@ var (
 	// ErrNameTaken is returned when the node name is held in the registry
 	// by another owner.
 	ErrNameTaken = errors.New("node name taken")
+
+	// ErrProbableClone is returned by a claim that carries the right owner
+	// token from another machine while the row is active and was seen
+	// recently: most likely a copy of a counter directory in use elsewhere.
+	ErrProbableClone = errors.New("owner token in use on another machine (probable clone of the counter directory)")
+
+	// ErrNotRegistered is returned by Registry.Get for a name without a row.
+	ErrNotRegistered = errors.New("node name not registered")
+
+	// ErrMarkMoved is returned by Registry.Extend when the row's mark is not
+	// the expected old value (another process of the same owner moved it).
+	ErrMarkMoved = errors.New("reserved-up-to mark moved")
+
+	// ErrReservationExhausted is returned when every number the registry
+	// reserved for this host is used and no more could be reserved (the
+	// registry is unreachable or refused).
+	ErrReservationExhausted = errors.New("reserved range used up and the registry did not extend it")
+
+	// ErrRegistry wraps failures to reach or use the registry.
+	ErrRegistry = errors.New("registry error")
 )
 
 // FileError records an error on the counter file and the path it concerns.

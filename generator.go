@@ -1,6 +1,7 @@
 package snapid
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -31,6 +32,7 @@ type Generator struct {
 	log   *slog.Logger
 	gc    *groupCommit
 	block *blockAllocator // nil in strict mode
+	res   *reservation    // nil without a registry
 
 	mu     sync.Mutex // guards file and the file operations
 	file   *counterFile
@@ -49,7 +51,19 @@ type Generator struct {
 // ValidateName), the options, and the file (exactly 8 bytes, a regular file,
 // not a symbolic link unless WithFollowSymlinks). A failed Open changes
 // nothing on disk, except that a missing counter file may have been created.
+//
+// With WithRegistry, Open also claims the name in the registry before it
+// returns (see OpenContext); it gives the claim the registry timeout.
 func Open(counterPath, name string, opts ...Option) (*Generator, error) {
+	return OpenContext(context.Background(), counterPath, name, opts...)
+}
+
+// OpenContext is Open with a context for the registry claim. With
+// WithRegistry it claims the name (SPEC §5) before it returns: another
+// owner's active claim is ErrNameTaken and the Generator is not returned;
+// the first process of the host raises the counter to the registry's
+// reserved mark and reserves the first step. Only the claim uses ctx.
+func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) (*Generator, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
@@ -65,6 +79,18 @@ func Open(counterPath, name string, opts ...Option) (*Generator, error) {
 		return nil, err
 	}
 	g := &Generator{name: name, path: counterPath, log: o.logger, file: file}
+	if o.reg.registry != nil {
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, o.reg.timeout)
+			defer cancel()
+		}
+		g.res, err = startReservation(ctx, counterPath, name, &o, g.withFile)
+		if err != nil {
+			file.close()
+			return nil, err
+		}
+	}
 	g.gc = newGroupCommit(g.flush)
 	if o.block > 0 {
 		g.block = newBlockAllocator(o.block, g.gc.reserve)
@@ -126,15 +152,37 @@ func (g *Generator) NextN(n uint64) (first uint64, err error) {
 	return g.gc.reserve(n)
 }
 
-// flush is the group-commit leader's counter update.
+// flush is the group-commit leader's counter update. With a registry, a
+// number above the reserved mark makes it extend the mark synchronously
+// and try again; if that fails, nothing is issued.
 func (g *Generator) flush(k uint64) (uint64, error) {
+	for attempt := 0; ; attempt++ {
+		first, err := g.advance(k)
+		var need *needMarkError
+		if err == nil || !errors.As(err, &need) || attempt == 3 {
+			return first, err
+		}
+		ctx, cancel := context.WithTimeout(g.res.ctx, g.res.o.timeout)
+		err = g.res.extend(ctx, need.next)
+		cancel()
+		if err != nil {
+			return 0, fmt.Errorf("snapid: %w (%d issued, %d reserved): %w", ErrReservationExhausted, need.next-k, need.mark, err)
+		}
+	}
+}
+
+func (g *Generator) advance(k uint64) (uint64, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed.Load() {
 		return 0, ErrClosed
 	}
+	var check func(cur, next uint64) error
+	if g.res != nil {
+		check = g.res.check
+	}
 	start := time.Now()
-	first, err := g.file.advance(k, nil)
+	first, err := g.file.advance(k, check)
 	g.flushTime.Add(int64(time.Since(start)))
 	if err != nil {
 		return 0, err
@@ -142,6 +190,14 @@ func (g *Generator) flush(k uint64) (uint64, error) {
 	g.flushes.Add(1)
 	g.reserved.Add(k)
 	return first, nil
+}
+
+// withFile runs fn on the counter file under the file mutex, for the
+// registry's background work.
+func (g *Generator) withFile(fn func(c *counterFile) error) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.file.withLock(func() error { return fn(g.file) })
 }
 
 // Stats describes a Generator's work so far.
@@ -161,7 +217,10 @@ func (g *Generator) Stats() Stats {
 	}
 }
 
-// Close stops the Generator and closes the counter file. Calls after Close
+// Close stops the Generator and closes the counter file. With a registry,
+// the last process of the host to close sets the registry's reserved mark
+// back to the counter's value, so that a clean restart leaves no gap; an
+// error doing so is returned (the Generator is closed all the same). Calls after Close
 // return ErrClosed; calls in progress finish or fail with ErrClosed. In
 // block mode the unused rest of the current block is not returned to the
 // file. Close is idempotent.
@@ -172,7 +231,14 @@ func (g *Generator) Close() error {
 	if g.block != nil {
 		g.block.close()
 	}
+	var err error
+	if g.res != nil {
+		err = g.res.close()
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.file.close()
+	if cerr := g.file.close(); err == nil {
+		err = cerr
+	}
+	return err
 }

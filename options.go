@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"time"
 )
 
 // An Option configures Open, Init, Repair and ReadCounter.
@@ -16,6 +17,7 @@ type options struct {
 	followSymlinks bool
 	logger         *slog.Logger
 	io             fileIO
+	reg            registryOptions
 }
 
 func defaultOptions() options {
@@ -24,6 +26,12 @@ func defaultOptions() options {
 		fileMode: 0o600,
 		logger:   slog.New(slog.DiscardHandler),
 		io:       osIO{},
+		reg: registryOptions{
+			step:        DefaultReserveStep,
+			cloneWindow: 5 * time.Minute,
+			heartbeat:   time.Minute,
+			timeout:     15 * time.Second,
+		},
 	}
 }
 
@@ -105,6 +113,110 @@ func WithLogger(l *slog.Logger) Option {
 func withIO(io fileIO) Option {
 	return func(o *options) error {
 		o.io = io
+		return nil
+	}
+}
+
+// Registry options. They only matter with WithRegistry.
+type registryOptions struct {
+	registry    Registry
+	step        uint64
+	host        HostInfo
+	hostSet     bool
+	takeover    bool
+	floor       uint64
+	cloneWindow time.Duration
+	heartbeat   time.Duration
+	timeout     time.Duration
+}
+
+// DefaultReserveStep is how many numbers a host reserves in the registry
+// at a time unless WithReserveStep says otherwise. At 100 ids a second the
+// second half of a step lasts well over an hour of registry outage; a crash
+// leaves a gap of at most one step.
+const DefaultReserveStep = 1_000_000
+
+// WithRegistry makes Open claim the node name in r before it issues
+// anything, and bounds issuance by the registry's reserved-up-to mark.
+// Without it the Generator is standalone: the name is not checked against
+// other hosts.
+func WithRegistry(r Registry) Option {
+	return func(o *options) error {
+		if r == nil {
+			return fmt.Errorf("snapid: %w: WithRegistry(nil)", ErrInvalidOption)
+		}
+		o.reg.registry = r
+		return nil
+	}
+}
+
+// WithReserveStep sets how many numbers the host reserves in the registry
+// at a time (default DefaultReserveStep). The next step is reserved in the
+// background when half of the current one is used.
+func WithReserveStep(n uint64) Option {
+	return func(o *options) error {
+		if n < 2 {
+			return fmt.Errorf("snapid: %w: WithReserveStep(%d): a step holds at least 2 numbers", ErrInvalidOption, n)
+		}
+		o.reg.step = n
+		return nil
+	}
+}
+
+// WithHostInfo sets how this machine is described in the registry (default
+// LocalHostInfo()).
+func WithHostInfo(h HostInfo) Option {
+	return func(o *options) error {
+		o.reg.host, o.reg.hostSet = h, true
+		return nil
+	}
+}
+
+// WithTakeover lets Open take the name over from an active holder of
+// another owner, which is only right when that holder is known to be gone
+// for good. The counter starts above floor and above the old holder's
+// reserved mark.
+func WithTakeover(floor uint64) Option {
+	return func(o *options) error {
+		o.reg.takeover, o.reg.floor = true, floor
+		return nil
+	}
+}
+
+// WithCloneWindow sets how recently a holder must have been seen for a
+// claim with its owner token from another machine to be refused as a
+// probable clone (default 5 minutes; it must exceed the heartbeat).
+func WithCloneWindow(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 0 {
+			return fmt.Errorf("snapid: %w: WithCloneWindow(%v)", ErrInvalidOption, d)
+		}
+		o.reg.cloneWindow = d
+		return nil
+	}
+}
+
+// WithHeartbeat sets how often a Generator refreshes its last-seen time in
+// the registry (default 1 minute).
+func WithHeartbeat(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("snapid: %w: WithHeartbeat(%v)", ErrInvalidOption, d)
+		}
+		o.reg.heartbeat = d
+		return nil
+	}
+}
+
+// WithRegistryTimeout bounds each registry call the Generator makes on its
+// own (extensions, heartbeats, the return of the reservation at Close);
+// default 15 seconds.
+func WithRegistryTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("snapid: %w: WithRegistryTimeout(%v)", ErrInvalidOption, d)
+		}
+		o.reg.timeout = d
 		return nil
 	}
 }

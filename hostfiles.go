@@ -1,0 +1,200 @@
+package snapid
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/gofrs/flock"
+)
+
+// The files a Generator with a registry keeps beside the counter file
+// <counter>. The counter file itself stays exactly as Snap! has it.
+//
+//	<counter>.owner     the owner token (32 hex digits and a newline),
+//	                    created once; an exclusive flock on it is the host's
+//	                    gate for start-up and shut-down
+//	<counter>.mark      the reserved-up-to mark this host may issue to,
+//	                    8 bytes little-endian, read and written under the
+//	                    counter's lock
+//	<counter>.presence  empty; every process using the registry holds a
+//	                    shared flock on it, so the one that can take it
+//	                    exclusively is the first (at start-up) or the last
+//	                    (at close)
+const (
+	ownerSuffix    = ".owner"
+	markSuffix     = ".mark"
+	presenceSuffix = ".presence"
+)
+
+// HostInfo identifies the machine in the registry.
+type HostInfo struct {
+	Hostname  string
+	Address   string
+	MachineID string
+}
+
+// LocalHostInfo returns this machine's host name, a non-loopback address
+// (empty if there is none) and machine id (from /etc/machine-id or
+// /var/lib/dbus/machine-id; empty if neither exists).
+func LocalHostInfo() HostInfo {
+	var h HostInfo
+	h.Hostname, _ = os.Hostname()
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() && !ipn.IP.IsLinkLocalUnicast() {
+				h.Address = ipn.IP.String()
+				break
+			}
+		}
+	}
+	for _, p := range []string{"/etc/machine-id", "/var/lib/dbus/machine-id"} {
+		if b, err := os.ReadFile(p); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+			h.MachineID = strings.TrimSpace(string(b))
+			break
+		}
+	}
+	return h
+}
+
+// loadOwner returns the owner token stored beside the counter, creating it
+// (atomically, like the counter) if create is set and it is missing.
+func loadOwner(counterPath string, create bool, o *options) (string, error) {
+	path := counterPath + ownerSuffix
+	b, err := readSmallFile(path, o.followSymlinks)
+	if errors.Is(err, fs.ErrNotExist) && create {
+		var raw [16]byte
+		if _, err := rand.Read(raw[:]); err != nil {
+			return "", &FileError{Op: "create", Path: path, Err: err}
+		}
+		if err := createFileAtomically(path, []byte(hex.EncodeToString(raw[:])+"\n"), o.fileMode); err != nil {
+			return "", &FileError{Op: "create", Path: path, Err: err}
+		}
+		b, err = readSmallFile(path, o.followSymlinks)
+	}
+	if err != nil {
+		return "", &FileError{Op: "read", Path: path, Err: classifyOpenError(err)}
+	}
+	tok := strings.TrimSuffix(string(b), "\n")
+	if len(tok) != 32 || strings.Trim(tok, "0123456789abcdef") != "" {
+		return "", &FileError{Op: "read", Path: path, Err: fmt.Errorf(
+			"%w: an owner token file holds 32 lower-case hex digits and a newline", ErrCorrupt)}
+	}
+	return tok, nil
+}
+
+func readSmallFile(path string, follow bool) ([]byte, error) {
+	f, err := os.OpenFile(path, openFlags(follow)&^os.O_RDWR|os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, 4096))
+}
+
+// hostState is a Generator's handle on the files beside the counter.
+type hostState struct {
+	owner    string
+	gate     *flock.Flock
+	presence *flock.Flock
+	mark     *os.File
+	markPath string
+}
+
+func openHostState(counterPath string, o *options) (*hostState, error) {
+	owner, err := loadOwner(counterPath, true, o)
+	if err != nil {
+		return nil, err
+	}
+	markPath := counterPath + markSuffix
+	mark, err := os.OpenFile(markPath, openFlags(o.followSymlinks)|os.O_CREATE, o.fileMode)
+	if err != nil {
+		return nil, &FileError{Op: "open", Path: markPath, Err: classifyOpenError(err)}
+	}
+	lockFlags := openFlags(o.followSymlinks) | os.O_CREATE
+	return &hostState{
+		owner:    owner,
+		gate:     flock.New(counterPath+ownerSuffix, flock.SetFlag(openFlags(o.followSymlinks))),
+		presence: flock.New(counterPath+presenceSuffix, flock.SetFlag(lockFlags), flock.SetPermissions(o.fileMode)),
+		mark:     mark,
+		markPath: markPath,
+	}, nil
+}
+
+// lockGate takes the host's start-up/shut-down gate.
+func (h *hostState) lockGate(ctx context.Context) error {
+	ok, err := h.gate.TryLockContext(ctx, 5*time.Millisecond)
+	if err == nil && !ok {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return &FileError{Op: "lock", Path: h.gate.Path(), Err: err}
+	}
+	return nil
+}
+
+// readMark returns the mark; a missing or empty mark file reads as 0
+// (nothing may be issued). The caller holds the counter lock.
+func (h *hostState) readMark() (uint64, error) {
+	var b [CounterSize + 1]byte
+	n, err := h.mark.ReadAt(b[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, &FileError{Op: "read", Path: h.markPath, Err: err}
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	v, err := DecodeCounter(b[:n])
+	if err != nil {
+		return 0, &FileError{Op: "read", Path: h.markPath, Err: err}
+	}
+	return v, nil
+}
+
+// writeMark writes the mark in place; the caller holds the counter lock.
+// It is not synced: a mark lost in a crash reads lower, which only
+// narrows what may be issued until the registry's mark is adopted again.
+func (h *hostState) writeMark(v uint64) error {
+	b := EncodeCounter(v)
+	if _, err := h.mark.WriteAt(b[:], 0); err != nil {
+		return &FileError{Op: "write", Path: h.markPath, Err: err}
+	}
+	return nil
+}
+
+func (h *hostState) close() error {
+	h.presence.Close()
+	h.gate.Close()
+	return h.mark.Close()
+}
+
+// createFileAtomically creates path with content b: a synced temporary
+// file linked into place, then the directory synced. It fails with
+// fs.ErrExist if path exists; an existing file is never replaced.
+func createFileAtomically(path string, b []byte, mode fs.FileMode) error {
+	dir, base := splitPath(path)
+	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmpName := tmp.Name()
+	defer os.Remove(tmpName)
+	if err := writeTemp(tmp, b, mode); err != nil {
+		return err
+	}
+	if err := os.Link(tmpName, path); err != nil {
+		return err
+	}
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("sync directory: %w", err)
+	}
+	return nil
+}

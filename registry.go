@@ -1,0 +1,104 @@
+package snapid
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Row states.
+const (
+	StateActive   = "active"
+	StateReleased = "released"
+)
+
+// Holder is a registry row: who holds a node name and how far it may issue.
+type Holder struct {
+	Name         string
+	Owner        string // owner token of the counter file that holds the name
+	Hostname     string
+	Address      string
+	MachineID    string
+	State        string // StateActive or StateReleased
+	RegisteredAt time.Time
+	LastSeen     time.Time
+	// Reserved is the reserved-up-to mark: the holder issues no number
+	// above it. For a released row it is the final counter value.
+	Reserved uint64
+}
+
+// String describes the holder for error messages.
+func (h Holder) String() string {
+	return fmt.Sprintf("held by %s (address %s, machine %s) since %s, last seen %s, state %s",
+		orUnknown(h.Hostname), orUnknown(h.Address), orUnknown(h.MachineID),
+		fmtTime(h.RegisteredAt), fmtTime(h.LastSeen), h.State)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "unknown"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// Claim is a request to hold a node name.
+type Claim struct {
+	Name      string
+	Owner     string // the counter file's owner token
+	Hostname  string
+	Address   string
+	MachineID string
+	// Force takes the name over even from an active holder of another
+	// owner. The new holder's counter starts at least at Floor and at least
+	// at the old holder's mark.
+	Force bool
+	Floor uint64
+	// CloneWindow: a claim with this Owner from another machine (machine id
+	// or hostname differ) is refused with ErrProbableClone while the row is
+	// active and was last seen less than CloneWindow ago. Zero disables the
+	// check.
+	CloneWindow time.Duration
+}
+
+// Registry proves that a node name is held by one counter file only, and
+// bounds what that counter file may issue. Implementations must be safe for
+// concurrent use. CassandraRegistry is the production implementation.
+//
+// Every method is conditional on the owner: none of them may create,
+// resurrect or change a row held by another owner, except Claim with Force.
+type Registry interface {
+	// Claim claims c.Name for c.Owner and returns the row as it stands
+	// after the claim. Another active owner: ErrNameTaken (wrapped with the
+	// holder's details) unless c.Force. The same owner from another machine,
+	// recently seen: ErrProbableClone. A released row is taken over: its
+	// Reserved is the final counter value of the old holder.
+	Claim(ctx context.Context, c Claim) (Holder, error)
+
+	// Extend moves the reserved-up-to mark of name from old to new
+	// (new may be lower than old: that returns an unused reservation) and
+	// refreshes last-seen, if owner holds the name active and the mark is
+	// old. If the mark is not old it returns the row and ErrMarkMoved; if
+	// owner no longer holds the name, ErrNameTaken.
+	Extend(ctx context.Context, name, owner string, old, new uint64) (Holder, error)
+
+	// Touch refreshes last-seen if owner holds the name active.
+	Touch(ctx context.Context, name, owner string) error
+
+	// Release marks the name released, recording final as its mark, if
+	// owner holds it.
+	Release(ctx context.Context, name, owner string, final uint64) error
+
+	// Get returns the row for name (at serial consistency), or
+	// ErrNotRegistered.
+	Get(ctx context.Context, name string) (Holder, error)
+
+	// List returns every row, for audits.
+	List(ctx context.Context) ([]Holder, error)
+}

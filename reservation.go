@@ -1,0 +1,281 @@
+package snapid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// reservation is a Generator's side of the registry (SPEC §5): the claim
+// made at Open, the reserved-up-to mark that bounds issuance, the
+// background extension of that mark and the heartbeat, and the return of
+// the unused reservation by the last process out.
+//
+// The invariant it keeps: the host's mark file never holds a value above
+// the registry's mark for this owner, and no number above the mark file is
+// issued. The registry is always written first, the mark file second.
+type reservation struct {
+	reg      Registry
+	name     string
+	host     *hostState
+	o        registryOptions
+	log      *slog.Logger
+	withFile func(fn func(c *counterFile) error) error // runs fn under the Generator's file mutex
+
+	extendMu  sync.Mutex  // one extension at a time in this process
+	extending atomic.Bool // a background extension is running
+	lost      atomic.Pointer[error]
+
+	ctx    context.Context // cancelled at close; parent of background calls
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// needMarkError is returned by check when the next number would pass the
+// mark; flush then extends synchronously and retries.
+type needMarkError struct{ mark, next uint64 }
+
+func (e *needMarkError) Error() string {
+	return fmt.Sprintf("%v: the host's reserved-up-to mark is %d, the next number would be %d", ErrReservationExhausted, e.mark, e.next)
+}
+
+func (e *needMarkError) Unwrap() error { return ErrReservationExhausted }
+
+// startReservation claims the name and prepares the mark. It runs before
+// the Generator issues anything; on error nothing has been issued and the
+// counter is unchanged.
+func startReservation(ctx context.Context, path, name string, o *options, withFile func(func(*counterFile) error) error) (*reservation, error) {
+	hs, err := openHostState(path, o)
+	if err != nil {
+		return nil, err
+	}
+	r := &reservation{reg: o.reg.registry, name: name, host: hs, o: o.reg, log: o.logger, withFile: withFile}
+	if !r.o.hostSet {
+		r.o.host = LocalHostInfo()
+	}
+	if err := hs.lockGate(ctx); err != nil {
+		hs.close()
+		return nil, err
+	}
+	defer hs.gate.Unlock()
+	first, err := hs.presence.TryLock()
+	if err != nil {
+		hs.close()
+		return nil, &FileError{Op: "lock", Path: hs.presence.Path(), Err: err}
+	}
+	if err := r.claim(ctx, first); err != nil {
+		hs.close()
+		return nil, err
+	}
+	if first {
+		// Another process can only join through the gate we hold, so
+		// the non-atomic change from exclusive to shared is safe.
+		hs.presence.Unlock()
+	}
+	if err := hs.presence.RLock(); err != nil {
+		hs.close()
+		return nil, &FileError{Op: "lock", Path: hs.presence.Path(), Err: err}
+	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.wg.Add(1)
+	go r.heartbeat()
+	return r, nil
+}
+
+// claim claims the name and, for the first process on the host, raises the
+// counter to the registry's mark and reserves the first step.
+func (r *reservation) claim(ctx context.Context, first bool) error {
+	h, err := r.reg.Claim(ctx, Claim{
+		Name: r.name, Owner: r.host.owner,
+		Hostname: r.o.host.Hostname, Address: r.o.host.Address, MachineID: r.o.host.MachineID,
+		Force: r.o.takeover, Floor: r.o.floor, CloneWindow: r.o.cloneWindow,
+	})
+	if err != nil {
+		return err
+	}
+	if !first {
+		return nil // the processes already running keep the mark file
+	}
+	target := max(h.Reserved, r.o.floor)
+	err = r.withFile(func(c *counterFile) error {
+		cur, err := c.load()
+		if err != nil {
+			return err
+		}
+		if cur < target {
+			if err := c.store(target); err != nil {
+				return err
+			}
+			r.log.Warn("snapid: counter raised to the registry's reserved mark (after a crash, a restore or a take-over)",
+				"path", c.path, "from", cur, "to", target)
+		}
+		return r.host.writeMark(h.Reserved)
+	})
+	if err != nil {
+		return err
+	}
+	return r.extend(ctx, 0)
+}
+
+// check is called under the counter lock before a counter update from cur
+// to next; it refuses numbers above the mark and starts an extension when
+// half of the step is used.
+func (r *reservation) check(cur, next uint64) error {
+	if errp := r.lost.Load(); errp != nil {
+		return *errp
+	}
+	m, err := r.host.readMark()
+	if err != nil {
+		return err
+	}
+	if next > m {
+		return &needMarkError{mark: m, next: next}
+	}
+	if m-next < r.o.step/2 {
+		r.extendInBackground()
+	}
+	return nil
+}
+
+func (r *reservation) extendInBackground() {
+	if r.ctx.Err() != nil || !r.extending.CompareAndSwap(false, true) {
+		return
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer r.extending.Store(false)
+		ctx, cancel := context.WithTimeout(r.ctx, r.o.timeout)
+		defer cancel()
+		if err := r.extend(ctx, 0); err != nil {
+			r.log.Warn("snapid: could not extend the reserved range; ids keep flowing until the mark", "name", r.name, "err", err)
+		}
+	}()
+}
+
+// extend raises the registry's mark to one step above the counter (and to
+// at least need), then the mark file. It does nothing when another caller
+// already made enough room.
+func (r *reservation) extend(ctx context.Context, need uint64) error {
+	r.extendMu.Lock()
+	defer r.extendMu.Unlock()
+	for attempt := 0; attempt < 3; attempt++ {
+		var cur, old uint64
+		err := r.withFile(func(c *counterFile) error {
+			var err error
+			if cur, err = c.load(); err != nil {
+				return err
+			}
+			old, err = r.host.readMark()
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if old >= need && old > cur && old-cur >= r.o.step/2 {
+			return nil
+		}
+		base := max(old, cur)
+		next := base + min(r.o.step, MaxNumber-base)
+		next = max(next, need)
+		if next <= old {
+			return fmt.Errorf("snapid: %w: the mark is at 2^64-1", ErrExhausted)
+		}
+		h, err := r.reg.Extend(ctx, r.name, r.host.owner, old, next)
+		switch {
+		case err == nil:
+			return r.adopt(next)
+		case errors.Is(err, ErrMarkMoved) && h.Owner == r.host.owner && h.State == StateActive:
+			if h.Reserved > old {
+				// Another process of this host extended first.
+				if err := r.adopt(h.Reserved); err != nil {
+					return err
+				}
+				continue
+			}
+			return fmt.Errorf("snapid: %w: the registry's mark %d is below this host's %d: is another machine using this counter's owner token?",
+				ErrProbableClone, h.Reserved, old)
+		case errors.Is(err, ErrNameTaken):
+			r.lost.Store(&err)
+			return err
+		default:
+			return err
+		}
+	}
+	return fmt.Errorf("snapid: %w: the registry's mark kept moving", ErrReservationExhausted)
+}
+
+// adopt raises the mark file to v, which the registry holds for this owner.
+func (r *reservation) adopt(v uint64) error {
+	return r.withFile(func(c *counterFile) error {
+		m, err := r.host.readMark()
+		if err != nil || m >= v {
+			return err
+		}
+		return r.host.writeMark(v)
+	})
+}
+
+// heartbeat refreshes last-seen until close.
+func (r *reservation) heartbeat() {
+	defer r.wg.Done()
+	t := time.NewTicker(r.o.heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(r.ctx, r.o.timeout)
+		err := r.reg.Touch(ctx, r.name, r.host.owner)
+		cancel()
+		switch {
+		case errors.Is(err, ErrNameTaken):
+			r.lost.Store(&err)
+			r.log.Error("snapid: node name taken over by another owner; no more ids will be issued", "name", r.name, "err", err)
+			return
+		case err != nil && r.ctx.Err() == nil:
+			r.log.Warn("snapid: heartbeat failed", "name", r.name, "err", err)
+		}
+	}
+}
+
+// close stops the background work and, if this is the last process on the
+// host using the name, returns the unused reservation: the registry's mark
+// is set back to the counter's value, then the mark file.
+func (r *reservation) close() error {
+	r.cancel()
+	r.wg.Wait()
+	defer r.host.close()
+	ctx, cancel := context.WithTimeout(context.Background(), r.o.timeout)
+	defer cancel()
+	if err := r.host.lockGate(ctx); err != nil {
+		return err
+	}
+	defer r.host.gate.Unlock()
+	r.host.presence.Unlock()
+	last, err := r.host.presence.TryLock()
+	if err != nil || !last || r.lost.Load() != nil {
+		return err
+	}
+	var cur, m uint64
+	err = r.withFile(func(c *counterFile) error {
+		if cur, err = c.load(); err != nil {
+			return err
+		}
+		m, err = r.host.readMark()
+		return err
+	})
+	if err != nil || m <= cur {
+		return err
+	}
+	if _, err := r.reg.Extend(ctx, r.name, r.host.owner, m, cur); err != nil {
+		return fmt.Errorf("snapid: returning the unused reservation of %q (%d..%d): %w", r.name, cur+1, m, err)
+	}
+	return r.withFile(func(c *counterFile) error { return r.host.writeMark(cur) })
+}

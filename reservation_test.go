@@ -1,0 +1,253 @@
+package snapid
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// crash abandons g as a killed process would: its locks and descriptors go
+// away, but nothing is returned to the registry.
+func crash(t *testing.T, g *Generator) {
+	t.Helper()
+	g.closed.Store(true)
+	if g.block != nil {
+		g.block.close()
+	}
+	g.res.cancel()
+	g.res.wg.Wait()
+	require.NoError(t, g.res.host.close())
+	require.NoError(t, g.file.close())
+}
+
+func openReg(t *testing.T, path, name string, reg Registry, opts ...Option) *Generator {
+	t.Helper()
+	opts = append([]Option{WithRegistry(reg), WithSync(false), WithHostInfo(HostInfo{Hostname: "h1", MachineID: "m1"})}, opts...)
+	g, err := Open(path, name, opts...)
+	require.NoError(t, err)
+	return g
+}
+
+func draw(t *testing.T, g *Generator, n int) []uint64 {
+	t.Helper()
+	out := make([]uint64, 0, n)
+	for i := 0; i < n; i++ {
+		v, err := g.Next()
+		require.NoError(t, err)
+		out = append(out, v)
+	}
+	return out
+}
+
+func TestReservationBoundsAndCleanRestart(t *testing.T) {
+	reg := newMemRegistry()
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	g := openReg(t, path, "web_1", reg, WithReserveStep(100))
+	h, _ := reg.row("web_1")
+	assert.Equal(t, uint64(100), h.Reserved, "the first step is reserved at Open")
+	assert.Equal(t, []uint64{1, 2, 3}, draw(t, g, 3))
+	require.NoError(t, g.Close())
+	h, _ = reg.row("web_1")
+	assert.Equal(t, uint64(3), h.Reserved, "the last process out returns the unused reservation")
+
+	g = openReg(t, path, "web_1", reg, WithReserveStep(100))
+	assert.Equal(t, []uint64{4}, draw(t, g, 1), "a clean restart leaves no gap")
+	require.NoError(t, g.Close())
+}
+
+func TestReservationExtendsAheadAndStopsAtMarkWhenRegistryDown(t *testing.T) {
+	reg := newMemRegistry()
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	g := openReg(t, path, "web_1", reg, WithReserveStep(10))
+	defer g.Close()
+	seen := draw(t, g, 25) // crosses two marks: extended in the background or synchronously
+	assert.Equal(t, uint64(25), seen[24])
+
+	reg.setDown(true)
+	mark, err := func() (m uint64, err error) {
+		err = g.withFile(func(*counterFile) error { m, err = g.res.host.readMark(); return err })
+		return m, err
+	}()
+	require.NoError(t, err)
+	require.Greater(t, mark, uint64(25))
+	for n := uint64(26); n <= mark; n++ {
+		v, err := g.Next()
+		require.NoError(t, err, "ids keep flowing from the reserved range while the registry is down")
+		assert.Equal(t, n, v)
+	}
+	_, err = g.Next()
+	require.ErrorIs(t, err, ErrReservationExhausted)
+	require.ErrorIs(t, err, ErrRegistry)
+	last, err := ReadCounter(path)
+	require.NoError(t, err)
+	assert.Equal(t, mark, last, "a refused number is not reserved in the counter")
+
+	reg.setDown(false)
+	v, err := g.Next()
+	require.NoError(t, err, "issuance resumes when the registry is back")
+	assert.Equal(t, mark+1, v)
+}
+
+func TestReservationCrashLeavesAtMostOneStep(t *testing.T) {
+	reg := newMemRegistry()
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	g := openReg(t, path, "web_1", reg, WithReserveStep(100))
+	draw(t, g, 7)
+	crash(t, g)
+
+	g = openReg(t, path, "web_1", reg, WithReserveStep(100))
+	defer g.Close()
+	v, err := g.Next()
+	require.NoError(t, err)
+	assert.Greater(t, v, uint64(7))
+	assert.LessOrEqual(t, v-7, uint64(100)+1, "gap of at most one step")
+}
+
+func TestReservationRestoredBackupNeverRepeats(t *testing.T) {
+	for _, clean := range []bool{true, false} {
+		reg := newMemRegistry()
+		path := filepath.Join(t.TempDir(), "counter.u64")
+		g := openReg(t, path, "web_1", reg, WithReserveStep(50))
+		draw(t, g, 5)
+		backup, err := os.ReadFile(path)
+		require.NoError(t, err)
+		issued := draw(t, g, 120)
+		if clean {
+			require.NoError(t, g.Close())
+		} else {
+			crash(t, g)
+		}
+		// Restore the old counter in place, as a restore from backup would.
+		require.NoError(t, os.WriteFile(path, backup, 0o600))
+
+		g = openReg(t, path, "web_1", reg, WithReserveStep(50))
+		v, err := g.Next()
+		require.NoError(t, err)
+		assert.Greater(t, v, issued[len(issued)-1], "clean=%v: a rolled-back counter is raised above every issued id", clean)
+		require.NoError(t, g.Close())
+	}
+}
+
+func TestReservationNameTakenIssuesNothing(t *testing.T) {
+	reg := newMemRegistry()
+	dir := t.TempDir()
+	a := openReg(t, filepath.Join(dir, "a.u64"), "web_1", reg)
+	defer a.Close()
+
+	bPath := filepath.Join(dir, "b.u64")
+	require.NoError(t, os.WriteFile(bPath, []byte{41, 0, 0, 0, 0, 0, 0, 0}, 0o600))
+	_, err := Open(bPath, "web_1", WithRegistry(reg), WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}))
+	require.ErrorIs(t, err, ErrNameTaken)
+	assert.Contains(t, err.Error(), "h1")
+	b, err := os.ReadFile(bPath)
+	require.NoError(t, err)
+	assert.Equal(t, []byte{41, 0, 0, 0, 0, 0, 0, 0}, b, "the loser's counter is unchanged")
+}
+
+func TestReservationTakeoverAfterReleaseContinuesAbove(t *testing.T) {
+	reg := newMemRegistry()
+	dir := t.TempDir()
+	aPath := filepath.Join(dir, "a.u64")
+	a := openReg(t, aPath, "web_1", reg, WithReserveStep(10))
+	issued := draw(t, a, 37)
+	require.NoError(t, a.Close())
+	final, err := Release(t.Context(), aPath, "web_1", WithRegistry(reg))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(37), final)
+
+	b, err := Open(filepath.Join(dir, "b.u64"), "web_1", WithRegistry(reg), WithSync(false),
+		WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}))
+	require.NoError(t, err)
+	defer b.Close()
+	v, err := b.Next()
+	require.NoError(t, err)
+	assert.Greater(t, v, issued[len(issued)-1])
+}
+
+func TestReservationForcedTakeover(t *testing.T) {
+	reg := newMemRegistry()
+	dir := t.TempDir()
+	a := openReg(t, filepath.Join(dir, "a.u64"), "web_1", reg, WithReserveStep(10))
+	draw(t, a, 3)
+	crash(t, a) // the old host is gone without releasing
+
+	other := WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"})
+	_, err := Open(filepath.Join(dir, "b.u64"), "web_1", WithRegistry(reg), other)
+	require.ErrorIs(t, err, ErrNameTaken)
+	b, err := Open(filepath.Join(dir, "b.u64"), "web_1", WithRegistry(reg), other, WithTakeover(1000))
+	require.NoError(t, err)
+	defer b.Close()
+	v, err := b.Next()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1001), v)
+}
+
+func TestReservationCloneRefused(t *testing.T) {
+	reg := newMemRegistry()
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "a"), 0o700))
+	a := openReg(t, filepath.Join(dir, "a", "c.u64"), "web_1", reg)
+	defer a.Close()
+	// A copy of the counter directory, owner token included, on another machine.
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "clone"), 0o700))
+	for _, f := range []string{"c.u64", "c.u64.owner"} {
+		b, err := os.ReadFile(filepath.Join(dir, "a", f))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "clone", f), b, 0o600))
+	}
+	_, err := Open(filepath.Join(dir, "clone", "c.u64"), "web_1", WithRegistry(reg),
+		WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}))
+	require.ErrorIs(t, err, ErrProbableClone)
+}
+
+func TestReservationProcessesShareMark(t *testing.T) {
+	// Two Generators on one counter file stand for two processes: flock
+	// locks belong to open file descriptions, so they exclude each other
+	// as processes do.
+	reg := newMemRegistry()
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	a := openReg(t, path, "web_1", reg, WithReserveStep(20))
+	b := openReg(t, path, "web_1", reg, WithReserveStep(20))
+
+	var mu sync.Mutex
+	seen := map[uint64]bool{}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for _, g := range []*Generator{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 500; i++ {
+				v, err := g.Next()
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				if seen[v] {
+					errs <- errors.New("duplicate")
+				}
+				seen[v] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	assert.Len(t, seen, 1000)
+
+	require.NoError(t, a.Close())
+	h, _ := reg.row("web_1")
+	assert.Greater(t, h.Reserved, uint64(1000), "not the last process: the reservation stays")
+	require.NoError(t, b.Close())
+	h, _ = reg.row("web_1")
+	assert.Equal(t, uint64(1000), h.Reserved, "the last process out returns it")
+}
