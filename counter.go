@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/gofrs/flock"
 	"golang.org/x/sys/unix"
 )
 
@@ -56,23 +55,30 @@ func (osIO) Sync(f *os.File) error                                { return unix.
 
 // counterFile is one open counter file. Every operation takes the
 // exclusive flock on the counter file itself, so it is safe against other
-// processes (and other counterFiles in this process: flock locks belong to
-// open file descriptions). It is not safe for concurrent use by goroutines:
-// the Generator serialises calls with its own mutex.
+// processes, Snap! servers included (and against other counterFiles in this
+// process: flock locks belong to open file descriptions). It is not safe
+// for concurrent use by goroutines: the Generator serialises calls with its
+// own mutex, because a flock already held by a descriptor is granted again
+// to the same descriptor.
 //
-// Locking goes through gofrs/flock, which opens the path afresh for each
-// lock. Each operation therefore checks that the locked file is still the
-// file this counterFile has open; a counter removed or replaced under a
-// running program is reported as ErrReplaced instead of being written to a
-// file nobody else locks.
+// The lock is taken on the descriptor held open since Open, and after each
+// lock the path is checked to still name that file: a counter removed or
+// replaced (by rename) under a running program is reported as ErrReplaced
+// rather than written to a file that other processes no longer lock.
+// (gofrs/flock, used for the lock files beside the counter, re-opens the
+// path with a new descriptor for every lock and closes it at unlock; for
+// the counter, on the hot path, one flock on the held descriptor and one
+// stat of the path do the same job in a third of the time.)
 type counterFile struct {
-	path string
-	f    *os.File    // held descriptor used for reads and writes
-	info fs.FileInfo // identity of f, for the replacement check
-	lock *flock.Flock
-	sync bool
-	io   fileIO
-	buf  [CounterSize + 1]byte
+	path   string
+	f      *os.File
+	fd     int
+	dev    uint64 // identity of f, for the replacement check
+	ino    uint64
+	follow bool
+	sync   bool
+	io     fileIO
+	buf    [CounterSize + 1]byte
 }
 
 // openFlags are the flags for every open of an existing counter file.
@@ -108,24 +114,29 @@ func openExisting(path string, o *options) (*counterFile, error) {
 	if err != nil {
 		return nil, &FileError{Op: "open", Path: path, Err: classifyOpenError(err)}
 	}
-	info, err := f.Stat()
-	if err != nil {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		f.Close()
 		return nil, &FileError{Op: "open", Path: path, Err: err}
 	}
-	if !info.Mode().IsRegular() {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		kind := "not a regular file"
+		if info, err := f.Stat(); err == nil {
+			kind = info.Mode().Type().String()
+		}
 		f.Close()
-		return nil, &FileError{Op: "open", Path: path, Err: fmt.Errorf("%w (%s)", ErrNotRegular, info.Mode().Type())}
+		return nil, &FileError{Op: "open", Path: path, Err: fmt.Errorf("%w (%s)", ErrNotRegular, kind)}
 	}
-	c := &counterFile{
-		path: path,
-		f:    f,
-		info: info,
-		lock: flock.New(path, flock.SetFlag(openFlags(o.followSymlinks))),
-		sync: o.sync,
-		io:   o.io,
-	}
-	return c, nil
+	return &counterFile{
+		path:   path,
+		f:      f,
+		fd:     int(f.Fd()),
+		dev:    uint64(st.Dev),
+		ino:    st.Ino,
+		follow: o.followSymlinks,
+		sync:   o.sync,
+		io:     o.io,
+	}, nil
 }
 
 // classifyOpenError turns the errno of an open into this package's errors.
@@ -192,25 +203,51 @@ func syncDir(dir string) error {
 	return err
 }
 
-// withLock runs fn while holding the exclusive flock, after checking that
-// the locked file is the one this counterFile has open.
-func (c *counterFile) withLock(fn func() error) error {
-	if err := c.lock.Lock(); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			err = fmt.Errorf("%w: %w", ErrReplaced, err)
-		} else {
-			err = classifyOpenError(err)
-		}
+// lock takes the exclusive flock and checks that the path still names
+// the locked file. On success the caller must call unlock.
+func (c *counterFile) lock() error {
+	if err := ignoringEINTR(func() error { return unix.Flock(c.fd, unix.LOCK_EX) }); err != nil {
 		return &FileError{Op: "lock", Path: c.path, Err: err}
 	}
-	defer c.lock.Unlock()
-	locked, err := c.lock.Stat()
+	flags := unix.AT_SYMLINK_NOFOLLOW
+	if c.follow {
+		flags = 0
+	}
+	var st unix.Stat_t
+	err := unix.Fstatat(unix.AT_FDCWD, c.path, &st, flags)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("%w: %w", ErrReplaced, err)
+	case uint64(st.Dev) != c.dev || st.Ino != c.ino:
+		err = ErrReplaced
+	}
 	if err != nil {
+		c.unlock()
 		return &FileError{Op: "lock", Path: c.path, Err: err}
 	}
-	if !os.SameFile(locked, c.info) {
-		return &FileError{Op: "lock", Path: c.path, Err: ErrReplaced}
+	return nil
+}
+
+func (c *counterFile) unlock() {
+	// Unlocking a held flock on an open descriptor cannot fail short of
+	// a bad descriptor; closing the descriptor would release it anyway.
+	_ = ignoringEINTR(func() error { return unix.Flock(c.fd, unix.LOCK_UN) })
+}
+
+func ignoringEINTR(fn func() error) error {
+	for {
+		if err := fn(); !errors.Is(err, unix.EINTR) {
+			return err
+		}
 	}
+}
+
+// withLock runs fn while holding the lock.
+func (c *counterFile) withLock(fn func() error) error {
+	if err := c.lock(); err != nil {
+		return err
+	}
+	defer c.unlock()
 	return fn()
 }
 
@@ -270,27 +307,27 @@ func (c *counterFile) read() (v uint64, err error) {
 // sees the current value and the value to be written before anything is
 // written, and may refuse.
 func (c *counterFile) advance(k uint64, check func(cur, next uint64) error) (first uint64, err error) {
-	err = c.withLock(func() error {
-		cur, err := c.load()
-		if err != nil {
-			return err
+	if err := c.lock(); err != nil {
+		return 0, err
+	}
+	defer c.unlock()
+	cur, err := c.load()
+	if err != nil {
+		return 0, err
+	}
+	if k > MaxNumber-cur {
+		return 0, &FileError{Op: "advance", Path: c.path, Err: fmt.Errorf(
+			"%w: last issued %d, %d more would pass 2^64-1", ErrExhausted, cur, k)}
+	}
+	if check != nil {
+		if err := check(cur, cur+k); err != nil {
+			return 0, err
 		}
-		if k > MaxNumber-cur {
-			return &FileError{Op: "advance", Path: c.path, Err: fmt.Errorf(
-				"%w: last issued %d, %d more would pass 2^64-1", ErrExhausted, cur, k)}
-		}
-		if check != nil {
-			if err := check(cur, cur+k); err != nil {
-				return err
-			}
-		}
-		if err := c.store(cur + k); err != nil {
-			return err
-		}
-		first = cur + 1
-		return nil
-	})
-	return first, err
+	}
+	if err := c.store(cur + k); err != nil {
+		return 0, err
+	}
+	return cur + 1, nil
 }
 
 // raise sets the counter to v if it is lower, and returns the value before.

@@ -1,0 +1,5 @@
+package snapid
+
+import "runtime"
+
+func runtimeGOMAXPROCS() int { return runtime.GOMAXPROCS(0) }

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The whole test suite, with everything it needs: this is the README's test
+# command and what CI runs (.ci/run).
+#
+#   1. starts a real Apache Cassandra 5.0 on 127.0.0.1:9042 (fetched from
+#      Maven Central on first use, cached in ~/.cache/snapid), unless one is
+#      already answering there; stops it at the end, also on failure, if it
+#      started it;
+#   2. checks formatting (gofmt) and go vet;
+#   3. runs every test with the race detector, CI=true so that a missing
+#      Cassandra fails instead of skipping;
+#   4. runs each fuzz target briefly;
+#   5. runs the benchmark module's tests (bench/), which check its workloads.
+#
+# Environment: SNAPID_FUZZTIME (default 10s per target), and those of
+# scripts/cassandra.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export CI="${CI:-true}"
+fuzztime="${SNAPID_FUZZTIME:-10s}"
+
+started=0
+cleanup() {
+  if [[ $started == 1 ]]; then
+    bash scripts/cassandra.sh stop || true
+  fi
+}
+trap cleanup EXIT
+
+if bash scripts/cassandra.sh status >/dev/null 2>&1; then
+  echo "test: using the Cassandra already running on 127.0.0.1:9042"
+else
+  started=1
+  bash scripts/cassandra.sh start
+fi
+
+echo "test: gofmt and go vet"
+unformatted="$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"
+if [[ -n "$unformatted" ]]; then
+  echo "test: not gofmt'ed:" >&2
+  echo "$unformatted" >&2
+  exit 1
+fi
+go vet ./...
+
+echo "test: go test -race ./..."
+go test -race -count=1 -timeout 20m ./...
+
+echo "test: fuzzing each target for $fuzztime"
+for target in FuzzParseID FuzzValidateName FuzzDecodeCounter; do
+  go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" .
+done
+
+if [[ -f bench/go.mod ]]; then
+  echo "test: bench module"
+  (cd bench && go vet ./... && go test -race -count=1 ./...)
+fi
+echo "test: all passed"
