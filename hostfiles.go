@@ -198,3 +198,14 @@ func createFileAtomically(path string, b []byte, mode fs.FileMode) error {
 	}
 	return nil
 }
+
+// OwnerToken returns the owner token stored beside the counter file at
+// counterPath (in counterPath+".owner"). A counter that never used a
+// registry has none: the error then wraps fs.ErrNotExist.
+func OwnerToken(counterPath string, opts ...Option) (string, error) {
+	o, err := buildOptions(opts)
+	if err != nil {
+		return "", err
+	}
+	return loadOwner(counterPath, false, &o)
+}

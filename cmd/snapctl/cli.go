@@ -37,6 +37,8 @@ func init() {
 		{"next", "[-n N]", "print N new ids (default 1), one per line", cmdNext},
 		{"show", "[--json]", "print the counter's last issued number and the file's path", cmdShow},
 		{"init", "[--start N] [--force]", "create the counter so the next number is N (default 1); --force repairs a corrupt file", cmdInit},
+		{"register", "[--force --start N]", "claim the node name in the registry (--force takes it from an active holder known to be gone)", cmdRegister},
+		{"release", "[--force --start N]", "release the node name in the registry (--force: on behalf of a holder that is gone)", cmdRelease},
 		{"version", "", "print the version", cmdVersion},
 		{"help", "[command]", "show help", cmdHelp},
 	}
@@ -206,6 +208,12 @@ func describe(cmd string, err error) string {
 		hint = "point --counter at the real file, or remove the link"
 	case errors.Is(err, snapid.ErrNotRegular):
 		hint = "point --counter at a file, not a directory"
+	case errors.Is(err, snapid.ErrNameTaken):
+		hint = "choose another --name, or, if that holder is gone for good, 'snapctl release --force --start N' or 'snapctl register --force --start N'"
+	case errors.Is(err, snapid.ErrProbableClone):
+		hint = "this counter directory looks copied from a machine still using it: give this machine its own counter (remove the .owner file) and name"
+	case errors.Is(err, snapid.ErrRegistry):
+		hint = "check that Cassandra is reachable (--cassandra / SNAPID_CASSANDRA) and try again; nothing was issued"
 	case errors.Is(err, snapid.ErrExhausted):
 		hint = "this counter cannot issue more ids; use a new node name"
 	case errors.Is(err, fs.ErrNotExist):
@@ -233,7 +241,9 @@ func printUsage(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "common flags: --name, --counter, --sync (default true)")
-	fmt.Fprintln(w, "environment: SNAPID_NAME, SNAPID_COUNTER, XDG_STATE_HOME")
+	fmt.Fprintln(w, "registry flags: --cassandra host[:port],…, --keyspace, --username, --tls-ca, --tls-cert, --tls-key, --timeout")
+	fmt.Fprintln(w, "environment: SNAPID_NAME, SNAPID_COUNTER, XDG_STATE_HOME, SNAPID_CASSANDRA, SNAPID_KEYSPACE,")
+	fmt.Fprintln(w, "  SNAPID_CASSANDRA_USERNAME, SNAPID_CASSANDRA_PASSWORD, SNAPID_CASSANDRA_TLS_CA, _TLS_CERT, _TLS_KEY")
 	fmt.Fprintln(w, "exit status: 0 success, 1 check found problems, 2 could not be done")
 }
 

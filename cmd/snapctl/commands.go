@@ -12,9 +12,11 @@ import (
 )
 
 // cmdNext prints N new ids, taken with one locked counter update.
-func cmdNext(_ context.Context, c *cli, args []string) error {
+func cmdNext(ctx context.Context, c *cli, args []string) error {
 	fs := c.newFlags("next")
 	n := fs.Uint64("n", 1, "how many ids to print")
+	var rf registryFlags
+	c.addRegistryFlags(&rf)
 	if err := c.parse(args); err != nil {
 		return err
 	}
@@ -32,7 +34,18 @@ func cmdNext(_ context.Context, c *cli, args []string) error {
 	if err := c.prepareDefaultDir(); err != nil {
 		return err
 	}
-	g, err := snapid.Open(path, name, c.options()...)
+	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
+	defer cancel()
+	opts := c.options()
+	reg, err := c.connect(ctx, &rf)
+	if err != nil {
+		return err
+	}
+	if reg != nil {
+		defer reg.Close()
+		opts = append(opts, snapid.WithRegistry(reg))
+	}
+	g, err := snapid.OpenContext(ctx, path, name, opts...)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"github.com/snapid/snapid"
+)
+
+// startFlags are --force and --start of register and release.
+type startFlags struct {
+	force    bool
+	start    uint64
+	startSet bool
+}
+
+func (c *cli) addStartFlags(sf *startFlags, forceHelp string) {
+	c.fs.BoolVar(&sf.force, "force", false, forceHelp)
+	c.fs.Uint64Var(&sf.start, "start", 0, "with --force: the next number the name may issue (above every number it issued)")
+}
+
+func (sf *startFlags) check(fs *flag.FlagSet) error {
+	fs.Visit(func(f *flag.Flag) { sf.startSet = sf.startSet || f.Name == "start" })
+	switch {
+	case sf.force && (!sf.startSet || sf.start == 0):
+		return usageError{"--force needs --start N (N >= 1) above every number the name has issued"}
+	case !sf.force && sf.startSet:
+		return usageError{"--start only goes with --force"}
+	}
+	return nil
+}
+
+// cmdRegister claims the name for this counter and returns.
+func cmdRegister(ctx context.Context, c *cli, args []string) error {
+	fs := c.newFlags("register")
+	var rf registryFlags
+	c.addRegistryFlags(&rf)
+	var sf startFlags
+	c.addStartFlags(&sf, "take the name from an active holder of another owner (only if it is gone for good)")
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	if err := sf.check(fs); err != nil {
+		return err
+	}
+	name, err := c.resolveName()
+	if err != nil {
+		return err
+	}
+	path, err := c.resolveCounter()
+	if err != nil {
+		return err
+	}
+	if err := c.prepareDefaultDir(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
+	defer cancel()
+	reg, err := c.needRegistry(ctx, &rf, "register")
+	if err != nil {
+		return err
+	}
+	defer reg.Close()
+	opts := append(c.options(), snapid.WithRegistry(reg))
+	if sf.force {
+		opts = append(opts, snapid.WithTakeover(sf.start-1))
+	}
+	g, err := snapid.OpenContext(ctx, path, name, opts...)
+	if err != nil {
+		return err
+	}
+	if err := g.Close(); err != nil {
+		return err
+	}
+	owner, err := snapid.OwnerToken(path)
+	if err != nil {
+		return err
+	}
+	last, err := snapid.ReadCounter(path)
+	if err != nil {
+		return err
+	}
+	if sf.force {
+		fmt.Fprintf(c.stderr, "snapctl: WARNING: %q TAKEN OVER by force for %s; the next number is %d\n", name, path, last+1)
+	}
+	_, err = fmt.Fprintf(c.stdout, "registered %s for %s (owner %s, next number %d)\n", name, path, owner, last+1)
+	return err
+}
+
+// cmdRelease releases the name held by this counter, or with --force the
+// name held by a holder that is gone.
+func cmdRelease(ctx context.Context, c *cli, args []string) error {
+	fs := c.newFlags("release")
+	var rf registryFlags
+	c.addRegistryFlags(&rf)
+	var sf startFlags
+	c.addStartFlags(&sf, "release the name whoever holds it (only for a holder that is gone for good)")
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	if err := sf.check(fs); err != nil {
+		return err
+	}
+	name, err := c.resolveName()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
+	defer cancel()
+	reg, err := c.needRegistry(ctx, &rf, "release")
+	if err != nil {
+		return err
+	}
+	defer reg.Close()
+	var final uint64
+	if sf.force {
+		final, err = snapid.ForceRelease(ctx, reg, name, sf.start)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.stderr, "snapctl: WARNING: %q RELEASED by force; its next holder starts above %d\n", name, final)
+	} else {
+		path, err := c.resolveCounter()
+		if err != nil {
+			return err
+		}
+		final, err = snapid.Release(ctx, path, name, snapid.WithRegistry(reg))
+		if err != nil {
+			return err
+		}
+	}
+	_, err = fmt.Fprintf(c.stdout, "released %s (last number %d)\n", name, final)
+	return err
+}
