@@ -1,0 +1,45 @@
+// Package snapid hands out short, human-friendly ids, "<node name>-<number>"
+// such as "server_a-123", that are unique across a cluster of hosts sharing
+// Apache Cassandra, without a central id service.
+//
+// Each host has a node name (see ValidateName) and a counter file; each id
+// takes the next number from the counter file under an exclusive flock.
+// With a Registry (WithRegistry, CassandraRegistry) the node name is claimed
+// cluster-wide before any id is issued, and the numbers a name may issue are
+// bounded by a reserved-up-to mark kept in the registry, so that a counter
+// file restored from a backup or copied to a cloned machine cannot repeat
+// ids.
+//
+// # The counter file
+//
+// A counter file is exactly 8 bytes: the last issued number as an unsigned
+// 64-bit little-endian integer (the bytes of Snap!'s counter.u64 on x86). A
+// new file holds 0, so the first number is 1. The file is created
+// atomically (a temporary file written and synced, linked into place, the
+// directory synced) and then only ever updated in place, 8 bytes at offset
+// 0, under an exclusive flock on the file itself, followed by fdatasync when
+// sync is on (the default). It is never replaced, so every locker, Snap!
+// servers included, locks the same file. A file of any other size is
+// refused with ErrCorrupt and left as it is. The counter never goes down,
+// except through Repair; at 2^64-1 it returns ErrExhausted.
+//
+// # Concurrency
+//
+// A Generator is safe for concurrent use by any number of goroutines, and
+// any number of Generators in any number of processes may share a counter
+// file. In strict mode (the default) concurrent callers share counter
+// updates (group commit): callers that arrive while an update is being
+// written and synced are served together by the next one, so durable ids
+// cost far less than one fdatasync each. In block mode (WithBlock) a
+// Generator reserves a block of numbers at a time and serves it from
+// memory.
+//
+// # Guarantees
+//
+// No number is issued twice from one counter file, across goroutines,
+// processes, and processes killed at any instant; with sync on, also across
+// an OS crash or power loss, since no number is returned before the update
+// covering it is on stable storage. In strict mode numbers are strictly
+// increasing and dense on the host. With every host's name claimed in the
+// registry, no id is issued twice in the cluster.
+package snapid
