@@ -75,8 +75,9 @@ func loadOwner(counterPath string, create bool, o *options) (string, error) {
 		if _, err := rand.Read(raw[:]); err != nil {
 			return "", &FileError{Op: "create", Path: path, Err: err}
 		}
-		if err := createFileAtomically(path, []byte(hex.EncodeToString(raw[:])+"\n"), o.fileMode); err != nil {
-			return "", &FileError{Op: "create", Path: path, Err: err}
+		cerr := createFileAtomically(path, []byte(hex.EncodeToString(raw[:])+"\n"), o.fileMode)
+		if cerr != nil && !errors.Is(cerr, fs.ErrExist) { // ErrExist: another process created it first
+			return "", &FileError{Op: "create", Path: path, Err: cerr}
 		}
 		b, err = readSmallFile(path, o.followSymlinks)
 	}

@@ -263,17 +263,25 @@ func (r *reservation) close() error {
 	if err != nil || !last || r.lost.Load() != nil {
 		return err
 	}
-	var cur, m uint64
+	var cur uint64
 	err = r.withFile(func(c *counterFile) error {
-		if cur, err = c.load(); err != nil {
-			return err
-		}
-		m, err = r.host.readMark()
+		cur, err = c.load()
 		return err
 	})
-	if err != nil || m <= cur {
+	if err != nil {
 		return err
 	}
+	// The registry's mark, not the mark file's, is set back: an extension
+	// whose caller gave up (a closing process cancels its background work)
+	// may still have been applied.
+	h, err := r.reg.Get(ctx, r.name)
+	if err != nil {
+		return fmt.Errorf("snapid: returning the unused reservation of %q: %w", r.name, err)
+	}
+	if h.Owner != r.host.owner || h.State != StateActive || h.Reserved <= cur {
+		return nil
+	}
+	m := h.Reserved
 	if _, err := r.reg.Extend(ctx, r.name, r.host.owner, m, cur); err != nil {
 		return fmt.Errorf("snapid: returning the unused reservation of %q (%d..%d): %w", r.name, cur+1, m, err)
 	}

@@ -1,0 +1,324 @@
+package snapid
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Tests of Generators claiming names in a real Cassandra: hosts are
+// counter files with their own owner tokens and host info; some run in
+// child processes.
+
+func init() {
+	childRoles["cluster-host"] = clusterHostChild
+}
+
+// clusterHostChild is one host in a child process. It connects, prints
+// "ready", waits for the go file, opens a Generator with the registry,
+// prints "won" and draws SNAPID_T_N numbers (one per line), or prints
+// "taken" if the name is held by another owner.
+func clusterHostChild() int {
+	fail := func(err error) int {
+		fmt.Printf("error %v\n", err)
+		return 1
+	}
+	n, _ := strconv.Atoi(os.Getenv("SNAPID_T_N"))
+	step, _ := strconv.ParseUint(os.Getenv("SNAPID_T_STEP"), 10, 64)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	reg, err := NewCassandraRegistry(ctx, CassandraConfig{
+		Hosts: strings.Split(os.Getenv("SNAPID_T_HOSTS"), ","), Keyspace: os.Getenv("SNAPID_T_KS")})
+	if err != nil {
+		return fail(err)
+	}
+	defer reg.Close()
+	fmt.Println("ready")
+	for {
+		if _, err := os.Stat(os.Getenv("SNAPID_T_GO")); err == nil {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	g, err := OpenContext(ctx, os.Getenv("SNAPID_T_COUNTER"), os.Getenv("SNAPID_T_NAME"),
+		WithRegistry(reg), WithSync(false), WithReserveStep(max(step, 2)),
+		WithHostInfo(HostInfo{Hostname: "host-" + os.Getenv("SNAPID_T_MACHINE"), MachineID: os.Getenv("SNAPID_T_MACHINE")}))
+	if errors.Is(err, ErrNameTaken) {
+		fmt.Println("taken")
+		return 0
+	}
+	if err != nil {
+		return fail(err)
+	}
+	fmt.Println("won")
+	for i := 0; i < n; i++ {
+		v, err := g.Next()
+		if err != nil {
+			return fail(err)
+		}
+		fmt.Println(v)
+	}
+	if err := g.Close(); err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
+// hostProc is a running clusterHostChild.
+type hostProc struct {
+	lines []string
+	wait  func() error
+}
+
+// startHosts starts children with the given per-child environments, waits
+// until all are connected, then lets them claim at once. It returns each
+// child's output lines after "ready".
+func startHosts(t *testing.T, ks *testKeyspace, envs [][]string) []hostProc {
+	t.Helper()
+	goFile := filepath.Join(t.TempDir(), "go")
+	procs := make([]hostProc, len(envs))
+	readers := make([]*bufio.Scanner, len(envs))
+	for i, env := range envs {
+		cmd := childCommand(t, "cluster-host", append([]string{
+			"SNAPID_T_HOSTS=" + strings.Join(ks.hosts, ","), "SNAPID_T_KS=" + ks.name, "SNAPID_T_GO=" + goFile,
+		}, env...)...)
+		out, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		cmd.Stderr = os.Stderr
+		require.NoError(t, cmd.Start())
+		procs[i].wait = cmd.Wait
+		readers[i] = bufio.NewScanner(out)
+		require.True(t, readers[i].Scan(), "child %d ended before it was ready", i)
+		require.Equal(t, "ready", readers[i].Text(), "child %d", i)
+	}
+	require.NoError(t, os.WriteFile(goFile, nil, 0o600))
+	var wg sync.WaitGroup
+	for i := range procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for readers[i].Scan() {
+				procs[i].lines = append(procs[i].lines, readers[i].Text())
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range procs {
+		require.NoError(t, procs[i].wait(), "child %d: %v", i, procs[i].lines)
+	}
+	return procs
+}
+
+func TestClusterTwoHostsOneName(t *testing.T) {
+	ks := newTestKeyspace(t)
+	reg := ks.registry(t)
+	dir := t.TempDir()
+	a, err := Open(filepath.Join(dir, "a.u64"), "web_1", WithRegistry(reg), WithHostInfo(HostInfo{Hostname: "host-a", Address: "192.0.2.1", MachineID: "ma"}))
+	require.NoError(t, err)
+	defer a.Close()
+	id, err := a.UniqueID()
+	require.NoError(t, err)
+	assert.Equal(t, "web_1-1", id)
+
+	bPath := filepath.Join(dir, "b.u64")
+	_, err = Open(bPath, "web_1", WithRegistry(ks.registry(t)), WithHostInfo(HostInfo{Hostname: "host-b", MachineID: "mb"}))
+	require.ErrorIs(t, err, ErrNameTaken)
+	for _, want := range []string{"host-a", "192.0.2.1", "since"} {
+		assert.Contains(t, err.Error(), want)
+	}
+	v, err := ReadCounter(bPath)
+	require.NoError(t, err)
+	assert.Zero(t, v, "the loser issued nothing")
+}
+
+// TestClusterSixteenClaims runs 16 concurrent claims of one name, 8 from
+// goroutines and 8 from child processes, each a different owner: exactly
+// one wins, every round.
+func TestClusterSixteenClaims(t *testing.T) {
+	ks := newTestKeyspace(t)
+	ks.registry(t) // creates the schema before the children race
+	rounds := 5
+	if testing.Short() {
+		rounds = 2
+	}
+	for round := 0; round < rounds; round++ {
+		name := fmt.Sprintf("race_%d", round)
+		dir := t.TempDir()
+		envs := make([][]string, 8)
+		for i := range envs {
+			envs[i] = []string{"SNAPID_T_NAME=" + name, "SNAPID_T_N=3", "SNAPID_T_MACHINE=p" + strconv.Itoa(i),
+				"SNAPID_T_COUNTER=" + filepath.Join(dir, fmt.Sprintf("p%d.u64", i))}
+		}
+		var winners, taken int
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		regs := make([]*CassandraRegistry, 8)
+		for i := range regs {
+			regs[i] = ks.registry(t)
+		}
+		start := make(chan struct{})
+		goErrs := make(chan error, 8)
+		for i := 0; i < 8; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				g, err := Open(filepath.Join(dir, fmt.Sprintf("g%d.u64", i)), name, WithRegistry(regs[i]),
+					WithHostInfo(HostInfo{Hostname: fmt.Sprintf("g%d", i), MachineID: fmt.Sprintf("g%d", i)}))
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case errors.Is(err, ErrNameTaken):
+					taken++
+				case err != nil:
+					goErrs <- err
+				default:
+					winners++
+					goErrs <- g.Close()
+				}
+			}()
+		}
+		var procs []hostProc
+		var pwg sync.WaitGroup
+		pwg.Add(1)
+		go func() {
+			defer pwg.Done()
+			close(start) // goroutines claim while the children are released
+			procs = startHosts(t, ks, envs)
+		}()
+		wg.Wait()
+		pwg.Wait()
+		close(goErrs)
+		for err := range goErrs {
+			require.NoError(t, err)
+		}
+		for i, p := range procs {
+			require.NotEmpty(t, p.lines, "child %d", i)
+			switch p.lines[0] {
+			case "won":
+				winners++
+				assert.Equal(t, []string{"won", "1", "2", "3"}, p.lines)
+			case "taken":
+				taken++
+				assert.Len(t, p.lines, 1, "a loser issues nothing")
+			default:
+				t.Fatalf("child %d: %v", i, p.lines)
+			}
+		}
+		assert.Equal(t, 1, winners, "round %d: exactly one winner", round)
+		assert.Equal(t, 15, taken, "round %d", round)
+	}
+}
+
+// TestClusterProcessesShareMark runs 4 processes on one counter file with a
+// small step, so that they extend the mark many times between them.
+func TestClusterProcessesShareMark(t *testing.T) {
+	ks := newTestKeyspace(t)
+	ks.registry(t)
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	const per = 300
+	envs := make([][]string, 4)
+	for i := range envs {
+		envs[i] = []string{"SNAPID_T_NAME=shared", "SNAPID_T_N=" + strconv.Itoa(per), "SNAPID_T_STEP=40",
+			"SNAPID_T_MACHINE=m1", "SNAPID_T_COUNTER=" + path}
+	}
+	procs := startHosts(t, ks, envs)
+	seen := map[uint64]bool{}
+	for i, p := range procs {
+		require.Equal(t, "won", p.lines[0], "child %d: same owner, same machine: every process passes", i)
+		for _, l := range p.lines[1:] {
+			v, err := strconv.ParseUint(l, 10, 64)
+			require.NoError(t, err)
+			require.False(t, seen[v], "number %d issued twice", v)
+			seen[v] = true
+		}
+	}
+	assert.Len(t, seen, 4*per)
+	last, err := ReadCounter(path)
+	require.NoError(t, err)
+	h, err := ks.registry(t).Get(t.Context(), "shared")
+	require.NoError(t, err)
+	assert.Equal(t, last, h.Reserved, "the last process out set the mark back to the counter")
+	for v := range seen {
+		assert.LessOrEqual(t, v, last)
+	}
+}
+
+func TestClusterRestartReleaseTakeoverBackup(t *testing.T) {
+	ks := newTestKeyspace(t)
+	reg := ks.registry(t)
+	dir := t.TempDir()
+	aPath := filepath.Join(dir, "a.u64")
+	hostA := WithHostInfo(HostInfo{Hostname: "host-a", MachineID: "ma"})
+	open := func(path string, opts ...Option) *Generator {
+		g, err := Open(path, "web_1", append([]Option{WithRegistry(reg), WithReserveStep(100)}, opts...)...)
+		require.NoError(t, err)
+		return g
+	}
+
+	// Restart of the same host passes, without a gap after a clean close.
+	g := open(aPath, hostA)
+	first := draw(t, g, 10)
+	backup, err := os.ReadFile(aPath)
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	g = open(aPath, hostA)
+	assert.Equal(t, []uint64{11}, draw(t, g, 1))
+	issued := append(first, draw(t, g, 150)...)
+
+	// A crash, then the counter restored from the old backup: raised to the
+	// registry's mark, no repeat.
+	crash(t, g)
+	require.NoError(t, os.WriteFile(aPath, backup, 0o600))
+	g = open(aPath, hostA)
+	v := draw(t, g, 1)[0]
+	assert.Greater(t, v, issued[len(issued)-1])
+	assert.LessOrEqual(t, v, issued[len(issued)-1]+100+1, "a crash costs at most one step")
+	require.NoError(t, g.Close())
+
+	// Release, then another host takes the name over and continues above.
+	final, err := Release(t.Context(), aPath, "web_1", WithRegistry(reg))
+	require.NoError(t, err)
+	assert.Equal(t, v, final)
+	b := open(filepath.Join(dir, "b.u64"), WithHostInfo(HostInfo{Hostname: "host-b", MachineID: "mb"}))
+	defer b.Close()
+	assert.Equal(t, []uint64{v + 1}, draw(t, b, 1))
+
+	// The old host cannot come back while the new one holds the name.
+	_, err = Open(aPath, "web_1", WithRegistry(reg), hostA)
+	require.ErrorIs(t, err, ErrNameTaken)
+}
+
+func TestClusterCloneRefused(t *testing.T) {
+	ks := newTestKeyspace(t)
+	reg := ks.registry(t)
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "orig"), 0o700))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "clone"), 0o700))
+	g, err := Open(filepath.Join(dir, "orig", "c.u64"), "web_1", WithRegistry(reg), WithHostInfo(HostInfo{Hostname: "orig", MachineID: "m-orig"}))
+	require.NoError(t, err)
+	defer g.Close()
+	draw(t, g, 5)
+	for _, f := range []string{"c.u64", "c.u64.owner", "c.u64.mark"} {
+		b, err := os.ReadFile(filepath.Join(dir, "orig", f))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "clone", f), b, 0o600))
+	}
+	clonePath := filepath.Join(dir, "clone", "c.u64")
+	_, err = Open(clonePath, "web_1", WithRegistry(reg), WithHostInfo(HostInfo{Hostname: "clone", MachineID: "m-clone"}))
+	require.ErrorIs(t, err, ErrProbableClone)
+	v, err := ReadCounter(clonePath)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(5), v, "the refused clone's counter is unchanged")
+}
