@@ -149,7 +149,10 @@ func (r *reservation) extendInBackground() {
 	go func() {
 		defer r.wg.Done()
 		defer r.extending.Store(false)
-		ctx, cancel := context.WithTimeout(r.ctx, r.o.timeout)
+		// Not cancelled by close, which waits for it instead: an LWT
+		// abandoned by its caller may still be applied, after the last
+		// process has set the mark back.
+		ctx, cancel := context.WithTimeout(context.Background(), r.o.timeout)
 		defer cancel()
 		if err := r.extend(ctx, 0); err != nil {
 			r.log.Warn("snapid: could not extend the reserved range; ids keep flowing until the mark", "name", r.name, "err", err)
