@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -74,6 +75,10 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 	if counterPath == "" {
 		return nil, &FileError{Op: "open", Path: counterPath, Err: errors.New("empty counter path")}
 	}
+	var fresh []string // files this call creates, removed if the claim fails
+	if o.reg.registry != nil {
+		fresh = missingFiles(counterPath)
+	}
 	file, err := openCounter(counterPath, &o)
 	if err != nil {
 		return nil, err
@@ -88,6 +93,9 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 		g.res, err = startReservation(ctx, counterPath, name, &o, g.withFile)
 		if err != nil {
 			file.close()
+			for _, p := range fresh {
+				os.Remove(p)
+			}
 			return nil, err
 		}
 	}

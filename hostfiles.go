@@ -210,3 +210,15 @@ func OwnerToken(counterPath string, opts ...Option) (string, error) {
 	}
 	return loadOwner(counterPath, false, &o)
 }
+
+// missingFiles returns which of the counter and the files beside it do not
+// exist yet, so that a failed claim can leave the disk as it found it.
+func missingFiles(counterPath string) []string {
+	var out []string
+	for _, suffix := range []string{"", ownerSuffix, markSuffix, presenceSuffix} {
+		if _, err := os.Lstat(counterPath + suffix); errors.Is(err, fs.ErrNotExist) {
+			out = append(out, counterPath+suffix)
+		}
+	}
+	return out
+}

@@ -180,13 +180,16 @@ func (r *reservation) extend(ctx context.Context, need uint64) error {
 			return err
 		}
 		if old >= need && old > cur && old-cur >= r.o.step/2 {
-			return nil
+			return nil // another caller made room meanwhile
 		}
-		base := max(old, cur)
-		next := base + min(r.o.step, MaxNumber-base)
-		next = max(next, need)
+		// The mark goes one step above the counter, never further, so a
+		// crash costs at most one step of numbers.
+		next := max(cur+min(r.o.step, MaxNumber-cur), need)
 		if next <= old {
-			return fmt.Errorf("snapid: %w: the mark is at 2^64-1", ErrExhausted)
+			if old == MaxNumber {
+				return fmt.Errorf("snapid: %w: the mark is at 2^64-1", ErrExhausted)
+			}
+			return nil
 		}
 		h, err := r.reg.Extend(ctx, r.name, r.host.owner, old, next)
 		switch {

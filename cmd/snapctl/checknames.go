@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/snapid/snapid"
+)
+
+// cmdCheckNames audits the registry, and an inventory of planned names.
+func cmdCheckNames(ctx context.Context, c *cli, args []string) error {
+	fs := c.newFlags("check-names")
+	var rf registryFlags
+	c.addRegistryFlags(&rf)
+	stale := fs.Duration("stale", snapid.DefaultStale, "report active holders not seen for longer than this")
+	names := fs.String("names", "", "inventory file of planned node names, one per line (# comments)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	if *stale <= 0 {
+		return usageError{"--stale must be positive"}
+	}
+	cfg := snapid.AuditConfig{Now: time.Now(), Stale: *stale}
+	if *names != "" {
+		f, err := os.Open(*names)
+		if err != nil {
+			return fmt.Errorf("inventory: %w", err)
+		}
+		cfg.Planned, err = snapid.ParseInventory(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("inventory %s: %w", *names, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
+	defer cancel()
+	reg, err := c.connect(ctx, &rf)
+	if err != nil {
+		return err
+	}
+	var rows []snapid.Holder
+	if reg != nil {
+		defer reg.Close()
+		if rows, err = reg.List(ctx); err != nil {
+			return err
+		}
+		if err := c.thisHost(&cfg); err != nil {
+			return err
+		}
+	} else if *names == "" {
+		return usageError{"nothing to check: give --cassandra (or SNAPID_CASSANDRA) to audit the registry, or --names FILE to check an inventory"}
+	}
+	report := snapid.Audit(rows, cfg)
+	if *asJSON {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(report); err != nil {
+			return err
+		}
+	} else if err := printReport(c, report, reg != nil); err != nil {
+		return err
+	}
+	if !report.OK() {
+		return errProblems
+	}
+	return nil
+}
+
+// thisHost fills in this host's configured name and owner token, when
+// there are any.
+func (c *cli) thisHost(cfg *snapid.AuditConfig) error {
+	name := c.orEnv(c.name, "SNAPID_NAME")
+	if name == "" {
+		host, err := c.hostname()
+		if err != nil {
+			return nil
+		}
+		if name, _, err = snapid.NameFromHostname(host); err != nil {
+			return nil // no configured name to check
+		}
+	}
+	cfg.ThisName = name
+	path, err := c.resolveCounter()
+	if err != nil {
+		return err
+	}
+	owner, err := snapid.OwnerToken(path)
+	switch {
+	case err == nil:
+		cfg.ThisOwner = owner
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	return nil
+}
+
+func printReport(c *cli, r snapid.Report, registry bool) error {
+	what := fmt.Sprintf("%d registry rows", r.Rows)
+	if !registry {
+		what = "the inventory (no registry configured)"
+	}
+	if r.OK() {
+		_, err := fmt.Fprintf(c.stdout, "check-names: no problems in %s\n", what)
+		return err
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PROBLEM\tNAME\tDETAIL")
+	for _, p := range r.Problems {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Kind, p.Name, p.Detail)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(c.stdout, "check-names: %d problems in %s\n", len(r.Problems), what)
+	return err
+}
