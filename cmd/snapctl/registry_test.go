@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gocql/gocql"
+	"github.com/snapid/snapid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Tests of the registry commands against the real Cassandra started by
+// scripts/test.sh (or SNAPID_TEST_CASSANDRA). Without one they fail in CI
+// and are skipped elsewhere.
+
+func cassandraHost(t *testing.T) string {
+	t.Helper()
+	host := os.Getenv("SNAPID_TEST_CASSANDRA")
+	if host == "" {
+		host = "127.0.0.1:9042"
+	}
+	addr := strings.Split(host, ",")[0]
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		addr = net.JoinHostPort(addr, "9042")
+	}
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		msg := fmt.Sprintf("Cassandra not reachable on %s (%v); start it with: bash scripts/cassandra.sh start", addr, err)
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	c.Close()
+	return host
+}
+
+// registryEnv returns a fake environment using a fresh keyspace (dropped at
+// cleanup) and a direct session to plant rows.
+func registryEnv(t *testing.T) (*fakeEnv, *gocql.Session, string) {
+	t.Helper()
+	host := cassandraHost(t)
+	ks := fmt.Sprintf("snapctl_test_%d", time.Now().UnixNano())
+	cluster := gocql.NewCluster(strings.Split(host, ",")...)
+	cluster.ProtoVersion = 4
+	cluster.Timeout = 30 * time.Second
+	s, err := cluster.CreateSession()
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = s.Query(`DROP KEYSPACE IF EXISTS ` + ks).Exec()
+		s.Close()
+	})
+	f := newFakeEnv(t)
+	f.vars["SNAPID_CASSANDRA"] = host
+	f.vars["SNAPID_KEYSPACE"] = ks
+	return f, s, ks
+}
+
+func TestRegistryCommandsTwoHosts(t *testing.T) {
+	a, _, ks := registryEnv(t)
+	a.vars["SNAPID_NAME"] = "web_1"
+	r := a.run(t, "next", "-n", "3")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	requireIDs(t, r.stdout, "web_1", 3)
+
+	// A second host (its own counter, so its own owner token) is refused,
+	// with the holder named, and issues nothing.
+	b := newFakeEnv(t)
+	b.vars = map[string]string{"SNAPID_CASSANDRA": a.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks, "SNAPID_NAME": "web_1"}
+	line := requireOneErrorLine(t, b.run(t, "next"))
+	assert.Contains(t, line, "node name taken")
+	assert.Contains(t, line, "since")
+	bCounter := filepath.Join(b.home, ".local", "state", "snapid", "counter.u64")
+	assert.NoFileExists(t, bCounter, "the refused host wrote nothing")
+
+	// Release on host a, then b takes over above a's last number.
+	r = a.run(t, "release")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "released web_1 (last number 3)")
+	r = b.run(t, "next")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "web_1-4\n", r.stdout)
+
+	// a cannot come back; after b's holder is declared gone, a forced
+	// register takes it above the floor.
+	requireOneErrorLine(t, a.run(t, "register"))
+	requireOneErrorLine(t, a.run(t, "register", "--force"))
+	r = a.run(t, "register", "--force", "--start", "100")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "WARNING")
+	r = a.run(t, "next")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "web_1-100\n", r.stdout)
+
+	// Forced release on behalf of a gone holder records the floor.
+	r = b.run(t, "release", "--force", "--start", "500")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = b.run(t, "next")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "web_1-500\n", r.stdout)
+}
+
+func TestRegistryCommandsCassandraDown(t *testing.T) {
+	f := newFakeEnv(t)
+	f.vars["SNAPID_CASSANDRA"] = "127.0.0.1:1"
+	f.vars["SNAPID_NAME"] = "web_1"
+	line := requireOneErrorLine(t, f.run(t, "next", "--timeout", "5s"))
+	assert.Contains(t, line, "Cassandra")
+	assert.NoDirExists(t, filepath.Join(f.home, ".local", "state", "snapid", "counter.u64"))
+	assert.NoFileExists(t, filepath.Join(f.home, ".local", "state", "snapid", "counter.u64"))
+}
+
+type checkReport struct {
+	Rows     int `json:"rows"`
+	Problems []struct {
+		Kind string `json:"kind"`
+		Name string `json:"name"`
+	} `json:"problems"`
+}
+
+func TestCheckNamesFindsPlantedProblems(t *testing.T) {
+	f, s, ks := registryEnv(t)
+	f.vars["SNAPID_NAME"] = "web_1"
+	r := f.run(t, "register")
+	require.Equal(t, exitOK, r.code, r.stderr)
+
+	r = f.run(t, "check-names")
+	require.Equal(t, exitOK, r.code, "a clean registry is clean: %s %s", r.stdout, r.stderr)
+	assert.Contains(t, r.stdout, "no problems")
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	old := time.Now().Add(-72 * time.Hour)
+	plant := func(stmt string, args ...any) {
+		require.NoError(t, s.Query(fmt.Sprintf(stmt, ks), args...).WithContext(ctx).Exec())
+	}
+	plant(`INSERT INTO %s.node_names (name, owner, hostname, state, last_seen, registered_at, reserved) VALUES ('Bad-Name', 'o1', 'h1', 'active', toTimestamp(now()), toTimestamp(now()), 0)`)
+	plant(`INSERT INTO %s.node_names (name, owner, hostname, state, last_seen, registered_at, reserved) VALUES ('web-1', 'o2', 'h2', 'active', toTimestamp(now()), toTimestamp(now()), 0)`)
+	plant(`INSERT INTO %s.node_names (name, last_seen) VALUES ('partial', toTimestamp(now()))`)
+	plant(`INSERT INTO %s.node_names (name, owner, hostname, state, last_seen, registered_at, reserved) VALUES ('old_host', 'o3', 'h3', 'active', ?, ?, 0)`, old, old)
+
+	inv := filepath.Join(t.TempDir(), "planned.txt")
+	require.NoError(t, os.WriteFile(inv, []byte("# planned\nnew_a\nnew_a\nold_host\n"), 0o600))
+	f.vars["SNAPID_NAME"] = "ghost"
+	r = f.run(t, "check-names", "--json", "--names", inv)
+	require.Equal(t, exitProblems, r.code, "stdout %s stderr %s", r.stdout, r.stderr)
+	var rep checkReport
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
+	kinds := map[string]bool{}
+	for _, p := range rep.Problems {
+		kinds[p.Kind+":"+p.Name] = true
+	}
+	for _, want := range []string{
+		snapid.ProblemInvalidName + ":Bad-Name",
+		snapid.ProblemNormalisedCollision + ":web_1",
+		snapid.ProblemMissingOwner + ":partial",
+		snapid.ProblemStale + ":old_host",
+		snapid.ProblemNotRegistered + ":ghost",
+		snapid.ProblemInventoryDuplicate + ":new_a",
+		snapid.ProblemInventoryTaken + ":old_host",
+	} {
+		assert.True(t, kinds[want], "want %s in %v", want, kinds)
+	}
+	assert.Equal(t, 5, rep.Rows)
+
+	// The table form says the same, with exit status 1.
+	r = f.run(t, "check-names", "--stale", "1h")
+	require.Equal(t, exitProblems, r.code)
+	assert.Contains(t, r.stdout, "stale")
+
+	// Held by another owner: this host's name, registered by someone else.
+	g := newFakeEnv(t)
+	g.vars = map[string]string{"SNAPID_CASSANDRA": f.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks, "SNAPID_NAME": "web_9"}
+	r = g.run(t, "register") // gives g's counter an owner token of its own
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = g.run(t, "check-names", "--json", "--name", "web_1")
+	require.Equal(t, exitProblems, r.code)
+	assert.Contains(t, r.stdout, snapid.ProblemHeldByOther)
+}
+
+func TestCheckNamesInventoryWithoutCassandra(t *testing.T) {
+	f := newFakeEnv(t)
+	inv := filepath.Join(t.TempDir(), "planned.txt")
+	require.NoError(t, os.WriteFile(inv, []byte("a_1\nb_2\n"), 0o600))
+	r := f.run(t, "check-names", "--names", inv)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.NoError(t, os.WriteFile(inv, []byte("a_1\na-1\nBad\n"), 0o600))
+	r = f.run(t, "check-names", "--names", inv)
+	require.Equal(t, exitProblems, r.code, r.stderr)
+	assert.Contains(t, r.stdout, snapid.ProblemInventoryDuplicate)
+	assert.Contains(t, r.stdout, snapid.ProblemInventoryInvalid)
+	requireOneErrorLine(t, f.run(t, "check-names"))
+}
