@@ -127,13 +127,17 @@ func BenchmarkFloor(b *testing.B) {
 			benchCallers(b, 1, func() error { return update(f, tc.lock, tc.sync) })
 		})
 	}
-	b.Run("atomic-add", func(b *testing.B) {
-		var n atomic.Uint64
-		benchCallers(b, 1, func() error {
-			if n.Add(1) == 0 {
-				return fmt.Errorf("wrapped")
-			}
-			return nil
+	// One shared counter in memory: what block mode's per-process order
+	// costs at the least, with one caller and with one per core.
+	for _, callers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("atomic-add/c%d", callers), func(b *testing.B) {
+			var n atomic.Uint64
+			benchCallers(b, callers, func() error {
+				if n.Add(1) == 0 {
+					return fmt.Errorf("wrapped")
+				}
+				return nil
+			})
 		})
-	})
+	}
 }
