@@ -1,0 +1,336 @@
+package snapid
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Problem kinds reported by Audit. They are stable: scripts match them in
+// `snapctl check-names --json` output.
+const (
+	// A row whose name breaks the node name rule (written by another tool),
+	// or this host's configured name breaking it.
+	ProblemInvalidName = "invalid_name"
+	// Rows whose names become equal once normalised as Snap! normalises
+	// host names (cut at the first ".", "-" becomes "_", lower-case): hosts
+	// configured with those spellings would issue the same ids.
+	ProblemNormalisedCollision = "normalised_collision"
+	// A row without owner or without state: a partial row, as left by a
+	// write that raced a delete (a resurrected row) or by another tool.
+	ProblemMissingOwner = "missing_owner"
+	// A row whose state is neither "active" nor "released".
+	ProblemInvalidState = "invalid_state"
+	// An active row not seen for longer than AuditConfig.Stale: its holder
+	// may be gone without releasing the name.
+	ProblemStale = "stale"
+	// This host's configured name has no row.
+	ProblemNotRegistered = "not_registered"
+	// This host's configured name is held, active, by another owner.
+	ProblemHeldByOther = "held_by_other"
+	// An inventory name listed more than once (exactly, or once normalised).
+	ProblemInventoryDuplicate = "inventory_duplicate"
+	// An inventory name already held (not released) by another owner, or
+	// colliding once normalised with such a row.
+	ProblemInventoryTaken = "inventory_taken"
+	// An inventory entry that is not a valid node name.
+	ProblemInventoryInvalid = "inventory_invalid"
+)
+
+// problemOrder is the order of kinds in a Report.
+var problemOrder = []string{
+	ProblemInvalidName, ProblemNormalisedCollision, ProblemMissingOwner, ProblemInvalidState,
+	ProblemStale, ProblemNotRegistered, ProblemHeldByOther,
+	ProblemInventoryInvalid, ProblemInventoryDuplicate, ProblemInventoryTaken,
+}
+
+// DefaultStale is AuditConfig.Stale's default.
+const DefaultStale = 24 * time.Hour
+
+// AuditConfig is what Audit checks the registry rows against.
+type AuditConfig struct {
+	Now   time.Time     // the time of the audit; zero means time.Now()
+	Stale time.Duration // 0 means DefaultStale (24h); negative turns the check off
+
+	// ThisName and ThisOwner are this host's configured node name and its
+	// counter's owner token (both optional). Without ThisOwner, Audit cannot
+	// tell this host's row from another owner's.
+	ThisName  string
+	ThisOwner string
+
+	// Planned is an inventory of names planned for new hosts (optional);
+	// see ParseInventory.
+	Planned []string
+}
+
+// Report is the result of Audit. Problems is never nil, so that JSON shows
+// an empty list for a clean registry.
+type Report struct {
+	Checked  time.Time `json:"checked"`
+	Rows     int       `json:"rows"`
+	Problems []Problem `json:"problems"`
+}
+
+// OK reports whether the audit found no problem.
+func (r Report) OK() bool { return len(r.Problems) == 0 }
+
+// Problem is one finding of Audit.
+type Problem struct {
+	Kind   string     `json:"kind"`            // one of the Problem* constants
+	Name   string     `json:"name,omitempty"`  // the name concerned; for collisions, the normalised form
+	Detail string     `json:"detail"`          // one readable sentence
+	Names  []string   `json:"names,omitempty"` // every name involved (collisions, duplicates), sorted
+	Rows   []AuditRow `json:"rows,omitempty"`  // the registry rows involved
+}
+
+// AuditRow is a registry row as an audit shows it. The owner token is not
+// shown (whoever has it passes a claim as that host); OwnerID is a short
+// fingerprint of it, enough to see whether two rows share an owner.
+type AuditRow struct {
+	Name         string    `json:"name"`
+	OwnerID      string    `json:"owner_id,omitempty"`
+	Hostname     string    `json:"hostname,omitempty"`
+	Address      string    `json:"address,omitempty"`
+	MachineID    string    `json:"machine_id,omitempty"`
+	State        string    `json:"state,omitempty"`
+	RegisteredAt time.Time `json:"registered_at,omitzero"`
+	LastSeen     time.Time `json:"last_seen,omitzero"`
+	// Reserved is a decimal string in JSON: values above 2^53 do not
+	// survive JavaScript numbers.
+	Reserved uint64 `json:"reserved,string"`
+}
+
+// OwnerID returns the fingerprint of an owner token that audits show in
+// its place: the first 12 hex digits of its SHA-256, or "" for no owner.
+func OwnerID(owner string) string {
+	if owner == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(owner))
+	return hex.EncodeToString(sum[:6])
+}
+
+func auditRow(h Holder) AuditRow {
+	return AuditRow{
+		Name: h.Name, OwnerID: OwnerID(h.Owner), Hostname: h.Hostname, Address: h.Address,
+		MachineID: h.MachineID, State: h.State, RegisteredAt: h.RegisteredAt, LastSeen: h.LastSeen,
+		Reserved: h.Reserved,
+	}
+}
+
+// NormaliseName returns s normalised as Snap! normalises host names: cut at
+// the first ".", every "-" replaced by "_", ASCII letters lower-cased.
+// Unlike NameFromHostname it never refuses: the result may still be an
+// invalid name. Two names with the same normalised form must not both be in
+// use, since hosts configured with either spelling would issue the same ids.
+func NormaliseName(s string) string {
+	if i := strings.IndexByte(s, '.'); i >= 0 {
+		s = s[:i]
+	}
+	return asciiLower(strings.ReplaceAll(s, "-", "_"))
+}
+
+// Audit checks registry rows (from Registry.List) for anything that could
+// make two hosts issue the same id, or that needs an operator: invalid
+// names, names that collide once normalised, partial rows, stale holders,
+// this host's name missing or held by another owner, and problems of an
+// inventory of planned names. It is a pure function: it reads nothing but
+// its arguments. Problems are ordered by kind (in the order of the Problem*
+// constants' documentation) and then by name.
+func Audit(rows []Holder, cfg AuditConfig) Report {
+	now := cfg.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	stale := cfg.Stale
+	if stale == 0 {
+		stale = DefaultStale
+	}
+	rep := Report{Checked: now, Rows: len(rows), Problems: []Problem{}}
+	add := func(p Problem) { rep.Problems = append(rep.Problems, p) }
+
+	byName := map[string]Holder{}
+	byNorm := map[string][]Holder{}
+	for _, h := range rows {
+		byName[h.Name] = h
+		n := NormaliseName(h.Name)
+		byNorm[n] = append(byNorm[n], h)
+
+		if why := nameProblem(h.Name); why != "" {
+			add(Problem{Kind: ProblemInvalidName, Name: h.Name, Rows: []AuditRow{auditRow(h)},
+				Detail: fmt.Sprintf("row %q: %s; %s", h.Name, why, NameRule)})
+		}
+		var missing []string
+		if h.Owner == "" {
+			missing = append(missing, "owner")
+		}
+		if h.State == "" {
+			missing = append(missing, "state")
+		}
+		switch {
+		case len(missing) > 0:
+			add(Problem{Kind: ProblemMissingOwner, Name: h.Name, Rows: []AuditRow{auditRow(h)},
+				Detail: fmt.Sprintf("row %q has no %s: a partial row (left by a write that raced a delete, or by another tool); "+
+					"claims of this name are refused until it is fixed", h.Name, strings.Join(missing, " and no "))})
+		case h.State != StateActive && h.State != StateReleased:
+			add(Problem{Kind: ProblemInvalidState, Name: h.Name, Rows: []AuditRow{auditRow(h)},
+				Detail: fmt.Sprintf("row %q has state %q, want %q or %q", h.Name, h.State, StateActive, StateReleased)})
+		}
+		if stale > 0 && h.State == StateActive && h.Owner != "" {
+			switch {
+			case h.LastSeen.IsZero():
+				add(Problem{Kind: ProblemStale, Name: h.Name, Rows: []AuditRow{auditRow(h)},
+					Detail: fmt.Sprintf("%q is active but was never seen (%s)", h.Name, h)})
+			case now.Sub(h.LastSeen) > stale:
+				add(Problem{Kind: ProblemStale, Name: h.Name, Rows: []AuditRow{auditRow(h)},
+					Detail: fmt.Sprintf("%q was last seen %s ago, more than %s (%s); if its host is gone, release the name",
+						h.Name, now.Sub(h.LastSeen).Round(time.Second), stale, h)})
+			}
+		}
+	}
+	for norm, hs := range byNorm {
+		if len(hs) < 2 {
+			continue
+		}
+		p := Problem{Kind: ProblemNormalisedCollision, Name: norm}
+		slices.SortFunc(hs, func(a, b Holder) int { return strings.Compare(a.Name, b.Name) })
+		for _, h := range hs {
+			p.Names = append(p.Names, h.Name)
+			p.Rows = append(p.Rows, auditRow(h))
+		}
+		p.Detail = fmt.Sprintf("rows %s all normalise to %q: hosts configured with these spellings would issue the same ids",
+			quoteList(p.Names), norm)
+		add(p)
+	}
+
+	if cfg.ThisName != "" {
+		auditThisHost(cfg, byName, byNorm, add)
+	}
+	auditInventory(cfg, byNorm, add)
+
+	rank := func(kind string) int { return slices.Index(problemOrder, kind) }
+	slices.SortStableFunc(rep.Problems, func(a, b Problem) int {
+		if d := rank(a.Kind) - rank(b.Kind); d != 0 {
+			return d
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return rep
+}
+
+// held reports whether h blocks a claim by owner (empty: anyone else): it
+// is not released, and not held by owner.
+func held(h Holder, owner string) bool {
+	return h.State != StateReleased && (owner == "" || h.Owner != owner)
+}
+
+func auditThisHost(cfg AuditConfig, byName map[string]Holder, byNorm map[string][]Holder, add func(Problem)) {
+	name := cfg.ThisName
+	if why := nameProblem(name); why != "" {
+		add(Problem{Kind: ProblemInvalidName, Name: name,
+			Detail: fmt.Sprintf("this host's configured name %q: %s; %s", name, why, NameRule)})
+		return
+	}
+	h, ok := byName[name]
+	if !ok {
+		p := Problem{Kind: ProblemNotRegistered, Name: name,
+			Detail: fmt.Sprintf("this host's name %q has no row in the registry; `snapctl register` claims it", name)}
+		for _, other := range byNorm[NormaliseName(name)] {
+			p.Rows = append(p.Rows, auditRow(other))
+			p.Detail += fmt.Sprintf("; row %q collides with it once normalised", other.Name)
+		}
+		add(p)
+		return
+	}
+	if cfg.ThisOwner != "" && h.Owner != cfg.ThisOwner && h.State == StateActive {
+		add(Problem{Kind: ProblemHeldByOther, Name: name, Rows: []AuditRow{auditRow(h)},
+			Detail: fmt.Sprintf("this host's name %q is %s, not by this host's counter: this host must not issue ids under it", name, h)})
+	}
+}
+
+func auditInventory(cfg AuditConfig, byNorm map[string][]Holder, add func(Problem)) {
+	planned := map[string][]string{} // normalised form -> entries
+	var order []string
+	for _, name := range cfg.Planned {
+		if why := nameProblem(name); why != "" {
+			add(Problem{Kind: ProblemInventoryInvalid, Name: name,
+				Detail: fmt.Sprintf("planned name %q: %s; %s", name, why, NameRule)})
+		}
+		n := NormaliseName(name)
+		if _, seen := planned[n]; !seen {
+			order = append(order, n)
+		}
+		planned[n] = append(planned[n], name)
+	}
+	for _, n := range order {
+		entries := planned[n]
+		if len(entries) > 1 {
+			names := slices.Clone(entries)
+			slices.Sort(names)
+			how := "listed more than once"
+			if distinct := slices.Compact(slices.Clone(names)); len(distinct) > 1 {
+				how = "the same name once normalised"
+			}
+			add(Problem{Kind: ProblemInventoryDuplicate, Name: n, Names: names,
+				Detail: fmt.Sprintf("planned names %s are %s (%q)", quoteList(names), how, n)})
+		}
+		if nameProblem(n) != "" {
+			continue // invalid even normalised: reported as invalid, cannot be claimed
+		}
+		var rows []AuditRow
+		var why []string
+		for _, h := range byNorm[n] {
+			if !held(h, cfg.ThisOwner) {
+				continue
+			}
+			rows = append(rows, auditRow(h))
+			if h.Name == n {
+				why = append(why, fmt.Sprintf("%q is %s", h.Name, h))
+			} else {
+				why = append(why, fmt.Sprintf("row %q, the same once normalised, is %s", h.Name, h))
+			}
+		}
+		if len(rows) > 0 {
+			add(Problem{Kind: ProblemInventoryTaken, Name: n, Rows: rows,
+				Detail: "planned name already in use: " + strings.Join(why, "; ")})
+		}
+	}
+}
+
+func quoteList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	return strings.Join(q, ", ")
+}
+
+// ParseInventory reads an inventory of planned node names: one name per
+// line; "#" starts a comment (a node name never contains "#"); surrounding
+// blanks and blank lines are ignored. Names are returned as written, in
+// order, duplicates and invalid names included: Audit reports those. An
+// error is returned only for a read failure or a line longer than 64 KiB.
+func ParseInventory(r io.Reader) ([]string, error) {
+	var names []string
+	sc := bufio.NewScanner(r)
+	line := 0
+	for sc.Scan() {
+		line++
+		s := sc.Text()
+		if i := strings.IndexByte(s, '#'); i >= 0 {
+			s = s[:i]
+		}
+		if s = strings.TrimSpace(s); s != "" {
+			names = append(names, s)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("snapid: inventory, after line %d: %w", line, err)
+	}
+	return names, nil
+}

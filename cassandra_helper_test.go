@@ -1,0 +1,245 @@
+package snapid
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gocql/gocql"
+	"github.com/stretchr/testify/require"
+)
+
+// Helpers for tests against a real Cassandra. The node is the one
+// scripts/cassandra.sh starts on 127.0.0.1:9042, or the comma-separated
+// host[:port] list in SNAPID_TEST_CASSANDRA.
+
+// testCassandraHosts returns the Cassandra contact points for tests.
+func testCassandraHosts() []string {
+	v := os.Getenv("SNAPID_TEST_CASSANDRA")
+	if v == "" {
+		v = "127.0.0.1:9042"
+	}
+	var hosts []string
+	for _, h := range strings.Split(v, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			hosts = append(hosts, h)
+		}
+	}
+	return hosts
+}
+
+// requireCassandra returns the contact points if one of them accepts TCP
+// connections. Otherwise the test fails in CI (CI=true: a missing Cassandra
+// must never pass silently) and is skipped elsewhere, saying how to start
+// one.
+func requireCassandra(tb testing.TB) []string {
+	tb.Helper()
+	hosts := testCassandraHosts()
+	var errs []string
+	for _, h := range hosts {
+		addr := h
+		if _, _, err := net.SplitHostPort(h); err != nil {
+			addr = net.JoinHostPort(h, "9042")
+		}
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err == nil {
+			c.Close()
+			return hosts
+		}
+		errs = append(errs, err.Error())
+	}
+	msg := fmt.Sprintf("Cassandra not reachable on %s (%s); start it with: bash scripts/cassandra.sh start",
+		strings.Join(hosts, ","), strings.Join(errs, "; "))
+	if os.Getenv("CI") == "true" {
+		tb.Fatalf("%s", msg)
+	}
+	tb.Skip(msg)
+	return nil
+}
+
+// testKeyspace is a keyspace of its own for one test, dropped at cleanup.
+type testKeyspace struct {
+	hosts []string
+	name  string
+	admin *gocql.Session // plain session for direct reads and writes
+}
+
+func randomHex(tb testing.TB, n int) string {
+	b := make([]byte, n)
+	_, err := rand.Read(b)
+	require.NoError(tb, err)
+	return hex.EncodeToString(b)
+}
+
+// newTestKeyspace connects an admin session and picks a fresh keyspace name;
+// the keyspace itself is created by the first registry opened on it, and
+// dropped when the test ends.
+func newTestKeyspace(tb testing.TB) *testKeyspace {
+	tb.Helper()
+	hosts := requireCassandra(tb)
+	cluster := gocql.NewCluster(hosts...)
+	cluster.ProtoVersion = 4
+	cluster.Timeout = 30 * time.Second
+	cluster.ConnectTimeout = 10 * time.Second
+	admin, err := cluster.CreateSession()
+	require.NoError(tb, err, "admin session")
+	k := &testKeyspace{hosts: hosts, name: "snapid_test_" + randomHex(tb, 6), admin: admin}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := admin.Query(`DROP KEYSPACE IF EXISTS "` + k.name + `"`).WithContext(ctx).Exec(); err != nil {
+			tb.Errorf("dropping test keyspace %s: %v", k.name, err)
+		}
+		admin.Close()
+	})
+	return k
+}
+
+func (k *testKeyspace) config() CassandraConfig {
+	return CassandraConfig{Hosts: k.hosts, Keyspace: k.name}
+}
+
+// registry opens a registry on the keyspace, closed at cleanup.
+func (k *testKeyspace) registry(tb testing.TB, mods ...func(*CassandraConfig)) *CassandraRegistry {
+	tb.Helper()
+	cfg := k.config()
+	for _, m := range mods {
+		m(&cfg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := NewCassandraRegistry(ctx, cfg)
+	require.NoError(tb, err)
+	tb.Cleanup(r.Close)
+	return r
+}
+
+// exec runs a plain statement through the admin session.
+func (k *testKeyspace) exec(tb testing.TB, stmt string, args ...any) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(tb, k.admin.Query(stmt, args...).WithContext(ctx).Exec(), stmt)
+}
+
+// keyspaceExists reports whether name is a keyspace.
+func (k *testKeyspace) keyspaceExists(tb testing.TB, name string) bool {
+	tb.Helper()
+	var n int
+	err := k.admin.Query(`SELECT COUNT(*) FROM system_schema.keyspaces WHERE keyspace_name = ?`, name).Scan(&n)
+	require.NoError(tb, err)
+	return n > 0
+}
+
+// rawRow reads the stored row at SERIAL, every column, for comparisons
+// that must see all of it (the claim token included).
+func rawRow(tb testing.TB, r *CassandraRegistry, name string) (map[string]any, bool) {
+	tb.Helper()
+	var rec record
+	found, err := r.q.serialRead(context.Background(), &rec, name)
+	require.NoError(tb, err)
+	if !found {
+		return nil, false
+	}
+	return rec.values(), true
+}
+
+// values returns every column's value (nil for null), by column name.
+func (rec *record) values() map[string]any {
+	out := map[string]any{}
+	for i, d := range rec.dests() {
+		var v any
+		switch p := d.(type) {
+		case **string:
+			if *p != nil {
+				v = **p
+			}
+		case **time.Time:
+			if *p != nil {
+				v = (*p).UTC()
+			}
+		case **int64:
+			if *p != nil {
+				v = **p
+			}
+		}
+		out[columns[i].name] = v
+	}
+	return out
+}
+
+// testName returns a fresh valid node name.
+func testName(tb testing.TB) string {
+	return "n_" + randomHex(tb, 6)
+}
+
+// testClaim is a claim by owner from a host named after it.
+func testClaim(name, owner string) Claim {
+	return Claim{Name: name, Owner: owner, Hostname: owner + ".example", Address: "192.0.2.1", MachineID: "machine-" + owner}
+}
+
+// lossyQuerier wraps a casQuerier and, for chosen CAS calls, loses the
+// reply after the statement ran, or drops the statement and fails, as a
+// network or a timeout would. It counts calls. It is not safe for
+// concurrent use: each test drives its registry from one goroutine.
+type lossyQuerier struct {
+	inner casQuerier
+	// plan is called before each CAS with its 1-based number and the
+	// statement; it returns what to do.
+	plan func(n int, stmt string) lossPlan
+
+	casCalls, reads int
+	readErr         error // serial reads fail with this once set
+}
+
+type lossPlan struct {
+	dropRequest bool   // do not run the statement
+	loseReply   bool   // run it, then fail
+	err         error  // the error returned when dropping or losing
+	before      func() // runs before the statement (or before failing, if dropped)
+	failRead    error  // serial reads fail with this from now on
+}
+
+func (l *lossyQuerier) cas(ctx context.Context, rec *record, stmt string, args ...any) (bool, error) {
+	l.casCalls++
+	var p lossPlan
+	if l.plan != nil {
+		p = l.plan(l.casCalls, stmt)
+	}
+	if p.before != nil {
+		p.before()
+	}
+	if p.failRead != nil {
+		l.readErr = p.failRead
+	}
+	if p.dropRequest {
+		return false, p.err
+	}
+	applied, err := l.inner.cas(ctx, rec, stmt, args...)
+	if p.loseReply && err == nil {
+		*rec = record{}
+		return false, p.err
+	}
+	return applied, err
+}
+
+func (l *lossyQuerier) serialRead(ctx context.Context, rec *record, name string) (bool, error) {
+	l.reads++
+	if l.readErr != nil {
+		return false, l.readErr
+	}
+	return l.inner.serialRead(ctx, rec, name)
+}
+
+// lossy installs a lossyQuerier on r (before r is shared with goroutines).
+func lossy(r *CassandraRegistry, plan func(n int, stmt string) lossPlan) *lossyQuerier {
+	l := &lossyQuerier{inner: r.q, plan: plan}
+	r.q = l
+	return l
+}
