@@ -1,0 +1,161 @@
+package snapid_test
+
+import (
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/snapid/snapid"
+)
+
+func ExampleOpen() {
+	dir, err := os.MkdirTemp("", "snapid-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	g, err := snapid.Open(filepath.Join(dir, "counter.u64"), "web_1")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer g.Close()
+	for range 3 {
+		id, err := g.UniqueID()
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(id)
+	}
+	// Output:
+	// web_1-1
+	// web_1-2
+	// web_1-3
+}
+
+func ExampleGenerator_NextN() {
+	dir, err := os.MkdirTemp("", "snapid-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "counter.u64")
+
+	// Continue a counter whose next number is 100.
+	if _, err := snapid.Init(path, 100); err != nil {
+		log.Fatal(err)
+	}
+	g, err := snapid.Open(path, "batch")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer g.Close()
+	first, err := g.NextN(3) // one counter update for three numbers
+	if err != nil {
+		log.Fatal(err)
+	}
+	for n := first; n < first+3; n++ {
+		fmt.Println(snapid.ID{Name: g.Name(), Number: n})
+	}
+	last, _ := snapid.ReadCounter(path)
+	fmt.Println("last issued:", last)
+	// Output:
+	// batch-100
+	// batch-101
+	// batch-102
+	// last issued: 102
+}
+
+func ExampleParseID() {
+	id, err := snapid.ParseID("server_a-123")
+	fmt.Println(id.Name, id.Number, err)
+
+	for _, s := range []string{"server_a-0123", "server-a-1", "server_a-18446744073709551616"} {
+		_, err := snapid.ParseID(s)
+		fmt.Println(errors.Is(err, snapid.ErrInvalidID))
+	}
+	// Output:
+	// server_a 123 <nil>
+	// true
+	// true
+	// true
+}
+
+func ExampleValidateName() {
+	fmt.Println(snapid.ValidateName("server_a"))
+	err := snapid.ValidateName("Server-A")
+	fmt.Println(errors.Is(err, snapid.ErrInvalidName))
+	fmt.Println(err)
+	// Output:
+	// <nil>
+	// true
+	// snapid: invalid node name "Server-A": byte 0 is 'S'; a node name must match ^[a-z_][a-z0-9_]{0,62}$ (lower-case ASCII letters, digits and _, 1 to 63 characters, not starting with a digit)
+}
+
+func ExampleNameFromHostname() {
+	name, changed, err := snapid.NameFromHostname("Web-01.example.com")
+	fmt.Println(name, err)
+	fmt.Println(changed)
+
+	name, changed, err = snapid.NameFromHostname("db_2")
+	fmt.Printf("%s %q %v\n", name, changed, err)
+
+	_, _, err = snapid.NameFromHostname("1st.example.com")
+	fmt.Println(errors.Is(err, snapid.ErrInvalidName))
+	// Output:
+	// web_01 <nil>
+	// host name "Web-01.example.com" became "web_01": cut at the first "." ("Web-01"), replaced "-" by "_", lower-cased
+	// db_2 "" <nil>
+	// true
+}
+
+func ExampleID_Compare() {
+	var ids []snapid.ID
+	for _, s := range []string{"a-10", "b-1", "a-9", "a-100"} {
+		id, err := snapid.ParseID(s)
+		if err != nil {
+			log.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, snapid.ID.Compare)
+	fmt.Println(ids)
+	// Output:
+	// [a-9 a-10 a-100 b-1]
+}
+
+func ExampleWithBlock() {
+	dir, err := os.MkdirTemp("", "snapid-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "counter.u64")
+
+	// Reserve 100 numbers per counter update and serve them from memory.
+	g, err := snapid.Open(path, "fast", snapid.WithBlock(100))
+	if err != nil {
+		log.Fatal(err)
+	}
+	for range 3 {
+		id, err := g.UniqueID()
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(id)
+	}
+	if err := g.Close(); err != nil {
+		log.Fatal(err)
+	}
+	// The unused rest of the block is a gap, never a repeat.
+	last, _ := snapid.ReadCounter(path)
+	fmt.Println("last reserved:", last)
+	// Output:
+	// fast-1
+	// fast-2
+	// fast-3
+	// last reserved: 100
+}
