@@ -12,7 +12,7 @@ func ReadCounter(path string, opts ...Option) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	c, err := openExisting(path, &o)
+	c, err := openReadOnly(path, &o)
 	if err != nil {
 		return 0, err
 	}
@@ -22,8 +22,8 @@ func ReadCounter(path string, opts ...Option) (uint64, error) {
 
 // Init makes sure the counter file at path exists and that the next number
 // it issues is at least next (next >= 1): it creates the file if it is
-// missing and raises a lower counter. It returns the last issued number
-// before the call (0 for a file it created). A counter already past next-1
+// missing and raises a lower counter. It returns the counter's value as the
+// call found it under the lock: for a file it created, that is next-1. A counter already past next-1
 // is left alone and reported with ErrLowered; use Repair to lower it.
 func Init(path string, next uint64, opts ...Option) (before uint64, err error) {
 	if next == 0 {

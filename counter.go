@@ -79,11 +79,15 @@ type counterFile struct {
 	sync   bool
 	io     fileIO
 	buf    [CounterSize + 1]byte
+	broken error // set when a torn write could not be repaired
 }
 
 // openFlags are the flags for every open of an existing counter file.
 func openFlags(follow bool) int {
-	fl := os.O_RDWR | syscall.O_CLOEXEC
+	// O_NONBLOCK: opening a FIFO planted at the path must fail the
+	// regular-file check, not wait for a writer. It changes nothing for
+	// regular files.
+	fl := os.O_RDWR | syscall.O_CLOEXEC | syscall.O_NONBLOCK
 	if !follow {
 		fl |= syscall.O_NOFOLLOW
 	}
@@ -110,7 +114,18 @@ func openCounter(path string, o *options) (*counterFile, error) {
 
 // openExisting opens an existing counter file without reading it.
 func openExisting(path string, o *options) (*counterFile, error) {
-	f, err := os.OpenFile(path, openFlags(o.followSymlinks), 0)
+	return openExistingMode(path, o, openFlags(o.followSymlinks))
+}
+
+// openReadOnly opens an existing counter file for reading only (flock
+// works on a read-only descriptor), so that a user who may read the
+// counter but not write it can still see it.
+func openReadOnly(path string, o *options) (*counterFile, error) {
+	return openExistingMode(path, o, openFlags(o.followSymlinks)&^os.O_RDWR|os.O_RDONLY)
+}
+
+func openExistingMode(path string, o *options, flags int) (*counterFile, error) {
+	f, err := os.OpenFile(path, flags, 0)
 	if err != nil {
 		return nil, &FileError{Op: "open", Path: path, Err: classifyOpenError(err)}
 	}
@@ -206,6 +221,9 @@ func syncDir(dir string) error {
 // lock takes the exclusive flock and checks that the path still names
 // the locked file. On success the caller must call unlock.
 func (c *counterFile) lock() error {
+	if c.broken != nil {
+		return c.broken
+	}
 	if err := ignoringEINTR(func() error { return unix.Flock(c.fd, unix.LOCK_EX) }); err != nil {
 		return &FileError{Op: "lock", Path: c.path, Err: err}
 	}
@@ -281,6 +299,16 @@ func (c *counterFile) store(v uint64) error {
 	if n, err := c.io.WriteAt(c.f, b[:], 0); err != nil || n != CounterSize {
 		if err == nil {
 			err = io.ErrShortWrite
+		}
+		if n > 0 && n < CounterSize {
+			// A torn write leaves some bytes of v and some of the old
+			// value, which may read lower than both. Write all of v again
+			// (its numbers are not handed out; they are only skipped); if
+			// that fails too, refuse every later update of this file.
+			if n2, err2 := c.io.WriteAt(c.f, b[:], 0); err2 != nil || n2 != CounterSize {
+				c.broken = &FileError{Op: "write", Path: c.path, Err: fmt.Errorf(
+					"%w: a torn write could not be repaired (%d of 8 bytes written); check the file before using it again", ErrCorrupt, n2)}
+			}
 		}
 		return &FileError{Op: "write", Path: c.path, Err: err}
 	}

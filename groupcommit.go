@@ -1,6 +1,7 @@
 package snapid
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 )
@@ -25,9 +26,27 @@ type groupCommit struct {
 
 type group struct {
 	k     uint64        // numbers requested by all members
-	done  chan struct{} // closed when first and err are set
+	ks    []uint64      // numbers requested by each member, in joining order
+	done  chan struct{} // closed when the results are set
 	first uint64
 	err   error
+	each  []memberResult // set instead of first and err when served one by one
+}
+
+type memberResult struct {
+	first uint64
+	err   error
+}
+
+// result returns member i's result; off is the member's offset.
+func (g *group) result(i int, off uint64) (uint64, error) {
+	if g.each != nil {
+		return g.each[i].first, g.each[i].err
+	}
+	if g.err != nil {
+		return 0, g.err
+	}
+	return g.first + off, nil
 }
 
 func newGroupCommit(flush func(uint64) (uint64, error)) *groupCommit {
@@ -50,15 +69,13 @@ func (gc *groupCommit) reserve(k uint64) (uint64, error) {
 		gc.mu.Unlock()
 		return 0, fmt.Errorf("snapid: %w: %d numbers cannot be reserved together with %d others", ErrExhausted, k, g.k)
 	}
-	off := g.k
+	off, i := g.k, len(g.ks)
 	g.k += k
+	g.ks = append(g.ks, k)
 	if !leader {
 		gc.mu.Unlock()
 		<-g.done
-		if g.err != nil {
-			return 0, g.err
-		}
-		return g.first + off, nil
+		return g.result(i, off)
 	}
 	for gc.flushing {
 		gc.cond.Wait()
@@ -68,11 +85,19 @@ func (gc *groupCommit) reserve(k uint64) (uint64, error) {
 	gc.mu.Unlock()
 
 	g.first, g.err = gc.flush(g.k)
+	if errors.Is(g.err, ErrExhausted) && len(g.ks) > 1 {
+		// Near 2^64-1 the group may not fit where some members would:
+		// serve them one by one, in order, so that each gets what is left.
+		g.each = make([]memberResult, len(g.ks))
+		for j, kj := range g.ks {
+			g.each[j].first, g.each[j].err = gc.flush(kj)
+		}
+	}
 	close(g.done)
 
 	gc.mu.Lock()
 	gc.flushing = false
 	gc.cond.Signal()
 	gc.mu.Unlock()
-	return g.first, g.err
+	return g.result(0, 0)
 }

@@ -65,8 +65,7 @@ func (e usageError) Error() string { return e.msg }
 // the exit status.
 func run(ctx context.Context, args []string, e env) int {
 	if len(args) == 0 {
-		printUsage(e.stderr)
-		fmt.Fprintln(e.stderr, "snapctl: no command given; run 'snapctl help'")
+		fmt.Fprintln(e.stderr, "snapctl: no command given; run 'snapctl help' for the list of commands")
 		return exitFailure
 	}
 	name := args[0]
@@ -122,7 +121,7 @@ func (c *cli) parse(args []string) error {
 	if err := c.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			c.fs.SetOutput(c.stdout)
-			fmt.Fprintf(c.stdout, "usage: %s %s\n", c.fs.Name(), lookup(strings.TrimPrefix(c.fs.Name(), "snapctl ")).usage)
+			fmt.Fprintf(c.stdout, "usage: %s %s\n\nflags:\n", c.fs.Name(), lookup(strings.TrimPrefix(c.fs.Name(), "snapctl ")).usage)
 			c.fs.PrintDefaults()
 			return err
 		}

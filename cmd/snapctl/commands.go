@@ -106,6 +106,9 @@ func cmdInit(_ context.Context, c *cli, args []string) error {
 	if *start == 0 {
 		return usageError{"--start must be at least 1: the first number is 1"}
 	}
+	if *force && !startSet {
+		return usageError{"--force needs an explicit --start N above every number this counter issued"}
+	}
 	path, err := c.resolveCounter()
 	if err != nil {
 		return err
@@ -114,9 +117,6 @@ func cmdInit(_ context.Context, c *cli, args []string) error {
 		return err
 	}
 	if *force {
-		if !startSet {
-			return usageError{"--force needs an explicit --start N above every number this counter issued"}
-		}
 		prev, err := snapid.Repair(path, *start, c.options()...)
 		if err != nil {
 			return err
@@ -150,16 +150,23 @@ func cmdVersion(_ context.Context, c *cli, args []string) error {
 	return err
 }
 
-func cmdHelp(_ context.Context, c *cli, args []string) error {
-	if len(args) > 0 {
+func cmdHelp(ctx context.Context, c *cli, args []string) error {
+	if len(args) > 1 {
+		return usageError{fmt.Sprintf("unexpected argument %q", args[1])}
+	}
+	if len(args) == 1 {
 		cmd := lookup(args[0])
 		if cmd == nil {
 			return usageError{fmt.Sprintf("unknown command %q", args[0])}
 		}
-		fmt.Fprintf(c.stdout, "usage: snapctl %s %s\n\n%s\n\nflags:\n", cmd.name, cmd.usage, cmd.summary)
-		fs := c.newFlags(cmd.name)
-		_ = fs
-		return nil
+		if cmd.name == "help" {
+			printUsage(c.stdout)
+			return nil
+		}
+		fmt.Fprintf(c.stdout, "%s\n\n", cmd.summary)
+		// Each command defines its flags as it parses them: -h makes it
+		// print its usage and flags and stop.
+		return cmd.run(ctx, c, []string{"-h"})
 	}
 	printUsage(c.stdout)
 	return nil
