@@ -565,9 +565,9 @@ func newStatements(ks, tbl string) statements {
 			" last_seen = ?, reserved = ?, state = ?, claim_token = ? WHERE name = ?" +
 			" IF owner = ? AND state = ? AND reserved = ? AND claim_token = ?",
 		extend: "UPDATE " + t + " SET reserved = ?, last_seen = ? WHERE name = ?" +
-			" IF owner = ? AND state = ? AND reserved = ?",
-		touch:   "UPDATE " + t + " SET last_seen = ? WHERE name = ? IF owner = ? AND state = ?",
-		release: "UPDATE " + t + " SET state = ?, reserved = ?, last_seen = ? WHERE name = ? IF owner = ?",
+			" IF owner = ? AND machine_id = ? AND state = ? AND reserved = ?",
+		touch:   "UPDATE " + t + " SET last_seen = ? WHERE name = ? IF owner = ? AND machine_id = ? AND state = ?",
+		release: "UPDATE " + t + " SET state = ?, reserved = ?, last_seen = ? WHERE name = ? IF owner = ? AND reserved <= ?",
 	}
 }
 
@@ -1058,17 +1058,20 @@ func (r *CassandraRegistry) claimOnce(ctx context.Context, c Claim, lastRow *Hol
 // holder's details; a missing row also matches ErrNotRegistered), and the
 // row is not changed or recreated; a row of this owner whose mark is not
 // old is returned with ErrMarkMoved.
-func (r *CassandraRegistry) Extend(ctx context.Context, name, owner string, old, new uint64) (Holder, error) {
+func (r *CassandraRegistry) Extend(ctx context.Context, name, owner, machineID string, old, new uint64) (Holder, error) {
 	if err := ValidateName(name); err != nil {
 		return Holder{}, err
 	}
 	if err := checkOwner(owner); err != nil {
 		return Holder{}, err
 	}
+	if err := checkField("machine id", machineID); err != nil {
+		return Holder{}, err
+	}
 	for attempt := 0; attempt < claimAttempts; attempt++ {
 		now := r.timestamp()
 		ours := func(cur *record) bool {
-			return str(cur.owner) == owner && str(cur.state) == StateActive
+			return str(cur.owner) == owner && str(cur.machineID) == machineID && str(cur.state) == StateActive
 		}
 		judge := func(cur *record, found bool) outcome {
 			switch {
@@ -1080,12 +1083,12 @@ func (r *CassandraRegistry) Extend(ctx context.Context, name, owner string, old,
 			return outcomeLost
 		}
 		res, err := r.runCAS(ctx, "extend", name, judge, r.stmts.extend,
-			int64(new), now, name, owner, StateActive, int64(old))
+			int64(new), now, name, owner, machineID, StateActive, int64(old))
 		if err != nil {
 			return Holder{}, err
 		}
 		if res.applied {
-			return Holder{Name: name, Owner: owner, State: StateActive, Reserved: new, LastSeen: now}, nil
+			return Holder{Name: name, Owner: owner, MachineID: machineID, State: StateActive, Reserved: new, LastSeen: now}, nil
 		}
 		cur, found, err := r.fullRow(ctx, "extend", name, res)
 		if err != nil {
@@ -1134,15 +1137,20 @@ func (r *CassandraRegistry) notHeld(op, name, owner string, h Holder, found bool
 //	UPDATE … SET last_seen = now WHERE name = ? IF owner = ? AND state = 'active'
 //
 // A missing, released or taken-over row is not changed: ErrNameTaken.
-func (r *CassandraRegistry) Touch(ctx context.Context, name, owner string) error {
+func (r *CassandraRegistry) Touch(ctx context.Context, name, owner, machineID string) error {
 	if err := ValidateName(name); err != nil {
 		return err
 	}
 	if err := checkOwner(owner); err != nil {
 		return err
 	}
+	if err := checkField("machine id", machineID); err != nil {
+		return err
+	}
 	now := r.timestamp()
-	ours := func(cur *record) bool { return str(cur.owner) == owner && str(cur.state) == StateActive }
+	ours := func(cur *record) bool {
+		return str(cur.owner) == owner && str(cur.machineID) == machineID && str(cur.state) == StateActive
+	}
 	judge := func(cur *record, found bool) outcome {
 		switch {
 		case found && ours(cur) && cur.lastSeen != nil && cur.lastSeen.Equal(now):
@@ -1152,7 +1160,7 @@ func (r *CassandraRegistry) Touch(ctx context.Context, name, owner string) error
 		}
 		return outcomeLost
 	}
-	res, err := r.runCAS(ctx, "touch", name, judge, r.stmts.touch, now, name, owner, StateActive)
+	res, err := r.runCAS(ctx, "touch", name, judge, r.stmts.touch, now, name, owner, machineID, StateActive)
 	if err != nil || res.applied {
 		return err
 	}
@@ -1190,16 +1198,24 @@ func (r *CassandraRegistry) Release(ctx context.Context, name, owner string, fin
 		case str(cur.state) == StateReleased && cur.reserved != nil && uint64(*cur.reserved) == final &&
 			cur.lastSeen != nil && cur.lastSeen.Equal(now):
 			return outcomeApplied
+		case cur.reserved != nil && *cur.reserved > int64(final):
+			return outcomeLost
 		}
 		return outcomeResend
 	}
-	res, err := r.runCAS(ctx, "release", name, judge, r.stmts.release, StateReleased, int64(final), now, name, owner)
+	// reserved <= final is compared as CQL bigint (signed): exact for
+	// marks below 2^63, which a counter would take millennia to reach.
+	res, err := r.runCAS(ctx, "release", name, judge, r.stmts.release, StateReleased, int64(final), now, name, owner, int64(final))
 	if err != nil || res.applied {
 		return err
 	}
 	cur, found, err := r.fullRow(ctx, "release", name, res)
 	if err != nil {
 		return err
+	}
+	if h := cur.holder(); found && h.Owner == owner && h.Reserved > final {
+		return fmt.Errorf("snapid: %w: release %q: the registry's mark %d is above the final value %d; nothing was written",
+			ErrMarkMoved, name, h.Reserved, final)
 	}
 	return r.notHeld("release", name, owner, cur.holder(), found)
 }

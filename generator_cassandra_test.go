@@ -321,3 +321,49 @@ func TestClusterCloneRefused(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(5), v, "the refused clone's counter is unchanged")
 }
+
+// TestClusterCloneAfterWindowNeverSharesRange: a copy of a counter
+// directory that claims the name after the original went quiet (here: a
+// clone window of 1 ns) takes the name over; the original, still running,
+// can no longer extend and stops at its mark, and the two never issue the
+// same number.
+func TestClusterCloneAfterWindowNeverSharesRange(t *testing.T) {
+	ks := newTestKeyspace(t)
+	reg := ks.registry(t)
+	dir := t.TempDir()
+	for _, d := range []string{"orig", "clone"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, d), 0o700))
+	}
+	orig, err := Open(filepath.Join(dir, "orig", "c.u64"), "web_1", WithRegistry(reg), WithReserveStep(50),
+		WithHostInfo(HostInfo{Hostname: "orig", MachineID: "m-orig"}))
+	require.NoError(t, err)
+	defer orig.Close()
+	fromOrig := draw(t, orig, 10)
+	for _, f := range []string{"c.u64", "c.u64.owner", "c.u64.mark"} {
+		b, err := os.ReadFile(filepath.Join(dir, "orig", f))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "clone", f), b, 0o600))
+	}
+	clone, err := Open(filepath.Join(dir, "clone", "c.u64"), "web_1", WithRegistry(ks.registry(t)), WithReserveStep(50),
+		WithCloneWindow(time.Nanosecond), WithHostInfo(HostInfo{Hostname: "clone", MachineID: "m-clone"}))
+	require.NoError(t, err)
+	defer clone.Close()
+	fromClone := draw(t, clone, 200)
+
+	for {
+		v, err := orig.Next()
+		if err != nil {
+			require.ErrorIs(t, err, ErrNameTaken, "the original stops when it cannot extend")
+			break
+		}
+		fromOrig = append(fromOrig, v)
+		require.Less(t, len(fromOrig), 1000, "the original kept issuing past its reservation")
+	}
+	seen := map[uint64]bool{}
+	for _, v := range fromOrig {
+		seen[v] = true
+	}
+	for _, v := range fromClone {
+		require.False(t, seen[v], "number %d issued by both the original and its clone", v)
+	}
+}

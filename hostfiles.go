@@ -44,7 +44,7 @@ type HostInfo struct {
 
 // LocalHostInfo returns this machine's host name, a non-loopback address
 // (empty if there is none) and machine id (from /etc/machine-id or
-// /var/lib/dbus/machine-id; empty if neither exists).
+// /var/lib/dbus/machine-id, else "host:" followed by the host name).
 func LocalHostInfo() HostInfo {
 	var h HostInfo
 	h.Hostname, _ = os.Hostname()
@@ -61,6 +61,11 @@ func LocalHostInfo() HostInfo {
 			h.MachineID = strings.TrimSpace(string(b))
 			break
 		}
+	}
+	if h.MachineID == "" && h.Hostname != "" {
+		// The registry's conditions compare machine ids: never leave it
+		// empty while something tells machines apart.
+		h.MachineID = "host:" + h.Hostname
 	}
 	return h
 }

@@ -72,21 +72,21 @@ func (m *memRegistry) Claim(_ context.Context, c Claim) (Holder, error) {
 	return h, nil
 }
 
-func (m *memRegistry) held(name, owner string) (Holder, error) {
+func (m *memRegistry) held(name, owner, machineID string) (Holder, error) {
 	if err := m.unreachable(); err != nil {
 		return Holder{}, err
 	}
 	h, ok := m.rows[name]
-	if !ok || h.Owner != owner || h.State != StateActive {
+	if !ok || h.Owner != owner || h.MachineID != machineID || h.State != StateActive {
 		return h, fmt.Errorf("snapid: %w: %q", ErrNameTaken, name)
 	}
 	return h, nil
 }
 
-func (m *memRegistry) Extend(_ context.Context, name, owner string, old, new uint64) (Holder, error) {
+func (m *memRegistry) Extend(_ context.Context, name, owner, machineID string, old, new uint64) (Holder, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	h, err := m.held(name, owner)
+	h, err := m.held(name, owner, machineID)
 	if err != nil {
 		return h, err
 	}
@@ -98,10 +98,10 @@ func (m *memRegistry) Extend(_ context.Context, name, owner string, old, new uin
 	return h, nil
 }
 
-func (m *memRegistry) Touch(_ context.Context, name, owner string) error {
+func (m *memRegistry) Touch(_ context.Context, name, owner, machineID string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	h, err := m.held(name, owner)
+	h, err := m.held(name, owner, machineID)
 	if err != nil {
 		return err
 	}
@@ -119,6 +119,9 @@ func (m *memRegistry) Release(_ context.Context, name, owner string, final uint6
 	h, ok := m.rows[name]
 	if !ok || h.Owner != owner {
 		return fmt.Errorf("snapid: %w: %q", ErrNameTaken, name)
+	}
+	if final < h.Reserved {
+		return fmt.Errorf("snapid: %w: final %d below the mark %d", ErrMarkMoved, final, h.Reserved)
 	}
 	h.State, h.Reserved, h.LastSeen = StateReleased, final, m.now()
 	m.rows[name] = h

@@ -83,16 +83,24 @@ type Registry interface {
 
 	// Extend moves the reserved-up-to mark of name from old to new
 	// (new may be lower than old: that returns an unused reservation) and
-	// refreshes last-seen, if owner holds the name active and the mark is
-	// old. If the mark is not old it returns the row and ErrMarkMoved; if
-	// owner no longer holds the name, ErrNameTaken.
-	Extend(ctx context.Context, name, owner string, old, new uint64) (Holder, error)
+	// refreshes last-seen, if owner holds the name active from the machine
+	// machineID (the last claim's) and the mark is old. The condition on
+	// the machine keeps a clone that claimed the name after the original
+	// went quiet from sharing its reservations: whichever machine claimed
+	// last is the only one that can extend. On success the returned Holder
+	// has Name, Owner, MachineID, State, Reserved and LastSeen set. If the
+	// mark is not old it returns the whole row and ErrMarkMoved; if owner
+	// no longer holds the name, or holds it from another machine,
+	// ErrNameTaken.
+	Extend(ctx context.Context, name, owner, machineID string, old, new uint64) (Holder, error)
 
-	// Touch refreshes last-seen if owner holds the name active.
-	Touch(ctx context.Context, name, owner string) error
+	// Touch refreshes last-seen if owner holds the name active from the
+	// machine machineID; otherwise ErrNameTaken.
+	Touch(ctx context.Context, name, owner, machineID string) error
 
 	// Release marks the name released, recording final as its mark, if
-	// owner holds it.
+	// owner holds it and final is not below the row's mark (a release can
+	// never lower what the next holder starts above).
 	Release(ctx context.Context, name, owner string, final uint64) error
 
 	// Get returns the row for name (at serial consistency), or

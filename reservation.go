@@ -191,11 +191,11 @@ func (r *reservation) extend(ctx context.Context, need uint64) error {
 			}
 			return nil
 		}
-		h, err := r.reg.Extend(ctx, r.name, r.host.owner, old, next)
+		h, err := r.reg.Extend(ctx, r.name, r.host.owner, r.o.host.MachineID, old, next)
 		switch {
 		case err == nil:
 			return r.adopt(next)
-		case errors.Is(err, ErrMarkMoved) && h.Owner == r.host.owner && h.State == StateActive:
+		case errors.Is(err, ErrMarkMoved) && h.Owner == r.host.owner && h.MachineID == r.o.host.MachineID && h.State == StateActive:
 			if h.Reserved > old {
 				// Another process of this host extended first.
 				if err := r.adopt(h.Reserved); err != nil {
@@ -238,7 +238,7 @@ func (r *reservation) heartbeat() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(r.ctx, r.o.timeout)
-		err := r.reg.Touch(ctx, r.name, r.host.owner)
+		err := r.reg.Touch(ctx, r.name, r.host.owner, r.o.host.MachineID)
 		cancel()
 		switch {
 		case errors.Is(err, ErrNameTaken):
@@ -284,11 +284,11 @@ func (r *reservation) close() error {
 	if err != nil {
 		return fmt.Errorf("snapid: returning the unused reservation of %q: %w", r.name, err)
 	}
-	if h.Owner != r.host.owner || h.State != StateActive || h.Reserved <= cur {
+	if h.Owner != r.host.owner || h.MachineID != r.o.host.MachineID || h.State != StateActive || h.Reserved <= cur {
 		return nil
 	}
 	m := h.Reserved
-	if _, err := r.reg.Extend(ctx, r.name, r.host.owner, m, cur); err != nil {
+	if _, err := r.reg.Extend(ctx, r.name, r.host.owner, r.o.host.MachineID, m, cur); err != nil {
 		return fmt.Errorf("snapid: returning the unused reservation of %q (%d..%d): %w", r.name, cur+1, m, err)
 	}
 	return r.withFile(func(c *counterFile) error { return r.host.writeMark(cur) })
