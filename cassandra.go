@@ -79,11 +79,12 @@ import (
 
 // Defaults of CassandraConfig.
 const (
-	DefaultKeyspace         = "snapid"
-	DefaultTable            = "node_names"
-	DefaultCassandraTimeout = 12 * time.Second // above the server's 10 s request timeouts
-	DefaultConnectTimeout   = 10 * time.Second
-	DefaultCassandraPort    = 9042
+	DefaultKeyspace          = "snapid"
+	DefaultTable             = "node_names"
+	DefaultCassandraTimeout  = 12 * time.Second // above the server's 10 s request timeouts
+	DefaultConnectTimeout    = 10 * time.Second
+	DefaultReconnectInterval = 5 * time.Second
+	DefaultCassandraPort     = 9042
 )
 
 // CassandraConfig configures NewCassandraRegistry. The zero value of every
@@ -137,6 +138,9 @@ type CassandraConfig struct {
 	Timeout time.Duration
 	// ConnectTimeout bounds each connection attempt (default 10 s).
 	ConnectTimeout time.Duration
+	// ReconnectInterval is how often nodes seen down are tried again
+	// (default 5 s), so that a Generator resumes soon after an outage.
+	ReconnectInterval time.Duration
 
 	// Consistency is used for the commit phase of LWTs and for List: Quorum
 	// (default), LocalQuorum or All.
@@ -329,7 +333,7 @@ func (cfg *CassandraConfig) cluster() (*gocql.ClusterConfig, error) {
 	if cfg.Password != "" && cfg.Username == "" {
 		return nil, invalidConfig("a password without a user name")
 	}
-	if cfg.Timeout < 0 || cfg.ConnectTimeout < 0 {
+	if cfg.Timeout < 0 || cfg.ConnectTimeout < 0 || cfg.ReconnectInterval < 0 {
 		return nil, invalidConfig("negative timeout")
 	}
 	if cfg.LocalDC != "" && !dcRE.MatchString(cfg.LocalDC) {
@@ -369,6 +373,7 @@ func (cfg *CassandraConfig) cluster() (*gocql.ClusterConfig, error) {
 	cluster.ProtoVersion = 4 // gocql 1.7.0's v5 is the pre-release framing
 	cluster.Timeout = cmpOr(cfg.Timeout, DefaultCassandraTimeout)
 	cluster.ConnectTimeout = cmpOr(cfg.ConnectTimeout, DefaultConnectTimeout)
+	cluster.ReconnectInterval = cmpOr(cfg.ReconnectInterval, DefaultReconnectInterval)
 	cluster.Consistency = cons
 	cluster.SerialConsistency = serial
 	cluster.RetryPolicy = nil // see the comment on the schema

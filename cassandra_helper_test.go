@@ -87,6 +87,7 @@ func newTestKeyspace(tb testing.TB) *testKeyspace {
 	cluster.ProtoVersion = 4
 	cluster.Timeout = 30 * time.Second
 	cluster.ConnectTimeout = 10 * time.Second
+	cluster.ReconnectInterval = time.Second // the outage test restarts Cassandra
 	admin, err := cluster.CreateSession()
 	require.NoError(tb, err, "admin session")
 	k := &testKeyspace{hosts: hosts, name: "snapid_test_" + randomHex(tb, 6), admin: admin}

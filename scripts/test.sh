@@ -9,8 +9,10 @@
 #   2. checks formatting (gofmt) and go vet;
 #   3. runs every test with the race detector, CI=true so that a missing
 #      Cassandra fails instead of skipping;
-#   4. runs each fuzz target briefly;
-#   5. runs the benchmark module's tests (bench/), which check its workloads.
+#   4. runs the Cassandra outage test on its own (it stops and restarts
+#      Cassandra under a running Generator);
+#   5. runs each fuzz target briefly;
+#   6. runs the benchmark module's tests (bench/), which check its workloads.
 #
 # Environment: SNAPID_FUZZTIME (default 10s per target), and those of
 # scripts/cassandra.sh.
@@ -46,6 +48,9 @@ go vet ./...
 
 echo "test: go test -race ./..."
 go test -race -count=1 -timeout 20m ./...
+
+echo "test: Cassandra outage (stops and restarts Cassandra, so it runs alone)"
+SNAPID_OUTAGE_TEST=1 go test -race -count=1 -run '^TestCassandraOutage$' -v . 2>&1 | { grep -v ' gocql: ' || true; }
 
 echo "test: fuzzing each target for $fuzztime"
 for target in FuzzParseID FuzzValidateName FuzzDecodeCounter; do
