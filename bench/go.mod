@@ -1,0 +1,31 @@
+module github.com/snapid/snapid/bench
+
+go 1.26.8
+
+replace github.com/snapid/snapid => ../
+
+require (
+	github.com/bwmarrin/snowflake v0.3.0
+	github.com/google/uuid v1.6.0
+	github.com/rs/xid v1.6.0
+	github.com/snapid/snapid v0.0.0-00010101000000-000000000000
+	github.com/sony/sonyflake v1.2.0
+	golang.org/x/sys v0.49.0
+	gonum.org/v1/plot v0.17.0
+)
+
+require (
+	codeberg.org/go-fonts/liberation v0.5.0 // indirect
+	codeberg.org/go-latex/latex v0.2.0 // indirect
+	codeberg.org/go-pdf/fpdf v0.11.1 // indirect
+	git.sr.ht/~sbinet/gg v0.7.0 // indirect
+	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
+	github.com/gocql/gocql v1.7.0 // indirect
+	github.com/gofrs/flock v0.13.1 // indirect
+	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
+	github.com/golang/snappy v0.0.3 // indirect
+	github.com/hailocab/go-hostpool v0.0.0-20160125115350-e80d13ce29ed // indirect
+	golang.org/x/image v0.30.0 // indirect
+	golang.org/x/text v0.28.0 // indirect
+	gopkg.in/inf.v0 v0.9.1 // indirect
+)
