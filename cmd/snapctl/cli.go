@@ -177,6 +177,15 @@ func (c *cli) resolveCounter() (string, error) {
 	return p, nil
 }
 
+// target resolves the node name and the counter path.
+func (c *cli) target() (name, path string, err error) {
+	if name, err = c.resolveName(); err != nil {
+		return "", "", err
+	}
+	path, err = c.resolveCounter()
+	return name, path, err
+}
+
 // prepareDefaultDir creates the per-user state directory when the counter
 // is the default one; an explicit path's directory must already exist.
 func (c *cli) prepareDefaultDir() error {

@@ -23,15 +23,8 @@ func cmdNext(ctx context.Context, c *cli, args []string) error {
 	if *n == 0 {
 		return usageError{"-n must be at least 1"}
 	}
-	name, err := c.resolveName()
+	name, path, err := c.target()
 	if err != nil {
-		return err
-	}
-	path, err := c.resolveCounter()
-	if err != nil {
-		return err
-	}
-	if err := c.prepareDefaultDir(); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
@@ -44,6 +37,9 @@ func cmdNext(ctx context.Context, c *cli, args []string) error {
 	if reg != nil {
 		defer reg.Close()
 		opts = append(opts, snapid.WithRegistry(reg))
+	}
+	if err := c.prepareDefaultDir(); err != nil {
+		return err
 	}
 	g, err := snapid.OpenContext(ctx, path, name, opts...)
 	if err != nil {

@@ -31,28 +31,31 @@ func (sf *startFlags) check(fs *flag.FlagSet) error {
 	return nil
 }
 
+// parseStartCommand parses the flags of register and release and resolves
+// the node name.
+func (c *cli) parseStartCommand(cmd, forceHelp string, args []string) (rf registryFlags, sf startFlags, name string, err error) {
+	fs := c.newFlags(cmd)
+	c.addRegistryFlags(&rf)
+	c.addStartFlags(&sf, forceHelp)
+	if err = c.parse(args); err != nil {
+		return rf, sf, "", err
+	}
+	if err = sf.check(fs); err != nil {
+		return rf, sf, "", err
+	}
+	name, err = c.resolveName()
+	return rf, sf, name, err
+}
+
 // cmdRegister claims the name for this counter and returns.
 func cmdRegister(ctx context.Context, c *cli, args []string) error {
-	fs := c.newFlags("register")
-	var rf registryFlags
-	c.addRegistryFlags(&rf)
-	var sf startFlags
-	c.addStartFlags(&sf, "take the name from an active holder of another owner (only if it is gone for good)")
-	if err := c.parse(args); err != nil {
-		return err
-	}
-	if err := sf.check(fs); err != nil {
-		return err
-	}
-	name, err := c.resolveName()
+	rf, sf, name, err := c.parseStartCommand("register",
+		"take the name from an active holder of another owner (only if it is gone for good)", args)
 	if err != nil {
 		return err
 	}
 	path, err := c.resolveCounter()
 	if err != nil {
-		return err
-	}
-	if err := c.prepareDefaultDir(); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
@@ -62,6 +65,9 @@ func cmdRegister(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	defer reg.Close()
+	if err := c.prepareDefaultDir(); err != nil {
+		return err
+	}
 	opts := append(c.options(), snapid.WithRegistry(reg))
 	if sf.force {
 		opts = append(opts, snapid.WithTakeover(sf.start-1))
@@ -91,18 +97,8 @@ func cmdRegister(ctx context.Context, c *cli, args []string) error {
 // cmdRelease releases the name held by this counter, or with --force the
 // name held by a holder that is gone.
 func cmdRelease(ctx context.Context, c *cli, args []string) error {
-	fs := c.newFlags("release")
-	var rf registryFlags
-	c.addRegistryFlags(&rf)
-	var sf startFlags
-	c.addStartFlags(&sf, "release the name whoever holds it (only for a holder that is gone for good)")
-	if err := c.parse(args); err != nil {
-		return err
-	}
-	if err := sf.check(fs); err != nil {
-		return err
-	}
-	name, err := c.resolveName()
+	rf, sf, name, err := c.parseStartCommand("release",
+		"release the name whoever holds it (only for a holder that is gone for good)", args)
 	if err != nil {
 		return err
 	}
