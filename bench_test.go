@@ -58,6 +58,8 @@ func BenchmarkUniqueID(b *testing.B) {
 		{"strict/sync=on/c64", 64, nil},
 		{"block=65536/sync=on/c1", 1, []Option{WithBlock(1 << 16)}},
 		{"block=65536/sync=on/c2", 2, []Option{WithBlock(1 << 16)}},
+		{"block=65536+cpushards/sync=on/c1", 1, []Option{WithBlock(1 << 16), WithCPUShards(true)}},
+		{"block=65536+cpushards/sync=on/c2", 2, []Option{WithBlock(1 << 16), WithCPUShards(true)}},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {

@@ -38,24 +38,64 @@ func newBlockAllocator(size uint64, reserve func(uint64) (uint64, error)) *block
 
 // next returns a number. Numbers increase per allocator.
 func (a *blockAllocator) next() (uint64, error) {
+	n, _, err := a.take(1)
+	return n, err
+}
+
+// take returns up to k consecutive numbers (first and how many, at least
+// one), all from one block.
+func (a *blockAllocator) take(k uint64) (first, count uint64, err error) {
 	for {
 		b := a.cur.Load()
 		if b != nil {
 			// next may pass last (and even wrap past 2^64-1) when many
 			// callers race at the end of a block: such numbers are outside
 			// [first, last] and are never returned.
-			n := b.next.Add(1) - 1
+			n := b.next.Add(k) - k
 			if n >= b.first && n <= b.last {
-				if n == b.half {
-					a.prefetch()
+				if n <= b.half && b.half-n < k {
+					a.prefetch() // this take holds the middle number
 				}
-				return n, nil
+				return n, min(k, b.last-n+1), nil
 			}
 		}
 		if err := a.refill(b); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
+}
+
+// cpuShards serves numbers from small runs taken from a blockAllocator,
+// one run per P (through sync.Pool, whose caches are per P), so that
+// callers on different cores do not write the same cache line for every
+// number. Numbers stay unique; they carry no order across runs. A run
+// dropped by the pool (at a garbage collection) or left at Close is a gap.
+type cpuShards struct {
+	blocks *blockAllocator
+	run    uint64
+	pool   sync.Pool
+}
+
+type shardRun struct{ next, left uint64 }
+
+func (c *cpuShards) next() (uint64, error) {
+	r, _ := c.pool.Get().(*shardRun)
+	if r == nil {
+		r = new(shardRun)
+	}
+	if r.left == 0 {
+		first, count, err := c.blocks.take(c.run)
+		if err != nil {
+			c.pool.Put(r)
+			return 0, err
+		}
+		r.next, r.left = first, count
+	}
+	n := r.next
+	r.next++
+	r.left--
+	c.pool.Put(r)
+	return n, nil
 }
 
 // prefetch starts reserving the next block unless that is already done.

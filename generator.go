@@ -28,12 +28,13 @@ import (
 // In block mode (WithBlock) numbers increase per Generator and are served
 // from memory; see WithBlock.
 type Generator struct {
-	name  string
-	path  string
-	log   *slog.Logger
-	gc    *groupCommit
-	block *blockAllocator // nil in strict mode
-	res   *reservation    // nil without a registry
+	name   string
+	path   string
+	log    *slog.Logger
+	gc     *groupCommit
+	block  *blockAllocator // nil in strict mode
+	shards *cpuShards      // nil unless WithCPUShards in block mode
+	res    *reservation    // nil without a registry
 
 	mu     sync.Mutex // guards file and the file operations
 	file   *counterFile
@@ -102,6 +103,9 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 	g.gc = newGroupCommit(g.flush)
 	if o.block > 0 {
 		g.block = newBlockAllocator(o.block, g.gc.reserve)
+		if o.cpuShards {
+			g.shards = &cpuShards{blocks: g.block, run: max(1, min(256, o.block/16))}
+		}
 	}
 	return g, nil
 }
@@ -140,7 +144,10 @@ func (g *Generator) Next() (uint64, error) {
 	if g.closed.Load() {
 		return 0, ErrClosed
 	}
-	if g.block != nil {
+	switch {
+	case g.shards != nil:
+		return g.shards.next()
+	case g.block != nil:
 		return g.block.next()
 	}
 	return g.gc.reserve(1)

@@ -32,8 +32,9 @@ const (
 	mpEnvPath       = "SNAPID_TEST_MP_PATH"
 	mpEnvCount      = "SNAPID_TEST_MP_COUNT" // numbers per goroutine ("draw")
 	mpEnvGoroutines = "SNAPID_TEST_MP_GOROUTINES"
-	mpEnvBlock      = "SNAPID_TEST_MP_BLOCK" // block size, 0: strict mode
-	mpEnvSync       = "SNAPID_TEST_MP_SYNC"  // "true" or "false"
+	mpEnvBlock      = "SNAPID_TEST_MP_BLOCK"  // block size, 0: strict mode
+	mpEnvSync       = "SNAPID_TEST_MP_SYNC"   // "true" or "false"
+	mpEnvShards     = "SNAPID_TEST_MP_SHARDS" // "true": WithCPUShards in block mode
 )
 
 // mpChildConfig describes what a child does.
@@ -43,6 +44,7 @@ type mpChildConfig struct {
 	count      int
 	block      uint64
 	sync       bool
+	shards     bool
 }
 
 // mpChild runs the child's work when this process is a child, and reports
@@ -65,13 +67,14 @@ func mpChild(t *testing.T) bool {
 		goroutines: atoi(mpEnvGoroutines),
 		block:      uint64(atoi(mpEnvBlock)),
 		sync:       os.Getenv(mpEnvSync) != "false",
+		shards:     os.Getenv(mpEnvShards) == "true",
 	}
 	if role == "draw" {
 		cfg.count = atoi(mpEnvCount)
 	}
 	opts := []Option{WithSync(cfg.sync)}
 	if cfg.block > 0 {
-		opts = append(opts, WithBlock(cfg.block))
+		opts = append(opts, WithBlock(cfg.block), WithCPUShards(cfg.shards))
 	}
 	g, err := Open(os.Getenv(mpEnvPath), ctName, opts...)
 	require.NoError(t, err)
@@ -141,6 +144,7 @@ func mpStart(t *testing.T, path string, cfg mpChildConfig) *mpProc {
 		mpEnvGoroutines+"="+strconv.Itoa(cfg.goroutines),
 		mpEnvBlock+"="+strconv.FormatUint(cfg.block, 10),
 		mpEnvSync+"="+strconv.FormatBool(cfg.sync),
+		mpEnvShards+"="+strconv.FormatBool(cfg.shards),
 	)
 	p := &mpProc{cmd: cmd, ready: make(chan struct{}), done: make(chan struct{})}
 	cmd.Stderr = &p.stderr
@@ -417,7 +421,8 @@ func TestCrashKill9(t *testing.T) {
 			if i == 2 {
 				b = 0 // one strict child in every round
 			}
-			procs[i] = mpStart(t, path, mpChildConfig{role: "crash", goroutines: 1 + i, block: b, sync: syncOn})
+			// The middle child of block rounds serves from per-CPU runs.
+			procs[i] = mpStart(t, path, mpChildConfig{role: "crash", goroutines: 1 + i, block: b, sync: syncOn, shards: i == 1})
 		}
 		for _, p := range procs {
 			p.waitReady(t)

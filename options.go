@@ -13,6 +13,7 @@ type Option func(*options) error
 type options struct {
 	sync           bool
 	block          uint64
+	cpuShards      bool
 	fileMode       fs.FileMode
 	followSymlinks bool
 	logger         *slog.Logger
@@ -71,6 +72,20 @@ func WithBlock(n uint64) Option {
 			return fmt.Errorf("snapid: %w: WithBlock(0): a block holds at least 1 number", ErrInvalidOption)
 		}
 		o.block = n
+		return nil
+	}
+}
+
+// WithCPUShards, in block mode, serves numbers from small per-CPU runs
+// taken from the block, so that throughput grows with the number of cores
+// instead of every caller updating one shared counter. The price: numbers
+// are still unique, but no longer increase within the process (callers on
+// different cores interleave), and a few more are skipped (a run the
+// runtime drops at a garbage collection, or left at Close, is a gap). It
+// has no effect without WithBlock.
+func WithCPUShards(on bool) Option {
+	return func(o *options) error {
+		o.cpuShards = on
 		return nil
 	}
 }

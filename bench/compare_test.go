@@ -81,6 +81,8 @@ var workloads = []workload{
 		open: openSnapid(snapid.WithSync(true)), check: checkSnapid, dense: true},
 	{impl: "snapid", mode: "block=65536", callers: []int{1, 2},
 		open: openSnapid(snapid.WithBlock(blockSize)), check: checkSnapid},
+	{impl: "snapid", mode: "block=65536+cpushards", callers: []int{1, 2},
+		open: openSnapid(snapid.WithBlock(blockSize), snapid.WithCPUShards(true)), check: checkSnapid},
 	{impl: "snowflake", mode: "node=1", callers: []int{1, 2},
 		open: func(tb testing.TB) func() (string, error) {
 			node, err := snowflake.NewNode(1)

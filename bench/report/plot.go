@@ -25,6 +25,7 @@ var categoryNames = []struct{ key, label string }{
 	{"snapid/strict-sync=off", "snapid strict, sync off"},
 	{"snapid/strict-sync=on", "snapid strict, sync on"},
 	{"snapid/block=65536", "snapid block=65536"},
+	{"snapid/block=65536+cpushards", "snapid block, CPU shards"},
 	{"snowflake/node=1", "bwmarrin/snowflake"},
 	{"sonyflake/machine=1", "sony/sonyflake"},
 	{"xid/new", "rs/xid"},
