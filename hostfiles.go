@@ -227,3 +227,23 @@ func missingFiles(counterPath string) []string {
 	}
 	return out
 }
+
+// ReadMark returns the reserved-up-to mark this host keeps beside the
+// counter file at counterPath (the highest number the registry lets it
+// issue), and false if the counter has never been used with a registry.
+func ReadMark(counterPath string) (mark uint64, ok bool, err error) {
+	b, err := readSmallFile(counterPath+markSuffix, false)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, &FileError{Op: "read", Path: counterPath + markSuffix, Err: classifyOpenError(err)}
+	case len(b) == 0:
+		return 0, true, nil
+	}
+	v, err := DecodeCounter(b)
+	if err != nil {
+		return 0, false, &FileError{Op: "read", Path: counterPath + markSuffix, Err: err}
+	}
+	return v, true, nil
+}

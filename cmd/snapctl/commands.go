@@ -79,13 +79,34 @@ func cmdShow(_ context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	mark, registered, err := snapid.ReadMark(path)
+	if err != nil {
+		return err
+	}
+	var owner string
+	if registered {
+		if tok, err := snapid.OwnerToken(path); err == nil {
+			owner = snapid.OwnerID(tok)
+		}
+	}
 	if *asJSON {
-		return json.NewEncoder(c.stdout).Encode(struct {
+		out := struct {
 			Path       string `json:"path"`
 			LastIssued string `json:"last_issued"`
-		}{path, strconv.FormatUint(last, 10)})
+			Reserved   string `json:"reserved_up_to,omitempty"`
+			OwnerID    string `json:"owner_id,omitempty"`
+		}{Path: path, LastIssued: strconv.FormatUint(last, 10), OwnerID: owner}
+		if registered {
+			out.Reserved = strconv.FormatUint(mark, 10)
+		}
+		return json.NewEncoder(c.stdout).Encode(out)
 	}
-	_, err = fmt.Fprintf(c.stdout, "last issued %d\t%s\n", last, path)
+	if _, err := fmt.Fprintf(c.stdout, "last issued %d\t%s\n", last, path); err != nil {
+		return err
+	}
+	if registered {
+		_, err = fmt.Fprintf(c.stdout, "reserved up to %d (registry owner %s)\n", mark, owner)
+	}
 	return err
 }
 

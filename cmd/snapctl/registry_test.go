@@ -70,6 +70,10 @@ func TestRegistryCommandsTwoHosts(t *testing.T) {
 	r := a.run(t, "next", "-n", "3")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	requireIDs(t, r.stdout, "web_1", 3)
+	r = a.run(t, "show", "--json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, `"last_issued":"3","reserved_up_to":"3"`,
+		"the process returned the unused reservation when it closed")
 
 	// A second host (its own counter, so its own owner token) is refused,
 	// with the holder named, and issues nothing.
