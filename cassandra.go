@@ -52,7 +52,9 @@ import (
 //     holder's machine) is exactly what it replaces; a row that changed in
 //     between makes the update fail, and Claim looks again (a few times).
 //   - Extend, Touch and Release are UPDATEs conditional on the owner (and on
-//     state='active' for Extend and Touch, and on the old mark for Extend).
+//     state='active' and the claim_token of the host's claim for Extend and
+//     Touch, and on the old mark for Extend; Release on a final value not
+//     below the mark).
 //     That is how a refresh never resurrects a released or taken-over row:
 //     the condition fails instead. A conditional UPDATE on a missing row is
 //     not applied either, so a deleted row is not recreated as a partial row.
@@ -570,8 +572,8 @@ func newStatements(ks, tbl string) statements {
 			" last_seen = ?, reserved = ?, state = ?, claim_token = ? WHERE name = ?" +
 			" IF owner = ? AND state = ? AND reserved = ? AND claim_token = ?",
 		extend: "UPDATE " + t + " SET reserved = ?, last_seen = ? WHERE name = ?" +
-			" IF owner = ? AND machine_id = ? AND state = ? AND reserved = ?",
-		touch:   "UPDATE " + t + " SET last_seen = ? WHERE name = ? IF owner = ? AND machine_id = ? AND state = ?",
+			" IF owner = ? AND claim_token = ? AND state = ? AND reserved = ?",
+		touch:   "UPDATE " + t + " SET last_seen = ? WHERE name = ? IF owner = ? AND claim_token = ? AND state = ?",
 		release: "UPDATE " + t + " SET state = ?, reserved = ?, last_seen = ? WHERE name = ? IF owner = ? AND reserved <= ?",
 	}
 }
@@ -690,7 +692,7 @@ func (rec *record) holder() Holder {
 		Name: str(rec.name), Owner: str(rec.owner),
 		Hostname: str(rec.hostname), Address: str(rec.address), MachineID: str(rec.machineID),
 		State: str(rec.state), RegisteredAt: tm(rec.registeredAt), LastSeen: tm(rec.lastSeen),
-		Reserved: reserved,
+		Reserved: reserved, Session: str(rec.token),
 	}
 }
 
@@ -976,7 +978,7 @@ func (r *CassandraRegistry) claimOnce(ctx context.Context, c Claim, lastRow *Hol
 		}
 		r.log.Debug("snapid: name claimed", "name", c.Name)
 		return Holder{Name: c.Name, Owner: c.Owner, Hostname: c.Hostname, Address: c.Address, MachineID: c.MachineID,
-			State: StateActive, RegisteredAt: now, LastSeen: now}, true, nil
+			State: StateActive, RegisteredAt: now, LastSeen: now, Session: token}, true, nil
 	}
 	// The whole row: INSERT IF NOT EXISTS returns it, as does the serial
 	// read that resolved a lost reply.
@@ -990,7 +992,7 @@ func (r *CassandraRegistry) claimOnce(ctx context.Context, c Claim, lastRow *Hol
 	}
 
 	next := Holder{Name: c.Name, Owner: c.Owner, Hostname: c.Hostname, Address: c.Address, MachineID: c.MachineID,
-		State: StateActive, RegisteredAt: old.RegisteredAt, LastSeen: now, Reserved: old.Reserved}
+		State: StateActive, RegisteredAt: old.RegisteredAt, LastSeen: now, Reserved: old.Reserved, Session: token}
 	switch {
 	case old.Owner == c.Owner:
 		otherMachine := old.MachineID != c.MachineID || old.Hostname != c.Hostname
@@ -1063,20 +1065,20 @@ func (r *CassandraRegistry) claimOnce(ctx context.Context, c Claim, lastRow *Hol
 // holder's details; a missing row also matches ErrNotRegistered), and the
 // row is not changed or recreated; a row of this owner whose mark is not
 // old is returned with ErrMarkMoved.
-func (r *CassandraRegistry) Extend(ctx context.Context, name, owner, machineID string, old, new uint64) (Holder, error) {
+func (r *CassandraRegistry) Extend(ctx context.Context, name, owner, session string, old, new uint64) (Holder, error) {
 	if err := ValidateName(name); err != nil {
 		return Holder{}, err
 	}
 	if err := checkOwner(owner); err != nil {
 		return Holder{}, err
 	}
-	if err := checkField("machine id", machineID); err != nil {
+	if err := checkField("session", session); err != nil {
 		return Holder{}, err
 	}
 	for attempt := 0; attempt < claimAttempts; attempt++ {
 		now := r.timestamp()
 		ours := func(cur *record) bool {
-			return str(cur.owner) == owner && str(cur.machineID) == machineID && str(cur.state) == StateActive
+			return str(cur.owner) == owner && str(cur.token) == session && str(cur.state) == StateActive
 		}
 		judge := func(cur *record, found bool) outcome {
 			switch {
@@ -1088,12 +1090,12 @@ func (r *CassandraRegistry) Extend(ctx context.Context, name, owner, machineID s
 			return outcomeLost
 		}
 		res, err := r.runCAS(ctx, "extend", name, judge, r.stmts.extend,
-			int64(new), now, name, owner, machineID, StateActive, int64(old))
+			int64(new), now, name, owner, session, StateActive, int64(old))
 		if err != nil {
 			return Holder{}, err
 		}
 		if res.applied {
-			return Holder{Name: name, Owner: owner, MachineID: machineID, State: StateActive, Reserved: new, LastSeen: now}, nil
+			return Holder{Name: name, Owner: owner, Session: session, State: StateActive, Reserved: new, LastSeen: now}, nil
 		}
 		cur, found, err := r.fullRow(ctx, "extend", name, res)
 		if err != nil {
@@ -1131,6 +1133,9 @@ func (r *CassandraRegistry) notHeld(op, name, owner string, h Holder, found bool
 	switch {
 	case !found:
 		return fmt.Errorf("snapid: %w: %s %q: the name has no row (%w); nothing was written", ErrNameTaken, op, name, ErrNotRegistered)
+	case h.Owner == owner && h.State == StateActive:
+		return fmt.Errorf("snapid: %w: %s %q: a later claim with this owner token replaced this host's (%s): "+
+			"a copy of the counter directory in use elsewhere?; nothing was written", ErrNameTaken, op, name, h)
 	case h.Owner == owner:
 		return fmt.Errorf("snapid: %w: %s %q: this owner released the name (%s); nothing was written", ErrNameTaken, op, name, h)
 	}
@@ -1139,22 +1144,22 @@ func (r *CassandraRegistry) notHeld(op, name, owner string, h Holder, found bool
 
 // Touch implements Registry.Touch:
 //
-//	UPDATE … SET last_seen = now WHERE name = ? IF owner = ? AND state = 'active'
+//	UPDATE … SET last_seen = now WHERE name = ? IF owner = ? AND claim_token = ? AND state = 'active'
 //
 // A missing, released or taken-over row is not changed: ErrNameTaken.
-func (r *CassandraRegistry) Touch(ctx context.Context, name, owner, machineID string) error {
+func (r *CassandraRegistry) Touch(ctx context.Context, name, owner, session string) error {
 	if err := ValidateName(name); err != nil {
 		return err
 	}
 	if err := checkOwner(owner); err != nil {
 		return err
 	}
-	if err := checkField("machine id", machineID); err != nil {
+	if err := checkField("session", session); err != nil {
 		return err
 	}
 	now := r.timestamp()
 	ours := func(cur *record) bool {
-		return str(cur.owner) == owner && str(cur.machineID) == machineID && str(cur.state) == StateActive
+		return str(cur.owner) == owner && str(cur.token) == session && str(cur.state) == StateActive
 	}
 	judge := func(cur *record, found bool) outcome {
 		switch {
@@ -1165,7 +1170,7 @@ func (r *CassandraRegistry) Touch(ctx context.Context, name, owner, machineID st
 		}
 		return outcomeLost
 	}
-	res, err := r.runCAS(ctx, "touch", name, judge, r.stmts.touch, now, name, owner, machineID, StateActive)
+	res, err := r.runCAS(ctx, "touch", name, judge, r.stmts.touch, now, name, owner, session, StateActive)
 	if err != nil || res.applied {
 		return err
 	}

@@ -248,9 +248,9 @@ func TestCassandraBadInputSendsNothing(t *testing.T) {
 		assert.True(t, errors.Is(err, ErrInvalidName) || errors.Is(err, ErrInvalidOption), "%s: %v", what, err)
 	}
 	for _, tc := range []struct{ name, owner string }{{"9lives", "o"}, {"ok", ""}, {"ok", "o\n"}} {
-		_, err := r.Extend(ctx, tc.name, tc.owner, "machine-"+tc.owner, 1, 2)
+		_, err := r.Extend(ctx, tc.name, tc.owner, "session", 1, 2)
 		assert.Error(t, err)
-		assert.Error(t, r.Touch(ctx, tc.name, tc.owner, "machine-"+tc.owner))
+		assert.Error(t, r.Touch(ctx, tc.name, tc.owner, "session"))
 		assert.Error(t, r.Release(ctx, tc.name, tc.owner, 5))
 	}
 	_, err := r.Get(ctx, "bad name")
@@ -363,7 +363,7 @@ func TestCassandraSameOwnerRestart(t *testing.T) {
 	c.CloneWindow = 5 * time.Minute
 	h1, err := r.Claim(ctx, c)
 	require.NoError(t, err)
-	_, err = r.Extend(ctx, name, "owner_a", "machine-owner_a", 0, 1000)
+	_, err = r.Extend(ctx, name, "owner_a", sessionOf(t, r, name), 0, 1000)
 	require.NoError(t, err)
 
 	// The same machine restarts a second later: passes, last_seen moves,
@@ -435,7 +435,7 @@ func TestCassandraReleaseAndTakeOver(t *testing.T) {
 	name := testName(t)
 	_, err := ra.Claim(ctx, testClaim(name, "owner_a"))
 	require.NoError(t, err)
-	_, err = ra.Extend(ctx, name, "owner_a", "machine-owner_a", 0, 5000)
+	_, err = ra.Extend(ctx, name, "owner_a", sessionOf(t, ra, name), 0, 5000)
 	require.NoError(t, err)
 	err = ra.Release(ctx, name, "owner_a", 4999)
 	require.ErrorIs(t, err, ErrMarkMoved, "a release cannot record less than the mark")
@@ -497,7 +497,7 @@ func TestCassandraForcedTakeOver(t *testing.T) {
 		name := testName(t)
 		_, err := ra.Claim(ctx, testClaim(name, "owner_a"))
 		require.NoError(t, err)
-		_, err = ra.Extend(ctx, name, "owner_a", "machine-owner_a", 0, tc.mark)
+		_, err = ra.Extend(ctx, name, "owner_a", sessionOf(t, ra, name), 0, tc.mark)
 		require.NoError(t, err)
 
 		c := testClaim(name, "owner_b")
@@ -515,9 +515,9 @@ func TestCassandraForcedTakeOver(t *testing.T) {
 
 		// The old holder's process is now shut out without changing the row.
 		before, _ := rawRow(t, ra, name)
-		_, err = ra.Extend(ctx, name, "owner_a", "machine-owner_a", tc.mark, tc.mark+10)
+		_, err = ra.Extend(ctx, name, "owner_a", sessionOf(t, ra, name), tc.mark, tc.mark+10)
 		assert.ErrorIs(t, err, ErrNameTaken)
-		assert.ErrorIs(t, ra.Touch(ctx, name, "owner_a", "machine-owner_a"), ErrNameTaken)
+		assert.ErrorIs(t, ra.Touch(ctx, name, "owner_a", sessionOf(t, ra, name)), ErrNameTaken)
 		assert.ErrorIs(t, ra.Release(ctx, name, "owner_a", tc.mark), ErrNameTaken)
 		after, _ := rawRow(t, ra, name)
 		assert.Equal(t, before, after)
@@ -536,7 +536,7 @@ func TestCassandraPartialRow(t *testing.T) {
 
 	_, err := r.Claim(ctx, testClaim(name, "owner_a"))
 	require.ErrorIs(t, err, ErrNameTaken, "a row without owner is not free")
-	assert.ErrorIs(t, r.Touch(ctx, name, "owner_a", "machine-owner_a"), ErrNameTaken)
+	assert.ErrorIs(t, r.Touch(ctx, name, "owner_a", sessionOf(t, r, name)), ErrNameTaken)
 	c := testClaim(name, "owner_a")
 	c.Force, c.Floor = true, 100
 	h, err := r.Claim(ctx, c)
@@ -557,7 +557,7 @@ func TestCassandraExtend(t *testing.T) {
 	_, err := r.Claim(ctx, testClaim(name, "owner_a"))
 	require.NoError(t, err)
 
-	h, err := r.Extend(ctx, name, "owner_a", "machine-owner_a", 0, 1000)
+	h, err := r.Extend(ctx, name, "owner_a", sessionOf(t, r, name), 0, 1000)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1000), h.Reserved)
 	got, err := r.Get(ctx, name)
@@ -567,7 +567,7 @@ func TestCassandraExtend(t *testing.T) {
 
 	// Wrong old mark: the current row comes back with ErrMarkMoved.
 	before, _ := rawRow(t, r, name)
-	h, err = r.Extend(ctx, name, "owner_a", "machine-owner_a", 500, 2000)
+	h, err = r.Extend(ctx, name, "owner_a", sessionOf(t, r, name), 500, 2000)
 	require.ErrorIs(t, err, ErrMarkMoved)
 	assert.Equal(t, uint64(1000), h.Reserved)
 	assert.Equal(t, "owner_a.example", h.Hostname, "the whole row is returned")
@@ -577,14 +577,14 @@ func TestCassandraExtend(t *testing.T) {
 
 	// Lowering returns an unused reservation; the top of uint64 survives
 	// the trip through bigint.
-	_, err = r.Extend(ctx, name, "owner_a", "machine-owner_a", 1000, 10)
+	_, err = r.Extend(ctx, name, "owner_a", sessionOf(t, r, name), 1000, 10)
 	require.NoError(t, err)
-	_, err = r.Extend(ctx, name, "owner_a", "machine-owner_a", 10, math.MaxUint64)
+	_, err = r.Extend(ctx, name, "owner_a", sessionOf(t, r, name), 10, math.MaxUint64)
 	require.NoError(t, err)
 	got, err = r.Get(ctx, name)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(math.MaxUint64), got.Reserved)
-	_, err = r.Extend(ctx, name, "owner_a", "machine-owner_a", math.MaxUint64, 1<<63)
+	_, err = r.Extend(ctx, name, "owner_a", sessionOf(t, r, name), math.MaxUint64, 1<<63)
 	require.NoError(t, err)
 	got, err = r.Get(ctx, name)
 	require.NoError(t, err)
@@ -602,10 +602,10 @@ func TestCassandraNoResurrection(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, r.Release(ctx, name, "owner_a", 50))
 		before, _ := rawRow(t, r, name)
-		_, err = r.Extend(ctx, name, "owner_a", "machine-owner_a", 50, 100)
+		_, err = r.Extend(ctx, name, "owner_a", sessionOf(t, r, name), 50, 100)
 		require.ErrorIs(t, err, ErrNameTaken)
 		assert.Contains(t, err.Error(), "released")
-		assert.ErrorIs(t, r.Touch(ctx, name, "owner_a", "machine-owner_a"), ErrNameTaken)
+		assert.ErrorIs(t, r.Touch(ctx, name, "owner_a", sessionOf(t, r, name)), ErrNameTaken)
 		after, _ := rawRow(t, r, name)
 		assert.Equal(t, before, after, "every column unchanged")
 		assert.Equal(t, StateReleased, after["state"])
@@ -615,10 +615,10 @@ func TestCassandraNoResurrection(t *testing.T) {
 		_, err := r.Claim(ctx, testClaim(name, "owner_a"))
 		require.NoError(t, err)
 		k.exec(t, `DELETE FROM "`+k.name+`".node_names WHERE name = ?`, name)
-		_, err = r.Extend(ctx, name, "owner_a", "machine-owner_a", 0, 100)
+		_, err = r.Extend(ctx, name, "owner_a", sessionOf(t, r, name), 0, 100)
 		require.ErrorIs(t, err, ErrNameTaken)
 		assert.ErrorIs(t, err, ErrNotRegistered)
-		assert.ErrorIs(t, r.Touch(ctx, name, "owner_a", "machine-owner_a"), ErrNameTaken)
+		assert.ErrorIs(t, r.Touch(ctx, name, "owner_a", sessionOf(t, r, name)), ErrNameTaken)
 		assert.ErrorIs(t, r.Release(ctx, name, "owner_a", 100), ErrNameTaken)
 		_, found := rawRow(t, r, name)
 		assert.False(t, found, "no partial row was created")
@@ -637,11 +637,11 @@ func TestCassandraTouch(t *testing.T) {
 	_, err := r.Claim(ctx, testClaim(name, "owner_a"))
 	require.NoError(t, err)
 	r.now = func() time.Time { return t0.Add(time.Minute) }
-	require.NoError(t, r.Touch(ctx, name, "owner_a", "machine-owner_a"))
+	require.NoError(t, r.Touch(ctx, name, "owner_a", sessionOf(t, r, name)))
 	got, err := r.Get(ctx, name)
 	require.NoError(t, err)
 	assert.Equal(t, t0.Add(time.Minute), got.LastSeen)
-	assert.ErrorIs(t, r.Touch(ctx, name, "owner_b", "machine-owner_b"), ErrNameTaken)
+	assert.ErrorIs(t, r.Touch(ctx, name, "owner_b", sessionOf(t, r, name)), ErrNameTaken)
 }
 
 func TestCassandraListAndGet(t *testing.T) {
@@ -821,12 +821,12 @@ func TestCassandraUnknownOutcomeUpdates(t *testing.T) {
 		return lossPlan{loseReply: !drop, dropRequest: drop, err: errCASTimeout}
 	})
 
-	_, err = r.Extend(ctx, name, "owner_a", "machine-owner_a", 0, 100)
+	_, err = r.Extend(ctx, name, "owner_a", sessionOf(t, r, name), 0, 100)
 	require.NoError(t, err, "applied, reply lost")
 	assert.Equal(t, 1, l.casCalls)
 	l.casCalls = 0 // 1 is odd again
 	drop = true
-	_, err = r.Extend(ctx, name, "owner_a", "machine-owner_a", 100, 200)
+	_, err = r.Extend(ctx, name, "owner_a", sessionOf(t, r, name), 100, 200)
 	require.NoError(t, err, "never ran: sent again")
 	assert.Equal(t, 2, l.casCalls)
 	got, err := r.Get(ctx, name)
@@ -834,7 +834,7 @@ func TestCassandraUnknownOutcomeUpdates(t *testing.T) {
 	assert.Equal(t, uint64(200), got.Reserved)
 
 	l.casCalls = 0
-	require.NoError(t, r.Touch(ctx, name, "owner_a", "machine-owner_a"))
+	require.NoError(t, r.Touch(ctx, name, "owner_a", sessionOf(t, r, name)))
 	assert.Equal(t, 2, l.casCalls)
 
 	l.casCalls = 0
@@ -848,7 +848,7 @@ func TestCassandraUnknownOutcomeUpdates(t *testing.T) {
 
 	// Lost reply on a statement whose condition failed: resolved as lost.
 	l.casCalls = 0
-	_, err = r.Extend(ctx, name, "owner_a", "machine-owner_a", 250, 300)
+	_, err = r.Extend(ctx, name, "owner_a", sessionOf(t, r, name), 250, 300)
 	require.ErrorIs(t, err, ErrNameTaken)
 }
 
@@ -905,4 +905,15 @@ func BenchmarkClaim(b *testing.B) {
 		b.StopTimer()
 		report(b, d)
 	})
+}
+
+// sessionOf returns the session of the row for name as it stands (the
+// latest claim's), or "none" if there is no row.
+func sessionOf(t *testing.T, r Registry, name string) string {
+	t.Helper()
+	h, err := r.Get(context.Background(), name)
+	if err != nil {
+		return "none"
+	}
+	return h.Session
 }

@@ -79,7 +79,8 @@ type counterFile struct {
 	sync   bool
 	io     fileIO
 	buf    [CounterSize + 1]byte
-	broken error // set when a torn write could not be repaired
+	broken error  // set when a torn write could not be repaired
+	high   uint64 // the highest value read or written: the counter must not go below it
 }
 
 // openFlags are the flags for every open of an existing counter file.
@@ -289,6 +290,9 @@ func (c *counterFile) load() (uint64, error) {
 	if err != nil {
 		return 0, &FileError{Op: "read", Path: c.path, Err: err}
 	}
+	if v > c.high {
+		c.high = v
+	}
 	return v, nil
 }
 
@@ -317,6 +321,7 @@ func (c *counterFile) store(v uint64) error {
 			return &FileError{Op: "sync", Path: c.path, Err: err}
 		}
 	}
+	c.high = max(c.high, v)
 	return nil
 }
 
@@ -331,10 +336,12 @@ func (c *counterFile) read() (v uint64, err error) {
 
 // advance reserves k numbers (k >= 1) and returns the first of them. The
 // numbers are only returned after the new value is written (and synced,
-// when sync is on); on any error nothing is reserved. check, when not nil,
-// sees the current value and the value to be written before anything is
-// written, and may refuse.
-func (c *counterFile) advance(k uint64, check func(cur, next uint64) error) (first uint64, err error) {
+// when sync is on); on any error nothing is reserved.
+//
+// hook, when not nil, decides where to count from (see advanceHook).
+// Without it, a counter found below a value this counterFile saw before is
+// refused with ErrRolledBack.
+func (c *counterFile) advance(k uint64, hook advanceHook) (first uint64, err error) {
 	if err := c.lock(); err != nil {
 		return 0, err
 	}
@@ -343,19 +350,39 @@ func (c *counterFile) advance(k uint64, check func(cur, next uint64) error) (fir
 	if err != nil {
 		return 0, err
 	}
-	if k > MaxNumber-cur {
-		return 0, &FileError{Op: "advance", Path: c.path, Err: fmt.Errorf(
-			"%w: last issued %d, %d more would pass 2^64-1", ErrExhausted, cur, k)}
-	}
-	if check != nil {
-		if err := check(cur, cur+k); err != nil {
+	base := cur
+	switch {
+	case hook != nil:
+		if base, err = hook.check(cur, k, c.high); err != nil {
 			return 0, err
 		}
+	case cur < c.high:
+		return 0, &FileError{Op: "advance", Path: c.path, Err: fmt.Errorf(
+			"%w: it holds %d, but %d was read or written before", ErrRolledBack, cur, c.high)}
 	}
-	if err := c.store(cur + k); err != nil {
+	if k > MaxNumber-base {
+		return 0, &FileError{Op: "advance", Path: c.path, Err: fmt.Errorf(
+			"%w: last issued %d, %d more would pass 2^64-1", ErrExhausted, base, k)}
+	}
+	if err := c.store(base + k); err != nil {
 		return 0, err
 	}
-	return cur + 1, nil
+	if hook != nil {
+		hook.committed(base + k)
+	}
+	return base + 1, nil
+}
+
+// advanceHook lets the registry take part in a counter update, under the
+// counter's lock.
+type advanceHook interface {
+	// check sees the current value before anything is written and returns
+	// the value to count from: cur, or a higher value to skip to (after a
+	// roll-back), or an error to refuse. high is the highest value this
+	// counterFile read or wrote before: cur below it was rolled back.
+	check(cur, k, high uint64) (base uint64, err error)
+	// committed is told the value written, once it is written (and synced).
+	committed(v uint64)
 }
 
 // raise sets the counter to v if it is lower, and returns the value before.

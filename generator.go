@@ -36,9 +36,10 @@ type Generator struct {
 	shards *cpuShards      // nil unless WithCPUShards in block mode
 	res    *reservation    // nil without a registry
 
-	mu     sync.Mutex // guards file and the file operations
-	file   *counterFile
-	closed atomic.Bool
+	mu         sync.Mutex // guards file, fileClosed and the file operations
+	file       *counterFile
+	fileClosed bool
+	closed     atomic.Bool
 
 	flushes   atomic.Uint64
 	reserved  atomic.Uint64
@@ -167,6 +168,11 @@ func (g *Generator) NextN(n uint64) (first uint64, err error) {
 	return g.gc.reserve(n)
 }
 
+// maxExtendWaits bounds how often one flush waits for a synchronous
+// extension; each wait that does not suffice means other processes of the
+// host used the new room first (progress), so a few are cheap.
+const maxExtendWaits = 10
+
 // flush is the group-commit leader's counter update. With a registry, a
 // number above the reserved mark makes it extend the mark synchronously
 // and try again; if that fails, nothing is issued.
@@ -174,7 +180,7 @@ func (g *Generator) flush(k uint64) (uint64, error) {
 	for attempt := 0; ; attempt++ {
 		first, err := g.advance(k)
 		var need *needMarkError
-		if err == nil || !errors.As(err, &need) || attempt == 3 {
+		if err == nil || !errors.As(err, &need) || attempt == maxExtendWaits {
 			return first, err
 		}
 		ctx, cancel := context.WithTimeout(g.res.ctx, g.res.o.timeout)
@@ -192,12 +198,12 @@ func (g *Generator) advance(k uint64) (uint64, error) {
 	if g.closed.Load() {
 		return 0, ErrClosed
 	}
-	var check func(cur, next uint64) error
+	var hook advanceHook
 	if g.res != nil {
-		check = g.res.check
+		hook = g.res
 	}
 	start := time.Now()
-	first, err := g.file.advance(k, check)
+	first, err := g.file.advance(k, hook)
 	g.flushTime.Add(int64(time.Since(start)))
 	if err != nil {
 		return 0, err
@@ -212,6 +218,9 @@ func (g *Generator) advance(k uint64) (uint64, error) {
 func (g *Generator) withFile(fn func(c *counterFile) error) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.fileClosed {
+		return ErrClosed
+	}
 	return g.file.withLock(func() error { return fn(g.file) })
 }
 
@@ -252,6 +261,7 @@ func (g *Generator) Close() error {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.fileClosed = true // a late synchronous extension must not touch the descriptor
 	if cerr := g.file.close(); err == nil {
 		err = cerr
 	}

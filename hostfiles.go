@@ -3,6 +3,7 @@ package snapid
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -22,9 +23,12 @@ import (
 //	<counter>.owner     the owner token (32 hex digits and a newline),
 //	                    created once; an exclusive flock on it is the host's
 //	                    gate for start-up and shut-down
-//	<counter>.mark      the reserved-up-to mark this host may issue to,
-//	                    8 bytes little-endian, read and written under the
-//	                    counter's lock
+//	<counter>.mark      the reserved-up-to mark this host may issue to and
+//	                    the counter's floor (see markState), 16 bytes,
+//	                    read and written under the counter's lock
+//	<counter>.session   the session of the host's claim (see
+//	                    Holder.Session), written by the first process,
+//	                    read by the others, under the gate
 //	<counter>.presence  empty; every process using the registry holds a
 //	                    shared flock on it, so the one that can take it
 //	                    exclusively is the first (at start-up) or the last
@@ -33,6 +37,7 @@ const (
 	ownerSuffix    = ".owner"
 	markSuffix     = ".mark"
 	presenceSuffix = ".presence"
+	sessionSuffix  = ".session"
 )
 
 // HostInfo identifies the machine in the registry.
@@ -108,11 +113,12 @@ func readSmallFile(path string, follow bool) ([]byte, error) {
 
 // hostState is a Generator's handle on the files beside the counter.
 type hostState struct {
-	owner    string
-	gate     *flock.Flock
-	presence *flock.Flock
-	mark     *os.File
-	markPath string
+	owner       string
+	gate        *flock.Flock
+	presence    *flock.Flock
+	mark        *os.File
+	markPath    string
+	sessionPath string
 }
 
 func openHostState(counterPath string, o *options) (*hostState, error) {
@@ -127,11 +133,12 @@ func openHostState(counterPath string, o *options) (*hostState, error) {
 	}
 	lockFlags := openFlags(o.followSymlinks) | os.O_CREATE
 	return &hostState{
-		owner:    owner,
-		gate:     flock.New(counterPath+ownerSuffix, flock.SetFlag(openFlags(o.followSymlinks))),
-		presence: flock.New(counterPath+presenceSuffix, flock.SetFlag(lockFlags), flock.SetPermissions(o.fileMode)),
-		mark:     mark,
-		markPath: markPath,
+		owner:       owner,
+		gate:        flock.New(counterPath+ownerSuffix, flock.SetFlag(openFlags(o.followSymlinks))),
+		presence:    flock.New(counterPath+presenceSuffix, flock.SetFlag(lockFlags), flock.SetPermissions(o.fileMode)),
+		mark:        mark,
+		markPath:    markPath,
+		sessionPath: counterPath + sessionSuffix,
 	}, nil
 }
 
@@ -147,33 +154,75 @@ func (h *hostState) lockGate(ctx context.Context) error {
 	return nil
 }
 
-// readMark returns the mark; a missing or empty mark file reads as 0
-// (nothing may be issued). The caller holds the counter lock.
-func (h *hostState) readMark() (uint64, error) {
-	var b [CounterSize + 1]byte
-	n, err := h.mark.ReadAt(b[:], 0)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return 0, &FileError{Op: "read", Path: h.markPath, Err: err}
+// markState is the content of the mark file: 16 bytes, the mark (the
+// highest number the host may issue) and the floor (the counter's value
+// when the mark was last moved), each unsigned 64-bit little-endian. A
+// counter found below the floor was rolled back (a restore, a copy) while
+// the host was using it.
+type markState struct{ mark, floor uint64 }
+
+const markSize = 16
+
+// decodeMark decodes a mark file; an empty one reads as zero (nothing may
+// be issued).
+func decodeMark(b []byte) (markState, error) {
+	switch len(b) {
+	case 0:
+		return markState{}, nil
+	case markSize:
+		return markState{binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:])}, nil
 	}
-	if n == 0 {
-		return 0, nil
-	}
-	v, err := DecodeCounter(b[:n])
-	if err != nil {
-		return 0, &FileError{Op: "read", Path: h.markPath, Err: err}
-	}
-	return v, nil
+	return markState{}, fmt.Errorf("%w: a mark file is %d bytes, not %d", ErrCorrupt, markSize, len(b))
 }
 
-// writeMark writes the mark in place; the caller holds the counter lock.
-// It is not synced: a mark lost in a crash reads lower, which only
+// readMark reads the mark file; the caller holds the counter lock.
+func (h *hostState) readMark() (markState, error) {
+	var b [markSize + 1]byte
+	n, err := h.mark.ReadAt(b[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return markState{}, &FileError{Op: "read", Path: h.markPath, Err: err}
+	}
+	m, err := decodeMark(b[:n])
+	if err != nil {
+		return markState{}, &FileError{Op: "read", Path: h.markPath, Err: err}
+	}
+	return m, nil
+}
+
+// writeMark writes the mark file in place; the caller holds the counter
+// lock. It is not synced: a mark lost in a crash reads lower, which only
 // narrows what may be issued until the registry's mark is adopted again.
-func (h *hostState) writeMark(v uint64) error {
-	b := EncodeCounter(v)
+func (h *hostState) writeMark(m markState) error {
+	var b [markSize]byte
+	binary.LittleEndian.PutUint64(b[:], m.mark)
+	binary.LittleEndian.PutUint64(b[8:], m.floor)
 	if _, err := h.mark.WriteAt(b[:], 0); err != nil {
 		return &FileError{Op: "write", Path: h.markPath, Err: err}
 	}
 	return nil
+}
+
+// writeSession records the session of the host's claim; the caller holds
+// the gate.
+func (h *hostState) writeSession(session string) error {
+	tmp := h.sessionPath + ".tmp"
+	if err := os.WriteFile(tmp, []byte(session+"\n"), 0o600); err != nil {
+		return &FileError{Op: "write", Path: h.sessionPath, Err: err}
+	}
+	if err := os.Rename(tmp, h.sessionPath); err != nil {
+		return &FileError{Op: "write", Path: h.sessionPath, Err: err}
+	}
+	return nil
+}
+
+// readSession returns the session of the host's claim; the caller holds
+// the gate.
+func (h *hostState) readSession() (string, error) {
+	b, err := readSmallFile(h.sessionPath, false)
+	if err != nil {
+		return "", &FileError{Op: "read", Path: h.sessionPath, Err: err}
+	}
+	return strings.TrimSuffix(string(b), "\n"), nil
 }
 
 func (h *hostState) close() error {
@@ -220,7 +269,7 @@ func OwnerToken(counterPath string, opts ...Option) (string, error) {
 // exist yet, so that a failed claim can leave the disk as it found it.
 func missingFiles(counterPath string) []string {
 	var out []string
-	for _, suffix := range []string{"", ownerSuffix, markSuffix, presenceSuffix} {
+	for _, suffix := range []string{"", ownerSuffix, markSuffix, presenceSuffix, sessionSuffix} {
 		if _, err := os.Lstat(counterPath + suffix); errors.Is(err, fs.ErrNotExist) {
 			out = append(out, counterPath+suffix)
 		}
@@ -232,18 +281,17 @@ func missingFiles(counterPath string) []string {
 // counter file at counterPath (the highest number the registry lets it
 // issue), and false if the counter has never been used with a registry.
 func ReadMark(counterPath string) (mark uint64, ok bool, err error) {
-	b, err := readSmallFile(counterPath+markSuffix, false)
+	path := counterPath + markSuffix
+	b, err := readSmallFile(path, false)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return 0, false, nil
 	case err != nil:
-		return 0, false, &FileError{Op: "read", Path: counterPath + markSuffix, Err: classifyOpenError(err)}
-	case len(b) == 0:
-		return 0, true, nil
+		return 0, false, &FileError{Op: "read", Path: path, Err: classifyOpenError(err)}
 	}
-	v, err := DecodeCounter(b)
+	m, err := decodeMark(b)
 	if err != nil {
-		return 0, false, &FileError{Op: "read", Path: counterPath + markSuffix, Err: err}
+		return 0, false, &FileError{Op: "read", Path: path, Err: err}
 	}
-	return v, true, nil
+	return m.mark, true, nil
 }

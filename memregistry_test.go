@@ -12,10 +12,11 @@ import (
 // that need no Cassandra. down makes every call fail as an unreachable
 // registry would.
 type memRegistry struct {
-	mu   sync.Mutex
-	rows map[string]Holder
-	down bool
-	now  func() time.Time
+	mu       sync.Mutex
+	rows     map[string]Holder
+	down     bool
+	now      func() time.Time
+	sessions int
 }
 
 func newMemRegistry() *memRegistry {
@@ -68,25 +69,27 @@ func (m *memRegistry) Claim(_ context.Context, c Claim) (Holder, error) {
 	}
 	h.State, h.LastSeen = StateActive, now
 	h.Hostname, h.Address, h.MachineID = c.Hostname, c.Address, c.MachineID
+	m.sessions++
+	h.Session = fmt.Sprintf("session-%d", m.sessions)
 	m.rows[c.Name] = h
 	return h, nil
 }
 
-func (m *memRegistry) held(name, owner, machineID string) (Holder, error) {
+func (m *memRegistry) held(name, owner, session string) (Holder, error) {
 	if err := m.unreachable(); err != nil {
 		return Holder{}, err
 	}
 	h, ok := m.rows[name]
-	if !ok || h.Owner != owner || h.MachineID != machineID || h.State != StateActive {
+	if !ok || h.Owner != owner || h.Session != session || h.State != StateActive {
 		return h, fmt.Errorf("snapid: %w: %q", ErrNameTaken, name)
 	}
 	return h, nil
 }
 
-func (m *memRegistry) Extend(_ context.Context, name, owner, machineID string, old, new uint64) (Holder, error) {
+func (m *memRegistry) Extend(_ context.Context, name, owner, session string, old, new uint64) (Holder, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	h, err := m.held(name, owner, machineID)
+	h, err := m.held(name, owner, session)
 	if err != nil {
 		return h, err
 	}
@@ -98,10 +101,10 @@ func (m *memRegistry) Extend(_ context.Context, name, owner, machineID string, o
 	return h, nil
 }
 
-func (m *memRegistry) Touch(_ context.Context, name, owner, machineID string) error {
+func (m *memRegistry) Touch(_ context.Context, name, owner, session string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	h, err := m.held(name, owner, machineID)
+	h, err := m.held(name, owner, session)
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,12 @@ type Holder struct {
 	// Reserved is the reserved-up-to mark: the holder issues no number
 	// above it. For a released row it is the final counter value.
 	Reserved uint64
+	// Session is a random token written by every successful claim. The
+	// processes of the host that made the claim present it to Extend and
+	// Touch, so that a copy of the counter directory (same owner token)
+	// that claims later, on any machine, supersedes them instead of sharing
+	// their reservations.
+	Session string
 }
 
 // String describes the holder for error messages.
@@ -83,20 +89,17 @@ type Registry interface {
 
 	// Extend moves the reserved-up-to mark of name from old to new
 	// (new may be lower than old: that returns an unused reservation) and
-	// refreshes last-seen, if owner holds the name active from the machine
-	// machineID (the last claim's) and the mark is old. The condition on
-	// the machine keeps a clone that claimed the name after the original
-	// went quiet from sharing its reservations: whichever machine claimed
-	// last is the only one that can extend. On success the returned Holder
-	// has Name, Owner, MachineID, State, Reserved and LastSeen set. If the
-	// mark is not old it returns the whole row and ErrMarkMoved; if owner
-	// no longer holds the name, or holds it from another machine,
-	// ErrNameTaken.
-	Extend(ctx context.Context, name, owner, machineID string, old, new uint64) (Holder, error)
+	// refreshes last-seen, if owner holds the name active under session
+	// (the Session of the claim the caller's host made) and the mark is
+	// old. On success the returned Holder has Name, Owner, Session, State,
+	// Reserved and LastSeen set. If the mark is not old it returns the
+	// whole row and ErrMarkMoved; if owner no longer holds the name, or a
+	// later claim replaced session, ErrNameTaken.
+	Extend(ctx context.Context, name, owner, session string, old, new uint64) (Holder, error)
 
-	// Touch refreshes last-seen if owner holds the name active from the
-	// machine machineID; otherwise ErrNameTaken.
-	Touch(ctx context.Context, name, owner, machineID string) error
+	// Touch refreshes last-seen if owner holds the name active under
+	// session; otherwise ErrNameTaken.
+	Touch(ctx context.Context, name, owner, session string) error
 
 	// Release marks the name released, recording final as its mark, if
 	// owner holds it and final is not below the row's mark (a release can

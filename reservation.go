@@ -26,9 +26,15 @@ type reservation struct {
 	log      *slog.Logger
 	withFile func(fn func(c *counterFile) error) error // runs fn under the Generator's file mutex
 
+	session string    // the session of the host's claim (Holder.Session)
+	seen    markState // the mark file as check read it, for committed (under the counter lock)
+
 	extendMu  sync.Mutex  // one extension at a time in this process
 	extending atomic.Bool // a background extension is running
 	lost      atomic.Pointer[error]
+
+	bgMu     sync.Mutex // guards stopping and wg.Add against close's wg.Wait
+	stopping bool
 
 	ctx    context.Context // cancelled at close; parent of background calls
 	cancel context.CancelFunc
@@ -86,9 +92,15 @@ func startReservation(ctx context.Context, path, name string, o *options, withFi
 	return r, nil
 }
 
-// claim claims the name and, for the first process on the host, raises the
-// counter to the registry's mark and reserves the first step.
+// claim claims the name for the first process of the host: it raises the
+// counter to the registry's mark, records the claim's session and the mark
+// beside the counter, and reserves the first step. The other processes of
+// the host do not claim again (that would replace the session the running
+// ones hold): they check that the host's claim still stands.
 func (r *reservation) claim(ctx context.Context, first bool) error {
+	if !first {
+		return r.join(ctx)
+	}
 	h, err := r.reg.Claim(ctx, Claim{
 		Name: r.name, Owner: r.host.owner,
 		Hostname: r.o.host.Hostname, Address: r.o.host.Address, MachineID: r.o.host.MachineID,
@@ -97,8 +109,9 @@ func (r *reservation) claim(ctx context.Context, first bool) error {
 	if err != nil {
 		return err
 	}
-	if !first {
-		return nil // the processes already running keep the mark file
+	r.session = h.Session
+	if err := r.host.writeSession(h.Session); err != nil {
+		return err
 	}
 	target := max(h.Reserved, r.o.floor)
 	err = r.withFile(func(c *counterFile) error {
@@ -113,7 +126,7 @@ func (r *reservation) claim(ctx context.Context, first bool) error {
 			r.log.Warn("snapid: counter raised to the registry's reserved mark (after a crash, a restore or a take-over)",
 				"path", c.path, "from", cur, "to", target)
 		}
-		return r.host.writeMark(h.Reserved)
+		return r.host.writeMark(markState{mark: h.Reserved, floor: max(cur, target)})
 	})
 	if err != nil {
 		return err
@@ -121,28 +134,71 @@ func (r *reservation) claim(ctx context.Context, first bool) error {
 	return r.extend(ctx, 0)
 }
 
-// check is called under the counter lock before a counter update from cur
-// to next; it refuses numbers above the mark and starts an extension when
-// half of the step is used.
-func (r *reservation) check(cur, next uint64) error {
-	if errp := r.lost.Load(); errp != nil {
-		return *errp
-	}
-	m, err := r.host.readMark()
+// join checks, for a process that is not the first of its host, that the
+// host's claim still stands in the registry.
+func (r *reservation) join(ctx context.Context) error {
+	session, err := r.host.readSession()
 	if err != nil {
 		return err
 	}
-	if next > m {
-		return &needMarkError{mark: m, next: next}
+	h, err := r.reg.Get(ctx, r.name)
+	if err != nil {
+		return err
 	}
-	if m-next < r.o.step/2 {
-		r.extendInBackground()
+	if h.Owner != r.host.owner || h.Session != session || h.State != StateActive {
+		return fmt.Errorf("snapid: %w: the claim of %q made by this host's first process no longer stands (%s)",
+			ErrNameTaken, r.name, h)
 	}
+	r.session = session
 	return nil
 }
 
+// check is called under the counter lock before a counter update of k
+// numbers from cur; it returns the value to count from. It refuses numbers
+// above the mark and starts an extension when half of the step is used.
+//
+// A counter that went backwards while the host uses it (restored from a
+// backup or copied over in place) is raised to the floor in the mark file,
+// the value the last update of any process of the host wrote, or to high,
+// the highest value this process saw: every number the host issued is at
+// or below the greater of the two.
+func (r *reservation) check(cur, k, high uint64) (uint64, error) {
+	if errp := r.lost.Load(); errp != nil {
+		return 0, *errp
+	}
+	m, err := r.host.readMark()
+	if err != nil {
+		return 0, err
+	}
+	r.seen = m
+	base := max(cur, m.floor, high)
+	if base > cur {
+		r.log.Warn("snapid: the counter went backwards while in use (restored or copied over?); raising it",
+			"name", r.name, "counter", cur, "to", base)
+	}
+	if k > MaxNumber-base || base+k > m.mark {
+		return 0, &needMarkError{mark: m.mark, next: base + min(k, MaxNumber-base)}
+	}
+	if m.mark-(base+k) < r.o.step/2 {
+		r.extendInBackground()
+	}
+	return base, nil
+}
+
+// committed records the counter's new value as the floor in the mark
+// file, so that every process of the host, new ones included, finds a
+// counter rolled back below it. It runs under the counter lock, after
+// check.
+func (r *reservation) committed(v uint64) {
+	if err := r.host.writeMark(markState{mark: r.seen.mark, floor: v}); err != nil {
+		r.log.Warn("snapid: could not record the counter's floor", "name", r.name, "err", err)
+	}
+}
+
 func (r *reservation) extendInBackground() {
-	if r.ctx.Err() != nil || !r.extending.CompareAndSwap(false, true) {
+	r.bgMu.Lock()
+	defer r.bgMu.Unlock()
+	if r.stopping || !r.extending.CompareAndSwap(false, true) {
 		return
 	}
 	r.wg.Add(1)
@@ -166,8 +222,11 @@ func (r *reservation) extendInBackground() {
 func (r *reservation) extend(ctx context.Context, need uint64) error {
 	r.extendMu.Lock()
 	defer r.extendMu.Unlock()
-	for attempt := 0; attempt < 3; attempt++ {
-		var cur, old uint64
+	// Each failed attempt means another process of the host moved the mark
+	// (progress), so a few more attempts are bounded and cheap.
+	for attempt := 0; attempt < 10; attempt++ {
+		var cur uint64
+		var old markState
 		err := r.withFile(func(c *counterFile) error {
 			var err error
 			if cur, err = c.load(); err != nil {
@@ -179,32 +238,38 @@ func (r *reservation) extend(ctx context.Context, need uint64) error {
 		if err != nil {
 			return err
 		}
-		if old >= need && old > cur && old-cur >= r.o.step/2 {
+		switch {
+		case need > 0 && old.mark >= need:
+			return nil // room for the caller waiting on it
+		case need == 0 && old.mark > cur && old.mark-cur >= r.o.step/2:
 			return nil // another caller made room meanwhile
 		}
 		// The mark goes one step above the counter, never further, so a
 		// crash costs at most one step of numbers.
-		next := max(cur+min(r.o.step, MaxNumber-cur), need)
-		if next <= old {
-			if old == MaxNumber {
+		from := max(cur, old.floor) // the counter, or where a roll-back will be raised to
+		if need > 0 {
+			from = max(from, need-1)
+		}
+		next := from + min(r.o.step, MaxNumber-from)
+		if next <= old.mark {
+			if old.mark == MaxNumber {
 				return fmt.Errorf("snapid: %w: the mark is at 2^64-1", ErrExhausted)
 			}
 			return nil
 		}
-		h, err := r.reg.Extend(ctx, r.name, r.host.owner, r.o.host.MachineID, old, next)
+		h, err := r.reg.Extend(ctx, r.name, r.host.owner, r.session, old.mark, next)
 		switch {
 		case err == nil:
-			return r.adopt(next)
-		case errors.Is(err, ErrMarkMoved) && h.Owner == r.host.owner && h.MachineID == r.o.host.MachineID && h.State == StateActive:
-			if h.Reserved > old {
+			return r.adopt(next, cur)
+		case errors.Is(err, ErrMarkMoved) && h.Owner == r.host.owner && h.Session == r.session && h.State == StateActive:
+			if h.Reserved > old.mark {
 				// Another process of this host extended first.
-				if err := r.adopt(h.Reserved); err != nil {
+				if err := r.adopt(h.Reserved, cur); err != nil {
 					return err
 				}
 				continue
 			}
-			return fmt.Errorf("snapid: %w: the registry's mark %d is below this host's %d: is another machine using this counter's owner token?",
-				ErrProbableClone, h.Reserved, old)
+			return fmt.Errorf("snapid: %w: the registry's mark %d is below this host's %d", ErrRegistry, h.Reserved, old.mark)
 		case errors.Is(err, ErrNameTaken):
 			r.lost.Store(&err)
 			return err
@@ -215,14 +280,16 @@ func (r *reservation) extend(ctx context.Context, need uint64) error {
 	return fmt.Errorf("snapid: %w: the registry's mark kept moving", ErrReservationExhausted)
 }
 
-// adopt raises the mark file to v, which the registry holds for this owner.
-func (r *reservation) adopt(v uint64) error {
+// adopt raises the mark file to v, which the registry holds for this
+// host's session, and its floor to the counter value seen before v was
+// reserved.
+func (r *reservation) adopt(v, floor uint64) error {
 	return r.withFile(func(c *counterFile) error {
 		m, err := r.host.readMark()
-		if err != nil || m >= v {
+		if err != nil || m.mark >= v {
 			return err
 		}
-		return r.host.writeMark(v)
+		return r.host.writeMark(markState{mark: v, floor: max(m.floor, floor)})
 	})
 }
 
@@ -238,7 +305,7 @@ func (r *reservation) heartbeat() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(r.ctx, r.o.timeout)
-		err := r.reg.Touch(ctx, r.name, r.host.owner, r.o.host.MachineID)
+		err := r.reg.Touch(ctx, r.name, r.host.owner, r.session)
 		cancel()
 		switch {
 		case errors.Is(err, ErrNameTaken):
@@ -255,6 +322,9 @@ func (r *reservation) heartbeat() {
 // host using the name, returns the unused reservation: the registry's mark
 // is set back to the counter's value, then the mark file.
 func (r *reservation) close() error {
+	r.bgMu.Lock()
+	r.stopping = true
+	r.bgMu.Unlock()
 	r.cancel()
 	r.wg.Wait()
 	defer r.host.close()
@@ -284,12 +354,12 @@ func (r *reservation) close() error {
 	if err != nil {
 		return fmt.Errorf("snapid: returning the unused reservation of %q: %w", r.name, err)
 	}
-	if h.Owner != r.host.owner || h.MachineID != r.o.host.MachineID || h.State != StateActive || h.Reserved <= cur {
+	if h.Owner != r.host.owner || h.Session != r.session || h.State != StateActive || h.Reserved <= cur {
 		return nil
 	}
 	m := h.Reserved
-	if _, err := r.reg.Extend(ctx, r.name, r.host.owner, r.o.host.MachineID, m, cur); err != nil {
+	if _, err := r.reg.Extend(ctx, r.name, r.host.owner, r.session, m, cur); err != nil {
 		return fmt.Errorf("snapid: returning the unused reservation of %q (%d..%d): %w", r.name, cur+1, m, err)
 	}
-	return r.withFile(func(c *counterFile) error { return r.host.writeMark(cur) })
+	return r.withFile(func(c *counterFile) error { return r.host.writeMark(markState{mark: cur, floor: cur}) })
 }

@@ -70,7 +70,11 @@ func TestReservationExtendsAheadAndStopsAtMarkWhenRegistryDown(t *testing.T) {
 
 	reg.setDown(true)
 	mark, err := func() (m uint64, err error) {
-		err = g.withFile(func(*counterFile) error { m, err = g.res.host.readMark(); return err })
+		err = g.withFile(func(*counterFile) error {
+			ms, err := g.res.host.readMark()
+			m = ms.mark
+			return err
+		})
 		return m, err
 	}()
 	require.NoError(t, err)
@@ -250,4 +254,96 @@ func TestReservationProcessesShareMark(t *testing.T) {
 	require.NoError(t, b.Close())
 	h, _ = reg.row("web_1")
 	assert.Equal(t, uint64(1000), h.Reserved, "the last process out returns it")
+}
+
+// A copy of a counter directory used on the same machine (same owner
+// token, same host info) claims the name with a new session: the original
+// can no longer extend, stops at its mark, and the two never share a
+// number.
+func TestReservationCopiedDirectorySameMachine(t *testing.T) {
+	reg := newMemRegistry()
+	dir := t.TempDir()
+	for _, d := range []string{"a", "b"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, d), 0o700))
+	}
+	g1 := openReg(t, filepath.Join(dir, "a", "c.u64"), "web_1", reg, WithReserveStep(10))
+	defer g1.Close()
+	from1 := draw(t, g1, 2)
+	entries, err := os.ReadDir(filepath.Join(dir, "a"))
+	require.NoError(t, err)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, "a", e.Name()))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "b", e.Name()), b, 0o600))
+	}
+	g2 := openReg(t, filepath.Join(dir, "b", "c.u64"), "web_1", reg, WithReserveStep(10))
+	defer g2.Close()
+	from2 := draw(t, g2, 30)
+	for {
+		v, err := g1.Next()
+		if err != nil {
+			require.ErrorIs(t, err, ErrNameTaken)
+			break
+		}
+		from1 = append(from1, v)
+		require.Less(t, len(from1), 100)
+	}
+	seen := map[uint64]bool{}
+	for _, v := range from1 {
+		seen[v] = true
+	}
+	for _, v := range from2 {
+		require.False(t, seen[v], "number %d issued from both copies", v)
+	}
+}
+
+// A counter restored in place from a backup while processes of the host
+// use it is raised to the reserved mark, by the running process and by a
+// process that starts after the restore.
+func TestReservationRollbackWhileRunning(t *testing.T) {
+	for _, who := range []string{"running", "joining"} {
+		t.Run(who, func(t *testing.T) {
+			reg := newMemRegistry()
+			path := filepath.Join(t.TempDir(), "counter.u64")
+			g1 := openReg(t, path, "web_1", reg, WithReserveStep(100))
+			defer g1.Close()
+			draw(t, g1, 5)
+			backup, err := os.ReadFile(path)
+			require.NoError(t, err)
+			issued := draw(t, g1, 10)
+			f, err := os.OpenFile(path, os.O_WRONLY, 0) // in place, as cp does
+			require.NoError(t, err)
+			_, err = f.WriteAt(backup, 0)
+			require.NoError(t, err)
+			require.NoError(t, f.Close())
+
+			g := g1
+			if who == "joining" {
+				g = openReg(t, path, "web_1", reg, WithReserveStep(100))
+				defer g.Close()
+			}
+			v, err := g.Next()
+			require.NoError(t, err)
+			assert.Greater(t, v, issued[len(issued)-1], "no number issued again after the roll-back")
+		})
+	}
+}
+
+// Without a registry, a counter that goes backwards under a running
+// Generator is refused: nothing tells how far other processes went.
+func TestRollbackWithoutRegistryRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	g, err := Open(path, "web_1", WithSync(false))
+	require.NoError(t, err)
+	defer g.Close()
+	draw(t, g, 3)
+	backup, err := os.ReadFile(path)
+	require.NoError(t, err)
+	draw(t, g, 3)
+	require.NoError(t, os.WriteFile(path, backup, 0o600))
+	_, err = g.Next()
+	require.ErrorIs(t, err, ErrRolledBack)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, backup, b, "nothing written")
 }
