@@ -3,6 +3,9 @@ package snapid
 import (
 	"fmt"
 	"io"
+	"os"
+
+	"github.com/gofrs/flock"
 )
 
 // ReadCounter returns the last issued number of the counter file at path,
@@ -73,6 +76,9 @@ func Repair(path string, next uint64, opts ...Option) (previous []byte, err erro
 	if err != nil {
 		return nil, err
 	}
+	if err := refuseIfInUse(path, &o); err != nil {
+		return nil, err
+	}
 	c, err := openExisting(path, &o)
 	if err != nil {
 		return nil, err
@@ -102,4 +108,24 @@ func Repair(path string, next uint64, opts ...Option) (previous []byte, err erro
 		return nil
 	})
 	return previous, err
+}
+
+// refuseIfInUse returns ErrInUse if a process uses the counter at path
+// with a registry (it holds the presence lock beside it). Processes without
+// a registry hold no such lock; a repaired counter below what they saw
+// makes them stop with ErrRolledBack.
+func refuseIfInUse(path string, o *options) error {
+	presence := path + presenceSuffix
+	if _, err := os.Lstat(presence); err != nil {
+		return nil
+	}
+	l := flock.New(presence, flock.SetFlag(openFlags(o.followSymlinks)))
+	ok, err := l.TryLock()
+	if err != nil {
+		return &FileError{Op: "lock", Path: presence, Err: err}
+	}
+	if !ok {
+		return &FileError{Op: "repair", Path: path, Err: fmt.Errorf("%w: stop the programs using it first", ErrInUse)}
+	}
+	return l.Unlock()
 }

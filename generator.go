@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -53,7 +54,10 @@ type Generator struct {
 // Open validates everything before it issues anything: the name (see
 // ValidateName), the options, and the file (exactly 8 bytes, a regular file,
 // not a symbolic link unless WithFollowSymlinks). A failed Open changes
-// nothing on disk, except that a missing counter file may have been created.
+// nothing on disk, with one exception: with a registry that could not be
+// reached, or that failed after the claim, a counter file this call created
+// (holding 0, which is what a missing one means) and the owner token beside
+// it stay, so that a retry presents the same token.
 //
 // With WithRegistry, Open also claims the name in the registry before it
 // returns (see OpenContext); it gives the claim the registry timeout.
@@ -75,7 +79,12 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 		return nil, err
 	}
 	if counterPath == "" {
-		return nil, &FileError{Op: "open", Path: counterPath, Err: errors.New("empty counter path")}
+		return nil, &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf("%w: empty counter path", ErrInvalidOption)}
+	}
+	// Lock files beside the counter are opened by path for every lock:
+	// an absolute path keeps them right if the program changes directory.
+	if counterPath, err = filepath.Abs(counterPath); err != nil {
+		return nil, &FileError{Op: "open", Path: counterPath, Err: err}
 	}
 	var fresh []string // files this call creates, removed if the claim fails
 	if o.reg.registry != nil {
@@ -95,8 +104,14 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 		g.res, err = startReservation(ctx, counterPath, name, &o, g.withFile)
 		if err != nil {
 			file.close()
-			for _, p := range fresh {
-				os.Remove(p)
+			if errors.Is(err, ErrNameTaken) || errors.Is(err, ErrProbableClone) {
+				// The registry refused: nothing of ours is there, so the
+				// files this call created are removed. After any other
+				// failure the claim may have been applied, and the owner
+				// token it carried must stay for the retry to present.
+				for _, p := range fresh {
+					os.Remove(p)
+				}
 			}
 			return nil, err
 		}

@@ -149,7 +149,8 @@ func (h *hostState) lockGate(ctx context.Context) error {
 		err = ctx.Err()
 	}
 	if err != nil {
-		return &FileError{Op: "lock", Path: h.gate.Path(), Err: err}
+		return &FileError{Op: "lock", Path: h.gate.Path(), Err: fmt.Errorf(
+			"waiting for another process of this host to finish starting or closing: %w", err)}
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 )
 
 // Release gives up the node name held in the registry by the counter file
@@ -22,6 +23,9 @@ func Release(ctx context.Context, counterPath, name string, opts ...Option) (fin
 	}
 	if o.reg.registry == nil {
 		return 0, fmt.Errorf("snapid: %w: Release needs WithRegistry", ErrInvalidOption)
+	}
+	if counterPath, err = filepath.Abs(counterPath); err != nil {
+		return 0, &FileError{Op: "open", Path: counterPath, Err: err}
 	}
 	c, err := openExisting(counterPath, &o)
 	if err != nil {
@@ -46,7 +50,7 @@ func Release(ctx context.Context, counterPath, name string, opts ...Option) (fin
 		return 0, &FileError{Op: "lock", Path: hs.presence.Path(), Err: err}
 	}
 	if !alone {
-		return 0, fmt.Errorf("snapid: cannot release %q: a process on this host is using %s with the registry; stop it first", name, counterPath)
+		return 0, fmt.Errorf("snapid: cannot release %q: %w (%s); stop it first", name, ErrInUse, counterPath)
 	}
 	defer hs.presence.Unlock()
 	h, err := o.reg.registry.Get(ctx, name)

@@ -347,3 +347,24 @@ func TestRollbackWithoutRegistryRefused(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, backup, b, "nothing written")
 }
+
+func TestRepairAndReleaseRefusedWhileInUse(t *testing.T) {
+	reg := newMemRegistry()
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	g := openReg(t, path, "web_1", reg)
+	defer g.Close()
+	draw(t, g, 3)
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+
+	_, err = Repair(path, 1)
+	require.ErrorIs(t, err, ErrInUse)
+	_, err = Release(t.Context(), path, "web_1", WithRegistry(reg))
+	require.ErrorIs(t, err, ErrInUse)
+
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, before, after, "nothing changed on disk")
+	h, _ := reg.row("web_1")
+	assert.Equal(t, StateActive, h.State, "nothing changed in the registry")
+}

@@ -223,6 +223,14 @@ func describe(cmd string, err error) string {
 		hint = "this counter directory looks copied from a machine still using it: give this machine its own counter (remove the .owner file) and name"
 	case errors.Is(err, snapid.ErrRegistry):
 		hint = "check that Cassandra is reachable (--cassandra / SNAPID_CASSANDRA) and try again; nothing was issued"
+	case errors.Is(err, snapid.ErrReservationExhausted):
+		hint = "the registry did not extend this host's reserved range: check that Cassandra is reachable; ids flow again once it is"
+	case errors.Is(err, snapid.ErrReplaced):
+		hint = "the counter file was removed or replaced while in use; check it, then start again"
+	case errors.Is(err, snapid.ErrRolledBack):
+		hint = "the counter went backwards while in use (restored from a backup?); find the last id issued and 'snapctl init --force --start N' above it"
+	case errors.Is(err, snapid.ErrInUse):
+		hint = "stop the programs using this counter first"
 	case errors.Is(err, snapid.ErrExhausted):
 		hint = "this counter cannot issue more ids; use a new node name"
 	case errors.Is(err, fs.ErrNotExist):

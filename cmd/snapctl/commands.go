@@ -15,6 +15,7 @@ import (
 func cmdNext(ctx context.Context, c *cli, args []string) error {
 	fs := c.newFlags("next")
 	n := fs.Uint64("n", 1, "how many ids to print")
+	noRegistry := fs.Bool("no-registry", false, "issue from a registered counter without the registry (its reserved range does not bound what is issued)")
 	var rf registryFlags
 	c.addRegistryFlags(&rf)
 	if err := c.parse(args); err != nil {
@@ -37,6 +38,8 @@ func cmdNext(ctx context.Context, c *cli, args []string) error {
 	if reg != nil {
 		defer reg.Close()
 		opts = append(opts, snapid.WithRegistry(reg))
+	} else if _, err := snapid.OwnerToken(path); err == nil && !*noRegistry {
+		return usageError{fmt.Sprintf("%s is registered (it has an owner token): give --cassandra or SNAPID_CASSANDRA, or --no-registry to issue without the registry's bounds", path)}
 	}
 	if err := c.prepareDefaultDir(); err != nil {
 		return err
@@ -46,11 +49,14 @@ func cmdNext(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	first, err := g.NextN(*n)
-	if cerr := g.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
+		g.Close()
 		return err
+	}
+	if err := g.Close(); err != nil {
+		// The ids are issued and durable; a failed close only leaves a
+		// gap (the unused reservation was not returned).
+		fmt.Fprintf(c.stderr, "snapctl: warning: %s\n", oneLine(err.Error()))
 	}
 	w := bufio.NewWriter(c.stdout)
 	var buf []byte

@@ -70,16 +70,26 @@ func TestRegistryCommandsTwoHosts(t *testing.T) {
 	r := a.run(t, "next", "-n", "3")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	requireIDs(t, r.stdout, "web_1", 3)
+	// Without the registry, a registered counter is refused unless asked.
+	unreg := newFakeEnv(t)
+	unreg.home = a.home
+	unreg.vars = map[string]string{"SNAPID_NAME": "web_1"}
+	line := requireOneErrorLine(t, unreg.run(t, "next"))
+	assert.Contains(t, line, "registered")
+	r = unreg.run(t, "next", "--no-registry")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "web_1-4\n", r.stdout)
+
 	r = a.run(t, "show", "--json")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	assert.Contains(t, r.stdout, `"last_issued":"3","reserved_up_to":"3"`,
+	assert.Contains(t, r.stdout, `"last_issued":"4","reserved_up_to":"3"`,
 		"the process returned the unused reservation when it closed")
 
 	// A second host (its own counter, so its own owner token) is refused,
 	// with the holder named, and issues nothing.
 	b := newFakeEnv(t)
 	b.vars = map[string]string{"SNAPID_CASSANDRA": a.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks, "SNAPID_NAME": "web_1"}
-	line := requireOneErrorLine(t, b.run(t, "next"))
+	line = requireOneErrorLine(t, b.run(t, "next"))
 	assert.Contains(t, line, "node name taken")
 	assert.Contains(t, line, "since")
 	bCounter := filepath.Join(b.home, ".local", "state", "snapid", "counter.u64")
@@ -88,10 +98,10 @@ func TestRegistryCommandsTwoHosts(t *testing.T) {
 	// Release on host a, then b takes over above a's last number.
 	r = a.run(t, "release")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	assert.Contains(t, r.stdout, "released web_1 (last number 3)")
+	assert.Contains(t, r.stdout, "released web_1 (last number 4)")
 	r = b.run(t, "next")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	assert.Equal(t, "web_1-4\n", r.stdout)
+	assert.Equal(t, "web_1-5\n", r.stdout)
 
 	// a cannot come back; after b's holder is declared gone, a forced
 	// register takes it above the floor.
