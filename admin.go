@@ -76,9 +76,11 @@ func Repair(path string, next uint64, opts ...Option) (previous []byte, err erro
 	if err != nil {
 		return nil, err
 	}
-	if err := refuseIfInUse(path, &o); err != nil {
+	release, err := refuseIfInUse(path, &o)
+	if err != nil {
 		return nil, err
 	}
+	defer release()
 	c, err := openExisting(path, &o)
 	if err != nil {
 		return nil, err
@@ -111,21 +113,36 @@ func Repair(path string, next uint64, opts ...Option) (previous []byte, err erro
 }
 
 // refuseIfInUse returns ErrInUse if a process uses the counter at path
-// with a registry (it holds the presence lock beside it). Processes without
-// a registry hold no such lock; a repaired counter below what they saw
-// makes them stop with ErrRolledBack.
-func refuseIfInUse(path string, o *options) error {
+// with a registry (it holds the presence lock beside it). Otherwise it
+// returns with the host's gate held, so that no such process starts until
+// release is called. Processes without a registry hold no such lock; a
+// repaired counter below what they saw makes them stop with ErrRolledBack.
+func refuseIfInUse(path string, o *options) (release func(), err error) {
+	release = func() {}
 	presence := path + presenceSuffix
 	if _, err := os.Lstat(presence); err != nil {
-		return nil
+		return release, nil
+	}
+	// Under the gate, which processes take to start and to close, so that
+	// a closing process (holding the presence lock exclusively for a
+	// moment) is not taken for none, and none starts meanwhile.
+	if _, err := os.Lstat(path + ownerSuffix); err == nil {
+		gate := flock.New(path+ownerSuffix, flock.SetFlag(openFlags(o.followSymlinks)))
+		if err := gate.Lock(); err != nil {
+			return release, &FileError{Op: "lock", Path: gate.Path(), Err: err}
+		}
+		release = func() { gate.Unlock() }
 	}
 	l := flock.New(presence, flock.SetFlag(openFlags(o.followSymlinks)))
 	ok, err := l.TryLock()
 	if err != nil {
-		return &FileError{Op: "lock", Path: presence, Err: err}
+		release()
+		return func() {}, &FileError{Op: "lock", Path: presence, Err: err}
 	}
 	if !ok {
-		return &FileError{Op: "repair", Path: path, Err: fmt.Errorf("%w: stop the programs using it first", ErrInUse)}
+		release()
+		return func() {}, &FileError{Op: "repair", Path: path, Err: fmt.Errorf("%w: stop the programs using it first", ErrInUse)}
 	}
-	return l.Unlock()
+	l.Unlock()
+	return release, nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -101,18 +100,9 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 			ctx, cancel = context.WithTimeout(ctx, o.reg.timeout)
 			defer cancel()
 		}
-		g.res, err = startReservation(ctx, counterPath, name, &o, g.withFile)
+		g.res, err = startReservation(ctx, counterPath, name, &o, fresh, g.withFile)
 		if err != nil {
 			file.close()
-			if errors.Is(err, ErrNameTaken) || errors.Is(err, ErrProbableClone) {
-				// The registry refused: nothing of ours is there, so the
-				// files this call created are removed. After any other
-				// failure the claim may have been applied, and the owner
-				// token it carried must stay for the retry to present.
-				for _, p := range fresh {
-					os.Remove(p)
-				}
-			}
 			return nil, err
 		}
 	}

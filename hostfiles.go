@@ -119,6 +119,7 @@ type hostState struct {
 	mark        *os.File
 	markPath    string
 	sessionPath string
+	mode        fs.FileMode
 }
 
 func openHostState(counterPath string, o *options) (*hostState, error) {
@@ -139,6 +140,7 @@ func openHostState(counterPath string, o *options) (*hostState, error) {
 		mark:        mark,
 		markPath:    markPath,
 		sessionPath: counterPath + sessionSuffix,
+		mode:        o.fileMode,
 	}, nil
 }
 
@@ -203,17 +205,40 @@ func (h *hostState) writeMark(m markState) error {
 	return nil
 }
 
-// writeSession records the session of the host's claim; the caller holds
-// the gate.
+// writeSession records the session of the host's claim, replacing the
+// previous one (nobody locks this file); the caller holds the gate. The
+// temporary file is created exclusively, so a link planted there is not
+// followed.
 func (h *hostState) writeSession(session string) error {
-	tmp := h.sessionPath + ".tmp"
-	if err := os.WriteFile(tmp, []byte(session+"\n"), 0o600); err != nil {
+	dir, base := splitPath(h.sessionPath)
+	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
 		return &FileError{Op: "write", Path: h.sessionPath, Err: err}
 	}
-	if err := os.Rename(tmp, h.sessionPath); err != nil {
+	defer os.Remove(tmp.Name())
+	if err := writeTemp(tmp, []byte(session+"\n"), h.mode); err != nil {
+		return &FileError{Op: "write", Path: h.sessionPath, Err: err}
+	}
+	if err := os.Rename(tmp.Name(), h.sessionPath); err != nil {
 		return &FileError{Op: "write", Path: h.sessionPath, Err: err}
 	}
 	return nil
+}
+
+// readFloor returns the floor recorded beside the counter (0 if none).
+func readFloor(counterPath string) (uint64, error) {
+	b, err := readSmallFile(counterPath+markSuffix, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, &FileError{Op: "read", Path: counterPath + markSuffix, Err: classifyOpenError(err)}
+	}
+	m, err := decodeMark(b)
+	if err != nil {
+		return 0, &FileError{Op: "read", Path: counterPath + markSuffix, Err: err}
+	}
+	return m.floor, nil
 }
 
 // readSession returns the session of the host's claim; the caller holds

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,8 +27,9 @@ type reservation struct {
 	log      *slog.Logger
 	withFile func(fn func(c *counterFile) error) error // runs fn under the Generator's file mutex
 
-	session string    // the session of the host's claim (Holder.Session)
-	seen    markState // the mark file as check read it, for committed (under the counter lock)
+	session  string    // the session of the host's claim (Holder.Session)
+	seen     markState // the mark file as check read it, for committed (under the counter lock)
+	maxFloor uint64    // the highest floor this process saw or wrote (under the counter lock)
 
 	extendMu  sync.Mutex  // one extension at a time in this process
 	extending atomic.Bool // a background extension is running
@@ -54,7 +56,8 @@ func (e *needMarkError) Unwrap() error { return ErrReservationExhausted }
 // startReservation claims the name and prepares the mark. It runs before
 // the Generator issues anything; on error nothing has been issued and the
 // counter is unchanged.
-func startReservation(ctx context.Context, path, name string, o *options, withFile func(func(*counterFile) error) error) (*reservation, error) {
+func startReservation(ctx context.Context, path, name string, o *options, fresh []string,
+	withFile func(func(*counterFile) error) error) (*reservation, error) {
 	hs, err := openHostState(path, o)
 	if err != nil {
 		return nil, err
@@ -63,28 +66,18 @@ func startReservation(ctx context.Context, path, name string, o *options, withFi
 	if !r.o.hostSet {
 		r.o.host = LocalHostInfo()
 	}
-	if err := hs.lockGate(ctx); err != nil {
-		hs.close()
-		return nil, err
-	}
-	defer hs.gate.Unlock()
-	first, err := hs.presence.TryLock()
+	first, err := r.enter(ctx, fresh)
 	if err != nil {
 		hs.close()
-		return nil, &FileError{Op: "lock", Path: hs.presence.Path(), Err: err}
-	}
-	if err := r.claim(ctx, first); err != nil {
-		hs.close()
 		return nil, err
 	}
-	if first {
-		// Another process can only join through the gate we hold, so
-		// the non-atomic change from exclusive to shared is safe.
-		hs.presence.Unlock()
-	}
-	if err := hs.presence.RLock(); err != nil {
-		hs.close()
-		return nil, &FileError{Op: "lock", Path: hs.presence.Path(), Err: err}
+	if !first {
+		// Outside the gate, so that many processes starting at once do
+		// not queue behind each other's registry reads.
+		if err := r.verifyJoin(ctx); err != nil {
+			r.host.close()
+			return nil, err
+		}
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.wg.Add(1)
@@ -92,15 +85,57 @@ func startReservation(ctx context.Context, path, name string, o *options, withFi
 	return r, nil
 }
 
+// enter takes this process's shared presence lock under the gate; the
+// first process of the host claims the name first. It reports whether
+// this process was the first.
+func (r *reservation) enter(ctx context.Context, fresh []string) (first bool, err error) {
+	hs := r.host
+	if err := hs.lockGate(ctx); err != nil {
+		return false, err
+	}
+	defer hs.gate.Unlock()
+	first, err = hs.presence.TryLock()
+	if err != nil {
+		return false, &FileError{Op: "lock", Path: hs.presence.Path(), Err: err}
+	}
+	if first {
+		if err := r.claim(ctx); err != nil {
+			if errors.Is(err, ErrNameTaken) || errors.Is(err, ErrProbableClone) {
+				// The registry refused: nothing of ours is there, and no
+				// other process of the host can be using the files this
+				// Open created (we hold the gate and the presence lock), so
+				// they are removed. After any other failure the claim may
+				// have been applied, and its owner token must stay for the
+				// retry to present.
+				for _, p := range fresh {
+					os.Remove(p)
+				}
+			}
+			hs.presence.Unlock()
+			return false, err
+		}
+		// Another process can only join through the gate we hold, so the
+		// non-atomic change from exclusive to shared is safe.
+		hs.presence.Unlock()
+	} else if r.session, err = hs.readSession(); err != nil {
+		return false, err
+	}
+	ok, err := hs.presence.TryRLockContext(ctx, 5*time.Millisecond)
+	if err == nil && !ok {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return false, &FileError{Op: "lock", Path: hs.presence.Path(), Err: err}
+	}
+	return first, nil
+}
+
 // claim claims the name for the first process of the host: it raises the
 // counter to the registry's mark, records the claim's session and the mark
 // beside the counter, and reserves the first step. The other processes of
 // the host do not claim again (that would replace the session the running
-// ones hold): they check that the host's claim still stands.
-func (r *reservation) claim(ctx context.Context, first bool) error {
-	if !first {
-		return r.join(ctx)
-	}
+// ones hold): they join it (see verifyJoin).
+func (r *reservation) claim(ctx context.Context) error {
 	h, err := r.reg.Claim(ctx, Claim{
 		Name: r.name, Owner: r.host.owner,
 		Hostname: r.o.host.Hostname, Address: r.o.host.Address, MachineID: r.o.host.MachineID,
@@ -134,22 +169,23 @@ func (r *reservation) claim(ctx context.Context, first bool) error {
 	return r.extend(ctx, 0)
 }
 
-// join checks, for a process that is not the first of its host, that the
-// host's claim still stands in the registry.
-func (r *reservation) join(ctx context.Context) error {
-	session, err := r.host.readSession()
-	if err != nil {
-		return err
-	}
+// verifyJoin checks, for a process that is not the first of its host, that
+// the host's claim still stands. It is an early warning, not a safeguard
+// (the mark file never exceeds the registry's mark, and extensions are
+// conditional on the session): if the registry cannot be reached, the
+// process starts on the host's reserved range with a warning.
+func (r *reservation) verifyJoin(ctx context.Context) error {
 	h, err := r.reg.Get(ctx, r.name)
-	if err != nil {
+	switch {
+	case err != nil && errors.Is(err, ErrRegistry):
+		r.log.Warn("snapid: registry unreachable; joining this host's claim on its reserved range", "name", r.name, "err", err)
+		return nil
+	case err != nil:
 		return err
-	}
-	if h.Owner != r.host.owner || h.Session != session || h.State != StateActive {
+	case h.Owner != r.host.owner || h.Session != r.session || h.State != StateActive:
 		return fmt.Errorf("snapid: %w: the claim of %q made by this host's first process no longer stands (%s)",
 			ErrNameTaken, r.name, h)
 	}
-	r.session = session
 	return nil
 }
 
@@ -171,7 +207,10 @@ func (r *reservation) check(cur, k, high uint64) (uint64, error) {
 		return 0, err
 	}
 	r.seen = m
-	base := max(cur, m.floor, high)
+	// maxFloor: a mark file restored together with the counter (a whole
+	// directory) reads an old floor; this process still knows a newer one.
+	r.maxFloor = max(r.maxFloor, m.floor)
+	base := max(cur, r.maxFloor, high)
 	if base > cur {
 		r.log.Warn("snapid: the counter went backwards while in use (restored or copied over?); raising it",
 			"name", r.name, "counter", cur, "to", base)
@@ -190,6 +229,7 @@ func (r *reservation) check(cur, k, high uint64) (uint64, error) {
 // counter rolled back below it. It runs under the counter lock, after
 // check.
 func (r *reservation) committed(v uint64) {
+	r.maxFloor = max(r.maxFloor, v)
 	if err := r.host.writeMark(markState{mark: r.seen.mark, floor: v}); err != nil {
 		r.log.Warn("snapid: could not record the counter's floor", "name", r.name, "err", err)
 	}
@@ -327,6 +367,10 @@ func (r *reservation) close() error {
 	r.bgMu.Unlock()
 	r.cancel()
 	r.wg.Wait()
+	// A synchronous extension a caller was waiting for has been cancelled;
+	// let it finish before deciding what to set back.
+	r.extendMu.Lock()
+	r.extendMu.Unlock()
 	defer r.host.close()
 	ctx, cancel := context.WithTimeout(context.Background(), r.o.timeout)
 	defer cancel()
@@ -334,32 +378,46 @@ func (r *reservation) close() error {
 		return err
 	}
 	defer r.host.gate.Unlock()
+	// Every presence lock of this process is gone before the gate is.
+	defer r.host.presence.Unlock()
 	r.host.presence.Unlock()
 	last, err := r.host.presence.TryLock()
 	if err != nil || !last || r.lost.Load() != nil {
 		return err
 	}
-	var cur uint64
+	// The value to set back to: the counter, or, if it went backwards
+	// while in use, the floor or the highest value this process saw
+	// (raised in the file first, so a restart finds it).
+	var v uint64
 	err = r.withFile(func(c *counterFile) error {
-		cur, err = c.load()
-		return err
+		cur, err := c.load()
+		if err != nil {
+			return err
+		}
+		m, err := r.host.readMark()
+		if err != nil {
+			return err
+		}
+		if v = max(cur, m.floor, c.high); v > cur {
+			return c.store(v)
+		}
+		return nil
 	})
 	if err != nil {
 		return err
 	}
 	// The registry's mark, not the mark file's, is set back: an extension
-	// whose caller gave up (a closing process cancels its background work)
-	// may still have been applied.
+	// whose caller gave up may still have been applied.
 	h, err := r.reg.Get(ctx, r.name)
 	if err != nil {
 		return fmt.Errorf("snapid: returning the unused reservation of %q: %w", r.name, err)
 	}
-	if h.Owner != r.host.owner || h.Session != r.session || h.State != StateActive || h.Reserved <= cur {
+	if h.Owner != r.host.owner || h.Session != r.session || h.State != StateActive || h.Reserved <= v {
 		return nil
 	}
 	m := h.Reserved
-	if _, err := r.reg.Extend(ctx, r.name, r.host.owner, r.session, m, cur); err != nil {
-		return fmt.Errorf("snapid: returning the unused reservation of %q (%d..%d): %w", r.name, cur+1, m, err)
+	if _, err := r.reg.Extend(ctx, r.name, r.host.owner, r.session, m, v); err != nil {
+		return fmt.Errorf("snapid: returning the unused reservation of %q (%d..%d): %w", r.name, v+1, m, err)
 	}
-	return r.withFile(func(c *counterFile) error { return r.host.writeMark(markState{mark: cur, floor: cur}) })
+	return r.withFile(func(c *counterFile) error { return r.host.writeMark(markState{mark: v, floor: v}) })
 }

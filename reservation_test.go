@@ -371,3 +371,42 @@ func TestRepairAndReleaseRefusedWhileInUse(t *testing.T) {
 	h, _ := reg.row("web_1")
 	assert.Equal(t, StateActive, h.State, "nothing changed in the registry")
 }
+
+// A counter rolled back while in use and then closed cleanly: the set-back
+// must not lower the registry's mark below what was issued.
+func TestReservationRollbackThenCleanClose(t *testing.T) {
+	reg := newMemRegistry()
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	g := openReg(t, path, "web_1", reg, WithReserveStep(100))
+	draw(t, g, 5)
+	backup, err := os.ReadFile(path)
+	require.NoError(t, err)
+	issued := draw(t, g, 10)
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt(backup, 0)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	require.NoError(t, g.Close())
+
+	g = openReg(t, path, "web_1", reg, WithReserveStep(100))
+	defer g.Close()
+	v, err := g.Next()
+	require.NoError(t, err)
+	assert.Greater(t, v, issued[len(issued)-1])
+}
+
+// A process joining the host's claim while the registry is down starts on
+// the host's reserved range.
+func TestReservationJoinWhileRegistryDown(t *testing.T) {
+	reg := newMemRegistry()
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	first := openReg(t, path, "web_1", reg, WithReserveStep(100))
+	defer first.Close()
+	draw(t, first, 3)
+	reg.setDown(true)
+	joiner := openReg(t, path, "web_1", reg, WithReserveStep(100))
+	defer joiner.Close()
+	assert.Equal(t, []uint64{4}, draw(t, joiner, 1))
+	reg.setDown(false)
+}
