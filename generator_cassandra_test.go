@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -366,4 +368,87 @@ func TestClusterCloneAfterWindowNeverSharesRange(t *testing.T) {
 	for _, v := range fromClone {
 		require.False(t, seen[v], "number %d issued by both the original and its clone", v)
 	}
+}
+
+// TestClusterCrashKill9 kills processes of one host at random moments while
+// they draw with the registry (small steps, so that extensions, joins and
+// closes race the kills), round after round: no number is ever issued
+// twice, and the registry's mark stays at or above every number issued.
+func TestClusterCrashKill9(t *testing.T) {
+	ks := newTestKeyspace(t)
+	reg := ks.registry(t)
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	seen := map[uint64]int{}
+	var highest uint64
+	rounds := 8
+	if testing.Short() {
+		rounds = 3
+	}
+	for round := 0; round < rounds; round++ {
+		goFile := filepath.Join(t.TempDir(), "go")
+		var cmds []*exec.Cmd
+		var scanners []*bufio.Scanner
+		for i := 0; i < 3; i++ {
+			cmd := childCommand(t, "cluster-host",
+				"SNAPID_T_HOSTS="+strings.Join(ks.hosts, ","), "SNAPID_T_KS="+ks.name, "SNAPID_T_GO="+goFile,
+				"SNAPID_T_NAME=crashy", "SNAPID_T_N=100000000", "SNAPID_T_STEP=30",
+				"SNAPID_T_MACHINE=m1", "SNAPID_T_COUNTER="+path)
+			out, err := cmd.StdoutPipe()
+			require.NoError(t, err)
+			require.NoError(t, cmd.Start())
+			sc := bufio.NewScanner(out)
+			require.True(t, sc.Scan(), "child %d ended before it was ready", i)
+			require.Equal(t, "ready", sc.Text())
+			cmds = append(cmds, cmd)
+			scanners = append(scanners, sc)
+		}
+		require.NoError(t, os.WriteFile(goFile, nil, 0o600))
+		lines := make([][]string, len(cmds))
+		var wg sync.WaitGroup
+		for i := range cmds {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for scanners[i].Scan() {
+					lines[i] = append(lines[i], scanners[i].Text())
+				}
+			}()
+		}
+		time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
+		for _, cmd := range cmds {
+			_ = cmd.Process.Kill() // SIGKILL
+		}
+		wg.Wait()
+		for _, cmd := range cmds {
+			_ = cmd.Wait()
+		}
+		for i, ls := range lines {
+			for _, l := range ls {
+				if l == "won" || strings.HasPrefix(l, "taken") {
+					continue
+				}
+				if strings.HasPrefix(l, "error") {
+					t.Fatalf("round %d child %d: %s", round, i, l)
+				}
+				v, err := strconv.ParseUint(l, 10, 64)
+				if err != nil {
+					continue // a line cut by the kill
+				}
+				if r, dup := seen[v]; dup {
+					t.Fatalf("number %d issued in round %d and again in round %d", v, r, round)
+				}
+				seen[v] = round
+				highest = max(highest, v)
+			}
+		}
+	}
+	require.NotEmpty(t, seen)
+	h, err := reg.Get(t.Context(), "crashy")
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, h.Reserved, highest, "the registry's mark covers every number issued")
+	last, err := ReadCounter(path)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, last, highest)
+	t.Logf("%d rounds, %d numbers, highest %d, counter %d, mark %d", rounds, len(seen), highest, last, h.Reserved)
 }
