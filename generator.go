@@ -184,8 +184,11 @@ const maxExtendWaits = 10
 func (g *Generator) flush(k uint64) (uint64, error) {
 	for attempt := 0; ; attempt++ {
 		first, err := g.advance(k)
+		if err == nil {
+			return first, nil
+		}
 		var need *needMarkError
-		if err == nil || !errors.As(err, &need) || attempt == maxExtendWaits {
+		if !errors.As(err, &need) || attempt == maxExtendWaits {
 			return first, err
 		}
 		ctx, cancel := context.WithTimeout(g.res.ctx, g.res.o.timeout)

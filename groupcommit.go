@@ -25,9 +25,13 @@ type groupCommit struct {
 }
 
 type group struct {
-	k     uint64        // numbers requested by all members
-	ks    []uint64      // numbers requested by each member, in joining order
-	done  chan struct{} // closed when the results are set
+	k uint64 // numbers requested by all members
+	// ks holds the numbers requested by each member, in joining order, and
+	// done is closed when the results are set; both are made when a second
+	// member joins, so a caller alone costs one allocation. After the
+	// leader closes the group (under groupCommit.mu) they no longer change.
+	ks    []uint64
+	done  chan struct{}
 	first uint64
 	err   error
 	each  []memberResult // set instead of first and err when served one by one
@@ -61,7 +65,7 @@ func (gc *groupCommit) reserve(k uint64) (uint64, error) {
 	g := gc.open
 	leader := g == nil
 	if leader {
-		g = &group{done: make(chan struct{})}
+		g = &group{}
 		gc.open = g
 	} else if k > MaxNumber-g.k {
 		// The group would need more than 2^64-1 numbers: it cannot fit in
@@ -69,10 +73,15 @@ func (gc *groupCommit) reserve(k uint64) (uint64, error) {
 		gc.mu.Unlock()
 		return 0, fmt.Errorf("snapid: %w: %d numbers cannot be reserved together with %d others", ErrExhausted, k, g.k)
 	}
-	off, i := g.k, len(g.ks)
+	off := g.k
 	g.k += k
-	g.ks = append(g.ks, k)
 	if !leader {
+		if g.done == nil {
+			g.done = make(chan struct{})
+			g.ks = append(make([]uint64, 0, 8), off) // the leader's request
+		}
+		i := len(g.ks)
+		g.ks = append(g.ks, k)
 		gc.mu.Unlock()
 		<-g.done
 		return g.result(i, off)
@@ -93,7 +102,9 @@ func (gc *groupCommit) reserve(k uint64) (uint64, error) {
 			g.each[j].first, g.each[j].err = gc.flush(kj)
 		}
 	}
-	close(g.done)
+	if g.done != nil {
+		close(g.done)
+	}
 
 	gc.mu.Lock()
 	gc.flushing = false
