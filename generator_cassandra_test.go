@@ -54,7 +54,7 @@ func clusterHostChild() int {
 		time.Sleep(time.Millisecond)
 	}
 	g, err := OpenContext(ctx, os.Getenv("SNAPID_T_COUNTER"), os.Getenv("SNAPID_T_NAME"),
-		WithRegistry(reg), WithSync(false), WithReserveStep(max(step, 2)),
+		WithRegistry(reg), WithSync(false), WithReserveStep(max(step, 2)), WithOutageHorizon(0),
 		WithHostInfo(HostInfo{Hostname: "host-" + os.Getenv("SNAPID_T_MACHINE"), MachineID: os.Getenv("SNAPID_T_MACHINE")}))
 	if errors.Is(err, ErrNameTaken) {
 		fmt.Println("taken")
@@ -263,7 +263,7 @@ func TestClusterRestartReleaseTakeoverBackup(t *testing.T) {
 	aPath := filepath.Join(dir, "a.u64")
 	hostA := WithHostInfo(HostInfo{Hostname: "host-a", MachineID: "ma"})
 	open := func(path string, opts ...Option) *Generator {
-		g, err := Open(path, "web_1", append([]Option{WithRegistry(reg), WithReserveStep(100)}, opts...)...)
+		g, err := Open(path, "web_1", append([]Option{WithRegistry(reg), WithReserveStep(100), WithOutageHorizon(0)}, opts...)...)
 		require.NoError(t, err)
 		return g
 	}
@@ -336,7 +336,7 @@ func TestClusterCloneAfterWindowNeverSharesRange(t *testing.T) {
 	for _, d := range []string{"orig", "clone"} {
 		require.NoError(t, os.MkdirAll(filepath.Join(dir, d), 0o700))
 	}
-	orig, err := Open(filepath.Join(dir, "orig", "c.u64"), "web_1", WithRegistry(reg), WithReserveStep(50),
+	orig, err := Open(filepath.Join(dir, "orig", "c.u64"), "web_1", WithRegistry(reg), WithReserveStep(50), WithOutageHorizon(0),
 		WithHostInfo(HostInfo{Hostname: "orig", MachineID: "m-orig"}))
 	require.NoError(t, err)
 	defer orig.Close()
@@ -346,7 +346,7 @@ func TestClusterCloneAfterWindowNeverSharesRange(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "clone", f), b, 0o600))
 	}
-	clone, err := Open(filepath.Join(dir, "clone", "c.u64"), "web_1", WithRegistry(ks.registry(t)), WithReserveStep(50),
+	clone, err := Open(filepath.Join(dir, "clone", "c.u64"), "web_1", WithRegistry(ks.registry(t)), WithReserveStep(50), WithOutageHorizon(0),
 		WithCloneWindow(time.Nanosecond), WithHostInfo(HostInfo{Hostname: "clone", MachineID: "m-clone"}))
 	require.NoError(t, err)
 	defer clone.Close()

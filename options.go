@@ -32,6 +32,8 @@ func defaultOptions() options {
 			cloneWindow: 5 * time.Minute,
 			heartbeat:   time.Minute,
 			timeout:     15 * time.Second,
+			horizon:     DefaultOutageHorizon,
+			now:         time.Now,
 		},
 	}
 }
@@ -143,11 +145,13 @@ type registryOptions struct {
 	cloneWindow time.Duration
 	heartbeat   time.Duration
 	timeout     time.Duration
+	horizon     time.Duration
+	now         func() time.Time
 }
 
-// DefaultReserveStep is how many numbers a host reserves in the registry
-// at a time unless WithReserveStep says otherwise. At 100 ids a second the
-// second half of a step lasts well over an hour of registry outage; a crash
+// DefaultReserveStep is the least number of numbers a host reserves in the
+// registry at a time unless WithReserveStep says otherwise; at high rates a
+// step grows to cover DefaultOutageHorizon (see WithOutageHorizon). A crash
 // leaves a gap of at most one step.
 const DefaultReserveStep = 1_000_000
 
@@ -165,9 +169,39 @@ func WithRegistry(r Registry) Option {
 	}
 }
 
-// WithReserveStep sets how many numbers the host reserves in the registry
-// at a time (default DefaultReserveStep). The next step is reserved in the
-// background when half of the current one is used.
+// DefaultOutageHorizon is how long a registry outage the reserved range
+// is sized to bridge, at the rate ids are being issued, unless
+// WithOutageHorizon says otherwise.
+const DefaultOutageHorizon = 2 * time.Hour
+
+// WithOutageHorizon sizes each reservation step to at least what the host
+// issues in d at its recent rate (default DefaultOutageHorizon), so that a
+// registry outage of about d/2 (the next step is reserved when half of the
+// current one is used) does not stop issuance, whatever the rate. A crash
+// skips at most one step, so a longer horizon means larger gaps after a
+// crash at high rates.
+func WithOutageHorizon(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 0 {
+			return fmt.Errorf("snapid: %w: WithOutageHorizon(%v)", ErrInvalidOption, d)
+		}
+		o.reg.horizon = d
+		return nil
+	}
+}
+
+// withClock replaces the clock of the registry side (tests).
+func withClock(now func() time.Time) Option {
+	return func(o *options) error {
+		o.reg.now = now
+		return nil
+	}
+}
+
+// WithReserveStep sets the least number of numbers the host reserves in
+// the registry at a time (default DefaultReserveStep; more at high rates,
+// see WithOutageHorizon). The next step is reserved in the background when
+// half of the current one is used.
 func WithReserveStep(n uint64) Option {
 	return func(o *options) error {
 		if n < 2 {

@@ -41,7 +41,7 @@ func TestCassandraOutage(t *testing.T) {
 	})
 	dir := t.TempDir()
 	path := filepath.Join(dir, "counter.u64")
-	g, err := Open(path, "web_1", WithRegistry(reg), WithReserveStep(100),
+	g, err := Open(path, "web_1", WithRegistry(reg), WithReserveStep(100), WithOutageHorizon(0),
 		WithRegistryTimeout(5*time.Second), WithHeartbeat(500*time.Millisecond))
 	require.NoError(t, err)
 	defer g.Close()

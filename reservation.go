@@ -31,7 +31,10 @@ type reservation struct {
 	seen     markState // the mark file as check read it, for committed (under the counter lock)
 	maxFloor uint64    // the highest floor this process saw or wrote (under the counter lock)
 
-	extendMu  sync.Mutex  // one extension at a time in this process
+	extendMu  sync.Mutex // one extension at a time in this process
+	rateAt    time.Time  // when the last extension was sized (under extendMu)
+	rateFrom  uint64     // the counter then (under extendMu)
+	curStep   atomic.Uint64
 	extending atomic.Bool // a background extension is running
 	lost      atomic.Pointer[error]
 
@@ -218,7 +221,7 @@ func (r *reservation) check(cur, k, high uint64) (uint64, error) {
 	if k > MaxNumber-base || base+k > m.mark {
 		return 0, &needMarkError{mark: m.mark, next: base + min(k, MaxNumber-base)}
 	}
-	if m.mark-(base+k) < r.o.step/2 {
+	if m.mark-(base+k) < r.step()/2 {
 		r.extendInBackground()
 	}
 	return base, nil
@@ -256,8 +259,8 @@ func (r *reservation) extendInBackground() {
 	}()
 }
 
-// extend raises the registry's mark to one step above the counter (and to
-// at least need), then the mark file. It does nothing when another caller
+// extend raises the registry's mark to one step (see nextStep) above the
+// counter (and to at least need), then the mark file. It does nothing when another caller
 // already made enough room.
 func (r *reservation) extend(ctx context.Context, need uint64) error {
 	r.extendMu.Lock()
@@ -281,7 +284,7 @@ func (r *reservation) extend(ctx context.Context, need uint64) error {
 		switch {
 		case need > 0 && old.mark >= need:
 			return nil // room for the caller waiting on it
-		case need == 0 && old.mark > cur && old.mark-cur >= r.o.step/2:
+		case need == 0 && old.mark > cur && old.mark-cur >= r.step()/2:
 			return nil // another caller made room meanwhile
 		}
 		// The mark goes one step above the counter, never further, so a
@@ -290,7 +293,8 @@ func (r *reservation) extend(ctx context.Context, need uint64) error {
 		if need > 0 {
 			from = max(from, need-1)
 		}
-		next := from + min(r.o.step, MaxNumber-from)
+		step := r.nextStep(cur)
+		next := from + min(step, MaxNumber-from)
 		if next <= old.mark {
 			if old.mark == MaxNumber {
 				return fmt.Errorf("snapid: %w: the mark is at 2^64-1", ErrExhausted)
@@ -318,6 +322,35 @@ func (r *reservation) extend(ctx context.Context, need uint64) error {
 		}
 	}
 	return fmt.Errorf("snapid: %w: the registry's mark kept moving", ErrReservationExhausted)
+}
+
+// step is the size of the current reservation step.
+func (r *reservation) step() uint64 {
+	if v := r.curStep.Load(); v > 0 {
+		return v
+	}
+	return r.o.step
+}
+
+// nextStep sizes the next extension: the configured step, or as many
+// numbers as the host issued in the configured horizon at the rate seen
+// since the last extension, whichever is more, so that a registry outage
+// of that long does not stop issuance at any rate. The caller holds
+// extendMu.
+func (r *reservation) nextStep(cur uint64) uint64 {
+	now := r.o.now()
+	step := r.o.step
+	if !r.rateAt.IsZero() && cur > r.rateFrom {
+		if elapsed := now.Sub(r.rateAt); elapsed > 0 {
+			perHorizon := float64(cur-r.rateFrom) / elapsed.Seconds() * r.o.horizon.Seconds()
+			if perHorizon > float64(step) {
+				step = uint64(min(perHorizon, float64(MaxNumber/4)))
+			}
+		}
+	}
+	r.rateAt, r.rateFrom = now, cur
+	r.curStep.Store(step)
+	return step
 }
 
 // adopt raises the mark file to v, which the registry holds for this

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -47,7 +48,7 @@ func draw(t *testing.T, g *Generator, n int) []uint64 {
 func TestReservationBoundsAndCleanRestart(t *testing.T) {
 	reg := newMemRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
-	g := openReg(t, path, "web_1", reg, WithReserveStep(100))
+	g := openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
 	h, _ := reg.row("web_1")
 	assert.Equal(t, uint64(100), h.Reserved, "the first step is reserved at Open")
 	assert.Equal(t, []uint64{1, 2, 3}, draw(t, g, 3))
@@ -55,7 +56,7 @@ func TestReservationBoundsAndCleanRestart(t *testing.T) {
 	h, _ = reg.row("web_1")
 	assert.Equal(t, uint64(3), h.Reserved, "the last process out returns the unused reservation")
 
-	g = openReg(t, path, "web_1", reg, WithReserveStep(100))
+	g = openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
 	assert.Equal(t, []uint64{4}, draw(t, g, 1), "a clean restart leaves no gap")
 	require.NoError(t, g.Close())
 }
@@ -63,7 +64,7 @@ func TestReservationBoundsAndCleanRestart(t *testing.T) {
 func TestReservationExtendsAheadAndStopsAtMarkWhenRegistryDown(t *testing.T) {
 	reg := newMemRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
-	g := openReg(t, path, "web_1", reg, WithReserveStep(10))
+	g := openReg(t, path, "web_1", reg, WithReserveStep(10), WithOutageHorizon(0))
 	defer g.Close()
 	seen := draw(t, g, 25) // crosses two marks: extended in the background or synchronously
 	assert.Equal(t, uint64(25), seen[24])
@@ -100,11 +101,11 @@ func TestReservationExtendsAheadAndStopsAtMarkWhenRegistryDown(t *testing.T) {
 func TestReservationCrashLeavesAtMostOneStep(t *testing.T) {
 	reg := newMemRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
-	g := openReg(t, path, "web_1", reg, WithReserveStep(100))
+	g := openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
 	draw(t, g, 7)
 	crash(t, g)
 
-	g = openReg(t, path, "web_1", reg, WithReserveStep(100))
+	g = openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
 	defer g.Close()
 	v, err := g.Next()
 	require.NoError(t, err)
@@ -116,7 +117,7 @@ func TestReservationRestoredBackupNeverRepeats(t *testing.T) {
 	for _, clean := range []bool{true, false} {
 		reg := newMemRegistry()
 		path := filepath.Join(t.TempDir(), "counter.u64")
-		g := openReg(t, path, "web_1", reg, WithReserveStep(50))
+		g := openReg(t, path, "web_1", reg, WithReserveStep(50), WithOutageHorizon(0))
 		draw(t, g, 5)
 		backup, err := os.ReadFile(path)
 		require.NoError(t, err)
@@ -129,7 +130,7 @@ func TestReservationRestoredBackupNeverRepeats(t *testing.T) {
 		// Restore the old counter in place, as a restore from backup would.
 		require.NoError(t, os.WriteFile(path, backup, 0o600))
 
-		g = openReg(t, path, "web_1", reg, WithReserveStep(50))
+		g = openReg(t, path, "web_1", reg, WithReserveStep(50), WithOutageHorizon(0))
 		v, err := g.Next()
 		require.NoError(t, err)
 		assert.Greater(t, v, issued[len(issued)-1], "clean=%v: a rolled-back counter is raised above every issued id", clean)
@@ -157,7 +158,7 @@ func TestReservationTakeoverAfterReleaseContinuesAbove(t *testing.T) {
 	reg := newMemRegistry()
 	dir := t.TempDir()
 	aPath := filepath.Join(dir, "a.u64")
-	a := openReg(t, aPath, "web_1", reg, WithReserveStep(10))
+	a := openReg(t, aPath, "web_1", reg, WithReserveStep(10), WithOutageHorizon(0))
 	issued := draw(t, a, 37)
 	require.NoError(t, a.Close())
 	final, err := Release(t.Context(), aPath, "web_1", WithRegistry(reg))
@@ -176,7 +177,7 @@ func TestReservationTakeoverAfterReleaseContinuesAbove(t *testing.T) {
 func TestReservationForcedTakeover(t *testing.T) {
 	reg := newMemRegistry()
 	dir := t.TempDir()
-	a := openReg(t, filepath.Join(dir, "a.u64"), "web_1", reg, WithReserveStep(10))
+	a := openReg(t, filepath.Join(dir, "a.u64"), "web_1", reg, WithReserveStep(10), WithOutageHorizon(0))
 	draw(t, a, 3)
 	crash(t, a) // the old host is gone without releasing
 
@@ -215,8 +216,8 @@ func TestReservationProcessesShareMark(t *testing.T) {
 	// as processes do.
 	reg := newMemRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
-	a := openReg(t, path, "web_1", reg, WithReserveStep(20))
-	b := openReg(t, path, "web_1", reg, WithReserveStep(20))
+	a := openReg(t, path, "web_1", reg, WithReserveStep(20), WithOutageHorizon(0))
+	b := openReg(t, path, "web_1", reg, WithReserveStep(20), WithOutageHorizon(0))
 
 	var mu sync.Mutex
 	seen := map[uint64]bool{}
@@ -269,7 +270,7 @@ func TestReservationCopiedDirectorySameMachine(t *testing.T) {
 	for _, d := range []string{"a", "b"} {
 		require.NoError(t, os.MkdirAll(filepath.Join(dir, d), 0o700))
 	}
-	g1 := openReg(t, filepath.Join(dir, "a", "c.u64"), "web_1", reg, WithReserveStep(10))
+	g1 := openReg(t, filepath.Join(dir, "a", "c.u64"), "web_1", reg, WithReserveStep(10), WithOutageHorizon(0))
 	defer g1.Close()
 	from1 := draw(t, g1, 2)
 	entries, err := os.ReadDir(filepath.Join(dir, "a"))
@@ -279,7 +280,7 @@ func TestReservationCopiedDirectorySameMachine(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "b", e.Name()), b, 0o600))
 	}
-	g2 := openReg(t, filepath.Join(dir, "b", "c.u64"), "web_1", reg, WithReserveStep(10))
+	g2 := openReg(t, filepath.Join(dir, "b", "c.u64"), "web_1", reg, WithReserveStep(10), WithOutageHorizon(0))
 	defer g2.Close()
 	from2 := draw(t, g2, 30)
 	for {
@@ -308,7 +309,7 @@ func TestReservationRollbackWhileRunning(t *testing.T) {
 		t.Run(who, func(t *testing.T) {
 			reg := newMemRegistry()
 			path := filepath.Join(t.TempDir(), "counter.u64")
-			g1 := openReg(t, path, "web_1", reg, WithReserveStep(100))
+			g1 := openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
 			defer g1.Close()
 			draw(t, g1, 5)
 			backup, err := os.ReadFile(path)
@@ -322,7 +323,7 @@ func TestReservationRollbackWhileRunning(t *testing.T) {
 
 			g := g1
 			if who == "joining" {
-				g = openReg(t, path, "web_1", reg, WithReserveStep(100))
+				g = openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
 				defer g.Close()
 			}
 			v, err := g.Next()
@@ -377,7 +378,7 @@ func TestRepairAndReleaseRefusedWhileInUse(t *testing.T) {
 func TestReservationRollbackThenCleanClose(t *testing.T) {
 	reg := newMemRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
-	g := openReg(t, path, "web_1", reg, WithReserveStep(100))
+	g := openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
 	draw(t, g, 5)
 	backup, err := os.ReadFile(path)
 	require.NoError(t, err)
@@ -389,7 +390,7 @@ func TestReservationRollbackThenCleanClose(t *testing.T) {
 	require.NoError(t, f.Close())
 	require.NoError(t, g.Close())
 
-	g = openReg(t, path, "web_1", reg, WithReserveStep(100))
+	g = openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
 	defer g.Close()
 	v, err := g.Next()
 	require.NoError(t, err)
@@ -401,12 +402,39 @@ func TestReservationRollbackThenCleanClose(t *testing.T) {
 func TestReservationJoinWhileRegistryDown(t *testing.T) {
 	reg := newMemRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
-	first := openReg(t, path, "web_1", reg, WithReserveStep(100))
+	first := openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
 	defer first.Close()
 	draw(t, first, 3)
 	reg.setDown(true)
-	joiner := openReg(t, path, "web_1", reg, WithReserveStep(100))
+	joiner := openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
 	defer joiner.Close()
 	assert.Equal(t, []uint64{4}, draw(t, joiner, 1))
 	reg.setDown(false)
+}
+
+// At a high issue rate the reservation step grows to cover the outage
+// horizon at that rate; at a low rate it stays at the configured step.
+func TestReservationStepFollowsRate(t *testing.T) {
+	reg := newMemRegistry()
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	var mu sync.Mutex
+	now := time.Unix(1_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	g := openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(time.Hour), withClock(clock))
+	defer g.Close()
+	h, _ := reg.row("web_1")
+	require.Equal(t, uint64(100), h.Reserved, "no rate seen yet: the configured step")
+
+	// Up to 100 numbers in one (fake) second, at most 100/s: the extension
+	// made at half of the step sees the rate so far, so the new step is an
+	// hour at that rate, between the configured step and 360,000.
+	advance(time.Second)
+	draw(t, g, 100)
+	v, err := g.Next() // past the first step: an extension has landed
+	require.NoError(t, err)
+	h, _ = reg.row("web_1")
+	ahead := h.Reserved - v
+	assert.Greater(t, ahead, uint64(10_000), "the step grew with the rate (mark %d, counter %d)", h.Reserved, v)
+	assert.LessOrEqual(t, ahead, uint64(360_000), "no more than an hour at the rate seen")
 }
