@@ -225,21 +225,6 @@ func (h *hostState) writeSession(session string) error {
 	return nil
 }
 
-// readFloor returns the floor recorded beside the counter (0 if none).
-func readFloor(counterPath string) (uint64, error) {
-	b, err := readSmallFile(counterPath+markSuffix, false)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, &FileError{Op: "read", Path: counterPath + markSuffix, Err: classifyOpenError(err)}
-	}
-	m, err := decodeMark(b)
-	if err != nil {
-		return 0, &FileError{Op: "read", Path: counterPath + markSuffix, Err: err}
-	}
-	return m.floor, nil
-}
 
 // readSession returns the session of the host's claim; the caller holds
 // the gate.
@@ -307,17 +292,23 @@ func missingFiles(counterPath string) []string {
 // counter file at counterPath (the highest number the registry lets it
 // issue), and false if the counter has never been used with a registry.
 func ReadMark(counterPath string) (mark uint64, ok bool, err error) {
+	m, ok, err := readMarkFile(counterPath)
+	return m.mark, ok, err
+}
+
+// readMarkFile reads the mark file beside the counter without the lock;
+// ok is false if there is none.
+func readMarkFile(counterPath string) (m markState, ok bool, err error) {
 	path := counterPath + markSuffix
 	b, err := readSmallFile(path, false)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return 0, false, nil
+		return markState{}, false, nil
 	case err != nil:
-		return 0, false, &FileError{Op: "read", Path: path, Err: classifyOpenError(err)}
+		return markState{}, false, &FileError{Op: "read", Path: path, Err: classifyOpenError(err)}
 	}
-	m, err := decodeMark(b)
-	if err != nil {
-		return 0, false, &FileError{Op: "read", Path: path, Err: err}
+	if m, err = decodeMark(b); err != nil {
+		return markState{}, false, &FileError{Op: "read", Path: path, Err: err}
 	}
-	return m.mark, true, nil
+	return m, true, nil
 }

@@ -64,17 +64,13 @@ func Release(ctx context.Context, counterPath, name string, opts ...Option) (fin
 	if err != nil {
 		return 0, err
 	}
-	mark, _, err := ReadMark(counterPath)
-	if err != nil {
-		return 0, err
-	}
-	floor, err := readFloor(counterPath)
+	m, _, err := readMarkFile(counterPath)
 	if err != nil {
 		return 0, err
 	}
 	// Above every number this host may have issued: the counter, its
-	// floor (if it went backwards), and what the registry reserved.
-	final = max(cur, floor, mark, h.Reserved)
+	// floor (if it went backwards), and what was reserved.
+	final = max(cur, m.floor, m.mark, h.Reserved)
 	if err := o.reg.registry.Release(ctx, name, owner, final); err != nil {
 		return 0, err
 	}
