@@ -225,7 +225,6 @@ func (h *hostState) writeSession(session string) error {
 	return nil
 }
 
-
 // readSession returns the session of the host's claim; the caller holds
 // the gate.
 func (h *hostState) readSession() (string, error) {
