@@ -385,18 +385,6 @@ type advanceHook interface {
 	committed(v uint64)
 }
 
-// raise sets the counter to v if it is lower, and returns the value before.
-func (c *counterFile) raise(v uint64) (before uint64, err error) {
-	err = c.withLock(func() error {
-		before, err = c.load()
-		if err != nil || before >= v {
-			return err
-		}
-		return c.store(v)
-	})
-	return before, err
-}
-
 func (c *counterFile) close() error {
 	return c.f.Close()
 }

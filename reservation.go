@@ -401,9 +401,9 @@ func (r *reservation) close() error {
 	r.cancel()
 	r.wg.Wait()
 	// A synchronous extension a caller was waiting for has been cancelled;
-	// let it finish before deciding what to set back.
+	// let it finish before deciding what to set back, and start none.
 	r.extendMu.Lock()
-	r.extendMu.Unlock()
+	defer r.extendMu.Unlock()
 	defer r.host.close()
 	ctx, cancel := context.WithTimeout(context.Background(), r.o.timeout)
 	defer cancel()
