@@ -6,7 +6,7 @@
 #      Maven Central on first use, cached in ~/.cache/snapid), unless one is
 #      already answering there; stops it at the end, also on failure, if it
 #      started it;
-#   2. checks formatting (gofmt) and go vet;
+#   2. checks formatting (gofmt), go vet and staticcheck;
 #   3. runs every test with the race detector, CI=true so that a missing
 #      Cassandra fails instead of skipping;
 #   4. runs the Cassandra outage test on its own (it stops and restarts
@@ -45,6 +45,8 @@ if [[ -n "$unformatted" ]]; then
   exit 1
 fi
 go vet ./...
+echo "test: staticcheck"
+go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 echo "test: go test -race ./..."
 go test -race -count=1 -timeout 20m ./...
