@@ -438,3 +438,25 @@ func TestReservationStepFollowsRate(t *testing.T) {
 	assert.Greater(t, ahead, uint64(10_000), "the step grew with the rate (mark %d, counter %d)", h.Reserved, v)
 	assert.LessOrEqual(t, ahead, uint64(360_000), "no more than an hour at the rate seen")
 }
+
+// Stats count the counter updates and the numbers they reserved, so that
+// operators can see what group commit and block mode save.
+func TestStats(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	g, err := Open(path, "web_1", WithSync(false))
+	require.NoError(t, err)
+	defer g.Close()
+	draw(t, g, 10)
+	st := g.Stats()
+	assert.Equal(t, uint64(10), st.Flushes, "one caller: one update per id")
+	assert.Equal(t, uint64(10), st.Reserved)
+	assert.Positive(t, st.FlushTime)
+
+	b, err := Open(path, "web_1", WithSync(false), WithBlock(100))
+	require.NoError(t, err)
+	defer b.Close()
+	draw(t, b, 10)
+	st = b.Stats()
+	assert.Equal(t, uint64(1), st.Flushes, "block mode: one update for the block")
+	assert.Equal(t, uint64(100), st.Reserved)
+}
