@@ -1007,33 +1007,9 @@ func TestFaultGroupCommitFailsWholeGroup(t *testing.T) {
 
 	// The first caller's write is held, so that the next callers form
 	// one group behind it.
-	entered, release := x.hold()
-	var leaderN uint64
-	var leaderErr error
-	leaderDone := make(chan struct{})
-	go func() {
-		defer close(leaderDone)
-		leaderN, leaderErr = g.Next()
-	}()
-	<-entered
-
-	nums := make([]uint64, members)
-	errs := make([]error, members)
-	var wg sync.WaitGroup
-	for i := range members {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			nums[i], errs[i] = g.Next()
-		}()
-	}
-	ctWaitGroupSize(g, members)
 	// The leader's sync succeeds (a nil entry is the real sync), the
 	// group's fails.
-	x.failSyncs(nil, syscall.EIO)
-	release()
-	<-leaderDone
-	wg.Wait()
+	leaderN, leaderErr, nums, errs := ctHeldGroup(g, x, members, func() { x.failSyncs(nil, syscall.EIO) })
 
 	require.NoError(t, leaderErr)
 	assert.Equal(t, uint64(101), leaderN)
@@ -1077,29 +1053,7 @@ func TestExhaustionGroupOfTwoAtLastNumber(t *testing.T) {
 	ctWrite(t, path, math.MaxUint64-2)
 	x := &ctFaultIO{}
 	g := ctOpen(t, path, withIO(x))
-	entered, release := x.hold()
-	var leaderN uint64
-	var leaderErr error
-	leaderDone := make(chan struct{})
-	go func() {
-		defer close(leaderDone)
-		leaderN, leaderErr = g.Next()
-	}()
-	<-entered
-	nums := make([]uint64, 2)
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	for i := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			nums[i], errs[i] = g.Next()
-		}()
-	}
-	ctWaitGroupSize(g, 2)
-	release()
-	<-leaderDone
-	wg.Wait()
+	leaderN, leaderErr, nums, errs := ctHeldGroup(g, x, 2, nil)
 	require.NoError(t, leaderErr)
 	require.Equal(t, uint64(math.MaxUint64-1), leaderN)
 	ok := 0
@@ -1602,4 +1556,35 @@ func TestReadCounter(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, uint64(3), v)
 	})
+}
+
+// ctHeldGroup holds the write of a first caller (the leader of a group),
+// lets members callers join the next group behind it, runs beforeRelease
+// (if any), releases the leader and returns what everyone got.
+func ctHeldGroup(g *Generator, x *ctFaultIO, members int, beforeRelease func()) (leaderN uint64, leaderErr error, nums []uint64, errs []error) {
+	entered, release := x.hold()
+	leaderDone := make(chan struct{})
+	go func() {
+		defer close(leaderDone)
+		leaderN, leaderErr = g.Next()
+	}()
+	<-entered
+	nums = make([]uint64, members)
+	errs = make([]error, members)
+	var wg sync.WaitGroup
+	for i := range members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nums[i], errs[i] = g.Next()
+		}()
+	}
+	ctWaitGroupSize(g, uint64(members))
+	if beforeRelease != nil {
+		beforeRelease()
+	}
+	release()
+	<-leaderDone
+	wg.Wait()
+	return leaderN, leaderErr, nums, errs
 }
