@@ -1009,7 +1009,8 @@ func TestFaultGroupCommitFailsWholeGroup(t *testing.T) {
 	// one group behind it.
 	// The leader's sync succeeds (a nil entry is the real sync), the
 	// group's fails.
-	leaderN, leaderErr, nums, errs := ctHeldGroup(g, x, members, func() { x.failSyncs(nil, syscall.EIO) })
+	r := ctHeldGroup(g, x, members, func() { x.failSyncs(nil, syscall.EIO) })
+	leaderN, leaderErr, nums, errs := r.leaderN, r.leaderErr, r.nums, r.errs
 
 	require.NoError(t, leaderErr)
 	assert.Equal(t, uint64(101), leaderN)
@@ -1053,7 +1054,8 @@ func TestExhaustionGroupOfTwoAtLastNumber(t *testing.T) {
 	ctWrite(t, path, math.MaxUint64-2)
 	x := &ctFaultIO{}
 	g := ctOpen(t, path, withIO(x))
-	leaderN, leaderErr, nums, errs := ctHeldGroup(g, x, 2, nil)
+	r := ctHeldGroup(g, x, 2, nil)
+	leaderN, leaderErr, nums, errs := r.leaderN, r.leaderErr, r.nums, r.errs
 	require.NoError(t, leaderErr)
 	require.Equal(t, uint64(math.MaxUint64-1), leaderN)
 	ok := 0
@@ -1558,10 +1560,20 @@ func TestReadCounter(t *testing.T) {
 	})
 }
 
+// ctGroupResult is what the leader and the members of a held group got.
+type ctGroupResult struct {
+	leaderN   uint64
+	leaderErr error
+	nums      []uint64
+	errs      []error
+}
+
 // ctHeldGroup holds the write of a first caller (the leader of a group),
 // lets members callers join the next group behind it, runs beforeRelease
 // (if any), releases the leader and returns what everyone got.
-func ctHeldGroup(g *Generator, x *ctFaultIO, members int, beforeRelease func()) (leaderN uint64, leaderErr error, nums []uint64, errs []error) {
+func ctHeldGroup(g *Generator, x *ctFaultIO, members int, beforeRelease func()) ctGroupResult {
+	var leaderN uint64
+	var leaderErr error
 	entered, release := x.hold()
 	leaderDone := make(chan struct{})
 	go func() {
@@ -1569,8 +1581,8 @@ func ctHeldGroup(g *Generator, x *ctFaultIO, members int, beforeRelease func()) 
 		leaderN, leaderErr = g.Next()
 	}()
 	<-entered
-	nums = make([]uint64, members)
-	errs = make([]error, members)
+	nums := make([]uint64, members)
+	errs := make([]error, members)
 	var wg sync.WaitGroup
 	for i := range members {
 		wg.Add(1)
@@ -1586,5 +1598,5 @@ func ctHeldGroup(g *Generator, x *ctFaultIO, members int, beforeRelease func()) 
 	release()
 	<-leaderDone
 	wg.Wait()
-	return leaderN, leaderErr, nums, errs
+	return ctGroupResult{leaderN: leaderN, leaderErr: leaderErr, nums: nums, errs: errs}
 }
