@@ -497,6 +497,12 @@ func TestOpenBadInput(t *testing.T) {
 		{name: "WithBlock(0) existing", setup: existing, opts: []Option{WithBlock(0)}, wantErr: []error{ErrInvalidOption}},
 		{name: "WithLogger(nil)", setup: missing, opts: []Option{WithLogger(nil)}, wantErr: []error{ErrInvalidOption}},
 		{name: "WithFileMode(setuid)", setup: missing, opts: []Option{WithFileMode(fs.ModeSetuid | 0o600)}, wantErr: []error{ErrInvalidOption}},
+		{name: "clone window below twice the heartbeat", setup: missing,
+			opts: []Option{WithCloneWindow(time.Minute), WithHeartbeat(31 * time.Second)}, wantErr: []error{ErrInvalidOption}},
+		{name: "clone window below twice the default heartbeat", setup: existing,
+			opts: []Option{WithCloneWindow(119 * time.Second)}, wantErr: []error{ErrInvalidOption}},
+		{name: "WithHeartbeat(0)", setup: missing, opts: []Option{WithHeartbeat(0)}, wantErr: []error{ErrInvalidOption}},
+		{name: "WithCloneWindow(-1)", setup: missing, opts: []Option{WithCloneWindow(-1)}, wantErr: []error{ErrInvalidOption}},
 	}...)
 
 	for _, tt := range tests {

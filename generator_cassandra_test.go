@@ -325,10 +325,10 @@ func TestClusterCloneRefused(t *testing.T) {
 }
 
 // TestClusterCloneAfterWindowNeverSharesRange: a copy of a counter
-// directory that claims the name after the original went quiet (here: a
-// clone window of 1 ns) takes the name over; the original, still running,
-// can no longer extend and stops at its mark, and the two never issue the
-// same number.
+// directory that claims the name after the original went quiet (here: the
+// clone's registry clock is ten minutes ahead, twice the clone window) takes
+// the name over; the original, still running, can no longer extend and stops
+// at its mark, and the two never issue the same number.
 func TestClusterCloneAfterWindowNeverSharesRange(t *testing.T) {
 	ks := newTestKeyspace(t)
 	reg := ks.registry(t)
@@ -346,8 +346,10 @@ func TestClusterCloneAfterWindowNeverSharesRange(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "clone", f), b, 0o600))
 	}
-	clone, err := Open(filepath.Join(dir, "clone", "c.u64"), "web_1", WithRegistry(ks.registry(t)), WithReserveStep(50), WithOutageHorizon(0),
-		WithCloneWindow(time.Nanosecond), WithHostInfo(HostInfo{Hostname: "clone", MachineID: "m-clone"}))
+	later := ks.registry(t)
+	later.now = func() time.Time { return time.Now().Add(10 * time.Minute) }
+	clone, err := Open(filepath.Join(dir, "clone", "c.u64"), "web_1", WithRegistry(later), WithReserveStep(50), WithOutageHorizon(0),
+		WithHostInfo(HostInfo{Hostname: "clone", MachineID: "m-clone"}))
 	require.NoError(t, err)
 	defer clone.Close()
 	fromClone := draw(t, clone, 200)

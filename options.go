@@ -48,6 +48,12 @@ func buildOptions(opts []Option) (options, error) {
 			return o, err
 		}
 	}
+	// A holder that misses one heartbeat (late by up to a registry
+	// timeout) must not look gone to a clone check.
+	if w, hb := o.reg.cloneWindow, o.reg.heartbeat; w > 0 && w < 2*hb {
+		return o, fmt.Errorf("snapid: %w: WithCloneWindow(%v) with WithHeartbeat(%v): the clone window must be at least twice the heartbeat (or 0 to turn the check off)",
+			ErrInvalidOption, w, hb)
+	}
 	return o, nil
 }
 
@@ -234,7 +240,11 @@ func WithTakeover(floor uint64) Option {
 
 // WithCloneWindow sets how recently a holder must have been seen for a
 // claim with its owner token from another machine to be refused as a
-// probable clone (default 5 minutes; it must exceed the heartbeat).
+// probable clone (default 5 minutes). It must be at least twice the
+// heartbeat (see WithHeartbeat), so that one late or lost heartbeat does not
+// make a live holder look gone; 0 turns the check off. The check compares
+// this host's clock with the holder's last heartbeat, so the hosts' clocks
+// must agree to well within the window minus the heartbeat (NTP does).
 func WithCloneWindow(d time.Duration) Option {
 	return func(o *options) error {
 		if d < 0 {
@@ -246,7 +256,8 @@ func WithCloneWindow(d time.Duration) Option {
 }
 
 // WithHeartbeat sets how often a Generator refreshes its last-seen time in
-// the registry (default 1 minute).
+// the registry (default 1 minute). The clone window must be at least twice
+// the heartbeat (see WithCloneWindow).
 func WithHeartbeat(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {

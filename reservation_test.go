@@ -210,6 +210,39 @@ func TestReservationCloneRefused(t *testing.T) {
 	require.ErrorIs(t, err, ErrProbableClone)
 }
 
+// The clone window is checked against the heartbeat at Open; any window of
+// at least twice the heartbeat works, and a window of 0 turns the check off.
+func TestReservationCloneWindowAndHeartbeat(t *testing.T) {
+	reg := newMemRegistry()
+	dir := t.TempDir()
+	for _, d := range []string{"a", "clone"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, d), 0o700))
+	}
+	a := openReg(t, filepath.Join(dir, "a", "c.u64"), "web_1", reg, WithHeartbeat(time.Second), WithCloneWindow(2*time.Second))
+	defer a.Close()
+	for _, f := range []string{"c.u64", "c.u64.owner"} {
+		b, err := os.ReadFile(filepath.Join(dir, "a", f))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "clone", f), b, 0o600))
+	}
+	clonePath := filepath.Join(dir, "clone", "c.u64")
+	cloneHost := WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"})
+
+	_, err := Open(clonePath, "web_1", WithRegistry(reg), cloneHost, WithHeartbeat(time.Second), WithCloneWindow(1999*time.Millisecond))
+	require.ErrorIs(t, err, ErrInvalidOption)
+	h, _ := reg.row("web_1")
+	assert.Equal(t, "h1", h.Hostname, "an invalid option reaches no registry")
+
+	_, err = Open(clonePath, "web_1", WithRegistry(reg), cloneHost, WithHeartbeat(time.Hour), WithCloneWindow(2*time.Hour))
+	require.ErrorIs(t, err, ErrProbableClone)
+
+	c, err := Open(clonePath, "web_1", WithRegistry(reg), cloneHost, WithHeartbeat(time.Hour), WithCloneWindow(0))
+	require.NoError(t, err, "a window of 0 turns the clone check off, whatever the heartbeat")
+	defer c.Close()
+	h, _ = reg.row("web_1")
+	assert.Equal(t, "h2", h.Hostname)
+}
+
 func TestReservationProcessesShareMark(t *testing.T) {
 	// Two Generators on one counter file stand for two processes: flock
 	// locks belong to open file descriptions, so they exclude each other
