@@ -212,3 +212,112 @@ func TestCheckNamesInventoryWithoutCassandra(t *testing.T) {
 	assert.Contains(t, r.stdout, snapid.ProblemInventoryInvalid)
 	requireOneErrorLine(t, f.run(t, "check-names"))
 }
+
+// testTLSDir returns the folder of the test node's client TLS files (see
+// scripts/cassandra.sh): SNAPID_TEST_CASSANDRA_TLS, else
+// $SNAPID_CASSANDRA_DIR/tls, else ~/.cache/snapid/run/tls. Missing files
+// fail the test in CI and skip it elsewhere.
+func testTLSDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("SNAPID_TEST_CASSANDRA_TLS")
+	if dir == "" {
+		run := os.Getenv("SNAPID_CASSANDRA_DIR")
+		if run == "" {
+			home, err := os.UserHomeDir()
+			require.NoError(t, err)
+			run = filepath.Join(home, ".cache", "snapid", "run")
+		}
+		dir = filepath.Join(run, "tls")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "client-key.pem")); err != nil {
+		msg := fmt.Sprintf("no TLS files of the test Cassandra (%v); start it with: bash scripts/cassandra.sh start", err)
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return dir
+}
+
+// The TLS flags and environment variables reach the registry: mutual TLS
+// works from either, and a client certificate without its key is refused
+// before anything is done.
+func TestRegistryCommandsTLS(t *testing.T) {
+	f, _, _ := registryEnv(t)
+	dir := testTLSDir(t)
+	f.vars["SNAPID_NAME"] = "tls_1"
+	f.vars["SNAPID_CASSANDRA_TLS_CA"] = filepath.Join(dir, "ca.pem")
+	f.vars["SNAPID_CASSANDRA_TLS_CERT"] = filepath.Join(dir, "client.pem")
+	f.vars["SNAPID_CASSANDRA_TLS_KEY"] = filepath.Join(dir, "client-key.pem")
+	r := f.run(t, "register")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = f.run(t, "next", "-n", "2")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	requireIDs(t, r.stdout, "tls_1", 2)
+
+	g := newFakeEnv(t)
+	g.home = f.home
+	g.vars = map[string]string{"SNAPID_NAME": "tls_1", "SNAPID_CASSANDRA": f.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": f.vars["SNAPID_KEYSPACE"]}
+	tlsFlags := []string{"--tls-ca", filepath.Join(dir, "ca.pem"), "--tls-cert", filepath.Join(dir, "client.pem"), "--tls-key", filepath.Join(dir, "client-key.pem")}
+	r = g.run(t, append([]string{"check-names"}, tlsFlags...)...)
+	require.Equal(t, exitOK, r.code, r.stdout+r.stderr)
+
+	// Only the CA: the node requires a client certificate.
+	line := requireOneErrorLine(t, g.run(t, "next", "--tls-ca", filepath.Join(dir, "ca.pem")))
+	assert.Contains(t, line, "certificate required")
+
+	// A certificate without its key: refused as bad input, counter unchanged.
+	counter := filepath.Join(f.home, ".local", "state", "snapid", "counter.u64")
+	before, err := os.ReadFile(counter)
+	require.NoError(t, err)
+	r = g.run(t, "next", "--tls-ca", filepath.Join(dir, "ca.pem"), "--tls-cert", filepath.Join(dir, "client.pem"))
+	line = requireOneErrorLine(t, r)
+	assert.Contains(t, line, "key")
+	after, err := os.ReadFile(counter)
+	require.NoError(t, err)
+	assert.Equal(t, before, after)
+}
+
+// With a Cassandra that requires passwords (scripts/test.sh runs this in a
+// step of its own, SNAPID_AUTH_TEST=1), the user name comes from the flag or
+// the environment and the password from the environment only; a missing or
+// wrong password is one clear error line, and nothing is created on disk.
+func TestRegistryCommandsPasswordAuth(t *testing.T) {
+	if os.Getenv("SNAPID_AUTH_TEST") != "1" {
+		t.Skip("needs a Cassandra that requires passwords; scripts/test.sh runs it in its own step (SNAPID_AUTH_TEST=1)")
+	}
+	host := cassandraHost(t)
+	ks := fmt.Sprintf("snapctl_auth_%d", time.Now().UnixNano())
+	cluster := gocql.NewCluster(strings.Split(host, ",")...)
+	cluster.ProtoVersion = 4
+	cluster.Timeout = 30 * time.Second
+	cluster.Authenticator = gocql.PasswordAuthenticator{Username: "cassandra", Password: "cassandra"}
+	s, err := cluster.CreateSession()
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = s.Query(`DROP KEYSPACE IF EXISTS ` + ks).Exec()
+		s.Close()
+	})
+
+	f := newFakeEnv(t)
+	f.vars["SNAPID_CASSANDRA"] = host
+	f.vars["SNAPID_KEYSPACE"] = ks
+	f.vars["SNAPID_NAME"] = "auth_1"
+	stateDir := filepath.Join(f.home, ".local", "state", "snapid")
+
+	line := requireOneErrorLine(t, f.run(t, "next"))
+	assert.Contains(t, line, "authentication")
+	f.vars["SNAPID_CASSANDRA_USERNAME"] = "cassandra"
+	f.vars["SNAPID_CASSANDRA_PASSWORD"] = "wrong"
+	line = requireOneErrorLine(t, f.run(t, "register"))
+	assert.Contains(t, line, "incorrect")
+	assert.NoDirExists(t, stateDir, "nothing created on disk")
+
+	f.vars["SNAPID_CASSANDRA_PASSWORD"] = "cassandra"
+	r := f.run(t, "next", "-n", "2")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	requireIDs(t, r.stdout, "auth_1", 2)
+	delete(f.vars, "SNAPID_CASSANDRA_USERNAME")
+	r = f.run(t, "check-names", "--username", "cassandra")
+	require.Equal(t, exitOK, r.code, r.stdout+r.stderr)
+}

@@ -1,0 +1,161 @@
+package snapid
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Tests of CassandraConfig's TLS against the real node of
+// scripts/cassandra.sh, which takes plain and TLS clients on one port and
+// requires TLS clients to present a certificate from its test CA.
+
+// testTLSFiles holds the PEM files scripts/cassandra.sh makes for clients.
+type testTLSFiles struct {
+	ca, cert, key string
+}
+
+// requireTestTLS returns the node's client TLS files: in
+// SNAPID_TEST_CASSANDRA_TLS, else in $SNAPID_CASSANDRA_DIR/tls, else in
+// ~/.cache/snapid/run/tls. Missing files fail the test in CI and skip it
+// elsewhere.
+func requireTestTLS(tb testing.TB) testTLSFiles {
+	tb.Helper()
+	dir := os.Getenv("SNAPID_TEST_CASSANDRA_TLS")
+	if dir == "" {
+		run := os.Getenv("SNAPID_CASSANDRA_DIR")
+		if run == "" {
+			home, err := os.UserHomeDir()
+			require.NoError(tb, err)
+			run = filepath.Join(home, ".cache", "snapid", "run")
+		}
+		dir = filepath.Join(run, "tls")
+	}
+	f := testTLSFiles{ca: filepath.Join(dir, "ca.pem"), cert: filepath.Join(dir, "client.pem"), key: filepath.Join(dir, "client-key.pem")}
+	for _, p := range []string{f.ca, f.cert, f.key} {
+		if _, err := os.Stat(p); err != nil {
+			msg := "no TLS files of the test Cassandra (" + err.Error() + "); start it with: bash scripts/cassandra.sh start"
+			if os.Getenv("CI") == "true" {
+				tb.Fatal(msg)
+			}
+			tb.Skip(msg)
+		}
+	}
+	return f
+}
+
+// selfSigned writes a new self-signed certificate and its key as PEM files
+// in dir and returns their paths: a CA the test node does not trust.
+func selfSigned(tb testing.TB, dir, name string) (certFile, keyFile string) {
+	tb.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(tb, err)
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(time.Now().UnixNano()),
+		Subject:               pkix.Name{CommonName: name},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(tb, err)
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	require.NoError(tb, err)
+	certFile, keyFile = filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem")
+	require.NoError(tb, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+	require.NoError(tb, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600))
+	return certFile, keyFile
+}
+
+func TestCassandraTLS(t *testing.T) {
+	k := newTestKeyspace(t)
+	f := requireTestTLS(t)
+	dir := t.TempDir()
+	otherCA, _ := selfSigned(t, dir, "other-ca")
+	strangerCert, strangerKey := selfSigned(t, dir, "stranger")
+
+	// Every failure is a connection refused before anything is written:
+	// the keyspace is never created.
+	for _, tc := range []struct {
+		name string
+		mod  func(*CassandraConfig)
+		want string
+	}{
+		{"server certificate from an untrusted CA", func(c *CassandraConfig) {
+			c.TLSCAFile, c.TLSCertFile, c.TLSKeyFile = otherCA, f.cert, f.key
+		}, "certificate signed by unknown authority"},
+		{"server name not in the certificate", func(c *CassandraConfig) {
+			c.TLS = &tls.Config{ServerName: "db.example", MinVersion: tls.VersionTLS12}
+			c.TLSCAFile, c.TLSCertFile, c.TLSKeyFile = f.ca, f.cert, f.key
+		}, "db.example"},
+		{"no client certificate", func(c *CassandraConfig) {
+			c.TLSCAFile = f.ca
+		}, "tls: certificate required"},
+		{"client certificate from an untrusted CA", func(c *CassandraConfig) {
+			// The server names the CAs it accepts, so the client does not
+			// even offer this certificate.
+			c.TLSCAFile, c.TLSCertFile, c.TLSKeyFile = f.ca, strangerCert, strangerKey
+		}, "tls: certificate required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := k.config()
+			cfg.ConnectTimeout = 5 * time.Second
+			tc.mod(&cfg)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			r, err := NewCassandraRegistry(ctx, cfg)
+			if err == nil {
+				r.Close()
+			}
+			require.ErrorIs(t, err, ErrRegistry)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.False(t, k.keyspaceExists(t, k.name), "a refused connection creates nothing")
+		})
+	}
+
+	t.Run("mutual TLS from PEM files", func(t *testing.T) {
+		r := k.registry(t, func(c *CassandraConfig) {
+			c.TLSCAFile, c.TLSCertFile, c.TLSKeyFile = f.ca, f.cert, f.key
+		})
+		g, err := Open(filepath.Join(t.TempDir(), "counter.u64"), "tls_host", WithRegistry(r), WithSync(false))
+		require.NoError(t, err)
+		defer g.Close()
+		id, err := g.NextID()
+		require.NoError(t, err)
+		assert.Equal(t, ID{Name: "tls_host", Number: 1}, id)
+		h, err := r.Get(testCtx(t), "tls_host")
+		require.NoError(t, err)
+		assert.Equal(t, StateActive, h.State)
+	})
+
+	t.Run("mutual TLS from a tls.Config", func(t *testing.T) {
+		pool := x509.NewCertPool()
+		caPEM, err := os.ReadFile(f.ca)
+		require.NoError(t, err)
+		require.True(t, pool.AppendCertsFromPEM(caPEM))
+		cert, err := tls.LoadX509KeyPair(f.cert, f.key)
+		require.NoError(t, err)
+		r := k.registry(t, func(c *CassandraConfig) {
+			c.TLS = &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		})
+		h, err := r.Get(testCtx(t), "tls_host")
+		require.NoError(t, err, "the row written over the other TLS connection is visible")
+		assert.Equal(t, StateActive, h.State)
+	})
+}
