@@ -114,9 +114,11 @@ type CassandraConfig struct {
 	// and every factor a positive integer.
 	Replication map[string]string
 
-	// NoCreate skips CREATE KEYSPACE and CREATE TABLE (for a user without
-	// the permission to run them); the table must exist. Its columns are
-	// checked either way.
+	// NoCreate skips CREATE KEYSPACE and CREATE TABLE; the table must
+	// exist. Without it they run only when the table does not exist yet, so
+	// a user with SELECT and MODIFY on an existing registry keyspace (and no
+	// CREATE permission) works either way. The table's columns are checked
+	// either way.
 	NoCreate bool
 
 	// Username and Password turn on password authentication.
@@ -584,7 +586,17 @@ func (r *CassandraRegistry) setUp(ctx context.Context, cfg CassandraConfig) erro
 	fail := func(what string, err error) error {
 		return fmt.Errorf("snapid: %w: %s: %w", ErrRegistry, what, err)
 	}
-	if !cfg.NoCreate {
+	create := !cfg.NoCreate
+	if create {
+		// An existing table is used as it is, so that a user allowed only
+		// to read and write it (no CREATE permission) needs no NoCreate.
+		exists, err := r.tableExists(ctx)
+		if err != nil {
+			return fail("reading the schema", err)
+		}
+		create = !exists
+	}
+	if create {
 		repl, _ := replicationCQL(cfg.Replication) // validated already
 		stmt := `CREATE KEYSPACE IF NOT EXISTS "` + r.ks + `" WITH replication = ` + repl
 		if err := r.session.Query(stmt).WithContext(ctx).Exec(); err != nil {
@@ -598,6 +610,15 @@ func (r *CassandraRegistry) setUp(ctx context.Context, cfg CassandraConfig) erro
 		return fail("waiting for the cluster to agree on the schema", err)
 	}
 	return r.checkColumns(ctx)
+}
+
+// tableExists reports whether the registry table exists (system_schema is
+// readable by every role).
+func (r *CassandraRegistry) tableExists(ctx context.Context) (bool, error) {
+	var n int
+	err := r.session.Query(`SELECT COUNT(*) FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?`,
+		r.ks, r.tbl).WithContext(ctx).Scan(&n)
+	return n > 0, err
 }
 
 // checkColumns verifies that the table exists with the columns this code

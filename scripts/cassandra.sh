@@ -18,6 +18,13 @@
 #   SNAPID_CASSANDRA_TIMEOUT  seconds to wait for CQL   (default 180)
 #   SNAPID_CASSANDRA_KEEP=1   keep data from the previous run instead of wiping it
 #   SNAPID_CASSANDRA_HEAP     JVM heap, -Xms = -Xmx     (default 1g)
+#   SNAPID_CASSANDRA_AUTH=1   require passwords and permissions (superuser
+#                             cassandra/cassandra) instead of allowing all
+#
+# TLS: the node accepts plain and TLS connections on the same port; a TLS
+# client must present a certificate signed by the test CA. The test CA, a
+# client certificate and its key (PEM) are made once with openssl in
+# $SNAPID_CASSANDRA_DIR/tls: ca.pem, client.pem, client-key.pem.
 set -euo pipefail
 
 VERSION="${SNAPID_CASSANDRA_VERSION:-5.0.9}"
@@ -34,6 +41,9 @@ STORAGE_PORT=7000
 JMX_PORT=7199  # local-only JMX, so NodeTool (in cassandra-all) can attach
 
 CONF_DIR="$RUN_DIR/conf"
+TLS_DIR="$RUN_DIR/tls"
+STORE_PASS=snapid-test  # test key stores only
+AUTH="${SNAPID_CASSANDRA_AUTH:-0}"
 DATA_DIR="$RUN_DIR/data"
 LOG_DIR="$RUN_DIR/logs"
 PID_FILE="$RUN_DIR/cassandra.pid"
@@ -131,9 +141,57 @@ EOF
 }
 
 # ---------------------------------------------------------------------------
+# TLS material (once): a test CA, the node's key store, a client certificate
+# ---------------------------------------------------------------------------
+make_tls() {
+  if [[ -f "$TLS_DIR/node.p12" && -f "$TLS_DIR/trust.p12" && -f "$TLS_DIR/client-key.pem" ]]; then
+    return 0
+  fi
+  command -v openssl >/dev/null || die "openssl not found (needed once for the test TLS certificates)"
+  command -v keytool >/dev/null || die "keytool not found (it comes with OpenJDK)"
+  local tmp="$TLS_DIR.partial"
+  rm -rf "$tmp"
+  mkdir -p "$tmp"
+  (
+    cd "$tmp"
+    ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+    openssl req -x509 "${ec[@]}" -days 3650 -subj "/CN=snapid test CA" \
+      -keyout ca-key.pem -out ca.pem \
+      -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign
+    # $1 = name, $2 = subject, $3 = extensions
+    sign() {
+      openssl req "${ec[@]}" -subj "$2" -keyout "$1-key.pem" -out "$1.csr"
+      printf '%s\n' "$3" >"$1.ext"
+      openssl x509 -req -in "$1.csr" -CA ca.pem -CAkey ca-key.pem -CAcreateserial \
+        -days 3650 -out "$1.pem" -extfile "$1.ext"
+    }
+    sign node "/CN=127.0.0.1" "subjectAltName=IP:127.0.0.1,DNS:localhost
+extendedKeyUsage=serverAuth"
+    sign client "/CN=snapid-test-client" "extendedKeyUsage=clientAuth"
+    openssl pkcs12 -export -in node.pem -inkey node-key.pem -certfile ca.pem -name node \
+      -out node.p12 -passout "pass:$STORE_PASS"
+    keytool -importcert -noprompt -alias ca -file ca.pem -keystore trust.p12 \
+      -storetype PKCS12 -storepass "$STORE_PASS"
+    rm -f ./*.csr ./*.ext ./*.srl ca-key.pem
+  ) >"$tmp.log" 2>&1 || {
+    cat "$tmp.log" >&2
+    die "could not make the test TLS certificates"
+  }
+  rm -f "$tmp.log"
+  rm -rf "$TLS_DIR"
+  mv "$tmp" "$TLS_DIR"
+  log "made the test TLS certificates in $TLS_DIR"
+}
+
+# ---------------------------------------------------------------------------
 # Configuration: cassandra.yaml and logback.xml under $CONF_DIR
 # ---------------------------------------------------------------------------
 write_config() {
+  local authenticator=AllowAllAuthenticator authorizer=AllowAllAuthorizer
+  if [[ "$AUTH" == 1 ]]; then
+    authenticator=PasswordAuthenticator
+    authorizer=CassandraAuthorizer
+  fi
   mkdir -p "$CONF_DIR/triggers" "$DATA_DIR" "$LOG_DIR"
   # Cassandra 5.0 rejects unknown keys, so only 4.1+/5.0-style names are used
   # (durations like "5000ms", sizes like "64MiB").
@@ -157,8 +215,8 @@ native_transport_port: $CQL_PORT
 start_native_transport: true
 native_transport_allow_older_protocols: true
 
-authenticator: AllowAllAuthenticator
-authorizer: AllowAllAuthorizer
+authenticator: $authenticator
+authorizer: $authorizer
 role_manager: CassandraRoleManager
 network_authorizer: AllowAllNetworkAuthorizer
 
@@ -199,6 +257,18 @@ counter_write_request_timeout: 8000ms
 cas_contention_timeout: 3000ms
 truncate_request_timeout: 60000ms
 request_timeout: 10000ms
+
+# Plain and TLS clients on the same port; TLS clients need a certificate
+# from the test CA.
+client_encryption_options:
+  enabled: true
+  optional: true
+  keystore: $TLS_DIR/node.p12
+  keystore_password: $STORE_PASS
+  truststore: $TLS_DIR/trust.p12
+  truststore_password: $STORE_PASS
+  store_type: PKCS12
+  require_client_auth: true
 EOF
 
   # The jar ships no logback.xml: INFO and up to system.log, warnings also to
@@ -343,10 +413,13 @@ cmd_start() {
     rm -rf "$DATA_DIR" "$LOG_DIR"
   fi
   rm -f "$PID_FILE"
+  make_tls
   write_config
   launch
   pid="$(cat "$PID_FILE")"
-  log "started pid $pid (cassandra $VERSION, state in $RUN_DIR); waiting up to $TIMEOUT s"
+  local how=""
+  [[ "$AUTH" == 1 ]] && how=", password authentication"
+  log "started pid $pid (cassandra $VERSION, state in $RUN_DIR$how); waiting up to $TIMEOUT s"
   wait_ready "$pid" "$started"
 }
 

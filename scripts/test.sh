@@ -11,8 +11,11 @@
 #      Cassandra fails instead of skipping;
 #   4. runs the Cassandra outage test on its own (it stops and restarts
 #      Cassandra under a running Generator);
-#   5. runs each fuzz target briefly;
-#   6. runs the benchmark module's tests (bench/), which check its workloads.
+#   5. restarts Cassandra requiring passwords and permissions and runs the
+#      authentication tests (TLS tests run in step 3: the node always takes
+#      TLS clients beside plain ones);
+#   6. runs each fuzz target briefly;
+#   7. runs the benchmark module's tests (bench/), which check its workloads.
 #
 # Environment: SNAPID_FUZZTIME (default 10s per target), and those of
 # scripts/cassandra.sh.
@@ -53,6 +56,16 @@ go test -race -count=1 -timeout 20m ./...
 
 echo "test: Cassandra outage (stops and restarts Cassandra, so it runs alone)"
 SNAPID_OUTAGE_TEST=1 go test -race -count=1 -run '^TestCassandraOutage$' -v . 2>&1 | { grep -v ' gocql: ' || true; }
+
+if [[ $started == 1 ]]; then
+  echo "test: password authentication (restarts Cassandra requiring passwords)"
+  bash scripts/cassandra.sh stop
+  SNAPID_CASSANDRA_AUTH=1 bash scripts/cassandra.sh start
+  SNAPID_AUTH_TEST=1 go test -race -count=1 -run 'PasswordAuth$' -v . ./cmd/snapctl 2>&1 | { grep -v ' gocql: ' || true; }
+else
+  # Restarting a node this script did not start is not its business.
+  echo "test: SKIPPED the authentication step: it needs a Cassandra this script starts (run 'bash scripts/cassandra.sh stop' first)"
+fi
 
 echo "test: fuzzing each target for $fuzztime"
 for target in FuzzParseID FuzzValidateName FuzzDecodeCounter; do
