@@ -221,10 +221,10 @@ func describe(cmd string, err error) string {
 		hint = "choose another --name, or, if that holder is gone for good, 'snapctl release --force --start N' or 'snapctl register --force --start N'"
 	case errors.Is(err, snapid.ErrProbableClone):
 		hint = "this counter directory looks copied from a machine still using it: give this machine its own counter (remove the .owner file) and name"
-	case errors.Is(err, snapid.ErrRegistry):
-		hint = "check that Cassandra is reachable (--cassandra / SNAPID_CASSANDRA) and try again; nothing was issued"
-	case errors.Is(err, snapid.ErrReservationExhausted):
+	case errors.Is(err, snapid.ErrReservationExhausted): // wraps ErrRegistry
 		hint = "the registry did not extend this host's reserved range: check that Cassandra is reachable; ids flow again once it is"
+	case errors.Is(err, snapid.ErrRegistry):
+		hint = registryHint(msg) + "; nothing was issued"
 	case errors.Is(err, snapid.ErrReplaced):
 		hint = "the counter file was removed or replaced while in use; check it, then start again"
 	case errors.Is(err, snapid.ErrRolledBack):
@@ -242,6 +242,22 @@ func describe(cmd string, err error) string {
 		return msg + "; " + hint
 	}
 	return msg
+}
+
+// registryHint says what to check for a registry error. The driver reports
+// authentication, permission and TLS failures as text only, so the message
+// is what tells them apart.
+func registryHint(msg string) string {
+	m := strings.ToLower(msg)
+	switch {
+	case strings.Contains(m, "authentication") || strings.Contains(m, "password are incorrect"):
+		return "check the user name (--username / SNAPID_CASSANDRA_USERNAME) and the password (SNAPID_CASSANDRA_PASSWORD)"
+	case strings.Contains(m, "permission"):
+		return "the Cassandra role needs SELECT and MODIFY on the registry keyspace (and CREATE once, to make it)"
+	case strings.Contains(m, "tls:") || strings.Contains(m, "x509:"):
+		return "check --tls-ca, --tls-cert and --tls-key (SNAPID_CASSANDRA_TLS_*) against the cluster's certificates"
+	}
+	return "check that Cassandra is reachable (--cassandra / SNAPID_CASSANDRA) and try again"
 }
 
 // oneLine folds a message onto one line.

@@ -579,3 +579,23 @@ func TestCLIHelpCommandListsFlags(t *testing.T) {
 		})
 	}
 }
+
+// Registry errors get the hint that fits their cause; an exhausted
+// reservation (which also wraps ErrRegistry) keeps its own.
+func TestDescribeRegistryHints(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("snapid: %w: connecting: dial tcp 127.0.0.1:1: connection refused", snapid.ErrRegistry), "reachable"},
+		{fmt.Errorf("snapid: %w: connecting: authentication required (using PasswordAuthenticator)", snapid.ErrRegistry), "SNAPID_CASSANDRA_PASSWORD"},
+		{fmt.Errorf("snapid: %w: connecting: Provided username x and/or password are incorrect", snapid.ErrRegistry), "--username"},
+		{fmt.Errorf("snapid: %w: creating keyspace k: User x has no CREATE permission on <all keyspaces>", snapid.ErrRegistry), "SELECT and MODIFY"},
+		{fmt.Errorf("snapid: %w: connecting: tls: failed to verify certificate: x509: certificate signed by unknown authority", snapid.ErrRegistry), "--tls-ca"},
+		{fmt.Errorf("snapid: %w: %w: extend: timeout", snapid.ErrReservationExhausted, snapid.ErrRegistry), "reserved range"},
+	} {
+		got := describe("next", tc.err)
+		assert.Contains(t, got, tc.want, "%v", tc.err)
+		assert.NotContains(t, got, "snapid: ", "the message is not prefixed twice")
+	}
+}
