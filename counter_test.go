@@ -1399,29 +1399,27 @@ func TestInit(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, ctName+"-42", id)
 	})
-	t.Run("creates at 1", func(t *testing.T) {
-		_, path := ctPath(t)
-		before, err := Init(path, 1)
-		require.NoError(t, err)
-		assert.Zero(t, before)
-		assert.Equal(t, uint64(0), ctValue(t, path))
-	})
-	t.Run("raises", func(t *testing.T) {
-		_, path := ctPath(t)
-		ctWrite(t, path, 5)
-		before, err := Init(path, 42)
-		require.NoError(t, err)
-		assert.Equal(t, uint64(5), before)
-		assert.Equal(t, uint64(41), ctValue(t, path))
-	})
-	t.Run("same value", func(t *testing.T) {
-		_, path := ctPath(t)
-		ctWrite(t, path, 41)
-		before, err := Init(path, 42)
-		require.NoError(t, err)
-		assert.Equal(t, uint64(41), before)
-		assert.Equal(t, uint64(41), ctValue(t, path))
-	})
+	for _, tt := range []struct {
+		name           string
+		existing       *uint64 // nil: no file yet
+		next           uint64
+		before, stored uint64
+	}{
+		{name: "creates at 1", next: 1, before: 0, stored: 0},
+		{name: "raises", existing: new(uint64(5)), next: 42, before: 5, stored: 41},
+		{name: "same value", existing: new(uint64(41)), next: 42, before: 41, stored: 41},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, path := ctPath(t)
+			if tt.existing != nil {
+				ctWrite(t, path, *tt.existing)
+			}
+			before, err := Init(path, tt.next)
+			require.NoError(t, err)
+			assert.Equal(t, tt.before, before)
+			assert.Equal(t, tt.stored, ctValue(t, path))
+		})
+	}
 	bad := []struct {
 		name    string
 		setup   func(t *testing.T, path string)
