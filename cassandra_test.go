@@ -18,6 +18,25 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// testT0 is where freezeClock stops a registry's clock.
+var testT0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// freezeClock stops r's clock at testT0 and returns a function that sets
+// it to testT0 plus d.
+func freezeClock(r *CassandraRegistry) func(d time.Duration) {
+	set := func(d time.Duration) { r.now = func() time.Time { return testT0.Add(d) } }
+	set(0)
+	return set
+}
+
+// mustClaim claims name for owner with testClaim's details.
+func mustClaim(tb testing.TB, ctx context.Context, r Registry, name, owner string) Holder {
+	tb.Helper()
+	h, err := r.Claim(ctx, testClaim(name, owner))
+	require.NoError(tb, err)
+	return h
+}
+
 func testCtx(tb testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	tb.Cleanup(cancel)
@@ -130,8 +149,7 @@ func TestCassandraSchemaIdempotent(t *testing.T) {
 	ctx := testCtx(t)
 	r1 := k.registry(t)
 	name := testName(t)
-	_, err := r1.Claim(ctx, testClaim(name, "owner_a"))
-	require.NoError(t, err)
+	mustClaim(t, ctx, r1, name, "owner_a")
 
 	// Opening again (schema present) changes nothing and sees the row.
 	r2 := k.registry(t)
@@ -155,8 +173,7 @@ func TestCassandraSchemaIdempotent(t *testing.T) {
 
 	// A reserved word is a valid table name: identifiers are quoted.
 	r4 := k.registry(t, func(c *CassandraConfig) { c.Table = "select" })
-	_, err = r4.Claim(ctx, testClaim(name, "owner_b"))
-	require.NoError(t, err)
+	mustClaim(t, ctx, r4, name, "owner_b")
 }
 
 func TestCassandraBadReplicationCreatesNothing(t *testing.T) {
@@ -356,8 +373,7 @@ func TestCassandraSameOwnerRestart(t *testing.T) {
 	k := newTestKeyspace(t)
 	ctx := testCtx(t)
 	r := k.registry(t)
-	t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	r.now = func() time.Time { return t0 }
+	at := freezeClock(r)
 	name := testName(t)
 	c := testClaim(name, "owner_a")
 	c.CloneWindow = 5 * time.Minute
@@ -368,11 +384,11 @@ func TestCassandraSameOwnerRestart(t *testing.T) {
 
 	// The same machine restarts a second later: passes, last_seen moves,
 	// the address may change, the mark and registered-at stay.
-	r.now = func() time.Time { return t0.Add(time.Second) }
+	at(time.Second)
 	c.Address = "192.0.2.99"
 	h2, err := r.Claim(ctx, c)
 	require.NoError(t, err)
-	assert.Equal(t, t0.Add(time.Second), h2.LastSeen)
+	assert.Equal(t, testT0.Add(time.Second), h2.LastSeen)
 	assert.Equal(t, h1.RegisteredAt, h2.RegisteredAt)
 	assert.Equal(t, uint64(1000), h2.Reserved)
 	assert.Equal(t, "192.0.2.99", h2.Address)
@@ -385,8 +401,7 @@ func TestCassandraCloneDetection(t *testing.T) {
 	k := newTestKeyspace(t)
 	ctx := testCtx(t)
 	r := k.registry(t)
-	t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	r.now = func() time.Time { return t0 }
+	at := freezeClock(r)
 	name := testName(t)
 	orig := testClaim(name, "owner_a")
 	orig.CloneWindow = 5 * time.Minute
@@ -397,7 +412,7 @@ func TestCassandraCloneDetection(t *testing.T) {
 	clone := orig
 	clone.MachineID = "machine-copy"
 	clone.Hostname = "copy.example"
-	r.now = func() time.Time { return t0.Add(4 * time.Minute) }
+	at(4 * time.Minute)
 	_, err = r.Claim(ctx, clone)
 	require.ErrorIs(t, err, ErrProbableClone)
 	assert.Contains(t, err.Error(), "owner_a.example")
@@ -416,7 +431,7 @@ func TestCassandraCloneDetection(t *testing.T) {
 
 	// Not seen for longer than the window: the machine moved; it passes.
 	clone.Force = false
-	r.now = func() time.Time { return t0.Add(6 * time.Minute) }
+	at(6 * time.Minute)
 	h, err := r.Claim(ctx, clone)
 	require.NoError(t, err)
 	assert.Equal(t, "copy.example", h.Hostname)
@@ -433,9 +448,8 @@ func TestCassandraReleaseAndTakeOver(t *testing.T) {
 	ctx := testCtx(t)
 	ra, rb := k.registry(t), k.registry(t)
 	name := testName(t)
-	_, err := ra.Claim(ctx, testClaim(name, "owner_a"))
-	require.NoError(t, err)
-	_, err = ra.Extend(ctx, name, "owner_a", sessionOf(t, ra, name), 0, 5000)
+	mustClaim(t, ctx, ra, name, "owner_a")
+	_, err := ra.Extend(ctx, name, "owner_a", sessionOf(t, ra, name), 0, 5000)
 	require.NoError(t, err)
 	err = ra.Release(ctx, name, "owner_a", 4999)
 	require.ErrorIs(t, err, ErrMarkMoved, "a release cannot record less than the mark")
@@ -445,8 +459,7 @@ func TestCassandraReleaseAndTakeOver(t *testing.T) {
 	assert.Equal(t, StateReleased, got.State)
 	assert.Equal(t, uint64(5042), got.Reserved)
 
-	hb, err := rb.Claim(ctx, testClaim(name, "owner_b"))
-	require.NoError(t, err)
+	hb := mustClaim(t, ctx, rb, name, "owner_b")
 	assert.Equal(t, "owner_b", hb.Owner)
 	assert.Equal(t, StateActive, hb.State)
 	assert.Equal(t, uint64(5042), hb.Reserved, "the new holder starts above the old holder's final value")
@@ -495,9 +508,8 @@ func TestCassandraForcedTakeOver(t *testing.T) {
 		{mark: math.MaxUint64 - 1, floor: 7, want: math.MaxUint64 - 1},
 	} {
 		name := testName(t)
-		_, err := ra.Claim(ctx, testClaim(name, "owner_a"))
-		require.NoError(t, err)
-		_, err = ra.Extend(ctx, name, "owner_a", sessionOf(t, ra, name), 0, tc.mark)
+		mustClaim(t, ctx, ra, name, "owner_a")
+		_, err := ra.Extend(ctx, name, "owner_a", sessionOf(t, ra, name), 0, tc.mark)
 		require.NoError(t, err)
 
 		c := testClaim(name, "owner_b")
@@ -554,8 +566,7 @@ func TestCassandraExtend(t *testing.T) {
 	ctx := testCtx(t)
 	r := k.registry(t)
 	name := testName(t)
-	_, err := r.Claim(ctx, testClaim(name, "owner_a"))
-	require.NoError(t, err)
+	mustClaim(t, ctx, r, name, "owner_a")
 
 	h, err := r.Extend(ctx, name, "owner_a", sessionOf(t, r, name), 0, 1000)
 	require.NoError(t, err)
@@ -598,11 +609,10 @@ func TestCassandraNoResurrection(t *testing.T) {
 
 	t.Run("released", func(t *testing.T) {
 		name := testName(t)
-		_, err := r.Claim(ctx, testClaim(name, "owner_a"))
-		require.NoError(t, err)
+		mustClaim(t, ctx, r, name, "owner_a")
 		require.NoError(t, r.Release(ctx, name, "owner_a", 50))
 		before, _ := rawRow(t, r, name)
-		_, err = r.Extend(ctx, name, "owner_a", sessionOf(t, r, name), 50, 100)
+		_, err := r.Extend(ctx, name, "owner_a", sessionOf(t, r, name), 50, 100)
 		require.ErrorIs(t, err, ErrNameTaken)
 		assert.Contains(t, err.Error(), "released")
 		assert.ErrorIs(t, r.Touch(ctx, name, "owner_a", sessionOf(t, r, name)), ErrNameTaken)
@@ -612,10 +622,9 @@ func TestCassandraNoResurrection(t *testing.T) {
 	})
 	t.Run("deleted", func(t *testing.T) {
 		name := testName(t)
-		_, err := r.Claim(ctx, testClaim(name, "owner_a"))
-		require.NoError(t, err)
+		mustClaim(t, ctx, r, name, "owner_a")
 		k.exec(t, `DELETE FROM "`+k.name+`".node_names WHERE name = ?`, name)
-		_, err = r.Extend(ctx, name, "owner_a", sessionOf(t, r, name), 0, 100)
+		_, err := r.Extend(ctx, name, "owner_a", sessionOf(t, r, name), 0, 100)
 		require.ErrorIs(t, err, ErrNameTaken)
 		assert.ErrorIs(t, err, ErrNotRegistered)
 		assert.ErrorIs(t, r.Touch(ctx, name, "owner_a", sessionOf(t, r, name)), ErrNameTaken)
@@ -631,16 +640,14 @@ func TestCassandraTouch(t *testing.T) {
 	k := newTestKeyspace(t)
 	ctx := testCtx(t)
 	r := k.registry(t)
-	t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	r.now = func() time.Time { return t0 }
+	at := freezeClock(r)
 	name := testName(t)
-	_, err := r.Claim(ctx, testClaim(name, "owner_a"))
-	require.NoError(t, err)
-	r.now = func() time.Time { return t0.Add(time.Minute) }
+	mustClaim(t, ctx, r, name, "owner_a")
+	at(time.Minute)
 	require.NoError(t, r.Touch(ctx, name, "owner_a", sessionOf(t, r, name)))
 	got, err := r.Get(ctx, name)
 	require.NoError(t, err)
-	assert.Equal(t, t0.Add(time.Minute), got.LastSeen)
+	assert.Equal(t, testT0.Add(time.Minute), got.LastSeen)
 	assert.ErrorIs(t, r.Touch(ctx, name, "owner_b", sessionOf(t, r, name)), ErrNameTaken)
 }
 
@@ -694,8 +701,7 @@ func TestCassandraUnknownOutcomeClaim(t *testing.T) {
 			return lossPlan{loseReply: n == 1, err: errCASTimeout}
 		})
 		name := testName(t)
-		h, err := r.Claim(ctx, testClaim(name, "owner_a"))
-		require.NoError(t, err)
+		h := mustClaim(t, ctx, r, name, "owner_a")
 		assert.Equal(t, "owner_a", h.Owner)
 		assert.Equal(t, 1, l.casCalls, "resolved by the read, not sent again")
 		assert.Equal(t, 1, l.reads)
@@ -709,8 +715,7 @@ func TestCassandraUnknownOutcomeClaim(t *testing.T) {
 			return lossPlan{dropRequest: n == 1, err: gocql.ErrTimeoutNoResponse}
 		})
 		name := testName(t)
-		h, err := r.Claim(ctx, testClaim(name, "owner_a"))
-		require.NoError(t, err)
+		h := mustClaim(t, ctx, r, name, "owner_a")
 		assert.Equal(t, "owner_a", h.Owner)
 		assert.Equal(t, 2, l.casCalls, "the condition still held: sent again")
 	})
@@ -735,14 +740,12 @@ func TestCassandraUnknownOutcomeClaim(t *testing.T) {
 	t.Run("take-over applied, reply lost", func(t *testing.T) {
 		r, old := k.registry(t), k.registry(t)
 		name := testName(t)
-		_, err := old.Claim(ctx, testClaim(name, "owner_old"))
-		require.NoError(t, err)
+		mustClaim(t, ctx, old, name, "owner_old")
 		require.NoError(t, old.Release(ctx, name, "owner_old", 321))
 		l := lossy(r, func(_ int, stmt string) lossPlan {
 			return lossPlan{loseReply: strings.HasPrefix(stmt, "UPDATE"), err: errUnavail}
 		})
-		h, err := r.Claim(ctx, testClaim(name, "owner_a"))
-		require.NoError(t, err)
+		h := mustClaim(t, ctx, r, name, "owner_a")
 		assert.Equal(t, "owner_a", h.Owner)
 		assert.Equal(t, uint64(321), h.Reserved)
 		assert.Equal(t, 2, l.casCalls)
@@ -750,8 +753,7 @@ func TestCassandraUnknownOutcomeClaim(t *testing.T) {
 	t.Run("take-over never ran", func(t *testing.T) {
 		r, old := k.registry(t), k.registry(t)
 		name := testName(t)
-		_, err := old.Claim(ctx, testClaim(name, "owner_old"))
-		require.NoError(t, err)
+		mustClaim(t, ctx, old, name, "owner_old")
 		require.NoError(t, old.Release(ctx, name, "owner_old", 321))
 		updates := 0
 		l := lossy(r, func(_ int, stmt string) lossPlan {
@@ -761,8 +763,7 @@ func TestCassandraUnknownOutcomeClaim(t *testing.T) {
 			updates++
 			return lossPlan{dropRequest: updates == 1, err: context.DeadlineExceeded}
 		})
-		h, err := r.Claim(ctx, testClaim(name, "owner_a"))
-		require.NoError(t, err)
+		h := mustClaim(t, ctx, r, name, "owner_a")
 		assert.Equal(t, uint64(321), h.Reserved)
 		assert.Equal(t, 3, l.casCalls, "insert, lost update, update sent again")
 	})
@@ -809,8 +810,7 @@ func TestCassandraUnknownOutcomeUpdates(t *testing.T) {
 	ctx := testCtx(t)
 	r := k.registry(t)
 	name := testName(t)
-	_, err := r.Claim(ctx, testClaim(name, "owner_a"))
-	require.NoError(t, err)
+	mustClaim(t, ctx, r, name, "owner_a")
 	// From here on, the first send of each statement is lost after it ran
 	// (odd calls) or before (when drop is set).
 	var drop bool
@@ -821,7 +821,7 @@ func TestCassandraUnknownOutcomeUpdates(t *testing.T) {
 		return lossPlan{loseReply: !drop, dropRequest: drop, err: errCASTimeout}
 	})
 
-	_, err = r.Extend(ctx, name, "owner_a", sessionOf(t, r, name), 0, 100)
+	_, err := r.Extend(ctx, name, "owner_a", sessionOf(t, r, name), 0, 100)
 	require.NoError(t, err, "applied, reply lost")
 	assert.Equal(t, 1, l.casCalls)
 	l.casCalls = 0 // 1 is odd again
