@@ -29,6 +29,10 @@ const (
 	// An active row not seen for longer than AuditConfig.Stale: its holder
 	// may be gone without releasing the name.
 	ProblemStale = "stale"
+	// A row last seen (or registered) later than the audit's clock by more
+	// than AuditConfig.ClockSkew: the holder's clock, or this host's, is
+	// off. The clone check compares hosts' clocks, so they must agree.
+	ProblemClockAhead = "clock_ahead"
 	// This host's configured name has no row.
 	ProblemNotRegistered = "not_registered"
 	// This host's configured name is held, active, by another owner.
@@ -45,17 +49,24 @@ const (
 // problemOrder is the order of kinds in a Report.
 var problemOrder = []string{
 	ProblemInvalidName, ProblemNormalisedCollision, ProblemMissingOwner, ProblemInvalidState,
-	ProblemStale, ProblemNotRegistered, ProblemHeldByOther,
+	ProblemStale, ProblemClockAhead, ProblemNotRegistered, ProblemHeldByOther,
 	ProblemInventoryInvalid, ProblemInventoryDuplicate, ProblemInventoryTaken,
 }
 
 // DefaultStale is AuditConfig.Stale's default.
 const DefaultStale = 24 * time.Hour
 
+// DefaultClockSkew is AuditConfig.ClockSkew's default.
+const DefaultClockSkew = time.Minute
+
 // AuditConfig is what Audit checks the registry rows against.
 type AuditConfig struct {
 	Now   time.Time     // the time of the audit; zero means time.Now()
 	Stale time.Duration // 0 means DefaultStale (24h); negative turns the check off
+	// ClockSkew is how far in the future a row's times may be before they
+	// are reported as ProblemClockAhead; 0 means DefaultClockSkew (1m),
+	// negative turns the check off.
+	ClockSkew time.Duration
 
 	// ThisName and ThisOwner are this host's configured node name and its
 	// counter's owner token (both optional). Without ThisOwner, Audit cannot
@@ -151,6 +162,10 @@ func Audit(rows []Holder, cfg AuditConfig) Report {
 	if stale == 0 {
 		stale = DefaultStale
 	}
+	skew := cfg.ClockSkew
+	if skew == 0 {
+		skew = DefaultClockSkew
+	}
 	rep := Report{Checked: now, Rows: len(rows), Problems: []Problem{}}
 	add := func(p Problem) { rep.Problems = append(rep.Problems, p) }
 
@@ -190,6 +205,15 @@ func Audit(rows []Holder, cfg AuditConfig) Report {
 				add(Problem{Kind: ProblemStale, Name: h.Name, Rows: []AuditRow{auditRow(h)},
 					Detail: fmt.Sprintf("%q was last seen %s ago, more than %s (%s); if its host is gone, release the name",
 						h.Name, now.Sub(h.LastSeen).Round(time.Second), stale, h)})
+			}
+		}
+	}
+	if skew > 0 {
+		for _, h := range rows {
+			if ahead := max(h.LastSeen.Sub(now), h.RegisteredAt.Sub(now)); ahead > skew {
+				add(Problem{Kind: ProblemClockAhead, Name: h.Name, Rows: []AuditRow{auditRow(h)},
+					Detail: fmt.Sprintf("%q has times %s ahead of this host's clock (%s): its clock or this one is off; "+
+						"the clone check compares hosts' clocks, keep them in sync (NTP)", h.Name, ahead.Round(time.Second), h)})
 			}
 		}
 	}

@@ -121,6 +121,32 @@ func TestAudit(t *testing.T) {
 			cfg:  AuditConfig{Stale: -1},
 		},
 		{
+			name: "clock ahead",
+			rows: []Holder{
+				with(row("near"), func(h *Holder) { h.LastSeen = auditNow.Add(59 * time.Second) }),
+				with(row("ahead"), func(h *Holder) { h.LastSeen = auditNow.Add(10 * time.Minute) }),
+				with(row("registered_ahead"), func(h *Holder) {
+					h.State = StateReleased
+					h.RegisteredAt = auditNow.Add(2 * time.Hour)
+				}),
+			},
+			want: []want{
+				{kind: ProblemClockAhead, name: "ahead", detail: []string{"10m0s ahead", "NTP"}},
+				{kind: ProblemClockAhead, name: "registered_ahead", detail: []string{"2h0m0s ahead"}},
+			},
+		},
+		{
+			name: "custom clock skew",
+			rows: []Holder{with(row("a"), func(h *Holder) { h.LastSeen = auditNow.Add(30 * time.Second) })},
+			cfg:  AuditConfig{ClockSkew: 10 * time.Second},
+			want: []want{{kind: ProblemClockAhead, name: "a", detail: []string{"30s ahead"}}},
+		},
+		{
+			name: "clock check off",
+			rows: []Holder{with(row("a"), func(h *Holder) { h.LastSeen = auditNow.Add(100 * time.Hour) })},
+			cfg:  AuditConfig{ClockSkew: -1},
+		},
+		{
 			name: "this host not registered",
 			rows: []Holder{row("web_2"), row("Web-1")},
 			cfg:  AuditConfig{ThisName: "web_1", ThisOwner: "tok_web_1"},

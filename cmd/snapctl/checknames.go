@@ -19,6 +19,7 @@ func cmdCheckNames(ctx context.Context, c *cli, args []string) error {
 	var rf registryFlags
 	c.addRegistryFlags(&rf)
 	stale := fs.Duration("stale", snapid.DefaultStale, "report active holders not seen for longer than this")
+	skew := fs.Duration("clock-skew", snapid.DefaultClockSkew, "report rows whose times are further ahead of this host's clock than this")
 	names := fs.String("names", "", "inventory file of planned node names, one per line (# comments)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if err := c.parse(args); err != nil {
@@ -27,7 +28,10 @@ func cmdCheckNames(ctx context.Context, c *cli, args []string) error {
 	if *stale <= 0 {
 		return usageError{"--stale must be positive"}
 	}
-	cfg := snapid.AuditConfig{Now: time.Now(), Stale: *stale}
+	if *skew <= 0 {
+		return usageError{"--clock-skew must be positive"}
+	}
+	cfg := snapid.AuditConfig{Now: time.Now(), Stale: *stale, ClockSkew: *skew}
 	if *names != "" {
 		f, err := os.Open(*names)
 		if err != nil {

@@ -39,7 +39,7 @@ func init() {
 		{"init", "[--start N] [--force]", "create the counter so the next number is N (default 1); --force repairs a corrupt file", cmdInit},
 		{"register", "[--force --start N]", "claim the node name in the registry (--force takes it from an active holder known to be gone)", cmdRegister},
 		{"release", "[--force --start N]", "release the node name in the registry (--force: on behalf of a holder that is gone)", cmdRelease},
-		{"check-names", "[--stale D] [--names FILE] [--json]", "audit the registry and an inventory of planned names (exit 1 if problems)", cmdCheckNames},
+		{"check-names", "[--stale D] [--clock-skew D] [--names FILE] [--json]", "audit the registry and an inventory of planned names (exit 1 if problems)", cmdCheckNames},
 		{"version", "", "print the version", cmdVersion},
 		{"help", "[command]", "show help", cmdHelp},
 	}

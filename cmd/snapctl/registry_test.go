@@ -159,6 +159,8 @@ func TestCheckNamesFindsPlantedProblems(t *testing.T) {
 	plant(`INSERT INTO %s.node_names (name, owner, hostname, state, last_seen, registered_at, reserved) VALUES ('web-1', 'o2', 'h2', 'active', toTimestamp(now()), toTimestamp(now()), 0)`)
 	plant(`INSERT INTO %s.node_names (name, last_seen) VALUES ('partial', toTimestamp(now()))`)
 	plant(`INSERT INTO %s.node_names (name, owner, hostname, state, last_seen, registered_at, reserved) VALUES ('old_host', 'o3', 'h3', 'active', ?, ?, 0)`, old, old)
+	future := time.Now().Add(time.Hour)
+	plant(`INSERT INTO %s.node_names (name, owner, hostname, state, last_seen, registered_at, reserved) VALUES ('fast_clock', 'o4', 'h4', 'active', ?, ?, 0)`, future, future)
 
 	inv := filepath.Join(t.TempDir(), "planned.txt")
 	require.NoError(t, os.WriteFile(inv, []byte("# planned\nnew_a\nnew_a\nold_host\n"), 0o600))
@@ -176,13 +178,14 @@ func TestCheckNamesFindsPlantedProblems(t *testing.T) {
 		snapid.ProblemNormalisedCollision + ":web_1",
 		snapid.ProblemMissingOwner + ":partial",
 		snapid.ProblemStale + ":old_host",
+		snapid.ProblemClockAhead + ":fast_clock",
 		snapid.ProblemNotRegistered + ":ghost",
 		snapid.ProblemInventoryDuplicate + ":new_a",
 		snapid.ProblemInventoryTaken + ":old_host",
 	} {
 		assert.True(t, kinds[want], "want %s in %v", want, kinds)
 	}
-	assert.Equal(t, 5, rep.Rows)
+	assert.Equal(t, 6, rep.Rows)
 
 	// The table form says the same, with exit status 1.
 	r = f.run(t, "check-names", "--stale", "1h")
@@ -211,6 +214,11 @@ func TestCheckNamesInventoryWithoutCassandra(t *testing.T) {
 	assert.Contains(t, r.stdout, snapid.ProblemInventoryDuplicate)
 	assert.Contains(t, r.stdout, snapid.ProblemInventoryInvalid)
 	requireOneErrorLine(t, f.run(t, "check-names"))
+	for _, bad := range [][]string{{"--stale", "0"}, {"--clock-skew", "-1s"}} {
+		r = f.run(t, append([]string{"check-names", "--names", inv}, bad...)...)
+		assert.Equal(t, exitFailure, r.code, "%v", bad)
+		assert.Contains(t, requireOneErrorLine(t, r), strings.TrimPrefix(bad[0], "--")+" must be positive")
+	}
 }
 
 // testTLSDir returns the folder of the test node's client TLS files (see
