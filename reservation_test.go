@@ -69,23 +69,27 @@ func TestReservationExtendsAheadAndStopsAtMarkWhenRegistryDown(t *testing.T) {
 	seen := draw(t, g, 25) // crosses two marks: extended in the background or synchronously
 	assert.Equal(t, uint64(25), seen[24])
 
-	reg.setDown(true)
-	mark, err := func() (m uint64, err error) {
-		err = g.withFile(func(*counterFile) error {
-			ms, err := g.res.host.readMark()
-			m = ms.mark
+	readMark := func() uint64 {
+		var m markState
+		require.NoError(t, g.withFile(func(*counterFile) error {
+			var err error
+			m, err = g.res.host.readMark()
 			return err
-		})
-		return m, err
-	}()
-	require.NoError(t, err)
-	require.Greater(t, mark, uint64(25))
+		}))
+		return m.mark
+	}
+	// The last draws started a background extension (less than half a
+	// step was left); wait for it, so that the range is ahead of the
+	// counter when the registry goes down.
+	require.Eventually(t, func() bool { return readMark() > 25 }, 10*time.Second, time.Millisecond)
+	reg.setDown(true)
+	mark := readMark()
 	for n := uint64(26); n <= mark; n++ {
 		v, err := g.Next()
 		require.NoError(t, err, "ids keep flowing from the reserved range while the registry is down")
 		assert.Equal(t, n, v)
 	}
-	_, err = g.Next()
+	_, err := g.Next()
 	require.ErrorIs(t, err, ErrReservationExhausted)
 	require.ErrorIs(t, err, ErrRegistry)
 	last, err := ReadCounter(path)
