@@ -586,24 +586,31 @@ func (r *CassandraRegistry) setUp(ctx context.Context, cfg CassandraConfig) erro
 	fail := func(what string, err error) error {
 		return fmt.Errorf("snapid: %w: %s: %w", ErrRegistry, what, err)
 	}
-	create := !cfg.NoCreate
-	if create {
-		// An existing table is used as it is, so that a user allowed only
-		// to read and write it (no CREATE permission) needs no NoCreate.
-		exists, err := r.tableExists(ctx)
+	if !cfg.NoCreate {
+		// What exists is used as it is, so that a role allowed only to read
+		// and write the table (no CREATE permission) needs no NoCreate, and
+		// a role with CREATE on the keyspace alone can make the table.
+		ksExists, err := r.schemaHas(ctx, `SELECT COUNT(*) FROM system_schema.keyspaces WHERE keyspace_name = ?`, r.ks)
 		if err != nil {
 			return fail("reading the schema", err)
 		}
-		create = !exists
-	}
-	if create {
-		repl, _ := replicationCQL(cfg.Replication) // validated already
-		stmt := `CREATE KEYSPACE IF NOT EXISTS "` + r.ks + `" WITH replication = ` + repl
-		if err := r.session.Query(stmt).WithContext(ctx).Exec(); err != nil {
-			return fail("creating keyspace "+r.ks, err)
+		tblExists := false
+		if ksExists {
+			if tblExists, err = r.schemaHas(ctx, `SELECT COUNT(*) FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?`, r.ks, r.tbl); err != nil {
+				return fail("reading the schema", err)
+			}
 		}
-		if err := r.session.Query(r.stmts.createTable).WithContext(ctx).Exec(); err != nil {
-			return fail("creating table "+r.ks+"."+r.tbl, err)
+		if !ksExists {
+			repl, _ := replicationCQL(cfg.Replication) // validated already
+			stmt := `CREATE KEYSPACE IF NOT EXISTS "` + r.ks + `" WITH replication = ` + repl
+			if err := r.session.Query(stmt).WithContext(ctx).Exec(); err != nil {
+				return fail("keyspace "+r.ks+" does not exist and creating it failed (wrong keyspace name?)", err)
+			}
+		}
+		if !tblExists {
+			if err := r.session.Query(r.stmts.createTable).WithContext(ctx).Exec(); err != nil {
+				return fail("table "+r.ks+"."+r.tbl+" does not exist and creating it failed", err)
+			}
 		}
 	}
 	if err := r.session.AwaitSchemaAgreement(ctx); err != nil {
@@ -612,12 +619,11 @@ func (r *CassandraRegistry) setUp(ctx context.Context, cfg CassandraConfig) erro
 	return r.checkColumns(ctx)
 }
 
-// tableExists reports whether the registry table exists (system_schema is
-// readable by every role).
-func (r *CassandraRegistry) tableExists(ctx context.Context) (bool, error) {
+// schemaHas runs a COUNT(*) query on system_schema (readable by every
+// role) and reports whether it counted anything.
+func (r *CassandraRegistry) schemaHas(ctx context.Context, stmt string, args ...any) (bool, error) {
 	var n int
-	err := r.session.Query(`SELECT COUNT(*) FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?`,
-		r.ks, r.tbl).WithContext(ctx).Scan(&n)
+	err := r.session.Query(stmt, args...).WithContext(ctx).Scan(&n)
 	return n > 0, err
 }
 

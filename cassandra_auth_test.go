@@ -109,6 +109,21 @@ func TestCassandraPasswordAuth(t *testing.T) {
 		assert.Equal(t, uint64(3), h.Reserved, "the unused reservation was returned")
 	})
 
+	t.Run("CREATE on an existing keyspace only", func(t *testing.T) {
+		// An administrator made the keyspace; the role may create tables in
+		// it, not keyspaces: the registry makes only the missing table.
+		ks2 := "snapid_auth_" + randomHex(t, 6)
+		t.Cleanup(func() { _ = admin.Query(`DROP KEYSPACE IF EXISTS ` + ks2).Exec() })
+		exec(`CREATE KEYSPACE ` + ks2 + ` WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}`)
+		for _, p := range []string{"CREATE", "SELECT", "MODIFY"} {
+			exec(`GRANT ` + p + ` ON KEYSPACE ` + ks2 + ` TO ` + authAppRole)
+		}
+		r, err := NewCassandraRegistry(ctx, CassandraConfig{Hosts: hosts, Keyspace: ks2, Username: authAppRole, Password: authAppPass})
+		require.NoError(t, err)
+		defer r.Close()
+		mustClaim(t, ctx, r, "ks_only_host", "owner_k")
+	})
+
 	t.Run("password and mutual TLS together", func(t *testing.T) {
 		f := requireTestTLS(t)
 		r, err := NewCassandraRegistry(ctx, CassandraConfig{Hosts: hosts, Keyspace: ks, Username: authAppRole, Password: authAppPass,

@@ -47,7 +47,7 @@ func requireTestTLS(tb testing.TB) testTLSFiles {
 	f := testTLSFiles{ca: filepath.Join(dir, "ca.pem"), cert: filepath.Join(dir, "client.pem"), key: filepath.Join(dir, "client-key.pem")}
 	for _, p := range []string{f.ca, f.cert, f.key} {
 		if _, err := os.Stat(p); err != nil {
-			msg := "no TLS files of the test Cassandra (" + err.Error() + "); start it with: bash scripts/cassandra.sh start"
+			msg := "no TLS files of the test Cassandra (" + err.Error() + "); restart it: bash scripts/cassandra.sh stop && bash scripts/cassandra.sh start"
 			if os.Getenv("CI") == "true" {
 				tb.Fatal(msg)
 			}
@@ -106,6 +106,13 @@ func TestCassandraTLS(t *testing.T) {
 		}, "db.example"},
 		{"no client certificate", func(c *CassandraConfig) {
 			c.TLSCAFile = f.ca
+		}, "tls: certificate required"},
+		{"tls.Config without a client certificate", func(c *CassandraConfig) {
+			pool := x509.NewCertPool()
+			caPEM, err := os.ReadFile(f.ca)
+			require.NoError(t, err)
+			require.True(t, pool.AppendCertsFromPEM(caPEM))
+			c.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 		}, "tls: certificate required"},
 		{"client certificate from an untrusted CA", func(c *CassandraConfig) {
 			// The server names the CAs it accepts, so the client does not

@@ -48,11 +48,10 @@ func buildOptions(opts []Option) (options, error) {
 			return o, err
 		}
 	}
-	// A holder that misses one heartbeat (late by up to a registry
-	// timeout) must not look gone to a clone check.
-	if w, hb := o.reg.cloneWindow, o.reg.heartbeat; w > 0 && w < 2*hb {
-		return o, fmt.Errorf("snapid: %w: WithCloneWindow(%v) with WithHeartbeat(%v): the clone window must be at least twice the heartbeat (or 0 to turn the check off)",
-			ErrInvalidOption, w, hb)
+	if o.reg.registry != nil {
+		if err := o.reg.checkCloneWindow(); err != nil {
+			return o, err
+		}
 	}
 	return o, nil
 }
@@ -155,6 +154,21 @@ type registryOptions struct {
 	now         func() time.Time
 }
 
+// checkCloneWindow refuses a clone window in which a live holder that
+// misses one heartbeat, the next one late by up to a registry timeout,
+// would look gone: the window must be at least twice the heartbeat plus
+// the registry timeout (or 0: no clone check). Written so that no sum can
+// overflow.
+func (r *registryOptions) checkCloneWindow() error {
+	w, hb, to := r.cloneWindow, r.heartbeat, r.timeout
+	if w == 0 || (w > to && hb <= (w-to)/2) {
+		return nil
+	}
+	return fmt.Errorf("snapid: %w: the clone window (%v) must be at least twice the heartbeat (%v) plus the registry timeout (%v), "+
+		"so that a live holder missing one heartbeat does not look gone; raise WithCloneWindow, lower WithHeartbeat, or turn the check off with WithCloneWindow(0)",
+		ErrInvalidOption, w, hb, to)
+}
+
 // DefaultReserveStep is the least number of numbers a host reserves in the
 // registry at a time unless WithReserveStep says otherwise; at high rates a
 // step grows to cover DefaultOutageHorizon (see WithOutageHorizon). A crash
@@ -240,11 +254,15 @@ func WithTakeover(floor uint64) Option {
 
 // WithCloneWindow sets how recently a holder must have been seen for a
 // claim with its owner token from another machine to be refused as a
-// probable clone (default 5 minutes). It must be at least twice the
-// heartbeat (see WithHeartbeat), so that one late or lost heartbeat does not
-// make a live holder look gone; 0 turns the check off. The check compares
-// this host's clock with the holder's last heartbeat, so the hosts' clocks
-// must agree to well within the window minus the heartbeat (NTP does).
+// probable clone (default 5 minutes). With a registry, Open refuses a
+// window shorter than twice the heartbeat plus the registry timeout (see
+// WithHeartbeat, WithRegistryTimeout), so that one lost heartbeat does not
+// make a live holder look gone; 0 turns the check off. Every host should use
+// the same heartbeat and window: the window is the claimant's, the
+// heartbeat the holder's. The check compares the claimant's clock with the
+// holder's last heartbeat, so the hosts' clocks must agree to well within
+// that margin (NTP does; `snapctl check-names` reports rows ahead of its
+// clock).
 func WithCloneWindow(d time.Duration) Option {
 	return func(o *options) error {
 		if d < 0 {
@@ -257,7 +275,7 @@ func WithCloneWindow(d time.Duration) Option {
 
 // WithHeartbeat sets how often a Generator refreshes its last-seen time in
 // the registry (default 1 minute). The clone window must be at least twice
-// the heartbeat (see WithCloneWindow).
+// the heartbeat plus the registry timeout (see WithCloneWindow).
 func WithHeartbeat(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {

@@ -214,15 +214,16 @@ func TestReservationCloneRefused(t *testing.T) {
 	require.ErrorIs(t, err, ErrProbableClone)
 }
 
-// The clone window is checked against the heartbeat at Open; any window of
-// at least twice the heartbeat works, and a window of 0 turns the check off.
+// The clone window is checked against the heartbeat and the registry
+// timeout at Open, only with a registry; any window of at least twice the
+// heartbeat plus the timeout works, and a window of 0 turns the check off.
 func TestReservationCloneWindowAndHeartbeat(t *testing.T) {
 	reg := newMemRegistry()
 	dir := t.TempDir()
 	for _, d := range []string{"a", "clone"} {
 		require.NoError(t, os.MkdirAll(filepath.Join(dir, d), 0o700))
 	}
-	a := openReg(t, filepath.Join(dir, "a", "c.u64"), "web_1", reg, WithHeartbeat(time.Second), WithCloneWindow(2*time.Second))
+	a := openReg(t, filepath.Join(dir, "a", "c.u64"), "web_1", reg, WithHeartbeat(time.Second), WithRegistryTimeout(time.Second), WithCloneWindow(3*time.Second))
 	defer a.Close()
 	for _, f := range []string{"c.u64", "c.u64.owner"} {
 		b, err := os.ReadFile(filepath.Join(dir, "a", f))
@@ -232,12 +233,20 @@ func TestReservationCloneWindowAndHeartbeat(t *testing.T) {
 	clonePath := filepath.Join(dir, "clone", "c.u64")
 	cloneHost := WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"})
 
-	_, err := Open(clonePath, "web_1", WithRegistry(reg), cloneHost, WithHeartbeat(time.Second), WithCloneWindow(1999*time.Millisecond))
+	before, _ := reg.row("web_1")
+	_, err := Open(clonePath, "web_1", WithRegistry(reg), cloneHost, WithHeartbeat(time.Second), WithRegistryTimeout(time.Second),
+		WithCloneWindow(2999*time.Millisecond))
 	require.ErrorIs(t, err, ErrInvalidOption)
+	assert.Contains(t, err.Error(), "the clone window (2.999s) must be at least twice the heartbeat (1s) plus the registry timeout (1s)")
 	h, _ := reg.row("web_1")
-	assert.Equal(t, "h1", h.Hostname, "an invalid option reaches no registry")
+	assert.Equal(t, before, h, "an invalid option reaches no registry")
 
-	_, err = Open(clonePath, "web_1", WithRegistry(reg), cloneHost, WithHeartbeat(time.Hour), WithCloneWindow(2*time.Hour))
+	// Without a registry the clone options do not matter, and are not checked.
+	g, err := Open(filepath.Join(dir, "standalone.u64"), "web_2", WithHeartbeat(time.Hour))
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+
+	_, err = Open(clonePath, "web_1", WithRegistry(reg), cloneHost, WithHeartbeat(time.Hour), WithCloneWindow(3*time.Hour))
 	require.ErrorIs(t, err, ErrProbableClone)
 
 	c, err := Open(clonePath, "web_1", WithRegistry(reg), cloneHost, WithHeartbeat(time.Hour), WithCloneWindow(0))

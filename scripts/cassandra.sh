@@ -3,7 +3,9 @@
 #
 #   scripts/cassandra.sh start    fetch (once), wipe old state, launch, wait for CQL
 #   scripts/cassandra.sh stop     SIGTERM, wait up to 60 s, then SIGKILL
-#   scripts/cassandra.sh status   exit 0 and print "running" if 9042 answers
+#   scripts/cassandra.sh status   exit 0 and print "running (plain mode)",
+#                                 "running (auth mode)" or "running (not
+#                                 started from …)" if 9042 answers
 #
 # Needs only `java` (OpenJDK 17; 11 also works) and `mvn` with access to Maven
 # Central: there is no tarball, no Docker and no Debian package. The server jar
@@ -47,6 +49,7 @@ AUTH="${SNAPID_CASSANDRA_AUTH:-0}"
 DATA_DIR="$RUN_DIR/data"
 LOG_DIR="$RUN_DIR/logs"
 PID_FILE="$RUN_DIR/cassandra.pid"
+MODE_FILE="$RUN_DIR/mode"  # "plain" or "auth": how the running node was started
 SYSTEM_LOG="$LOG_DIR/system.log"  # written by logback (see write_config)
 STDOUT_LOG="$LOG_DIR/stdout.log"  # the JVM's own stdout + stderr
 READY_LINE="Starting listening for CQL clients"
@@ -143,8 +146,20 @@ EOF
 # ---------------------------------------------------------------------------
 # TLS material (once): a test CA, the node's key store, a client certificate
 # ---------------------------------------------------------------------------
+TLS_FILES=(ca.pem client.pem client-key.pem node.p12 trust.p12)
+
+# True when every TLS file is there and not empty.
+tls_complete() {
+  local f
+  for f in "${TLS_FILES[@]}"; do
+    [[ -s "$1/$f" ]] || return 1
+  done
+}
+
+# The node's PKCS12 key store is written by OpenSSL 3 (AES and PBKDF2), which
+# Java 17 reads (Java 11 from 11.0.12 on).
 make_tls() {
-  if [[ -f "$TLS_DIR/node.p12" && -f "$TLS_DIR/trust.p12" && -f "$TLS_DIR/client-key.pem" ]]; then
+  if tls_complete "$TLS_DIR"; then
     return 0
   fi
   command -v openssl >/dev/null || die "openssl not found (needed once for the test TLS certificates)"
@@ -152,7 +167,12 @@ make_tls() {
   local tmp="$TLS_DIR.partial"
   rm -rf "$tmp"
   mkdir -p "$tmp"
+  # errexit is off in a subshell on the left of ||, so the status is
+  # taken with errexit suspended here and on inside the subshell.
+  local rc=0
+  set +e
   (
+    set -e
     cd "$tmp"
     ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
     openssl req -x509 "${ec[@]}" -days 3650 -subj "/CN=snapid test CA" \
@@ -172,11 +192,15 @@ extendedKeyUsage=serverAuth"
       -out node.p12 -passout "pass:$STORE_PASS"
     keytool -importcert -noprompt -alias ca -file ca.pem -keystore trust.p12 \
       -storetype PKCS12 -storepass "$STORE_PASS"
+    openssl verify -CAfile ca.pem node.pem client.pem
     rm -f ./*.csr ./*.ext ./*.srl ca-key.pem
-  ) >"$tmp.log" 2>&1 || {
+  ) >"$tmp.log" 2>&1
+  rc=$?
+  set -e
+  if [[ $rc != 0 ]] || ! tls_complete "$tmp"; then
     cat "$tmp.log" >&2
-    die "could not make the test TLS certificates"
-  }
+    die "could not make the test TLS certificates (in $tmp)"
+  fi
   rm -f "$tmp.log"
   rm -rf "$TLS_DIR"
   mv "$tmp" "$TLS_DIR"
@@ -387,11 +411,18 @@ wait_ready() {
 # ---------------------------------------------------------------------------
 # Subcommands
 # ---------------------------------------------------------------------------
+# The mode asked for, and the mode of the node running from RUN_DIR.
+want_mode() { if [[ "$AUTH" == 1 ]]; then echo auth; else echo plain; fi; }
+running_mode() { cat "$MODE_FILE" 2>/dev/null || echo unknown; }
+
 cmd_start() {
   local pid started=$SECONDS
   if pid="$(live_pid)"; then
+    if [[ "$(running_mode)" != "$(want_mode)" ]]; then
+      die "already running (pid $pid) in $(running_mode) mode, not $(want_mode); run '$0 stop' first"
+    fi
     if port_open; then
-      log "already running (pid $pid) on $HOST:$CQL_PORT"
+      log "already running (pid $pid, $(running_mode) mode) on $HOST:$CQL_PORT"
       return 0
     fi
     log "pid $pid is still starting; waiting for it"
@@ -415,6 +446,7 @@ cmd_start() {
   rm -f "$PID_FILE"
   make_tls
   write_config
+  want_mode >"$MODE_FILE"
   launch
   pid="$(cat "$PID_FILE")"
   local how=""
@@ -426,14 +458,14 @@ cmd_start() {
 cmd_stop() {
   local pid i
   if ! pid="$(live_pid)"; then
-    rm -f "$PID_FILE"
+    rm -f "$PID_FILE" "$MODE_FILE"
     log "not running"
     return 0
   fi
   kill -TERM "$pid" 2>/dev/null || true
   for ((i = 0; i < 60; i++)); do
     if ! kill -0 "$pid" 2>/dev/null; then
-      rm -f "$PID_FILE"
+      rm -f "$PID_FILE" "$MODE_FILE"
       log "stopped (pid $pid) after $i s"
       return 0
     fi
@@ -445,13 +477,17 @@ cmd_stop() {
     kill -0 "$pid" 2>/dev/null || break
     sleep 1
   done
-  rm -f "$PID_FILE"
+  rm -f "$PID_FILE" "$MODE_FILE"
   log "killed (pid $pid)"
 }
 
 cmd_status() {
   if port_open; then
-    echo "running"
+    if live_pid >/dev/null; then
+      echo "running ($(running_mode) mode)"
+    else
+      echo "running (not started from $RUN_DIR)"
+    fi
     return 0
   fi
   echo "not running"

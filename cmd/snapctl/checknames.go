@@ -45,7 +45,7 @@ func cmdCheckNames(ctx context.Context, c *cli, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
 	defer cancel()
-	reg, err := c.connect(ctx, &rf)
+	reg, err := c.connect(ctx, &rf, true)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/gocql/gocql"
 	"github.com/snapid/snapid"
 )
 
@@ -221,10 +222,10 @@ func describe(cmd string, err error) string {
 		hint = "choose another --name, or, if that holder is gone for good, 'snapctl release --force --start N' or 'snapctl register --force --start N'"
 	case errors.Is(err, snapid.ErrProbableClone):
 		hint = "this counter directory looks copied from a machine still using it: give this machine its own counter (remove the .owner file) and name"
-	case errors.Is(err, snapid.ErrReservationExhausted): // wraps ErrRegistry
-		hint = "the registry did not extend this host's reserved range: check that Cassandra is reachable; ids flow again once it is"
+	case errors.Is(err, snapid.ErrReservationExhausted): // before ErrRegistry, which it may wrap
+		hint = "the registry did not extend this host's reserved range: " + registryHint(err) + "; ids flow again once it does"
 	case errors.Is(err, snapid.ErrRegistry):
-		hint = registryHint(msg) + "; nothing was issued"
+		hint = registryHint(err) + "; nothing was issued"
 	case errors.Is(err, snapid.ErrReplaced):
 		hint = "the counter file was removed or replaced while in use; check it, then start again"
 	case errors.Is(err, snapid.ErrRolledBack):
@@ -244,20 +245,54 @@ func describe(cmd string, err error) string {
 	return msg
 }
 
-// registryHint says what to check for a registry error. The driver reports
-// authentication, permission and TLS failures as text only, so the message
-// is what tells them apart.
-func registryHint(msg string) string {
-	m := strings.ToLower(msg)
+// registryHint says what to check for a registry error. A statement the
+// server refused keeps its error code; a failed connection keeps only the
+// driver's text, so the text of the innermost errors (never the outer
+// messages, which hold user-given hosts and keyspace names) tells
+// authentication, permission, TLS and a missing table apart.
+func registryHint(err error) string {
+	const (
+		credentials = "check the user name (--username / SNAPID_CASSANDRA_USERNAME) and the password (SNAPID_CASSANDRA_PASSWORD)"
+		permissions = "the Cassandra role needs SELECT and MODIFY on the registry keyspace (and, to make the registry the first time, CREATE on ALL KEYSPACES, or have an administrator make it)"
+	)
+	var re gocql.RequestError
+	if errors.As(err, &re) {
+		switch re.Code() {
+		case gocql.ErrCodeCredentials:
+			return credentials
+		case gocql.ErrCodeUnauthorized:
+			return permissions
+		}
+	}
+	m := strings.ToLower(strings.Join(leafMessages(err), "; "))
 	switch {
 	case strings.Contains(m, "authentication") || strings.Contains(m, "password are incorrect"):
-		return "check the user name (--username / SNAPID_CASSANDRA_USERNAME) and the password (SNAPID_CASSANDRA_PASSWORD)"
+		return credentials
 	case strings.Contains(m, "permission"):
-		return "the Cassandra role needs SELECT and MODIFY on the registry keyspace (and CREATE once, to make it)"
+		return permissions
 	case strings.Contains(m, "tls:") || strings.Contains(m, "x509:"):
 		return "check --tls-ca, --tls-cert and --tls-key (SNAPID_CASSANDRA_TLS_*) against the cluster's certificates"
+	case strings.Contains(strings.ToLower(err.Error()), "does not exist"):
+		return "check --keyspace (SNAPID_KEYSPACE); the registry is made by the first 'snapctl register' or program that claims a name"
 	}
 	return "check that Cassandra is reachable (--cassandra / SNAPID_CASSANDRA) and try again"
+}
+
+// leafMessages returns the messages of the innermost errors of err's tree.
+func leafMessages(err error) []string {
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		if inner := u.Unwrap(); inner != nil {
+			return leafMessages(inner)
+		}
+	case interface{ Unwrap() []error }:
+		var out []string
+		for _, e := range u.Unwrap() {
+			out = append(out, leafMessages(e)...)
+		}
+		return out
+	}
+	return []string{err.Error()}
 }
 
 // oneLine folds a message onto one line.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gocql/gocql"
 	"github.com/snapid/snapid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -580,22 +581,41 @@ func TestCLIHelpCommandListsFlags(t *testing.T) {
 	}
 }
 
-// Registry errors get the hint that fits their cause; an exhausted
-// reservation (which also wraps ErrRegistry) keeps its own.
+// Registry errors get the hint that fits their cause (the driver's error
+// code, else the text of the innermost errors, never the user's host or
+// keyspace names); an exhausted reservation keeps its own hint.
 func TestDescribeRegistryHints(t *testing.T) {
+	connecting := func(hosts, cause string) error {
+		return fmt.Errorf("snapid: %w: connecting to Cassandra at %s: %w", snapid.ErrRegistry, hosts, errors.New(cause))
+	}
 	for _, tc := range []struct {
 		err  error
 		want string
 	}{
-		{fmt.Errorf("snapid: %w: connecting: dial tcp 127.0.0.1:1: connection refused", snapid.ErrRegistry), "reachable"},
-		{fmt.Errorf("snapid: %w: connecting: authentication required (using PasswordAuthenticator)", snapid.ErrRegistry), "SNAPID_CASSANDRA_PASSWORD"},
-		{fmt.Errorf("snapid: %w: connecting: Provided username x and/or password are incorrect", snapid.ErrRegistry), "--username"},
-		{fmt.Errorf("snapid: %w: creating keyspace k: User x has no CREATE permission on <all keyspaces>", snapid.ErrRegistry), "SELECT and MODIFY"},
-		{fmt.Errorf("snapid: %w: connecting: tls: failed to verify certificate: x509: certificate signed by unknown authority", snapid.ErrRegistry), "--tls-ca"},
+		{connecting("127.0.0.1:1", "dial tcp 127.0.0.1:1: connect: connection refused"), "reachable"},
+		{connecting("tls-x509-permission:9042", "dial tcp: connect: connection refused"), "reachable"},
+		{connecting("db1", `gocql: unable to create session: authentication required (using "PasswordAuthenticator")`), "SNAPID_CASSANDRA_PASSWORD"},
+		{connecting("db1", "gocql: unable to create session: Provided username x and/or password are incorrect"), "--username"},
+		{connecting("db1", "gocql: unable to create session: tls: failed to verify certificate: x509: certificate signed by unknown authority"), "--tls-ca"},
+		{fmt.Errorf("snapid: %w: creating keyspace k: %w", snapid.ErrRegistry, requestError{gocql.ErrCodeUnauthorized, "User x has no CREATE permission"}), "SELECT and MODIFY"},
+		{fmt.Errorf("snapid: %w: claim: %w", snapid.ErrRegistry, requestError{gocql.ErrCodeCredentials, "bad credentials"}), "--username"},
+		{fmt.Errorf("snapid: %w: table permissions_ks.node_names does not exist", snapid.ErrRegistry), "--keyspace"},
 		{fmt.Errorf("snapid: %w: %w: extend: timeout", snapid.ErrReservationExhausted, snapid.ErrRegistry), "reserved range"},
+		{fmt.Errorf("snapid: %w: %w: extend: %w", snapid.ErrReservationExhausted, snapid.ErrRegistry, requestError{gocql.ErrCodeUnauthorized, "no MODIFY"}), "SELECT and MODIFY"},
 	} {
 		got := describe("next", tc.err)
 		assert.Contains(t, got, tc.want, "%v", tc.err)
 		assert.NotContains(t, got, "snapid: ", "the message is not prefixed twice")
 	}
 }
+
+// requestError is an error the server returned with a code, as the driver
+// reports it.
+type requestError struct {
+	code int
+	msg  string
+}
+
+func (e requestError) Code() int       { return e.code }
+func (e requestError) Message() string { return e.msg }
+func (e requestError) Error() string   { return e.msg }

@@ -31,7 +31,7 @@ func cmdNext(ctx context.Context, c *cli, args []string) error {
 	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
 	defer cancel()
 	opts := c.options()
-	reg, err := c.connect(ctx, &rf)
+	reg, err := c.connect(ctx, &rf, false)
 	if err != nil {
 		return err
 	}

@@ -58,12 +58,15 @@ func (c *cli) registryConfig(r *registryFlags) (cfg snapid.CassandraConfig, ok b
 	return cfg, true
 }
 
-// connect opens the registry, or returns nil when none is configured.
-func (c *cli) connect(ctx context.Context, r *registryFlags) (*snapid.CassandraRegistry, error) {
+// connect opens the registry, or returns nil when none is configured. A
+// read-only command never creates the keyspace or the table (a mistyped
+// --keyspace is reported, not created).
+func (c *cli) connect(ctx context.Context, r *registryFlags, readOnly bool) (*snapid.CassandraRegistry, error) {
 	cfg, ok := c.registryConfig(r)
 	if !ok {
 		return nil, nil
 	}
+	cfg.NoCreate = readOnly
 	reg, err := snapid.NewCassandraRegistry(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -73,7 +76,7 @@ func (c *cli) connect(ctx context.Context, r *registryFlags) (*snapid.CassandraR
 
 // needRegistry is connect for commands that cannot work without one.
 func (c *cli) needRegistry(ctx context.Context, r *registryFlags, cmd string) (*snapid.CassandraRegistry, error) {
-	reg, err := c.connect(ctx, r)
+	reg, err := c.connect(ctx, r, false)
 	if err == nil && reg == nil {
 		err = usageError{fmt.Sprintf("%s needs a registry: give --cassandra host[:port],… or set SNAPID_CASSANDRA", cmd)}
 	}

@@ -238,7 +238,7 @@ func testTLSDir(t *testing.T) string {
 		dir = filepath.Join(run, "tls")
 	}
 	if _, err := os.Stat(filepath.Join(dir, "client-key.pem")); err != nil {
-		msg := fmt.Sprintf("no TLS files of the test Cassandra (%v); start it with: bash scripts/cassandra.sh start", err)
+		msg := fmt.Sprintf("no TLS files of the test Cassandra (%v); restart it: bash scripts/cassandra.sh stop && bash scripts/cassandra.sh start", err)
 		if os.Getenv("CI") == "true" {
 			t.Fatal(msg)
 		}
@@ -270,20 +270,49 @@ func TestRegistryCommandsTLS(t *testing.T) {
 	r = g.run(t, append([]string{"check-names"}, tlsFlags...)...)
 	require.Equal(t, exitOK, r.code, r.stdout+r.stderr)
 
-	// Only the CA: the node requires a client certificate.
+	// The node also takes plain clients, so refusals show that TLS is on.
+	// Only the CA, by flag or by variable: the node requires a client
+	// certificate. A certificate without its key: refused as bad input.
+	// Nothing changes on disk.
+	stateDir := filepath.Join(f.home, ".local", "state", "snapid")
+	before := dirSnapshot(t, stateDir)
 	line := requireOneErrorLine(t, g.run(t, "next", "--tls-ca", filepath.Join(dir, "ca.pem")))
 	assert.Contains(t, line, "certificate required")
-
-	// A certificate without its key: refused as bad input, counter unchanged.
-	counter := filepath.Join(f.home, ".local", "state", "snapid", "counter.u64")
-	before, err := os.ReadFile(counter)
-	require.NoError(t, err)
+	assert.Contains(t, line, "--tls-ca", "the hint points at the TLS settings")
+	g.vars["SNAPID_CASSANDRA_TLS_CA"] = filepath.Join(dir, "ca.pem")
+	line = requireOneErrorLine(t, g.run(t, "next"))
+	assert.Contains(t, line, "certificate required")
+	delete(g.vars, "SNAPID_CASSANDRA_TLS_CA")
 	r = g.run(t, "next", "--tls-ca", filepath.Join(dir, "ca.pem"), "--tls-cert", filepath.Join(dir, "client.pem"))
-	line = requireOneErrorLine(t, r)
-	assert.Contains(t, line, "key")
-	after, err := os.ReadFile(counter)
+	assert.Equal(t, exitFailure, r.code)
+	assert.Contains(t, requireOneErrorLine(t, r), "give both files or neither")
+	assert.Equal(t, before, dirSnapshot(t, stateDir))
+}
+
+// dirSnapshot returns the names and contents of the files in dir.
+func dirSnapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
-	assert.Equal(t, before, after)
+	out := map[string]string{}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+		out[e.Name()] = string(b)
+	}
+	return out
+}
+
+// A read-only command never creates the registry: a mistyped keyspace is
+// reported, not made.
+func TestCheckNamesNeverCreates(t *testing.T) {
+	f, s, ks := registryEnv(t)
+	line := requireOneErrorLine(t, f.run(t, "check-names"))
+	assert.Contains(t, line, "does not exist")
+	assert.Contains(t, line, "--keyspace")
+	var n int
+	require.NoError(t, s.Query(`SELECT COUNT(*) FROM system_schema.keyspaces WHERE keyspace_name = ?`, ks).Scan(&n))
+	assert.Zero(t, n, "check-names created the keyspace")
 }
 
 // With a Cassandra that requires passwords (scripts/test.sh runs this in a
@@ -300,8 +329,15 @@ func TestRegistryCommandsPasswordAuth(t *testing.T) {
 	cluster.ProtoVersion = 4
 	cluster.Timeout = 30 * time.Second
 	cluster.Authenticator = gocql.PasswordAuthenticator{Username: "cassandra", Password: "cassandra"}
-	s, err := cluster.CreateSession()
-	require.NoError(t, err)
+	// The node makes its default superuser shortly after it starts.
+	var s *gocql.Session
+	var err error
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(time.Second) {
+		if s, err = cluster.CreateSession(); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	require.NoError(t, err, "superuser session")
 	t.Cleanup(func() {
 		_ = s.Query(`DROP KEYSPACE IF EXISTS ` + ks).Exec()
 		s.Close()
