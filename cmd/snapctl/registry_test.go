@@ -276,12 +276,19 @@ func TestRegistryCommandsTLS(t *testing.T) {
 	// Nothing changes on disk.
 	stateDir := filepath.Join(f.home, ".local", "state", "snapid")
 	before := dirSnapshot(t, stateDir)
-	line := requireOneErrorLine(t, g.run(t, "next", "--tls-ca", filepath.Join(dir, "ca.pem")))
-	assert.Contains(t, line, "certificate required")
-	assert.Contains(t, line, "--tls-ca", "the hint points at the TLS settings")
+	// (With TLS 1.3 the driver reports the server's alert, or a start-up
+	// without response when its request lost the race with the alert.)
+	noCert := func(line string) {
+		t.Helper()
+		if strings.Contains(line, "certificate required") {
+			assert.Contains(t, line, "--tls-ca", "the hint points at the TLS settings")
+		} else {
+			assert.Contains(t, line, "no response to connection startup")
+		}
+	}
+	noCert(requireOneErrorLine(t, g.run(t, "next", "--tls-ca", filepath.Join(dir, "ca.pem"))))
 	g.vars["SNAPID_CASSANDRA_TLS_CA"] = filepath.Join(dir, "ca.pem")
-	line = requireOneErrorLine(t, g.run(t, "next"))
-	assert.Contains(t, line, "certificate required")
+	noCert(requireOneErrorLine(t, g.run(t, "next")))
 	delete(g.vars, "SNAPID_CASSANDRA_TLS_CA")
 	r = g.run(t, "next", "--tls-ca", filepath.Join(dir, "ca.pem"), "--tls-cert", filepath.Join(dir, "client.pem"))
 	assert.Equal(t, exitFailure, r.code)
