@@ -47,12 +47,27 @@ func cassandraHost(t *testing.T) string {
 // cleanup) and a direct session to plant rows.
 func registryEnv(t *testing.T) (*fakeEnv, *gocql.Session, string) {
 	t.Helper()
+	return registryEnvAs(t, nil)
+}
+
+// registryEnvAs is registryEnv with the direct session authenticated by
+// auth (nil: none). With auth it waits for the role to exist: a node makes
+// its default superuser shortly after it starts.
+func registryEnvAs(t *testing.T, auth gocql.Authenticator) (*fakeEnv, *gocql.Session, string) {
+	t.Helper()
 	host := cassandraHost(t)
 	ks := fmt.Sprintf("snapctl_test_%d", time.Now().UnixNano())
 	cluster := gocql.NewCluster(strings.Split(host, ",")...)
 	cluster.ProtoVersion = 4
 	cluster.Timeout = 30 * time.Second
-	s, err := cluster.CreateSession()
+	cluster.Authenticator = auth
+	var s *gocql.Session
+	var err error
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(time.Second) {
+		if s, err = cluster.CreateSession(); err == nil || auth == nil || time.Now().After(deadline) {
+			break
+		}
+	}
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		_ = s.Query(`DROP KEYSPACE IF EXISTS ` + ks).Exec()
@@ -330,29 +345,7 @@ func TestRegistryCommandsPasswordAuth(t *testing.T) {
 	if os.Getenv("SNAPID_AUTH_TEST") != "1" {
 		t.Skip("needs a Cassandra that requires passwords; scripts/test.sh runs it in its own step (SNAPID_AUTH_TEST=1)")
 	}
-	host := cassandraHost(t)
-	ks := fmt.Sprintf("snapctl_auth_%d", time.Now().UnixNano())
-	cluster := gocql.NewCluster(strings.Split(host, ",")...)
-	cluster.ProtoVersion = 4
-	cluster.Timeout = 30 * time.Second
-	cluster.Authenticator = gocql.PasswordAuthenticator{Username: "cassandra", Password: "cassandra"}
-	// The node makes its default superuser shortly after it starts.
-	var s *gocql.Session
-	var err error
-	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(time.Second) {
-		if s, err = cluster.CreateSession(); err == nil || time.Now().After(deadline) {
-			break
-		}
-	}
-	require.NoError(t, err, "superuser session")
-	t.Cleanup(func() {
-		_ = s.Query(`DROP KEYSPACE IF EXISTS ` + ks).Exec()
-		s.Close()
-	})
-
-	f := newFakeEnv(t)
-	f.vars["SNAPID_CASSANDRA"] = host
-	f.vars["SNAPID_KEYSPACE"] = ks
+	f, _, _ := registryEnvAs(t, gocql.PasswordAuthenticator{Username: "cassandra", Password: "cassandra"})
 	f.vars["SNAPID_NAME"] = "auth_1"
 	stateDir := filepath.Join(f.home, ".local", "state", "snapid")
 
