@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
+	"github.com/snapid/snapid/internal/testcluster"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -125,9 +126,9 @@ func TestCassandraPasswordAuth(t *testing.T) {
 	})
 
 	t.Run("password and mutual TLS together", func(t *testing.T) {
-		f := requireTestTLS(t)
+		f := testcluster.RequireTLS(t)
 		r, err := NewCassandraRegistry(ctx, CassandraConfig{Hosts: hosts, Keyspace: ks, Username: authAppRole, Password: authAppPass,
-			TLSCAFile: f.ca, TLSCertFile: f.cert, TLSKeyFile: f.key})
+			TLSCAFile: f.CA, TLSCertFile: f.Cert, TLSKeyFile: f.Key})
 		require.NoError(t, err)
 		defer r.Close()
 		h, err := r.Claim(ctx, testClaim("auth_tls_host", "owner_tls"))

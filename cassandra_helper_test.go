@@ -4,63 +4,21 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
-	"net"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/gocql/gocql"
+	"github.com/snapid/snapid/internal/testcluster"
 	"github.com/stretchr/testify/require"
 )
 
-// Helpers for tests against a real Cassandra. The node is the one
-// scripts/cassandra.sh starts on 127.0.0.1:9042, or the comma-separated
-// host[:port] list in SNAPID_TEST_CASSANDRA.
+// Helpers for tests against a real Cassandra (see internal/testcluster).
 
-// testCassandraHosts returns the Cassandra contact points for tests.
-func testCassandraHosts() []string {
-	v := os.Getenv("SNAPID_TEST_CASSANDRA")
-	if v == "" {
-		v = "127.0.0.1:9042"
-	}
-	var hosts []string
-	for _, h := range strings.Split(v, ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			hosts = append(hosts, h)
-		}
-	}
-	return hosts
-}
-
-// requireCassandra returns the contact points if one of them accepts TCP
-// connections. Otherwise the test fails in CI (CI=true: a missing Cassandra
-// must never pass silently) and is skipped elsewhere, saying how to start
-// one.
+// requireCassandra returns the contact points of the test node, failing
+// (CI) or skipping the test without one.
 func requireCassandra(tb testing.TB) []string {
 	tb.Helper()
-	hosts := testCassandraHosts()
-	var errs []string
-	for _, h := range hosts {
-		addr := h
-		if _, _, err := net.SplitHostPort(h); err != nil {
-			addr = net.JoinHostPort(h, "9042")
-		}
-		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-		if err == nil {
-			c.Close()
-			return hosts
-		}
-		errs = append(errs, err.Error())
-	}
-	msg := fmt.Sprintf("Cassandra not reachable on %s (%s); start it with: bash scripts/cassandra.sh start",
-		strings.Join(hosts, ","), strings.Join(errs, "; "))
-	if os.Getenv("CI") == "true" {
-		tb.Fatalf("%s", msg)
-	}
-	tb.Skip(msg)
-	return nil
+	return testcluster.Require(tb)
 }
 
 // testKeyspace is a keyspace of its own for one test, dropped at cleanup.

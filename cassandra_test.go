@@ -29,6 +29,14 @@ func freezeClock(r *CassandraRegistry) func(d time.Duration) {
 	return set
 }
 
+// oneRegistry returns a fresh keyspace, a context bounding the test and a
+// registry on that keyspace.
+func oneRegistry(tb testing.TB) (*testKeyspace, context.Context, *CassandraRegistry) {
+	tb.Helper()
+	k := newTestKeyspace(tb)
+	return k, testCtx(tb), k.registry(tb)
+}
+
 // mustClaim claims name for owner with testClaim's details.
 func mustClaim(tb testing.TB, ctx context.Context, r Registry, name, owner string) Holder {
 	tb.Helper()
@@ -370,9 +378,7 @@ func TestCassandraConcurrentClaims(t *testing.T) {
 }
 
 func TestCassandraSameOwnerRestart(t *testing.T) {
-	k := newTestKeyspace(t)
-	ctx := testCtx(t)
-	r := k.registry(t)
+	_, ctx, r := oneRegistry(t)
 	at := freezeClock(r)
 	name := testName(t)
 	c := testClaim(name, "owner_a")
@@ -398,9 +404,7 @@ func TestCassandraSameOwnerRestart(t *testing.T) {
 }
 
 func TestCassandraCloneDetection(t *testing.T) {
-	k := newTestKeyspace(t)
-	ctx := testCtx(t)
-	r := k.registry(t)
+	_, ctx, r := oneRegistry(t)
 	at := freezeClock(r)
 	name := testName(t)
 	orig := testClaim(name, "owner_a")
@@ -478,9 +482,7 @@ func TestCassandraReleaseAndTakeOver(t *testing.T) {
 }
 
 func TestCassandraSameOwnerReclaimsReleased(t *testing.T) {
-	k := newTestKeyspace(t)
-	ctx := testCtx(t)
-	r := k.registry(t)
+	_, ctx, r := oneRegistry(t)
 	name := testName(t)
 	c := testClaim(name, "owner_a")
 	c.CloneWindow = time.Hour
@@ -537,9 +539,7 @@ func TestCassandraForcedTakeOver(t *testing.T) {
 }
 
 func TestCassandraPartialRow(t *testing.T) {
-	k := newTestKeyspace(t)
-	ctx := testCtx(t)
-	r := k.registry(t)
+	k, ctx, r := oneRegistry(t)
 	name := testName(t)
 	// A row another tool left without owner, state or token, as a plain
 	// upsert racing a delete would.
@@ -562,9 +562,7 @@ func TestCassandraPartialRow(t *testing.T) {
 // ---------------------------------------------------------------------------
 
 func TestCassandraExtend(t *testing.T) {
-	k := newTestKeyspace(t)
-	ctx := testCtx(t)
-	r := k.registry(t)
+	_, ctx, r := oneRegistry(t)
 	name := testName(t)
 	mustClaim(t, ctx, r, name, "owner_a")
 
@@ -603,9 +601,7 @@ func TestCassandraExtend(t *testing.T) {
 }
 
 func TestCassandraNoResurrection(t *testing.T) {
-	k := newTestKeyspace(t)
-	ctx := testCtx(t)
-	r := k.registry(t)
+	k, ctx, r := oneRegistry(t)
 
 	t.Run("released", func(t *testing.T) {
 		name := testName(t)
@@ -637,9 +633,7 @@ func TestCassandraNoResurrection(t *testing.T) {
 }
 
 func TestCassandraTouch(t *testing.T) {
-	k := newTestKeyspace(t)
-	ctx := testCtx(t)
-	r := k.registry(t)
+	_, ctx, r := oneRegistry(t)
 	at := freezeClock(r)
 	name := testName(t)
 	mustClaim(t, ctx, r, name, "owner_a")
@@ -652,9 +646,7 @@ func TestCassandraTouch(t *testing.T) {
 }
 
 func TestCassandraListAndGet(t *testing.T) {
-	k := newTestKeyspace(t)
-	ctx := testCtx(t)
-	r := k.registry(t)
+	_, ctx, r := oneRegistry(t)
 	r.pageSize = 2 // several pages
 	var names []string
 	for i := 0; i < 5; i++ {
@@ -806,9 +798,7 @@ func TestCassandraUnknownOutcomeClaim(t *testing.T) {
 }
 
 func TestCassandraUnknownOutcomeUpdates(t *testing.T) {
-	k := newTestKeyspace(t)
-	ctx := testCtx(t)
-	r := k.registry(t)
+	_, ctx, r := oneRegistry(t)
 	name := testName(t)
 	mustClaim(t, ctx, r, name, "owner_a")
 	// From here on, the first send of each statement is lost after it ran

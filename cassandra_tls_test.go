@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapid/snapid/internal/testcluster"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -23,40 +24,6 @@ import (
 // Tests of CassandraConfig's TLS against the real node of
 // scripts/cassandra.sh, which takes plain and TLS clients on one port and
 // requires TLS clients to present a certificate from its test CA.
-
-// testTLSFiles holds the PEM files scripts/cassandra.sh makes for clients.
-type testTLSFiles struct {
-	ca, cert, key string
-}
-
-// requireTestTLS returns the node's client TLS files: in
-// SNAPID_TEST_CASSANDRA_TLS, else in $SNAPID_CASSANDRA_DIR/tls, else in
-// ~/.cache/snapid/run/tls. Missing files fail the test in CI and skip it
-// elsewhere.
-func requireTestTLS(tb testing.TB) testTLSFiles {
-	tb.Helper()
-	dir := os.Getenv("SNAPID_TEST_CASSANDRA_TLS")
-	if dir == "" {
-		run := os.Getenv("SNAPID_CASSANDRA_DIR")
-		if run == "" {
-			home, err := os.UserHomeDir()
-			require.NoError(tb, err)
-			run = filepath.Join(home, ".cache", "snapid", "run")
-		}
-		dir = filepath.Join(run, "tls")
-	}
-	f := testTLSFiles{ca: filepath.Join(dir, "ca.pem"), cert: filepath.Join(dir, "client.pem"), key: filepath.Join(dir, "client-key.pem")}
-	for _, p := range []string{f.ca, f.cert, f.key} {
-		if _, err := os.Stat(p); err != nil {
-			msg := "no TLS files of the test Cassandra (" + err.Error() + "); restart it: bash scripts/cassandra.sh stop && bash scripts/cassandra.sh start"
-			if os.Getenv("CI") == "true" {
-				tb.Fatal(msg)
-			}
-			tb.Skip(msg)
-		}
-	}
-	return f
-}
 
 // selfSigned writes a new self-signed certificate and its key as PEM files
 // in dir and returns their paths: a CA the test node does not trust.
@@ -103,7 +70,7 @@ func assertNoClientCert(tb testing.TB, msg string) {
 
 func TestCassandraTLS(t *testing.T) {
 	k := newTestKeyspace(t)
-	f := requireTestTLS(t)
+	f := testcluster.RequireTLS(t)
 	dir := t.TempDir()
 	otherCA, _ := selfSigned(t, dir, "other-ca")
 	strangerCert, strangerKey := selfSigned(t, dir, "stranger")
@@ -116,18 +83,18 @@ func TestCassandraTLS(t *testing.T) {
 		want string
 	}{
 		{"server certificate from an untrusted CA", func(c *CassandraConfig) {
-			c.TLSCAFile, c.TLSCertFile, c.TLSKeyFile = otherCA, f.cert, f.key
+			c.TLSCAFile, c.TLSCertFile, c.TLSKeyFile = otherCA, f.Cert, f.Key
 		}, "certificate signed by unknown authority"},
 		{"server name not in the certificate", func(c *CassandraConfig) {
 			c.TLS = &tls.Config{ServerName: "db.example", MinVersion: tls.VersionTLS12}
-			c.TLSCAFile, c.TLSCertFile, c.TLSKeyFile = f.ca, f.cert, f.key
+			c.TLSCAFile, c.TLSCertFile, c.TLSKeyFile = f.CA, f.Cert, f.Key
 		}, "db.example"},
 		{"no client certificate", func(c *CassandraConfig) {
-			c.TLSCAFile = f.ca
+			c.TLSCAFile = f.CA
 		}, certRequired},
 		{"tls.Config without a client certificate", func(c *CassandraConfig) {
 			pool := x509.NewCertPool()
-			caPEM, err := os.ReadFile(f.ca)
+			caPEM, err := os.ReadFile(f.CA)
 			require.NoError(t, err)
 			require.True(t, pool.AppendCertsFromPEM(caPEM))
 			c.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
@@ -135,7 +102,7 @@ func TestCassandraTLS(t *testing.T) {
 		{"client certificate from an untrusted CA", func(c *CassandraConfig) {
 			// The server names the CAs it accepts, so the client does not
 			// even offer this certificate.
-			c.TLSCAFile, c.TLSCertFile, c.TLSKeyFile = f.ca, strangerCert, strangerKey
+			c.TLSCAFile, c.TLSCertFile, c.TLSKeyFile = f.CA, strangerCert, strangerKey
 		}, certRequired},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -160,7 +127,7 @@ func TestCassandraTLS(t *testing.T) {
 
 	t.Run("mutual TLS from PEM files", func(t *testing.T) {
 		r := k.registry(t, func(c *CassandraConfig) {
-			c.TLSCAFile, c.TLSCertFile, c.TLSKeyFile = f.ca, f.cert, f.key
+			c.TLSCAFile, c.TLSCertFile, c.TLSKeyFile = f.CA, f.Cert, f.Key
 		})
 		g, err := Open(filepath.Join(t.TempDir(), "counter.u64"), "tls_host", WithRegistry(r), WithSync(false))
 		require.NoError(t, err)
@@ -175,10 +142,10 @@ func TestCassandraTLS(t *testing.T) {
 
 	t.Run("mutual TLS from a tls.Config", func(t *testing.T) {
 		pool := x509.NewCertPool()
-		caPEM, err := os.ReadFile(f.ca)
+		caPEM, err := os.ReadFile(f.CA)
 		require.NoError(t, err)
 		require.True(t, pool.AppendCertsFromPEM(caPEM))
-		cert, err := tls.LoadX509KeyPair(f.cert, f.key)
+		cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
 		require.NoError(t, err)
 		r := k.registry(t, func(c *CassandraConfig) {
 			c.TLS = &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}

@@ -311,11 +311,7 @@ func TestClusterCloneRefused(t *testing.T) {
 	require.NoError(t, err)
 	defer g.Close()
 	draw(t, g, 5)
-	for _, f := range []string{"c.u64", "c.u64.owner", "c.u64.mark"} {
-		b, err := os.ReadFile(filepath.Join(dir, "orig", f))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "clone", f), b, 0o600))
-	}
+	copyFiles(t, filepath.Join(dir, "orig"), filepath.Join(dir, "clone"), "c.u64", "c.u64.owner", "c.u64.mark")
 	clonePath := filepath.Join(dir, "clone", "c.u64")
 	_, err = Open(clonePath, "web_1", WithRegistry(reg), WithHostInfo(HostInfo{Hostname: "clone", MachineID: "m-clone"}))
 	require.ErrorIs(t, err, ErrProbableClone)
@@ -341,11 +337,7 @@ func TestClusterCloneAfterWindowNeverSharesRange(t *testing.T) {
 	require.NoError(t, err)
 	defer orig.Close()
 	fromOrig := draw(t, orig, 10)
-	for _, f := range []string{"c.u64", "c.u64.owner", "c.u64.mark"} {
-		b, err := os.ReadFile(filepath.Join(dir, "orig", f))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "clone", f), b, 0o600))
-	}
+	copyFiles(t, filepath.Join(dir, "orig"), filepath.Join(dir, "clone"), "c.u64", "c.u64.owner", "c.u64.mark")
 	later := ks.registry(t)
 	later.now = func() time.Time { return time.Now().Add(10 * time.Minute) }
 	clone, err := Open(filepath.Join(dir, "clone", "c.u64"), "web_1", WithRegistry(later), WithReserveStep(50), WithOutageHorizon(0),

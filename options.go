@@ -277,24 +277,24 @@ func WithCloneWindow(d time.Duration) Option {
 // the registry (default 1 minute). The clone window must be at least twice
 // the heartbeat plus the registry timeout (see WithCloneWindow).
 func WithHeartbeat(d time.Duration) Option {
-	return func(o *options) error {
-		if d <= 0 {
-			return fmt.Errorf("snapid: %w: WithHeartbeat(%v)", ErrInvalidOption, d)
-		}
-		o.reg.heartbeat = d
-		return nil
-	}
+	return positiveDuration("WithHeartbeat", d, func(o *options) { o.reg.heartbeat = d })
 }
 
 // WithRegistryTimeout bounds each registry call the Generator makes on its
 // own (extensions, heartbeats, the return of the reservation at Close);
 // default 15 seconds.
 func WithRegistryTimeout(d time.Duration) Option {
+	return positiveDuration("WithRegistryTimeout", d, func(o *options) { o.reg.timeout = d })
+}
+
+// positiveDuration is an option named name that refuses a d that is not
+// positive, and otherwise sets it.
+func positiveDuration(name string, d time.Duration, set func(*options)) Option {
 	return func(o *options) error {
 		if d <= 0 {
-			return fmt.Errorf("snapid: %w: WithRegistryTimeout(%v)", ErrInvalidOption, d)
+			return fmt.Errorf("snapid: %w: %s(%v)", ErrInvalidOption, name, d)
 		}
-		o.reg.timeout = d
+		set(o)
 		return nil
 	}
 }

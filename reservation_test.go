@@ -34,6 +34,17 @@ func openReg(t *testing.T, path, name string, reg Registry, opts ...Option) *Gen
 	return g
 }
 
+// copyFiles copies the named files from one directory to another, as an
+// operator copying a counter directory would.
+func copyFiles(t *testing.T, from, to string, names ...string) {
+	t.Helper()
+	for _, f := range names {
+		b, err := os.ReadFile(filepath.Join(from, f))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(to, f), b, 0o600))
+	}
+}
+
 func draw(t *testing.T, g *Generator, n int) []uint64 {
 	t.Helper()
 	out := make([]uint64, 0, n)
@@ -204,11 +215,7 @@ func TestReservationCloneRefused(t *testing.T) {
 	defer a.Close()
 	// A copy of the counter directory, owner token included, on another machine.
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "clone"), 0o700))
-	for _, f := range []string{"c.u64", "c.u64.owner"} {
-		b, err := os.ReadFile(filepath.Join(dir, "a", f))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "clone", f), b, 0o600))
-	}
+	copyFiles(t, filepath.Join(dir, "a"), filepath.Join(dir, "clone"), "c.u64", "c.u64.owner")
 	_, err := Open(filepath.Join(dir, "clone", "c.u64"), "web_1", WithRegistry(reg),
 		WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}))
 	require.ErrorIs(t, err, ErrProbableClone)
@@ -225,11 +232,7 @@ func TestReservationCloneWindowAndHeartbeat(t *testing.T) {
 	}
 	a := openReg(t, filepath.Join(dir, "a", "c.u64"), "web_1", reg, WithHeartbeat(time.Second), WithRegistryTimeout(time.Second), WithCloneWindow(3*time.Second))
 	defer a.Close()
-	for _, f := range []string{"c.u64", "c.u64.owner"} {
-		b, err := os.ReadFile(filepath.Join(dir, "a", f))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "clone", f), b, 0o600))
-	}
+	copyFiles(t, filepath.Join(dir, "a"), filepath.Join(dir, "clone"), "c.u64", "c.u64.owner")
 	clonePath := filepath.Join(dir, "clone", "c.u64")
 	cloneHost := WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"})
 

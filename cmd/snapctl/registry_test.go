@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/testcluster"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -21,26 +21,11 @@ import (
 // scripts/test.sh (or SNAPID_TEST_CASSANDRA). Without one they fail in CI
 // and are skipped elsewhere.
 
+// cassandraHost returns the test node's contact points as SNAPID_CASSANDRA
+// takes them.
 func cassandraHost(t *testing.T) string {
 	t.Helper()
-	host := os.Getenv("SNAPID_TEST_CASSANDRA")
-	if host == "" {
-		host = "127.0.0.1:9042"
-	}
-	addr := strings.Split(host, ",")[0]
-	if _, _, err := net.SplitHostPort(addr); err != nil {
-		addr = net.JoinHostPort(addr, "9042")
-	}
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		msg := fmt.Sprintf("Cassandra not reachable on %s (%v); start it with: bash scripts/cassandra.sh start", addr, err)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	c.Close()
-	return host
+	return strings.Join(testcluster.Require(t), ",")
 }
 
 // registryEnv returns a fake environment using a fresh keyspace (dropped at
@@ -236,42 +221,16 @@ func TestCheckNamesInventoryWithoutCassandra(t *testing.T) {
 	}
 }
 
-// testTLSDir returns the folder of the test node's client TLS files (see
-// scripts/cassandra.sh): SNAPID_TEST_CASSANDRA_TLS, else
-// $SNAPID_CASSANDRA_DIR/tls, else ~/.cache/snapid/run/tls. Missing files
-// fail the test in CI and skip it elsewhere.
-func testTLSDir(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("SNAPID_TEST_CASSANDRA_TLS")
-	if dir == "" {
-		run := os.Getenv("SNAPID_CASSANDRA_DIR")
-		if run == "" {
-			home, err := os.UserHomeDir()
-			require.NoError(t, err)
-			run = filepath.Join(home, ".cache", "snapid", "run")
-		}
-		dir = filepath.Join(run, "tls")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "client-key.pem")); err != nil {
-		msg := fmt.Sprintf("no TLS files of the test Cassandra (%v); restart it: bash scripts/cassandra.sh stop && bash scripts/cassandra.sh start", err)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return dir
-}
-
 // The TLS flags and environment variables reach the registry: mutual TLS
 // works from either, and a client certificate without its key is refused
 // before anything is done.
 func TestRegistryCommandsTLS(t *testing.T) {
 	f, _, _ := registryEnv(t)
-	dir := testTLSDir(t)
+	tf := testcluster.RequireTLS(t)
 	f.vars["SNAPID_NAME"] = "tls_1"
-	f.vars["SNAPID_CASSANDRA_TLS_CA"] = filepath.Join(dir, "ca.pem")
-	f.vars["SNAPID_CASSANDRA_TLS_CERT"] = filepath.Join(dir, "client.pem")
-	f.vars["SNAPID_CASSANDRA_TLS_KEY"] = filepath.Join(dir, "client-key.pem")
+	f.vars["SNAPID_CASSANDRA_TLS_CA"] = tf.CA
+	f.vars["SNAPID_CASSANDRA_TLS_CERT"] = tf.Cert
+	f.vars["SNAPID_CASSANDRA_TLS_KEY"] = tf.Key
 	r := f.run(t, "register")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	r = f.run(t, "next", "-n", "2")
@@ -281,7 +240,7 @@ func TestRegistryCommandsTLS(t *testing.T) {
 	g := newFakeEnv(t)
 	g.home = f.home
 	g.vars = map[string]string{"SNAPID_NAME": "tls_1", "SNAPID_CASSANDRA": f.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": f.vars["SNAPID_KEYSPACE"]}
-	tlsFlags := []string{"--tls-ca", filepath.Join(dir, "ca.pem"), "--tls-cert", filepath.Join(dir, "client.pem"), "--tls-key", filepath.Join(dir, "client-key.pem")}
+	tlsFlags := []string{"--tls-ca", tf.CA, "--tls-cert", tf.Cert, "--tls-key", tf.Key}
 	r = g.run(t, append([]string{"check-names"}, tlsFlags...)...)
 	require.Equal(t, exitOK, r.code, r.stdout+r.stderr)
 
@@ -301,11 +260,11 @@ func TestRegistryCommandsTLS(t *testing.T) {
 			assert.Contains(t, line, "no response to connection startup")
 		}
 	}
-	noCert(requireOneErrorLine(t, g.run(t, "next", "--tls-ca", filepath.Join(dir, "ca.pem"))))
-	g.vars["SNAPID_CASSANDRA_TLS_CA"] = filepath.Join(dir, "ca.pem")
+	noCert(requireOneErrorLine(t, g.run(t, "next", "--tls-ca", tf.CA)))
+	g.vars["SNAPID_CASSANDRA_TLS_CA"] = tf.CA
 	noCert(requireOneErrorLine(t, g.run(t, "next")))
 	delete(g.vars, "SNAPID_CASSANDRA_TLS_CA")
-	r = g.run(t, "next", "--tls-ca", filepath.Join(dir, "ca.pem"), "--tls-cert", filepath.Join(dir, "client.pem"))
+	r = g.run(t, "next", "--tls-ca", tf.CA, "--tls-cert", tf.Cert)
 	assert.Equal(t, exitFailure, r.code)
 	assert.Contains(t, requireOneErrorLine(t, r), "give both files or neither")
 	assert.Equal(t, before, dirSnapshot(t, stateDir))
