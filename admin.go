@@ -116,7 +116,8 @@ func Repair(path string, next uint64, opts ...Option) (previous []byte, err erro
 // with a registry (it holds the presence lock beside it). Otherwise it
 // returns with the host's gate held, so that no such process starts until
 // release is called. Processes without a registry hold no such lock; a
-// repaired counter below what they saw makes them stop with ErrRolledBack.
+// repaired counter below what they saw is raised back above it by their
+// next update.
 func refuseIfInUse(path string, o *options) (release func(), err error) {
 	release = func() {}
 	presence := path + presenceSuffix

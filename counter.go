@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -81,6 +82,7 @@ type counterFile struct {
 	buf    [CounterSize + 1]byte
 	broken error  // set when a torn write could not be repaired
 	high   uint64 // the highest value read or written: the counter must not go below it
+	log    *slog.Logger
 }
 
 // openFlags are the flags for every open of an existing counter file.
@@ -152,6 +154,7 @@ func openExistingMode(path string, o *options, flags int) (*counterFile, error) 
 		follow: o.followSymlinks,
 		sync:   o.sync,
 		io:     o.io,
+		log:    o.logger,
 	}, nil
 }
 
@@ -339,8 +342,11 @@ func (c *counterFile) read() (v uint64, err error) {
 // when sync is on); on any error nothing is reserved.
 //
 // hook, when not nil, decides where to count from (see advanceHook).
-// Without it, a counter found below a value this counterFile saw before is
-// refused with ErrRolledBack.
+// Without it, a counter found below a value this counterFile read or wrote
+// before (restored from a backup or copied over while in use) is raised
+// back above it: every number this process knows to be issued is at or
+// below that value. The update that raises it is the one that issues the
+// next numbers, so the raise is synced before any of them is returned.
 func (c *counterFile) advance(k uint64, hook advanceHook) (first uint64, err error) {
 	if err := c.lock(); err != nil {
 		return 0, err
@@ -357,8 +363,11 @@ func (c *counterFile) advance(k uint64, hook advanceHook) (first uint64, err err
 			return 0, err
 		}
 	case cur < c.high:
-		return 0, &FileError{Op: "advance", Path: c.path, Err: fmt.Errorf(
-			"%w: it holds %d, but %d was read or written before", ErrRolledBack, cur, c.high)}
+		base = c.high
+		c.log.Error("snapid: the counter went backwards while in use (restored from a backup or copied over?); "+
+			"raising it above the highest value this process read or wrote. Other processes that started since may have "+
+			"issued numbers again: without a registry nothing records how far they went",
+			"path", c.path, "counter", cur, "to", base)
 	}
 	if k > MaxNumber-base {
 		return 0, &FileError{Op: "advance", Path: c.path, Err: fmt.Errorf(

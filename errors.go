@@ -38,13 +38,6 @@ var (
 	// passing 2^64-1. The counter never wraps.
 	ErrExhausted = errors.New("counter exhausted")
 
-	// ErrRolledBack is returned when a counter file in use went below a
-	// value it held before (restored from a backup, copied over, or
-	// repaired while in use). Without a registry nothing tells how far
-	// other processes went, so nothing more is issued from it until it is
-	// opened again; with one, the counter is raised to the reserved mark.
-	ErrRolledBack = errors.New("counter went backwards while in use")
-
 	// ErrInUse is returned by operations that need every process of the
 	// host to have stopped using the counter (Release, Repair).
 	ErrInUse = errors.New("counter in use by a running process")

@@ -1,7 +1,9 @@
 package snapid
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -383,22 +385,36 @@ func TestReservationRollbackWhileRunning(t *testing.T) {
 }
 
 // Without a registry, a counter that goes backwards under a running
-// Generator is refused: nothing tells how far other processes went.
-func TestRollbackWithoutRegistryRefused(t *testing.T) {
+// Generator is raised back above the highest value it saw, loudly, and
+// issuance goes on: the raise is in the file (synced) before the next
+// number is returned, so a later process does not issue from the restored
+// value either.
+func TestRollbackWithoutRegistryRaised(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "counter.u64")
-	g, err := Open(path, "web_1", WithSync(false))
+	var logs bytes.Buffer
+	g, err := Open(path, "web_1", WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	require.NoError(t, err)
 	defer g.Close()
 	draw(t, g, 3)
 	backup, err := os.ReadFile(path)
 	require.NoError(t, err)
-	draw(t, g, 3)
+	issued := draw(t, g, 3)
 	require.NoError(t, os.WriteFile(path, backup, 0o600))
-	_, err = g.Next()
-	require.ErrorIs(t, err, ErrRolledBack)
-	b, err := os.ReadFile(path)
+
+	v, err := g.Next()
 	require.NoError(t, err)
-	assert.Equal(t, backup, b, "nothing written")
+	assert.Equal(t, issued[len(issued)-1]+1, v, "the next number follows the highest issued")
+	assert.Equal(t, v, ctValue(t, path), "the raise is written with the number that follows it")
+	assert.Contains(t, logs.String(), "level=ERROR")
+	assert.Contains(t, logs.String(), "went backwards")
+
+	// A process started after the raise goes on above it.
+	g2, err := Open(path, "web_1")
+	require.NoError(t, err)
+	defer g2.Close()
+	v2, err := g2.Next()
+	require.NoError(t, err)
+	assert.Equal(t, v+1, v2)
 }
 
 func TestRepairAndReleaseRefusedWhileInUse(t *testing.T) {

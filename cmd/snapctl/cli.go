@@ -228,8 +228,6 @@ func describe(cmd string, err error) string {
 		hint = registryHint(err) + "; nothing was issued"
 	case errors.Is(err, snapid.ErrReplaced):
 		hint = "the counter file was removed or replaced while in use; check it, then start again"
-	case errors.Is(err, snapid.ErrRolledBack):
-		hint = "the counter went backwards while in use (restored from a backup?); find the last id issued and 'snapctl init --force --start N' above it"
 	case errors.Is(err, snapid.ErrInUse):
 		hint = "stop the programs using this counter first"
 	case errors.Is(err, snapid.ErrExhausted):
