@@ -218,8 +218,13 @@ func (r *reservation) check(cur, k, high uint64) (uint64, error) {
 		r.log.Warn("snapid: the counter went backwards while in use (restored or copied over?); raising it",
 			"name", r.name, "counter", cur, "to", base)
 	}
-	if k > MaxNumber-base || base+k > m.mark {
-		return 0, &needMarkError{mark: m.mark, next: base + min(k, MaxNumber-base)}
+	if k > MaxNumber-base {
+		// No mark can make room past 2^64-1: advance refuses it with
+		// ErrExhausted, and the registry and the mark file are not touched.
+		return base, nil
+	}
+	if base+k > m.mark {
+		return 0, &needMarkError{mark: m.mark, next: base + k}
 	}
 	if m.mark-(base+k) < r.step()/2 {
 		r.extendInBackground()

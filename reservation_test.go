@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -524,4 +525,77 @@ func TestStats(t *testing.T) {
 	st = b.Stats()
 	assert.Equal(t, uint64(1), st.Flushes, "block mode: one update for the block")
 	assert.Equal(t, uint64(100), st.Reserved)
+}
+
+// A request that cannot fit below 2^64-1 is ErrExhausted, decided before
+// the registry is touched: the registry's mark, the mark file and the
+// counter stay as they were, and the name can still issue.
+func TestOverflowWithRegistryChangesNothing(t *testing.T) {
+	reg := newMemRegistry()
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	g := openReg(t, path, "web_1", reg)
+	defer g.Close()
+	draw(t, g, 1)
+	row, _ := reg.row("web_1")
+	mark, _, err := ReadMark(path)
+	require.NoError(t, err)
+
+	_, err = g.NextN(math.MaxUint64)
+	require.ErrorIs(t, err, ErrExhausted)
+	assert.NotErrorIs(t, err, ErrReservationExhausted)
+
+	after, _ := reg.row("web_1")
+	assert.Equal(t, row.Reserved, after.Reserved, "the registry's mark did not move")
+	markAfter, _, err := ReadMark(path)
+	require.NoError(t, err)
+	assert.Equal(t, mark, markAfter, "the mark file did not move")
+	assert.Equal(t, uint64(1), ctValue(t, path), "the counter did not move")
+	assert.Equal(t, []uint64{2}, draw(t, g, 1), "the name goes on issuing")
+}
+
+// A caller whose request cannot fit shares its group-commit group with one
+// that can: the group is served one by one, so the small request gets its
+// number and only the large one fails, with ErrExhausted.
+func TestOverflowWithRegistryInGroup(t *testing.T) {
+	reg := newMemRegistry()
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	x := &ctFaultIO{}
+	g := openReg(t, path, "web_1", reg, withIO(x))
+	defer g.Close()
+	entered, release := x.hold()
+	leader := make(chan error, 1)
+	go func() {
+		_, err := g.NextN(10) // 1..10, held in its write
+		leader <- err
+	}()
+	<-entered
+	var small, large error
+	var smallN uint64
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); smallN, small = g.Next() }()
+	go func() { defer wg.Done(); _, large = g.NextN(math.MaxUint64 - 5) }() // alone it would pass 2^64-1
+	ctWaitGroupSize(g, math.MaxUint64-4)
+	release()
+	wg.Wait()
+	require.NoError(t, <-leader)
+	require.NoError(t, small)
+	assert.Equal(t, uint64(11), smallN)
+	require.ErrorIs(t, large, ErrExhausted)
+	assert.NotErrorIs(t, large, ErrReservationExhausted)
+	row, _ := reg.row("web_1")
+	assert.Less(t, row.Reserved, uint64(math.MaxUint64), "the registry's mark was not raised to 2^64-1")
+}
+
+// At exactly 2^64-1 the error is ErrExhausted, not a reservation that
+// might come back.
+func TestExhaustedAtLastNumberWithRegistry(t *testing.T) {
+	reg := newMemRegistry()
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	g := openReg(t, path, "web_1", reg, WithTakeover(math.MaxUint64-1))
+	defer g.Close()
+	assert.Equal(t, []uint64{math.MaxUint64}, draw(t, g, 1))
+	_, err := g.Next()
+	require.ErrorIs(t, err, ErrExhausted)
+	assert.NotErrorIs(t, err, ErrReservationExhausted)
 }

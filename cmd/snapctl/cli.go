@@ -222,6 +222,8 @@ func describe(cmd string, err error) string {
 		hint = "choose another --name, or, if that holder is gone for good, 'snapctl release --force --start N' or 'snapctl register --force --start N'"
 	case errors.Is(err, snapid.ErrProbableClone):
 		hint = "this counter directory looks copied from a machine still using it: give this machine its own counter (remove the .owner file) and name"
+	case errors.Is(err, snapid.ErrExhausted):
+		hint = "nothing was issued: the counter never passes 2^64-1; ask for fewer numbers, or use a new node name once it is used up"
 	case errors.Is(err, snapid.ErrReservationExhausted): // before ErrRegistry, which it may wrap
 		hint = "the registry did not extend this host's reserved range: " + registryHint(err) + "; ids flow again once it does"
 	case errors.Is(err, snapid.ErrRegistry):
@@ -230,8 +232,6 @@ func describe(cmd string, err error) string {
 		hint = "the counter file was removed or replaced while in use; check it, then start again"
 	case errors.Is(err, snapid.ErrInUse):
 		hint = "stop the programs using this counter first"
-	case errors.Is(err, snapid.ErrExhausted):
-		hint = "this counter cannot issue more ids; use a new node name"
 	case errors.Is(err, fs.ErrNotExist):
 		hint = "check --counter (its directory must exist), or run 'snapctl init'"
 	case errors.Is(err, fs.ErrPermission):

@@ -324,3 +324,19 @@ func TestRegistryCommandsPasswordAuth(t *testing.T) {
 	r = f.run(t, "check-names", "--username", "cassandra")
 	require.Equal(t, exitOK, r.code, r.stdout+r.stderr)
 }
+
+// At 2^64-1 with a registry, next says the counter is used up, not that
+// ids flow again once the registry extends the range.
+func TestRegistryNextAtLastNumber(t *testing.T) {
+	a, _, _ := registryEnv(t)
+	a.vars["SNAPID_NAME"] = "web_1"
+	r := a.run(t, "init", "--start", "18446744073709551615")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = a.run(t, "next")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "web_1-18446744073709551615\n", r.stdout)
+	line := requireOneErrorLine(t, a.run(t, "next"))
+	assert.Contains(t, line, "exhausted")
+	assert.Contains(t, line, "never passes 2^64-1")
+	assert.NotContains(t, line, "flow again")
+}
