@@ -194,6 +194,9 @@ func (g *Generator) flush(k uint64) (uint64, error) {
 		ctx, cancel := context.WithTimeout(g.res.ctx, g.res.o.timeout)
 		err = g.res.extend(ctx, need.next)
 		cancel()
+		if errors.Is(err, ErrClosed) {
+			return 0, err
+		}
 		if err != nil {
 			return 0, fmt.Errorf("snapid: %w (%d issued, %d reserved): %w", ErrReservationExhausted, need.next-k, need.mark, err)
 		}
@@ -263,13 +266,26 @@ func (g *Generator) Close() error {
 	if g.block != nil {
 		g.block.close()
 	}
+	// Wait for the counter update in progress, if any: it returns its
+	// numbers (every later one sees closed and returns ErrClosed). Only then
+	// may this process leave the host's presence: the last process sets the
+	// registry's mark back to the counter, which must cover every number
+	// issued, and the files beside the counter may be closed.
+	g.mu.Lock()
+	//lint:ignore SA2001 an empty critical section is the barrier
+	g.mu.Unlock()
 	var err error
 	if g.res != nil {
 		err = g.res.close()
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.fileClosed = true // a late synchronous extension must not touch the descriptor
+	// A late synchronous extension must not touch the descriptors: it
+	// finds fileClosed and returns ErrClosed.
+	g.fileClosed = true
+	if g.res != nil {
+		g.res.host.close()
+	}
 	if cerr := g.file.close(); err == nil {
 		err = cerr
 	}

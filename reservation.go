@@ -40,6 +40,7 @@ type reservation struct {
 
 	bgMu     sync.Mutex // guards stopping and wg.Add against close's wg.Wait
 	stopping bool
+	closed   bool // set by close under extendMu: no extension after the set-back
 
 	ctx    context.Context // cancelled at close; parent of background calls
 	cancel context.CancelFunc
@@ -270,6 +271,11 @@ func (r *reservation) extendInBackground() {
 func (r *reservation) extend(ctx context.Context, need uint64) error {
 	r.extendMu.Lock()
 	defer r.extendMu.Unlock()
+	if r.closed {
+		// A caller that needed room when the Generator closed: the last
+		// process may have set the mark back, which must stay so.
+		return ErrClosed
+	}
 	// Each failed attempt means another process of the host moved the mark
 	// (progress), so a few more attempts are bounded and cheap.
 	for attempt := 0; attempt < 10; attempt++ {
@@ -409,7 +415,7 @@ func (r *reservation) close() error {
 	// let it finish before deciding what to set back, and start none.
 	r.extendMu.Lock()
 	defer r.extendMu.Unlock()
-	defer r.host.close()
+	r.closed = true
 	ctx, cancel := context.WithTimeout(context.Background(), r.o.timeout)
 	defer cancel()
 	if err := r.host.lockGate(ctx); err != nil {

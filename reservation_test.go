@@ -7,12 +7,15 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // crash abandons g as a killed process would: its locks and descriptors go
@@ -598,4 +601,95 @@ func TestExhaustedAtLastNumberWithRegistry(t *testing.T) {
 	_, err := g.Next()
 	require.ErrorIs(t, err, ErrExhausted)
 	assert.NotErrorIs(t, err, ErrReservationExhausted)
+}
+
+// lockCounterExternally takes the counter's flock from a descriptor of its
+// own, as another process would, and returns the function that lets it go.
+func lockCounterExternally(t *testing.T, path string) (unlock func()) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	require.NoError(t, err)
+	require.NoError(t, unix.Flock(int(f.Fd()), unix.LOCK_EX))
+	var once sync.Once
+	unlock = func() { once.Do(func() { f.Close() }) }
+	t.Cleanup(unlock)
+	return unlock
+}
+
+// waitUpdateInFlight waits until a counter update of g holds the
+// Generator's file mutex (it is then waiting for the counter's flock).
+func waitUpdateInFlight(g *Generator) {
+	for g.mu.TryLock() {
+		g.mu.Unlock()
+		runtime.Gosched()
+	}
+}
+
+// Close while a call waits for the counter's lock (another process holds
+// it), the Generator not being the last of its host, and the last one
+// closing meanwhile: the call returns a number (not an error about a closed
+// file), and the registry's mark that the last process sets back covers it.
+func TestCloseWithCallInFlight(t *testing.T) {
+	reg := newMemRegistry()
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	g1 := openReg(t, path, "web_1", reg)
+	g2 := openReg(t, path, "web_1", reg)
+	issued := append(draw(t, g1, 2), draw(t, g2, 2)...)
+
+	unlock := lockCounterExternally(t, path)
+	type result struct {
+		n   uint64
+		err error
+	}
+	inFlight := make(chan result, 1)
+	go func() {
+		n, err := g1.Next()
+		inFlight <- result{n, err}
+	}()
+	waitUpdateInFlight(g1)
+	closed1 := make(chan error, 1)
+	go func() { closed1 <- g1.Close() }()
+	// Time for a Close that does not wait for the update to close the
+	// files beside the counter and leave the host's presence.
+	time.Sleep(100 * time.Millisecond)
+	closed2 := make(chan error, 1)
+	go func() { closed2 <- g2.Close() }()
+	time.Sleep(100 * time.Millisecond)
+	unlock()
+
+	res := <-inFlight
+	require.NoError(t, <-closed1)
+	require.NoError(t, <-closed2)
+	if res.err != nil {
+		require.ErrorIs(t, res.err, ErrClosed)
+	} else {
+		issued = append(issued, res.n)
+	}
+	top := slices.Max(issued)
+	row, _ := reg.row("web_1")
+	assert.GreaterOrEqual(t, row.Reserved, top, "the registry's mark covers every number issued")
+	assert.GreaterOrEqual(t, ctValue(t, path), top)
+}
+
+// After the reservation is closed (the last process set the mark back), a
+// caller that still wanted room gets ErrClosed and the registry's mark is
+// not raised again: a clean restart leaves no gap.
+func TestNoExtensionAfterClose(t *testing.T) {
+	reg := newMemRegistry()
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	g := openReg(t, path, "web_1", reg)
+	draw(t, g, 3)
+	g.closed.Store(true)
+	g.mu.Lock() // as Generator.Close: no counter update in flight
+	g.mu.Unlock()
+	require.NoError(t, g.res.close())
+	row, _ := reg.row("web_1")
+	require.Equal(t, uint64(3), row.Reserved, "set back to the counter")
+
+	err := g.res.extend(t.Context(), 10)
+	require.ErrorIs(t, err, ErrClosed)
+	row, _ = reg.row("web_1")
+	assert.Equal(t, uint64(3), row.Reserved, "not raised after the set-back")
+	require.NoError(t, g.res.host.close())
+	require.NoError(t, g.file.close())
 }
