@@ -693,3 +693,49 @@ func TestNoExtensionAfterClose(t *testing.T) {
 	require.NoError(t, g.res.host.close())
 	require.NoError(t, g.file.close())
 }
+
+// A counter restored below the registry's mark is raised to the mark at
+// start-up, in the file itself, before anything is issued: Snap! and
+// 'snapctl show' then see a value at or above what the registry reserved.
+func TestStartRaisesRestoredCounterToRegistryMark(t *testing.T) {
+	reg := newMemRegistry()
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	backup := EncodeCounter(0)
+	g := openReg(t, path, "web_1", reg, WithReserveStep(100))
+	draw(t, g, 3)
+	crash(t, g) // the registry's mark stays above the counter
+	row, _ := reg.row("web_1")
+	require.Greater(t, row.Reserved, uint64(3))
+	require.NoError(t, os.WriteFile(path, backup[:], 0o600))
+
+	g = openReg(t, path, "web_1", reg, WithReserveStep(100))
+	defer g.Close()
+	v, err := ReadCounter(path)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, v, row.Reserved, "the counter file is raised to the registry's mark at Open")
+}
+
+// The highest value this process saw counts when the counter and the mark
+// file are restored together: a writer without the registry advanced the
+// counter to 50 and this process read it (a background extension), then
+// both files were put back; the next number must be above 50.
+func TestRegistryCheckUsesHighestSeen(t *testing.T) {
+	reg := newMemRegistry()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "counter.u64")
+	g := openReg(t, path, "web_1", reg)
+	defer g.Close()
+	draw(t, g, 5)
+	saved := t.TempDir()
+	copyFiles(t, dir, saved, "counter.u64", "counter.u64.mark")
+
+	_, err := Init(path, 51) // a writer without the registry
+	require.NoError(t, err)
+	require.NoError(t, g.res.extend(t.Context(), 0)) // reads the counter: 50
+	copyFiles(t, saved, dir, "counter.u64", "counter.u64.mark")
+	require.Equal(t, uint64(5), ctValue(t, path))
+
+	v, err := g.Next()
+	require.NoError(t, err)
+	assert.Greater(t, v, uint64(50), "numbers up to 50 were issued by the other writer")
+}
