@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -72,6 +73,7 @@ func (osIO) Sync(f *os.File) error                                { return unix.
 // stat of the path do the same job in a third of the time.)
 type counterFile struct {
 	path   string
+	cpath  *byte // path as a C string, for the identity check
 	f      *os.File
 	fd     int
 	dev    uint64 // identity of f, for the replacement check
@@ -79,9 +81,10 @@ type counterFile struct {
 	follow bool
 	sync   bool
 	io     fileIO
-	buf    [CounterSize + 1]byte
-	broken error  // set when a torn write could not be repaired
-	high   uint64 // the highest value read or written: the counter must not go below it
+	buf    [CounterSize + 1]byte // reads: one byte more than a counter holds
+	wbuf   [CounterSize]byte     // writes
+	broken error                 // set when a torn write could not be repaired
+	high   uint64                // the highest value read or written: the counter must not go below it
 	log    *slog.Logger
 }
 
@@ -145,8 +148,14 @@ func openExistingMode(path string, o *options, flags int) (*counterFile, error) 
 		f.Close()
 		return nil, &FileError{Op: "open", Path: path, Err: fmt.Errorf("%w (%s)", ErrNotRegular, kind)}
 	}
+	cpath, err := unix.BytePtrFromString(path)
+	if err != nil {
+		f.Close()
+		return nil, &FileError{Op: "open", Path: path, Err: err}
+	}
 	return &counterFile{
 		path:   path,
+		cpath:  cpath,
 		f:      f,
 		fd:     int(f.Fd()),
 		dev:    uint64(st.Dev),
@@ -231,21 +240,33 @@ func (c *counterFile) lock() error {
 	if err := ignoringEINTR(func() error { return unix.Flock(c.fd, unix.LOCK_EX) }); err != nil {
 		return &FileError{Op: "lock", Path: c.path, Err: err}
 	}
-	flags := unix.AT_SYMLINK_NOFOLLOW
-	if c.follow {
-		flags = 0
-	}
-	var st unix.Stat_t
-	err := unix.Fstatat(unix.AT_FDCWD, c.path, &st, flags)
-	switch {
-	case err != nil:
-		err = fmt.Errorf("%w: %w", ErrReplaced, err)
-	case uint64(st.Dev) != c.dev || st.Ino != c.ino:
-		err = ErrReplaced
-	}
-	if err != nil {
+	if err := c.checkIdentity(); err != nil {
 		c.unlock()
 		return &FileError{Op: "lock", Path: c.path, Err: err}
+	}
+	return nil
+}
+
+// checkIdentity checks that the path still names the open file. It asks
+// statx for the inode number alone (the device comes with every answer):
+// asking for timestamps, as stat does, costs more than the rest of the check,
+// and on kernels with fine-grained timestamps makes every later write record
+// a new modification time that fdatasync then carries. The path is converted
+// once, at open, so the check allocates nothing.
+func (c *counterFile) checkIdentity() error {
+	flags := unix.AT_SYMLINK_NOFOLLOW | unix.AT_STATX_DONT_SYNC
+	if c.follow {
+		flags = unix.AT_STATX_DONT_SYNC
+	}
+	var stx unix.Statx_t
+	dirfd := unix.AT_FDCWD
+	_, _, errno := unix.Syscall6(unix.SYS_STATX, uintptr(dirfd), uintptr(unsafe.Pointer(c.cpath)),
+		uintptr(flags), uintptr(unix.STATX_INO), uintptr(unsafe.Pointer(&stx)), 0)
+	switch {
+	case errno != 0:
+		return fmt.Errorf("%w: %w", ErrReplaced, errno)
+	case unix.Mkdev(stx.Dev_major, stx.Dev_minor) != c.dev || stx.Ino != c.ino:
+		return ErrReplaced
 	}
 	return nil
 }
@@ -302,8 +323,9 @@ func (c *counterFile) load() (uint64, error) {
 // store writes v in place at offset 0 and, when sync is on, waits for
 // fdatasync; the caller holds the lock.
 func (c *counterFile) store(v uint64) error {
-	b := EncodeCounter(v)
-	if n, err := c.io.WriteAt(c.f, b[:], 0); err != nil || n != CounterSize {
+	b := c.wbuf[:] // a field, so that passing it through fileIO allocates nothing
+	binary.LittleEndian.PutUint64(b, v)
+	if n, err := c.io.WriteAt(c.f, b, 0); err != nil || n != CounterSize {
 		if err == nil {
 			err = io.ErrShortWrite
 		}
@@ -312,7 +334,7 @@ func (c *counterFile) store(v uint64) error {
 			// value, which may read lower than both. Write all of v again
 			// (its numbers are not handed out; they are only skipped); if
 			// that fails too, refuse every later update of this file.
-			if n2, err2 := c.io.WriteAt(c.f, b[:], 0); err2 != nil || n2 != CounterSize {
+			if n2, err2 := c.io.WriteAt(c.f, b, 0); err2 != nil || n2 != CounterSize {
 				c.broken = &FileError{Op: "write", Path: c.path, Err: fmt.Errorf(
 					"%w: a torn write could not be repaired (%d of 8 bytes written); check the file before using it again", ErrCorrupt, n2)}
 			}

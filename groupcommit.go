@@ -22,6 +22,7 @@ type groupCommit struct {
 	cond     sync.Cond // signalled when a flush ends; at most one leader waits on it
 	flushing bool
 	open     *group // the group new callers join, nil if none
+	spare    *group // a group whose leader stayed alone, for the next leader
 }
 
 type group struct {
@@ -65,7 +66,11 @@ func (gc *groupCommit) reserve(k uint64) (uint64, error) {
 	g := gc.open
 	leader := g == nil
 	if leader {
-		g = &group{}
+		if g = gc.spare; g != nil {
+			gc.spare = nil
+		} else {
+			g = &group{}
+		}
 		gc.open = g
 	} else if k > MaxNumber-g.k {
 		// The group would need more than 2^64-1 numbers: it cannot fit in
@@ -106,9 +111,16 @@ func (gc *groupCommit) reserve(k uint64) (uint64, error) {
 		close(g.done)
 	}
 
+	first, err := g.result(0, 0)
 	gc.mu.Lock()
 	gc.flushing = false
 	gc.cond.Signal()
+	if g.done == nil {
+		// Nobody joined, so nobody else holds g: the next leader may
+		// reuse it, and a caller alone allocates nothing here.
+		*g = group{}
+		gc.spare = g
+	}
 	gc.mu.Unlock()
-	return g.result(0, 0)
+	return first, err
 }
