@@ -263,6 +263,8 @@ func registryHint(err error) string {
 			return credentials
 		case gocql.ErrCodeUnauthorized:
 			return permissions
+		case gocql.ErrCodeConfig:
+			return "check --replication (SNAPID_REPLICATION): its data-centre names must be the cluster's (see 'nodetool status')"
 		}
 	}
 	m := strings.ToLower(strings.Join(leafMessages(err), "; "))

@@ -67,6 +67,12 @@ func TestSetupCreatesRegistryOnce(t *testing.T) {
 		assert.Contains(t, line, "replication", "%v", bad)
 		assert.Nil(t, keyspaceReplication(t, s, ks), "%v created the keyspace", bad)
 	}
+	// A data centre the cluster does not have: Cassandra refuses it, and
+	// the hint points at --replication.
+	line := requireOneErrorLine(t, f.run(t, "setup", "--replication", "no_such_dc:1"))
+	assert.Contains(t, line, "check --replication")
+	assert.Nil(t, keyspaceReplication(t, s, ks))
+
 	f.vars["SNAPID_REPLICATION"] = "x:y"
 	requireOneErrorLine(t, f.run(t, "setup"))
 	assert.Nil(t, keyspaceReplication(t, s, ks))
