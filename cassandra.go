@@ -53,8 +53,10 @@ import (
 //     between makes the update fail, and Claim looks again (a few times).
 //   - Extend, Touch and Release are UPDATEs conditional on the owner (and on
 //     state='active' and the claim_token of the host's claim for Extend and
-//     Touch, and on the old mark for Extend; Release on a final value not
-//     below the mark).
+//     Touch, and on the old mark for Extend; Release on the mark it read at
+//     SERIAL and found, compared as unsigned in Go, not above the final
+//     value). Conditions only ever compare marks for equality: CQL orders
+//     bigint as signed, which would put marks at and above 2^63 below 0.
 //     That is how a refresh never resurrects a released or taken-over row:
 //     the condition fails instead. A conditional UPDATE on a missing row is
 //     not applied either, so a deleted row is not recreated as a partial row.
@@ -63,9 +65,10 @@ import (
 //     linearizable read-compare-write that makes two hosts never both win,
 //     and one mechanism is easier to reason about than two; timestamps would
 //     also depend on the hosts' clocks.
-//   - An LWT whose outcome is unknown (a write timeout, an unavailable or
-//     "CAS write unknown" error, a client timeout or a lost connection after
-//     the request was sent) is resolved by reading the row at SERIAL
+//   - An LWT whose outcome is unknown (a write timeout, an unavailable,
+//     overloaded or "CAS write unknown" error, a client timeout or a lost
+//     connection after the request was sent: any failure but the few that
+//     provably come before any work, see outcomeUnknown) is resolved by reading the row at SERIAL
 //     consistency, which also completes any Paxos round left in flight: our
 //     effect there (for a claim: our claim_token) means the statement was
 //     applied; the statement's condition still holding means it was not, and
@@ -181,6 +184,11 @@ type CassandraRegistry struct {
 	now      func() time.Time // tests move the clock
 	pageSize int              // rows per page of List
 	closed   sync.Once
+	// awaitSchema waits for the cluster to agree on the schema (the
+	// session's AwaitSchemaAgreement; tests count the calls). gocql 1.7.0
+	// counts nodes that are down, so a wait with one node down lasts until
+	// its timeout: it is called only after this process changed the schema.
+	awaitSchema func(context.Context) error
 }
 
 var _ Registry = (*CassandraRegistry)(nil)
@@ -199,12 +207,55 @@ const (
 )
 
 // NewCassandraRegistry validates cfg, connects, creates the keyspace and the
-// table if they do not exist (unless cfg.NoCreate), waits for the cluster to
-// agree on the schema and checks the table's columns. An invalid cfg is
-// refused with an error wrapping ErrInvalidOption before any connection is
-// made; a connection or schema failure wraps ErrRegistry. ctx bounds the
-// whole set-up.
+// table if they do not exist (unless cfg.NoCreate; after creating anything
+// it waits for the cluster to agree on the schema) and checks the table's
+// columns. An invalid cfg is refused with an error wrapping
+// ErrInvalidOption before any connection is made; a connection or schema
+// failure wraps ErrRegistry. ctx bounds the whole set-up.
+//
+// Creating what is missing keeps a single node or a test working with no
+// set-up. On a production cluster, create the schema once with
+// CreateCassandraSchema (snapctl setup), with the replication it needs,
+// rather than from every host's first start at once.
 func NewCassandraRegistry(ctx context.Context, cfg CassandraConfig) (*CassandraRegistry, error) {
+	r, err := dialCassandra(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.setUp(ctx, cfg); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// CreateCassandraSchema creates the registry's keyspace (with
+// cfg.Replication) and table if they do not exist, waits for the cluster to
+// agree on the schema if it created anything, and checks the table's
+// columns. It reports whether it created anything; running it again
+// changes nothing and reports false. A keyspace that exists is used as it
+// is, whatever its replication. cfg.NoCreate is ignored. Errors wrap
+// ErrInvalidOption (invalid cfg, refused before connecting) or ErrRegistry.
+//
+// This is the explicit, one-time set-up of a production cluster (snapctl
+// setup): run it once, from one place, before the hosts start, so that the
+// keyspace gets the replication it needs and is not created concurrently
+// by every host's first start. It is safe to run concurrently with itself
+// and with NewCassandraRegistry (every statement is IF NOT EXISTS).
+func CreateCassandraSchema(ctx context.Context, cfg CassandraConfig) (created bool, err error) {
+	r, err := dialCassandra(ctx, cfg)
+	if err != nil {
+		return false, err
+	}
+	defer r.Close()
+	if created, err = r.createMissing(ctx, cfg); err != nil {
+		return created, err
+	}
+	return created, r.checkColumns(ctx)
+}
+
+// dialCassandra validates cfg and connects, without touching the schema.
+func dialCassandra(ctx context.Context, cfg CassandraConfig) (*CassandraRegistry, error) {
 	cluster, err := cfg.cluster()
 	if err != nil {
 		return nil, err
@@ -218,16 +269,11 @@ func NewCassandraRegistry(ctx context.Context, cfg CassandraConfig) (*CassandraR
 	if err != nil {
 		return nil, fmt.Errorf("snapid: %w: connecting to Cassandra at %s: %w", ErrRegistry, strings.Join(cfg.Hosts, ","), err)
 	}
-	r := newCassandraRegistry(session, &gocqlQuerier{
+	return newCassandraRegistry(session, &gocqlQuerier{
 		s:      session,
 		cons:   cluster.Consistency,
 		serial: cluster.SerialConsistency,
-	}, cfg.keyspace(), cfg.table(), log)
-	if err := r.setUp(ctx, cfg); err != nil {
-		session.Close()
-		return nil, err
-	}
-	return r, nil
+	}, cfg.keyspace(), cfg.table(), log), nil
 }
 
 func newCassandraRegistry(s *gocql.Session, q *gocqlQuerier, ks, tbl string, log *slog.Logger) *CassandraRegistry {
@@ -235,6 +281,12 @@ func newCassandraRegistry(s *gocql.Session, q *gocqlQuerier, ks, tbl string, log
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &CassandraRegistry{session: s, q: q, log: log, ks: ks, tbl: tbl, now: time.Now, pageSize: listPageSize}
+	r.awaitSchema = func(ctx context.Context) error {
+		if r.session == nil {
+			return errors.New("no session")
+		}
+		return r.session.AwaitSchemaAgreement(ctx)
+	}
 	r.stmts = newStatements(ks, tbl)
 	q.selectOne = r.stmts.selectOne
 	return r
@@ -565,6 +617,8 @@ func newStatements(ks, tbl string) statements {
 	}
 	defs[0] += " PRIMARY KEY"
 	cols := strings.Join(names, ", ")
+	// Conditions compare marks for equality only: CQL orders bigint as
+	// signed, and marks are unsigned (see Release).
 	return statements{
 		createTable: "CREATE TABLE IF NOT EXISTS " + t + " (" + strings.Join(defs, ", ") + ")",
 		selectOne:   "SELECT " + cols + " FROM " + t + " WHERE name = ?",
@@ -576,47 +630,61 @@ func newStatements(ks, tbl string) statements {
 		extend: "UPDATE " + t + " SET reserved = ?, last_seen = ? WHERE name = ?" +
 			" IF owner = ? AND claim_token = ? AND state = ? AND reserved = ?",
 		touch:   "UPDATE " + t + " SET last_seen = ? WHERE name = ? IF owner = ? AND claim_token = ? AND state = ?",
-		release: "UPDATE " + t + " SET state = ?, reserved = ?, last_seen = ? WHERE name = ? IF owner = ? AND reserved <= ?",
+		release: "UPDATE " + t + " SET state = ?, reserved = ?, last_seen = ? WHERE name = ? IF owner = ? AND reserved = ?",
 	}
 }
 
-// setUp creates the keyspace and the table if missing and checks the
-// table's columns.
+// setUp creates the keyspace and the table if missing (unless
+// cfg.NoCreate) and checks the table's columns.
 func (r *CassandraRegistry) setUp(ctx context.Context, cfg CassandraConfig) error {
+	if !cfg.NoCreate {
+		if _, err := r.createMissing(ctx, cfg); err != nil {
+			return err
+		}
+	}
+	return r.checkColumns(ctx)
+}
+
+// createMissing creates the keyspace and the table if they do not exist,
+// and reports whether it created anything; only then does it wait for the
+// cluster to agree on the schema. What exists is used as it is, so that a
+// role allowed only to read and write the table (no CREATE permission)
+// needs no NoCreate, and a role with CREATE on the keyspace alone can make
+// the table.
+func (r *CassandraRegistry) createMissing(ctx context.Context, cfg CassandraConfig) (created bool, err error) {
 	fail := func(what string, err error) error {
 		return fmt.Errorf("snapid: %w: %s: %w", ErrRegistry, what, err)
 	}
-	if !cfg.NoCreate {
-		// What exists is used as it is, so that a role allowed only to read
-		// and write the table (no CREATE permission) needs no NoCreate, and
-		// a role with CREATE on the keyspace alone can make the table.
-		ksExists, err := r.schemaHas(ctx, `SELECT COUNT(*) FROM system_schema.keyspaces WHERE keyspace_name = ?`, r.ks)
-		if err != nil {
-			return fail("reading the schema", err)
-		}
-		tblExists := false
-		if ksExists {
-			if tblExists, err = r.schemaHas(ctx, `SELECT COUNT(*) FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?`, r.ks, r.tbl); err != nil {
-				return fail("reading the schema", err)
-			}
-		}
-		if !ksExists {
-			repl, _ := replicationCQL(cfg.Replication) // validated already
-			stmt := `CREATE KEYSPACE IF NOT EXISTS "` + r.ks + `" WITH replication = ` + repl
-			if err := r.session.Query(stmt).WithContext(ctx).Exec(); err != nil {
-				return fail("keyspace "+r.ks+" does not exist and creating it failed (wrong keyspace name?)", err)
-			}
-		}
-		if !tblExists {
-			if err := r.session.Query(r.stmts.createTable).WithContext(ctx).Exec(); err != nil {
-				return fail("table "+r.ks+"."+r.tbl+" does not exist and creating it failed", err)
-			}
+	ksExists, err := r.schemaHas(ctx, `SELECT COUNT(*) FROM system_schema.keyspaces WHERE keyspace_name = ?`, r.ks)
+	if err != nil {
+		return false, fail("reading the schema", err)
+	}
+	tblExists := false
+	if ksExists {
+		if tblExists, err = r.schemaHas(ctx, `SELECT COUNT(*) FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?`, r.ks, r.tbl); err != nil {
+			return false, fail("reading the schema", err)
 		}
 	}
-	if err := r.session.AwaitSchemaAgreement(ctx); err != nil {
-		return fail("waiting for the cluster to agree on the schema", err)
+	if !ksExists {
+		repl, _ := replicationCQL(cfg.Replication) // validated already
+		stmt := `CREATE KEYSPACE IF NOT EXISTS "` + r.ks + `" WITH replication = ` + repl
+		if err := r.session.Query(stmt).WithContext(ctx).Exec(); err != nil {
+			return false, fail("keyspace "+r.ks+" does not exist and creating it failed (wrong keyspace name?)", err)
+		}
+		created = true
 	}
-	return r.checkColumns(ctx)
+	if !tblExists {
+		if err := r.session.Query(r.stmts.createTable).WithContext(ctx).Exec(); err != nil {
+			return created, fail("table "+r.ks+"."+r.tbl+" does not exist and creating it failed", err)
+		}
+		created = true
+	}
+	if created {
+		if err := r.awaitSchema(ctx); err != nil {
+			return created, fail("waiting for the cluster to agree on the schema", err)
+		}
+	}
+	return created, nil
 }
 
 // schemaHas runs a COUNT(*) query on system_schema (readable by every
@@ -844,8 +912,15 @@ func unknownAdvice(op string) string {
 }
 
 // outcomeUnknown reports whether an LWT that failed with err may still have
-// been applied: everything but errors Cassandra returns before doing any
-// work, and failures to send.
+// been applied. Only errors that provably come before any work are
+// definite: statements Cassandra refuses while parsing, preparing or
+// authorising them (syntax, invalid, unauthorized, unprepared, protocol,
+// config, credentials, already exists), and failures to send (no
+// connection made, session closed). Everything else is unknown, Overloaded
+// included: Cassandra 5.0's StorageProxy.commitPaxos checks hint overload
+// after a quorum accepted the proposal, so an LWT answered Overloaded may
+// have been applied. Bootstrapping is treated as unknown too, as is any
+// code this list does not name.
 func outcomeUnknown(err error) bool {
 	if errors.Is(err, gocql.ErrNoConnections) || errors.Is(err, gocql.ErrSessionClosed) {
 		return false
@@ -854,12 +929,11 @@ func outcomeUnknown(err error) bool {
 	if errors.As(err, &re) {
 		switch re.Code() {
 		case gocql.ErrCodeSyntax, gocql.ErrCodeUnauthorized, gocql.ErrCodeInvalid, gocql.ErrCodeConfig,
-			gocql.ErrCodeCredentials, gocql.ErrCodeProtocol, gocql.ErrCodeOverloaded,
-			gocql.ErrCodeBootstrapping, gocql.ErrCodeUnprepared, gocql.ErrCodeAlreadyExists:
+			gocql.ErrCodeCredentials, gocql.ErrCodeProtocol, gocql.ErrCodeUnprepared, gocql.ErrCodeAlreadyExists:
 			return false
 		}
 		// Write and read timeouts and failures, unavailable, CAS write
-		// unknown, server errors.
+		// unknown, overloaded, bootstrapping, server errors.
 		return true
 	}
 	// Client timeouts, lost connections, context ends, anything else.
@@ -1213,13 +1287,19 @@ func (r *CassandraRegistry) Touch(ctx context.Context, name, owner, session stri
 	return r.notHeld("touch", name, owner, cur.holder(), found)
 }
 
-// Release implements Registry.Release:
+// Release implements Registry.Release. It reads the row at SERIAL,
+// compares the recorded mark with final in Go (as unsigned numbers: CQL
+// compares bigint as signed, which would misorder marks at and above
+// 2^63), then writes
 //
 //	UPDATE … SET state = 'released', reserved = final, last_seen = now
-//	WHERE name = ? IF owner = ?
+//	WHERE name = ? IF owner = ? AND reserved = <the mark read>
 //
-// A missing row or a row of another owner is not changed: ErrNameTaken.
-// Releasing a released row of the same owner records final again.
+// so the condition holds only on the row the decision was made from. If
+// the row changed in between, it reads and decides again (a few times).
+// A missing row or a row of another owner is not changed: ErrNameTaken. A
+// mark above final is not changed either: ErrMarkMoved. Releasing a
+// released row of the same owner records final again.
 func (r *CassandraRegistry) Release(ctx context.Context, name, owner string, final uint64) error {
 	if err := ValidateName(name); err != nil {
 		return err
@@ -1227,34 +1307,47 @@ func (r *CassandraRegistry) Release(ctx context.Context, name, owner string, fin
 	if err := checkOwner(owner); err != nil {
 		return err
 	}
-	now := r.timestamp()
-	judge := func(cur *record, found bool) outcome {
+	for attempt := 0; attempt < claimAttempts; attempt++ {
+		if attempt > 0 {
+			if err := backoff(ctx, attempt); err != nil {
+				return fmt.Errorf("snapid: %w: release %q: %w", ErrRegistry, name, err)
+			}
+		}
+		var cur record
+		found, err := r.q.serialRead(ctx, &cur, name)
+		if err != nil {
+			return fmt.Errorf("snapid: %w: release %q: reading the row: %w", ErrRegistry, name, err)
+		}
+		h := cur.holder()
 		switch {
-		case !found || str(cur.owner) != owner:
-			return outcomeLost
-		case str(cur.state) == StateReleased && cur.reserved != nil && uint64(*cur.reserved) == final &&
-			cur.lastSeen != nil && cur.lastSeen.Equal(now):
-			return outcomeApplied
-		case cur.reserved != nil && *cur.reserved > int64(final):
+		case !found || h.Owner != owner:
+			return r.notHeld("release", name, owner, h, found)
+		case h.Reserved > final:
+			return fmt.Errorf("snapid: %w: release %q: the registry's mark %d is above the final value %d; nothing was written",
+				ErrMarkMoved, name, h.Reserved, final)
+		}
+		read := cur.reserved
+		now := r.timestamp()
+		judge := func(row *record, found bool) outcome {
+			switch {
+			case !found || str(row.owner) != owner:
+				return outcomeLost
+			case str(row.state) == StateReleased && row.reserved != nil && uint64(*row.reserved) == final &&
+				row.lastSeen != nil && row.lastSeen.Equal(now):
+				return outcomeApplied
+			case same(row.reserved, read):
+				return outcomeResend
+			}
 			return outcomeLost
 		}
-		return outcomeResend
+		res, err := r.runCAS(ctx, "release", name, judge, r.stmts.release,
+			StateReleased, int64(final), now, name, owner, read)
+		if err != nil || res.applied {
+			return err
+		}
+		// The row changed since it was read: decide again.
 	}
-	// reserved <= final is compared as CQL bigint (signed): exact for
-	// marks below 2^63, which a counter would take millennia to reach.
-	res, err := r.runCAS(ctx, "release", name, judge, r.stmts.release, StateReleased, int64(final), now, name, owner, int64(final))
-	if err != nil || res.applied {
-		return err
-	}
-	cur, found, err := r.fullRow(ctx, "release", name, res)
-	if err != nil {
-		return err
-	}
-	if h := cur.holder(); found && h.Owner == owner && h.Reserved > final {
-		return fmt.Errorf("snapid: %w: release %q: the registry's mark %d is above the final value %d; nothing was written",
-			ErrMarkMoved, name, h.Reserved, final)
-	}
-	return r.notHeld("release", name, owner, cur.holder(), found)
+	return fmt.Errorf("snapid: %w: release %q: the row kept changing during %d attempts", ErrRegistry, name, claimAttempts)
 }
 
 // Get implements Registry.Get: the row read at SERIAL consistency (which

@@ -40,6 +40,7 @@ func init() {
 		{"init", "[--start N] [--force]", "create the counter so the next number is N (default 1); --force repairs a corrupt file", cmdInit},
 		{"register", "[--force --start N]", "claim the node name in the registry (--force takes it from an active holder known to be gone)", cmdRegister},
 		{"release", "[--force --start N]", "release the node name in the registry (--force: on behalf of a holder that is gone)", cmdRelease},
+		{"setup", "--replication dc1:3,dc2:3|N", "create the registry's keyspace and table once, with the replication given (production clusters)", cmdSetup},
 		{"check-names", "[--stale D] [--clock-skew D] [--names FILE] [--json]", "audit the registry and an inventory of planned names (exit 1 if problems)", cmdCheckNames},
 		{"version", "", "print the version", cmdVersion},
 		{"help", "[command]", "show help", cmdHelp},
@@ -260,6 +261,8 @@ func registryHint(err error) string {
 			return credentials
 		case gocql.ErrCodeUnauthorized:
 			return permissions
+		case gocql.ErrCodeConfig:
+			return "check --replication (SNAPID_REPLICATION): its data-centre names must be the cluster's (see 'nodetool status')"
 		}
 	}
 	m := strings.ToLower(strings.Join(leafMessages(err), "; "))
@@ -271,7 +274,7 @@ func registryHint(err error) string {
 	case strings.Contains(m, "tls:") || strings.Contains(m, "x509:"):
 		return "check --tls-ca, --tls-cert and --tls-key (SNAPID_CASSANDRA_TLS_*) against the cluster's certificates"
 	case strings.Contains(strings.ToLower(err.Error()), "does not exist"):
-		return "check --keyspace (SNAPID_KEYSPACE); the registry is made by the first 'snapctl register' or program that claims a name"
+		return "check --keyspace (SNAPID_KEYSPACE); the registry is made by 'snapctl setup' (or, with no set-up, by the first 'snapctl register' or program that claims a name)"
 	}
 	return "check that Cassandra is reachable (--cassandra / SNAPID_CASSANDRA) and try again"
 }
@@ -309,7 +312,8 @@ func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "common flags: --name, --counter, --sync (default true)")
 	fmt.Fprintln(w, "registry flags: --cassandra host[:port],…, --keyspace, --username, --tls-ca, --tls-cert, --tls-key, --timeout")
 	fmt.Fprintln(w, "environment: SNAPID_NAME, SNAPID_COUNTER, XDG_STATE_HOME, SNAPID_CASSANDRA, SNAPID_KEYSPACE,")
-	fmt.Fprintln(w, "  SNAPID_CASSANDRA_USERNAME, SNAPID_CASSANDRA_PASSWORD, SNAPID_CASSANDRA_TLS_CA, _TLS_CERT, _TLS_KEY")
+	fmt.Fprintln(w, "  SNAPID_CASSANDRA_USERNAME, SNAPID_CASSANDRA_PASSWORD, SNAPID_CASSANDRA_TLS_CA, _TLS_CERT, _TLS_KEY,")
+	fmt.Fprintln(w, "  SNAPID_REPLICATION (setup)")
 	fmt.Fprintln(w, "exit status: 0 success, 1 check found problems, 2 could not be done")
 }
 

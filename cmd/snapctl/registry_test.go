@@ -340,3 +340,26 @@ func TestRegistryNextAtLastNumber(t *testing.T) {
 	assert.Contains(t, line, "never passes 2^64-1")
 	assert.NotContains(t, line, "flow again")
 }
+
+// Marks are unsigned 64-bit numbers: a forced release with a start above
+// 2^63 records it, and the next holder starts there.
+func TestRegistryForceReleaseAbove2p63(t *testing.T) {
+	a, _, ks := registryEnv(t)
+	a.vars["SNAPID_NAME"] = "web_1"
+	r := a.run(t, "register")
+	require.Equal(t, exitOK, r.code, r.stderr)
+
+	b := newFakeEnv(t)
+	b.vars = map[string]string{"SNAPID_CASSANDRA": a.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks, "SNAPID_NAME": "web_1"}
+	r = b.run(t, "release", "--force", "--start", "9300000000000000000")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "released web_1 (last number 9299999999999999999)")
+	r = b.run(t, "next")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "web_1-9300000000000000000\n", r.stdout)
+
+	// A forced release with a lower start keeps the higher mark.
+	r = a.run(t, "release", "--force", "--start", "5")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "last number 9300000000000000000")
+}
