@@ -77,7 +77,10 @@ func Open(counterPath, name string, opts ...Option) (*Generator, error) {
 // WithRegistry it claims the name (SPEC §5) before it returns: another
 // owner's active claim is ErrNameTaken and the Generator is not returned;
 // the first process of the host raises the counter to the registry's
-// reserved mark and reserves the first step. Only the claim uses ctx.
+// reserved mark and reserves the first step. The other processes of the
+// host join its claim; one under another name than the claim's is refused
+// with ErrNameMismatch, whether the registry can be reached or not. Only
+// the claim uses ctx.
 func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) (*Generator, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
