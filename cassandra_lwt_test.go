@@ -208,15 +208,9 @@ func testExtendOldSessionRefused(t *testing.T, r Registry, raw func() any) {
 	require.NoError(t, err, "the current session extends")
 }
 
+// The in-memory registry is held to the same by the conformance suite
+// (snapidtest, ExtendConditionalOnSession).
 func TestExtendOldSessionRefused(t *testing.T) {
-	t.Run("memory", func(t *testing.T) {
-		m := newMemRegistry()
-		var name string
-		testExtendOldSessionRefused(t, &nameSpy{Registry: m, name: &name}, func() any {
-			h, _ := m.row(name)
-			return h
-		})
-	})
 	t.Run("cassandra", func(t *testing.T) {
 		_, _, r := oneRegistry(t)
 		var name string

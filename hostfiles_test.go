@@ -1,4 +1,4 @@
-package snapid
+package snapid_test
 
 import (
 	"context"
@@ -12,31 +12,39 @@ import (
 	"sync/atomic"
 	"testing"
 
+	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/testfs"
+	"github.com/snapid/snapid/snapidtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// hookRegistry is a memRegistry that counts claims and can hold a claim:
-// with hold set, Claim announces itself on entered and waits for proceed
-// before it is made.
+// hookRegistry is an in-memory registry that counts claims and can hold
+// one: with hold set, the next Claim announces itself on entered and
+// waits for proceed before it is made.
 type hookRegistry struct {
-	*memRegistry
+	*snapidtest.Registry
 	claims  atomic.Int32
-	hold    bool
+	hold    bool // hold the next claim
+	held    atomic.Bool
 	entered chan struct{}
 	proceed chan struct{}
 }
 
 func newHookRegistry() *hookRegistry {
-	return &hookRegistry{memRegistry: newMemRegistry(), entered: make(chan struct{}), proceed: make(chan struct{})}
-}
-
-func (h *hookRegistry) Claim(ctx context.Context, c Claim) (Holder, error) {
-	if h.claims.Add(1) == 1 && h.hold {
-		close(h.entered)
-		<-h.proceed
-	}
-	return h.memRegistry.Claim(ctx, c)
+	h := &hookRegistry{Registry: snapidtest.NewRegistry(), entered: make(chan struct{}), proceed: make(chan struct{})}
+	h.SetHook(func(_ context.Context, op, _ string) error {
+		if op != "claim" {
+			return nil
+		}
+		h.claims.Add(1)
+		if h.hold && h.held.CompareAndSwap(false, true) {
+			close(h.entered)
+			<-h.proceed
+		}
+		return nil
+	})
+	return h
 }
 
 // holdByOther makes name held, active, by another host's owner.
@@ -73,7 +81,7 @@ func TestRefusedClaimKeepsCounterInUse(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, path := ctPath(t)
 			reg := newHookRegistry()
-			holdByOther(t, reg.memRegistry, "web_1")
+			holdByOther(t, reg.Registry, "web_1")
 			reg.hold = true
 			done := make(chan error, 1)
 			go func() {
@@ -104,16 +112,16 @@ func TestRefusedClaimKeepsCounterInUse(t *testing.T) {
 // and hold nothing a later Open misreads.
 func TestRefusedClaimLeavesDocumentedFiles(t *testing.T) {
 	dir, path := ctPath(t)
-	reg := newMemRegistry()
+	reg := snapidtest.NewRegistry()
 	holdByOther(t, reg, "web_1")
 	_, err := Open(path, "web_1", WithRegistry(reg), WithHostInfo(HostInfo{Hostname: "host1", MachineID: "m1"}))
 	require.ErrorIs(t, err, ErrNameTaken)
 	assert.Equal(t, uint64(0), ctValue(t, path), "nothing was issued")
-	for _, suffix := range []string{ownerSuffix, markSuffix, presenceSuffix} {
+	for _, suffix := range []string{ExportOwnerSuffix, ExportMarkSuffix, ExportPresenceSuffix} {
 		assert.FileExists(t, path+suffix)
 	}
-	assert.NoFileExists(t, path+sessionSuffix, "a refused claim writes no session")
-	ctRequireNoTemp(t, dir)
+	assert.NoFileExists(t, path+ExportSessionSuffix, "a refused claim writes no session")
+	testfs.RequireNoTemp(t, dir)
 	mark, ok, err := ReadMark(path)
 	require.NoError(t, err)
 	assert.True(t, ok)
@@ -141,13 +149,13 @@ func TestJoinUnderAnotherNameRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, path := ctPath(t)
-			reg := newMemRegistry()
+			reg := snapidtest.NewRegistry()
 			holdByOther(t, reg, "web_b")
 			first, err := openAs(path, "web_a", reg, WithReserveStep(100), WithOutageHorizon(0))
 			require.NoError(t, err)
 			defer first.Close()
 			assert.Equal(t, []uint64{1, 2, 3}, draw(t, first, 3))
-			reg.setDown(tc.down)
+			reg.SetDown(tc.down)
 
 			g, err := openAs(path, tc.other, reg)
 			if g != nil {
@@ -159,7 +167,7 @@ func TestJoinUnderAnotherNameRefused(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.other)
 			assert.Equal(t, uint64(3), ctValue(t, path), "nothing was issued under the other name")
 
-			reg.setDown(false)
+			reg.SetDown(false)
 			assert.Equal(t, []uint64{4}, draw(t, first, 1), "the host's process goes on")
 			joiner, err := openAs(path, "web_a", reg)
 			require.NoError(t, err, "the right name still joins")
@@ -172,15 +180,15 @@ func TestJoinUnderAnotherNameRefused(t *testing.T) {
 // joining process refuses one in another format, or for another owner.
 func TestSessionFileFormat(t *testing.T) {
 	_, path := ctPath(t)
-	reg := newMemRegistry()
+	reg := snapidtest.NewRegistry()
 	first, err := openAs(path, "web_a", reg)
 	require.NoError(t, err)
 	defer first.Close()
 	owner, err := OwnerToken(path)
 	require.NoError(t, err)
-	h, _ := reg.row("web_a")
+	h, _ := reg.Row("web_a")
 	good := fmt.Sprintf("snapid-session 2\nname web_a\nowner %s\nsession %s\n", owner, h.Session)
-	b, err := os.ReadFile(path + sessionSuffix)
+	b, err := os.ReadFile(path + ExportSessionSuffix)
 	require.NoError(t, err)
 	require.Equal(t, good, string(b))
 
@@ -201,14 +209,14 @@ func TestSessionFileFormat(t *testing.T) {
 		{"another owner", strings.Replace(good, owner, strings.Repeat("c", 32), 1), "not of this counter's"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			require.NoError(t, os.WriteFile(path+sessionSuffix, []byte(tc.content), 0o600))
+			require.NoError(t, os.WriteFile(path+ExportSessionSuffix, []byte(tc.content), 0o600))
 			g, err := openAs(path, "web_a", reg)
 			if g != nil {
 				g.Close()
 			}
 			require.ErrorIs(t, err, ErrCorruptSession)
 			require.ErrorIs(t, err, ErrCorrupt)
-			assert.Contains(t, err.Error(), path+sessionSuffix)
+			assert.Contains(t, err.Error(), path+ExportSessionSuffix)
 			assert.Contains(t, err.Error(), "corrupt session file")
 			assert.Contains(t, err.Error(), tc.want)
 		})
@@ -219,12 +227,12 @@ func TestSessionFileFormat(t *testing.T) {
 // it: a file of an earlier version does not stop an upgrade.
 func TestFirstProcessReplacesOldSessionFile(t *testing.T) {
 	_, path := ctPath(t)
-	reg := newMemRegistry()
-	require.NoError(t, os.WriteFile(path+sessionSuffix, []byte("session-0\n"), 0o600))
+	reg := snapidtest.NewRegistry()
+	require.NoError(t, os.WriteFile(path+ExportSessionSuffix, []byte("session-0\n"), 0o600))
 	g, err := openAs(path, "web_a", reg)
 	require.NoError(t, err)
 	defer g.Close()
-	b, err := os.ReadFile(path + sessionSuffix)
+	b, err := os.ReadFile(path + ExportSessionSuffix)
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(string(b), "snapid-session 2\nname web_a\n"), "%q", b)
 	joiner, err := openAs(path, "web_a", reg)
@@ -242,29 +250,29 @@ func TestCorruptHostFileRefusedBeforeClaim(t *testing.T) {
 		message []string
 	}{
 		{"mark too long", func(t *testing.T, path string) {
-			require.NoError(t, os.WriteFile(path+markSuffix, make([]byte, 20), 0o600))
+			require.NoError(t, os.WriteFile(path+ExportMarkSuffix, make([]byte, 20), 0o600))
 		}, ErrCorruptMark, []string{"corrupt mark file", "it is 20 bytes", "16 bytes or empty"}},
 		{"mark of 5000 bytes", func(t *testing.T, path string) {
-			require.NoError(t, os.WriteFile(path+markSuffix, make([]byte, 5000), 0o600))
+			require.NoError(t, os.WriteFile(path+ExportMarkSuffix, make([]byte, 5000), 0o600))
 		}, ErrCorruptMark, []string{"it is 5000 bytes"}},
 		{"mark too short", func(t *testing.T, path string) {
-			require.NoError(t, os.WriteFile(path+markSuffix, make([]byte, 3), 0o600))
+			require.NoError(t, os.WriteFile(path+ExportMarkSuffix, make([]byte, 3), 0o600))
 		}, ErrCorruptMark, []string{"it is 3 bytes"}},
 		{"owner", func(t *testing.T, path string) {
-			require.NoError(t, os.WriteFile(path+ownerSuffix, []byte("not a token\n"), 0o600))
+			require.NoError(t, os.WriteFile(path+ExportOwnerSuffix, []byte("not a token\n"), 0o600))
 		}, ErrCorruptOwner, []string{"corrupt owner token file", "it is 12 bytes"}},
 		{"owner without newline", func(t *testing.T, path string) {
-			require.NoError(t, os.WriteFile(path+ownerSuffix, []byte(strings.Repeat("a", 32)), 0o600))
+			require.NoError(t, os.WriteFile(path+ExportOwnerSuffix, []byte(strings.Repeat("a", 32)), 0o600))
 		}, ErrCorruptOwner, []string{"corrupt owner token file"}},
 		{"owner, counter missing", func(t *testing.T, path string) {
 			require.NoError(t, os.Remove(path))
-			require.NoError(t, os.WriteFile(path+ownerSuffix, []byte("x\n"), 0o600))
+			require.NoError(t, os.WriteFile(path+ExportOwnerSuffix, []byte("x\n"), 0o600))
 		}, ErrCorruptOwner, nil},
 		{"mark, counter and owner missing", func(t *testing.T, path string) {
-			for _, p := range []string{path, path + ownerSuffix, path + presenceSuffix, path + sessionSuffix} {
+			for _, p := range []string{path, path + ExportOwnerSuffix, path + ExportPresenceSuffix, path + ExportSessionSuffix} {
 				require.NoError(t, os.Remove(p))
 			}
-			require.NoError(t, os.WriteFile(path+markSuffix, make([]byte, 17), 0o600))
+			require.NoError(t, os.WriteFile(path+ExportMarkSuffix, make([]byte, 17), 0o600))
 		}, ErrCorruptMark, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -275,9 +283,9 @@ func TestCorruptHostFileRefusedBeforeClaim(t *testing.T) {
 			draw(t, g, 2)
 			require.NoError(t, g.Close())
 			tc.spoil(t, path)
-			row, _ := reg.row("web_1")
+			row, _ := reg.Row("web_1")
 			claims := reg.claims.Load()
-			before := ctSnapshot(t, dir)
+			before := testfs.Snapshot(t, dir)
 
 			g, err = openAs(path, "web_1", reg)
 			if g != nil {
@@ -290,9 +298,9 @@ func TestCorruptHostFileRefusedBeforeClaim(t *testing.T) {
 				assert.Contains(t, err.Error(), m)
 			}
 			assert.Equal(t, claims, reg.claims.Load(), "refused before the claim")
-			after, _ := reg.row("web_1")
+			after, _ := reg.Row("web_1")
 			assert.Equal(t, row, after, "the registry is unchanged")
-			ctRequireUnchanged(t, dir, before)
+			testfs.RequireUnchanged(t, dir, before)
 		})
 	}
 }
@@ -301,11 +309,11 @@ func TestCorruptHostFileRefusedBeforeClaim(t *testing.T) {
 // size, by the Generator and by ReadMark.
 func TestCorruptMarkMessageSizes(t *testing.T) {
 	_, path := ctPath(t)
-	g, err := openAs(path, "web_1", newMemRegistry(), WithReserveStep(100), WithOutageHorizon(0))
+	g, err := openAs(path, "web_1", snapidtest.NewRegistry(), WithReserveStep(100), WithOutageHorizon(0))
 	require.NoError(t, err)
 	defer g.Close()
 	draw(t, g, 1)
-	f, err := os.OpenFile(path+markSuffix, os.O_WRONLY|os.O_APPEND, 0)
+	f, err := os.OpenFile(path+ExportMarkSuffix, os.O_WRONLY|os.O_APPEND, 0)
 	require.NoError(t, err)
 	_, err = f.Write([]byte{1, 2, 3, 4})
 	require.NoError(t, err)
@@ -324,16 +332,16 @@ func TestCorruptMarkMessageSizes(t *testing.T) {
 // the registry and raises the counter to the registry's mark.
 func TestRemovedMarkRebuiltFromRegistry(t *testing.T) {
 	_, path := ctPath(t)
-	reg := newMemRegistry()
+	reg := snapidtest.NewRegistry()
 	g, err := openAs(path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
 	require.NoError(t, err)
 	draw(t, g, 5)
 	crash(t, g) // the registry keeps the reserved mark (100)
-	require.NoError(t, os.WriteFile(path+markSuffix, make([]byte, 20), 0o600))
+	require.NoError(t, os.WriteFile(path+ExportMarkSuffix, make([]byte, 20), 0o600))
 	_, err = openAs(path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
 	require.ErrorIs(t, err, ErrCorruptMark)
 
-	require.NoError(t, os.Remove(path+markSuffix))
+	require.NoError(t, os.Remove(path+ExportMarkSuffix))
 	g, err = openAs(path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
 	require.NoError(t, err)
 	defer g.Close()
@@ -371,7 +379,7 @@ func TestWithFileModeNeedsOwnerReadWrite(t *testing.T) {
 			if !tc.ok {
 				require.ErrorIs(t, err, ErrInvalidOption)
 				assert.Contains(t, err.Error(), "WithFileMode")
-				ctRequireUnchanged(t, dir, map[string]ctEntry{})
+				testfs.RequireUnchanged(t, dir, map[string]testfs.Entry{})
 				return
 			}
 			require.NoError(t, err)
@@ -392,7 +400,7 @@ type fsOp struct{ op, path, to string }
 // recordingFS does the real file-system work and records it; SyncDir
 // fails with errInjected right after a Link or Rename to failAfter.
 type recordingFS struct {
-	osFS
+	ExportOSFS
 	mu        sync.Mutex
 	ops       []fsOp
 	failAfter string
@@ -410,22 +418,22 @@ func (r *recordingFS) add(op fsOp) {
 
 func (r *recordingFS) SyncFile(f *os.File) error {
 	r.add(fsOp{op: "syncfile", path: f.Name()})
-	return r.osFS.SyncFile(f)
+	return r.ExportOSFS.SyncFile(f)
 }
 
 func (r *recordingFS) Link(oldname, newname string) error {
 	r.add(fsOp{op: "link", path: oldname, to: newname})
-	return r.osFS.Link(oldname, newname)
+	return r.ExportOSFS.Link(oldname, newname)
 }
 
 func (r *recordingFS) Rename(oldname, newname string) error {
 	r.add(fsOp{op: "rename", path: oldname, to: newname})
-	return r.osFS.Rename(oldname, newname)
+	return r.ExportOSFS.Rename(oldname, newname)
 }
 
 func (r *recordingFS) Remove(name string) error {
 	r.add(fsOp{op: "remove", path: name})
-	return r.osFS.Remove(name)
+	return r.ExportOSFS.Remove(name)
 }
 
 func (r *recordingFS) SyncDir(dir string) error {
@@ -436,7 +444,7 @@ func (r *recordingFS) SyncDir(dir string) error {
 	if fail {
 		return errInjected
 	}
-	return r.osFS.SyncDir(dir)
+	return r.ExportOSFS.SyncDir(dir)
 }
 
 func (r *recordingFS) snapshot() []fsOp {
@@ -451,7 +459,7 @@ func (r *recordingFS) snapshot() []fsOp {
 func TestCreateFilesOrderOfOperations(t *testing.T) {
 	dir, path := ctPath(t)
 	rec := &recordingFS{}
-	g, err := openAs(path, "web_1", newMemRegistry(), withFS(rec))
+	g, err := openAs(path, "web_1", snapidtest.NewRegistry(), ExportWithFS(rec))
 	require.NoError(t, err)
 	require.NoError(t, g.Close())
 	ops := rec.snapshot()
@@ -464,11 +472,11 @@ func TestCreateFilesOrderOfOperations(t *testing.T) {
 		}
 		return -1
 	}
-	for _, suffix := range []string{"", ownerSuffix, markSuffix, presenceSuffix, sessionSuffix} {
+	for _, suffix := range []string{"", ExportOwnerSuffix, ExportMarkSuffix, ExportPresenceSuffix, ExportSessionSuffix} {
 		target := path + suffix
 		t.Run("counter"+suffix, func(t *testing.T) {
 			op := "link"
-			if suffix == sessionSuffix {
+			if suffix == ExportSessionSuffix {
 				op = "rename"
 			}
 			at := -1
@@ -484,7 +492,7 @@ func TestCreateFilesOrderOfOperations(t *testing.T) {
 			synced := find(0, fsOp{op: "syncfile", path: tmp})
 			assert.True(t, synced >= 0 && synced < at, "the file is synced before it gets its name: %v", ops)
 			want := []fsOp{{op: "remove", path: tmp}, {op: "syncdir", path: dir}}
-			if suffix == sessionSuffix {
+			if suffix == ExportSessionSuffix {
 				want = want[1:] // renamed: no temporary name is left
 			}
 			require.Greater(t, len(ops), at+len(want), "%v", ops)
@@ -492,17 +500,17 @@ func TestCreateFilesOrderOfOperations(t *testing.T) {
 				"right after %s gets its name: the temporary name removed, then the directory synced", target)
 		})
 	}
-	ctRequireNoTemp(t, dir)
+	testfs.RequireNoTemp(t, dir)
 }
 
 // A failed directory sync fails the creation, with an error that says so,
 // for the counter and for each file beside it.
 func TestCreateFilesDirSyncFailure(t *testing.T) {
-	for _, suffix := range []string{"", ownerSuffix, markSuffix, presenceSuffix, sessionSuffix} {
+	for _, suffix := range []string{"", ExportOwnerSuffix, ExportMarkSuffix, ExportPresenceSuffix, ExportSessionSuffix} {
 		t.Run("counter"+suffix, func(t *testing.T) {
 			dir, path := ctPath(t)
 			rec := &recordingFS{failAfter: path + suffix}
-			g, err := openAs(path, "web_1", newMemRegistry(), withFS(rec))
+			g, err := openAs(path, "web_1", snapidtest.NewRegistry(), ExportWithFS(rec))
 			if g != nil {
 				g.Close()
 			}
@@ -512,12 +520,12 @@ func TestCreateFilesDirSyncFailure(t *testing.T) {
 			var fe *FileError
 			require.True(t, errors.As(err, &fe), "%v", err)
 			assert.Equal(t, path+suffix, fe.Path)
-			ctRequireNoTemp(t, dir)
+			testfs.RequireNoTemp(t, dir)
 		})
 	}
 	t.Run("Init", func(t *testing.T) {
 		_, path := ctPath(t)
-		_, err := Init(path, 5, withFS(&recordingFS{failAfter: path}))
+		_, err := Init(path, 5, ExportWithFS(&recordingFS{failAfter: path}))
 		require.ErrorIs(t, err, errInjected)
 		assert.Contains(t, err.Error(), "sync directory")
 	})
