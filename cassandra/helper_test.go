@@ -1,13 +1,16 @@
-package snapid
+package cassandra
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/gocql/gocql"
+	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/testcluster"
 	"github.com/stretchr/testify/require"
 )
@@ -60,12 +63,12 @@ func newTestKeyspace(tb testing.TB) *testKeyspace {
 	return k
 }
 
-func (k *testKeyspace) config() CassandraConfig {
-	return CassandraConfig{Hosts: k.hosts, Keyspace: k.name}
+func (k *testKeyspace) config() Config {
+	return Config{Hosts: k.hosts, Keyspace: k.name}
 }
 
 // registry opens a registry on the keyspace, closed at cleanup.
-func (k *testKeyspace) registry(tb testing.TB, mods ...func(*CassandraConfig)) *CassandraRegistry {
+func (k *testKeyspace) registry(tb testing.TB, mods ...func(*Config)) *Registry {
 	tb.Helper()
 	cfg := k.config()
 	for _, m := range mods {
@@ -73,7 +76,7 @@ func (k *testKeyspace) registry(tb testing.TB, mods ...func(*CassandraConfig)) *
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	r, err := NewCassandraRegistry(ctx, cfg)
+	r, err := NewRegistry(ctx, cfg)
 	require.NoError(tb, err)
 	tb.Cleanup(r.Close)
 	return r
@@ -98,7 +101,7 @@ func (k *testKeyspace) keyspaceExists(tb testing.TB, name string) bool {
 
 // rawRow reads the stored row at SERIAL, every column, for comparisons
 // that must see all of it (the claim token included).
-func rawRow(tb testing.TB, r *CassandraRegistry, name string) (map[string]any, bool) {
+func rawRow(tb testing.TB, r *Registry, name string) (map[string]any, bool) {
 	tb.Helper()
 	var rec record
 	found, err := r.q.serialRead(context.Background(), &rec, name)
@@ -139,8 +142,8 @@ func testName(tb testing.TB) string {
 }
 
 // testClaim is a claim by owner from a host named after it.
-func testClaim(name, owner string) Claim {
-	return Claim{Name: name, Owner: owner, Hostname: owner + ".example", Address: "192.0.2.1", MachineID: "machine-" + owner}
+func testClaim(name, owner string) snapid.Claim {
+	return snapid.Claim{Name: name, Owner: owner, Hostname: owner + ".example", Address: "192.0.2.1", MachineID: "machine-" + owner}
 }
 
 // lossyQuerier wraps a casQuerier and, for chosen CAS calls, loses the
@@ -197,8 +200,39 @@ func (l *lossyQuerier) serialRead(ctx context.Context, rec *record, name string)
 }
 
 // lossy installs a lossyQuerier on r (before r is shared with goroutines).
-func lossy(r *CassandraRegistry, plan func(n int, stmt string) lossPlan) *lossyQuerier {
+func lossy(r *Registry, plan func(n int, stmt string) lossPlan) *lossyQuerier {
 	l := &lossyQuerier{inner: r.q, plan: plan}
 	r.q = l
 	return l
+}
+
+// draw takes n numbers from g.
+func draw(t *testing.T, g *snapid.Generator, n int) []uint64 {
+	t.Helper()
+	out := make([]uint64, 0, n)
+	for range n {
+		v, err := g.Next()
+		require.NoError(t, err)
+		out = append(out, v)
+	}
+	return out
+}
+
+// ctValue reads the counter's last issued number.
+func ctValue(t *testing.T, path string) uint64 {
+	t.Helper()
+	v, err := snapid.ReadCounter(path)
+	require.NoError(t, err)
+	return v
+}
+
+// copyFiles copies the named files from one directory to another, as an
+// operator copying a counter directory would.
+func copyFiles(t *testing.T, from, to string, names ...string) {
+	t.Helper()
+	for _, f := range names {
+		b, err := os.ReadFile(filepath.Join(from, f))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(to, f), b, 0o600))
+	}
 }

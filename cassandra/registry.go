@@ -1,4 +1,4 @@
-package snapid
+package cassandra
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
+	"github.com/snapid/snapid"
 )
 
 // The registry table (SPEC §5), one row per node name:
@@ -45,15 +46,15 @@ import (
 //
 //   - Every write is a lightweight transaction (LWT) run at the configured
 //     serial consistency; no plain INSERT, UPDATE or DELETE is ever sent.
-//     Claim is "INSERT … IF NOT EXISTS" and, for an existing row, an
+//     snapid.Claim is "INSERT … IF NOT EXISTS" and, for an existing row, an
 //     "UPDATE … IF owner=? AND state=? AND reserved=? AND claim_token=?"
 //     conditional on the whole row as the failed insert returned it, so that
-//     what Claim decided from (the owner, the state, the recorded mark, the
+//     what snapid.Claim decided from (the owner, the state, the recorded mark, the
 //     holder's machine) is exactly what it replaces; a row that changed in
-//     between makes the update fail, and Claim looks again (a few times).
-//   - Extend, Touch and Release are UPDATEs conditional on the owner (and on
+//     between makes the update fail, and snapid.Claim looks again (a few times).
+//   - Extend, Touch and snapid.Release are UPDATEs conditional on the owner (and on
 //     state='active' and the claim_token of the host's claim for Extend and
-//     Touch, and on the old mark for Extend; Release on the mark it read at
+//     Touch, and on the old mark for Extend; snapid.Release on the mark it read at
 //     SERIAL and found, compared as unsigned in Go, not above the final
 //     value). Conditions only ever compare marks for equality: CQL orders
 //     bigint as signed, which would put marks at and above 2^63 below 0.
@@ -76,25 +77,25 @@ import (
 //     another writer got there first, and the call carries on as if the
 //     condition had failed. The outcome is never guessed: if the read fails
 //     too, or the caller's context has ended, the call returns an error
-//     wrapping ErrRegistry that says the outcome is unknown.
+//     wrapping snapid.ErrRegistry that says the outcome is unknown.
 //
 // The cluster is used without a gocql RetryPolicy: gocql v1.7.0 re-sends
 // non-idempotent statements, LWTs included, under a retry policy, which
 // would turn one claim into two Paxos rounds with unknowable results.
 
-// Defaults of CassandraConfig.
+// Defaults of Config.
 const (
 	DefaultKeyspace          = "snapid"
 	DefaultTable             = "node_names"
-	DefaultCassandraTimeout  = 12 * time.Second // above the server's 10 s request timeouts
+	DefaultTimeout           = 12 * time.Second // above the server's 10 s request timeouts
 	DefaultConnectTimeout    = 10 * time.Second
 	DefaultReconnectInterval = 5 * time.Second
-	DefaultCassandraPort     = 9042
+	DefaultPort              = 9042
 )
 
-// CassandraConfig configures NewCassandraRegistry. The zero value of every
+// Config configures NewRegistry. The zero value of every
 // field but Hosts means its default.
-type CassandraConfig struct {
+type Config struct {
 	// Hosts are the contact points, "host" or "host:port" (IPv6 as
 	// "[::1]:9042"); the default port is 9042. At least one is required.
 	Hosts []string
@@ -146,7 +147,7 @@ type CassandraConfig struct {
 	// ConnectTimeout bounds each connection attempt (default 10 s).
 	ConnectTimeout time.Duration
 	// ReconnectInterval is how often nodes seen down are tried again
-	// (default 5 s), so that a Generator resumes soon after an outage.
+	// (default 5 s), so that a snapid.Generator resumes soon after an outage.
 	ReconnectInterval time.Duration
 
 	// Consistency is used for the commit phase of LWTs and for List: Quorum
@@ -168,14 +169,14 @@ type CassandraConfig struct {
 	Logger *slog.Logger
 }
 
-// CassandraRegistry is the Registry kept in an Apache Cassandra table; see
+// Registry is the snapid.Registry kept in an Apache Cassandra table; see
 // the comment on the schema above for how its rows are kept consistent.
 //
 // It is safe for concurrent use by any number of goroutines, and any number
-// of CassandraRegistry values, in any number of processes and hosts, may use
+// of Registry values, in any number of processes and hosts, may use
 // one table at once: every change is a lightweight transaction conditional
 // on the row it was decided from. Every method honours its context.
-type CassandraRegistry struct {
+type Registry struct {
 	session  *gocql.Session // nil in tests that inject q alone
 	q        casQuerier
 	log      *slog.Logger
@@ -191,7 +192,7 @@ type CassandraRegistry struct {
 	awaitSchema func(context.Context) error
 }
 
-var _ Registry = (*CassandraRegistry)(nil)
+var _ snapid.Registry = (*Registry)(nil)
 
 // identRE is the rule for keyspace and table names.
 var identRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,47}$`)
@@ -206,19 +207,19 @@ const (
 	listPageSize   = 1000
 )
 
-// NewCassandraRegistry validates cfg, connects, creates the keyspace and the
+// NewRegistry validates cfg, connects, creates the keyspace and the
 // table if they do not exist (unless cfg.NoCreate; after creating anything
 // it waits for the cluster to agree on the schema) and checks the table's
 // columns. An invalid cfg is refused with an error wrapping
-// ErrInvalidOption before any connection is made; a connection or schema
-// failure wraps ErrRegistry. ctx bounds the whole set-up.
+// snapid.ErrInvalidOption before any connection is made; a connection or schema
+// failure wraps snapid.ErrRegistry. ctx bounds the whole set-up.
 //
 // Creating what is missing keeps a single node or a test working with no
 // set-up. On a production cluster, create the schema once with
-// CreateCassandraSchema (snapctl setup), with the replication it needs,
+// CreateSchema (snapctl setup), with the replication it needs,
 // rather than from every host's first start at once.
-func NewCassandraRegistry(ctx context.Context, cfg CassandraConfig) (*CassandraRegistry, error) {
-	r, err := dialCassandra(ctx, cfg)
+func NewRegistry(ctx context.Context, cfg Config) (*Registry, error) {
+	r, err := dial(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -229,21 +230,21 @@ func NewCassandraRegistry(ctx context.Context, cfg CassandraConfig) (*CassandraR
 	return r, nil
 }
 
-// CreateCassandraSchema creates the registry's keyspace (with
+// CreateSchema creates the registry's keyspace (with
 // cfg.Replication) and table if they do not exist, waits for the cluster to
 // agree on the schema if it created anything, and checks the table's
 // columns. It reports whether it created anything; running it again
 // changes nothing and reports false. A keyspace that exists is used as it
 // is, whatever its replication. cfg.NoCreate is ignored. Errors wrap
-// ErrInvalidOption (invalid cfg, refused before connecting) or ErrRegistry.
+// snapid.ErrInvalidOption (invalid cfg, refused before connecting) or snapid.ErrRegistry.
 //
 // This is the explicit, one-time set-up of a production cluster (snapctl
 // setup): run it once, from one place, before the hosts start, so that the
 // keyspace gets the replication it needs and is not created concurrently
 // by every host's first start. It is safe to run concurrently with itself
-// and with NewCassandraRegistry (every statement is IF NOT EXISTS).
-func CreateCassandraSchema(ctx context.Context, cfg CassandraConfig) (created bool, err error) {
-	r, err := dialCassandra(ctx, cfg)
+// and with NewRegistry (every statement is IF NOT EXISTS).
+func CreateSchema(ctx context.Context, cfg Config) (created bool, err error) {
+	r, err := dial(ctx, cfg)
 	if err != nil {
 		return false, err
 	}
@@ -254,8 +255,8 @@ func CreateCassandraSchema(ctx context.Context, cfg CassandraConfig) (created bo
 	return created, r.checkColumns(ctx)
 }
 
-// dialCassandra validates cfg and connects, without touching the schema.
-func dialCassandra(ctx context.Context, cfg CassandraConfig) (*CassandraRegistry, error) {
+// dial validates cfg and connects, without touching the schema.
+func dial(ctx context.Context, cfg Config) (*Registry, error) {
 	cluster, err := cfg.cluster()
 	if err != nil {
 		return nil, err
@@ -267,20 +268,20 @@ func dialCassandra(ctx context.Context, cfg CassandraConfig) (*CassandraRegistry
 	cluster.Logger = slogStdLogger{log}
 	session, err := createSession(ctx, cluster)
 	if err != nil {
-		return nil, fmt.Errorf("snapid: %w: connecting to Cassandra at %s: %w", ErrRegistry, strings.Join(cfg.Hosts, ","), err)
+		return nil, fmt.Errorf("snapid: %w: connecting to Cassandra at %s: %w", snapid.ErrRegistry, strings.Join(cfg.Hosts, ","), err)
 	}
-	return newCassandraRegistry(session, &gocqlQuerier{
+	return newRegistry(session, &gocqlQuerier{
 		s:      session,
 		cons:   cluster.Consistency,
 		serial: cluster.SerialConsistency,
 	}, cfg.keyspace(), cfg.table(), log), nil
 }
 
-func newCassandraRegistry(s *gocql.Session, q *gocqlQuerier, ks, tbl string, log *slog.Logger) *CassandraRegistry {
+func newRegistry(s *gocql.Session, q *gocqlQuerier, ks, tbl string, log *slog.Logger) *Registry {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &CassandraRegistry{session: s, q: q, log: log, ks: ks, tbl: tbl, now: time.Now, pageSize: listPageSize}
+	r := &Registry{session: s, q: q, log: log, ks: ks, tbl: tbl, now: time.Now, pageSize: listPageSize}
 	r.awaitSchema = func(ctx context.Context) error {
 		if r.session == nil {
 			return errors.New("no session")
@@ -319,8 +320,8 @@ func createSession(ctx context.Context, cluster *gocql.ClusterConfig) (*gocql.Se
 }
 
 // Close closes the connections. It is idempotent; calls after Close fail
-// with an error wrapping ErrRegistry.
-func (r *CassandraRegistry) Close() {
+// with an error wrapping snapid.ErrRegistry.
+func (r *Registry) Close() {
 	r.closed.Do(func() {
 		if r.session != nil {
 			r.session.Close()
@@ -329,23 +330,23 @@ func (r *CassandraRegistry) Close() {
 }
 
 // Keyspace returns the registry table's keyspace.
-func (r *CassandraRegistry) Keyspace() string { return r.ks }
+func (r *Registry) Keyspace() string { return r.ks }
 
 // Table returns the registry table's name.
-func (r *CassandraRegistry) Table() string { return r.tbl }
+func (r *Registry) Table() string { return r.tbl }
 
 // ---------------------------------------------------------------------------
 // Configuration
 // ---------------------------------------------------------------------------
 
-func (cfg *CassandraConfig) keyspace() string {
+func (cfg *Config) keyspace() string {
 	if cfg.Keyspace == "" {
 		return DefaultKeyspace
 	}
 	return cfg.Keyspace
 }
 
-func (cfg *CassandraConfig) table() string {
+func (cfg *Config) table() string {
 	if cfg.Table == "" {
 		return DefaultTable
 	}
@@ -353,18 +354,18 @@ func (cfg *CassandraConfig) table() string {
 }
 
 func invalidConfig(format string, args ...any) error {
-	return fmt.Errorf("snapid: %w: Cassandra registry: %s", ErrInvalidOption, fmt.Sprintf(format, args...))
+	return fmt.Errorf("snapid: %w: Cassandra registry: %s", snapid.ErrInvalidOption, fmt.Sprintf(format, args...))
 }
 
-// Validate checks cfg without connecting. NewCassandraRegistry calls it
-// first; errors wrap ErrInvalidOption.
-func (cfg *CassandraConfig) Validate() error {
+// Validate checks cfg without connecting. NewRegistry calls it
+// first; errors wrap snapid.ErrInvalidOption.
+func (cfg *Config) Validate() error {
 	_, err := cfg.cluster()
 	return err
 }
 
 // cluster validates cfg and builds the gocql configuration.
-func (cfg *CassandraConfig) cluster() (*gocql.ClusterConfig, error) {
+func (cfg *Config) cluster() (*gocql.ClusterConfig, error) {
 	if len(cfg.Hosts) == 0 {
 		return nil, invalidConfig("no Cassandra hosts given (want host[:port], for example 127.0.0.1:9042)")
 	}
@@ -425,9 +426,9 @@ func (cfg *CassandraConfig) cluster() (*gocql.ClusterConfig, error) {
 	}
 
 	cluster := gocql.NewCluster(cfg.Hosts...)
-	cluster.Port = DefaultCassandraPort
+	cluster.Port = DefaultPort
 	cluster.ProtoVersion = 4 // gocql 1.7.0's v5 is the pre-release framing
-	cluster.Timeout = cmpOr(cfg.Timeout, DefaultCassandraTimeout)
+	cluster.Timeout = cmpOr(cfg.Timeout, DefaultTimeout)
 	cluster.ConnectTimeout = cmpOr(cfg.ConnectTimeout, DefaultConnectTimeout)
 	cluster.ReconnectInterval = cmpOr(cfg.ReconnectInterval, DefaultReconnectInterval)
 	cluster.Consistency = cons
@@ -537,7 +538,7 @@ func replicationCQL(m map[string]string) (string, error) {
 
 // tlsConfig builds the TLS configuration from cfg, reading the PEM files
 // now so that a wrong path is reported before connecting.
-func (cfg *CassandraConfig) tlsConfig() (*tls.Config, error) {
+func (cfg *Config) tlsConfig() (*tls.Config, error) {
 	if cfg.TLS == nil && cfg.TLSCAFile == "" && cfg.TLSCertFile == "" && cfg.TLSKeyFile == "" {
 		return nil, nil
 	}
@@ -618,7 +619,7 @@ func newStatements(ks, tbl string) statements {
 	defs[0] += " PRIMARY KEY"
 	cols := strings.Join(names, ", ")
 	// Conditions compare marks for equality only: CQL orders bigint as
-	// signed, and marks are unsigned (see Release).
+	// signed, and marks are unsigned (see snapid.Release).
 	return statements{
 		createTable: "CREATE TABLE IF NOT EXISTS " + t + " (" + strings.Join(defs, ", ") + ")",
 		selectOne:   "SELECT " + cols + " FROM " + t + " WHERE name = ?",
@@ -636,7 +637,7 @@ func newStatements(ks, tbl string) statements {
 
 // setUp creates the keyspace and the table if missing (unless
 // cfg.NoCreate) and checks the table's columns.
-func (r *CassandraRegistry) setUp(ctx context.Context, cfg CassandraConfig) error {
+func (r *Registry) setUp(ctx context.Context, cfg Config) error {
 	if !cfg.NoCreate {
 		if _, err := r.createMissing(ctx, cfg); err != nil {
 			return err
@@ -651,9 +652,9 @@ func (r *CassandraRegistry) setUp(ctx context.Context, cfg CassandraConfig) erro
 // role allowed only to read and write the table (no CREATE permission)
 // needs no NoCreate, and a role with CREATE on the keyspace alone can make
 // the table.
-func (r *CassandraRegistry) createMissing(ctx context.Context, cfg CassandraConfig) (created bool, err error) {
+func (r *Registry) createMissing(ctx context.Context, cfg Config) (created bool, err error) {
 	fail := func(what string, err error) error {
-		return fmt.Errorf("snapid: %w: %s: %w", ErrRegistry, what, err)
+		return fmt.Errorf("snapid: %w: %s: %w", snapid.ErrRegistry, what, err)
 	}
 	ksExists, err := r.schemaHas(ctx, `SELECT COUNT(*) FROM system_schema.keyspaces WHERE keyspace_name = ?`, r.ks)
 	if err != nil {
@@ -689,7 +690,7 @@ func (r *CassandraRegistry) createMissing(ctx context.Context, cfg CassandraConf
 
 // schemaHas runs a COUNT(*) query on system_schema (readable by every
 // role) and reports whether it counted anything.
-func (r *CassandraRegistry) schemaHas(ctx context.Context, stmt string, args ...any) (bool, error) {
+func (r *Registry) schemaHas(ctx context.Context, stmt string, args ...any) (bool, error) {
 	var n int
 	err := r.session.Query(stmt, args...).WithContext(ctx).Scan(&n)
 	return n > 0, err
@@ -698,7 +699,7 @@ func (r *CassandraRegistry) schemaHas(ctx context.Context, stmt string, args ...
 // checkColumns verifies that the table exists with the columns this code
 // reads and writes, so that an incompatible table made by someone else is
 // reported plainly instead of as a failing statement later.
-func (r *CassandraRegistry) checkColumns(ctx context.Context) error {
+func (r *Registry) checkColumns(ctx context.Context) error {
 	iter := r.session.Query(`SELECT column_name, type, kind FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?`,
 		r.ks, r.tbl).WithContext(ctx).Iter()
 	have := map[string]string{}
@@ -710,10 +711,10 @@ func (r *CassandraRegistry) checkColumns(ctx context.Context) error {
 		have[name] = typ
 	}
 	if err := iter.Close(); err != nil {
-		return fmt.Errorf("snapid: %w: reading the schema of %s.%s: %w", ErrRegistry, r.ks, r.tbl, err)
+		return fmt.Errorf("snapid: %w: reading the schema of %s.%s: %w", snapid.ErrRegistry, r.ks, r.tbl, err)
 	}
 	if len(have) == 0 {
-		return fmt.Errorf("snapid: %w: table %s.%s does not exist", ErrRegistry, r.ks, r.tbl)
+		return fmt.Errorf("snapid: %w: table %s.%s does not exist", snapid.ErrRegistry, r.ks, r.tbl)
 	}
 	var bad []string
 	for i, c := range columns {
@@ -728,7 +729,7 @@ func (r *CassandraRegistry) checkColumns(ctx context.Context) error {
 		}
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("snapid: %w: table %s.%s has an incompatible schema: %s", ErrRegistry, r.ks, r.tbl, strings.Join(bad, "; "))
+		return fmt.Errorf("snapid: %w: table %s.%s has an incompatible schema: %s", snapid.ErrRegistry, r.ks, r.tbl, strings.Join(bad, "; "))
 	}
 	return nil
 }
@@ -778,12 +779,12 @@ func tm(p *time.Time) time.Time {
 	return *p
 }
 
-func (rec *record) holder() Holder {
+func (rec *record) holder() snapid.Holder {
 	var reserved uint64
 	if rec.reserved != nil {
 		reserved = uint64(*rec.reserved) // bit for bit, see the schema comment
 	}
-	return Holder{
+	return snapid.Holder{
 		Name: str(rec.name), Owner: str(rec.owner),
 		Hostname: str(rec.hostname), Address: str(rec.address), MachineID: str(rec.machineID),
 		State: str(rec.state), RegisteredAt: tm(rec.registeredAt), LastSeen: tm(rec.lastSeen),
@@ -859,10 +860,10 @@ type casResult struct {
 // runCAS runs one LWT and resolves an unknown outcome: judge says, from
 // the row as read at SERIAL (found false: no row), whether our change is
 // there, whether the condition still holds, or neither.
-func (r *CassandraRegistry) runCAS(ctx context.Context, op, name string, judge func(cur *record, found bool) outcome,
+func (r *Registry) runCAS(ctx context.Context, op, name string, judge func(cur *record, found bool) outcome,
 	stmt string, args ...any) (casResult, error) {
 	if err := ctx.Err(); err != nil {
-		return casResult{}, fmt.Errorf("snapid: %w: %s %q: nothing sent: %w", ErrRegistry, op, name, err)
+		return casResult{}, fmt.Errorf("snapid: %w: %s %q: nothing sent: %w", snapid.ErrRegistry, op, name, err)
 	}
 	var lastErr error
 	for send := 0; send < resendAttempts; send++ {
@@ -873,12 +874,12 @@ func (r *CassandraRegistry) runCAS(ctx context.Context, op, name string, judge f
 			return res, nil
 		}
 		if !outcomeUnknown(err) {
-			return res, fmt.Errorf("snapid: %w: %s %q: %w", ErrRegistry, op, name, err)
+			return res, fmt.Errorf("snapid: %w: %s %q: %w", snapid.ErrRegistry, op, name, err)
 		}
 		lastErr = err
 		if ctx.Err() != nil {
 			return res, fmt.Errorf("snapid: %w: %s %q: the outcome is unknown (%w), and the call's context ended before it could be resolved; %s",
-				ErrRegistry, op, name, err, unknownAdvice(op))
+				snapid.ErrRegistry, op, name, err, unknownAdvice(op))
 		}
 		r.log.Warn("snapid: registry write outcome unknown; resolving it with a serial read",
 			"op", op, "name", name, "err", err)
@@ -886,7 +887,7 @@ func (r *CassandraRegistry) runCAS(ctx context.Context, op, name string, judge f
 		found, rerr := r.q.serialRead(ctx, &res.cur, name)
 		if rerr != nil {
 			return res, fmt.Errorf("snapid: %w: %s %q: the outcome is unknown (%w), and the serial read that resolves it failed: %w; %s",
-				ErrRegistry, op, name, err, rerr, unknownAdvice(op))
+				snapid.ErrRegistry, op, name, err, rerr, unknownAdvice(op))
 		}
 		res.found = found
 		switch judge(&res.cur, found) {
@@ -901,7 +902,7 @@ func (r *CassandraRegistry) runCAS(ctx context.Context, op, name string, judge f
 		r.log.Info("snapid: registry write outcome resolved: not applied; sending it again", "op", op, "name", name)
 	}
 	return casResult{}, fmt.Errorf("snapid: %w: %s %q: %d attempts ended with an unknown outcome, each resolved as not applied; last error: %w",
-		ErrRegistry, op, name, resendAttempts, lastErr)
+		snapid.ErrRegistry, op, name, resendAttempts, lastErr)
 }
 
 func unknownAdvice(op string) string {
@@ -941,11 +942,11 @@ func outcomeUnknown(err error) bool {
 }
 
 // ---------------------------------------------------------------------------
-// Registry methods
+// snapid.Registry methods
 // ---------------------------------------------------------------------------
 
 func invalidArg(format string, args ...any) error {
-	return fmt.Errorf("snapid: %w: %s", ErrInvalidOption, fmt.Sprintf(format, args...))
+	return fmt.Errorf("snapid: %w: %s", snapid.ErrInvalidOption, fmt.Sprintf(format, args...))
 }
 
 // checkOwner validates an owner token: 1 to 128 printable ASCII characters
@@ -973,7 +974,7 @@ func checkField(what, v string) error {
 }
 
 // timestamp returns the current time at the precision Cassandra stores.
-func (r *CassandraRegistry) timestamp() time.Time {
+func (r *Registry) timestamp() time.Time {
 	return r.now().UTC().Truncate(time.Millisecond)
 }
 
@@ -985,12 +986,12 @@ func newClaimToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// Claim implements Registry.Claim (see there, and SPEC §5).
+// snapid.Claim implements snapid.Registry.Claim (see there, and SPEC §5).
 //
 // It sends "INSERT … IF NOT EXISTS"; a new name is then held. Otherwise the
-// failed insert returns the row, and Claim decides from it:
+// failed insert returns the row, and snapid.Claim decides from it:
 //
-//   - same owner: refused with ErrProbableClone if c.CloneWindow > 0, the
+//   - same owner: refused with snapid.ErrProbableClone if c.CloneWindow > 0, the
 //     row is active, was last seen less than c.CloneWindow ago, and its
 //     machine id or host name differ from c's; otherwise refreshed (host
 //     name, address, machine id, last seen, state active). Force does not
@@ -998,7 +999,7 @@ func newClaimToken() string {
 //   - another owner, released: taken over; Reserved is the old holder's
 //     recorded final value, which the new holder's counter must start at.
 //   - another owner, active (or a partial row without owner or state):
-//     refused with an error wrapping ErrNameTaken that describes the
+//     refused with an error wrapping snapid.ErrNameTaken that describes the
 //     holder, unless c.Force; then taken over with Reserved = max(the old
 //     mark, c.Floor).
 //
@@ -1006,26 +1007,26 @@ func newClaimToken() string {
 // win; a claimer whose update fails looks at the row again. Each claim
 // writes a fresh random claim token, which resolves a claim whose reply was
 // lost (see the schema comment).
-func (r *CassandraRegistry) Claim(ctx context.Context, c Claim) (Holder, error) {
-	if err := ValidateName(c.Name); err != nil {
-		return Holder{}, err
+func (r *Registry) Claim(ctx context.Context, c snapid.Claim) (snapid.Holder, error) {
+	if err := snapid.ValidateName(c.Name); err != nil {
+		return snapid.Holder{}, err
 	}
 	if err := checkOwner(c.Owner); err != nil {
-		return Holder{}, err
+		return snapid.Holder{}, err
 	}
 	for _, f := range [...]struct{ what, v string }{{"host name", c.Hostname}, {"address", c.Address}, {"machine id", c.MachineID}} {
 		if err := checkField(f.what, f.v); err != nil {
-			return Holder{}, err
+			return snapid.Holder{}, err
 		}
 	}
 	if c.CloneWindow < 0 {
-		return Holder{}, invalidArg("negative clone window %v", c.CloneWindow)
+		return snapid.Holder{}, invalidArg("negative clone window %v", c.CloneWindow)
 	}
-	var lastRow Holder
+	var lastRow snapid.Holder
 	for attempt := 0; attempt < claimAttempts; attempt++ {
 		if attempt > 0 {
 			if err := backoff(ctx, attempt); err != nil {
-				return Holder{}, fmt.Errorf("snapid: %w: claim %q: %w", ErrRegistry, c.Name, err)
+				return snapid.Holder{}, fmt.Errorf("snapid: %w: claim %q: %w", snapid.ErrRegistry, c.Name, err)
 			}
 		}
 		h, done, err := r.claimOnce(ctx, c, &lastRow)
@@ -1034,7 +1035,15 @@ func (r *CassandraRegistry) Claim(ctx context.Context, c Claim) (Holder, error) 
 		}
 	}
 	return lastRow, fmt.Errorf("snapid: %w: claim %q: the row kept changing during %d attempts (last seen: %s)",
-		ErrRegistry, c.Name, claimAttempts, lastRow)
+		snapid.ErrRegistry, c.Name, claimAttempts, lastRow)
+}
+
+// orUnknown is s, or "unknown" if it is empty.
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
 }
 
 // backoff waits a short random time that grows with attempt, so that
@@ -1056,7 +1065,7 @@ func backoff(ctx context.Context, attempt int) error {
 
 // claimOnce makes one attempt: insert, or decide from the row and update
 // it. done false means the row changed under us: try again.
-func (r *CassandraRegistry) claimOnce(ctx context.Context, c Claim, lastRow *Holder) (h Holder, done bool, err error) {
+func (r *Registry) claimOnce(ctx context.Context, c snapid.Claim, lastRow *snapid.Holder) (h snapid.Holder, done bool, err error) {
 	now := r.timestamp()
 	token := newClaimToken()
 	mine := func(cur *record, found bool) outcome {
@@ -1069,17 +1078,17 @@ func (r *CassandraRegistry) claimOnce(ctx context.Context, c Claim, lastRow *Hol
 		return outcomeLost
 	}
 	res, err := r.runCAS(ctx, "claim", c.Name, mine, r.stmts.insert,
-		c.Name, c.Owner, c.Hostname, c.Address, c.MachineID, now, now, int64(0), StateActive, token)
+		c.Name, c.Owner, c.Hostname, c.Address, c.MachineID, now, now, int64(0), snapid.StateActive, token)
 	if err != nil {
-		return Holder{}, true, err
+		return snapid.Holder{}, true, err
 	}
 	if res.applied {
 		if res.reread {
 			return res.cur.holder(), true, nil
 		}
 		r.log.Debug("snapid: name claimed", "name", c.Name)
-		return Holder{Name: c.Name, Owner: c.Owner, Hostname: c.Hostname, Address: c.Address, MachineID: c.MachineID,
-			State: StateActive, RegisteredAt: now, LastSeen: now, Session: token}, true, nil
+		return snapid.Holder{Name: c.Name, Owner: c.Owner, Hostname: c.Hostname, Address: c.Address, MachineID: c.MachineID,
+			State: snapid.StateActive, RegisteredAt: now, LastSeen: now, Session: token}, true, nil
 	}
 	// The whole row: INSERT IF NOT EXISTS returns it, as does the serial
 	// read that resolved a lost reply.
@@ -1092,19 +1101,19 @@ func (r *CassandraRegistry) claimOnce(ctx context.Context, c Claim, lastRow *Hol
 		return old, true, nil
 	}
 
-	next := Holder{Name: c.Name, Owner: c.Owner, Hostname: c.Hostname, Address: c.Address, MachineID: c.MachineID,
-		State: StateActive, RegisteredAt: old.RegisteredAt, LastSeen: now, Reserved: old.Reserved, Session: token}
+	next := snapid.Holder{Name: c.Name, Owner: c.Owner, Hostname: c.Hostname, Address: c.Address, MachineID: c.MachineID,
+		State: snapid.StateActive, RegisteredAt: old.RegisteredAt, LastSeen: now, Reserved: old.Reserved, Session: token}
 	switch {
 	case old.Owner == c.Owner:
 		otherMachine := old.MachineID != c.MachineID || old.Hostname != c.Hostname
 		seen := now.Sub(old.LastSeen)
-		if otherMachine && old.State == StateActive && c.CloneWindow > 0 && seen < c.CloneWindow {
+		if otherMachine && old.State == snapid.StateActive && c.CloneWindow > 0 && seen < c.CloneWindow {
 			return old, true, fmt.Errorf("snapid: %w: %q is active with this owner token on %s (machine %s, last seen %s ago), but this claim comes from %s (machine %s); "+
 				"if the other machine is gone, wait %s after its last sighting",
-				ErrProbableClone, c.Name, orUnknown(old.Hostname), orUnknown(old.MachineID), seen.Round(time.Second),
+				snapid.ErrProbableClone, c.Name, orUnknown(old.Hostname), orUnknown(old.MachineID), seen.Round(time.Second),
 				orUnknown(c.Hostname), orUnknown(c.MachineID), c.CloneWindow)
 		}
-	case old.State == StateReleased && old.Owner != "":
+	case old.State == snapid.StateReleased && old.Owner != "":
 		next.RegisteredAt = now
 		r.log.Info("snapid: taking over a released name", "name", c.Name, "previous", old.String(), "final", old.Reserved)
 	case c.Force:
@@ -1114,7 +1123,7 @@ func (r *CassandraRegistry) claimOnce(ctx context.Context, c Claim, lastRow *Hol
 			"reserved", next.Reserved)
 	default:
 		return old, true, fmt.Errorf("snapid: %w: %q is %s; take it over only if that holder is gone for good (force, with a start floor)",
-			ErrNameTaken, c.Name, old)
+			snapid.ErrNameTaken, c.Name, old)
 	}
 
 	// Conditional on the row we decided from.
@@ -1133,7 +1142,7 @@ func (r *CassandraRegistry) claimOnce(ctx context.Context, c Claim, lastRow *Hol
 		int64(next.Reserved), next.State, token, c.Name,
 		decided.owner, decided.state, decided.reserved, decided.token)
 	if err != nil {
-		return Holder{}, true, err
+		return snapid.Holder{}, true, err
 	}
 	switch {
 	case res2.applied && res2.reread:
@@ -1145,41 +1154,41 @@ func (r *CassandraRegistry) claimOnce(ctx context.Context, c Claim, lastRow *Hol
 		var rec record
 		found, err := r.q.serialRead(ctx, &rec, c.Name)
 		if err != nil {
-			return Holder{}, true, fmt.Errorf("snapid: %w: claim %q: reading the claimed row: %w", ErrRegistry, c.Name, err)
+			return snapid.Holder{}, true, fmt.Errorf("snapid: %w: claim %q: reading the claimed row: %w", snapid.ErrRegistry, c.Name, err)
 		}
 		if found && str(rec.token) == token {
 			return rec.holder(), true, nil
 		}
 	}
-	return Holder{}, false, nil
+	return snapid.Holder{}, false, nil
 }
 
-// Extend implements Registry.Extend:
+// Extend implements snapid.Registry.Extend:
 //
 //	UPDATE … SET reserved = new, last_seen = now WHERE name = ?
 //	IF owner = ? AND state = 'active' AND reserved = old
 //
-// On success the returned Holder has Name, Owner, State, Reserved (new) and
+// On success the returned snapid.Holder has Name, Owner, State, Reserved (new) and
 // LastSeen set; the other fields are zero (an applied LWT returns no row).
 // When the condition fails, the row is read at SERIAL: a missing row, or a
-// row released or held by another owner, is ErrNameTaken (wrapped with the
-// holder's details; a missing row also matches ErrNotRegistered), and the
+// row released or held by another owner, is snapid.ErrNameTaken (wrapped with the
+// holder's details; a missing row also matches snapid.ErrNotRegistered), and the
 // row is not changed or recreated; a row of this owner whose mark is not
-// old is returned with ErrMarkMoved.
-func (r *CassandraRegistry) Extend(ctx context.Context, name, owner, session string, old, new uint64) (Holder, error) {
-	if err := ValidateName(name); err != nil {
-		return Holder{}, err
+// old is returned with snapid.ErrMarkMoved.
+func (r *Registry) Extend(ctx context.Context, name, owner, session string, old, new uint64) (snapid.Holder, error) {
+	if err := snapid.ValidateName(name); err != nil {
+		return snapid.Holder{}, err
 	}
 	if err := checkOwner(owner); err != nil {
-		return Holder{}, err
+		return snapid.Holder{}, err
 	}
 	if err := checkField("session", session); err != nil {
-		return Holder{}, err
+		return snapid.Holder{}, err
 	}
 	for attempt := 0; attempt < claimAttempts; attempt++ {
 		now := r.timestamp()
 		ours := func(cur *record) bool {
-			return str(cur.owner) == owner && str(cur.token) == session && str(cur.state) == StateActive
+			return str(cur.owner) == owner && str(cur.token) == session && str(cur.state) == snapid.StateActive
 		}
 		judge := func(cur *record, found bool) outcome {
 			switch {
@@ -1191,65 +1200,65 @@ func (r *CassandraRegistry) Extend(ctx context.Context, name, owner, session str
 			return outcomeLost
 		}
 		res, err := r.runCAS(ctx, "extend", name, judge, r.stmts.extend,
-			int64(new), now, name, owner, session, StateActive, int64(old))
+			int64(new), now, name, owner, session, snapid.StateActive, int64(old))
 		if err != nil {
-			return Holder{}, err
+			return snapid.Holder{}, err
 		}
 		if res.applied {
-			return Holder{Name: name, Owner: owner, Session: session, State: StateActive, Reserved: new, LastSeen: now}, nil
+			return snapid.Holder{Name: name, Owner: owner, Session: session, State: snapid.StateActive, Reserved: new, LastSeen: now}, nil
 		}
 		cur, found, err := r.fullRow(ctx, "extend", name, res)
 		if err != nil {
-			return Holder{}, err
+			return snapid.Holder{}, err
 		}
 		h := cur.holder()
 		switch {
 		case !found || !ours(&cur):
 			return h, r.notHeld("extend", name, owner, h, found)
 		case cur.reserved == nil || uint64(*cur.reserved) != old:
-			return h, fmt.Errorf("snapid: %w: %q: the registry's mark is %d, not %d", ErrMarkMoved, name, h.Reserved, old)
+			return h, fmt.Errorf("snapid: %w: %q: the registry's mark is %d, not %d", snapid.ErrMarkMoved, name, h.Reserved, old)
 		}
 		// The condition holds again (the row changed back): try again.
 	}
-	return Holder{}, fmt.Errorf("snapid: %w: extend %q: the row kept changing", ErrRegistry, name)
+	return snapid.Holder{}, fmt.Errorf("snapid: %w: extend %q: the row kept changing", snapid.ErrRegistry, name)
 }
 
 // fullRow returns the whole row after a failed condition, reading it at
 // SERIAL unless the resolution of an unknown outcome already did.
-func (r *CassandraRegistry) fullRow(ctx context.Context, op, name string, res casResult) (record, bool, error) {
+func (r *Registry) fullRow(ctx context.Context, op, name string, res casResult) (record, bool, error) {
 	if res.full {
 		return res.cur, res.found, nil
 	}
 	var rec record
 	found, err := r.q.serialRead(ctx, &rec, name)
 	if err != nil {
-		return rec, false, fmt.Errorf("snapid: %w: %s %q: reading the row after a failed condition: %w", ErrRegistry, op, name, err)
+		return rec, false, fmt.Errorf("snapid: %w: %s %q: reading the row after a failed condition: %w", snapid.ErrRegistry, op, name, err)
 	}
 	return rec, found, nil
 }
 
 // notHeld is the error of a change refused because owner does not hold
 // name.
-func (r *CassandraRegistry) notHeld(op, name, owner string, h Holder, found bool) error {
+func (r *Registry) notHeld(op, name, owner string, h snapid.Holder, found bool) error {
 	switch {
 	case !found:
-		return fmt.Errorf("snapid: %w: %s %q: the name has no row (%w); nothing was written", ErrNameTaken, op, name, ErrNotRegistered)
-	case h.Owner == owner && h.State == StateActive:
+		return fmt.Errorf("snapid: %w: %s %q: the name has no row (%w); nothing was written", snapid.ErrNameTaken, op, name, snapid.ErrNotRegistered)
+	case h.Owner == owner && h.State == snapid.StateActive:
 		return fmt.Errorf("snapid: %w: %s %q: a later claim with this owner token replaced this host's (%s): "+
-			"a copy of the counter directory in use elsewhere?; nothing was written", ErrNameTaken, op, name, h)
+			"a copy of the counter directory in use elsewhere?; nothing was written", snapid.ErrNameTaken, op, name, h)
 	case h.Owner == owner:
-		return fmt.Errorf("snapid: %w: %s %q: this owner released the name (%s); nothing was written", ErrNameTaken, op, name, h)
+		return fmt.Errorf("snapid: %w: %s %q: this owner released the name (%s); nothing was written", snapid.ErrNameTaken, op, name, h)
 	}
-	return fmt.Errorf("snapid: %w: %s %q: another owner has it: %s; nothing was written", ErrNameTaken, op, name, h)
+	return fmt.Errorf("snapid: %w: %s %q: another owner has it: %s; nothing was written", snapid.ErrNameTaken, op, name, h)
 }
 
-// Touch implements Registry.Touch:
+// Touch implements snapid.Registry.Touch:
 //
 //	UPDATE … SET last_seen = now WHERE name = ? IF owner = ? AND claim_token = ? AND state = 'active'
 //
-// A missing, released or taken-over row is not changed: ErrNameTaken.
-func (r *CassandraRegistry) Touch(ctx context.Context, name, owner, session string) error {
-	if err := ValidateName(name); err != nil {
+// A missing, released or taken-over row is not changed: snapid.ErrNameTaken.
+func (r *Registry) Touch(ctx context.Context, name, owner, session string) error {
+	if err := snapid.ValidateName(name); err != nil {
 		return err
 	}
 	if err := checkOwner(owner); err != nil {
@@ -1260,7 +1269,7 @@ func (r *CassandraRegistry) Touch(ctx context.Context, name, owner, session stri
 	}
 	now := r.timestamp()
 	ours := func(cur *record) bool {
-		return str(cur.owner) == owner && str(cur.token) == session && str(cur.state) == StateActive
+		return str(cur.owner) == owner && str(cur.token) == session && str(cur.state) == snapid.StateActive
 	}
 	judge := func(cur *record, found bool) outcome {
 		switch {
@@ -1271,7 +1280,7 @@ func (r *CassandraRegistry) Touch(ctx context.Context, name, owner, session stri
 		}
 		return outcomeLost
 	}
-	res, err := r.runCAS(ctx, "touch", name, judge, r.stmts.touch, now, name, owner, session, StateActive)
+	res, err := r.runCAS(ctx, "touch", name, judge, r.stmts.touch, now, name, owner, session, snapid.StateActive)
 	if err != nil || res.applied {
 		return err
 	}
@@ -1287,7 +1296,7 @@ func (r *CassandraRegistry) Touch(ctx context.Context, name, owner, session stri
 	return r.notHeld("touch", name, owner, cur.holder(), found)
 }
 
-// Release implements Registry.Release. It reads the row at SERIAL,
+// snapid.Release implements snapid.Registry.Release. It reads the row at SERIAL,
 // compares the recorded mark with final in Go (as unsigned numbers: CQL
 // compares bigint as signed, which would misorder marks at and above
 // 2^63), then writes
@@ -1297,11 +1306,11 @@ func (r *CassandraRegistry) Touch(ctx context.Context, name, owner, session stri
 //
 // so the condition holds only on the row the decision was made from. If
 // the row changed in between, it reads and decides again (a few times).
-// A missing row or a row of another owner is not changed: ErrNameTaken. A
-// mark above final is not changed either: ErrMarkMoved. Releasing a
+// A missing row or a row of another owner is not changed: snapid.ErrNameTaken. A
+// mark above final is not changed either: snapid.ErrMarkMoved. Releasing a
 // released row of the same owner records final again.
-func (r *CassandraRegistry) Release(ctx context.Context, name, owner string, final uint64) error {
-	if err := ValidateName(name); err != nil {
+func (r *Registry) Release(ctx context.Context, name, owner string, final uint64) error {
+	if err := snapid.ValidateName(name); err != nil {
 		return err
 	}
 	if err := checkOwner(owner); err != nil {
@@ -1310,13 +1319,13 @@ func (r *CassandraRegistry) Release(ctx context.Context, name, owner string, fin
 	for attempt := 0; attempt < claimAttempts; attempt++ {
 		if attempt > 0 {
 			if err := backoff(ctx, attempt); err != nil {
-				return fmt.Errorf("snapid: %w: release %q: %w", ErrRegistry, name, err)
+				return fmt.Errorf("snapid: %w: release %q: %w", snapid.ErrRegistry, name, err)
 			}
 		}
 		var cur record
 		found, err := r.q.serialRead(ctx, &cur, name)
 		if err != nil {
-			return fmt.Errorf("snapid: %w: release %q: reading the row: %w", ErrRegistry, name, err)
+			return fmt.Errorf("snapid: %w: release %q: reading the row: %w", snapid.ErrRegistry, name, err)
 		}
 		h := cur.holder()
 		switch {
@@ -1324,7 +1333,7 @@ func (r *CassandraRegistry) Release(ctx context.Context, name, owner string, fin
 			return r.notHeld("release", name, owner, h, found)
 		case h.Reserved > final:
 			return fmt.Errorf("snapid: %w: release %q: the registry's mark %d is above the final value %d; nothing was written",
-				ErrMarkMoved, name, h.Reserved, final)
+				snapid.ErrMarkMoved, name, h.Reserved, final)
 		}
 		read := cur.reserved
 		now := r.timestamp()
@@ -1332,7 +1341,7 @@ func (r *CassandraRegistry) Release(ctx context.Context, name, owner string, fin
 			switch {
 			case !found || str(row.owner) != owner:
 				return outcomeLost
-			case str(row.state) == StateReleased && row.reserved != nil && uint64(*row.reserved) == final &&
+			case str(row.state) == snapid.StateReleased && row.reserved != nil && uint64(*row.reserved) == final &&
 				row.lastSeen != nil && row.lastSeen.Equal(now):
 				return outcomeApplied
 			case same(row.reserved, read):
@@ -1341,44 +1350,44 @@ func (r *CassandraRegistry) Release(ctx context.Context, name, owner string, fin
 			return outcomeLost
 		}
 		res, err := r.runCAS(ctx, "release", name, judge, r.stmts.release,
-			StateReleased, int64(final), now, name, owner, read)
+			snapid.StateReleased, int64(final), now, name, owner, read)
 		if err != nil || res.applied {
 			return err
 		}
 		// The row changed since it was read: decide again.
 	}
-	return fmt.Errorf("snapid: %w: release %q: the row kept changing during %d attempts", ErrRegistry, name, claimAttempts)
+	return fmt.Errorf("snapid: %w: release %q: the row kept changing during %d attempts", snapid.ErrRegistry, name, claimAttempts)
 }
 
-// Get implements Registry.Get: the row read at SERIAL consistency (which
+// Get implements snapid.Registry.Get: the row read at SERIAL consistency (which
 // sees every LWT that completed, and completes one left in flight), or
-// ErrNotRegistered.
-func (r *CassandraRegistry) Get(ctx context.Context, name string) (Holder, error) {
-	if err := ValidateName(name); err != nil {
-		return Holder{}, err
+// snapid.ErrNotRegistered.
+func (r *Registry) Get(ctx context.Context, name string) (snapid.Holder, error) {
+	if err := snapid.ValidateName(name); err != nil {
+		return snapid.Holder{}, err
 	}
 	var rec record
 	found, err := r.q.serialRead(ctx, &rec, name)
 	if err != nil {
-		return Holder{}, fmt.Errorf("snapid: %w: get %q: %w", ErrRegistry, name, err)
+		return snapid.Holder{}, fmt.Errorf("snapid: %w: get %q: %w", snapid.ErrRegistry, name, err)
 	}
 	if !found {
-		return Holder{}, fmt.Errorf("snapid: %w: %q", ErrNotRegistered, name)
+		return snapid.Holder{}, fmt.Errorf("snapid: %w: %q", snapid.ErrNotRegistered, name)
 	}
 	return rec.holder(), nil
 }
 
-// List implements Registry.List: every row, read page by page at the
+// List implements snapid.Registry.List: every row, read page by page at the
 // configured consistency (not serial: a row being changed at that moment
 // may show its previous state). Rows are in token order.
-func (r *CassandraRegistry) List(ctx context.Context) ([]Holder, error) {
+func (r *Registry) List(ctx context.Context) ([]snapid.Holder, error) {
 	if r.session == nil {
-		return nil, fmt.Errorf("snapid: %w: list: no session", ErrRegistry)
+		return nil, fmt.Errorf("snapid: %w: list: no session", snapid.ErrRegistry)
 	}
 	q := r.session.Query(r.stmts.selectAll).WithContext(ctx).PageSize(r.pageSize)
 	defer q.Release()
 	iter := q.Iter()
-	var out []Holder
+	var out []snapid.Holder
 	for {
 		var rec record
 		if !iter.Scan(rec.dests()...) {
@@ -1387,7 +1396,7 @@ func (r *CassandraRegistry) List(ctx context.Context) ([]Holder, error) {
 		out = append(out, rec.holder())
 	}
 	if err := iter.Close(); err != nil {
-		return nil, fmt.Errorf("snapid: %w: list: %w", ErrRegistry, err)
+		return nil, fmt.Errorf("snapid: %w: list: %w", snapid.ErrRegistry, err)
 	}
 	return out, nil
 }

@@ -1,9 +1,10 @@
-package snapid
+package cassandra
 
 import (
 	"context"
 	"testing"
 
+	"github.com/snapid/snapid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -11,9 +12,9 @@ import (
 // registryOnSession returns a registry on ks.tbl sharing r's session (so
 // that its set-up can be run by hand), whose waits for schema agreement are
 // counted in *waits.
-func registryOnSession(r *CassandraRegistry, ks, tbl string, waits *int) *CassandraRegistry {
+func registryOnSession(r *Registry, ks, tbl string, waits *int) *Registry {
 	q := r.q.(*gocqlQuerier)
-	r2 := newCassandraRegistry(r.session, &gocqlQuerier{s: r.session, cons: q.cons, serial: q.serial}, ks, tbl, nil)
+	r2 := newRegistry(r.session, &gocqlQuerier{s: r.session, cons: q.cons, serial: q.serial}, ks, tbl, nil)
 	r2.awaitSchema = func(ctx context.Context) error {
 		*waits++
 		return r.session.AwaitSchemaAgreement(ctx)
@@ -70,25 +71,25 @@ func TestCreateCassandraSchema(t *testing.T) {
 	cfg.Replication = map[string]string{"class": "NetworkTopologyStrategy", dc: "1"}
 	cfg.NoCreate = true // ignored: creating is what it is for
 
-	created, err := CreateCassandraSchema(ctx, cfg)
+	created, err := CreateSchema(ctx, cfg)
 	require.NoError(t, err)
 	assert.True(t, created)
 	assert.Equal(t, map[string]string{"class": "org.apache.cassandra.locator.NetworkTopologyStrategy", dc: "1"},
 		k.replication(t, k.name))
 
-	created, err = CreateCassandraSchema(ctx, cfg)
+	created, err = CreateSchema(ctx, cfg)
 	require.NoError(t, err)
 	assert.False(t, created, "idempotent: nothing to create the second time")
 
 	// The registry works on it without creating anything.
-	r := k.registry(t, func(c *CassandraConfig) { c.NoCreate = true })
+	r := k.registry(t, func(c *Config) { c.NoCreate = true })
 	mustClaim(t, ctx, r, testName(t), "owner_a")
 
 	// Invalid replication: refused before connecting, nothing created.
 	k2 := newTestKeyspace(t)
 	cfg2 := k2.config()
 	cfg2.Replication = map[string]string{"class": "NetworkTopologyStrategy", dc: "0"}
-	_, err = CreateCassandraSchema(ctx, cfg2)
-	require.ErrorIs(t, err, ErrInvalidOption)
+	_, err = CreateSchema(ctx, cfg2)
+	require.ErrorIs(t, err, snapid.ErrInvalidOption)
 	assert.False(t, k2.keyspaceExists(t, k2.name))
 }
