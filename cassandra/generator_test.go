@@ -331,7 +331,7 @@ func TestClusterRestartReleaseTakeoverBackup(t *testing.T) {
 	assert.LessOrEqual(t, v, issued[len(issued)-1]+100+1, "a crash costs at most one step")
 	require.NoError(t, g.Close())
 
-	// snapid.Release, then another host takes the name over and continues above.
+	// Release, then another host takes the name over and continues above.
 	final, err := snapid.Release(t.Context(), aPath, "web_1", snapid.WithRegistry(reg))
 	require.NoError(t, err)
 	assert.Equal(t, v, final)

@@ -142,7 +142,7 @@ func TestCassandraMarksAbove2p63(t *testing.T) {
 	assert.Equal(t, floor+100, h.Reserved)
 }
 
-// snapid.Release decides from the row it read and writes only if that row is
+// Release decides from the row it read and writes only if that row is
 // still there: a mark moved in between is seen again, never overwritten by
 // a lower final value.
 func TestCassandraReleaseRereadsChangedRow(t *testing.T) {

@@ -559,7 +559,7 @@ func TestCassandraPartialRow(t *testing.T) {
 }
 
 // ---------------------------------------------------------------------------
-// Extend, Touch, snapid.Release: conditional, never resurrecting
+// Extend, Touch, Release: conditional, never resurrecting
 // ---------------------------------------------------------------------------
 
 func TestCassandraExtend(t *testing.T) {
