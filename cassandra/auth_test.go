@@ -32,22 +32,7 @@ func requireAuthCassandra(tb testing.TB) ([]string, *gocql.Session) {
 		tb.Skip("needs a Cassandra that requires passwords; scripts/test.sh runs it in its own step (SNAPID_AUTH_TEST=1)")
 	}
 	hosts := requireCassandra(tb)
-	cluster := gocql.NewCluster(hosts...)
-	cluster.ProtoVersion = 4
-	cluster.Timeout = 30 * time.Second
-	cluster.Authenticator = gocql.PasswordAuthenticator{Username: authSuperuser, Password: authSuperuser}
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		s, err := cluster.CreateSession()
-		if err == nil {
-			tb.Cleanup(s.Close)
-			return hosts, s
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("no superuser session on a password-protected Cassandra: %v", err)
-		}
-		time.Sleep(time.Second)
-	}
+	return hosts, testcluster.Session(tb, hosts, gocql.PasswordAuthenticator{Username: authSuperuser, Password: authSuperuser})
 }
 
 func TestCassandraPasswordAuth(t *testing.T) {

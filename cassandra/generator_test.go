@@ -95,7 +95,7 @@ type hostProc struct {
 func startHost(t *testing.T, ks *testKeyspace, goFile string, env ...string) (*exec.Cmd, *bufio.Scanner) {
 	t.Helper()
 	cmd := childCommand(t, "cluster-host", append([]string{
-		"SNAPID_T_HOSTS=" + strings.Join(ks.hosts, ","), "SNAPID_T_KS=" + ks.name, "SNAPID_T_GO=" + goFile,
+		"SNAPID_T_HOSTS=" + strings.Join(ks.Hosts, ","), "SNAPID_T_KS=" + ks.Name, "SNAPID_T_GO=" + goFile,
 	}, env...)...)
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gocql/gocql"
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/testcluster"
 	"github.com/stretchr/testify/require"
@@ -24,11 +23,13 @@ func requireCassandra(tb testing.TB) []string {
 	return testcluster.Require(tb)
 }
 
-// testKeyspace is a keyspace of its own for one test, dropped at cleanup.
-type testKeyspace struct {
-	hosts []string
-	name  string
-	admin *gocql.Session // plain session for direct reads and writes
+// testKeyspace is a keyspace of one test's own (see testcluster), made by
+// the first registry opened on it and dropped when the test ends.
+type testKeyspace struct{ *testcluster.Keyspace }
+
+func newTestKeyspace(tb testing.TB) *testKeyspace {
+	tb.Helper()
+	return &testKeyspace{testcluster.NewKeyspace(tb)}
 }
 
 func randomHex(tb testing.TB, n int) string {
@@ -38,33 +39,8 @@ func randomHex(tb testing.TB, n int) string {
 	return hex.EncodeToString(b)
 }
 
-// newTestKeyspace connects an admin session and picks a fresh keyspace name;
-// the keyspace itself is created by the first registry opened on it, and
-// dropped when the test ends.
-func newTestKeyspace(tb testing.TB) *testKeyspace {
-	tb.Helper()
-	hosts := requireCassandra(tb)
-	cluster := gocql.NewCluster(hosts...)
-	cluster.ProtoVersion = 4
-	cluster.Timeout = 30 * time.Second
-	cluster.ConnectTimeout = 10 * time.Second
-	cluster.ReconnectInterval = time.Second // the outage test restarts Cassandra
-	admin, err := cluster.CreateSession()
-	require.NoError(tb, err, "admin session")
-	k := &testKeyspace{hosts: hosts, name: "snapid_test_" + randomHex(tb, 6), admin: admin}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := admin.Query(`DROP KEYSPACE IF EXISTS "` + k.name + `"`).WithContext(ctx).Exec(); err != nil {
-			tb.Errorf("dropping test keyspace %s: %v", k.name, err)
-		}
-		admin.Close()
-	})
-	return k
-}
-
 func (k *testKeyspace) config() Config {
-	return Config{Hosts: k.hosts, Keyspace: k.name}
+	return Config{Hosts: k.Hosts, Keyspace: k.Name}
 }
 
 // registry opens a registry on the keyspace, closed at cleanup.
@@ -82,21 +58,10 @@ func (k *testKeyspace) registry(tb testing.TB, mods ...func(*Config)) *Registry 
 	return r
 }
 
-// exec runs a plain statement through the admin session.
-func (k *testKeyspace) exec(tb testing.TB, stmt string, args ...any) {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	require.NoError(tb, k.admin.Query(stmt, args...).WithContext(ctx).Exec(), stmt)
-}
-
 // keyspaceExists reports whether name is a keyspace.
 func (k *testKeyspace) keyspaceExists(tb testing.TB, name string) bool {
 	tb.Helper()
-	var n int
-	err := k.admin.Query(`SELECT COUNT(*) FROM system_schema.keyspaces WHERE keyspace_name = ?`, name).Scan(&n)
-	require.NoError(tb, err)
-	return n > 0
+	return k.Replication(tb, name) != nil
 }
 
 // rawRow reads the stored row at SERIAL, every column, for comparisons

@@ -171,11 +171,11 @@ func TestCassandraSchemaIdempotent(t *testing.T) {
 	assert.Len(t, rows, 1)
 
 	// NoCreate on a missing table, and a table with the wrong columns.
-	_, err = NewRegistry(ctx, Config{Hosts: k.hosts, Keyspace: k.name, Table: "missing", NoCreate: true})
+	_, err = NewRegistry(ctx, Config{Hosts: k.Hosts, Keyspace: k.Name, Table: "missing", NoCreate: true})
 	require.ErrorIs(t, err, snapid.ErrRegistry)
 	assert.Contains(t, err.Error(), "does not exist")
-	k.exec(t, `CREATE TABLE "`+k.name+`".wrong (name text PRIMARY KEY, owner text, reserved int)`)
-	_, err = NewRegistry(ctx, Config{Hosts: k.hosts, Keyspace: k.name, Table: "wrong"})
+	k.Exec(t, `CREATE TABLE "`+k.Name+`".wrong (name text PRIMARY KEY, owner text, reserved int)`)
+	_, err = NewRegistry(ctx, Config{Hosts: k.Hosts, Keyspace: k.Name, Table: "wrong"})
 	require.ErrorIs(t, err, snapid.ErrRegistry)
 	assert.Contains(t, err.Error(), "column reserved is int, want bigint")
 	assert.Contains(t, err.Error(), "column claim_token is missing")
@@ -187,10 +187,10 @@ func TestCassandraSchemaIdempotent(t *testing.T) {
 
 func TestCassandraBadReplicationCreatesNothing(t *testing.T) {
 	k := newTestKeyspace(t)
-	_, err := NewRegistry(testCtx(t), Config{Hosts: k.hosts, Keyspace: k.name,
+	_, err := NewRegistry(testCtx(t), Config{Hosts: k.Hosts, Keyspace: k.Name,
 		Replication: map[string]string{"class": "SimpleStrategy", "replication_factor": "x"}})
 	require.ErrorIs(t, err, snapid.ErrInvalidOption)
-	assert.False(t, k.keyspaceExists(t, k.name))
+	assert.False(t, k.keyspaceExists(t, k.Name))
 }
 
 func TestCassandraConnectHonoursContext(t *testing.T) {
@@ -544,7 +544,7 @@ func TestCassandraPartialRow(t *testing.T) {
 	name := testName(t)
 	// A row another tool left without owner, state or token, as a plain
 	// upsert racing a delete would.
-	k.exec(t, `UPDATE "`+k.name+`".node_names SET reserved = ?, last_seen = ? WHERE name = ?`,
+	k.Exec(t, `UPDATE "`+k.Name+`".node_names SET reserved = ?, last_seen = ? WHERE name = ?`,
 		int64(300), time.Now(), name)
 
 	_, err := r.Claim(ctx, testClaim(name, "owner_a"))
@@ -620,7 +620,7 @@ func TestCassandraNoResurrection(t *testing.T) {
 	t.Run("deleted", func(t *testing.T) {
 		name := testName(t)
 		mustClaim(t, ctx, r, name, "owner_a")
-		k.exec(t, `DELETE FROM "`+k.name+`".node_names WHERE name = ?`, name)
+		k.Exec(t, `DELETE FROM "`+k.Name+`".node_names WHERE name = ?`, name)
 		_, err := r.Extend(ctx, name, "owner_a", sessionOf(t, r, name), 0, 100)
 		require.ErrorIs(t, err, snapid.ErrNameTaken)
 		assert.ErrorIs(t, err, snapid.ErrNotRegistered)

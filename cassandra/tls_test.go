@@ -122,7 +122,7 @@ func TestCassandraTLS(t *testing.T) {
 			} else {
 				assert.Contains(t, err.Error(), tc.want)
 			}
-			assert.False(t, k.keyspaceExists(t, k.name), "a refused connection creates nothing")
+			assert.False(t, k.keyspaceExists(t, k.Name), "a refused connection creates nothing")
 		})
 	}
 
