@@ -25,6 +25,11 @@ import (
 // of Registry values, in any number of processes and hosts, may use
 // one table at once: every change is a lightweight transaction conditional
 // on the row it was decided from. Every method honours its context.
+//
+// It must outlive the Generators that use it: close them first, then the
+// Registry. A Generator closed after its registry cannot return its unused
+// reservation (its Close fails with snapid.ErrRegistry), and the next start
+// of that host skips to the registry's mark.
 type Registry struct {
 	session  *gocql.Session // nil in tests that inject q alone
 	q        casQuerier

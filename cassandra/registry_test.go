@@ -56,7 +56,7 @@ func testCtx(tb testing.TB) context.Context {
 // Configuration and schema
 // ---------------------------------------------------------------------------
 
-func TestCassandraConfigRefusedBeforeConnecting(t *testing.T) {
+func TestConfigRefusedBeforeConnecting(t *testing.T) {
 	// A listener that counts connections stands in for Cassandra: an
 	// invalid configuration must be refused without a single one.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

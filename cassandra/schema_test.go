@@ -47,7 +47,7 @@ func TestCassandraSchemaAgreementOnlyAfterChange(t *testing.T) {
 	assert.True(t, k2.keyspaceExists(t, k2.Name))
 }
 
-func TestCreateCassandraSchema(t *testing.T) {
+func TestCreateSchema(t *testing.T) {
 	k := newTestKeyspace(t)
 	ctx := testCtx(t)
 	dc := k.LocalDC(t)
