@@ -21,16 +21,10 @@ import (
 // scripts/test.sh (or SNAPID_TEST_CASSANDRA). Without one they fail in CI
 // and are skipped elsewhere.
 
-// cassandraHost returns the test node's contact points as SNAPID_CASSANDRA
-// takes them.
-func cassandraHost(t *testing.T) string {
-	t.Helper()
-	return strings.Join(testcluster.Require(t), ",")
-}
-
 // registryEnv returns a fake environment using a fresh keyspace (dropped at
-// cleanup) and a direct session to plant rows.
-func registryEnv(t *testing.T) (*fakeEnv, *gocql.Session, string) {
+// cleanup), the keyspace with its direct session to plant rows, and its
+// name.
+func registryEnv(t *testing.T) (*fakeEnv, *testcluster.Keyspace, string) {
 	t.Helper()
 	return registryEnvAs(t, nil)
 }
@@ -38,30 +32,13 @@ func registryEnv(t *testing.T) (*fakeEnv, *gocql.Session, string) {
 // registryEnvAs is registryEnv with the direct session authenticated by
 // auth (nil: none). With auth it waits for the role to exist: a node makes
 // its default superuser shortly after it starts.
-func registryEnvAs(t *testing.T, auth gocql.Authenticator) (*fakeEnv, *gocql.Session, string) {
+func registryEnvAs(t *testing.T, auth gocql.Authenticator) (*fakeEnv, *testcluster.Keyspace, string) {
 	t.Helper()
-	host := cassandraHost(t)
-	ks := fmt.Sprintf("snapctl_test_%d", time.Now().UnixNano())
-	cluster := gocql.NewCluster(strings.Split(host, ",")...)
-	cluster.ProtoVersion = 4
-	cluster.Timeout = 30 * time.Second
-	cluster.Authenticator = auth
-	var s *gocql.Session
-	var err error
-	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(time.Second) {
-		if s, err = cluster.CreateSession(); err == nil || auth == nil || time.Now().After(deadline) {
-			break
-		}
-	}
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = s.Query(`DROP KEYSPACE IF EXISTS ` + ks).Exec()
-		s.Close()
-	})
+	k := testcluster.NewKeyspaceAs(t, auth)
 	f := newFakeEnv(t)
-	f.vars["SNAPID_CASSANDRA"] = host
-	f.vars["SNAPID_KEYSPACE"] = ks
-	return f, s, ks
+	f.vars["SNAPID_CASSANDRA"] = strings.Join(k.Hosts, ",")
+	f.vars["SNAPID_KEYSPACE"] = k.Name
+	return f, k, k.Name
 }
 
 func TestRegistryCommandsTwoHosts(t *testing.T) {
@@ -155,7 +132,7 @@ func TestCheckNamesFindsPlantedProblems(t *testing.T) {
 	defer cancel()
 	old := time.Now().Add(-72 * time.Hour)
 	plant := func(stmt string, args ...any) {
-		require.NoError(t, s.Query(fmt.Sprintf(stmt, ks), args...).WithContext(ctx).Exec())
+		require.NoError(t, s.Admin.Query(fmt.Sprintf(stmt, ks), args...).WithContext(ctx).Exec())
 	}
 	plant(`INSERT INTO %s.node_names (name, owner, hostname, state, last_seen, registered_at, reserved) VALUES ('Bad-Name', 'o1', 'h1', 'active', toTimestamp(now()), toTimestamp(now()), 0)`)
 	plant(`INSERT INTO %s.node_names (name, owner, hostname, state, last_seen, registered_at, reserved) VALUES ('web-1', 'o2', 'h2', 'active', toTimestamp(now()), toTimestamp(now()), 0)`)
@@ -294,7 +271,7 @@ func TestCheckNamesNeverCreates(t *testing.T) {
 	assert.Contains(t, line, "does not exist")
 	assert.Contains(t, line, "--keyspace")
 	var n int
-	require.NoError(t, s.Query(`SELECT COUNT(*) FROM system_schema.keyspaces WHERE keyspace_name = ?`, ks).Scan(&n))
+	require.NoError(t, s.Admin.Query(`SELECT COUNT(*) FROM system_schema.keyspaces WHERE keyspace_name = ?`, ks).Scan(&n))
 	assert.Zero(t, n, "check-names created the keyspace")
 }
 

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/cassandra"
 )
 
 // cmdSetup creates the registry's keyspace and table once, with the
@@ -36,13 +36,13 @@ func cmdSetup(ctx context.Context, c *cli, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
 	defer cancel()
-	created, err := snapid.CreateCassandraSchema(ctx, cfg)
+	created, err := cassandra.CreateSchema(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	ks, tbl := cfg.Keyspace, snapid.DefaultTable
+	ks, tbl := cfg.Keyspace, cassandra.DefaultTable
 	if ks == "" {
-		ks = snapid.DefaultKeyspace
+		ks = cassandra.DefaultKeyspace
 	}
 	if !created {
 		_, err = fmt.Fprintf(c.stdout, "registry %s.%s already exists; nothing created (an existing keyspace keeps its replication)\n", ks, tbl)

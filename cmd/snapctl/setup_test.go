@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gocql/gocql"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -29,30 +28,9 @@ func TestParseReplication(t *testing.T) {
 	}
 }
 
-// localDC returns the data centre of the node s is connected to.
-func localDC(t *testing.T, s *gocql.Session) string {
-	t.Helper()
-	var dc string
-	require.NoError(t, s.Query(`SELECT data_center FROM system.local`).Scan(&dc))
-	return dc
-}
-
-// keyspaceReplication returns the replication map of ks, or nil if there
-// is no such keyspace.
-func keyspaceReplication(t *testing.T, s *gocql.Session, ks string) map[string]string {
-	t.Helper()
-	var m map[string]string
-	err := s.Query(`SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = ?`, ks).Scan(&m)
-	if err == gocql.ErrNotFound {
-		return nil
-	}
-	require.NoError(t, err)
-	return m
-}
-
 func TestSetupCreatesRegistryOnce(t *testing.T) {
 	f, s, ks := registryEnv(t)
-	dc := localDC(t, s)
+	dc := s.LocalDC(t)
 
 	// Bad replication: one clear line, exit 2, nothing created.
 	for _, bad := range [][]string{
@@ -65,26 +43,26 @@ func TestSetupCreatesRegistryOnce(t *testing.T) {
 	} {
 		line := requireOneErrorLine(t, f.run(t, bad...))
 		assert.Contains(t, line, "replication", "%v", bad)
-		assert.Nil(t, keyspaceReplication(t, s, ks), "%v created the keyspace", bad)
+		assert.Nil(t, s.Replication(t, ks), "%v created the keyspace", bad)
 	}
 	// A data centre the cluster does not have: Cassandra refuses it, and
 	// the hint points at --replication.
 	line := requireOneErrorLine(t, f.run(t, "setup", "--replication", "no_such_dc:1"))
 	assert.Contains(t, line, "check --replication")
-	assert.Nil(t, keyspaceReplication(t, s, ks))
+	assert.Nil(t, s.Replication(t, ks))
 
 	f.vars["SNAPID_REPLICATION"] = "x:y"
 	requireOneErrorLine(t, f.run(t, "setup"))
-	assert.Nil(t, keyspaceReplication(t, s, ks))
+	assert.Nil(t, s.Replication(t, ks))
 
 	// The flag wins over the environment.
 	r := f.run(t, "setup", "--replication", dc+":1")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "created")
 	assert.Equal(t, map[string]string{"class": "org.apache.cassandra.locator.NetworkTopologyStrategy", dc: "1"},
-		keyspaceReplication(t, s, ks))
+		s.Replication(t, ks))
 	var n int
-	require.NoError(t, s.Query(`SELECT COUNT(*) FROM system_schema.tables WHERE keyspace_name = ? AND table_name = 'node_names'`, ks).Scan(&n))
+	require.NoError(t, s.Admin.Query(`SELECT COUNT(*) FROM system_schema.tables WHERE keyspace_name = ? AND table_name = 'node_names'`, ks).Scan(&n))
 	assert.Equal(t, 1, n, "the table is created")
 
 	// Idempotent: a second run (here from the environment) changes nothing.
@@ -93,7 +71,7 @@ func TestSetupCreatesRegistryOnce(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "already exists")
 	assert.Equal(t, map[string]string{"class": "org.apache.cassandra.locator.NetworkTopologyStrategy", dc: "1"},
-		keyspaceReplication(t, s, ks), "an existing keyspace keeps its replication")
+		s.Replication(t, ks), "an existing keyspace keeps its replication")
 
 	f.vars["SNAPID_NAME"] = "web_1"
 	r = f.run(t, "register")
@@ -104,7 +82,7 @@ func TestSetupCreatesRegistryOnce(t *testing.T) {
 	r = g.run(t, "setup", "--replication", "1")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Equal(t, map[string]string{"class": "org.apache.cassandra.locator.SimpleStrategy", "replication_factor": "1"},
-		keyspaceReplication(t, s2, ks2))
+		s2.Replication(t, ks2))
 }
 
 func TestSetupNeedsRegistry(t *testing.T) {

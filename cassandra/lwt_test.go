@@ -1,4 +1,4 @@
-package snapid
+package cassandra
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gocql/gocql"
+	"github.com/snapid/snapid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -95,7 +96,7 @@ func TestCassandraOverloadedIsUnknown(t *testing.T) {
 			assert.Equal(t, wantCalls, l.casCalls)
 			got, err = r.Get(ctx, name)
 			require.NoError(t, err)
-			assert.Equal(t, StateReleased, got.State)
+			assert.Equal(t, snapid.StateReleased, got.State)
 			assert.Equal(t, uint64(42), got.Reserved)
 		})
 	}
@@ -118,17 +119,17 @@ func TestCassandraMarksAbove2p63(t *testing.T) {
 
 	before, _ := rawRow(t, rb, name)
 	err = rb.Release(ctx, name, "owner_b", 5)
-	require.ErrorIs(t, err, ErrMarkMoved, "a release cannot record less than the mark")
+	require.ErrorIs(t, err, snapid.ErrMarkMoved, "a release cannot record less than the mark")
 	assert.Contains(t, err.Error(), fmt.Sprint(floor))
 	after, _ := rawRow(t, rb, name)
 	assert.Equal(t, before, after, "the mark is unchanged")
 	err = rb.Release(ctx, name, "owner_b", floor-1)
-	require.ErrorIs(t, err, ErrMarkMoved)
+	require.ErrorIs(t, err, snapid.ErrMarkMoved)
 
 	require.NoError(t, rb.Release(ctx, name, "owner_b", floor+100))
 	got, err := rb.Get(ctx, name)
 	require.NoError(t, err)
-	assert.Equal(t, StateReleased, got.State)
+	assert.Equal(t, snapid.StateReleased, got.State)
 	assert.Equal(t, floor+100, got.Reserved)
 
 	// A take-over of the released name starts above it; a forced one with
@@ -166,18 +167,18 @@ func TestCassandraReleaseRereadsChangedRow(t *testing.T) {
 		}}
 	})
 	err = r.Release(ctx, name, "owner_a", 200)
-	require.ErrorIs(t, err, ErrMarkMoved)
+	require.ErrorIs(t, err, snapid.ErrMarkMoved)
 	got, err := r.Get(ctx, name)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(500), got.Reserved)
-	assert.Equal(t, StateActive, got.State)
+	assert.Equal(t, snapid.StateActive, got.State)
 	require.NoError(t, r.Release(ctx, name, "owner_a", 500))
 }
 
 // newTestRegistryLike opens another registry on r's keyspace and table.
-func newTestRegistryLike(t *testing.T, r *CassandraRegistry) *CassandraRegistry {
+func newTestRegistryLike(t *testing.T, r *Registry) *Registry {
 	t.Helper()
-	other, err := NewCassandraRegistry(testCtx(t), CassandraConfig{Hosts: requireCassandra(t), Keyspace: r.ks, Table: r.tbl, NoCreate: true})
+	other, err := NewRegistry(testCtx(t), Config{Hosts: requireCassandra(t), Keyspace: r.ks, Table: r.tbl, NoCreate: true})
 	require.NoError(t, err)
 	t.Cleanup(other.Close)
 	return other
@@ -186,7 +187,7 @@ func newTestRegistryLike(t *testing.T, r *CassandraRegistry) *CassandraRegistry 
 // A later claim by the same owner (a restart, or a copy of the counter
 // directory) replaces the session: the earlier session can no longer move
 // the mark, even with the right current value.
-func testExtendOldSessionRefused(t *testing.T, r Registry, raw func() any) {
+func testExtendOldSessionRefused(t *testing.T, r snapid.Registry, raw func() any) {
 	ctx := testCtx(t)
 	name := testName(t)
 	h1 := mustClaim(t, ctx, r, name, "owner_a")
@@ -198,7 +199,7 @@ func testExtendOldSessionRefused(t *testing.T, r Registry, raw func() any) {
 
 	before := raw()
 	_, err = r.Extend(ctx, name, "owner_a", h1.Session, 100, 200)
-	require.ErrorIs(t, err, ErrNameTaken)
+	require.ErrorIs(t, err, snapid.ErrNameTaken)
 	assert.Equal(t, before, raw(), "nothing changed")
 	got, err := r.Get(ctx, name)
 	require.NoError(t, err)
@@ -223,11 +224,11 @@ func TestExtendOldSessionRefused(t *testing.T) {
 
 // nameSpy records the name of the last claim, for raw reads of its row.
 type nameSpy struct {
-	Registry
+	snapid.Registry
 	name *string
 }
 
-func (s *nameSpy) Claim(ctx context.Context, c Claim) (Holder, error) {
+func (s *nameSpy) Claim(ctx context.Context, c snapid.Claim) (snapid.Holder, error) {
 	*s.name = c.Name
 	return s.Registry.Claim(ctx, c)
 }

@@ -1,9 +1,10 @@
-package snapid
+package cassandra
 
 import (
 	"context"
 	"testing"
 
+	"github.com/snapid/snapid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -11,9 +12,9 @@ import (
 // registryOnSession returns a registry on ks.tbl sharing r's session (so
 // that its set-up can be run by hand), whose waits for schema agreement are
 // counted in *waits.
-func registryOnSession(r *CassandraRegistry, ks, tbl string, waits *int) *CassandraRegistry {
+func registryOnSession(r *Registry, ks, tbl string, waits *int) *Registry {
 	q := r.q.(*gocqlQuerier)
-	r2 := newCassandraRegistry(r.session, &gocqlQuerier{s: r.session, cons: q.cons, serial: q.serial}, ks, tbl, nil)
+	r2 := newRegistry(r.session, &gocqlQuerier{s: r.session, cons: q.cons, serial: q.serial}, ks, tbl, nil)
 	r2.awaitSchema = func(ctx context.Context) error {
 		*waits++
 		return r.session.AwaitSchemaAgreement(ctx)
@@ -29,66 +30,50 @@ func TestCassandraSchemaAgreementOnlyAfterChange(t *testing.T) {
 	cfg := k.config()
 
 	waits := 0
-	require.NoError(t, registryOnSession(r, k.name, DefaultTable, &waits).setUp(ctx, cfg))
+	require.NoError(t, registryOnSession(r, k.Name, DefaultTable, &waits).setUp(ctx, cfg))
 	assert.Zero(t, waits, "the schema existed: no wait")
 	cfg.NoCreate = true
-	require.NoError(t, registryOnSession(r, k.name, DefaultTable, &waits).setUp(ctx, cfg))
+	require.NoError(t, registryOnSession(r, k.Name, DefaultTable, &waits).setUp(ctx, cfg))
 	assert.Zero(t, waits, "check-names' read-only start does not wait")
 
 	cfg.NoCreate = false
-	require.NoError(t, registryOnSession(r, k.name, "other_names", &waits).setUp(ctx, cfg))
+	require.NoError(t, registryOnSession(r, k.Name, "other_names", &waits).setUp(ctx, cfg))
 	assert.Equal(t, 1, waits, "creating the table waits once")
 
 	k2 := newTestKeyspace(t) // not created yet: keyspace and table are made
 	waits = 0
-	require.NoError(t, registryOnSession(r, k2.name, DefaultTable, &waits).setUp(ctx, k2.config()))
+	require.NoError(t, registryOnSession(r, k2.Name, DefaultTable, &waits).setUp(ctx, k2.config()))
 	assert.Equal(t, 1, waits, "creating keyspace and table waits once")
-	assert.True(t, k2.keyspaceExists(t, k2.name))
+	assert.True(t, k2.keyspaceExists(t, k2.Name))
 }
 
-// localDC returns the data centre of the test node.
-func (k *testKeyspace) localDC(tb testing.TB) string {
-	tb.Helper()
-	var dc string
-	require.NoError(tb, k.admin.Query(`SELECT data_center FROM system.local`).Scan(&dc))
-	return dc
-}
-
-// replication returns the replication map of keyspace name.
-func (k *testKeyspace) replication(tb testing.TB, name string) map[string]string {
-	tb.Helper()
-	var m map[string]string
-	require.NoError(tb, k.admin.Query(`SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = ?`, name).Scan(&m))
-	return m
-}
-
-func TestCreateCassandraSchema(t *testing.T) {
+func TestCreateSchema(t *testing.T) {
 	k := newTestKeyspace(t)
 	ctx := testCtx(t)
-	dc := k.localDC(t)
+	dc := k.LocalDC(t)
 	cfg := k.config()
 	cfg.Replication = map[string]string{"class": "NetworkTopologyStrategy", dc: "1"}
 	cfg.NoCreate = true // ignored: creating is what it is for
 
-	created, err := CreateCassandraSchema(ctx, cfg)
+	created, err := CreateSchema(ctx, cfg)
 	require.NoError(t, err)
 	assert.True(t, created)
 	assert.Equal(t, map[string]string{"class": "org.apache.cassandra.locator.NetworkTopologyStrategy", dc: "1"},
-		k.replication(t, k.name))
+		k.Replication(t, k.Name))
 
-	created, err = CreateCassandraSchema(ctx, cfg)
+	created, err = CreateSchema(ctx, cfg)
 	require.NoError(t, err)
 	assert.False(t, created, "idempotent: nothing to create the second time")
 
 	// The registry works on it without creating anything.
-	r := k.registry(t, func(c *CassandraConfig) { c.NoCreate = true })
+	r := k.registry(t, func(c *Config) { c.NoCreate = true })
 	mustClaim(t, ctx, r, testName(t), "owner_a")
 
 	// Invalid replication: refused before connecting, nothing created.
 	k2 := newTestKeyspace(t)
 	cfg2 := k2.config()
 	cfg2.Replication = map[string]string{"class": "NetworkTopologyStrategy", dc: "0"}
-	_, err = CreateCassandraSchema(ctx, cfg2)
-	require.ErrorIs(t, err, ErrInvalidOption)
-	assert.False(t, k2.keyspaceExists(t, k2.name))
+	_, err = CreateSchema(ctx, cfg2)
+	require.ErrorIs(t, err, snapid.ErrInvalidOption)
+	assert.False(t, k2.keyspaceExists(t, k2.Name))
 }
