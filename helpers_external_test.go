@@ -2,7 +2,6 @@ package snapid_test
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -43,17 +42,6 @@ func openReg(t *testing.T, path, name string, reg Registry, opts ...Option) *Gen
 	g, err := Open(path, name, opts...)
 	require.NoError(t, err)
 	return g
-}
-
-// copyFiles copies the named files from one directory to another, as an
-// operator copying a counter directory would.
-func copyFiles(t *testing.T, from, to string, names ...string) {
-	t.Helper()
-	for _, f := range names {
-		b, err := os.ReadFile(filepath.Join(from, f))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(to, f), b, 0o600))
-	}
 }
 
 func draw(t *testing.T, g *Generator, n int) []uint64 {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/testfs"
 	"github.com/snapid/snapid/snapidtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -175,7 +176,7 @@ func TestReservationCloneRefused(t *testing.T) {
 	defer a.Close()
 	// A copy of the counter directory, owner token included, on another machine.
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "clone"), 0o700))
-	copyFiles(t, filepath.Join(dir, "a"), filepath.Join(dir, "clone"), "c.u64", "c.u64.owner")
+	testfs.CopyFiles(t, filepath.Join(dir, "a"), filepath.Join(dir, "clone"), "c.u64", "c.u64.owner")
 	_, err := Open(filepath.Join(dir, "clone", "c.u64"), "web_1", WithRegistry(reg),
 		WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}))
 	require.ErrorIs(t, err, ErrProbableClone)
@@ -192,7 +193,7 @@ func TestReservationCloneWindowAndHeartbeat(t *testing.T) {
 	}
 	a := openReg(t, filepath.Join(dir, "a", "c.u64"), "web_1", reg, WithHeartbeat(time.Second), WithRegistryTimeout(time.Second), WithCloneWindow(3*time.Second))
 	defer a.Close()
-	copyFiles(t, filepath.Join(dir, "a"), filepath.Join(dir, "clone"), "c.u64", "c.u64.owner")
+	testfs.CopyFiles(t, filepath.Join(dir, "a"), filepath.Join(dir, "clone"), "c.u64", "c.u64.owner")
 	clonePath := filepath.Join(dir, "clone", "c.u64")
 	cloneHost := WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"})
 
@@ -685,12 +686,12 @@ func TestRegistryCheckUsesHighestSeen(t *testing.T) {
 	defer g.Close()
 	draw(t, g, 5)
 	saved := t.TempDir()
-	copyFiles(t, dir, saved, "counter.u64", "counter.u64.mark")
+	testfs.CopyFiles(t, dir, saved, "counter.u64", "counter.u64.mark")
 
 	_, err := Init(path, 51) // a writer without the registry
 	require.NoError(t, err)
 	require.NoError(t, g.ExportExtend(t.Context(), 0)) // reads the counter: 50
-	copyFiles(t, saved, dir, "counter.u64", "counter.u64.mark")
+	testfs.CopyFiles(t, saved, dir, "counter.u64", "counter.u64.mark")
 	require.Equal(t, uint64(5), ctValue(t, path))
 
 	v, err := g.Next()

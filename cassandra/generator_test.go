@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/testfs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -354,7 +355,7 @@ func TestClusterCloneRefused(t *testing.T) {
 	require.NoError(t, err)
 	defer g.Close()
 	draw(t, g, 5)
-	copyFiles(t, filepath.Join(dir, "orig"), filepath.Join(dir, "clone"), "c.u64", "c.u64.owner", "c.u64.mark")
+	testfs.CopyFiles(t, filepath.Join(dir, "orig"), filepath.Join(dir, "clone"), "c.u64", "c.u64.owner", "c.u64.mark")
 	clonePath := filepath.Join(dir, "clone", "c.u64")
 	_, err = snapid.Open(clonePath, "web_1", snapid.WithRegistry(reg), snapid.WithHostInfo(snapid.HostInfo{Hostname: "clone", MachineID: "m-clone"}))
 	require.ErrorIs(t, err, snapid.ErrProbableClone)
@@ -380,7 +381,7 @@ func TestClusterCloneAfterWindowNeverSharesRange(t *testing.T) {
 	require.NoError(t, err)
 	defer orig.Close()
 	fromOrig := draw(t, orig, 10)
-	copyFiles(t, filepath.Join(dir, "orig"), filepath.Join(dir, "clone"), "c.u64", "c.u64.owner", "c.u64.mark")
+	testfs.CopyFiles(t, filepath.Join(dir, "orig"), filepath.Join(dir, "clone"), "c.u64", "c.u64.owner", "c.u64.mark")
 	later := ks.registry(t)
 	later.now = func() time.Time { return time.Now().Add(10 * time.Minute) }
 	clone, err := snapid.Open(filepath.Join(dir, "clone", "c.u64"), "web_1", snapid.WithRegistry(later), snapid.WithReserveStep(50), snapid.WithOutageHorizon(0),

@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -189,15 +187,4 @@ func ctValue(t *testing.T, path string) uint64 {
 	v, err := snapid.ReadCounter(path)
 	require.NoError(t, err)
 	return v
-}
-
-// copyFiles copies the named files from one directory to another, as an
-// operator copying a counter directory would.
-func copyFiles(t *testing.T, from, to string, names ...string) {
-	t.Helper()
-	for _, f := range names {
-		b, err := os.ReadFile(filepath.Join(from, f))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(to, f), b, 0o600))
-	}
 }

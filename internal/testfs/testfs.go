@@ -82,3 +82,16 @@ func RequireUnchanged(t testing.TB, dir string, before map[string]Entry) {
 	require.Equal(t, before, Snapshot(t, dir), "the failed call changed something on disk")
 	RequireNoTemp(t, dir)
 }
+
+// CopyFiles copies the named files from one directory to another, as an
+// operator copying a counter directory (or restoring a backup) would. An
+// existing file is written in place, so its inode, and the locks on it,
+// stay.
+func CopyFiles(t testing.TB, from, to string, names ...string) {
+	t.Helper()
+	for _, f := range names {
+		b, err := os.ReadFile(filepath.Join(from, f))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(to, f), b, 0o600))
+	}
+}
