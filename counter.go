@@ -185,15 +185,8 @@ func classifyOpenError(err error) error {
 // kept), then the directory is synced. An existing file is never replaced,
 // so a lock held on it stays valid.
 func createIfMissing(path string, v uint64, o *options) error {
-	if _, err := os.Lstat(path); err == nil || !errors.Is(err, fs.ErrNotExist) {
-		return nil // something is there: opening it decides whether it is usable
-	}
 	b := EncodeCounter(v)
-	err := createFileAtomically(path, b[:], o.fileMode)
-	if err != nil && !errors.Is(err, fs.ErrExist) { // ErrExist: another process created it first
-		return &FileError{Op: "create", Path: path, Err: err}
-	}
-	return nil
+	return createIfAbsent(path, b[:], o)
 }
 
 // splitPath returns the directory (never empty) and base name of path.
@@ -205,13 +198,15 @@ func splitPath(path string) (dir, base string) {
 	return dir, base
 }
 
-func writeTemp(f *os.File, b []byte, mode fs.FileMode) error {
+// writeTemp writes a new temporary file, sets its mode, syncs it (through
+// fsys) and closes it.
+func writeTemp(fsys fsOps, f *os.File, b []byte, mode fs.FileMode) error {
 	_, err := f.Write(b)
 	if err == nil {
 		err = f.Chmod(mode)
 	}
 	if err == nil {
-		err = f.Sync()
+		err = fsys.SyncFile(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr

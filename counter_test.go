@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapid/snapid/internal/testfs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -30,6 +31,10 @@ import (
 // names start with ct so that they do not collide with other test files.
 
 const ctName = "web_1"
+
+// unusedRegistry is a Registry for calls that must be refused before the
+// registry is used: any method call panics.
+type unusedRegistry struct{ Registry }
 
 // ctPath returns a fresh directory and a counter path in it (not created).
 func ctPath(t *testing.T) (dir, path string) {
@@ -63,73 +68,6 @@ func ctOpen(t *testing.T, path string, opts ...Option) *Generator {
 	require.NoError(t, err)
 	t.Cleanup(func() { g.Close() })
 	return g
-}
-
-// ctEntry is what a snapshot records of one directory entry.
-type ctEntry struct {
-	Mode     fs.FileMode
-	Size     int64
-	ModTime  time.Time
-	Content  []byte // regular files that can be read
-	Link     string // symbolic links
-	Readable bool
-}
-
-// ctSnapshot records every entry under dir (recursively, without following
-// links), so that a test can prove a failed call changed nothing.
-func ctSnapshot(t *testing.T, dir string) map[string]ctEntry {
-	t.Helper()
-	snap := map[string]ctEntry{}
-	var walk func(d string)
-	walk = func(d string) {
-		ents, err := os.ReadDir(d)
-		if err != nil {
-			return // an unreadable directory: its own entry is recorded by the caller
-		}
-		for _, e := range ents {
-			p := filepath.Join(d, e.Name())
-			info, err := os.Lstat(p)
-			require.NoError(t, err)
-			ent := ctEntry{Mode: info.Mode(), Size: info.Size(), ModTime: info.ModTime()}
-			switch {
-			case info.Mode().IsRegular():
-				if b, err := os.ReadFile(p); err == nil {
-					ent.Content, ent.Readable = b, true
-				}
-			case info.Mode()&fs.ModeSymlink != 0:
-				ent.Link, err = os.Readlink(p)
-				require.NoError(t, err)
-			case info.IsDir():
-				ent.ModTime = time.Time{} // reading it may not change it, but be safe
-				walk(p)
-			}
-			rel, err := filepath.Rel(dir, p)
-			require.NoError(t, err)
-			snap[rel] = ent
-		}
-	}
-	walk(dir)
-	return snap
-}
-
-var ctTempRE = regexp.MustCompile(`\.tmp-`)
-
-// ctRequireUnchanged requires dir to be exactly as in before (bytes, modes,
-// sizes, times) and to hold no leftover temporary file.
-func ctRequireUnchanged(t *testing.T, dir string, before map[string]ctEntry) {
-	t.Helper()
-	after := ctSnapshot(t, dir)
-	require.Equal(t, before, after, "the failed call changed something on disk")
-	ctRequireNoTemp(t, dir)
-}
-
-func ctRequireNoTemp(t *testing.T, dir string) {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	for _, e := range ents {
-		assert.False(t, ctTempRE.MatchString(e.Name()), "stray temporary file %s", e.Name())
-	}
 }
 
 // ctDrawAll runs goroutines goroutines that each call next each times and
@@ -287,7 +225,7 @@ func TestConcurrentOpenSameFile(t *testing.T) {
 	}
 	wg.Wait()
 	require.NoError(t, errors.Join(errs...))
-	ctRequireNoTemp(t, dir)
+	testfs.RequireNoTemp(t, dir)
 
 	lists := make([][]uint64, gens)
 	for i, g := range gs {
@@ -333,7 +271,7 @@ func TestSnapCounterCompatibility(t *testing.T) {
 	info, err := os.Stat(path)
 	require.NoError(t, err)
 	assert.Equal(t, fs.FileMode(0o644), info.Mode().Perm(), "an existing file keeps its mode")
-	ctRequireNoTemp(t, dir)
+	testfs.RequireNoTemp(t, dir)
 }
 
 func TestNewCounterStartsAtOne(t *testing.T) {
@@ -405,7 +343,7 @@ func TestFileMode(t *testing.T) {
 		dir, path := ctPath(t)
 		_, err := Open(path, ctName, WithFileMode(fs.ModeDir|0o700))
 		assert.ErrorIs(t, err, ErrInvalidOption)
-		ctRequireUnchanged(t, dir, map[string]ctEntry{})
+		testfs.RequireUnchanged(t, dir, map[string]testfs.Entry{})
 	})
 }
 
@@ -498,14 +436,14 @@ func TestOpenBadInput(t *testing.T) {
 		{name: "WithLogger(nil)", setup: missing, opts: []Option{WithLogger(nil)}, wantErr: []error{ErrInvalidOption}},
 		{name: "WithFileMode(setuid)", setup: missing, opts: []Option{WithFileMode(fs.ModeSetuid | 0o600)}, wantErr: []error{ErrInvalidOption}},
 		{name: "clone window below twice the heartbeat plus the timeout", setup: missing,
-			opts:    []Option{WithRegistry(newMemRegistry()), WithCloneWindow(time.Minute), WithHeartbeat(25 * time.Second), WithRegistryTimeout(11 * time.Second)},
+			opts:    []Option{WithRegistry(unusedRegistry{}), WithCloneWindow(time.Minute), WithHeartbeat(25 * time.Second), WithRegistryTimeout(11 * time.Second)},
 			wantErr: []error{ErrInvalidOption}},
 		{name: "default clone window with a long heartbeat", setup: existing,
-			opts: []Option{WithRegistry(newMemRegistry()), WithHeartbeat(3 * time.Minute)}, wantErr: []error{ErrInvalidOption}},
+			opts: []Option{WithRegistry(unusedRegistry{}), WithHeartbeat(3 * time.Minute)}, wantErr: []error{ErrInvalidOption}},
 		{name: "clone window shorter than the registry timeout", setup: existing,
-			opts: []Option{WithRegistry(newMemRegistry()), WithCloneWindow(10 * time.Second), WithHeartbeat(time.Second)}, wantErr: []error{ErrInvalidOption}},
+			opts: []Option{WithRegistry(unusedRegistry{}), WithCloneWindow(10 * time.Second), WithHeartbeat(time.Second)}, wantErr: []error{ErrInvalidOption}},
 		{name: "huge heartbeat", setup: missing,
-			opts: []Option{WithRegistry(newMemRegistry()), WithHeartbeat(time.Duration(math.MaxInt64))}, wantErr: []error{ErrInvalidOption}},
+			opts: []Option{WithRegistry(unusedRegistry{}), WithHeartbeat(time.Duration(math.MaxInt64))}, wantErr: []error{ErrInvalidOption}},
 		{name: "WithHeartbeat(0)", setup: missing, opts: []Option{WithHeartbeat(0)}, wantErr: []error{ErrInvalidOption}},
 		{name: "WithCloneWindow(-1)", setup: missing, opts: []Option{WithCloneWindow(-1)}, wantErr: []error{ErrInvalidOption}},
 	}...)
@@ -514,7 +452,7 @@ func TestOpenBadInput(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			path := tt.setup(t, dir)
-			before := ctSnapshot(t, dir)
+			before := testfs.Snapshot(t, dir)
 			node := tt.node
 			if node == "" && !strings.HasPrefix(tt.name, "invalid name") {
 				node = ctName
@@ -533,13 +471,13 @@ func TestOpenBadInput(t *testing.T) {
 			if len(tt.wantErr) > 0 && tt.wantErr[0] == ErrInvalidName {
 				assert.Contains(t, err.Error(), NameRule)
 			}
-			ctRequireUnchanged(t, dir, before)
+			testfs.RequireUnchanged(t, dir, before)
 
 			// The read-only entry points agree and change nothing either.
 			if len(tt.wantErr) > 0 && tt.wantErr[0] != ErrInvalidName && tt.wantErr[0] != ErrInvalidOption {
 				_, rerr := ReadCounter(path, tt.opts...)
 				assert.Error(t, rerr)
-				ctRequireUnchanged(t, dir, before)
+				testfs.RequireUnchanged(t, dir, before)
 			}
 		})
 	}
@@ -574,7 +512,7 @@ func TestExhaustion(t *testing.T) {
 		for _, opts := range [][]Option{nil, {WithBlock(10)}, {WithSync(false)}} {
 			dir, path := ctPath(t)
 			ctWrite(t, path, math.MaxUint64)
-			before := ctSnapshot(t, dir)
+			before := testfs.Snapshot(t, dir)
 			g := ctOpen(t, path, opts...)
 			n, err := g.Next()
 			assert.ErrorIs(t, err, ErrExhausted)
@@ -585,7 +523,7 @@ func TestExhaustion(t *testing.T) {
 			_, err = g.NextN(1)
 			assert.ErrorIs(t, err, ErrExhausted)
 			require.NoError(t, g.Close())
-			ctRequireUnchanged(t, dir, before)
+			testfs.RequireUnchanged(t, dir, before)
 		}
 	})
 	t.Run("at 2^64-2 exactly one more", func(t *testing.T) {
@@ -737,7 +675,7 @@ func TestPermissionDenied(t *testing.T) {
 			ctRequireOpenFails(t, dir, p, fs.ErrPermission)
 			_, err := Init(p, 5)
 			assert.ErrorIs(t, err, fs.ErrPermission)
-			ctRequireNoTemp(t, sub)
+			testfs.RequireNoTemp(t, sub)
 			ents, err := os.ReadDir(sub)
 			require.NoError(t, err)
 			assert.Empty(t, ents, "nothing created")
@@ -756,10 +694,10 @@ func TestPermissionDenied(t *testing.T) {
 		{"repair of an unwritable file", func(t *testing.T, dir string) {
 			p := filepath.Join(dir, "counter.u64")
 			require.NoError(t, os.WriteFile(p, []byte{1, 2, 3}, 0o400))
-			before := ctSnapshot(t, dir)
+			before := testfs.Snapshot(t, dir)
 			_, err := Repair(p, 100)
 			assert.ErrorIs(t, err, fs.ErrPermission)
-			ctRequireUnchanged(t, dir, before)
+			testfs.RequireUnchanged(t, dir, before)
 		}},
 	}
 	for _, tt := range tests {
@@ -777,12 +715,12 @@ func TestPermissionDenied(t *testing.T) {
 // it was.
 func ctRequireOpenFails(t *testing.T, dir, path string, want error) {
 	t.Helper()
-	before := ctSnapshot(t, dir)
+	before := testfs.Snapshot(t, dir)
 	g, err := Open(path, ctName)
 	require.ErrorIs(t, err, want)
 	assert.Nil(t, g)
 	assert.Contains(t, err.Error(), path)
-	ctRequireUnchanged(t, dir, before)
+	testfs.RequireUnchanged(t, dir, before)
 }
 
 // ---------------------------------------------------------------------------
@@ -956,7 +894,7 @@ func TestFaultInjectionStrict(t *testing.T) {
 					assert.Equal(t, path, fe.Path)
 					assert.GreaterOrEqual(t, ctValue(t, path), uint64(42), "the counter went backwards")
 				}
-				ctRequireNoTemp(t, dir)
+				testfs.RequireNoTemp(t, dir)
 
 				for range 5 {
 					n, err := g.Next()
@@ -1274,7 +1212,7 @@ func TestCloseThenCalls(t *testing.T) {
 			require.NoError(t, g.Close())
 			require.NoError(t, g.Close(), "Close is idempotent")
 			dir := filepath.Dir(path)
-			before := ctSnapshot(t, dir)
+			before := testfs.Snapshot(t, dir)
 
 			_, err = g.Next()
 			assert.ErrorIs(t, err, ErrClosed)
@@ -1285,7 +1223,7 @@ func TestCloseThenCalls(t *testing.T) {
 			assert.ErrorIs(t, err, ErrClosed)
 			_, err = g.NextN(2)
 			assert.ErrorIs(t, err, ErrClosed)
-			ctRequireUnchanged(t, dir, before)
+			testfs.RequireUnchanged(t, dir, before)
 			assert.GreaterOrEqual(t, ctValue(t, path), uint64(1))
 		})
 	}
@@ -1373,14 +1311,14 @@ func TestReplacedCounter(t *testing.T) {
 			_, err := g.Next()
 			require.NoError(t, err)
 			tt.replace(t, dir, path)
-			before := ctSnapshot(t, dir)
+			before := testfs.Snapshot(t, dir)
 
 			n, err := g.Next()
 			assert.ErrorIs(t, err, ErrReplaced)
 			assert.Zero(t, n)
 			_, err = g.UniqueID()
 			assert.ErrorIs(t, err, ErrReplaced)
-			ctRequireUnchanged(t, dir, before)
+			testfs.RequireUnchanged(t, dir, before)
 			if tt.gone {
 				_, err := os.Lstat(path)
 				assert.ErrorIs(t, err, fs.ErrNotExist, "the removed file is not recreated")
@@ -1398,7 +1336,7 @@ func TestInit(t *testing.T) {
 		_, err := Init(path, 42)
 		require.NoError(t, err)
 		assert.Equal(t, uint64(41), ctValue(t, path))
-		ctRequireNoTemp(t, dir)
+		testfs.RequireNoTemp(t, dir)
 		g := ctOpen(t, path)
 		id, err := g.UniqueID()
 		require.NoError(t, err)
@@ -1448,17 +1386,17 @@ func TestInit(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir, path := ctPath(t)
 			tt.setup(t, path)
-			before := ctSnapshot(t, dir)
+			before := testfs.Snapshot(t, dir)
 			_, err := Init(path, tt.next, tt.opts...)
 			require.ErrorIs(t, err, tt.wantErr)
-			ctRequireUnchanged(t, dir, before)
+			testfs.RequireUnchanged(t, dir, before)
 		})
 	}
 	t.Run("missing parent", func(t *testing.T) {
 		dir := t.TempDir()
 		_, err := Init(filepath.Join(dir, "nope", "counter.u64"), 5)
 		require.ErrorIs(t, err, fs.ErrNotExist)
-		ctRequireUnchanged(t, dir, map[string]ctEntry{})
+		testfs.RequireUnchanged(t, dir, map[string]testfs.Entry{})
 	})
 }
 
@@ -1481,7 +1419,7 @@ func TestRepair(t *testing.T) {
 			info, err := os.Stat(path)
 			require.NoError(t, err)
 			assert.Equal(t, fs.FileMode(0o640), info.Mode(), "repaired in place")
-			ctRequireNoTemp(t, dir)
+			testfs.RequireNoTemp(t, dir)
 			g := ctOpen(t, path)
 			id, err := g.UniqueID()
 			require.NoError(t, err)
@@ -1525,10 +1463,10 @@ func TestRepair(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir, path := ctPath(t)
 			tt.setup(t, path)
-			before := ctSnapshot(t, dir)
+			before := testfs.Snapshot(t, dir)
 			_, err := Repair(path, tt.next)
 			require.ErrorIs(t, err, tt.wantErr)
-			ctRequireUnchanged(t, dir, before)
+			testfs.RequireUnchanged(t, dir, before)
 		})
 	}
 }
@@ -1545,16 +1483,16 @@ func TestReadCounter(t *testing.T) {
 		dir, path := ctPath(t)
 		_, err := ReadCounter(path)
 		require.ErrorIs(t, err, fs.ErrNotExist)
-		ctRequireUnchanged(t, dir, map[string]ctEntry{})
+		testfs.RequireUnchanged(t, dir, map[string]testfs.Entry{})
 	})
 	t.Run("corrupt", func(t *testing.T) {
 		dir, path := ctPath(t)
 		require.NoError(t, os.WriteFile(path, []byte{1, 2}, 0o600))
-		before := ctSnapshot(t, dir)
+		before := testfs.Snapshot(t, dir)
 		_, err := ReadCounter(path)
 		require.ErrorIs(t, err, ErrCorrupt)
 		assert.Contains(t, err.Error(), "2 bytes")
-		ctRequireUnchanged(t, dir, before)
+		testfs.RequireUnchanged(t, dir, before)
 	})
 	t.Run("sees what a Generator issued", func(t *testing.T) {
 		_, path := ctPath(t)

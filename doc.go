@@ -4,11 +4,14 @@
 //
 // Each host has a node name (see ValidateName) and a counter file; each id
 // takes the next number from the counter file under an exclusive flock.
-// With a Registry (WithRegistry, CassandraRegistry) the node name is claimed
-// cluster-wide before any id is issued, and the numbers a name may issue are
-// bounded by a reserved-up-to mark kept in the registry, so that a counter
-// file restored from a backup or copied to a cloned machine cannot repeat
-// ids.
+// With a Registry (WithRegistry) the node name is claimed cluster-wide
+// before any id is issued, and the numbers a name may issue are bounded by
+// a reserved-up-to mark kept in the registry, so that a counter file
+// restored from a backup or copied to a cloned machine cannot repeat ids.
+// The registry on Apache Cassandra lives in package
+// github.com/snapid/snapid/cassandra, so that a program that does not use
+// it links no database driver; package snapidtest has an in-memory one for
+// tests, and the conformance suite every Registry must pass.
 //
 // # The counter file
 //

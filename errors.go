@@ -18,8 +18,33 @@ var (
 	ErrInvalidID = errors.New("invalid id")
 
 	// ErrCorrupt is returned for a counter file whose size is not exactly
-	// 8 bytes. The file is left exactly as it was.
+	// 8 bytes. The file is left exactly as it was. ErrCorruptOwner,
+	// ErrCorruptMark and ErrCorruptSession, for the files beside the
+	// counter, match it too.
 	ErrCorrupt = errors.New("corrupt counter file")
+
+	// ErrCorruptOwner is returned for an owner token file (<counter>.owner)
+	// that does not hold 32 lower-case hex digits and a newline. It matches
+	// ErrCorrupt. Nothing is written anywhere, the registry included.
+	ErrCorruptOwner error = &corruptError{"corrupt owner token file"}
+
+	// ErrCorruptMark is returned for a mark file (<counter>.mark) that is
+	// neither empty nor 16 bytes. It matches ErrCorrupt. Nothing is written
+	// anywhere, the registry included.
+	ErrCorruptMark error = &corruptError{"corrupt mark file"}
+
+	// ErrCorruptSession is returned to a process joining its host's claim
+	// when the session file (<counter>.session) is not in the format this
+	// version writes (see the list of files in hostfiles.go), was written
+	// by an earlier version, or names another owner token. It matches
+	// ErrCorrupt. The first process of a host does not read the file: it
+	// replaces it.
+	ErrCorruptSession error = &corruptError{"corrupt session file"}
+
+	// ErrNameMismatch is returned by Open when other processes of the host
+	// use the counter under another node name: one counter file serves
+	// one name. The error names the name the counter is in use under.
+	ErrNameMismatch = errors.New("counter in use under another node name")
 
 	// ErrNotRegular is returned when the counter path names a directory,
 	// a device, a FIFO or anything else that is not a regular file.
@@ -92,3 +117,11 @@ func (e *FileError) Error() string {
 }
 
 func (e *FileError) Unwrap() error { return e.Err }
+
+// corruptError is a corrupt file beside the counter: its own error, which
+// also matches ErrCorrupt.
+type corruptError struct{ msg string }
+
+func (e *corruptError) Error() string { return e.msg }
+
+func (e *corruptError) Is(target error) bool { return target == ErrCorrupt }

@@ -52,11 +52,20 @@ type Generator struct {
 //
 // Open validates everything before it issues anything: the name (see
 // ValidateName), the options, and the file (exactly 8 bytes, a regular file,
-// not a symbolic link unless WithFollowSymlinks). A failed Open changes
-// nothing on disk, with one exception: with a registry that could not be
-// reached, or that failed after the claim, a counter file this call created
-// (holding 0, which is what a missing one means) and the owner token beside
-// it stay, so that a retry presents the same token.
+// not a symbolic link unless WithFollowSymlinks); with a registry, also the
+// owner token and mark files beside it, before anything is created or
+// written (ErrCorruptOwner, ErrCorruptMark). A failed Open changes nothing
+// on disk, with one exception: with a registry, whatever the reason it
+// failed after the files were validated (the claim refused with
+// ErrNameTaken or ErrProbableClone, a registry that could not be reached,
+// a failure after the claim), the files this call created stay: the
+// counter file (holding 0, which is what a missing one means, or what
+// programs without a registry issued from it meanwhile), the owner token
+// (a retry presents the same one), and the empty mark and presence files.
+// They are never removed, because programs that use the counter without a
+// registry (Snap!, snapid without WithRegistry, Init) lock only the counter
+// and may be issuing from it already. A refused claim writes no session
+// file.
 //
 // With WithRegistry, Open also claims the name in the registry before it
 // returns (see OpenContext); it gives the claim the registry timeout.
@@ -68,7 +77,10 @@ func Open(counterPath, name string, opts ...Option) (*Generator, error) {
 // WithRegistry it claims the name (SPEC §5) before it returns: another
 // owner's active claim is ErrNameTaken and the Generator is not returned;
 // the first process of the host raises the counter to the registry's
-// reserved mark and reserves the first step. Only the claim uses ctx.
+// reserved mark and reserves the first step. The other processes of the
+// host join its claim; one under another name than the claim's is refused
+// with ErrNameMismatch, whether the registry can be reached or not. Only
+// the claim uses ctx.
 func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) (*Generator, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
@@ -85,9 +97,12 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 	if counterPath, err = filepath.Abs(counterPath); err != nil {
 		return nil, &FileError{Op: "open", Path: counterPath, Err: err}
 	}
-	var fresh []string // files this call creates, removed if the claim fails
 	if o.reg.registry != nil {
-		fresh = missingFiles(counterPath)
+		// Before anything is created or written, on disk or in the
+		// registry.
+		if err := checkHostFiles(counterPath, &o); err != nil {
+			return nil, err
+		}
 	}
 	file, err := openCounter(counterPath, &o)
 	if err != nil {
@@ -100,7 +115,7 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 			ctx, cancel = context.WithTimeout(ctx, o.reg.timeout)
 			defer cancel()
 		}
-		g.res, err = startReservation(ctx, counterPath, name, &o, fresh, g.withFile)
+		g.res, err = startReservation(ctx, counterPath, name, &o, g.withFile)
 		if err != nil {
 			file.close()
 			return nil, err

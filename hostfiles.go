@@ -26,13 +26,35 @@ import (
 //	<counter>.mark      the reserved-up-to mark this host may issue to and
 //	                    the counter's floor (see markState), 16 bytes,
 //	                    read and written under the counter's lock
-//	<counter>.session   the session of the host's claim (see
-//	                    Holder.Session), written by the first process,
-//	                    read by the others, under the gate
+//	<counter>.session   the host's claim: the name, the owner token and
+//	                    the session (see Holder.Session), written by the
+//	                    first process of the host (replacing the file, by
+//	                    rename), read by the others, under the gate; see
+//	                    below
 //	<counter>.presence  empty; every process using the registry holds a
 //	                    shared flock on it, so the one that can take it
 //	                    exclusively is the first (at start-up) or the last
 //	                    (at close)
+//
+// The session file is four lines, each ending in a newline:
+//
+//	snapid-session 2
+//	name <node name>
+//	owner <owner token>
+//	session <session>
+//
+// A process joining its host's claim refuses to start under another name
+// than the file's (ErrNameMismatch), and refuses a file in another format,
+// the one-line format of earlier versions included, or for another owner
+// token (ErrCorruptSession). The first process of a host never reads it.
+//
+// Every file here, like the counter, is created atomically and made
+// durable (see createFileAtomically) before it is relied on; owner and
+// mark are validated before anything is created or written, here or in
+// the registry (see checkHostFiles). None of them is ever removed by this
+// package: programs without a registry lock only the counter, and other
+// processes of the host may have opened the others before they take the
+// gate.
 const (
 	ownerSuffix    = ".owner"
 	markSuffix     = ".mark"
@@ -85,7 +107,7 @@ func loadOwner(counterPath string, create bool, o *options) (string, error) {
 		if _, err := rand.Read(raw[:]); err != nil {
 			return "", &FileError{Op: "create", Path: path, Err: err}
 		}
-		cerr := createFileAtomically(path, []byte(hex.EncodeToString(raw[:])+"\n"), o.fileMode)
+		cerr := createFileAtomically(o.fs, path, []byte(hex.EncodeToString(raw[:])+"\n"), o.fileMode)
 		if cerr != nil && !errors.Is(cerr, fs.ErrExist) { // ErrExist: another process created it first
 			return "", &FileError{Op: "create", Path: path, Err: cerr}
 		}
@@ -94,21 +116,59 @@ func loadOwner(counterPath string, create bool, o *options) (string, error) {
 	if err != nil {
 		return "", &FileError{Op: "read", Path: path, Err: classifyOpenError(err)}
 	}
-	tok := strings.TrimSuffix(string(b), "\n")
-	if len(tok) != 32 || strings.Trim(tok, "0123456789abcdef") != "" {
+	tok, ok := strings.CutSuffix(string(b), "\n")
+	if !ok || !validOwner(tok) {
 		return "", &FileError{Op: "read", Path: path, Err: fmt.Errorf(
-			"%w: an owner token file holds 32 lower-case hex digits and a newline", ErrCorrupt)}
+			"%w: it is %d bytes; an owner token file holds 32 lower-case hex digits and a newline", ErrCorruptOwner, len(b))}
 	}
 	return tok, nil
 }
 
+func validOwner(tok string) bool {
+	return len(tok) == 32 && strings.Trim(tok, "0123456789abcdef") == ""
+}
+
+// checkHostFiles validates the files beside the counter that a Generator
+// with a registry reads and that exist (owner and mark; the session is
+// read only by processes joining their host's claim, see enter), before
+// anything is created or written, on disk or in the registry. It reads
+// without locks: a mark file only ever grows from empty to 16 bytes in
+// one write.
+func checkHostFiles(counterPath string, o *options) error {
+	if _, err := loadOwner(counterPath, false, o); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	_, _, err := readMarkFile(counterPath, o.followSymlinks)
+	return err
+}
+
+// readSmallFile reads up to 4096 bytes of path; a longer file is cut
+// there (see fileSize).
 func readSmallFile(path string, follow bool) ([]byte, error) {
+	b, _, err := readSmallFileSize(path, follow)
+	return b, err
+}
+
+// readSmallFileSize is readSmallFile that also returns the file's size.
+func readSmallFileSize(path string, follow bool) ([]byte, int64, error) {
 	f, err := os.OpenFile(path, openFlags(follow)&^os.O_RDWR|os.O_RDONLY, 0)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, 4096))
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return nil, 0, err
+	}
+	return b, fileSize(f, len(b)), nil
+}
+
+// fileSize returns f's size for a message, or n if it cannot be had.
+func fileSize(f *os.File, n int) int64 {
+	if st, err := f.Stat(); err == nil {
+		return st.Size()
+	}
+	return int64(n)
 }
 
 // hostState is a Generator's handle on the files beside the counter.
@@ -120,6 +180,7 @@ type hostState struct {
 	markPath    string
 	sessionPath string
 	mode        fs.FileMode
+	fs          fsOps
 }
 
 func openHostState(counterPath string, o *options) (*hostState, error) {
@@ -127,20 +188,28 @@ func openHostState(counterPath string, o *options) (*hostState, error) {
 	if err != nil {
 		return nil, err
 	}
-	markPath := counterPath + markSuffix
-	mark, err := os.OpenFile(markPath, openFlags(o.followSymlinks)|os.O_CREATE, o.fileMode)
+	// The mark and presence files exist, durably, before anything relies
+	// on them: created empty like the counter (an empty mark reads as
+	// zero), and only opened afterwards.
+	markPath, presencePath := counterPath+markSuffix, counterPath+presenceSuffix
+	for _, p := range []string{markPath, presencePath} {
+		if err := createIfAbsent(p, nil, o); err != nil {
+			return nil, err
+		}
+	}
+	mark, err := os.OpenFile(markPath, openFlags(o.followSymlinks), 0)
 	if err != nil {
 		return nil, &FileError{Op: "open", Path: markPath, Err: classifyOpenError(err)}
 	}
-	lockFlags := openFlags(o.followSymlinks) | os.O_CREATE
 	return &hostState{
 		owner:       owner,
 		gate:        flock.New(counterPath+ownerSuffix, flock.SetFlag(openFlags(o.followSymlinks))),
-		presence:    flock.New(counterPath+presenceSuffix, flock.SetFlag(lockFlags), flock.SetPermissions(o.fileMode)),
+		presence:    flock.New(presencePath, flock.SetFlag(openFlags(o.followSymlinks))),
 		mark:        mark,
 		markPath:    markPath,
 		sessionPath: counterPath + sessionSuffix,
 		mode:        o.fileMode,
+		fs:          o.fs,
 	}, nil
 }
 
@@ -166,16 +235,17 @@ type markState struct{ mark, floor uint64 }
 
 const markSize = 16
 
-// decodeMark decodes a mark file; an empty one reads as zero (nothing may
-// be issued).
-func decodeMark(b []byte) (markState, error) {
-	switch len(b) {
-	case 0:
+// decodeMark decodes a mark file of size bytes whose content (all of it,
+// or its first bytes if it is too long) is b; an empty one reads as zero
+// (nothing may be issued).
+func decodeMark(b []byte, size int64) (markState, error) {
+	switch {
+	case size == 0 && len(b) == 0:
 		return markState{}, nil
-	case markSize:
+	case size == markSize && len(b) == markSize:
 		return markState{binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:])}, nil
 	}
-	return markState{}, fmt.Errorf("%w: a mark file is %d bytes, not %d", ErrCorrupt, markSize, len(b))
+	return markState{}, fmt.Errorf("%w: it is %d bytes; a mark file is %d bytes or empty", ErrCorruptMark, size, markSize)
 }
 
 // readMark reads the mark file; the caller holds the counter lock.
@@ -185,7 +255,11 @@ func (h *hostState) readMark() (markState, error) {
 	if err != nil && !errors.Is(err, io.EOF) {
 		return markState{}, &FileError{Op: "read", Path: h.markPath, Err: err}
 	}
-	m, err := decodeMark(b[:n])
+	size := int64(n)
+	if n > markSize {
+		size = fileSize(h.mark, n)
+	}
+	m, err := decodeMark(b[:n], size)
 	if err != nil {
 		return markState{}, &FileError{Op: "read", Path: h.markPath, Err: err}
 	}
@@ -205,34 +279,99 @@ func (h *hostState) writeMark(m markState) error {
 	return nil
 }
 
-// writeSession records the session of the host's claim, replacing the
-// previous one (nobody locks this file); the caller holds the gate. The
-// temporary file is created exclusively, so a link planted there is not
-// followed.
-func (h *hostState) writeSession(session string) error {
+// sessionFile is the content of the session file: the host's claim.
+type sessionFile struct{ name, owner, session string }
+
+const sessionHeader = "snapid-session 2"
+
+// encodeSession returns the session file's content (see the list of
+// files at the top of this file).
+func encodeSession(s sessionFile) ([]byte, error) {
+	if s.session == "" || strings.ContainsAny(s.session, "\r\n") {
+		return nil, fmt.Errorf("snapid: %w: the registry returned a session %q that cannot be recorded on one line", ErrRegistry, s.session)
+	}
+	return []byte(sessionHeader + "\nname " + s.name + "\nowner " + s.owner + "\nsession " + s.session + "\n"), nil
+}
+
+// decodeSession parses the session file's content.
+func decodeSession(b []byte) (sessionFile, error) {
+	text, ok := strings.CutSuffix(string(b), "\n")
+	lines := strings.Split(text, "\n")
+	switch {
+	case !ok:
+		return sessionFile{}, fmt.Errorf("%w: it does not end with a newline", ErrCorruptSession)
+	case len(lines) == 1 && !strings.HasPrefix(lines[0], "snapid-session"):
+		return sessionFile{}, fmt.Errorf("%w: it holds a session without the name and owner token it belongs to "+
+			"(written by an earlier version of snapid)", ErrCorruptSession)
+	case lines[0] != sessionHeader:
+		return sessionFile{}, fmt.Errorf("%w: its first line is not %q", ErrCorruptSession, sessionHeader)
+	case len(lines) != 4:
+		return sessionFile{}, fmt.Errorf("%w: it is %d lines, not 4", ErrCorruptSession, len(lines))
+	}
+	var s sessionFile
+	for i, f := range []struct {
+		key string
+		val *string
+	}{{"name", &s.name}, {"owner", &s.owner}, {"session", &s.session}} {
+		v, ok := strings.CutPrefix(lines[i+1], f.key+" ")
+		if !ok || v == "" {
+			return sessionFile{}, fmt.Errorf("%w: line %d is not %q followed by a value", ErrCorruptSession, i+2, f.key+" ")
+		}
+		*f.val = v
+	}
+	if ValidateName(s.name) != nil {
+		return sessionFile{}, fmt.Errorf("%w: it holds an invalid node name", ErrCorruptSession)
+	}
+	if !validOwner(s.owner) {
+		return sessionFile{}, fmt.Errorf("%w: it holds an invalid owner token", ErrCorruptSession)
+	}
+	return s, nil
+}
+
+// writeSession records the host's claim, replacing the previous one
+// (nobody locks this file): a synced temporary file renamed into place,
+// then the directory synced. The caller holds the gate. The temporary file
+// is created exclusively, so a link planted there is not followed.
+func (h *hostState) writeSession(name, session string) error {
+	b, err := encodeSession(sessionFile{name: name, owner: h.owner, session: session})
+	if err != nil {
+		return err
+	}
 	dir, base := splitPath(h.sessionPath)
 	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
 		return &FileError{Op: "write", Path: h.sessionPath, Err: err}
 	}
-	defer os.Remove(tmp.Name())
-	if err := writeTemp(tmp, []byte(session+"\n"), h.mode); err != nil {
+	renamed := false
+	defer func() {
+		if !renamed {
+			_ = h.fs.Remove(tmp.Name())
+		}
+	}()
+	if err := writeTemp(h.fs, tmp, b, h.mode); err != nil {
 		return &FileError{Op: "write", Path: h.sessionPath, Err: err}
 	}
-	if err := os.Rename(tmp.Name(), h.sessionPath); err != nil {
+	if err := h.fs.Rename(tmp.Name(), h.sessionPath); err != nil {
 		return &FileError{Op: "write", Path: h.sessionPath, Err: err}
+	}
+	renamed = true
+	if err := h.fs.SyncDir(dir); err != nil {
+		return &FileError{Op: "write", Path: h.sessionPath, Err: fmt.Errorf("sync directory: %w", err)}
 	}
 	return nil
 }
 
-// readSession returns the session of the host's claim; the caller holds
-// the gate.
-func (h *hostState) readSession() (string, error) {
+// readSession returns the host's claim; the caller holds the gate.
+func (h *hostState) readSession() (sessionFile, error) {
 	b, err := readSmallFile(h.sessionPath, false)
 	if err != nil {
-		return "", &FileError{Op: "read", Path: h.sessionPath, Err: err}
+		return sessionFile{}, &FileError{Op: "read", Path: h.sessionPath, Err: classifyOpenError(err)}
 	}
-	return strings.TrimSuffix(string(b), "\n"), nil
+	s, err := decodeSession(b)
+	if err != nil {
+		return sessionFile{}, &FileError{Op: "read", Path: h.sessionPath, Err: err}
+	}
+	return s, nil
 }
 
 func (h *hostState) close() error {
@@ -241,25 +380,75 @@ func (h *hostState) close() error {
 	return h.mark.Close()
 }
 
-// createFileAtomically creates path with content b: a synced temporary
-// file linked into place, then the directory synced. It fails with
-// fs.ErrExist if path exists; an existing file is never replaced.
-func createFileAtomically(path string, b []byte, mode fs.FileMode) error {
+// fsOps is the file-system work of creating the counter and the files
+// beside it: syncing a new file, linking, renaming and removing names, and
+// syncing their directory. Tests replace it (withFS) to record the order
+// of these operations and to inject failures.
+type fsOps interface {
+	SyncFile(f *os.File) error // fsync of a new file, before it gets its name
+	Link(oldname, newname string) error
+	Rename(oldname, newname string) error
+	Remove(name string) error
+	SyncDir(dir string) error
+}
+
+type osFS struct{}
+
+func (osFS) SyncFile(f *os.File) error            { return f.Sync() }
+func (osFS) Link(oldname, newname string) error   { return os.Link(oldname, newname) }
+func (osFS) Rename(oldname, newname string) error { return os.Rename(oldname, newname) }
+func (osFS) Remove(name string) error             { return os.Remove(name) }
+func (osFS) SyncDir(dir string) error             { return syncDir(dir) }
+
+// createFileAtomically creates path with content b: a temporary file in
+// the same directory is written and synced, linked into place, its
+// temporary name removed, then the directory synced, which makes both the
+// new name and the removal durable. It fails with fs.ErrExist if path
+// exists (after syncing the directory, so that a file another process
+// just created is durable before the caller relies on it); an existing
+// file is never replaced.
+func createFileAtomically(fsys fsOps, path string, b []byte, mode fs.FileMode) error {
 	dir, base := splitPath(path)
 	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
 		return err
 	}
 	tmpName := tmp.Name()
-	defer os.Remove(tmpName)
-	if err := writeTemp(tmp, b, mode); err != nil {
+	removed := false
+	defer func() {
+		if !removed {
+			_ = fsys.Remove(tmpName)
+		}
+	}()
+	if err := writeTemp(fsys, tmp, b, mode); err != nil {
 		return err
 	}
-	if err := os.Link(tmpName, path); err != nil {
+	err = fsys.Link(tmpName, path)
+	// The temporary name goes before the directory is synced, so that the
+	// sync covers its removal too. A name left by a failed removal is
+	// harmless (a dot file, never read): the new file is in place.
+	_ = fsys.Remove(tmpName)
+	removed = true
+	if err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
-	if err := syncDir(dir); err != nil {
-		return fmt.Errorf("sync directory: %w", err)
+	if serr := fsys.SyncDir(dir); serr != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, serr)
+	}
+	return err
+}
+
+// createIfAbsent creates the file at path holding b (see
+// createFileAtomically) if nothing is there. A file another process
+// created first is kept; whatever is at path, usable or not, is left for
+// the open that follows to judge.
+func createIfAbsent(path string, b []byte, o *options) error {
+	if _, err := os.Lstat(path); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	err := createFileAtomically(o.fs, path, b, o.fileMode)
+	if err != nil && !errors.Is(err, fs.ErrExist) {
+		return &FileError{Op: "create", Path: path, Err: err}
 	}
 	return nil
 }
@@ -275,38 +464,26 @@ func OwnerToken(counterPath string, opts ...Option) (string, error) {
 	return loadOwner(counterPath, false, &o)
 }
 
-// missingFiles returns which of the counter and the files beside it do not
-// exist yet, so that a failed claim can leave the disk as it found it.
-func missingFiles(counterPath string) []string {
-	var out []string
-	for _, suffix := range []string{"", ownerSuffix, markSuffix, presenceSuffix, sessionSuffix} {
-		if _, err := os.Lstat(counterPath + suffix); errors.Is(err, fs.ErrNotExist) {
-			out = append(out, counterPath+suffix)
-		}
-	}
-	return out
-}
-
 // ReadMark returns the reserved-up-to mark this host keeps beside the
 // counter file at counterPath (the highest number the registry lets it
 // issue), and false if the counter has never been used with a registry.
 func ReadMark(counterPath string) (mark uint64, ok bool, err error) {
-	m, ok, err := readMarkFile(counterPath)
+	m, ok, err := readMarkFile(counterPath, false)
 	return m.mark, ok, err
 }
 
 // readMarkFile reads the mark file beside the counter without the lock;
 // ok is false if there is none.
-func readMarkFile(counterPath string) (m markState, ok bool, err error) {
+func readMarkFile(counterPath string, follow bool) (m markState, ok bool, err error) {
 	path := counterPath + markSuffix
-	b, err := readSmallFile(path, false)
+	b, size, err := readSmallFileSize(path, follow)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return markState{}, false, nil
 	case err != nil:
 		return markState{}, false, &FileError{Op: "read", Path: path, Err: classifyOpenError(err)}
 	}
-	if m, err = decodeMark(b); err != nil {
+	if m, err = decodeMark(b, size); err != nil {
 		return markState{}, false, &FileError{Op: "read", Path: path, Err: err}
 	}
 	return m, true, nil

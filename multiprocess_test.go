@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapid/snapid/internal/testfs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -467,7 +468,7 @@ func TestCrashKill9(t *testing.T) {
 	t.Logf("%d rounds, %d numbers, last issued %d", rounds, len(seen), ctValue(t, path))
 
 	// The file is usable after all the kills and continues above them.
-	ctRequireNoTemp(t, dir)
+	testfs.RequireNoTemp(t, dir)
 	g := ctOpen(t, path)
 	n, err := g.Next()
 	require.NoError(t, err)

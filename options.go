@@ -18,6 +18,7 @@ type options struct {
 	followSymlinks bool
 	logger         *slog.Logger
 	io             fileIO
+	fs             fsOps
 	reg            registryOptions
 }
 
@@ -27,6 +28,7 @@ func defaultOptions() options {
 		fileMode: 0o600,
 		logger:   slog.New(slog.DiscardHandler),
 		io:       osIO{},
+		fs:       osFS{},
 		reg: registryOptions{
 			step:        DefaultReserveStep,
 			cloneWindow: 5 * time.Minute,
@@ -97,12 +99,18 @@ func WithCPUShards(on bool) Option {
 	}
 }
 
-// WithFileMode sets the permission bits of a counter file the call creates
-// (default 0600). It has no effect on an existing file.
+// WithFileMode sets the permission bits of a counter file the call creates,
+// and of the files beside it (default 0600). It has no effect on an
+// existing file. The owner must be able to read and write (0600 at
+// least): a mode without them is refused, since the library could not
+// use its own file.
 func WithFileMode(mode fs.FileMode) Option {
 	return func(o *options) error {
 		if mode&^fs.ModePerm != 0 {
 			return fmt.Errorf("snapid: %w: WithFileMode(%v): only permission bits are allowed", ErrInvalidOption, mode)
+		}
+		if mode&0o600 != 0o600 {
+			return fmt.Errorf("snapid: %w: WithFileMode(%#o): the owner needs read and write permission (0600) to use the file", ErrInvalidOption, uint32(mode))
 		}
 		o.fileMode = mode
 		return nil
@@ -135,6 +143,15 @@ func WithLogger(l *slog.Logger) Option {
 func withIO(io fileIO) Option {
 	return func(o *options) error {
 		o.io = io
+		return nil
+	}
+}
+
+// withFS replaces the file-system work of creating files (tests record
+// its order and inject faults with it).
+func withFS(fsys fsOps) Option {
+	return func(o *options) error {
+		o.fs = fsys
 		return nil
 	}
 }

@@ -75,7 +75,8 @@ type Claim struct {
 
 // Registry proves that a node name is held by one counter file only, and
 // bounds what that counter file may issue. Implementations must be safe for
-// concurrent use. CassandraRegistry is the production implementation.
+// concurrent use. The production implementation is cassandra.Registry
+// (package github.com/snapid/snapid/cassandra).
 //
 // Every method is conditional on the owner: none of them may create,
 // resurrect or change a row held by another owner, except Claim with Force.

@@ -64,7 +64,7 @@ func Release(ctx context.Context, counterPath, name string, opts ...Option) (fin
 	if err != nil {
 		return 0, err
 	}
-	m, _, err := readMarkFile(counterPath)
+	m, _, err := readMarkFile(counterPath, o.followSymlinks)
 	if err != nil {
 		return 0, err
 	}

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,7 +60,7 @@ func (e *needMarkError) Unwrap() error { return ErrReservationExhausted }
 // startReservation claims the name and prepares the mark. It runs before
 // the Generator issues anything; on error nothing has been issued and the
 // counter is unchanged.
-func startReservation(ctx context.Context, path, name string, o *options, fresh []string,
+func startReservation(ctx context.Context, path, name string, o *options,
 	withFile func(func(*counterFile) error) error) (*reservation, error) {
 	hs, err := openHostState(path, o)
 	if err != nil {
@@ -70,7 +70,7 @@ func startReservation(ctx context.Context, path, name string, o *options, fresh 
 	if !r.o.hostSet {
 		r.o.host = LocalHostInfo()
 	}
-	first, err := r.enter(ctx, fresh)
+	first, err := r.enter(ctx)
 	if err != nil {
 		hs.close()
 		return nil, err
@@ -90,9 +90,15 @@ func startReservation(ctx context.Context, path, name string, o *options, fresh 
 }
 
 // enter takes this process's shared presence lock under the gate; the
-// first process of the host claims the name first. It reports whether
-// this process was the first.
-func (r *reservation) enter(ctx context.Context, fresh []string) (first bool, err error) {
+// first process of the host claims the name first, the others join its
+// claim (after checking that the session file records it for this name
+// and owner token). It reports whether this process was the first.
+//
+// Nothing is removed when the claim fails, not even files this Open
+// created: programs without a registry lock only the counter and may have
+// issued from it meanwhile, and other processes of the host may have
+// opened the files beside it before taking the gate.
+func (r *reservation) enter(ctx context.Context) (first bool, err error) {
 	hs := r.host
 	if err := hs.lockGate(ctx); err != nil {
 		return false, err
@@ -104,24 +110,13 @@ func (r *reservation) enter(ctx context.Context, fresh []string) (first bool, er
 	}
 	if first {
 		if err := r.claim(ctx); err != nil {
-			if errors.Is(err, ErrNameTaken) || errors.Is(err, ErrProbableClone) {
-				// The registry refused: nothing of ours is there, and no
-				// other process of the host can be using the files this
-				// Open created (we hold the gate and the presence lock), so
-				// they are removed. After any other failure the claim may
-				// have been applied, and its owner token must stay for the
-				// retry to present.
-				for _, p := range fresh {
-					os.Remove(p)
-				}
-			}
 			hs.presence.Unlock()
 			return false, err
 		}
 		// Another process can only join through the gate we hold, so the
 		// non-atomic change from exclusive to shared is safe.
 		hs.presence.Unlock()
-	} else if r.session, err = hs.readSession(); err != nil {
+	} else if err := r.join(); err != nil {
 		return false, err
 	}
 	ok, err := hs.presence.TryRLockContext(ctx, 5*time.Millisecond)
@@ -149,7 +144,7 @@ func (r *reservation) claim(ctx context.Context) error {
 		return err
 	}
 	r.session = h.Session
-	if err := r.host.writeSession(h.Session); err != nil {
+	if err := r.host.writeSession(r.name, h.Session); err != nil {
 		return err
 	}
 	target := max(h.Reserved, r.o.floor)
@@ -171,6 +166,28 @@ func (r *reservation) claim(ctx context.Context) error {
 		return err
 	}
 	return r.extend(ctx, 0)
+}
+
+// join reads the host's claim from the session file, for a process that
+// is not the first of its host; the caller holds the gate. The claim must
+// be for this name and this counter's owner token: a process must not
+// issue under a name its host did not claim, registry or not.
+func (r *reservation) join() error {
+	s, err := r.host.readSession()
+	if err != nil {
+		return err
+	}
+	switch {
+	case s.owner != r.host.owner:
+		return &FileError{Op: "read", Path: r.host.sessionPath, Err: fmt.Errorf(
+			"%w: it records a claim of owner token %s, not of this counter's (%s); was the owner file replaced while processes of this host use the counter?",
+			ErrCorruptSession, OwnerID(s.owner), OwnerID(r.host.owner))}
+	case s.name != r.name:
+		return fmt.Errorf("snapid: %w: the counter %s is in use by this host under the name %q, not %q: one counter file serves one name; open it as %q, or give %q its own counter file",
+			ErrNameMismatch, strings.TrimSuffix(r.host.sessionPath, sessionSuffix), s.name, r.name, s.name, r.name)
+	}
+	r.session = s.session
+	return nil
 }
 
 // verifyJoin checks, for a process that is not the first of its host, that

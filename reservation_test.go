@@ -1,4 +1,4 @@
-package snapid
+package snapid_test
 
 import (
 	"bytes"
@@ -13,64 +13,23 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/testfs"
+	"github.com/snapid/snapid/snapidtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
-// crash abandons g as a killed process would: its locks and descriptors go
-// away, but nothing is returned to the registry.
-func crash(t *testing.T, g *Generator) {
-	t.Helper()
-	g.closed.Store(true)
-	if g.block != nil {
-		g.block.close()
-	}
-	g.res.cancel()
-	g.res.wg.Wait()
-	require.NoError(t, g.res.host.close())
-	require.NoError(t, g.file.close())
-}
-
-func openReg(t *testing.T, path, name string, reg Registry, opts ...Option) *Generator {
-	t.Helper()
-	opts = append([]Option{WithRegistry(reg), WithSync(false), WithHostInfo(HostInfo{Hostname: "h1", MachineID: "m1"})}, opts...)
-	g, err := Open(path, name, opts...)
-	require.NoError(t, err)
-	return g
-}
-
-// copyFiles copies the named files from one directory to another, as an
-// operator copying a counter directory would.
-func copyFiles(t *testing.T, from, to string, names ...string) {
-	t.Helper()
-	for _, f := range names {
-		b, err := os.ReadFile(filepath.Join(from, f))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(to, f), b, 0o600))
-	}
-}
-
-func draw(t *testing.T, g *Generator, n int) []uint64 {
-	t.Helper()
-	out := make([]uint64, 0, n)
-	for i := 0; i < n; i++ {
-		v, err := g.Next()
-		require.NoError(t, err)
-		out = append(out, v)
-	}
-	return out
-}
-
 func TestReservationBoundsAndCleanRestart(t *testing.T) {
-	reg := newMemRegistry()
+	reg := snapidtest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
-	h, _ := reg.row("web_1")
+	h, _ := reg.Row("web_1")
 	assert.Equal(t, uint64(100), h.Reserved, "the first step is reserved at Open")
 	assert.Equal(t, []uint64{1, 2, 3}, draw(t, g, 3))
 	require.NoError(t, g.Close())
-	h, _ = reg.row("web_1")
+	h, _ = reg.Row("web_1")
 	assert.Equal(t, uint64(3), h.Reserved, "the last process out returns the unused reservation")
 
 	g = openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
@@ -79,7 +38,7 @@ func TestReservationBoundsAndCleanRestart(t *testing.T) {
 }
 
 func TestReservationExtendsAheadAndStopsAtMarkWhenRegistryDown(t *testing.T) {
-	reg := newMemRegistry()
+	reg := snapidtest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg, WithReserveStep(10), WithOutageHorizon(0))
 	defer g.Close()
@@ -87,19 +46,15 @@ func TestReservationExtendsAheadAndStopsAtMarkWhenRegistryDown(t *testing.T) {
 	assert.Equal(t, uint64(25), seen[24])
 
 	readMark := func() uint64 {
-		var m markState
-		require.NoError(t, g.withFile(func(*counterFile) error {
-			var err error
-			m, err = g.res.host.readMark()
-			return err
-		}))
-		return m.mark
+		m, _, err := ReadMark(path)
+		require.NoError(t, err)
+		return m
 	}
 	// The last draws started a background extension (less than half a
 	// step was left); wait for it, so that the range is ahead of the
 	// counter when the registry goes down.
 	require.Eventually(t, func() bool { return readMark() > 25 }, 10*time.Second, time.Millisecond)
-	reg.setDown(true)
+	reg.SetDown(true)
 	mark := readMark()
 	for n := uint64(26); n <= mark; n++ {
 		v, err := g.Next()
@@ -113,14 +68,14 @@ func TestReservationExtendsAheadAndStopsAtMarkWhenRegistryDown(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, mark, last, "a refused number is not reserved in the counter")
 
-	reg.setDown(false)
+	reg.SetDown(false)
 	v, err := g.Next()
 	require.NoError(t, err, "issuance resumes when the registry is back")
 	assert.Equal(t, mark+1, v)
 }
 
 func TestReservationCrashLeavesAtMostOneStep(t *testing.T) {
-	reg := newMemRegistry()
+	reg := snapidtest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
 	draw(t, g, 7)
@@ -136,7 +91,7 @@ func TestReservationCrashLeavesAtMostOneStep(t *testing.T) {
 
 func TestReservationRestoredBackupNeverRepeats(t *testing.T) {
 	for _, clean := range []bool{true, false} {
-		reg := newMemRegistry()
+		reg := snapidtest.NewRegistry()
 		path := filepath.Join(t.TempDir(), "counter.u64")
 		g := openReg(t, path, "web_1", reg, WithReserveStep(50), WithOutageHorizon(0))
 		draw(t, g, 5)
@@ -160,7 +115,7 @@ func TestReservationRestoredBackupNeverRepeats(t *testing.T) {
 }
 
 func TestReservationNameTakenIssuesNothing(t *testing.T) {
-	reg := newMemRegistry()
+	reg := snapidtest.NewRegistry()
 	dir := t.TempDir()
 	a := openReg(t, filepath.Join(dir, "a.u64"), "web_1", reg)
 	defer a.Close()
@@ -176,7 +131,7 @@ func TestReservationNameTakenIssuesNothing(t *testing.T) {
 }
 
 func TestReservationTakeoverAfterReleaseContinuesAbove(t *testing.T) {
-	reg := newMemRegistry()
+	reg := snapidtest.NewRegistry()
 	dir := t.TempDir()
 	aPath := filepath.Join(dir, "a.u64")
 	a := openReg(t, aPath, "web_1", reg, WithReserveStep(10), WithOutageHorizon(0))
@@ -196,7 +151,7 @@ func TestReservationTakeoverAfterReleaseContinuesAbove(t *testing.T) {
 }
 
 func TestReservationForcedTakeover(t *testing.T) {
-	reg := newMemRegistry()
+	reg := snapidtest.NewRegistry()
 	dir := t.TempDir()
 	a := openReg(t, filepath.Join(dir, "a.u64"), "web_1", reg, WithReserveStep(10), WithOutageHorizon(0))
 	draw(t, a, 3)
@@ -214,14 +169,14 @@ func TestReservationForcedTakeover(t *testing.T) {
 }
 
 func TestReservationCloneRefused(t *testing.T) {
-	reg := newMemRegistry()
+	reg := snapidtest.NewRegistry()
 	dir := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "a"), 0o700))
 	a := openReg(t, filepath.Join(dir, "a", "c.u64"), "web_1", reg)
 	defer a.Close()
 	// A copy of the counter directory, owner token included, on another machine.
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "clone"), 0o700))
-	copyFiles(t, filepath.Join(dir, "a"), filepath.Join(dir, "clone"), "c.u64", "c.u64.owner")
+	testfs.CopyFiles(t, filepath.Join(dir, "a"), filepath.Join(dir, "clone"), "c.u64", "c.u64.owner")
 	_, err := Open(filepath.Join(dir, "clone", "c.u64"), "web_1", WithRegistry(reg),
 		WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}))
 	require.ErrorIs(t, err, ErrProbableClone)
@@ -231,23 +186,23 @@ func TestReservationCloneRefused(t *testing.T) {
 // timeout at Open, only with a registry; any window of at least twice the
 // heartbeat plus the timeout works, and a window of 0 turns the check off.
 func TestReservationCloneWindowAndHeartbeat(t *testing.T) {
-	reg := newMemRegistry()
+	reg := snapidtest.NewRegistry()
 	dir := t.TempDir()
 	for _, d := range []string{"a", "clone"} {
 		require.NoError(t, os.MkdirAll(filepath.Join(dir, d), 0o700))
 	}
 	a := openReg(t, filepath.Join(dir, "a", "c.u64"), "web_1", reg, WithHeartbeat(time.Second), WithRegistryTimeout(time.Second), WithCloneWindow(3*time.Second))
 	defer a.Close()
-	copyFiles(t, filepath.Join(dir, "a"), filepath.Join(dir, "clone"), "c.u64", "c.u64.owner")
+	testfs.CopyFiles(t, filepath.Join(dir, "a"), filepath.Join(dir, "clone"), "c.u64", "c.u64.owner")
 	clonePath := filepath.Join(dir, "clone", "c.u64")
 	cloneHost := WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"})
 
-	before, _ := reg.row("web_1")
+	before, _ := reg.Row("web_1")
 	_, err := Open(clonePath, "web_1", WithRegistry(reg), cloneHost, WithHeartbeat(time.Second), WithRegistryTimeout(time.Second),
 		WithCloneWindow(2999*time.Millisecond))
 	require.ErrorIs(t, err, ErrInvalidOption)
 	assert.Contains(t, err.Error(), "the clone window (2.999s) must be at least twice the heartbeat (1s) plus the registry timeout (1s)")
-	h, _ := reg.row("web_1")
+	h, _ := reg.Row("web_1")
 	assert.Equal(t, before, h, "an invalid option reaches no registry")
 
 	// Without a registry the clone options do not matter, and are not checked.
@@ -261,7 +216,7 @@ func TestReservationCloneWindowAndHeartbeat(t *testing.T) {
 	c, err := Open(clonePath, "web_1", WithRegistry(reg), cloneHost, WithHeartbeat(time.Hour), WithCloneWindow(0))
 	require.NoError(t, err, "a window of 0 turns the clone check off, whatever the heartbeat")
 	defer c.Close()
-	h, _ = reg.row("web_1")
+	h, _ = reg.Row("web_1")
 	assert.Equal(t, "h2", h.Hostname)
 }
 
@@ -269,7 +224,7 @@ func TestReservationProcessesShareMark(t *testing.T) {
 	// Two Generators on one counter file stand for two processes: flock
 	// locks belong to open file descriptions, so they exclude each other
 	// as processes do.
-	reg := newMemRegistry()
+	reg := snapidtest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	a := openReg(t, path, "web_1", reg, WithReserveStep(20), WithOutageHorizon(0))
 	b := openReg(t, path, "web_1", reg, WithReserveStep(20), WithOutageHorizon(0))
@@ -305,13 +260,13 @@ func TestReservationProcessesShareMark(t *testing.T) {
 	assert.Len(t, seen, 1000)
 
 	require.NoError(t, a.Close())
-	h, _ := reg.row("web_1")
+	h, _ := reg.Row("web_1")
 	assert.GreaterOrEqual(t, h.Reserved, uint64(1000), "not the last process: the reservation stays")
 	v, err := b.Next()
 	require.NoError(t, err, "the remaining process goes on")
 	assert.Equal(t, uint64(1001), v)
 	require.NoError(t, b.Close())
-	h, _ = reg.row("web_1")
+	h, _ = reg.Row("web_1")
 	assert.Equal(t, uint64(1001), h.Reserved, "the last process out returns it")
 }
 
@@ -320,7 +275,7 @@ func TestReservationProcessesShareMark(t *testing.T) {
 // can no longer extend, stops at its mark, and the two never share a
 // number.
 func TestReservationCopiedDirectorySameMachine(t *testing.T) {
-	reg := newMemRegistry()
+	reg := snapidtest.NewRegistry()
 	dir := t.TempDir()
 	for _, d := range []string{"a", "b"} {
 		require.NoError(t, os.MkdirAll(filepath.Join(dir, d), 0o700))
@@ -362,7 +317,7 @@ func TestReservationCopiedDirectorySameMachine(t *testing.T) {
 func TestReservationRollbackWhileRunning(t *testing.T) {
 	for _, who := range []string{"running", "joining"} {
 		t.Run(who, func(t *testing.T) {
-			reg := newMemRegistry()
+			reg := snapidtest.NewRegistry()
 			path := filepath.Join(t.TempDir(), "counter.u64")
 			g1 := openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
 			defer g1.Close()
@@ -422,7 +377,7 @@ func TestRollbackWithoutRegistryRaised(t *testing.T) {
 }
 
 func TestRepairAndReleaseRefusedWhileInUse(t *testing.T) {
-	reg := newMemRegistry()
+	reg := snapidtest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg)
 	defer g.Close()
@@ -438,14 +393,14 @@ func TestRepairAndReleaseRefusedWhileInUse(t *testing.T) {
 	after, err := os.ReadFile(path)
 	require.NoError(t, err)
 	assert.Equal(t, before, after, "nothing changed on disk")
-	h, _ := reg.row("web_1")
+	h, _ := reg.Row("web_1")
 	assert.Equal(t, StateActive, h.State, "nothing changed in the registry")
 }
 
 // A counter rolled back while in use and then closed cleanly: the set-back
 // must not lower the registry's mark below what was issued.
 func TestReservationRollbackThenCleanClose(t *testing.T) {
-	reg := newMemRegistry()
+	reg := snapidtest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
 	draw(t, g, 5)
@@ -469,30 +424,30 @@ func TestReservationRollbackThenCleanClose(t *testing.T) {
 // A process joining the host's claim while the registry is down starts on
 // the host's reserved range.
 func TestReservationJoinWhileRegistryDown(t *testing.T) {
-	reg := newMemRegistry()
+	reg := snapidtest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	first := openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
 	defer first.Close()
 	draw(t, first, 3)
-	reg.setDown(true)
+	reg.SetDown(true)
 	joiner := openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
 	defer joiner.Close()
 	assert.Equal(t, []uint64{4}, draw(t, joiner, 1))
-	reg.setDown(false)
+	reg.SetDown(false)
 }
 
 // At a high issue rate the reservation step grows to cover the outage
 // horizon at that rate; at a low rate it stays at the configured step.
 func TestReservationStepFollowsRate(t *testing.T) {
-	reg := newMemRegistry()
+	reg := snapidtest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	var mu sync.Mutex
 	now := time.Unix(1_000_000, 0)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	g := openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(time.Hour), withClock(clock))
+	g := openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(time.Hour), ExportWithClock(clock))
 	defer g.Close()
-	h, _ := reg.row("web_1")
+	h, _ := reg.Row("web_1")
 	require.Equal(t, uint64(100), h.Reserved, "no rate seen yet: the configured step")
 
 	// Up to 100 numbers in one (fake) second, at most 100/s: the extension
@@ -502,7 +457,7 @@ func TestReservationStepFollowsRate(t *testing.T) {
 	draw(t, g, 100)
 	v, err := g.Next() // past the first step: an extension has landed
 	require.NoError(t, err)
-	h, _ = reg.row("web_1")
+	h, _ = reg.Row("web_1")
 	ahead := h.Reserved - v
 	assert.Greater(t, ahead, uint64(10_000), "the step grew with the rate (mark %d, counter %d)", h.Reserved, v)
 	assert.LessOrEqual(t, ahead, uint64(360_000), "no more than an hour at the rate seen")
@@ -534,12 +489,12 @@ func TestStats(t *testing.T) {
 // the registry is touched: the registry's mark, the mark file and the
 // counter stay as they were, and the name can still issue.
 func TestOverflowWithRegistryChangesNothing(t *testing.T) {
-	reg := newMemRegistry()
+	reg := snapidtest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg)
 	defer g.Close()
 	draw(t, g, 1)
-	row, _ := reg.row("web_1")
+	row, _ := reg.Row("web_1")
 	mark, _, err := ReadMark(path)
 	require.NoError(t, err)
 
@@ -547,7 +502,7 @@ func TestOverflowWithRegistryChangesNothing(t *testing.T) {
 	require.ErrorIs(t, err, ErrExhausted)
 	assert.NotErrorIs(t, err, ErrReservationExhausted)
 
-	after, _ := reg.row("web_1")
+	after, _ := reg.Row("web_1")
 	assert.Equal(t, row.Reserved, after.Reserved, "the registry's mark did not move")
 	markAfter, _, err := ReadMark(path)
 	require.NoError(t, err)
@@ -560,12 +515,11 @@ func TestOverflowWithRegistryChangesNothing(t *testing.T) {
 // that can: the group is served one by one, so the small request gets its
 // number and only the large one fails, with ErrExhausted.
 func TestOverflowWithRegistryInGroup(t *testing.T) {
-	reg := newMemRegistry()
+	reg := snapidtest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
-	x := &ctFaultIO{}
-	g := openReg(t, path, "web_1", reg, withIO(x))
+	hold, entered, release := ExportHoldNextWrite()
+	g := openReg(t, path, "web_1", reg, hold)
 	defer g.Close()
-	entered, release := x.hold()
 	leader := make(chan error, 1)
 	go func() {
 		_, err := g.NextN(10) // 1..10, held in its write
@@ -578,7 +532,9 @@ func TestOverflowWithRegistryInGroup(t *testing.T) {
 	wg.Add(2)
 	go func() { defer wg.Done(); smallN, small = g.Next() }()
 	go func() { defer wg.Done(); _, large = g.NextN(math.MaxUint64 - 5) }() // alone it would pass 2^64-1
-	ctWaitGroupSize(g, math.MaxUint64-4)
+	for g.ExportOpenGroupSize() < math.MaxUint64-4 {
+		runtime.Gosched()
+	}
 	release()
 	wg.Wait()
 	require.NoError(t, <-leader)
@@ -586,14 +542,14 @@ func TestOverflowWithRegistryInGroup(t *testing.T) {
 	assert.Equal(t, uint64(11), smallN)
 	require.ErrorIs(t, large, ErrExhausted)
 	assert.NotErrorIs(t, large, ErrReservationExhausted)
-	row, _ := reg.row("web_1")
+	row, _ := reg.Row("web_1")
 	assert.Less(t, row.Reserved, uint64(math.MaxUint64), "the registry's mark was not raised to 2^64-1")
 }
 
 // At exactly 2^64-1 the error is ErrExhausted, not a reservation that
 // might come back.
 func TestExhaustedAtLastNumberWithRegistry(t *testing.T) {
-	reg := newMemRegistry()
+	reg := snapidtest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg, WithTakeover(math.MaxUint64-1))
 	defer g.Close()
@@ -619,18 +575,18 @@ func lockCounterExternally(t *testing.T, path string) (unlock func()) {
 // waitUpdateInFlight waits until a counter update of g holds the
 // Generator's file mutex (it is then waiting for the counter's flock).
 func waitUpdateInFlight(g *Generator) {
-	for g.mu.TryLock() {
-		g.mu.Unlock()
+	for !g.ExportUpdateInFlight() {
 		runtime.Gosched()
 	}
 }
 
 // Close while a call waits for the counter's lock (another process holds
-// it), the Generator not being the last of its host, and the last one
-// closing meanwhile: the call returns a number (not an error about a closed
-// file), and the registry's mark that the last process sets back covers it.
+// it): the closing Generator stays present on the host until the call has
+// returned its number (or ErrClosed), so another process closing meanwhile
+// is not the last one and does not set the registry's mark back below that
+// number; the last one to close covers it.
 func TestCloseWithCallInFlight(t *testing.T) {
-	reg := newMemRegistry()
+	reg := snapidtest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g1 := openReg(t, path, "web_1", reg)
 	g2 := openReg(t, path, "web_1", reg)
@@ -649,24 +605,31 @@ func TestCloseWithCallInFlight(t *testing.T) {
 	waitUpdateInFlight(g1)
 	closed1 := make(chan error, 1)
 	go func() { closed1 <- g1.Close() }()
-	// Time for a Close that does not wait for the update to close the
-	// files beside the counter and leave the host's presence.
+	// Time for a Close that does not wait for the update to leave the
+	// host's presence.
 	time.Sleep(100 * time.Millisecond)
+
+	// g1 is still present, so g2 is not the last process: its Close
+	// returns without reading the counter, whose lock is still held.
 	closed2 := make(chan error, 1)
 	go func() { closed2 <- g2.Close() }()
-	time.Sleep(100 * time.Millisecond)
+	select {
+	case err := <-closed2:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second Close took itself for the last one while an update of the first was in flight")
+	}
 	unlock()
 
 	res := <-inFlight
 	require.NoError(t, <-closed1)
-	require.NoError(t, <-closed2)
 	if res.err != nil {
 		require.ErrorIs(t, res.err, ErrClosed)
 	} else {
 		issued = append(issued, res.n)
 	}
 	top := slices.Max(issued)
-	row, _ := reg.row("web_1")
+	row, _ := reg.Row("web_1")
 	assert.GreaterOrEqual(t, row.Reserved, top, "the registry's mark covers every number issued")
 	assert.GreaterOrEqual(t, ctValue(t, path), top)
 }
@@ -675,36 +638,32 @@ func TestCloseWithCallInFlight(t *testing.T) {
 // caller that still wanted room gets ErrClosed and the registry's mark is
 // not raised again: a clean restart leaves no gap.
 func TestNoExtensionAfterClose(t *testing.T) {
-	reg := newMemRegistry()
+	reg := snapidtest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg)
 	draw(t, g, 3)
-	g.closed.Store(true)
-	g.mu.Lock() // as Generator.Close: no counter update in flight
-	g.mu.Unlock()
-	require.NoError(t, g.res.close())
-	row, _ := reg.row("web_1")
+	require.NoError(t, g.ExportCloseReservation())
+	row, _ := reg.Row("web_1")
 	require.Equal(t, uint64(3), row.Reserved, "set back to the counter")
 
-	err := g.res.extend(t.Context(), 10)
+	err := g.ExportExtend(t.Context(), 10)
 	require.ErrorIs(t, err, ErrClosed)
-	row, _ = reg.row("web_1")
+	row, _ = reg.Row("web_1")
 	assert.Equal(t, uint64(3), row.Reserved, "not raised after the set-back")
-	require.NoError(t, g.res.host.close())
-	require.NoError(t, g.file.close())
+	require.NoError(t, ExportCrash(g)) // closes the descriptors
 }
 
 // A counter restored below the registry's mark is raised to the mark at
 // start-up, in the file itself, before anything is issued: Snap! and
 // 'snapctl show' then see a value at or above what the registry reserved.
 func TestStartRaisesRestoredCounterToRegistryMark(t *testing.T) {
-	reg := newMemRegistry()
+	reg := snapidtest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	backup := EncodeCounter(0)
 	g := openReg(t, path, "web_1", reg, WithReserveStep(100))
 	draw(t, g, 3)
 	crash(t, g) // the registry's mark stays above the counter
-	row, _ := reg.row("web_1")
+	row, _ := reg.Row("web_1")
 	require.Greater(t, row.Reserved, uint64(3))
 	require.NoError(t, os.WriteFile(path, backup[:], 0o600))
 
@@ -720,19 +679,19 @@ func TestStartRaisesRestoredCounterToRegistryMark(t *testing.T) {
 // counter to 50 and this process read it (a background extension), then
 // both files were put back; the next number must be above 50.
 func TestRegistryCheckUsesHighestSeen(t *testing.T) {
-	reg := newMemRegistry()
+	reg := snapidtest.NewRegistry()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "counter.u64")
 	g := openReg(t, path, "web_1", reg)
 	defer g.Close()
 	draw(t, g, 5)
 	saved := t.TempDir()
-	copyFiles(t, dir, saved, "counter.u64", "counter.u64.mark")
+	testfs.CopyFiles(t, dir, saved, "counter.u64", "counter.u64.mark")
 
 	_, err := Init(path, 51) // a writer without the registry
 	require.NoError(t, err)
-	require.NoError(t, g.res.extend(t.Context(), 0)) // reads the counter: 50
-	copyFiles(t, saved, dir, "counter.u64", "counter.u64.mark")
+	require.NoError(t, g.ExportExtend(t.Context(), 0)) // reads the counter: 50
+	testfs.CopyFiles(t, saved, dir, "counter.u64", "counter.u64.mark")
 	require.Equal(t, uint64(5), ctValue(t, path))
 
 	v, err := g.Next()

@@ -40,6 +40,7 @@ func init() {
 		{"init", "[--start N] [--force]", "create the counter so the next number is N (default 1); --force repairs a corrupt file", cmdInit},
 		{"register", "[--force --start N]", "claim the node name in the registry (--force takes it from an active holder known to be gone)", cmdRegister},
 		{"release", "[--force --start N]", "release the node name in the registry (--force: on behalf of a holder that is gone)", cmdRelease},
+		{"setup", "--replication dc1:3,dc2:3|N", "create the registry's keyspace and table once, with the replication given (production clusters)", cmdSetup},
 		{"check-names", "[--stale D] [--clock-skew D] [--names FILE] [--json]", "audit the registry and an inventory of planned names (exit 1 if problems)", cmdCheckNames},
 		{"version", "", "print the version", cmdVersion},
 		{"help", "[command]", "show help", cmdHelp},
@@ -189,11 +190,32 @@ func (c *cli) target() (name, path string, err error) {
 
 // prepareDefaultDir creates the per-user state directory when the counter
 // is the default one; an explicit path's directory must already exist.
+// Each directory it creates is made durable in its parent (synced, top
+// down) before the counter is created in it.
 func (c *cli) prepareDefaultDir() error {
 	if c.defaultDir == "" {
 		return nil
 	}
-	return os.MkdirAll(c.defaultDir, 0o700)
+	var created []string // the directories MkdirAll will make, deepest first
+	for d := filepath.Clean(c.defaultDir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) || filepath.Dir(d) == d {
+			break
+		}
+		created = append(created, d)
+	}
+	if err := os.MkdirAll(c.defaultDir, 0o700); err != nil {
+		return err
+	}
+	sync := c.syncDir
+	if sync == nil {
+		sync = syncDir
+	}
+	for i := len(created) - 1; i >= 0; i-- {
+		if err := sync(filepath.Dir(created[i])); err != nil {
+			return fmt.Errorf("creating %s: sync directory %s: %w", created[i], filepath.Dir(created[i]), err)
+		}
+	}
+	return nil
 }
 
 func (c *cli) options() []snapid.Option {
@@ -210,6 +232,18 @@ func describe(cmd string, err error) string {
 		hint = fmt.Sprintf("run 'snapctl help %s'", cmd)
 	case errors.Is(err, snapid.ErrInvalidName):
 		hint = "set a valid name with --name or SNAPID_NAME"
+	case errors.Is(err, snapid.ErrCorruptMark):
+		hint = fmt.Sprintf("nothing was changed; stop the programs using this counter, then remove %s: the next start with the registry "+
+			"rebuilds it from the registry's mark (raising the counter to that mark)", errPath(err, "the .mark file"))
+	case errors.Is(err, snapid.ErrCorruptOwner):
+		hint = fmt.Sprintf("nothing was changed; restore %s from a backup of this host; if it is lost, stop the programs using this counter, "+
+			"remove it, and claim the name again with 'snapctl register' (a new token; add --force --start N above the last id issued "+
+			"if the registry still holds the name for the old one)", errPath(err, "the .owner file"))
+	case errors.Is(err, snapid.ErrCorruptSession):
+		hint = fmt.Sprintf("nothing was changed; other processes of this host use the counter with a session file this one cannot use "+
+			"(an earlier version of snapid?): stop them all, then start again (the first one rewrites %s)", errPath(err, "the .session file"))
+	case errors.Is(err, snapid.ErrNameMismatch):
+		hint = "nothing was changed; one counter file serves one node name: give --name the name it is in use under, or use another --counter"
 	case errors.Is(err, snapid.ErrCorrupt):
 		hint = "nothing was changed; find the last id this host issued, then run 'snapctl init --force --start N' with N above it"
 	case errors.Is(err, snapid.ErrLowered):
@@ -243,6 +277,15 @@ func describe(cmd string, err error) string {
 	return msg
 }
 
+// errPath returns the path of the file err is about, or def.
+func errPath(err error, def string) string {
+	var fe *snapid.FileError
+	if errors.As(err, &fe) && fe.Path != "" {
+		return fe.Path
+	}
+	return def
+}
+
 // registryHint says what to check for a registry error. A statement the
 // server refused keeps its error code; a failed connection keeps only the
 // driver's text, so the text of the innermost errors (never the outer
@@ -260,6 +303,8 @@ func registryHint(err error) string {
 			return credentials
 		case gocql.ErrCodeUnauthorized:
 			return permissions
+		case gocql.ErrCodeConfig:
+			return "check --replication (SNAPID_REPLICATION): its data-centre names must be the cluster's (see 'nodetool status')"
 		}
 	}
 	m := strings.ToLower(strings.Join(leafMessages(err), "; "))
@@ -271,7 +316,7 @@ func registryHint(err error) string {
 	case strings.Contains(m, "tls:") || strings.Contains(m, "x509:"):
 		return "check --tls-ca, --tls-cert and --tls-key (SNAPID_CASSANDRA_TLS_*) against the cluster's certificates"
 	case strings.Contains(strings.ToLower(err.Error()), "does not exist"):
-		return "check --keyspace (SNAPID_KEYSPACE); the registry is made by the first 'snapctl register' or program that claims a name"
+		return "check --keyspace (SNAPID_KEYSPACE); the registry is made by 'snapctl setup' (or, with no set-up, by the first 'snapctl register' or program that claims a name)"
 	}
 	return "check that Cassandra is reachable (--cassandra / SNAPID_CASSANDRA) and try again"
 }
@@ -309,7 +354,8 @@ func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "common flags: --name, --counter, --sync (default true)")
 	fmt.Fprintln(w, "registry flags: --cassandra host[:port],…, --keyspace, --username, --tls-ca, --tls-cert, --tls-key, --timeout")
 	fmt.Fprintln(w, "environment: SNAPID_NAME, SNAPID_COUNTER, XDG_STATE_HOME, SNAPID_CASSANDRA, SNAPID_KEYSPACE,")
-	fmt.Fprintln(w, "  SNAPID_CASSANDRA_USERNAME, SNAPID_CASSANDRA_PASSWORD, SNAPID_CASSANDRA_TLS_CA, _TLS_CERT, _TLS_KEY")
+	fmt.Fprintln(w, "  SNAPID_CASSANDRA_USERNAME, SNAPID_CASSANDRA_PASSWORD, SNAPID_CASSANDRA_TLS_CA, _TLS_CERT, _TLS_KEY,")
+	fmt.Fprintln(w, "  SNAPID_REPLICATION (setup)")
 	fmt.Fprintln(w, "exit status: 0 success, 1 check found problems, 2 could not be done")
 }
 

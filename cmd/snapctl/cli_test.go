@@ -26,6 +26,7 @@ type fakeEnv struct {
 	hostErr error
 	home    string
 	homeErr error
+	syncDir func(string) error // nil: the real one
 }
 
 // newFakeEnv returns an environment with a temporary home, no variables
@@ -51,6 +52,7 @@ func (f *fakeEnv) run(t *testing.T, args ...string) result {
 		stdin:    strings.NewReader(""),
 		stdout:   &stdout,
 		stderr:   &stderr,
+		syncDir:  f.syncDir,
 	}
 	code := run(context.Background(), args, e)
 	return result{code, stdout.String(), stderr.String()}

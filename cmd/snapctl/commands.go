@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	iofs "io/fs"
 	"strconv"
 
 	"github.com/snapid/snapid"
@@ -38,8 +40,13 @@ func cmdNext(ctx context.Context, c *cli, args []string) error {
 	if reg != nil {
 		defer reg.Close()
 		opts = append(opts, snapid.WithRegistry(reg))
-	} else if _, err := snapid.OwnerToken(path); err == nil && !*noRegistry {
-		return usageError{fmt.Sprintf("%s is registered (it has an owner token): give --cassandra or SNAPID_CASSANDRA, or --no-registry to issue without the registry's bounds", path)}
+	} else if !*noRegistry {
+		switch _, err := snapid.OwnerToken(path); {
+		case err == nil:
+			return usageError{fmt.Sprintf("%s is registered (it has an owner token): give --cassandra or SNAPID_CASSANDRA, or --no-registry to issue without the registry's bounds", path)}
+		case !errors.Is(err, iofs.ErrNotExist):
+			return err // a damaged owner file: registered, and to be repaired first
+		}
 	}
 	if err := c.prepareDefaultDir(); err != nil {
 		return err

@@ -15,6 +15,7 @@ type env struct {
 	stdin    io.Reader
 	stdout   io.Writer
 	stderr   io.Writer
+	syncDir  func(dir string) error // nil: syncDir
 }
 
 func osEnv() env {
@@ -25,7 +26,21 @@ func osEnv() env {
 		stdin:    os.Stdin,
 		stdout:   os.Stdout,
 		stderr:   os.Stderr,
+		syncDir:  syncDir,
 	}
+}
+
+// syncDir fsyncs the directory dir, making the entries made in it durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // defaultCounterPath is the per-user counter file:

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/cassandra"
 )
 
 // registryFlags are the flags of commands that can use the registry.
@@ -39,7 +39,7 @@ func (c *cli) orEnv(v, key string) string {
 
 // registryConfig returns the Cassandra configuration, or ok=false when no
 // Cassandra is configured.
-func (c *cli) registryConfig(r *registryFlags) (cfg snapid.CassandraConfig, ok bool) {
+func (c *cli) registryConfig(r *registryFlags) (cfg cassandra.Config, ok bool) {
 	hosts := c.orEnv(r.cassandra, "SNAPID_CASSANDRA")
 	if strings.TrimSpace(hosts) == "" {
 		return cfg, false
@@ -61,13 +61,13 @@ func (c *cli) registryConfig(r *registryFlags) (cfg snapid.CassandraConfig, ok b
 // connect opens the registry, or returns nil when none is configured. A
 // read-only command never creates the keyspace or the table (a mistyped
 // --keyspace is reported, not created).
-func (c *cli) connect(ctx context.Context, r *registryFlags, readOnly bool) (*snapid.CassandraRegistry, error) {
+func (c *cli) connect(ctx context.Context, r *registryFlags, readOnly bool) (*cassandra.Registry, error) {
 	cfg, ok := c.registryConfig(r)
 	if !ok {
 		return nil, nil
 	}
 	cfg.NoCreate = readOnly
-	reg, err := snapid.NewCassandraRegistry(ctx, cfg)
+	reg, err := cassandra.NewRegistry(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +75,7 @@ func (c *cli) connect(ctx context.Context, r *registryFlags, readOnly bool) (*sn
 }
 
 // needRegistry is connect for commands that cannot work without one.
-func (c *cli) needRegistry(ctx context.Context, r *registryFlags, cmd string) (*snapid.CassandraRegistry, error) {
+func (c *cli) needRegistry(ctx context.Context, r *registryFlags, cmd string) (*cassandra.Registry, error) {
 	reg, err := c.connect(ctx, r, false)
 	if err == nil && reg == nil {
 		err = usageError{fmt.Sprintf("%s needs a registry: give --cassandra host[:port],… or set SNAPID_CASSANDRA", cmd)}

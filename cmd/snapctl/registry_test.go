@@ -21,16 +21,10 @@ import (
 // scripts/test.sh (or SNAPID_TEST_CASSANDRA). Without one they fail in CI
 // and are skipped elsewhere.
 
-// cassandraHost returns the test node's contact points as SNAPID_CASSANDRA
-// takes them.
-func cassandraHost(t *testing.T) string {
-	t.Helper()
-	return strings.Join(testcluster.Require(t), ",")
-}
-
 // registryEnv returns a fake environment using a fresh keyspace (dropped at
-// cleanup) and a direct session to plant rows.
-func registryEnv(t *testing.T) (*fakeEnv, *gocql.Session, string) {
+// cleanup), the keyspace with its direct session to plant rows, and its
+// name.
+func registryEnv(t *testing.T) (*fakeEnv, *testcluster.Keyspace, string) {
 	t.Helper()
 	return registryEnvAs(t, nil)
 }
@@ -38,30 +32,13 @@ func registryEnv(t *testing.T) (*fakeEnv, *gocql.Session, string) {
 // registryEnvAs is registryEnv with the direct session authenticated by
 // auth (nil: none). With auth it waits for the role to exist: a node makes
 // its default superuser shortly after it starts.
-func registryEnvAs(t *testing.T, auth gocql.Authenticator) (*fakeEnv, *gocql.Session, string) {
+func registryEnvAs(t *testing.T, auth gocql.Authenticator) (*fakeEnv, *testcluster.Keyspace, string) {
 	t.Helper()
-	host := cassandraHost(t)
-	ks := fmt.Sprintf("snapctl_test_%d", time.Now().UnixNano())
-	cluster := gocql.NewCluster(strings.Split(host, ",")...)
-	cluster.ProtoVersion = 4
-	cluster.Timeout = 30 * time.Second
-	cluster.Authenticator = auth
-	var s *gocql.Session
-	var err error
-	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(time.Second) {
-		if s, err = cluster.CreateSession(); err == nil || auth == nil || time.Now().After(deadline) {
-			break
-		}
-	}
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = s.Query(`DROP KEYSPACE IF EXISTS ` + ks).Exec()
-		s.Close()
-	})
+	k := testcluster.NewKeyspaceAs(t, auth)
 	f := newFakeEnv(t)
-	f.vars["SNAPID_CASSANDRA"] = host
-	f.vars["SNAPID_KEYSPACE"] = ks
-	return f, s, ks
+	f.vars["SNAPID_CASSANDRA"] = strings.Join(k.Hosts, ",")
+	f.vars["SNAPID_KEYSPACE"] = k.Name
+	return f, k, k.Name
 }
 
 func TestRegistryCommandsTwoHosts(t *testing.T) {
@@ -93,7 +70,9 @@ func TestRegistryCommandsTwoHosts(t *testing.T) {
 	assert.Contains(t, line, "node name taken")
 	assert.Contains(t, line, "since")
 	bCounter := filepath.Join(b.home, ".local", "state", "snapid", "counter.u64")
-	assert.NoFileExists(t, bCounter, "the refused host wrote nothing")
+	// The counter it created stays (programs without the registry may be
+	// using it already), holding 0: nothing was issued.
+	assert.Equal(t, uint64(0), counterValue(t, bCounter), "the refused host issued nothing")
 
 	// Release on host a, then b takes over above a's last number.
 	r = a.run(t, "release")
@@ -153,7 +132,7 @@ func TestCheckNamesFindsPlantedProblems(t *testing.T) {
 	defer cancel()
 	old := time.Now().Add(-72 * time.Hour)
 	plant := func(stmt string, args ...any) {
-		require.NoError(t, s.Query(fmt.Sprintf(stmt, ks), args...).WithContext(ctx).Exec())
+		require.NoError(t, s.Admin.Query(fmt.Sprintf(stmt, ks), args...).WithContext(ctx).Exec())
 	}
 	plant(`INSERT INTO %s.node_names (name, owner, hostname, state, last_seen, registered_at, reserved) VALUES ('Bad-Name', 'o1', 'h1', 'active', toTimestamp(now()), toTimestamp(now()), 0)`)
 	plant(`INSERT INTO %s.node_names (name, owner, hostname, state, last_seen, registered_at, reserved) VALUES ('web-1', 'o2', 'h2', 'active', toTimestamp(now()), toTimestamp(now()), 0)`)
@@ -292,7 +271,7 @@ func TestCheckNamesNeverCreates(t *testing.T) {
 	assert.Contains(t, line, "does not exist")
 	assert.Contains(t, line, "--keyspace")
 	var n int
-	require.NoError(t, s.Query(`SELECT COUNT(*) FROM system_schema.keyspaces WHERE keyspace_name = ?`, ks).Scan(&n))
+	require.NoError(t, s.Admin.Query(`SELECT COUNT(*) FROM system_schema.keyspaces WHERE keyspace_name = ?`, ks).Scan(&n))
 	assert.Zero(t, n, "check-names created the keyspace")
 }
 
@@ -339,4 +318,27 @@ func TestRegistryNextAtLastNumber(t *testing.T) {
 	assert.Contains(t, line, "exhausted")
 	assert.Contains(t, line, "never passes 2^64-1")
 	assert.NotContains(t, line, "flow again")
+}
+
+// Marks are unsigned 64-bit numbers: a forced release with a start above
+// 2^63 records it, and the next holder starts there.
+func TestRegistryForceReleaseAbove2p63(t *testing.T) {
+	a, _, ks := registryEnv(t)
+	a.vars["SNAPID_NAME"] = "web_1"
+	r := a.run(t, "register")
+	require.Equal(t, exitOK, r.code, r.stderr)
+
+	b := newFakeEnv(t)
+	b.vars = map[string]string{"SNAPID_CASSANDRA": a.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks, "SNAPID_NAME": "web_1"}
+	r = b.run(t, "release", "--force", "--start", "9300000000000000000")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "released web_1 (last number 9299999999999999999)")
+	r = b.run(t, "next")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "web_1-9300000000000000000\n", r.stdout)
+
+	// A forced release with a lower start keeps the higher mark.
+	r = a.run(t, "release", "--force", "--start", "5")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "last number 9300000000000000000")
 }

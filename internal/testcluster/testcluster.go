@@ -1,7 +1,8 @@
-// Package testcluster finds the Cassandra node that the tests of snapid and
-// snapctl run against: the one scripts/cassandra.sh starts on
-// 127.0.0.1:9042, or the comma-separated host[:port] list in
-// SNAPID_TEST_CASSANDRA. It is imported by tests only.
+// Package testcluster finds the Cassandra node that the tests of
+// snapid/cassandra and snapctl run against: the one scripts/cassandra.sh
+// starts on 127.0.0.1:9042, or the comma-separated host[:port] list in
+// SNAPID_TEST_CASSANDRA, and gives each test a keyspace of its own with a
+// direct session to read and plant rows. It is imported by tests only.
 //
 // A node that is not there fails the test in CI (CI=true: a missing
 // Cassandra must never pass silently) and skips it elsewhere, saying how to
@@ -9,6 +10,10 @@
 package testcluster
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -16,6 +21,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gocql/gocql"
 )
 
 // Hosts returns the contact points for tests.
@@ -94,4 +101,100 @@ func missing(tb testing.TB, msg string) {
 		tb.Fatal(msg)
 	}
 	tb.Skip(msg)
+}
+
+// Session returns a direct session to hosts, authenticated by auth (nil:
+// none), closed when tb ends. With auth it keeps trying for 90 s: a node
+// that requires passwords makes its default superuser shortly after it
+// starts.
+func Session(tb testing.TB, hosts []string, auth gocql.Authenticator) *gocql.Session {
+	tb.Helper()
+	cluster := gocql.NewCluster(hosts...)
+	cluster.ProtoVersion = 4
+	cluster.Timeout = 30 * time.Second
+	cluster.ConnectTimeout = 10 * time.Second
+	cluster.ReconnectInterval = time.Second // the outage test restarts Cassandra
+	cluster.Authenticator = auth
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		s, err := cluster.CreateSession()
+		if err == nil {
+			tb.Cleanup(s.Close)
+			return s
+		}
+		if auth == nil || time.Now().After(deadline) {
+			tb.Fatalf("no session to Cassandra at %s: %v", strings.Join(hosts, ","), err)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// Keyspace is a keyspace name of one test's own, dropped when the test
+// ends; the keyspace itself is made by whatever uses it first.
+type Keyspace struct {
+	Hosts []string
+	Name  string
+	Admin *gocql.Session // direct session for reads and writes around the code under test
+}
+
+// NewKeyspace picks a fresh keyspace name on the test node (see Require)
+// and connects a direct session.
+func NewKeyspace(tb testing.TB) *Keyspace {
+	tb.Helper()
+	return NewKeyspaceAs(tb, nil)
+}
+
+// NewKeyspaceAs is NewKeyspace with the direct session authenticated by
+// auth.
+func NewKeyspaceAs(tb testing.TB, auth gocql.Authenticator) *Keyspace {
+	tb.Helper()
+	hosts := Require(tb)
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		tb.Fatal(err)
+	}
+	k := &Keyspace{Hosts: hosts, Name: "snapid_test_" + hex.EncodeToString(b), Admin: Session(tb, hosts, auth)}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := k.Admin.Query(`DROP KEYSPACE IF EXISTS "` + k.Name + `"`).WithContext(ctx).Exec(); err != nil {
+			tb.Errorf("dropping test keyspace %s: %v", k.Name, err)
+		}
+	})
+	return k
+}
+
+// Exec runs a statement through the direct session.
+func (k *Keyspace) Exec(tb testing.TB, stmt string, args ...any) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := k.Admin.Query(stmt, args...).WithContext(ctx).Exec(); err != nil {
+		tb.Fatalf("%s: %v", stmt, err)
+	}
+}
+
+// LocalDC returns the data centre of the node the direct session uses.
+func (k *Keyspace) LocalDC(tb testing.TB) string {
+	tb.Helper()
+	var dc string
+	if err := k.Admin.Query(`SELECT data_center FROM system.local`).Scan(&dc); err != nil {
+		tb.Fatal(err)
+	}
+	return dc
+}
+
+// Replication returns the replication map of keyspace name, or nil if
+// there is no such keyspace.
+func (k *Keyspace) Replication(tb testing.TB, name string) map[string]string {
+	tb.Helper()
+	var m map[string]string
+	err := k.Admin.Query(`SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = ?`, name).Scan(&m)
+	if errors.Is(err, gocql.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
 }

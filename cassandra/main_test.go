@@ -1,4 +1,4 @@
-package snapid
+package cassandra
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package snapid
+package cassandra
 
 import (
 	"os"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
+	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/testcluster"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -31,22 +32,7 @@ func requireAuthCassandra(tb testing.TB) ([]string, *gocql.Session) {
 		tb.Skip("needs a Cassandra that requires passwords; scripts/test.sh runs it in its own step (SNAPID_AUTH_TEST=1)")
 	}
 	hosts := requireCassandra(tb)
-	cluster := gocql.NewCluster(hosts...)
-	cluster.ProtoVersion = 4
-	cluster.Timeout = 30 * time.Second
-	cluster.Authenticator = gocql.PasswordAuthenticator{Username: authSuperuser, Password: authSuperuser}
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		s, err := cluster.CreateSession()
-		if err == nil {
-			tb.Cleanup(s.Close)
-			return hosts, s
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("no superuser session on a password-protected Cassandra: %v", err)
-		}
-		time.Sleep(time.Second)
-	}
+	return hosts, testcluster.Session(tb, hosts, gocql.PasswordAuthenticator{Username: authSuperuser, Password: authSuperuser})
 }
 
 func TestCassandraPasswordAuth(t *testing.T) {
@@ -64,8 +50,8 @@ func TestCassandraPasswordAuth(t *testing.T) {
 		require.NoError(t, admin.Query(`SELECT COUNT(*) FROM system_schema.keyspaces WHERE keyspace_name = ?`, ks).Scan(&n))
 		return n > 0
 	}
-	connect := func(user, pass string) (*CassandraRegistry, error) {
-		r, err := NewCassandraRegistry(ctx, CassandraConfig{Hosts: hosts, Keyspace: ks, Username: user, Password: pass, ConnectTimeout: 5 * time.Second})
+	connect := func(user, pass string) (*Registry, error) {
+		r, err := NewRegistry(ctx, Config{Hosts: hosts, Keyspace: ks, Username: user, Password: pass, ConnectTimeout: 5 * time.Second})
 		if err == nil {
 			t.Cleanup(r.Close)
 		}
@@ -83,7 +69,7 @@ func TestCassandraPasswordAuth(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := connect(tc.user, tc.pass)
-			require.ErrorIs(t, err, ErrRegistry)
+			require.ErrorIs(t, err, snapid.ErrRegistry)
 			assert.Contains(t, err.Error(), tc.want)
 			assert.False(t, keyspaceExists(), "a refused registry creates nothing")
 		})
@@ -101,7 +87,7 @@ func TestCassandraPasswordAuth(t *testing.T) {
 		r, err := connect(authAppRole, authAppPass)
 		require.NoError(t, err)
 		path := filepath.Join(t.TempDir(), "counter.u64")
-		g, err := Open(path, "auth_host", WithRegistry(r), WithSync(false), WithReserveStep(10), WithOutageHorizon(0))
+		g, err := snapid.Open(path, "auth_host", snapid.WithRegistry(r), snapid.WithSync(false), snapid.WithReserveStep(10), snapid.WithOutageHorizon(0))
 		require.NoError(t, err)
 		assert.Equal(t, []uint64{1, 2, 3}, draw(t, g, 3))
 		require.NoError(t, g.Close())
@@ -119,7 +105,7 @@ func TestCassandraPasswordAuth(t *testing.T) {
 		for _, p := range []string{"CREATE", "SELECT", "MODIFY"} {
 			exec(`GRANT ` + p + ` ON KEYSPACE ` + ks2 + ` TO ` + authAppRole)
 		}
-		r, err := NewCassandraRegistry(ctx, CassandraConfig{Hosts: hosts, Keyspace: ks2, Username: authAppRole, Password: authAppPass})
+		r, err := NewRegistry(ctx, Config{Hosts: hosts, Keyspace: ks2, Username: authAppRole, Password: authAppPass})
 		require.NoError(t, err)
 		defer r.Close()
 		mustClaim(t, ctx, r, "ks_only_host", "owner_k")
@@ -127,13 +113,13 @@ func TestCassandraPasswordAuth(t *testing.T) {
 
 	t.Run("password and mutual TLS together", func(t *testing.T) {
 		f := testcluster.RequireTLS(t)
-		r, err := NewCassandraRegistry(ctx, CassandraConfig{Hosts: hosts, Keyspace: ks, Username: authAppRole, Password: authAppPass,
+		r, err := NewRegistry(ctx, Config{Hosts: hosts, Keyspace: ks, Username: authAppRole, Password: authAppPass,
 			TLSCAFile: f.CA, TLSCertFile: f.Cert, TLSKeyFile: f.Key})
 		require.NoError(t, err)
 		defer r.Close()
 		h, err := r.Claim(ctx, testClaim("auth_tls_host", "owner_tls"))
 		require.NoError(t, err)
-		assert.Equal(t, StateActive, h.State)
+		assert.Equal(t, snapid.StateActive, h.State)
 	})
 
 	t.Run("read-only role", func(t *testing.T) {
@@ -147,10 +133,10 @@ func TestCassandraPasswordAuth(t *testing.T) {
 		before, err := r.Get(ctx, "auth_host")
 		require.NoError(t, err)
 		_, err = r.Claim(ctx, testClaim("reader_host", "owner_r"))
-		require.ErrorIs(t, err, ErrRegistry)
+		require.ErrorIs(t, err, snapid.ErrRegistry)
 		assert.Contains(t, err.Error(), "permission")
 		_, err = r.Get(ctx, "reader_host")
-		require.ErrorIs(t, err, ErrNotRegistered, "a refused claim writes nothing")
+		require.ErrorIs(t, err, snapid.ErrNotRegistered, "a refused claim writes nothing")
 		after, err := r.Get(ctx, "auth_host")
 		require.NoError(t, err)
 		assert.Equal(t, before, after)

@@ -1,4 +1,4 @@
-package snapid
+package cassandra
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gocql/gocql"
+	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/testcluster"
 	"github.com/stretchr/testify/require"
 )
@@ -21,11 +21,13 @@ func requireCassandra(tb testing.TB) []string {
 	return testcluster.Require(tb)
 }
 
-// testKeyspace is a keyspace of its own for one test, dropped at cleanup.
-type testKeyspace struct {
-	hosts []string
-	name  string
-	admin *gocql.Session // plain session for direct reads and writes
+// testKeyspace is a keyspace of one test's own (see testcluster), made by
+// the first registry opened on it and dropped when the test ends.
+type testKeyspace struct{ *testcluster.Keyspace }
+
+func newTestKeyspace(tb testing.TB) *testKeyspace {
+	tb.Helper()
+	return &testKeyspace{testcluster.NewKeyspace(tb)}
 }
 
 func randomHex(tb testing.TB, n int) string {
@@ -35,37 +37,12 @@ func randomHex(tb testing.TB, n int) string {
 	return hex.EncodeToString(b)
 }
 
-// newTestKeyspace connects an admin session and picks a fresh keyspace name;
-// the keyspace itself is created by the first registry opened on it, and
-// dropped when the test ends.
-func newTestKeyspace(tb testing.TB) *testKeyspace {
-	tb.Helper()
-	hosts := requireCassandra(tb)
-	cluster := gocql.NewCluster(hosts...)
-	cluster.ProtoVersion = 4
-	cluster.Timeout = 30 * time.Second
-	cluster.ConnectTimeout = 10 * time.Second
-	cluster.ReconnectInterval = time.Second // the outage test restarts Cassandra
-	admin, err := cluster.CreateSession()
-	require.NoError(tb, err, "admin session")
-	k := &testKeyspace{hosts: hosts, name: "snapid_test_" + randomHex(tb, 6), admin: admin}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := admin.Query(`DROP KEYSPACE IF EXISTS "` + k.name + `"`).WithContext(ctx).Exec(); err != nil {
-			tb.Errorf("dropping test keyspace %s: %v", k.name, err)
-		}
-		admin.Close()
-	})
-	return k
-}
-
-func (k *testKeyspace) config() CassandraConfig {
-	return CassandraConfig{Hosts: k.hosts, Keyspace: k.name}
+func (k *testKeyspace) config() Config {
+	return Config{Hosts: k.Hosts, Keyspace: k.Name}
 }
 
 // registry opens a registry on the keyspace, closed at cleanup.
-func (k *testKeyspace) registry(tb testing.TB, mods ...func(*CassandraConfig)) *CassandraRegistry {
+func (k *testKeyspace) registry(tb testing.TB, mods ...func(*Config)) *Registry {
 	tb.Helper()
 	cfg := k.config()
 	for _, m := range mods {
@@ -73,32 +50,21 @@ func (k *testKeyspace) registry(tb testing.TB, mods ...func(*CassandraConfig)) *
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	r, err := NewCassandraRegistry(ctx, cfg)
+	r, err := NewRegistry(ctx, cfg)
 	require.NoError(tb, err)
 	tb.Cleanup(r.Close)
 	return r
 }
 
-// exec runs a plain statement through the admin session.
-func (k *testKeyspace) exec(tb testing.TB, stmt string, args ...any) {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	require.NoError(tb, k.admin.Query(stmt, args...).WithContext(ctx).Exec(), stmt)
-}
-
 // keyspaceExists reports whether name is a keyspace.
 func (k *testKeyspace) keyspaceExists(tb testing.TB, name string) bool {
 	tb.Helper()
-	var n int
-	err := k.admin.Query(`SELECT COUNT(*) FROM system_schema.keyspaces WHERE keyspace_name = ?`, name).Scan(&n)
-	require.NoError(tb, err)
-	return n > 0
+	return k.Replication(tb, name) != nil
 }
 
 // rawRow reads the stored row at SERIAL, every column, for comparisons
 // that must see all of it (the claim token included).
-func rawRow(tb testing.TB, r *CassandraRegistry, name string) (map[string]any, bool) {
+func rawRow(tb testing.TB, r *Registry, name string) (map[string]any, bool) {
 	tb.Helper()
 	var rec record
 	found, err := r.q.serialRead(context.Background(), &rec, name)
@@ -139,8 +105,8 @@ func testName(tb testing.TB) string {
 }
 
 // testClaim is a claim by owner from a host named after it.
-func testClaim(name, owner string) Claim {
-	return Claim{Name: name, Owner: owner, Hostname: owner + ".example", Address: "192.0.2.1", MachineID: "machine-" + owner}
+func testClaim(name, owner string) snapid.Claim {
+	return snapid.Claim{Name: name, Owner: owner, Hostname: owner + ".example", Address: "192.0.2.1", MachineID: "machine-" + owner}
 }
 
 // lossyQuerier wraps a casQuerier and, for chosen CAS calls, loses the
@@ -197,8 +163,28 @@ func (l *lossyQuerier) serialRead(ctx context.Context, rec *record, name string)
 }
 
 // lossy installs a lossyQuerier on r (before r is shared with goroutines).
-func lossy(r *CassandraRegistry, plan func(n int, stmt string) lossPlan) *lossyQuerier {
+func lossy(r *Registry, plan func(n int, stmt string) lossPlan) *lossyQuerier {
 	l := &lossyQuerier{inner: r.q, plan: plan}
 	r.q = l
 	return l
+}
+
+// draw takes n numbers from g.
+func draw(t *testing.T, g *snapid.Generator, n int) []uint64 {
+	t.Helper()
+	out := make([]uint64, 0, n)
+	for range n {
+		v, err := g.Next()
+		require.NoError(t, err)
+		out = append(out, v)
+	}
+	return out
+}
+
+// ctValue reads the counter's last issued number.
+func ctValue(t *testing.T, path string) uint64 {
+	t.Helper()
+	v, err := snapid.ReadCounter(path)
+	require.NoError(t, err)
+	return v
 }

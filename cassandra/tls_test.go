@@ -1,4 +1,4 @@
-package snapid
+package cassandra
 
 import (
 	"context"
@@ -16,12 +16,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/testcluster"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// Tests of CassandraConfig's TLS against the real node of
+// Tests of Config's TLS against the real node of
 // scripts/cassandra.sh, which takes plain and TLS clients on one port and
 // requires TLS clients to present a certificate from its test CA.
 
@@ -79,27 +80,27 @@ func TestCassandraTLS(t *testing.T) {
 	// the keyspace is never created.
 	for _, tc := range []struct {
 		name string
-		mod  func(*CassandraConfig)
+		mod  func(*Config)
 		want string
 	}{
-		{"server certificate from an untrusted CA", func(c *CassandraConfig) {
+		{"server certificate from an untrusted CA", func(c *Config) {
 			c.TLSCAFile, c.TLSCertFile, c.TLSKeyFile = otherCA, f.Cert, f.Key
 		}, "certificate signed by unknown authority"},
-		{"server name not in the certificate", func(c *CassandraConfig) {
+		{"server name not in the certificate", func(c *Config) {
 			c.TLS = &tls.Config{ServerName: "db.example", MinVersion: tls.VersionTLS12}
 			c.TLSCAFile, c.TLSCertFile, c.TLSKeyFile = f.CA, f.Cert, f.Key
 		}, "db.example"},
-		{"no client certificate", func(c *CassandraConfig) {
+		{"no client certificate", func(c *Config) {
 			c.TLSCAFile = f.CA
 		}, certRequired},
-		{"tls.Config without a client certificate", func(c *CassandraConfig) {
+		{"tls.Config without a client certificate", func(c *Config) {
 			pool := x509.NewCertPool()
 			caPEM, err := os.ReadFile(f.CA)
 			require.NoError(t, err)
 			require.True(t, pool.AppendCertsFromPEM(caPEM))
 			c.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 		}, certRequired},
-		{"client certificate from an untrusted CA", func(c *CassandraConfig) {
+		{"client certificate from an untrusted CA", func(c *Config) {
 			// The server names the CAs it accepts, so the client does not
 			// even offer this certificate.
 			c.TLSCAFile, c.TLSCertFile, c.TLSKeyFile = f.CA, strangerCert, strangerKey
@@ -111,33 +112,33 @@ func TestCassandraTLS(t *testing.T) {
 			tc.mod(&cfg)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			r, err := NewCassandraRegistry(ctx, cfg)
+			r, err := NewRegistry(ctx, cfg)
 			if err == nil {
 				r.Close()
 			}
-			require.ErrorIs(t, err, ErrRegistry)
+			require.ErrorIs(t, err, snapid.ErrRegistry)
 			if tc.want == certRequired {
 				assertNoClientCert(t, err.Error())
 			} else {
 				assert.Contains(t, err.Error(), tc.want)
 			}
-			assert.False(t, k.keyspaceExists(t, k.name), "a refused connection creates nothing")
+			assert.False(t, k.keyspaceExists(t, k.Name), "a refused connection creates nothing")
 		})
 	}
 
 	t.Run("mutual TLS from PEM files", func(t *testing.T) {
-		r := k.registry(t, func(c *CassandraConfig) {
+		r := k.registry(t, func(c *Config) {
 			c.TLSCAFile, c.TLSCertFile, c.TLSKeyFile = f.CA, f.Cert, f.Key
 		})
-		g, err := Open(filepath.Join(t.TempDir(), "counter.u64"), "tls_host", WithRegistry(r), WithSync(false))
+		g, err := snapid.Open(filepath.Join(t.TempDir(), "counter.u64"), "tls_host", snapid.WithRegistry(r), snapid.WithSync(false))
 		require.NoError(t, err)
 		defer g.Close()
 		id, err := g.NextID()
 		require.NoError(t, err)
-		assert.Equal(t, ID{Name: "tls_host", Number: 1}, id)
+		assert.Equal(t, snapid.ID{Name: "tls_host", Number: 1}, id)
 		h, err := r.Get(testCtx(t), "tls_host")
 		require.NoError(t, err)
-		assert.Equal(t, StateActive, h.State)
+		assert.Equal(t, snapid.StateActive, h.State)
 	})
 
 	t.Run("mutual TLS from a tls.Config", func(t *testing.T) {
@@ -147,11 +148,11 @@ func TestCassandraTLS(t *testing.T) {
 		require.True(t, pool.AppendCertsFromPEM(caPEM))
 		cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
 		require.NoError(t, err)
-		r := k.registry(t, func(c *CassandraConfig) {
+		r := k.registry(t, func(c *Config) {
 			c.TLS = &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 		})
 		h, err := r.Get(testCtx(t), "tls_host")
 		require.NoError(t, err, "the row written over the other TLS connection is visible")
-		assert.Equal(t, StateActive, h.State)
+		assert.Equal(t, snapid.StateActive, h.State)
 	})
 }

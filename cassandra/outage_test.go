@@ -1,4 +1,4 @@
-package snapid
+package cassandra
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapid/snapid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -19,13 +20,13 @@ const outageEnv = "SNAPID_OUTAGE_TEST"
 
 func cassandraScript(t *testing.T, args ...string) {
 	t.Helper()
-	cmd := exec.Command("bash", append([]string{filepath.Join("scripts", "cassandra.sh")}, args...)...)
+	cmd := exec.Command("bash", append([]string{filepath.Join("..", "scripts", "cassandra.sh")}, args...)...)
 	cmd.Env = append(os.Environ(), "SNAPID_CASSANDRA_KEEP=1")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "scripts/cassandra.sh %v: %s", args, out)
 }
 
-// TestCassandraOutage stops the real Cassandra while a Generator runs: ids
+// TestCassandraOutage stops the real Cassandra while a snapid.Generator runs: ids
 // keep flowing from the reserved range, then stop with a clear error;
 // claims fail; nothing on disk is corrupted; and issuance resumes, without
 // a repeat, once Cassandra is back.
@@ -34,15 +35,15 @@ func TestCassandraOutage(t *testing.T) {
 		t.Skipf("stops Cassandra: run by scripts/test.sh in its own step (%s=1)", outageEnv)
 	}
 	ks := newTestKeyspace(t)
-	reg := ks.registry(t, func(c *CassandraConfig) {
+	reg := ks.registry(t, func(c *Config) {
 		c.ReconnectInterval = time.Second
 		c.Timeout = 5 * time.Second
 		c.ConnectTimeout = 2 * time.Second
 	})
 	dir := t.TempDir()
 	path := filepath.Join(dir, "counter.u64")
-	g, err := Open(path, "web_1", WithRegistry(reg), WithReserveStep(100), WithOutageHorizon(0),
-		WithRegistryTimeout(5*time.Second), WithHeartbeat(500*time.Millisecond))
+	g, err := snapid.Open(path, "web_1", snapid.WithRegistry(reg), snapid.WithReserveStep(100), snapid.WithOutageHorizon(0),
+		snapid.WithRegistryTimeout(5*time.Second), snapid.WithHeartbeat(500*time.Millisecond))
 	require.NoError(t, err)
 	defer g.Close()
 	assert.Equal(t, []uint64{1, 2, 3}, draw(t, g, 3))
@@ -65,21 +66,21 @@ func TestCassandraOutage(t *testing.T) {
 		require.Equal(t, n, v)
 	}
 	_, err = g.Next()
-	require.ErrorIs(t, err, ErrReservationExhausted)
-	require.ErrorIs(t, err, ErrRegistry)
+	require.ErrorIs(t, err, snapid.ErrReservationExhausted)
+	require.ErrorIs(t, err, snapid.ErrRegistry)
 	t.Logf("with Cassandra down, past the mark: %v", err)
 
 	otherPath := filepath.Join(dir, "other.u64")
-	_, err = Open(otherPath, "web_2", WithRegistry(reg), WithRegistryTimeout(5*time.Second))
-	require.ErrorIs(t, err, ErrRegistry, "a claim fails clearly")
-	if v, err := ReadCounter(otherPath); err == nil {
+	_, err = snapid.Open(otherPath, "web_2", snapid.WithRegistry(reg), snapid.WithRegistryTimeout(5*time.Second))
+	require.ErrorIs(t, err, snapid.ErrRegistry, "a claim fails clearly")
+	if v, err := snapid.ReadCounter(otherPath); err == nil {
 		assert.Zero(t, v, "a failed claim issues nothing (its new counter and token stay for the retry)")
 	}
 
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
-	require.Len(t, b, CounterSize, "the counter is intact")
-	v, err := DecodeCounter(b)
+	require.Len(t, b, snapid.CounterSize, "the counter is intact")
+	v, err := snapid.DecodeCounter(b)
 	require.NoError(t, err)
 	assert.Equal(t, mark, v, "refused numbers were not taken from the counter")
 
@@ -92,10 +93,10 @@ func TestCassandraOutage(t *testing.T) {
 			assert.Equal(t, mark+1, v, "issuance resumes where it stopped")
 			break
 		}
-		require.True(t, errors.Is(err, ErrReservationExhausted), "unexpected error: %v", err)
+		require.True(t, errors.Is(err, snapid.ErrReservationExhausted), "unexpected error: %v", err)
 		require.True(t, time.Now().Before(deadline), "no ids two minutes after Cassandra came back: %v", err)
 		time.Sleep(500 * time.Millisecond)
 	}
-	_, err = Open(otherPath, "web_2", WithRegistry(reg))
+	_, err = snapid.Open(otherPath, "web_2", snapid.WithRegistry(reg))
 	require.NoError(t, err, "claims work again")
 }

@@ -1,4 +1,4 @@
-package snapid
+package cassandra
 
 import (
 	"bufio"
@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/testfs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -28,9 +30,10 @@ func init() {
 }
 
 // clusterHostChild is one host in a child process. It connects, prints
-// "ready", waits for the go file, opens a Generator with the registry,
+// "ready", waits for the go file, opens a snapid.Generator with the registry,
 // prints "won" and draws SNAPID_T_N numbers (one per line), or prints
-// "taken" if the name is held by another owner.
+// "taken" if the name is held by another owner. With SNAPID_T_HANG=1 it
+// then prints "drawn" and waits, holding everything open, to be killed.
 func clusterHostChild() int {
 	fail := func(err error) int {
 		fmt.Printf("error %v\n", err)
@@ -40,7 +43,7 @@ func clusterHostChild() int {
 	step, _ := strconv.ParseUint(os.Getenv("SNAPID_T_STEP"), 10, 64)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	reg, err := NewCassandraRegistry(ctx, CassandraConfig{
+	reg, err := NewRegistry(ctx, Config{
 		Hosts: strings.Split(os.Getenv("SNAPID_T_HOSTS"), ","), Keyspace: os.Getenv("SNAPID_T_KS")})
 	if err != nil {
 		return fail(err)
@@ -53,10 +56,10 @@ func clusterHostChild() int {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	g, err := OpenContext(ctx, os.Getenv("SNAPID_T_COUNTER"), os.Getenv("SNAPID_T_NAME"),
-		WithRegistry(reg), WithSync(false), WithReserveStep(max(step, 2)), WithOutageHorizon(0),
-		WithHostInfo(HostInfo{Hostname: "host-" + os.Getenv("SNAPID_T_MACHINE"), MachineID: os.Getenv("SNAPID_T_MACHINE")}))
-	if errors.Is(err, ErrNameTaken) {
+	g, err := snapid.OpenContext(ctx, os.Getenv("SNAPID_T_COUNTER"), os.Getenv("SNAPID_T_NAME"),
+		snapid.WithRegistry(reg), snapid.WithSync(false), snapid.WithReserveStep(max(step, 2)), snapid.WithOutageHorizon(0),
+		snapid.WithHostInfo(snapid.HostInfo{Hostname: "host-" + os.Getenv("SNAPID_T_MACHINE"), MachineID: os.Getenv("SNAPID_T_MACHINE")}))
+	if errors.Is(err, snapid.ErrNameTaken) {
 		fmt.Println("taken")
 		return 0
 	}
@@ -71,6 +74,10 @@ func clusterHostChild() int {
 		}
 		fmt.Println(v)
 	}
+	if os.Getenv("SNAPID_T_HANG") == "1" {
+		fmt.Println("drawn")
+		select {}
+	}
 	if err := g.Close(); err != nil {
 		return fail(err)
 	}
@@ -83,6 +90,25 @@ type hostProc struct {
 	wait  func() error
 }
 
+// startHost starts a clusterHostChild on ks with the extra environment
+// env, waiting for goFile, and returns once it is connected, with its
+// output after "ready".
+func startHost(t *testing.T, ks *testKeyspace, goFile string, env ...string) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
+	cmd := childCommand(t, "cluster-host", append([]string{
+		"SNAPID_T_HOSTS=" + strings.Join(ks.Hosts, ","), "SNAPID_T_KS=" + ks.Name, "SNAPID_T_GO=" + goFile,
+	}, env...)...)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	sc := bufio.NewScanner(out)
+	require.True(t, sc.Scan(), "the child ended before it was ready")
+	require.Equal(t, "ready", sc.Text())
+	return cmd, sc
+}
+
 // startHosts starts children with the given per-child environments, waits
 // until all are connected, then lets them claim at once. It returns each
 // child's output lines after "ready".
@@ -92,17 +118,9 @@ func startHosts(t *testing.T, ks *testKeyspace, envs [][]string) []hostProc {
 	procs := make([]hostProc, len(envs))
 	readers := make([]*bufio.Scanner, len(envs))
 	for i, env := range envs {
-		cmd := childCommand(t, "cluster-host", append([]string{
-			"SNAPID_T_HOSTS=" + strings.Join(ks.hosts, ","), "SNAPID_T_KS=" + ks.name, "SNAPID_T_GO=" + goFile,
-		}, env...)...)
-		out, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		cmd.Stderr = os.Stderr
-		require.NoError(t, cmd.Start())
+		cmd, sc := startHost(t, ks, goFile, env...)
 		procs[i].wait = cmd.Wait
-		readers[i] = bufio.NewScanner(out)
-		require.True(t, readers[i].Scan(), "child %d ended before it was ready", i)
-		require.Equal(t, "ready", readers[i].Text(), "child %d", i)
+		readers[i] = sc
 	}
 	require.NoError(t, os.WriteFile(goFile, nil, 0o600))
 	var wg sync.WaitGroup
@@ -126,7 +144,7 @@ func TestClusterTwoHostsOneName(t *testing.T) {
 	ks := newTestKeyspace(t)
 	reg := ks.registry(t)
 	dir := t.TempDir()
-	a, err := Open(filepath.Join(dir, "a.u64"), "web_1", WithRegistry(reg), WithHostInfo(HostInfo{Hostname: "host-a", Address: "192.0.2.1", MachineID: "ma"}))
+	a, err := snapid.Open(filepath.Join(dir, "a.u64"), "web_1", snapid.WithRegistry(reg), snapid.WithHostInfo(snapid.HostInfo{Hostname: "host-a", Address: "192.0.2.1", MachineID: "ma"}))
 	require.NoError(t, err)
 	defer a.Close()
 	id, err := a.UniqueID()
@@ -134,13 +152,15 @@ func TestClusterTwoHostsOneName(t *testing.T) {
 	assert.Equal(t, "web_1-1", id)
 
 	bPath := filepath.Join(dir, "b.u64")
-	_, err = Open(bPath, "web_1", WithRegistry(ks.registry(t)), WithHostInfo(HostInfo{Hostname: "host-b", MachineID: "mb"}))
-	require.ErrorIs(t, err, ErrNameTaken)
+	_, err = snapid.Open(bPath, "web_1", snapid.WithRegistry(ks.registry(t)), snapid.WithHostInfo(snapid.HostInfo{Hostname: "host-b", MachineID: "mb"}))
+	require.ErrorIs(t, err, snapid.ErrNameTaken)
 	for _, want := range []string{"host-a", "192.0.2.1", "since"} {
 		assert.Contains(t, err.Error(), want)
 	}
-	assert.NoFileExists(t, bPath, "the loser issued nothing and left nothing on disk")
-	assert.NoFileExists(t, bPath+ownerSuffix)
+	// The counter the loser created stays (programs without the registry
+	// may be using it already), holding 0: it issued nothing.
+	assert.Equal(t, uint64(0), ctValue(t, bPath), "the loser issued nothing")
+	assert.NoFileExists(t, bPath+".session", "a refused claim writes no session")
 }
 
 // TestClusterSixteenClaims runs 16 concurrent claims of one name, 8 from
@@ -164,7 +184,7 @@ func TestClusterSixteenClaims(t *testing.T) {
 		var winners, taken int
 		var mu sync.Mutex
 		var wg sync.WaitGroup
-		regs := make([]*CassandraRegistry, 8)
+		regs := make([]*Registry, 8)
 		for i := range regs {
 			regs[i] = ks.registry(t)
 		}
@@ -175,12 +195,12 @@ func TestClusterSixteenClaims(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				g, err := Open(filepath.Join(dir, fmt.Sprintf("g%d.u64", i)), name, WithRegistry(regs[i]),
-					WithHostInfo(HostInfo{Hostname: fmt.Sprintf("g%d", i), MachineID: fmt.Sprintf("g%d", i)}))
+				g, err := snapid.Open(filepath.Join(dir, fmt.Sprintf("g%d.u64", i)), name, snapid.WithRegistry(regs[i]),
+					snapid.WithHostInfo(snapid.HostInfo{Hostname: fmt.Sprintf("g%d", i), MachineID: fmt.Sprintf("g%d", i)}))
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
-				case errors.Is(err, ErrNameTaken):
+				case errors.Is(err, snapid.ErrNameTaken):
 					taken++
 				case err != nil:
 					goErrs <- err
@@ -222,6 +242,31 @@ func TestClusterSixteenClaims(t *testing.T) {
 	}
 }
 
+// crashedHost runs a host in a child process that opens the counter at
+// path as name with a registry on ks (reserve step step, host "host-" +
+// machine), draws n numbers and is then killed with SIGKILL: gone without
+// Close, so nothing is returned to the registry. It returns the numbers
+// drawn.
+func crashedHost(t *testing.T, ks *testKeyspace, path, name string, step, n int, machine string) []uint64 {
+	t.Helper()
+	goFile := filepath.Join(t.TempDir(), "go")
+	require.NoError(t, os.WriteFile(goFile, nil, 0o600))
+	cmd, sc := startHost(t, ks, goFile, "SNAPID_T_NAME="+name, "SNAPID_T_N="+strconv.Itoa(n),
+		"SNAPID_T_STEP="+strconv.Itoa(step), "SNAPID_T_MACHINE="+machine, "SNAPID_T_COUNTER="+path, "SNAPID_T_HANG=1")
+	var got []uint64
+	require.True(t, sc.Scan(), "the child ended before it claimed")
+	require.Equal(t, "won", sc.Text())
+	for sc.Scan() && sc.Text() != "drawn" {
+		v, err := strconv.ParseUint(sc.Text(), 10, 64)
+		require.NoError(t, err, "child: %s", sc.Text())
+		got = append(got, v)
+	}
+	require.Len(t, got, n, "the child drew every number before it was killed")
+	require.NoError(t, cmd.Process.Kill()) // SIGKILL
+	require.Error(t, cmd.Wait(), "the child was killed")
+	return got
+}
+
 // TestClusterProcessesShareMark runs 4 processes on one counter file with a
 // small step, so that they extend the mark many times between them.
 func TestClusterProcessesShareMark(t *testing.T) {
@@ -246,7 +291,7 @@ func TestClusterProcessesShareMark(t *testing.T) {
 		}
 	}
 	assert.Len(t, seen, 4*per)
-	last, err := ReadCounter(path)
+	last, err := snapid.ReadCounter(path)
 	require.NoError(t, err)
 	h, err := ks.registry(t).Get(t.Context(), "shared")
 	require.NoError(t, err)
@@ -261,9 +306,9 @@ func TestClusterRestartReleaseTakeoverBackup(t *testing.T) {
 	reg := ks.registry(t)
 	dir := t.TempDir()
 	aPath := filepath.Join(dir, "a.u64")
-	hostA := WithHostInfo(HostInfo{Hostname: "host-a", MachineID: "ma"})
-	open := func(path string, opts ...Option) *Generator {
-		g, err := Open(path, "web_1", append([]Option{WithRegistry(reg), WithReserveStep(100), WithOutageHorizon(0)}, opts...)...)
+	hostA := snapid.WithHostInfo(snapid.HostInfo{Hostname: "host-a", MachineID: "a"}) // as crashedHost's machine "a"
+	open := func(path string, opts ...snapid.Option) *snapid.Generator {
+		g, err := snapid.Open(path, "web_1", append([]snapid.Option{snapid.WithRegistry(reg), snapid.WithReserveStep(100), snapid.WithOutageHorizon(0)}, opts...)...)
 		require.NoError(t, err)
 		return g
 	}
@@ -274,13 +319,12 @@ func TestClusterRestartReleaseTakeoverBackup(t *testing.T) {
 	backup, err := os.ReadFile(aPath)
 	require.NoError(t, err)
 	require.NoError(t, g.Close())
-	g = open(aPath, hostA)
-	assert.Equal(t, []uint64{11}, draw(t, g, 1))
-	issued := append(first, draw(t, g, 150)...)
+	// The restarted host draws in a process that is then killed.
+	issued := append(first, crashedHost(t, ks, aPath, "web_1", 100, 151, "a")...)
+	assert.Equal(t, uint64(11), issued[10])
 
-	// A crash, then the counter restored from the old backup: raised to the
-	// registry's mark, no repeat.
-	crash(t, g)
+	// After the crash, the counter restored from the old backup: raised to
+	// the registry's mark, no repeat.
 	require.NoError(t, os.WriteFile(aPath, backup, 0o600))
 	g = open(aPath, hostA)
 	v := draw(t, g, 1)[0]
@@ -289,16 +333,16 @@ func TestClusterRestartReleaseTakeoverBackup(t *testing.T) {
 	require.NoError(t, g.Close())
 
 	// Release, then another host takes the name over and continues above.
-	final, err := Release(t.Context(), aPath, "web_1", WithRegistry(reg))
+	final, err := snapid.Release(t.Context(), aPath, "web_1", snapid.WithRegistry(reg))
 	require.NoError(t, err)
 	assert.Equal(t, v, final)
-	b := open(filepath.Join(dir, "b.u64"), WithHostInfo(HostInfo{Hostname: "host-b", MachineID: "mb"}))
+	b := open(filepath.Join(dir, "b.u64"), snapid.WithHostInfo(snapid.HostInfo{Hostname: "host-b", MachineID: "mb"}))
 	defer b.Close()
 	assert.Equal(t, []uint64{v + 1}, draw(t, b, 1))
 
 	// The old host cannot come back while the new one holds the name.
-	_, err = Open(aPath, "web_1", WithRegistry(reg), hostA)
-	require.ErrorIs(t, err, ErrNameTaken)
+	_, err = snapid.Open(aPath, "web_1", snapid.WithRegistry(reg), hostA)
+	require.ErrorIs(t, err, snapid.ErrNameTaken)
 }
 
 func TestClusterCloneRefused(t *testing.T) {
@@ -307,15 +351,15 @@ func TestClusterCloneRefused(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "orig"), 0o700))
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "clone"), 0o700))
-	g, err := Open(filepath.Join(dir, "orig", "c.u64"), "web_1", WithRegistry(reg), WithHostInfo(HostInfo{Hostname: "orig", MachineID: "m-orig"}))
+	g, err := snapid.Open(filepath.Join(dir, "orig", "c.u64"), "web_1", snapid.WithRegistry(reg), snapid.WithHostInfo(snapid.HostInfo{Hostname: "orig", MachineID: "m-orig"}))
 	require.NoError(t, err)
 	defer g.Close()
 	draw(t, g, 5)
-	copyFiles(t, filepath.Join(dir, "orig"), filepath.Join(dir, "clone"), "c.u64", "c.u64.owner", "c.u64.mark")
+	testfs.CopyFiles(t, filepath.Join(dir, "orig"), filepath.Join(dir, "clone"), "c.u64", "c.u64.owner", "c.u64.mark")
 	clonePath := filepath.Join(dir, "clone", "c.u64")
-	_, err = Open(clonePath, "web_1", WithRegistry(reg), WithHostInfo(HostInfo{Hostname: "clone", MachineID: "m-clone"}))
-	require.ErrorIs(t, err, ErrProbableClone)
-	v, err := ReadCounter(clonePath)
+	_, err = snapid.Open(clonePath, "web_1", snapid.WithRegistry(reg), snapid.WithHostInfo(snapid.HostInfo{Hostname: "clone", MachineID: "m-clone"}))
+	require.ErrorIs(t, err, snapid.ErrProbableClone)
+	v, err := snapid.ReadCounter(clonePath)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(5), v, "the refused clone's counter is unchanged")
 }
@@ -332,16 +376,16 @@ func TestClusterCloneAfterWindowNeverSharesRange(t *testing.T) {
 	for _, d := range []string{"orig", "clone"} {
 		require.NoError(t, os.MkdirAll(filepath.Join(dir, d), 0o700))
 	}
-	orig, err := Open(filepath.Join(dir, "orig", "c.u64"), "web_1", WithRegistry(reg), WithReserveStep(50), WithOutageHorizon(0),
-		WithHostInfo(HostInfo{Hostname: "orig", MachineID: "m-orig"}))
+	orig, err := snapid.Open(filepath.Join(dir, "orig", "c.u64"), "web_1", snapid.WithRegistry(reg), snapid.WithReserveStep(50), snapid.WithOutageHorizon(0),
+		snapid.WithHostInfo(snapid.HostInfo{Hostname: "orig", MachineID: "m-orig"}))
 	require.NoError(t, err)
 	defer orig.Close()
 	fromOrig := draw(t, orig, 10)
-	copyFiles(t, filepath.Join(dir, "orig"), filepath.Join(dir, "clone"), "c.u64", "c.u64.owner", "c.u64.mark")
+	testfs.CopyFiles(t, filepath.Join(dir, "orig"), filepath.Join(dir, "clone"), "c.u64", "c.u64.owner", "c.u64.mark")
 	later := ks.registry(t)
 	later.now = func() time.Time { return time.Now().Add(10 * time.Minute) }
-	clone, err := Open(filepath.Join(dir, "clone", "c.u64"), "web_1", WithRegistry(later), WithReserveStep(50), WithOutageHorizon(0),
-		WithHostInfo(HostInfo{Hostname: "clone", MachineID: "m-clone"}))
+	clone, err := snapid.Open(filepath.Join(dir, "clone", "c.u64"), "web_1", snapid.WithRegistry(later), snapid.WithReserveStep(50), snapid.WithOutageHorizon(0),
+		snapid.WithHostInfo(snapid.HostInfo{Hostname: "clone", MachineID: "m-clone"}))
 	require.NoError(t, err)
 	defer clone.Close()
 	fromClone := draw(t, clone, 200)
@@ -349,7 +393,7 @@ func TestClusterCloneAfterWindowNeverSharesRange(t *testing.T) {
 	for {
 		v, err := orig.Next()
 		if err != nil {
-			require.ErrorIs(t, err, ErrNameTaken, "the original stops when it cannot extend")
+			require.ErrorIs(t, err, snapid.ErrNameTaken, "the original stops when it cannot extend")
 			break
 		}
 		fromOrig = append(fromOrig, v)
@@ -384,16 +428,8 @@ func TestClusterCrashKill9(t *testing.T) {
 		var cmds []*exec.Cmd
 		var scanners []*bufio.Scanner
 		for i := 0; i < 3; i++ {
-			cmd := childCommand(t, "cluster-host",
-				"SNAPID_T_HOSTS="+strings.Join(ks.hosts, ","), "SNAPID_T_KS="+ks.name, "SNAPID_T_GO="+goFile,
-				"SNAPID_T_NAME=crashy", "SNAPID_T_N=100000000", "SNAPID_T_STEP=30",
+			cmd, sc := startHost(t, ks, goFile, "SNAPID_T_NAME=crashy", "SNAPID_T_N=100000000", "SNAPID_T_STEP=30",
 				"SNAPID_T_MACHINE=m1", "SNAPID_T_COUNTER="+path)
-			out, err := cmd.StdoutPipe()
-			require.NoError(t, err)
-			require.NoError(t, cmd.Start())
-			sc := bufio.NewScanner(out)
-			require.True(t, sc.Scan(), "child %d ended before it was ready", i)
-			require.Equal(t, "ready", sc.Text())
 			cmds = append(cmds, cmd)
 			scanners = append(scanners, sc)
 		}
@@ -441,7 +477,7 @@ func TestClusterCrashKill9(t *testing.T) {
 	h, err := reg.Get(t.Context(), "crashy")
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, h.Reserved, highest, "the registry's mark covers every number issued")
-	last, err := ReadCounter(path)
+	last, err := snapid.ReadCounter(path)
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, last, highest)
 	t.Logf("%d rounds, %d numbers, highest %d, counter %d, mark %d", rounds, len(seen), highest, last, h.Reserved)

@@ -1,4 +1,4 @@
-package snapid
+package cassandra
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
+	"github.com/snapid/snapid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -23,7 +24,7 @@ var testT0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // freezeClock stops r's clock at testT0 and returns a function that sets
 // it to testT0 plus d.
-func freezeClock(r *CassandraRegistry) func(d time.Duration) {
+func freezeClock(r *Registry) func(d time.Duration) {
 	set := func(d time.Duration) { r.now = func() time.Time { return testT0.Add(d) } }
 	set(0)
 	return set
@@ -31,14 +32,14 @@ func freezeClock(r *CassandraRegistry) func(d time.Duration) {
 
 // oneRegistry returns a fresh keyspace, a context bounding the test and a
 // registry on that keyspace.
-func oneRegistry(tb testing.TB) (*testKeyspace, context.Context, *CassandraRegistry) {
+func oneRegistry(tb testing.TB) (*testKeyspace, context.Context, *Registry) {
 	tb.Helper()
 	k := newTestKeyspace(tb)
 	return k, testCtx(tb), k.registry(tb)
 }
 
 // mustClaim claims name for owner with testClaim's details.
-func mustClaim(tb testing.TB, ctx context.Context, r Registry, name, owner string) Holder {
+func mustClaim(tb testing.TB, ctx context.Context, r snapid.Registry, name, owner string) snapid.Holder {
 	tb.Helper()
 	h, err := r.Claim(ctx, testClaim(name, owner))
 	require.NoError(tb, err)
@@ -55,7 +56,7 @@ func testCtx(tb testing.TB) context.Context {
 // Configuration and schema
 // ---------------------------------------------------------------------------
 
-func TestCassandraConfigRefusedBeforeConnecting(t *testing.T) {
+func TestConfigRefusedBeforeConnecting(t *testing.T) {
 	// A listener that counts connections stands in for Cassandra: an
 	// invalid configuration must be refused without a single one.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -76,53 +77,53 @@ func TestCassandraConfigRefusedBeforeConnecting(t *testing.T) {
 	}()
 	host := ln.Addr().String()
 
-	cases := map[string]func(*CassandraConfig){
-		"no hosts":                  func(c *CassandraConfig) { c.Hosts = nil },
-		"empty host":                func(c *CassandraConfig) { c.Hosts = []string{""} },
-		"host list in one entry":    func(c *CassandraConfig) { c.Hosts = []string{"a,b"} },
-		"bad port":                  func(c *CassandraConfig) { c.Hosts = []string{"127.0.0.1:99999"} },
-		"keyspace upper case":       func(c *CassandraConfig) { c.Keyspace = "Snapid" },
-		"keyspace injection":        func(c *CassandraConfig) { c.Keyspace = "a; DROP KEYSPACE x" },
-		"keyspace quote":            func(c *CassandraConfig) { c.Keyspace = `a"b` },
-		"keyspace too long":         func(c *CassandraConfig) { c.Keyspace = "k" + strings.Repeat("a", 48) },
-		"keyspace leading digit":    func(c *CassandraConfig) { c.Keyspace = "1ks" },
-		"system keyspace":           func(c *CassandraConfig) { c.Keyspace = "system_auth" },
-		"table hyphen":              func(c *CassandraConfig) { c.Table = "node-names" },
-		"table leading underscore":  func(c *CassandraConfig) { c.Table = "_names" },
-		"replication no class":      func(c *CassandraConfig) { c.Replication = map[string]string{"replication_factor": "1"} },
-		"replication unknown class": func(c *CassandraConfig) { c.Replication = map[string]string{"class": "LocalStrategy"} },
-		"replication factor zero": func(c *CassandraConfig) {
+	cases := map[string]func(*Config){
+		"no hosts":                  func(c *Config) { c.Hosts = nil },
+		"empty host":                func(c *Config) { c.Hosts = []string{""} },
+		"host list in one entry":    func(c *Config) { c.Hosts = []string{"a,b"} },
+		"bad port":                  func(c *Config) { c.Hosts = []string{"127.0.0.1:99999"} },
+		"keyspace upper case":       func(c *Config) { c.Keyspace = "Snapid" },
+		"keyspace injection":        func(c *Config) { c.Keyspace = "a; DROP KEYSPACE x" },
+		"keyspace quote":            func(c *Config) { c.Keyspace = `a"b` },
+		"keyspace too long":         func(c *Config) { c.Keyspace = "k" + strings.Repeat("a", 48) },
+		"keyspace leading digit":    func(c *Config) { c.Keyspace = "1ks" },
+		"system keyspace":           func(c *Config) { c.Keyspace = "system_auth" },
+		"table hyphen":              func(c *Config) { c.Table = "node-names" },
+		"table leading underscore":  func(c *Config) { c.Table = "_names" },
+		"replication no class":      func(c *Config) { c.Replication = map[string]string{"replication_factor": "1"} },
+		"replication unknown class": func(c *Config) { c.Replication = map[string]string{"class": "LocalStrategy"} },
+		"replication factor zero": func(c *Config) {
 			c.Replication = map[string]string{"class": "SimpleStrategy", "replication_factor": "0"}
 		},
-		"replication factor word": func(c *CassandraConfig) {
+		"replication factor word": func(c *Config) {
 			c.Replication = map[string]string{"class": "SimpleStrategy", "replication_factor": "three"}
 		},
-		"replication quote": func(c *CassandraConfig) {
+		"replication quote": func(c *Config) {
 			c.Replication = map[string]string{"class": "SimpleStrategy", "replication_factor": "1'}"}
 		},
-		"simple with dc": func(c *CassandraConfig) {
+		"simple with dc": func(c *Config) {
 			c.Replication = map[string]string{"class": "SimpleStrategy", "replication_factor": "1", "dc1": "3"}
 		},
-		"simple without factor": func(c *CassandraConfig) { c.Replication = map[string]string{"class": "SimpleStrategy"} },
-		"nts without dcs":       func(c *CassandraConfig) { c.Replication = map[string]string{"class": "NetworkTopologyStrategy"} },
-		"nts bad dc name": func(c *CassandraConfig) {
+		"simple without factor": func(c *Config) { c.Replication = map[string]string{"class": "SimpleStrategy"} },
+		"nts without dcs":       func(c *Config) { c.Replication = map[string]string{"class": "NetworkTopologyStrategy"} },
+		"nts bad dc name": func(c *Config) {
 			c.Replication = map[string]string{"class": "NetworkTopologyStrategy", "dc'1": "3"}
 		},
-		"password without user":      func(c *CassandraConfig) { c.Password = "secret" },
-		"negative timeout":           func(c *CassandraConfig) { c.Timeout = -time.Second },
-		"consistency one":            func(c *CassandraConfig) { c.Consistency = gocql.One },
-		"local quorum without dc":    func(c *CassandraConfig) { c.Consistency = gocql.LocalQuorum },
-		"local serial without dc":    func(c *CassandraConfig) { c.SerialConsistency = gocql.LocalSerial },
-		"serial consistency invalid": func(c *CassandraConfig) { c.SerialConsistency = gocql.SerialConsistency(3) },
-		"tls cert without key":       func(c *CassandraConfig) { c.TLSCertFile = "/nonexistent/cert.pem" },
-		"tls ca missing":             func(c *CassandraConfig) { c.TLSCAFile = "/nonexistent/ca.pem" },
+		"password without user":      func(c *Config) { c.Password = "secret" },
+		"negative timeout":           func(c *Config) { c.Timeout = -time.Second },
+		"consistency one":            func(c *Config) { c.Consistency = gocql.One },
+		"local quorum without dc":    func(c *Config) { c.Consistency = gocql.LocalQuorum },
+		"local serial without dc":    func(c *Config) { c.SerialConsistency = gocql.LocalSerial },
+		"serial consistency invalid": func(c *Config) { c.SerialConsistency = gocql.SerialConsistency(3) },
+		"tls cert without key":       func(c *Config) { c.TLSCertFile = "/nonexistent/cert.pem" },
+		"tls ca missing":             func(c *Config) { c.TLSCAFile = "/nonexistent/ca.pem" },
 	}
 	for name, mod := range cases {
 		t.Run(name, func(t *testing.T) {
-			cfg := CassandraConfig{Hosts: []string{host}}
+			cfg := Config{Hosts: []string{host}}
 			mod(&cfg)
-			r, err := NewCassandraRegistry(testCtx(t), cfg)
-			require.ErrorIs(t, err, ErrInvalidOption)
+			r, err := NewRegistry(testCtx(t), cfg)
+			require.ErrorIs(t, err, snapid.ErrInvalidOption)
 			assert.Nil(t, r)
 			assert.Contains(t, err.Error(), "Cassandra registry")
 		})
@@ -149,7 +150,7 @@ func TestCassandraReplicationCQL(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, tc.want, got)
 	}
-	assert.NoError(t, (&CassandraConfig{Hosts: []string{"[::1]:9042", "db1", "db2:9043"}}).Validate())
+	assert.NoError(t, (&Config{Hosts: []string{"[::1]:9042", "db1", "db2:9043"}}).Validate())
 }
 
 func TestCassandraSchemaIdempotent(t *testing.T) {
@@ -164,32 +165,32 @@ func TestCassandraSchemaIdempotent(t *testing.T) {
 	h, err := r2.Get(ctx, name)
 	require.NoError(t, err)
 	assert.Equal(t, "owner_a", h.Owner)
-	r3 := k.registry(t, func(c *CassandraConfig) { c.NoCreate = true })
+	r3 := k.registry(t, func(c *Config) { c.NoCreate = true })
 	rows, err := r3.List(ctx)
 	require.NoError(t, err)
 	assert.Len(t, rows, 1)
 
 	// NoCreate on a missing table, and a table with the wrong columns.
-	_, err = NewCassandraRegistry(ctx, CassandraConfig{Hosts: k.hosts, Keyspace: k.name, Table: "missing", NoCreate: true})
-	require.ErrorIs(t, err, ErrRegistry)
+	_, err = NewRegistry(ctx, Config{Hosts: k.Hosts, Keyspace: k.Name, Table: "missing", NoCreate: true})
+	require.ErrorIs(t, err, snapid.ErrRegistry)
 	assert.Contains(t, err.Error(), "does not exist")
-	k.exec(t, `CREATE TABLE "`+k.name+`".wrong (name text PRIMARY KEY, owner text, reserved int)`)
-	_, err = NewCassandraRegistry(ctx, CassandraConfig{Hosts: k.hosts, Keyspace: k.name, Table: "wrong"})
-	require.ErrorIs(t, err, ErrRegistry)
+	k.Exec(t, `CREATE TABLE "`+k.Name+`".wrong (name text PRIMARY KEY, owner text, reserved int)`)
+	_, err = NewRegistry(ctx, Config{Hosts: k.Hosts, Keyspace: k.Name, Table: "wrong"})
+	require.ErrorIs(t, err, snapid.ErrRegistry)
 	assert.Contains(t, err.Error(), "column reserved is int, want bigint")
 	assert.Contains(t, err.Error(), "column claim_token is missing")
 
 	// A reserved word is a valid table name: identifiers are quoted.
-	r4 := k.registry(t, func(c *CassandraConfig) { c.Table = "select" })
+	r4 := k.registry(t, func(c *Config) { c.Table = "select" })
 	mustClaim(t, ctx, r4, name, "owner_b")
 }
 
 func TestCassandraBadReplicationCreatesNothing(t *testing.T) {
 	k := newTestKeyspace(t)
-	_, err := NewCassandraRegistry(testCtx(t), CassandraConfig{Hosts: k.hosts, Keyspace: k.name,
+	_, err := NewRegistry(testCtx(t), Config{Hosts: k.Hosts, Keyspace: k.Name,
 		Replication: map[string]string{"class": "SimpleStrategy", "replication_factor": "x"}})
-	require.ErrorIs(t, err, ErrInvalidOption)
-	assert.False(t, k.keyspaceExists(t, k.name))
+	require.ErrorIs(t, err, snapid.ErrInvalidOption)
+	assert.False(t, k.keyspaceExists(t, k.Name))
 }
 
 func TestCassandraConnectHonoursContext(t *testing.T) {
@@ -225,9 +226,9 @@ func TestCassandraConnectHonoursContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = NewCassandraRegistry(ctx, CassandraConfig{Hosts: []string{ln.Addr().String()},
+	_, err = NewRegistry(ctx, Config{Hosts: []string{ln.Addr().String()},
 		ConnectTimeout: time.Minute, Timeout: time.Minute})
-	require.ErrorIs(t, err, ErrRegistry)
+	require.ErrorIs(t, err, snapid.ErrRegistry)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Less(t, time.Since(start), 30*time.Second, "returned when the context ended, not at the driver's timeout")
 }
@@ -250,27 +251,27 @@ func (c *countingQuerier) serialRead(context.Context, *record, string) (bool, er
 }
 
 func TestCassandraBadInputSendsNothing(t *testing.T) {
-	r := newCassandraRegistry(nil, &gocqlQuerier{}, "ks", "tbl", nil)
+	r := newRegistry(nil, &gocqlQuerier{}, "ks", "tbl", nil)
 	q := &countingQuerier{}
 	r.q = q
 	ctx := context.Background()
-	good := Claim{Name: "web_1", Owner: "0123456789abcdef0123456789abcdef"}
+	good := snapid.Claim{Name: "web_1", Owner: "0123456789abcdef0123456789abcdef"}
 
-	claims := map[string]func(*Claim){
-		"invalid name":        func(c *Claim) { c.Name = "Web-1" },
-		"empty name":          func(c *Claim) { c.Name = "" },
-		"empty owner":         func(c *Claim) { c.Owner = "" },
-		"owner with space":    func(c *Claim) { c.Owner = "a b" },
-		"owner too long":      func(c *Claim) { c.Owner = strings.Repeat("a", 129) },
-		"host name too long":  func(c *Claim) { c.Hostname = strings.Repeat("h", 1025) },
-		"negative clone wind": func(c *Claim) { c.CloneWindow = -time.Second },
+	claims := map[string]func(*snapid.Claim){
+		"invalid name":        func(c *snapid.Claim) { c.Name = "Web-1" },
+		"empty name":          func(c *snapid.Claim) { c.Name = "" },
+		"empty owner":         func(c *snapid.Claim) { c.Owner = "" },
+		"owner with space":    func(c *snapid.Claim) { c.Owner = "a b" },
+		"owner too long":      func(c *snapid.Claim) { c.Owner = strings.Repeat("a", 129) },
+		"host name too long":  func(c *snapid.Claim) { c.Hostname = strings.Repeat("h", 1025) },
+		"negative clone wind": func(c *snapid.Claim) { c.CloneWindow = -time.Second },
 	}
 	for what, mod := range claims {
 		c := good
 		mod(&c)
 		_, err := r.Claim(ctx, c)
 		require.Error(t, err, what)
-		assert.True(t, errors.Is(err, ErrInvalidName) || errors.Is(err, ErrInvalidOption), "%s: %v", what, err)
+		assert.True(t, errors.Is(err, snapid.ErrInvalidName) || errors.Is(err, snapid.ErrInvalidOption), "%s: %v", what, err)
 	}
 	for _, tc := range []struct{ name, owner string }{{"9lives", "o"}, {"ok", ""}, {"ok", "o\n"}} {
 		_, err := r.Extend(ctx, tc.name, tc.owner, "session", 1, 2)
@@ -279,7 +280,7 @@ func TestCassandraBadInputSendsNothing(t *testing.T) {
 		assert.Error(t, r.Release(ctx, tc.name, tc.owner, 5))
 	}
 	_, err := r.Get(ctx, "bad name")
-	assert.ErrorIs(t, err, ErrInvalidName)
+	assert.ErrorIs(t, err, snapid.ErrInvalidName)
 	assert.Zero(t, q.calls.Load(), "a statement was sent for bad input")
 }
 
@@ -293,23 +294,23 @@ func TestCassandraClaimByTwoOwners(t *testing.T) {
 	ra, rb := k.registry(t), k.registry(t)
 	name := testName(t)
 
-	ca := Claim{Name: name, Owner: "secret_token_a", Hostname: "web1.example", Address: "192.0.2.1", MachineID: "m1"}
+	ca := snapid.Claim{Name: name, Owner: "secret_token_a", Hostname: "web1.example", Address: "192.0.2.1", MachineID: "m1"}
 	ha, err := ra.Claim(ctx, ca)
 	require.NoError(t, err)
 	assert.Equal(t, name, ha.Name)
 	assert.Equal(t, "secret_token_a", ha.Owner)
-	assert.Equal(t, StateActive, ha.State)
+	assert.Equal(t, snapid.StateActive, ha.State)
 	assert.Equal(t, "web1.example", ha.Hostname)
 	assert.Equal(t, "m1", ha.MachineID)
 	assert.Zero(t, ha.Reserved)
 	assert.False(t, ha.RegisteredAt.IsZero())
 	got, err := ra.Get(ctx, name)
 	require.NoError(t, err)
-	assert.Equal(t, ha, got, "Claim returns the row as stored")
+	assert.Equal(t, ha, got, "snapid.Claim returns the row as stored")
 	before, _ := rawRow(t, ra, name)
 
 	_, err = rb.Claim(ctx, testClaim(name, "owner_b"))
-	require.ErrorIs(t, err, ErrNameTaken)
+	require.ErrorIs(t, err, snapid.ErrNameTaken)
 	msg := err.Error()
 	assert.Contains(t, msg, name)
 	assert.Contains(t, msg, "web1.example", "the message names the holder's host")
@@ -324,14 +325,14 @@ func TestCassandraConcurrentClaims(t *testing.T) {
 	const claimers, rounds = 16, 10
 	k := newTestKeyspace(t)
 	ctx := testCtx(t)
-	regs := make([]*CassandraRegistry, claimers)
+	regs := make([]*Registry, claimers)
 	for i := range regs {
 		regs[i] = k.registry(t) // a session of its own, as separate hosts have
 	}
 	race := func(t *testing.T, name string) {
 		start := make(chan struct{})
 		errs := make([]error, claimers)
-		holders := make([]Holder, claimers)
+		holders := make([]snapid.Holder, claimers)
 		var wg sync.WaitGroup
 		for i, r := range regs {
 			wg.Add(1)
@@ -349,7 +350,7 @@ func TestCassandraConcurrentClaims(t *testing.T) {
 				winners = append(winners, holders[i].Owner)
 				continue
 			}
-			require.ErrorIs(t, err, ErrNameTaken, "claimer %d", i)
+			require.ErrorIs(t, err, snapid.ErrNameTaken, "claimer %d", i)
 		}
 		require.Len(t, winners, 1, "exactly one claimer wins")
 		h, err := regs[0].Get(ctx, name)
@@ -418,12 +419,12 @@ func TestCassandraCloneDetection(t *testing.T) {
 	clone.Hostname = "copy.example"
 	at(4 * time.Minute)
 	_, err = r.Claim(ctx, clone)
-	require.ErrorIs(t, err, ErrProbableClone)
+	require.ErrorIs(t, err, snapid.ErrProbableClone)
 	assert.Contains(t, err.Error(), "owner_a.example")
 	assert.Contains(t, err.Error(), "copy.example")
 	clone.Force = true
 	_, err = r.Claim(ctx, clone)
-	require.ErrorIs(t, err, ErrProbableClone, "Force does not bypass the clone check")
+	require.ErrorIs(t, err, snapid.ErrProbableClone, "Force does not bypass the clone check")
 	after, _ := rawRow(t, r, name)
 	assert.Equal(t, before, after, "a refused clone changes nothing")
 
@@ -431,7 +432,7 @@ func TestCassandraCloneDetection(t *testing.T) {
 	idOnly := orig
 	idOnly.MachineID = "machine-copy"
 	_, err = r.Claim(ctx, idOnly)
-	require.ErrorIs(t, err, ErrProbableClone)
+	require.ErrorIs(t, err, snapid.ErrProbableClone)
 
 	// Not seen for longer than the window: the machine moved; it passes.
 	clone.Force = false
@@ -456,16 +457,16 @@ func TestCassandraReleaseAndTakeOver(t *testing.T) {
 	_, err := ra.Extend(ctx, name, "owner_a", sessionOf(t, ra, name), 0, 5000)
 	require.NoError(t, err)
 	err = ra.Release(ctx, name, "owner_a", 4999)
-	require.ErrorIs(t, err, ErrMarkMoved, "a release cannot record less than the mark")
+	require.ErrorIs(t, err, snapid.ErrMarkMoved, "a release cannot record less than the mark")
 	require.NoError(t, ra.Release(ctx, name, "owner_a", 5042))
 	got, err := ra.Get(ctx, name)
 	require.NoError(t, err)
-	assert.Equal(t, StateReleased, got.State)
+	assert.Equal(t, snapid.StateReleased, got.State)
 	assert.Equal(t, uint64(5042), got.Reserved)
 
 	hb := mustClaim(t, ctx, rb, name, "owner_b")
 	assert.Equal(t, "owner_b", hb.Owner)
-	assert.Equal(t, StateActive, hb.State)
+	assert.Equal(t, snapid.StateActive, hb.State)
 	assert.Equal(t, uint64(5042), hb.Reserved, "the new holder starts above the old holder's final value")
 	assert.Equal(t, "owner_b.example", hb.Hostname)
 	got, err = rb.Get(ctx, name)
@@ -475,8 +476,8 @@ func TestCassandraReleaseAndTakeOver(t *testing.T) {
 	// The old owner is now refused everywhere, and changes nothing.
 	before, _ := rawRow(t, ra, name)
 	_, err = ra.Claim(ctx, testClaim(name, "owner_a"))
-	assert.ErrorIs(t, err, ErrNameTaken)
-	assert.ErrorIs(t, ra.Release(ctx, name, "owner_a", 1), ErrNameTaken)
+	assert.ErrorIs(t, err, snapid.ErrNameTaken)
+	assert.ErrorIs(t, ra.Release(ctx, name, "owner_a", 1), snapid.ErrNameTaken)
 	after, _ := rawRow(t, ra, name)
 	assert.Equal(t, before, after)
 }
@@ -493,7 +494,7 @@ func TestCassandraSameOwnerReclaimsReleased(t *testing.T) {
 	c.MachineID = "other"
 	h, err := r.Claim(ctx, c)
 	require.NoError(t, err)
-	assert.Equal(t, StateActive, h.State)
+	assert.Equal(t, snapid.StateActive, h.State)
 	assert.Equal(t, uint64(77), h.Reserved)
 }
 
@@ -517,7 +518,7 @@ func TestCassandraForcedTakeOver(t *testing.T) {
 		c := testClaim(name, "owner_b")
 		c.Floor = tc.floor
 		_, err = rb.Claim(ctx, c)
-		require.ErrorIs(t, err, ErrNameTaken, "no take-over without Force")
+		require.ErrorIs(t, err, snapid.ErrNameTaken, "no take-over without Force")
 		c.Force = true
 		h, err := rb.Claim(ctx, c)
 		require.NoError(t, err)
@@ -530,9 +531,9 @@ func TestCassandraForcedTakeOver(t *testing.T) {
 		// The old holder's process is now shut out without changing the row.
 		before, _ := rawRow(t, ra, name)
 		_, err = ra.Extend(ctx, name, "owner_a", sessionOf(t, ra, name), tc.mark, tc.mark+10)
-		assert.ErrorIs(t, err, ErrNameTaken)
-		assert.ErrorIs(t, ra.Touch(ctx, name, "owner_a", sessionOf(t, ra, name)), ErrNameTaken)
-		assert.ErrorIs(t, ra.Release(ctx, name, "owner_a", tc.mark), ErrNameTaken)
+		assert.ErrorIs(t, err, snapid.ErrNameTaken)
+		assert.ErrorIs(t, ra.Touch(ctx, name, "owner_a", sessionOf(t, ra, name)), snapid.ErrNameTaken)
+		assert.ErrorIs(t, ra.Release(ctx, name, "owner_a", tc.mark), snapid.ErrNameTaken)
 		after, _ := rawRow(t, ra, name)
 		assert.Equal(t, before, after)
 	}
@@ -543,12 +544,12 @@ func TestCassandraPartialRow(t *testing.T) {
 	name := testName(t)
 	// A row another tool left without owner, state or token, as a plain
 	// upsert racing a delete would.
-	k.exec(t, `UPDATE "`+k.name+`".node_names SET reserved = ?, last_seen = ? WHERE name = ?`,
+	k.Exec(t, `UPDATE "`+k.Name+`".node_names SET reserved = ?, last_seen = ? WHERE name = ?`,
 		int64(300), time.Now(), name)
 
 	_, err := r.Claim(ctx, testClaim(name, "owner_a"))
-	require.ErrorIs(t, err, ErrNameTaken, "a row without owner is not free")
-	assert.ErrorIs(t, r.Touch(ctx, name, "owner_a", sessionOf(t, r, name)), ErrNameTaken)
+	require.ErrorIs(t, err, snapid.ErrNameTaken, "a row without owner is not free")
+	assert.ErrorIs(t, r.Touch(ctx, name, "owner_a", sessionOf(t, r, name)), snapid.ErrNameTaken)
 	c := testClaim(name, "owner_a")
 	c.Force, c.Floor = true, 100
 	h, err := r.Claim(ctx, c)
@@ -574,13 +575,13 @@ func TestCassandraExtend(t *testing.T) {
 	assert.Equal(t, uint64(1000), got.Reserved)
 	assert.Equal(t, h.LastSeen, got.LastSeen)
 
-	// Wrong old mark: the current row comes back with ErrMarkMoved.
+	// Wrong old mark: the current row comes back with snapid.ErrMarkMoved.
 	before, _ := rawRow(t, r, name)
 	h, err = r.Extend(ctx, name, "owner_a", sessionOf(t, r, name), 500, 2000)
-	require.ErrorIs(t, err, ErrMarkMoved)
+	require.ErrorIs(t, err, snapid.ErrMarkMoved)
 	assert.Equal(t, uint64(1000), h.Reserved)
 	assert.Equal(t, "owner_a.example", h.Hostname, "the whole row is returned")
-	assert.Equal(t, StateActive, h.State)
+	assert.Equal(t, snapid.StateActive, h.State)
 	after, _ := rawRow(t, r, name)
 	assert.Equal(t, before, after)
 
@@ -609,26 +610,26 @@ func TestCassandraNoResurrection(t *testing.T) {
 		require.NoError(t, r.Release(ctx, name, "owner_a", 50))
 		before, _ := rawRow(t, r, name)
 		_, err := r.Extend(ctx, name, "owner_a", sessionOf(t, r, name), 50, 100)
-		require.ErrorIs(t, err, ErrNameTaken)
+		require.ErrorIs(t, err, snapid.ErrNameTaken)
 		assert.Contains(t, err.Error(), "released")
-		assert.ErrorIs(t, r.Touch(ctx, name, "owner_a", sessionOf(t, r, name)), ErrNameTaken)
+		assert.ErrorIs(t, r.Touch(ctx, name, "owner_a", sessionOf(t, r, name)), snapid.ErrNameTaken)
 		after, _ := rawRow(t, r, name)
 		assert.Equal(t, before, after, "every column unchanged")
-		assert.Equal(t, StateReleased, after["state"])
+		assert.Equal(t, snapid.StateReleased, after["state"])
 	})
 	t.Run("deleted", func(t *testing.T) {
 		name := testName(t)
 		mustClaim(t, ctx, r, name, "owner_a")
-		k.exec(t, `DELETE FROM "`+k.name+`".node_names WHERE name = ?`, name)
+		k.Exec(t, `DELETE FROM "`+k.Name+`".node_names WHERE name = ?`, name)
 		_, err := r.Extend(ctx, name, "owner_a", sessionOf(t, r, name), 0, 100)
-		require.ErrorIs(t, err, ErrNameTaken)
-		assert.ErrorIs(t, err, ErrNotRegistered)
-		assert.ErrorIs(t, r.Touch(ctx, name, "owner_a", sessionOf(t, r, name)), ErrNameTaken)
-		assert.ErrorIs(t, r.Release(ctx, name, "owner_a", 100), ErrNameTaken)
+		require.ErrorIs(t, err, snapid.ErrNameTaken)
+		assert.ErrorIs(t, err, snapid.ErrNotRegistered)
+		assert.ErrorIs(t, r.Touch(ctx, name, "owner_a", sessionOf(t, r, name)), snapid.ErrNameTaken)
+		assert.ErrorIs(t, r.Release(ctx, name, "owner_a", 100), snapid.ErrNameTaken)
 		_, found := rawRow(t, r, name)
 		assert.False(t, found, "no partial row was created")
 		_, err = r.Get(ctx, name)
-		assert.ErrorIs(t, err, ErrNotRegistered)
+		assert.ErrorIs(t, err, snapid.ErrNotRegistered)
 	})
 }
 
@@ -642,7 +643,7 @@ func TestCassandraTouch(t *testing.T) {
 	got, err := r.Get(ctx, name)
 	require.NoError(t, err)
 	assert.Equal(t, testT0.Add(time.Minute), got.LastSeen)
-	assert.ErrorIs(t, r.Touch(ctx, name, "owner_b", sessionOf(t, r, name)), ErrNameTaken)
+	assert.ErrorIs(t, r.Touch(ctx, name, "owner_b", sessionOf(t, r, name)), snapid.ErrNameTaken)
 }
 
 func TestCassandraListAndGet(t *testing.T) {
@@ -662,7 +663,7 @@ func TestCassandraListAndGet(t *testing.T) {
 	for _, h := range rows {
 		got = append(got, h.Name)
 		if h.Name == names[0] {
-			assert.Equal(t, StateReleased, h.State)
+			assert.Equal(t, snapid.StateReleased, h.State)
 			assert.Equal(t, uint64(9), h.Reserved)
 		}
 	}
@@ -671,7 +672,7 @@ func TestCassandraListAndGet(t *testing.T) {
 	assert.Equal(t, names, got)
 
 	_, err = r.Get(ctx, testName(t))
-	assert.ErrorIs(t, err, ErrNotRegistered)
+	assert.ErrorIs(t, err, snapid.ErrNotRegistered)
 }
 
 // ---------------------------------------------------------------------------
@@ -724,7 +725,7 @@ func TestCassandraUnknownOutcomeClaim(t *testing.T) {
 			}}
 		})
 		_, err := r.Claim(ctx, testClaim(name, "owner_a"))
-		require.ErrorIs(t, err, ErrNameTaken)
+		require.ErrorIs(t, err, snapid.ErrNameTaken)
 		got, err := r.Get(ctx, name)
 		require.NoError(t, err)
 		assert.Equal(t, "owner_b", got.Owner)
@@ -766,7 +767,7 @@ func TestCassandraUnknownOutcomeClaim(t *testing.T) {
 			return lossPlan{loseReply: true, err: errCASTimeout, failRead: readErr}
 		})
 		_, err := r.Claim(ctx, testClaim(testName(t), "owner_a"))
-		require.ErrorIs(t, err, ErrRegistry)
+		require.ErrorIs(t, err, snapid.ErrRegistry)
 		assert.ErrorIs(t, err, readErr)
 		var wt *gocql.RequestErrWriteTimeout
 		assert.ErrorAs(t, err, &wt)
@@ -780,7 +781,7 @@ func TestCassandraUnknownOutcomeClaim(t *testing.T) {
 			return lossPlan{dropRequest: true, err: context.Canceled, before: cancel}
 		})
 		_, err := r.Claim(cctx, testClaim(testName(t), "owner_a"))
-		require.ErrorIs(t, err, ErrRegistry)
+		require.ErrorIs(t, err, snapid.ErrRegistry)
 		assert.ErrorIs(t, err, context.Canceled)
 		assert.Contains(t, err.Error(), "outcome is unknown")
 		assert.Zero(t, l.reads, "nothing more is sent once the context ended")
@@ -791,7 +792,7 @@ func TestCassandraUnknownOutcomeClaim(t *testing.T) {
 			return lossPlan{dropRequest: true, err: gocql.ErrNoConnections}
 		})
 		_, err := r.Claim(ctx, testClaim(testName(t), "owner_a"))
-		require.ErrorIs(t, err, ErrRegistry)
+		require.ErrorIs(t, err, snapid.ErrRegistry)
 		assert.ErrorIs(t, err, gocql.ErrNoConnections)
 		assert.Zero(t, l.reads)
 	})
@@ -833,13 +834,13 @@ func TestCassandraUnknownOutcomeUpdates(t *testing.T) {
 	assert.Equal(t, 1, l.casCalls)
 	got, err = r.Get(ctx, name)
 	require.NoError(t, err)
-	assert.Equal(t, StateReleased, got.State)
+	assert.Equal(t, snapid.StateReleased, got.State)
 	assert.Equal(t, uint64(250), got.Reserved)
 
 	// Lost reply on a statement whose condition failed: resolved as lost.
 	l.casCalls = 0
 	_, err = r.Extend(ctx, name, "owner_a", sessionOf(t, r, name), 250, 300)
-	require.ErrorIs(t, err, ErrNameTaken)
+	require.ErrorIs(t, err, snapid.ErrNameTaken)
 }
 
 // ---------------------------------------------------------------------------
@@ -899,7 +900,7 @@ func BenchmarkClaim(b *testing.B) {
 
 // sessionOf returns the session of the row for name as it stands (the
 // latest claim's), or "none" if there is no row.
-func sessionOf(t *testing.T, r Registry, name string) string {
+func sessionOf(t *testing.T, r snapid.Registry, name string) string {
 	t.Helper()
 	h, err := r.Get(context.Background(), name)
 	if err != nil {

@@ -1,0 +1,314 @@
+package cassandra
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gocql/gocql"
+	"github.com/snapid/snapid"
+)
+
+// Defaults of Config.
+const (
+	DefaultKeyspace          = "snapid"
+	DefaultTable             = "node_names"
+	DefaultTimeout           = 12 * time.Second // above the server's 10 s request timeouts
+	DefaultConnectTimeout    = 10 * time.Second
+	DefaultReconnectInterval = 5 * time.Second
+	DefaultPort              = 9042
+)
+
+// Config configures NewRegistry. The zero value of every
+// field but Hosts means its default.
+type Config struct {
+	// Hosts are the contact points, "host" or "host:port" (IPv6 as
+	// "[::1]:9042"); the default port is 9042. At least one is required.
+	Hosts []string
+
+	// Keyspace and Table name the registry table (defaults "snapid" and
+	// "node_names"). They are CQL identifiers written into statements (they
+	// cannot be bound), so they must match ^[a-z][a-z0-9_]{0,47}$, and the
+	// keyspace cannot start with "system".
+	Keyspace string
+	Table    string
+
+	// Replication is the keyspace's replication map, used only when the
+	// keyspace is created. Default {"class": "SimpleStrategy",
+	// "replication_factor": "1"}, which is only fit for tests. For
+	// production use NetworkTopologyStrategy with a factor per data centre,
+	// for example {"class": "NetworkTopologyStrategy", "dc1": "3",
+	// "dc2": "3"}. Keys and values are validated: the class must be
+	// SimpleStrategy (with replication_factor only) or
+	// NetworkTopologyStrategy (data-centre names, or replication_factor),
+	// and every factor a positive integer.
+	Replication map[string]string
+
+	// NoCreate skips CREATE KEYSPACE and CREATE TABLE; the table must
+	// exist. Without it they run only when the table does not exist yet, so
+	// a user with SELECT and MODIFY on an existing registry keyspace (and no
+	// CREATE permission) works either way. The table's columns are checked
+	// either way.
+	NoCreate bool
+
+	// Username and Password turn on password authentication.
+	Username string
+	Password string
+
+	// TLS, when set, is the TLS configuration (it is cloned). TLSCAFile,
+	// TLSCertFile and TLSKeyFile are PEM files added to it (or to a new
+	// configuration that verifies the server when TLS is nil): a CA to
+	// verify the servers with, and a client certificate and its key (both
+	// or neither). Any of the four turns TLS on.
+	TLS         *tls.Config
+	TLSCAFile   string
+	TLSCertFile string
+	TLSKeyFile  string
+
+	// Timeout is the client-side timeout of one statement (default 12 s).
+	// Keep it above the server's request timeouts (10 s by default), or a
+	// statement the server is still working on is abandoned as a client
+	// timeout, which for an LWT is an outcome to resolve.
+	Timeout time.Duration
+	// ConnectTimeout bounds each connection attempt (default 10 s).
+	ConnectTimeout time.Duration
+	// ReconnectInterval is how often nodes seen down are tried again
+	// (default 5 s), so that a Generator resumes soon after an outage.
+	ReconnectInterval time.Duration
+
+	// Consistency is used for the commit phase of LWTs and for List: Quorum
+	// (default), LocalQuorum or All.
+	Consistency gocql.Consistency
+	// SerialConsistency is used for the Paxos phase of LWTs and for serial
+	// reads: gocql.Serial (default) or gocql.LocalSerial. LocalSerial only
+	// serialises hosts of one data centre: two hosts in different data
+	// centres could then both claim the same name. Use it only if every
+	// host sharing names sits in one data centre.
+	SerialConsistency gocql.SerialConsistency
+
+	// LocalDC, when set, routes statements to that data centre's nodes
+	// first. LocalQuorum and LocalSerial require it.
+	LocalDC string
+
+	// Logger receives notices (unknown outcomes and how they were resolved,
+	// take-overs, the driver's own messages). Default: discarded.
+	Logger *slog.Logger
+}
+
+// identRE is the rule for keyspace and table names.
+var identRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,47}$`)
+
+// dcRE is the rule for data-centre names in the replication map and LocalDC.
+var dcRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$`)
+
+func (cfg *Config) keyspace() string {
+	if cfg.Keyspace == "" {
+		return DefaultKeyspace
+	}
+	return cfg.Keyspace
+}
+
+func (cfg *Config) table() string {
+	if cfg.Table == "" {
+		return DefaultTable
+	}
+	return cfg.Table
+}
+
+func invalidConfig(format string, args ...any) error {
+	return fmt.Errorf("snapid: %w: Cassandra registry: %s", snapid.ErrInvalidOption, fmt.Sprintf(format, args...))
+}
+
+// Validate checks cfg without connecting. NewRegistry calls it
+// first; errors wrap snapid.ErrInvalidOption.
+func (cfg *Config) Validate() error {
+	_, err := cfg.cluster()
+	return err
+}
+
+// cluster validates cfg and builds the gocql configuration.
+func (cfg *Config) cluster() (*gocql.ClusterConfig, error) {
+	if len(cfg.Hosts) == 0 {
+		return nil, invalidConfig("no Cassandra hosts given (want host[:port], for example 127.0.0.1:9042)")
+	}
+	for _, h := range cfg.Hosts {
+		if err := checkHost(h); err != nil {
+			return nil, err
+		}
+	}
+	ks, tbl := cfg.keyspace(), cfg.table()
+	if !identRE.MatchString(ks) {
+		return nil, invalidConfig("keyspace %q: a keyspace name must match ^[a-z][a-z0-9_]{0,47}$", ks)
+	}
+	if strings.HasPrefix(ks, "system") {
+		return nil, invalidConfig("keyspace %q: names starting with \"system\" belong to Cassandra", ks)
+	}
+	if !identRE.MatchString(tbl) {
+		return nil, invalidConfig("table %q: a table name must match ^[a-z][a-z0-9_]{0,47}$", tbl)
+	}
+	if _, err := replicationCQL(cfg.Replication); err != nil {
+		return nil, err
+	}
+	if cfg.Password != "" && cfg.Username == "" {
+		return nil, invalidConfig("a password without a user name")
+	}
+	if cfg.Timeout < 0 || cfg.ConnectTimeout < 0 || cfg.ReconnectInterval < 0 {
+		return nil, invalidConfig("negative timeout")
+	}
+	if cfg.LocalDC != "" && !dcRE.MatchString(cfg.LocalDC) {
+		return nil, invalidConfig("local data centre %q is not a valid data-centre name", cfg.LocalDC)
+	}
+	cons := cfg.Consistency
+	switch cons {
+	case gocql.Any: // the zero value: default
+		cons = gocql.Quorum
+	case gocql.Quorum, gocql.All:
+	case gocql.LocalQuorum:
+		if cfg.LocalDC == "" {
+			return nil, invalidConfig("consistency LOCAL_QUORUM needs LocalDC")
+		}
+	default:
+		return nil, invalidConfig("consistency %v: use QUORUM, LOCAL_QUORUM or ALL", cons)
+	}
+	serial := cfg.SerialConsistency
+	switch serial {
+	case 0:
+		serial = gocql.Serial
+	case gocql.Serial:
+	case gocql.LocalSerial:
+		if cfg.LocalDC == "" {
+			return nil, invalidConfig("serial consistency LOCAL_SERIAL needs LocalDC")
+		}
+	default:
+		return nil, invalidConfig("serial consistency %v: use SERIAL or LOCAL_SERIAL", serial)
+	}
+	tlsConfig, err := cfg.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+
+	cluster := gocql.NewCluster(cfg.Hosts...)
+	cluster.Port = DefaultPort
+	cluster.ProtoVersion = 4 // gocql 1.7.0's v5 is the pre-release framing
+	cluster.Timeout = cmpOr(cfg.Timeout, DefaultTimeout)
+	cluster.ConnectTimeout = cmpOr(cfg.ConnectTimeout, DefaultConnectTimeout)
+	cluster.ReconnectInterval = cmpOr(cfg.ReconnectInterval, DefaultReconnectInterval)
+	cluster.Consistency = cons
+	cluster.SerialConsistency = serial
+	cluster.RetryPolicy = nil // no retry policy: see the package documentation
+	cluster.MaxWaitSchemaAgreement = cluster.Timeout * 5
+	if cfg.LocalDC != "" {
+		cluster.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.DCAwareRoundRobinPolicy(cfg.LocalDC))
+	} else {
+		cluster.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.RoundRobinHostPolicy())
+	}
+	if cfg.Username != "" {
+		cluster.Authenticator = gocql.PasswordAuthenticator{Username: cfg.Username, Password: cfg.Password}
+	}
+	if tlsConfig != nil {
+		cluster.SslOpts = &gocql.SslOptions{Config: tlsConfig, EnableHostVerification: !tlsConfig.InsecureSkipVerify}
+	}
+	return cluster, nil
+}
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+func checkHost(h string) error {
+	if h == "" || strings.ContainsAny(h, " \t\r\n,") {
+		return invalidConfig("host %q: want host[:port], one per entry", h)
+	}
+	host, port := h, ""
+	if strings.HasPrefix(h, "[") || strings.Count(h, ":") == 1 {
+		var err error
+		if host, port, err = net.SplitHostPort(h); err != nil {
+			return invalidConfig("host %q: %v", h, err)
+		}
+	}
+	if host == "" {
+		return invalidConfig("host %q: empty host name", h)
+	}
+	if port != "" {
+		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+			return invalidConfig("host %q: port %q is not a number from 1 to 65535", h, port)
+		}
+	}
+	return nil
+}
+
+// replicationCQL validates a replication map and renders it as a CQL map
+// literal (it cannot be bound in CREATE KEYSPACE).
+func replicationCQL(m map[string]string) (string, error) {
+	if len(m) == 0 {
+		return "{'class': 'SimpleStrategy', 'replication_factor': '1'}", nil
+	}
+	class := m["class"]
+	short := strings.TrimPrefix(class, "org.apache.cassandra.locator.")
+	factor := func(k, v string) error {
+		if n, err := strconv.Atoi(v); err != nil || n < 1 || n > 99 || strconv.Itoa(n) != v {
+			return invalidConfig("replication %q: %q is not a replication factor (a whole number from 1 to 99)", k, v)
+		}
+		return nil
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	switch short {
+	case "SimpleStrategy":
+		for _, k := range keys {
+			if k != "class" && k != "replication_factor" {
+				return "", invalidConfig("replication: SimpleStrategy takes only replication_factor, not %q", k)
+			}
+		}
+		if _, ok := m["replication_factor"]; !ok {
+			return "", invalidConfig("replication: SimpleStrategy needs replication_factor")
+		}
+	case "NetworkTopologyStrategy":
+		if len(m) == 1 {
+			return "", invalidConfig("replication: NetworkTopologyStrategy needs a factor per data centre (or replication_factor)")
+		}
+		for _, k := range keys {
+			if k != "class" && !dcRE.MatchString(k) {
+				return "", invalidConfig("replication: %q is not a data-centre name", k)
+			}
+		}
+	case "":
+		return "", invalidConfig("replication: no class (want SimpleStrategy or NetworkTopologyStrategy)")
+	default:
+		return "", invalidConfig("replication class %q: want SimpleStrategy or NetworkTopologyStrategy", class)
+	}
+	var b strings.Builder
+	b.WriteString("{'class': '" + short + "'")
+	for _, k := range keys {
+		if k == "class" {
+			continue
+		}
+		if err := factor(k, m[k]); err != nil {
+			return "", err
+		}
+		b.WriteString(", '" + k + "': '" + m[k] + "'")
+	}
+	b.WriteString("}")
+	return b.String(), nil
+}
+
+// slogStdLogger adapts slog to gocql's logger interface.
+type slogStdLogger struct{ l *slog.Logger }
+
+func (s slogStdLogger) Print(v ...any) { s.l.Warn(strings.TrimSpace(fmt.Sprint(v...))) }
+func (s slogStdLogger) Printf(format string, v ...any) {
+	s.l.Warn(strings.TrimSpace(fmt.Sprintf(format, v...)))
+}
+func (s slogStdLogger) Println(v ...any) { s.l.Warn(strings.TrimSpace(fmt.Sprintln(v...))) }

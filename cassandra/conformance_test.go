@@ -1,0 +1,16 @@
+package cassandra
+
+import (
+	"testing"
+
+	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/snapidtest"
+)
+
+// TestConformance runs snapidtest's conformance suite, which every
+// snapid.Registry must pass, on the real Cassandra. The subtests share one
+// keyspace and one registry: each uses names of its own.
+func TestConformance(t *testing.T) {
+	_, _, r := oneRegistry(t)
+	snapidtest.TestRegistry(t, func(*testing.T) snapid.Registry { return r })
+}

@@ -1,0 +1,232 @@
+package cassandra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gocql/gocql"
+	"github.com/snapid/snapid"
+)
+
+// resendAttempts bounds the sends of one LWT whose outcome was unknown and
+// resolved as not applied.
+const resendAttempts = 3
+
+// record is a registry row as stored. Pointers distinguish null (or, in an
+// LWT's reply, a column that was not returned) from an empty value, so that
+// a condition on a partial row written by another tool binds null where the
+// row holds null.
+type record struct {
+	name, owner, hostname, address, machineID *string
+	registeredAt, lastSeen                    *time.Time
+	reserved                                  *int64
+	state, token                              *string
+}
+
+// dests returns scan destinations in the order of columns.
+func (rec *record) dests() []any {
+	return []any{&rec.name, &rec.owner, &rec.hostname, &rec.address, &rec.machineID,
+		&rec.registeredAt, &rec.lastSeen, &rec.reserved, &rec.state, &rec.token}
+}
+
+// destMap returns the destinations by column name, for MapScanCAS, which
+// scans into the values already in its map.
+func (rec *record) destMap() map[string]any {
+	m := make(map[string]any, len(columns)+1)
+	for i, d := range rec.dests() {
+		m[columns[i].name] = d
+	}
+	return m
+}
+
+func str(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func tm(p *time.Time) time.Time {
+	if p == nil {
+		return time.Time{}
+	}
+	return *p
+}
+
+func (rec *record) holder() snapid.Holder {
+	var reserved uint64
+	if rec.reserved != nil {
+		reserved = uint64(*rec.reserved) // bit for bit (the column is a signed bigint)
+	}
+	return snapid.Holder{
+		Name: str(rec.name), Owner: str(rec.owner),
+		Hostname: str(rec.hostname), Address: str(rec.address), MachineID: str(rec.machineID),
+		State: str(rec.state), RegisteredAt: tm(rec.registeredAt), LastSeen: tm(rec.lastSeen),
+		Reserved: reserved, Session: str(rec.token),
+	}
+}
+
+// same reports whether two nullable columns hold the same value.
+func same[T comparable](a, b *T) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return *a == *b
+}
+
+// casQuerier is what the registry needs from Cassandra for its rows.
+// gocqlQuerier is the real one; tests wrap it to lose replies.
+type casQuerier interface {
+	// cas runs a conditional statement (it must have an IF clause) at the
+	// registry's consistency and serial consistency. When it is not
+	// applied, rec receives the columns Cassandra sent back: the whole row
+	// for INSERT … IF NOT EXISTS, the condition's columns for an UPDATE.
+	cas(ctx context.Context, rec *record, stmt string, args ...any) (applied bool, err error)
+	// serialRead reads the row of name at SERIAL (or LOCAL_SERIAL)
+	// consistency into rec; found is false if there is no row.
+	serialRead(ctx context.Context, rec *record, name string) (found bool, err error)
+}
+
+type gocqlQuerier struct {
+	s         *gocql.Session
+	cons      gocql.Consistency
+	serial    gocql.SerialConsistency
+	selectOne string
+}
+
+func (g *gocqlQuerier) cas(ctx context.Context, rec *record, stmt string, args ...any) (bool, error) {
+	q := g.s.Query(stmt, args...).WithContext(ctx).Consistency(g.cons).SerialConsistency(g.serial)
+	defer q.Release()
+	return q.MapScanCAS(rec.destMap())
+}
+
+func (g *gocqlQuerier) serialRead(ctx context.Context, rec *record, name string) (bool, error) {
+	q := g.s.Query(g.selectOne, name).WithContext(ctx).Consistency(gocql.Consistency(g.serial))
+	defer q.Release()
+	err := q.Scan(rec.dests()...)
+	if errors.Is(err, gocql.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// outcome is what a serial read says about an LWT whose reply was lost.
+type outcome int
+
+const (
+	outcomeLost    outcome = iota // another writer changed the row: the condition failed
+	outcomeApplied                // our change is there
+	outcomeResend                 // the condition still holds: our change was not made
+)
+
+// casResult is the result of runCAS.
+type casResult struct {
+	applied bool
+	// cur is the row's current state when not applied: what Cassandra
+	// returned with the failed condition, or (full) the whole row as read
+	// at SERIAL when the outcome had to be resolved.
+	cur    record
+	full   bool // cur is the whole row (or no row: found false)
+	found  bool
+	reread bool // the outcome was resolved by a serial read
+}
+
+// runCAS runs one LWT and resolves an unknown outcome: judge says, from
+// the row as read at SERIAL (found false: no row), whether our change is
+// there, whether the condition still holds, or neither.
+func (r *Registry) runCAS(ctx context.Context, op, name string, judge func(cur *record, found bool) outcome,
+	stmt string, args ...any) (casResult, error) {
+	if err := ctx.Err(); err != nil {
+		return casResult{}, fmt.Errorf("snapid: %w: %s %q: nothing sent: %w", snapid.ErrRegistry, op, name, err)
+	}
+	var lastErr error
+	for send := 0; send < resendAttempts; send++ {
+		var res casResult
+		applied, err := r.q.cas(ctx, &res.cur, stmt, args...)
+		if err == nil {
+			res.applied = applied
+			return res, nil
+		}
+		if !outcomeUnknown(err) {
+			return res, fmt.Errorf("snapid: %w: %s %q: %w", snapid.ErrRegistry, op, name, err)
+		}
+		lastErr = err
+		if ctx.Err() != nil {
+			return res, fmt.Errorf("snapid: %w: %s %q: the outcome is unknown (%w), and the call's context ended before it could be resolved; %s",
+				snapid.ErrRegistry, op, name, err, unknownAdvice(op))
+		}
+		r.log.Warn("snapid: registry write outcome unknown; resolving it with a serial read",
+			"op", op, "name", name, "err", err)
+		res = casResult{reread: true, full: true}
+		found, rerr := r.q.serialRead(ctx, &res.cur, name)
+		if rerr != nil {
+			return res, fmt.Errorf("snapid: %w: %s %q: the outcome is unknown (%w), and the serial read that resolves it failed: %w; %s",
+				snapid.ErrRegistry, op, name, err, rerr, unknownAdvice(op))
+		}
+		res.found = found
+		switch judge(&res.cur, found) {
+		case outcomeApplied:
+			r.log.Info("snapid: registry write outcome resolved: applied", "op", op, "name", name)
+			res.applied = true
+			return res, nil
+		case outcomeLost:
+			r.log.Info("snapid: registry write outcome resolved: not applied, the row changed", "op", op, "name", name)
+			return res, nil
+		}
+		r.log.Info("snapid: registry write outcome resolved: not applied; sending it again", "op", op, "name", name)
+	}
+	return casResult{}, fmt.Errorf("snapid: %w: %s %q: %d attempts ended with an unknown outcome, each resolved as not applied; last error: %w",
+		snapid.ErrRegistry, op, name, resendAttempts, lastErr)
+}
+
+// fullRow returns the whole row after a failed condition, reading it at
+// SERIAL unless the resolution of an unknown outcome already did.
+func (r *Registry) fullRow(ctx context.Context, op, name string, res casResult) (record, bool, error) {
+	if res.full {
+		return res.cur, res.found, nil
+	}
+	var rec record
+	found, err := r.q.serialRead(ctx, &rec, name)
+	if err != nil {
+		return rec, false, fmt.Errorf("snapid: %w: %s %q: reading the row after a failed condition: %w", snapid.ErrRegistry, op, name, err)
+	}
+	return rec, found, nil
+}
+
+func unknownAdvice(op string) string {
+	if op == "claim" {
+		return "the name may now be held by this owner; claiming again resolves it"
+	}
+	return "the row may or may not have changed; the next call sees it"
+}
+
+// outcomeUnknown reports whether an LWT that failed with err may still have
+// been applied. Only errors that provably come before any work are
+// definite: statements Cassandra refuses while parsing, preparing or
+// authorising them (syntax, invalid, unauthorized, unprepared, protocol,
+// config, credentials, already exists), and failures to send (no
+// connection made, session closed). Everything else is unknown, Overloaded
+// included: Cassandra 5.0's StorageProxy.commitPaxos checks hint overload
+// after a quorum accepted the proposal, so an LWT answered Overloaded may
+// have been applied. Bootstrapping is treated as unknown too, as is any
+// code this list does not name.
+func outcomeUnknown(err error) bool {
+	if errors.Is(err, gocql.ErrNoConnections) || errors.Is(err, gocql.ErrSessionClosed) {
+		return false
+	}
+	var re gocql.RequestError
+	if errors.As(err, &re) {
+		switch re.Code() {
+		case gocql.ErrCodeSyntax, gocql.ErrCodeUnauthorized, gocql.ErrCodeInvalid, gocql.ErrCodeConfig,
+			gocql.ErrCodeCredentials, gocql.ErrCodeProtocol, gocql.ErrCodeUnprepared, gocql.ErrCodeAlreadyExists:
+			return false
+		}
+		// Write and read timeouts and failures, unavailable, CAS write
+		// unknown, overloaded, bootstrapping, server errors.
+		return true
+	}
+	// Client timeouts, lost connections, context ends, anything else.
+	return true
+}

@@ -1,0 +1,182 @@
+package cassandra
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/snapid/snapid"
+)
+
+// columns are the registry table's columns and CQL types, in the order of
+// the SELECTs.
+var columns = []struct{ name, typ string }{
+	{"name", "text"},
+	{"owner", "text"},
+	{"hostname", "text"},
+	{"address", "text"},
+	{"machine_id", "text"},
+	{"registered_at", "timestamp"},
+	{"last_seen", "timestamp"},
+	{"reserved", "bigint"},
+	{"state", "text"},
+	{"claim_token", "text"},
+}
+
+type statements struct {
+	createTable, selectOne, selectAll string
+	insert, claimUpdate               string
+	extend, touch, release            string
+}
+
+func newStatements(ks, tbl string) statements {
+	// Identifiers are validated and double-quoted, so even a reserved word
+	// is a valid name; every value is a bind marker.
+	t := `"` + ks + `"."` + tbl + `"`
+	var defs, names []string
+	for _, c := range columns {
+		defs = append(defs, c.name+" "+c.typ)
+		names = append(names, c.name)
+	}
+	defs[0] += " PRIMARY KEY"
+	cols := strings.Join(names, ", ")
+	// Conditions compare marks for equality only: CQL orders bigint as
+	// signed, and marks are unsigned (see Registry.Release).
+	return statements{
+		createTable: "CREATE TABLE IF NOT EXISTS " + t + " (" + strings.Join(defs, ", ") + ")",
+		selectOne:   "SELECT " + cols + " FROM " + t + " WHERE name = ?",
+		selectAll:   "SELECT " + cols + " FROM " + t,
+		insert:      "INSERT INTO " + t + " (" + cols + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS",
+		claimUpdate: "UPDATE " + t + " SET owner = ?, hostname = ?, address = ?, machine_id = ?, registered_at = ?," +
+			" last_seen = ?, reserved = ?, state = ?, claim_token = ? WHERE name = ?" +
+			" IF owner = ? AND state = ? AND reserved = ? AND claim_token = ?",
+		extend: "UPDATE " + t + " SET reserved = ?, last_seen = ? WHERE name = ?" +
+			" IF owner = ? AND claim_token = ? AND state = ? AND reserved = ?",
+		touch:   "UPDATE " + t + " SET last_seen = ? WHERE name = ? IF owner = ? AND claim_token = ? AND state = ?",
+		release: "UPDATE " + t + " SET state = ?, reserved = ?, last_seen = ? WHERE name = ? IF owner = ? AND reserved = ?",
+	}
+}
+
+// setUp creates the keyspace and the table if missing (unless
+// cfg.NoCreate) and checks the table's columns.
+func (r *Registry) setUp(ctx context.Context, cfg Config) error {
+	if !cfg.NoCreate {
+		if _, err := r.createMissing(ctx, cfg); err != nil {
+			return err
+		}
+	}
+	return r.checkColumns(ctx)
+}
+
+// createMissing creates the keyspace and the table if they do not exist,
+// and reports whether it created anything; only then does it wait for the
+// cluster to agree on the schema. What exists is used as it is, so that a
+// role allowed only to read and write the table (no CREATE permission)
+// needs no NoCreate, and a role with CREATE on the keyspace alone can make
+// the table.
+func (r *Registry) createMissing(ctx context.Context, cfg Config) (created bool, err error) {
+	fail := func(what string, err error) error {
+		return fmt.Errorf("snapid: %w: %s: %w", snapid.ErrRegistry, what, err)
+	}
+	ksExists, err := r.schemaHas(ctx, `SELECT COUNT(*) FROM system_schema.keyspaces WHERE keyspace_name = ?`, r.ks)
+	if err != nil {
+		return false, fail("reading the schema", err)
+	}
+	tblExists := false
+	if ksExists {
+		if tblExists, err = r.schemaHas(ctx, `SELECT COUNT(*) FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?`, r.ks, r.tbl); err != nil {
+			return false, fail("reading the schema", err)
+		}
+	}
+	if !ksExists {
+		repl, _ := replicationCQL(cfg.Replication) // validated already
+		stmt := `CREATE KEYSPACE IF NOT EXISTS "` + r.ks + `" WITH replication = ` + repl
+		if err := r.session.Query(stmt).WithContext(ctx).Exec(); err != nil {
+			return false, fail("keyspace "+r.ks+" does not exist and creating it failed (wrong keyspace name?)", err)
+		}
+		created = true
+	}
+	if !tblExists {
+		if err := r.session.Query(r.stmts.createTable).WithContext(ctx).Exec(); err != nil {
+			return created, fail("table "+r.ks+"."+r.tbl+" does not exist and creating it failed", err)
+		}
+		created = true
+	}
+	if created {
+		if err := r.awaitSchema(ctx); err != nil {
+			return created, fail("waiting for the cluster to agree on the schema", err)
+		}
+	}
+	return created, nil
+}
+
+// schemaHas runs a COUNT(*) query on system_schema (readable by every
+// role) and reports whether it counted anything.
+func (r *Registry) schemaHas(ctx context.Context, stmt string, args ...any) (bool, error) {
+	var n int
+	err := r.session.Query(stmt, args...).WithContext(ctx).Scan(&n)
+	return n > 0, err
+}
+
+// checkColumns verifies that the table exists with the columns this code
+// reads and writes, so that an incompatible table made by someone else is
+// reported plainly instead of as a failing statement later.
+func (r *Registry) checkColumns(ctx context.Context) error {
+	iter := r.session.Query(`SELECT column_name, type, kind FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?`,
+		r.ks, r.tbl).WithContext(ctx).Iter()
+	have := map[string]string{}
+	var name, typ, kind string
+	for iter.Scan(&name, &typ, &kind) {
+		if kind == "partition_key" {
+			typ += " PRIMARY KEY"
+		}
+		have[name] = typ
+	}
+	if err := iter.Close(); err != nil {
+		return fmt.Errorf("snapid: %w: reading the schema of %s.%s: %w", snapid.ErrRegistry, r.ks, r.tbl, err)
+	}
+	if len(have) == 0 {
+		return fmt.Errorf("snapid: %w: table %s.%s does not exist", snapid.ErrRegistry, r.ks, r.tbl)
+	}
+	var bad []string
+	for i, c := range columns {
+		want := c.typ
+		if i == 0 {
+			want += " PRIMARY KEY"
+		}
+		if got, ok := have[c.name]; !ok {
+			bad = append(bad, fmt.Sprintf("column %s is missing", c.name))
+		} else if got != want {
+			bad = append(bad, fmt.Sprintf("column %s is %s, want %s", c.name, got, want))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("snapid: %w: table %s.%s has an incompatible schema: %s", snapid.ErrRegistry, r.ks, r.tbl, strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+// CreateSchema creates the registry's keyspace (with
+// cfg.Replication) and table if they do not exist, waits for the cluster to
+// agree on the schema if it created anything, and checks the table's
+// columns. It reports whether it created anything; running it again
+// changes nothing and reports false. A keyspace that exists is used as it
+// is, whatever its replication. cfg.NoCreate is ignored. Errors wrap
+// snapid.ErrInvalidOption (invalid cfg, refused before connecting) or snapid.ErrRegistry.
+//
+// This is the explicit, one-time set-up of a production cluster (snapctl
+// setup): run it once, from one place, before the hosts start, so that the
+// keyspace gets the replication it needs and is not created concurrently
+// by every host's first start. It is safe to run concurrently with itself
+// and with NewRegistry (every statement is IF NOT EXISTS).
+func CreateSchema(ctx context.Context, cfg Config) (created bool, err error) {
+	r, err := dial(ctx, cfg)
+	if err != nil {
+		return false, err
+	}
+	defer r.Close()
+	if created, err = r.createMissing(ctx, cfg); err != nil {
+		return created, err
+	}
+	return created, r.checkColumns(ctx)
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/snapid/snapid/cassandra"
+)
+
+// cmdSetup creates the registry's keyspace and table once, with the
+// replication given, as a production cluster should (rather than from the
+// first start of every host at once).
+func cmdSetup(ctx context.Context, c *cli, args []string) error {
+	c.newFlags("setup")
+	var rf registryFlags
+	c.addRegistryFlags(&rf)
+	replication := c.fs.String("replication", "", "replication of the keyspace: dc1:3,dc2:3 (NetworkTopologyStrategy) or 3 (SimpleStrategy) (default $SNAPID_REPLICATION)")
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	spec := c.orEnv(*replication, "SNAPID_REPLICATION")
+	repl, err := parseReplication(spec)
+	if err != nil {
+		return err
+	}
+	cfg, ok := c.registryConfig(&rf)
+	if !ok {
+		return usageError{"setup needs a registry: give --cassandra host[:port],… or set SNAPID_CASSANDRA"}
+	}
+	cfg.Replication = repl
+	if err := cfg.Validate(); err != nil { // before connecting
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
+	defer cancel()
+	created, err := cassandra.CreateSchema(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	ks, tbl := cfg.Keyspace, cassandra.DefaultTable
+	if ks == "" {
+		ks = cassandra.DefaultKeyspace
+	}
+	if !created {
+		_, err = fmt.Fprintf(c.stdout, "registry %s.%s already exists; nothing created (an existing keyspace keeps its replication)\n", ks, tbl)
+		return err
+	}
+	_, err = fmt.Fprintf(c.stdout, "registry %s.%s created (replication %s)\n", ks, tbl, spec)
+	return err
+}
+
+// replicationDCRE is the rule for data-centre names in --replication.
+var replicationDCRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$`)
+
+// parseReplication turns --replication into the keyspace's replication
+// map: "dc1:3,dc2:3" is NetworkTopologyStrategy with a factor per data
+// centre, a bare "3" is SimpleStrategy with that factor.
+func parseReplication(spec string) (map[string]string, error) {
+	const want = "want dc1:3,dc2:3 (NetworkTopologyStrategy, a factor per data centre) or a bare factor such as 3 (SimpleStrategy)"
+	spec = strings.TrimSpace(spec)
+	if spec == "" {
+		return nil, usageError{"setup needs --replication (or SNAPID_REPLICATION): " + want}
+	}
+	factor := func(s string) (string, error) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 99 || strconv.Itoa(n) != s {
+			return "", usageError{fmt.Sprintf("--replication %q: %q is not a replication factor (a whole number from 1 to 99); %s", spec, s, want)}
+		}
+		return s, nil
+	}
+	if !strings.Contains(spec, ":") {
+		f, err := factor(spec)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]string{"class": "SimpleStrategy", "replication_factor": f}, nil
+	}
+	m := map[string]string{"class": "NetworkTopologyStrategy"}
+	for _, part := range strings.Split(spec, ",") {
+		dc, n, ok := strings.Cut(strings.TrimSpace(part), ":")
+		if !ok {
+			return nil, usageError{fmt.Sprintf("--replication %q: %q has no data centre; %s", spec, part, want)}
+		}
+		if !replicationDCRE.MatchString(dc) || dc == "class" || dc == "replication_factor" {
+			return nil, usageError{fmt.Sprintf("--replication %q: %q is not a data-centre name; %s", spec, dc, want)}
+		}
+		if _, dup := m[dc]; dup {
+			return nil, usageError{fmt.Sprintf("--replication %q: data centre %q given twice", spec, dc)}
+		}
+		f, err := factor(n)
+		if err != nil {
+			return nil, err
+		}
+		m[dc] = f
+	}
+	return m, nil
+}

@@ -1,0 +1,89 @@
+package snapid
+
+import "context"
+
+// Hooks for the external tests (package snapid_test). Tests that open
+// Generators on a registry use the in-memory one of snapidtest, and
+// snapidtest imports snapid, so they cannot be internal tests; what they
+// need of the internals is exported here, for tests only.
+
+// ExportCrash abandons g as a killed process would: its locks and
+// descriptors go away, but nothing is returned to the registry.
+func ExportCrash(g *Generator) error {
+	g.closed.Store(true)
+	if g.block != nil {
+		g.block.close()
+	}
+	if g.res != nil {
+		g.res.cancel()
+		g.res.wg.Wait()
+		if err := g.res.host.close(); err != nil {
+			return err
+		}
+	}
+	return g.file.close()
+}
+
+// ExportExtend runs an extension of the reserved range now, as the
+// background extension does (need 0) or a caller waiting for room.
+func (g *Generator) ExportExtend(ctx context.Context, need uint64) error {
+	return g.res.extend(ctx, need)
+}
+
+// ExportCloseReservation does what Close does on the registry's side only
+// (the last process sets the mark back); ExportCrash then lets the rest go.
+func (g *Generator) ExportCloseReservation() error {
+	g.closed.Store(true)
+	return g.res.close()
+}
+
+// ExportUpdateInFlight reports whether a counter update of g holds the
+// Generator's file mutex.
+func (g *Generator) ExportUpdateInFlight() bool {
+	if g.mu.TryLock() {
+		g.mu.Unlock()
+		return false
+	}
+	return true
+}
+
+// ExportOpenGroupSize returns how many numbers the open group-commit group
+// asks for (callers queued behind a flush in progress).
+func (g *Generator) ExportOpenGroupSize() uint64 {
+	g.gc.mu.Lock()
+	defer g.gc.mu.Unlock()
+	if g.gc.open == nil {
+		return 0
+	}
+	return g.gc.open.k
+}
+
+// ExportHoldNextWrite returns an option whose counter I/O holds its next
+// write: entered is closed when that write starts, and release lets it go
+// on.
+func ExportHoldNextWrite() (opt Option, entered <-chan struct{}, release func()) {
+	x := &ctFaultIO{}
+	entered, release = x.hold()
+	return withIO(x), entered, release
+}
+
+// ExportWithClock replaces the clock of the registry side.
+var ExportWithClock = withClock
+
+// ExportWithFS replaces the file-system operations that create files.
+func ExportWithFS(fs ExportFS) Option { return withFS(fs) }
+
+// ExportFS is the file-system layer that creates the counter and the files
+// beside it (fsOps).
+type ExportFS = fsOps
+
+// ExportOSFS is the real one.
+type ExportOSFS = osFS
+
+// The suffixes of the files beside the counter.
+const (
+	ExportOwnerSuffix    = ownerSuffix
+	ExportMarkSuffix     = markSuffix
+	ExportSessionSuffix  = sessionSuffix
+	ExportPresenceSuffix = presenceSuffix
+)

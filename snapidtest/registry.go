@@ -1,0 +1,271 @@
+// Package snapidtest helps test programs that embed snapid, and
+// implementations of snapid.Registry.
+//
+// Registry is an in-memory snapid.Registry with the semantics the interface
+// documents and an outage switch, so that a program's tests can open
+// Generators with WithRegistry, take the registry away and bring it back,
+// without a Cassandra. TestRegistry is the conformance suite that every
+// Registry implementation must pass; snapid runs it on this in-memory
+// registry and on the Cassandra one.
+package snapidtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/snapid/snapid"
+)
+
+// Registry is an in-memory snapid.Registry. The zero value is not usable:
+// call NewRegistry. It is safe for concurrent use; every method call is
+// atomic with respect to the others, which is what the lightweight
+// transactions of a real registry give.
+type Registry struct {
+	mu   sync.Mutex
+	rows map[string]snapid.Holder
+	down bool
+	now  func() time.Time
+	hook func(ctx context.Context, op, name string) error
+}
+
+var _ snapid.Registry = (*Registry)(nil)
+
+// NewRegistry returns an empty in-memory registry that is up.
+func NewRegistry() *Registry {
+	return &Registry{rows: map[string]snapid.Holder{}, now: time.Now}
+}
+
+// SetDown takes the registry away (true) or brings it back (false). While
+// it is down every call fails with an error wrapping snapid.ErrRegistry and
+// changes nothing, as an unreachable Cassandra would.
+func (r *Registry) SetDown(down bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.down = down
+}
+
+// SetClock replaces the clock that stamps registered-at and last-seen
+// (default time.Now), for tests of clone windows and stale holders.
+func (r *Registry) SetClock(now func() time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.now = now
+}
+
+// SetHook installs fn, called at the start of every call with the
+// operation ("claim", "extend", "touch", "release", "get", "list") and the
+// name ("" for list), before the registry's lock is taken: it may block (to
+// hold a call in flight) or return an error, which the call then returns
+// without changing anything. nil removes it.
+func (r *Registry) SetHook(fn func(ctx context.Context, op, name string) error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.hook = fn
+}
+
+// Row returns the row of name as stored, and whether there is one.
+func (r *Registry) Row(name string) (snapid.Holder, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h, ok := r.rows[name]
+	return h, ok
+}
+
+// Put stores h as the row of h.Name, whatever was there: for planting rows
+// (stale holders, partial rows) in tests of audits.
+func (r *Registry) Put(h snapid.Holder) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rows[h.Name] = h
+}
+
+// begin runs the hook and checks the context and the outage switch; on
+// success the caller holds r.mu.
+func (r *Registry) begin(ctx context.Context, op, name string) error {
+	r.mu.Lock()
+	hook := r.hook
+	r.mu.Unlock()
+	if hook != nil {
+		if err := hook(ctx, op, name); err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("snapidtest: %w: %s %q: nothing sent: %w", snapid.ErrRegistry, op, name, err)
+	}
+	r.mu.Lock()
+	if r.down {
+		r.mu.Unlock()
+		return fmt.Errorf("snapidtest: %w: %s %q: the test registry is down", snapid.ErrRegistry, op, name)
+	}
+	return nil
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("snapidtest: %w: %s", snapid.ErrInvalidOption, fmt.Sprintf(format, args...))
+}
+
+func checkArgs(name, owner string) error {
+	if err := snapid.ValidateName(name); err != nil {
+		return err
+	}
+	if owner == "" {
+		return invalid("empty owner token")
+	}
+	return nil
+}
+
+func newSession() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("snapidtest: crypto/rand failed: " + err.Error())
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// Claim implements snapid.Registry.Claim.
+func (r *Registry) Claim(ctx context.Context, c snapid.Claim) (snapid.Holder, error) {
+	if err := checkArgs(c.Name, c.Owner); err != nil {
+		return snapid.Holder{}, err
+	}
+	if c.CloneWindow < 0 {
+		return snapid.Holder{}, invalid("negative clone window %v", c.CloneWindow)
+	}
+	if err := r.begin(ctx, "claim", c.Name); err != nil {
+		return snapid.Holder{}, err
+	}
+	defer r.mu.Unlock()
+	now := r.now()
+	h, ok := r.rows[c.Name]
+	switch {
+	case !ok:
+		h = snapid.Holder{Name: c.Name, Owner: c.Owner, RegisteredAt: now}
+	case h.Owner == c.Owner:
+		other := h.MachineID != c.MachineID || h.Hostname != c.Hostname
+		if other && h.State == snapid.StateActive && c.CloneWindow > 0 && now.Sub(h.LastSeen) < c.CloneWindow {
+			return h, fmt.Errorf("snapidtest: %w: %q is active with this owner token on another machine: %s", snapid.ErrProbableClone, c.Name, h)
+		}
+	case h.State == snapid.StateReleased && h.Owner != "":
+		h.Owner, h.RegisteredAt = c.Owner, now
+	case c.Force:
+		h.Owner, h.RegisteredAt = c.Owner, now
+		h.Reserved = max(h.Reserved, c.Floor)
+	default:
+		return h, fmt.Errorf("snapidtest: %w: %q is %s", snapid.ErrNameTaken, c.Name, h)
+	}
+	h.State, h.LastSeen = snapid.StateActive, now
+	h.Hostname, h.Address, h.MachineID = c.Hostname, c.Address, c.MachineID
+	h.Session = newSession()
+	r.rows[c.Name] = h
+	return h, nil
+}
+
+// held returns the row if owner holds name active under session; the
+// caller holds r.mu.
+func (r *Registry) held(op, name, owner, session string) (snapid.Holder, error) {
+	h, ok := r.rows[name]
+	switch {
+	case !ok:
+		return h, fmt.Errorf("snapidtest: %w: %s %q: the name has no row (%w)", snapid.ErrNameTaken, op, name, snapid.ErrNotRegistered)
+	case h.Owner != owner || h.Session != session || h.State != snapid.StateActive:
+		return h, fmt.Errorf("snapidtest: %w: %s %q: not held by this owner and session: %s", snapid.ErrNameTaken, op, name, h)
+	}
+	return h, nil
+}
+
+// Extend implements snapid.Registry.Extend.
+func (r *Registry) Extend(ctx context.Context, name, owner, session string, old, new uint64) (snapid.Holder, error) {
+	if err := checkArgs(name, owner); err != nil {
+		return snapid.Holder{}, err
+	}
+	if err := r.begin(ctx, "extend", name); err != nil {
+		return snapid.Holder{}, err
+	}
+	defer r.mu.Unlock()
+	h, err := r.held("extend", name, owner, session)
+	if err != nil {
+		return h, err
+	}
+	if h.Reserved != old {
+		return h, fmt.Errorf("snapidtest: %w: %q: the registry's mark is %d, not %d", snapid.ErrMarkMoved, name, h.Reserved, old)
+	}
+	h.Reserved, h.LastSeen = new, r.now()
+	r.rows[name] = h
+	return h, nil
+}
+
+// Touch implements snapid.Registry.Touch.
+func (r *Registry) Touch(ctx context.Context, name, owner, session string) error {
+	if err := checkArgs(name, owner); err != nil {
+		return err
+	}
+	if err := r.begin(ctx, "touch", name); err != nil {
+		return err
+	}
+	defer r.mu.Unlock()
+	h, err := r.held("touch", name, owner, session)
+	if err != nil {
+		return err
+	}
+	h.LastSeen = r.now()
+	r.rows[name] = h
+	return nil
+}
+
+// Release implements snapid.Registry.Release.
+func (r *Registry) Release(ctx context.Context, name, owner string, final uint64) error {
+	if err := checkArgs(name, owner); err != nil {
+		return err
+	}
+	if err := r.begin(ctx, "release", name); err != nil {
+		return err
+	}
+	defer r.mu.Unlock()
+	h, ok := r.rows[name]
+	switch {
+	case !ok:
+		return fmt.Errorf("snapidtest: %w: release %q: the name has no row (%w)", snapid.ErrNameTaken, name, snapid.ErrNotRegistered)
+	case h.Owner != owner:
+		return fmt.Errorf("snapidtest: %w: release %q: another owner has it: %s", snapid.ErrNameTaken, name, h)
+	case final < h.Reserved:
+		return fmt.Errorf("snapidtest: %w: release %q: the registry's mark %d is above the final value %d", snapid.ErrMarkMoved, name, h.Reserved, final)
+	}
+	h.State, h.Reserved, h.LastSeen = snapid.StateReleased, final, r.now()
+	r.rows[name] = h
+	return nil
+}
+
+// Get implements snapid.Registry.Get.
+func (r *Registry) Get(ctx context.Context, name string) (snapid.Holder, error) {
+	if err := snapid.ValidateName(name); err != nil {
+		return snapid.Holder{}, err
+	}
+	if err := r.begin(ctx, "get", name); err != nil {
+		return snapid.Holder{}, err
+	}
+	defer r.mu.Unlock()
+	h, ok := r.rows[name]
+	if !ok {
+		return snapid.Holder{}, fmt.Errorf("snapidtest: %w: %q", snapid.ErrNotRegistered, name)
+	}
+	return h, nil
+}
+
+// List implements snapid.Registry.List; rows come sorted by name.
+func (r *Registry) List(ctx context.Context) ([]snapid.Holder, error) {
+	if err := r.begin(ctx, "list", ""); err != nil {
+		return nil, err
+	}
+	defer r.mu.Unlock()
+	out := make([]snapid.Holder, 0, len(r.rows))
+	for _, h := range r.rows {
+		out = append(out, h)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
