@@ -1,5 +1,5 @@
 # Conveniences; the README's commands are the reference.
-.PHONY: test bench run
+.PHONY: test bench bench-quick run
 
 run:
 	go run ./cmd/snapctl next
@@ -8,6 +8,13 @@ run:
 test:
 	bash scripts/test.sh
 
-# Regenerates bench/results (tables, JSON, plot) from one run.
+# Regenerates bench/results and BENCHMARKS.md's tables: every benchmark
+# 6 times at -benchtime 2s (the report program's defaults), medians with
+# confidence intervals; about 13 minutes on 2 cores. Run it on a quiet machine.
 bench:
 	bash bench/run.sh
+
+# Tries the benchmark harness: -count 2 -benchtime 200ms, results in a
+# temporary directory, BENCHMARKS.md left alone.
+bench-quick:
+	bash bench/run.sh -quick

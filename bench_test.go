@@ -4,63 +4,45 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"testing"
 
 	"golang.org/x/sys/unix"
 )
 
-// The benchmarks report ids/s. Run them with
+// The benchmarks report ids/s. bench/run.sh runs them (with the bench
+// module's) -count 6 -benchtime 2s and reports medians; by hand:
 //
-//	go test -run '^$' -bench . -benchtime 2s
+//	go test -run '^$' -bench . -benchtime 2s -count 6
 //
-// Callers: c1 is one goroutine; cN runs N goroutines with RunParallel
-// (GOMAXPROCS × parallelism = N, so N must be a multiple of GOMAXPROCS).
+// Callers: c1 is one goroutine; cN runs N goroutines (see benchCallers).
 
-func benchCallers(b *testing.B, callers int, fn func() error) {
-	b.ReportAllocs()
-	if callers == 1 {
-		for i := 0; i < b.N; i++ {
-			if err := fn(); err != nil {
-				b.Fatal(err)
-			}
-		}
-	} else {
-		procs := max(1, runtimeGOMAXPROCS())
-		b.SetParallelism(max(1, callers/procs))
-		var failed atomic.Pointer[error]
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if err := fn(); err != nil {
-					e := err
-					failed.Store(&e)
-					return
-				}
-			}
-		})
-		if errp := failed.Load(); errp != nil {
-			b.Fatal(*errp)
-		}
-	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ids/s")
-}
-
-// BenchmarkUniqueID measures UniqueID in each mode.
+// BenchmarkUniqueID measures UniqueID in each mode. Besides ids/s, every
+// case reports what its counter file updates did while timed (from
+// Generator.Stats): ids/update (numbers reserved per update: in strict
+// mode, how many callers shared a group commit) and µs/update (time per
+// update, lock waits included); strict cases also report per-call
+// latency quantiles (p50-µs, p99-µs, p999-µs).
 func BenchmarkUniqueID(b *testing.B) {
-	cases := []struct {
+	type benchCase struct {
 		name    string
 		callers int
+		latency bool
 		opts    []Option
-	}{
-		{"strict/sync=off/c1", 1, []Option{WithSync(false)}},
-		{"strict/sync=off/c64", 64, []Option{WithSync(false)}},
-		{"strict/sync=on/c1", 1, nil},
-		{"strict/sync=on/c64", 64, nil},
-		{"block=65536/sync=on/c1", 1, []Option{WithBlock(1 << 16)}},
-		{"block=65536/sync=on/c2", 2, []Option{WithBlock(1 << 16)}},
-		{"block=65536+cpushards/sync=on/c1", 1, []Option{WithBlock(1 << 16), WithCPUShards(true)}},
-		{"block=65536+cpushards/sync=on/c2", 2, []Option{WithBlock(1 << 16), WithCPUShards(true)}},
 	}
+	var cases []benchCase
+	for _, sync := range []bool{false, true} {
+		for _, c := range []int{1, 4, 16, 64} {
+			cases = append(cases, benchCase{fmt.Sprintf("strict/sync=%s/c%d", onOff(sync), c), c, true, []Option{WithSync(sync)}})
+		}
+	}
+	cases = append(cases,
+		benchCase{"block=65536/sync=on/c1", 1, false, []Option{WithBlock(1 << 16)}},
+		benchCase{"block=65536/sync=on/c2", 2, false, []Option{WithBlock(1 << 16)}},
+		benchCase{"block=65536+cpushards/sync=on/c1", 1, false, []Option{WithBlock(1 << 16), WithCPUShards(true)}},
+		benchCase{"block=65536+cpushards/sync=on/c2", 2, false, []Option{WithBlock(1 << 16), WithCPUShards(true)}},
+	)
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
 			g, err := Open(filepath.Join(b.TempDir(), "counter.u64"), "server_a", tc.opts...)
@@ -68,17 +50,30 @@ func BenchmarkUniqueID(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer g.Close()
-			benchCallers(b, tc.callers, func() error {
-				_, err := g.UniqueID()
-				return err
-			})
+			before := g.Stats()
+			benchCallers(b, tc.callers, tc.latency, g.UniqueID) // resets the timer: Open is not measured
+			after := g.Stats()
+			if flushes := after.Flushes - before.Flushes; flushes > 0 {
+				b.ReportMetric(float64(after.Reserved-before.Reserved)/float64(flushes), "ids/update")
+				b.ReportMetric((after.FlushTime-before.FlushTime).Seconds()*1e6/float64(flushes), "µs/update")
+			}
 		})
 	}
 }
 
-// BenchmarkFloor measures what the counter file costs at the least: the
-// system calls of one update on a descriptor held open, with no checks,
-// no formatting and no group commit; and an atomic add in memory.
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
+}
+
+// BenchmarkFloor measures what an id costs at the least. The file floors:
+// the system calls of one counter update on a descriptor held open, with
+// no checks, no formatting and no group commit. The memory floors, at 1
+// and 2 callers: an atomic add alone, and the same output as block mode's
+// UniqueID: an atomic add, then the name, '-' and the number appended in a
+// stack buffer and made a string (one allocation).
 func BenchmarkFloor(b *testing.B) {
 	open := func(b *testing.B) *os.File {
 		f, err := os.OpenFile(filepath.Join(b.TempDir(), "floor.u64"), os.O_RDWR|os.O_CREATE, 0o600)
@@ -126,19 +121,30 @@ func BenchmarkFloor(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			f := open(b)
-			benchCallers(b, 1, func() error { return update(f, tc.lock, tc.sync) })
+			benchCallers(b, 1, false, func() (string, error) { return "", update(f, tc.lock, tc.sync) })
 		})
 	}
-	// One shared counter in memory: what block mode's per-process order
-	// costs at the least, with one caller and with one per core.
 	for _, callers := range []int{1, 2} {
 		b.Run(fmt.Sprintf("atomic-add/c%d", callers), func(b *testing.B) {
 			var n atomic.Uint64
-			benchCallers(b, callers, func() error {
+			benchCallers(b, callers, false, func() (string, error) {
 				if n.Add(1) == 0 {
-					return fmt.Errorf("wrapped")
+					return "", fmt.Errorf("wrapped")
 				}
-				return nil
+				return "", nil
+			})
+		})
+	}
+	for _, callers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("atomic-add+string/c%d", callers), func(b *testing.B) {
+			var n atomic.Uint64
+			name := "server_a"
+			benchCallers(b, callers, false, func() (string, error) {
+				var buf [MaxNameLen + 1 + 20]byte
+				s := append(buf[:0], name...)
+				s = append(s, '-')
+				s = strconv.AppendUint(s, n.Add(1), 10)
+				return string(s), nil
 			})
 		})
 	}

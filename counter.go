@@ -49,11 +49,37 @@ type fileIO interface {
 	Sync(f *os.File) error
 }
 
+// osIO calls pread, pwrite and fdatasync on the descriptor directly: a
+// counter file is a regular file (checked at open), so it never takes the
+// runtime's poller, and os.File's reference counting and retry loops would
+// only add to every update. A read shorter than b means the end of the
+// file (io.EOF), as with os.File.ReadAt.
 type osIO struct{}
 
-func (osIO) ReadAt(f *os.File, b []byte, off int64) (int, error)  { return f.ReadAt(b, off) }
-func (osIO) WriteAt(f *os.File, b []byte, off int64) (int, error) { return f.WriteAt(b, off) }
-func (osIO) Sync(f *os.File) error                                { return unix.Fdatasync(int(f.Fd())) }
+func (osIO) ReadAt(f *os.File, b []byte, off int64) (int, error) {
+	var n int
+	err := ignoringEINTR(func() (err error) { n, err = unix.Pread(int(f.Fd()), b, off); return err })
+	switch {
+	case err != nil:
+		return 0, err
+	case n < len(b):
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func (osIO) WriteAt(f *os.File, b []byte, off int64) (int, error) {
+	var n int
+	err := ignoringEINTR(func() (err error) { n, err = unix.Pwrite(int(f.Fd()), b, off); return err })
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+func (osIO) Sync(f *os.File) error {
+	return ignoringEINTR(func() error { return unix.Fdatasync(int(f.Fd())) })
+}
 
 // counterFile is one open counter file. Every operation takes the
 // exclusive flock on the counter file itself, so it is safe against other

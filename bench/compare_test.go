@@ -75,32 +75,24 @@ func checkSnapid(id string) error {
 const blockSize = 65536
 
 var workloads = []workload{
-	{impl: "snapid", mode: "strict-sync=off", callers: []int{1},
+	// The strict modes are here for TestWorkloads only: the library's own
+	// BenchmarkUniqueID measures them.
+	{impl: "snapid", mode: "strict-sync=off",
 		open: openSnapid(snapid.WithSync(false)), check: checkSnapid, dense: true},
-	{impl: "snapid", mode: "strict-sync=on", callers: []int{1, 64},
+	{impl: "snapid", mode: "strict-sync=on",
 		open: openSnapid(snapid.WithSync(true)), check: checkSnapid, dense: true},
 	{impl: "snapid", mode: "block=65536", callers: []int{1, 2},
 		open: openSnapid(snapid.WithBlock(blockSize)), check: checkSnapid},
-	{impl: "snapid", mode: "block=65536+cpushards", callers: []int{1, 2},
+	{impl: "snapid", mode: "block=65536+cpushards", callers: []int{2},
 		open: openSnapid(snapid.WithBlock(blockSize), snapid.WithCPUShards(true)), check: checkSnapid},
+	// As shipped, a snowflake node issues at most 2^12 = 4,096 ids per
+	// millisecond and spins until the next one: this line measures that
+	// cap. With 21 step bits (and 1 node bit) the cap is 2^21 per
+	// millisecond, out of reach: that line measures its speed.
 	{impl: "snowflake", mode: "node=1", callers: []int{1, 2},
-		open: func(tb testing.TB) func() (string, error) {
-			node, err := snowflake.NewNode(1)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			return func() (string, error) { return node.Generate().String(), nil }
-		},
-		check: func(id string) error {
-			sid, err := snowflake.ParseString(id)
-			if err != nil {
-				return err
-			}
-			if sid <= 0 || sid.Node() != 1 || sid.String() != id {
-				return fmt.Errorf("node %d, not canonical or not positive", sid.Node())
-			}
-			return nil
-		}},
+		open: openSnowflake(10, 12), check: checkSnowflake(10, 12)},
+	{impl: "snowflake", mode: "node=1+stepbits=21", callers: []int{1, 2},
+		open: openSnowflake(1, 21), check: checkSnowflake(1, 21)},
 	{impl: "sonyflake", mode: "machine=1", callers: []int{1, 2},
 		open: func(tb testing.TB) func() (string, error) {
 			// The default machine id is taken from a private IPv4 address,
@@ -167,6 +159,42 @@ var workloads = []workload{
 			}
 			return nil
 		}},
+}
+
+// snowflakeMu serializes setting the snowflake package's bit widths, which
+// are package globals that NewNode reads, with NewNode.
+var snowflakeMu sync.Mutex
+
+// openSnowflake makes node 1 with the given bit widths, then puts the
+// package's defaults (10 node bits, 12 step bits) back.
+func openSnowflake(nodeBits, stepBits uint8) func(testing.TB) func() (string, error) {
+	return func(tb testing.TB) func() (string, error) {
+		snowflakeMu.Lock()
+		snowflake.NodeBits, snowflake.StepBits = nodeBits, stepBits
+		node, err := snowflake.NewNode(1)
+		snowflake.NodeBits, snowflake.StepBits = 10, 12
+		snowflakeMu.Unlock()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return func() (string, error) { return node.Generate().String(), nil }
+	}
+}
+
+// checkSnowflake checks an id of node 1 made with these bit widths. It
+// reads the node field itself: ID.Node uses package globals that the last
+// NewNode set.
+func checkSnowflake(nodeBits, stepBits uint8) func(string) error {
+	return func(id string) error {
+		sid, err := snowflake.ParseString(id)
+		if err != nil {
+			return err
+		}
+		if node := sid.Int64() >> stepBits & (1<<nodeBits - 1); sid <= 0 || node != 1 || sid.String() != id {
+			return fmt.Errorf("node %d, not canonical or not positive", node)
+		}
+		return nil
+	}
 }
 
 // BenchmarkCompare measures each workload with each of its caller counts.
@@ -288,5 +316,16 @@ func TestWorkloads(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSnowflakeBitsRestored: the uncapped workload leaves the snowflake
+// package as shipped for whatever makes a node next.
+func TestSnowflakeBitsRestored(t *testing.T) {
+	openSnowflake(1, 21)(t)
+	snowflakeMu.Lock()
+	defer snowflakeMu.Unlock()
+	if snowflake.NodeBits != 10 || snowflake.StepBits != 12 {
+		t.Fatalf("node bits %d, step bits %d after an uncapped node: want 10, 12", snowflake.NodeBits, snowflake.StepBits)
 	}
 }

@@ -27,7 +27,9 @@ import (
 // TestMain). A child opens the Generator, allocates room for its ids,
 // prints "ready", waits for "go" on stdin, draws its count of ids with
 // UniqueID in one goroutine, keeping the strings, and only then prints
-// "done <start> <end>" (wall-clock UnixNano) and writes the numbers, as
+// "done <start> <end> <flushes> <reserved>" (wall-clock UnixNano, and the
+// counter updates of the draw and the numbers they reserved, from
+// Generator.Stats) and writes the numbers, as
 // little-endian uint64 in the order drawn, to its output file. Process
 // start-up, Open and output are outside the measured span, which runs from
 // the earliest start to the latest end over all children.
@@ -61,7 +63,9 @@ var mpModes = []mpMode{
 	{name: "block=65536", benchCount: 2_000_000, testCount: 150_000},
 }
 
-const mpProcs = 4
+// mpProcs are the process counts of BenchmarkMultiProcess;
+// TestMultiProcess uses the last.
+var mpProcs = []int{1, 2, 4}
 
 func modeOptions(mode string) ([]snapid.Option, error) {
 	switch mode {
@@ -99,6 +103,7 @@ func worker() error {
 	}
 	defer g.Close()
 	ids := make([]string, count)
+	before := g.Stats()
 	fmt.Println("ready")
 	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
 	if err != nil || line != "go\n" {
@@ -111,6 +116,7 @@ func worker() error {
 		}
 	}
 	end := time.Now()
+	after := g.Stats()
 	if err := g.Close(); err != nil {
 		return err
 	}
@@ -137,7 +143,8 @@ func worker() error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	fmt.Printf("done %d %d\n", start.UnixNano(), end.UnixNano())
+	fmt.Printf("done %d %d %d %d\n", start.UnixNano(), end.UnixNano(),
+		after.Flushes-before.Flushes, after.Reserved-before.Reserved)
 	return nil
 }
 
@@ -158,13 +165,21 @@ func (c *child) line() (string, error) {
 	return strings.TrimSuffix(s, "\n"), nil
 }
 
+// roundResult is what one round of children did.
+type roundResult struct {
+	numbers [][]uint64    // every child's numbers, in the order drawn
+	span    time.Duration // from the earliest start to the latest end
+	// Counter updates of all children while drawing, and the numbers they
+	// reserved.
+	flushes, reserved uint64
+}
+
 // round runs procs children drawing count ids each from one fresh counter
-// file in dir. It returns every child's numbers in the order drawn and the
-// span from the earliest start to the latest end.
-func round(dir, mode string, procs, count int) ([][]uint64, time.Duration, error) {
+// file in dir.
+func round(dir, mode string, procs, count int) (rr roundResult, err error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, 0, err
+		return rr, err
 	}
 	counter := filepath.Join(dir, "counter.u64")
 	os.Remove(counter)
@@ -172,10 +187,10 @@ func round(dir, mode string, procs, count int) ([][]uint64, time.Duration, error
 	// not creating the file.
 	g, err := snapid.Open(counter, nodeName)
 	if err != nil {
-		return nil, 0, err
+		return rr, err
 	}
 	if err := g.Close(); err != nil {
-		return nil, 0, err
+		return rr, err
 	}
 	children := make([]*child, procs)
 	defer func() {
@@ -193,37 +208,38 @@ func round(dir, mode string, procs, count int) ([][]uint64, time.Duration, error
 			envCount+"="+strconv.Itoa(count), envOut+"="+c.out)
 		c.cmd.Stderr = &c.stderr
 		if c.stdin, err = c.cmd.StdinPipe(); err != nil {
-			return nil, 0, err
+			return rr, err
 		}
 		stdout, err := c.cmd.StdoutPipe()
 		if err != nil {
-			return nil, 0, err
+			return rr, err
 		}
 		c.stdout = bufio.NewReader(stdout)
 		if err := c.cmd.Start(); err != nil {
-			return nil, 0, err
+			return rr, err
 		}
 		children[i] = c
 	}
 	for _, c := range children {
 		if s, err := c.line(); err != nil || s != "ready" {
-			return nil, 0, fmt.Errorf("waiting for ready: %q, %v", s, err)
+			return rr, fmt.Errorf("waiting for ready: %q, %v", s, err)
 		}
 	}
 	for _, c := range children {
 		if _, err := io.WriteString(c.stdin, "go\n"); err != nil {
-			return nil, 0, err
+			return rr, err
 		}
 	}
 	var first, last int64
 	for i, c := range children {
 		s, err := c.line()
 		if err != nil {
-			return nil, 0, err
+			return rr, err
 		}
 		var start, end int64
-		if _, err := fmt.Sscanf(s, "done %d %d", &start, &end); err != nil {
-			return nil, 0, fmt.Errorf("child said %q: %v", s, err)
+		var flushes, reserved uint64
+		if _, err := fmt.Sscanf(s, "done %d %d %d %d", &start, &end, &flushes, &reserved); err != nil {
+			return rr, fmt.Errorf("child said %q: %v", s, err)
 		}
 		if i == 0 || start < first {
 			first = start
@@ -231,20 +247,22 @@ func round(dir, mode string, procs, count int) ([][]uint64, time.Duration, error
 		if i == 0 || end > last {
 			last = end
 		}
+		rr.flushes += flushes
+		rr.reserved += reserved
 		c.stdin.Close()
 		if err := c.cmd.Wait(); err != nil {
-			return nil, 0, fmt.Errorf("child: %v; stderr: %s", err, strings.TrimSpace(c.stderr.String()))
+			return rr, fmt.Errorf("child: %v; stderr: %s", err, strings.TrimSpace(c.stderr.String()))
 		}
 	}
 	numbers := make([][]uint64, procs)
 	for i, c := range children {
 		b, err := os.ReadFile(c.out)
 		if err != nil {
-			return nil, 0, err
+			return rr, err
 		}
 		os.Remove(c.out)
 		if len(b) != 8*count {
-			return nil, 0, fmt.Errorf("child %d wrote %d numbers, want %d", i, len(b)/8, count)
+			return rr, fmt.Errorf("child %d wrote %d numbers, want %d", i, len(b)/8, count)
 		}
 		ns := make([]uint64, count)
 		for j := range ns {
@@ -252,7 +270,8 @@ func round(dir, mode string, procs, count int) ([][]uint64, time.Duration, error
 		}
 		numbers[i] = ns
 	}
-	return numbers, time.Duration(last - first), nil
+	rr.numbers, rr.span = numbers, time.Duration(last-first)
+	return rr, nil
 }
 
 // checkNumbers checks that every child's numbers increase, that no number
@@ -288,43 +307,58 @@ func TestMultiProcess(t *testing.T) {
 	for _, m := range mpModes {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
-			numbers, _, err := round(t.TempDir(), m.name, mpProcs, m.testCount)
+			procs := mpProcs[len(mpProcs)-1]
+			rr, err := round(t.TempDir(), m.name, procs, m.testCount)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := checkNumbers(numbers, m.dense); err != nil {
+			if err := checkNumbers(rr.numbers, m.dense); err != nil {
 				t.Fatal(err)
+			}
+			// The children's counter updates reserved at least what they
+			// drew (block mode reserves whole blocks).
+			if n := uint64(procs * m.testCount); rr.flushes == 0 || rr.reserved < n || m.dense && rr.reserved != n {
+				t.Fatalf("%d updates reserved %d numbers for %d ids", rr.flushes, rr.reserved, n)
 			}
 		})
 	}
 }
 
-// BenchmarkMultiProcess/<mode>/p4 reports the aggregate ids/s of 4
-// processes drawing from one counter file. One iteration is one round of
-// all the processes; ns/op is overridden with the span per id (all
-// processes together), so it reads like the other benchmarks' ns/op.
+// BenchmarkMultiProcess/<mode>/p<N> reports the aggregate ids/s of N
+// processes drawing from one counter file, and their ids per counter
+// update. One iteration is one round of all the processes; ns/op is
+// overridden with the span per id (all processes together), so it reads
+// like the other benchmarks' ns/op.
 func BenchmarkMultiProcess(b *testing.B) {
 	for _, m := range mpModes {
-		b.Run(fmt.Sprintf("%s/p%d", m.name, mpProcs), func(b *testing.B) {
-			dir := b.TempDir()
-			var ids int
-			var span time.Duration
-			for i := 0; i < b.N; i++ {
-				numbers, d, err := round(dir, m.name, mpProcs, m.benchCount)
-				if err != nil {
-					b.Fatal(err)
+		for _, procs := range mpProcs {
+			b.Run(fmt.Sprintf("%s/p%d", m.name, procs), func(b *testing.B) {
+				dir := b.TempDir()
+				var ids int
+				var span time.Duration
+				var flushes, reserved uint64
+				for i := 0; i < b.N; i++ {
+					rr, err := round(dir, m.name, procs, m.benchCount)
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.StopTimer()
+					if err := checkNumbers(rr.numbers, m.dense); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+					ids += procs * m.benchCount
+					span += rr.span
+					flushes += rr.flushes
+					reserved += rr.reserved
 				}
-				b.StopTimer()
-				if err := checkNumbers(numbers, m.dense); err != nil {
-					b.Fatal(err)
+				b.ReportMetric(float64(ids)/span.Seconds(), "ids/s")
+				b.ReportMetric(float64(span.Nanoseconds())/float64(ids), "ns/op")
+				b.ReportMetric(float64(m.benchCount), "ids/process")
+				if flushes > 0 {
+					b.ReportMetric(float64(reserved)/float64(flushes), "ids/update")
 				}
-				b.StartTimer()
-				ids += mpProcs * m.benchCount
-				span += d
-			}
-			b.ReportMetric(float64(ids)/span.Seconds(), "ids/s")
-			b.ReportMetric(float64(span.Nanoseconds())/float64(ids), "ns/op")
-			b.ReportMetric(float64(m.benchCount), "ids/process")
-		})
+			})
+		}
 	}
 }

@@ -26,8 +26,9 @@ var categoryNames = []struct{ key, label string }{
 	{"snapid/strict-sync=on", "snapid strict, sync on"},
 	{"snapid/block=65536", "snapid block=65536"},
 	{"snapid/block=65536+cpushards", "snapid block, CPU shards"},
-	{"snowflake/node=1", "bwmarrin/snowflake"},
-	{"sonyflake/machine=1", "sony/sonyflake"},
+	{"snowflake/node=1+stepbits=21", "bwmarrin/snowflake, 21 step bits"},
+	{"snowflake/node=1", "bwmarrin/snowflake (rate limit)"},
+	{"sonyflake/machine=1", "sony/sonyflake (rate limit)"},
 	{"xid/new", "rs/xid"},
 	{"uuid/v7", "google/uuid v7"},
 }
@@ -39,6 +40,9 @@ var seriesColors = []color.Color{
 	color.RGBA{0x81, 0x72, 0xb2, 0xff},
 	color.RGBA{0xcc, 0xb9, 0x74, 0xff},
 	color.RGBA{0x64, 0xb5, 0xcd, 0xff},
+	color.RGBA{0x93, 0x78, 0x60, 0xff},
+	color.RGBA{0xda, 0x8b, 0xc3, 0xff},
+	color.RGBA{0x8c, 0x8c, 0x8c, 0xff},
 }
 
 // plotIDs draws ids/s by workload (rows) and callers or processes (bars of
@@ -89,7 +93,7 @@ func plotIDs(rep *Report) ([]byte, error) {
 	p := plot.New()
 	// The machine goes in the title: an X axis label is mispositioned on
 	// a log scale by plot's layout, which then squeezes the plot.
-	p.Title.Text = "ids per second, ids as strings (log scale; more is better)\n" +
+	p.Title.Text = fmt.Sprintf("ids per second, ids as strings, median of %d runs (log scale; more is better)\n", rep.Count) +
 		fmt.Sprintf("%s, %d cores, %s, counter file in %s (%s), -benchtime %s",
 			rep.Machine.CPU, rep.Machine.Cores, rep.Machine.Go, rep.Machine.TempDir, fsType(rep.Machine.TempFS), rep.Benchtime)
 	p.Title.TextStyle.Font.Size = vg.Points(12)
