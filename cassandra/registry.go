@@ -44,6 +44,12 @@ type Registry struct {
 	// counts nodes that are down, so a wait with one node down lasts until
 	// its timeout: it is called only after this process changed the schema.
 	awaitSchema func(context.Context) error
+	// cons and localDC are the configured commit consistency and data
+	// centre; nodes counts the cluster's nodes per data centre (readNodes;
+	// tests inject the topology of a larger cluster).
+	cons    gocql.Consistency
+	localDC string
+	nodes   func(context.Context) (map[string]int, error)
 }
 
 var _ snapid.Registry = (*Registry)(nil)
@@ -70,7 +76,7 @@ func NewRegistry(ctx context.Context, cfg Config) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := r.setUp(ctx, cfg); err != nil {
+	if _, err := r.setUp(ctx, cfg, !cfg.NoCreate); err != nil {
 		r.Close()
 		return nil, err
 	}
@@ -92,18 +98,21 @@ func dial(ctx context.Context, cfg Config) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("snapid: %w: connecting to Cassandra at %s: %w", snapid.ErrRegistry, strings.Join(cfg.Hosts, ","), err)
 	}
-	return newRegistry(session, &gocqlQuerier{
+	r := newRegistry(session, &gocqlQuerier{
 		s:      session,
 		cons:   cluster.Consistency,
 		serial: cluster.SerialConsistency,
-	}, cfg.keyspace(), cfg.table(), log), nil
+	}, cfg.keyspace(), cfg.table(), log)
+	r.cons, r.localDC = cluster.Consistency, cfg.LocalDC
+	return r, nil
 }
 
 func newRegistry(s *gocql.Session, q *gocqlQuerier, ks, tbl string, log *slog.Logger) *Registry {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Registry{session: s, q: q, log: log, ks: ks, tbl: tbl, now: time.Now, pageSize: listPageSize}
+	r := &Registry{session: s, q: q, log: log, ks: ks, tbl: tbl, now: time.Now, pageSize: listPageSize, cons: gocql.Quorum}
+	r.nodes = func(ctx context.Context) (map[string]int, error) { return readNodes(ctx, r.session) }
 	r.awaitSchema = func(ctx context.Context) error {
 		if r.session == nil {
 			return errors.New("no session")
