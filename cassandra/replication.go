@@ -27,6 +27,11 @@ const (
 	ReplicationAttention = "attention"
 )
 
+// ProblemFragileReplication is the kind of the problem snapctl
+// check-names reports (with the root package's snapid.Problem kinds) for a
+// registry keyspace whose ReplicationReport needs attention.
+const ProblemFragileReplication = "fragile_replication"
+
 // ReplicationReport is what CheckReplication finds about the registry
 // keyspace: can the registry go on when any one node of the cluster is
 // down? Every claim, extension and release is a Paxos round at SERIAL,
