@@ -177,7 +177,11 @@ func invalidConfig(format string, args ...any) error {
 }
 
 // Validate checks cfg without connecting. NewRegistry calls it
-// first; errors wrap snapid.ErrInvalidOption.
+// first; errors wrap snapid.ErrInvalidOption (and ErrLocalSerial for
+// LOCAL_SERIAL). What depends on the cluster (LocalDC among its data
+// centres, EACH_QUORUM on a NetworkTopologyStrategy keyspace, a
+// replication to create that survives the loss of one node) is checked by
+// NewRegistry and CreateSchema once connected, before anything is created.
 func (cfg *Config) Validate() error {
 	_, err := cfg.cluster()
 	return err

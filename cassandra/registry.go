@@ -60,12 +60,17 @@ const (
 	listPageSize  = 1000
 )
 
-// NewRegistry validates cfg, connects, creates the keyspace and the
+// NewRegistry validates cfg, connects, checks what of cfg depends on the
+// cluster (LocalDC must be one of its data centres; EACH_QUORUM needs a
+// NetworkTopologyStrategy keyspace), creates the keyspace and the
 // table if they do not exist (unless cfg.NoCreate; after creating anything
 // it waits for the cluster to agree on the schema) and checks the table's
 // columns. An invalid cfg is refused with an error wrapping
-// snapid.ErrInvalidOption before any connection is made; a connection or schema
-// failure wraps snapid.ErrRegistry. ctx bounds the whole set-up.
+// snapid.ErrInvalidOption before any connection is made, or, for what
+// depends on the cluster, before anything is created: a keyspace to create
+// whose replication cannot survive the loss of one node is refused with
+// ErrFragileReplication unless cfg.AllowFragileReplication. A connection
+// or schema failure wraps snapid.ErrRegistry. ctx bounds the whole set-up.
 //
 // Creating what is missing keeps a single node or a test working with no
 // set-up. On a production cluster, create the schema once with

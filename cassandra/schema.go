@@ -206,8 +206,12 @@ func (r *Registry) checkColumns(ctx context.Context) error {
 // agree on the schema if it created anything, and checks the table's
 // columns. It reports whether it created anything; running it again
 // changes nothing and reports false. A keyspace that exists is used as it
-// is, whatever its replication. cfg.NoCreate is ignored. Errors wrap
-// snapid.ErrInvalidOption (invalid cfg, refused before connecting) or snapid.ErrRegistry.
+// is, whatever its replication (Registry.CheckReplication reports on it);
+// one to create whose replication cannot survive the loss of one node is
+// refused before anything is created (ErrFragileReplication) unless
+// cfg.AllowFragileReplication. cfg.NoCreate is ignored. Errors wrap
+// snapid.ErrInvalidOption (invalid cfg, refused before anything is
+// created) or snapid.ErrRegistry.
 //
 // This is the explicit, one-time set-up of a production cluster (snapctl
 // setup): run it once, from one place, before the hosts start, so that the

@@ -46,7 +46,7 @@ func cmdSetup(ctx context.Context, c *cli, args []string) error {
 		ks = cassandra.DefaultKeyspace
 	}
 	if !created {
-		_, err = fmt.Fprintf(c.stdout, "registry %s.%s already exists; nothing created (an existing keyspace keeps its replication)\n", ks, tbl)
+		_, err = fmt.Fprintf(c.stdout, "registry %s.%s already exists; nothing created (an existing keyspace keeps its replication: 'snapctl check-names' says whether it survives the loss of a node)\n", ks, tbl)
 		return err
 	}
 	_, err = fmt.Fprintf(c.stdout, "registry %s.%s created (replication %s)\n", ks, tbl, spec)
