@@ -41,7 +41,10 @@ type Config struct {
 
 	// Replication is the keyspace's replication map, used only when the
 	// keyspace is created. Default {"class": "SimpleStrategy",
-	// "replication_factor": "1"}, which is only fit for tests. For
+	// "replication_factor": "1"}, which is only fit for a one-node cluster
+	// (tests, development): on a cluster of several nodes a replication
+	// that cannot survive the loss of one node is refused unless
+	// AllowFragileReplication is set (see ErrFragileReplication). For
 	// production use NetworkTopologyStrategy with a factor per data centre,
 	// for example {"class": "NetworkTopologyStrategy", "dc1": "3",
 	// "dc2": "3"}. Keys and values are validated: the class must be
@@ -82,19 +85,59 @@ type Config struct {
 	// (default 5 s), so that a Generator resumes soon after an outage.
 	ReconnectInterval time.Duration
 
-	// Consistency is used for the commit phase of LWTs and for List: Quorum
-	// (default), LocalQuorum or All.
+	// Consistency is the consistency of the commit phase of LWTs (the
+	// write that follows once a quorum of all replicas accepted the change
+	// at SERIAL) and of List's plain reads (snapctl check-names). Every
+	// decision about a name is taken by a read-compare-write at SERIAL,
+	// whose Paxos rounds complete any commit that reached fewer replicas,
+	// so Consistency never decides who holds a name; it decides when a
+	// change is acknowledged and what List shows:
+	//
+	//   - gocql.Quorum (default): a quorum of all replicas, every data
+	//     centre counted, acknowledges each commit, and List at QUORUM sees
+	//     every acknowledged change.
+	//   - gocql.LocalQuorum (needs LocalDC): a quorum of the local data
+	//     centre's replicas acknowledges the commit, saving one round trip
+	//     between data centres per change; the other data centres get it
+	//     a little later (and any serial read completes it there), so List
+	//     may show rows changed from another data centre moments ago in
+	//     their previous state. Each data centre with hosts needs 3
+	//     replicas to go on with one of its nodes down.
+	//   - gocql.EachQuorum: a quorum in every data centre acknowledges
+	//     each commit (the keyspace must use NetworkTopologyStrategy, which
+	//     NewRegistry checks): List sees every change from any data centre,
+	//     but one data centre without a quorum stops every change.
+	//
+	// Others are refused: ONE, TWO, THREE, LOCAL_ONE and ANY would let List
+	// miss acknowledged changes, ALL stops every change while any one
+	// replica is down, and SERIAL and LOCAL_SERIAL are not commit
+	// consistencies.
 	Consistency gocql.Consistency
-	// SerialConsistency is used for the Paxos phase of LWTs and for serial
-	// reads: gocql.Serial (default) or gocql.LocalSerial. LocalSerial only
-	// serialises hosts of one data centre: two hosts in different data
-	// centres could then both claim the same name. Use it only if every
-	// host sharing names sits in one data centre.
+	// SerialConsistency is the consistency of the Paxos phases of LWTs and
+	// of serial reads, which decide who holds a name: gocql.Serial, a
+	// quorum of all replicas of every data centre, is the only one
+	// accepted (0 means Serial). gocql.LocalSerial is refused with an
+	// error wrapping ErrLocalSerial: names are global, and LOCAL_SERIAL
+	// serialises only the hosts of one data centre, so two data centres
+	// cut off from each other could both win one name.
 	SerialConsistency gocql.SerialConsistency
 
-	// LocalDC, when set, routes statements to that data centre's nodes
-	// first. LocalQuorum and LocalSerial require it.
+	// LocalDC, when set, is this host's data centre: statements go to the
+	// nodes of that data centre first (token-aware: to a replica of the
+	// row's name among them), and to other data centres only when none of
+	// its nodes is up. LocalQuorum requires it. NewRegistry refuses a
+	// LocalDC the cluster does not have (as listed in system.local and
+	// system.peers), which would silently send everything to other data
+	// centres.
 	LocalDC string
+
+	// AllowFragileReplication lets NewRegistry and CreateSchema create the
+	// keyspace with a replication that cannot survive the loss of one node
+	// (see ErrFragileReplication), for example one replica on a cluster of
+	// several nodes that are being set up. Without it that is refused
+	// before anything is created. It changes nothing for a keyspace that
+	// exists; snapctl check-names reports such a keyspace.
+	AllowFragileReplication bool
 
 	// Logger receives notices (unknown outcomes and how they were resolved,
 	// take-overs, the driver's own messages). Default: discarded.
@@ -121,12 +164,24 @@ func (cfg *Config) table() string {
 	return cfg.Table
 }
 
+// replication returns the replication map to create the keyspace with.
+func (cfg *Config) replication() map[string]string {
+	if len(cfg.Replication) == 0 {
+		return map[string]string{"class": "SimpleStrategy", "replication_factor": "1"}
+	}
+	return cfg.Replication
+}
+
 func invalidConfig(format string, args ...any) error {
 	return fmt.Errorf("snapid: %w: Cassandra registry: %s", snapid.ErrInvalidOption, fmt.Sprintf(format, args...))
 }
 
 // Validate checks cfg without connecting. NewRegistry calls it
-// first; errors wrap snapid.ErrInvalidOption.
+// first; errors wrap snapid.ErrInvalidOption (and ErrLocalSerial for
+// LOCAL_SERIAL). What depends on the cluster (LocalDC among its data
+// centres, EACH_QUORUM on a NetworkTopologyStrategy keyspace, a
+// replication to create that survives the loss of one node) is checked by
+// NewRegistry and CreateSchema once connected, before anything is created.
 func (cfg *Config) Validate() error {
 	_, err := cfg.cluster()
 	return err
@@ -168,13 +223,15 @@ func (cfg *Config) cluster() (*gocql.ClusterConfig, error) {
 	switch cons {
 	case gocql.Any: // the zero value: default
 		cons = gocql.Quorum
-	case gocql.Quorum, gocql.All:
+	case gocql.Quorum, gocql.EachQuorum:
 	case gocql.LocalQuorum:
 		if cfg.LocalDC == "" {
-			return nil, invalidConfig("consistency LOCAL_QUORUM needs LocalDC")
+			return nil, invalidConfig("consistency LOCAL_QUORUM needs LocalDC (the data centre whose quorum acknowledges each change)")
 		}
+	case gocql.All:
+		return nil, invalidConfig("consistency ALL: every claim, extension and release would fail while any one replica is down; use QUORUM (default), LOCAL_QUORUM or EACH_QUORUM")
 	default:
-		return nil, invalidConfig("consistency %v: use QUORUM, LOCAL_QUORUM or ALL", cons)
+		return nil, invalidConfig("consistency %v: use QUORUM (default), LOCAL_QUORUM or EACH_QUORUM (fewer replicas would let check-names miss acknowledged changes)", cons)
 	}
 	serial := cfg.SerialConsistency
 	switch serial {
@@ -182,11 +239,11 @@ func (cfg *Config) cluster() (*gocql.ClusterConfig, error) {
 		serial = gocql.Serial
 	case gocql.Serial:
 	case gocql.LocalSerial:
-		if cfg.LocalDC == "" {
-			return nil, invalidConfig("serial consistency LOCAL_SERIAL needs LocalDC")
-		}
+		return nil, fmt.Errorf("snapid: %w: Cassandra registry: serial consistency LOCAL_SERIAL refused: %w: node names are global, and "+
+			"LOCAL_SERIAL serialises only the hosts of one data centre, so two data centres cut off from each other could both "+
+			"win the same name and issue the same ids; use SERIAL (the default)", snapid.ErrInvalidOption, ErrLocalSerial)
 	default:
-		return nil, invalidConfig("serial consistency %v: use SERIAL or LOCAL_SERIAL", serial)
+		return nil, invalidConfig("serial consistency %v: use SERIAL (the default; LOCAL_SERIAL is refused for node names)", serial)
 	}
 	tlsConfig, err := cfg.tlsConfig()
 	if err != nil {

@@ -31,8 +31,11 @@
 //
 // # Conditions, not deletes
 //
-// Every write is a lightweight transaction (LWT) run at the configured
-// serial consistency; no plain INSERT, UPDATE or DELETE is ever sent.
+// Every write is a lightweight transaction (LWT) run at SERIAL consistency
+// (a quorum of all replicas, every data centre counted: names are global,
+// so LOCAL_SERIAL is refused); no plain INSERT, UPDATE or DELETE is ever
+// sent. Config.Consistency is only the consistency of the commit that
+// follows an accepted change and of List's plain reads.
 //
 //   - Claim is "INSERT … IF NOT EXISTS" and, for an existing row, an
 //     "UPDATE … IF owner=? AND state=? AND reserved=? AND claim_token=?"

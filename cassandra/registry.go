@@ -44,6 +44,12 @@ type Registry struct {
 	// counts nodes that are down, so a wait with one node down lasts until
 	// its timeout: it is called only after this process changed the schema.
 	awaitSchema func(context.Context) error
+	// cons and localDC are the configured commit consistency and data
+	// centre; nodes counts the cluster's nodes per data centre (readNodes;
+	// tests inject the topology of a larger cluster).
+	cons    gocql.Consistency
+	localDC string
+	nodes   func(context.Context) (map[string]int, error)
 }
 
 var _ snapid.Registry = (*Registry)(nil)
@@ -54,12 +60,17 @@ const (
 	listPageSize  = 1000
 )
 
-// NewRegistry validates cfg, connects, creates the keyspace and the
+// NewRegistry validates cfg, connects, checks what of cfg depends on the
+// cluster (LocalDC must be one of its data centres; EACH_QUORUM needs a
+// NetworkTopologyStrategy keyspace), creates the keyspace and the
 // table if they do not exist (unless cfg.NoCreate; after creating anything
 // it waits for the cluster to agree on the schema) and checks the table's
 // columns. An invalid cfg is refused with an error wrapping
-// snapid.ErrInvalidOption before any connection is made; a connection or schema
-// failure wraps snapid.ErrRegistry. ctx bounds the whole set-up.
+// snapid.ErrInvalidOption before any connection is made, or, for what
+// depends on the cluster, before anything is created: a keyspace to create
+// whose replication cannot survive the loss of one node is refused with
+// ErrFragileReplication unless cfg.AllowFragileReplication. A connection
+// or schema failure wraps snapid.ErrRegistry. ctx bounds the whole set-up.
 //
 // Creating what is missing keeps a single node or a test working with no
 // set-up. On a production cluster, create the schema once with
@@ -70,7 +81,7 @@ func NewRegistry(ctx context.Context, cfg Config) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := r.setUp(ctx, cfg); err != nil {
+	if _, err := r.setUp(ctx, cfg, !cfg.NoCreate); err != nil {
 		r.Close()
 		return nil, err
 	}
@@ -92,18 +103,21 @@ func dial(ctx context.Context, cfg Config) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("snapid: %w: connecting to Cassandra at %s: %w", snapid.ErrRegistry, strings.Join(cfg.Hosts, ","), err)
 	}
-	return newRegistry(session, &gocqlQuerier{
+	r := newRegistry(session, &gocqlQuerier{
 		s:      session,
 		cons:   cluster.Consistency,
 		serial: cluster.SerialConsistency,
-	}, cfg.keyspace(), cfg.table(), log), nil
+	}, cfg.keyspace(), cfg.table(), log)
+	r.cons, r.localDC = cluster.Consistency, cfg.LocalDC
+	return r, nil
 }
 
 func newRegistry(s *gocql.Session, q *gocqlQuerier, ks, tbl string, log *slog.Logger) *Registry {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Registry{session: s, q: q, log: log, ks: ks, tbl: tbl, now: time.Now, pageSize: listPageSize}
+	r := &Registry{session: s, q: q, log: log, ks: ks, tbl: tbl, now: time.Now, pageSize: listPageSize, cons: gocql.Quorum}
+	r.nodes = func(ctx context.Context) (map[string]int, error) { return readNodes(ctx, r.session) }
 	r.awaitSchema = func(ctx context.Context) error {
 		if r.session == nil {
 			return errors.New("no session")

@@ -114,6 +114,8 @@ func TestConfigRefusedBeforeConnecting(t *testing.T) {
 		"consistency one":            func(c *Config) { c.Consistency = gocql.One },
 		"local quorum without dc":    func(c *Config) { c.Consistency = gocql.LocalQuorum },
 		"local serial without dc":    func(c *Config) { c.SerialConsistency = gocql.LocalSerial },
+		"local serial with dc":       func(c *Config) { c.SerialConsistency, c.LocalDC = gocql.LocalSerial, "dc1" },
+		"consistency all":            func(c *Config) { c.Consistency = gocql.All },
 		"serial consistency invalid": func(c *Config) { c.SerialConsistency = gocql.SerialConsistency(3) },
 		"tls cert without key":       func(c *Config) { c.TLSCertFile = "/nonexistent/cert.pem" },
 		"tls ca missing":             func(c *Config) { c.TLSCAFile = "/nonexistent/ca.pem" },

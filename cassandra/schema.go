@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gocql/gocql"
 	"github.com/snapid/snapid"
 )
 
@@ -57,15 +58,49 @@ func newStatements(ks, tbl string) statements {
 	}
 }
 
-// setUp creates the keyspace and the table if missing (unless
-// cfg.NoCreate) and checks the table's columns.
-func (r *Registry) setUp(ctx context.Context, cfg Config) error {
-	if !cfg.NoCreate {
-		if _, err := r.createMissing(ctx, cfg); err != nil {
-			return err
+// setUp checks cfg against the cluster (see checkCluster), creates the
+// keyspace and the table if they are missing (when create is set) and
+// checks the table's columns. It reports whether it created anything.
+func (r *Registry) setUp(ctx context.Context, cfg Config, create bool) (created bool, err error) {
+	if err := r.checkCluster(ctx, cfg); err != nil {
+		return false, err
+	}
+	if create {
+		if created, err = r.createMissing(ctx, cfg); err != nil {
+			return created, err
 		}
 	}
-	return r.checkColumns(ctx)
+	return created, r.checkColumns(ctx)
+}
+
+// checkCluster checks what of cfg depends on the cluster, before anything
+// is created: LocalDC must be one of the cluster's data centres, and
+// EACH_QUORUM needs a NetworkTopologyStrategy keyspace.
+func (r *Registry) checkCluster(ctx context.Context, cfg Config) error {
+	if cfg.LocalDC != "" {
+		nodes, err := r.nodes(ctx)
+		if err != nil {
+			return fmt.Errorf("snapid: %w: reading the cluster's data centres (system.local, system.peers): %w", snapid.ErrRegistry, err)
+		}
+		if nodes[cfg.LocalDC] == 0 {
+			return invalidConfig("local data centre %q is not one of the cluster's data centres (%s): every statement would go to another data centre",
+				cfg.LocalDC, strings.Join(sortedKeys(nodes), ", "))
+		}
+	}
+	if r.cons == gocql.EachQuorum {
+		repl, err := r.keyspaceReplication(ctx)
+		if err != nil {
+			return fmt.Errorf("snapid: %w: reading the replication of keyspace %s: %w", snapid.ErrRegistry, r.ks, err)
+		}
+		what := "uses"
+		if repl == nil {
+			repl, what = cfg.replication(), "would be created with"
+		}
+		if _, simple, ok := replicationFactors(repl, nil); ok && simple {
+			return invalidConfig("consistency EACH_QUORUM needs a keyspace with NetworkTopologyStrategy; keyspace %s %s SimpleStrategy", r.ks, what)
+		}
+	}
+	return nil
 }
 
 // createMissing creates the keyspace and the table if they do not exist,
@@ -86,6 +121,16 @@ func (r *Registry) createMissing(ctx context.Context, cfg Config) (created bool,
 	if ksExists {
 		if tblExists, err = r.schemaHas(ctx, `SELECT COUNT(*) FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?`, r.ks, r.tbl); err != nil {
 			return false, fail("reading the schema", err)
+		}
+	}
+	if !ksExists && !cfg.AllowFragileReplication {
+		// Refused before any DDL: nothing is created.
+		nodes, err := r.nodes(ctx)
+		if err != nil {
+			return false, fail("reading the cluster's nodes (system.local, system.peers)", err)
+		}
+		if rep := assessReplication(r.ks, cfg.replication(), nodes, r.cons, cfg.LocalDC); rep.Status == ReplicationAttention {
+			return false, fragileError(rep, nodes, r.cons)
 		}
 	}
 	if !ksExists {
@@ -161,8 +206,12 @@ func (r *Registry) checkColumns(ctx context.Context) error {
 // agree on the schema if it created anything, and checks the table's
 // columns. It reports whether it created anything; running it again
 // changes nothing and reports false. A keyspace that exists is used as it
-// is, whatever its replication. cfg.NoCreate is ignored. Errors wrap
-// snapid.ErrInvalidOption (invalid cfg, refused before connecting) or snapid.ErrRegistry.
+// is, whatever its replication (Registry.CheckReplication reports on it);
+// one to create whose replication cannot survive the loss of one node is
+// refused before anything is created (ErrFragileReplication) unless
+// cfg.AllowFragileReplication. cfg.NoCreate is ignored. Errors wrap
+// snapid.ErrInvalidOption (invalid cfg, refused before anything is
+// created) or snapid.ErrRegistry.
 //
 // This is the explicit, one-time set-up of a production cluster (snapctl
 // setup): run it once, from one place, before the hosts start, so that the
@@ -175,8 +224,5 @@ func CreateSchema(ctx context.Context, cfg Config) (created bool, err error) {
 		return false, err
 	}
 	defer r.Close()
-	if created, err = r.createMissing(ctx, cfg); err != nil {
-		return created, err
-	}
-	return created, r.checkColumns(ctx)
+	return r.setUp(ctx, cfg, true)
 }

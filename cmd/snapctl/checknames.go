@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/cassandra"
 )
 
 // cmdCheckNames audits the registry, and an inventory of planned names.
@@ -50,9 +51,19 @@ func cmdCheckNames(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	var rows []snapid.Holder
+	var repl *cassandra.ReplicationReport
 	if reg != nil {
 		defer reg.Close()
+		rep, err := checkReplication(reg, ctx)
+		if err != nil {
+			return err
+		}
+		repl = &rep
 		if rows, err = reg.List(ctx); err != nil {
+			if rep.Status == cassandra.ReplicationAttention {
+				// A keyspace whose quorum cannot be reached cannot be listed.
+				return fmt.Errorf("%w (probably because %s; to fix: %s)", err, rep.Detail, rep.Fix)
+			}
 			return err
 		}
 		if err := c.thisHost(&cfg); err != nil {
@@ -62,13 +73,17 @@ func cmdCheckNames(ctx context.Context, c *cli, args []string) error {
 		return usageError{"nothing to check: give --cassandra (or SNAPID_CASSANDRA) to audit the registry, or --names FILE to check an inventory"}
 	}
 	report := snapid.Audit(rows, cfg)
+	if repl != nil && repl.Status == cassandra.ReplicationAttention {
+		report.Problems = append([]snapid.Problem{{Kind: cassandra.ProblemFragileReplication,
+			Detail: repl.Detail + "; to fix: " + repl.Fix}}, report.Problems...)
+	}
 	if *asJSON {
 		enc := json.NewEncoder(c.stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(report); err != nil {
+		if err := enc.Encode(checkOutput{report, repl}); err != nil {
 			return err
 		}
-	} else if err := printReport(c, report, reg != nil); err != nil {
+	} else if err := printReport(c, report, repl); err != nil {
 		return err
 	}
 	if !report.OK() {
@@ -76,6 +91,10 @@ func cmdCheckNames(ctx context.Context, c *cli, args []string) error {
 	}
 	return nil
 }
+
+// checkReplication is Registry.CheckReplication; tests replace it with the
+// report of a larger cluster than the one test node.
+var checkReplication = (*cassandra.Registry).CheckReplication
 
 // thisHost fills in this host's configured name and owner token, when
 // there are any.
@@ -105,10 +124,22 @@ func (c *cli) thisHost(cfg *snapid.AuditConfig) error {
 	return nil
 }
 
-func printReport(c *cli, r snapid.Report, registry bool) error {
+// checkOutput is check-names' JSON: the audit, and with a registry the
+// report on its keyspace's replication ("replication"; its "status" is
+// "ok", "warning" or "attention", and attention is also a
+// fragile_replication problem, so the exit status is 1).
+type checkOutput struct {
+	snapid.Report
+	Replication *cassandra.ReplicationReport `json:"replication,omitempty"`
+}
+
+func printReport(c *cli, r snapid.Report, repl *cassandra.ReplicationReport) error {
 	what := fmt.Sprintf("%d registry rows", r.Rows)
-	if !registry {
+	if repl == nil {
 		what = "the inventory (no registry configured)"
+	} else if repl.Status == cassandra.ReplicationWarning {
+		// Not a problem (exit 0), but said every time.
+		fmt.Fprintf(c.stdout, "check-names: warning: %s; %s\n", repl.Detail, repl.Fix)
 	}
 	if r.OK() {
 		_, err := fmt.Fprintf(c.stdout, "check-names: no problems in %s\n", what)

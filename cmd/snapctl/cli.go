@@ -14,6 +14,7 @@ import (
 
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/cassandra"
 )
 
 // Exit statuses.
@@ -41,7 +42,7 @@ func init() {
 		{"register", "[--force --start N]", "claim the node name in the registry (--force takes it from an active holder known to be gone)", cmdRegister},
 		{"release", "[--force --start N]", "release the node name in the registry (--force: on behalf of a holder that is gone)", cmdRelease},
 		{"setup", "--replication dc1:3,dc2:3|N", "create the registry's keyspace and table once, with the replication given (production clusters)", cmdSetup},
-		{"check-names", "[--stale D] [--clock-skew D] [--names FILE] [--json]", "audit the registry and an inventory of planned names (exit 1 if problems)", cmdCheckNames},
+		{"check-names", "[--stale D] [--clock-skew D] [--names FILE] [--json]", "audit the registry, its keyspace's replication and an inventory of planned names (exit 1 if problems)", cmdCheckNames},
 		{"version", "", "print the version", cmdVersion},
 		{"help", "[command]", "show help", cmdHelp},
 	}
@@ -258,6 +259,10 @@ func describe(cmd string, err error) string {
 		hint = "this counter directory looks copied from a machine still using it: give this machine its own counter (remove the .owner file) and name"
 	case errors.Is(err, snapid.ErrExhausted):
 		hint = "nothing was issued: the counter never passes 2^64-1; ask for fewer numbers, or use a new node name once it is used up"
+	case errors.Is(err, cassandra.ErrFragileReplication):
+		hint = "check --replication (SNAPID_REPLICATION); nothing was created"
+	case errors.Is(err, cassandra.ErrLocalSerial):
+		hint = "drop --serial-consistency (SNAPID_SERIAL_CONSISTENCY) or set it to serial"
 	case errors.Is(err, snapid.ErrReservationExhausted): // before ErrRegistry, which it may wrap
 		hint = "the registry did not extend this host's reserved range: " + registryHint(err) + "; ids flow again once it does"
 	case errors.Is(err, snapid.ErrRegistry):
@@ -352,10 +357,17 @@ func printUsage(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "common flags: --name, --counter, --sync (default true)")
-	fmt.Fprintln(w, "registry flags: --cassandra host[:port],…, --keyspace, --username, --tls-ca, --tls-cert, --tls-key, --timeout")
+	fmt.Fprintln(w, "registry flags: --cassandra host[:port],…, --keyspace, --username, --tls-ca, --tls-cert, --tls-key, --timeout,")
+	fmt.Fprintln(w, "  --local-dc DC, --consistency quorum|local_quorum|each_quorum, --serial-consistency serial")
+	fmt.Fprintln(w, "  (local_serial is refused: two data centres cut apart could both win one name)")
+	fmt.Fprintln(w, "creating the keyspace (setup, and next/register/release when it is missing): --replication dc1:3,dc2:3|N,")
+	fmt.Fprintln(w, "  --allow-fragile-replication (a cluster of several nodes refuses a replication that cannot lose a node)")
 	fmt.Fprintln(w, "environment: SNAPID_NAME, SNAPID_COUNTER, XDG_STATE_HOME, SNAPID_CASSANDRA, SNAPID_KEYSPACE,")
 	fmt.Fprintln(w, "  SNAPID_CASSANDRA_USERNAME, SNAPID_CASSANDRA_PASSWORD, SNAPID_CASSANDRA_TLS_CA, _TLS_CERT, _TLS_KEY,")
-	fmt.Fprintln(w, "  SNAPID_REPLICATION (setup)")
+	fmt.Fprintln(w, "  SNAPID_LOCAL_DC, SNAPID_CONSISTENCY, SNAPID_SERIAL_CONSISTENCY, SNAPID_REPLICATION")
+	fmt.Fprintln(w, "production (two data centres of 3 nodes, on a host of dc1):")
+	fmt.Fprintln(w, "  snapctl setup --cassandra db1,db2,db3 --local-dc dc1 --replication dc1:3,dc2:3   (once)")
+	fmt.Fprintln(w, "  SNAPID_CASSANDRA=db1,db2,db3 SNAPID_LOCAL_DC=dc1 snapctl register")
 	fmt.Fprintln(w, "exit status: 0 success, 1 check found problems, 2 could not be done")
 }
 

@@ -20,6 +20,7 @@ func cmdNext(ctx context.Context, c *cli, args []string) error {
 	noRegistry := fs.Bool("no-registry", false, "issue from a registered counter without the registry (its reserved range does not bound what is issued)")
 	var rf registryFlags
 	c.addRegistryFlags(&rf)
+	c.addCreateFlags(&rf)
 	if err := c.parse(args); err != nil {
 		return err
 	}

@@ -36,6 +36,7 @@ func (sf *startFlags) check(fs *flag.FlagSet) error {
 func (c *cli) parseStartCommand(cmd, forceHelp string, args []string) (rf registryFlags, sf startFlags, name string, err error) {
 	fs := c.newFlags(cmd)
 	c.addRegistryFlags(&rf)
+	c.addCreateFlags(&rf)
 	c.addStartFlags(&sf, forceHelp)
 	if err = c.parse(args); err != nil {
 		return rf, sf, "", err

@@ -17,20 +17,21 @@ func cmdSetup(ctx context.Context, c *cli, args []string) error {
 	c.newFlags("setup")
 	var rf registryFlags
 	c.addRegistryFlags(&rf)
-	replication := c.fs.String("replication", "", "replication of the keyspace: dc1:3,dc2:3 (NetworkTopologyStrategy) or 3 (SimpleStrategy) (default $SNAPID_REPLICATION)")
+	c.addCreateFlags(&rf)
 	if err := c.parse(args); err != nil {
 		return err
 	}
-	spec := c.orEnv(*replication, "SNAPID_REPLICATION")
-	repl, err := parseReplication(spec)
+	spec := c.orEnv(rf.replication, "SNAPID_REPLICATION")
+	if _, err := parseReplication(spec); err != nil {
+		return err
+	}
+	cfg, ok, err := c.registryConfig(&rf)
 	if err != nil {
 		return err
 	}
-	cfg, ok := c.registryConfig(&rf)
 	if !ok {
 		return usageError{"setup needs a registry: give --cassandra host[:port],… or set SNAPID_CASSANDRA"}
 	}
-	cfg.Replication = repl
 	if err := cfg.Validate(); err != nil { // before connecting
 		return err
 	}
@@ -45,7 +46,7 @@ func cmdSetup(ctx context.Context, c *cli, args []string) error {
 		ks = cassandra.DefaultKeyspace
 	}
 	if !created {
-		_, err = fmt.Fprintf(c.stdout, "registry %s.%s already exists; nothing created (an existing keyspace keeps its replication)\n", ks, tbl)
+		_, err = fmt.Fprintf(c.stdout, "registry %s.%s already exists; nothing created (an existing keyspace keeps its replication: 'snapctl check-names' says whether it survives the loss of a node)\n", ks, tbl)
 		return err
 	}
 	_, err = fmt.Fprintf(c.stdout, "registry %s.%s created (replication %s)\n", ks, tbl, spec)

@@ -1,0 +1,23 @@
+package cassandra
+
+import "errors"
+
+// Errors of this package, for errors.Is. They are wrapped with the detail
+// (and also wrap snapid.ErrInvalidOption: each is a configuration this
+// package refuses).
+var (
+	// ErrFragileReplication is returned by NewRegistry and CreateSchema
+	// when they would create the registry keyspace with a replication that
+	// cannot survive the loss of one node of the cluster (one replica on a
+	// cluster of several nodes, two replicas in all, a data centre the
+	// cluster does not have, or a quorum the cluster's nodes cannot reach
+	// at all), unless Config.AllowFragileReplication is set. Nothing is
+	// created. On a one-node cluster (tests, development) one replica is
+	// allowed.
+	ErrFragileReplication = errors.New("replication cannot survive the loss of one node")
+
+	// ErrLocalSerial is returned for Config.SerialConsistency
+	// LOCAL_SERIAL: a name is global, and LOCAL_SERIAL lets two data
+	// centres cut off from each other both win one name.
+	ErrLocalSerial = errors.New("LOCAL_SERIAL cannot protect node names")
+)

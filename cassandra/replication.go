@@ -1,0 +1,369 @@
+package cassandra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/gocql/gocql"
+	"github.com/snapid/snapid"
+)
+
+// Statuses of a ReplicationReport.
+const (
+	// ReplicationOK: the registry goes on with any one node down.
+	ReplicationOK = "ok"
+	// ReplicationWarning: the cluster has a single node, so nothing
+	// survives its loss and no replication can change that: fine for
+	// development and tests, not for production. Or the replication could
+	// not be understood (a class this package does not know).
+	ReplicationWarning = "warning"
+	// ReplicationAttention: the registry stops (or cannot work at all)
+	// when one node is down, and losing one disk can lose claims and
+	// marks; the report says how to fix it.
+	ReplicationAttention = "attention"
+)
+
+// ProblemFragileReplication is the kind of the problem snapctl
+// check-names reports (with the root package's snapid.Problem kinds) for a
+// registry keyspace whose ReplicationReport needs attention.
+const ProblemFragileReplication = "fragile_replication"
+
+// ReplicationReport is what CheckReplication finds about the registry
+// keyspace: can the registry go on when any one node of the cluster is
+// down? Every claim, extension and release is a Paxos round at SERIAL,
+// which needs a quorum (more than half) of all the replicas of a name's
+// row, every data centre counted, and a commit at the registry's
+// consistency.
+type ReplicationReport struct {
+	Keyspace string `json:"keyspace"`
+	// Replication is the keyspace's replication as the cluster stores it
+	// (system_schema.keyspaces).
+	Replication map[string]string `json:"replication"`
+	// Nodes is the number of nodes per data centre (system.local and
+	// system.peers: every node the cluster knows, up or down).
+	Nodes map[string]int `json:"nodes_per_dc"`
+	// Replicas is how many replicas each name's row has (all data
+	// centres), Quorum how many of them a SERIAL round needs.
+	Replicas int `json:"replicas"`
+	Quorum   int `json:"quorum"`
+	// Consistency is the commit consistency the report was made for.
+	Consistency string `json:"consistency"`
+	// Status is ReplicationOK, ReplicationWarning or ReplicationAttention;
+	// Detail says what it means and Fix what to do (both empty when OK).
+	Status string `json:"status"`
+	Detail string `json:"detail,omitempty"`
+	Fix    string `json:"fix,omitempty"`
+}
+
+// CheckReplication reads the registry keyspace's replication and the
+// cluster's nodes per data centre and reports whether the registry
+// survives the loss of any one node with the registry's consistency
+// (snapctl check-names shows it). Errors wrap snapid.ErrRegistry. It is
+// safe for concurrent use.
+func (r *Registry) CheckReplication(ctx context.Context) (ReplicationReport, error) {
+	repl, err := r.keyspaceReplication(ctx)
+	if err != nil {
+		return ReplicationReport{}, fmt.Errorf("snapid: %w: reading the replication of keyspace %s: %w", snapid.ErrRegistry, r.ks, err)
+	}
+	if repl == nil {
+		return ReplicationReport{}, fmt.Errorf("snapid: %w: keyspace %s does not exist", snapid.ErrRegistry, r.ks)
+	}
+	nodes, err := r.nodes(ctx)
+	if err != nil {
+		return ReplicationReport{}, fmt.Errorf("snapid: %w: reading the cluster's nodes: %w", snapid.ErrRegistry, err)
+	}
+	return assessReplication(r.ks, repl, nodes, r.cons, r.localDC), nil
+}
+
+// keyspaceReplication returns the registry keyspace's stored replication,
+// or nil if there is no such keyspace.
+func (r *Registry) keyspaceReplication(ctx context.Context) (map[string]string, error) {
+	if r.session == nil {
+		return nil, errors.New("no session")
+	}
+	var m map[string]string
+	err := r.session.Query(`SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = ?`, r.ks).WithContext(ctx).Scan(&m)
+	if errors.Is(err, gocql.ErrNotFound) {
+		return nil, nil
+	}
+	return m, err
+}
+
+// readNodes counts the cluster's nodes per data centre: the coordinator's
+// own row in system.local and every other node it knows in system.peers,
+// up or down (a node that is down still holds its replicas). The two
+// queries may reach different coordinators, so rows are merged by host id,
+// and the coordinator of the peers query, which system.peers does not
+// list, is added as the driver knows it.
+func readNodes(ctx context.Context, s *gocql.Session) (map[string]int, error) {
+	if s == nil {
+		return nil, errors.New("no session")
+	}
+	dcOf := map[string]string{} // host id → data centre
+	var id gocql.UUID
+	var dc string
+	if err := s.Query(`SELECT host_id, data_center FROM system.local`).WithContext(ctx).Scan(&id, &dc); err != nil {
+		return nil, fmt.Errorf("system.local: %w", err)
+	}
+	dcOf[id.String()] = dc
+	iter := s.Query(`SELECT host_id, data_center FROM system.peers`).WithContext(ctx).Iter()
+	for iter.Scan(&id, &dc) {
+		if id != (gocql.UUID{}) && dc != "" {
+			dcOf[id.String()] = dc
+		}
+	}
+	if h := iter.Host(); h != nil && h.HostID() != "" && h.DataCenter() != "" {
+		dcOf[h.HostID()] = h.DataCenter()
+	}
+	if err := iter.Close(); err != nil {
+		return nil, fmt.Errorf("system.peers: %w", err)
+	}
+	nodes := map[string]int{}
+	for _, dc := range dcOf {
+		nodes[dc]++
+	}
+	return nodes, nil
+}
+
+// replicationFactors returns the replicas per data centre of repl on a
+// cluster with nodes per data centre (SimpleStrategy: simple is true and
+// the factor is under ""), or ok=false for a map it does not understand.
+func replicationFactors(repl map[string]string, nodes map[string]int) (rf map[string]int, simple, ok bool) {
+	class := strings.TrimPrefix(repl["class"], "org.apache.cassandra.locator.")
+	rf = map[string]int{}
+	switch class {
+	case "SimpleStrategy":
+		n, err := strconv.Atoi(repl["replication_factor"])
+		if err != nil || n < 0 {
+			return nil, false, false
+		}
+		rf[""] = n
+		return rf, true, true
+	case "NetworkTopologyStrategy":
+		def := -1
+		for k, v := range repl {
+			if k == "class" {
+				continue
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return nil, false, false // transient replicas ("3/1") and the like
+			}
+			if k == "replication_factor" {
+				def = n
+				continue
+			}
+			rf[k] = n
+		}
+		if def >= 0 { // a factor for every data centre not named
+			for dc := range nodes {
+				if _, named := rf[dc]; !named {
+					rf[dc] = def
+				}
+			}
+		}
+		return rf, false, true
+	}
+	return nil, false, false
+}
+
+// assessReplication judges replication repl (as given to CREATE KEYSPACE
+// or as stored) of keyspace ks on a cluster with nodes per data centre,
+// for commits at cons from hosts of localDC. A node holds at most one
+// replica of a row, so losing one node loses at most one replica.
+func assessReplication(ks string, repl map[string]string, nodes map[string]int, cons gocql.Consistency, localDC string) ReplicationReport {
+	if cons == gocql.Any {
+		cons = gocql.Quorum
+	}
+	rep := ReplicationReport{Keyspace: ks, Replication: repl, Nodes: nodes, Consistency: cons.String(), Status: ReplicationOK}
+	total := 0
+	for _, n := range nodes {
+		total += n
+	}
+	rf, simple, ok := replicationFactors(repl, nodes)
+	if !ok {
+		rep.Status = ReplicationWarning
+		rep.Detail = fmt.Sprintf("keyspace %s: replication %s is not one this check understands; check by hand that every name's row has 3 replicas", ks, renderMap(repl))
+		return rep
+	}
+	// live: replicas that exist (a data centre holds at most as many as it
+	// has nodes); short: why some replicas do not exist.
+	live, short := 0, []string{}
+	if simple {
+		rep.Replicas = rf[""]
+		live = min(rf[""], total)
+		if live < rf[""] {
+			short = append(short, fmt.Sprintf("the cluster has %d nodes for %d replicas", total, rf[""]))
+		}
+	} else {
+		for _, dc := range sortedKeys(rf) {
+			rep.Replicas += rf[dc]
+			live += min(rf[dc], nodes[dc])
+			switch {
+			case rf[dc] > 0 && nodes[dc] == 0:
+				short = append(short, fmt.Sprintf("data centre %s is not in the cluster (its data centres: %s)", dc, strings.Join(sortedKeys(nodes), ", ")))
+			case nodes[dc] < rf[dc]:
+				short = append(short, fmt.Sprintf("data centre %s has %d nodes for %d replicas", dc, nodes[dc], rf[dc]))
+			}
+		}
+	}
+	rep.Quorum = rep.Replicas/2 + 1
+	var problems []string
+	switch {
+	case live < rep.Quorum:
+		problems = append(problems, fmt.Sprintf("a SERIAL round needs %d of the %d replicas of a name's row, and only %d exist (%s): no claim can succeed even with every node up",
+			rep.Quorum, rep.Replicas, live, strings.Join(short, "; ")))
+	case total > 1 && rep.Replicas == 1:
+		problems = append(problems, fmt.Sprintf("every name's row has one replica on a cluster of %d nodes: while that node is down nothing can be claimed, extended or released, and losing its disk loses claims and marks (a name could then be claimed twice, and a lowered mark let ids repeat)",
+			total))
+	case total > 1 && live-1 < rep.Quorum:
+		detail := ""
+		if len(short) > 0 {
+			detail = " (" + strings.Join(short, "; ") + ")"
+		}
+		problems = append(problems, fmt.Sprintf("a SERIAL round needs %d of the %d replicas of a name's row%s: with one of the nodes holding them down, claims, extensions and releases stop",
+			rep.Quorum, live, detail))
+	}
+	// The commit's own quorum, per data centre.
+	var commitDCs []string
+	switch cons {
+	case gocql.LocalQuorum:
+		if !simple {
+			commitDCs = []string{localDC}
+		}
+	case gocql.EachQuorum:
+		if simple {
+			problems = append(problems, "consistency EACH_QUORUM needs NetworkTopologyStrategy (Cassandra refuses it on SimpleStrategy)")
+		}
+		for _, dc := range sortedKeys(rf) {
+			if rf[dc] > 0 {
+				commitDCs = append(commitDCs, dc)
+			}
+		}
+	}
+	for _, dc := range commitDCs {
+		q, have := rf[dc]/2+1, min(rf[dc], nodes[dc])
+		switch {
+		case have < q:
+			problems = append(problems, fmt.Sprintf("commits at %s need %d replicas in data centre %s, which has %d", cons, q, dc, have))
+		case total > 1 && have-1 < q:
+			problems = append(problems, fmt.Sprintf("commits at %s need %d of the %d replicas in data centre %s: with one of its nodes down, changes stop", cons, q, have, dc))
+		}
+	}
+	if len(problems) > 0 {
+		rep.Status = ReplicationAttention
+		rep.Detail = fmt.Sprintf("keyspace %s (replication %s) cannot survive the loss of one node: %s", ks, renderMap(repl), strings.Join(problems, "; "))
+		rep.Fix = replicationFix(ks, rf, simple, nodes, cons)
+		return rep
+	}
+	if total <= 1 {
+		rep.Status = ReplicationWarning
+		rep.Detail = fmt.Sprintf("keyspace %s has %d replica(s) on a one-node cluster: nothing survives the loss of that node (while it is down no name can be claimed, extended or released; losing its disk loses every claim and mark); fine for development and tests, not for production",
+			ks, rep.Replicas)
+		rep.Fix = "for production use at least 3 nodes per data centre and 3 replicas in each (snapctl setup --replication dc1:3,dc2:3); see \"Running on a production cluster\" in the README"
+	}
+	return rep
+}
+
+// suggestReplication returns the replication the keyspace should have:
+// NetworkTopologyStrategy with 3 replicas in each data centre of the
+// replication that the cluster has (or in each of the cluster's), fewer
+// where a data centre has fewer nodes; enough is false when even that
+// cannot survive the loss of one node (too few nodes).
+func suggestReplication(rf map[string]int, simple bool, nodes map[string]int, cons gocql.Consistency) (want map[string]string, enough bool) {
+	var dcs []string
+	if !simple {
+		for _, dc := range sortedKeys(rf) {
+			if rf[dc] > 0 && nodes[dc] > 0 {
+				dcs = append(dcs, dc)
+			}
+		}
+	}
+	if len(dcs) == 0 {
+		dcs = sortedKeys(nodes)
+	}
+	want = map[string]string{"class": "NetworkTopologyStrategy"}
+	live, small := 0, false
+	for _, dc := range dcs {
+		n := min(3, nodes[dc])
+		want[dc] = strconv.Itoa(n)
+		live += n
+		small = small || n < 3
+	}
+	perDC := cons == gocql.LocalQuorum || cons == gocql.EachQuorum
+	return want, live >= 3 && !(small && perDC)
+}
+
+// replicationFix says how to make an existing keyspace survive the loss of
+// one node: the replication to ALTER it to, and the repairs that must
+// follow.
+func replicationFix(ks string, rf map[string]int, simple bool, nodes map[string]int, cons gocql.Consistency) string {
+	want, enough := suggestReplication(rf, simple, nodes, cons)
+	if !enough {
+		return fmt.Sprintf("add nodes: surviving the loss of one node needs at least 3 nodes holding replicas (3 in each data centre for %s); "+
+			"then ALTER KEYSPACE \"%s\" WITH replication = {'class': 'NetworkTopologyStrategy', '<dc>': '3', …} and run \"nodetool repair --full %s\" on each node",
+			cons, ks, ks)
+	}
+	return fmt.Sprintf("ALTER KEYSPACE \"%s\" WITH replication = %s, raising the factors in steps that each add fewer replicas than the new quorum "+
+		"(from 1 replica: to 2, then 3), and after each step run \"nodetool repair --full %s\" on every node, one at a time, before the next: "+
+		"until the repair ends the new replicas are empty, and a SERIAL round made mostly of them could miss a claim",
+		ks, renderMap(want), ks)
+}
+
+// fragileError is the refusal to create keyspace ks with rep's
+// replication.
+func fragileError(rep ReplicationReport, nodes map[string]int, cons gocql.Consistency) error {
+	rf, simple, _ := replicationFactors(rep.Replication, nodes)
+	want, enough := suggestReplication(rf, simple, nodes, cons)
+	advice := fmt.Sprintf("create it with replication %s (snapctl --replication %s)", renderMap(want), flagForm(want))
+	if !enough {
+		advice = "the cluster has too few nodes for a registry that survives the loss of one (3 holding replicas at least); add nodes"
+	}
+	return fmt.Errorf("snapid: %w: Cassandra registry: %w: not creating %s; %s, or set AllowFragileReplication "+
+		"(snapctl --allow-fragile-replication) to create it anyway", snapid.ErrInvalidOption, ErrFragileReplication, rep.Detail, advice)
+}
+
+// flagForm renders a NetworkTopologyStrategy map as snapctl's
+// --replication value (dc1:3,dc2:3).
+func flagForm(m map[string]string) string {
+	var parts []string
+	for _, k := range sortedKeys(m) {
+		if k != "class" {
+			parts = append(parts, k+":"+m[k])
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// renderMap renders a replication map as CQL, keys sorted, class first.
+func renderMap(m map[string]string) string {
+	var b strings.Builder
+	b.WriteString("{")
+	if c, ok := m["class"]; ok {
+		b.WriteString("'class': '" + strings.TrimPrefix(c, "org.apache.cassandra.locator.") + "'")
+	}
+	for _, k := range sortedKeys(m) {
+		if k == "class" {
+			continue
+		}
+		if b.Len() > 1 {
+			b.WriteString(", ")
+		}
+		b.WriteString("'" + k + "': '" + m[k] + "'")
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
