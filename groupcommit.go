@@ -15,11 +15,17 @@ import (
 // consecutive slices of the reserved range in the order they joined, and
 // nobody gets a number before the update covering it has returned. If the
 // update fails, every member of the group gets the error and no number.
+//
+// A leader that finishes its flush while the next group's leader waits
+// closes that group and hands the flush over by closing the group's turn:
+// the next update starts without the waiting leader having to take mu
+// again, which under load it would contend for with every member just
+// woken. The hand-over names the group, so it cannot reach the leader of a
+// group opened later.
 type groupCommit struct {
 	flush func(k uint64) (first uint64, err error)
 
 	mu       sync.Mutex
-	cond     sync.Cond // signalled when a flush ends; at most one leader waits on it
 	flushing bool
 	open     *group // the group new callers join, nil if none
 	spare    *group // a group whose leader stayed alone, for the next leader
@@ -36,6 +42,9 @@ type group struct {
 	first uint64
 	err   error
 	each  []memberResult // set instead of first and err when served one by one
+	// turn is made when the leader must wait for a flush in progress, and
+	// closed by that flush's leader once it has closed this group.
+	turn chan struct{}
 }
 
 type memberResult struct {
@@ -55,9 +64,7 @@ func (g *group) result(i int, off uint64) (uint64, error) {
 }
 
 func newGroupCommit(flush func(uint64) (uint64, error)) *groupCommit {
-	gc := &groupCommit{flush: flush}
-	gc.cond.L = &gc.mu
-	return gc
+	return &groupCommit{flush: flush}
 }
 
 // reserve returns the first of k consecutive numbers (k >= 1).
@@ -91,12 +98,17 @@ func (gc *groupCommit) reserve(k uint64) (uint64, error) {
 		<-g.done
 		return g.result(i, off)
 	}
-	for gc.flushing {
-		gc.cond.Wait()
+	if gc.flushing {
+		// While a flush runs, the group open is this leader's: the
+		// flushing leader closes it when done and hands the flush over.
+		g.turn = make(chan struct{})
+		gc.mu.Unlock()
+		<-g.turn
+	} else {
+		gc.flushing = true
+		gc.open = nil // later callers start the next group
+		gc.mu.Unlock()
 	}
-	gc.flushing = true
-	gc.open = nil // later callers start the next group
-	gc.mu.Unlock()
 
 	g.first, g.err = gc.flush(g.k)
 	if errors.Is(g.err, ErrExhausted) && len(g.ks) > 1 {
@@ -107,20 +119,29 @@ func (gc *groupCommit) reserve(k uint64) (uint64, error) {
 			g.each[j].first, g.each[j].err = gc.flush(kj)
 		}
 	}
-	if g.done != nil {
-		close(g.done)
-	}
-
 	first, err := g.result(0, 0)
+	done := g.done
 	gc.mu.Lock()
-	gc.flushing = false
-	gc.cond.Signal()
-	if g.done == nil {
+	next := gc.open
+	if next != nil {
+		gc.open = nil // its members are fixed; flushing stays true for its leader
+	} else {
+		gc.flushing = false
+	}
+	if done == nil {
 		// Nobody joined, so nobody else holds g: the next leader may
 		// reuse it, and a caller alone allocates nothing here.
 		*g = group{}
 		gc.spare = g
 	}
 	gc.mu.Unlock()
+	// Members are woken first, the next leader last: the runtime runs the
+	// goroutine readied last first, so the next update starts at once.
+	if done != nil {
+		close(done)
+	}
+	if next != nil {
+		close(next.turn)
+	}
 	return first, err
 }
