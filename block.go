@@ -5,13 +5,13 @@ import (
 	"sync/atomic"
 )
 
-// blockAllocator serves numbers from a block reserved in the counter file,
-// without locks: a caller takes a number with one atomic add. When half of
+// blockAllocator serves numbers from a block reserved in the counter file
+// (or, for a Sequence, in its lease file), without locks: a caller takes a number with one atomic add. When half of
 // the current block is used, the next block is reserved in the background,
 // so that in steady state no caller waits for the disk.
 type blockAllocator struct {
 	size    uint64
-	reserve func(k uint64) (first uint64, err error)
+	reserve func(k uint64) (first, count uint64, err error) // 1 <= count <= k
 
 	cur atomic.Pointer[block]
 
@@ -27,12 +27,12 @@ type block struct {
 }
 
 type pendingBlock struct {
-	done  chan struct{}
-	first uint64
-	err   error
+	done         chan struct{}
+	first, count uint64
+	err          error
 }
 
-func newBlockAllocator(size uint64, reserve func(uint64) (uint64, error)) *blockAllocator {
+func newBlockAllocator(size uint64, reserve func(uint64) (first, count uint64, err error)) *blockAllocator {
 	return &blockAllocator{size: size, reserve: reserve}
 }
 
@@ -107,7 +107,7 @@ func (a *blockAllocator) prefetch() {
 		a.wg.Add(1)
 		go func(p *pendingBlock) {
 			defer a.wg.Done()
-			p.first, p.err = a.reserve(a.size)
+			p.first, p.count, p.err = a.reserve(a.size)
 			close(p.done)
 		}(a.ahead)
 	}
@@ -120,22 +120,22 @@ func (a *blockAllocator) refill(old *block) error {
 	if a.cur.Load() != old {
 		return nil // another caller refilled first
 	}
-	var first uint64
+	var first, count uint64
 	var err error
 	if p := a.ahead; p != nil {
 		a.ahead = nil
 		<-p.done
-		first, err = p.first, p.err
+		first, count, err = p.first, p.count, p.err
 	}
 	if err != nil || first == 0 {
 		// No block ahead, or its reservation failed (perhaps for a
 		// reason that has passed): reserve now and report that result.
-		first, err = a.reserve(a.size)
+		first, count, err = a.reserve(a.size)
 		if err != nil {
 			return err
 		}
 	}
-	nb := &block{first: first, last: first + (a.size - 1), half: first + a.size/2}
+	nb := &block{first: first, last: first + (count - 1), half: first + count/2}
 	nb.next.Store(first)
 	a.cur.Store(nb)
 	return nil

@@ -1,0 +1,469 @@
+package snapid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gofrs/flock"
+)
+
+// Defaults of SequenceOption.
+const (
+	// DefaultSequenceBlock is how many numbers a process takes from its
+	// host's lease file at a time (one locked, synced update).
+	DefaultSequenceBlock = 1000
+	// DefaultSequenceLease is how many numbers a host leases from its data
+	// centre at a time.
+	DefaultSequenceLease = 10_000
+)
+
+// SequenceOption configures Generator.Sequence.
+type SequenceOption func(*seqOptions) error
+
+type seqOptions struct {
+	block, lease uint64
+}
+
+// SequenceBlock sets how many numbers the process takes from the host's
+// lease file at a time (default DefaultSequenceBlock): one flock, one
+// 8-byte write and one fdatasync per block. A process that exits leaves
+// the rest of its block unused (a gap).
+func SequenceBlock(n uint64) SequenceOption {
+	return func(o *seqOptions) error {
+		if n == 0 {
+			return fmt.Errorf("snapid: %w: SequenceBlock(0): a block holds at least 1 number", ErrInvalidOption)
+		}
+		o.block = n
+		return nil
+	}
+}
+
+// SequenceLeaseSize sets how many numbers the host leases from its data
+// centre at a time (default DefaultSequenceLease). The rest of a lease is
+// lost (a gap) when the host's claim changes (every start of the host's
+// first process claims anew).
+func SequenceLeaseSize(n uint64) SequenceOption {
+	return func(o *seqOptions) error {
+		if n == 0 {
+			return fmt.Errorf("snapid: %w: SequenceLeaseSize(0): a lease holds at least 1 number", ErrInvalidOption)
+		}
+		o.lease = n
+		return nil
+	}
+}
+
+// Sequence hands out the numbers of a cluster-wide integer sequence (see
+// CreateSequence), from leases its host holds in the registry.
+//
+// Next and NextN are safe for concurrent use by any number of goroutines,
+// and any number of processes of the host may use the same sequence
+// through the same counter at once: they share the host's lease through
+// the lease file beside the counter, under its flock. Numbers are unique
+// across the cluster; they increase within a block of one process, not
+// across processes or hosts. Gaps come from blocks left unused by a
+// process that exits, leases left unused by a host whose claim changes
+// (every start of its first process), a lease file found older than the
+// registry's record (restored or copied: its ranges are dropped), and
+// data-centre ranges left unused.
+type Sequence struct {
+	g      *Generator
+	name   string
+	reg    SequenceRegistry
+	o      seqOptions
+	log    *slog.Logger
+	alloc  *blockAllocator
+	closed atomic.Bool
+
+	mu   sync.Mutex // guards lf and the fields below (the flock is per open file, not per goroutine)
+	lf   *leaseFile
+	seen seqRange // the current range this process last saw, for the roll-back check
+	high uint64   // the highest position this process saw in seen
+
+	refill      *flock.Flock // <lease file>.refill: one process of the host leases at a time
+	prefetching atomic.Bool
+	wg          sync.WaitGroup
+}
+
+// Sequence opens the sequence name for this Generator's host. The
+// Generator must have a registry (WithRegistry) that implements
+// SequenceRegistry (else ErrSequencesUnsupported), and the sequence must
+// exist (ErrNoSequence; see CreateSequence). It creates the lease file
+// beside the counter if missing, and checks it against the registry's
+// record of this host's lease: ranges leased under an earlier claim of the
+// host, or older than the registry's record (a restored or copied file),
+// are dropped, never issued again. If the registry cannot be reached, a
+// file of this host's current claim is used as it is, with a warning.
+//
+// Close the Sequence before its Generator.
+func (g *Generator) Sequence(name string, opts ...SequenceOption) (*Sequence, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, fmt.Errorf("sequence name: %w", err)
+	}
+	o := seqOptions{block: DefaultSequenceBlock, lease: DefaultSequenceLease}
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	if g.closed.Load() {
+		return nil, ErrClosed
+	}
+	var reg Registry
+	if g.res != nil {
+		reg = g.res.reg
+	}
+	sr, err := sequenceRegistry(reg)
+	if err != nil {
+		return nil, err
+	}
+	// The registry first: a sequence that does not exist is refused before
+	// anything is created on disk.
+	ctx, cancel := context.WithTimeout(context.Background(), g.res.o.timeout)
+	defer cancel()
+	rec, herr := sr.HostLease(ctx, name, g.name)
+	if herr != nil && !errors.Is(herr, ErrRegistry) {
+		return nil, herr
+	}
+	fo := defaultOptions()
+	fo.followSymlinks, fo.sync, fo.io = g.file.follow, g.file.sync, g.file.io
+	fo.fs, fo.fileMode = g.res.host.fs, g.res.host.mode
+	lf, err := openLeaseFile(g.path, name, g.name, g.res.host.owner, &fo)
+	if err != nil {
+		return nil, err
+	}
+	refillPath := leasePath(g.path, name) + refillSuffix
+	if err := createIfAbsent(refillPath, nil, &fo); err != nil {
+		lf.c.close()
+		return nil, err
+	}
+	s := &Sequence{g: g, name: name, reg: sr, o: o, log: g.log, lf: lf,
+		refill: flock.New(refillPath, flock.SetFlag(openFlags(fo.followSymlinks)))}
+	if err := s.verify(rec, herr); err != nil {
+		lf.c.close()
+		return nil, err
+	}
+	s.alloc = newBlockAllocator(o.block, func(k uint64) (uint64, uint64, error) { return s.take(k, 1) })
+	return s, nil
+}
+
+// Name returns the sequence's name.
+func (s *Sequence) Name() string { return s.name }
+
+// verify checks the lease file against the registry's record of this
+// host's lease, and drops its ranges if they are not the host's current
+// lease.
+func (s *Sequence) verify(rec SequenceLease, err error) error {
+	session := s.g.res.session
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lf.c.withLock(func() error {
+		l, err2 := s.lf.load()
+		if err2 != nil {
+			return err2
+		}
+		if l.session != session {
+			if l.cur.none() && l.session == "" {
+				return nil // new file
+			}
+			s.log.Info("snapid: sequence lease file of an earlier claim of this host; its ranges are dropped (a gap)",
+				"sequence", s.name, "cur", l.cur, "ahead", l.ahead)
+			l.void(session)
+			return s.lf.store(&l)
+		}
+		if l.cur.none() {
+			return nil
+		}
+		if err != nil {
+			s.log.Warn("snapid: registry unreachable; using this host's sequence lease file unchecked",
+				"sequence", s.name, "err", err)
+			return nil
+		}
+		latest := l.latest()
+		if rec.Session != session || rec.First != latest.first || rec.Last != latest.last {
+			s.log.Warn("snapid: the sequence lease file is not the host's lease the registry records (restored or copied?); its ranges are dropped (a gap)",
+				"sequence", s.name, "file", latest, "registry_first", rec.First, "registry_last", rec.Last)
+			l.void(session)
+			return s.lf.store(&l)
+		}
+		return nil
+	})
+}
+
+// Next returns a new number of the sequence. It is safe for concurrent
+// use. In steady state it takes the number from the process's block in
+// memory (one atomic add); the next block is taken from the lease file in
+// the background when half of the current one is used, and the host's
+// next lease in the background when half of its lease is used. At the
+// sequence's max it returns an error wrapping ErrExhausted, every time.
+func (s *Sequence) Next() (uint64, error) {
+	if s.closed.Load() {
+		return 0, ErrClosed
+	}
+	return s.alloc.next()
+}
+
+// NextN takes k consecutive numbers straight from the host's lease file
+// (one locked, synced update) and returns the first: the numbers are
+// first, first+1, …, first+k-1. k is at most the lease size
+// (SequenceLeaseSize). If the host's current lease has fewer than k left,
+// its rest is skipped (a gap). Fewer than k numbers left in the whole
+// sequence is ErrExhausted. It is safe for concurrent use.
+func (s *Sequence) NextN(k uint64) (first uint64, err error) {
+	if k == 0 || k > s.o.lease {
+		return 0, fmt.Errorf("snapid: %w: NextN(%d): take 1 to %d numbers (the lease size)", ErrInvalidOption, k, s.o.lease)
+	}
+	if s.closed.Load() {
+		return 0, ErrClosed
+	}
+	first, _, err = s.take(k, k)
+	return first, err
+}
+
+// maxTakeRounds bounds the rounds of one take; each round that does not
+// succeed means another process of the host moved the file (progress) or a
+// lease had to be taken.
+const maxTakeRounds = 1000
+
+// take takes between min and k consecutive numbers from the lease file,
+// leasing from the registry when the file has none.
+func (s *Sequence) take(k, min uint64) (first, count uint64, err error) {
+	for round := 0; round < maxTakeRounds; round++ {
+		if s.closed.Load() {
+			return 0, 0, ErrClosed
+		}
+		var got, prefetch bool
+		err = s.withFile(func(l *leaseRecord) (bool, error) {
+			changed := false
+			for {
+				if left := l.left(); left >= min {
+					first, count = l.pos, minU(k, left)
+					l.pos += count
+					got = true
+					if l.ahead.none() && l.left() < s.o.lease/2 {
+						prefetch = true
+					}
+					return changed, nil
+				}
+				if l.ahead.none() {
+					return changed, nil
+				}
+				// The rest of cur (fewer than min) is skipped.
+				l.cur, l.ahead, l.pos = l.ahead, seqRange{}, l.ahead.first
+				changed = true
+			}
+		})
+		if err != nil {
+			return 0, 0, err
+		}
+		if got {
+			if prefetch {
+				s.prefetch()
+			}
+			return first, count, nil
+		}
+		if err := s.refillLease(min, false); err != nil {
+			return 0, 0, err
+		}
+	}
+	return 0, 0, fmt.Errorf("snapid: %w: sequence %q: the host's lease file kept changing", ErrReservationExhausted, s.name)
+}
+
+func minU(a, b uint64) uint64 {
+	if a < b {
+		return a
+	}
+	return b
+}
+
+// withFile runs fn on the lease file's record under the Sequence's mutex
+// and the file's lock, then writes what fn changed: the position alone
+// (8 bytes) unless fn reports that more changed. The write is synced before
+// withFile returns, so no number fn takes is handed out before it is on
+// disk.
+func (s *Sequence) withFile(fn func(l *leaseRecord) (changed bool, err error)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lf.c.withLock(func() error {
+		l, err := s.lf.load()
+		if err != nil {
+			return err
+		}
+		before := l
+		changed := false
+		if l.session != s.g.res.session {
+			// Another claim of the host's name (a later start replaced
+			// this host's session, or a copy): this file is not ours to
+			// use any more unless this process's claim is the current
+			// one, which only the registry can say; take nothing.
+			if l.session != "" || !l.cur.none() {
+				return fmt.Errorf("snapid: %w: sequence %q: the lease file is bound to another claim of %q (a later start of this host, or a copy of its state)",
+					ErrNameTaken, s.name, s.g.name)
+			}
+			l.session, changed = s.g.res.session, true
+		}
+		// A position below what this process saw in the same range: the
+		// file went backwards while in use (restored or copied over).
+		if !l.cur.none() && l.cur == s.seen && l.pos < s.high {
+			s.log.Error("snapid: the sequence lease file went backwards while in use (restored or copied over?); raising it",
+				"sequence", s.name, "pos", l.pos, "to", s.high)
+			l.pos = s.high
+		}
+		c, err := fn(&l)
+		if err != nil {
+			return err
+		}
+		changed = changed || c || l.cur != before.cur || l.ahead != before.ahead
+		switch {
+		case changed:
+			err = s.lf.store(&l)
+		case l.pos != before.pos:
+			err = s.lf.storePos(l.pos)
+		}
+		if err != nil {
+			return err
+		}
+		s.seen, s.high = l.cur, l.pos
+		return nil
+	})
+}
+
+// refillLease takes the host's next lease from the registry, if the file
+// still needs one: for prefetch, when the current range is half used and
+// there is no next one; otherwise, when the file has fewer than min
+// numbers left. It holds the host's refill lock meanwhile, so that one
+// process of the host leases at a time, but not the lease file's lock:
+// other processes go on taking from the file. A prefetch gives up if
+// another process is leasing.
+func (s *Sequence) refillLease(min uint64, prefetch bool) error {
+	if prefetch {
+		ok, err := s.refill.TryLock()
+		if err != nil || !ok {
+			return err
+		}
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), s.g.res.o.timeout)
+		ok, err := s.refill.TryLockContext(ctx, 2*time.Millisecond)
+		cancel()
+		if err == nil && !ok {
+			err = ctx.Err()
+		}
+		if err != nil {
+			return &FileError{Op: "lock", Path: s.refill.Path(), Err: fmt.Errorf("waiting for another process of this host to take the next lease: %w", err)}
+		}
+	}
+	defer s.refill.Unlock()
+	var prev seqRange
+	need := false
+	err := s.withFile(func(l *leaseRecord) (bool, error) {
+		if prefetch {
+			need = l.ahead.none() && !l.cur.none() && l.left() < s.o.lease/2
+		} else {
+			need = l.left() < min && l.ahead.none()
+		}
+		prev = l.latest()
+		return false, nil
+	})
+	if err != nil || !need {
+		return err
+	}
+	return s.lease(prev, min)
+}
+
+// lease takes the host's next lease from the registry and installs it in
+// the file, whose latest range is prev; the caller holds the refill lock.
+// The registry leases only if its record of this host's lease is prev
+// (ErrLeaseMoved otherwise): then the file is older than the registry
+// (restored or copied, or a process died between a lease and recording it)
+// and its ranges are dropped, and the next lease is asked for against the
+// registry's record.
+func (s *Sequence) lease(prev seqRange, min uint64) error {
+	inFile := prev // the file's latest range; prev is what the registry is shown
+	for attempt := 0; attempt < 3; attempt++ {
+		if errp := s.g.res.lost.Load(); errp != nil {
+			return *errp
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.g.res.o.timeout)
+		got, err := s.reg.LeaseSequence(ctx, LeaseRequest{
+			Sequence: s.name, Name: s.g.name, Owner: s.g.res.host.owner, Session: s.g.res.session,
+			PrevFirst: prev.first, PrevLast: prev.last, Size: max(s.o.lease, min), Min: min,
+		})
+		cancel()
+		switch {
+		case errors.Is(err, ErrLeaseMoved):
+			recorded := seqRange{got.First, got.Last}
+			s.log.Warn("snapid: the host's sequence lease in the registry is not the lease file's; dropping the file's ranges (a gap)",
+				"sequence", s.name, "file", prev, "registry", recorded)
+			err := s.withFile(func(l *leaseRecord) (bool, error) {
+				if l.latest() == inFile {
+					l.void(s.g.res.session)
+				}
+				inFile = l.latest()
+				return true, nil
+			})
+			if err != nil {
+				return err
+			}
+			prev = recorded
+			continue
+		case err != nil:
+			return fmt.Errorf("snapid: sequence %q: %w", s.name, err)
+		}
+		next := seqRange{got.First, got.Last}
+		return s.withFile(func(l *leaseRecord) (bool, error) {
+			switch {
+			case l.latest() != inFile:
+				// Cannot happen under the refill lock, short of a file
+				// replaced by hand meanwhile: next stays unused (a gap).
+				s.log.Warn("snapid: the sequence lease file changed while a lease was taken; the lease is left unused (a gap)",
+					"sequence", s.name, "lease", next)
+			case l.left() == 0:
+				l.cur, l.ahead, l.pos = next, seqRange{}, next.first
+			default:
+				l.ahead = next
+			}
+			return true, nil
+		})
+	}
+	return fmt.Errorf("snapid: %w: sequence %q: the host's lease in the registry kept moving", ErrRegistry, s.name)
+}
+
+// prefetch takes the host's next lease in the background, one at a time
+// in this process.
+func (s *Sequence) prefetch() {
+	if s.closed.Load() || !s.prefetching.CompareAndSwap(false, true) {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.prefetching.Store(false)
+		err := s.refillLease(1, true)
+		if err != nil && !errors.Is(err, ErrExhausted) {
+			s.log.Warn("snapid: could not take the host's next sequence lease in advance; numbers keep flowing from the current one",
+				"sequence", s.name, "err", err)
+		}
+	}()
+}
+
+// Close stops the Sequence: background work ends, later calls return
+// ErrClosed, and the lease file is closed. The rest of the process's block
+// is not returned (a gap). It is idempotent.
+func (s *Sequence) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.alloc.close()
+	s.wg.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refill.Close()
+	return s.lf.c.close()
+}
