@@ -44,6 +44,7 @@ type Registry struct {
 	// counts nodes that are down, so a wait with one node down lasts until
 	// its timeout: it is called only after this process changed the schema.
 	awaitSchema func(context.Context) error
+	seqs        seqState // sequences (seqstore.go, sequence.go)
 }
 
 var _ snapid.Registry = (*Registry)(nil)
@@ -92,11 +93,13 @@ func dial(ctx context.Context, cfg Config) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("snapid: %w: connecting to Cassandra at %s: %w", snapid.ErrRegistry, strings.Join(cfg.Hosts, ","), err)
 	}
-	return newRegistry(session, &gocqlQuerier{
+	r := newRegistry(session, &gocqlQuerier{
 		s:      session,
 		cons:   cluster.Consistency,
 		serial: cluster.SerialConsistency,
-	}, cfg.keyspace(), cfg.table(), log), nil
+	}, cfg.keyspace(), cfg.table(), log)
+	r.seqs.cfg = cfg
+	return r, nil
 }
 
 func newRegistry(s *gocql.Session, q *gocqlQuerier, ks, tbl string, log *slog.Logger) *Registry {
@@ -145,6 +148,7 @@ func createSession(ctx context.Context, cluster *gocql.ClusterConfig) (*gocql.Se
 // with an error wrapping snapid.ErrRegistry.
 func (r *Registry) Close() {
 	r.closed.Do(func() {
+		r.closeSequences()
 		if r.session != nil {
 			r.session.Close()
 		}
