@@ -150,7 +150,7 @@ func (g *Generator) Sequence(name string, opts ...SequenceOption) (*Sequence, er
 		lf.c.close()
 		return nil, err
 	}
-	s.alloc = newBlockAllocator(o.block, func(k uint64) (uint64, uint64, error) { return s.take(k, 1) })
+	s.alloc = newBlockAllocator(o.block, func(k uint64) (uint64, uint64, error) { return s.take(k, 1, true) })
 	return s, nil
 }
 
@@ -215,7 +215,9 @@ func (s *Sequence) Next() (uint64, error) {
 // first, first+1, …, first+k-1. k is at most the lease size
 // (SequenceLeaseSize). If the host's current lease has fewer than k left,
 // its rest is skipped (a gap). Fewer than k numbers left in the whole
-// sequence is ErrExhausted. It is safe for concurrent use.
+// sequence is ErrExhausted. NextN takes no lease in advance: with a lease
+// size of k, a process that calls it once (snapctl seq next) leases
+// exactly what it hands out. It is safe for concurrent use.
 func (s *Sequence) NextN(k uint64) (first uint64, err error) {
 	if k == 0 || k > s.o.lease {
 		return 0, fmt.Errorf("snapid: %w: NextN(%d): take 1 to %d numbers (the lease size)", ErrInvalidOption, k, s.o.lease)
@@ -223,7 +225,7 @@ func (s *Sequence) NextN(k uint64) (first uint64, err error) {
 	if s.closed.Load() {
 		return 0, ErrClosed
 	}
-	first, _, err = s.take(k, k)
+	first, _, err = s.take(k, k, false)
 	return first, err
 }
 
@@ -233,8 +235,10 @@ func (s *Sequence) NextN(k uint64) (first uint64, err error) {
 const maxTakeRounds = 1000
 
 // take takes between min and k consecutive numbers from the lease file,
-// leasing from the registry when the file has none.
-func (s *Sequence) take(k, min uint64) (first, count uint64, err error) {
+// leasing from the registry when the file has none, and with prefetchOK,
+// starting the host's next lease in the background when half of the
+// current one is used.
+func (s *Sequence) take(k, min uint64, prefetchOK bool) (first, count uint64, err error) {
 	for round := 0; round < maxTakeRounds; round++ {
 		if s.closed.Load() {
 			return 0, 0, ErrClosed
@@ -247,7 +251,7 @@ func (s *Sequence) take(k, min uint64) (first, count uint64, err error) {
 					first, count = l.pos, minU(k, left)
 					l.pos += count
 					got = true
-					if l.ahead.none() && l.left() < s.o.lease/2 {
+					if prefetchOK && l.ahead.none() && l.left() < s.o.lease/2 {
 						prefetch = true
 					}
 					return changed, nil

@@ -62,6 +62,18 @@ func cmdCheckNames(ctx context.Context, c *cli, args []string) error {
 		return usageError{"nothing to check: give --cassandra (or SNAPID_CASSANDRA) to audit the registry, or --names FILE to check an inventory"}
 	}
 	report := snapid.Audit(rows, cfg)
+	if reg != nil {
+		seqs, err := reg.ListSequences(ctx)
+		switch {
+		case errors.Is(err, snapid.ErrInvalidOption):
+			// A cluster of several data centres without a local one
+			// configured: names are still audited.
+			fmt.Fprintf(c.stderr, "snapctl: notice: sequences not audited: %s\n", oneLine(err.Error()))
+		case err != nil:
+			return err
+		}
+		report.Problems = append(report.Problems, snapid.AuditSequences(seqs)...)
+	}
 	if *asJSON {
 		enc := json.NewEncoder(c.stdout)
 		enc.SetIndent("", "  ")
