@@ -11,7 +11,7 @@ import (
 // so that in steady state no caller waits for the disk.
 type blockAllocator struct {
 	size    uint64
-	reserve func(k uint64) (first, count uint64, err error) // 1 <= count <= k
+	reserve func(k uint64) (first, count uint64, err error) // count >= 1 (a Sequence sizes its own blocks)
 
 	cur atomic.Pointer[block]
 

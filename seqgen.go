@@ -31,8 +31,9 @@ type seqOptions struct {
 
 // SequenceBlock sets how many numbers the process takes from the host's
 // lease file at a time (default DefaultSequenceBlock): one flock, one
-// 8-byte write and one fdatasync per block. A process that exits leaves
-// the rest of its block unused (a gap).
+// 8-byte write and one fdatasync per block. A busy process takes larger
+// blocks, up to the lease size (see nextBlockSize). A process that exits
+// leaves the rest of its block unused (a gap).
 func SequenceBlock(n uint64) SequenceOption {
 	return func(o *seqOptions) error {
 		if n == 0 {
@@ -85,6 +86,10 @@ type Sequence struct {
 	high uint64   // the highest position this process saw in seen
 
 	refill      *flock.Flock // <lease file>.refill: one process of the host leases at a time
+	blockSize   atomic.Uint64
+	lastBlock   atomic.Int64 // when the last block was taken (UnixNano)
+	leaseSize   atomic.Uint64
+	lastLease   atomic.Int64 // when the last lease was asked for (UnixNano)
 	prefetching atomic.Bool
 	wg          sync.WaitGroup
 }
@@ -150,7 +155,9 @@ func (g *Generator) Sequence(name string, opts ...SequenceOption) (*Sequence, er
 		lf.c.close()
 		return nil, err
 	}
-	s.alloc = newBlockAllocator(o.block, func(k uint64) (uint64, uint64, error) { return s.take(k, 1, true) })
+	s.blockSize.Store(o.block)
+	s.leaseSize.Store(o.lease)
+	s.alloc = newBlockAllocator(o.block, func(uint64) (uint64, uint64, error) { return s.take(s.nextBlockSize(), 1, true) })
 	return s, nil
 }
 
@@ -195,6 +202,57 @@ func (s *Sequence) verify(rec SequenceLease, err error) error {
 		}
 		return nil
 	})
+}
+
+// Blocks grow (doubling, up to the lease size) while they last less than
+// fastBlock, so that a busy process is not held back by one fdatasync per
+// block, and shrink back (halving, down to SequenceBlock) once they last
+// longer than slowBlock, so that an idle one leaves small gaps.
+const (
+	fastBlock = 50 * time.Millisecond
+	slowBlock = 2 * time.Second
+)
+
+// Leases grow likewise (up to maxLeaseGrowth times SequenceLeaseSize)
+// while they last less than fastLease, and shrink back once they last
+// longer than slowLease: a busy host does not wait for the registry, an
+// idle one loses little when its claim changes.
+const (
+	fastLease      = time.Second
+	slowLease      = time.Minute
+	maxLeaseGrowth = 128
+)
+
+// nextLeaseSize returns the size of the next lease (see fastLease).
+func (s *Sequence) nextLeaseSize() uint64 {
+	now := time.Now().UnixNano()
+	last := s.lastLease.Swap(now)
+	size := s.leaseSize.Load()
+	switch elapsed := time.Duration(now - last); {
+	case last == 0:
+	case elapsed < fastLease && size < s.o.lease*maxLeaseGrowth:
+		size *= 2
+	case elapsed > slowLease && size > s.o.lease:
+		size = max(size/2, s.o.lease)
+	}
+	s.leaseSize.Store(size)
+	return size
+}
+
+// nextBlockSize returns the size of the next block (see fastBlock).
+func (s *Sequence) nextBlockSize() uint64 {
+	now := time.Now().UnixNano()
+	last := s.lastBlock.Swap(now)
+	size := s.blockSize.Load()
+	switch elapsed := time.Duration(now - last); {
+	case last == 0:
+	case elapsed < fastBlock && size < s.leaseSize.Load():
+		size = min(size*2, max(s.leaseSize.Load(), s.o.block))
+	case elapsed > slowBlock && size > s.o.block:
+		size = max(size/2, s.o.block)
+	}
+	s.blockSize.Store(size)
+	return size
 }
 
 // Next returns a new number of the sequence. It is safe for concurrent
@@ -251,7 +309,7 @@ func (s *Sequence) take(k, min uint64, prefetchOK bool) (first, count uint64, er
 					first, count = l.pos, minU(k, left)
 					l.pos += count
 					got = true
-					if prefetchOK && l.ahead.none() && l.left() < s.o.lease/2 {
+					if prefetchOK && l.ahead.none() && l.left() < s.leaseSize.Load()/2 {
 						prefetch = true
 					}
 					return changed, nil
@@ -368,7 +426,7 @@ func (s *Sequence) refillLease(min uint64, prefetch bool) error {
 	need := false
 	err := s.withFile(func(l *leaseRecord) (bool, error) {
 		if prefetch {
-			need = l.ahead.none() && !l.cur.none() && l.left() < s.o.lease/2
+			need = l.ahead.none() && !l.cur.none() && l.left() < s.leaseSize.Load()/2
 		} else {
 			need = l.left() < min && l.ahead.none()
 		}
@@ -397,7 +455,7 @@ func (s *Sequence) lease(prev seqRange, min uint64) error {
 		ctx, cancel := context.WithTimeout(context.Background(), s.g.res.o.timeout)
 		got, err := s.reg.LeaseSequence(ctx, LeaseRequest{
 			Sequence: s.name, Name: s.g.name, Owner: s.g.res.host.owner, Session: s.g.res.session,
-			PrevFirst: prev.first, PrevLast: prev.last, Size: max(s.o.lease, min), Min: min,
+			PrevFirst: prev.first, PrevLast: prev.last, Size: max(s.nextLeaseSize(), min), Min: min,
 		})
 		cancel()
 		switch {

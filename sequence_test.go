@@ -438,5 +438,6 @@ func TestSequenceLeaseFileMatchesRegistry(t *testing.T) {
 	}
 	require.Equal(t, [2]uint64{rec.First, rec.Last}, [2]uint64{latest.First, latest.Last})
 	require.Equal(t, rec.Session, cur.Session)
-	require.Equal(t, uint64(530), pos, "three blocks of 10 taken from the file (two drawn, one prefetched)")
+	require.GreaterOrEqual(t, pos, uint64(525), "the file's position is past every number handed out")
+	require.LessOrEqual(t, pos, cur.Last+1)
 }
