@@ -242,7 +242,8 @@ func TestSequenceRestoredAndClonedLeaseFile(t *testing.T) {
 				issued = append(issued, drawSeq(t, s3, 40)...)
 				// The original goes on from what its file holds, then
 				// stops: its claim was superseded.
-				for {
+				for i := 0; ; i++ {
+					require.Less(t, i, 100_000, "the original never stopped")
 					v, err := s1.Next()
 					if err != nil {
 						require.ErrorIs(t, err, ErrNameTaken)

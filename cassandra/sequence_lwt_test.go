@@ -195,7 +195,8 @@ func TestSequenceRestoredAndClonedOnCassandra(t *testing.T) {
 	require.NoError(t, err)
 	defer s3.Close()
 	next(s3, 40)
-	for {
+	for i := 0; ; i++ {
+		require.Less(t, i, 100_000, "the original never stopped")
 		v, err := s1.Next()
 		if err != nil {
 			require.ErrorIs(t, err, snapid.ErrNameTaken, "the original stops once the clone's claim superseded it")
