@@ -442,3 +442,30 @@ func TestSequenceLeaseFileMatchesRegistry(t *testing.T) {
 	require.GreaterOrEqual(t, pos, uint64(525), "the file's position is past every number handed out")
 	require.LessOrEqual(t, pos, cur.Last+1)
 }
+
+// A busy process takes larger blocks and leases (doubling while each lasts
+// less than a moment), so that it does not wait for the registry or the
+// disk at every small lease: far fewer leases than at a fixed size.
+func TestSequenceSizesGrowWhenBusy(t *testing.T) {
+	reg := snapidtest.NewRegistry()
+	var leases int
+	var mu sync.Mutex
+	reg.SetHook(func(_ context.Context, op, _ string) error {
+		if op == "lease" {
+			mu.Lock()
+			leases++
+			mu.Unlock()
+		}
+		return nil
+	})
+	createSeq(t, reg, "ids", 1, MaxSequence)
+	host := newSeqHost(t, "web")
+	g := host.open(t, reg)
+	defer g.Close()
+	s := openSeq(t, g, "ids", SequenceBlock(10), SequenceLeaseSize(100))
+	defer s.Close()
+	requireUnique(t, drawSeq(t, s, 200_000), 1, MaxSequence)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Less(t, leases, 200, "200000 numbers at a fixed lease of 100 would take 2000 leases")
+}
