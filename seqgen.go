@@ -80,10 +80,11 @@ type Sequence struct {
 	alloc  *blockAllocator
 	closed atomic.Bool
 
-	mu   sync.Mutex // guards lf and the fields below (the flock is per open file, not per goroutine)
-	lf   *leaseFile
-	seen seqRange // the current range this process last saw, for the roll-back check
-	high uint64   // the highest position this process saw in seen
+	mu         sync.Mutex // guards lf and the fields below (the flock is per open file, not per goroutine)
+	lf         *leaseFile
+	fileClosed bool
+	seen       seqRange // the current range this process last saw, for the roll-back check
+	high       uint64   // the highest position this process saw in seen
 
 	refill      *flock.Flock // <lease file>.refill: one process of the host leases at a time
 	blockSize   atomic.Uint64
@@ -353,6 +354,9 @@ func minU(a, b uint64) uint64 {
 func (s *Sequence) withFile(fn func(l *leaseRecord) (changed bool, err error)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.fileClosed {
+		return ErrClosed // a lease that finished after Close: not recorded, a gap
+	}
 	return s.lf.c.withLock(func() error {
 		l, err := s.lf.load()
 		if err != nil {
@@ -527,5 +531,6 @@ func (s *Sequence) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.refill.Close()
+	s.fileClosed = true
 	return s.lf.c.close()
 }

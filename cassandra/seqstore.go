@@ -187,6 +187,9 @@ type seqState struct {
 	floor   uint64
 	bg      map[string]bool // sequences with a background grant running
 	wg      sync.WaitGroup
+	closing bool               // set by Close: no more background grants
+	stop    context.CancelFunc // cancels the background grants' context
+	bgCtx   context.Context
 
 	// localDC finds the data centre when Config.LocalDC is empty (tests
 	// replace it).
@@ -327,6 +330,12 @@ func (r *Registry) ensureTable(ctx context.Context, create bool) (bool, error) {
 // closeSequences waits for background grants and closes the data
 // centre's session.
 func (r *Registry) closeSequences() {
+	r.seqs.mu.Lock()
+	r.seqs.closing = true
+	if r.seqs.stop != nil {
+		r.seqs.stop()
+	}
+	r.seqs.mu.Unlock()
 	r.seqs.wg.Wait()
 	r.seqs.mu.Lock()
 	defer r.seqs.mu.Unlock()

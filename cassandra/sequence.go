@@ -303,10 +303,14 @@ func (r *Registry) maybeGrant(seq, dc string, rows []seqRow, rg *seqRow, n uint6
 	if st.bg == nil {
 		st.bg = map[string]bool{}
 	}
-	if st.bg[seq] {
+	if st.bg[seq] || st.closing {
 		st.mu.Unlock()
 		return
 	}
+	if st.bgCtx == nil {
+		st.bgCtx, st.stop = context.WithCancel(context.Background())
+	}
+	bgCtx := st.bgCtx
 	st.bg[seq] = true
 	st.wg.Add(1)
 	st.mu.Unlock()
@@ -317,7 +321,9 @@ func (r *Registry) maybeGrant(seq, dc string, rows []seqRow, rg *seqRow, n uint6
 			delete(st.bg, seq)
 			st.mu.Unlock()
 		}()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		// Cancelled by Close: a grant abandoned half way leaves a grant
+		// without its range, which the next grant of the data centre adds.
+		ctx, cancel := context.WithTimeout(bgCtx, time.Minute)
 		defer cancel()
 		q, _, err := r.seqQuerier(ctx)
 		if err == nil {
