@@ -132,11 +132,13 @@ func (g *Generator) Sequence(name string, opts ...SequenceOption) (*Sequence, er
 	}
 	// The registry first: a sequence that does not exist is refused before
 	// anything is created on disk.
+	reachable := true
 	ctx, cancel := context.WithTimeout(context.Background(), g.res.o.timeout)
 	defer cancel()
-	rec, herr := sr.HostLease(ctx, name, g.name)
-	if herr != nil && !errors.Is(herr, ErrRegistry) {
-		return nil, herr
+	if _, err := sr.HostLease(ctx, name, g.name); err != nil && !errors.Is(err, ErrRegistry) {
+		return nil, err
+	} else if err != nil {
+		reachable = false
 	}
 	fo := defaultOptions()
 	fo.followSymlinks, fo.sync, fo.io = g.file.follow, g.file.sync, g.file.io
@@ -152,7 +154,7 @@ func (g *Generator) Sequence(name string, opts ...SequenceOption) (*Sequence, er
 	}
 	s := &Sequence{g: g, name: name, reg: sr, o: o, log: g.log, lf: lf,
 		refill: flock.New(refillPath, flock.SetFlag(openFlags(fo.followSymlinks)))}
-	if err := s.verify(rec, herr); err != nil {
+	if err := s.verify(reachable); err != nil {
 		lf.c.close()
 		return nil, err
 	}
@@ -167,42 +169,71 @@ func (s *Sequence) Name() string { return s.name }
 
 // verify checks the lease file against the registry's record of this
 // host's lease, and drops its ranges if they are not the host's current
-// lease.
-func (s *Sequence) verify(rec SequenceLease, err error) error {
+// lease. It holds the host's refill lock, so that no lease of another
+// process of the host is between the registry and the file meanwhile, and
+// reads the registry's record under it. reachable is false if the
+// registry could not be reached at open.
+func (s *Sequence) verify(reachable bool) error {
+	if err := s.lockRefill(); err != nil {
+		return err
+	}
+	defer s.refill.Unlock()
 	session := s.g.res.session
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lf.c.withLock(func() error {
-		l, err2 := s.lf.load()
-		if err2 != nil {
-			return err2
-		}
-		if l.session != session {
-			if l.cur.none() && l.session == "" {
-				return nil // new file
-			}
+	check := false
+	err := s.update(false, func(l *leaseRecord) (bool, error) {
+		switch {
+		case l.session != session && (l.session != "" || !l.cur.none()):
 			s.log.Info("snapid: sequence lease file of an earlier claim of this host; its ranges are dropped (a gap)",
 				"sequence", s.name, "cur", l.cur, "ahead", l.ahead)
 			l.void(session)
-			return s.lf.store(&l)
+			return true, nil
+		case !l.cur.none():
+			check = true
 		}
-		if l.cur.none() {
-			return nil
+		return false, nil
+	})
+	if err != nil || !check {
+		return err
+	}
+	var rec SequenceLease
+	if reachable {
+		ctx, cancel := context.WithTimeout(context.Background(), s.g.res.o.timeout)
+		rec, err = s.reg.HostLease(ctx, s.name, s.g.name)
+		cancel()
+		if err != nil && !errors.Is(err, ErrRegistry) {
+			return err
 		}
-		if err != nil {
-			s.log.Warn("snapid: registry unreachable; using this host's sequence lease file unchecked",
-				"sequence", s.name, "err", err)
-			return nil
-		}
+	}
+	if !reachable || err != nil {
+		s.log.Warn("snapid: registry unreachable; using this host's sequence lease file unchecked",
+			"sequence", s.name, "err", err)
+		return nil
+	}
+	return s.withFile(func(l *leaseRecord) (bool, error) {
 		latest := l.latest()
-		if rec.Session != session || rec.First != latest.first || rec.Last != latest.last {
+		if !l.cur.none() && (rec.Session != session || rec.First != latest.first || rec.Last != latest.last) {
 			s.log.Warn("snapid: the sequence lease file is not the host's lease the registry records (restored or copied?); its ranges are dropped (a gap)",
 				"sequence", s.name, "file", latest, "registry_first", rec.First, "registry_last", rec.Last)
 			l.void(session)
-			return s.lf.store(&l)
+			return true, nil
 		}
-		return nil
+		return false, nil
 	})
+}
+
+// lockRefill takes the host's refill lock, waiting at most the registry
+// timeout.
+func (s *Sequence) lockRefill() error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.g.res.o.timeout)
+	defer cancel()
+	ok, err := s.refill.TryLockContext(ctx, 2*time.Millisecond)
+	if err == nil && !ok {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return &FileError{Op: "lock", Path: s.refill.Path(), Err: fmt.Errorf("waiting for another process of this host to take the next lease: %w", err)}
+	}
+	return nil
 }
 
 // Blocks grow (doubling, up to the lease size) while they last less than
@@ -352,6 +383,13 @@ func minU(a, b uint64) uint64 {
 // withFile returns, so no number fn takes is handed out before it is on
 // disk.
 func (s *Sequence) withFile(fn func(l *leaseRecord) (changed bool, err error)) error {
+	return s.update(true, fn)
+}
+
+// update is withFile; with bound false it leaves out the check that the
+// file is bound to this process's claim (verify, which rebinds it, uses
+// that).
+func (s *Sequence) update(bound bool, fn func(l *leaseRecord) (changed bool, err error)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fileClosed {
@@ -364,7 +402,7 @@ func (s *Sequence) withFile(fn func(l *leaseRecord) (changed bool, err error)) e
 		}
 		before := l
 		changed := false
-		if l.session != s.g.res.session {
+		if bound && l.session != s.g.res.session {
 			// Another claim of the host's name (a later start replaced
 			// this host's session, or a copy): this file is not ours to
 			// use any more unless this process's claim is the current
@@ -414,16 +452,8 @@ func (s *Sequence) refillLease(min uint64, prefetch bool) error {
 		if err != nil || !ok {
 			return err
 		}
-	} else {
-		ctx, cancel := context.WithTimeout(context.Background(), s.g.res.o.timeout)
-		ok, err := s.refill.TryLockContext(ctx, 2*time.Millisecond)
-		cancel()
-		if err == nil && !ok {
-			err = ctx.Err()
-		}
-		if err != nil {
-			return &FileError{Op: "lock", Path: s.refill.Path(), Err: fmt.Errorf("waiting for another process of this host to take the next lease: %w", err)}
-		}
+	} else if err := s.lockRefill(); err != nil {
+		return err
 	}
 	defer s.refill.Unlock()
 	var prev seqRange

@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	. "github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/testfs"
@@ -468,4 +470,80 @@ func TestSequenceSizesGrowWhenBusy(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Less(t, leases, 200, "200000 numbers at a fixed lease of 100 would take 2000 leases")
+}
+
+// holdingRegistry holds the reply of one armed LeaseSequence after the
+// lease is made, as a slow network would: the registry records the lease
+// before the process installs it in the lease file.
+type holdingRegistry struct {
+	*snapidtest.Registry
+	armed   atomic.Bool
+	entered chan SequenceLease
+	release chan struct{}
+}
+
+func (h *holdingRegistry) LeaseSequence(ctx context.Context, req LeaseRequest) (SequenceLease, error) {
+	l, err := h.Registry.LeaseSequence(ctx, req)
+	if err == nil && h.armed.CompareAndSwap(true, false) {
+		h.entered <- l
+		<-h.release
+	}
+	return l, err
+}
+
+// A process of the host opening the sequence while another process is
+// between a lease and recording it in the file waits for it, instead of
+// taking the file for a stale copy and dropping its ranges (and the new
+// lease: a gap).
+func TestSequenceOpenWaitsForLeaseInFlight(t *testing.T) {
+	reg := &holdingRegistry{Registry: snapidtest.NewRegistry(), entered: make(chan SequenceLease, 1), release: make(chan struct{})}
+	createSeq(t, reg, "ids", 1, MaxSequence)
+	host := newSeqHost(t, "web")
+	gA := host.open(t, reg)
+	defer gA.Close()
+	sA := openSeq(t, gA, "ids", SequenceLeaseSize(20))
+	defer sA.Close()
+	first, err := sA.NextN(15)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), first)
+	reg.armed.Store(true)
+	type res struct {
+		n   uint64
+		err error
+	}
+	aDone := make(chan res, 1)
+	go func() {
+		n, err := sA.NextN(10) // more than the 5 left: a lease
+		aDone <- res{n, err}
+	}()
+	l2 := <-reg.entered
+	gB := host.open(t, reg) // another process of the host
+	defer gB.Close()
+	type opened struct {
+		s   *Sequence
+		err error
+	}
+	bDone := make(chan opened, 1)
+	go func() {
+		s, err := gB.Sequence("ids", SequenceLeaseSize(20))
+		bDone <- opened{s, err}
+	}()
+	var b opened
+	select {
+	case b = <-bDone:
+	case <-time.After(200 * time.Millisecond): // waiting for A, as it should
+	}
+	close(reg.release)
+	a := <-aDone
+	require.NoError(t, a.err)
+	require.Equal(t, l2.First, a.n, "A's numbers come from the lease it took, not from a later one")
+	if b.s == nil && b.err == nil {
+		b = <-bDone
+	}
+	require.NoError(t, b.err)
+	sB := b.s
+	defer sB.Close()
+	v, err := sB.Next()
+	require.NoError(t, err)
+	require.Equal(t, l2.First+10, v, "B goes on in the file's lease: no gap")
 }
