@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -546,4 +547,38 @@ func TestSequenceOpenWaitsForLeaseInFlight(t *testing.T) {
 	v, err := sB.Next()
 	require.NoError(t, err)
 	require.Equal(t, l2.First+10, v, "B goes on in the file's lease: no gap")
+}
+
+// The lease file and its refill lock file are created like the counter,
+// through the file-system layer: synced before they get their names, the
+// directory synced after; a failed directory sync fails Sequence.
+func TestSequenceFilesCreatedAtomically(t *testing.T) {
+	for _, target := range []string{".seq.ids", ".seq.ids.refill"} {
+		t.Run(target, func(t *testing.T) {
+			reg := snapidtest.NewRegistry()
+			createSeq(t, reg, "ids", 1, MaxSequence)
+			host := newSeqHost(t, "web")
+			rec := &recordingFS{}
+			g := host.open(t, reg, ExportWithFS(rec))
+			defer g.Close()
+			s := openSeq(t, g, "ids")
+			drawSeq(t, s, 3)
+			require.NoError(t, s.Close())
+			ops := rec.snapshot()
+			at := slices.IndexFunc(ops, func(o fsOp) bool { return o.op == "link" && o.to == host.path+target })
+			require.GreaterOrEqual(t, at, 0, "%s not made through the file-system layer: %v", target, ops)
+			tmp := ops[at].path
+			synced := slices.Index(ops, fsOp{op: "syncfile", path: tmp})
+			require.True(t, synced >= 0 && synced < at, "synced before it gets its name: %v", ops)
+			require.Equal(t, []fsOp{{op: "remove", path: tmp}, {op: "syncdir", path: host.dir}}, ops[at+1:at+3])
+
+			failing := newSeqHost(t, "api")
+			gf := failing.open(t, reg, ExportWithFS(&recordingFS{failAfter: failing.path + target}))
+			defer gf.Close()
+			_, err := gf.Sequence("ids")
+			require.ErrorIs(t, err, errInjected)
+			require.Contains(t, err.Error(), "sync directory")
+			testfs.RequireNoTemp(t, failing.dir)
+		})
+	}
 }
