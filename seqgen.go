@@ -92,6 +92,8 @@ type Sequence struct {
 	leaseSize   atomic.Uint64
 	lastLease   atomic.Int64 // when the last lease was asked for (UnixNano)
 	prefetching atomic.Bool
+	bgMu        sync.Mutex // guards stopping and wg.Add against Close's wg.Wait
+	stopping    bool
 	wg          sync.WaitGroup
 }
 
@@ -534,7 +536,9 @@ func (s *Sequence) lease(prev seqRange, min uint64) error {
 // prefetch takes the host's next lease in the background, one at a time
 // in this process.
 func (s *Sequence) prefetch() {
-	if s.closed.Load() || !s.prefetching.CompareAndSwap(false, true) {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if s.stopping || !s.prefetching.CompareAndSwap(false, true) {
 		return
 	}
 	s.wg.Add(1)
@@ -557,6 +561,9 @@ func (s *Sequence) Close() error {
 		return nil
 	}
 	s.alloc.close()
+	s.bgMu.Lock()
+	s.stopping = true
+	s.bgMu.Unlock()
 	s.wg.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
