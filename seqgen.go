@@ -46,8 +46,8 @@ func SequenceBlock(n uint64) SequenceOption {
 
 // SequenceLeaseSize sets how many numbers the host leases from its data
 // centre at a time (default DefaultSequenceLease). The rest of a lease is
-// lost (a gap) when the host's claim changes (every start of the host's
-// first process claims anew).
+// lost (a gap) when the host restarts after a crash; a clean restart
+// carries it over.
 func SequenceLeaseSize(n uint64) SequenceOption {
 	return func(o *seqOptions) error {
 		if n == 0 {
@@ -67,10 +67,10 @@ func SequenceLeaseSize(n uint64) SequenceOption {
 // the lease file beside the counter, under its flock. Numbers are unique
 // across the cluster; they increase within a block of one process, not
 // across processes or hosts. Gaps come from blocks left unused by a
-// process that exits, leases left unused by a host whose claim changes
-// (every start of its first process), a lease file found older than the
-// registry's record (restored or copied: its ranges are dropped), and
-// data-centre ranges left unused.
+// process that exits, a host's lease after a crash (a clean restart
+// carries it over), a lease file found older than the registry's record
+// (restored or copied: its ranges are dropped), and data-centre ranges left
+// unused.
 type Sequence struct {
 	g      *Generator
 	name   string
@@ -103,8 +103,10 @@ type Sequence struct {
 // exist (ErrNoSequence; see CreateSequence). It creates the lease file
 // beside the counter if missing, and checks it against the registry's
 // record of this host's lease: ranges leased under an earlier claim of the
-// host, or older than the registry's record (a restored or copied file),
-// are dropped, never issued again. If the registry cannot be reached, a
+// host are carried over if the file is exactly as the host's last process
+// recorded it at a clean close, and dropped otherwise, as are ranges older
+// than the registry's record (a restored or copied file); dropped numbers
+// are never issued again. If the registry cannot be reached, a
 // file of this host's current claim is used as it is, with a warning.
 //
 // Close the Sequence before its Generator.
@@ -181,20 +183,21 @@ func (s *Sequence) verify(reachable bool) error {
 	}
 	defer s.refill.Unlock()
 	session := s.g.res.session
-	check := false
+	var old leaseRecord // the file as an earlier claim left it
+	check, earlier := false, false
 	err := s.update(false, func(l *leaseRecord) (bool, error) {
 		switch {
-		case l.session != session && (l.session != "" || !l.cur.none()):
-			s.log.Info("snapid: sequence lease file of an earlier claim of this host; its ranges are dropped (a gap)",
-				"sequence", s.name, "cur", l.cur, "ahead", l.ahead)
+		case l.session != session && l.cur.none() && l.session != "":
 			l.void(session)
 			return true, nil
+		case l.session != session && !l.cur.none():
+			old, earlier = *l, true
 		case !l.cur.none():
 			check = true
 		}
 		return false, nil
 	})
-	if err != nil || !check {
+	if err != nil || !check && !earlier {
 		return err
 	}
 	var rec SequenceLease
@@ -205,17 +208,55 @@ func (s *Sequence) verify(reachable bool) error {
 		if err != nil && !errors.Is(err, ErrRegistry) {
 			return err
 		}
+		reachable = err == nil
 	}
-	if !reachable || err != nil {
+	if earlier {
+		return s.adopt(old, rec, reachable)
+	}
+	if !reachable {
 		s.log.Warn("snapid: registry unreachable; using this host's sequence lease file unchecked",
 			"sequence", s.name, "err", err)
 		return nil
 	}
-	return s.withFile(func(l *leaseRecord) (bool, error) {
+	return s.update(false, func(l *leaseRecord) (bool, error) {
 		latest := l.latest()
 		if !l.cur.none() && (rec.Session != session || rec.First != latest.first || rec.Last != latest.last) {
 			s.log.Warn("snapid: the sequence lease file is not the host's lease the registry records (restored or copied?); its ranges are dropped (a gap)",
 				"sequence", s.name, "file", latest, "registry_first", rec.First, "registry_last", rec.Last)
+			l.void(session)
+			return true, nil
+		}
+		return false, nil
+	})
+}
+
+// adopt carries the lease file of an earlier claim of the host (old) over
+// to this claim, if the registry's record rec shows that the host's last
+// process closed cleanly with the file exactly as it is (the same latest
+// range and position); otherwise the file's ranges are dropped (a gap).
+func (s *Sequence) adopt(old leaseRecord, rec SequenceLease, reachable bool) error {
+	session := s.g.res.session
+	latest := old.latest()
+	adopted := false
+	if reachable && rec.Session == old.session && rec.First == latest.first && rec.Last == latest.last &&
+		rec.ClosedAt != 0 && rec.ClosedAt == old.pos {
+		ctx, cancel := context.WithTimeout(context.Background(), s.g.res.o.timeout)
+		_, err := s.reg.AdoptLease(ctx, LeaseAdoption{Sequence: s.name, Name: s.g.name, Owner: s.g.res.host.owner, Session: session,
+			OldSession: old.session, First: latest.first, Last: latest.last, Pos: old.pos})
+		cancel()
+		adopted = err == nil
+		if err != nil {
+			s.log.Warn("snapid: could not carry the host's sequence lease over; it is dropped (a gap)", "sequence", s.name, "err", err)
+		}
+	}
+	return s.update(false, func(l *leaseRecord) (bool, error) {
+		if adopted && l.session == old.session && l.cur == old.cur && l.ahead == old.ahead && l.pos == old.pos {
+			l.session = session
+			return true, nil
+		}
+		if l.session != session {
+			s.log.Info("snapid: sequence lease file of an earlier claim of this host; its ranges are dropped (a gap)",
+				"sequence", s.name, "cur", l.cur, "ahead", l.ahead)
 			l.void(session)
 			return true, nil
 		}
@@ -394,8 +435,11 @@ func (s *Sequence) withFile(fn func(l *leaseRecord) (changed bool, err error)) e
 func (s *Sequence) update(bound bool, fn func(l *leaseRecord) (changed bool, err error)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.fileClosed {
-		return ErrClosed // a lease that finished after Close: not recorded, a gap
+	if s.fileClosed || s.g.closed.Load() {
+		// A lease that finished after Close: not recorded, a gap. After
+		// the Generator's Close, the host's last process may have recorded
+		// where the file stands: nothing more is taken from it.
+		return ErrClosed
 	}
 	return s.lf.c.withLock(func() error {
 		l, err := s.lf.load()

@@ -1,12 +1,15 @@
 package snapid
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"io/fs"
+	"path/filepath"
+	"strings"
 )
 
 // The sequence lease file <counter>.seq.<sequence> holds the host's lease
@@ -306,4 +309,49 @@ func ReadLeaseFile(counterPath, sequence string) (cur, ahead SequenceLease, pos 
 		return SequenceLease{Sequence: l.seq, Name: l.node, Owner: l.ow, Session: l.session, First: r.first, Last: r.last}
 	}
 	return mk(l.cur), mk(l.ahead), l.pos, true, nil
+}
+
+// closeLeases records, for the last process of the host (under the gate,
+// so that no process of this claim takes numbers afterwards), where each
+// of the host's sequence lease files stands, so that the host's next claim
+// may carry the lease over (see Sequence.verify). Failures only leave a
+// gap: the next claim then drops the lease.
+func (r *reservation) closeLeases(ctx context.Context) {
+	sr, ok := r.reg.(SequenceRegistry)
+	if !ok {
+		return
+	}
+	counterPath := strings.TrimSuffix(r.host.sessionPath, sessionSuffix)
+	files, _ := filepath.Glob(globEscape(counterPath) + leaseSuffix + "*")
+	for _, f := range files {
+		seq := strings.TrimPrefix(f, counterPath+leaseSuffix)
+		if ValidateName(seq) != nil {
+			continue // the refill lock files, and anything else
+		}
+		cur, ahead, pos, ok, err := ReadLeaseFile(counterPath, seq)
+		if err != nil || !ok || cur.First == 0 || cur.Session != r.session || cur.Name != r.name {
+			continue
+		}
+		latest := cur
+		if ahead.First != 0 {
+			latest = ahead
+		}
+		latest.Sequence, latest.Name, latest.Owner, latest.Session = seq, r.name, r.host.owner, r.session
+		if err := sr.CloseLease(ctx, latest, pos); err != nil {
+			r.log.Warn("snapid: could not record where the host's sequence lease stands; the next start drops it (a gap)",
+				"sequence", seq, "err", err)
+		}
+	}
+}
+
+// globEscape escapes the glob metacharacters of a path.
+func globEscape(p string) string {
+	var b strings.Builder
+	for _, c := range p {
+		if strings.ContainsRune(`*?[\`, c) {
+			b.WriteRune('\\')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }

@@ -48,6 +48,21 @@ type SequenceLease struct {
 	Session     string
 	First, Last uint64
 	LeasedAt    time.Time
+	// ClosedAt is the position of the host's lease file (the next number
+	// it would hand out) that the host's last process recorded when it
+	// closed cleanly; 0 if none (a lease clears it).
+	ClosedAt uint64
+}
+
+// LeaseAdoption asks a SequenceRegistry to carry a host's lease over from
+// its previous claim of its node name (OldSession) to its current one
+// (Session), after a clean restart.
+type LeaseAdoption struct {
+	Sequence             string
+	Name, Owner, Session string // the host's current claim
+	OldSession           string // the claim the lease was recorded under
+	First, Last          uint64 // the lease, as the host's lease file records it
+	Pos                  uint64 // the lease file's position
 }
 
 // SequenceStatus is everything a registry holds about one sequence.
@@ -108,6 +123,20 @@ type SequenceRegistry interface {
 	// the others keeps leasing. A later claim of the name supersedes the
 	// record on its first lease, and the earlier claim leases no more.
 	LeaseSequence(ctx context.Context, req LeaseRequest) (SequenceLease, error)
+
+	// CloseLease records pos as the position of the host's lease file
+	// (ClosedAt), if the host's lease record is l (session, first, last);
+	// otherwise it changes nothing and returns ErrLeaseMoved. The host's
+	// last process calls it when it closes cleanly.
+	CloseLease(ctx context.Context, l SequenceLease, pos uint64) error
+
+	// AdoptLease moves the host's lease record to a.Session if it is
+	// a.OldSession's lease [a.First, a.Last] with ClosedAt a.Pos (not 0),
+	// and the name's row shows the claim (a.Owner, a.Session); it returns
+	// the record. A record that does not match is ErrLeaseMoved; a claim
+	// that is not the name's current one, ErrNameTaken. Nothing changes
+	// when it fails.
+	AdoptLease(ctx context.Context, a LeaseAdoption) (SequenceLease, error)
 
 	// HostLease returns the current lease of the host holding node name
 	// in its data centre (First 0 if it has none), read so that it sees

@@ -582,3 +582,78 @@ func TestSequenceFilesCreatedAtomically(t *testing.T) {
 		})
 	}
 }
+
+// A clean restart carries the host's lease over: the last process records
+// where the lease file stands, and the next claim goes on from there (no
+// gap beyond the blocks the processes held). A crash drops the lease. A
+// copy of the file made at the recorded position, restored after the next
+// claim used it, is not carried over again.
+func TestSequenceCleanRestartCarriesLeaseOver(t *testing.T) {
+	reg := snapidtest.NewRegistry()
+	createSeq(t, reg, "ids", 1, MaxSequence)
+	host := newSeqHost(t, "web")
+	opts := []SequenceOption{SequenceBlock(5), SequenceLeaseSize(100_000)}
+	lease := filepath.Base(host.path) + ".seq.ids"
+	g := host.open(t, reg)
+	s := openSeq(t, g, "ids", opts...)
+	issued := drawSeq(t, s, 12)
+	early := t.TempDir()
+	testfs.CopyFiles(t, host.dir, early, lease) // a copy made while in use
+	_, _, earlyPos, _, err := ReadLeaseFile(host.path, "ids")
+	require.NoError(t, err)
+	issued = append(issued, drawSeq(t, s, 400)...)
+	_, _, latePos, _, err := ReadLeaseFile(host.path, "ids")
+	require.NoError(t, err)
+	require.Greater(t, latePos, earlyPos, "the copy is older than the file")
+	require.NoError(t, s.Close())
+	require.NoError(t, g.Close())
+	if t.Run("copy from before the clean close", func(t *testing.T) {
+		// Restored before the next start: its position is not the recorded
+		// one, so it is not carried over.
+		dir := t.TempDir()
+		testfs.CopyFiles(t, host.dir, dir, lease)
+		testfs.CopyFiles(t, early, host.dir, lease)
+		g := host.open(t, reg)
+		s := openSeq(t, g, "ids", opts...)
+		more := drawSeq(t, s, 20)
+		requireUnique(t, append(append([]uint64(nil), issued...), more...), 1, MaxSequence)
+		require.NoError(t, s.Close())
+		crash(t, g)
+		testfs.CopyFiles(t, dir, host.dir, lease)
+		issued = append(issued, more...)
+	}) {
+		// Put the record back as the clean close left it, for what follows.
+		g := host.open(t, reg)
+		s := openSeq(t, g, "ids", opts...)
+		issued = append(issued, drawSeq(t, s, 3)...)
+		require.NoError(t, s.Close())
+		require.NoError(t, g.Close())
+	}
+	cur, _, pos, ok, err := ReadLeaseFile(host.path, "ids")
+	require.NoError(t, err)
+	require.True(t, ok)
+	rec, err := reg.HostLease(context.Background(), "ids", "web")
+	require.NoError(t, err)
+	require.Equal(t, pos, rec.ClosedAt, "the last process recorded where the file stands")
+	backup := t.TempDir()
+	testfs.CopyFiles(t, host.dir, backup, lease)
+
+	g = host.open(t, reg)
+	s = openSeq(t, g, "ids", opts...)
+	v, err := s.Next()
+	require.NoError(t, err)
+	require.Equal(t, pos, v, "the next claim goes on where the lease file stood")
+	require.LessOrEqual(t, v, cur.Last)
+	issued = append(issued, v)
+	issued = append(issued, drawSeq(t, s, 30)...)
+	crash(t, g) // the second claim dies: nothing recorded
+	require.NoError(t, s.Close())
+
+	testfs.CopyFiles(t, backup, host.dir, lease) // the copy made at the recorded position
+	g = host.open(t, reg)
+	defer g.Close()
+	s = openSeq(t, g, "ids", opts...)
+	defer s.Close()
+	issued = append(issued, drawSeq(t, s, 50)...)
+	requireUnique(t, issued, 1, MaxSequence)
+}

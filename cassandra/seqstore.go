@@ -35,7 +35,7 @@ var seqColumns = []struct{ name, typ string }{
 	{"seq", "text"}, {"part", "text"}, {"kind", "text"}, {"key", "text"}, {"first", "bigint"},
 	{"last", "bigint"}, {"next", "bigint"}, {"start", "bigint"}, {"max", "bigint"},
 	{"owner", "text"}, {"session", "text"}, {"lease_first", "bigint"}, {"lease_last", "bigint"},
-	{"at", "timestamp"}, {"lwt_token", "text"},
+	{"at", "timestamp"}, {"lwt_token", "text"}, {"closed_pos", "bigint"},
 }
 
 // seqRow is a row of the sequences table. Numbers are below 2^63 (see
@@ -48,11 +48,12 @@ type seqRow struct {
 	leaseFirst, leaseLast  *int64
 	at                     *time.Time
 	token                  *string
+	closedPos              *int64
 }
 
 func (w *seqRow) dests() []any {
 	return []any{&w.seq, &w.part, &w.kind, &w.key, &w.first, &w.last, &w.next, &w.start, &w.max,
-		&w.owner, &w.session, &w.leaseFirst, &w.leaseLast, &w.at, &w.token}
+		&w.owner, &w.session, &w.leaseFirst, &w.leaseLast, &w.at, &w.token, &w.closedPos}
 }
 
 func u64(p *int64) uint64 {
@@ -72,6 +73,7 @@ type seqStatements struct {
 	insertGlobal, updateGlobal, advanceGlobal string
 	insertGrant, insertRange, advanceRange    string
 	insertHost, updateHost                    string
+	closeHost, adoptHost                      string
 }
 
 func newSeqStatements(ks string) seqStatements {
@@ -97,8 +99,11 @@ func newSeqStatements(ks string) seqStatements {
 		advanceRange:  "UPDATE " + t + " SET next = ?" + row + " IF next = ?",
 		insertHost: "INSERT INTO " + t + " (seq, part, kind, key, first, owner, session, lease_first, lease_last, at, lwt_token)" +
 			" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS",
-		updateHost: "UPDATE " + t + " SET owner = ?, session = ?, lease_first = ?, lease_last = ?, at = ?, lwt_token = ?" + row +
+		updateHost: "UPDATE " + t + " SET owner = ?, session = ?, lease_first = ?, lease_last = ?, at = ?, lwt_token = ?, closed_pos = null" + row +
 			" IF owner = ? AND session = ? AND lease_first = ? AND lease_last = ?",
+		closeHost: "UPDATE " + t + " SET closed_pos = ?, lwt_token = ?" + row + " IF session = ? AND lease_first = ? AND lease_last = ?",
+		adoptHost: "UPDATE " + t + " SET owner = ?, session = ?, closed_pos = null, lwt_token = ?" + row +
+			" IF session = ? AND lease_first = ? AND lease_last = ? AND closed_pos = ?",
 	}
 }
 

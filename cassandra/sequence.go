@@ -255,7 +255,7 @@ func sameHost(a, b *seqRow) bool {
 
 func (r *Registry) leaseOf(seq, dc string, h *seqRow) snapid.SequenceLease {
 	l := snapid.SequenceLease{Sequence: seq, DC: dc, Name: h.key, Owner: str(h.owner), Session: str(h.session),
-		First: u64(h.leaseFirst), Last: u64(h.leaseLast)}
+		First: u64(h.leaseFirst), Last: u64(h.leaseLast), ClosedAt: u64(h.closedPos)}
 	if h.at != nil {
 		l.LeasedAt = *h.at
 	}

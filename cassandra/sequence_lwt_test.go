@@ -234,3 +234,38 @@ func TestSequenceDataCentre(t *testing.T) {
 	_, err = injected.CreateSequence(t.Context(), "s", 1, 10)
 	require.ErrorIs(t, err, snapid.ErrRegistry)
 }
+
+// On Cassandra too, a clean restart carries the host's lease over: the
+// next number is where the lease file stood.
+func TestSequenceCleanRestartOnCassandra(t *testing.T) {
+	ks := newTestKeyspace(t)
+	reg := ks.registry(t)
+	_, err := snapid.CreateSequence(t.Context(), reg, "ids", 1, snapid.MaxSequence)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	open := func() (*snapid.Generator, *snapid.Sequence) {
+		g, err := snapid.Open(path, "web", snapid.WithRegistry(reg), snapid.WithSync(false))
+		require.NoError(t, err)
+		s, err := g.Sequence("ids", snapid.SequenceBlock(5), snapid.SequenceLeaseSize(1000))
+		require.NoError(t, err)
+		return g, s
+	}
+	g, s := open()
+	_, err = s.NextN(7)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	require.NoError(t, g.Close())
+	_, _, pos, _, err := snapid.ReadLeaseFile(path, "ids")
+	require.NoError(t, err)
+	require.Equal(t, uint64(8), pos)
+	g, s = open()
+	v, err := s.Next()
+	require.NoError(t, err)
+	require.Equal(t, pos, v, "carried over: no gap")
+	require.NoError(t, s.Close())
+	require.NoError(t, g.Close())
+	rec, err := reg.HostLease(t.Context(), "ids", "web")
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), rec.First, "still the first lease")
+	require.NotZero(t, rec.ClosedAt)
+}

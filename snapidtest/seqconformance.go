@@ -25,6 +25,7 @@ var sequenceCases = []struct {
 	{"ExhaustedAtMax", (*seqSuite).exhaustedAtMax},
 	{"MinConsecutive", (*seqSuite).minConsecutive},
 	{"ConcurrentLeases", (*seqSuite).concurrentLeases},
+	{"CloseAndAdoptLease", (*seqSuite).closeAndAdopt},
 }
 
 type seqSuite struct {
@@ -407,5 +408,69 @@ func (s *seqSuite) concurrentLeases() {
 				s.t.Errorf("concurrent leases [%d, %d] and [%d, %d] overlap", x.First, x.Last, y.First, y.Last)
 			}
 		}
+	}
+}
+
+func (s *seqSuite) closeAndAdopt() {
+	seq := s.create(1, 1_000_000)
+	a := s.newHost(1)
+	l1 := s.mustLease(seq, a, 10, 1)
+	pos := l1.First + 3
+	bad := l1
+	bad.Last++
+	s.wantErr("CloseLease of a lease the registry does not record", s.sr.CloseLease(s.ctx(), bad, pos), snapid.ErrLeaseMoved)
+	if got := s.hostLease(seq, a.h.Name); got.ClosedAt != 0 {
+		s.t.Errorf("a refused CloseLease recorded %d", got.ClosedAt)
+	}
+	if err := s.sr.CloseLease(s.ctx(), l1, pos); err != nil {
+		s.t.Fatalf("CloseLease: %v", err)
+	}
+	if got := s.hostLease(seq, a.h.Name); got.ClosedAt != pos || got.Session != a.h.Session {
+		s.t.Errorf("after CloseLease: %+v, want closed at %d", got, pos)
+	}
+	again := &host{h: s.claim(a.h.Name, owner(1))} // the host's next claim
+	adoption := snapid.LeaseAdoption{Sequence: seq, Name: a.h.Name, Owner: a.h.Owner, Session: again.h.Session,
+		OldSession: a.h.Session, First: l1.First, Last: l1.Last, Pos: pos}
+	for _, tc := range []struct {
+		what string
+		mod  func(x *snapid.LeaseAdoption)
+		want error
+	}{
+		{"another position", func(x *snapid.LeaseAdoption) { x.Pos++ }, snapid.ErrLeaseMoved},
+		{"another range", func(x *snapid.LeaseAdoption) { x.Last++ }, snapid.ErrLeaseMoved},
+		{"another old session", func(x *snapid.LeaseAdoption) { x.OldSession = strings.Repeat("e", 32) }, snapid.ErrLeaseMoved},
+		{"a claim that is not the name's", func(x *snapid.LeaseAdoption) { x.Session = strings.Repeat("d", 32) }, snapid.ErrNameTaken},
+	} {
+		x := adoption
+		tc.mod(&x)
+		_, err := s.sr.AdoptLease(s.ctx(), x)
+		s.wantErr("AdoptLease with "+tc.what, err, tc.want)
+	}
+	if got := s.hostLease(seq, a.h.Name); got.Session != a.h.Session || got.ClosedAt != pos {
+		s.t.Errorf("refused adoptions changed the record: %+v", got)
+	}
+	if _, err := s.sr.AdoptLease(s.ctx(), adoption); err != nil {
+		s.t.Fatalf("AdoptLease: %v", err)
+	}
+	if got := s.hostLease(seq, a.h.Name); got.Session != again.h.Session || got.First != l1.First || got.Last != l1.Last || got.ClosedAt != 0 {
+		s.t.Errorf("after AdoptLease: %+v, want the lease under the new claim, not closed", got)
+	}
+	_, err := s.sr.AdoptLease(s.ctx(), adoption)
+	s.wantErr("a second AdoptLease (the record is no longer closed)", err, snapid.ErrLeaseMoved)
+	_, err = s.lease(seq, a, 10, 1)
+	s.wantErr("a lease under the earlier claim after the adoption", err, snapid.ErrNameTaken)
+	again.prev = l1
+	l2 := s.mustLease(seq, again, 10, 1)
+	if l2.First <= l1.Last {
+		s.t.Errorf("the lease after the adoption [%d, %d] is not above [%d, %d]", l2.First, l2.Last, l1.First, l1.Last)
+	}
+	// A lease clears what a clean close recorded.
+	if err := s.sr.CloseLease(s.ctx(), l2, l2.First); err != nil {
+		s.t.Fatalf("CloseLease: %v", err)
+	}
+	again.prev = l2
+	s.mustLease(seq, again, 10, 1)
+	if got := s.hostLease(seq, a.h.Name); got.ClosedAt != 0 {
+		s.t.Errorf("a lease left the closed position %d", got.ClosedAt)
 	}
 }

@@ -206,3 +206,56 @@ func (r *Registry) PutSequence(st snapid.SequenceStatus) {
 	}
 	r.seqs[st.Name] = m
 }
+
+// CloseLease implements snapid.SequenceRegistry.CloseLease.
+func (r *Registry) CloseLease(ctx context.Context, l snapid.SequenceLease, pos uint64) error {
+	if err := snapid.ValidateName(l.Sequence); err != nil {
+		return fmt.Errorf("sequence name: %w", err)
+	}
+	if err := checkArgs(l.Name, l.Owner); err != nil {
+		return err
+	}
+	if err := r.begin(ctx, "close_lease", l.Sequence); err != nil {
+		return err
+	}
+	defer r.mu.Unlock()
+	m, err := r.sequence("close lease", l.Sequence)
+	if err != nil {
+		return err
+	}
+	cur, ok := m.leases[l.Name]
+	if !ok || cur.Session != l.Session || cur.First != l.First || cur.Last != l.Last {
+		return fmt.Errorf("snapidtest: %w: sequence %q: the host's lease is not [%d, %d] of this claim", snapid.ErrLeaseMoved, l.Sequence, l.First, l.Last)
+	}
+	cur.ClosedAt = pos
+	m.leases[l.Name] = cur
+	return nil
+}
+
+// AdoptLease implements snapid.SequenceRegistry.AdoptLease.
+func (r *Registry) AdoptLease(ctx context.Context, a snapid.LeaseAdoption) (snapid.SequenceLease, error) {
+	if err := snapid.ValidateName(a.Sequence); err != nil {
+		return snapid.SequenceLease{}, fmt.Errorf("sequence name: %w", err)
+	}
+	if err := checkArgs(a.Name, a.Owner); err != nil {
+		return snapid.SequenceLease{}, err
+	}
+	if err := r.begin(ctx, "adopt_lease", a.Sequence); err != nil {
+		return snapid.SequenceLease{}, err
+	}
+	defer r.mu.Unlock()
+	m, err := r.sequence("adopt lease", a.Sequence)
+	if err != nil {
+		return snapid.SequenceLease{}, err
+	}
+	if _, err := r.held("adopt lease", a.Name, a.Owner, a.Session); err != nil {
+		return snapid.SequenceLease{}, err
+	}
+	cur, ok := m.leases[a.Name]
+	if !ok || a.Pos == 0 || cur.Session != a.OldSession || cur.First != a.First || cur.Last != a.Last || cur.ClosedAt != a.Pos {
+		return cur, fmt.Errorf("snapidtest: %w: sequence %q: the host's lease record does not match the lease file", snapid.ErrLeaseMoved, a.Sequence)
+	}
+	cur.Session, cur.Owner, cur.ClosedAt = a.Session, a.Owner, 0
+	m.leases[a.Name] = cur
+	return cur, nil
+}
