@@ -6,15 +6,15 @@ import (
 	"sync/atomic"
 )
 
-// blockAllocator serves numbers from a block reserved in the counter file,
-// without locks: a caller takes a number with one atomic add. When half of
+// blockAllocator serves numbers from a block reserved in the counter file
+// (or, for a Sequence, in its lease file), without locks: a caller takes a number with one atomic add. When half of
 // the current block is used, the next block is reserved in the background,
 // so that in steady state no caller waits for the disk. A caller that finds
 // the block used up waits for the next one, at most as long as its context
 // allows; the reservation goes on without it.
 type blockAllocator struct {
 	size    uint64
-	reserve func(ctx context.Context, k uint64) (first uint64, err error)
+	reserve func(ctx context.Context, k uint64) (first, count uint64, err error) // count >= 1 (a Sequence sizes its own blocks)
 
 	cur atomic.Pointer[block]
 
@@ -30,12 +30,12 @@ type block struct {
 }
 
 type pendingBlock struct {
-	done  chan struct{}
-	first uint64
-	err   error
+	done         chan struct{}
+	first, count uint64
+	err          error
 }
 
-func newBlockAllocator(size uint64, reserve func(context.Context, uint64) (uint64, error)) *blockAllocator {
+func newBlockAllocator(size uint64, reserve func(context.Context, uint64) (first, count uint64, err error)) *blockAllocator {
 	return &blockAllocator{size: size, reserve: reserve}
 }
 
@@ -117,7 +117,7 @@ func (a *blockAllocator) start() *pendingBlock {
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		p.first, p.err = a.reserve(context.Background(), a.size)
+		p.first, p.count, p.err = a.reserve(context.Background(), a.size)
 		close(p.done)
 	}()
 	return p
@@ -168,7 +168,7 @@ func (a *blockAllocator) refill(ctx context.Context, old *block) error {
 			retried = true
 			continue
 		}
-		nb := &block{first: p.first, last: p.first + (a.size - 1), half: p.first + a.size/2}
+		nb := &block{first: p.first, last: p.first + (p.count - 1), half: p.first + p.count/2}
 		nb.next.Store(p.first)
 		a.cur.Store(nb)
 		a.mu.Unlock()

@@ -123,7 +123,10 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 	}
 	g.gc = newGroupCommit(g.flush)
 	if o.block > 0 {
-		g.block = newBlockAllocator(o.block, g.gc.reserve)
+		g.block = newBlockAllocator(o.block, func(ctx context.Context, k uint64) (uint64, uint64, error) {
+			first, err := g.gc.reserve(ctx, k)
+			return first, k, err
+		})
 		if o.cpuShards {
 			g.shards = &cpuShards{blocks: g.block, run: max(1, min(256, o.block/16))}
 		}

@@ -446,6 +446,7 @@ func (r *reservation) close() error {
 	if err != nil || !last || r.lost.Load() != nil {
 		return err
 	}
+	r.closeLeases(ctx)
 	// The value to set back to: the counter, or, if it went backwards
 	// while in use, the floor or the highest value this process saw
 	// (raised in the file first, so a restart finds it).

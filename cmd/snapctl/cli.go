@@ -42,7 +42,8 @@ func init() {
 		{"register", "[--force --start N]", "claim the node name in the registry (--force takes it from an active holder known to be gone)", cmdRegister},
 		{"release", "[--force --start N]", "release the node name in the registry (--force: on behalf of a holder that is gone)", cmdRelease},
 		{"setup", "--replication dc1:3,dc2:3|N", "create the registry's keyspace and table once, with the replication given (production clusters)", cmdSetup},
-		{"check-names", "[--stale D] [--clock-skew D] [--names FILE] [--json]", "audit the registry, its keyspace's replication and an inventory of planned names (exit 1 if problems)", cmdCheckNames},
+		{"check-names", "[--stale D] [--clock-skew D] [--names FILE] [--json]", "audit the registry, its keyspace's replication, its sequences and an inventory of planned names (exit 1 if problems)", cmdCheckNames},
+		{"seq", "create|next|show NAME [flags]", "integer sequences: create one, print new numbers, show its ranges ('snapctl help seq')", cmdSeq},
 		{"version", "", "print the version", cmdVersion},
 		{"help", "[command]", "show help", cmdHelp},
 	}
@@ -233,6 +234,17 @@ func describe(cmd string, err error) string {
 		hint = fmt.Sprintf("run 'snapctl help %s'", cmd)
 	case errors.Is(err, snapid.ErrInvalidName):
 		hint = "set a valid name with --name or SNAPID_NAME"
+	case errors.Is(err, snapid.ErrCorruptLease):
+		hint = fmt.Sprintf("nothing was changed; stop the programs of this host using the sequence, then remove %s: the next start takes a new lease "+
+			"(the old lease's unused numbers are skipped, never issued again)", errPath(err, "the .seq. lease file"))
+	case errors.Is(err, snapid.ErrNoSequence):
+		hint = "create it first with 'snapctl seq create NAME [--start N] [--max N]'"
+	case errors.Is(err, snapid.ErrInvalidSequence):
+		hint = "nothing was changed; --start is at least 1, --max at least --start, at most 9223372036854775807, and never below numbers already handed out"
+	case errors.Is(err, snapid.ErrSequencesUnsupported):
+		hint = "sequences need a registry that keeps them (Cassandra: --cassandra or SNAPID_CASSANDRA)"
+	case errors.Is(err, snapid.ErrExhausted) && cmd == "seq":
+		hint = "nothing was issued: the sequence handed out every number up to its max; raise it with 'snapctl seq create NAME --max M'"
 	case errors.Is(err, snapid.ErrCorruptMark):
 		hint = fmt.Sprintf("nothing was changed; stop the programs using this counter, then remove %s: the next start with the registry "+
 			"rebuilds it from the registry's mark (raising the counter to that mark)", errPath(err, "the .mark file"))
