@@ -140,6 +140,14 @@ func (r *reservation) enter(ctx context.Context) (first bool, err error) {
 // the host do not claim again (that would replace the session the running
 // ones hold): they join it (see verifyJoin).
 func (r *reservation) claim(ctx context.Context) error {
+	released, err := r.host.released()
+	if err != nil {
+		return err
+	}
+	if released != "" && !r.o.reclaim {
+		return fmt.Errorf("snapid: %w: %q was released on this host (%s records it); claim it again on purpose (snapctl register, or WithReclaim)",
+			ErrReleased, released, r.host.releasedPath)
+	}
 	h, err := r.reg.Claim(ctx, Claim{
 		Name: r.name, Owner: r.host.owner,
 		Hostname: r.o.host.Hostname, Address: r.o.host.Address, MachineID: r.o.host.MachineID,
@@ -151,6 +159,11 @@ func (r *reservation) claim(ctx context.Context) error {
 	r.session = h.Session
 	if err := r.host.writeSession(r.name, h.Session); err != nil {
 		return err
+	}
+	if released != "" {
+		if err := r.host.clearReleased(); err != nil {
+			return err
+		}
 	}
 	target := max(h.Reserved, r.o.floor)
 	err = r.withFile(func(c *counterFile) error {
