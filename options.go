@@ -201,7 +201,8 @@ func WithRegistry(r Registry) Option {
 		if r == nil {
 			return fmt.Errorf("snapid: %w: WithRegistry(nil)", ErrInvalidOption)
 		}
-		o.reg.registry = r
+		// Each Open gets its own count of the calls (Generator.Stats).
+		o.reg.registry = &observedRegistry{Registry: r}
 		return nil
 	}
 }

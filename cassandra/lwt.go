@@ -168,10 +168,12 @@ func (r *Registry) runCAS(ctx context.Context, op, name string, judge func(cur *
 		res.found = found
 		switch judge(&res.cur, found) {
 		case outcomeApplied:
+			snapid.NoteOutcomeResolved(ctx)
 			r.log.Info("snapid: registry write outcome resolved: applied", "op", op, "name", name)
 			res.applied = true
 			return res, nil
 		case outcomeLost:
+			snapid.NoteOutcomeResolved(ctx)
 			r.log.Info("snapid: registry write outcome resolved: not applied, the row changed", "op", op, "name", name)
 			return res, nil
 		}
