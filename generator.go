@@ -72,7 +72,7 @@ func Open(counterPath, name string, opts ...Option) (*Generator, error) {
 }
 
 // OpenContext is Open with a context for the registry claim. With
-// WithRegistry it claims the name (SPEC §5) before it returns: another
+// WithRegistry it claims the name in the registry before it returns: another
 // owner's active claim is ErrNameTaken and the Generator is not returned;
 // the first process of the host raises the counter to the registry's
 // reserved mark and reserves the first step. The other processes of the
@@ -100,6 +100,9 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 		// registry.
 		if err := checkHostFiles(counterPath, &o); err != nil {
 			return nil, err
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("snapid: open %s: the context ended before the name could be claimed: %w", counterPath, err)
 		}
 	}
 	file, err := openCounter(counterPath, &o)

@@ -3,6 +3,8 @@ package snapid_test
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,4 +112,69 @@ func TestReservationAfterClose(t *testing.T) {
 	_, err = g.Reservation()
 	require.ErrorIs(t, err, ErrClosed)
 	assert.Equal(t, uint64(3), g.Stats().IDsIssued)
+}
+
+// OpenContext with a context already ended says so, and changes nothing.
+func TestOpenContextEnded(t *testing.T) {
+	dir, path := ctPath(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := OpenContext(ctx, path, "web_1", WithRegistry(snapidtest.NewRegistry()))
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Contains(t, err.Error(), "context ended before the name could be claimed")
+	assert.NotContains(t, err.Error(), "another process")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "nothing created")
+}
+
+// ReadHostFiles reports the owner's and the session's fingerprints, the
+// cached mark, and whether a row is held by this counter's session.
+func TestReadHostFiles(t *testing.T) {
+	reg := snapidtest.NewRegistry()
+	_, path := ctPath(t)
+	hf, err := ReadHostFiles(path)
+	require.NoError(t, err)
+	assert.Equal(t, HostFiles{}, hf, "a counter never registered")
+
+	g := openReg(t, path, "web_1", reg, WithReserveStep(10), WithOutageHorizon(0))
+	defer g.Close()
+	hf, err = ReadHostFiles(path)
+	require.NoError(t, err)
+	owner, err := OwnerToken(path)
+	require.NoError(t, err)
+	row, ok := reg.Row("web_1")
+	require.True(t, ok)
+	assert.Equal(t, OwnerID(owner), hf.OwnerID)
+	assert.Equal(t, "web_1", hf.SessionName)
+	assert.Equal(t, OwnerID(row.Session), hf.SessionID)
+	assert.True(t, hf.MarkFile)
+	assert.Equal(t, row.Reserved, hf.Mark)
+	assert.True(t, hf.OwnedBy(row))
+	assert.True(t, hf.HoldsSession(row))
+	for _, tc := range []struct {
+		name  string
+		edit  func(h *Holder)
+		owned bool
+	}{
+		{"another session", func(h *Holder) { h.Session = "later-claim" }, true},
+		{"released", func(h *Holder) { h.State = StateReleased }, true},
+		{"another owner", func(h *Holder) { h.Owner = "someone-else" }, false},
+	} {
+		h := row
+		tc.edit(&h)
+		assert.False(t, hf.HoldsSession(h), tc.name)
+		assert.Equal(t, tc.owned, hf.OwnedBy(h), tc.name)
+	}
+
+	b, err := os.ReadFile(path + ".session")
+	require.NoError(t, err)
+	other := strings.Replace(string(b), "owner "+owner, "owner "+strings.Repeat("0", 32), 1)
+	require.NotEqual(t, string(b), other)
+	require.NoError(t, os.WriteFile(path+".session", []byte(other), 0o600))
+	_, err = ReadHostFiles(path)
+	require.ErrorIs(t, err, ErrCorruptSession, "a session of another owner token")
+	require.NoError(t, os.WriteFile(path+".session", []byte("garbage\n"), 0o600))
+	_, err = ReadHostFiles(path)
+	require.ErrorIs(t, err, ErrCorruptSession)
 }
