@@ -1,17 +1,20 @@
 package snapid
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 )
 
-// blockAllocator serves numbers from a block reserved in the counter file,
-// without locks: a caller takes a number with one atomic add. When half of
+// blockAllocator serves numbers from a block reserved in the counter file
+// (or, for a Sequence, in its lease file), without locks: a caller takes a number with one atomic add. When half of
 // the current block is used, the next block is reserved in the background,
-// so that in steady state no caller waits for the disk.
+// so that in steady state no caller waits for the disk. A caller that finds
+// the block used up waits for the next one, at most as long as its context
+// allows; the reservation goes on without it.
 type blockAllocator struct {
 	size    uint64
-	reserve func(k uint64) (first uint64, err error)
+	reserve func(ctx context.Context, k uint64) (first, count uint64, err error) // count >= 1 (a Sequence sizes its own blocks)
 
 	cur atomic.Pointer[block]
 
@@ -27,24 +30,24 @@ type block struct {
 }
 
 type pendingBlock struct {
-	done  chan struct{}
-	first uint64
-	err   error
+	done         chan struct{}
+	first, count uint64
+	err          error
 }
 
-func newBlockAllocator(size uint64, reserve func(uint64) (uint64, error)) *blockAllocator {
+func newBlockAllocator(size uint64, reserve func(context.Context, uint64) (first, count uint64, err error)) *blockAllocator {
 	return &blockAllocator{size: size, reserve: reserve}
 }
 
 // next returns a number. Numbers increase per allocator.
-func (a *blockAllocator) next() (uint64, error) {
-	n, _, err := a.take(1)
+func (a *blockAllocator) next(ctx context.Context) (uint64, error) {
+	n, _, err := a.take(ctx, 1)
 	return n, err
 }
 
 // take returns up to k consecutive numbers (first and how many, at least
 // one), all from one block.
-func (a *blockAllocator) take(k uint64) (first, count uint64, err error) {
+func (a *blockAllocator) take(ctx context.Context, k uint64) (first, count uint64, err error) {
 	for {
 		b := a.cur.Load()
 		if b != nil {
@@ -59,7 +62,7 @@ func (a *blockAllocator) take(k uint64) (first, count uint64, err error) {
 				return n, min(k, b.last-n+1), nil
 			}
 		}
-		if err := a.refill(b); err != nil {
+		if err := a.refill(ctx, b); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -78,13 +81,13 @@ type cpuShards struct {
 
 type shardRun struct{ next, left uint64 }
 
-func (c *cpuShards) next() (uint64, error) {
+func (c *cpuShards) next(ctx context.Context) (uint64, error) {
 	r, _ := c.pool.Get().(*shardRun)
 	if r == nil {
 		r = new(shardRun)
 	}
 	if r.left == 0 {
-		first, count, err := c.blocks.take(c.run)
+		first, count, err := c.blocks.take(ctx, c.run)
 		if err != nil {
 			c.pool.Put(r)
 			return 0, err
@@ -103,42 +106,74 @@ func (a *blockAllocator) prefetch() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.ahead == nil && !a.closed {
-		a.ahead = &pendingBlock{done: make(chan struct{})}
-		a.wg.Add(1)
-		go func(p *pendingBlock) {
-			defer a.wg.Done()
-			p.first, p.err = a.reserve(a.size)
-			close(p.done)
-		}(a.ahead)
+		a.start()
 	}
 }
 
-// refill replaces the used-up block old with the next one.
-func (a *blockAllocator) refill(old *block) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.cur.Load() != old {
-		return nil // another caller refilled first
-	}
-	var first uint64
-	var err error
-	if p := a.ahead; p != nil {
-		a.ahead = nil
-		<-p.done
-		first, err = p.first, p.err
-	}
-	if err != nil || first == 0 {
-		// No block ahead, or its reservation failed (perhaps for a
-		// reason that has passed): reserve now and report that result.
-		first, err = a.reserve(a.size)
-		if err != nil {
-			return err
+// start reserves the next block in a goroutine; the caller holds mu.
+func (a *blockAllocator) start() *pendingBlock {
+	p := &pendingBlock{done: make(chan struct{})}
+	a.ahead = p
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		p.first, p.count, p.err = a.reserve(context.Background(), a.size)
+		close(p.done)
+	}()
+	return p
+}
+
+// refill replaces the used-up block old with the next one. It waits for
+// the reservation ahead outside mu, so that callers whose context ends can
+// leave. A reservation that failed before this caller asked for it (perhaps
+// for a reason that has passed) is tried again, and that result reported.
+func (a *blockAllocator) refill(ctx context.Context, old *block) error {
+	retried := false
+	for {
+		a.mu.Lock()
+		if a.cur.Load() != old {
+			a.mu.Unlock()
+			return nil // another caller refilled first
 		}
+		p := a.ahead
+		if p == nil {
+			if a.closed {
+				a.mu.Unlock()
+				return ErrClosed
+			}
+			p = a.start()
+			retried = true
+		}
+		a.mu.Unlock()
+		if cancel := ctx.Done(); cancel != nil {
+			select {
+			case <-p.done:
+			case <-cancel:
+				return contextError(ctx)
+			}
+		} else {
+			<-p.done
+		}
+		a.mu.Lock()
+		if a.cur.Load() != old || a.ahead != p {
+			a.mu.Unlock()
+			continue // another caller took p
+		}
+		a.ahead = nil
+		if p.err != nil {
+			a.mu.Unlock()
+			if retried {
+				return p.err
+			}
+			retried = true
+			continue
+		}
+		nb := &block{first: p.first, last: p.first + (p.count - 1), half: p.first + p.count/2}
+		nb.next.Store(p.first)
+		a.cur.Store(nb)
+		a.mu.Unlock()
+		return nil
 	}
-	nb := &block{first: first, last: first + (a.size - 1), half: first + a.size/2}
-	nb.next.Store(first)
-	a.cur.Store(nb)
-	return nil
 }
 
 // close stops background reservations and waits for the one in flight.

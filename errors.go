@@ -60,8 +60,34 @@ var (
 	ErrReplaced = errors.New("counter file was removed or replaced while in use")
 
 	// ErrExhausted is returned when the counter cannot advance without
-	// passing 2^64-1. The counter never wraps.
+	// passing 2^64-1, and by a sequence that has handed out every number
+	// up to its max. Neither ever wraps.
 	ErrExhausted = errors.New("counter exhausted")
+
+	// ErrNoSequence is returned for a sequence that was never created
+	// (see CreateSequence).
+	ErrNoSequence = errors.New("no such sequence")
+
+	// ErrInvalidSequence is returned by CreateSequence for a start of 0,
+	// a max below the start or above MaxSequence, or a max below numbers
+	// the sequence already handed out. Nothing is changed.
+	ErrInvalidSequence = errors.New("invalid sequence bounds")
+
+	// ErrSequencesUnsupported is returned when the registry does not
+	// implement SequenceRegistry, or a Generator has no registry.
+	ErrSequencesUnsupported = errors.New("registry does not keep sequences")
+
+	// ErrLeaseMoved is returned by SequenceRegistry.LeaseSequence when the
+	// host's lease in the registry is not the one the caller presented
+	// (the host's lease file is older than the registry's record: restored
+	// from a backup, or a lease whose reply was lost).
+	ErrLeaseMoved = errors.New("host's sequence lease moved")
+
+	// ErrCorruptLease is returned for a sequence lease file
+	// (<counter>.seq.<sequence>) that is not in the format this version
+	// writes, fails its checksum, or belongs to another node name or owner
+	// token. It matches ErrCorrupt. Nothing is written anywhere.
+	ErrCorruptLease error = &corruptError{"corrupt sequence lease file"}
 
 	// ErrInUse is returned by operations that need every process of the
 	// host to have stopped using the counter (Release, Repair).

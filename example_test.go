@@ -1,12 +1,14 @@
 package snapid_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log"
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/snapid/snapid"
 )
@@ -34,6 +36,38 @@ func ExampleOpen() {
 	// web_1-1
 	// web_1-2
 	// web_1-3
+}
+
+// A server hands out ids within a request's deadline: when the counter
+// update (or, with a registry, an extension of the reserved mark) takes
+// longer than the request may wait, the call returns the context's error
+// instead of holding the request.
+func ExampleGenerator_UniqueIDContext() {
+	dir, err := os.MkdirTemp("", "snapid-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	g, err := snapid.Open(filepath.Join(dir, "counter.u64"), "web_1")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer g.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	id, err := g.UniqueIDContext(ctx)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		fmt.Println("no id in time; answer 503 and let the client retry")
+	case err != nil:
+		log.Fatal(err)
+	default:
+		fmt.Println(id)
+	}
+	// Output:
+	// web_1-1
 }
 
 func ExampleGenerator_NextN() {

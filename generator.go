@@ -124,7 +124,10 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 	}
 	g.gc = newGroupCommit(g.flush)
 	if o.block > 0 {
-		g.block = newBlockAllocator(o.block, g.gc.reserve)
+		g.block = newBlockAllocator(o.block, func(ctx context.Context, k uint64) (uint64, uint64, error) {
+			first, err := g.gc.reserve(ctx, k)
+			return first, k, err
+		})
 		if o.cpuShards {
 			g.shards = &cpuShards{blocks: g.block, run: max(1, min(256, o.block/16))}
 		}
@@ -141,7 +144,16 @@ func (g *Generator) Path() string { return g.path }
 // UniqueID returns a new id "<name>-<number>". It is safe for concurrent
 // use.
 func (g *Generator) UniqueID() (string, error) {
-	n, err := g.Next()
+	return g.UniqueIDContext(context.Background())
+}
+
+// UniqueIDContext is UniqueID waiting at most as long as ctx allows: when
+// ctx ends first it returns ctx's error (errors.Is matches
+// context.DeadlineExceeded or context.Canceled), and a number its update
+// reserved for it is never handed out (a gap). The update itself goes on
+// for the callers that share it. It is safe for concurrent use.
+func (g *Generator) UniqueIDContext(ctx context.Context) (string, error) {
+	n, err := g.NextContext(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -163,16 +175,27 @@ func (g *Generator) NextID() (ID, error) {
 
 // Next returns a new number. It is safe for concurrent use.
 func (g *Generator) Next() (uint64, error) {
+	return g.NextContext(context.Background())
+}
+
+// NextContext is Next waiting at most as long as ctx allows (see
+// UniqueIDContext). It is safe for concurrent use.
+func (g *Generator) NextContext(ctx context.Context) (uint64, error) {
 	if g.closed.Load() {
 		return 0, ErrClosed
 	}
+	if ctx.Done() != nil {
+		if err := contextError(ctx); err != nil {
+			return 0, err // an ended context reserves nothing
+		}
+	}
 	switch {
 	case g.shards != nil:
-		return g.shards.next()
+		return g.shards.next(ctx)
 	case g.block != nil:
-		return g.block.next()
+		return g.block.next(ctx)
 	}
-	return g.gc.reserve(1)
+	return g.gc.reserve(ctx, 1)
 }
 
 // NextN reserves n consecutive numbers with one counter update and returns
@@ -180,13 +203,19 @@ func (g *Generator) Next() (uint64, error) {
 // too, they come straight from the counter file. It is safe for concurrent
 // use.
 func (g *Generator) NextN(n uint64) (first uint64, err error) {
+	return g.NextNContext(context.Background(), n)
+}
+
+// NextNContext is NextN waiting at most as long as ctx allows (see
+// UniqueIDContext). It is safe for concurrent use.
+func (g *Generator) NextNContext(ctx context.Context, n uint64) (first uint64, err error) {
 	if n == 0 {
 		return 0, fmt.Errorf("snapid: %w: NextN(0): reserve at least 1 number", ErrInvalidOption)
 	}
 	if g.closed.Load() {
 		return 0, ErrClosed
 	}
-	return g.gc.reserve(n)
+	return g.gc.reserve(ctx, n)
 }
 
 // maxExtendWaits bounds how often one flush waits for a synchronous

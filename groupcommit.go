@@ -1,6 +1,7 @@
 package snapid
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -67,8 +68,18 @@ func newGroupCommit(flush func(uint64) (uint64, error)) *groupCommit {
 	return &groupCommit{flush: flush}
 }
 
-// reserve returns the first of k consecutive numbers (k >= 1).
-func (gc *groupCommit) reserve(k uint64) (uint64, error) {
+// reserve returns the first of k consecutive numbers (k >= 1). A caller
+// whose ctx ends first returns the context's error at once; the numbers
+// its group reserved for it are then never handed out (a gap). A leader
+// with such a context leaves the group's flush to a goroutine, since the
+// other members need it whether or not the leader stays.
+func (gc *groupCommit) reserve(ctx context.Context, k uint64) (uint64, error) {
+	cancel := ctx.Done() // nil for a context that never ends: no select, no goroutine
+	if cancel != nil {
+		if err := contextError(ctx); err != nil {
+			return 0, err
+		}
+	}
 	gc.mu.Lock()
 	g := gc.open
 	leader := g == nil
@@ -87,29 +98,74 @@ func (gc *groupCommit) reserve(k uint64) (uint64, error) {
 	}
 	off := g.k
 	g.k += k
-	if !leader {
+	if !leader || cancel != nil {
 		if g.done == nil {
+			// The leader's request comes first: off is the leader's k
+			// when a second member joins, and k for a leader itself.
 			g.done = make(chan struct{})
-			g.ks = append(make([]uint64, 0, 8), off) // the leader's request
+			g.ks = append(make([]uint64, 0, 8), g.k-k)
+			if leader {
+				g.ks[0] = k
+			}
 		}
-		i := len(g.ks)
+	}
+	i := 0
+	if !leader {
+		i = len(g.ks)
 		g.ks = append(g.ks, k)
 		gc.mu.Unlock()
-		<-g.done
-		return g.result(i, off)
+		return wait(ctx, g, i, off)
 	}
-	if gc.flushing {
-		// While a flush runs, the group open is this leader's: the
-		// flushing leader closes it when done and hands the flush over.
+	// While a flush runs, the group open is this leader's: the flushing
+	// leader closes it when done and hands the flush over.
+	handedOver := gc.flushing
+	if handedOver {
 		g.turn = make(chan struct{})
-		gc.mu.Unlock()
-		<-g.turn
 	} else {
 		gc.flushing = true
 		gc.open = nil // later callers start the next group
-		gc.mu.Unlock()
 	}
+	gc.mu.Unlock()
+	if cancel == nil {
+		return gc.lead(g, handedOver)
+	}
+	go gc.lead(g, handedOver)
+	return wait(ctx, g, i, off)
+}
 
+// wait returns member i's result once its group is flushed, or the
+// context's error if ctx ends first.
+func wait(ctx context.Context, g *group, i int, off uint64) (uint64, error) {
+	if cancel := ctx.Done(); cancel != nil {
+		select {
+		case <-g.done:
+		case <-cancel:
+			return 0, contextError(ctx)
+		}
+	} else {
+		<-g.done
+	}
+	return g.result(i, off)
+}
+
+// contextError is ctx's error, with its cause when it has one, or nil.
+func contextError(ctx context.Context) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+		return fmt.Errorf("snapid: %w (%w)", ctx.Err(), cause)
+	}
+	return fmt.Errorf("snapid: %w", ctx.Err())
+}
+
+// lead flushes the closed group g, once the previous flush handed it
+// over if handedOver, then passes the flush on to the next group waiting
+// and returns the leader's own result.
+func (gc *groupCommit) lead(g *group, handedOver bool) (uint64, error) {
+	if handedOver {
+		<-g.turn
+	}
 	g.first, g.err = gc.flush(g.k)
 	if errors.Is(g.err, ErrExhausted) && len(g.ks) > 1 {
 		// Near 2^64-1 the group may not fit where some members would:

@@ -187,10 +187,11 @@ func (r *registryOptions) checkCloneWindow() error {
 }
 
 // DefaultReserveStep is the least number of numbers a host reserves in the
-// registry at a time unless WithReserveStep says otherwise; at high rates a
-// step grows to cover DefaultOutageHorizon (see WithOutageHorizon). A crash
-// leaves a gap of at most one step.
-const DefaultReserveStep = 1_000_000
+// registry at a time unless WithReserveStep says otherwise; at higher rates
+// a step grows to cover DefaultOutageHorizon (see WithOutageHorizon). A
+// crash leaves a gap of at most one step: at most this many numbers on a
+// host that issues fewer per horizon, so that short ids stay short.
+const DefaultReserveStep = 1_000
 
 // WithRegistry makes Open claim the node name in r before it issues
 // anything, and bounds issuance by the registry's reserved-up-to mark.

@@ -360,10 +360,18 @@ func (r *reservation) step() uint64 {
 	return r.o.step
 }
 
+// maxStepGrowth bounds how much larger than the current step the next one
+// may be: a steady high rate reaches its horizon's worth within a few
+// extensions, while a short burst cannot make the step (and so the gap a
+// crash leaves) much larger than what the host issued recently.
+const maxStepGrowth = 16
+
 // nextStep sizes the next extension: the configured step, or as many
 // numbers as the host issued in the configured horizon at the rate seen
-// since the last extension, whichever is more, so that a registry outage
-// of that long does not stop issuance at any rate. The caller holds
+// since the last extension, whichever is more (but at most maxStepGrowth
+// times the current step), so that a registry outage of that long does not
+// stop issuance at any steady rate, and a crash costs about one horizon's
+// worth of numbers, or the configured step at low rates. The caller holds
 // extendMu.
 func (r *reservation) nextStep(cur uint64) uint64 {
 	now := r.o.now()
@@ -371,8 +379,9 @@ func (r *reservation) nextStep(cur uint64) uint64 {
 	if !r.rateAt.IsZero() && cur > r.rateFrom {
 		if elapsed := now.Sub(r.rateAt); elapsed > 0 {
 			perHorizon := float64(cur-r.rateFrom) / elapsed.Seconds() * r.o.horizon.Seconds()
+			limit := float64(r.step()) * maxStepGrowth
 			if perHorizon > float64(step) {
-				step = uint64(min(perHorizon, float64(MaxNumber/4)))
+				step = uint64(min(perHorizon, limit, float64(MaxNumber/4)))
 			}
 		}
 	}
@@ -446,6 +455,7 @@ func (r *reservation) close() error {
 	if err != nil || !last || r.lost.Load() != nil {
 		return err
 	}
+	r.closeLeases(ctx)
 	// The value to set back to: the counter, or, if it went backwards
 	// while in use, the floor or the highest value this process saw
 	// (raised in the file first, so a restart finds it).

@@ -436,8 +436,10 @@ func TestReservationJoinWhileRegistryDown(t *testing.T) {
 	reg.SetDown(false)
 }
 
-// At a high issue rate the reservation step grows to cover the outage
-// horizon at that rate; at a low rate it stays at the configured step.
+// At a steady rate the reservation step grows to cover the outage horizon
+// at that rate, at most 16-fold per extension (so that a short burst
+// cannot make a crash's gap much larger than what was issued recently);
+// at a low rate it stays at the configured step.
 func TestReservationStepFollowsRate(t *testing.T) {
 	reg := snapidtest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
@@ -445,22 +447,49 @@ func TestReservationStepFollowsRate(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	g := openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(time.Hour), ExportWithClock(clock))
+	g := openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(time.Hour), WithSync(false), ExportWithClock(clock))
 	defer g.Close()
 	h, _ := reg.Row("web_1")
 	require.Equal(t, uint64(100), h.Reserved, "no rate seen yet: the configured step")
 
-	// Up to 100 numbers in one (fake) second, at most 100/s: the extension
-	// made at half of the step sees the rate so far, so the new step is an
-	// hour at that rate, between the configured step and 360,000.
-	advance(time.Second)
-	draw(t, g, 100)
-	v, err := g.Next() // past the first step: an extension has landed
-	require.NoError(t, err)
-	h, _ = reg.Row("web_1")
-	ahead := h.Reserved - v
-	assert.Greater(t, ahead, uint64(10_000), "the step grew with the rate (mark %d, counter %d)", h.Reserved, v)
-	assert.LessOrEqual(t, ahead, uint64(360_000), "no more than an hour at the rate seen")
+	// 100 numbers per (fake) second: an hour at that rate is 360,000.
+	var aheads []uint64 // how far the mark is ahead after each extension
+	last := h.Reserved
+	for range 14_000 {
+		advance(10 * time.Millisecond)
+		v, err := g.Next()
+		require.NoError(t, err)
+		if h, _ := reg.Row("web_1"); h.Reserved != last {
+			last = h.Reserved
+			aheads = append(aheads, h.Reserved-v)
+		}
+	}
+	require.GreaterOrEqual(t, len(aheads), 3, "extensions: %v", aheads)
+	assert.Greater(t, aheads[0], uint64(100), "the step grew with the rate: %v", aheads)
+	assert.LessOrEqual(t, aheads[0], uint64(16*100), "at most 16 times the step before: %v", aheads)
+	for i := 1; i < len(aheads); i++ {
+		assert.LessOrEqual(t, aheads[i], 16*aheads[i-1]+100, "at most 16-fold per extension: %v", aheads)
+	}
+	top := slices.Max(aheads)
+	assert.Greater(t, top, uint64(300_000), "the step reaches an hour at the rate: %v", aheads)
+	assert.LessOrEqual(t, top, uint64(360_000), "no more than an hour at the rate seen: %v", aheads)
+}
+
+// With the default step, a low-rate host's crash costs at most
+// DefaultReserveStep numbers: short ids stay short.
+func TestCrashGapAtLowRateIsSmall(t *testing.T) {
+	reg := snapidtest.NewRegistry()
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	g := openReg(t, path, "web_1", reg)
+	issued := draw(t, g, 5)
+	require.NoError(t, ExportCrash(g))
+	g = openReg(t, path, "web_1", reg)
+	defer g.Close()
+	next := draw(t, g, 1)[0]
+	assert.Greater(t, next, issued[len(issued)-1])
+	// The default step is small (1,000), not a million: a CMS host's
+	// first crash must not turn web_1-6 into web_1-1000006.
+	assert.LessOrEqual(t, next, uint64(1_001), "the crash skipped at most one default step")
 }
 
 // Stats count the counter updates and the numbers they reserved, so that

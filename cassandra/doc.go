@@ -92,6 +92,18 @@
 // stayed unknown), snapid.ErrNameTaken, snapid.ErrNotRegistered,
 // snapid.ErrMarkMoved and snapid.ErrProbableClone.
 //
+// # Sequences
+//
+// Registry also implements snapid.SequenceRegistry, in a table named
+// "sequences" in the same keyspace (created by the first CreateSequence):
+// each sequence's GLOBAL partition is written at SERIAL only, each data
+// centre's partition (its ranges and its hosts' leases) at LOCAL_SERIAL
+// only, through a session that reaches that data centre's nodes alone
+// (Config.LocalDC, or the cluster's only data centre). SetSequenceSizing
+// sizes the ranges a data centre takes. docs/ARCHITECTURE.md ("Sequences")
+// describes the rows, the statements and why the two kinds of Paxos never
+// meet on one partition.
+//
 // # Concurrency
 //
 // A Registry is safe for concurrent use by any number of goroutines, and

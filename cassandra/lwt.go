@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/gocql/gocql"
@@ -138,48 +139,72 @@ type casResult struct {
 // there, whether the condition still holds, or neither.
 func (r *Registry) runCAS(ctx context.Context, op, name string, judge func(cur *record, found bool) outcome,
 	stmt string, args ...any) (casResult, error) {
+	var res casResult
+	applied, err := runLWT(ctx, r.log, op, name,
+		func() (bool, error) {
+			res = casResult{}
+			return r.q.cas(ctx, &res.cur, stmt, args...)
+		},
+		func() (outcome, error) {
+			res = casResult{reread: true, full: true}
+			found, err := r.q.serialRead(ctx, &res.cur, name)
+			if err != nil {
+				return outcomeLost, err
+			}
+			res.found = found
+			return judge(&res.cur, found), nil
+		})
+	if err != nil {
+		return casResult{}, err
+	}
+	res.applied = applied
+	return res, nil
+}
+
+// runLWT sends one LWT (send) and resolves an unknown outcome (see
+// outcomeUnknown) with resolve, a read at the serial consistency of the
+// LWT (SERIAL or LOCAL_SERIAL, whichever the LWT used) that says whether
+// the change is there, the condition still holds (send again), or neither.
+// It reports whether the change was applied. It never guesses: an outcome
+// it cannot resolve is an error wrapping snapid.ErrRegistry.
+func runLWT(ctx context.Context, log *slog.Logger, op, name string, send func() (bool, error), resolve func() (outcome, error)) (bool, error) {
 	if err := ctx.Err(); err != nil {
-		return casResult{}, fmt.Errorf("snapid: %w: %s %q: nothing sent: %w", snapid.ErrRegistry, op, name, err)
+		return false, fmt.Errorf("snapid: %w: %s %q: nothing sent: %w", snapid.ErrRegistry, op, name, err)
 	}
 	var lastErr error
-	for send := 0; send < resendAttempts; send++ {
-		var res casResult
-		applied, err := r.q.cas(ctx, &res.cur, stmt, args...)
+	for n := 0; n < resendAttempts; n++ {
+		applied, err := send()
 		if err == nil {
-			res.applied = applied
-			return res, nil
+			return applied, nil
 		}
 		if !outcomeUnknown(err) {
-			return res, fmt.Errorf("snapid: %w: %s %q: %w", snapid.ErrRegistry, op, name, err)
+			return false, fmt.Errorf("snapid: %w: %s %q: %w", snapid.ErrRegistry, op, name, err)
 		}
 		lastErr = err
 		if ctx.Err() != nil {
-			return res, fmt.Errorf("snapid: %w: %s %q: the outcome is unknown (%w), and the call's context ended before it could be resolved; %s",
+			return false, fmt.Errorf("snapid: %w: %s %q: the outcome is unknown (%w), and the call's context ended before it could be resolved; %s",
 				snapid.ErrRegistry, op, name, err, unknownAdvice(op))
 		}
-		r.log.Warn("snapid: registry write outcome unknown; resolving it with a serial read",
+		log.Warn("snapid: registry write outcome unknown; resolving it with a serial read",
 			"op", op, "name", name, "err", err)
-		res = casResult{reread: true, full: true}
-		found, rerr := r.q.serialRead(ctx, &res.cur, name)
+		out, rerr := resolve()
 		if rerr != nil {
-			return res, fmt.Errorf("snapid: %w: %s %q: the outcome is unknown (%w), and the serial read that resolves it failed: %w; %s",
+			return false, fmt.Errorf("snapid: %w: %s %q: the outcome is unknown (%w), and the serial read that resolves it failed: %w; %s",
 				snapid.ErrRegistry, op, name, err, rerr, unknownAdvice(op))
 		}
-		res.found = found
-		switch judge(&res.cur, found) {
+		switch out {
 		case outcomeApplied:
 			snapid.NoteOutcomeResolved(ctx)
-			r.log.Info("snapid: registry write outcome resolved: applied", "op", op, "name", name)
-			res.applied = true
-			return res, nil
+			log.Info("snapid: registry write outcome resolved: applied", "op", op, "name", name)
+			return true, nil
 		case outcomeLost:
 			snapid.NoteOutcomeResolved(ctx)
-			r.log.Info("snapid: registry write outcome resolved: not applied, the row changed", "op", op, "name", name)
-			return res, nil
+			log.Info("snapid: registry write outcome resolved: not applied, the row changed", "op", op, "name", name)
+			return false, nil
 		}
-		r.log.Info("snapid: registry write outcome resolved: not applied; sending it again", "op", op, "name", name)
+		log.Info("snapid: registry write outcome resolved: not applied; sending it again", "op", op, "name", name)
 	}
-	return casResult{}, fmt.Errorf("snapid: %w: %s %q: %d attempts ended with an unknown outcome, each resolved as not applied; last error: %w",
+	return false, fmt.Errorf("snapid: %w: %s %q: %d attempts ended with an unknown outcome, each resolved as not applied; last error: %w",
 		snapid.ErrRegistry, op, name, resendAttempts, lastErr)
 }
 

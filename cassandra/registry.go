@@ -50,6 +50,7 @@ type Registry struct {
 	cons    gocql.Consistency
 	localDC string
 	nodes   func(context.Context) (map[string]int, error)
+	seqs    seqState // sequences (seqstore.go, sequence.go)
 }
 
 var _ snapid.Registry = (*Registry)(nil)
@@ -109,6 +110,7 @@ func dial(ctx context.Context, cfg Config) (*Registry, error) {
 		serial: cluster.SerialConsistency,
 	}, cfg.keyspace(), cfg.table(), log)
 	r.cons, r.localDC = cluster.Consistency, cfg.LocalDC
+	r.seqs.cfg = cfg
 	return r, nil
 }
 
@@ -159,6 +161,7 @@ func createSession(ctx context.Context, cluster *gocql.ClusterConfig) (*gocql.Se
 // with an error wrapping snapid.ErrRegistry.
 func (r *Registry) Close() {
 	r.closed.Do(func() {
+		r.closeSequences()
 		if r.session != nil {
 			r.session.Close()
 		}

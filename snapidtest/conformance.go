@@ -19,7 +19,12 @@ import (
 // that never lower a mark (in unsigned order, 2^63 and above included),
 // calls on names that have no row, invalid input, and concurrent claims of
 // one name with exactly one winner. Every refused call must leave the row
-// as it was.
+// as it was. For a registry that implements snapid.SequenceRegistry it
+// also checks sequences: creation and re-creation that never lowers what
+// was handed out, leases that never overlap (concurrent ones included),
+// stay in [start, max] and end with ErrExhausted, leases conditional on the
+// host's claim and on its previous lease, and invalid input that changes
+// nothing.
 //
 // newRegistry is called by each subtest; it may return the same registry
 // every time (each subtest uses names of its own) or a fresh one. The
@@ -30,6 +35,17 @@ func TestRegistry(t *testing.T, newRegistry func(t *testing.T) snapid.Registry) 
 	for _, tc := range conformanceCases {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.run(&suite{t: t, r: newRegistry(t)})
+		})
+	}
+	// Sequences, for a registry that keeps them.
+	for _, tc := range sequenceCases {
+		t.Run("Sequence"+tc.name, func(t *testing.T) {
+			r := newRegistry(t)
+			sr, ok := r.(snapid.SequenceRegistry)
+			if !ok {
+				t.Skipf("%T does not implement snapid.SequenceRegistry", r)
+			}
+			tc.run(&seqSuite{suite: &suite{t: t, r: r}, sr: sr})
 		})
 	}
 }

@@ -31,13 +31,14 @@ type Registry struct {
 	down bool
 	now  func() time.Time
 	hook func(ctx context.Context, op, name string) error
+	seqs map[string]*memSequence // sequences (see sequence.go)
 }
 
 var _ snapid.Registry = (*Registry)(nil)
 
 // NewRegistry returns an empty in-memory registry that is up.
 func NewRegistry() *Registry {
-	return &Registry{rows: map[string]snapid.Holder{}, now: time.Now}
+	return &Registry{rows: map[string]snapid.Holder{}, now: time.Now, seqs: map[string]*memSequence{}}
 }
 
 // SetDown takes the registry away (true) or brings it back (false). While
@@ -58,7 +59,9 @@ func (r *Registry) SetClock(now func() time.Time) {
 }
 
 // SetHook installs fn, called at the start of every call with the
-// operation ("claim", "extend", "touch", "release", "get", "list") and the
+// operation ("claim", "extend", "touch", "release", "get", "list", and for
+// sequences "create_sequence", "lease", "host_lease", "sequence_status",
+// "list_sequences") and the
 // name ("" for list), before the registry's lock is taken: it may block (to
 // hold a call in flight) or return an error, which the call then returns
 // without changing anything. nil removes it.

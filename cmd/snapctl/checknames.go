@@ -77,6 +77,18 @@ func cmdCheckNames(ctx context.Context, c *cli, args []string) error {
 		report.Problems = append([]snapid.Problem{{Kind: cassandra.ProblemFragileReplication,
 			Detail: repl.Detail + "; to fix: " + repl.Fix}}, report.Problems...)
 	}
+	if reg != nil {
+		seqs, err := reg.ListSequences(ctx)
+		switch {
+		case errors.Is(err, snapid.ErrInvalidOption):
+			// A cluster of several data centres without a local one
+			// configured: names are still audited.
+			fmt.Fprintf(c.stderr, "snapctl: notice: sequences not audited: %s\n", oneLine(err.Error()))
+		case err != nil:
+			return err
+		}
+		report.Problems = append(report.Problems, snapid.AuditSequences(seqs)...)
+	}
 	if *asJSON {
 		enc := json.NewEncoder(c.stdout)
 		enc.SetIndent("", "  ")

@@ -44,7 +44,8 @@ func init() {
 		{"setup", "--replication dc1:3,dc2:3|N", "create the registry's keyspace and table once, with the replication given (production clusters)", cmdSetup},
 		{"status", "[--json]", "look at this host: the counter, the files beside it, the processes using it, the registry's row (exit 1 if anything needs attention)", cmdStatus},
 		{"names", "[--json]", "list the registry's rows: name, holder's host, state, last seen, mark", cmdNames},
-		{"check-names", "[--stale D] [--clock-skew D] [--names FILE] [--json]", "audit the registry, its keyspace's replication and an inventory of planned names (exit 1 if problems)", cmdCheckNames},
+		{"check-names", "[--stale D] [--clock-skew D] [--names FILE] [--json]", "audit the registry, its keyspace's replication, its sequences and an inventory of planned names (exit 1 if problems)", cmdCheckNames},
+		{"seq", "create|next|show NAME [flags]", "integer sequences: create one, print new numbers, show its ranges ('snapctl help seq')", cmdSeq},
 		{"version", "", "print the version", cmdVersion},
 		{"help", "[command]", "show help", cmdHelp},
 	}
@@ -152,8 +153,19 @@ func commandFirst(args []string) ([]string, error) {
 	if len(lead) == len(args) {
 		return nil, fmt.Errorf("no command given after the flags %s", strings.Join(lead, " "))
 	}
-	return append(append([]string{args[len(lead)]}, lead...), args[len(lead)+1:]...), nil
+	// The flags go after the command and the words that must come first
+	// ("seq next NAME").
+	at := len(lead) + 1
+	for n := 0; n < leadingWords[args[len(lead)]] && at < len(args) && !strings.HasPrefix(args[at], "-"); n++ {
+		at++
+	}
+	out := append([]string{}, args[len(lead):at]...)
+	out = append(out, lead...)
+	return append(out, args[at:]...), nil
 }
+
+// leadingWords says how many words follow a command before its flags.
+var leadingWords = map[string]int{"seq": 2}
 
 // Common flags, for newFlags.
 const (
@@ -318,6 +330,17 @@ func describe(cmd string, err error) string {
 		hint = he.hint
 	case errors.Is(err, snapid.ErrInvalidName):
 		hint = "set a valid name with --name or SNAPID_NAME"
+	case errors.Is(err, snapid.ErrCorruptLease):
+		hint = fmt.Sprintf("nothing was changed; stop the programs of this host using the sequence, then remove %s: the next start takes a new lease "+
+			"(the old lease's unused numbers are skipped, never issued again)", errPath(err, "the .seq. lease file"))
+	case errors.Is(err, snapid.ErrNoSequence):
+		hint = "create it first with 'snapctl seq create NAME [--start N] [--max N]'"
+	case errors.Is(err, snapid.ErrInvalidSequence):
+		hint = "nothing was changed; --start is at least 1, --max at least --start, at most 9223372036854775807, and never below numbers already handed out"
+	case errors.Is(err, snapid.ErrSequencesUnsupported):
+		hint = "sequences need a registry that keeps them (Cassandra: --cassandra or SNAPID_CASSANDRA)"
+	case errors.Is(err, snapid.ErrExhausted) && cmd == "seq":
+		hint = "nothing was issued: the sequence handed out every number up to its max; raise it with 'snapctl seq create NAME --max M'"
 	case errors.Is(err, snapid.ErrCorruptMark):
 		hint = fmt.Sprintf("nothing was changed; stop the programs using this counter, then remove %s: the next start with the registry "+
 			"rebuilds it from the registry's mark (raising the counter to that mark)", errPath(err, "the .mark file"))

@@ -25,6 +25,7 @@ func TestCLIFlagsBeforeCommand(t *testing.T) {
 		{name: "name then command", args: []string{"--name", "web", "next"}, want: "web-1\n"},
 		{name: "several, with =", args: []string{"--name=web", "--sync=false", "next", "-n", "2"}, want: "web-1\nweb-2\n"},
 		{name: "bool flag then valued flag", args: []string{"--sync", "--name", "web", "next"}, want: "web-1\n"},
+		{name: "seq: after the subcommand and NAME", args: []string{"--name", "web", "--cassandra", "127.0.0.1:1", "--timeout", "2s", "seq", "next", "orders"}, fail: "reachable"},
 		{name: "value missing", args: []string{"--name"}, fail: "--name needs a value"},
 		{name: "no command", args: []string{"--name", "web"}, fail: "no command given after the flags --name web"},
 		{name: "a flag the command does not have", args: []string{"--name", "web", "version"}, fail: "-name"},

@@ -1,0 +1,124 @@
+package cassandra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gocql/gocql"
+	"github.com/snapid/snapid"
+)
+
+// CloseLease implements snapid.SequenceRegistry.CloseLease: at
+// LOCAL_SERIAL,
+//
+//	UPDATE … SET closed_pos = pos WHERE <the host's row>
+//	IF session = ? AND lease_first = ? AND lease_last = ?
+func (r *Registry) CloseLease(ctx context.Context, l snapid.SequenceLease, pos uint64) error {
+	if err := snapid.ValidateName(l.Sequence); err != nil {
+		return fmt.Errorf("sequence name: %w", err)
+	}
+	if err := snapid.ValidateName(l.Name); err != nil {
+		return err
+	}
+	if err := checkField("session", l.Session); err != nil {
+		return err
+	}
+	if pos > snapid.MaxSequence+1 || l.Last > snapid.MaxSequence {
+		return invalidArg("position %d or lease [%d, %d] above 2^63-1", pos, l.First, l.Last)
+	}
+	q, dc, err := r.seqQuerier(ctx)
+	if err != nil {
+		return err
+	}
+	token := newClaimToken()
+	stmt := seqStmt{r.seqs.stmts.closeHost, append(append([]any{i64(pos), token}, hostRow(l.Sequence, dc, l.Name)...),
+		l.Session, i64(l.First), i64(l.Last))}
+	applied, err := runLWT(ctx, r.log, "close lease", l.Sequence,
+		func() (bool, error) { return q.casBatch(ctx, gocql.LocalSerial, gocql.LocalQuorum, stmt) },
+		func() (outcome, error) {
+			rows, err := r.readDC(ctx, q, l.Sequence, dc)
+			if err != nil {
+				return outcomeLost, err
+			}
+			switch h := find(rows, kindHost, l.Name, 0); {
+			case h != nil && str(h.token) == token:
+				return outcomeApplied, nil
+			case h != nil && str(h.session) == l.Session && u64(h.leaseFirst) == l.First && u64(h.leaseLast) == l.Last:
+				return outcomeResend, nil
+			}
+			return outcomeLost, nil
+		})
+	if err != nil {
+		return err
+	}
+	if !applied {
+		return fmt.Errorf("snapid: %w: close lease %q of %q: the host's lease record is not [%d, %d] of this claim",
+			snapid.ErrLeaseMoved, l.Sequence, l.Name, l.First, l.Last)
+	}
+	return nil
+}
+
+// AdoptLease implements snapid.SequenceRegistry.AdoptLease: the name's
+// row read at SERIAL must show the claim (a.Owner, a.Session), then, at
+// LOCAL_SERIAL,
+//
+//	UPDATE … SET owner = ?, session = ?, closed_pos = null WHERE <the host's row>
+//	IF session = <old> AND lease_first = ? AND lease_last = ? AND closed_pos = <pos>
+func (r *Registry) AdoptLease(ctx context.Context, a snapid.LeaseAdoption) (snapid.SequenceLease, error) {
+	if err := snapid.ValidateName(a.Sequence); err != nil {
+		return snapid.SequenceLease{}, fmt.Errorf("sequence name: %w", err)
+	}
+	if err := snapid.ValidateName(a.Name); err != nil {
+		return snapid.SequenceLease{}, err
+	}
+	if err := checkOwner(a.Owner); err != nil {
+		return snapid.SequenceLease{}, err
+	}
+	for _, f := range []string{a.Session, a.OldSession} {
+		if err := checkField("session", f); err != nil {
+			return snapid.SequenceLease{}, err
+		}
+	}
+	if a.Pos == 0 || a.Pos > snapid.MaxSequence+1 || a.Last > snapid.MaxSequence {
+		return snapid.SequenceLease{}, invalidArg("position %d or lease [%d, %d] out of range", a.Pos, a.First, a.Last)
+	}
+	q, dc, err := r.seqQuerier(ctx)
+	if err != nil {
+		return snapid.SequenceLease{}, err
+	}
+	h, err := r.Get(ctx, a.Name)
+	if errors.Is(err, snapid.ErrNotRegistered) || err == nil && (h.Owner != a.Owner || h.Session != a.Session || h.State != snapid.StateActive) {
+		return snapid.SequenceLease{}, fmt.Errorf("snapid: %w: adopt lease of %q for %q: the name is not held under this claim (%s)",
+			snapid.ErrNameTaken, a.Sequence, a.Name, h)
+	}
+	if err != nil {
+		return snapid.SequenceLease{}, err
+	}
+	token := newClaimToken()
+	stmt := seqStmt{r.seqs.stmts.adoptHost, append(append([]any{a.Owner, a.Session, token}, hostRow(a.Sequence, dc, a.Name)...),
+		a.OldSession, i64(a.First), i64(a.Last), i64(a.Pos))}
+	applied, err := runLWT(ctx, r.log, "adopt lease", a.Sequence,
+		func() (bool, error) { return q.casBatch(ctx, gocql.LocalSerial, gocql.LocalQuorum, stmt) },
+		func() (outcome, error) {
+			rows, err := r.readDC(ctx, q, a.Sequence, dc)
+			if err != nil {
+				return outcomeLost, err
+			}
+			switch w := find(rows, kindHost, a.Name, 0); {
+			case w != nil && str(w.token) == token:
+				return outcomeApplied, nil
+			case w != nil && str(w.session) == a.OldSession && u64(w.leaseFirst) == a.First && u64(w.leaseLast) == a.Last && u64(w.closedPos) == a.Pos:
+				return outcomeResend, nil
+			}
+			return outcomeLost, nil
+		})
+	if err != nil {
+		return snapid.SequenceLease{}, err
+	}
+	if !applied {
+		return snapid.SequenceLease{}, fmt.Errorf("snapid: %w: adopt lease %q of %q: the host's lease record is not [%d, %d] closed at %d by the previous claim",
+			snapid.ErrLeaseMoved, a.Sequence, a.Name, a.First, a.Last, a.Pos)
+	}
+	return snapid.SequenceLease{Sequence: a.Sequence, DC: dc, Name: a.Name, Owner: a.Owner, Session: a.Session, First: a.First, Last: a.Last}, nil
+}

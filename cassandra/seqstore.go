@@ -1,0 +1,356 @@
+package cassandra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gocql/gocql"
+	"github.com/snapid/snapid"
+)
+
+// The sequences table (see "Sequences" in the package documentation):
+// one partition per sequence for GLOBAL ("global", written at SERIAL only)
+// and one per sequence and data centre ("dc:<name>", written at
+// LOCAL_SERIAL only), so that no partition ever sees both kinds of Paxos.
+const seqTable = "sequences"
+
+// Row kinds (the first clustering column).
+const (
+	kindGlobal = "global" // part "global": start, max, next, at (created), token
+	kindGrant  = "grant"  // part "global", key = data centre: [first, last], at (granted), token
+	kindRange  = "range"  // part "dc:<dc>": [first, last], next, at (granted)
+	kindHost   = "host"   // part "dc:<dc>", key = node name: owner, session, [lease_first, lease_last], at, token
+)
+
+const partGlobal = "global"
+
+func dcPart(dc string) string { return "dc:" + dc }
+
+var seqColumns = []struct{ name, typ string }{
+	{"seq", "text"}, {"part", "text"}, {"kind", "text"}, {"key", "text"}, {"first", "bigint"},
+	{"last", "bigint"}, {"next", "bigint"}, {"start", "bigint"}, {"max", "bigint"},
+	{"owner", "text"}, {"session", "text"}, {"lease_first", "bigint"}, {"lease_last", "bigint"},
+	{"at", "timestamp"}, {"lwt_token", "text"}, {"closed_pos", "bigint"},
+}
+
+// seqRow is a row of the sequences table. Numbers are below 2^63 (see
+// snapid.MaxSequence), so the signed bigint order is their order.
+type seqRow struct {
+	seq, part, kind, key   string
+	first                  int64
+	last, next, start, max *int64
+	owner, session         *string
+	leaseFirst, leaseLast  *int64
+	at                     *time.Time
+	token                  *string
+	closedPos              *int64
+}
+
+func (w *seqRow) dests() []any {
+	return []any{&w.seq, &w.part, &w.kind, &w.key, &w.first, &w.last, &w.next, &w.start, &w.max,
+		&w.owner, &w.session, &w.leaseFirst, &w.leaseLast, &w.at, &w.token, &w.closedPos}
+}
+
+func u64(p *int64) uint64 {
+	if p == nil || *p < 0 {
+		return 0
+	}
+	return uint64(*p)
+}
+
+func i64(v uint64) *int64 {
+	x := int64(v)
+	return &x
+}
+
+type seqStatements struct {
+	createTable, selectPart, selectAllGlobal  string
+	insertGlobal, updateGlobal, advanceGlobal string
+	insertGrant, insertRange, advanceRange    string
+	insertHost, updateHost                    string
+	closeHost, adoptHost                      string
+}
+
+func newSeqStatements(ks string) seqStatements {
+	t := `"` + ks + `"."` + seqTable + `"`
+	var defs, names []string
+	for _, c := range seqColumns {
+		defs = append(defs, c.name+" "+c.typ)
+		names = append(names, c.name)
+	}
+	cols := strings.Join(names, ", ")
+	row := " WHERE seq = ? AND part = ? AND kind = ? AND key = ? AND first = ?"
+	return seqStatements{
+		createTable: "CREATE TABLE IF NOT EXISTS " + t + " (" + strings.Join(defs, ", ") +
+			", PRIMARY KEY ((seq, part), kind, key, first))",
+		selectPart:      "SELECT " + cols + " FROM " + t + " WHERE seq = ? AND part = ?",
+		selectAllGlobal: "SELECT " + cols + " FROM " + t + " WHERE kind = ? ALLOW FILTERING",
+		insertGlobal: "INSERT INTO " + t + " (seq, part, kind, key, first, start, max, next, at, lwt_token)" +
+			" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS",
+		updateGlobal:  "UPDATE " + t + " SET max = ?, next = ?, lwt_token = ?" + row + " IF next = ? AND max = ?",
+		advanceGlobal: "UPDATE " + t + " SET next = ?, lwt_token = ?" + row + " IF next = ? AND max = ?",
+		insertGrant:   "INSERT INTO " + t + " (seq, part, kind, key, first, last, at, lwt_token) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+		insertRange:   "INSERT INTO " + t + " (seq, part, kind, key, first, last, next, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS",
+		advanceRange:  "UPDATE " + t + " SET next = ?" + row + " IF next = ?",
+		insertHost: "INSERT INTO " + t + " (seq, part, kind, key, first, owner, session, lease_first, lease_last, at, lwt_token)" +
+			" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS",
+		updateHost: "UPDATE " + t + " SET owner = ?, session = ?, lease_first = ?, lease_last = ?, at = ?, lwt_token = ?, closed_pos = null" + row +
+			" IF owner = ? AND session = ? AND lease_first = ? AND lease_last = ?",
+		closeHost: "UPDATE " + t + " SET closed_pos = ?, lwt_token = ?" + row + " IF session = ? AND lease_first = ? AND lease_last = ?",
+		adoptHost: "UPDATE " + t + " SET owner = ?, session = ?, closed_pos = null, lwt_token = ?" + row +
+			" IF session = ? AND lease_first = ? AND lease_last = ? AND closed_pos = ?",
+	}
+}
+
+// seqStmt is one statement of a conditional batch.
+type seqStmt struct {
+	stmt string
+	args []any
+}
+
+// seqQuerier is what sequences need from Cassandra. gocqlSeqQuerier is
+// the real one; tests wrap it to lose replies.
+type seqQuerier interface {
+	// casBatch runs a conditional batch (one statement or more, one
+	// partition) with the given serial consistency and commit
+	// consistency, and reports whether it was applied.
+	casBatch(ctx context.Context, serial gocql.SerialConsistency, cons gocql.Consistency, stmts ...seqStmt) (bool, error)
+	// readPartition reads every row of one partition at cons (a serial
+	// consistency for reads that must see every completed LWT).
+	readPartition(ctx context.Context, cons gocql.Consistency, seq, part string) ([]seqRow, error)
+	// readAllGlobal reads every sequence's GLOBAL row (for lists).
+	readAllGlobal(ctx context.Context) ([]seqRow, error)
+}
+
+type gocqlSeqQuerier struct {
+	s     *gocql.Session
+	stmts seqStatements
+}
+
+func (g *gocqlSeqQuerier) casBatch(ctx context.Context, serial gocql.SerialConsistency, cons gocql.Consistency, stmts ...seqStmt) (bool, error) {
+	if len(stmts) == 1 {
+		q := g.s.Query(stmts[0].stmt, stmts[0].args...).WithContext(ctx).Consistency(cons).SerialConsistency(serial)
+		defer q.Release()
+		return q.MapScanCAS(map[string]any{})
+	}
+	b := g.s.NewBatch(gocql.LoggedBatch).WithContext(ctx).SerialConsistency(serial)
+	b.SetConsistency(cons)
+	for _, st := range stmts {
+		b.Query(st.stmt, st.args...)
+	}
+	applied, iter, err := g.s.MapExecuteBatchCAS(b, map[string]any{})
+	if iter != nil {
+		if cerr := iter.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return applied, err
+}
+
+func (g *gocqlSeqQuerier) readPartition(ctx context.Context, cons gocql.Consistency, seq, part string) ([]seqRow, error) {
+	q := g.s.Query(g.stmts.selectPart, seq, part).WithContext(ctx).Consistency(cons)
+	defer q.Release()
+	return scanRows(q.Iter())
+}
+
+func (g *gocqlSeqQuerier) readAllGlobal(ctx context.Context) ([]seqRow, error) {
+	q := g.s.Query(g.stmts.selectAllGlobal, kindGlobal).WithContext(ctx).Consistency(gocql.LocalQuorum)
+	defer q.Release()
+	return scanRows(q.Iter())
+}
+
+func scanRows(iter *gocql.Iter) ([]seqRow, error) {
+	var out []seqRow
+	for {
+		var w seqRow
+		if !iter.Scan(w.dests()...) {
+			break
+		}
+		out = append(out, w)
+	}
+	return out, iter.Close()
+}
+
+// seqState is a Registry's sequence side: the data centre it leases in,
+// the session that reaches only that data centre's nodes, and sizing.
+type seqState struct {
+	cfg Config // for the data-centre session
+
+	mu      sync.Mutex
+	dc      string
+	q       seqQuerier
+	session *gocql.Session // the data centre's session, closed with the Registry
+	table   bool           // the table is known to exist
+	stmts   seqStatements
+
+	horizon time.Duration
+	floor   uint64
+	bg      map[string]bool // sequences with a background grant running
+	wg      sync.WaitGroup
+	closing bool               // set by Close: no more background grants
+	stop    context.CancelFunc // cancels the background grants' context
+	bgCtx   context.Context
+
+	// localDC finds the data centre when Config.LocalDC is empty (tests
+	// replace it).
+	localDC func(ctx context.Context) (string, error)
+}
+
+// Defaults of SetSequenceSizing.
+const (
+	DefaultSequenceHorizon = 24 * time.Hour
+	DefaultSequenceFloor   = 1_000_000
+)
+
+// SetSequenceSizing sets how large a range a data centre takes from a
+// sequence's GLOBAL row: the numbers its hosts leased in horizon at the
+// data centre's recent rate (the rate at which they used its latest
+// range), and at least floor (defaults DefaultSequenceHorizon, 24 h, and
+// DefaultSequenceFloor). A data centre cut off from the others keeps
+// issuing for about horizon. Call it before the Registry is used for
+// sequences.
+func (r *Registry) SetSequenceSizing(horizon time.Duration, floor uint64) error {
+	if horizon <= 0 || floor == 0 {
+		return invalidArg("sequence sizing: horizon %v and floor %d must be positive", horizon, floor)
+	}
+	r.seqs.mu.Lock()
+	defer r.seqs.mu.Unlock()
+	r.seqs.horizon, r.seqs.floor = horizon, floor
+	return nil
+}
+
+// DataCentre returns the data centre this Registry's hosts lease sequence
+// numbers in: Config.LocalDC, or, without it, the cluster's only data
+// centre (a cluster of several needs LocalDC).
+func (r *Registry) DataCentre(ctx context.Context) (string, error) {
+	_, dc, err := r.seqQuerier(ctx)
+	return dc, err
+}
+
+// seqQuerier returns the sequence querier and the data centre, connecting
+// the data centre's session on first use. Every statement on sequences
+// goes through nodes of that data centre only (a gocql host filter):
+// LOCAL_SERIAL runs Paxos among the coordinator's data centre's replicas,
+// so a coordinator elsewhere would run it on another quorum.
+func (r *Registry) seqQuerier(ctx context.Context) (seqQuerier, string, error) {
+	st := &r.seqs
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.q != nil {
+		return st.q, st.dc, nil
+	}
+	dc := st.cfg.LocalDC
+	if dc == "" {
+		find := st.localDC
+		if find == nil {
+			find = r.onlyDC
+		}
+		var err error
+		if dc, err = find(ctx); err != nil {
+			return nil, "", err
+		}
+	}
+	cluster, err := st.cfg.cluster()
+	if err != nil {
+		return nil, "", err
+	}
+	cluster.HostFilter = gocql.DataCentreHostFilter(dc)
+	cluster.Logger = slogStdLogger{r.log}
+	s, err := createSession(ctx, cluster)
+	if err != nil {
+		return nil, "", fmt.Errorf("snapid: %w: connecting to data centre %q for sequences: %w", snapid.ErrRegistry, dc, err)
+	}
+	st.session, st.dc = s, dc
+	st.stmts = newSeqStatements(r.ks)
+	st.q = &gocqlSeqQuerier{s: s, stmts: st.stmts}
+	return st.q, dc, nil
+}
+
+// onlyDC returns the cluster's data centre, if it has only one.
+func (r *Registry) onlyDC(ctx context.Context) (string, error) {
+	if r.session == nil {
+		return "", fmt.Errorf("snapid: %w: no session to find the data centre", snapid.ErrRegistry)
+	}
+	dcs := map[string]bool{}
+	var dc string
+	if err := r.session.Query(`SELECT data_center FROM system.local`).WithContext(ctx).Scan(&dc); err != nil {
+		return "", fmt.Errorf("snapid: %w: reading the data centre: %w", snapid.ErrRegistry, err)
+	}
+	dcs[dc] = true
+	iter := r.session.Query(`SELECT data_center FROM system.peers`).WithContext(ctx).Iter()
+	var peer string
+	for iter.Scan(&peer) {
+		dcs[peer] = true
+	}
+	if err := iter.Close(); err != nil {
+		return "", fmt.Errorf("snapid: %w: reading the data centres: %w", snapid.ErrRegistry, err)
+	}
+	if len(dcs) > 1 {
+		names := make([]string, 0, len(dcs))
+		for d := range dcs {
+			names = append(names, d)
+		}
+		sort.Strings(names)
+		return "", invalidArg("the cluster has data centres %s: set Config.LocalDC to the one this host is in, for sequences",
+			strings.Join(names, ", "))
+	}
+	return dc, nil
+}
+
+// ensureTable creates the sequences table if it is missing (create) or
+// reports whether it exists.
+func (r *Registry) ensureTable(ctx context.Context, create bool) (bool, error) {
+	st := &r.seqs
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.table {
+		return true, nil
+	}
+	if r.session == nil {
+		st.table = true // tests with injected queriers
+		return true, nil
+	}
+	ok, err := r.schemaHas(ctx, `SELECT COUNT(*) FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?`, r.ks, seqTable)
+	if err != nil {
+		return false, fmt.Errorf("snapid: %w: reading the schema: %w", snapid.ErrRegistry, err)
+	}
+	if !ok && create {
+		if err := r.session.Query(newSeqStatements(r.ks).createTable).WithContext(ctx).Exec(); err != nil {
+			return false, fmt.Errorf("snapid: %w: creating table %s.%s: %w", snapid.ErrRegistry, r.ks, seqTable, err)
+		}
+		if err := r.awaitSchema(ctx); err != nil {
+			return false, fmt.Errorf("snapid: %w: waiting for the cluster to agree on the schema: %w", snapid.ErrRegistry, err)
+		}
+		ok = true
+	}
+	st.table = ok
+	return ok, nil
+}
+
+// closeSequences waits for background grants and closes the data
+// centre's session.
+func (r *Registry) closeSequences() {
+	r.seqs.mu.Lock()
+	r.seqs.closing = true
+	if r.seqs.stop != nil {
+		r.seqs.stop()
+	}
+	r.seqs.mu.Unlock()
+	r.seqs.wg.Wait()
+	r.seqs.mu.Lock()
+	defer r.seqs.mu.Unlock()
+	if r.seqs.session != nil {
+		r.seqs.session.Close()
+	}
+}
+
+// noTable reports whether err says the sequences table does not exist.
+func noTable(err error) bool {
+	var re gocql.RequestError
+	return errors.As(err, &re) && re.Code() == gocql.ErrCodeInvalid && strings.Contains(strings.ToLower(re.Message()), "table")
+}

@@ -1,0 +1,197 @@
+package snapid_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/snapidtest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// callWithin runs fn in a goroutine and returns its result, or fails the
+// test if fn has not returned after a generous guard: a call that ignores
+// its context would otherwise hang until what it waits for is let go.
+func callWithin(t *testing.T, fn func() (uint64, error)) (uint64, error) {
+	t.Helper()
+	type result struct {
+		n   uint64
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		n, err := fn()
+		ch <- result{n, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.n, r.err
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call did not return when its context ended: it waited for the counter update")
+		return 0, nil
+	}
+}
+
+// A caller whose context ends while its counter update waits (here for
+// the counter's lock, held by another process) returns the context's
+// error at once; the update goes on for the callers that share it, and a
+// number reserved for the caller that left is never handed out.
+func TestNextContextLeavesWhileUpdateWaits(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []Option
+		call func(g *Generator, ctx context.Context) (uint64, error)
+		// a number drawn without a context before the counter is locked
+		warm bool
+	}{
+		{"strict NextContext", nil, (*Generator).NextContext, false},
+		{"strict NextNContext", nil, func(g *Generator, ctx context.Context) (uint64, error) { return g.NextNContext(ctx, 3) }, false},
+		{"strict UniqueIDContext", nil, func(g *Generator, ctx context.Context) (uint64, error) {
+			id, err := g.UniqueIDContext(ctx)
+			if err != nil {
+				return 0, err
+			}
+			p, err := ParseID(id)
+			return p.Number, err
+		}, false},
+		{"block refill", []Option{WithBlock(4)}, (*Generator).NextContext, true},
+		{"cpu shards refill", []Option{WithBlock(4), WithCPUShards(true)}, (*Generator).NextContext, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "counter.u64")
+			g, err := Open(path, "web", tc.opts...)
+			require.NoError(t, err)
+			t.Cleanup(func() { g.Close() }) // after the lock is let go, even on failure
+			seen := map[uint64]bool{}
+			drawSeen := func(k int) {
+				for range k {
+					n, err := g.Next()
+					require.NoError(t, err)
+					seen[n] = true
+				}
+			}
+			var unlock func()
+			if tc.warm {
+				// Blocks of 4: 1..4, then 5..8 reserved ahead. Lock the
+				// counter before the middle of 5..8 starts reserving 9..12
+				// and use 5..8 up, so that the next call must wait.
+				drawSeen(6)
+				unlock = lockCounterExternally(t, path)
+				drawSeen(2)
+			} else {
+				unlock = lockCounterExternally(t, path)
+			}
+			t.Cleanup(unlock)
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			_, err = callWithin(t, func() (uint64, error) { return tc.call(g, ctx) })
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			unlock()
+			for range 8 {
+				n, err := g.Next()
+				require.NoError(t, err)
+				require.False(t, seen[n], "number %d handed out twice", n)
+				seen[n] = true
+			}
+		})
+	}
+}
+
+// A member of a group whose leader waits leaves when its own context ends;
+// the leader, without a deadline, gets its number once the update lands,
+// and the number reserved for the member who left is a gap.
+func TestNextContextMemberLeavesGroup(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	g, err := Open(path, "web")
+	require.NoError(t, err)
+	t.Cleanup(func() { g.Close() })
+	unlock := lockCounterExternally(t, path)
+	t.Cleanup(unlock)
+	leader := make(chan uint64, 1)
+	go func() {
+		n, err := g.Next() // leads the update, waiting for the lock
+		if err != nil {
+			n = 0
+		}
+		leader <- n
+	}()
+	for g.ExportOpenGroupSize() != 0 || len(leader) != 0 {
+		time.Sleep(time.Millisecond) // until the leader has closed its group
+	}
+	time.Sleep(20 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err = callWithin(t, func() (uint64, error) { return g.NextContext(ctx) })
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	unlock()
+	assert.Equal(t, uint64(1), <-leader)
+	n, err := g.Next()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(3), n, "the member who left had 2, which is never handed out")
+}
+
+// A context that has already ended reserves nothing.
+func TestNextContextEndedReservesNothing(t *testing.T) {
+	for _, opts := range [][]Option{nil, {WithBlock(4)}} {
+		path := filepath.Join(t.TempDir(), "counter.u64")
+		g, err := Open(path, "web", opts...)
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cause := errors.New("the client went away")
+		cancel(cause)
+		_, err = g.NextContext(ctx)
+		require.ErrorIs(t, err, context.Canceled)
+		require.ErrorIs(t, err, cause, "the cause is kept")
+		_, err = g.NextNContext(ctx, 2)
+		require.ErrorIs(t, err, context.Canceled)
+		_, err = g.UniqueIDContext(ctx)
+		require.ErrorIs(t, err, context.Canceled)
+		require.NoError(t, g.Close())
+		assert.Equal(t, uint64(0), ctValue(t, path), "nothing was reserved")
+	}
+}
+
+// With the registry frozen, a caller that needs the reserved mark
+// extended waits only as long as its context allows, not the registry's
+// timeout; the extension goes on, and once the registry answers ids flow
+// again without a repeat.
+func TestUniqueIDContextWhileRegistryFrozen(t *testing.T) {
+	reg := snapidtest.NewRegistry()
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	g := openReg(t, path, "web_1", reg, WithReserveStep(10), WithOutageHorizon(0), WithRegistryTimeout(time.Minute))
+	defer g.Close()
+	thaw := make(chan struct{})
+	reg.SetHook(func(ctx context.Context, op, _ string) error {
+		if op != "extend" {
+			return nil
+		}
+		select {
+		case <-thaw:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	first := draw(t, g, 10) // 1..10: the whole first step; its extension is held
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := callWithin(t, func() (uint64, error) {
+		id, err := g.UniqueIDContext(ctx)
+		if err != nil {
+			return 0, err
+		}
+		p, err := ParseID(id)
+		return p.Number, err
+	})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	close(thaw)
+	reg.SetHook(nil)
+	more := draw(t, g, 3)
+	for _, n := range more {
+		assert.Greater(t, n, first[len(first)-1])
+	}
+}

@@ -1,0 +1,93 @@
+package snapid
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Problem kinds reported by AuditSequences (stable, like the others).
+const (
+	// Two ranges of one sequence that share numbers: grants of GLOBAL,
+	// data-centre ranges, or host leases. Two holders of one number would
+	// issue it twice.
+	ProblemSeqOverlap = "sequence_overlap"
+	// A data-centre range that GLOBAL did not grant to that data centre (or
+	// that lies at or above GLOBAL's next number), or a host lease outside
+	// the leased part of its data centre's ranges.
+	ProblemSeqBeyondGlobal = "sequence_beyond_global"
+	// A number above the sequence's max: GLOBAL's next number past max+1,
+	// or a grant, range or lease reaching above max.
+	ProblemSeqAboveMax = "sequence_above_max"
+)
+
+type seqSpan struct {
+	what        string
+	first, last uint64
+}
+
+// AuditSequences checks the sequences' rows (see SequenceRegistry) for
+// anything that could make two holders issue the same number: overlapping
+// ranges, ranges beyond what GLOBAL handed out, numbers above max. It is a
+// pure function. Problems are ordered by sequence, then kind.
+func AuditSequences(seqs []SequenceStatus) []Problem {
+	var out []Problem
+	for _, st := range seqs {
+		add := func(kind, format string, args ...any) {
+			out = append(out, Problem{Kind: kind, Name: st.Name, Detail: fmt.Sprintf("sequence %q: ", st.Name) + fmt.Sprintf(format, args...)})
+		}
+		if st.Next > st.Max && st.Next-st.Max > 1 {
+			add(ProblemSeqAboveMax, "GLOBAL's next number %d is past max %d + 1", st.Next, st.Max)
+		}
+		var grants, ranges, leases []seqSpan
+		for _, g := range st.Grants {
+			s := seqSpan{fmt.Sprintf("grant to %s [%d, %d]", g.DC, g.First, g.Last), g.First, g.Last}
+			grants = append(grants, s)
+			if g.Last > st.Max {
+				add(ProblemSeqAboveMax, "%s reaches above max %d", s.what, st.Max)
+			}
+			if g.Last >= st.Next {
+				add(ProblemSeqBeyondGlobal, "%s reaches GLOBAL's next number %d (never handed out)", s.what, st.Next)
+			}
+		}
+		for _, r := range st.Ranges {
+			s := seqSpan{fmt.Sprintf("range of %s [%d, %d]", r.DC, r.First, r.Last), r.First, r.Last}
+			ranges = append(ranges, s)
+			if r.Last > st.Max || r.Next > r.Last+1 {
+				add(ProblemSeqAboveMax, "%s (next %d) reaches above max %d or past its end", s.what, r.Next, st.Max)
+			}
+			granted := false
+			for _, g := range st.Grants {
+				granted = granted || g.DC == r.DC && g.First <= r.First && r.Last <= g.Last
+			}
+			if !granted {
+				add(ProblemSeqBeyondGlobal, "%s is not a range GLOBAL granted to %s", s.what, r.DC)
+			}
+		}
+		for _, l := range st.Leases {
+			if l.First == 0 {
+				continue
+			}
+			s := seqSpan{fmt.Sprintf("lease of host %s in %s [%d, %d]", l.Name, l.DC, l.First, l.Last), l.First, l.Last}
+			leases = append(leases, s)
+			if l.Last > st.Max {
+				add(ProblemSeqAboveMax, "%s reaches above max %d", s.what, st.Max)
+			}
+			inRange := false
+			for _, r := range st.Ranges {
+				inRange = inRange || r.DC == l.DC && r.First <= l.First && l.Last < r.Next && l.Last <= r.Last
+			}
+			if !inRange {
+				add(ProblemSeqBeyondGlobal, "%s is outside the leased part of %s's ranges", s.what, l.DC)
+			}
+		}
+		for _, set := range [][]seqSpan{grants, ranges, leases} {
+			sort.Slice(set, func(i, j int) bool { return set[i].first < set[j].first })
+			for i := 1; i < len(set); i++ {
+				if set[i].first <= set[i-1].last {
+					add(ProblemSeqOverlap, "%s and %s share numbers", set[i-1].what, set[i].what)
+				}
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,73 @@
+package snapid_test
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/snapidtest"
+	"github.com/stretchr/testify/require"
+)
+
+// AuditSequences finds overlapping ranges, ranges beyond GLOBAL and
+// numbers above max, and nothing in a sequence used normally.
+func TestAuditSequences(t *testing.T) {
+	reg := snapidtest.NewRegistry()
+	createSeq(t, reg, "clean", 10, 100_000)
+	for i, name := range []string{"web_a", "web_b"} {
+		h := newSeqHost(t, name)
+		g := h.open(t, reg)
+		s := openSeq(t, g, "clean", SequenceBlock(3), SequenceLeaseSize(50))
+		drawSeq(t, s, 40+i*30)
+		require.NoError(t, s.Close())
+		require.NoError(t, g.Close())
+	}
+	clean, err := reg.SequenceStatus(context.Background(), "clean")
+	require.NoError(t, err)
+	require.Len(t, clean.Leases, 2)
+	require.Empty(t, AuditSequences([]SequenceStatus{clean}), "a sequence used normally")
+
+	base := SequenceStatus{
+		SequenceInfo: SequenceInfo{Name: "s", Start: 1, Max: 1000, Next: 201},
+		Grants:       []SequenceRange{{DC: "dc1", First: 1, Last: 100}, {DC: "dc2", First: 101, Last: 200}},
+		Ranges:       []SequenceRange{{DC: "dc1", First: 1, Last: 100, Next: 51}, {DC: "dc2", First: 101, Last: 200, Next: 121}},
+		Leases: []SequenceLease{{Name: "h1", DC: "dc1", First: 41, Last: 50},
+			{Name: "h2", DC: "dc2", First: 111, Last: 120}},
+	}
+	require.Empty(t, AuditSequences([]SequenceStatus{base}))
+	for _, tc := range []struct {
+		what string
+		mod  func(s *SequenceStatus)
+		want string
+	}{
+		{"GLOBAL past max", func(s *SequenceStatus) { s.Max = 150 }, ProblemSeqAboveMax},
+		{"next past max+1", func(s *SequenceStatus) { s.Next = 1002 }, ProblemSeqAboveMax},
+		{"range next past its end", func(s *SequenceStatus) { s.Ranges[0].Next = 102 }, ProblemSeqAboveMax},
+		{"lease above max", func(s *SequenceStatus) { s.Max = 115; s.Next = 116 }, ProblemSeqAboveMax},
+		{"grant at GLOBAL's next", func(s *SequenceStatus) { s.Next = 150 }, ProblemSeqBeyondGlobal},
+		{"range not granted", func(s *SequenceStatus) { s.Ranges[1].DC = "dc1" }, ProblemSeqBeyondGlobal},
+		{"lease beyond the leased part", func(s *SequenceStatus) { s.Leases[0] = SequenceLease{Name: "h1", DC: "dc1", First: 45, Last: 60} }, ProblemSeqBeyondGlobal},
+		{"lease in another DC's range", func(s *SequenceStatus) { s.Leases[0].DC = "dc2" }, ProblemSeqBeyondGlobal},
+		{"grants overlap", func(s *SequenceStatus) { s.Grants[1].First = 100 }, ProblemSeqOverlap},
+		{"ranges overlap", func(s *SequenceStatus) {
+			s.Ranges = append(s.Ranges, SequenceRange{DC: "dc1", First: 90, Last: 95, Next: 90})
+		}, ProblemSeqOverlap},
+		{"leases overlap", func(s *SequenceStatus) {
+			s.Leases = append(s.Leases, SequenceLease{Name: "h3", DC: "dc1", First: 50, Last: 50})
+		}, ProblemSeqOverlap},
+	} {
+		st := base
+		st.Grants = append([]SequenceRange(nil), base.Grants...)
+		st.Ranges = append([]SequenceRange(nil), base.Ranges...)
+		st.Leases = append([]SequenceLease(nil), base.Leases...)
+		tc.mod(&st)
+		probs := AuditSequences([]SequenceStatus{st})
+		kinds := map[string]bool{}
+		for _, p := range probs {
+			kinds[p.Kind] = true
+			require.Equal(t, "s", p.Name)
+			require.Contains(t, p.Detail, `sequence "s"`)
+		}
+		require.True(t, kinds[tc.want], "%s: want %s, got %+v", tc.what, tc.want, probs)
+	}
+}

@@ -1,0 +1,261 @@
+package snapidtest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/snapid/snapid"
+)
+
+// The in-memory registry keeps sequences as the Cassandra one does, with
+// one data centre (DC): GLOBAL hands the data centre ranges of DCRange
+// numbers (or more, for a lease that needs more), and hosts lease from
+// them. Every call is atomic.
+
+// DC is the data centre of the in-memory registry's hosts.
+const DC = "memory"
+
+// DCRange is how many numbers the in-memory registry's data centre takes
+// from GLOBAL at a time.
+const DCRange = 10_000
+
+var _ snapid.SequenceRegistry = (*Registry)(nil)
+
+type memSequence struct {
+	info   snapid.SequenceInfo
+	grants []snapid.SequenceRange
+	ranges []snapid.SequenceRange
+	leases map[string]snapid.SequenceLease // by node name
+}
+
+func (m *memSequence) status() snapid.SequenceStatus {
+	st := snapid.SequenceStatus{SequenceInfo: m.info, Grants: slices.Clone(m.grants), Ranges: slices.Clone(m.ranges)}
+	for _, l := range m.leases {
+		st.Leases = append(st.Leases, l)
+	}
+	slices.SortFunc(st.Leases, func(a, b snapid.SequenceLease) int { return cmpString(a.Name, b.Name) })
+	return st
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// CreateSequence implements snapid.SequenceRegistry.CreateSequence.
+func (r *Registry) CreateSequence(ctx context.Context, name string, start, max uint64) (snapid.SequenceInfo, error) {
+	if err := snapid.CheckSequenceBounds(name, start, max); err != nil {
+		return snapid.SequenceInfo{}, err
+	}
+	if err := r.begin(ctx, "create_sequence", name); err != nil {
+		return snapid.SequenceInfo{}, err
+	}
+	defer r.mu.Unlock()
+	m, ok := r.seqs[name]
+	if !ok {
+		m = &memSequence{info: snapid.SequenceInfo{Name: name, Start: start, Max: max, Next: start, CreatedAt: r.now()},
+			leases: map[string]snapid.SequenceLease{}}
+		r.seqs[name] = m
+		return m.info, nil
+	}
+	if max < m.info.Next-1 {
+		return m.info, fmt.Errorf("snapidtest: %w: sequence %q: max %d is below %d, already handed out",
+			snapid.ErrInvalidSequence, name, max, m.info.Next-1)
+	}
+	m.info.Max = max
+	m.info.Next = maxU(m.info.Next, start)
+	return m.info, nil
+}
+
+func maxU(a, b uint64) uint64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+func (r *Registry) sequence(op, name string) (*memSequence, error) {
+	m, ok := r.seqs[name]
+	if !ok {
+		return nil, fmt.Errorf("snapidtest: %w: %s %q", snapid.ErrNoSequence, op, name)
+	}
+	return m, nil
+}
+
+// LeaseSequence implements snapid.SequenceRegistry.LeaseSequence.
+func (r *Registry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (snapid.SequenceLease, error) {
+	if err := snapid.ValidateName(req.Sequence); err != nil {
+		return snapid.SequenceLease{}, fmt.Errorf("sequence name: %w", err)
+	}
+	if err := checkArgs(req.Name, req.Owner); err != nil {
+		return snapid.SequenceLease{}, err
+	}
+	if req.Min == 0 || req.Size < req.Min {
+		return snapid.SequenceLease{}, invalid("lease of %d to %d numbers", req.Min, req.Size)
+	}
+	if err := r.begin(ctx, "lease", req.Sequence); err != nil {
+		return snapid.SequenceLease{}, err
+	}
+	defer r.mu.Unlock()
+	m, err := r.sequence("lease", req.Sequence)
+	if err != nil {
+		return snapid.SequenceLease{}, err
+	}
+	if _, err := r.held("lease", req.Name, req.Owner, req.Session); err != nil {
+		return snapid.SequenceLease{}, err
+	}
+	cur, ok := m.leases[req.Name]
+	if ok && cur.Session == req.Session && (cur.First != req.PrevFirst || cur.Last != req.PrevLast) {
+		return cur, fmt.Errorf("snapidtest: %w: sequence %q: the host's lease is [%d, %d], not [%d, %d]",
+			snapid.ErrLeaseMoved, req.Sequence, cur.First, cur.Last, req.PrevFirst, req.PrevLast)
+	}
+	i := slices.IndexFunc(m.ranges, func(g snapid.SequenceRange) bool { return g.Next <= g.Last && g.Last-g.Next+1 >= req.Min })
+	if i < 0 {
+		info := m.info
+		if info.Next > info.Max || info.Max-info.Next+1 < req.Min {
+			return snapid.SequenceLease{}, fmt.Errorf("snapidtest: %w: sequence %q has fewer than %d numbers left (max %d)",
+				snapid.ErrExhausted, req.Sequence, req.Min, info.Max)
+		}
+		size := maxU(DCRange, req.Min)
+		last := info.Max
+		if info.Max-info.Next >= size {
+			last = info.Next + size - 1
+		}
+		g := snapid.SequenceRange{DC: DC, First: info.Next, Last: last, GrantedAt: r.now()}
+		m.grants = append(m.grants, g)
+		g.Next = g.First
+		m.ranges = append(m.ranges, g)
+		m.info.Next = last + 1
+		i = len(m.ranges) - 1
+	}
+	g := &m.ranges[i]
+	n := min(req.Size, g.Last-g.Next+1)
+	l := snapid.SequenceLease{Sequence: req.Sequence, DC: DC, Name: req.Name, Owner: req.Owner, Session: req.Session,
+		First: g.Next, Last: g.Next + n - 1, LeasedAt: r.now()}
+	g.Next += n
+	m.leases[req.Name] = l
+	return l, nil
+}
+
+// HostLease implements snapid.SequenceRegistry.HostLease.
+func (r *Registry) HostLease(ctx context.Context, sequence, name string) (snapid.SequenceLease, error) {
+	if err := snapid.ValidateName(sequence); err != nil {
+		return snapid.SequenceLease{}, fmt.Errorf("sequence name: %w", err)
+	}
+	if err := snapid.ValidateName(name); err != nil {
+		return snapid.SequenceLease{}, err
+	}
+	if err := r.begin(ctx, "host_lease", sequence); err != nil {
+		return snapid.SequenceLease{}, err
+	}
+	defer r.mu.Unlock()
+	m, err := r.sequence("host lease", sequence)
+	if err != nil {
+		return snapid.SequenceLease{}, err
+	}
+	return m.leases[name], nil
+}
+
+// SequenceStatus implements snapid.SequenceRegistry.SequenceStatus.
+func (r *Registry) SequenceStatus(ctx context.Context, name string) (snapid.SequenceStatus, error) {
+	if err := snapid.ValidateName(name); err != nil {
+		return snapid.SequenceStatus{}, fmt.Errorf("sequence name: %w", err)
+	}
+	if err := r.begin(ctx, "sequence_status", name); err != nil {
+		return snapid.SequenceStatus{}, err
+	}
+	defer r.mu.Unlock()
+	m, err := r.sequence("status", name)
+	if err != nil {
+		return snapid.SequenceStatus{}, err
+	}
+	return m.status(), nil
+}
+
+// ListSequences implements snapid.SequenceRegistry.ListSequences; sorted
+// by name.
+func (r *Registry) ListSequences(ctx context.Context) ([]snapid.SequenceStatus, error) {
+	if err := r.begin(ctx, "list_sequences", ""); err != nil {
+		return nil, err
+	}
+	defer r.mu.Unlock()
+	out := make([]snapid.SequenceStatus, 0, len(r.seqs))
+	for _, m := range r.seqs {
+		out = append(out, m.status())
+	}
+	slices.SortFunc(out, func(a, b snapid.SequenceStatus) int { return cmpString(a.Name, b.Name) })
+	return out, nil
+}
+
+// PutSequence stores st as the sequence st.Name, whatever was there: for
+// planting broken state (overlapping ranges, numbers above max) in tests
+// of audits.
+func (r *Registry) PutSequence(st snapid.SequenceStatus) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := &memSequence{info: st.SequenceInfo, grants: slices.Clone(st.Grants), ranges: slices.Clone(st.Ranges),
+		leases: map[string]snapid.SequenceLease{}}
+	for _, l := range st.Leases {
+		m.leases[l.Name] = l
+	}
+	r.seqs[st.Name] = m
+}
+
+// CloseLease implements snapid.SequenceRegistry.CloseLease.
+func (r *Registry) CloseLease(ctx context.Context, l snapid.SequenceLease, pos uint64) error {
+	if err := snapid.ValidateName(l.Sequence); err != nil {
+		return fmt.Errorf("sequence name: %w", err)
+	}
+	if err := checkArgs(l.Name, l.Owner); err != nil {
+		return err
+	}
+	if err := r.begin(ctx, "close_lease", l.Sequence); err != nil {
+		return err
+	}
+	defer r.mu.Unlock()
+	m, err := r.sequence("close lease", l.Sequence)
+	if err != nil {
+		return err
+	}
+	cur, ok := m.leases[l.Name]
+	if !ok || cur.Session != l.Session || cur.First != l.First || cur.Last != l.Last {
+		return fmt.Errorf("snapidtest: %w: sequence %q: the host's lease is not [%d, %d] of this claim", snapid.ErrLeaseMoved, l.Sequence, l.First, l.Last)
+	}
+	cur.ClosedAt = pos
+	m.leases[l.Name] = cur
+	return nil
+}
+
+// AdoptLease implements snapid.SequenceRegistry.AdoptLease.
+func (r *Registry) AdoptLease(ctx context.Context, a snapid.LeaseAdoption) (snapid.SequenceLease, error) {
+	if err := snapid.ValidateName(a.Sequence); err != nil {
+		return snapid.SequenceLease{}, fmt.Errorf("sequence name: %w", err)
+	}
+	if err := checkArgs(a.Name, a.Owner); err != nil {
+		return snapid.SequenceLease{}, err
+	}
+	if err := r.begin(ctx, "adopt_lease", a.Sequence); err != nil {
+		return snapid.SequenceLease{}, err
+	}
+	defer r.mu.Unlock()
+	m, err := r.sequence("adopt lease", a.Sequence)
+	if err != nil {
+		return snapid.SequenceLease{}, err
+	}
+	if _, err := r.held("adopt lease", a.Name, a.Owner, a.Session); err != nil {
+		return snapid.SequenceLease{}, err
+	}
+	cur, ok := m.leases[a.Name]
+	if !ok || a.Pos == 0 || cur.Session != a.OldSession || cur.First != a.First || cur.Last != a.Last || cur.ClosedAt != a.Pos {
+		return cur, fmt.Errorf("snapidtest: %w: sequence %q: the host's lease record does not match the lease file", snapid.ErrLeaseMoved, a.Sequence)
+	}
+	cur.Session, cur.Owner, cur.ClosedAt = a.Session, a.Owner, 0
+	m.leases[a.Name] = cur
+	return cur, nil
+}
