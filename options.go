@@ -203,7 +203,7 @@ func WithRegistry(r Registry) Option {
 			return fmt.Errorf("snapid: %w: WithRegistry(nil)", ErrInvalidOption)
 		}
 		// Each Open gets its own count of the calls (Generator.Stats).
-		o.reg.registry = &observedRegistry{Registry: r}
+		o.reg.registry = observe(r)
 		return nil
 	}
 }

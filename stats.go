@@ -195,7 +195,7 @@ func (g *Generator) Stats() Stats {
 		st.IDsIssued = issued
 	}
 	if g.res != nil {
-		if obs, ok := g.res.reg.(*observedRegistry); ok {
+		if obs := observerOf(g.res.reg); obs != nil {
 			rs := obs.snapshot()
 			rs.SessionHeld = g.res.lost.Load() == nil
 			st.Registry = &rs
@@ -284,6 +284,34 @@ type observedRegistry struct {
 	lastContact   atomic.Int64 // Unix nanoseconds; 0: never
 	lastExtension atomic.Int64
 	lastHeartbeat atomic.Int64
+}
+
+// observedSequenceRegistry is an observedRegistry of a registry that also
+// keeps sequences: wrapping it must not hide that (sequence calls are not
+// counted).
+type observedSequenceRegistry struct {
+	*observedRegistry
+	SequenceRegistry
+}
+
+// observe wraps r to count its calls, keeping its sequences.
+func observe(r Registry) Registry {
+	o := &observedRegistry{Registry: r}
+	if sr, ok := r.(SequenceRegistry); ok {
+		return &observedSequenceRegistry{o, sr}
+	}
+	return o
+}
+
+// observerOf returns the counts of a registry that observe wrapped.
+func observerOf(r Registry) *observedRegistry {
+	switch o := r.(type) {
+	case *observedRegistry:
+		return o
+	case *observedSequenceRegistry:
+		return o.observedRegistry
+	}
+	return nil
 }
 
 type resolvedKey struct{}
