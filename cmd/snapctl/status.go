@@ -214,7 +214,11 @@ func printStatus(c *cli, st *statusReport) error {
 	for _, a := range st.Attention {
 		fmt.Fprintf(c.stdout, "attention: %s\n", a)
 	}
-	_, err := fmt.Fprintf(c.stdout, "status: %s need attention\n", plural(len(st.Attention), "item"))
+	verb := "needs"
+	if len(st.Attention) > 1 {
+		verb = "need"
+	}
+	_, err := fmt.Fprintf(c.stdout, "status: %s %s attention\n", plural(len(st.Attention), "item"), verb)
 	return err
 }
 

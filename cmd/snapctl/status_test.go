@@ -99,7 +99,7 @@ func TestStatusAndRegister(t *testing.T) {
 	assert.False(t, st.Registry.ThisHost)
 	r = a.run(t, "status")
 	require.Equal(t, exitProblems, r.code)
-	assert.Contains(t, r.stdout, "status: 1 item need attention")
+	assert.Contains(t, r.stdout, "status: 1 item needs attention")
 	r = a.run(t, "show")
 	require.Equal(t, exitOK, r.code)
 	assert.Contains(t, r.stdout, "cached on this host")
