@@ -10,8 +10,10 @@ import (
 	iofs "io/fs"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/snapid/snapid"
 )
@@ -190,6 +192,7 @@ func cmdInit(_ context.Context, c *cli, args []string) error {
 	if err := chownCounter(path, uid, gid); err != nil {
 		return err
 	}
+	warnForeignOwner(c, path)
 	if before < *start-1 {
 		fmt.Fprintf(c.stdout, "counter %s: next number %d (was %d)\n", path, *start, before+1)
 	} else {
@@ -243,6 +246,23 @@ func parseOwner(s string) (uid, gid int, err error) {
 		return 0, 0, usageError{fmt.Sprintf("--owner %q: giving the counter to another user needs root", s)}
 	}
 	return uid, gid, nil
+}
+
+// warnForeignOwner warns when the counter's owner differs from its
+// directory's (root made it in a service's directory without --owner): the
+// programs running as the directory's owner could not open it.
+func warnForeignOwner(c *cli, path string) {
+	fi, err1 := os.Stat(path)
+	di, err2 := os.Stat(filepath.Dir(path))
+	if err1 != nil || err2 != nil {
+		return
+	}
+	fu, du := fi.Sys().(*syscall.Stat_t).Uid, di.Sys().(*syscall.Stat_t).Uid
+	if fu != du {
+		fmt.Fprintf(c.stderr, "snapctl: warning: the counter %s belongs to uid %d but its directory to uid %d: "+
+			"if the programs using it run as uid %d, give it to them with 'snapctl init --owner %d' (it is mode %s)\n",
+			path, fu, du, du, du, fi.Mode().Perm())
+	}
 }
 
 // chownCounter gives the counter file to uid:gid (-1: unchanged).

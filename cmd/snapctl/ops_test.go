@@ -255,3 +255,32 @@ func TestPresenceHolders(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 2, n)
 }
+
+// init warns when the counter's owner is not its directory's (root
+// creating it in a service's directory), and not when they match.
+func TestCLIInitWarnsForeignOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a directory of another user")
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		warn bool
+	}{
+		{"root's counter in a service's directory", nil, true},
+		{"given to the service", []string{"--owner", "4242"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			require.NoError(t, os.Chown(dir, 4242, 4242))
+			f := newFakeEnv(t)
+			r := f.run(t, append([]string{"init", "--counter", filepath.Join(dir, "counter.u64")}, tc.args...)...)
+			require.Equal(t, exitOK, r.code, r.stderr)
+			if tc.warn {
+				assert.Contains(t, r.stderr, "init --owner 4242")
+			} else {
+				assert.Empty(t, r.stderr)
+			}
+		})
+	}
+}
