@@ -113,6 +113,13 @@ var (
 	// recently: most likely a copy of a counter directory in use elsewhere.
 	ErrProbableClone = errors.New("owner token in use on another machine (probable clone of the counter directory)")
 
+	// ErrReleased is returned by Open with a registry on a host that
+	// released the name (Release, snapctl release): the host's processes
+	// refuse it until it is claimed again on purpose (WithReclaim, snapctl
+	// register), so that a routine start cannot take back a name meant for
+	// another host.
+	ErrReleased = errors.New("node name released by this host")
+
 	// ErrNotRegistered is returned by Registry.Get for a name without a row.
 	ErrNotRegistered = errors.New("node name not registered")
 

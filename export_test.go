@@ -87,3 +87,6 @@ const (
 	ExportSessionSuffix  = sessionSuffix
 	ExportPresenceSuffix = presenceSuffix
 )
+
+// ExportExtending reports whether a background extension is running.
+func (g *Generator) ExportExtending() bool { return g.res != nil && g.res.extending.Load() }

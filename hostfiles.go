@@ -60,6 +60,7 @@ const (
 	markSuffix     = ".mark"
 	presenceSuffix = ".presence"
 	sessionSuffix  = ".session"
+	releasedSuffix = ".released"
 )
 
 // HostInfo identifies the machine in the registry.
@@ -173,14 +174,15 @@ func fileSize(f *os.File, n int) int64 {
 
 // hostState is a Generator's handle on the files beside the counter.
 type hostState struct {
-	owner       string
-	gate        *flock.Flock
-	presence    *flock.Flock
-	mark        *os.File
-	markPath    string
-	sessionPath string
-	mode        fs.FileMode
-	fs          fsOps
+	owner        string
+	gate         *flock.Flock
+	presence     *flock.Flock
+	mark         *os.File
+	markPath     string
+	sessionPath  string
+	releasedPath string
+	mode         fs.FileMode
+	fs           fsOps
 }
 
 func openHostState(counterPath string, o *options) (*hostState, error) {
@@ -202,14 +204,15 @@ func openHostState(counterPath string, o *options) (*hostState, error) {
 		return nil, &FileError{Op: "open", Path: markPath, Err: classifyOpenError(err)}
 	}
 	return &hostState{
-		owner:       owner,
-		gate:        flock.New(counterPath+ownerSuffix, flock.SetFlag(openFlags(o.followSymlinks))),
-		presence:    flock.New(presencePath, flock.SetFlag(openFlags(o.followSymlinks))),
-		mark:        mark,
-		markPath:    markPath,
-		sessionPath: counterPath + sessionSuffix,
-		mode:        o.fileMode,
-		fs:          o.fs,
+		owner:        owner,
+		gate:         flock.New(counterPath+ownerSuffix, flock.SetFlag(openFlags(o.followSymlinks))),
+		presence:     flock.New(presencePath, flock.SetFlag(openFlags(o.followSymlinks))),
+		mark:         mark,
+		markPath:     markPath,
+		sessionPath:  counterPath + sessionSuffix,
+		releasedPath: counterPath + releasedSuffix,
+		mode:         o.fileMode,
+		fs:           o.fs,
 	}, nil
 }
 

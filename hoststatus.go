@@ -23,6 +23,9 @@ type HostFiles struct {
 	// session file; SessionID the session token's fingerprint.
 	SessionName string `json:"session_name,omitempty"`
 	SessionID   string `json:"session_id,omitempty"`
+	// Released is the name this host released (Release, snapctl release),
+	// which its processes refuse until it is claimed again; "" if none.
+	Released string `json:"released,omitempty"`
 
 	owner, session string
 }
@@ -46,6 +49,9 @@ func ReadHostFiles(counterPath string) (HostFiles, error) {
 		return hf, err
 	}
 	hf.MarkFile, hf.Mark, hf.Floor = ok, m.mark, m.floor
+	if hf.Released, err = (&hostState{releasedPath: counterPath + releasedSuffix}).released(); err != nil {
+		return hf, err
+	}
 	path := counterPath + sessionSuffix
 	b, err := readSmallFile(path, false)
 	switch {

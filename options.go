@@ -164,6 +164,7 @@ type registryOptions struct {
 	hostSet     bool
 	takeover    bool
 	floor       uint64
+	reclaim     bool
 	cloneWindow time.Duration
 	heartbeat   time.Duration
 	timeout     time.Duration
@@ -267,6 +268,16 @@ func WithHostInfo(h HostInfo) Option {
 func WithTakeover(floor uint64) Option {
 	return func(o *options) error {
 		o.reg.takeover, o.reg.floor = true, floor
+		return nil
+	}
+}
+
+// WithReclaim lets Open claim a name that this host released before
+// (Release, snapctl release); without it, Open refuses such a name with
+// ErrReleased. snapctl register uses it.
+func WithReclaim() Option {
+	return func(o *options) error {
+		o.reg.reclaim = true
 		return nil
 	}
 }

@@ -13,6 +13,10 @@ import (
 // crash), so that whoever takes the name over continues above it. The
 // registry is given with WithRegistry. It refuses while a process on this
 // host uses the counter with the registry, and changes nothing then.
+// After Release, Open with a registry refuses the name on this host
+// (ErrReleased) until it is claimed again with WithReclaim (snapctl
+// register): a routine restart must not take back a name released for
+// another host.
 func Release(ctx context.Context, counterPath, name string, opts ...Option) (final uint64, err error) {
 	if err := ValidateName(name); err != nil {
 		return 0, err
@@ -71,6 +75,12 @@ func Release(ctx context.Context, counterPath, name string, opts ...Option) (fin
 	// Above every number this host may have issued: the counter, its
 	// floor (if it went backwards), and what was reserved.
 	final = max(cur, m.floor, m.mark, h.Reserved)
+	// Recorded first: from here on this host's processes refuse the name
+	// until it is claimed again on purpose, also if the release's outcome
+	// turns out unknown.
+	if err := hs.markReleased(name); err != nil {
+		return 0, err
+	}
 	if err := o.reg.registry.Release(ctx, name, owner, final); err != nil {
 		return 0, err
 	}

@@ -1,6 +1,7 @@
 package snapid_test
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 
@@ -91,4 +92,66 @@ func TestForceReleaseKeepsTheHoldersMark(t *testing.T) {
 			assert.Equal(t, h.Reserved+999, final)
 		})
 	}
+}
+
+// A release is final on the host: its processes refuse the name until it
+// is claimed again on purpose (WithReclaim), so a routine restart cannot
+// take back a name released for another host. Refused, nothing changes in
+// the registry or in the counter.
+func TestReleaseIsFinalOnTheHost(t *testing.T) {
+	for what, newReg := range releaseRegistries(t) {
+		t.Run(what, func(t *testing.T) {
+			reg := newReg(t)
+			ctx := t.Context()
+			path := filepath.Join(t.TempDir(), "counter.u64")
+			g := openReg(t, path, "web_1", reg)
+			draw(t, g, 4)
+			require.NoError(t, g.Close())
+			_, err := Release(ctx, path, "web_1", WithRegistry(reg))
+			require.NoError(t, err)
+			before, err := reg.Get(ctx, "web_1")
+			require.NoError(t, err)
+			require.Equal(t, StateReleased, before.State)
+
+			_, err = Open(path, "web_1", WithRegistry(reg), WithSync(false), WithHostInfo(HostInfo{Hostname: "h1", MachineID: "m1"}))
+			require.ErrorIs(t, err, ErrReleased)
+			assert.Contains(t, err.Error(), "web_1")
+			after, err := reg.Get(ctx, "web_1")
+			require.NoError(t, err)
+			assert.Equal(t, before, after, "the refused start changed nothing in the registry")
+			assert.Equal(t, uint64(4), ctValue(t, path), "nor the counter")
+
+			// Another host may now take it; or this host claims it back
+			// on purpose, after which routine starts work again.
+			g = openReg(t, path, "web_1", reg, WithReclaim())
+			assert.Equal(t, []uint64{5}, draw(t, g, 1))
+			require.NoError(t, g.Close())
+			g = openReg(t, path, "web_1", reg)
+			assert.Equal(t, []uint64{6}, draw(t, g, 1))
+			require.NoError(t, g.Close())
+		})
+	}
+}
+
+// The host records the release before asking the registry, so a release
+// whose outcome is not known (the registry failed) leaves the host
+// refusing the name too.
+func TestReleaseRecordedBeforeTheRegistry(t *testing.T) {
+	reg := snapidtest.NewRegistry()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	g := openReg(t, path, "web_1", reg)
+	draw(t, g, 1)
+	require.NoError(t, g.Close())
+	reg.SetHook(func(_ context.Context, op, _ string) error {
+		if op == "release" {
+			return ErrRegistry
+		}
+		return nil
+	})
+	_, err := Release(ctx, path, "web_1", WithRegistry(reg))
+	require.ErrorIs(t, err, ErrRegistry)
+	reg.SetHook(nil)
+	_, err = Open(path, "web_1", WithRegistry(reg), WithSync(false))
+	require.ErrorIs(t, err, ErrReleased)
 }

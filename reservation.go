@@ -38,6 +38,9 @@ type reservation struct {
 	extending atomic.Bool // a background extension is running
 	lost      atomic.Pointer[error]
 
+	extendLog    *failureLog // background extensions failing, then working again
+	heartbeatLog *failureLog
+
 	bgMu     sync.Mutex // guards stopping and wg.Add against close's wg.Wait
 	stopping bool
 	closed   bool // set by close under extendMu: no extension after the set-back
@@ -67,6 +70,8 @@ func startReservation(ctx context.Context, path, name string, o *options,
 		return nil, err
 	}
 	r := &reservation{reg: o.reg.registry, name: name, host: hs, o: o.reg, log: o.logger, withFile: withFile}
+	r.extendLog = newFailureLog(r.log, r.o.now, "extending the reserved range", "ids keep flowing until the mark")
+	r.heartbeatLog = newFailureLog(r.log, r.o.now, "heartbeat", "")
 	if !r.o.hostSet {
 		r.o.host = LocalHostInfo()
 	}
@@ -135,6 +140,14 @@ func (r *reservation) enter(ctx context.Context) (first bool, err error) {
 // the host do not claim again (that would replace the session the running
 // ones hold): they join it (see verifyJoin).
 func (r *reservation) claim(ctx context.Context) error {
+	released, err := r.host.released()
+	if err != nil {
+		return err
+	}
+	if released != "" && !r.o.reclaim {
+		return fmt.Errorf("snapid: %w: %q was released on this host (%s records it); claim it again on purpose (snapctl register, or WithReclaim)",
+			ErrReleased, released, r.host.releasedPath)
+	}
 	h, err := r.reg.Claim(ctx, Claim{
 		Name: r.name, Owner: r.host.owner,
 		Hostname: r.o.host.Hostname, Address: r.o.host.Address, MachineID: r.o.host.MachineID,
@@ -146,6 +159,11 @@ func (r *reservation) claim(ctx context.Context) error {
 	r.session = h.Session
 	if err := r.host.writeSession(r.name, h.Session); err != nil {
 		return err
+	}
+	if released != "" {
+		if err := r.host.clearReleased(); err != nil {
+			return err
+		}
 	}
 	target := max(h.Reserved, r.o.floor)
 	err = r.withFile(func(c *counterFile) error {
@@ -277,7 +295,7 @@ func (r *reservation) extendInBackground() {
 		ctx, cancel := context.WithTimeout(context.Background(), r.o.timeout)
 		defer cancel()
 		if err := r.extend(ctx, 0); err != nil {
-			r.log.Warn("snapid: could not extend the reserved range; ids keep flowing until the mark", "name", r.name, "err", err)
+			r.extendLog.failed(err, "name", r.name)
 		}
 	}()
 }
@@ -332,6 +350,7 @@ func (r *reservation) extend(ctx context.Context, need uint64) error {
 		h, err := r.reg.Extend(ctx, r.name, r.host.owner, r.session, old.mark, next)
 		switch {
 		case err == nil:
+			r.extendLog.succeeded("name", r.name, "mark", next)
 			return r.adopt(next, cur)
 		case errors.Is(err, ErrMarkMoved) && h.Owner == r.host.owner && h.Session == r.session && h.State == StateActive:
 			if h.Reserved > old.mark {
@@ -423,7 +442,9 @@ func (r *reservation) heartbeat() {
 			r.log.Error("snapid: node name taken over by another owner; no more ids will be issued", "name", r.name, "err", err)
 			return
 		case err != nil && r.ctx.Err() == nil:
-			r.log.Warn("snapid: heartbeat failed", "name", r.name, "err", err)
+			r.heartbeatLog.failed(err, "name", r.name)
+		case err == nil:
+			r.heartbeatLog.succeeded("name", r.name)
 		}
 	}
 }

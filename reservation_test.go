@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -732,3 +733,42 @@ func TestRegistryCheckUsesHighestSeen(t *testing.T) {
 	require.NoError(t, err)
 	assert.Greater(t, v, uint64(50), "numbers up to 50 were issued by the other writer")
 }
+
+// With the registry away, the background extensions that keep failing log
+// one warning, not one per attempt; when the registry is back, one line
+// says so.
+func TestExtensionFailuresLoggedOnce(t *testing.T) {
+	reg := snapidtest.NewRegistry()
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	var buf syncBuffer
+	g := openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0), WithSync(false),
+		WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	defer g.Close()
+	draw(t, g, 10)
+	reg.SetDown(true)
+	for range 80 { // up to 90 of the 100 reserved: every draw past 50 may start an extension
+		draw(t, g, 1)
+		for g.ExportExtending() {
+			runtime.Gosched()
+		}
+	}
+	assert.Equal(t, 1, strings.Count(buf.String(), "extending the reserved range failed"), "one warning for the outage:\n%s", buf.String())
+	reg.SetDown(false)
+	draw(t, g, 1)
+	require.Eventually(t, func() bool { return strings.Contains(buf.String(), "extending the reserved range works again") },
+		10*time.Second, time.Millisecond, "the recovery is logged:\n%s", buf.String())
+	assert.Equal(t, 1, strings.Count(buf.String(), "works again"))
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

@@ -340,8 +340,11 @@ func TestClusterRestartReleaseTakeoverBackup(t *testing.T) {
 	defer b.Close()
 	assert.Equal(t, []uint64{v + 1}, draw(t, b, 1))
 
-	// The old host cannot come back while the new one holds the name.
+	// The old host refuses the name it released, and cannot claim it back
+	// on purpose either while the new one holds it.
 	_, err = snapid.Open(aPath, "web_1", snapid.WithRegistry(reg), hostA)
+	require.ErrorIs(t, err, snapid.ErrReleased)
+	_, err = snapid.Open(aPath, "web_1", snapid.WithRegistry(reg), hostA, snapid.WithReclaim())
 	require.ErrorIs(t, err, snapid.ErrNameTaken)
 }
 

@@ -361,6 +361,8 @@ func describe(cmd string, err error) string {
 		hint = "point --counter at the real file, or remove the link"
 	case errors.Is(err, snapid.ErrNotRegular):
 		hint = "point --counter at a file, not a directory"
+	case errors.Is(err, snapid.ErrReleased):
+		hint = "nothing was issued; this host gave the name up with 'snapctl release': run 'snapctl register' to claim it again on purpose"
 	case errors.Is(err, snapid.ErrNameTaken):
 		hint = "choose another --name, or, if that holder is gone for good, 'snapctl release --force --start N' or 'snapctl register --force --start N'"
 	case errors.Is(err, snapid.ErrProbableClone):

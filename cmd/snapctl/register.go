@@ -71,7 +71,8 @@ func cmdRegister(ctx context.Context, c *cli, args []string) error {
 	if err := c.prepareDefaultDir(); err != nil {
 		return err
 	}
-	opts := append(c.options(), snapid.WithRegistry(reg))
+	// register is how a host claims on purpose, also a name it released.
+	opts := append(c.options(), snapid.WithRegistry(reg), snapid.WithReclaim())
 	if sf.force {
 		opts = append(opts, snapid.WithTakeover(sf.start-1))
 	}

@@ -78,6 +78,11 @@ func TestRegistryCommandsTwoHosts(t *testing.T) {
 	r = a.run(t, "release")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "released web_1 (last number 4)")
+	// The release is final on a: a routine next there does not claim the
+	// name back (b's register would then fail); only 'register' would.
+	line = requireOneErrorLine(t, a.run(t, "next"))
+	assert.Contains(t, line, "released on this host")
+	assert.Contains(t, line, "snapctl register")
 	r = b.run(t, "next")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Equal(t, "web_1-5\n", r.stdout)

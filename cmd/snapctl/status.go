@@ -89,6 +89,9 @@ func cmdStatus(ctx context.Context, c *cli, args []string) error {
 		}
 		attention("%s: %s", oneLine(strings.TrimPrefix(err.Error(), "snapid: ")), describeHint("status", err))
 	}
+	if hf.Released != "" && hf.Released == name {
+		attention("this host released %q: its programs refuse the name until 'snapctl register' claims it again", name)
+	}
 	if hf.OwnerID != "" || hf.MarkFile {
 		st.Files = &hf
 		n, err := presenceHolders(path + ".presence")
@@ -180,6 +183,9 @@ func printStatus(c *cli, st *statusReport) error {
 		fmt.Fprintf(tw, "owner token\t%s\n", orNone(f.OwnerID))
 		if f.MarkFile {
 			fmt.Fprintf(tw, "mark (cached)\t%d\n", f.Mark)
+		}
+		if f.Released != "" {
+			fmt.Fprintf(tw, "released\t%q by this host\n", f.Released)
 		}
 		if f.SessionName != "" {
 			fmt.Fprintf(tw, "session\t%s for %q\n", f.SessionID, f.SessionName)

@@ -112,6 +112,14 @@ func TestStatusAndRegister(t *testing.T) {
 	require.Equal(t, exitProblems, r.code)
 	assert.Contains(t, strings.Join(st.Attention, "|"), "no owner token")
 
+	// b releases the name: its status says its programs refuse it.
+	r = b.run(t, "release")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	st, r = statusJSON(t, b)
+	require.Equal(t, exitProblems, r.code)
+	assert.Equal(t, "web_1", st.Files.Released)
+	assert.Contains(t, strings.Join(st.Attention, "|"), "refuse the name until 'snapctl register'")
+
 	// Registered, but no registry configured: status cannot check the row.
 	delete(a.vars, "SNAPID_CASSANDRA")
 	st, r = statusJSON(t, a)
