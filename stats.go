@@ -18,7 +18,9 @@ type Stats struct {
 	// counter file.
 	NumbersReserved uint64 `json:"numbers_reserved"`
 	// IDsIssued counts the numbers handed to callers. In strict mode it
-	// equals NumbersReserved. In block mode it leaves out the unused rest
+	// equals NumbersReserved (a number reserved for a caller of
+	// UniqueIDContext or NextContext whose context ended first is counted
+	// although it was never handed out: a gap). In block mode it leaves out the unused rest
 	// of the current block and a block reserved ahead; it is approximate
 	// there (numbers held in per-core runs of WithCPUShards count as
 	// issued, and while a new block is being installed it may run ahead by
