@@ -69,8 +69,9 @@ type AuditConfig struct {
 	ClockSkew time.Duration
 
 	// ThisName and ThisOwner are this host's configured node name and its
-	// counter's owner token (both optional). Without ThisOwner, Audit cannot
-	// tell this host's row from another owner's.
+	// counter's owner token (both optional). With ThisName and without
+	// ThisOwner (a counter never registered), an active row of that name is
+	// held by another owner.
 	ThisName  string
 	ThisOwner string
 
@@ -271,7 +272,16 @@ func auditThisHost(cfg AuditConfig, byName map[string]Holder, byNorm map[string]
 		add(p)
 		return
 	}
-	if cfg.ThisOwner != "" && h.Owner != cfg.ThisOwner && h.State == StateActive {
+	switch {
+	case h.State != StateActive:
+	case cfg.ThisOwner == "" && h.Owner == "":
+		// A partial row: reported as ProblemMissingOwner.
+	case cfg.ThisOwner == "":
+		// This host's counter has no owner token: whoever holds the row, it
+		// is not this host.
+		add(Problem{Kind: ProblemHeldByOther, Name: name, Rows: []AuditRow{auditRow(h)},
+			Detail: fmt.Sprintf("this host's name %q is %s, and this host's counter has no owner token (never registered here): this host must not issue ids under it", name, h)})
+	case h.Owner != cfg.ThisOwner:
 		add(Problem{Kind: ProblemHeldByOther, Name: name, Rows: []AuditRow{auditRow(h)},
 			Detail: fmt.Sprintf("this host's name %q is %s, not by this host's counter: this host must not issue ids under it", name, h)})
 	}

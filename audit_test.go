@@ -167,8 +167,14 @@ func TestAudit(t *testing.T) {
 			cfg:  AuditConfig{ThisName: "web_1", ThisOwner: "tok_other"},
 		},
 		{
-			name: "this host's name without owner token: not judged",
+			name: "this host's name held while this host has no owner token",
 			rows: []Holder{row("web_1")},
+			cfg:  AuditConfig{ThisName: "web_1"},
+			want: []want{{kind: ProblemHeldByOther, name: "web_1", detail: []string{"web_1.example", "no owner token", "must not issue"}}},
+		},
+		{
+			name: "this host's name released while this host has no owner token",
+			rows: []Holder{with(row("web_1"), func(h *Holder) { h.State = StateReleased })},
 			cfg:  AuditConfig{ThisName: "web_1"},
 		},
 		{

@@ -53,9 +53,9 @@ func BenchmarkUniqueID(b *testing.B) {
 			before := g.Stats()
 			benchCallers(b, tc.callers, tc.latency, g.UniqueID) // resets the timer: Open is not measured
 			after := g.Stats()
-			if flushes := after.Flushes - before.Flushes; flushes > 0 {
-				b.ReportMetric(float64(after.Reserved-before.Reserved)/float64(flushes), "ids/update")
-				b.ReportMetric((after.FlushTime-before.FlushTime).Seconds()*1e6/float64(flushes), "µs/update")
+			if flushes := after.CounterUpdates - before.CounterUpdates; flushes > 0 {
+				b.ReportMetric(float64(after.NumbersReserved-before.NumbersReserved)/float64(flushes), "ids/update")
+				b.ReportMetric((after.UpdateLatencySeconds.Sum-before.UpdateLatencySeconds.Sum)*1e6/float64(flushes), "µs/update")
 			}
 		})
 	}

@@ -212,7 +212,20 @@ func classifyOpenError(err error) error {
 // so a lock held on it stays valid.
 func createIfMissing(path string, v uint64, o *options) error {
 	b := EncodeCounter(v)
-	return createIfAbsent(path, b[:], o)
+	err := createIfAbsent(path, b[:], o)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Name the missing directory, not the temporary file that could
+		// not be made in it.
+		if dir := filepath.Dir(path); !dirExists(dir) {
+			return &FileError{Op: "create", Path: path, Err: fmt.Errorf("the directory %s does not exist: %w", dir, fs.ErrNotExist)}
+		}
+	}
+	return err
+}
+
+func dirExists(dir string) bool {
+	st, err := os.Stat(dir)
+	return err == nil && st.IsDir()
 }
 
 // splitPath returns the directory (never empty) and base name of path.

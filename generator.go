@@ -41,9 +41,7 @@ type Generator struct {
 	fileClosed bool
 	closed     atomic.Bool
 
-	flushes   atomic.Uint64
-	reserved  atomic.Uint64
-	flushTime atomic.Int64
+	stats *genStats
 }
 
 // Open opens the counter file at counterPath for the node name, creating
@@ -74,7 +72,7 @@ func Open(counterPath, name string, opts ...Option) (*Generator, error) {
 }
 
 // OpenContext is Open with a context for the registry claim. With
-// WithRegistry it claims the name (SPEC §5) before it returns: another
+// WithRegistry it claims the name in the registry before it returns: another
 // owner's active claim is ErrNameTaken and the Generator is not returned;
 // the first process of the host raises the counter to the registry's
 // reserved mark and reserves the first step. The other processes of the
@@ -103,12 +101,15 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 		if err := checkHostFiles(counterPath, &o); err != nil {
 			return nil, err
 		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("snapid: open %s: the context ended before the name could be claimed: %w", counterPath, err)
+		}
 	}
 	file, err := openCounter(counterPath, &o)
 	if err != nil {
 		return nil, err
 	}
-	g := &Generator{name: name, path: counterPath, log: o.logger, file: file}
+	g := &Generator{name: name, path: counterPath, log: o.logger, file: file, stats: newGenStats()}
 	if o.reg.registry != nil {
 		if _, ok := ctx.Deadline(); !ok {
 			var cancel context.CancelFunc
@@ -259,12 +260,10 @@ func (g *Generator) advance(k uint64) (uint64, error) {
 	}
 	start := time.Now()
 	first, err := g.file.advance(k, hook)
-	g.flushTime.Add(int64(time.Since(start)))
+	g.stats.updated(k, time.Since(start), err)
 	if err != nil {
 		return 0, err
 	}
-	g.flushes.Add(1)
-	g.reserved.Add(k)
 	return first, nil
 }
 
@@ -277,23 +276,6 @@ func (g *Generator) withFile(fn func(c *counterFile) error) error {
 		return ErrClosed
 	}
 	return g.file.withLock(func() error { return fn(g.file) })
-}
-
-// Stats describes a Generator's work so far.
-type Stats struct {
-	Flushes   uint64        // counter file updates that succeeded
-	Reserved  uint64        // numbers those updates reserved
-	FlushTime time.Duration // time spent in counter updates, lock waits included
-}
-
-// Stats returns counts of the Generator's counter updates. It is safe for
-// concurrent use.
-func (g *Generator) Stats() Stats {
-	return Stats{
-		Flushes:   g.flushes.Load(),
-		Reserved:  g.reserved.Load(),
-		FlushTime: time.Duration(g.flushTime.Load()),
-	}
 }
 
 // Close stops the Generator and closes the counter file. With a registry,

@@ -203,7 +203,8 @@ func WithRegistry(r Registry) Option {
 		if r == nil {
 			return fmt.Errorf("snapid: %w: WithRegistry(nil)", ErrInvalidOption)
 		}
-		o.reg.registry = r
+		// Each Open gets its own count of the calls (Generator.Stats).
+		o.reg.registry = observe(r)
 		return nil
 	}
 }

@@ -504,17 +504,22 @@ func TestStats(t *testing.T) {
 	defer g.Close()
 	draw(t, g, 10)
 	st := g.Stats()
-	assert.Equal(t, uint64(10), st.Flushes, "one caller: one update per id")
-	assert.Equal(t, uint64(10), st.Reserved)
-	assert.Positive(t, st.FlushTime)
+	assert.Equal(t, uint64(10), st.CounterUpdates, "one caller: one update per id")
+	assert.Equal(t, uint64(10), st.NumbersReserved)
+	assert.Equal(t, uint64(10), st.IDsIssued)
+	assert.Positive(t, st.UpdateLatencySeconds.Sum)
+	assert.Equal(t, uint64(10), st.UpdateLatencySeconds.Count)
+	assert.Equal(t, uint64(10), st.UpdateSizeNumbers.Counts[0], "ten updates of one number each")
+	assert.Nil(t, st.Registry, "no registry")
 
 	b, err := Open(path, "web_1", WithSync(false), WithBlock(100))
 	require.NoError(t, err)
 	defer b.Close()
 	draw(t, b, 10)
 	st = b.Stats()
-	assert.Equal(t, uint64(1), st.Flushes, "block mode: one update for the block")
-	assert.Equal(t, uint64(100), st.Reserved)
+	assert.Equal(t, uint64(1), st.CounterUpdates, "block mode: one update for the block")
+	assert.Equal(t, uint64(100), st.NumbersReserved)
+	assert.Equal(t, uint64(10), st.IDsIssued, "the rest of the block is not issued")
 }
 
 // A request that cannot fit below 2^64-1 is ErrExhausted, decided before

@@ -90,7 +90,7 @@ type LeaseRequest struct {
 }
 
 // SequenceRegistry is what a Registry implements to keep integer
-// sequences (SPEC §8). It is optional: Generator.Sequence and
+// sequences (see Generator.Sequence). It is optional: Generator.Sequence and
 // CreateSequence check for it with a type assertion and return
 // ErrSequencesUnsupported when the registry lacks it. Implementations must
 // be safe for concurrent use, and keep every number ever leased to a host

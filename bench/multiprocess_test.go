@@ -144,7 +144,7 @@ func worker() error {
 		return err
 	}
 	fmt.Printf("done %d %d %d %d\n", start.UnixNano(), end.UnixNano(),
-		after.Flushes-before.Flushes, after.Reserved-before.Reserved)
+		after.CounterUpdates-before.CounterUpdates, after.NumbersReserved-before.NumbersReserved)
 	return nil
 }
 

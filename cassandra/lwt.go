@@ -194,9 +194,11 @@ func runLWT(ctx context.Context, log *slog.Logger, op, name string, send func() 
 		}
 		switch out {
 		case outcomeApplied:
+			snapid.NoteOutcomeResolved(ctx)
 			log.Info("snapid: registry write outcome resolved: applied", "op", op, "name", name)
 			return true, nil
 		case outcomeLost:
+			snapid.NoteOutcomeResolved(ctx)
 			log.Info("snapid: registry write outcome resolved: not applied, the row changed", "op", op, "name", name)
 			return false, nil
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"testing"
 
 	"github.com/gocql/gocql"
@@ -231,4 +232,29 @@ type nameSpy struct {
 func (s *nameSpy) Claim(ctx context.Context, c snapid.Claim) (snapid.Holder, error) {
 	*s.name = c.Name
 	return s.Registry.Claim(ctx, c)
+}
+
+// A claim whose reply was lost is resolved by a serial read, and a
+// Generator's Stats count it as resolved, not as applied.
+func TestCassandraResolvedOutcomeCounted(t *testing.T) {
+	k := newTestKeyspace(t)
+	r := k.registry(t)
+	lost := true
+	lossy(r, func(int, string) lossPlan {
+		p := lossPlan{loseReply: lost, err: errOverloaded}
+		lost = false
+		return p
+	})
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	g, err := snapid.OpenContext(testCtx(t), path, testName(t), snapid.WithRegistry(r), snapid.WithSync(false))
+	require.NoError(t, err)
+	defer g.Close()
+	counts := map[string]uint64{}
+	for _, c := range g.Stats().Registry.Calls {
+		if c.Call == "claim" {
+			counts[c.Outcome] = c.Count
+		}
+	}
+	assert.Equal(t, map[string]uint64{snapid.RegistryApplied: 0, snapid.RegistryConditionFailed: 0,
+		snapid.RegistryResolved: 1, snapid.RegistryError: 0}, counts)
 }

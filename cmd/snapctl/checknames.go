@@ -19,29 +19,29 @@ func cmdCheckNames(ctx context.Context, c *cli, args []string) error {
 	fs := c.newFlags("check-names")
 	var rf registryFlags
 	c.addRegistryFlags(&rf)
-	stale := fs.Duration("stale", snapid.DefaultStale, "report active holders not seen for longer than this")
+	stale := fs.Duration("stale", snapid.DefaultStale, "report active holders not seen for longer than this (0 or negative: do not check)")
 	skew := fs.Duration("clock-skew", snapid.DefaultClockSkew, "report rows whose times are further ahead of this host's clock than this")
 	names := fs.String("names", "", "inventory file of planned node names, one per line (# comments)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if err := c.parse(args); err != nil {
 		return err
 	}
-	if *stale <= 0 {
-		return usageError{"--stale must be positive"}
-	}
 	if *skew <= 0 {
 		return usageError{"--clock-skew must be positive"}
+	}
+	if *stale <= 0 {
+		*stale = -1 // the library's "off"
 	}
 	cfg := snapid.AuditConfig{Now: time.Now(), Stale: *stale, ClockSkew: *skew}
 	if *names != "" {
 		f, err := os.Open(*names)
 		if err != nil {
-			return fmt.Errorf("inventory: %w", err)
+			return hintError{fmt.Errorf("inventory: %w", err), "check the --names file: one planned node name per line"}
 		}
 		cfg.Planned, err = snapid.ParseInventory(f)
 		f.Close()
 		if err != nil {
-			return fmt.Errorf("inventory %s: %w", *names, err)
+			return hintError{fmt.Errorf("inventory %s: %w", *names, err), "check the --names file: one planned node name per line"}
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
@@ -109,9 +109,14 @@ func cmdCheckNames(ctx context.Context, c *cli, args []string) error {
 var checkReplication = (*cassandra.Registry).CheckReplication
 
 // thisHost fills in this host's configured name and owner token, when
-// there are any.
+// there are any. A machine with neither a name nor a counter configured
+// (--name, --counter, SNAPID_NAME, SNAPID_COUNTER) is an administrator's:
+// its host name is no node name to check.
 func (c *cli) thisHost(cfg *snapid.AuditConfig) error {
 	name := c.orEnv(c.name, "SNAPID_NAME")
+	if name == "" && c.orEnv(c.counter, "SNAPID_COUNTER") == "" {
+		return nil
+	}
 	if name == "" {
 		host, err := c.hostname()
 		if err != nil {
@@ -165,6 +170,14 @@ func printReport(c *cli, r snapid.Report, repl *cassandra.ReplicationReport) err
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(c.stdout, "check-names: %d problems in %s\n", len(r.Problems), what)
+	_, err := fmt.Fprintf(c.stdout, "check-names: %s in %s\n", plural(len(r.Problems), "problem"), what)
 	return err
+}
+
+// plural returns "1 problem", "2 problems".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }

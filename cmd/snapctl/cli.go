@@ -37,11 +37,13 @@ var commands []command
 func init() {
 	commands = []command{
 		{"next", "[-n N]", "print N new ids (default 1), one per line", cmdNext},
-		{"show", "[--json]", "print the counter's last issued number and the file's path", cmdShow},
-		{"init", "[--start N] [--force]", "create the counter so the next number is N (default 1); --force repairs a corrupt file", cmdInit},
+		{"show", "[--json]", "print the counter's last issued number and the file's path (and the mark cached on this host)", cmdShow},
+		{"init", "[--start N] [--force] [--mode 0600] [--owner user[:group]]", "create the counter so the next number is N (default 1); --force repairs a corrupt file", cmdInit},
 		{"register", "[--force --start N]", "claim the node name in the registry (--force takes it from an active holder known to be gone)", cmdRegister},
 		{"release", "[--force --start N]", "release the node name in the registry (--force: on behalf of a holder that is gone)", cmdRelease},
 		{"setup", "--replication dc1:3,dc2:3|N", "create the registry's keyspace and table once, with the replication given (production clusters)", cmdSetup},
+		{"status", "[--json]", "look at this host: the counter, the files beside it, the processes using it, the registry's row (exit 1 if anything needs attention)", cmdStatus},
+		{"names", "[--json]", "list the registry's rows: name, holder's host, state, last seen, mark", cmdNames},
 		{"check-names", "[--stale D] [--clock-skew D] [--names FILE] [--json]", "audit the registry, its keyspace's replication, its sequences and an inventory of planned names (exit 1 if problems)", cmdCheckNames},
 		{"seq", "create|next|show NAME [flags]", "integer sequences: create one, print new numbers, show its ranges ('snapctl help seq')", cmdSeq},
 		{"version", "", "print the version", cmdVersion},
@@ -72,10 +74,17 @@ func run(ctx context.Context, args []string, e env) int {
 		fmt.Fprintln(e.stderr, "snapctl: no command given; run 'snapctl help' for the list of commands")
 		return exitFailure
 	}
+	args, err := commandFirst(args)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "snapctl: %s; run 'snapctl help' for the list of commands and flags\n", oneLine(err.Error()))
+		return exitFailure
+	}
 	name := args[0]
 	switch name {
 	case "-h", "-help", "--help":
 		name = "help"
+	case "-version", "--version":
+		name = "version"
 	}
 	cmd := lookup(name)
 	if cmd == nil {
@@ -83,7 +92,7 @@ func run(ctx context.Context, args []string, e env) int {
 		return exitFailure
 	}
 	c := &cli{env: e}
-	err := cmd.run(ctx, c, args[1:])
+	err = cmd.run(ctx, c, args[1:])
 	switch {
 	case err == nil:
 		return exitOK
@@ -109,13 +118,95 @@ func lookup(name string) *command {
 	return nil
 }
 
-// newFlags returns the flag set of a command with the common flags.
+// boolFlags are the flags that take no value ("--json", not "--json x"),
+// for commandFirst.
+var boolFlags = map[string]bool{"sync": true, "json": true, "force": true, "no-registry": true,
+	"allow-fragile-replication": true, "h": true, "help": true, "version": true}
+
+// commandFirst moves flags given before the command ("snapctl --name web
+// next") after it, where the command's own flags parse them.
+func commandFirst(args []string) ([]string, error) {
+	var lead []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || !strings.HasPrefix(a, "-") || len(a) == 1 {
+			break
+		}
+		switch name := strings.TrimLeft(a, "-"); {
+		case name == "h" || name == "help" || name == "version":
+			if len(lead) == 0 {
+				return args, nil // snapctl --help, snapctl --version
+			}
+		case strings.Contains(name, "=") || boolFlags[name]:
+		case i+1 < len(args):
+			lead = append(lead, a)
+			i++
+			a = args[i]
+		default:
+			return nil, fmt.Errorf("flag %s needs a value and a command after it", a)
+		}
+		lead = append(lead, a)
+	}
+	if len(lead) == 0 {
+		return args, nil
+	}
+	if len(lead) == len(args) {
+		return nil, fmt.Errorf("no command given after the flags %s", strings.Join(lead, " "))
+	}
+	// The flags go after the command and the words that must come first
+	// ("seq next NAME").
+	at := len(lead) + 1
+	for n := 0; n < leadingWords[args[len(lead)]] && at < len(args) && !strings.HasPrefix(args[at], "-"); n++ {
+		at++
+	}
+	out := append([]string{}, args[len(lead):at]...)
+	out = append(out, lead...)
+	return append(out, args[at:]...), nil
+}
+
+// leadingWords says how many words follow a command before its flags.
+var leadingWords = map[string]int{"seq": 2}
+
+// Common flags, for newFlags.
+const (
+	flagName = 1 << iota
+	flagCounter
+	flagSync
+	flagsAll = flagName | flagCounter | flagSync
+)
+
+// commonFlags lists the common flags of the commands that do not use all
+// three: a flag that would do nothing is refused, not ignored.
+var commonFlags = map[string]int{
+	"show":        flagCounter,
+	"init":        flagCounter | flagSync,
+	"release":     flagName | flagCounter,
+	"setup":       0,
+	"check-names": flagName | flagCounter,
+	"status":      flagName | flagCounter,
+	"names":       0,
+	"version":     0,
+}
+
+// newFlags returns the flag set of a command with the common flags it
+// uses (all three unless commonFlags says otherwise).
 func (c *cli) newFlags(cmd string) *flag.FlagSet {
 	fs := flag.NewFlagSet("snapctl "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&c.name, "name", "", "node name (default $SNAPID_NAME, else derived from the host name)")
-	fs.StringVar(&c.counter, "counter", "", "counter file (default $SNAPID_COUNTER, else the per-user state file)")
-	fs.BoolVar(&c.sync, "sync", true, "fdatasync every counter update")
+	which, ok := commonFlags[cmd]
+	if !ok {
+		which = flagsAll
+	}
+	c.sync = true
+	if which&flagName != 0 {
+		fs.StringVar(&c.name, "name", "", "node name (default $SNAPID_NAME, else derived from the host name)")
+	}
+	if which&flagCounter != 0 {
+		fs.StringVar(&c.counter, "counter", "", "counter file (default $SNAPID_COUNTER, else the per-user state file)")
+	}
+	if which&flagSync != 0 {
+		fs.BoolVar(&c.sync, "sync", true, "fdatasync every counter update")
+	}
 	c.fs = fs
 	return fs
 }
@@ -229,9 +320,14 @@ func describe(cmd string, err error) string {
 	msg := strings.TrimPrefix(err.Error(), "snapid: ")
 	var hint string
 	var ue usageError
+	var he hintError
 	switch {
+	case errors.As(err, &ue) && cmd == "help":
+		hint = "run 'snapctl help' for the list of commands"
 	case errors.As(err, &ue):
 		hint = fmt.Sprintf("run 'snapctl help %s'", cmd)
+	case errors.As(err, &he):
+		hint = he.hint
 	case errors.Is(err, snapid.ErrInvalidName):
 		hint = "set a valid name with --name or SNAPID_NAME"
 	case errors.Is(err, snapid.ErrCorruptLease):
@@ -279,12 +375,16 @@ func describe(cmd string, err error) string {
 		hint = "drop --serial-consistency (SNAPID_SERIAL_CONSISTENCY) or set it to serial"
 	case errors.Is(err, snapid.ErrReservationExhausted): // before ErrRegistry, which it may wrap
 		hint = "the registry did not extend this host's reserved range: " + registryHint(err) + "; ids flow again once it does"
+	case errors.Is(err, snapid.ErrRegistry) && readOnly[cmd]:
+		hint = registryHint(err)
 	case errors.Is(err, snapid.ErrRegistry):
 		hint = registryHint(err) + "; nothing was issued"
 	case errors.Is(err, snapid.ErrReplaced):
 		hint = "the counter file was removed or replaced while in use; check it, then start again"
 	case errors.Is(err, snapid.ErrInUse):
 		hint = "stop the programs using this counter first"
+	case errors.Is(err, fs.ErrNotExist) && (cmd == "init" || cmd == "next" || cmd == "register"):
+		hint = "check --counter; its directory must exist: create it, owned by the user the programs using the counter run as"
 	case errors.Is(err, fs.ErrNotExist):
 		hint = "check --counter (its directory must exist), or run 'snapctl init'"
 	case errors.Is(err, fs.ErrPermission):
@@ -295,6 +395,18 @@ func describe(cmd string, err error) string {
 	}
 	return msg
 }
+
+// readOnly are the commands that change nothing, anywhere.
+var readOnly = map[string]bool{"show": true, "check-names": true, "status": true, "names": true}
+
+// hintError is an error that carries its own hint.
+type hintError struct {
+	err  error
+	hint string
+}
+
+func (e hintError) Error() string { return e.err.Error() }
+func (e hintError) Unwrap() error { return e.err }
 
 // errPath returns the path of the file err is about, or def.
 func errPath(err error, def string) string {
@@ -366,8 +478,12 @@ func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "usage: snapctl <command> [flags]")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "commands:")
+	width := 0
 	for _, cmd := range commands {
-		fmt.Fprintf(w, "  %-10s %s\n", cmd.name, cmd.summary)
+		width = max(width, len(cmd.name))
+	}
+	for _, cmd := range commands {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, cmd.name, cmd.summary)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "common flags: --name, --counter, --sync (default true)")
@@ -382,12 +498,55 @@ func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "production (two data centres of 3 nodes, on a host of dc1):")
 	fmt.Fprintln(w, "  snapctl setup --cassandra db1,db2,db3 --local-dc dc1 --replication dc1:3,dc2:3   (once)")
 	fmt.Fprintln(w, "  SNAPID_CASSANDRA=db1,db2,db3 SNAPID_LOCAL_DC=dc1 snapctl register")
-	fmt.Fprintln(w, "exit status: 0 success, 1 check found problems, 2 could not be done")
+	fmt.Fprintln(w, "exit status: 0 success, 1 check-names found problems or status needs attention, 2 could not be done")
 }
 
+// version describes the build: the module's version and the VCS
+// revision it was built from, from the build information.
 func version() string {
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
-		return info.Main.Version
+	info, ok := debug.ReadBuildInfo()
+	return versionOf(info, ok)
+}
+
+func versionOf(info *debug.BuildInfo, ok bool) string {
+	if !ok || info == nil {
+		return "unknown (no build information)"
 	}
-	return "devel"
+	v := info.Main.Version
+	if v == "" || v == "(devel)" {
+		v = "(devel)"
+	}
+	var rev, at string
+	modified := false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	var parts []string
+	switch {
+	case rev != "":
+		r := "revision " + rev
+		if at != "" {
+			r += " of " + at
+		}
+		if modified {
+			r += ", with local changes"
+		}
+		parts = append(parts, r)
+	case v == "(devel)":
+		parts = append(parts, "no VCS revision: built with -buildvcs=false or outside a repository")
+	}
+	if info.GoVersion != "" {
+		parts = append(parts, info.GoVersion)
+	}
+	if len(parts) == 0 {
+		return v
+	}
+	return v + " (" + strings.Join(parts, ", ") + ")"
 }

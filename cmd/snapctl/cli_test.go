@@ -313,12 +313,19 @@ func TestCLIBadCounter(t *testing.T) {
 		f := newFakeEnv(t)
 		dir := t.TempDir()
 		before := listTree(t, dir)
-		line := requireOneErrorLine(t, f.run(t, "next", "--name", "web_1", "--counter", filepath.Join(dir, "no", "counter.u64")))
-		assert.Contains(t, line, filepath.Join(dir, "no", "counter.u64"))
-		assert.Equal(t, before, listTree(t, dir), "nothing created")
-		line = requireOneErrorLine(t, f.run(t, "init", "--counter", filepath.Join(dir, "no", "counter.u64")))
-		assert.Contains(t, line, "no such file")
-		assert.Equal(t, before, listTree(t, dir), "nothing created")
+		for _, cmd := range []string{"next", "init"} {
+			args := []string{cmd, "--name", "web_1", "--counter", filepath.Join(dir, "no", "counter.u64")}
+			if cmd == "init" {
+				args = []string{cmd, "--counter", filepath.Join(dir, "no", "counter.u64")}
+			}
+			line := requireOneErrorLine(t, f.run(t, args...))
+			assert.Contains(t, line, filepath.Join(dir, "no", "counter.u64"))
+			assert.Contains(t, line, "the directory "+filepath.Join(dir, "no")+" does not exist", "the directory is named")
+			assert.NotContains(t, line, ".tmp-", "not the temporary file")
+			assert.Contains(t, line, "its directory must exist: create it")
+			assert.NotContains(t, line, "snapctl init", "%s: init would not help", cmd)
+			assert.Equal(t, before, listTree(t, dir), "nothing created")
+		}
 	})
 	for _, size := range []int{0, 3, 9} {
 		t.Run(fmt.Sprintf("corrupt %d bytes", size), func(t *testing.T) {

@@ -8,7 +8,12 @@ import (
 	"flag"
 	"fmt"
 	iofs "io/fs"
+	"os"
+	"os/user"
+	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 
 	"github.com/snapid/snapid"
 )
@@ -107,7 +112,7 @@ func cmdShow(_ context.Context, c *cli, args []string) error {
 		out := struct {
 			Path       string `json:"path"`
 			LastIssued string `json:"last_issued"`
-			Reserved   string `json:"reserved_up_to,omitempty"`
+			Reserved   string `json:"cached_reserved_up_to,omitempty"`
 			OwnerID    string `json:"owner_id,omitempty"`
 		}{Path: path, LastIssued: strconv.FormatUint(last, 10), OwnerID: owner}
 		if registered {
@@ -119,7 +124,10 @@ func cmdShow(_ context.Context, c *cli, args []string) error {
 		return err
 	}
 	if registered {
-		_, err = fmt.Fprintf(c.stdout, "reserved up to %d (registry owner %s)\n", mark, owner)
+		// The mark as this host last cached it: the registry's may have
+		// moved, or another host may hold the name now ('snapctl status'
+		// reads the registry).
+		_, err = fmt.Fprintf(c.stdout, "reserved up to %d, cached on this host (owner %s; 'snapctl status' reads the registry)\n", mark, owner)
 	}
 	return err
 }
@@ -129,7 +137,21 @@ func cmdInit(_ context.Context, c *cli, args []string) error {
 	fs := c.newFlags("init")
 	start := fs.Uint64("start", 1, "the next number to issue")
 	force := fs.Bool("force", false, "rewrite the counter whatever it holds (repairs a corrupt file; may lower it)")
+	modeFlag := fs.String("mode", "", "permissions, in octal, of a counter file this creates (default 0600; the owner needs read and write)")
+	ownerFlag := fs.String("owner", "", "give the counter file to user[:group] (names or numbers): the user the programs using it run as, when init runs as root")
 	if err := c.parse(args); err != nil {
+		return err
+	}
+	opts := c.options()
+	if *modeFlag != "" {
+		m, err := strconv.ParseUint(*modeFlag, 8, 32)
+		if err != nil || m > 0o777 {
+			return usageError{fmt.Sprintf("--mode %q: want permissions in octal, such as 0600 or 0640", *modeFlag)}
+		}
+		opts = append(opts, snapid.WithFileMode(iofs.FileMode(m)))
+	}
+	uid, gid, err := parseOwner(*ownerFlag)
+	if err != nil {
 		return err
 	}
 	startSet := false
@@ -148,8 +170,11 @@ func cmdInit(_ context.Context, c *cli, args []string) error {
 		return err
 	}
 	if *force {
-		prev, err := snapid.Repair(path, *start, c.options()...)
+		prev, err := snapid.Repair(path, *start, opts...)
 		if err != nil {
+			return err
+		}
+		if err := chownCounter(path, uid, gid); err != nil {
 			return err
 		}
 		was := fmt.Sprintf("%d bytes % x", len(prev), prev)
@@ -160,14 +185,93 @@ func cmdInit(_ context.Context, c *cli, args []string) error {
 			path, was, *start, *start)
 		return nil
 	}
-	before, err := snapid.Init(path, *start, c.options()...)
+	before, err := snapid.Init(path, *start, opts...)
 	if err != nil {
 		return err
 	}
+	if err := chownCounter(path, uid, gid); err != nil {
+		return err
+	}
+	warnForeignOwner(c, path)
 	if before < *start-1 {
 		fmt.Fprintf(c.stdout, "counter %s: next number %d (was %d)\n", path, *start, before+1)
 	} else {
 		fmt.Fprintf(c.stdout, "counter %s: next number %d\n", path, *start)
+	}
+	return nil
+}
+
+// parseOwner reads --owner user[:group]: names or numeric ids; a user
+// name without a group gives the user's primary group. -1 leaves an id
+// unchanged; "" changes neither. Changing the owner to another user needs
+// root, checked here, before anything is created.
+func parseOwner(s string) (uid, gid int, err error) {
+	if s == "" {
+		return -1, -1, nil
+	}
+	userPart, groupPart, hasGroup := strings.Cut(s, ":")
+	bad := func(what string, err error) (int, int, error) {
+		return 0, 0, usageError{fmt.Sprintf("--owner %q: %s: %v", s, what, err)}
+	}
+	uid, gid = -1, -1
+	if userPart != "" {
+		if n, err := strconv.Atoi(userPart); err == nil && n >= 0 {
+			uid = n
+		} else {
+			u, err := user.Lookup(userPart)
+			if err != nil {
+				return bad("no such user", err)
+			}
+			uid, _ = strconv.Atoi(u.Uid)
+			if !hasGroup {
+				gid, _ = strconv.Atoi(u.Gid)
+			}
+		}
+	}
+	if groupPart != "" {
+		if n, err := strconv.Atoi(groupPart); err == nil && n >= 0 {
+			gid = n
+		} else {
+			g, err := user.LookupGroup(groupPart)
+			if err != nil {
+				return bad("no such group", err)
+			}
+			gid, _ = strconv.Atoi(g.Gid)
+		}
+	}
+	if uid == -1 && gid == -1 {
+		return 0, 0, usageError{fmt.Sprintf("--owner %q: want user[:group]", s)}
+	}
+	if euid := os.Geteuid(); euid != 0 && uid != -1 && uid != euid {
+		return 0, 0, usageError{fmt.Sprintf("--owner %q: giving the counter to another user needs root", s)}
+	}
+	return uid, gid, nil
+}
+
+// warnForeignOwner warns when the counter's owner differs from its
+// directory's (root made it in a service's directory without --owner): the
+// programs running as the directory's owner could not open it.
+func warnForeignOwner(c *cli, path string) {
+	fi, err1 := os.Stat(path)
+	di, err2 := os.Stat(filepath.Dir(path))
+	if err1 != nil || err2 != nil {
+		return
+	}
+	fu, du := fi.Sys().(*syscall.Stat_t).Uid, di.Sys().(*syscall.Stat_t).Uid
+	if fu != du {
+		fmt.Fprintf(c.stderr, "snapctl: warning: the counter %s belongs to uid %d but its directory to uid %d: "+
+			"if the programs using it run as uid %d, give it to them with 'snapctl init --owner %d' (it is mode %s)\n",
+			path, fu, du, du, du, fi.Mode().Perm())
+	}
+}
+
+// chownCounter gives the counter file to uid:gid (-1: unchanged).
+func chownCounter(path string, uid, gid int) error {
+	if uid == -1 && gid == -1 {
+		return nil
+	}
+	if err := os.Lchown(path, uid, gid); err != nil {
+		return fmt.Errorf("the counter %s is ready, but giving it to --owner failed: %w", path, err)
 	}
 	return nil
 }

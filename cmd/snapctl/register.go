@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 
 	"github.com/snapid/snapid"
 )
@@ -92,7 +94,9 @@ func cmdRegister(ctx context.Context, c *cli, args []string) error {
 	if sf.force {
 		fmt.Fprintf(c.stderr, "snapctl: WARNING: %q TAKEN OVER by force for %s; the next number is %d\n", name, path, last+1)
 	}
-	_, err = fmt.Fprintf(c.stdout, "registered %s for %s (owner %s, next number %d)\n", name, path, owner, last+1)
+	// The token itself is a secret (whoever has it passes a claim as this
+	// host): only its fingerprint is printed.
+	_, err = fmt.Fprintf(c.stdout, "registered %s for %s (owner %s, next number %d)\n", name, path, snapid.OwnerID(owner), last+1)
 	return err
 }
 
@@ -124,6 +128,10 @@ func cmdRelease(ctx context.Context, c *cli, args []string) error {
 			return err
 		}
 		final, err = snapid.Release(ctx, path, name, snapid.WithRegistry(reg))
+		if errors.Is(err, fs.ErrNotExist) {
+			return hintError{err, fmt.Sprintf("nothing was changed; this host never registered %q with the counter %s (check --counter): "+
+				"there is nothing to release here; to release a name whose holder is gone for good, 'snapctl release --force --start N'", name, path)}
+		}
 		if err != nil {
 			return err
 		}

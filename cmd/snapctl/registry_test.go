@@ -59,7 +59,7 @@ func TestRegistryCommandsTwoHosts(t *testing.T) {
 
 	r = a.run(t, "show", "--json")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	assert.Contains(t, r.stdout, `"last_issued":"4","reserved_up_to":"3"`,
+	assert.Contains(t, r.stdout, `"last_issued":"4","cached_reserved_up_to":"3"`,
 		"the process returned the unused reservation when it closed")
 
 	// A second host (its own counter, so its own owner token) is refused,
@@ -198,7 +198,7 @@ func TestCheckNamesInventoryWithoutCassandra(t *testing.T) {
 	assert.Contains(t, r.stdout, snapid.ProblemInventoryDuplicate)
 	assert.Contains(t, r.stdout, snapid.ProblemInventoryInvalid)
 	requireOneErrorLine(t, f.run(t, "check-names"))
-	for _, bad := range [][]string{{"--stale", "0"}, {"--clock-skew", "-1s"}} {
+	for _, bad := range [][]string{{"--clock-skew", "0"}, {"--clock-skew", "-1s"}} {
 		r = f.run(t, append([]string{"check-names", "--names", inv}, bad...)...)
 		assert.Equal(t, exitFailure, r.code, "%v", bad)
 		assert.Contains(t, requireOneErrorLine(t, r), strings.TrimPrefix(bad[0], "--")+" must be positive")

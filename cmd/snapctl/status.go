@@ -1,0 +1,333 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/snapid/snapid"
+)
+
+// statusReport is snapctl status's JSON.
+type statusReport struct {
+	Name    string `json:"name"`
+	Counter struct {
+		Path       string `json:"path"`
+		Exists     bool   `json:"exists"`
+		LastIssued string `json:"last_issued,omitempty"`
+		Mode       string `json:"mode,omitempty"`
+		SizeOK     bool   `json:"size_ok"`
+	} `json:"counter"`
+	Files     *snapid.HostFiles `json:"files,omitempty"`
+	Processes *int              `json:"processes,omitempty"` // with a registry, processes using the counter now
+	Registry  *statusRow        `json:"registry,omitempty"`
+	Attention []string          `json:"attention"`
+}
+
+type statusRow struct {
+	Found        bool      `json:"found"`
+	Hostname     string    `json:"hostname,omitempty"`
+	OwnerID      string    `json:"owner_id,omitempty"`
+	State        string    `json:"state,omitempty"`
+	LastSeen     time.Time `json:"last_seen,omitzero"`
+	ReservedUpTo string    `json:"reserved_up_to,omitempty"`
+	ThisHost     bool      `json:"this_host"`         // held by this counter's owner token
+	Session      bool      `json:"this_host_session"` // and under the session recorded on this host
+}
+
+// cmdStatus looks at this host once: the counter, the files beside it, the
+// processes using it and, with a registry, the name's row. Exit 0 healthy,
+// 1 needs attention (each item says what and why), 2 could not look.
+func cmdStatus(ctx context.Context, c *cli, args []string) error {
+	c.newFlags("status")
+	var rf registryFlags
+	c.addRegistryFlags(&rf)
+	asJSON := c.fs.Bool("json", false, "print JSON")
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	name, path, err := c.target()
+	if err != nil {
+		return err
+	}
+	var st statusReport
+	st.Name, st.Counter.Path = name, path
+	attention := func(format string, a ...any) { st.Attention = append(st.Attention, fmt.Sprintf(format, a...)) }
+
+	info, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		attention("no counter file at %s: run 'snapctl init' (or the first 'snapctl next' creates it)", path)
+	case err != nil:
+		return err
+	default:
+		st.Counter.Exists, st.Counter.Mode = true, info.Mode().Perm().String()
+		last, err := snapid.ReadCounter(path)
+		switch {
+		case errors.Is(err, snapid.ErrCorrupt):
+			attention("the counter is damaged (%s): %s", oneLine(err.Error()), describeHint("status", err))
+		case err != nil:
+			return err
+		default:
+			st.Counter.SizeOK, st.Counter.LastIssued = true, strconv.FormatUint(last, 10)
+		}
+	}
+	hf, err := snapid.ReadHostFiles(path)
+	if err != nil {
+		if !errors.Is(err, snapid.ErrCorrupt) {
+			return err
+		}
+		attention("%s: %s", oneLine(strings.TrimPrefix(err.Error(), "snapid: ")), describeHint("status", err))
+	}
+	if hf.Released != "" && hf.Released == name {
+		attention("this host released %q: its programs refuse the name until 'snapctl register' claims it again", name)
+	}
+	if hf.OwnerID != "" || hf.MarkFile {
+		st.Files = &hf
+		n, err := presenceHolders(path + ".presence")
+		if err == nil {
+			st.Processes = &n
+		}
+		if hf.SessionName != "" && hf.SessionName != name && n > 0 {
+			attention("the processes of this host use the counter under the name %q, not %q", hf.SessionName, name)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
+	defer cancel()
+	reg, err := c.connect(ctx, &rf, true)
+	switch {
+	case err != nil:
+		attention("the registry could not be read: %s", oneLine(describe("status", err)))
+	case reg == nil && hf.OwnerID != "":
+		attention("the counter is registered (owner %s) but no registry is configured: give --cassandra or SNAPID_CASSANDRA to check its row", hf.OwnerID)
+	case reg != nil:
+		defer reg.Close()
+		st.Registry = &statusRow{}
+		h, err := reg.Get(ctx, name)
+		switch {
+		case errors.Is(err, snapid.ErrNotRegistered):
+			if hf.OwnerID != "" {
+				attention("%q has no row in the registry though this counter has an owner token: 'snapctl register' claims it", name)
+			}
+		case err != nil:
+			attention("the registry row of %q could not be read: %s", name, oneLine(describe("status", err)))
+		default:
+			r := st.Registry
+			r.Found, r.Hostname, r.OwnerID, r.State, r.LastSeen = true, h.Hostname, snapid.OwnerID(h.Owner), h.State, h.LastSeen
+			r.ReservedUpTo = strconv.FormatUint(h.Reserved, 10)
+			r.ThisHost, r.Session = hf.OwnedBy(h), hf.HoldsSession(h)
+			running := st.Processes != nil && *st.Processes > 0
+			switch {
+			case h.State == snapid.StateActive && !r.ThisHost && hf.OwnerID != "":
+				attention("%q is held by another owner (%s, host %s): this host must not issue under it", name, r.OwnerID, h.Hostname)
+			case h.State == snapid.StateActive && !r.ThisHost:
+				attention("%q is held by host %s (owner %s), and this host's counter has no owner token: this host must not issue under it", name, h.Hostname, r.OwnerID)
+			case r.ThisHost && h.State == snapid.StateActive && running && !r.Session:
+				attention("a later claim superseded the session of this host's running processes (a copy of this counter directory?): they issue nothing more beyond their mark")
+			}
+			if c, err := strconv.ParseUint(st.Counter.LastIssued, 10, 64); err == nil && r.ThisHost && h.State == snapid.StateActive && c > h.Reserved {
+				attention("the counter (%d) is above the registry's mark (%d): ids were issued without the registry", c, h.Reserved)
+			}
+		}
+	}
+
+	if *asJSON {
+		if st.Attention == nil {
+			st.Attention = []string{}
+		}
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(st); err != nil {
+			return err
+		}
+	} else if err := printStatus(c, &st); err != nil {
+		return err
+	}
+	if len(st.Attention) > 0 {
+		return errProblems
+	}
+	return nil
+}
+
+// describeHint returns only the hint describe would add to err.
+func describeHint(cmd string, err error) string {
+	full := describe(cmd, err)
+	msg := strings.TrimPrefix(err.Error(), "snapid: ")
+	return strings.TrimPrefix(strings.TrimPrefix(full, msg), "; ")
+}
+
+func printStatus(c *cli, st *statusReport) error {
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "name\t%s\n", st.Name)
+	fmt.Fprintf(tw, "counter\t%s\n", st.Counter.Path)
+	if st.Counter.Exists {
+		last := st.Counter.LastIssued
+		if !st.Counter.SizeOK {
+			last = "unreadable"
+		}
+		fmt.Fprintf(tw, "  last issued\t%s\n", last)
+		fmt.Fprintf(tw, "  mode\t%s\n", st.Counter.Mode)
+	}
+	if f := st.Files; f != nil {
+		fmt.Fprintf(tw, "owner token\t%s\n", orNone(f.OwnerID))
+		if f.MarkFile {
+			fmt.Fprintf(tw, "mark (cached)\t%d\n", f.Mark)
+		}
+		if f.Released != "" {
+			fmt.Fprintf(tw, "released\t%q by this host\n", f.Released)
+		}
+		if f.SessionName != "" {
+			fmt.Fprintf(tw, "session\t%s for %q\n", f.SessionID, f.SessionName)
+		}
+		if st.Processes != nil {
+			fmt.Fprintf(tw, "processes\t%d using the counter with the registry\n", *st.Processes)
+		}
+	}
+	if r := st.Registry; r != nil {
+		if !r.Found {
+			fmt.Fprintf(tw, "registry\tno row for %q\n", st.Name)
+		} else {
+			holder := "another owner"
+			switch {
+			case r.Session:
+				holder = "this host, current session"
+			case r.ThisHost:
+				holder = "this host's owner token, another session"
+			}
+			fmt.Fprintf(tw, "registry\t%s, held by %s (%s, owner %s)\n", r.State, holder, orNone(r.Hostname), r.OwnerID)
+			fmt.Fprintf(tw, "  last seen\t%s\n", r.LastSeen.UTC().Format(time.RFC3339))
+			fmt.Fprintf(tw, "  reserved up to\t%s\n", r.ReservedUpTo)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(st.Attention) == 0 {
+		_, err := fmt.Fprintln(c.stdout, "status: healthy")
+		return err
+	}
+	for _, a := range st.Attention {
+		fmt.Fprintf(c.stdout, "attention: %s\n", a)
+	}
+	verb := "needs"
+	if len(st.Attention) > 1 {
+		verb = "need"
+	}
+	_, err := fmt.Fprintf(c.stdout, "status: %s %s attention\n", plural(len(st.Attention), "item"), verb)
+	return err
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// presenceHolders counts the flocks held on the presence file (every
+// process using the counter with the registry holds one), from
+// /proc/locks.
+func presenceHolders(path string) (int, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return 0, err
+	}
+	f, err := os.Open("/proc/locks")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return countFlocks(bufio.NewScanner(f), uint64(st.Ino))
+}
+
+// countFlocks counts the granted FLOCK lines of /proc/locks on inode ino
+// ("1: FLOCK ADVISORY READ 1234 08:01:5678 0 EOF"; waiters have "->").
+func countFlocks(sc *bufio.Scanner, ino uint64) (int, error) {
+	n := 0
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 6 || f[1] != "FLOCK" {
+			continue
+		}
+		id := f[5]
+		if i := strings.LastIndexByte(id, ':'); i >= 0 {
+			if v, err := strconv.ParseUint(id[i+1:], 10, 64); err == nil && v == ino {
+				n++
+			}
+		}
+	}
+	return n, sc.Err()
+}
+
+// cmdNames lists every row of the registry.
+func cmdNames(ctx context.Context, c *cli, args []string) error {
+	c.newFlags("names")
+	var rf registryFlags
+	c.addRegistryFlags(&rf)
+	asJSON := c.fs.Bool("json", false, "print JSON")
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
+	defer cancel()
+	reg, err := c.connect(ctx, &rf, true)
+	if err != nil {
+		return err
+	}
+	if reg == nil {
+		return usageError{"names needs a registry: give --cassandra host[:port],… or set SNAPID_CASSANDRA"}
+	}
+	defer reg.Close()
+	rows, err := reg.List(ctx)
+	if err != nil {
+		return err
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
+	type row struct {
+		Name         string    `json:"name"`
+		Hostname     string    `json:"hostname"`
+		Address      string    `json:"address"`
+		OwnerID      string    `json:"owner_id"`
+		State        string    `json:"state"`
+		RegisteredAt time.Time `json:"registered_at,omitzero"`
+		LastSeen     time.Time `json:"last_seen,omitzero"`
+		ReservedUpTo string    `json:"reserved_up_to"`
+	}
+	out := make([]row, 0, len(rows))
+	for _, h := range rows {
+		out = append(out, row{h.Name, h.Hostname, h.Address, snapid.OwnerID(h.Owner), h.State, h.RegisteredAt, h.LastSeen,
+			strconv.FormatUint(h.Reserved, 10)})
+	}
+	if *asJSON {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Rows []row `json:"rows"`
+		}{out})
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tHOST\tSTATE\tLAST SEEN\tRESERVED UP TO\tOWNER")
+	for _, r := range out {
+		seen := "never"
+		if !r.LastSeen.IsZero() {
+			seen = r.LastSeen.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, orNone(r.Hostname), orNone(r.State), seen, r.ReservedUpTo, orNone(r.OwnerID))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(c.stdout, "names: %s\n", plural(len(out), "row"))
+	return err
+}

@@ -1,0 +1,202 @@
+// Package prometheus exposes a snapid Generator's state as Prometheus
+// metrics (github.com/prometheus/client_golang). It is a separate package
+// so that a program using snapid without metrics links no Prometheus code.
+//
+// One Collector serves one Generator; the embedding program registers it:
+//
+//	g, err := snapid.Open(path, "web_1", snapid.WithRegistry(reg))
+//	…
+//	prometheus.MustRegister(snapidprom.NewCollector(g, snapidprom.Opts{}))
+//
+// Every metric carries the label name (the node name); Opts.ConstLabels
+// adds others. The metrics, all read at scrape time:
+//
+//	snapid_ids_issued_total                          ids handed to callers (see snapid.Stats.IDsIssued)
+//	snapid_numbers_reserved_total                    numbers taken from the counter file
+//	snapid_file_updates_total                        counter file updates
+//	snapid_file_update_duration_seconds              histogram: lock wait, write and fdatasync of each update
+//	snapid_file_update_size_numbers                  histogram: numbers per update (the group-commit group size)
+//	snapid_counter_last_issued                       the counter's last issued number (host-wide)
+//
+// and with a registry (snapid.WithRegistry):
+//
+//	snapid_reservation_mark                          the host's reserved-up-to mark
+//	snapid_reservation_left_numbers                  numbers left below the mark
+//	snapid_reservation_left_seconds                  the same at the counter's recent rate (+Inf when idle)
+//	snapid_registry_calls_total{call,outcome}        calls by kind and outcome (applied, condition_failed, resolved, error)
+//	snapid_registry_last_contact_timestamp_seconds   last call that reached the registry
+//	snapid_registry_last_extension_timestamp_seconds last extension of the mark
+//	snapid_registry_last_heartbeat_timestamp_seconds last refresh of last-seen
+//	snapid_session_held                              1 while this host's claim stands, 0 once superseded
+//
+// Numbers are exported as float64 gauges and counters, exact up to 2^53.
+// The counter and the mark are read under the counter's lock, so a scrape
+// waits for an update in progress; after the Generator is closed they are
+// left out. Integer sequences will get metrics of their own (lease left,
+// space left) when they exist.
+package prometheus
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	prom "github.com/prometheus/client_golang/prometheus"
+	"github.com/snapid/snapid"
+)
+
+// Opts configures a Collector.
+type Opts struct {
+	// ConstLabels are added to every metric, besides name.
+	ConstLabels prom.Labels
+	// RateWindow is how far back the rate behind
+	// snapid_reservation_left_seconds looks (default 10 minutes). The rate
+	// is measured between scrapes, so the metric appears from the second
+	// scrape on.
+	RateWindow time.Duration
+	// Now is the clock (default time.Now), for tests.
+	Now func() time.Time
+}
+
+// Collector is a prometheus.Collector for one Generator. It is safe for
+// concurrent use.
+type Collector struct {
+	g      *snapid.Generator
+	window time.Duration
+	now    func() time.Time
+
+	issued, reserved, updates, latency, size, counter  *prom.Desc
+	mark, leftNumbers, leftSeconds, calls              *prom.Desc
+	lastContact, lastExtension, lastHeartbeat, session *prom.Desc
+
+	mu      sync.Mutex
+	samples []sample // the counter at past scrapes, oldest first, within window
+}
+
+type sample struct {
+	at time.Time
+	v  uint64
+}
+
+// NewCollector returns the Collector of g.
+func NewCollector(g *snapid.Generator, opts Opts) *Collector {
+	labels := prom.Labels{"name": g.Name()}
+	for k, v := range opts.ConstLabels {
+		labels[k] = v
+	}
+	d := func(name, help string, vars ...string) *prom.Desc {
+		return prom.NewDesc("snapid_"+name, help, vars, labels)
+	}
+	c := &Collector{
+		g: g, window: opts.RateWindow, now: opts.Now,
+		issued:        d("ids_issued_total", "Ids handed to callers by this Generator."),
+		reserved:      d("numbers_reserved_total", "Numbers this Generator took from the counter file."),
+		updates:       d("file_updates_total", "Counter file updates made by this Generator."),
+		latency:       d("file_update_duration_seconds", "Time of each counter file update: lock wait, write and fdatasync."),
+		size:          d("file_update_size_numbers", "Numbers taken by each counter file update (the group-commit group size, or a block)."),
+		counter:       d("counter_last_issued", "The counter file's last issued number (host-wide)."),
+		mark:          d("reservation_mark", "The host's reserved-up-to mark: no number above it is issued until the registry extends it."),
+		leftNumbers:   d("reservation_left_numbers", "Numbers left below the reserved-up-to mark."),
+		leftSeconds:   d("reservation_left_seconds", "Seconds until the reserved-up-to mark at the counter's recent rate (+Inf when idle)."),
+		calls:         d("registry_calls_total", "Registry calls by kind and outcome (applied, condition_failed, resolved: unknown then resolved, error).", "call", "outcome"),
+		lastContact:   d("registry_last_contact_timestamp_seconds", "When a registry call last reached the registry."),
+		lastExtension: d("registry_last_extension_timestamp_seconds", "When the reserved-up-to mark was last extended."),
+		lastHeartbeat: d("registry_last_heartbeat_timestamp_seconds", "When last-seen was last refreshed in the registry."),
+		session:       d("session_held", "1 while this host's claim of the name stands, 0 once another claim superseded it."),
+	}
+	if c.window <= 0 {
+		c.window = 10 * time.Minute
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	return c
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prom.Desc) {
+	for _, d := range []*prom.Desc{c.issued, c.reserved, c.updates, c.latency, c.size, c.counter,
+		c.mark, c.leftNumbers, c.leftSeconds, c.calls, c.lastContact, c.lastExtension, c.lastHeartbeat, c.session} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prom.Metric) {
+	st := c.g.Stats()
+	ch <- prom.MustNewConstMetric(c.issued, prom.CounterValue, float64(st.IDsIssued))
+	ch <- prom.MustNewConstMetric(c.reserved, prom.CounterValue, float64(st.NumbersReserved))
+	ch <- prom.MustNewConstMetric(c.updates, prom.CounterValue, float64(st.CounterUpdates))
+	ch <- histogram(c.latency, st.UpdateLatencySeconds)
+	ch <- histogram(c.size, st.UpdateSizeNumbers)
+	if rs := st.Registry; rs != nil {
+		for _, k := range rs.Calls {
+			ch <- prom.MustNewConstMetric(c.calls, prom.CounterValue, float64(k.Count), k.Call, k.Outcome)
+		}
+		timestamp(ch, c.lastContact, rs.LastContact)
+		timestamp(ch, c.lastExtension, rs.LastExtension)
+		timestamp(ch, c.lastHeartbeat, rs.LastHeartbeat)
+		ch <- prom.MustNewConstMetric(c.session, prom.GaugeValue, boolValue(rs.SessionHeld))
+	}
+	res, err := c.g.Reservation()
+	if err != nil {
+		return // closed, or the counter cannot be read: left out
+	}
+	ch <- prom.MustNewConstMetric(c.counter, prom.GaugeValue, float64(res.Counter))
+	rate, ok := c.rate(res.Counter)
+	if !res.Registry {
+		return
+	}
+	ch <- prom.MustNewConstMetric(c.mark, prom.GaugeValue, float64(res.Mark))
+	ch <- prom.MustNewConstMetric(c.leftNumbers, prom.GaugeValue, float64(res.LeftNumbers))
+	if ok {
+		left := math.Inf(1)
+		if rate > 0 {
+			left = float64(res.LeftNumbers) / rate
+		}
+		ch <- prom.MustNewConstMetric(c.leftSeconds, prom.GaugeValue, left)
+	}
+}
+
+// rate records the counter's value v now and returns its rate per second
+// over the window, if an earlier scrape gives one.
+func (c *Collector) rate(v uint64) (float64, bool) {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.samples = append(c.samples, sample{now, v})
+	// Keep the newest sample at least window old as the start.
+	for len(c.samples) > 2 && !c.samples[1].at.After(now.Add(-c.window)) {
+		c.samples = c.samples[1:]
+	}
+	first := c.samples[0]
+	dt := now.Sub(first.at).Seconds()
+	if dt <= 0 {
+		return 0, false
+	}
+	if v < first.v {
+		return 0, true // the counter went backwards (a repair): no rate
+	}
+	return float64(v-first.v) / dt, true
+}
+
+func histogram(d *prom.Desc, h snapid.Histogram) prom.Metric {
+	buckets := make(map[float64]uint64, len(h.Bounds))
+	for i, b := range h.Bounds {
+		buckets[b] = h.Counts[i]
+	}
+	return prom.MustNewConstHistogram(d, h.Count, h.Sum, buckets)
+}
+
+func timestamp(ch chan<- prom.Metric, d *prom.Desc, t time.Time) {
+	if !t.IsZero() {
+		ch <- prom.MustNewConstMetric(d, prom.GaugeValue, float64(t.UnixNano())/1e9)
+	}
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
