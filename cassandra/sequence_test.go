@@ -237,15 +237,22 @@ func requireTableAgrees(t *testing.T, tr tableRows, issued map[uint64]bool) {
 	t.Helper()
 	sort.Slice(tr.grants, func(i, j int) bool { return tr.grants[i][0] < tr.grants[j][0] })
 	sort.Slice(tr.ranges, func(i, j int) bool { return tr.ranges[i][0] < tr.ranges[j][0] })
-	require.Equal(t, len(tr.grants), len(tr.ranges), "every grant has its range in the data centre")
+	// Every range of the data centre is a grant of GLOBAL. A grant may lack
+	// its range: the grant landed and recording it in the data centre did
+	// not (a timeout under load, a close during a background grant); its
+	// numbers are a gap, and the next grant records it.
+	granted := map[[2]uint64]bool{}
 	for i, g := range tr.grants {
-		r := tr.ranges[i]
-		require.Equal(t, g[:2], r[:2], "grant and range")
 		require.True(t, g[0] >= tr.start && g[1] <= tr.max && g[1] < tr.next, "grant %v outside [start %d, max %d] or not below next %d", g, tr.start, tr.max, tr.next)
-		require.True(t, r[2] >= r[0] && r[2] <= r[1]+1, "range %v: next outside it", r)
 		if i > 0 {
 			require.Greater(t, g[0], tr.grants[i-1][1], "grants overlap")
 		}
+		granted[[2]uint64{g[0], g[1]}] = true
+	}
+	require.LessOrEqual(t, len(tr.grants)-len(tr.ranges), 1, "at most the last grant is not recorded yet: grants %v, ranges %v", tr.grants, tr.ranges)
+	for _, r := range tr.ranges {
+		require.True(t, granted[[2]uint64{r[0], r[1]}], "range %v of the data centre is a grant of GLOBAL (grants %v)", r, tr.grants)
+		require.True(t, r[2] >= r[0] && r[2] <= r[1]+1, "range %v: next outside it", r)
 	}
 	in := func(n uint64) bool {
 		for _, r := range tr.ranges {
