@@ -25,6 +25,8 @@
 #                                 stop the cluster's nodes only
 #   scripts/cassandra.sh status --cluster
 #                                 one line per node; exit 0 if all run
+#   scripts/cassandra.sh fetch    only download (once), for a namespace
+#                                 without network
 #
 # On the 2-core test machine 3 nodes in 2 data centres are ready about 28 s
 # after `start --nodes 3 --dcs 2` (node 1 after 9 s, the other two 18 s
@@ -750,7 +752,7 @@ cmd_status() {
 }
 
 usage() {
-  echo "usage: $0 start [--nodes N [--dcs D]] | stop [--cluster] | status [--cluster] | kill I | start-node I" >&2
+  echo "usage: $0 start [--nodes N [--dcs D]] | stop [--cluster] | status [--cluster] | kill I | start-node I | fetch" >&2
   exit 2
 }
 
@@ -779,6 +781,10 @@ case "${1:-}" in
       "") cmd_status ;;
       *) usage ;;
     esac
+    ;;
+  fetch)
+    check_java
+    fetch
     ;;
   kill) cmd_kill "${2:-}" ;;
   start-node) cmd_start_node "${2:-}" ;;
