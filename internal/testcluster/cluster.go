@@ -312,6 +312,25 @@ func (c *Cluster) Partition(tb testing.TB, a, b string) {
 	}
 }
 
+// CutClients drops the CQL traffic (port 9042) of node i with an nftables
+// rule in the cluster's network namespace: the requests clients send to it
+// (requests true), or its replies to them (false), so that a statement
+// is lost before its coordinator saw it, or after it ran. Heal removes
+// the rule, and so does Restore at tb's end.
+func (c *Cluster) CutClients(tb testing.TB, i int, requests bool) {
+	tb.Helper()
+	rule := fmt.Sprintf("ip saddr %s tcp sport 9042 drop", c.Addr(i))
+	if requests {
+		rule = fmt.Sprintf("ip daddr %s tcp dport 9042 drop", c.Addr(i))
+	}
+	c.mu.Lock()
+	c.cut = true
+	c.mu.Unlock()
+	if err := nft(fmt.Sprintf("table ip %s {\n chain out {\n  type filter hook output priority 0; policy accept;\n  %s\n }\n}\n", nftTable, rule)); err != nil {
+		tb.Fatalf("cutting the clients of node %d: %v", i, err)
+	}
+}
+
 // Heal removes every partition rule.
 func (c *Cluster) Heal(tb testing.TB) {
 	tb.Helper()
