@@ -34,7 +34,7 @@ type clusterEnv struct {
 	ks *testcluster.Keyspace
 }
 
-func newClusterEnv(t *testing.T) *clusterEnv {
+func newClusterEnv(t testing.TB) *clusterEnv {
 	t.Helper()
 	c := testcluster.RequireCluster(t)
 	e := &clusterEnv{c: c, ks: c.NewKeyspace(t)}
@@ -58,7 +58,7 @@ func (e *clusterEnv) config(nodes ...int) Config {
 
 // registry opens a registry through the library's own API, closed at
 // cleanup.
-func (e *clusterEnv) registry(t *testing.T, mods ...func(*Config)) *Registry {
+func (e *clusterEnv) registry(t testing.TB, mods ...func(*Config)) *Registry {
 	t.Helper()
 	cfg := e.config()
 	for _, m := range mods {

@@ -30,7 +30,7 @@ TESTS='TestClusterNodeFailures|TestClusterPartition|TestClusterLocalSerialSplitB
 if [[ -n "${SNAPID_CLUSTER_TESTS:-}" ]]; then
   TESTS="$SNAPID_CLUSTER_TESTS"
 fi
-BENCH=''
+BENCH='BenchmarkClusterClaim'
 export SNAPID_CLUSTER_DIR="${SNAPID_CLUSTER_DIR:-${SNAPID_CACHE:-$HOME/.cache/snapid}/cluster}"
 
 secs() { echo "cluster-test: $1 took $(($(date +%s) - $2)) s"; }
