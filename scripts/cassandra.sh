@@ -28,10 +28,11 @@
 #   scripts/cassandra.sh fetch    only download (once), for a namespace
 #                                 without network
 #
-# On the 2-core test machine 3 nodes in 2 data centres are ready about 28 s
-# after `start --nodes 3 --dcs 2` (node 1 after 9 s, the other two 18 s
-# later), a killed node is back about 9 s after `start-node`, and `stop
-# --cluster` takes about 10 s.
+# On the 2-core test machine 3 nodes in 2 data centres are ready 20–30 s
+# after `start --nodes 3 --dcs 2` when it is idle (node 1 after 6–9 s, the
+# other two together 15–20 s later), 40–70 s when it is busy; a killed node
+# is back about 9 s after `start-node` (idle), and `stop --cluster` takes
+# 10–15 s.
 #
 # Needs only `java` (OpenJDK 17; 11 also works) and `mvn` with access to Maven
 # Central: there is no tarball, no Docker and no Debian package. The server jar
