@@ -12,7 +12,7 @@
 #   3. starts 3 nodes in 2 data centres there (scripts/cassandra.sh start
 #      --nodes 3 --dcs 2: dc1 = 127.0.0.1 and .3, dc2 = 127.0.0.2), state in
 #      $SNAPID_CLUSTER_DIR (default ~/.cache/snapid/cluster);
-#   4. runs the cluster tests (TestCluster*), and fails unless each of them
+#   4. runs the cluster tests (TESTS below), and fails unless each of them
 #      passed (a skip or a missing test fails), then the claim latency
 #      benchmark;
 #   5. stops every node at the end, also on failure.
