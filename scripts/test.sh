@@ -15,8 +15,13 @@
 #      authentication tests (TLS tests run in step 3: the node always takes
 #      TLS clients beside plain ones);
 #   6. runs each fuzz target briefly;
-#   7. runs the benchmark module's tests (bench/), which check its workloads.
+#   7. runs the benchmark module's tests (bench/), which check its workloads;
+#   8. runs the tests against a real cluster of 3 nodes in 2 data centres
+#      (scripts/cluster-test.sh: node failures, partitions, a coordinator
+#      killed mid-claim, the nemesis history test, claim latency), in a
+#      network namespace of their own, apart from the node of step 1.
 #
+# Each step prints how many seconds it took.
 # Environment: SNAPID_FUZZTIME (default 10s per target), and those of
 # scripts/cassandra.sh.
 set -euo pipefail
@@ -27,6 +32,9 @@ export CI="${CI:-true}"
 # The node of step 1 takes passwords only when step 5 asks for them.
 unset SNAPID_CASSANDRA_AUTH
 fuzztime="${SNAPID_FUZZTIME:-10s}"
+
+# took STEP START: prints how long STEP took since START (in $SECONDS).
+took() { echo "test: $1 took $((SECONDS - $2)) s"; }
 
 started=0
 cleanup() {
@@ -44,9 +52,12 @@ if status="$(bash scripts/cassandra.sh status 2>/dev/null)"; then
   echo "test: using the Cassandra already running on 127.0.0.1:9042 ($status)"
 else
   started=1
+  t=$SECONDS
   bash scripts/cassandra.sh start
+  took "starting Cassandra" "$t"
 fi
 
+t=$SECONDS
 echo "test: gofmt and go vet"
 unformatted="$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"
 if [[ -n "$unformatted" ]]; then
@@ -57,9 +68,12 @@ fi
 go vet ./...
 echo "test: staticcheck"
 go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+took "gofmt, go vet and staticcheck" "$t"
 
+t=$SECONDS
 echo "test: go test -race ./..."
 go test -race -count=1 -timeout 20m ./...
+took "go test -race ./..." "$t"
 
 # run_alone ENV TESTS PACKAGES...: runs the named tests (a|b) verbosely with
 # ENV=1, and fails unless each of them passed (not skipped, not missing).
@@ -84,9 +98,12 @@ run_alone() {
   rm -f "$out"
 }
 
+t=$SECONDS
 echo "test: Cassandra outage (stops and restarts Cassandra, so it runs alone)"
 run_alone SNAPID_OUTAGE_TEST TestCassandraOutage ./cassandra
+took "the outage test" "$t"
 
+t=$SECONDS
 if [[ $started == 1 ]]; then
   echo "test: password authentication (restarts Cassandra requiring passwords)"
   bash scripts/cassandra.sh stop
@@ -99,14 +116,24 @@ else
   # Restarting a node this script did not start is not its business.
   echo "test: SKIPPED the authentication step: it needs a Cassandra this script starts (run 'bash scripts/cassandra.sh stop' first)"
 fi
+took "the authentication step" "$t"
 
+t=$SECONDS
 echo "test: fuzzing each target for $fuzztime"
 for target in FuzzParseID FuzzValidateName FuzzDecodeCounter; do
   go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" .
 done
+took "fuzzing" "$t"
 
 if [[ -f bench/go.mod ]]; then
+  t=$SECONDS
   echo "test: bench module"
   (cd bench && go vet ./... && go test -race -count=1 ./...)
+  took "the bench module" "$t"
 fi
+
+t=$SECONDS
+echo "test: clusters (3 nodes, 2 data centres, in a network namespace)"
+bash scripts/cluster-test.sh
+took "the cluster step" "$t"
 echo "test: all passed"

@@ -149,11 +149,7 @@ func NewKeyspace(tb testing.TB) *Keyspace {
 func NewKeyspaceAs(tb testing.TB, auth gocql.Authenticator) *Keyspace {
 	tb.Helper()
 	hosts := Require(tb)
-	b := make([]byte, 6)
-	if _, err := rand.Read(b); err != nil {
-		tb.Fatal(err)
-	}
-	k := &Keyspace{Hosts: hosts, Name: "snapid_test_" + hex.EncodeToString(b), Admin: Session(tb, hosts, auth)}
+	k := &Keyspace{Hosts: hosts, Name: "snapid_test_" + randomHex(tb), Admin: Session(tb, hosts, auth)}
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -162,6 +158,15 @@ func NewKeyspaceAs(tb testing.TB, auth gocql.Authenticator) *Keyspace {
 		}
 	})
 	return k
+}
+
+// randomHex returns 12 random hex digits.
+func randomHex(tb testing.TB) string {
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		tb.Fatal(err)
+	}
+	return hex.EncodeToString(b)
 }
 
 // Exec runs a statement through the direct session.
