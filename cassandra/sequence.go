@@ -207,7 +207,11 @@ func (r *Registry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (
 			continue
 		}
 		first := u64(rg.next)
-		n := min(req.Size, u64(rg.last)-first+1)
+		// A lease takes at most an eighth of the range (or what the host
+		// needs at the least), so that the data centre's hosts share it and
+		// it lasts through a partition as sized, however fast their leases
+		// grow.
+		n := min(req.Size, u64(rg.last)-first+1, max(req.Min, (u64(rg.last)-uint64(rg.first)+1)/8))
 		l := snapid.SequenceLease{Sequence: req.Sequence, DC: dc, Name: req.Name, Owner: req.Owner, Session: req.Session,
 			First: first, Last: first + n - 1, LeasedAt: r.timestamp()}
 		token := newClaimToken()

@@ -18,6 +18,9 @@ type twoDCCluster interface {
 	// DCs returns the two data centres' names and each one's contact
 	// points.
 	DCs() (a, b string, hostsA, hostsB []string)
+	// Keyspace returns a new keyspace's name, dropped at the test's end,
+	// and the replication it is to be created with.
+	Keyspace(t *testing.T) (name string, replication map[string]string)
 	// Partition cuts every connection between the two data centres until
 	// heal is called (or the test ends).
 	Partition(t *testing.T) (heal func())
@@ -33,16 +36,15 @@ var startTwoDCs func(t *testing.T) twoDCCluster
 // range GLOBAL granted to that data centre.
 func TestSequenceTwoDCPartition(t *testing.T) {
 	if startTwoDCs == nil {
-		t.Skip("needs a cluster of two data centres with partition control (scripts/cassandra.sh start --nodes 6 --dcs 2, and startTwoDCs)")
+		t.Skip("needs a cluster of two data centres with partition control (startTwoDCs)")
 	}
 	cl := startTwoDCs(t)
 	dcA, dcB, hostsA, hostsB := cl.DCs()
-	ks := newTestKeyspace(t)
-	repl := map[string]string{"class": "NetworkTopologyStrategy", dcA: "3", dcB: "3"}
+	ksName, repl := cl.Keyspace(t)
 	regFor := func(dc string, hosts []string) *Registry {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		r, err := NewRegistry(ctx, Config{Hosts: hosts, Keyspace: ks.Name, Replication: repl, LocalDC: dc})
+		r, err := NewRegistry(ctx, Config{Hosts: hosts, Keyspace: ksName, Replication: repl, LocalDC: dc})
 		require.NoError(t, err)
 		t.Cleanup(r.Close)
 		require.NoError(t, r.SetSequenceSizing(time.Hour, 5_000))

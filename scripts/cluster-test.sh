@@ -25,7 +25,7 @@ cd "$(dirname "$0")/.."
 
 NODES=3
 DCS=2
-TESTS='TestClusterNodeFailures|TestClusterPartition|TestClusterLocalSerialSplitBrain|TestClusterCoordinatorKilledMidClaim|TestClusterNemesis'
+TESTS='TestClusterNodeFailures|TestClusterPartition|TestClusterLocalSerialSplitBrain|TestClusterCoordinatorKilledMidClaim|TestClusterNemesis|TestSequenceTwoDCPartition'
 # SNAPID_CLUSTER_TESTS=TestA|TestB runs only those (and no benchmark).
 if [[ -n "${SNAPID_CLUSTER_TESTS:-}" ]]; then
   TESTS="$SNAPID_CLUSTER_TESTS"
@@ -82,7 +82,7 @@ if [[ $rc != 0 ]]; then
   echo "cluster-test: the cluster tests failed" >&2
   exit 1
 fi
-quiet <"$out" | grep -E '^(=== RUN|---|ok|PASS|FAIL|panic)|cluster_.*_test.go' || true
+quiet <"$out" | grep -E '^(=== RUN|---|ok|PASS|FAIL|panic)|(cluster_.*|sequence_partition)_test.go' || true
 for name in ${TESTS//|/ }; do
   grep -q -- "--- PASS: $name " "$out" || {
     echo "cluster-test: $name did not pass (skipped or not found)" >&2

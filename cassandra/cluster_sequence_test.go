@@ -1,0 +1,46 @@
+package cassandra
+
+import (
+	"testing"
+
+	"github.com/snapid/snapid/internal/testcluster"
+)
+
+// The sequence partition test (sequence_partition_test.go) runs on the
+// cluster of scripts/cluster-test.sh: dc1 holds two replicas of each
+// partition and a quorum of all three, dc2 one. Cut apart, each side goes
+// on leasing from its data centre's range at LOCAL_SERIAL; only dc1 can
+// take new ranges from GLOBAL at SERIAL.
+func init() {
+	startTwoDCs = func(t *testing.T) twoDCCluster {
+		c := testcluster.RequireCluster(t)
+		if len(c.DataCentres()) < 2 {
+			t.Fatalf("the cluster has data centres %v; this test needs two", c.DataCentres())
+		}
+		return clusterTwoDCs{c}
+	}
+}
+
+type clusterTwoDCs struct{ c *testcluster.Cluster }
+
+func (x clusterTwoDCs) DCs() (a, b string, hostsA, hostsB []string) {
+	dcs := x.c.DataCentres()
+	a, b = dcs[0], dcs[1]
+	for _, i := range x.c.NodesIn(a) {
+		hostsA = append(hostsA, x.c.Addr(i))
+	}
+	for _, i := range x.c.NodesIn(b) {
+		hostsB = append(hostsB, x.c.Addr(i))
+	}
+	return a, b, hostsA, hostsB
+}
+
+func (x clusterTwoDCs) Keyspace(t *testing.T) (string, map[string]string) {
+	return x.c.NewKeyspace(t).Name, x.c.Replication()
+}
+
+func (x clusterTwoDCs) Partition(t *testing.T) (heal func()) {
+	a, b, _, _ := x.DCs()
+	x.c.Partition(t, a, b)
+	return func() { x.c.Heal(t) }
+}
