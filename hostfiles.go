@@ -143,22 +143,30 @@ func checkHostFiles(counterPath string, o *options) error {
 }
 
 // readSmallFile reads up to 4096 bytes of path; a longer file is cut
-// there (see fileSize).
+// there.
 func readSmallFile(path string, follow bool) ([]byte, error) {
 	b, _, err := readSmallFileSize(path, follow)
 	return b, err
 }
 
 // readSmallFileSize is readSmallFile that also returns the file's size.
+// A file shorter than the limit was read to its end, and its size is what
+// was read: a stat after the read could see a write made since (a mark
+// file written for the first time by another process), and the two would
+// not agree.
 func readSmallFileSize(path string, follow bool) ([]byte, int64, error) {
 	f, err := os.OpenFile(path, openFlags(follow)&^os.O_RDWR|os.O_RDONLY, 0)
 	if err != nil {
 		return nil, 0, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	const limit = 4096
+	b, err := io.ReadAll(io.LimitReader(f, limit))
 	if err != nil {
 		return nil, 0, err
+	}
+	if len(b) < limit {
+		return b, int64(len(b)), nil
 	}
 	return b, fileSize(f, len(b)), nil
 }

@@ -530,3 +530,38 @@ func TestCreateFilesDirSyncFailure(t *testing.T) {
 		assert.Contains(t, err.Error(), "sync directory")
 	})
 }
+
+// TestMarkReadWhileFirstWritten: a process reading the mark file while
+// another writes it for the first time (empty to 16 bytes, in one write)
+// sees it empty or whole, never as corrupt.
+func TestMarkReadWhileFirstWritten(t *testing.T) {
+	_, path := ctPath(t)
+	mark := path + ExportMarkSuffix
+	var b [16]byte
+	b[0], b[8] = 7, 5
+	for i := range 3000 {
+		require.NoError(t, os.WriteFile(mark+".tmp", nil, 0o600))
+		require.NoError(t, os.Rename(mark+".tmp", mark))
+		start := make(chan struct{})
+		done := make(chan error)
+		go func() {
+			<-start
+			f, err := os.OpenFile(mark, os.O_WRONLY, 0)
+			if err == nil {
+				_, err = f.WriteAt(b[:], 0)
+				f.Close()
+			}
+			done <- err
+		}()
+		close(start)
+		for {
+			m, _, err := ReadMark(path)
+			require.NoError(t, err, "iteration %d", i)
+			if m == 7 {
+				break
+			}
+			require.Zero(t, m)
+		}
+		require.NoError(t, <-done)
+	}
+}
