@@ -449,9 +449,18 @@ func createFileAtomically(fsys fsOps, path string, b []byte, mode fs.FileMode) e
 // createIfAbsent creates the file at path holding b (see
 // createFileAtomically) if nothing is there. A file another process
 // created first is kept; whatever is at path, usable or not, is left for
-// the open that follows to judge.
+// the open that follows to judge. A file that is there already may have
+// been linked by a process killed before its directory sync, or whose
+// directory sync failed: the directory is synced again, so that its name
+// is durable before anything is issued from it.
 func createIfAbsent(path string, b []byte, o *options) error {
-	if _, err := os.Lstat(path); err == nil || !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Lstat(path); err == nil {
+		dir, _ := splitPath(path)
+		if err := o.fs.SyncDir(dir); err != nil {
+			return &FileError{Op: "open", Path: path, Err: fmt.Errorf("sync directory: %w", err)}
+		}
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	err := createFileAtomically(o.fs, path, b, o.fileMode)

@@ -565,3 +565,42 @@ func TestMarkReadWhileFirstWritten(t *testing.T) {
 		require.NoError(t, <-done)
 	}
 }
+
+// Opening a counter that exists syncs its directory before anything is
+// issued, with and without the registry: a process killed between linking
+// the counter (or a file beside it) and syncing the directory, or whose
+// directory sync failed, left a name that a power loss could still take
+// away after numbers were issued from it.
+func TestOpenExistingSyncsDirectory(t *testing.T) {
+	for _, withReg := range []bool{false, true} {
+		t.Run(fmt.Sprintf("registry=%v", withReg), func(t *testing.T) {
+			dir, path := ctPath(t)
+			reg := snapidtest.NewRegistry()
+			open := func(fs ExportFS) (*Generator, error) {
+				if withReg {
+					return openAs(path, "web_1", reg, ExportWithFS(fs))
+				}
+				return Open(path, "web_1", ExportWithFS(fs))
+			}
+			g, err := open(ExportOSFS{})
+			require.NoError(t, err)
+			require.NoError(t, g.Close())
+
+			rec := &recordingFS{}
+			g, err = open(rec)
+			require.NoError(t, err)
+			require.NoError(t, g.Close())
+			require.Contains(t, rec.snapshot(), fsOp{op: "syncdir", path: dir})
+
+			// A directory sync that fails fails the Open.
+			_, err = open(&failDirSync{})
+			require.ErrorIs(t, err, errInjected)
+			require.Contains(t, err.Error(), "sync directory")
+		})
+	}
+}
+
+// failDirSync fails every directory sync.
+type failDirSync struct{ ExportOSFS }
+
+func (failDirSync) SyncDir(string) error { return errInjected }
