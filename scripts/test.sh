@@ -15,7 +15,12 @@
 #      authentication tests (TLS tests run in step 3: the node always takes
 #      TLS clients beside plain ones);
 #   6. runs each fuzz target briefly;
-#   7. runs the benchmark module's tests (bench/), which check its workloads.
+#   7. runs the benchmark module's tests (bench/), which check its workloads;
+#   8. runs the power-loss tests (internal/powerfs, a module of its own: a
+#      FUSE file system that forgets unsynced writes, and more than a
+#      thousand power cuts under running processes); they need root and
+#      /dev/fuse, and fail (never skip) without them. Alone:
+#      bash scripts/test.sh --power
 #
 # Environment: SNAPID_FUZZTIME (default 10s per target), and those of
 # scripts/cassandra.sh.
@@ -27,6 +32,35 @@ export CI="${CI:-true}"
 # The node of step 1 takes passwords only when step 5 asks for them.
 unset SNAPID_CASSANDRA_AUTH
 fuzztime="${SNAPID_FUZZTIME:-10s}"
+
+# power_loss: the power-loss step (8); it must show every test passing.
+power_loss() {
+  echo "test: power loss (internal/powerfs: FUSE, power cuts under running processes)"
+  local out
+  out="$(mktemp)"
+  # With the race detector and fewer cuts (-short), then every cut without
+  # it (the children re-run the test binary, which the detector slows
+  # several times).
+  (cd internal/powerfs && go vet ./... && go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./... &&
+    CI=true go test -race -short -count=1 -timeout 10m ./... &&
+    CI=true go test -count=1 -timeout 10m -v ./...) >"$out" 2>&1 || {
+    cat "$out"
+    rm -f "$out"
+    return 1
+  }
+  grep -E '^(--- |ok|PASS|FAIL)|power cuts|TOTAL' "$out" || true
+  if grep -qE -- '--- (SKIP|FAIL)' "$out" || ! grep -q -- '--- PASS: TestPowerCut ' "$out"; then
+    echo "test: the power-loss tests did not all pass" >&2
+    rm -f "$out"
+    return 1
+  fi
+  rm -f "$out"
+}
+
+if [[ "${1:-}" == --power ]]; then
+  power_loss
+  exit
+fi
 
 started=0
 cleanup() {
@@ -109,4 +143,5 @@ if [[ -f bench/go.mod ]]; then
   echo "test: bench module"
   (cd bench && go vet ./... && go test -race -count=1 ./...)
 fi
+power_loss
 echo "test: all passed"
