@@ -48,7 +48,7 @@ power_loss() {
     rm -f "$out"
     return 1
   }
-  grep -E '^(--- |ok|PASS|FAIL)|power cuts|TOTAL' "$out" || true
+  grep -E '^(--- |ok|PASS|FAIL)|power cuts|TOTAL|returned again' "$out" || true
   if grep -qE -- '--- (SKIP|FAIL)' "$out" || ! grep -q -- '--- PASS: TestPowerCut ' "$out"; then
     echo "test: the power-loss tests did not all pass" >&2
     rm -f "$out"

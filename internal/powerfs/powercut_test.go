@@ -293,7 +293,7 @@ func TestPowerCutCreation(t *testing.T) {
 	f := mount(t)
 	rng := newRNG(t)
 	reg, sock := registryFor(t)
-	rounds := 200
+	rounds := 160
 	if testing.Short() {
 		rounds = 20
 	}

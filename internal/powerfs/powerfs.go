@@ -58,6 +58,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -329,19 +330,33 @@ func (f *FS) object(ino uint64, dir bool) *object {
 	return o
 }
 
-// syncFile makes the content of the file open as fd durable.
+// syncFile makes the content of the file open as fd durable. Syncs are
+// serialised (under mu, content read included), so that a sync that
+// returns has recorded content at least as new as any sync before it.
 func (f *FS) syncFile(ino uint64, fd int, withMode bool) syscall.Errno {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	var st syscall.Stat_t
 	if err := syscall.Fstat(fd, &st); err != nil {
 		return gofs.ToErrno(err)
 	}
 	b := make([]byte, st.Size)
 	n, err := syscall.Pread(fd, b, 0)
+	if errors.Is(err, syscall.EBADF) {
+		// Opened write-only: read the same file through a new descriptor
+		// (this works for a file without a name too).
+		var r *os.File
+		if r, err = os.Open(fmt.Sprintf("/proc/self/fd/%d", fd)); err == nil {
+			n, err = r.ReadAt(b, 0)
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			r.Close()
+		}
+	}
 	if err != nil {
 		return gofs.ToErrno(err)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	o := f.object(ino, false)
 	o.content, o.synced = b[:n], true
 	if withMode {
@@ -531,6 +546,12 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 }
 
 func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	if flags&syscall.O_TRUNC != 0 {
+		if !n.pfs.enter() {
+			return nil, 0, errDead
+		}
+		defer n.pfs.leave()
+	}
 	fh, ff, errno := n.LoopbackNode.Open(ctx, flags)
 	if errno != 0 {
 		return fh, ff, errno

@@ -274,3 +274,19 @@ func TestFaults(t *testing.T) {
 	cut(t, f)
 	require.Equal(t, "bbbbbbbb", read(t, p))
 }
+
+// TestSyncWriteOnly: a file opened write-only can be synced, and its
+// content is kept.
+func TestSyncWriteOnly(t *testing.T) {
+	f := mountT(t)
+	p := filepath.Join(f.Dir(), "w")
+	h, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE, 0o600)
+	require.NoError(t, err)
+	_, err = h.WriteString("written")
+	require.NoError(t, err)
+	require.NoError(t, h.Sync())
+	require.NoError(t, h.Close())
+	syncDir(t, f.Dir())
+	cut(t, f)
+	require.Equal(t, "written", read(t, p))
+}
