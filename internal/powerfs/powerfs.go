@@ -435,14 +435,20 @@ func (f *FS) unmount() error {
 }
 
 // Unmount unmounts the file system, leaving the backing directory as it
-// is (everything in it, synced or not). If a process still uses it, it is
-// detached (lazily unmounted) and the error says so.
+// is (everything in it, synced or not). If a process still uses it, the
+// connection is aborted (its requests fail with ENOTCONN), the mount
+// detached, and the error says so.
 func (f *FS) Unmount() error {
 	f.gate.Lock()
 	f.dead = true
 	f.gate.Unlock()
 	err := f.unmount()
 	if err != nil {
+		// Abort the connection first (MNT_FORCE on FUSE): a file this
+		// process still holds on the mount would otherwise send its last
+		// requests, at exit, to a server that is this very process, and
+		// the exit would never end.
+		_ = syscall.Unmount(f.mnt, syscall.MNT_FORCE)
 		if derr := syscall.Unmount(f.mnt, syscall.MNT_DETACH); derr != nil {
 			err = errors.Join(err, derr)
 		}
