@@ -144,22 +144,30 @@ func checkHostFiles(counterPath string, o *options) error {
 }
 
 // readSmallFile reads up to 4096 bytes of path; a longer file is cut
-// there (see fileSize).
+// there.
 func readSmallFile(path string, follow bool) ([]byte, error) {
 	b, _, err := readSmallFileSize(path, follow)
 	return b, err
 }
 
 // readSmallFileSize is readSmallFile that also returns the file's size.
+// A file shorter than the limit was read to its end, and its size is what
+// was read: a stat after the read could see a write made since (a mark
+// file written for the first time by another process), and the two would
+// not agree.
 func readSmallFileSize(path string, follow bool) ([]byte, int64, error) {
 	f, err := os.OpenFile(path, openFlags(follow)&^os.O_RDWR|os.O_RDONLY, 0)
 	if err != nil {
 		return nil, 0, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	const limit = 4096
+	b, err := io.ReadAll(io.LimitReader(f, limit))
 	if err != nil {
 		return nil, 0, err
+	}
+	if len(b) < limit {
+		return b, int64(len(b)), nil
 	}
 	return b, fileSize(f, len(b)), nil
 }
@@ -444,9 +452,18 @@ func createFileAtomically(fsys fsOps, path string, b []byte, mode fs.FileMode) e
 // createIfAbsent creates the file at path holding b (see
 // createFileAtomically) if nothing is there. A file another process
 // created first is kept; whatever is at path, usable or not, is left for
-// the open that follows to judge.
+// the open that follows to judge. A file that is there already may have
+// been linked by a process killed before its directory sync, or whose
+// directory sync failed: the directory is synced again, so that its name
+// is durable before anything is issued from it.
 func createIfAbsent(path string, b []byte, o *options) error {
-	if _, err := os.Lstat(path); err == nil || !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Lstat(path); err == nil {
+		dir, _ := splitPath(path)
+		if err := o.fs.SyncDir(dir); err != nil {
+			return &FileError{Op: "open", Path: path, Err: fmt.Errorf("sync directory: %w", err)}
+		}
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	err := createFileAtomically(o.fs, path, b, o.fileMode)

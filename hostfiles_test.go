@@ -530,3 +530,77 @@ func TestCreateFilesDirSyncFailure(t *testing.T) {
 		assert.Contains(t, err.Error(), "sync directory")
 	})
 }
+
+// TestMarkReadWhileFirstWritten: a process reading the mark file while
+// another writes it for the first time (empty to 16 bytes, in one write)
+// sees it empty or whole, never as corrupt.
+func TestMarkReadWhileFirstWritten(t *testing.T) {
+	_, path := ctPath(t)
+	mark := path + ExportMarkSuffix
+	var b [16]byte
+	b[0], b[8] = 7, 5
+	for i := range 3000 {
+		require.NoError(t, os.WriteFile(mark+".tmp", nil, 0o600))
+		require.NoError(t, os.Rename(mark+".tmp", mark))
+		start := make(chan struct{})
+		done := make(chan error)
+		go func() {
+			<-start
+			f, err := os.OpenFile(mark, os.O_WRONLY, 0)
+			if err == nil {
+				_, err = f.WriteAt(b[:], 0)
+				f.Close()
+			}
+			done <- err
+		}()
+		close(start)
+		for {
+			m, _, err := ReadMark(path)
+			require.NoError(t, err, "iteration %d", i)
+			if m == 7 {
+				break
+			}
+			require.Zero(t, m)
+		}
+		require.NoError(t, <-done)
+	}
+}
+
+// Opening a counter that exists syncs its directory before anything is
+// issued, with and without the registry: a process killed between linking
+// the counter (or a file beside it) and syncing the directory, or whose
+// directory sync failed, left a name that a power loss could still take
+// away after numbers were issued from it.
+func TestOpenExistingSyncsDirectory(t *testing.T) {
+	for _, withReg := range []bool{false, true} {
+		t.Run(fmt.Sprintf("registry=%v", withReg), func(t *testing.T) {
+			dir, path := ctPath(t)
+			reg := snapidtest.NewRegistry()
+			open := func(fs ExportFS) (*Generator, error) {
+				if withReg {
+					return openAs(path, "web_1", reg, ExportWithFS(fs))
+				}
+				return Open(path, "web_1", ExportWithFS(fs))
+			}
+			g, err := open(ExportOSFS{})
+			require.NoError(t, err)
+			require.NoError(t, g.Close())
+
+			rec := &recordingFS{}
+			g, err = open(rec)
+			require.NoError(t, err)
+			require.NoError(t, g.Close())
+			require.Contains(t, rec.snapshot(), fsOp{op: "syncdir", path: dir})
+
+			// A directory sync that fails fails the Open.
+			_, err = open(&failDirSync{})
+			require.ErrorIs(t, err, errInjected)
+			require.Contains(t, err.Error(), "sync directory")
+		})
+	}
+}
+
+// failDirSync fails every directory sync.
+type failDirSync struct{ ExportOSFS }
+
+func (failDirSync) SyncDir(string) error { return errInjected }

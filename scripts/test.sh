@@ -20,6 +20,11 @@
 #      (scripts/cluster-test.sh: node failures, partitions, a coordinator
 #      killed mid-claim, the nemesis history test, claim latency), in a
 #      network namespace of their own, apart from the node of step 1.
+#   9. runs the power-loss tests (internal/powerfs, a module of its own: a
+#      FUSE file system that forgets unsynced writes, and more than a
+#      thousand power cuts under running processes); they need root and
+#      /dev/fuse, and fail (never skip) without them. Alone:
+#      bash scripts/test.sh --power
 #
 # Each step prints how many seconds it took.
 # Environment: SNAPID_FUZZTIME (default 10s per target), and those of
@@ -35,6 +40,35 @@ fuzztime="${SNAPID_FUZZTIME:-10s}"
 
 # took STEP START: prints how long STEP took since START (in $SECONDS).
 took() { echo "test: $1 took $((SECONDS - $2)) s"; }
+
+# power_loss: the power-loss step (8); it must show every test passing.
+power_loss() {
+  echo "test: power loss (internal/powerfs: FUSE, power cuts under running processes)"
+  local out
+  out="$(mktemp)"
+  # With the race detector and fewer cuts (-short), then every cut without
+  # it (the children re-run the test binary, which the detector slows
+  # several times).
+  (cd internal/powerfs && go vet ./... && go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./... &&
+    CI=true go test -race -short -count=1 -timeout 10m ./... &&
+    CI=true go test -count=1 -timeout 10m -v ./...) >"$out" 2>&1 || {
+    cat "$out"
+    rm -f "$out"
+    return 1
+  }
+  grep -E '^(--- |ok|PASS|FAIL)|power cuts|TOTAL|returned again' "$out" || true
+  if grep -qE -- '--- (SKIP|FAIL)' "$out" || ! grep -q -- '--- PASS: TestPowerCut ' "$out"; then
+    echo "test: the power-loss tests did not all pass" >&2
+    rm -f "$out"
+    return 1
+  fi
+  rm -f "$out"
+}
+
+if [[ "${1:-}" == --power ]]; then
+  power_loss
+  exit
+fi
 
 started=0
 cleanup() {
@@ -131,6 +165,10 @@ if [[ -f bench/go.mod ]]; then
   (cd bench && go vet ./... && go test -race -count=1 ./...)
   took "the bench module" "$t"
 fi
+
+t=$SECONDS
+power_loss
+took "the power-loss step" "$t"
 
 t=$SECONDS
 echo "test: clusters (3 nodes, 2 data centres, in a network namespace)"
