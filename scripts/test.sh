@@ -16,15 +16,16 @@
 #      TLS clients beside plain ones);
 #   6. runs each fuzz target briefly;
 #   7. runs the benchmark module's tests (bench/), which check its workloads;
-#   8. runs the tests against a real cluster of 3 nodes in 2 data centres
-#      (scripts/cluster-test.sh: node failures, partitions, a coordinator
-#      killed mid-claim, the nemesis history test, claim latency), in a
-#      network namespace of their own, apart from the node of step 1.
-#   9. runs the power-loss tests (internal/powerfs, a module of its own: a
+#   8. runs the power-loss tests (internal/powerfs, a module of its own: a
 #      FUSE file system that forgets unsynced writes, and more than a
 #      thousand power cuts under running processes); they need root and
 #      /dev/fuse, and fail (never skip) without them. Alone:
 #      bash scripts/test.sh --power
+#   9. runs the tests against a real cluster of 3 nodes in 2 data centres
+#      (scripts/cluster-test.sh: node failures, partitions, a coordinator
+#      killed mid-claim, the nemesis history test, sequences across a
+#      partition, claim latency), in a network namespace of their own, apart
+#      from the node of step 1.
 #
 # Each step prints how many seconds it took.
 # Environment: SNAPID_FUZZTIME (default 10s per target), and those of
