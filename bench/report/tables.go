@@ -178,6 +178,7 @@ func markdown(rep *Report) string {
 	writeFloors(&b, rep)
 	writeProcesses(&b, rep)
 	writePeers(&b, rep)
+	writeSequences(&b, rep)
 
 	b.WriteString("\n## Runs\n\n| where | command | seconds |\n|---|---|--:|\n")
 	for _, r := range rep.Runs {
@@ -419,4 +420,34 @@ func optional(p *float64) string {
 		return strconv.FormatFloat(*p, 'f', -1, 64)
 	}
 	return count(*p)
+}
+
+// writeSequences: a sequence's Next beside one LWT round trip on the test
+// node and beside block mode.
+func writeSequences(b *strings.Builder, rep *Report) {
+	lwt := find(rep, benchPkg, "BenchmarkSequence/lwt-round-trip")
+	if lwt == nil && find(rep, benchPkg, "BenchmarkSequence/next/c1") == nil {
+		return
+	}
+	b.WriteString("\n## Integer sequences (`BenchmarkSequence`, the test's Cassandra node)\n\n")
+	b.WriteString("`s.Next()` takes numbers from a block of the host's lease file (synced before any of its numbers is returned); the lease comes from the data centre's range, the range from GLOBAL, in the background at half use. ")
+	b.WriteString("The LWT line is one conditional update on the same node per operation: what a sequence that pays a lightweight transaction (or a lock) per number costs. ")
+	b.WriteString("÷ LWT and ÷ block mode compare medians of this run.\n\n")
+	b.WriteString("| benchmark | ns/op | ids/s | ± | ÷ one LWT per number | ÷ snapid block=65536 UniqueID, same callers |\n|---|--:|--:|--:|--:|--:|\n")
+	lwtRate := 0.0
+	if lwt != nil && lwt.NsPerOp > 0 {
+		lwtRate = 1e9 / lwt.NsPerOp
+	}
+	for _, c := range []string{"1", "2"} {
+		r := find(rep, benchPkg, "BenchmarkSequence/next/c"+c)
+		if r == nil {
+			continue
+		}
+		st, _ := r.Stat("ids/s")
+		block, _ := stat(rep, rootPkg, uniqueID+"block=65536/sync=on/c"+c, "ids/s")
+		fmt.Fprintf(b, "| Next, %s | %s | %s | %s | %s | %s |\n", callers(c), ns(r.NsPerOp), count(st.Median), spread(st), ratio(st.Median, lwtRate), ratio(st.Median, block.Median))
+	}
+	if lwt != nil {
+		fmt.Fprintf(b, "| one LWT round trip (Registry.Touch) | %s | %s | | 1.00× | |\n", ns(lwt.NsPerOp), count(lwtRate))
+	}
 }
