@@ -104,8 +104,19 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 			return nil, err
 		}
 	}
+	var unbind func()
+	if o.reg.registry == nil {
+		// Before the counter is created: a name the host uses with
+		// another counter file changes nothing.
+		if unbind, err = bindName(name, counterPath, &o); err != nil {
+			return nil, err
+		}
+	}
 	file, err := openCounter(counterPath, &o)
 	if err != nil {
+		if unbind != nil {
+			unbind()
+		}
 		return nil, err
 	}
 	g := &Generator{name: name, path: counterPath, log: o.logger, file: file}
