@@ -275,8 +275,11 @@ func WithTakeover(floor uint64) Option {
 }
 
 // WithBindingDir sets the directory of name bindings for this Open
-// (default: see DefaultBindingDir); "" turns bindings off, which only a
-// program that simulates several hosts on one machine (a test) should do.
+// (default: see DefaultBindingDir): an absolute path, created (mode 0700)
+// if missing. "" turns bindings off, which only a program that simulates
+// several hosts on one machine (a test) should do: two counter files under
+// one name then issue the same ids. Programs of one host must use one
+// directory to protect each other.
 func WithBindingDir(dir string) Option {
 	return func(o *options) error {
 		if dir != "" && !filepath.IsAbs(dir) {
