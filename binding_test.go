@@ -347,3 +347,38 @@ func TestBindingRemovedWhenOpenFails(t *testing.T) {
 	require.True(t, errors.Is(err, ErrCorrupt), "%v", err)
 	requireBinding(t, bind, "web", good)
 }
+
+// By default the host-wide directory is used; run as root, Open creates it
+// with mode 1777 (every user's programs record their names there), and a
+// directory an administrator made is left as it is.
+func TestBindingDefaultDir(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("creating the host-wide directory is root's")
+	}
+	shared := filepath.Join(t.TempDir(), "var", "lib", "snapid", "names")
+	ExportBindingDefaults(t, shared)
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	g, err := Open(path, "web")
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	requireBinding(t, shared, "web", path)
+	st, err := os.Stat(shared)
+	require.NoError(t, err)
+	assert.Equal(t, os.ModeDir|os.ModeSticky|0o777, st.Mode(), "shared like /tmp")
+	st, err = os.Stat(filepath.Dir(shared))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o755), st.Mode().Perm())
+	_, err = Open(filepath.Join(t.TempDir(), "counter.u64"), "web")
+	require.ErrorIs(t, err, ErrNameBound, "the host-wide bindings are consulted")
+
+	// An existing directory keeps the mode it was given.
+	shared2 := filepath.Join(t.TempDir(), "names")
+	require.NoError(t, os.Mkdir(shared2, 0o750))
+	ExportBindingDefaults(t, shared2)
+	g, err = Open(filepath.Join(t.TempDir(), "counter.u64"), "web")
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	st, err = os.Stat(shared2)
+	require.NoError(t, err)
+	assert.Equal(t, os.ModeDir|0o750, st.Mode())
+}

@@ -120,3 +120,16 @@ func init() {
 // ExportTestBindingDir returns the binding directory of the test whose
 // temporary directory holds counterPath.
 func ExportTestBindingDir(counterPath string) string { return testBindingDir(counterPath) }
+
+// ExportBindingDefaults makes shared the host-wide binding directory and
+// turns the per-test directories off, until the test ends. The test must
+// not be parallel (it uses t.Setenv to make sure).
+func ExportBindingDefaults(t interface {
+	Setenv(k, v string)
+	Cleanup(func())
+}, shared string) {
+	t.Setenv("SNAPID_BINDING_DIR", "")
+	oldShared, oldTest := defaultBindingDir, testBindingDir
+	defaultBindingDir, testBindingDir = shared, nil
+	t.Cleanup(func() { defaultBindingDir, testBindingDir = oldShared, oldTest })
+}
