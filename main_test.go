@@ -6,9 +6,10 @@ import (
 )
 
 // TestMain keeps the name bindings of the tests' counters (see
-// DefaultBindingDir) in a directory of this run, not the host's: tests
-// open counters under the same names in many temporary directories. Child
-// processes the tests start inherit it.
+// DefaultBindingDir) out of the host's directory: a counter in a test's
+// temporary directory is bound in that test's own directory (see
+// export_test.go), any other in a directory of this run, which child
+// processes the tests start inherit.
 func TestMain(m *testing.M) {
 	if os.Getenv("SNAPID_BINDING_DIR") == "" {
 		dir, err := os.MkdirTemp("", "snapid-bindings-")
