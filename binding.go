@@ -132,12 +132,11 @@ func withNameBound(name, counterPath string, o *options, open func() error) erro
 		}
 	}
 	path := filepath.Join(dir, name)
-	// A refused name changes nothing: look before creating the directory.
-	if _, err := readBinding(path, name, counterPath); err != nil {
-		return err
-	}
+	// A name can only be refused by a binding in an existing directory,
+	// so making a missing one is never the only trace of a refusal.
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return &FileError{Op: "bind", Path: dir, Err: err}
+		return &FileError{Op: "bind", Path: dir, Err: fmt.Errorf("no directory for node name bindings: %w; "+
+			"create the host's (install -d -m 1777 %s), or set SNAPID_BINDING_DIR", err, DefaultBindingDir)}
 	}
 	unlock, err := lockDir(dir)
 	if err != nil {

@@ -265,6 +265,7 @@ func TestWithBindingDir(t *testing.T) {
 	_, err = Open(path, "web", WithBindingDir(file))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), file)
+	assert.Contains(t, err.Error(), "install -d -m 1777 "+DefaultBindingDir, "what to do")
 	ents, err = os.ReadDir(dir)
 	require.NoError(t, err)
 	assert.Empty(t, ents, "nothing created")
