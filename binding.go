@@ -134,9 +134,16 @@ func withNameBound(name, counterPath string, o *options, open func() error) erro
 	path := filepath.Join(dir, name)
 	// A name can only be refused by a binding in an existing directory,
 	// so making a missing one is never the only trace of a refusal.
+	_, statErr := os.Stat(dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return &FileError{Op: "bind", Path: dir, Err: fmt.Errorf("no directory for node name bindings: %w; "+
 			"create the host's (install -d -m 1777 %s), or set SNAPID_BINDING_DIR", err, DefaultBindingDir)}
+	}
+	if errors.Is(statErr, fs.ErrNotExist) {
+		// The new directory's entry is durable before a binding in it is.
+		if err := o.fs.SyncDir(filepath.Dir(dir)); err != nil {
+			return &FileError{Op: "bind", Path: dir, Err: err}
+		}
 	}
 	unlock, err := lockDir(dir)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -270,12 +271,17 @@ func TestWithBindingDir(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, ents, "nothing created")
 
-	// A missing directory is created, private to the user.
+	// A missing directory is created, private to the user, and made
+	// durable in its parent before the binding is written in it.
 	bind := filepath.Join(t.TempDir(), "a", "names")
-	g, err := Open(path, "web", WithBindingDir(bind))
+	rec := &syncRecorder{}
+	g, err := Open(path, "web", WithBindingDir(bind), ExportWithFS(rec))
 	require.NoError(t, err)
 	require.NoError(t, g.Close())
 	requireBinding(t, bind, "web", path)
+	require.GreaterOrEqual(t, len(rec.dirs), 2, "%v", rec.dirs)
+	assert.Equal(t, []string{filepath.Dir(bind), bind}, []string{filepath.Clean(rec.dirs[0]), filepath.Clean(rec.dirs[1])},
+		"the parent, then the directory with the binding")
 	st, err := os.Stat(bind)
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o700), st.Mode().Perm())
@@ -382,4 +388,18 @@ func TestBindingDefaultDir(t *testing.T) {
 	st, err = os.Stat(shared2)
 	require.NoError(t, err)
 	assert.Equal(t, os.ModeDir|0o750, st.Mode())
+}
+
+// syncRecorder records the directories synced.
+type syncRecorder struct {
+	ExportOSFS
+	mu   sync.Mutex
+	dirs []string
+}
+
+func (r *syncRecorder) SyncDir(dir string) error {
+	r.mu.Lock()
+	r.dirs = append(r.dirs, dir)
+	r.mu.Unlock()
+	return r.ExportOSFS.SyncDir(dir)
 }
