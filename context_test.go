@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -138,7 +139,8 @@ func TestNextContextMemberLeavesGroup(t *testing.T) {
 func TestNextContextEndedReservesNothing(t *testing.T) {
 	for _, opts := range [][]Option{nil, {WithBlock(4)}} {
 		path := filepath.Join(t.TempDir(), "counter.u64")
-		g, err := Open(path, "web", opts...)
+		// Two unrelated counters under one name: each its own host.
+		g, err := Open(path, "web", append(slices.Clip(opts), WithBindingDir(t.TempDir()))...)
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancelCause(context.Background())
 		cause := errors.New("the client went away")

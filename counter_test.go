@@ -513,7 +513,8 @@ func TestExhaustion(t *testing.T) {
 			dir, path := ctPath(t)
 			ctWrite(t, path, math.MaxUint64)
 			before := testfs.Snapshot(t, dir)
-			g := ctOpen(t, path, opts...)
+			// Three unrelated counters under one name: each its own host.
+			g := ctOpen(t, path, append(slices.Clip(opts), WithBindingDir(t.TempDir()))...)
 			n, err := g.Next()
 			assert.ErrorIs(t, err, ErrExhausted)
 			assert.Zero(t, n)

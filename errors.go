@@ -46,6 +46,17 @@ var (
 	// one name. The error names the name the counter is in use under.
 	ErrNameMismatch = errors.New("counter in use under another node name")
 
+	// ErrNameBound is returned by Open without a registry when the host
+	// uses the name with another counter file (see DefaultBindingDir): two
+	// counter files under one name would issue the same ids.
+	ErrNameBound = errors.New("node name in use on this host with another counter file")
+
+	// ErrCorruptBinding is returned by Open without a registry when the
+	// name's binding file (see DefaultBindingDir) is not one this version
+	// writes, or is a symbolic link. It matches ErrCorrupt. Nothing is
+	// created or written.
+	ErrCorruptBinding error = &corruptError{"corrupt name binding file"}
+
 	// ErrNotRegular is returned when the counter path names a directory,
 	// a device, a FIFO or anything else that is not a regular file.
 	ErrNotRegular = errors.New("counter path is not a regular file")

@@ -1,6 +1,11 @@
 package snapid
 
-import "context"
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+)
 
 // Hooks for the external tests (package snapid_test). Tests that open
 // Generators on a registry use the in-memory one of snapidtest, and
@@ -90,3 +95,41 @@ const (
 
 // ExportExtending reports whether a background extension is running.
 func (g *Generator) ExportExtending() bool { return g.res != nil && g.res.extending.Load() }
+
+// Each test is its own host for name bindings: a counter in a test's
+// temporary directory ($TMPDIR/TestName123/001/...) is bound in
+// $TMPDIR/TestName123/bindings, which the test's cleanup removes. Tests
+// running in parallel under one name then do not refuse each other, and
+// the processes a test starts (children of this binary, with its TMPDIR)
+// share the test's bindings as programs of one host do. A test that
+// simulates several hosts gives each its own WithBindingDir.
+func init() {
+	testBindingDir = func(counterPath string) string {
+		rel, err := filepath.Rel(os.TempDir(), counterPath)
+		if err != nil || !filepath.IsLocal(rel) {
+			return ""
+		}
+		first, _, ok := strings.Cut(rel, string(filepath.Separator))
+		if !ok {
+			return ""
+		}
+		return filepath.Join(os.TempDir(), first, "bindings")
+	}
+}
+
+// ExportTestBindingDir returns the binding directory of the test whose
+// temporary directory holds counterPath.
+func ExportTestBindingDir(counterPath string) string { return testBindingDir(counterPath) }
+
+// ExportBindingDefaults makes shared the host-wide binding directory and
+// turns the per-test directories off, until the test ends. The test must
+// not be parallel (it uses t.Setenv to make sure).
+func ExportBindingDefaults(t interface {
+	Setenv(k, v string)
+	Cleanup(func())
+}, shared string) {
+	t.Setenv("SNAPID_BINDING_DIR", "")
+	oldShared, oldTest := defaultBindingDir, testBindingDir
+	defaultBindingDir, testBindingDir = shared, nil
+	t.Cleanup(func() { defaultBindingDir, testBindingDir = oldShared, oldTest })
+}

@@ -65,8 +65,19 @@ type Generator struct {
 // and may be issuing from it already. A refused claim writes no session
 // file.
 //
+// Without a registry, one node name goes with one counter file on the host:
+// Open records the binding (see DefaultBindingDir) and refuses, before
+// anything is created, a name the host uses with another counter file that
+// still exists (ErrNameBound), or whose binding file is damaged
+// (ErrCorruptBinding). An Open that fails after it recorded a binding
+// removes it again. Concurrent Opens serialise on the binding directory's
+// lock: of two first Opens of one name with different counters, exactly one
+// succeeds.
+//
 // With WithRegistry, Open also claims the name in the registry before it
-// returns (see OpenContext); it gives the claim the registry timeout.
+// returns (see OpenContext); it gives the claim the registry timeout. The
+// registry then refuses a second counter file under the name (its owner
+// token differs), and no binding is made.
 func Open(counterPath, name string, opts ...Option) (*Generator, error) {
 	return OpenContext(context.Background(), counterPath, name, opts...)
 }
@@ -105,7 +116,19 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 			return nil, fmt.Errorf("snapid: open %s: the context ended before the name could be claimed: %w", counterPath, err)
 		}
 	}
-	file, err := openCounter(counterPath, &o)
+	var file *counterFile
+	openFile := func() (err error) {
+		file, err = openCounter(counterPath, &o)
+		return err
+	}
+	if o.reg.registry == nil {
+		// One counter file per name on the host (see DefaultBindingDir):
+		// checked before the counter is created, so that a refused name
+		// changes nothing.
+		err = withNameBound(name, counterPath, &o, openFile)
+	} else {
+		err = openFile()
+	}
 	if err != nil {
 		return nil, err
 	}

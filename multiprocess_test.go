@@ -342,7 +342,8 @@ func TestMultiProcessWithSnapctl(t *testing.T) {
 			defer wg.Done()
 			for range runs {
 				cmd := exec.Command(bin, "next", "-n", strconv.Itoa(perRun), "--counter", path, "--name", ctName)
-				cmd.Env = []string{"HOME=/nonexistent", "PATH=/usr/bin:/bin"}
+				// The library children's host: the test's binding directory.
+				cmd.Env = []string{"HOME=/nonexistent", "PATH=/usr/bin:/bin", "SNAPID_BINDING_DIR=" + ExportTestBindingDir(path)}
 				var stderr bytes.Buffer
 				cmd.Stderr = &stderr
 				out, err := cmd.Output()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"path/filepath"
 	"time"
 )
 
@@ -15,6 +16,8 @@ type options struct {
 	block          uint64
 	cpuShards      bool
 	fileMode       fs.FileMode
+	binding        string // name bindings' directory when bindingSet ("": none)
+	bindingSet     bool
 	followSymlinks bool
 	logger         *slog.Logger
 	io             fileIO
@@ -268,6 +271,22 @@ func WithHostInfo(h HostInfo) Option {
 func WithTakeover(floor uint64) Option {
 	return func(o *options) error {
 		o.reg.takeover, o.reg.floor = true, floor
+		return nil
+	}
+}
+
+// WithBindingDir sets the directory of name bindings for this Open
+// (default: see DefaultBindingDir): an absolute path, created (mode 0700)
+// if missing. "" turns bindings off, which only a program that simulates
+// several hosts on one machine (a test) should do: two counter files under
+// one name then issue the same ids. Programs of one host must use one
+// directory to protect each other.
+func WithBindingDir(dir string) Option {
+	return func(o *options) error {
+		if dir != "" && !filepath.IsAbs(dir) {
+			return fmt.Errorf("snapid: %w: WithBindingDir(%q): an absolute path, or \"\" for none", ErrInvalidOption, dir)
+		}
+		o.binding, o.bindingSet = dir, true
 		return nil
 	}
 }

@@ -59,7 +59,8 @@ type cli struct {
 	name       string
 	counter    string
 	sync       bool
-	defaultDir string // set when counter is the per-user default
+	defaultDir string   // set when counter is the per-user default
+	madeDirs   []string // the directories prepareDefaultDir made, deepest first
 }
 
 // usageError is a mistake on the command line.
@@ -299,6 +300,7 @@ func (c *cli) prepareDefaultDir() error {
 	if err := os.MkdirAll(c.defaultDir, 0o700); err != nil {
 		return err
 	}
+	c.madeDirs = created
 	sync := c.syncDir
 	if sync == nil {
 		sync = syncDir
@@ -311,8 +313,25 @@ func (c *cli) prepareDefaultDir() error {
 	return nil
 }
 
+// unmakeDefaultDir removes the directories prepareDefaultDir made, if they
+// are still empty: a refused command leaves nothing behind.
+func (c *cli) unmakeDefaultDir() {
+	for _, d := range c.madeDirs {
+		if os.Remove(d) != nil {
+			return
+		}
+	}
+	c.madeDirs = nil
+}
+
 func (c *cli) options() []snapid.Option {
-	return []snapid.Option{snapid.WithSync(c.sync)}
+	opts := []snapid.Option{snapid.WithSync(c.sync)}
+	if d := c.getenv("SNAPID_BINDING_DIR"); d != "" {
+		// The library reads the variable too; this makes a test's
+		// environment (not only the process's) count.
+		opts = append(opts, snapid.WithBindingDir(d))
+	}
+	return opts
 }
 
 // describe turns an error into the one-line message, with what to do.
@@ -353,6 +372,10 @@ func describe(cmd string, err error) string {
 			"(an earlier version of snapid?): stop them all, then start again (the first one rewrites %s)", errPath(err, "the .session file"))
 	case errors.Is(err, snapid.ErrNameMismatch):
 		hint = "nothing was changed; one counter file serves one node name: give --name the name it is in use under, or use another --counter"
+	case errors.Is(err, snapid.ErrNameBound):
+		hint = "nothing was issued (give that counter with --counter or SNAPID_COUNTER, or another --name)"
+	case errors.Is(err, snapid.ErrCorruptBinding):
+		hint = "nothing was issued"
 	case errors.Is(err, snapid.ErrCorrupt):
 		hint = "nothing was changed; find the last id this host issued, then run 'snapctl init --force --start N' with N above it"
 	case errors.Is(err, snapid.ErrLowered):
@@ -494,7 +517,7 @@ func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "  --allow-fragile-replication (a cluster of several nodes refuses a replication that cannot lose a node)")
 	fmt.Fprintln(w, "environment: SNAPID_NAME, SNAPID_COUNTER, XDG_STATE_HOME, SNAPID_CASSANDRA, SNAPID_KEYSPACE,")
 	fmt.Fprintln(w, "  SNAPID_CASSANDRA_USERNAME, SNAPID_CASSANDRA_PASSWORD, SNAPID_CASSANDRA_TLS_CA, _TLS_CERT, _TLS_KEY,")
-	fmt.Fprintln(w, "  SNAPID_LOCAL_DC, SNAPID_CONSISTENCY, SNAPID_SERIAL_CONSISTENCY, SNAPID_REPLICATION")
+	fmt.Fprintln(w, "  SNAPID_LOCAL_DC, SNAPID_CONSISTENCY, SNAPID_SERIAL_CONSISTENCY, SNAPID_REPLICATION, SNAPID_BINDING_DIR")
 	fmt.Fprintln(w, "production (two data centres of 3 nodes, on a host of dc1):")
 	fmt.Fprintln(w, "  snapctl setup --cassandra db1,db2,db3 --local-dc dc1 --replication dc1:3,dc2:3   (once)")
 	fmt.Fprintln(w, "  SNAPID_CASSANDRA=db1,db2,db3 SNAPID_LOCAL_DC=dc1 snapctl register")

@@ -33,7 +33,9 @@ type fakeEnv struct {
 // and a valid host name.
 func newFakeEnv(t *testing.T) *fakeEnv {
 	t.Helper()
-	return &fakeEnv{vars: map[string]string{}, host: "testhost", home: t.TempDir()}
+	// Each fake environment is a host of its own, with its own name
+	// bindings.
+	return &fakeEnv{vars: map[string]string{"SNAPID_BINDING_DIR": t.TempDir()}, host: "testhost", home: t.TempDir()}
 }
 
 type result struct {
@@ -223,9 +225,10 @@ func TestCLIEnvAndFlagPrecedence(t *testing.T) {
 	assert.Equal(t, uint64(1), counterValue(t, envPath), "the environment's counter is not touched")
 	assert.Equal(t, uint64(1), counterValue(t, flagPath))
 
-	r = f.run(t, "next", "--name", "flag_name")
+	// (flag_name goes with flagPath now: one name, one counter per host.)
+	r = f.run(t, "next", "--name", "other_name")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	assert.Equal(t, "flag_name-2\n", r.stdout, "--name with SNAPID_COUNTER")
+	assert.Equal(t, "other_name-2\n", r.stdout, "--name with SNAPID_COUNTER")
 	assert.Equal(t, uint64(2), counterValue(t, envPath))
 
 	r = f.run(t, "show", "--counter", flagPath)

@@ -59,6 +59,7 @@ func cmdNext(ctx context.Context, c *cli, args []string) error {
 	}
 	g, err := snapid.OpenContext(ctx, path, name, opts...)
 	if err != nil {
+		c.unmakeDefaultDir()
 		return err
 	}
 	first, err := g.NextN(*n)
