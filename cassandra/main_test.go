@@ -25,6 +25,19 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(fn())
 	}
+	// The name bindings of this package's test counters (see
+	// snapid.DefaultBindingDir) go to a directory of this run, not the
+	// host's; child processes inherit it.
+	if os.Getenv("SNAPID_BINDING_DIR") == "" {
+		dir, err := os.MkdirTemp("", "snapid-bindings-")
+		if err != nil {
+			panic(err)
+		}
+		os.Setenv("SNAPID_BINDING_DIR", dir)
+		code := m.Run()
+		os.RemoveAll(dir)
+		os.Exit(code)
+	}
 	os.Exit(m.Run())
 }
 

@@ -235,7 +235,7 @@ func openParent(t *testing.T, path, name string, reg *snapidtest.Registry, opts 
 	if reg != nil {
 		opts = append(opts, registryOptions(reg, 200)...)
 	}
-	g, err := snapid.Open(path, name, opts...)
+	g, err := snapid.Open(path, name, append(opts, snapid.WithBindingDir(""))...)
 	require.NoError(t, err)
 	return g
 }
