@@ -3,6 +3,8 @@ package snapid_test
 import (
 	"os"
 	"testing"
+
+	"github.com/snapid/snapid/internal/testfs"
 )
 
 // TestMain keeps the name bindings of the tests' counters (see
@@ -11,15 +13,5 @@ import (
 // export_test.go), any other in a directory of this run, which child
 // processes the tests start inherit.
 func TestMain(m *testing.M) {
-	if os.Getenv("SNAPID_BINDING_DIR") == "" {
-		dir, err := os.MkdirTemp("", "snapid-bindings-")
-		if err != nil {
-			panic(err)
-		}
-		os.Setenv("SNAPID_BINDING_DIR", dir)
-		code := m.Run()
-		os.RemoveAll(dir)
-		os.Exit(code)
-	}
-	os.Exit(m.Run())
+	os.Exit(testfs.RunWithOwnBindings(m))
 }

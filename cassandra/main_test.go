@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+
+	"github.com/snapid/snapid/internal/testfs"
 )
 
 // Multi-process tests re-run this test binary as children, as Go's own
@@ -28,17 +30,7 @@ func TestMain(m *testing.M) {
 	// The name bindings of this package's test counters (see
 	// snapid.DefaultBindingDir) go to a directory of this run, not the
 	// host's; child processes inherit it.
-	if os.Getenv("SNAPID_BINDING_DIR") == "" {
-		dir, err := os.MkdirTemp("", "snapid-bindings-")
-		if err != nil {
-			panic(err)
-		}
-		os.Setenv("SNAPID_BINDING_DIR", dir)
-		code := m.Run()
-		os.RemoveAll(dir)
-		os.Exit(code)
-	}
-	os.Exit(m.Run())
+	os.Exit(testfs.RunWithOwnBindings(m))
 }
 
 // childCommand returns a command that runs role in a child process with

@@ -3,6 +3,8 @@ package main
 import (
 	"os"
 	"testing"
+
+	"github.com/snapid/snapid/internal/testfs"
 )
 
 // TestMain keeps the name bindings of the tests' counters (see
@@ -10,15 +12,5 @@ import (
 // open counters under the same names in many temporary directories. Child
 // processes the tests start inherit it.
 func TestMain(m *testing.M) {
-	if os.Getenv("SNAPID_BINDING_DIR") == "" {
-		dir, err := os.MkdirTemp("", "snapid-bindings-")
-		if err != nil {
-			panic(err)
-		}
-		os.Setenv("SNAPID_BINDING_DIR", dir)
-		code := m.Run()
-		os.RemoveAll(dir)
-		os.Exit(code)
-	}
-	os.Exit(m.Run())
+	os.Exit(testfs.RunWithOwnBindings(m))
 }

@@ -1,6 +1,7 @@
 // Package testfs holds file-system helpers for snapid's tests: snapshots
-// of a directory, to prove that a failed call changed nothing on disk. It
-// is imported by tests only.
+// of a directory, to prove that a failed call changed nothing on disk, and
+// a TestMain helper that keeps name bindings off the host. It is imported
+// by tests only.
 package testfs
 
 import (
