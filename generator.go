@@ -42,6 +42,9 @@ type Generator struct {
 	closed     atomic.Bool
 
 	stats *genStats
+
+	seqMu sync.Mutex  // guards seqs
+	seqs  []*Sequence // the open Sequences, in the order they were opened
 }
 
 // Open opens the counter file at counterPath for the node name, creating

@@ -86,13 +86,16 @@ type Sequence struct {
 	seen       seqRange // the current range this process last saw, for the roll-back check
 	high       uint64   // the highest position this process saw in seen
 
-	refill      *flock.Flock // <lease file>.refill: one process of the host leases at a time
+	refill      *flock.Flock  // <lease file>.refill: one process of the host leases at a time
+	refillSem   chan struct{} // one goroutine of the process holds refill at a time
 	blockSize   atomic.Uint64
 	lastBlock   atomic.Int64 // when the last block was taken (UnixNano)
 	leaseSize   atomic.Uint64
 	lastLease   atomic.Int64 // when the last lease was asked for (UnixNano)
 	prefetching atomic.Bool
-	bgMu        sync.Mutex // guards stopping and wg.Add against Close's wg.Wait
+	issued      atomic.Uint64 // numbers handed to callers (Stats)
+	leases      atomic.Uint64 // leases taken from the registry (Stats)
+	bgMu        sync.Mutex    // guards stopping and wg.Add against Close's wg.Wait
 	stopping    bool
 	wg          sync.WaitGroup
 }
@@ -157,14 +160,17 @@ func (g *Generator) Sequence(name string, opts ...SequenceOption) (*Sequence, er
 		return nil, err
 	}
 	s := &Sequence{g: g, name: name, reg: sr, o: o, log: g.log, lf: lf,
-		refill: flock.New(refillPath, flock.SetFlag(openFlags(fo.followSymlinks)))}
+		refill: flock.New(refillPath, flock.SetFlag(openFlags(fo.followSymlinks))), refillSem: make(chan struct{}, 1)}
 	if err := s.verify(reachable); err != nil {
 		lf.c.close()
 		return nil, err
 	}
 	s.blockSize.Store(o.block)
 	s.leaseSize.Store(o.lease)
-	s.alloc = newBlockAllocator(o.block, func(context.Context, uint64) (uint64, uint64, error) { return s.take(s.nextBlockSize(), 1, true) })
+	s.alloc = newBlockAllocator(o.block, func(ctx context.Context, _ uint64) (uint64, uint64, error) {
+		return s.take(ctx, s.nextBlockSize(), 1, true)
+	})
+	g.addSequence(s)
 	return s, nil
 }
 
@@ -178,10 +184,10 @@ func (s *Sequence) Name() string { return s.name }
 // reads the registry's record under it. reachable is false if the
 // registry could not be reached at open.
 func (s *Sequence) verify(reachable bool) error {
-	if err := s.lockRefill(); err != nil {
+	if err := s.lockRefill(context.Background()); err != nil {
 		return err
 	}
-	defer s.refill.Unlock()
+	defer s.unlockRefill()
 	session := s.g.res.session
 	var old leaseRecord // the file as an earlier claim left it
 	check, earlier := false, false
@@ -265,18 +271,46 @@ func (s *Sequence) adopt(old leaseRecord, rec SequenceLease, reachable bool) err
 }
 
 // lockRefill takes the host's refill lock, waiting at most the registry
-// timeout.
-func (s *Sequence) lockRefill() error {
-	ctx, cancel := context.WithTimeout(context.Background(), s.g.res.o.timeout)
+// timeout, and no longer than ctx allows: first the process's own (a flock
+// is held per open file, so it does not keep the process's goroutines
+// apart), then the host's.
+func (s *Sequence) lockRefill(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.g.res.o.timeout)
 	defer cancel()
+	select {
+	case s.refillSem <- struct{}{}:
+	case <-ctx.Done():
+		return &FileError{Op: "lock", Path: s.refill.Path(), Err: fmt.Errorf("waiting for another caller of this process to take the next lease: %w", contextError(ctx))}
+	}
 	ok, err := s.refill.TryLockContext(ctx, 2*time.Millisecond)
 	if err == nil && !ok {
 		err = ctx.Err()
 	}
 	if err != nil {
+		<-s.refillSem
 		return &FileError{Op: "lock", Path: s.refill.Path(), Err: fmt.Errorf("waiting for another process of this host to take the next lease: %w", err)}
 	}
 	return nil
+}
+
+// tryLockRefill takes the refill locks if no one holds them.
+func (s *Sequence) tryLockRefill() (bool, error) {
+	select {
+	case s.refillSem <- struct{}{}:
+	default:
+		return false, nil
+	}
+	ok, err := s.refill.TryLock()
+	if err != nil || !ok {
+		<-s.refillSem
+	}
+	return ok, err
+}
+
+// unlockRefill lets the refill locks go.
+func (s *Sequence) unlockRefill() {
+	s.refill.Unlock()
+	<-s.refillSem
 }
 
 // Blocks grow (doubling, up to the lease size) while they last less than
@@ -337,10 +371,27 @@ func (s *Sequence) nextBlockSize() uint64 {
 // next lease in the background when half of its lease is used. At the
 // sequence's max it returns an error wrapping ErrExhausted, every time.
 func (s *Sequence) Next() (uint64, error) {
+	return s.NextContext(context.Background())
+}
+
+// NextContext is Next, but the caller waits at most as long as ctx allows:
+// while the process's next block is taken (from the lease file, or with a
+// lease from the registry), a caller whose context ends returns an error
+// wrapping ctx.Err() (and its cause, if any) and the block goes on being
+// taken for the others. An ended context takes nothing. It is safe for
+// concurrent use.
+func (s *Sequence) NextContext(ctx context.Context) (uint64, error) {
 	if s.closed.Load() {
 		return 0, ErrClosed
 	}
-	return s.alloc.next(context.Background())
+	if err := contextError(ctx); err != nil {
+		return 0, err
+	}
+	n, err := s.alloc.next(ctx)
+	if err == nil {
+		s.issued.Add(1)
+	}
+	return n, err
 }
 
 // NextN takes k consecutive numbers straight from the host's lease file
@@ -352,14 +403,68 @@ func (s *Sequence) Next() (uint64, error) {
 // size of k, a process that calls it once (snapctl seq next) leases
 // exactly what it hands out. It is safe for concurrent use.
 func (s *Sequence) NextN(k uint64) (first uint64, err error) {
+	return s.NextNContext(context.Background(), k)
+}
+
+// NextNContext is NextN, but the caller waits at most as long as ctx
+// allows: for the lease file's lock, for another process of the host
+// taking a lease, and for the registry. A caller whose context ends
+// returns an error wrapping ctx.Err() (and its cause, if any); numbers
+// taken for it after that are never handed out (a gap). An ended context
+// takes nothing. It is safe for concurrent use.
+func (s *Sequence) NextNContext(ctx context.Context, k uint64) (first uint64, err error) {
 	if k == 0 || k > s.o.lease {
 		return 0, fmt.Errorf("snapid: %w: NextN(%d): take 1 to %d numbers (the lease size)", ErrInvalidOption, k, s.o.lease)
 	}
 	if s.closed.Load() {
 		return 0, ErrClosed
 	}
-	first, _, err = s.take(k, k, false)
+	if ctx.Done() == nil {
+		first, _, err = s.take(ctx, k, k, false)
+	} else {
+		first, err = s.takeLeaving(ctx, k)
+	}
+	if err == nil {
+		s.issued.Add(k)
+	}
 	return first, err
+}
+
+// takeLeaving is take(ctx, k, k, false) in a goroutine the Sequence's
+// Close waits for, so that the caller may leave when ctx ends, even while
+// another process holds the lease file's lock.
+func (s *Sequence) takeLeaving(ctx context.Context, k uint64) (uint64, error) {
+	if err := contextError(ctx); err != nil {
+		return 0, err
+	}
+	type result struct {
+		first uint64
+		err   error
+	}
+	done := make(chan result, 1)
+	s.bgMu.Lock()
+	if s.stopping {
+		s.bgMu.Unlock()
+		return 0, ErrClosed
+	}
+	s.wg.Add(1)
+	s.bgMu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		first, _, err := s.take(ctx, k, k, false)
+		done <- result{first, err}
+	}()
+	select {
+	case r := <-done:
+		return r.first, r.err
+	case <-ctx.Done():
+		select {
+		case r := <-done: // both ready: the numbers were taken, hand them out
+			return r.first, r.err
+		default:
+			return 0, contextError(ctx)
+		}
+	}
 }
 
 // maxTakeRounds bounds the rounds of one take; each round that does not
@@ -371,7 +476,7 @@ const maxTakeRounds = 1000
 // leasing from the registry when the file has none, and with prefetchOK,
 // starting the host's next lease in the background when half of the
 // current one is used.
-func (s *Sequence) take(k, min uint64, prefetchOK bool) (first, count uint64, err error) {
+func (s *Sequence) take(ctx context.Context, k, min uint64, prefetchOK bool) (first, count uint64, err error) {
 	for round := 0; round < maxTakeRounds; round++ {
 		if s.closed.Load() {
 			return 0, 0, ErrClosed
@@ -406,7 +511,7 @@ func (s *Sequence) take(k, min uint64, prefetchOK bool) (first, count uint64, er
 			}
 			return first, count, nil
 		}
-		if err := s.refillLease(min, false); err != nil {
+		if err := s.refillLease(ctx, min, false); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -492,16 +597,16 @@ func (s *Sequence) update(bound bool, fn func(l *leaseRecord) (changed bool, err
 // process of the host leases at a time, but not the lease file's lock:
 // other processes go on taking from the file. A prefetch gives up if
 // another process is leasing.
-func (s *Sequence) refillLease(min uint64, prefetch bool) error {
+func (s *Sequence) refillLease(ctx context.Context, min uint64, prefetch bool) error {
 	if prefetch {
-		ok, err := s.refill.TryLock()
+		ok, err := s.tryLockRefill()
 		if err != nil || !ok {
 			return err
 		}
-	} else if err := s.lockRefill(); err != nil {
+	} else if err := s.lockRefill(ctx); err != nil {
 		return err
 	}
-	defer s.refill.Unlock()
+	defer s.unlockRefill()
 	var prev seqRange
 	need := false
 	err := s.withFile(func(l *leaseRecord) (bool, error) {
@@ -516,7 +621,7 @@ func (s *Sequence) refillLease(min uint64, prefetch bool) error {
 	if err != nil || !need {
 		return err
 	}
-	return s.lease(prev, min)
+	return s.lease(ctx, prev, min)
 }
 
 // lease takes the host's next lease from the registry and installs it in
@@ -526,14 +631,14 @@ func (s *Sequence) refillLease(min uint64, prefetch bool) error {
 // (restored or copied, or a process died between a lease and recording it)
 // and its ranges are dropped, and the next lease is asked for against the
 // registry's record.
-func (s *Sequence) lease(prev seqRange, min uint64) error {
+func (s *Sequence) lease(ctx context.Context, prev seqRange, min uint64) error {
 	inFile := prev // the file's latest range; prev is what the registry is shown
 	for attempt := 0; attempt < 3; attempt++ {
 		if errp := s.g.res.lost.Load(); errp != nil {
 			return *errp
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), s.g.res.o.timeout)
-		got, err := s.reg.LeaseSequence(ctx, LeaseRequest{
+		lctx, cancel := context.WithTimeout(ctx, s.g.res.o.timeout)
+		got, err := s.reg.LeaseSequence(lctx, LeaseRequest{
 			Sequence: s.name, Name: s.g.name, Owner: s.g.res.host.owner, Session: s.g.res.session,
 			PrevFirst: prev.first, PrevLast: prev.last, Size: max(s.nextLeaseSize(), min), Min: min,
 		})
@@ -556,8 +661,12 @@ func (s *Sequence) lease(prev seqRange, min uint64) error {
 			prev = recorded
 			continue
 		case err != nil:
+			if cerr := contextError(ctx); cerr != nil {
+				return fmt.Errorf("snapid: sequence %q: %w: %w", s.name, cerr, err)
+			}
 			return fmt.Errorf("snapid: sequence %q: %w", s.name, err)
 		}
+		s.leases.Add(1)
 		next := seqRange{got.First, got.Last}
 		return s.withFile(func(l *leaseRecord) (bool, error) {
 			switch {
@@ -589,7 +698,7 @@ func (s *Sequence) prefetch() {
 	go func() {
 		defer s.wg.Done()
 		defer s.prefetching.Store(false)
-		err := s.refillLease(1, true)
+		err := s.refillLease(context.Background(), 1, true)
 		if err != nil && !errors.Is(err, ErrExhausted) {
 			s.log.Warn("snapid: could not take the host's next sequence lease in advance; numbers keep flowing from the current one",
 				"sequence", s.name, "err", err)
@@ -609,6 +718,7 @@ func (s *Sequence) Close() error {
 	s.stopping = true
 	s.bgMu.Unlock()
 	s.wg.Wait()
+	s.g.removeSequence(s)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.refill.Close()

@@ -1,0 +1,188 @@
+package snapid_test
+
+import (
+	"context"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/snapidtest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// lockLeaseFileExternally takes the flock of the host's lease file of
+// sequence through a descriptor of its own, as another process would.
+func lockLeaseFileExternally(t *testing.T, counterPath, sequence string) (unlock func()) {
+	t.Helper()
+	f, err := os.OpenFile(counterPath+".seq."+sequence, os.O_RDWR, 0)
+	require.NoError(t, err)
+	require.NoError(t, unix.Flock(int(f.Fd()), unix.LOCK_EX))
+	var once sync.Once
+	unlock = func() { once.Do(func() { f.Close() }) }
+	t.Cleanup(unlock)
+	return unlock
+}
+
+// A caller whose context ends while the lease file is locked by another
+// process returns the context's error; after the lock is let go, numbers
+// flow again and none is handed out twice.
+func TestSequenceNextContextLeavesWhileLeaseFileLocked(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		call func(s *Sequence, ctx context.Context) (uint64, error)
+	}{
+		{"NextContext", (*Sequence).NextContext},
+		{"NextNContext", func(s *Sequence, ctx context.Context) (uint64, error) { return s.NextNContext(ctx, 3) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := snapidtest.NewRegistry()
+			createSeq(t, reg, "orders", 1, 1_000_000)
+			h := newSeqHost(t, "web_1")
+			g := h.open(t, reg)
+			t.Cleanup(func() { g.Close() })
+			s := openSeq(t, g, "orders", SequenceBlock(4), SequenceLeaseSize(100))
+			t.Cleanup(func() { s.Close() })
+			seen := map[uint64]bool{}
+			n, err := s.Next()
+			require.NoError(t, err)
+			seen[n] = true
+			unlock := lockLeaseFileExternally(t, h.path, "orders")
+			// Numbers already in the process's blocks still flow; the first
+			// call that needs the file leaves at its deadline.
+			for i := 0; ; i++ {
+				require.Less(t, i, 1000, "no call ever waited for the lease file")
+				ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+				n, err := callWithin(t, func() (uint64, error) { return tc.call(s, ctx) })
+				cancel()
+				if err != nil {
+					require.ErrorIs(t, err, context.DeadlineExceeded)
+					break
+				}
+				require.False(t, seen[n], "number %d handed out twice", n)
+				seen[n] = true
+			}
+			unlock()
+			for range 20 {
+				n, err := s.Next()
+				require.NoError(t, err)
+				require.False(t, seen[n], "number %d handed out twice", n)
+				seen[n] = true
+			}
+		})
+	}
+}
+
+// A caller whose context ends while the host's lease is being asked for
+// leaves at its deadline, not at the registry timeout, and its context
+// goes with the registry call: the lease is not made for nobody.
+func TestSequenceNextNContextWhileRegistryFrozen(t *testing.T) {
+	reg := snapidtest.NewRegistry()
+	createSeq(t, reg, "orders", 1, 1_000_000)
+	h := newSeqHost(t, "web_1")
+	g := h.open(t, reg, WithRegistryTimeout(time.Minute))
+	defer g.Close()
+	s := openSeq(t, g, "orders", SequenceLeaseSize(10))
+	defer s.Close()
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	reg.SetHook(func(ctx context.Context, op, name string) error {
+		if op != "lease" {
+			return nil
+		}
+		entered <- struct{}{}
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := callWithin(t, func() (uint64, error) { return s.NextNContext(ctx, 5) })
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), 5*time.Second, "left at its deadline")
+	<-entered
+	close(release)
+	first, err := s.NextN(5)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), first, "the caller who left leased nothing")
+	st, err := reg.SequenceStatus(context.Background(), "orders")
+	require.NoError(t, err)
+	require.Len(t, st.Leases, 1)
+	assert.Equal(t, uint64(1), st.Leases[0].First)
+}
+
+// An ended context takes nothing: not a number of the process's block,
+// not from the lease file.
+func TestSequenceNextContextEndedTakesNothing(t *testing.T) {
+	reg := snapidtest.NewRegistry()
+	createSeq(t, reg, "orders", 1, 1_000_000)
+	h := newSeqHost(t, "web_1")
+	g := h.open(t, reg)
+	defer g.Close()
+	s := openSeq(t, g, "orders", SequenceBlock(4), SequenceLeaseSize(100))
+	first, err := s.NextN(2)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), first)
+	n, err := s.Next() // the process's block: 3..6
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), n)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = s.NextContext(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+	_, err = s.NextNContext(ctx, 3)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, uint64(3), s.Stats().NumbersIssued)
+	// Give work an ended call might have started time to reach the file,
+	// then close (which waits for the Sequence's background work).
+	time.Sleep(20 * time.Millisecond)
+	require.NoError(t, s.Close())
+	s = openSeq(t, g, "orders", SequenceBlock(4), SequenceLeaseSize(100))
+	defer s.Close()
+	l, err := s.Lease()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(7), l.Next, "nothing taken from the file after the block 3..6")
+	n, err = s.Next()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(7), n)
+}
+
+// Goroutines of one process that need the host's next lease at once take
+// it one at a time: each lease is installed, none is dropped or
+// overwritten, so concurrent NextN calls leave no gap.
+func TestSequenceConcurrentLeasesInOneProcess(t *testing.T) {
+	for round := range 5 {
+		reg := snapidtest.NewRegistry()
+		createSeq(t, reg, "orders", 1, 1_000_000)
+		h := newSeqHost(t, "web_1")
+		g := h.open(t, reg)
+		s := openSeq(t, g, "orders", SequenceLeaseSize(10))
+		const callers = 8
+		firsts := make([]uint64, callers)
+		errs := make([]error, callers)
+		var wg sync.WaitGroup
+		for i := range callers {
+			wg.Go(func() { firsts[i], errs[i] = s.NextN(10) })
+		}
+		wg.Wait()
+		require.NoError(t, s.Close())
+		require.NoError(t, g.Close())
+		for _, err := range errs {
+			require.NoError(t, err)
+		}
+		slices.Sort(firsts)
+		want := make([]uint64, callers)
+		for i := range want {
+			want[i] = uint64(1 + 10*i)
+		}
+		require.Equal(t, want, firsts, "round %d: NextN(10) by %d goroutines: 1..%d without a gap", round, callers, 10*callers)
+	}
+}

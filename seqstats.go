@@ -1,0 +1,146 @@
+package snapid
+
+import (
+	"context"
+	"math"
+	"slices"
+	"strings"
+)
+
+// SequenceStats describes a Sequence's work in this process since it was
+// opened, for metrics (package github.com/snapid/snapid/prometheus) and
+// logs. The JSON names are stable.
+type SequenceStats struct {
+	Sequence string `json:"sequence"`
+	// NumbersIssued counts the numbers Next, NextN and their Context forms
+	// handed to callers.
+	NumbersIssued uint64 `json:"numbers_issued"`
+	// Leases counts the leases this process took from the registry for
+	// its host.
+	Leases uint64 `json:"leases"`
+}
+
+// Stats returns the Sequence's counts. It is safe for concurrent use, and
+// after Close.
+func (s *Sequence) Stats() SequenceStats {
+	return SequenceStats{Sequence: s.name, NumbersIssued: s.issued.Load(), Leases: s.leases.Load()}
+}
+
+// SequenceLeaseState is the host's lease of a sequence as the lease file
+// beside the counter holds it (shared by the host's processes). A range's
+// bounds are 0 when the file has no such range.
+type SequenceLeaseState struct {
+	Sequence string `json:"sequence"`
+	// CurrentFirst and CurrentLast bound the range numbers are taken
+	// from; Next is the next number of it to hand out (CurrentLast+1 once
+	// used up).
+	CurrentFirst uint64 `json:"current_first"`
+	CurrentLast  uint64 `json:"current_last"`
+	Next         uint64 `json:"next"`
+	// AheadFirst and AheadLast bound the host's next lease, taken in
+	// advance.
+	AheadFirst uint64 `json:"ahead_first"`
+	AheadLast  uint64 `json:"ahead_last"`
+	// LeftNumbers is how many numbers the host may still hand out before
+	// it needs the registry again: the rest of the current range and the
+	// range ahead. Blocks processes already took from the file are not in
+	// it.
+	LeftNumbers uint64 `json:"left_numbers"`
+}
+
+// Lease reads the host's lease file under its lock (it waits for an
+// update in progress). It is safe for concurrent use; after Close it
+// returns ErrClosed.
+func (s *Sequence) Lease() (SequenceLeaseState, error) {
+	st := SequenceLeaseState{Sequence: s.name}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fileClosed || s.g.closed.Load() {
+		return st, ErrClosed
+	}
+	err := s.lf.c.withLock(func() error {
+		l, err := s.lf.load()
+		if err != nil {
+			return err
+		}
+		st.CurrentFirst, st.CurrentLast, st.Next = l.cur.first, l.cur.last, l.pos
+		st.AheadFirst, st.AheadLast = l.ahead.first, l.ahead.last
+		st.LeftNumbers = l.left()
+		if !l.ahead.none() {
+			st.LeftNumbers += l.ahead.last - l.ahead.first + 1
+		}
+		return nil
+	})
+	return st, err
+}
+
+// SequenceSpace is how much of a sequence is left to lease, cluster-wide.
+type SequenceSpace struct {
+	Sequence string `json:"sequence"`
+	Start    uint64 `json:"start"`
+	Max      uint64 `json:"max"`
+	// LeftNumbers counts the numbers no host has leased yet: those GLOBAL
+	// has not handed to any data centre, and the rest of the data
+	// centres' ranges. Numbers in hosts' leases are not in it, used or
+	// not: the sequence is exhausted for new leases at 0.
+	LeftNumbers uint64 `json:"left_numbers"`
+	// LeftRatio is LeftNumbers over the sequence's size, Max-Start+1 (at
+	// most 1).
+	LeftRatio float64 `json:"left_ratio"`
+}
+
+// Space returns how much of the sequence st describes is left to lease.
+// It is a pure function of st.
+func (st SequenceStatus) Space() SequenceSpace {
+	sp := SequenceSpace{Sequence: st.Name, Start: st.Start, Max: st.Max}
+	if st.Next <= st.Max {
+		sp.LeftNumbers = st.Max - st.Next + 1
+	}
+	for _, r := range st.Ranges {
+		if r.Next <= r.Last && r.First != 0 {
+			sp.LeftNumbers += r.Last - max(r.Next, r.First) + 1
+		}
+	}
+	if st.Max >= st.Start && st.Start != 0 {
+		size := float64(st.Max-st.Start) + 1
+		sp.LeftRatio = math.Min(1, float64(sp.LeftNumbers)/size)
+	}
+	return sp
+}
+
+// Space asks the registry how much of the sequence is left to lease (see
+// SequenceStatus.Space). It reads the sequence's whole status
+// (SequenceRegistry.SequenceStatus): call it every minute or so, not per
+// number. It is safe for concurrent use, and after Close.
+func (s *Sequence) Space(ctx context.Context) (SequenceSpace, error) {
+	st, err := s.reg.SequenceStatus(ctx, s.name)
+	if err != nil {
+		return SequenceSpace{Sequence: s.name}, err
+	}
+	return st.Space(), nil
+}
+
+// Sequences returns the Sequences of this Generator that are open, by
+// name (a sequence opened twice appears twice). It is safe for concurrent
+// use.
+func (g *Generator) Sequences() []*Sequence {
+	g.seqMu.Lock()
+	out := slices.Clone(g.seqs)
+	g.seqMu.Unlock()
+	slices.SortStableFunc(out, func(a, b *Sequence) int { return strings.Compare(a.name, b.name) })
+	return out
+}
+
+// addSequence records s as open.
+func (g *Generator) addSequence(s *Sequence) {
+	g.seqMu.Lock()
+	defer g.seqMu.Unlock()
+	g.seqs = append(g.seqs, s)
+}
+
+// removeSequence records s as closed.
+func (g *Generator) removeSequence(s *Sequence) {
+	g.seqMu.Lock()
+	defer g.seqMu.Unlock()
+	g.seqs = slices.DeleteFunc(g.seqs, func(o *Sequence) bool { return o == s })
+}
