@@ -29,14 +29,28 @@
 //	snapid_registry_last_heartbeat_timestamp_seconds last refresh of last-seen
 //	snapid_session_held                              1 while this host's claim stands, 0 once superseded
 //
+// and for each integer sequence open in the Generator (snapid.Generator.Sequence),
+// with the label sequence:
+//
+//	snapid_sequence_numbers_issued_total             numbers handed to callers by this process
+//	snapid_sequence_leases_total                     leases this process took from the registry
+//	snapid_sequence_lease_left_numbers               numbers left in the host's lease file (current range and the one ahead)
+//	snapid_sequence_space_left_numbers               numbers of the sequence no host has leased yet (cluster-wide)
+//	snapid_sequence_space_left_ratio                 the same over the sequence's size (max-start+1)
+//	snapid_sequence_space_checked_timestamp_seconds  when the registry last answered for the two above
+//
 // Numbers are exported as float64 gauges and counters, exact up to 2^53.
-// The counter and the mark are read under the counter's lock, so a scrape
-// waits for an update in progress; after the Generator is closed they are
-// left out. Integer sequences will get metrics of their own (lease left,
-// space left) when they exist.
+// The counter, the mark and a sequence's lease file are read under their
+// lock, so a scrape waits for an update in progress; after the Generator
+// (or the Sequence) is closed they are left out. A sequence's space left
+// is read from the registry (snapid.Sequence.Space) at most once per
+// Opts.SequenceSpaceInterval, with Opts.RegistryTimeout: a scrape between
+// two reads, or while the registry cannot be reached, exports the last
+// answer (the timestamp tells its age), and none before the first.
 package prometheus
 
 import (
+	"context"
 	"math"
 	"sync"
 	"time"
@@ -54,6 +68,11 @@ type Opts struct {
 	// is measured between scrapes, so the metric appears from the second
 	// scrape on.
 	RateWindow time.Duration
+	// SequenceSpaceInterval is how often a scrape asks the registry for a
+	// sequence's space left (default 1 minute).
+	SequenceSpaceInterval time.Duration
+	// RegistryTimeout bounds that call (default 2 seconds).
+	RegistryTimeout time.Duration
 	// Now is the clock (default time.Now), for tests.
 	Now func() time.Time
 }
@@ -61,16 +80,29 @@ type Opts struct {
 // Collector is a prometheus.Collector for one Generator. It is safe for
 // concurrent use.
 type Collector struct {
-	g      *snapid.Generator
-	window time.Duration
-	now    func() time.Time
+	g                      *snapid.Generator
+	window                 time.Duration
+	spaceEvery, regTimeout time.Duration
+	now                    func() time.Time
 
 	issued, reserved, updates, latency, size, counter  *prom.Desc
 	mark, leftNumbers, leftSeconds, calls              *prom.Desc
 	lastContact, lastExtension, lastHeartbeat, session *prom.Desc
+	seqIssued, seqLeases, seqLeaseLeft                 *prom.Desc
+	seqSpaceLeft, seqSpaceRatio, seqSpaceChecked       *prom.Desc
 
 	mu      sync.Mutex
 	samples []sample // the counter at past scrapes, oldest first, within window
+
+	spaceMu sync.Mutex // held while the registry is asked, so that one scrape asks at a time
+	spaces  map[string]*spaceEntry
+}
+
+// spaceEntry is the registry's last answer about a sequence's space.
+type spaceEntry struct {
+	asked   time.Time // when the registry was last asked, answered or not
+	checked time.Time // when it last answered; zero if never
+	space   snapid.SequenceSpace
 }
 
 type sample struct {
@@ -103,9 +135,24 @@ func NewCollector(g *snapid.Generator, opts Opts) *Collector {
 		lastExtension: d("registry_last_extension_timestamp_seconds", "When the reserved-up-to mark was last extended."),
 		lastHeartbeat: d("registry_last_heartbeat_timestamp_seconds", "When last-seen was last refreshed in the registry."),
 		session:       d("session_held", "1 while this host's claim of the name stands, 0 once another claim superseded it."),
+
+		seqIssued:       d("sequence_numbers_issued_total", "Numbers of the sequence handed to callers by this process.", "sequence"),
+		seqLeases:       d("sequence_leases_total", "Leases of the sequence this process took from the registry for its host.", "sequence"),
+		seqLeaseLeft:    d("sequence_lease_left_numbers", "Numbers left in the host's lease of the sequence (its current range and the one taken ahead).", "sequence"),
+		seqSpaceLeft:    d("sequence_space_left_numbers", "Numbers of the sequence no host has leased yet, cluster-wide.", "sequence"),
+		seqSpaceRatio:   d("sequence_space_left_ratio", "Numbers of the sequence no host has leased yet, over its size (max-start+1).", "sequence"),
+		seqSpaceChecked: d("sequence_space_checked_timestamp_seconds", "When the registry last answered how much of the sequence is left.", "sequence"),
+		spaces:          map[string]*spaceEntry{},
 	}
 	if c.window <= 0 {
 		c.window = 10 * time.Minute
+	}
+	c.spaceEvery, c.regTimeout = opts.SequenceSpaceInterval, opts.RegistryTimeout
+	if c.spaceEvery <= 0 {
+		c.spaceEvery = time.Minute
+	}
+	if c.regTimeout <= 0 {
+		c.regTimeout = 2 * time.Second
 	}
 	if c.now == nil {
 		c.now = time.Now
@@ -116,13 +163,15 @@ func NewCollector(g *snapid.Generator, opts Opts) *Collector {
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prom.Desc) {
 	for _, d := range []*prom.Desc{c.issued, c.reserved, c.updates, c.latency, c.size, c.counter,
-		c.mark, c.leftNumbers, c.leftSeconds, c.calls, c.lastContact, c.lastExtension, c.lastHeartbeat, c.session} {
+		c.mark, c.leftNumbers, c.leftSeconds, c.calls, c.lastContact, c.lastExtension, c.lastHeartbeat, c.session,
+		c.seqIssued, c.seqLeases, c.seqLeaseLeft, c.seqSpaceLeft, c.seqSpaceRatio, c.seqSpaceChecked} {
 		ch <- d
 	}
 }
 
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prom.Metric) {
+	c.collectSequences(ch)
 	st := c.g.Stats()
 	ch <- prom.MustNewConstMetric(c.issued, prom.CounterValue, float64(st.IDsIssued))
 	ch <- prom.MustNewConstMetric(c.reserved, prom.CounterValue, float64(st.NumbersReserved))
@@ -188,9 +237,9 @@ func histogram(d *prom.Desc, h snapid.Histogram) prom.Metric {
 	return prom.MustNewConstHistogram(d, h.Count, h.Sum, buckets)
 }
 
-func timestamp(ch chan<- prom.Metric, d *prom.Desc, t time.Time) {
+func timestamp(ch chan<- prom.Metric, d *prom.Desc, t time.Time, labelValues ...string) {
 	if !t.IsZero() {
-		ch <- prom.MustNewConstMetric(d, prom.GaugeValue, float64(t.UnixNano())/1e9)
+		ch <- prom.MustNewConstMetric(d, prom.GaugeValue, float64(t.UnixNano())/1e9, labelValues...)
 	}
 }
 
@@ -199,4 +248,54 @@ func boolValue(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// collectSequences exports the metrics of the Generator's open sequences,
+// one set per sequence name (a sequence opened twice in the process adds
+// up its counts).
+func (c *Collector) collectSequences(ch chan<- prom.Metric) {
+	seqs := c.g.Sequences()
+	for i := 0; i < len(seqs); {
+		name := seqs[i].Name()
+		var issued, leases uint64
+		first := seqs[i]
+		for ; i < len(seqs) && seqs[i].Name() == name; i++ {
+			st := seqs[i].Stats()
+			issued += st.NumbersIssued
+			leases += st.Leases
+		}
+		ch <- prom.MustNewConstMetric(c.seqIssued, prom.CounterValue, float64(issued), name)
+		ch <- prom.MustNewConstMetric(c.seqLeases, prom.CounterValue, float64(leases), name)
+		if l, err := first.Lease(); err == nil {
+			ch <- prom.MustNewConstMetric(c.seqLeaseLeft, prom.GaugeValue, float64(l.LeftNumbers), name)
+		}
+		if e := c.space(first); !e.checked.IsZero() {
+			ch <- prom.MustNewConstMetric(c.seqSpaceLeft, prom.GaugeValue, float64(e.space.LeftNumbers), name)
+			ch <- prom.MustNewConstMetric(c.seqSpaceRatio, prom.GaugeValue, e.space.LeftRatio, name)
+			timestamp(ch, c.seqSpaceChecked, e.checked, name)
+		}
+	}
+}
+
+// space returns the registry's last answer about s's space, asking again
+// if the last question is older than the interval.
+func (c *Collector) space(s *snapid.Sequence) spaceEntry {
+	c.spaceMu.Lock()
+	defer c.spaceMu.Unlock()
+	e := c.spaces[s.Name()]
+	if e == nil {
+		e = &spaceEntry{}
+		c.spaces[s.Name()] = e
+	}
+	now := c.now()
+	if !e.asked.IsZero() && now.Sub(e.asked) < c.spaceEvery {
+		return *e
+	}
+	e.asked = now
+	ctx, cancel := context.WithTimeout(context.Background(), c.regTimeout)
+	defer cancel()
+	if sp, err := s.Space(ctx); err == nil {
+		e.space, e.checked = sp, now
+	}
+	return *e
 }

@@ -67,7 +67,7 @@ func scrape(t *testing.T, c prom.Collector) map[string]float64 {
 func labels(m *dto.Metric) string {
 	var ls []string
 	for _, l := range m.GetLabel() {
-		if l.GetName() == "call" || l.GetName() == "outcome" {
+		if l.GetName() == "call" || l.GetName() == "outcome" || l.GetName() == "sequence" {
 			ls = append(ls, l.GetName()+"="+l.GetValue())
 		}
 	}

@@ -6,7 +6,10 @@
 #      Maven Central on first use, cached in ~/.cache/snapid), unless one is
 #      already answering there; stops it at the end, also on failure, if it
 #      started it;
-#   2. checks formatting (gofmt), go vet and staticcheck;
+#   2. checks formatting (gofmt), go vet and staticcheck, and the alerting
+#      rules with promtool (check rules, and their unit tests in
+#      docs/alerts_test.yml; the Debian package prometheus, which has
+#      promtool, is installed with apt-get if promtool is missing);
 #   3. runs every test with the race detector, CI=true so that a missing
 #      Cassandra fails instead of skipping;
 #   4. runs the Cassandra outage test on its own (it stops and restarts
@@ -106,7 +109,14 @@ fi
 go vet ./...
 echo "test: staticcheck"
 go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
-took "gofmt, go vet and staticcheck" "$t"
+echo "test: alerting rules (promtool)"
+if ! command -v promtool >/dev/null; then
+  apt-get install -y -q --no-install-recommends prometheus >/dev/null ||
+    { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends prometheus >/dev/null; }
+fi
+promtool check rules docs/alerts.yml
+promtool test rules docs/alerts_test.yml
+took "gofmt, go vet, staticcheck and promtool" "$t"
 
 t=$SECONDS
 echo "test: go test -race ./..."

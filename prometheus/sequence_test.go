@@ -1,0 +1,158 @@
+package prometheus_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/cassandra"
+	"github.com/snapid/snapid/internal/testcluster"
+	snapidprom "github.com/snapid/snapid/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// latestLeased is the last number the host has leased: with one host in
+// one data centre, every number above it is still the sequence's to lease.
+func latestLeased(t *testing.T, s *snapid.Sequence) uint64 {
+	t.Helper()
+	l, err := s.Lease()
+	require.NoError(t, err)
+	return max(l.CurrentLast, l.AheadLast)
+}
+
+const seqKey = "{sequence=orders}"
+
+// The sequence metrics move as numbers are handed out and leased; space
+// left is read from the registry once per interval, kept while the
+// registry is away, and falls below the alert's 10 % as the sequence runs
+// out; a closed Sequence leaves them out.
+func TestCollectorSequence(t *testing.T) {
+	g, reg, _ := openWithRegistry(t)
+	const max = 20_000
+	_, err := snapid.CreateSequence(context.Background(), reg, "orders", 1, max)
+	require.NoError(t, err)
+	clk := &clock{t: time.Unix(1_700_000_000, 0)}
+	c := snapidprom.NewCollector(g, snapidprom.Opts{Now: clk.now, SequenceSpaceInterval: time.Minute})
+	m := scrape(t, c)
+	assert.NotContains(t, m, "snapid_sequence_numbers_issued_total"+seqKey, "no sequence open")
+
+	s, err := g.Sequence("orders", snapid.SequenceBlock(10), snapid.SequenceLeaseSize(1000))
+	require.NoError(t, err)
+	m = scrape(t, c)
+	assert.Equal(t, 0.0, m["snapid_sequence_numbers_issued_total"+seqKey])
+	assert.Equal(t, 0.0, m["snapid_sequence_leases_total"+seqKey])
+	assert.Equal(t, 0.0, m["snapid_sequence_lease_left_numbers"+seqKey])
+	assert.Equal(t, float64(max), m["snapid_sequence_space_left_numbers"+seqKey])
+	assert.Equal(t, 1.0, m["snapid_sequence_space_left_ratio"+seqKey])
+	checked := float64(clk.now().Unix())
+	assert.Equal(t, checked, m["snapid_sequence_space_checked_timestamp_seconds"+seqKey])
+
+	_, err = s.NextN(600)
+	require.NoError(t, err)
+	m = scrape(t, c)
+	assert.Equal(t, 600.0, m["snapid_sequence_numbers_issued_total"+seqKey])
+	assert.Equal(t, 1.0, m["snapid_sequence_leases_total"+seqKey])
+	assert.Equal(t, 400.0, m["snapid_sequence_lease_left_numbers"+seqKey])
+	assert.Equal(t, float64(max), m["snapid_sequence_space_left_numbers"+seqKey], "the registry is asked once a minute")
+	assert.Equal(t, checked, m["snapid_sequence_space_checked_timestamp_seconds"+seqKey])
+
+	clk.add(time.Minute)
+	m = scrape(t, c)
+	assert.Equal(t, float64(max-1000), m["snapid_sequence_space_left_numbers"+seqKey])
+	assert.Equal(t, 0.95, m["snapid_sequence_space_left_ratio"+seqKey])
+	checked = float64(clk.now().Unix())
+	assert.Equal(t, checked, m["snapid_sequence_space_checked_timestamp_seconds"+seqKey])
+
+	// The registry away: the last answer stays, with its time; the lease
+	// left is the host's file's.
+	reg.SetDown(true)
+	clk.add(time.Minute)
+	_, err = s.NextN(100)
+	require.NoError(t, err)
+	m = scrape(t, c)
+	assert.Equal(t, float64(max-1000), m["snapid_sequence_space_left_numbers"+seqKey])
+	assert.Equal(t, checked, m["snapid_sequence_space_checked_timestamp_seconds"+seqKey])
+	assert.Equal(t, 300.0, m["snapid_sequence_lease_left_numbers"+seqKey])
+	reg.SetDown(false)
+
+	// A second Sequence of the same name in the process: one set of
+	// metrics, the counts added up.
+	s2, err := g.Sequence("orders")
+	require.NoError(t, err)
+	_, err = s2.NextN(5)
+	require.NoError(t, err)
+	m = scrape(t, c)
+	assert.Equal(t, 705.0, m["snapid_sequence_numbers_issued_total"+seqKey])
+	require.NoError(t, s2.Close())
+
+	// Running out: the ratio follows what the host leased, down past the
+	// alert's 10 %, to 0.
+	var ratios []float64
+	for {
+		if _, err = s.NextN(1000); err != nil {
+			break
+		}
+		clk.add(time.Minute)
+		m = scrape(t, c)
+		left := max - latestLeased(t, s)
+		assert.Equal(t, float64(left), m["snapid_sequence_space_left_numbers"+seqKey])
+		assert.InDelta(t, float64(left)/max, m["snapid_sequence_space_left_ratio"+seqKey], 1e-12)
+		ratios = append(ratios, m["snapid_sequence_space_left_ratio"+seqKey])
+	}
+	require.ErrorIs(t, err, snapid.ErrExhausted)
+	require.NotEmpty(t, ratios)
+	assert.Less(t, ratios[len(ratios)-1], 0.1, "the SnapidSequenceSpaceLow alert fires: %v", ratios)
+	assert.Equal(t, 0.0, ratios[len(ratios)-1])
+	problems, err := testutil.CollectAndLint(c)
+	require.NoError(t, err)
+	assert.Empty(t, problems)
+
+	require.NoError(t, s.Close())
+	m = scrape(t, c)
+	assert.NotContains(t, m, "snapid_sequence_numbers_issued_total"+seqKey, "a closed Sequence is left out")
+}
+
+// On the real Cassandra: space left and the lease follow what the host
+// leased from its data centre's ranges.
+func TestCollectorSequenceCassandra(t *testing.T) {
+	k := testcluster.NewKeyspace(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	reg, err := cassandra.NewRegistry(ctx, cassandra.Config{Hosts: k.Hosts, Keyspace: k.Name})
+	require.NoError(t, err)
+	defer reg.Close()
+	require.NoError(t, reg.SetSequenceSizing(time.Hour, 3000))
+	const max = 1<<31 - 1 // a signed 32-bit column
+	_, err = snapid.CreateSequence(ctx, reg, "orders", 1<<31-10_000, max)
+	require.NoError(t, err)
+	g, err := snapid.OpenContext(ctx, filepath.Join(t.TempDir(), "counter.u64"), "web_1", snapid.WithRegistry(reg),
+		snapid.WithSync(false), snapid.WithOutageHorizon(0))
+	require.NoError(t, err)
+	defer g.Close()
+	s, err := g.Sequence("orders", snapid.SequenceLeaseSize(1000))
+	require.NoError(t, err)
+	defer s.Close()
+	clk := &clock{t: time.Unix(1_700_000_000, 0)}
+	c := snapidprom.NewCollector(g, snapidprom.Opts{Now: clk.now})
+	m := scrape(t, c)
+	assert.Equal(t, 10_000.0, m["snapid_sequence_space_left_numbers"+seqKey])
+	assert.Equal(t, 1.0, m["snapid_sequence_space_left_ratio"+seqKey])
+	for i := range 4 {
+		_, err := s.NextN(1000)
+		require.NoError(t, err)
+		clk.add(time.Minute)
+		m = scrape(t, c)
+		left := max - latestLeased(t, s)
+		assert.Equal(t, float64(left), m["snapid_sequence_space_left_numbers"+seqKey], "after %d leases", i+1)
+		assert.InDelta(t, float64(left)/10_000, m["snapid_sequence_space_left_ratio"+seqKey], 1e-12)
+		l, err := s.Lease()
+		require.NoError(t, err)
+		assert.Equal(t, float64(l.LeftNumbers), m["snapid_sequence_lease_left_numbers"+seqKey])
+	}
+	assert.Less(t, m["snapid_sequence_space_left_numbers"+seqKey], 10_000.0-4000+1)
+	assert.Equal(t, 4000.0, m["snapid_sequence_numbers_issued_total"+seqKey])
+}
