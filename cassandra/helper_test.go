@@ -62,6 +62,15 @@ func (k *testKeyspace) keyspaceExists(tb testing.TB, name string) bool {
 	return k.Replication(tb, name) != nil
 }
 
+// tableExists reports whether the test's keyspace has the table name.
+func (k *testKeyspace) tableExists(tb testing.TB, name string) bool {
+	tb.Helper()
+	var n int
+	err := k.Admin.Query(`SELECT COUNT(*) FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?`, k.Name, name).Scan(&n)
+	require.NoError(tb, err)
+	return n > 0
+}
+
 // rawRow reads the stored row at SERIAL, every column, for comparisons
 // that must see all of it (the claim token included).
 func rawRow(tb testing.TB, r *Registry, name string) (map[string]any, bool) {

@@ -202,7 +202,9 @@ func (r *Registry) checkColumns(ctx context.Context) error {
 }
 
 // CreateSchema creates the registry's keyspace (with
-// cfg.Replication) and table if they do not exist, waits for the cluster to
+// cfg.Replication), its table and the table of integer sequences if they
+// do not exist (a Registry creates the sequences' table itself only when
+// a sequence is first created), waits for the cluster to
 // agree on the schema if it created anything, and checks the table's
 // columns. It reports whether it created anything; running it again
 // changes nothing and reports false. A keyspace that exists is used as it
@@ -224,5 +226,9 @@ func CreateSchema(ctx context.Context, cfg Config) (created bool, err error) {
 		return false, err
 	}
 	defer r.Close()
-	return r.setUp(ctx, cfg, true)
+	if created, err = r.setUp(ctx, cfg, true); err != nil {
+		return created, err
+	}
+	_, seqCreated, err := r.ensureTableCreated(ctx, true)
+	return created || seqCreated, err
 }

@@ -63,6 +63,8 @@ func TestCreateSchema(t *testing.T) {
 	assert.True(t, created)
 	assert.Equal(t, map[string]string{"class": "org.apache.cassandra.locator.NetworkTopologyStrategy", dc: "1"},
 		k.Replication(t, k.Name))
+	assert.True(t, k.tableExists(t, DefaultTable))
+	assert.True(t, k.tableExists(t, seqTable), "the sequences' table too, so that hosts need no CREATE for it")
 
 	created, err = CreateSchema(ctx, cfg)
 	require.NoError(t, err)

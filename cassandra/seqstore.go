@@ -305,31 +305,38 @@ func (r *Registry) onlyDC(ctx context.Context) (string, error) {
 // ensureTable creates the sequences table if it is missing (create) or
 // reports whether it exists.
 func (r *Registry) ensureTable(ctx context.Context, create bool) (bool, error) {
+	ok, _, err := r.ensureTableCreated(ctx, create)
+	return ok, err
+}
+
+// ensureTableCreated is ensureTable, also reporting whether it created the
+// table.
+func (r *Registry) ensureTableCreated(ctx context.Context, create bool) (ok, created bool, err error) {
 	st := &r.seqs
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.table {
-		return true, nil
+		return true, false, nil
 	}
 	if r.session == nil {
 		st.table = true // tests with injected queriers
-		return true, nil
+		return true, false, nil
 	}
-	ok, err := r.schemaHas(ctx, `SELECT COUNT(*) FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?`, r.ks, seqTable)
+	ok, err = r.schemaHas(ctx, `SELECT COUNT(*) FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?`, r.ks, seqTable)
 	if err != nil {
-		return false, fmt.Errorf("snapid: %w: reading the schema: %w", snapid.ErrRegistry, err)
+		return false, false, fmt.Errorf("snapid: %w: reading the schema: %w", snapid.ErrRegistry, err)
 	}
 	if !ok && create {
 		if err := r.session.Query(newSeqStatements(r.ks).createTable).WithContext(ctx).Exec(); err != nil {
-			return false, fmt.Errorf("snapid: %w: creating table %s.%s: %w", snapid.ErrRegistry, r.ks, seqTable, err)
+			return false, false, fmt.Errorf("snapid: %w: creating table %s.%s: %w", snapid.ErrRegistry, r.ks, seqTable, err)
 		}
 		if err := r.awaitSchema(ctx); err != nil {
-			return false, fmt.Errorf("snapid: %w: waiting for the cluster to agree on the schema: %w", snapid.ErrRegistry, err)
+			return false, true, fmt.Errorf("snapid: %w: waiting for the cluster to agree on the schema: %w", snapid.ErrRegistry, err)
 		}
-		ok = true
+		ok, created = true, true
 	}
 	st.table = ok
-	return ok, nil
+	return ok, created, nil
 }
 
 // closeSequences waits for background grants and closes the data

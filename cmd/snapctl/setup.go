@@ -10,7 +10,7 @@ import (
 	"github.com/snapid/snapid/cassandra"
 )
 
-// cmdSetup creates the registry's keyspace and table once, with the
+// cmdSetup creates the registry's keyspace and tables once, with the
 // replication given, as a production cluster should (rather than from the
 // first start of every host at once).
 func cmdSetup(ctx context.Context, c *cli, args []string) error {
