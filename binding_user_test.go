@@ -1,0 +1,125 @@
+package snapid_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	. "github.com/snapid/snapid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Environment of the child of TestBindingFallbackForOtherUsers.
+const (
+	envBindChild  = "SNAPID_TEST_BINDING_CHILD" // the host-wide directory
+	envBindWork   = "SNAPID_TEST_BINDING_WORK"  // the child's directory for counters
+	envBindExpect = "SNAPID_TEST_BINDING_VM"    // "refused" or "opened": what Open of "vm" must do
+)
+
+// nobody is the user the child runs as.
+const nobody = 65534
+
+// A program run by a user who cannot write the host-wide directory records
+// its bindings in the user's state directory (~/.local/state/snapid/names)
+// and still refuses a name the host-wide directory, when it can read it,
+// binds to another counter; a host-wide directory it cannot read refuses
+// nothing. The user's programs run as a child of this test binary with
+// another uid.
+func TestBindingFallbackForOtherUsers(t *testing.T) {
+	if shared := os.Getenv(envBindChild); shared != "" {
+		bindingChild(t, shared)
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("running a program as another user is root's")
+	}
+	// Directories the other user can reach: not under t.TempDir (0700).
+	root, err := os.MkdirTemp("", "snapid-binding-user-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(root) })
+	require.NoError(t, os.Chmod(root, 0o755))
+	shared := filepath.Join(root, "names")
+	ExportBindingDefaults(t, shared)
+	rootCounter := filepath.Join(root, "root.u64")
+	g, err := Open(rootCounter, "vm") // root binds vm host-wide (mode 1777)
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	require.NoError(t, os.Chmod(shared, 0o755)) // readable, not writable, by others
+	requireBinding(t, shared, "vm", rootCounter)
+
+	home, work := filepath.Join(root, "home"), filepath.Join(root, "work")
+	for _, d := range []string{home, work, filepath.Join(work, "tmp")} {
+		require.NoError(t, os.Mkdir(d, 0o755))
+		require.NoError(t, os.Chown(d, nobody, nobody))
+	}
+	bin := filepath.Join(root, "snapid.test")
+	copyExecutable(t, bin)
+
+	run := func(expectVM string) {
+		t.Helper()
+		cmd := exec.Command(bin, "-test.run", "^TestBindingFallbackForOtherUsers$", "-test.v", "-test.count=1")
+		cmd.Env = append(os.Environ(), envBindChild+"="+shared, envBindWork+"="+work, envBindExpect+"="+expectVM,
+			"HOME="+home, "XDG_STATE_HOME=", "TMPDIR="+filepath.Join(work, "tmp"), "SNAPID_BINDING_DIR=")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "the child, as uid %d:\n%s", nobody, out)
+		require.Contains(t, string(out), "--- PASS: TestBindingFallbackForOtherUsers")
+	}
+	run("refused")
+	userDir := filepath.Join(home, ".local", "state", "snapid", "names")
+	requireBinding(t, userDir, "web", filepath.Join(work, "web.u64"))
+	_, err = os.Stat(filepath.Join(shared, "web"))
+	require.ErrorIs(t, err, os.ErrNotExist, "nothing recorded in a directory the user cannot write")
+	_, err = os.Stat(filepath.Join(work, "vm.u64"))
+	require.ErrorIs(t, err, os.ErrNotExist, "the refused Open created nothing")
+
+	// A host-wide directory the user cannot read refuses nothing.
+	require.NoError(t, os.Chmod(shared, 0o700))
+	run("opened")
+	requireBinding(t, userDir, "vm", filepath.Join(work, "vm.u64"))
+	requireBinding(t, shared, "vm", rootCounter)
+}
+
+// bindingChild is the other user's side of TestBindingFallbackForOtherUsers.
+func bindingChild(t *testing.T, shared string) {
+	require.NotEqual(t, 0, os.Geteuid(), "the child runs as another user")
+	work := os.Getenv(envBindWork)
+	ExportBindingDefaults(t, shared)
+	g, err := Open(filepath.Join(work, "vm.u64"), "vm")
+	switch os.Getenv(envBindExpect) {
+	case "refused":
+		require.ErrorIs(t, err, ErrNameBound, "vm is bound host-wide to root's counter")
+		g, err = Open(filepath.Join(work, "web.u64"), "web")
+		require.NoError(t, err)
+		id, err := g.UniqueID()
+		require.NoError(t, err)
+		assert.Equal(t, "web-1", id)
+		require.NoError(t, g.Close())
+	case "opened":
+		require.NoError(t, err)
+		require.NoError(t, g.Close())
+	default:
+		t.Fatal(errors.New("unknown expectation " + os.Getenv(envBindExpect)))
+	}
+}
+
+// copyExecutable copies this test binary to dst, executable by everyone.
+func copyExecutable(t *testing.T, dst string) {
+	t.Helper()
+	self, err := os.Executable()
+	require.NoError(t, err)
+	src, err := os.Open(self)
+	require.NoError(t, err)
+	defer src.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o755)
+	require.NoError(t, err)
+	_, err = io.Copy(out, src)
+	require.NoError(t, err, fmt.Sprintf("copying %s", self))
+	require.NoError(t, out.Close())
+}
