@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
@@ -13,6 +14,22 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
+
+// snapctl built from this repository's checkout (with VCS stamping, which a
+// machine's GOFLAGS may turn off) prints the checkout's revision.
+func TestCLIVersionOfBuiltBinary(t *testing.T) {
+	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Skipf("not in a git checkout: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "snapctl")
+	out, err := exec.Command("go", "build", "-buildvcs=true", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	out, err = exec.Command(bin, "version").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	rev := strings.TrimSpace(string(head))
+	assert.Regexp(t, `^snapctl v0\.0\.0-\d{14}-`+rev[:12]+`(\+dirty)? \(revision `+rev+` of \S+, (with local changes, )?go\S+\)\n$`, string(out))
+}
 
 // Flags before the command are the command's flags.
 func TestCLIFlagsBeforeCommand(t *testing.T) {
