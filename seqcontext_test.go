@@ -2,7 +2,6 @@ package snapid_test
 
 import (
 	"context"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -12,21 +11,7 @@ import (
 	"github.com/snapid/snapid/snapidtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 )
-
-// lockLeaseFileExternally takes the flock of the host's lease file of
-// sequence through a descriptor of its own, as another process would.
-func lockLeaseFileExternally(t *testing.T, counterPath, sequence string) (unlock func()) {
-	t.Helper()
-	f, err := os.OpenFile(counterPath+".seq."+sequence, os.O_RDWR, 0)
-	require.NoError(t, err)
-	require.NoError(t, unix.Flock(int(f.Fd()), unix.LOCK_EX))
-	var once sync.Once
-	unlock = func() { once.Do(func() { f.Close() }) }
-	t.Cleanup(unlock)
-	return unlock
-}
 
 // A caller whose context ends while the lease file is locked by another
 // process returns the context's error; after the lock is let go, numbers
@@ -51,7 +36,7 @@ func TestSequenceNextContextLeavesWhileLeaseFileLocked(t *testing.T) {
 			n, err := s.Next()
 			require.NoError(t, err)
 			seen[n] = true
-			unlock := lockLeaseFileExternally(t, h.path, "orders")
+			unlock := lockCounterExternally(t, h.path+".seq.orders") // the lease file, as another process
 			// Numbers already in the process's blocks still flow; the first
 			// call that needs the file leaves at its deadline.
 			for i := 0; ; i++ {
