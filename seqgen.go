@@ -93,7 +93,9 @@ type Sequence struct {
 	leaseSize   atomic.Uint64
 	lastLease   atomic.Int64 // when the last lease was asked for (UnixNano)
 	prefetching atomic.Bool
-	issued      atomic.Uint64 // numbers handed to callers (Stats)
+	blockTaken  atomic.Uint64 // numbers the process's blocks took from the lease file (Stats)
+	issuedHigh  atomic.Uint64 // the highest count of numbers handed out of blocks Stats reported
+	nextN       atomic.Uint64 // numbers NextN handed out (Stats)
 	leases      atomic.Uint64 // leases taken from the registry (Stats)
 	bgMu        sync.Mutex    // guards stopping and wg.Add against Close's wg.Wait
 	stopping    bool
@@ -168,7 +170,9 @@ func (g *Generator) Sequence(name string, opts ...SequenceOption) (*Sequence, er
 	s.blockSize.Store(o.block)
 	s.leaseSize.Store(o.lease)
 	s.alloc = newBlockAllocator(o.block, func(ctx context.Context, _ uint64) (uint64, uint64, error) {
-		return s.take(ctx, s.nextBlockSize(), 1, true)
+		first, count, err := s.take(ctx, s.nextBlockSize(), 1, true)
+		s.blockTaken.Add(count)
+		return first, count, err
 	})
 	g.addSequence(s)
 	return s, nil
@@ -387,11 +391,7 @@ func (s *Sequence) NextContext(ctx context.Context) (uint64, error) {
 	if err := contextError(ctx); err != nil {
 		return 0, err
 	}
-	n, err := s.alloc.next(ctx)
-	if err == nil {
-		s.issued.Add(1)
-	}
-	return n, err
+	return s.alloc.next(ctx)
 }
 
 // NextN takes k consecutive numbers straight from the host's lease file
@@ -425,7 +425,7 @@ func (s *Sequence) NextNContext(ctx context.Context, k uint64) (first uint64, er
 		first, err = s.takeLeaving(ctx, k)
 	}
 	if err == nil {
-		s.issued.Add(k)
+		s.nextN.Add(k)
 	}
 	return first, err
 }

@@ -183,18 +183,7 @@ func (g *Generator) Stats() Stats {
 	}
 	st.IDsIssued = st.NumbersReserved
 	if g.block != nil {
-		issued := st.NumbersReserved - min(st.NumbersReserved, g.block.unused())
-		for {
-			old := g.stats.issued.Load()
-			if issued <= old {
-				issued = old
-				break
-			}
-			if g.stats.issued.CompareAndSwap(old, issued) {
-				break
-			}
-		}
-		st.IDsIssued = issued
+		st.IDsIssued = issuedFrom(&g.stats.issued, st.NumbersReserved, g.block)
 	}
 	if g.res != nil {
 		if obs := observerOf(g.res.reg); obs != nil {
@@ -204,6 +193,22 @@ func (g *Generator) Stats() Stats {
 		}
 	}
 	return st
+}
+
+// issuedFrom returns how many of the reserved numbers the allocator a
+// handed out (reserved minus a.unused()), never less than it returned
+// before (kept in high): approximate while a block is being installed.
+func issuedFrom(high *atomic.Uint64, reserved uint64, a *blockAllocator) uint64 {
+	issued := reserved - min(reserved, a.unused())
+	for {
+		old := high.Load()
+		if issued <= old {
+			return old
+		}
+		if high.CompareAndSwap(old, issued) {
+			return issued
+		}
+	}
 }
 
 // unused returns how many reserved numbers the allocator has not handed
@@ -223,7 +228,7 @@ func (a *blockAllocator) unused() uint64 {
 		select {
 		case <-p.done:
 			if p.err == nil {
-				n += a.size
+				n += p.count
 			}
 		default:
 		}
