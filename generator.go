@@ -43,8 +43,9 @@ type Generator struct {
 
 	stats *genStats
 
-	seqMu sync.Mutex  // guards seqs
-	seqs  []*Sequence // the open Sequences, in the order they were opened
+	seqMu   sync.Mutex               // guards seqs and seqDone
+	seqs    []*Sequence              // the open Sequences, in the order they were opened
+	seqDone map[string]SequenceStats // the counts of the closed ones, by name
 }
 
 // Open opens the counter file at counterPath for the node name, creating

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,8 +64,9 @@ func TestSequenceNextContextLeavesWhileLeaseFileLocked(t *testing.T) {
 }
 
 // A caller whose context ends while the host's lease is being asked for
-// leaves at its deadline, not at the registry timeout, and its context
-// goes with the registry call: the lease is not made for nobody.
+// leaves at once, not at the registry timeout, and its context goes with
+// the registry call: the call ends too, and the lease is not made for
+// nobody.
 func TestSequenceNextNContextWhileRegistryFrozen(t *testing.T) {
 	reg := snapidtest.NewRegistry()
 	createSeq(t, reg, "orders", 1, 1_000_000)
@@ -73,28 +75,43 @@ func TestSequenceNextNContextWhileRegistryFrozen(t *testing.T) {
 	defer g.Close()
 	s := openSeq(t, g, "orders", SequenceLeaseSize(10))
 	defer s.Close()
-	release := make(chan struct{})
 	entered := make(chan struct{}, 1)
+	ended := make(chan error, 1)
+	var held atomic.Bool
 	reg.SetHook(func(ctx context.Context, op, name string) error {
-		if op != "lease" {
-			return nil
+		if op != "lease" || !held.CompareAndSwap(false, true) {
+			return nil // the first lease call only is held
 		}
 		entered <- struct{}{}
 		select {
-		case <-release:
-			return nil
 		case <-ctx.Done():
+			ended <- ctx.Err()
 			return ctx.Err()
+		case <-time.After(30 * time.Second):
+			ended <- nil
+			return nil
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	_, err := callWithin(t, func() (uint64, error) { return s.NextNContext(ctx, 5) })
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.Less(t, time.Since(start), 5*time.Second, "left at its deadline")
-	<-entered
-	close(release)
+	ctx, cancel := context.WithCancel(context.Background())
+	result := make(chan error, 1)
+	go func() {
+		_, err := s.NextNContext(ctx, 5)
+		result <- err
+	}()
+	<-entered // the lease call is held in the registry
+	cancel()
+	select {
+	case err := <-result:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the caller did not leave when its context ended")
+	}
+	select {
+	case err := <-ended:
+		require.ErrorIs(t, err, context.Canceled, "the registry call saw the caller's context end")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the registry call went on after its caller left")
+	}
 	first, err := s.NextN(5)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), first, "the caller who left leased nothing")
@@ -170,4 +187,31 @@ func TestSequenceConcurrentLeasesInOneProcess(t *testing.T) {
 		}
 		require.Equal(t, want, firsts, "round %d: NextN(10) by %d goroutines: 1..%d without a gap", round, callers, 10*callers)
 	}
+}
+
+// A NextNContext caller that left while the lease file was locked by
+// another process takes nothing once the lock is free: its call ends
+// without numbers instead of taking them for nobody.
+func TestSequenceNextNContextLeftTakesNothingLater(t *testing.T) {
+	reg := snapidtest.NewRegistry()
+	createSeq(t, reg, "orders", 1, 1_000_000)
+	h := newSeqHost(t, "web_1")
+	g := h.open(t, reg)
+	defer g.Close()
+	s := openSeq(t, g, "orders", SequenceLeaseSize(100))
+	first, err := s.NextN(2)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), first)
+	unlock := lockCounterExternally(t, h.path+".seq.orders")
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err = callWithin(t, func() (uint64, error) { return s.NextNContext(ctx, 3) })
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	unlock()
+	require.NoError(t, s.Close()) // waits for the call the caller left
+	s = openSeq(t, g, "orders", SequenceLeaseSize(100))
+	defer s.Close()
+	l, err := s.Lease()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(3), l.Next, "the call its caller left took nothing")
 }

@@ -409,8 +409,9 @@ func (s *Sequence) NextN(k uint64) (first uint64, err error) {
 // NextNContext is NextN, but the caller waits at most as long as ctx
 // allows: for the lease file's lock, for another process of the host
 // taking a lease, and for the registry. A caller whose context ends
-// returns an error wrapping ctx.Err() (and its cause, if any); numbers
-// taken for it after that are never handed out (a gap). An ended context
+// returns an error wrapping ctx.Err() (and its cause, if any), and its
+// call takes nothing from the lease file afterwards (numbers taken in the
+// instant its context ended are never handed out: a gap). An ended context
 // takes nothing. It is safe for concurrent use.
 func (s *Sequence) NextNContext(ctx context.Context, k uint64) (first uint64, err error) {
 	if k == 0 || k > s.o.lease {
@@ -483,6 +484,11 @@ func (s *Sequence) take(ctx context.Context, k, min uint64, prefetchOK bool) (fi
 		}
 		var got, prefetch bool
 		err = s.withFile(func(l *leaseRecord) (bool, error) {
+			// A caller that left (NextNContext) takes nothing, even
+			// once the lock it waited for is free.
+			if err := contextError(ctx); err != nil {
+				return false, err
+			}
 			changed := false
 			for {
 				if left := l.left(); left >= min {

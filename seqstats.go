@@ -124,6 +124,32 @@ func (s *Sequence) Space(ctx context.Context) (SequenceSpace, error) {
 	return st.Space(), nil
 }
 
+// SequenceTotals returns, for every sequence this Generator opened, the
+// counts of its Sequences added up, the closed ones included (so that the
+// counts never go down when one of two Sequences of a name closes), by
+// name. It is safe for concurrent use.
+func (g *Generator) SequenceTotals() []SequenceStats {
+	g.seqMu.Lock()
+	defer g.seqMu.Unlock()
+	byName := make(map[string]SequenceStats, len(g.seqDone)+len(g.seqs))
+	for name, st := range g.seqDone {
+		byName[name] = st
+	}
+	for _, s := range g.seqs {
+		byName[s.name] = addSequenceStats(byName[s.name], s.Stats())
+	}
+	out := make([]SequenceStats, 0, len(byName))
+	for _, st := range byName {
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b SequenceStats) int { return strings.Compare(a.Sequence, b.Sequence) })
+	return out
+}
+
+func addSequenceStats(a, b SequenceStats) SequenceStats {
+	return SequenceStats{Sequence: b.Sequence, NumbersIssued: a.NumbersIssued + b.NumbersIssued, Leases: a.Leases + b.Leases}
+}
+
 // Sequences returns the Sequences of this Generator that are open, by
 // name (a sequence opened twice appears twice). It is safe for concurrent
 // use.
@@ -142,9 +168,18 @@ func (g *Generator) addSequence(s *Sequence) {
 	g.seqs = append(g.seqs, s)
 }
 
-// removeSequence records s as closed.
+// removeSequence records s as closed, keeping its counts for
+// SequenceTotals.
 func (g *Generator) removeSequence(s *Sequence) {
 	g.seqMu.Lock()
 	defer g.seqMu.Unlock()
+	n := len(g.seqs)
 	g.seqs = slices.DeleteFunc(g.seqs, func(o *Sequence) bool { return o == s })
+	if len(g.seqs) == n {
+		return
+	}
+	if g.seqDone == nil {
+		g.seqDone = map[string]SequenceStats{}
+	}
+	g.seqDone[s.name] = addSequenceStats(g.seqDone[s.name], s.Stats())
 }

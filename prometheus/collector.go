@@ -42,11 +42,13 @@
 // Numbers are exported as float64 gauges and counters, exact up to 2^53.
 // The counter, the mark and a sequence's lease file are read under their
 // lock, so a scrape waits for an update in progress; after the Generator
-// (or the Sequence) is closed they are left out. A sequence's space left
-// is read from the registry (snapid.Sequence.Space) at most once per
-// Opts.SequenceSpaceInterval, with Opts.RegistryTimeout: a scrape between
-// two reads, or while the registry cannot be reached, exports the last
-// answer (the timestamp tells its age), and none before the first.
+// (or the Sequence) is closed they are left out; a sequence's counts stay.
+// A sequence's space left is read from the registry
+// (snapid.Sequence.Space) at most once per Opts.SequenceSpaceInterval, for
+// all sequences at once, and a scrape waits for the answers at most
+// Opts.RegistryTimeout in all: a scrape between two reads, or while the
+// registry cannot be reached or is slow, exports the last answer (the
+// timestamp tells its age), and none before the first.
 package prometheus
 
 import (
@@ -71,7 +73,9 @@ type Opts struct {
 	// SequenceSpaceInterval is how often a scrape asks the registry for a
 	// sequence's space left (default 1 minute).
 	SequenceSpaceInterval time.Duration
-	// RegistryTimeout bounds that call (default 2 seconds).
+	// RegistryTimeout is how long a scrape waits for those answers, in all
+	// (default 2 seconds). A question goes on for up to the interval; an
+	// answer that comes after the scrape is exported by the next one.
 	RegistryTimeout time.Duration
 	// Now is the clock (default time.Now), for tests.
 	Now func() time.Time
@@ -94,15 +98,16 @@ type Collector struct {
 	mu      sync.Mutex
 	samples []sample // the counter at past scrapes, oldest first, within window
 
-	spaceMu sync.Mutex // held while the registry is asked, so that one scrape asks at a time
-	spaces  map[string]*spaceEntry
+	spaceMu    sync.Mutex // guards spaceCache and its entries
+	spaceCache map[string]*spaceEntry
 }
 
 // spaceEntry is the registry's last answer about a sequence's space.
 type spaceEntry struct {
-	asked   time.Time // when the registry was last asked, answered or not
-	checked time.Time // when it last answered; zero if never
-	space   snapid.SequenceSpace
+	asked    time.Time // when the registry was last asked, answered or not
+	checked  time.Time // when the question it last answered was asked; zero if never
+	space    snapid.SequenceSpace
+	inFlight chan struct{} // closed when the question in flight is answered or fails; nil if none
 }
 
 type sample struct {
@@ -142,7 +147,7 @@ func NewCollector(g *snapid.Generator, opts Opts) *Collector {
 		seqSpaceLeft:    d("sequence_space_left_numbers", "Numbers of the sequence no host has leased yet, cluster-wide.", "sequence"),
 		seqSpaceRatio:   d("sequence_space_left_ratio", "Numbers of the sequence no host has leased yet, over its size (max-start+1).", "sequence"),
 		seqSpaceChecked: d("sequence_space_checked_timestamp_seconds", "When the registry last answered how much of the sequence is left.", "sequence"),
-		spaces:          map[string]*spaceEntry{},
+		spaceCache:      map[string]*spaceEntry{},
 	}
 	if c.window <= 0 {
 		c.window = 10 * time.Minute
@@ -250,26 +255,26 @@ func boolValue(b bool) float64 {
 	return 0
 }
 
-// collectSequences exports the metrics of the Generator's open sequences,
-// one set per sequence name (a sequence opened twice in the process adds
-// up its counts).
+// collectSequences exports the metrics of the Generator's sequences: the
+// counts of every sequence it opened (closed Sequences included, so that
+// they never go down), and the lease and space left of the open ones.
 func (c *Collector) collectSequences(ch chan<- prom.Metric) {
-	seqs := c.g.Sequences()
-	for i := 0; i < len(seqs); {
-		name := seqs[i].Name()
-		var issued, leases uint64
-		first := seqs[i]
-		for ; i < len(seqs) && seqs[i].Name() == name; i++ {
-			st := seqs[i].Stats()
-			issued += st.NumbersIssued
-			leases += st.Leases
+	for _, st := range c.g.SequenceTotals() {
+		ch <- prom.MustNewConstMetric(c.seqIssued, prom.CounterValue, float64(st.NumbersIssued), st.Sequence)
+		ch <- prom.MustNewConstMetric(c.seqLeases, prom.CounterValue, float64(st.Leases), st.Sequence)
+	}
+	open := map[string]*snapid.Sequence{}
+	for _, s := range c.g.Sequences() {
+		if open[s.Name()] == nil {
+			open[s.Name()] = s
 		}
-		ch <- prom.MustNewConstMetric(c.seqIssued, prom.CounterValue, float64(issued), name)
-		ch <- prom.MustNewConstMetric(c.seqLeases, prom.CounterValue, float64(leases), name)
-		if l, err := first.Lease(); err == nil {
+	}
+	spaces := c.spaces(open)
+	for name, s := range open {
+		if l, err := s.Lease(); err == nil {
 			ch <- prom.MustNewConstMetric(c.seqLeaseLeft, prom.GaugeValue, float64(l.LeftNumbers), name)
 		}
-		if e := c.space(first); !e.checked.IsZero() {
+		if e, ok := spaces[name]; ok && !e.checked.IsZero() {
 			ch <- prom.MustNewConstMetric(c.seqSpaceLeft, prom.GaugeValue, float64(e.space.LeftNumbers), name)
 			ch <- prom.MustNewConstMetric(c.seqSpaceRatio, prom.GaugeValue, e.space.LeftRatio, name)
 			timestamp(ch, c.seqSpaceChecked, e.checked, name)
@@ -277,25 +282,70 @@ func (c *Collector) collectSequences(ch chan<- prom.Metric) {
 	}
 }
 
-// space returns the registry's last answer about s's space, asking again
-// if the last question is older than the interval.
-func (c *Collector) space(s *snapid.Sequence) spaceEntry {
+// spaces returns the registry's last answers about the open sequences'
+// space. It asks again, for all of them at once, where the last question
+// is older than the interval, and waits for the answers at most the
+// registry timeout in all: a scrape never waits longer, however many
+// sequences there are; an answer that comes later is kept for the next
+// scrape. Sequences no longer open are forgotten.
+func (c *Collector) spaces(open map[string]*snapid.Sequence) map[string]spaceEntry {
+	now := c.now()
+	var waits []chan struct{}
+	c.spaceMu.Lock()
+	for name, s := range open {
+		e := c.spaceCache[name]
+		if e == nil {
+			e = &spaceEntry{}
+			c.spaceCache[name] = e
+		}
+		if e.inFlight == nil && (e.asked.IsZero() || now.Sub(e.asked) >= c.spaceEvery) {
+			e.asked, e.inFlight = now, make(chan struct{})
+			go c.refresh(s, e, now)
+		}
+		if e.inFlight != nil {
+			waits = append(waits, e.inFlight)
+		}
+	}
+	for name, e := range c.spaceCache {
+		if open[name] == nil && e.inFlight == nil {
+			delete(c.spaceCache, name)
+		}
+	}
+	c.spaceMu.Unlock()
+	if len(waits) > 0 {
+		timer := time.NewTimer(c.regTimeout)
+		defer timer.Stop()
+	wait:
+		for _, w := range waits {
+			select {
+			case <-w:
+			case <-timer.C:
+				break wait
+			}
+		}
+	}
 	c.spaceMu.Lock()
 	defer c.spaceMu.Unlock()
-	e := c.spaces[s.Name()]
-	if e == nil {
-		e = &spaceEntry{}
-		c.spaces[s.Name()] = e
+	out := make(map[string]spaceEntry, len(open))
+	for name := range open {
+		if e := c.spaceCache[name]; e != nil {
+			out[name] = *e
+		}
 	}
-	now := c.now()
-	if !e.asked.IsZero() && now.Sub(e.asked) < c.spaceEvery {
-		return *e
+	return out
+}
+
+// refresh asks the registry for s's space, asked at the time at, and
+// records the answer in e. The question may take up to the interval.
+func (c *Collector) refresh(s *snapid.Sequence, e *spaceEntry, at time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), max(c.spaceEvery, c.regTimeout))
+	sp, err := s.Space(ctx)
+	cancel()
+	c.spaceMu.Lock()
+	defer c.spaceMu.Unlock()
+	if err == nil {
+		e.space, e.checked = sp, at
 	}
-	e.asked = now
-	ctx, cancel := context.WithTimeout(context.Background(), c.regTimeout)
-	defer cancel()
-	if sp, err := s.Space(ctx); err == nil {
-		e.space, e.checked = sp, now
-	}
-	return *e
+	close(e.inFlight)
+	e.inFlight = nil
 }

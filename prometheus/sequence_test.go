@@ -88,6 +88,8 @@ func TestCollectorSequence(t *testing.T) {
 	m = scrape(t, c)
 	assert.Equal(t, 705.0, m["snapid_sequence_numbers_issued_total"+seqKey])
 	require.NoError(t, s2.Close())
+	m = scrape(t, c)
+	assert.Equal(t, 705.0, m["snapid_sequence_numbers_issued_total"+seqKey], "a counter never goes down when one of them closes")
 
 	// Running out: the ratio follows what the host leased, down past the
 	// alert's 10 %, to 0.
@@ -111,9 +113,61 @@ func TestCollectorSequence(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, problems)
 
+	issued := m["snapid_sequence_numbers_issued_total"+seqKey]
 	require.NoError(t, s.Close())
 	m = scrape(t, c)
-	assert.NotContains(t, m, "snapid_sequence_numbers_issued_total"+seqKey, "a closed Sequence is left out")
+	assert.Equal(t, issued, m["snapid_sequence_numbers_issued_total"+seqKey], "the counts stay")
+	assert.NotContains(t, m, "snapid_sequence_lease_left_numbers"+seqKey, "the lease of a closed Sequence is left out")
+	assert.NotContains(t, m, "snapid_sequence_space_left_ratio"+seqKey, "so is its space")
+}
+
+// A registry that does not answer holds a scrape at most the registry
+// timeout in all, however many sequences are due; the answer that comes
+// later is exported by the next scrape.
+func TestCollectorSequenceSlowRegistry(t *testing.T) {
+	g, reg, _ := openWithRegistry(t)
+	names := []string{"a", "b", "c", "d", "e"}
+	for _, n := range names {
+		_, err := snapid.CreateSequence(context.Background(), reg, n, 1, 1000)
+		require.NoError(t, err)
+		s, err := g.Sequence(n)
+		require.NoError(t, err)
+		t.Cleanup(func() { s.Close() })
+	}
+	release := make(chan struct{})
+	reg.SetHook(func(ctx context.Context, op, _ string) error {
+		if op == "sequence_status" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	})
+	c := snapidprom.NewCollector(g, snapidprom.Opts{RegistryTimeout: 200 * time.Millisecond})
+	done := make(chan map[string]float64, 1)
+	go func() { done <- scrape(t, c) }()
+	var m map[string]float64
+	select {
+	case m = <-done:
+	case <-time.After(5 * time.Second): // five sequences at 200 ms each, in turn, would still be under this
+		close(release)
+		t.Fatal("the scrape waited for the registry")
+	}
+	for _, n := range names {
+		assert.NotContains(t, m, "snapid_sequence_space_left_ratio{sequence="+n+"}", "no answer yet")
+		assert.Contains(t, m, "snapid_sequence_lease_left_numbers{sequence="+n+"}", "the lease file is read regardless")
+	}
+	close(release)
+	require.Eventually(t, func() bool {
+		m := scrape(t, c)
+		for _, n := range names {
+			if m["snapid_sequence_space_left_ratio{sequence="+n+"}"] != 1 {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 10*time.Millisecond, "the late answers are exported")
 }
 
 // On the real Cassandra: space left and the lease follow what the host

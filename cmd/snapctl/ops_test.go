@@ -28,7 +28,17 @@ func TestCLIVersionOfBuiltBinary(t *testing.T) {
 	out, err = exec.Command(bin, "version").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	rev := strings.TrimSpace(string(head))
-	assert.Regexp(t, `^snapctl v0\.0\.0-\d{14}-`+rev[:12]+`(\+dirty)? \(revision `+rev+` of \S+, (with local changes, )?go\S+\)\n$`, string(out))
+	got := string(out)
+	// The module version is a pseudo-version of the commit (its form
+	// depends on the tags before it) or, at a tag, the tag.
+	assert.Regexp(t, `^snapctl v\S+ \(revision `+rev+` of \S+, (with local changes, )?go\S+\)\n$`, got)
+	dirty := strings.Contains(got, "with local changes")
+	assert.Equal(t, dirty, strings.Contains(got, "+dirty"), "a build with local changes says so in the version and beside the revision: %s", got)
+	if !strings.Contains(got, "-"+rev[:12]) {
+		tag, err := exec.Command("git", "describe", "--tags", "--exact-match", "HEAD").Output()
+		require.NoError(t, err, "not a pseudo-version of %s, and HEAD has no tag: %s", rev, got)
+		assert.Contains(t, got, "snapctl "+strings.TrimSpace(string(tag)))
+	}
 }
 
 // Flags before the command are the command's flags.
