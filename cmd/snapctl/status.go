@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -31,7 +32,23 @@ type statusReport struct {
 	Files     *snapid.HostFiles `json:"files,omitempty"`
 	Processes *int              `json:"processes,omitempty"` // with a registry, processes using the counter now
 	Registry  *statusRow        `json:"registry,omitempty"`
+	Sequences []statusSequence  `json:"sequences,omitempty"` // the host's lease files
 	Attention []string          `json:"attention"`
+}
+
+// statusSequence is the host's lease of one sequence, from its lease file.
+type statusSequence struct {
+	Sequence     string `json:"sequence"`
+	CurrentFirst uint64 `json:"current_first"`
+	CurrentLast  uint64 `json:"current_last"`
+	Next         uint64 `json:"next"`
+	AheadFirst   uint64 `json:"ahead_first"`
+	AheadLast    uint64 `json:"ahead_last"`
+	LeftNumbers  uint64 `json:"left_numbers"`
+	// CurrentClaim: the lease was taken under the session this host's
+	// files record (else the next start drops it unless the last process
+	// closed cleanly).
+	CurrentClaim bool `json:"current_claim"`
 }
 
 type statusRow struct {
@@ -102,6 +119,9 @@ func cmdStatus(ctx context.Context, c *cli, args []string) error {
 			attention("the processes of this host use the counter under the name %q, not %q", hf.SessionName, name)
 		}
 	}
+	if err := statusSequences(path, hf.SessionID, &st, attention); err != nil {
+		return err
+	}
 
 	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
 	defer cancel()
@@ -160,6 +180,55 @@ func cmdStatus(ctx context.Context, c *cli, args []string) error {
 	return nil
 }
 
+// statusSequences adds the host's lease files (<counter>.seq.<sequence>)
+// to st; a damaged one needs attention. session is the fingerprint of the
+// session this host's files record.
+func statusSequences(path, session string, st *statusReport, attention func(string, ...any)) error {
+	files, err := filepath.Glob(globEscape(path) + ".seq.*")
+	if err != nil {
+		return err
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		seq := strings.TrimPrefix(f, path+".seq.")
+		if strings.HasSuffix(seq, ".refill") || snapid.ValidateName(seq) != nil {
+			continue
+		}
+		cur, ahead, pos, ok, err := snapid.ReadLeaseFile(path, seq)
+		switch {
+		case errors.Is(err, snapid.ErrCorrupt):
+			attention("the lease file of sequence %q is damaged (%s): %s", seq, oneLine(strings.TrimPrefix(err.Error(), "snapid: ")), describeHint("status", err))
+			continue
+		case err != nil:
+			return err
+		case !ok:
+			continue
+		}
+		s := statusSequence{Sequence: seq, CurrentFirst: cur.First, CurrentLast: cur.Last, Next: pos,
+			AheadFirst: ahead.First, AheadLast: ahead.Last, CurrentClaim: session != "" && cur.Session != "" && snapid.OwnerID(cur.Session) == session}
+		if cur.First != 0 && pos <= cur.Last {
+			s.LeftNumbers = cur.Last - pos + 1
+		}
+		if ahead.First != 0 {
+			s.LeftNumbers += ahead.Last - ahead.First + 1
+		}
+		st.Sequences = append(st.Sequences, s)
+	}
+	return nil
+}
+
+// globEscape escapes the pattern characters of a path for filepath.Glob.
+func globEscape(p string) string {
+	var b strings.Builder
+	for _, r := range p {
+		if strings.ContainsRune(`*?[\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
 // describeHint returns only the hint describe would add to err.
 func describeHint(cmd string, err error) string {
 	full := describe(cmd, err)
@@ -209,6 +278,20 @@ func printStatus(c *cli, st *statusReport) error {
 			fmt.Fprintf(tw, "  last seen\t%s\n", r.LastSeen.UTC().Format(time.RFC3339))
 			fmt.Fprintf(tw, "  reserved up to\t%s\n", r.ReservedUpTo)
 		}
+	}
+	for _, q := range st.Sequences {
+		lease := "no lease"
+		if q.CurrentFirst != 0 {
+			lease = fmt.Sprintf("[%d, %d], next %d", q.CurrentFirst, q.CurrentLast, q.Next)
+		}
+		if q.AheadFirst != 0 {
+			lease += fmt.Sprintf(", then [%d, %d]", q.AheadFirst, q.AheadLast)
+		}
+		claim := ""
+		if !q.CurrentClaim && q.CurrentFirst != 0 {
+			claim = " (leased under an earlier claim of this host)"
+		}
+		fmt.Fprintf(tw, "sequence %s\t%s: %d left%s\n", q.Sequence, lease, q.LeftNumbers, claim)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

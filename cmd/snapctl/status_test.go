@@ -13,6 +13,7 @@ import (
 
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/testfs"
+	"github.com/snapid/snapid/snapidtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -241,4 +242,78 @@ func TestReleaseNeverRegistered(t *testing.T) {
 	assert.Contains(t, line, "never registered")
 	assert.Contains(t, line, "release --force --start N")
 	assert.NotContains(t, line, "snapctl init")
+}
+
+// status shows the host's sequence leases from their lease files, and a
+// damaged lease file needs attention.
+func TestStatusSequenceLeases(t *testing.T) {
+	f := newFakeEnv(t)
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	f.vars["SNAPID_COUNTER"], f.vars["SNAPID_NAME"] = path, "web_1"
+	reg := snapidtest.NewRegistry()
+	ctx := context.Background()
+	for _, name := range []string{"orders", "invoices"} {
+		_, err := snapid.CreateSequence(ctx, reg, name, 1, 1_000_000)
+		require.NoError(t, err)
+	}
+	g, err := snapid.Open(path, "web_1", snapid.WithRegistry(reg), snapid.WithSync(false), snapid.WithBindingDir(f.vars["SNAPID_BINDING_DIR"]))
+	require.NoError(t, err)
+	orders, err := g.Sequence("orders", snapid.SequenceLeaseSize(100))
+	require.NoError(t, err)
+	_, err = orders.NextN(30)
+	require.NoError(t, err)
+	invoices, err := g.Sequence("invoices", snapid.SequenceLeaseSize(40))
+	require.NoError(t, err)
+	_, err = invoices.NextN(5)
+	require.NoError(t, err)
+	require.NoError(t, orders.Close())
+	require.NoError(t, invoices.Close())
+	// A lease taken ahead: Next past half of the first one.
+	_, err = snapid.CreateSequence(ctx, reg, "tickets", 1, 1_000_000)
+	require.NoError(t, err)
+	tickets, err := g.Sequence("tickets", snapid.SequenceBlock(10), snapid.SequenceLeaseSize(100))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := tickets.Next()
+		require.NoError(t, err)
+		l, err := tickets.Lease()
+		return err == nil && l.AheadFirst != 0
+	}, 10*time.Second, time.Millisecond)
+	require.NoError(t, tickets.Close())
+	require.NoError(t, g.Close())
+
+	st, r := statusJSON(t, f)
+	require.Len(t, st.Sequences, 3)
+	tk := st.Sequences[2]
+	assert.Equal(t, "tickets", tk.Sequence)
+	assert.Equal(t, [4]uint64{1, 100, 101, tk.AheadLast}, [4]uint64{tk.CurrentFirst, tk.CurrentLast, tk.AheadFirst, tk.AheadLast})
+	assert.Greater(t, tk.AheadLast, uint64(101))
+	assert.Equal(t, 100-tk.Next+1+tk.AheadLast-100, tk.LeftNumbers, "the rest of the current range and the range ahead")
+	st.Sequences = st.Sequences[:2]
+	require.Equal(t, exitProblems, r.code, "registered, and no registry given: %s", r.stdout)
+	assert.Equal(t, []statusSequence{
+		{Sequence: "invoices", CurrentFirst: 1, CurrentLast: 40, Next: 6, LeftNumbers: 35, CurrentClaim: true},
+		{Sequence: "orders", CurrentFirst: 1, CurrentLast: 100, Next: 31, LeftNumbers: 70, CurrentClaim: true},
+	}, st.Sequences)
+	r = f.run(t, "status")
+	assert.Contains(t, r.stdout, "sequence orders")
+	assert.Contains(t, r.stdout, "[1, 100], next 31: 70 left\n")
+
+	// The host starts again (a new claim, a new session) and has not used
+	// the sequences since: their leases are of the earlier claim.
+	g, err = snapid.Open(path, "web_1", snapid.WithRegistry(reg), snapid.WithSync(false), snapid.WithBindingDir(f.vars["SNAPID_BINDING_DIR"]))
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	st, _ = statusJSON(t, f)
+	require.Len(t, st.Sequences, 3)
+	assert.False(t, st.Sequences[1].CurrentClaim)
+	r = f.run(t, "status")
+	assert.Contains(t, r.stdout, "[1, 100], next 31: 70 left (leased under an earlier claim of this host)\n")
+
+	require.NoError(t, os.WriteFile(path+".seq.invoices", []byte("not a lease file"), 0o600))
+	st, r = statusJSON(t, f)
+	require.Equal(t, exitProblems, r.code)
+	assert.Contains(t, strings.Join(st.Attention, "|"), `the lease file of sequence "invoices" is damaged`)
+	require.Len(t, st.Sequences, 2)
+	assert.Equal(t, "orders", st.Sequences[0].Sequence)
 }
