@@ -52,6 +52,10 @@
 // Mounting needs root (or CAP_SYS_ADMIN) and /dev/fuse: the mount(2)
 // system call is made directly, so neither fusermount nor libfuse is
 // needed.
+//
+// A module of its own (so that snapid's module does not require go-fuse).
+// Imports: go-fuse and x/sys; its tests import snapid and snapidtest.
+// Nothing imports it but its own tests.
 package powerfs
 
 import (
