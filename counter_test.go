@@ -1350,8 +1350,8 @@ func TestInit(t *testing.T) {
 		before, stored uint64
 	}{
 		{name: "creates at 1", next: 1, before: 0, stored: 0},
-		{name: "raises", existing: new(uint64(5)), next: 42, before: 5, stored: 41},
-		{name: "same value", existing: new(uint64(41)), next: 42, before: 41, stored: 41},
+		{name: "raises", existing: &[]uint64{5}[0], next: 42, before: 5, stored: 41},
+		{name: "same value", existing: &[]uint64{41}[0], next: 42, before: 41, stored: 41},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, path := ctPath(t)

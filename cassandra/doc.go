@@ -109,4 +109,9 @@
 // A Registry is safe for concurrent use by any number of goroutines, and
 // any number of Registry values, in any number of processes and hosts, may
 // use one table at once.
+//
+// Imports: snapid and gocql (its tests also internal/testcluster and
+// snapidtest). Imported by programs that use the registry and by
+// cmd/snapctl and examples; never by snapid itself, which sees it only
+// through the snapid.Registry interface.
 package cassandra

@@ -49,6 +49,11 @@
 // Opts.RegistryTimeout in all: a scrape between two reads, or while the
 // registry cannot be reached or is slow, exports the last answer (the
 // timestamp tells its age), and none before the first.
+//
+// Imports: snapid and client_golang. Imported by programs that export
+// metrics (and examples); nothing in snapid, cassandra or cmd/snapctl
+// imports it, so a program that does not export metrics links no
+// client_golang.
 package prometheus
 
 import (

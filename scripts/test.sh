@@ -11,7 +11,9 @@
 #      docs/alerts_test.yml; the Debian package prometheus, which has
 #      promtool, is installed with apt-get if promtool is missing);
 #   3. runs every test with the race detector, CI=true so that a missing
-#      Cassandra fails instead of skipping;
+#      Cassandra fails instead of skipping; then builds, vets and tests the
+#      library again with the oldest Go it declares (go.mod's go line,
+#      go1.25.0: the toolchain is fetched from the module proxy once);
 #   4. runs the Cassandra outage test on its own (it stops and restarts
 #      Cassandra under a running Generator);
 #   5. restarts Cassandra requiring passwords and permissions and runs the
@@ -122,6 +124,15 @@ t=$SECONDS
 echo "test: go test -race ./..."
 go test -race -count=1 -timeout 20m ./...
 took "go test -race ./..." "$t"
+
+t=$SECONDS
+# The oldest Go the library declares (go.mod): embedders may build with it,
+# so the library and its tests must build and pass with it too.
+min_go="go$(awk '$1 == "go" { print $2; exit }' go.mod)"
+echo "test: the oldest declared toolchain ($min_go): go vet and go test ./..."
+GOTOOLCHAIN="$min_go" go vet ./...
+GOTOOLCHAIN="$min_go" go test -count=1 -timeout 20m ./...
+took "the $min_go build and tests" "$t"
 
 # run_alone ENV TESTS PACKAGES...: runs the named tests (a|b) verbosely with
 # ENV=1, and fails unless each of them passed (not skipped, not missing).

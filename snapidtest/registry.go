@@ -7,6 +7,10 @@
 // without a Cassandra. TestRegistry is the conformance suite that every
 // Registry implementation must pass; snapid runs it on this in-memory
 // registry and on the Cassandra one.
+//
+// Imports: snapid only (no database driver). Imported by tests: snapid's
+// own, those of cassandra and internal/powerfs, and embedders'; never by
+// non-test code of this repository.
 package snapidtest
 
 import (

@@ -509,8 +509,10 @@ func printUsage(w io.Writer) {
 		fmt.Fprintf(w, "  %-*s  %s\n", width, cmd.name, cmd.summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "common flags: --name, --counter, --sync (default true)")
-	fmt.Fprintln(w, "registry flags: --cassandra host[:port],…, --keyspace, --username, --tls-ca, --tls-cert, --tls-key, --timeout,")
+	fmt.Fprintln(w, "common flags: --name, --counter, --sync (default true) on next, register and seq; show takes --counter,")
+	fmt.Fprintln(w, "  init --counter and --sync, release, status and check-names --name and --counter ('snapctl help CMD' lists all)")
+	fmt.Fprintln(w, "registry flags (next, register, release, setup, status, names, check-names, seq; next --no-registry skips it):")
+	fmt.Fprintln(w, "  --cassandra host[:port],…, --keyspace, --username, --tls-ca, --tls-cert, --tls-key, --timeout (default 30s),")
 	fmt.Fprintln(w, "  --local-dc DC, --consistency quorum|local_quorum|each_quorum, --serial-consistency serial")
 	fmt.Fprintln(w, "  (local_serial is refused: two data centres cut apart could both win one name)")
 	fmt.Fprintln(w, "creating the keyspace (setup, and next/register/release when it is missing): --replication dc1:3,dc2:3|N,")

@@ -1,6 +1,6 @@
 module github.com/snapid/snapid/internal/powerfs
 
-go 1.26.8
+go 1.25.0
 
 replace github.com/snapid/snapid => ../../
 
@@ -9,7 +9,7 @@ require github.com/hanwen/go-fuse/v2 v2.12.1
 require (
 	github.com/snapid/snapid v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
-	golang.org/x/sys v0.49.0
+	golang.org/x/sys v0.47.0
 )
 
 require (

@@ -7,6 +7,9 @@
 // A node that is not there fails the test in CI (CI=true: a missing
 // Cassandra must never pass silently) and skips it elsewhere, saying how to
 // start one.
+//
+// Imports: gocql. May be imported by the tests of cassandra, prometheus,
+// cmd/snapctl and examples; never by non-test code.
 package testcluster
 
 import (

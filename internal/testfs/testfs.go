@@ -2,6 +2,10 @@
 // of a directory, to prove that a failed call changed nothing on disk, and
 // a TestMain helper that keeps name bindings off the host. It is imported
 // by tests only.
+//
+// Imports: the standard library and testify, nothing of snapid (so that
+// snapid's own tests may use it). May be imported by _test.go files of
+// this repository, never by non-test code.
 package testfs
 
 import (
