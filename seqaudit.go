@@ -81,10 +81,13 @@ func AuditSequences(seqs []SequenceStatus) []Problem {
 			}
 		}
 		for _, set := range [][]seqSpan{grants, ranges, leases} {
-			sort.Slice(set, func(i, j int) bool { return set[i].first < set[j].first })
-			for i := 1; i < len(set); i++ {
-				if set[i].first <= set[i-1].last {
-					add(ProblemSeqOverlap, "%s and %s share numbers", set[i-1].what, set[i].what)
+			// Sorted by first, span i shares numbers with every later span
+			// that starts at or before i's last: each overlapping pair is
+			// reported, not only neighbours.
+			sort.SliceStable(set, func(i, j int) bool { return set[i].first < set[j].first })
+			for i := range set {
+				for j := i + 1; j < len(set) && set[j].first <= set[i].last; j++ {
+					add(ProblemSeqOverlap, "%s and %s share numbers", set[i].what, set[j].what)
 				}
 			}
 		}

@@ -71,3 +71,44 @@ func TestAuditSequences(t *testing.T) {
 		require.True(t, kinds[tc.want], "%s: want %s, got %+v", tc.what, tc.want, probs)
 	}
 }
+
+// Every overlapping pair is reported, not only neighbours once sorted: in
+// [1,100], [10,20], [30,40] the first shares numbers with both others,
+// and the other two share none.
+func TestAuditSequencesEveryOverlappingPair(t *testing.T) {
+	lease := func(name string, first, last uint64) SequenceLease {
+		return SequenceLease{Name: name, DC: "dc1", First: first, Last: last}
+	}
+	st := SequenceStatus{
+		SequenceInfo: SequenceInfo{Name: "s", Start: 1, Max: 1000, Next: 1001},
+		Grants:       []SequenceRange{{DC: "dc1", First: 1, Last: 1000}},
+		Ranges:       []SequenceRange{{DC: "dc1", First: 1, Last: 1000, Next: 101}},
+		// Listed out of order: the audit sorts them itself.
+		Leases: []SequenceLease{lease("c", 30, 40), lease("a", 1, 100), lease("b", 10, 20)},
+	}
+	var got []string
+	for _, p := range AuditSequences([]SequenceStatus{st}) {
+		require.Equal(t, ProblemSeqOverlap, p.Kind, "%+v", p)
+		got = append(got, p.Detail)
+	}
+	require.Equal(t, []string{
+		`sequence "s": lease of host a in dc1 [1, 100] and lease of host b in dc1 [10, 20] share numbers`,
+		`sequence "s": lease of host a in dc1 [1, 100] and lease of host c in dc1 [30, 40] share numbers`,
+	}, got)
+
+	// The same for data-centre ranges and GLOBAL's grants.
+	st.Leases = nil
+	st.Next = 1001
+	st.Grants = []SequenceRange{{DC: "dc1", First: 1, Last: 100}, {DC: "dc2", First: 10, Last: 20}, {DC: "dc3", First: 30, Last: 40}}
+	st.Ranges = append([]SequenceRange(nil), st.Grants...)
+	for i := range st.Ranges {
+		st.Ranges[i].Next = st.Ranges[i].First
+	}
+	n := 0
+	for _, p := range AuditSequences([]SequenceStatus{st}) {
+		require.Equal(t, ProblemSeqOverlap, p.Kind, "%+v", p)
+		require.Contains(t, p.Detail, "dc1 [1, 100] and")
+		n++
+	}
+	require.Equal(t, 4, n, "two pairs of grants and two of ranges")
+}

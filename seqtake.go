@@ -1,0 +1,160 @@
+package snapid
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Blocks grow (doubling, up to the lease size) while they last less than
+// fastBlock, so that a busy process is not held back by one fdatasync per
+// block, and shrink back (halving, down to SequenceBlock) once they last
+// longer than slowBlock, so that an idle one leaves small gaps.
+const (
+	fastBlock = 50 * time.Millisecond
+	slowBlock = 2 * time.Second
+)
+
+// nextBlockSize returns the size of the next block (see fastBlock).
+func (s *Sequence) nextBlockSize() uint64 {
+	now := time.Now().UnixNano()
+	last := s.lastBlock.Swap(now)
+	size := s.blockSize.Load()
+	switch elapsed := time.Duration(now - last); {
+	case last == 0:
+	case elapsed < fastBlock && size < s.leaseSize.Load():
+		size = min(size*2, max(s.leaseSize.Load(), s.o.block))
+	case elapsed > slowBlock && size > s.o.block:
+		size = max(size/2, s.o.block)
+	}
+	s.blockSize.Store(size)
+	return size
+}
+
+// maxTakeRounds bounds the rounds of one take; each round that does not
+// succeed means another process of the host moved the file (progress) or a
+// lease had to be taken.
+const maxTakeRounds = 1000
+
+// take takes between min and k consecutive numbers from the lease file,
+// leasing from the registry when the file has none, and with prefetchOK,
+// starting the host's next lease in the background when half of the
+// current one is used.
+func (s *Sequence) take(ctx context.Context, k, min uint64, prefetchOK bool) (first, count uint64, err error) {
+	for round := 0; round < maxTakeRounds; round++ {
+		if s.closed.Load() {
+			return 0, 0, ErrClosed
+		}
+		var got, prefetch bool
+		err = s.withFile(func(l *leaseRecord) (bool, error) {
+			// A caller that left (NextNContext) takes nothing, even
+			// once the lock it waited for is free.
+			if err := contextError(ctx); err != nil {
+				return false, err
+			}
+			changed := false
+			for {
+				if left := l.left(); left >= min {
+					first, count = l.pos, minU(k, left)
+					l.pos += count
+					got = true
+					if prefetchOK && l.ahead.none() && l.left() < s.leaseSize.Load()/2 {
+						prefetch = true
+					}
+					return changed, nil
+				}
+				if l.ahead.none() {
+					return changed, nil
+				}
+				// The rest of cur (fewer than min) is skipped.
+				l.cur, l.ahead, l.pos = l.ahead, seqRange{}, l.ahead.first
+				changed = true
+			}
+		})
+		if err != nil {
+			return 0, 0, err
+		}
+		if got {
+			if prefetch {
+				s.prefetch()
+			}
+			return first, count, nil
+		}
+		if err := s.refillLease(ctx, min, false); err != nil {
+			return 0, 0, err
+		}
+	}
+	return 0, 0, fmt.Errorf("snapid: %w: sequence %q: the host's lease file kept changing", ErrReservationExhausted, s.name)
+}
+
+func minU(a, b uint64) uint64 {
+	if a < b {
+		return a
+	}
+	return b
+}
+
+// withFile runs fn on the lease file's record under the Sequence's mutex
+// and the file's lock, then writes what fn changed: the position alone
+// (8 bytes) unless fn reports that more changed. The write is synced before
+// withFile returns, so no number fn takes is handed out before it is on
+// disk.
+func (s *Sequence) withFile(fn func(l *leaseRecord) (changed bool, err error)) error {
+	return s.update(true, fn)
+}
+
+// update is withFile; with bound false it leaves out the check that the
+// file is bound to this process's claim (verify, which rebinds it, uses
+// that).
+func (s *Sequence) update(bound bool, fn func(l *leaseRecord) (changed bool, err error)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fileClosed || s.g.closed.Load() {
+		// A lease that finished after Close: not recorded, a gap. After
+		// the Generator's Close, the host's last process may have recorded
+		// where the file stands: nothing more is taken from it.
+		return ErrClosed
+	}
+	return s.lf.c.withLock(func() error {
+		l, err := s.lf.load()
+		if err != nil {
+			return err
+		}
+		before := l
+		changed := false
+		if bound && l.session != s.g.res.session {
+			// Another claim of the host's name (a later start replaced
+			// this host's session, or a copy): this file is not ours to
+			// use any more unless this process's claim is the current
+			// one, which only the registry can say; take nothing.
+			if l.session != "" || !l.cur.none() {
+				return fmt.Errorf("snapid: %w: sequence %q: the lease file is bound to another claim of %q (a later start of this host, or a copy of its state)",
+					ErrNameTaken, s.name, s.g.name)
+			}
+			l.session, changed = s.g.res.session, true
+		}
+		// A position below what this process saw in the same range: the
+		// file went backwards while in use (restored or copied over).
+		if !l.cur.none() && l.cur == s.seen && l.pos < s.high {
+			s.log.Error("snapid: the sequence lease file went backwards while in use (restored or copied over?); raising it",
+				"sequence", s.name, "pos", l.pos, "to", s.high)
+			l.pos = s.high
+		}
+		c, err := fn(&l)
+		if err != nil {
+			return err
+		}
+		changed = changed || c || l.cur != before.cur || l.ahead != before.ahead
+		switch {
+		case changed:
+			err = s.lf.store(&l)
+		case l.pos != before.pos:
+			err = s.lf.storePos(l.pos)
+		}
+		if err != nil {
+			return err
+		}
+		s.seen, s.high = l.cur, l.pos
+		return nil
+	})
+}
