@@ -1,6 +1,7 @@
 package snapid
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -130,7 +131,10 @@ func openFlags(follow bool) int {
 // openCounter opens the counter file at path, creating it atomically with
 // value 0 when it does not exist, and checks under the lock that it is a
 // valid counter file. Nothing on disk is changed when it fails.
-func openCounter(path string, o *options) (*counterFile, error) {
+//
+// Another user who can read the counter can flock it: the first lock
+// waits at most as long as ctx allows (ErrLocked, naming the holder).
+func openCounter(ctx context.Context, path string, o *options) (*counterFile, error) {
 	if err := createIfMissing(path, 0, o); err != nil {
 		return nil, err
 	}
@@ -138,7 +142,18 @@ func openCounter(path string, o *options) (*counterFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.read(); err != nil {
+	if err := statefile.Lock(ctx, c.fd, path); err != nil {
+		c.close()
+		return nil, &FileError{Op: "lock", Path: path, Err: lockError(err)}
+	}
+	err = c.checkIdentity()
+	if err != nil {
+		err = &FileError{Op: "lock", Path: path, Err: err}
+	} else {
+		_, err = c.load()
+	}
+	c.unlock()
+	if err != nil {
 		c.close()
 		return nil, err
 	}

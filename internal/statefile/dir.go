@@ -38,6 +38,10 @@ type DirOptions struct {
 	// are checked in turn); the directory itself is refused with
 	// ErrUnsafeDir when group or others can write it, sticky or not.
 	Owners []uint32
+	// AllowSticky accepts a directory itself writable by others when it
+	// has the sticky bit (its entries can only be replaced by their
+	// owners), for a reader that trusts only entries owned by Owners.
+	AllowSticky bool
 	// FS is the seam (nil: OS).
 	FS FS
 }
@@ -110,7 +114,7 @@ func OpenDir(path string, o DirOptions) (*Dir, error) {
 			return nil, levelErr(cur, st, o.Owners)
 		}
 	}
-	if writableByOthers(st) {
+	if writableByOthers(st) && !(o.AllowSticky && sticky(st)) {
 		unix.Close(fd)
 		return nil, levelErr(cur, st, o.Owners)
 	}
@@ -290,4 +294,26 @@ func (d *Dir) Lstat(name string) (unix.Stat_t, error) {
 		return st, &fs.PathError{Op: "stat", Path: d.join(name), Err: err}
 	}
 	return st, nil
+}
+
+// Tighten sets the mode of the directory name in d to mode if it is a
+// directory owned by owner (opened without following a link, changed on
+// its descriptor), and returns its mode before.
+func (d *Dir) Tighten(name string, owner, mode uint32) (uint32, error) {
+	fd, err := openat(d.fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, &fs.PathError{Op: "open", Path: d.join(name), Err: openErr(err)}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return 0, err
+	}
+	if st.Uid != owner {
+		return 0, &fs.PathError{Op: "chmod", Path: d.join(name), Err: fmt.Errorf("%w: it belongs to %s", ErrWrongOwner, UserName(st.Uid))}
+	}
+	if err := unix.Fchmod(fd, mode); err != nil {
+		return 0, &fs.PathError{Op: "chmod", Path: d.join(name), Err: err}
+	}
+	return st.Mode & 0o7777, fsync(fd)
 }
