@@ -22,11 +22,13 @@ func CheckRegular(fd int, owners ...uint32) (unix.Stat_t, error) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return st, err
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return st, fmt.Errorf("%w (%s)", ErrNotRegular, kind(st.Mode))
-	}
+	// The owner first: what an untrusted user made is refused as theirs,
+	// whatever it is.
 	if len(owners) > 0 && !ownedBy(st.Uid, owners) {
 		return st, fmt.Errorf("%w: uid %d (%s)", ErrWrongOwner, st.Uid, UserName(st.Uid))
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return st, fmt.Errorf("%w (%s)", ErrNotRegular, kind(st.Mode))
 	}
 	return st, nil
 }
