@@ -12,6 +12,7 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/snapidtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -349,4 +350,27 @@ func TestBindingHostWideDurable(t *testing.T) {
 		got[i] = filepath.Clean(rec.dirs[i])
 	}
 	assert.Equal(t, want, got)
+}
+
+// The host's start-up gate held by another process (here a lock of this
+// test's own, as another process's would be): a registered Open waits at
+// most as long as its context, and the error names the holder.
+func TestGateWaitBoundedAndNamesHolder(t *testing.T) {
+	_, path := ctPath(t)
+	reg := snapidtest.NewRegistry()
+	g, err := Open(path, "web_1", WithRegistry(reg), WithSync(false), WithHostInfo(HostInfo{Hostname: "host1", MachineID: "m1"}))
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	f, err := os.Open(path + ExportOwnerSuffix)
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, unix.Flock(int(f.Fd()), unix.LOCK_EX))
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = OpenContext(ctx, path, "web_1", WithRegistry(reg), WithSync(false), WithHostInfo(HostInfo{Hostname: "host1", MachineID: "m1"}))
+	assert.Less(t, time.Since(start), 3*time.Second)
+	require.ErrorIs(t, err, ErrLocked)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), "pid ")
 }

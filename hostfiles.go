@@ -220,6 +220,9 @@ func (h *hostState) lockGate(ctx context.Context) error {
 		err = ctx.Err()
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%s): %w", ErrLocked, statefile.HolderOf(h.gate.Path()), err)
+		}
 		return &FileError{Op: "lock", Path: h.gate.Path(), Err: fmt.Errorf(
 			"waiting for another process of this host to finish starting or closing: %w", err)}
 	}

@@ -107,3 +107,14 @@ func describePid(pid int) string {
 	}
 	return fmt.Sprintf("pid %d (%s, user %s)", pid, comm, user)
 }
+
+// HolderOf is Holder for the file at path (opened without following a
+// link, without blocking, and closed again).
+func HolderOf(path string) string {
+	fd, err := openat(unix.AT_FDCWD, path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return "holder unknown"
+	}
+	defer unix.Close(fd)
+	return Holder(fd)
+}
