@@ -458,3 +458,27 @@ func (r *syncRecorder) SyncDir(dir string) error {
 	r.mu.Unlock()
 	return r.ExportOSFS.SyncDir(dir)
 }
+
+// A binding is matched to the counter by the path it records, or by the
+// device and inode of that path itself, never through a symbolic link: a
+// binding naming a link to this counter is not this counter's.
+func TestBindingNeverFollowsLinks(t *testing.T) {
+	bind := t.TempDir()
+	dir := t.TempDir()
+	counter := filepath.Join(dir, "counter.u64")
+	g, err := Open(counter, "db", WithBindingDir(bind))
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	link := filepath.Join(dir, "link.u64")
+	require.NoError(t, os.Symlink(counter, link))
+	require.NoError(t, os.WriteFile(filepath.Join(bind, "web"), []byte(bindingFor(link)), 0o644))
+	_, err = Open(counter, "web", WithBindingDir(bind))
+	require.ErrorIs(t, err, ErrNameBound, "a link to the counter is another path, not this counter")
+	// A hard link is the same file.
+	hard := filepath.Join(dir, "hard.u64")
+	require.NoError(t, os.Link(counter, hard))
+	require.NoError(t, os.WriteFile(filepath.Join(bind, "vm"), []byte(bindingFor(hard)), 0o644))
+	g, err = Open(counter, "vm", WithBindingDir(bind))
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+}
