@@ -1,6 +1,7 @@
 package snapid
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,37 +10,48 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/snapid/snapid/internal/statefile"
 	"golang.org/x/sys/unix"
 )
 
 // Name bindings: on one host, one node name goes with one counter file.
 // Two counter files under one name issue the same ids (name-1 from each),
 // and without a registry nothing else can tell. So Open without a registry
-// records, in a directory shared by the host's programs, which counter file
-// each name is used with (<dir>/<name>: the line "snapid-binding 1", then
-// the counter's absolute path quoted as a Go string, each ending in a
-// newline), and refuses the name with another counter file while that file
-// exists (ErrNameBound). A binding whose counter file is gone is taken
-// over. With a registry, the registry refuses a second counter file (its
-// owner token differs), so no binding is made.
+// records which counter file each name is used with (<dir>/<name>: the
+// line "snapid-binding 1", then the counter's absolute path quoted as a Go
+// string, each ending in a newline), and refuses the name with another
+// counter file while that file exists (ErrNameBound). A binding whose
+// counter file is gone is taken over. With a registry, the registry
+// refuses a second counter file (its owner token differs), so no binding
+// is made.
 //
-// Every Open that binds holds an exclusive flock on the directory itself
-// from reading the binding until its counter file exists (or, if the Open
-// fails, until the binding it made is removed again), so that a binding is
-// never taken over from an Open that is still creating its counter, and of
-// two first Opens of one name with different counters exactly one wins.
+// Nothing another user can write or replace is trusted (see
+// docs/security.md): a binding directory is opened once, level by level
+// from / without following links, and every level must belong to root or
+// the user itself (or be sticky, as /tmp is); the directory itself may not
+// be writable by group or others. A binding file counts only if it is a
+// regular file owned by root or, in the user's own directory, by the user;
+// it is read without following links and without blocking. The bound
+// counter is compared by device and inode, never through links.
+//
+// Every Open that binds holds an exclusive flock on <dir>/.lock (mode
+// 0600, so no other user can open it) from reading the binding until its
+// counter file exists (or, if the Open fails, until the binding it made is
+// removed again), waiting at most as long as its context allows.
 
-// DefaultBindingDir is the host-wide directory of name bindings. An Open
-// run as root creates it (mode 1777, like /tmp, so that every user's
-// programs can record their names; each binding stays its creator's), and
-// an administrator can create it beforehand the same way
-// (install -d -m 1777 /var/lib/snapid/names). A program that cannot write
-// it records its bindings in the user's state directory instead
-// ($XDG_STATE_HOME/snapid/names, else ~/.local/state/snapid/names), which
-// protects that user's programs only; it still refuses a name that the
-// host-wide directory, if it can read it, binds to another counter. The
-// environment variable SNAPID_BINDING_DIR, an absolute path, replaces
-// both; WithBindingDir replaces it for one Open.
+// DefaultBindingDir is the host-wide directory of name bindings. Only root
+// writes it: an Open run as root creates it (mode 0755, owned by root,
+// each new level synced into its parent) and records its bindings there.
+// Every other user records its bindings in its own state directory
+// ($XDG_STATE_HOME/snapid/names, else ~/.local/state/snapid/names, mode
+// 0700), which always counts for that user's programs, and also reads the
+// host-wide directory when it can: a name root bound there to another
+// counter is refused. A host-wide directory left world-writable (mode
+// 1777) by an earlier version is made 0755 by root's next Open, and any
+// binding in it not owned by root is ignored (with a warning) and
+// replaced when root binds that name. The environment variable
+// SNAPID_BINDING_DIR, an absolute path, replaces both; WithBindingDir
+// replaces it for one Open.
 const DefaultBindingDir = "/var/lib/snapid/names"
 
 // defaultBindingDir is DefaultBindingDir; tests point it elsewhere.
@@ -51,64 +63,52 @@ var defaultBindingDir = DefaultBindingDir
 // returns "" for a counter outside a test's temporary directory.
 var testBindingDir func(counterPath string) string
 
-const bindingHeader = "snapid-binding 1"
+const (
+	bindingHeader = "snapid-binding 1"
+	bindingLock   = ".lock" // never a node name: names start with a letter
+)
 
 // bindingDirs returns the directory to record the binding in ("" when
-// bindings are off) and a directory only to check, read-only ("" if none).
-// It creates nothing but the host-wide directory, when run as root.
-func (o *options) bindingDirs(counterPath string) (dir, checkOnly string, err error) {
+// bindings are off), whether it is the host-wide one, and the host-wide
+// directory to check, read-only ("" if none).
+func (o *options) bindingDirs(counterPath string) (dir string, hostWide bool, checkOnly string, err error) {
 	if o.bindingSet {
-		return o.binding, "", nil
+		return o.binding, false, "", nil
 	}
 	d := os.Getenv("SNAPID_BINDING_DIR")
 	if d != "" && !filepath.IsAbs(d) {
-		return "", "", fmt.Errorf("%w: SNAPID_BINDING_DIR=%q: an absolute path", ErrInvalidOption, d)
+		return "", false, "", fmt.Errorf("%w: SNAPID_BINDING_DIR=%q: an absolute path", ErrInvalidOption, d)
 	}
 	if testBindingDir != nil {
 		if td := testBindingDir(counterPath); td != "" {
-			return td, "", nil
+			return td, false, "", nil
 		}
 	}
 	if d != "" {
-		return d, "", nil
+		return d, false, "", nil
 	}
-	shared := defaultBindingDir
-	if _, err := os.Stat(shared); errors.Is(err, fs.ErrNotExist) && os.Geteuid() == 0 {
-		if err := makeSharedDir(shared); err != nil {
-			return "", "", fmt.Errorf("creating %s: %w", shared, err)
-		}
-	}
-	if unix.Access(shared, unix.W_OK|unix.X_OK) == nil {
-		return shared, "", nil
-	}
-	if unix.Access(shared, unix.R_OK|unix.X_OK) == nil {
-		checkOnly = shared
+	if os.Geteuid() == 0 {
+		return defaultBindingDir, true, "", nil
 	}
 	state := os.Getenv("XDG_STATE_HOME")
 	if state == "" || !filepath.IsAbs(state) {
 		home, err := os.UserHomeDir()
 		if err != nil {
-			return "", "", fmt.Errorf("no directory for name bindings (%s is not writable, and no home directory): %w", shared, err)
+			return "", false, "", fmt.Errorf("no directory for name bindings (only root writes %s, and there is no home directory): %w", defaultBindingDir, err)
 		}
 		state = filepath.Join(home, ".local", "state")
 	}
-	return filepath.Join(state, "snapid", "names"), checkOnly, nil
+	return filepath.Join(state, "snapid", "names"), false, defaultBindingDir, nil
 }
 
-// makeSharedDir creates the host-wide binding directory, its parents with
-// mode 0755 and itself with mode 1777. A directory that exists is left as
-// it is: an administrator may have made it differently on purpose.
-func makeSharedDir(dir string) error {
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return err
+// trustedOwners are the users whose binding directories and files this
+// process trusts: root, and itself; root in the host-wide directory.
+func trustedOwners(hostWide bool) []uint32 {
+	euid := uint32(os.Geteuid())
+	if hostWide || euid == 0 {
+		return []uint32{0}
 	}
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return nil
-		}
-		return err
-	}
-	return os.Chmod(dir, 0o777|fs.ModeSticky)
+	return []uint32{0, euid}
 }
 
 // withNameBound runs open (which creates or opens the counter file at
@@ -117,80 +117,170 @@ func makeSharedDir(dir string) error {
 // uses with another counter file that still exists (ErrNameBound) or whose
 // binding it cannot read (ErrCorruptBinding); otherwise it records the
 // binding if it is not there yet. When open fails, a binding this call
-// made is removed again.
-func withNameBound(name, counterPath string, o *options, open func() error) error {
-	dir, checkOnly, err := o.bindingDirs(counterPath)
+// made is removed again. Waiting for another Open's lock ends with ctx.
+func withNameBound(ctx context.Context, name, counterPath string, o *options, open func() error) error {
+	path, hostWide, checkOnly, err := o.bindingDirs(counterPath)
 	if err != nil {
 		return &FileError{Op: "bind", Path: counterPath, Err: err}
 	}
-	if dir == "" {
+	if path == "" {
 		return open()
 	}
 	if checkOnly != "" {
-		if _, err := readBinding(filepath.Join(checkOnly, name), name, counterPath); err != nil {
+		if err := checkHostWide(checkOnly, name, counterPath, o); err != nil {
 			return err
 		}
 	}
-	path := filepath.Join(dir, name)
-	// A name can only be refused by a binding in an existing directory,
-	// so making a missing one is never the only trace of a refusal.
-	_, statErr := os.Stat(dir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return &FileError{Op: "bind", Path: dir, Err: fmt.Errorf("no directory for node name bindings: %w; "+
-			"create the host's (install -d -m 1777 %s), or set SNAPID_BINDING_DIR", err, DefaultBindingDir)}
-	}
-	if errors.Is(statErr, fs.ErrNotExist) {
-		// The new directory's entry is durable before a binding in it is.
-		if err := o.fs.SyncDir(filepath.Dir(dir)); err != nil {
-			return &FileError{Op: "bind", Path: dir, Err: err}
-		}
-	}
-	unlock, err := lockDir(dir)
+	owners := trustedOwners(hostWide)
+	dir, err := openBindingDir(path, hostWide, owners, o)
 	if err != nil {
-		return &FileError{Op: "bind", Path: dir, Err: err}
+		return err
 	}
-	defer unlock()
-	st, err := readBinding(path, name, counterPath)
+	defer dir.Close()
+	// A refusal needs no lock (bindings appear and change by link and
+	// rename, whole): a refused Open creates nothing, the lock file
+	// included.
+	if _, err := readBinding(dir, name, counterPath, owners, o); err != nil {
+		return err
+	}
+	lockFile, err := dir.OpenLockFile(bindingLock, 0o600, owners...)
+	if err != nil {
+		return &FileError{Op: "bind", Path: filepath.Join(path, bindingLock), Err: untrusted(err)}
+	}
+	defer lockFile.Close()
+	if err := statefile.Lock(ctx, int(lockFile.Fd()), lockFile.Name()); err != nil {
+		return &FileError{Op: "bind", Path: lockFile.Name(), Err: lockError(err)}
+	}
+	st, err := readBinding(dir, name, counterPath, owners, o)
 	if err != nil {
 		return err
 	}
 	if st == bindingOurs {
 		return open()
 	}
-	if err := writeBinding(o.fs, dir, path, counterPath, st == bindingStale); err != nil {
-		return &FileError{Op: "bind", Path: path, Err: err}
+	b := []byte(bindingHeader + "\n" + strconv.Quote(counterPath) + "\n")
+	if st == bindingNone {
+		err = dir.Create(name, b, 0o644)
+	} else {
+		err = dir.Replace(name, b, 0o644)
+	}
+	if err != nil {
+		return &FileError{Op: "bind", Path: filepath.Join(path, name), Err: err}
 	}
 	if err := open(); err != nil {
-		if rerr := o.fs.Remove(path); rerr == nil {
-			_ = o.fs.SyncDir(dir)
-		}
+		_ = dir.Remove(name)
 		return err
 	}
 	if st == bindingStale {
 		o.logger.Warn("snapid: the counter file this node name went with on this host is gone; the name now goes with this one",
-			"name", name, "binding", path, "counter", counterPath)
+			"name", name, "binding", filepath.Join(path, name), "counter", counterPath)
 	}
 	return nil
+}
+
+// lockError turns the layer's lock error into this package's.
+func lockError(err error) error {
+	if errors.Is(err, statefile.ErrLocked) {
+		return fmt.Errorf("%w: %w", ErrLocked, err)
+	}
+	return err
+}
+
+// untrusted turns the layer's refusals of a directory or file into
+// ErrUntrustedDir, keeping what they say.
+func untrusted(err error) error {
+	if errors.Is(err, statefile.ErrWrongOwner) || errors.Is(err, statefile.ErrUnsafeDir) || errors.Is(err, statefile.ErrSymlink) ||
+		errors.Is(err, statefile.ErrNotRegular) {
+		return fmt.Errorf("%w: %w", ErrUntrustedDir, err)
+	}
+	return err
+}
+
+// openBindingDir opens (creating it level by level, durably) the
+// directory bindings are recorded in: the host-wide one 0755, others
+// 0700.
+func openBindingDir(path string, hostWide bool, owners []uint32, o *options) (*statefile.Dir, error) {
+	perm := uint32(0o700)
+	if hostWide {
+		perm = 0o755
+	}
+	opts := statefile.DirOptions{Create: true, Perm: perm, Owners: owners, FS: o.fs}
+	dir, err := statefile.OpenDir(path, opts)
+	if hostWide && errors.Is(err, statefile.ErrUnsafeDir) {
+		// Left world-writable by an earlier version: root takes it back.
+		if terr := tightenHostWide(path, o); terr != nil {
+			return nil, &FileError{Op: "bind", Path: path, Err: fmt.Errorf("%w; and making it 0755: %w", untrusted(err), terr)}
+		}
+		dir, err = statefile.OpenDir(path, opts)
+	}
+	if err != nil {
+		return nil, &FileError{Op: "bind", Path: path, Err: fmt.Errorf("no directory for node name bindings: %w; "+
+			"every level must belong to root or this user and not be writable by others (or set SNAPID_BINDING_DIR)", untrusted(err))}
+	}
+	return dir, nil
+}
+
+// tightenHostWide makes a root-owned host-wide directory that others can
+// write (mode 1777, as earlier versions made it) 0755.
+func tightenHostWide(path string, o *options) error {
+	parent, err := statefile.OpenDir(filepath.Dir(path), statefile.DirOptions{Owners: []uint32{0}, FS: o.fs})
+	if err != nil {
+		return err
+	}
+	defer parent.Close()
+	old, err := parent.Tighten(filepath.Base(path), 0, 0o755)
+	if err != nil {
+		return err
+	}
+	o.logger.Warn("snapid: the host-wide name bindings directory was writable by every user (made by an earlier version); it is now 0755, and bindings in it not owned by root are ignored",
+		"dir", path, "old_mode", fmt.Sprintf("%#o", old))
+	return nil
+}
+
+// checkHostWide refuses a name that root bound, in the host-wide
+// directory at path, to another counter file. A directory this user
+// cannot read, or that does not exist, refuses nothing; one another user
+// could have written is not read.
+func checkHostWide(path, name, counterPath string, o *options) error {
+	dir, err := statefile.OpenDir(path, statefile.DirOptions{Owners: []uint32{0}, AllowSticky: true})
+	switch {
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission):
+		return nil
+	case err != nil:
+		o.logger.Warn("snapid: the host-wide name bindings directory is not safe from other users; it is not read", "dir", path, "err", err)
+		return nil
+	}
+	defer dir.Close()
+	_, err = readBinding(dir, name, counterPath, []uint32{0}, o)
+	return err
 }
 
 type bindingState int
 
 const (
-	bindingNone  bindingState = iota // no binding
-	bindingOurs                      // bound to this counter file
-	bindingStale                     // bound to a counter file that is gone
+	bindingNone      bindingState = iota // no binding
+	bindingOurs                          // bound to this counter file
+	bindingStale                         // bound to a counter file that is gone
+	bindingUntrusted                     // a file not owned by a trusted user: ignored, replaced when binding
 )
 
-// readBinding reads the binding at path of name and judges it for the
+// readBinding reads the binding of name in dir and judges it for the
 // counter file at counterPath: an error when the name goes with another
-// counter file that exists, or when the binding cannot be read.
-func readBinding(path, name, counterPath string) (bindingState, error) {
-	b, err := readSmallFile(path, false)
+// counter file that exists, or when the binding cannot be read. A file
+// owned by a user not in owners is ignored. Nothing here follows a link
+// or blocks.
+func readBinding(dir *statefile.Dir, name, counterPath string, owners []uint32, o *options) (bindingState, error) {
+	path := filepath.Join(dir.Path(), name)
+	b, st, err := dir.ReadFile(name, owners...)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return bindingNone, nil
-	case errors.Is(err, unix.ELOOP):
-		return 0, &FileError{Op: "bind", Path: path, Err: fmt.Errorf("%w: it is a symbolic link; check which counter file this host uses the name %q with, then remove it (the next Open records the binding again)", ErrCorruptBinding, name)}
+	case errors.Is(err, statefile.ErrWrongOwner):
+		o.logger.Warn("snapid: a name binding not owned by a user it can be trusted from is ignored",
+			"binding", path, "owner", statefile.UserName(st.Uid))
+		return bindingUntrusted, nil
+	case errors.Is(err, statefile.ErrSymlink), errors.Is(err, statefile.ErrNotRegular), errors.Is(err, statefile.ErrTooLarge):
+		return 0, &FileError{Op: "bind", Path: path, Err: fmt.Errorf("%w: %w; check which counter file this host uses the name %q with, then remove it (the next Open records the binding again)", ErrCorruptBinding, err, name)}
 	case err != nil:
 		return 0, &FileError{Op: "bind", Path: path, Err: err}
 	}
@@ -201,7 +291,8 @@ func readBinding(path, name, counterPath string) (bindingState, error) {
 	if sameFile(bound, counterPath) {
 		return bindingOurs, nil
 	}
-	if _, err := os.Lstat(bound); errors.Is(err, fs.ErrNotExist) {
+	var bst unix.Stat_t
+	if err := unix.Lstat(bound, &bst); errors.Is(err, unix.ENOENT) {
 		return bindingStale, nil
 	}
 	return 0, &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
@@ -226,53 +317,16 @@ func parseBinding(b []byte) (string, bool) {
 	return bound, true
 }
 
-// writeBinding records that the name bound at path goes with counterPath:
-// a new binding is linked into place (it fails if one appeared), a stale
-// one is replaced by rename. The caller holds the directory's lock.
-func writeBinding(fsys fsOps, dir, path, counterPath string, replace bool) error {
-	b := []byte(bindingHeader + "\n" + strconv.Quote(counterPath) + "\n")
-	if !replace {
-		return createFileAtomically(fsys, path, b, 0o644)
-	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	if err := writeTemp(fsys, tmp, b, 0o644); err != nil {
-		_ = fsys.Remove(tmp.Name())
-		return err
-	}
-	if err := fsys.Rename(tmp.Name(), path); err != nil {
-		_ = fsys.Remove(tmp.Name())
-		if errors.Is(err, fs.ErrPermission) {
-			err = fmt.Errorf("%w (the binding is another user's: its owner or root can remove it)", err)
-		}
-		return err
-	}
-	return fsys.SyncDir(dir)
-}
-
-// lockDir takes an exclusive flock on the directory dir and returns its
-// release.
-func lockDir(dir string) (func(), error) {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	if err := ignoringEINTR(func() error { return unix.Flock(fd, unix.LOCK_EX) }); err != nil {
-		unix.Close(fd)
-		return nil, err
-	}
-	return func() { unix.Close(fd) }, nil
-}
-
-// sameFile reports whether a and b name the same file (equal paths, or
-// the same file through links).
+// sameFile reports whether a and b name the same file: equal paths, or
+// the same device and inode, neither followed through a link at its last
+// component (a link another user planted never makes a binding ours).
 func sameFile(a, b string) bool {
 	if filepath.Clean(a) == filepath.Clean(b) {
 		return true
 	}
-	sa, errA := os.Stat(a)
-	sb, errB := os.Stat(b)
-	return errA == nil && errB == nil && os.SameFile(sa, sb)
+	var sa, sb unix.Stat_t
+	if unix.Lstat(a, &sa) != nil || unix.Lstat(b, &sb) != nil {
+		return false
+	}
+	return sa.Mode&unix.S_IFMT == unix.S_IFREG && sb.Mode&unix.S_IFMT == unix.S_IFREG && sa.Dev == sb.Dev && sa.Ino == sb.Ino
 }

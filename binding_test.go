@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -93,9 +94,7 @@ func TestBindingTakenOverWhenCounterGone(t *testing.T) {
 	assert.Contains(t, logs.String(), "level=WARN")
 	assert.Contains(t, logs.String(), pathB)
 	testfs.RequireNoTemp(t, bind)
-	ents, err := os.ReadDir(bind)
-	require.NoError(t, err)
-	assert.Len(t, ents, 1, "only the binding: no temporary file left")
+	assert.Equal(t, []string{"web"}, bindingNames(t, bind), "only the binding: no temporary file left")
 
 	_, err = Open(pathA, "web", WithBindingDir(bind))
 	require.ErrorIs(t, err, ErrNameBound)
@@ -266,7 +265,7 @@ func TestWithBindingDir(t *testing.T) {
 	_, err = Open(path, "web", WithBindingDir(file))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), file)
-	assert.Contains(t, err.Error(), "install -d -m 1777 "+DefaultBindingDir, "what to do")
+	assert.Contains(t, err.Error(), "SNAPID_BINDING_DIR", "what to do")
 	ents, err = os.ReadDir(dir)
 	require.NoError(t, err)
 	assert.Empty(t, ents, "nothing created")
@@ -279,9 +278,10 @@ func TestWithBindingDir(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, g.Close())
 	requireBinding(t, bind, "web", path)
-	require.GreaterOrEqual(t, len(rec.dirs), 2, "%v", rec.dirs)
-	assert.Equal(t, []string{filepath.Dir(bind), bind}, []string{filepath.Clean(rec.dirs[0]), filepath.Clean(rec.dirs[1])},
-		"the parent, then the directory with the binding")
+	require.GreaterOrEqual(t, len(rec.dirs), 3, "%v", rec.dirs)
+	assert.Equal(t, []string{filepath.Dir(filepath.Dir(bind)), filepath.Dir(bind), bind},
+		[]string{filepath.Clean(rec.dirs[0]), filepath.Clean(rec.dirs[1]), filepath.Clean(rec.dirs[2])},
+		"each new level synced into its parent, then the directory with the binding")
 	st, err := os.Stat(bind)
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o700), st.Mode().Perm())
@@ -328,9 +328,7 @@ func TestBindingRemovedWhenOpenFails(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "no", "counter.u64")
 	_, err := Open(missing, "web", WithBindingDir(bind))
 	require.ErrorIs(t, err, os.ErrNotExist)
-	ents, err := os.ReadDir(bind)
-	require.NoError(t, err)
-	assert.Empty(t, ents, "no binding left behind")
+	assert.Empty(t, bindingNames(t, bind), "no binding left behind")
 
 	// A corrupt counter: refused, no binding left, so the name is free
 	// for the counter the host really uses.
@@ -339,9 +337,7 @@ func TestBindingRemovedWhenOpenFails(t *testing.T) {
 	require.NoError(t, os.WriteFile(bad, []byte{1, 2, 3}, 0o600))
 	_, err = Open(bad, "web", WithBindingDir(bind))
 	require.ErrorIs(t, err, ErrCorrupt)
-	ents, err = os.ReadDir(bind)
-	require.NoError(t, err)
-	assert.Empty(t, ents, "no binding left behind")
+	assert.Empty(t, bindingNames(t, bind), "no binding left behind")
 
 	good := filepath.Join(t.TempDir(), "counter.u64")
 	g, err := Open(good, "web", WithBindingDir(bind))
@@ -356,8 +352,8 @@ func TestBindingRemovedWhenOpenFails(t *testing.T) {
 }
 
 // By default the host-wide directory is used; run as root, Open creates it
-// with mode 1777 (every user's programs record their names there), and a
-// directory an administrator made is left as it is.
+// level by level with mode 0755 (only root writes it; others read it), and
+// a directory an administrator made safe is left as it is.
 func TestBindingDefaultDir(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("creating the host-wide directory is root's")
@@ -369,12 +365,14 @@ func TestBindingDefaultDir(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, g.Close())
 	requireBinding(t, shared, "web", path)
-	st, err := os.Stat(shared)
+	for _, d := range []string{shared, filepath.Dir(shared), filepath.Dir(filepath.Dir(shared))} {
+		st, err := os.Stat(d)
+		require.NoError(t, err)
+		assert.Equal(t, os.ModeDir|0o755, st.Mode(), "only root writes %s", d)
+	}
+	st, err := os.Stat(filepath.Join(shared, ".lock"))
 	require.NoError(t, err)
-	assert.Equal(t, os.ModeDir|os.ModeSticky|0o777, st.Mode(), "shared like /tmp")
-	st, err = os.Stat(filepath.Dir(shared))
-	require.NoError(t, err)
-	assert.Equal(t, os.FileMode(0o755), st.Mode().Perm())
+	assert.Equal(t, os.FileMode(0o600), st.Mode(), "no other user can open the lock")
 	_, err = Open(filepath.Join(t.TempDir(), "counter.u64"), "web")
 	require.ErrorIs(t, err, ErrNameBound, "the host-wide bindings are consulted")
 
@@ -390,6 +388,63 @@ func TestBindingDefaultDir(t *testing.T) {
 	assert.Equal(t, os.ModeDir|0o750, st.Mode())
 }
 
+// A host-wide directory an earlier version left world-writable (1777):
+// root's next Open makes it 0755, ignores the bindings in it that root
+// does not own (with a warning) and replaces such a binding when it binds
+// the name; root's own bindings there still count.
+func TestBindingOldSharedDirMigrated(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the host-wide directory is root's")
+	}
+	shared := filepath.Join(t.TempDir(), "names")
+	require.NoError(t, os.Mkdir(shared, 0o700))
+	require.NoError(t, os.Chmod(shared, 0o777|os.ModeSticky))
+	ExportBindingDefaults(t, shared)
+	rootCounter := filepath.Join(t.TempDir(), "root.u64")
+	g, err := Open(rootCounter, "db")
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	require.NoError(t, os.Chmod(shared, 0o777|os.ModeSticky)) // as the old version left it
+
+	// Another user's binding of vm, planted while the directory was open.
+	other := filepath.Join(t.TempDir(), "other.u64")
+	planted := filepath.Join(shared, "vm")
+	require.NoError(t, os.WriteFile(planted, []byte("snapid-binding 1\n"+strconv.Quote(other)+"\n"), 0o644))
+	require.NoError(t, os.WriteFile(other, make([]byte, CounterSize), 0o644))
+	require.NoError(t, os.Chown(planted, nobody, nobody))
+
+	var logs bytes.Buffer
+	path := filepath.Join(t.TempDir(), "vm.u64")
+	g, err = Open(path, "vm", WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	require.NoError(t, err, "a binding another user planted refuses nothing")
+	require.NoError(t, g.Close())
+	requireBinding(t, shared, "vm", path)
+	st, err := os.Stat(shared)
+	require.NoError(t, err)
+	assert.Equal(t, os.ModeDir|0o755, st.Mode())
+	assert.Contains(t, logs.String(), "0755")
+	assert.Contains(t, logs.String(), "not owned by")
+	var sys syscall.Stat_t
+	require.NoError(t, syscall.Stat(planted, &sys))
+	assert.EqualValues(t, 0, sys.Uid, "the binding is root's now")
+	_, err = Open(filepath.Join(t.TempDir(), "x.u64"), "db")
+	require.ErrorIs(t, err, ErrNameBound, "root's own bindings there still count")
+}
+
+// bindingNames lists the bindings in dir (not its lock file).
+func bindingNames(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range ents {
+		if e.Name() != ".lock" {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
+
 // syncRecorder records the directories synced.
 type syncRecorder struct {
 	ExportOSFS
@@ -402,4 +457,28 @@ func (r *syncRecorder) SyncDir(dir string) error {
 	r.dirs = append(r.dirs, dir)
 	r.mu.Unlock()
 	return r.ExportOSFS.SyncDir(dir)
+}
+
+// A binding is matched to the counter by the path it records, or by the
+// device and inode of that path itself, never through a symbolic link: a
+// binding naming a link to this counter is not this counter's.
+func TestBindingNeverFollowsLinks(t *testing.T) {
+	bind := t.TempDir()
+	dir := t.TempDir()
+	counter := filepath.Join(dir, "counter.u64")
+	g, err := Open(counter, "db", WithBindingDir(bind))
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	link := filepath.Join(dir, "link.u64")
+	require.NoError(t, os.Symlink(counter, link))
+	require.NoError(t, os.WriteFile(filepath.Join(bind, "web"), []byte(bindingFor(link)), 0o644))
+	_, err = Open(counter, "web", WithBindingDir(bind))
+	require.ErrorIs(t, err, ErrNameBound, "a link to the counter is another path, not this counter")
+	// A hard link is the same file.
+	hard := filepath.Join(dir, "hard.u64")
+	require.NoError(t, os.Link(counter, hard))
+	require.NoError(t, os.WriteFile(filepath.Join(bind, "vm"), []byte(bindingFor(hard)), 0o644))
+	g, err = Open(counter, "vm", WithBindingDir(bind))
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
 }

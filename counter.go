@@ -1,6 +1,7 @@
 package snapid
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/snapid/snapid/internal/statefile"
 	"golang.org/x/sys/unix"
 )
 
@@ -129,7 +131,10 @@ func openFlags(follow bool) int {
 // openCounter opens the counter file at path, creating it atomically with
 // value 0 when it does not exist, and checks under the lock that it is a
 // valid counter file. Nothing on disk is changed when it fails.
-func openCounter(path string, o *options) (*counterFile, error) {
+//
+// Another user who can read the counter can flock it: the first lock
+// waits at most as long as ctx allows (ErrLocked, naming the holder).
+func openCounter(ctx context.Context, path string, o *options) (*counterFile, error) {
 	if err := createIfMissing(path, 0, o); err != nil {
 		return nil, err
 	}
@@ -137,7 +142,18 @@ func openCounter(path string, o *options) (*counterFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.read(); err != nil {
+	if err := statefile.Lock(ctx, c.fd, path); err != nil {
+		c.close()
+		return nil, &FileError{Op: "lock", Path: path, Err: lockError(err)}
+	}
+	err = c.checkIdentity()
+	if err != nil {
+		err = &FileError{Op: "lock", Path: path, Err: err}
+	} else {
+		_, err = c.load()
+	}
+	c.unlock()
+	if err != nil {
 		c.close()
 		return nil, err
 	}
@@ -161,18 +177,12 @@ func openExistingMode(path string, o *options, flags int) (*counterFile, error) 
 	if err != nil {
 		return nil, &FileError{Op: "open", Path: path, Err: classifyOpenError(err)}
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+	// The type is checked on the opened descriptor: a FIFO or device
+	// planted at the path is refused before anything reads or locks it.
+	st, err := statefile.CheckRegular(int(f.Fd()))
+	if err != nil {
 		f.Close()
-		return nil, &FileError{Op: "open", Path: path, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		kind := "not a regular file"
-		if info, err := f.Stat(); err == nil {
-			kind = info.Mode().Type().String()
-		}
-		f.Close()
-		return nil, &FileError{Op: "open", Path: path, Err: fmt.Errorf("%w (%s)", ErrNotRegular, kind)}
+		return nil, &FileError{Op: "open", Path: path, Err: classifyOpenError(err)}
 	}
 	cpath, err := unix.BytePtrFromString(path)
 	if err != nil {
@@ -196,9 +206,11 @@ func openExistingMode(path string, o *options, flags int) (*counterFile, error) 
 // classifyOpenError turns the errno of an open into this package's errors.
 func classifyOpenError(err error) error {
 	switch {
+	case errors.Is(err, statefile.ErrSymlink):
+		return fmt.Errorf("%w: %w", ErrSymlink, err)
 	case errors.Is(err, syscall.ELOOP):
 		return fmt.Errorf("%w: %w", ErrSymlink, err)
-	case errors.Is(err, syscall.EISDIR):
+	case errors.Is(err, statefile.ErrNotRegular), errors.Is(err, syscall.EISDIR):
 		return fmt.Errorf("%w: %w", ErrNotRegular, err)
 	}
 	return err
@@ -229,40 +241,12 @@ func dirExists(dir string) bool {
 }
 
 // splitPath returns the directory (never empty) and base name of path.
-func splitPath(path string) (dir, base string) {
-	dir, base = filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	return dir, base
-}
+func splitPath(path string) (dir, base string) { return statefile.SplitPath(path) }
 
 // writeTemp writes a new temporary file, sets its mode, syncs it (through
 // fsys) and closes it.
 func writeTemp(fsys fsOps, f *os.File, b []byte, mode fs.FileMode) error {
-	_, err := f.Write(b)
-	if err == nil {
-		err = f.Chmod(mode)
-	}
-	if err == nil {
-		err = fsys.SyncFile(f)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return statefile.WriteTemp(fsys, f, b, mode)
 }
 
 // lock takes the exclusive flock and checks that the path still names

@@ -597,7 +597,7 @@ func ctNobodyBinary(t *testing.T) (bin, tmp string) {
 	require.NoError(t, dst.Close())
 	tmp = filepath.Join(dir, "tmp")
 	require.NoError(t, os.Mkdir(tmp, 0o755))
-	require.NoError(t, os.Chmod(tmp, 0o1777))
+	require.NoError(t, os.Chmod(tmp, os.ModeSticky|0o777))
 	return bin, tmp
 }
 

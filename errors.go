@@ -145,6 +145,18 @@ var (
 
 	// ErrRegistry wraps failures to reach or use the registry.
 	ErrRegistry = errors.New("registry error")
+
+	// ErrLocked is returned when a lock on a state file (the counter, the
+	// name bindings' lock) was held by another process for as long as the
+	// caller's context allowed; the error names the holder and wraps the
+	// context's error.
+	ErrLocked = errors.New("state file locked by another process")
+
+	// ErrUntrustedDir is returned when a directory of name bindings, or
+	// one above it, is owned by a user it cannot be trusted from, is a
+	// symbolic link, or can be written by other users: they could replace
+	// the bindings in it. The error names the directory and its owner.
+	ErrUntrustedDir = errors.New("directory not safe from other users")
 )
 
 // FileError records an error on the counter file and the path it concerns.

@@ -122,14 +122,14 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 	}
 	var file *counterFile
 	openFile := func() (err error) {
-		file, err = openCounter(counterPath, &o)
+		file, err = openCounter(ctx, counterPath, &o)
 		return err
 	}
 	if o.reg.registry == nil {
 		// One counter file per name on the host (see DefaultBindingDir):
 		// checked before the counter is created, so that a refused name
 		// changes nothing.
-		err = withNameBound(name, counterPath, &o, openFile)
+		err = withNameBound(ctx, name, counterPath, &o, openFile)
 	} else {
 		err = openFile()
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
+	"github.com/snapid/snapid/internal/statefile"
 )
 
 // The files a Generator with a registry keeps beside the counter file
@@ -143,33 +144,17 @@ func checkHostFiles(counterPath string, o *options) error {
 	return err
 }
 
-// readSmallFile reads up to 4096 bytes of path; a longer file is cut
-// there.
+// readSmallFile reads up to statefile.SmallLimit bytes of path (see
+// statefile.ReadSmall: opened without blocking, a regular file only); a
+// longer file is cut there.
 func readSmallFile(path string, follow bool) ([]byte, error) {
-	b, _, err := readSmallFileSize(path, follow)
+	b, _, err := statefile.ReadSmall(path, follow)
 	return b, err
 }
 
 // readSmallFileSize is readSmallFile that also returns the file's size.
-// A file shorter than the limit was read to its end, and its size is what
-// was read: a stat after the read could see a write made since (a mark
-// file written for the first time by another process), and the two would
-// not agree.
 func readSmallFileSize(path string, follow bool) ([]byte, int64, error) {
-	f, err := os.OpenFile(path, openFlags(follow)&^os.O_RDWR|os.O_RDONLY, 0)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer f.Close()
-	const limit = 4096
-	b, err := io.ReadAll(io.LimitReader(f, limit))
-	if err != nil {
-		return nil, 0, err
-	}
-	if len(b) < limit {
-		return b, int64(len(b)), nil
-	}
-	return b, fileSize(f, len(b)), nil
+	return statefile.ReadSmall(path, follow)
 }
 
 // fileSize returns f's size for a message, or n if it cannot be had.
@@ -211,6 +196,10 @@ func openHostState(counterPath string, o *options) (*hostState, error) {
 	if err != nil {
 		return nil, &FileError{Op: "open", Path: markPath, Err: classifyOpenError(err)}
 	}
+	if _, err := statefile.CheckRegular(int(mark.Fd())); err != nil {
+		mark.Close()
+		return nil, &FileError{Op: "open", Path: markPath, Err: classifyOpenError(err)}
+	}
 	return &hostState{
 		owner:        owner,
 		gate:         flock.New(counterPath+ownerSuffix, flock.SetFlag(openFlags(o.followSymlinks))),
@@ -231,6 +220,9 @@ func (h *hostState) lockGate(ctx context.Context) error {
 		err = ctx.Err()
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%s): %w", ErrLocked, statefile.HolderOf(h.gate.Path()), err)
+		}
 		return &FileError{Op: "lock", Path: h.gate.Path(), Err: fmt.Errorf(
 			"waiting for another process of this host to finish starting or closing: %w", err)}
 	}
@@ -348,26 +340,8 @@ func (h *hostState) writeSession(name, session string) error {
 	if err != nil {
 		return err
 	}
-	dir, base := splitPath(h.sessionPath)
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
+	if err := statefile.ReplaceAtomically(h.fs, h.sessionPath, b, h.mode); err != nil {
 		return &FileError{Op: "write", Path: h.sessionPath, Err: err}
-	}
-	renamed := false
-	defer func() {
-		if !renamed {
-			_ = h.fs.Remove(tmp.Name())
-		}
-	}()
-	if err := writeTemp(h.fs, tmp, b, h.mode); err != nil {
-		return &FileError{Op: "write", Path: h.sessionPath, Err: err}
-	}
-	if err := h.fs.Rename(tmp.Name(), h.sessionPath); err != nil {
-		return &FileError{Op: "write", Path: h.sessionPath, Err: err}
-	}
-	renamed = true
-	if err := h.fs.SyncDir(dir); err != nil {
-		return &FileError{Op: "write", Path: h.sessionPath, Err: fmt.Errorf("sync directory: %w", err)}
 	}
 	return nil
 }
@@ -391,62 +365,18 @@ func (h *hostState) close() error {
 	return h.mark.Close()
 }
 
-// fsOps is the file-system work of creating the counter and the files
-// beside it: syncing a new file, linking, renaming and removing names, and
-// syncing their directory. Tests replace it (withFS) to record the order
-// of these operations and to inject failures.
-type fsOps interface {
-	SyncFile(f *os.File) error // fsync of a new file, before it gets its name
-	Link(oldname, newname string) error
-	Rename(oldname, newname string) error
-	Remove(name string) error
-	SyncDir(dir string) error
-}
+// fsOps is the file-system seam of the state-file layer (statefile.FS):
+// tests replace it (withFS) to record the order of operations and inject
+// failures.
+type fsOps = statefile.FS
 
-type osFS struct{}
+// osFS is the real file system.
+type osFS = statefile.OS
 
-func (osFS) SyncFile(f *os.File) error            { return f.Sync() }
-func (osFS) Link(oldname, newname string) error   { return os.Link(oldname, newname) }
-func (osFS) Rename(oldname, newname string) error { return os.Rename(oldname, newname) }
-func (osFS) Remove(name string) error             { return os.Remove(name) }
-func (osFS) SyncDir(dir string) error             { return syncDir(dir) }
-
-// createFileAtomically creates path with content b: a temporary file in
-// the same directory is written and synced, linked into place, its
-// temporary name removed, then the directory synced, which makes both the
-// new name and the removal durable. It fails with fs.ErrExist if path
-// exists (after syncing the directory, so that a file another process
-// just created is durable before the caller relies on it); an existing
-// file is never replaced.
+// createFileAtomically creates path with content b, never replacing a
+// file (see statefile.CreateAtomically).
 func createFileAtomically(fsys fsOps, path string, b []byte, mode fs.FileMode) error {
-	dir, base := splitPath(path)
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmpName := tmp.Name()
-	removed := false
-	defer func() {
-		if !removed {
-			_ = fsys.Remove(tmpName)
-		}
-	}()
-	if err := writeTemp(fsys, tmp, b, mode); err != nil {
-		return err
-	}
-	err = fsys.Link(tmpName, path)
-	// The temporary name goes before the directory is synced, so that the
-	// sync covers its removal too. A name left by a failed removal is
-	// harmless (a dot file, never read): the new file is in place.
-	_ = fsys.Remove(tmpName)
-	removed = true
-	if err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	if serr := fsys.SyncDir(dir); serr != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, serr)
-	}
-	return err
+	return statefile.CreateAtomically(fsys, path, b, mode)
 }
 
 // createIfAbsent creates the file at path holding b (see

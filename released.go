@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+
+	"github.com/snapid/snapid/internal/statefile"
 )
 
 // The file <counter>.released records that this host released its name
@@ -17,7 +19,7 @@ const releasedHeader = "snapid-released 1"
 
 // released returns the name this host released, or "" if none.
 func (h *hostState) released() (string, error) {
-	b, err := readSmallFile(h.releasedPath, false)
+	b, _, err := statefile.ReadSmall(h.releasedPath, false)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
@@ -36,7 +38,7 @@ func (h *hostState) released() (string, error) {
 // markReleased records that name is being released; the caller holds the
 // gate and this host has no process using the counter.
 func (h *hostState) markReleased(name string) error {
-	err := createFileAtomically(h.fs, h.releasedPath, []byte(releasedHeader+"\n"+name+"\n"), h.mode)
+	err := statefile.CreateAtomically(h.fs, h.releasedPath, []byte(releasedHeader+"\n"+name+"\n"), h.mode)
 	if err != nil && !errors.Is(err, fs.ErrExist) {
 		return &FileError{Op: "create", Path: h.releasedPath, Err: err}
 	}
@@ -49,7 +51,7 @@ func (h *hostState) clearReleased() error {
 	if err := h.fs.Remove(h.releasedPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return &FileError{Op: "remove", Path: h.releasedPath, Err: err}
 	}
-	dir, _ := splitPath(h.releasedPath)
+	dir, _ := statefile.SplitPath(h.releasedPath)
 	if err := h.fs.SyncDir(dir); err != nil {
 		return &FileError{Op: "remove", Path: h.releasedPath, Err: fmt.Errorf("sync directory: %w", err)}
 	}

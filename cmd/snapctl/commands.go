@@ -62,7 +62,7 @@ func cmdNext(ctx context.Context, c *cli, args []string) error {
 		c.unmakeDefaultDir()
 		return err
 	}
-	first, err := g.NextN(*n)
+	first, err := g.NextNContext(ctx, *n)
 	if err != nil {
 		g.Close()
 		return err

@@ -1,0 +1,24 @@
+package statefile
+
+import "errors"
+
+// Sentinel errors of the layer; callers match them with errors.Is and
+// wrap them into their own.
+var (
+	// ErrNotRegular: the path names something other than a regular file
+	// (a FIFO, a device, a directory, a socket).
+	ErrNotRegular = errors.New("not a regular file")
+	// ErrSymlink: a symbolic link where none is followed.
+	ErrSymlink = errors.New("a symbolic link, which is not followed")
+	// ErrWrongOwner: the file or directory is owned by a user it must
+	// not be trusted from.
+	ErrWrongOwner = errors.New("owned by a user not trusted with it")
+	// ErrUnsafeDir: a directory others than its owner can write, where
+	// they could replace what is in it.
+	ErrUnsafeDir = errors.New("writable by users other than its owner")
+	// ErrLocked: a lock was held by another process for as long as the
+	// caller's context allowed.
+	ErrLocked = errors.New("locked by another process")
+	// ErrTooLarge: a file larger than the reader accepts.
+	ErrTooLarge = errors.New("larger than such a file can be")
+)

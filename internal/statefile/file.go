@@ -1,0 +1,222 @@
+package statefile
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// SmallLimit is how much ReadSmall reads of a file.
+const SmallLimit = 4096
+
+// CheckRegular checks, on the opened descriptor fd, that it is a regular
+// file and, when owners is not empty, that one of owners owns it. It
+// returns the file's status.
+func CheckRegular(fd int, owners ...uint32) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return st, err
+	}
+	// The owner first: what an untrusted user made is refused as theirs,
+	// whatever it is.
+	if len(owners) > 0 && !ownedBy(st.Uid, owners) {
+		return st, fmt.Errorf("%w: uid %d (%s)", ErrWrongOwner, st.Uid, UserName(st.Uid))
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return st, fmt.Errorf("%w (%s)", ErrNotRegular, kind(st.Mode))
+	}
+	return st, nil
+}
+
+func ownedBy(uid uint32, owners []uint32) bool {
+	for _, o := range owners {
+		if uid == o {
+			return true
+		}
+	}
+	return false
+}
+
+// kind names a file type for a message.
+func kind(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFIFO:
+		return "a FIFO"
+	case unix.S_IFCHR:
+		return "a character device"
+	case unix.S_IFBLK:
+		return "a block device"
+	case unix.S_IFDIR:
+		return "a directory"
+	case unix.S_IFSOCK:
+		return "a socket"
+	case unix.S_IFLNK:
+		return "a symbolic link"
+	}
+	return "not a regular file"
+}
+
+// openErr turns an open's ELOOP into ErrSymlink and EISDIR into
+// ErrNotRegular, keeping the errno.
+func openErr(err error) error {
+	switch {
+	case errors.Is(err, unix.ELOOP):
+		return fmt.Errorf("%w: %w", ErrSymlink, err)
+	case errors.Is(err, unix.EISDIR):
+		return fmt.Errorf("%w: %w", ErrNotRegular, err)
+	}
+	return err
+}
+
+// ReadSmall reads up to SmallLimit bytes of the file at path and returns
+// them with the file's size: opened O_NONBLOCK (a FIFO planted there
+// neither blocks the open nor the read: it is refused as not regular
+// before anything is read), O_NOFOLLOW unless follow, and checked to be a
+// regular file (and owned by one of owners, if any) on the descriptor. A
+// file shorter than the limit was read to its end, and its size is what
+// was read.
+func ReadSmall(path string, follow bool, owners ...uint32) ([]byte, int64, error) {
+	return readSmallAt(unix.AT_FDCWD, path, follow, owners)
+}
+
+func readSmallAt(dirfd int, name string, follow bool, owners []uint32) ([]byte, int64, error) {
+	flags := unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK | unix.O_NOCTTY
+	if !follow {
+		flags |= unix.O_NOFOLLOW
+	}
+	fd, err := openat(dirfd, name, flags, 0)
+	if err != nil {
+		return nil, 0, &fs.PathError{Op: "open", Path: name, Err: openErr(err)}
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	st, err := CheckRegular(fd, owners...)
+	if err != nil {
+		return nil, 0, err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, SmallLimit))
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(b) < SmallLimit {
+		return b, int64(len(b)), nil
+	}
+	return b, st.Size, nil
+}
+
+func openat(dirfd int, name string, flags int, mode uint32) (int, error) {
+	var fd int
+	err := ignoringEINTR(func() error {
+		var err error
+		fd, err = unix.Openat(dirfd, name, flags, mode)
+		return err
+	})
+	return fd, err
+}
+
+// WriteTemp writes a new temporary file, sets its mode, syncs it (through
+// fsys) and closes it.
+func WriteTemp(fsys FS, f *os.File, b []byte, mode fs.FileMode) error {
+	_, err := f.Write(b)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if err == nil {
+		err = fsys.SyncFile(f)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// SplitPath returns the directory (never empty) and base name of path.
+func SplitPath(path string) (dir, base string) {
+	dir, base = filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	return dir, base
+}
+
+// CreateAtomically creates path with content b: a temporary file in the
+// same directory is written and synced, linked into place, its temporary
+// name removed, then the directory synced, which makes both the new name
+// and the removal durable. It fails with fs.ErrExist if path exists (after
+// syncing the directory, so that a file another process just created is
+// durable before the caller relies on it); an existing file is never
+// replaced.
+func CreateAtomically(fsys FS, path string, b []byte, mode fs.FileMode) error {
+	dir, base := SplitPath(path)
+	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmpName := tmp.Name()
+	removed := false
+	defer func() {
+		if !removed {
+			_ = fsys.Remove(tmpName)
+		}
+	}()
+	if err := WriteTemp(fsys, tmp, b, mode); err != nil {
+		return err
+	}
+	err = fsys.Link(tmpName, path)
+	// The temporary name goes before the directory is synced, so that the
+	// sync covers its removal too.
+	_ = fsys.Remove(tmpName)
+	removed = true
+	if err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if serr := fsys.SyncDir(dir); serr != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, serr)
+	}
+	return err
+}
+
+// ReplaceAtomically replaces (or creates) path with content b: a synced
+// temporary file renamed into place, then the directory synced. The
+// temporary file is created exclusively, so a link planted there is not
+// followed.
+func ReplaceAtomically(fsys FS, path string, b []byte, mode fs.FileMode) error {
+	dir, base := SplitPath(path)
+	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return err
+	}
+	renamed := false
+	defer func() {
+		if !renamed {
+			_ = fsys.Remove(tmp.Name())
+		}
+	}()
+	if err := WriteTemp(fsys, tmp, b, mode); err != nil {
+		return err
+	}
+	if err := fsys.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	renamed = true
+	if err := fsys.SyncDir(dir); err != nil {
+		return fmt.Errorf("sync directory: %w", err)
+	}
+	return nil
+}
+
+// WriteInPlace writes b at offset 0 of f and, if sync, syncs it.
+func WriteInPlace(f *os.File, b []byte, sync bool) error {
+	if _, err := f.WriteAt(b, 0); err != nil {
+		return err
+	}
+	if sync {
+		return f.Sync()
+	}
+	return nil
+}
