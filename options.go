@@ -267,9 +267,15 @@ func WithHostInfo(h HostInfo) Option {
 // WithTakeover lets Open take the name over from an active holder of
 // another owner, which is only right when that holder is known to be gone
 // for good. The counter starts above floor and above the old holder's
-// reserved mark.
+// reserved mark. A floor of MaxNumber leaves no number to issue (the
+// name would be exhausted for every later host) and is refused with
+// ErrInvalidOption.
 func WithTakeover(floor uint64) Option {
 	return func(o *options) error {
+		if floor == MaxNumber {
+			return fmt.Errorf("snapid: %w: WithTakeover(%d): the floor leaves no number to issue (the highest floor is %d, which leaves one)",
+				ErrInvalidOption, floor, uint64(MaxNumber-1))
+		}
 		o.reg.takeover, o.reg.floor = true, floor
 		return nil
 	}

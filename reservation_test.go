@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -775,3 +776,34 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// A take-over floor must leave a number: MaxNumber is refused before
+// anything is claimed; every lower floor issues floor+1 next.
+func TestTakeoverFloorBoundaries(t *testing.T) {
+	for _, floor := range []uint64{0, 1, 1 << 63 - 1, 1 << 63, math.MaxUint64 - 1, math.MaxUint64} {
+		t.Run(strconv.FormatUint(floor, 10), func(t *testing.T) {
+			reg := snapidtest.NewRegistry()
+			dir := t.TempDir()
+			a := openReg(t, filepath.Join(dir, "a.u64"), "web_1", reg, WithReserveStep(10), WithOutageHorizon(0))
+			draw(t, a, 3)
+			crash(t, a)
+			before, _ := reg.Row("web_1")
+			bPath := filepath.Join(dir, "b.u64")
+			b, err := Open(bPath, "web_1", WithRegistry(reg), WithSync(false),
+				WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithTakeover(floor))
+			if floor == math.MaxUint64 {
+				require.ErrorIs(t, err, ErrInvalidOption)
+				after, _ := reg.Row("web_1")
+				assert.Equal(t, before, after, "a refused floor changes nothing in the registry")
+				_, statErr := os.Stat(bPath)
+				assert.ErrorIs(t, statErr, os.ErrNotExist, "a refused floor creates no counter")
+				return
+			}
+			require.NoError(t, err)
+			defer b.Close()
+			v, err := b.Next()
+			require.NoError(t, err)
+			assert.Equal(t, max(floor, before.Reserved)+1, v, "above the floor and the old holder's mark")
+		})
+	}
+}
