@@ -780,7 +780,7 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 // A take-over floor must leave a number: MaxNumber is refused before
 // anything is claimed; every lower floor issues floor+1 next.
 func TestTakeoverFloorBoundaries(t *testing.T) {
-	for _, floor := range []uint64{0, 1, 1 << 63 - 1, 1 << 63, math.MaxUint64 - 1, math.MaxUint64} {
+	for _, floor := range []uint64{0, 1, 1<<63 - 1, 1 << 63, math.MaxUint64 - 1, math.MaxUint64} {
 		t.Run(strconv.FormatUint(floor, 10), func(t *testing.T) {
 			reg := snapidtest.NewRegistry()
 			dir := t.TempDir()
