@@ -218,7 +218,8 @@ func WithRegistry(r Registry) Option {
 const DefaultOutageHorizon = 2 * time.Hour
 
 // WithOutageHorizon sizes each reservation step to at least what the host
-// issues in d at its recent rate (default DefaultOutageHorizon), so that a
+// issued in the last d (default DefaultOutageHorizon; counted over d, not
+// extrapolated from a shorter burst), so that a
 // registry outage of about d/2 (the next step is reserved when half of the
 // current one is used) does not stop issuance, whatever the rate. A crash
 // skips at most one step, so a longer horizon means larger gaps after a

@@ -32,8 +32,7 @@ type reservation struct {
 	maxFloor uint64    // the highest floor this process saw or wrote (under the counter lock)
 
 	extendMu  sync.Mutex // one extension at a time in this process
-	rateAt    time.Time  // when the last extension was sized (under extendMu)
-	rateFrom  uint64     // the counter then (under extendMu)
+	rates     []rateSample // the counter when extensions were sized, oldest first (under extendMu)
 	curStep   atomic.Uint64
 	extending atomic.Bool // a background extension is running
 	lost      atomic.Pointer[error]
@@ -385,26 +384,50 @@ func (r *reservation) step() uint64 {
 // crash leaves) much larger than what the host issued recently.
 const maxStepGrowth = 16
 
+// rateSample is the counter's value when an extension was sized.
+type rateSample struct {
+	at      time.Time
+	counter uint64
+}
+
+// maxRateSamples bounds the samples kept; dropping the oldest shortens
+// the window measured, which only makes the step smaller.
+const maxRateSamples = 64
+
 // nextStep sizes the next extension: the configured step, or as many
-// numbers as the host issued in the configured horizon at the rate seen
-// since the last extension, whichever is more (but at most maxStepGrowth
-// times the current step), so that a registry outage of that long does not
-// stop issuance at any steady rate, and a crash costs about one horizon's
-// worth of numbers, or the configured step at low rates. The caller holds
-// extendMu.
+// numbers as the host issued in the last horizon, whichever is more (but
+// at most maxStepGrowth times the current step), so that a registry
+// outage of about half the horizon does not stop issuance at a steady
+// rate, and a crash costs at most one horizon's worth of numbers, or the
+// configured step on a host that issues fewer per horizon. The count is
+// measured over the horizon, never extrapolated from a shorter span: a
+// burst of a few hundred ids in a minute does not grow the step. A window
+// longer than the horizon (samples are taken only at extensions) is
+// scaled down to it. The caller holds extendMu.
 func (r *reservation) nextStep(cur uint64) uint64 {
 	now := r.o.now()
 	step := r.o.step
-	if !r.rateAt.IsZero() && cur > r.rateFrom {
-		if elapsed := now.Sub(r.rateAt); elapsed > 0 {
-			perHorizon := float64(cur-r.rateFrom) / elapsed.Seconds() * r.o.horizon.Seconds()
+	r.rates = append(r.rates, rateSample{now, cur})
+	// The base: the newest sample at least a horizon old, or the oldest.
+	from := now.Add(-r.o.horizon)
+	i := 0
+	for i+1 < len(r.rates) && !r.rates[i+1].at.After(from) {
+		i++
+	}
+	if len(r.rates)-i > maxRateSamples {
+		i = len(r.rates) - maxRateSamples
+	}
+	r.rates = append(r.rates[:0], r.rates[i:]...)
+	if base := r.rates[0]; cur > base.counter && r.o.horizon > 0 {
+		issued := float64(cur - base.counter)
+		if elapsed := now.Sub(base.at); elapsed > r.o.horizon {
+			issued = issued / elapsed.Seconds() * r.o.horizon.Seconds()
+		}
+		if issued > float64(step) {
 			limit := float64(r.step()) * maxStepGrowth
-			if perHorizon > float64(step) {
-				step = uint64(min(perHorizon, limit, float64(MaxNumber/4)))
-			}
+			step = uint64(min(issued, limit, float64(MaxNumber/4)))
 		}
 	}
-	r.rateAt, r.rateFrom = now, cur
 	r.curStep.Store(step)
 	return step
 }
