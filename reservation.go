@@ -293,7 +293,13 @@ func (r *reservation) extendInBackground() {
 		// process has set the mark back.
 		ctx, cancel := context.WithTimeout(context.Background(), r.o.timeout)
 		defer cancel()
-		if err := r.extend(ctx, 0); err != nil {
+		switch err := r.extend(ctx, 0); {
+		case errors.Is(err, ErrNameTaken):
+			// extend marked the name lost: nothing more is issued, not
+			// even what is left below the mark.
+			r.log.Error("snapid: node name taken over by another owner while extending the reserved range; no more ids will be issued (calls fail with ErrNameTaken)",
+				"name", r.name, "err", err)
+		case err != nil:
 			r.extendLog.failed(err, "name", r.name)
 		}
 	}()

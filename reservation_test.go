@@ -2,6 +2,7 @@ package snapid_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"math"
@@ -835,4 +836,66 @@ func TestTakeoverFloorBoundaries(t *testing.T) {
 			assert.Equal(t, max(floor, before.Reserved)+1, v, "above the floor and the old holder's mark")
 		})
 	}
+}
+
+// recordHandler keeps every record logged through it.
+type recordHandler struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+func (h *recordHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recordHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.records = append(h.records, r.Clone())
+	return nil
+}
+func (h *recordHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *recordHandler) WithGroup(string) slog.Handler      { return h }
+
+func (h *recordHandler) messages() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, r := range h.records {
+		out = append(out, r.Level.String()+" "+r.Message)
+	}
+	return out
+}
+
+// A background extension that finds the name taken over says what
+// happens: nothing more is issued (the next call fails with
+// ErrNameTaken), not that ids keep flowing until the mark.
+func TestBackgroundExtensionNameTakenLogsTheTruth(t *testing.T) {
+	reg := snapidtest.NewRegistry()
+	dir := t.TempDir()
+	rec := &recordHandler{}
+	a := openReg(t, filepath.Join(dir, "a.u64"), "web_1", reg, WithReserveStep(10), WithOutageHorizon(0),
+		WithLogger(slog.New(rec)))
+	defer a.Close()
+	draw(t, a, 3)
+	b, err := Open(filepath.Join(dir, "b.u64"), "web_1", WithRegistry(reg), WithSync(false),
+		WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithTakeover(100))
+	require.NoError(t, err)
+	defer b.Close()
+	draw(t, a, 3) // the 6th leaves less than half a step: a background extension
+	taken := func() bool {
+		for _, m := range rec.messages() {
+			if strings.Contains(m, "taken over") {
+				return true
+			}
+		}
+		return false
+	}
+	require.Eventually(t, taken, 10*time.Second, time.Millisecond, "logged: %q", rec.messages())
+	for _, m := range rec.messages() {
+		assert.NotContains(t, m, "keep flowing", "the log must not promise ids that will not come")
+		if strings.Contains(m, "taken over") {
+			assert.Contains(t, m, "ERROR")
+			assert.Contains(t, m, "no more ids will be issued")
+		}
+	}
+	_, err = a.Next()
+	require.ErrorIs(t, err, ErrNameTaken, "as the log says: nothing more is issued")
 }
