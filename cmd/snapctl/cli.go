@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -71,6 +72,7 @@ func (e usageError) Error() string { return e.msg }
 // run executes snapctl with args (without the program name) and returns
 // the exit status.
 func run(ctx context.Context, args []string, e env) int {
+	e.stderr = &lockedWriter{w: e.stderr}
 	if len(args) == 0 {
 		fmt.Fprintln(e.stderr, "snapctl: no command given; run 'snapctl help' for the list of commands")
 		return exitFailure
@@ -325,13 +327,21 @@ func (c *cli) unmakeDefaultDir() {
 }
 
 func (c *cli) options() []snapid.Option {
-	opts := []snapid.Option{snapid.WithSync(c.sync)}
+	// The library's warnings (a counter raised, a binding moved, a
+	// background extension failing) go to stderr, one line each.
+	opts := []snapid.Option{snapid.WithSync(c.sync), c.logOption()}
 	if d := c.getenv("SNAPID_BINDING_DIR"); d != "" {
 		// The library reads the variable too; this makes a test's
 		// environment (not only the process's) count.
 		opts = append(opts, snapid.WithBindingDir(d))
 	}
 	return opts
+}
+
+// logOption sends the library's notices to stderr, one line each
+// ("snapctl: warning: …").
+func (c *cli) logOption() snapid.Option {
+	return snapid.WithLogger(slog.New(newLineHandler(c.stderr)))
 }
 
 // describe turns an error into the one-line message, with what to do.

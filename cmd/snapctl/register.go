@@ -127,7 +127,7 @@ func cmdRelease(ctx context.Context, c *cli, args []string) error {
 		if err != nil {
 			return err
 		}
-		final, err = snapid.Release(ctx, path, name, snapid.WithRegistry(reg))
+		final, err = snapid.Release(ctx, path, name, snapid.WithRegistry(reg), c.logOption())
 		if errors.Is(err, fs.ErrNotExist) {
 			return hintError{err, fmt.Sprintf("nothing was changed; this host never registered %q with the counter %s (check --counter): "+
 				"there is nothing to release here; to release a name whose holder is gone for good, 'snapctl release --force --start N'", name, path)}
