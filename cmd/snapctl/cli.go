@@ -219,8 +219,13 @@ func (c *cli) parse(args []string) error {
 	if err := c.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			c.fs.SetOutput(c.stdout)
-			fmt.Fprintf(c.stdout, "usage: %s %s\n\nflags:\n", c.fs.Name(), lookup(strings.TrimPrefix(c.fs.Name(), "snapctl ")).usage)
-			c.fs.PrintDefaults()
+			fmt.Fprintf(c.stdout, "usage: %s %s\n", c.fs.Name(), lookup(strings.TrimPrefix(c.fs.Name(), "snapctl ")).usage)
+			hasFlags := false
+			c.fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+			if hasFlags {
+				fmt.Fprintf(c.stdout, "\nflags:\n")
+				c.fs.PrintDefaults()
+			}
 			return err
 		}
 		return usageError{err.Error()}
@@ -395,7 +400,7 @@ func describe(cmd string, err error) string {
 	case errors.Is(err, snapid.ErrNotRegular):
 		hint = "point --counter at a file, not a directory"
 	case errors.Is(err, snapid.ErrReleased):
-		hint = "nothing was issued; this host gave the name up with 'snapctl release': run 'snapctl register' to claim it again on purpose"
+		hint = "nothing was issued" // the error says what to do
 	case errors.Is(err, snapid.ErrNameTaken):
 		hint = "choose another --name, or, if that holder is gone for good, 'snapctl release --force --start N' or 'snapctl register --force --start N'"
 	case errors.Is(err, snapid.ErrProbableClone):
@@ -423,10 +428,19 @@ func describe(cmd string, err error) string {
 	case errors.Is(err, fs.ErrPermission):
 		hint = "check the permissions of the counter file and its directory"
 	}
-	if hint != "" {
-		return msg + "; " + hint
+	if hint == "" {
+		return msg
 	}
-	return msg
+	// A message that already says so does not say it twice.
+	for _, said := range []string{"nothing was changed", "nothing was issued", "nothing was created"} {
+		if strings.Contains(msg, said) {
+			hint = strings.TrimPrefix(strings.TrimPrefix(hint, said+"; "), said+": ")
+			if hint == said {
+				return msg
+			}
+		}
+	}
+	return msg + "; " + hint
 }
 
 // readOnly are the commands that change nothing, anywhere.
