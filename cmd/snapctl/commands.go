@@ -87,7 +87,7 @@ func cmdNext(ctx context.Context, c *cli, args []string) error {
 // cmdShow prints the last issued number and the path.
 func cmdShow(_ context.Context, c *cli, args []string) error {
 	fs := c.newFlags("show")
-	asJSON := fs.Bool("json", false, "print JSON")
+	asJSON := fs.Bool("json", false, jsonHelp)
 	if err := c.parse(args); err != nil {
 		return err
 	}

@@ -39,12 +39,12 @@ type statusReport struct {
 // statusSequence is the host's lease of one sequence, from its lease file.
 type statusSequence struct {
 	Sequence     string `json:"sequence"`
-	CurrentFirst uint64 `json:"current_first"`
-	CurrentLast  uint64 `json:"current_last"`
-	Next         uint64 `json:"next"`
-	AheadFirst   uint64 `json:"ahead_first"`
-	AheadLast    uint64 `json:"ahead_last"`
-	LeftNumbers  uint64 `json:"left_numbers"`
+	CurrentFirst uint64 `json:"current_first,string"`
+	CurrentLast  uint64 `json:"current_last,string"`
+	Next         uint64 `json:"next,string"`
+	AheadFirst   uint64 `json:"ahead_first,string"`
+	AheadLast    uint64 `json:"ahead_last,string"`
+	LeftNumbers  uint64 `json:"left_numbers,string"`
 	// CurrentClaim: the lease was taken under the session this host's
 	// files record (else the next start drops it unless the last process
 	// closed cleanly).
@@ -69,7 +69,7 @@ func cmdStatus(ctx context.Context, c *cli, args []string) error {
 	c.newFlags("status")
 	var rf registryFlags
 	c.addRegistryFlags(&rf)
-	asJSON := c.fs.Bool("json", false, "print JSON")
+	asJSON := c.fs.Bool("json", false, jsonHelp)
 	if err := c.parse(args); err != nil {
 		return err
 	}
@@ -358,7 +358,7 @@ func cmdNames(ctx context.Context, c *cli, args []string) error {
 	c.newFlags("names")
 	var rf registryFlags
 	c.addRegistryFlags(&rf)
-	asJSON := c.fs.Bool("json", false, "print JSON")
+	asJSON := c.fs.Bool("json", false, jsonHelp)
 	if err := c.parse(args); err != nil {
 		return err
 	}

@@ -87,3 +87,6 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// jsonHelp is the help of every --json flag.
+const jsonHelp = "print JSON; numbers, marks and counts of ids are strings (\"10\"), since they may pass 2^53, which JSON readers lose"
