@@ -53,3 +53,17 @@ func TestJSONNumbersAreStrings(t *testing.T) {
 	r = a.run(t, "help", "status")
 	assert.Contains(t, r.stdout, "strings")
 }
+
+// register --force --start 5 on a counter that already issued 7 says why
+// the next number is 8, not 5.
+func TestRegisterForceStartBelowCounterSaysWhy(t *testing.T) {
+	a, _, _ := registryEnv(t)
+	a.vars["SNAPID_NAME"] = "web_1"
+	r := a.run(t, "next", "-n", "7")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = a.run(t, "register", "--force", "--start", "5")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "next number 8")
+	assert.Contains(t, r.stderr, "the next number is 8, not --start 5")
+	assert.Contains(t, r.stderr, "is ever lowered")
+}
