@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -66,4 +67,23 @@ func TestRegisterForceStartBelowCounterSaysWhy(t *testing.T) {
 	assert.Contains(t, r.stdout, "next number 8")
 	assert.Contains(t, r.stderr, "the next number is 8, not --start 5")
 	assert.Contains(t, r.stderr, "is ever lowered")
+}
+
+// next without --counter on the machine that holds the name with another
+// counter says the holder is this machine and points at --counter, not at
+// a forced take-over of its own name.
+func TestNextHeldByThisMachineHint(t *testing.T) {
+	a, _, _ := registryEnv(t)
+	a.vars["SNAPID_NAME"] = "web_1"
+	a.vars["SNAPID_COUNTER"] = filepath.Join(t.TempDir(), "server.u64")
+	r := a.run(t, "register")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	delete(a.vars, "SNAPID_COUNTER") // the per-user counter
+	for _, cmd := range []string{"next", "register"} {
+		line := requireOneErrorLine(t, a.run(t, cmd))
+		assert.Contains(t, line, "node name taken")
+		assert.Contains(t, line, "this very machine")
+		assert.Contains(t, line, "--counter (or SNAPID_COUNTER)")
+		assert.NotContains(t, line, "'snapctl register --force", "no take-over of its own name")
+	}
 }

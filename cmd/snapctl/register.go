@@ -78,7 +78,7 @@ func cmdRegister(ctx context.Context, c *cli, args []string) error {
 	}
 	g, err := snapid.OpenContext(ctx, path, name, opts...)
 	if err != nil {
-		return err
+		return heldHere(ctx, reg, name, path, err)
 	}
 	if err := g.Close(); err != nil {
 		return err
