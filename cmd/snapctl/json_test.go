@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -86,4 +87,23 @@ func TestNextHeldByThisMachineHint(t *testing.T) {
 		assert.Contains(t, line, "--counter (or SNAPID_COUNTER)")
 		assert.NotContains(t, line, "'snapctl register --force", "no take-over of its own name")
 	}
+}
+
+// status and check-names give one verdict on a name without a row: with
+// a registry configured, status --name vm needs attention (exit 1) as
+// check-names reports not_registered (exit 1).
+func TestStatusAgreesWithCheckNamesOnUnregistered(t *testing.T) {
+	a, _, _ := registryEnv(t)
+	r := a.run(t, "register", "--name", "web_1") // creates the registry
+	require.Equal(t, exitOK, r.code, r.stderr)
+	b := newFakeEnv(t)
+	r = b.run(t, "next", "--name", "vm") // a counter used without a registry
+	require.Equal(t, exitOK, r.code, r.stderr)
+	b.vars["SNAPID_CASSANDRA"], b.vars["SNAPID_KEYSPACE"] = a.vars["SNAPID_CASSANDRA"], a.vars["SNAPID_KEYSPACE"]
+	r = b.run(t, "check-names", "--name", "vm")
+	require.Equal(t, exitProblems, r.code, r.stdout+r.stderr)
+	assert.Contains(t, r.stdout, "not_registered")
+	st, r := statusJSON(t, b, "--name", "vm")
+	require.Equal(t, exitProblems, r.code, r.stdout+r.stderr)
+	assert.Contains(t, strings.Join(st.Attention, "|"), "no row in the registry")
 }

@@ -136,10 +136,12 @@ func cmdStatus(ctx context.Context, c *cli, args []string) error {
 		st.Registry = &statusRow{}
 		h, err := reg.Get(ctx, name)
 		switch {
+		case errors.Is(err, snapid.ErrNotRegistered) && hf.OwnerID != "":
+			attention("%q has no row in the registry though this counter has an owner token: 'snapctl register' claims it", name)
 		case errors.Is(err, snapid.ErrNotRegistered):
-			if hf.OwnerID != "" {
-				attention("%q has no row in the registry though this counter has an owner token: 'snapctl register' claims it", name)
-			}
+			// As check-names says (not_registered): with a registry
+			// configured, a name without a row is not in use safely.
+			attention("%q has no row in the registry (check-names: not_registered): 'snapctl register' claims it", name)
 		case err != nil:
 			attention("the registry row of %q could not be read: %s", name, oneLine(describe("status", err)))
 		default:
