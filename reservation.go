@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"strings"
 	"sync"
@@ -147,6 +148,9 @@ func (r *reservation) claim(ctx context.Context) error {
 		return fmt.Errorf("snapid: %w: %q was released on this host (%s records it); claim it again on purpose (snapctl register, or WithReclaim)",
 			ErrReleased, released, r.host.releasedPath)
 	}
+	if err := r.oneNamePerCounter(ctx, released); err != nil {
+		return err
+	}
 	h, err := r.reg.Claim(ctx, Claim{
 		Name: r.name, Owner: r.host.owner,
 		Hostname: r.o.host.Hostname, Address: r.o.host.Address, MachineID: r.o.host.MachineID,
@@ -183,6 +187,40 @@ func (r *reservation) claim(ctx context.Context) error {
 		return err
 	}
 	return r.extend(ctx, 0)
+}
+
+// oneNamePerCounter refuses, before anything is written, a claim of a
+// second name on a counter whose session file records another name that
+// this counter's owner still holds, active, in the registry (SPEC §3: one
+// counter, one name): the two rows would share one owner token, and each
+// name's processes would refuse the other's session. A name the host
+// released (released names it), or that is no longer this owner's, may be
+// followed by another.
+func (r *reservation) oneNamePerCounter(ctx context.Context, released string) error {
+	s, err := r.host.readSession()
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil // never claimed
+	case errors.Is(err, ErrCorruptSession):
+		return nil // an old or damaged file names nothing; the claim replaces it
+	case err != nil:
+		return err
+	case s.name == r.name || s.name == released:
+		return nil
+	}
+	h, err := r.reg.Get(ctx, s.name)
+	switch {
+	case errors.Is(err, ErrNotRegistered):
+		return nil
+	case err != nil:
+		return fmt.Errorf("snapid: checking that the counter %s no longer holds %q before claiming %q: %w",
+			strings.TrimSuffix(r.host.sessionPath, sessionSuffix), s.name, r.name, err)
+	case h.State != StateActive || h.Owner != r.host.owner:
+		return nil
+	}
+	return fmt.Errorf("snapid: %w: the counter %s holds the name %q in the registry (its session file records it); one counter file serves one name: "+
+		"release %q first (snapctl release), or give %q its own counter file; nothing was changed",
+		ErrNameMismatch, strings.TrimSuffix(r.host.sessionPath, sessionSuffix), s.name, s.name, r.name)
 }
 
 // join reads the host's claim from the session file, for a process that

@@ -899,3 +899,42 @@ func TestBackgroundExtensionNameTakenLogsTheTruth(t *testing.T) {
 	_, err = a.Next()
 	require.ErrorIs(t, err, ErrNameTaken, "as the log says: nothing more is issued")
 }
+
+// One counter, one name: a counter whose host holds web_2 is refused a
+// claim of web_1 (ErrNameMismatch) before anything is written, even with
+// WithReclaim (snapctl register); once web_2 is released, or taken over
+// by another owner, the counter may take another name.
+func TestSecondNameOnCounterRefused(t *testing.T) {
+	reg := snapidtest.NewRegistry()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.u64")
+	g := openReg(t, path, "web_2", reg)
+	draw(t, g, 3)
+	require.NoError(t, g.Close())
+	for _, opts := range [][]Option{nil, {WithReclaim()}} {
+		_, err := Open(path, "web_1", append([]Option{WithRegistry(reg), WithSync(false)}, opts...)...)
+		require.ErrorIs(t, err, ErrNameMismatch)
+		assert.Contains(t, err.Error(), `holds the name "web_2"`)
+		_, ok := reg.Row("web_1")
+		assert.False(t, ok, "no row written for the second name")
+	}
+	h, _ := reg.Row("web_2")
+	assert.Equal(t, StateActive, h.State, "the first name's row is untouched")
+
+	// Taken over by another owner: the counter no longer holds web_2.
+	other := filepath.Join(dir, "b.u64")
+	b, err := Open(other, "web_2", WithRegistry(reg), WithSync(false),
+		WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithTakeover(100))
+	require.NoError(t, err)
+	require.NoError(t, b.Close())
+	g, err = Open(path, "web_1", WithRegistry(reg), WithSync(false), WithReclaim())
+	require.NoError(t, err, "web_2 is no longer this counter's")
+	require.NoError(t, g.Close())
+
+	// Released: the host gave web_1 up, and may take web_3.
+	_, err = Release(t.Context(), path, "web_1", WithRegistry(reg))
+	require.NoError(t, err)
+	g, err = Open(path, "web_3", WithRegistry(reg), WithSync(false), WithReclaim())
+	require.NoError(t, err, "a released name may be followed by another")
+	require.NoError(t, g.Close())
+}
