@@ -107,3 +107,38 @@ func TestStatusAgreesWithCheckNamesOnUnregistered(t *testing.T) {
 	require.Equal(t, exitProblems, r.code, r.stdout+r.stderr)
 	assert.Contains(t, strings.Join(st.Attention, "|"), "no row in the registry")
 }
+
+// One counter, one name, and one verdict: on a host whose counter holds
+// web_2, register as web_1 is refused before any registry write, status
+// for web_1 needs attention, and check-names finds no shared owner; after
+// a release of another name, status for web_2 says its programs refuse it,
+// as next does.
+func TestSecondNameOnCounterOneVerdict(t *testing.T) {
+	a, _, _ := registryEnv(t)
+	r := a.run(t, "register", "--name", "web_2")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	line := requireOneErrorLine(t, a.run(t, "register", "--name", "web_1"))
+	assert.Contains(t, line, `holds the name "web_2"`)
+	assert.Contains(t, line, "one counter file serves one name")
+	assert.Equal(t, 1, strings.Count(line, "nothing was changed"), line)
+	line = requireOneErrorLine(t, a.run(t, "next", "--name", "web_1"))
+	assert.Contains(t, line, `holds the name "web_2"`)
+	r = a.run(t, "check-names", "--name", "web_2")
+	assert.NotContains(t, r.stdout, "shared_owner")
+	assert.NotContains(t, r.stdout, "web_1")
+	st, r := statusJSON(t, a, "--name", "web_1")
+	require.Equal(t, exitProblems, r.code, r.stdout+r.stderr)
+	assert.Contains(t, strings.Join(st.Attention, "|"), `this counter holds "web_2"`)
+	r = a.run(t, "next", "--name", "web_2")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	_, r = statusJSON(t, a, "--name", "web_2")
+	require.Equal(t, exitOK, r.code, r.stdout+r.stderr)
+
+	// The host released web_2: next refuses any name, and status says so.
+	r = a.run(t, "release", "--name", "web_2")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	requireOneErrorLine(t, a.run(t, "next", "--name", "web_3"))
+	st, r = statusJSON(t, a, "--name", "web_3")
+	require.Equal(t, exitProblems, r.code, r.stdout+r.stderr)
+	assert.Contains(t, strings.Join(st.Attention, "|"), `released "web_2"`)
+}
