@@ -26,6 +26,10 @@ const (
 	ProblemMissingOwner = "missing_owner"
 	// A row whose state is neither "active" nor "released".
 	ProblemInvalidState = "invalid_state"
+	// Two or more active rows with one owner token: one counter holds
+	// several names (SPEC §3: one counter, one name); its processes refuse
+	// every name but the one its session file records.
+	ProblemSharedOwner = "shared_owner"
 	// An active row not seen for longer than AuditConfig.Stale: its holder
 	// may be gone without releasing the name.
 	ProblemStale = "stale"
@@ -49,7 +53,7 @@ const (
 // problemOrder is the order of kinds in a Report.
 var problemOrder = []string{
 	ProblemInvalidName, ProblemNormalisedCollision, ProblemMissingOwner, ProblemInvalidState,
-	ProblemStale, ProblemClockAhead, ProblemNotRegistered, ProblemHeldByOther,
+	ProblemSharedOwner, ProblemStale, ProblemClockAhead, ProblemNotRegistered, ProblemHeldByOther,
 	ProblemInventoryInvalid, ProblemInventoryDuplicate, ProblemInventoryTaken,
 }
 
@@ -217,6 +221,26 @@ func Audit(rows []Holder, cfg AuditConfig) Report {
 						"the clone check compares hosts' clocks, keep them in sync (NTP)", h.Name, ahead.Round(time.Second), h)})
 			}
 		}
+	}
+	byOwner := map[string][]Holder{}
+	for _, h := range rows {
+		if h.State == StateActive && h.Owner != "" {
+			byOwner[h.Owner] = append(byOwner[h.Owner], h)
+		}
+	}
+	for owner, hs := range byOwner {
+		if len(hs) < 2 {
+			continue
+		}
+		slices.SortFunc(hs, func(a, b Holder) int { return strings.Compare(a.Name, b.Name) })
+		p := Problem{Kind: ProblemSharedOwner, Name: hs[0].Name}
+		for _, h := range hs {
+			p.Names = append(p.Names, h.Name)
+			p.Rows = append(p.Rows, auditRow(h))
+		}
+		p.Detail = fmt.Sprintf("rows %s are active with one owner token (%s): one counter holds them all, and its processes refuse every name "+
+			"but the one its session file records; release the names that counter does not use", quoteList(p.Names), OwnerID(owner))
+		add(p)
 	}
 	for norm, hs := range byNorm {
 		if len(hs) < 2 {

@@ -286,3 +286,21 @@ func TestParseInventory(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "after line 1")
 }
+
+// Two active rows with one owner token (one counter, two names) are a
+// shared_owner problem naming both; a released one with the same owner
+// is not.
+func TestAuditSharedOwner(t *testing.T) {
+	a, b, c := row("web_1"), row("web_2"), row("web_3")
+	b.Owner = a.Owner
+	rep := Audit([]Holder{a, b, c}, AuditConfig{Now: auditNow})
+	require.Len(t, rep.Problems, 1, "%+v", rep.Problems)
+	p := rep.Problems[0]
+	assert.Equal(t, ProblemSharedOwner, p.Kind)
+	assert.Equal(t, []string{"web_1", "web_2"}, p.Names)
+	assert.Contains(t, p.Detail, OwnerID(a.Owner))
+	assert.NotContains(t, p.Detail, a.Owner, "the token is a secret")
+
+	b.State = StateReleased
+	assert.True(t, Audit([]Holder{a, b, c}, AuditConfig{Now: auditNow}).OK())
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -132,7 +133,7 @@ func TestNextContextMemberLeavesGroup(t *testing.T) {
 	assert.Equal(t, uint64(1), <-leader)
 	n, err := g.Next()
 	require.NoError(t, err)
-	assert.Equal(t, uint64(3), n, "the member who left had 2, which is never handed out")
+	assert.Equal(t, uint64(2), n, "the caller who left, alone in its group, took nothing")
 }
 
 // A context that has already ended reserves nothing.
@@ -195,5 +196,56 @@ func TestUniqueIDContextWhileRegistryFrozen(t *testing.T) {
 	more := draw(t, g, 3)
 	for _, n := range more {
 		assert.Greater(t, n, first[len(first)-1])
+	}
+}
+
+// A lone caller that leaves while its update waits for the counter's lock
+// (held by another process) takes nothing once the lock is free: the
+// counter is unchanged and the next number is the one it would have had.
+// The same holds when every member of a group has left.
+func TestNextNContextLeftTakesNothing(t *testing.T) {
+	for _, callers := range []int{1, 3} {
+		t.Run(strconv.Itoa(callers), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "counter.u64")
+			g, err := Open(path, "web")
+			require.NoError(t, err)
+			t.Cleanup(func() { g.Close() })
+			first, err := g.Next()
+			require.NoError(t, err)
+			require.Equal(t, uint64(1), first)
+			unlock := lockCounterExternally(t, path)
+			ctx, cancel := context.WithCancel(context.Background())
+			errs := make(chan error, callers)
+			for range callers {
+				go func() {
+					_, err := g.NextNContext(ctx, 1_000_000)
+					errs <- err
+				}()
+			}
+			waitUpdateInFlight(g) // the leader waits for the counter's lock
+			for g.ExportOpenGroupSize() != uint64(callers-1)*1_000_000 {
+				time.Sleep(time.Millisecond) // the others join the next group
+			}
+			time.Sleep(20 * time.Millisecond)
+			cancel()
+			for range callers {
+				select {
+				case err := <-errs:
+					require.ErrorIs(t, err, context.Canceled)
+				case <-time.After(10 * time.Second):
+					t.Fatal("a caller did not leave when its context ended")
+				}
+			}
+			unlock()
+			// Until the groups of those who left are done (a caller joining
+			// one that waits would keep it alive).
+			for g.ExportOpenGroupSize() != 0 || g.ExportUpdateInFlight() {
+				time.Sleep(time.Millisecond)
+			}
+			n, err := g.Next()
+			require.NoError(t, err)
+			assert.Equal(t, uint64(2), n, "callers that left took no number")
+			assert.Equal(t, uint64(2), ctValue(t, path), "the counter moved only for the call that stayed")
+		})
 	}
 }

@@ -387,11 +387,14 @@ func (c *counterFile) read() (v uint64, err error) {
 // back above it: every number this process knows to be issued is at or
 // below that value. The update that raises it is the one that issues the
 // next numbers, so the raise is synced before any of them is returned.
-func (c *counterFile) advance(k uint64, hook advanceHook) (first uint64, err error) {
+func (c *counterFile) advance(k uint64, hook advanceHook, gone func() bool) (first uint64, err error) {
 	if err := c.lock(); err != nil {
 		return 0, err
 	}
 	defer c.unlock()
+	if gone != nil && gone() {
+		return 0, errCallersLeft // its callers left while the lock was held elsewhere
+	}
 	cur, err := c.load()
 	if err != nil {
 		return 0, err

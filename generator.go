@@ -234,7 +234,10 @@ func (g *Generator) NextN(n uint64) (first uint64, err error) {
 }
 
 // NextNContext is NextN waiting at most as long as ctx allows (see
-// UniqueIDContext). It is safe for concurrent use.
+// UniqueIDContext). A caller whose ctx ended while its update waited for
+// the counter's lock (another process held it) takes nothing once the
+// lock is free, unless callers that stayed share the update (their
+// numbers are then a gap). It is safe for concurrent use.
 func (g *Generator) NextNContext(ctx context.Context, n uint64) (first uint64, err error) {
 	if n == 0 {
 		return 0, fmt.Errorf("snapid: %w: NextN(0): reserve at least 1 number", ErrInvalidOption)
@@ -253,9 +256,9 @@ const maxExtendWaits = 10
 // flush is the group-commit leader's counter update. With a registry, a
 // number above the reserved mark makes it extend the mark synchronously
 // and try again; if that fails, nothing is issued.
-func (g *Generator) flush(k uint64) (uint64, error) {
+func (g *Generator) flush(k uint64, gone func() bool) (uint64, error) {
 	for attempt := 0; ; attempt++ {
-		first, err := g.advance(k)
+		first, err := g.advance(k, gone)
 		if err == nil {
 			return first, nil
 		}
@@ -275,7 +278,7 @@ func (g *Generator) flush(k uint64) (uint64, error) {
 	}
 }
 
-func (g *Generator) advance(k uint64) (uint64, error) {
+func (g *Generator) advance(k uint64, gone func() bool) (uint64, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed.Load() {
@@ -286,7 +289,7 @@ func (g *Generator) advance(k uint64) (uint64, error) {
 		hook = g.res
 	}
 	start := time.Now()
-	first, err := g.file.advance(k, hook)
+	first, err := g.file.advance(k, hook, gone)
 	g.stats.updated(k, time.Since(start), err)
 	if err != nil {
 		return 0, err

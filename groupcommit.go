@@ -24,7 +24,10 @@ import (
 // woken. The hand-over names the group, so it cannot reach the leader of a
 // group opened later.
 type groupCommit struct {
-	flush func(k uint64) (first uint64, err error)
+	// flush updates the counter by k; it takes nothing when gone, asked
+	// once it holds the counter's lock, reports that every caller it
+	// serves has left.
+	flush func(k uint64, gone func() bool) (first uint64, err error)
 
 	mu       sync.Mutex
 	flushing bool
@@ -38,8 +41,11 @@ type group struct {
 	// done is closed when the results are set; both are made when a second
 	// member joins, so a caller alone costs one allocation. After the
 	// leader closes the group (under groupCommit.mu) they no longer change.
-	ks    []uint64
-	done  chan struct{}
+	ks   []uint64
+	done chan struct{}
+	// ctxs holds each member's context, in joining order, made with ks;
+	// nil for a context that never ends.
+	ctxs  []context.Context
 	first uint64
 	err   error
 	each  []memberResult // set instead of first and err when served one by one
@@ -64,7 +70,7 @@ func (g *group) result(i int, off uint64) (uint64, error) {
 	return g.first + off, nil
 }
 
-func newGroupCommit(flush func(uint64) (uint64, error)) *groupCommit {
+func newGroupCommit(flush func(uint64, func() bool) (uint64, error)) *groupCommit {
 	return &groupCommit{flush: flush}
 }
 
@@ -104,8 +110,9 @@ func (gc *groupCommit) reserve(ctx context.Context, k uint64) (uint64, error) {
 			// when a second member joins, and k for a leader itself.
 			g.done = make(chan struct{})
 			g.ks = append(make([]uint64, 0, 8), g.k-k)
+			g.ctxs = append(make([]context.Context, 0, 8), nil)
 			if leader {
-				g.ks[0] = k
+				g.ks[0], g.ctxs[0] = k, ctx
 			}
 		}
 	}
@@ -113,6 +120,11 @@ func (gc *groupCommit) reserve(ctx context.Context, k uint64) (uint64, error) {
 	if !leader {
 		i = len(g.ks)
 		g.ks = append(g.ks, k)
+		if cancel != nil {
+			g.ctxs = append(g.ctxs, ctx)
+		} else {
+			g.ctxs = append(g.ctxs, nil)
+		}
 		gc.mu.Unlock()
 		return wait(ctx, g, i, off)
 	}
@@ -148,6 +160,28 @@ func wait(ctx context.Context, g *group, i int, off uint64) (uint64, error) {
 	return g.result(i, off)
 }
 
+// gone reports whether every member of the closed group g has left (its
+// context ended), so that its update may take nothing: a caller that left
+// while the counter's lock was held elsewhere must not burn its numbers.
+func (g *group) gone() bool {
+	if len(g.ctxs) == 0 {
+		return false // a leader alone whose context never ends
+	}
+	for _, c := range g.ctxs {
+		if !ended(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// ended reports whether ctx (nil: one that never ends) has ended.
+func ended(ctx context.Context) bool { return ctx != nil && ctx.Err() != nil }
+
+// errCallersLeft is a counter update's result when every caller it served
+// left before it held the counter's lock: nothing was taken.
+var errCallersLeft = fmt.Errorf("snapid: every caller left before the counter's lock was free; nothing was taken: %w", context.Canceled)
+
 // contextError is ctx's error, with its cause when it has one, or nil.
 func contextError(ctx context.Context) error {
 	if ctx.Err() == nil {
@@ -166,13 +200,13 @@ func (gc *groupCommit) lead(g *group, handedOver bool) (uint64, error) {
 	if handedOver {
 		<-g.turn
 	}
-	g.first, g.err = gc.flush(g.k)
+	g.first, g.err = gc.flush(g.k, g.gone)
 	if errors.Is(g.err, ErrExhausted) && len(g.ks) > 1 {
 		// Near 2^64-1 the group may not fit where some members would:
 		// serve them one by one, in order, so that each gets what is left.
 		g.each = make([]memberResult, len(g.ks))
 		for j, kj := range g.ks {
-			g.each[j].first, g.each[j].err = gc.flush(kj)
+			g.each[j].first, g.each[j].err = gc.flush(kj, func() bool { return ended(g.ctxs[j]) })
 		}
 	}
 	first, err := g.result(0, 0)

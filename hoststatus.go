@@ -17,8 +17,8 @@ type HostFiles struct {
 	// reserved-up-to mark as last cached there (the registry's may have
 	// moved since) and Floor the counter's value at its last update.
 	MarkFile bool   `json:"mark_file"`
-	Mark     uint64 `json:"cached_reserved_up_to"`
-	Floor    uint64 `json:"floor"`
+	Mark     uint64 `json:"cached_reserved_up_to,string"`
+	Floor    uint64 `json:"floor,string"`
 	// SessionName is the name the host's claim was made for, "" without a
 	// session file; SessionID the session token's fingerprint.
 	SessionName string `json:"session_name,omitempty"`

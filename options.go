@@ -218,7 +218,8 @@ func WithRegistry(r Registry) Option {
 const DefaultOutageHorizon = 2 * time.Hour
 
 // WithOutageHorizon sizes each reservation step to at least what the host
-// issues in d at its recent rate (default DefaultOutageHorizon), so that a
+// issued in the last d (default DefaultOutageHorizon; counted over d, not
+// extrapolated from a shorter burst), so that a
 // registry outage of about d/2 (the next step is reserved when half of the
 // current one is used) does not stop issuance, whatever the rate. A crash
 // skips at most one step, so a longer horizon means larger gaps after a
@@ -267,9 +268,15 @@ func WithHostInfo(h HostInfo) Option {
 // WithTakeover lets Open take the name over from an active holder of
 // another owner, which is only right when that holder is known to be gone
 // for good. The counter starts above floor and above the old holder's
-// reserved mark.
+// reserved mark. A floor of MaxNumber leaves no number to issue (the
+// name would be exhausted for every later host) and is refused with
+// ErrInvalidOption.
 func WithTakeover(floor uint64) Option {
 	return func(o *options) error {
+		if floor == MaxNumber {
+			return fmt.Errorf("snapid: %w: WithTakeover(%d): the floor leaves no number to issue (the highest floor is %d, which leaves one)",
+				ErrInvalidOption, floor, uint64(MaxNumber-1))
+		}
 		o.reg.takeover, o.reg.floor = true, floor
 		return nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"strings"
 	"sync"
@@ -31,9 +32,8 @@ type reservation struct {
 	seen     markState // the mark file as check read it, for committed (under the counter lock)
 	maxFloor uint64    // the highest floor this process saw or wrote (under the counter lock)
 
-	extendMu  sync.Mutex // one extension at a time in this process
-	rateAt    time.Time  // when the last extension was sized (under extendMu)
-	rateFrom  uint64     // the counter then (under extendMu)
+	extendMu  sync.Mutex   // one extension at a time in this process
+	rates     []rateSample // the counter when extensions were sized, oldest first (under extendMu)
 	curStep   atomic.Uint64
 	extending atomic.Bool // a background extension is running
 	lost      atomic.Pointer[error]
@@ -148,6 +148,9 @@ func (r *reservation) claim(ctx context.Context) error {
 		return fmt.Errorf("snapid: %w: %q was released on this host (%s records it); claim it again on purpose (snapctl register, or WithReclaim)",
 			ErrReleased, released, r.host.releasedPath)
 	}
+	if err := r.oneNamePerCounter(ctx, released); err != nil {
+		return err
+	}
 	h, err := r.reg.Claim(ctx, Claim{
 		Name: r.name, Owner: r.host.owner,
 		Hostname: r.o.host.Hostname, Address: r.o.host.Address, MachineID: r.o.host.MachineID,
@@ -184,6 +187,40 @@ func (r *reservation) claim(ctx context.Context) error {
 		return err
 	}
 	return r.extend(ctx, 0)
+}
+
+// oneNamePerCounter refuses, before anything is written, a claim of a
+// second name on a counter whose session file records another name that
+// this counter's owner still holds, active, in the registry (SPEC §3: one
+// counter, one name): the two rows would share one owner token, and each
+// name's processes would refuse the other's session. A name the host
+// released (released names it), or that is no longer this owner's, may be
+// followed by another.
+func (r *reservation) oneNamePerCounter(ctx context.Context, released string) error {
+	s, err := r.host.readSession()
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil // never claimed
+	case errors.Is(err, ErrCorruptSession):
+		return nil // an old or damaged file names nothing; the claim replaces it
+	case err != nil:
+		return err
+	case s.name == r.name || s.name == released:
+		return nil
+	}
+	h, err := r.reg.Get(ctx, s.name)
+	switch {
+	case errors.Is(err, ErrNotRegistered):
+		return nil
+	case err != nil:
+		return fmt.Errorf("snapid: checking that the counter %s no longer holds %q before claiming %q: %w",
+			strings.TrimSuffix(r.host.sessionPath, sessionSuffix), s.name, r.name, err)
+	case h.State != StateActive || h.Owner != r.host.owner:
+		return nil
+	}
+	return fmt.Errorf("snapid: %w: the counter %s holds the name %q in the registry (its session file records it); one counter file serves one name: "+
+		"release %q first (snapctl release), or give %q its own counter file; nothing was changed",
+		ErrNameMismatch, strings.TrimSuffix(r.host.sessionPath, sessionSuffix), s.name, s.name, r.name)
 }
 
 // join reads the host's claim from the session file, for a process that
@@ -294,7 +331,13 @@ func (r *reservation) extendInBackground() {
 		// process has set the mark back.
 		ctx, cancel := context.WithTimeout(context.Background(), r.o.timeout)
 		defer cancel()
-		if err := r.extend(ctx, 0); err != nil {
+		switch err := r.extend(ctx, 0); {
+		case errors.Is(err, ErrNameTaken):
+			// extend marked the name lost: nothing more is issued, not
+			// even what is left below the mark.
+			r.log.Error("snapid: node name taken over by another owner while extending the reserved range; no more ids will be issued (calls fail with ErrNameTaken)",
+				"name", r.name, "err", err)
+		case err != nil:
 			r.extendLog.failed(err, "name", r.name)
 		}
 	}()
@@ -385,26 +428,50 @@ func (r *reservation) step() uint64 {
 // crash leaves) much larger than what the host issued recently.
 const maxStepGrowth = 16
 
+// rateSample is the counter's value when an extension was sized.
+type rateSample struct {
+	at      time.Time
+	counter uint64
+}
+
+// maxRateSamples bounds the samples kept; dropping the oldest shortens
+// the window measured, which only makes the step smaller.
+const maxRateSamples = 64
+
 // nextStep sizes the next extension: the configured step, or as many
-// numbers as the host issued in the configured horizon at the rate seen
-// since the last extension, whichever is more (but at most maxStepGrowth
-// times the current step), so that a registry outage of that long does not
-// stop issuance at any steady rate, and a crash costs about one horizon's
-// worth of numbers, or the configured step at low rates. The caller holds
-// extendMu.
+// numbers as the host issued in the last horizon, whichever is more (but
+// at most maxStepGrowth times the current step), so that a registry
+// outage of about half the horizon does not stop issuance at a steady
+// rate, and a crash costs at most one horizon's worth of numbers, or the
+// configured step on a host that issues fewer per horizon. The count is
+// measured over the horizon, never extrapolated from a shorter span: a
+// burst of a few hundred ids in a minute does not grow the step. A window
+// longer than the horizon (samples are taken only at extensions) is
+// scaled down to it. The caller holds extendMu.
 func (r *reservation) nextStep(cur uint64) uint64 {
 	now := r.o.now()
 	step := r.o.step
-	if !r.rateAt.IsZero() && cur > r.rateFrom {
-		if elapsed := now.Sub(r.rateAt); elapsed > 0 {
-			perHorizon := float64(cur-r.rateFrom) / elapsed.Seconds() * r.o.horizon.Seconds()
+	r.rates = append(r.rates, rateSample{now, cur})
+	// The base: the newest sample at least a horizon old, or the oldest.
+	from := now.Add(-r.o.horizon)
+	i := 0
+	for i+1 < len(r.rates) && !r.rates[i+1].at.After(from) {
+		i++
+	}
+	if len(r.rates)-i > maxRateSamples {
+		i = len(r.rates) - maxRateSamples
+	}
+	r.rates = append(r.rates[:0], r.rates[i:]...)
+	if base := r.rates[0]; cur > base.counter && r.o.horizon > 0 {
+		issued := float64(cur - base.counter)
+		if elapsed := now.Sub(base.at); elapsed > r.o.horizon {
+			issued = issued / elapsed.Seconds() * r.o.horizon.Seconds()
+		}
+		if issued > float64(step) {
 			limit := float64(r.step()) * maxStepGrowth
-			if perHorizon > float64(step) {
-				step = uint64(min(perHorizon, limit, float64(MaxNumber/4)))
-			}
+			step = uint64(min(issued, limit, float64(MaxNumber/4)))
 		}
 	}
-	r.rateAt, r.rateFrom = now, cur
 	r.curStep.Store(step)
 	return step
 }

@@ -22,7 +22,7 @@ func cmdCheckNames(ctx context.Context, c *cli, args []string) error {
 	stale := fs.Duration("stale", snapid.DefaultStale, "report active holders not seen for longer than this (0 or negative: do not check)")
 	skew := fs.Duration("clock-skew", snapid.DefaultClockSkew, "report rows whose times are further ahead of this host's clock than this")
 	names := fs.String("names", "", "inventory file of planned node names, one per line (# comments)")
-	asJSON := fs.Bool("json", false, "print the report as JSON")
+	asJSON := fs.Bool("json", false, jsonHelp)
 	if err := c.parse(args); err != nil {
 		return err
 	}

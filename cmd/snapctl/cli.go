@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -71,6 +72,7 @@ func (e usageError) Error() string { return e.msg }
 // run executes snapctl with args (without the program name) and returns
 // the exit status.
 func run(ctx context.Context, args []string, e env) int {
+	e.stderr = &lockedWriter{w: e.stderr}
 	if len(args) == 0 {
 		fmt.Fprintln(e.stderr, "snapctl: no command given; run 'snapctl help' for the list of commands")
 		return exitFailure
@@ -217,8 +219,13 @@ func (c *cli) parse(args []string) error {
 	if err := c.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			c.fs.SetOutput(c.stdout)
-			fmt.Fprintf(c.stdout, "usage: %s %s\n\nflags:\n", c.fs.Name(), lookup(strings.TrimPrefix(c.fs.Name(), "snapctl ")).usage)
-			c.fs.PrintDefaults()
+			fmt.Fprintf(c.stdout, "usage: %s %s\n", c.fs.Name(), lookup(strings.TrimPrefix(c.fs.Name(), "snapctl ")).usage)
+			hasFlags := false
+			c.fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+			if hasFlags {
+				fmt.Fprintf(c.stdout, "\nflags:\n")
+				c.fs.PrintDefaults()
+			}
 			return err
 		}
 		return usageError{err.Error()}
@@ -325,13 +332,21 @@ func (c *cli) unmakeDefaultDir() {
 }
 
 func (c *cli) options() []snapid.Option {
-	opts := []snapid.Option{snapid.WithSync(c.sync)}
+	// The library's warnings (a counter raised, a binding moved, a
+	// background extension failing) go to stderr, one line each.
+	opts := []snapid.Option{snapid.WithSync(c.sync), c.logOption()}
 	if d := c.getenv("SNAPID_BINDING_DIR"); d != "" {
 		// The library reads the variable too; this makes a test's
 		// environment (not only the process's) count.
 		opts = append(opts, snapid.WithBindingDir(d))
 	}
 	return opts
+}
+
+// logOption sends the library's notices to stderr, one line each
+// ("snapctl: warning: …").
+func (c *cli) logOption() snapid.Option {
+	return snapid.WithLogger(slog.New(newLineHandler(c.stderr)))
 }
 
 // describe turns an error into the one-line message, with what to do.
@@ -385,7 +400,7 @@ func describe(cmd string, err error) string {
 	case errors.Is(err, snapid.ErrNotRegular):
 		hint = "point --counter at a file, not a directory"
 	case errors.Is(err, snapid.ErrReleased):
-		hint = "nothing was issued; this host gave the name up with 'snapctl release': run 'snapctl register' to claim it again on purpose"
+		hint = "nothing was issued" // the error says what to do
 	case errors.Is(err, snapid.ErrNameTaken):
 		hint = "choose another --name, or, if that holder is gone for good, 'snapctl release --force --start N' or 'snapctl register --force --start N'"
 	case errors.Is(err, snapid.ErrProbableClone):
@@ -413,10 +428,19 @@ func describe(cmd string, err error) string {
 	case errors.Is(err, fs.ErrPermission):
 		hint = "check the permissions of the counter file and its directory"
 	}
-	if hint != "" {
-		return msg + "; " + hint
+	if hint == "" {
+		return msg
 	}
-	return msg
+	// A message that already says so does not say it twice.
+	for _, said := range []string{"nothing was changed", "nothing was issued", "nothing was created"} {
+		if strings.Contains(msg, said) {
+			hint = strings.TrimPrefix(strings.TrimPrefix(hint, said+"; "), said+": ")
+			if hint == said {
+				return msg
+			}
+		}
+	}
+	return msg + "; " + hint
 }
 
 // readOnly are the commands that change nothing, anywhere.

@@ -631,3 +631,26 @@ type requestError struct {
 func (e requestError) Code() int       { return e.code }
 func (e requestError) Message() string { return e.msg }
 func (e requestError) Error() string   { return e.msg }
+
+// A command without flags prints no empty "flags:" heading.
+func TestCLIHelpWithoutFlags(t *testing.T) {
+	f := newFakeEnv(t)
+	r := f.run(t, "help", "version")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "usage: snapctl version")
+	assert.NotContains(t, r.stdout, "flags:")
+}
+
+// Hints never repeat what the message already says.
+func TestDescribeSaysThingsOnce(t *testing.T) {
+	for _, err := range []error{
+		fmt.Errorf("snapid: %w: %q was released on this host (x records it); claim it again on purpose (snapctl register, or WithReclaim)", snapid.ErrReleased, "web_1"),
+		fmt.Errorf("snapid: %w: sequence \"a\": max 5 is below 9, which it already handed out; nothing was changed", snapid.ErrInvalidOption),
+		fmt.Errorf("%w: the counter is in use under \"a\"; nothing was changed", snapid.ErrNameMismatch),
+	} {
+		msg := describe("next", err)
+		for _, phrase := range []string{"nothing was changed", "nothing was issued", "claim it again on purpose", "snapctl register"} {
+			assert.LessOrEqual(t, strings.Count(msg, phrase), 1, "%q said twice: %s", phrase, msg)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/cassandra"
 )
 
 // cmdNext prints N new ids, taken with one locked counter update.
@@ -60,7 +61,7 @@ func cmdNext(ctx context.Context, c *cli, args []string) error {
 	g, err := snapid.OpenContext(ctx, path, name, opts...)
 	if err != nil {
 		c.unmakeDefaultDir()
-		return err
+		return heldHere(ctx, reg, name, path, err)
 	}
 	first, err := g.NextNContext(ctx, *n)
 	if err != nil {
@@ -87,7 +88,7 @@ func cmdNext(ctx context.Context, c *cli, args []string) error {
 // cmdShow prints the last issued number and the path.
 func cmdShow(_ context.Context, c *cli, args []string) error {
 	fs := c.newFlags("show")
-	asJSON := fs.Bool("json", false, "print JSON")
+	asJSON := fs.Bool("json", false, jsonHelp)
 	if err := c.parse(args); err != nil {
 		return err
 	}
@@ -306,4 +307,22 @@ func cmdHelp(ctx context.Context, c *cli, args []string) error {
 	}
 	printUsage(c.stdout)
 	return nil
+}
+
+// heldHere gives a refused claim (ErrNameTaken) whose holder is this very
+// machine, under another counter file, the hint that fits: use that
+// counter (--counter, SNAPID_COUNTER), never a forced take-over of one's
+// own name. Any other error, or a holder elsewhere, is returned as it is.
+func heldHere(ctx context.Context, reg *cassandra.Registry, name, path string, err error) error {
+	if reg == nil || !errors.Is(err, snapid.ErrNameTaken) {
+		return err
+	}
+	h, gerr := reg.Get(ctx, name)
+	local := snapid.LocalHostInfo()
+	if gerr != nil || h.State != snapid.StateActive || h.MachineID == "" || h.MachineID != local.MachineID {
+		return err
+	}
+	return hintError{err, fmt.Sprintf("the holder is this very machine, with another counter file (owner %s) than %s: "+
+		"point --counter (or SNAPID_COUNTER) at the counter that holds %q; do not take over your own name with --force",
+		snapid.OwnerID(h.Owner), path, name)}
 }

@@ -78,7 +78,7 @@ func cmdRegister(ctx context.Context, c *cli, args []string) error {
 	}
 	g, err := snapid.OpenContext(ctx, path, name, opts...)
 	if err != nil {
-		return err
+		return heldHere(ctx, reg, name, path, err)
 	}
 	if err := g.Close(); err != nil {
 		return err
@@ -93,6 +93,12 @@ func cmdRegister(ctx context.Context, c *cli, args []string) error {
 	}
 	if sf.force {
 		fmt.Fprintf(c.stderr, "snapctl: WARNING: %q TAKEN OVER by force for %s; the next number is %d\n", name, path, last+1)
+		if last+1 > sf.start {
+			// Never lowered: --start is a floor, the counter or the old
+			// holder's reserved mark was higher.
+			fmt.Fprintf(c.stderr, "snapctl: notice: the next number is %d, not --start %d: this counter or the registry's reserved mark for %q was already at %d, and neither is ever lowered\n",
+				last+1, sf.start, name, last)
+		}
 	}
 	// The token itself is a secret (whoever has it passes a claim as this
 	// host): only its fingerprint is printed.
@@ -127,7 +133,7 @@ func cmdRelease(ctx context.Context, c *cli, args []string) error {
 		if err != nil {
 			return err
 		}
-		final, err = snapid.Release(ctx, path, name, snapid.WithRegistry(reg))
+		final, err = snapid.Release(ctx, path, name, snapid.WithRegistry(reg), c.logOption())
 		if errors.Is(err, fs.ErrNotExist) {
 			return hintError{err, fmt.Sprintf("nothing was changed; this host never registered %q with the counter %s (check --counter): "+
 				"there is nothing to release here; to release a name whose holder is gone for good, 'snapctl release --force --start N'", name, path)}

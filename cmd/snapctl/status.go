@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/cassandra"
 )
 
 // statusReport is snapctl status's JSON.
@@ -39,12 +40,12 @@ type statusReport struct {
 // statusSequence is the host's lease of one sequence, from its lease file.
 type statusSequence struct {
 	Sequence     string `json:"sequence"`
-	CurrentFirst uint64 `json:"current_first"`
-	CurrentLast  uint64 `json:"current_last"`
-	Next         uint64 `json:"next"`
-	AheadFirst   uint64 `json:"ahead_first"`
-	AheadLast    uint64 `json:"ahead_last"`
-	LeftNumbers  uint64 `json:"left_numbers"`
+	CurrentFirst uint64 `json:"current_first,string"`
+	CurrentLast  uint64 `json:"current_last,string"`
+	Next         uint64 `json:"next,string"`
+	AheadFirst   uint64 `json:"ahead_first,string"`
+	AheadLast    uint64 `json:"ahead_last,string"`
+	LeftNumbers  uint64 `json:"left_numbers,string"`
 	// CurrentClaim: the lease was taken under the session this host's
 	// files record (else the next start drops it unless the last process
 	// closed cleanly).
@@ -69,7 +70,7 @@ func cmdStatus(ctx context.Context, c *cli, args []string) error {
 	c.newFlags("status")
 	var rf registryFlags
 	c.addRegistryFlags(&rf)
-	asJSON := c.fs.Bool("json", false, "print JSON")
+	asJSON := c.fs.Bool("json", false, jsonHelp)
 	if err := c.parse(args); err != nil {
 		return err
 	}
@@ -106,8 +107,13 @@ func cmdStatus(ctx context.Context, c *cli, args []string) error {
 		}
 		attention("%s: %s", oneLine(strings.TrimPrefix(err.Error(), "snapid: ")), describeHint("status", err))
 	}
-	if hf.Released != "" && hf.Released == name {
+	switch {
+	case hf.Released != "" && hf.Released == name:
 		attention("this host released %q: its programs refuse the name until 'snapctl register' claims it again", name)
+	case hf.Released != "":
+		// As next does: a counter whose host released a name refuses
+		// every claim until one is made on purpose.
+		attention("this host released %q with this counter: its programs refuse %q too until 'snapctl register' claims a name on purpose", hf.Released, name)
 	}
 	if hf.OwnerID != "" || hf.MarkFile {
 		st.Files = &hf
@@ -136,13 +142,19 @@ func cmdStatus(ctx context.Context, c *cli, args []string) error {
 		st.Registry = &statusRow{}
 		h, err := reg.Get(ctx, name)
 		switch {
+		case errors.Is(err, snapid.ErrNotRegistered) && hf.OwnerID != "":
+			attention("%q has no row in the registry though this counter has an owner token: 'snapctl register' claims it", name)
 		case errors.Is(err, snapid.ErrNotRegistered):
-			if hf.OwnerID != "" {
-				attention("%q has no row in the registry though this counter has an owner token: 'snapctl register' claims it", name)
-			}
+			// As check-names says (not_registered): with a registry
+			// configured, a name without a row is not in use safely.
+			attention("%q has no row in the registry (check-names: not_registered): 'snapctl register' claims it", name)
 		case err != nil:
 			attention("the registry row of %q could not be read: %s", name, oneLine(describe("status", err)))
-		default:
+		}
+		if err == nil || errors.Is(err, snapid.ErrNotRegistered) {
+			secondName(ctx, reg, name, hf, st.Processes, attention)
+		}
+		if err == nil {
 			r := st.Registry
 			r.Found, r.Hostname, r.OwnerID, r.State, r.LastSeen = true, h.Hostname, snapid.OwnerID(h.Owner), h.State, h.LastSeen
 			r.ReservedUpTo = strconv.FormatUint(h.Reserved, 10)
@@ -358,7 +370,7 @@ func cmdNames(ctx context.Context, c *cli, args []string) error {
 	c.newFlags("names")
 	var rf registryFlags
 	c.addRegistryFlags(&rf)
-	asJSON := c.fs.Bool("json", false, "print JSON")
+	asJSON := c.fs.Bool("json", false, jsonHelp)
 	if err := c.parse(args); err != nil {
 		return err
 	}
@@ -413,4 +425,20 @@ func cmdNames(ctx context.Context, c *cli, args []string) error {
 	}
 	_, err = fmt.Fprintf(c.stdout, "names: %s\n", plural(len(out), "row"))
 	return err
+}
+
+// secondName adds, as next and register refuse it, a name other than the
+// one this counter holds: the session file records another name that the
+// counter's owner holds, active, in the registry (one counter, one name).
+// Processes running under it are reported already.
+func secondName(ctx context.Context, reg *cassandra.Registry, name string, hf snapid.HostFiles, procs *int, attention func(string, ...any)) {
+	if hf.SessionName == "" || hf.SessionName == name || hf.SessionName == hf.Released || (procs != nil && *procs > 0) {
+		return
+	}
+	h, err := reg.Get(ctx, hf.SessionName)
+	if err != nil || h.State != snapid.StateActive || !hf.OwnedBy(h) {
+		return
+	}
+	attention("this counter holds %q in the registry (its session file records it): one counter serves one name, so %q is refused; "+
+		"release %q first, or give %q its own counter", hf.SessionName, name, hf.SessionName, name)
 }
