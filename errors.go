@@ -71,9 +71,18 @@ var (
 	ErrReplaced = errors.New("counter file was removed or replaced while in use")
 
 	// ErrExhausted is returned when the counter cannot advance without
-	// passing 2^64-1, and by a sequence that has handed out every number
-	// up to its max. Neither ever wraps.
+	// passing 2^64-1, and by a sequence lease that cannot be had: the
+	// host's data centre has fewer consecutive numbers left than asked for,
+	// in its ranges and in what GLOBAL has not handed out yet. For a
+	// sequence the error is a *SequenceExhaustedError saying how many are
+	// left where: other hosts' leases and other data centres' ranges may
+	// still hold numbers. Neither ever wraps.
 	ErrExhausted = errors.New("counter exhausted")
+
+	// ErrCorruptSequence is returned when a registry holds a sequence row
+	// it cannot have written (a negative number, a next number outside the
+	// row's bounds). Nothing is handed out from it.
+	ErrCorruptSequence = errors.New("corrupt sequence row in the registry")
 
 	// ErrNoSequence is returned for a sequence that was never created
 	// (see CreateSequence).
@@ -158,6 +167,32 @@ var (
 	// the bindings in it. The error names the directory and its owner.
 	ErrUntrustedDir = errors.New("directory not safe from other users")
 )
+
+// SequenceExhaustedError is a sequence lease that cannot be had (it
+// matches ErrExhausted): the data centre DC has fewer than Wanted
+// consecutive numbers left. DCLeft is what its ranges still hold unleased,
+// GlobalLeft what GLOBAL has not handed to any data centre yet (both 0:
+// GLOBAL handed out every number up to Max and DC's ranges are used up;
+// other hosts' leases and other data centres' ranges may still hold
+// numbers they have not issued).
+type SequenceExhaustedError struct {
+	Sequence, DC       string
+	Max                uint64
+	Wanted             uint64
+	DCLeft, GlobalLeft uint64
+}
+
+func (e *SequenceExhaustedError) Error() string {
+	if e.DCLeft == 0 && e.GlobalLeft == 0 {
+		return fmt.Sprintf("snapid: %v: sequence %q: GLOBAL handed every number up to max %d to data centres, and data centre %q "+
+			"leased every number of its ranges to hosts (their leases may still hold numbers not issued yet)", ErrExhausted, e.Sequence, e.Max, e.DC)
+	}
+	return fmt.Sprintf("snapid: %v: sequence %q: %d consecutive numbers asked for, fewer are left for data centre %q "+
+		"(%d unleased in its ranges, %d not yet handed out by GLOBAL, max %d)", ErrExhausted, e.Sequence, e.Wanted, e.DC, e.DCLeft, e.GlobalLeft, e.Max)
+}
+
+// Is makes a SequenceExhaustedError match ErrExhausted.
+func (e *SequenceExhaustedError) Is(target error) bool { return target == ErrExhausted }
 
 // FileError records an error on the counter file and the path it concerns.
 // Its Unwrap method returns the cause, so errors.Is(err, ErrCorrupt) and

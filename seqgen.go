@@ -43,14 +43,24 @@ func SequenceBlock(n uint64) SequenceOption {
 	}
 }
 
+// MaxSequenceLease is the largest SequenceLeaseSize: 128 times it (the
+// most a lease grows to) is at most 2^63-1, the largest lease a registry
+// stores.
+const MaxSequenceLease = MaxSequence / maxLeaseGrowth
+
 // SequenceLeaseSize sets how many numbers the host leases from its data
 // centre at a time (default DefaultSequenceLease). The rest of a lease is
 // lost (a gap) when the host restarts after a crash; a clean restart
-// carries it over.
+// carries it over. n is at most MaxSequenceLease: leases grow to 128×n
+// while the host leases fast, and a lease is at most 2^63-1 numbers.
 func SequenceLeaseSize(n uint64) SequenceOption {
 	return func(o *seqOptions) error {
 		if n == 0 {
 			return fmt.Errorf("snapid: %w: SequenceLeaseSize(0): a lease holds at least 1 number", ErrInvalidOption)
+		}
+		if n > MaxSequenceLease {
+			return fmt.Errorf("snapid: %w: SequenceLeaseSize(%d): at most %d (leases grow to %d times it, and hold at most 2^63-1 numbers)",
+				ErrInvalidOption, n, MaxSequenceLease, maxLeaseGrowth)
 		}
 		o.lease = n
 		return nil

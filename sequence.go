@@ -171,6 +171,27 @@ func CheckSequenceBounds(name string, start, max uint64) error {
 	return nil
 }
 
+// CheckSequenceUpdate checks re-creating the existing sequence cur with
+// [start, max] (ErrInvalidSequence, nothing changed): max may not go below
+// a number GLOBAL already handed to a data centre (its ranges and the
+// hosts' leases cover up to cur.Next-1), and start may be raised only while
+// GLOBAL has handed nothing out: ranges and leases below a raised start
+// would stay in use, by new hosts too, so the raise is refused once any
+// exists (create a new sequence instead). A start at or below the current
+// one changes nothing.
+func CheckSequenceUpdate(cur SequenceInfo, start, max uint64) error {
+	if max < cur.Next-1 {
+		return fmt.Errorf("snapid: %w: sequence %q: max %d is below %d, which data centres' ranges already cover; nothing was changed",
+			ErrInvalidSequence, cur.Name, max, cur.Next-1)
+	}
+	if start > cur.Start && cur.Next > cur.Start {
+		return fmt.Errorf("snapid: %w: sequence %q: start %d is above numbers already handed to data centres (%d-%d), whose ranges and "+
+			"hosts' leases would stay in use; start is raised only before the first number is handed out (create a new sequence instead); "+
+			"nothing was changed", ErrInvalidSequence, cur.Name, start, cur.Start, cur.Next-1)
+	}
+	return nil
+}
+
 // CreateSequence creates the sequence name in reg with the numbers
 // [start, max], or updates an existing one (see
 // SequenceRegistry.CreateSequence): re-creating a sequence never lowers

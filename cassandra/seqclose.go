@@ -27,6 +27,11 @@ func (r *Registry) CloseLease(ctx context.Context, l snapid.SequenceLease, pos u
 	if pos > snapid.MaxSequence+1 || l.Last > snapid.MaxSequence {
 		return invalidArg("position %d or lease [%d, %d] above 2^63-1", pos, l.First, l.Last)
 	}
+	if pos > snapid.MaxSequence {
+		// A lease used up to 2^63-1: 2^63 cannot be stored, and a used-up
+		// lease has nothing left to adopt (the next start leases anew).
+		return nil
+	}
 	q, dc, err := r.seqQuerier(ctx)
 	if err != nil {
 		return err

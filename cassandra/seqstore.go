@@ -68,6 +68,47 @@ func i64(v uint64) *int64 {
 	return &x
 }
 
+// How a next number is stored (GLOBAL's next, a range's next): only while
+// it is a number still to hand out, next <= last (the sequence's max, the
+// range's last). A used-up GLOBAL row or range stores next as null: with
+// last = 2^63-1 the value last+1 cannot be stored in a bigint (it wrapped
+// to -2^63, which read back as 0, and numbers were handed out again).
+// Rows written before kept last+1 when it fitted; they read the same.
+
+// storeNext returns next as stored: nil when next > last (used up).
+func storeNext(next, last uint64) *int64 {
+	if next > last {
+		return nil
+	}
+	return i64(next)
+}
+
+// loadNext reads a stored next number of a row whose last number is last:
+// null is last+1 (used up); a negative value or one above last+1 cannot
+// have been written and is ErrCorruptSequence.
+func loadNext(seq, what string, p *int64, last uint64) (uint64, error) {
+	switch {
+	case p == nil:
+		return last + 1, nil
+	case *p < 0 || uint64(*p) > last+1:
+		return 0, fmt.Errorf("snapid: %w: sequence %q: %s's next number is %d, outside [1, %d]; nothing was handed out",
+			snapid.ErrCorruptSequence, seq, what, *p, last+1)
+	}
+	return uint64(*p), nil
+}
+
+// loadNum reads a stored number that must be set and not negative.
+func loadNum(seq, what string, p *int64) (uint64, error) {
+	if p == nil || *p < 0 {
+		v := "null"
+		if p != nil {
+			v = fmt.Sprint(*p)
+		}
+		return 0, fmt.Errorf("snapid: %w: sequence %q: %s is %s; nothing was handed out", snapid.ErrCorruptSequence, seq, what, v)
+	}
+	return uint64(*p), nil
+}
+
 type seqStatements struct {
 	createTable, selectPart, selectAllGlobal  string
 	insertGlobal, updateGlobal, advanceGlobal string
@@ -92,7 +133,7 @@ func newSeqStatements(ks string) seqStatements {
 		selectAllGlobal: "SELECT " + cols + " FROM " + t + " WHERE kind = ? ALLOW FILTERING",
 		insertGlobal: "INSERT INTO " + t + " (seq, part, kind, key, first, start, max, next, at, lwt_token)" +
 			" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS",
-		updateGlobal:  "UPDATE " + t + " SET max = ?, next = ?, lwt_token = ?" + row + " IF next = ? AND max = ?",
+		updateGlobal:  "UPDATE " + t + " SET start = ?, max = ?, next = ?, lwt_token = ?" + row + " IF next = ? AND max = ?",
 		advanceGlobal: "UPDATE " + t + " SET next = ?, lwt_token = ?" + row + " IF next = ? AND max = ?",
 		insertGrant:   "INSERT INTO " + t + " (seq, part, kind, key, first, last, at, lwt_token) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
 		insertRange:   "INSERT INTO " + t + " (seq, part, kind, key, first, last, next, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS",

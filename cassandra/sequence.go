@@ -66,12 +66,45 @@ func (r *Registry) readDC(ctx context.Context, q seqQuerier, seq, dc string) ([]
 	return rows, nil
 }
 
-func info(seq string, g *seqRow) snapid.SequenceInfo {
-	i := snapid.SequenceInfo{Name: seq, Start: u64(g.start), Max: u64(g.max), Next: u64(g.next)}
+// info decodes the GLOBAL row (see storeNext); a row it cannot have
+// written is ErrCorruptSequence.
+func info(seq string, g *seqRow) (snapid.SequenceInfo, error) {
+	i := snapid.SequenceInfo{Name: seq}
+	var err error
+	if i.Start, err = loadNum(seq, "GLOBAL's start", g.start); err != nil {
+		return i, err
+	}
+	if i.Max, err = loadNum(seq, "GLOBAL's max", g.max); err != nil {
+		return i, err
+	}
+	if i.Start == 0 || i.Max < i.Start {
+		return i, fmt.Errorf("snapid: %w: sequence %q: GLOBAL's bounds [%d, %d]; nothing was handed out", snapid.ErrCorruptSequence, seq, i.Start, i.Max)
+	}
+	if i.Next, err = loadNext(seq, "GLOBAL", g.next, i.Max); err != nil {
+		return i, err
+	}
 	if g.at != nil {
 		i.CreatedAt = *g.at
 	}
-	return i
+	return i, nil
+}
+
+// rangeNext decodes a data centre range row's first, last and next.
+func rangeNext(seq string, w *seqRow) (first, last, next uint64, err error) {
+	if w.first < 1 {
+		return 0, 0, 0, fmt.Errorf("snapid: %w: sequence %q: a range starts at %d", snapid.ErrCorruptSequence, seq, w.first)
+	}
+	if last, err = loadNum(seq, "a range's last", w.last); err != nil {
+		return 0, 0, 0, err
+	}
+	first = uint64(w.first)
+	if next, err = loadNext(seq, fmt.Sprintf("range [%d, %d]", first, last), w.next, last); err != nil {
+		return 0, 0, 0, err
+	}
+	if last < first || next < first {
+		return 0, 0, 0, fmt.Errorf("snapid: %w: sequence %q: range [%d, %d] with next %d", snapid.ErrCorruptSequence, seq, first, last, next)
+	}
+	return first, last, next, nil
 }
 
 // CreateSequence implements snapid.SequenceRegistry.CreateSequence. It
@@ -102,14 +135,19 @@ func (r *Registry) CreateSequence(ctx context.Context, seq string, start, max ui
 			want = snapid.SequenceInfo{Name: seq, Start: start, Max: max, Next: start, CreatedAt: now}
 			stmt = seqStmt{r.seqs.stmts.insertGlobal, append(r.globalRow(seq), i64(start), i64(max), i64(start), now, token)}
 		} else {
-			cur := info(seq, g)
-			if cur.Next > 0 && max < cur.Next-1 {
-				return cur, fmt.Errorf("snapid: %w: sequence %q: max %d is below %d, which it already handed out; nothing was changed",
-					snapid.ErrInvalidSequence, seq, max, cur.Next-1)
+			cur, err := info(seq, g)
+			if err != nil {
+				return snapid.SequenceInfo{}, err
+			}
+			if err := snapid.CheckSequenceUpdate(cur, start, max); err != nil {
+				return cur, err
 			}
 			want = cur
-			want.Max, want.Next = max, maxU(cur.Next, start)
-			stmt = seqStmt{r.seqs.stmts.updateGlobal, append(append([]any{i64(max), i64(want.Next), token}, r.globalRow(seq)...), g.next, g.max)}
+			// A raised start (allowed only before anything was handed
+			// out, see CheckSequenceUpdate) becomes the sequence's start.
+			want.Start, want.Max, want.Next = maxU(cur.Start, start), max, maxU(cur.Next, start)
+			stmt = seqStmt{r.seqs.stmts.updateGlobal, append(append([]any{i64(want.Start), i64(max), storeNext(want.Next, max), token},
+				r.globalRow(seq)...), g.next, g.max)}
 		}
 		applied, err := runLWT(ctx, r.log, "create sequence", seq,
 			func() (bool, error) { return q.casBatch(ctx, gocql.Serial, gocql.Quorum, stmt) },
@@ -199,23 +237,23 @@ func (r *Registry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (
 			}
 			nameChecked = true
 		}
-		rg := pickRange(rows, req.Min)
-		if rg == nil {
-			if err := r.grant(ctx, q, req.Sequence, dc, rows, req.Min); err != nil {
+		rgs, err := dcRanges(req.Sequence, rows)
+		if err != nil {
+			return snapid.SequenceLease{}, err
+		}
+		pick := pickRange(rgs, req.Min)
+		if pick == nil {
+			if err := r.grant(ctx, q, req.Sequence, dc, rows, rgs, req.Min); err != nil {
 				return snapid.SequenceLease{}, err
 			}
 			continue
 		}
-		first := u64(rg.next)
-		// A lease takes at most an eighth of the range (or what the host
-		// needs at the least), so that the data centre's hosts share it and
-		// it lasts through a partition as sized, however fast their leases
-		// grow.
-		n := min(req.Size, u64(rg.last)-first+1, max(req.Min, (u64(rg.last)-uint64(rg.first)+1)/8))
+		rg, first := pick.row, pick.next
+		n := leaseLen(pick, req.Size, req.Min)
 		l := snapid.SequenceLease{Sequence: req.Sequence, DC: dc, Name: req.Name, Owner: req.Owner, Session: req.Session,
 			First: first, Last: first + n - 1, LeasedAt: r.timestamp()}
 		token := newClaimToken()
-		stmts := []seqStmt{{r.seqs.stmts.advanceRange, []any{i64(first + n), req.Sequence, dcPart(dc), kindRange, "", rg.first, rg.next}}}
+		stmts := []seqStmt{{r.seqs.stmts.advanceRange, []any{storeNext(first+n, pick.last), req.Sequence, dcPart(dc), kindRange, "", rg.first, rg.next}}}
 		hostVals := []any{req.Owner, req.Session, i64(l.First), i64(l.Last), l.LeasedAt, token}
 		if host == nil {
 			stmts = append(stmts, seqStmt{r.seqs.stmts.insertHost, append(hostRow(req.Sequence, dc, req.Name), hostVals...)})
@@ -243,7 +281,7 @@ func (r *Registry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (
 			return snapid.SequenceLease{}, err
 		}
 		if applied {
-			r.maybeGrant(req.Sequence, dc, rows, rg, n)
+			r.maybeGrant(req.Sequence, dc, rgs, n)
 			return l, nil
 		}
 	}
@@ -266,40 +304,64 @@ func (r *Registry) leaseOf(seq, dc string, h *seqRow) snapid.SequenceLease {
 	return l
 }
 
-// pickRange returns the lowest range with at least min numbers left.
-func pickRange(rows []seqRow, min uint64) *seqRow {
-	var best *seqRow
-	for i := range rows {
-		w := &rows[i]
-		if w.kind != kindRange || w.next == nil || w.last == nil || u64(w.next) > u64(w.last) || u64(w.last)-u64(w.next)+1 < min {
-			continue
-		}
-		if best == nil || w.first < best.first {
-			best = w
-		}
-	}
-	return best
+// dcRange is a data centre's range row, decoded.
+type dcRange struct {
+	row               *seqRow
+	first, last, next uint64 // next is last+1 when used up
 }
 
-// maybeGrant starts a background grant when, after a lease of n from rg,
-// the data centre has less than half of its latest range left.
-func (r *Registry) maybeGrant(seq, dc string, rows []seqRow, rg *seqRow, n uint64) {
-	var left uint64
-	var latest *seqRow
+func (g dcRange) left() uint64 { return g.last - g.next + 1 }
+
+// dcRanges decodes the range rows of a data centre's partition, sorted by
+// first; a row it cannot have written is ErrCorruptSequence.
+func dcRanges(seq string, rows []seqRow) ([]dcRange, error) {
+	var out []dcRange
 	for i := range rows {
-		w := &rows[i]
-		if w.kind != kindRange {
+		if rows[i].kind != kindRange {
 			continue
 		}
-		if u64(w.next) <= u64(w.last) {
-			left += u64(w.last) - u64(w.next) + 1
+		first, last, next, err := rangeNext(seq, &rows[i])
+		if err != nil {
+			return nil, err
 		}
-		if latest == nil || w.first > latest.first {
-			latest = w
+		out = append(out, dcRange{row: &rows[i], first: first, last: last, next: next})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].first < out[j].first })
+	return out, nil
+}
+
+// pickRange returns the lowest range with at least min numbers left.
+func pickRange(rgs []dcRange, min uint64) *dcRange {
+	for i := range rgs {
+		if rgs[i].left() >= min {
+			return &rgs[i]
 		}
 	}
+	return nil
+}
+
+// leaseLen is how many numbers a lease takes from g: at most an eighth of
+// the range (or what the host needs at the least), so that the data
+// centre's hosts share it and it lasts through a partition as sized,
+// however fast their leases grow; at most size and what g has left.
+func leaseLen(g *dcRange, size, least uint64) uint64 {
+	return min(size, g.left(), max(least, (g.last-g.first+1)/8))
+}
+
+// maybeGrant starts a background grant when, after a lease of n, the data
+// centre (whose ranges were rgs) has less than half of its latest range
+// left.
+func (r *Registry) maybeGrant(seq, dc string, rgs []dcRange, n uint64) {
+	var left uint64
+	for _, g := range rgs {
+		left += g.left()
+	}
 	left -= n
-	if latest == nil || left >= (u64(latest.last)-uint64(latest.first)+1)/2 {
+	if len(rgs) == 0 {
+		return
+	}
+	latest := rgs[len(rgs)-1]
+	if left >= (latest.last-latest.first+1)/2 {
 		return
 	}
 	st := &r.seqs
@@ -333,7 +395,10 @@ func (r *Registry) maybeGrant(seq, dc string, rows []seqRow, rg *seqRow, n uint6
 		if err == nil {
 			var now []seqRow
 			if now, err = r.readDC(ctx, q, seq, dc); err == nil {
-				err = r.grant(ctx, q, seq, dc, now, 1)
+				var rgs []dcRange
+				if rgs, err = dcRanges(seq, now); err == nil {
+					err = r.grant(ctx, q, seq, dc, now, rgs, 1)
+				}
 			}
 		}
 		if err != nil && !errors.Is(err, snapid.ErrExhausted) {
@@ -349,7 +414,7 @@ func (r *Registry) maybeGrant(seq, dc string, rows []seqRow, rg *seqRow, n uint6
 // EXISTS). Grants recorded in GLOBAL but missing from the data centre (a
 // granter that died in between) are added first. dcRows is the data
 // centre's partition as last read.
-func (r *Registry) grant(ctx context.Context, q seqQuerier, seq, dc string, dcRows []seqRow, min uint64) error {
+func (r *Registry) grant(ctx context.Context, q seqQuerier, seq, dc string, dcRows []seqRow, rgs []dcRange, min uint64) error {
 	g, rows, err := r.readGlobal(ctx, q, seq)
 	if err != nil {
 		return err
@@ -361,7 +426,10 @@ func (r *Registry) grant(ctx context.Context, q seqQuerier, seq, dc string, dcRo
 	for i := range rows {
 		w := &rows[i]
 		if w.kind == kindGrant && w.key == dc && find(dcRows, kindRange, "", w.first) == nil {
-			if err := r.insertRange(ctx, q, seq, dc, uint64(w.first), u64(w.last), w.at); err != nil {
+			if w.first < 1 || w.last == nil || *w.last < w.first {
+				return fmt.Errorf("snapid: %w: sequence %q: GLOBAL's grant to %q starts at %d", snapid.ErrCorruptSequence, seq, dc, w.first)
+			}
+			if err := r.insertRange(ctx, q, seq, dc, uint64(w.first), uint64(*w.last), w.at); err != nil {
 				return err
 			}
 			repaired = true
@@ -370,11 +438,22 @@ func (r *Registry) grant(ctx context.Context, q seqQuerier, seq, dc string, dcRo
 	if repaired {
 		return nil // the caller reads the data centre again
 	}
-	next, maxN := u64(g.next), u64(g.max)
-	if next > maxN || maxN-next+1 < min {
-		return fmt.Errorf("snapid: %w: sequence %q has fewer than %d numbers left to hand out (max %d)", snapid.ErrExhausted, seq, min, maxN)
+	gi, err := info(seq, g)
+	if err != nil {
+		return err
 	}
-	size := max(r.rangeSize(dcRows), min)
+	next, maxN := gi.Next, gi.Max
+	if next > maxN || maxN-next+1 < min {
+		e := &snapid.SequenceExhaustedError{Sequence: seq, DC: dc, Max: maxN, Wanted: min}
+		if next <= maxN {
+			e.GlobalLeft = maxN - next + 1
+		}
+		for _, g := range rgs {
+			e.DCLeft += g.left()
+		}
+		return e
+	}
+	size := max(r.rangeSize(rgs), min)
 	last := maxN
 	if maxN-next >= size {
 		last = next + size - 1
@@ -382,7 +461,7 @@ func (r *Registry) grant(ctx context.Context, q seqQuerier, seq, dc string, dcRo
 	token := newClaimToken()
 	now := r.timestamp()
 	stmts := []seqStmt{
-		{r.seqs.stmts.advanceGlobal, append(append([]any{i64(last + 1), token}, r.globalRow(seq)...), g.next, g.max)},
+		{r.seqs.stmts.advanceGlobal, append(append([]any{storeNext(last+1, maxN), token}, r.globalRow(seq)...), g.next, g.max)},
 		{r.seqs.stmts.insertGrant, []any{seq, partGlobal, kindGrant, dc, int64(next), i64(last), now, token}},
 	}
 	applied, err := runLWT(ctx, r.log, "grant", seq,
@@ -433,20 +512,14 @@ func (r *Registry) insertRange(ctx context.Context, q seqQuerier, seq, dc string
 // rangeSize is the size of the data centre's next range: what its hosts
 // leased from its latest range, per second since that range was granted,
 // times the horizon; at least the floor.
-func (r *Registry) rangeSize(dcRows []seqRow) uint64 {
+func (r *Registry) rangeSize(rgs []dcRange) uint64 {
 	horizon, floor := r.sizing()
-	var latest *seqRow
-	for i := range dcRows {
-		w := &dcRows[i]
-		if w.kind == kindRange && (latest == nil || w.first > latest.first) {
-			latest = w
-		}
-	}
-	if latest == nil || latest.at == nil {
+	if len(rgs) == 0 || rgs[len(rgs)-1].row.at == nil {
 		return floor
 	}
-	used := u64(latest.next) - uint64(latest.first)
-	elapsed := r.now().Sub(*latest.at)
+	latest := rgs[len(rgs)-1]
+	used := latest.next - latest.first
+	elapsed := r.now().Sub(*latest.row.at)
 	if elapsed <= 0 || used == 0 {
 		return floor
 	}
@@ -509,7 +582,11 @@ func (r *Registry) SequenceStatus(ctx context.Context, seq string) (snapid.Seque
 	if g == nil {
 		return snapid.SequenceStatus{}, fmt.Errorf("snapid: %w: %q", snapid.ErrNoSequence, seq)
 	}
-	st := snapid.SequenceStatus{SequenceInfo: info(seq, g)}
+	gi, err := info(seq, g)
+	if err != nil {
+		return snapid.SequenceStatus{}, err
+	}
+	st := snapid.SequenceStatus{SequenceInfo: gi}
 	dcs := map[string]bool{dc: true}
 	for _, w := range rows {
 		if w.kind == kindGrant {
@@ -531,12 +608,17 @@ func (r *Registry) SequenceStatus(ctx context.Context, seq string) (snapid.Seque
 		if err != nil {
 			return st, fmt.Errorf("snapid: %w: reading sequence %q of data centre %q: %w", snapid.ErrRegistry, seq, d, err)
 		}
+		rgs, err := dcRanges(seq, dcRows)
+		if err != nil {
+			return st, err
+		}
+		for _, g := range rgs {
+			rg := rangeOf(d, *g.row)
+			rg.Next = g.next
+			st.Ranges = append(st.Ranges, rg)
+		}
 		for _, w := range dcRows {
 			switch w.kind {
-			case kindRange:
-				rg := rangeOf(d, w)
-				rg.Next = u64(w.next)
-				st.Ranges = append(st.Ranges, rg)
 			case kindHost:
 				st.Leases = append(st.Leases, r.leaseOf(seq, d, &w))
 			}

@@ -213,12 +213,13 @@ func readTable(t *testing.T, ks *testKeyspace, seq, dc string) tableRows {
 		for iter.Scan(&kind, &key, &first, &last, &next, &start, &mx, &lf, &ll) {
 			switch kind {
 			case "global":
-				tr.start, tr.max, tr.next = u64(start), u64(mx), u64(next)
+				tr.start, tr.max = u64(start), u64(mx)
+				tr.next = testNext(t, next, tr.max)
 			case "grant":
 				require.Equal(t, dc, key)
 				tr.grants = append(tr.grants, [3]uint64{uint64(first), u64(last), 0})
 			case "range":
-				tr.ranges = append(tr.ranges, [3]uint64{uint64(first), u64(last), u64(next)})
+				tr.ranges = append(tr.ranges, [3]uint64{uint64(first), u64(last), testNext(t, next, u64(last))})
 			case "host":
 				tr.hosts[key] = [2]uint64{u64(lf), u64(ll)}
 			}
@@ -226,6 +227,17 @@ func readTable(t *testing.T, ks *testKeyspace, seq, dc string) tableRows {
 		require.NoError(t, iter.Close())
 	}
 	return tr
+}
+
+// testNext decodes a stored next number (null: used up, last+1); a
+// negative one fails the test.
+func testNext(t *testing.T, p *int64, last uint64) uint64 {
+	t.Helper()
+	if p == nil {
+		return last + 1
+	}
+	require.GreaterOrEqual(t, *p, int64(1), "a stored next number is never below 1")
+	return uint64(*p)
 }
 
 // requireTableAgrees checks the table against the numbers issued: GLOBAL

@@ -26,6 +26,10 @@ var sequenceCases = []struct {
 	{"MinConsecutive", (*seqSuite).minConsecutive},
 	{"ConcurrentLeases", (*seqSuite).concurrentLeases},
 	{"CloseAndAdoptLease", (*seqSuite).closeAndAdopt},
+	{"ExhaustAtMaxInt64", (*seqSuite).exhaustAtMaxInt64},
+	{"Boundaries", (*seqSuite).boundaries},
+	{"Recreate", (*seqSuite).recreate},
+	{"ExhaustedSaysWhat", (*seqSuite).exhaustedSaysWhat},
 }
 
 type seqSuite struct {
@@ -271,22 +275,14 @@ func (s *seqSuite) recreateNeverLowers() {
 	if err != nil || info.Max != 2_000_000 || info.Next != handed+1 {
 		s.t.Errorf("raising max: %+v, %v", info, err)
 	}
-	info, err = s.sr.CreateSequence(s.ctx(), seq, handed+5000, 2_000_000)
-	if err != nil || info.Next != handed+5000 {
-		s.t.Errorf("raising start above what was handed out: %+v, %v; want next %d", info, err, handed+5000)
+	_, err = s.sr.CreateSequence(s.ctx(), seq, handed+5000, 2_000_000)
+	s.wantErr("raising start above what was handed out (ranges and leases below it stay in use)", err, snapid.ErrInvalidSequence)
+	if st := s.status(seq); st.Start != 1 || st.Next != handed+1 {
+		s.t.Errorf("a refused raise of start changed GLOBAL: %+v", st.SequenceInfo)
 	}
 	b := s.newHost(2)
-	for {
-		l := s.mustLease(seq, b, 1000, 1)
-		if l.First <= l1.Last {
-			s.t.Fatalf("after re-creation, lease [%d, %d] is not above [%d, %d]", l.First, l.Last, l1.First, l1.Last)
-		}
-		if l.First > handed {
-			if l.First < handed+5000 {
-				s.t.Errorf("a lease from GLOBAL after raising start starts at %d, below %d", l.First, handed+5000)
-			}
-			break
-		}
+	if l := s.mustLease(seq, b, 1000, 1); l.First <= l1.Last {
+		s.t.Errorf("after re-creation, lease [%d, %d] is not above [%d, %d]", l.First, l.Last, l1.First, l1.Last)
 	}
 }
 

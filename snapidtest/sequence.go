@@ -3,6 +3,7 @@ package snapidtest
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/snapid/snapid"
@@ -64,13 +65,41 @@ func (r *Registry) CreateSequence(ctx context.Context, name string, start, max u
 		r.seqs[name] = m
 		return m.info, nil
 	}
-	if max < m.info.Next-1 {
-		return m.info, fmt.Errorf("snapidtest: %w: sequence %q: max %d is below %d, already handed out",
-			snapid.ErrInvalidSequence, name, max, m.info.Next-1)
+	if err := snapid.CheckSequenceUpdate(m.info, start, max); err != nil {
+		return m.info, err
+	}
+	next := maxU(m.info.Next, start)
+	if err := storable(name, nextAt(next, max)); err != nil {
+		return m.info, err
+	}
+	if start > m.info.Start { // allowed only before anything was handed out
+		m.info.Start = start
 	}
 	m.info.Max = max
-	m.info.Next = maxU(m.info.Next, start)
+	m.info.Next = next
 	return m.info, nil
+}
+
+// The in-memory registry keeps Cassandra's limits: every number it
+// stores fits a signed 64-bit column, and a next number is stored only
+// while it is <= its row's last number (a used-up row stores none; see
+// the cassandra package). nextAt is the value stored for next, 0 for
+// none; storable refuses a value that would not fit, so that a registry
+// storing max+1 = 2^63 fails here as it would in Cassandra.
+func nextAt(next, last uint64) uint64 {
+	if next > last {
+		return 0
+	}
+	return next
+}
+
+func storable(seq string, vals ...uint64) error {
+	for _, v := range vals {
+		if v > math.MaxInt64 {
+			return fmt.Errorf("snapidtest: %w: sequence %q: %d does not fit a signed 64-bit column", snapid.ErrRegistry, seq, v)
+		}
+	}
+	return nil
 }
 
 func maxU(a, b uint64) uint64 {
@@ -96,7 +125,7 @@ func (r *Registry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (
 	if err := checkArgs(req.Name, req.Owner); err != nil {
 		return snapid.SequenceLease{}, err
 	}
-	if req.Min == 0 || req.Size < req.Min {
+	if req.Min == 0 || req.Size < req.Min || req.Size > snapid.MaxSequence {
 		return snapid.SequenceLease{}, invalid("lease of %d to %d numbers", req.Min, req.Size)
 	}
 	if err := r.begin(ctx, "lease", req.Sequence); err != nil {
@@ -119,13 +148,24 @@ func (r *Registry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (
 	if i < 0 {
 		info := m.info
 		if info.Next > info.Max || info.Max-info.Next+1 < req.Min {
-			return snapid.SequenceLease{}, fmt.Errorf("snapidtest: %w: sequence %q has fewer than %d numbers left (max %d)",
-				snapid.ErrExhausted, req.Sequence, req.Min, info.Max)
+			e := &snapid.SequenceExhaustedError{Sequence: req.Sequence, DC: DC, Max: info.Max, Wanted: req.Min}
+			if info.Next <= info.Max {
+				e.GlobalLeft = info.Max - info.Next + 1
+			}
+			for _, g := range m.ranges {
+				if g.Next <= g.Last {
+					e.DCLeft += g.Last - g.Next + 1
+				}
+			}
+			return snapid.SequenceLease{}, e
 		}
 		size := maxU(DCRange, req.Min)
 		last := info.Max
 		if info.Max-info.Next >= size {
 			last = info.Next + size - 1
+		}
+		if err := storable(req.Sequence, info.Next, last, nextAt(last+1, info.Max)); err != nil {
+			return snapid.SequenceLease{}, err
 		}
 		g := snapid.SequenceRange{DC: DC, First: info.Next, Last: last, GrantedAt: r.now()}
 		m.grants = append(m.grants, g)
@@ -136,6 +176,9 @@ func (r *Registry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (
 	}
 	g := &m.ranges[i]
 	n := min(req.Size, g.Last-g.Next+1)
+	if err := storable(req.Sequence, g.Next, g.Next+n-1, nextAt(g.Next+n, g.Last)); err != nil {
+		return snapid.SequenceLease{}, err
+	}
 	l := snapid.SequenceLease{Sequence: req.Sequence, DC: DC, Name: req.Name, Owner: req.Owner, Session: req.Session,
 		First: g.Next, Last: g.Next + n - 1, LeasedAt: r.now()}
 	g.Next += n

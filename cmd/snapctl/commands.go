@@ -288,6 +288,9 @@ func cmdVersion(_ context.Context, c *cli, args []string) error {
 }
 
 func cmdHelp(ctx context.Context, c *cli, args []string) error {
+	if len(args) == 2 && args[0] == "seq" {
+		return cmdSeq(ctx, c, []string{args[1], "-h"}) // help seq SUBCOMMAND
+	}
 	if len(args) > 1 {
 		return usageError{fmt.Sprintf("unexpected argument %q", args[1])}
 	}

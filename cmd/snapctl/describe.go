@@ -34,11 +34,12 @@ func describe(cmd string, err error) string {
 	case errors.Is(err, snapid.ErrNoSequence):
 		hint = "create it first with 'snapctl seq create NAME [--start N] [--max N]'"
 	case errors.Is(err, snapid.ErrInvalidSequence):
-		hint = "nothing was changed; --start is at least 1, --max at least --start, at most 9223372036854775807, and never below numbers already handed out"
+		hint = "nothing was changed; --start is at least 1 (raised only before the sequence handed out a number), --max at least --start, " +
+			"at most 9223372036854775807, and never below numbers already handed out"
 	case errors.Is(err, snapid.ErrSequencesUnsupported):
 		hint = "sequences need a registry that keeps them (Cassandra: --cassandra or SNAPID_CASSANDRA)"
 	case errors.Is(err, snapid.ErrExhausted) && cmd == "seq":
-		hint = "nothing was issued: the sequence handed out every number up to its max; raise it with 'snapctl seq create NAME --max M'"
+		hint = seqExhaustedHint(err)
 	case errors.Is(err, snapid.ErrCorruptMark):
 		hint = fmt.Sprintf("nothing was changed; stop the programs using this counter, then remove %s: the next start with the registry "+
 			"rebuilds it from the registry's mark (raising the counter to that mark)", errPath(err, "the .mark file"))

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -40,14 +41,16 @@ func cmdSeq(ctx context.Context, c *cli, args []string) error {
 		rest := args[1:]
 		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
 			if len(rest) > 0 && (rest[0] == "-h" || rest[0] == "-help" || rest[0] == "--help") {
-				printSeqUsage(c.stdout)
-				return flag.ErrHelp
+				// The subcommand's own help: its summary, then its flags.
+				fmt.Fprintf(c.stdout, "snapctl seq %s %s\n  %s\n\n", sc.name, sc.usage, sc.summary)
+				return sc.run(ctx, c, "", []string{"-h"})
 			}
 			return usageError{fmt.Sprintf("seq %s needs the sequence's NAME first: snapctl seq %s %s", sc.name, sc.name, sc.usage)}
 		}
 		name := rest[0]
 		if err := snapid.ValidateName(name); err != nil {
-			return fmt.Errorf("sequence name: %w", err)
+			return hintError{fmt.Errorf("sequence name: %w", err),
+				"a sequence's NAME follows the node-name rule, like 'articles': 'snapctl seq " + sc.name + " " + sc.usage + "'"}
 		}
 		return sc.run(ctx, c, name, rest[1:])
 	}
@@ -66,18 +69,26 @@ func printSeqUsage(w io.Writer) {
 	fmt.Fprintln(w, "2^63-1; use 2147483647 for a signed 32-bit column, 9007199254740991 for JavaScript numbers.")
 	fmt.Fprintln(w, "Every subcommand needs a registry (--cassandra or SNAPID_CASSANDRA); next and show also take")
 	fmt.Fprintln(w, "--name and --counter as 'snapctl next' does. Gaps are normal (unused leases); repeats never happen.")
+	fmt.Fprintln(w, "Re-creating a sequence keeps its max unless --max is given (never below numbers already handed")
+	fmt.Fprintln(w, "to data centres), and raises its start only while no number was handed out: once numbers were,")
+	fmt.Fprintln(w, "a higher --start is refused (their ranges and leases would stay in use); create a new sequence.")
+	fmt.Fprintln(w, "'snapctl help seq SUBCOMMAND' shows a subcommand's flags.")
 }
 
 // seqCreate creates or updates a sequence.
 func seqCreate(ctx context.Context, c *cli, seq string, args []string) error {
 	fs := c.newFlags("seq")
-	start := fs.Uint64("start", 1, "the first number (numbers that already exist stay below it)")
-	maxN := fs.Uint64("max", snapid.MaxSequence, "the last number (2147483647 for a signed 32-bit column)")
+	start := fs.Uint64("start", 1, "the first number (numbers that already exist stay below it); an existing sequence's start is raised "+
+		"only while it has handed out no number, and a higher --start is refused once it has (create a new sequence instead)")
+	maxN := fs.Uint64("max", snapid.MaxSequence, "the last number (2147483647 for a signed 32-bit column); an existing sequence keeps its max "+
+		"unless --max is given, and a max below numbers already handed to data centres is refused")
 	var rf registryFlags
 	c.addRegistryFlags(&rf)
 	if err := c.parse(args); err != nil {
 		return err
 	}
+	maxGiven := false
+	fs.Visit(func(f *flag.Flag) { maxGiven = maxGiven || f.Name == "max" })
 	// Everything is checked before connecting.
 	if err := snapid.CheckSequenceBounds(seq, *start, *maxN); err != nil {
 		return err
@@ -89,6 +100,15 @@ func seqCreate(ctx context.Context, c *cli, seq string, args []string) error {
 		return err
 	}
 	defer reg.Close()
+	if !maxGiven {
+		// An existing sequence keeps its max (a 32-bit cap stays).
+		switch st, err := reg.SequenceStatus(ctx, seq); {
+		case err == nil:
+			*maxN = st.Max
+		case !errors.Is(err, snapid.ErrNoSequence):
+			return err
+		}
+	}
 	info, err := snapid.CreateSequence(ctx, reg, seq, *start, *maxN)
 	if err != nil {
 		return err
@@ -270,4 +290,19 @@ func seqShow(ctx context.Context, c *cli, seq string, args []string) error {
 		fmt.Fprintf(w, "this host (%s): lease %s-%s, next number %s, next lease %s\n", h.Host, h.First, h.Last, h.Position, ahead)
 	}
 	return nil
+}
+
+// seqExhaustedHint says what a lease that could not be had lacks: fewer
+// numbers left than asked, or none left for this data centre.
+func seqExhaustedHint(err error) string {
+	var e *snapid.SequenceExhaustedError
+	if !errors.As(err, &e) {
+		return "nothing was issued: the sequence has fewer numbers left than asked for; ask for fewer, or raise its max with 'snapctl seq create NAME --max M'"
+	}
+	if left := e.DCLeft + e.GlobalLeft; left > 0 {
+		return fmt.Sprintf("nothing was issued: %d numbers are left for this data centre, fewer than the %d asked for; ask for fewer, "+
+			"or raise the max with 'snapctl seq create %s --max M'", left, e.Wanted, e.Sequence)
+	}
+	return fmt.Sprintf("nothing was issued: every number up to max %d was handed to data centres and this one's are leased "+
+		"(other hosts may still hold unissued numbers in their leases); raise the max with 'snapctl seq create %s --max M'", e.Max, e.Sequence)
 }

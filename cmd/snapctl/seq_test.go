@@ -74,6 +74,19 @@ func TestSeqCommands(t *testing.T) {
 	r = a.run(t, "seq", "create", "articles", "--start", "1", "--max", "2147483647")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.NotContains(t, r.stdout, "next 1\n")
+	// Without --max an existing sequence keeps its max (its 32-bit cap).
+	r = a.run(t, "seq", "create", "articles", "--start", "5")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "max 2147483647,")
+	// A raised start once numbers were handed out is refused.
+	line = requireOneErrorLine(t, a.run(t, "seq", "create", "articles", "--start", "5000000"))
+	assert.Contains(t, line, "start 5000000 is above numbers already handed")
+	r = a.run(t, "seq", "show", "articles")
+	assert.Contains(t, r.stdout, "sequence articles: start 1000001, max 2147483647")
+	// A sequence NAME's error does not point at --name (the node name).
+	line = requireOneErrorLine(t, a.run(t, "seq", "create", "Articles"))
+	assert.NotContains(t, line, "--name")
+	assert.Contains(t, line, "sequence's NAME")
 
 	r = a.run(t, "seq", "show", "articles", "--json")
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -101,6 +114,15 @@ func TestSeqCommands(t *testing.T) {
 	line = requireOneErrorLine(t, r)
 	assert.Contains(t, line, "--max")
 	assert.Empty(t, r.stdout)
+	// Fewer left than asked: says how many are left, not that every
+	// number was handed out.
+	r = a.run(t, "seq", "create", "tiny2", "--start", "5", "--max", "7")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = a.run(t, "seq", "next", "tiny2", "-n", "5")
+	line = requireOneErrorLine(t, r)
+	assert.Contains(t, line, "3 numbers are left")
+	assert.NotContains(t, line, "every number")
+	assert.Empty(t, r.stdout)
 
 	// A lease row planted beyond what its data centre handed out, and
 	// overlapping another host's: check-names reports both (exit 1).
@@ -124,4 +146,14 @@ func TestSeqHelp(t *testing.T) {
 	assert.Contains(t, r.stdout, "seq ")
 	line := requireOneErrorLine(t, f.run(t, "seq", "create", "x"))
 	assert.Contains(t, line, "needs a registry")
+	for _, sub := range []string{"create", "next", "show"} {
+		r = f.run(t, "help", "seq", sub)
+		require.Equal(t, exitOK, r.code, "help seq %s: %s", sub, r.stderr)
+		assert.Contains(t, r.stdout, "snapctl seq "+sub)
+		assert.Contains(t, r.stdout, "-timeout")
+	}
+	r = f.run(t, "help", "seq", "create")
+	assert.Contains(t, r.stdout, "keeps its max")
+	assert.Contains(t, r.stdout, "higher --start is refused")
+	requireOneErrorLine(t, f.run(t, "help", "seq", "frob"))
 }
