@@ -186,7 +186,7 @@ func (r *Registry) claimOnce(ctx context.Context, c snapid.Claim, lastRow *snapi
 	case str(res2.cur.token) == token:
 		// Applied by an earlier send whose reply was lost; read the row.
 		var rec record
-		found, err := r.q.serialRead(ctx, &rec, c.Name)
+		found, err := r.serialRead(ctx, "claim", &rec, c.Name)
 		if err != nil {
 			return snapid.Holder{}, true, fmt.Errorf("snapid: %w: claim %q: reading the claimed row: %w", snapid.ErrRegistry, c.Name, err)
 		}

@@ -153,7 +153,7 @@ func (r *Registry) Release(ctx context.Context, name, owner string, final uint64
 			}
 		}
 		var cur record
-		found, err := r.q.serialRead(ctx, &cur, name)
+		found, err := r.serialRead(ctx, "release", &cur, name)
 		if err != nil {
 			return fmt.Errorf("snapid: %w: release %q: reading the row: %w", snapid.ErrRegistry, name, err)
 		}

@@ -15,7 +15,7 @@ func (r *Registry) Get(ctx context.Context, name string) (snapid.Holder, error) 
 		return snapid.Holder{}, err
 	}
 	var rec record
-	found, err := r.q.serialRead(ctx, &rec, name)
+	found, err := r.serialRead(ctx, "get", &rec, name)
 	if err != nil {
 		return snapid.Holder{}, fmt.Errorf("snapid: %w: get %q: %w", snapid.ErrRegistry, name, err)
 	}
@@ -32,18 +32,22 @@ func (r *Registry) List(ctx context.Context) ([]snapid.Holder, error) {
 	if r.session == nil {
 		return nil, fmt.Errorf("snapid: %w: list: no session", snapid.ErrRegistry)
 	}
-	q := r.session.Query(r.stmts.selectAll).WithContext(ctx).PageSize(r.pageSize)
-	defer q.Release()
-	iter := q.Iter()
 	var out []snapid.Holder
-	for {
-		var rec record
-		if !iter.Scan(rec.dests()...) {
-			break
+	err := retryRead(ctx, r.log, "list", r.tbl, func(ctx context.Context) error {
+		out = nil
+		q := r.session.Query(r.stmts.selectAll).WithContext(ctx).PageSize(r.pageSize)
+		defer q.Release()
+		iter := q.Iter()
+		for {
+			var rec record
+			if !iter.Scan(rec.dests()...) {
+				break
+			}
+			out = append(out, rec.holder())
 		}
-		out = append(out, rec.holder())
-	}
-	if err := iter.Close(); err != nil {
+		return iter.Close()
+	})
+	if err != nil {
 		return nil, fmt.Errorf("snapid: %w: list: %w", snapid.ErrRegistry, err)
 	}
 	return out, nil

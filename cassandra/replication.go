@@ -86,7 +86,9 @@ func (r *Registry) keyspaceReplication(ctx context.Context) (map[string]string, 
 		return nil, errors.New("no session")
 	}
 	var m map[string]string
-	err := r.session.Query(`SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = ?`, r.ks).WithContext(ctx).Scan(&m)
+	err := retryRead(ctx, r.log, "reading the replication", r.ks, func(ctx context.Context) error {
+		return r.session.Query(`SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = ?`, r.ks).WithContext(ctx).Scan(&m)
+	})
 	if errors.Is(err, gocql.ErrNotFound) {
 		return nil, nil
 	}

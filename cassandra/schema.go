@@ -159,7 +159,9 @@ func (r *Registry) createMissing(ctx context.Context, cfg Config) (created bool,
 // role) and reports whether it counted anything.
 func (r *Registry) schemaHas(ctx context.Context, stmt string, args ...any) (bool, error) {
 	var n int
-	err := r.session.Query(stmt, args...).WithContext(ctx).Scan(&n)
+	err := retryRead(ctx, r.log, "reading the schema", r.ks, func(ctx context.Context) error {
+		return r.session.Query(stmt, args...).WithContext(ctx).Scan(&n)
+	})
 	return n > 0, err
 }
 
