@@ -41,12 +41,15 @@ type Registry struct {
 	// its timeout: it is called only after this process changed the schema.
 	awaitSchema func(context.Context) error
 	// cons and localDC are the configured commit consistency and data
-	// centre; nodes counts the cluster's nodes per data centre (readNodes;
-	// tests inject the topology of a larger cluster).
-	cons    gocql.Consistency
-	localDC string
-	nodes   func(context.Context) (map[string]int, error)
-	seqs    seqState // sequences (seqstore.go, sequence.go)
+	// centre; nodes counts the cluster's nodes per data centre (readNodes,
+	// which checks that contacts, the configured hosts, are among them;
+	// wait: let the view settle first; tests inject the topology of a
+	// larger cluster).
+	cons     gocql.Consistency
+	localDC  string
+	contacts []string
+	nodes    func(ctx context.Context, wait bool) (nodeView, error)
+	seqs     seqState // sequences (seqstore.go, sequence.go)
 }
 
 var _ snapid.Registry = (*Registry)(nil)
@@ -105,7 +108,7 @@ func dial(ctx context.Context, cfg Config) (*Registry, error) {
 		cons:   cluster.Consistency,
 		serial: cluster.SerialConsistency,
 	}, cfg.keyspace(), cfg.table(), log)
-	r.cons, r.localDC = cluster.Consistency, cfg.LocalDC
+	r.cons, r.localDC, r.contacts = cluster.Consistency, cfg.LocalDC, cfg.Hosts
 	r.seqs.cfg = cfg
 	return r, nil
 }
@@ -115,7 +118,9 @@ func newRegistry(s *gocql.Session, q *gocqlQuerier, ks, tbl string, log *slog.Lo
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Registry{session: s, q: q, log: log, ks: ks, tbl: tbl, now: time.Now, pageSize: listPageSize, cons: gocql.Quorum}
-	r.nodes = func(ctx context.Context) (map[string]int, error) { return readNodes(ctx, r.session) }
+	r.nodes = func(ctx context.Context, wait bool) (nodeView, error) {
+		return readNodes(ctx, r.session, r.contacts, wait)
+	}
 	r.awaitSchema = func(ctx context.Context) error {
 		if r.session == nil {
 			return errors.New("no session")
