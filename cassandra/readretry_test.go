@@ -142,3 +142,60 @@ func TestRetryReadBackoff(t *testing.T) {
 	assert.Greater(t, last, first, "the waits grow")
 	assert.GreaterOrEqual(t, first, readRetryBase/2)
 }
+
+// flakySeqQuerier fails its reads with the errors in fails, one each, then
+// answers rows; its batches must not be called.
+type flakySeqQuerier struct {
+	seqQuerier
+	fails []error
+	reads int
+	rows  []seqRow
+}
+
+func (f *flakySeqQuerier) next() error {
+	f.reads++
+	if len(f.fails) > 0 {
+		err := f.fails[0]
+		f.fails = f.fails[1:]
+		return err
+	}
+	return nil
+}
+
+func (f *flakySeqQuerier) readPartition(context.Context, gocql.Consistency, string, string) ([]seqRow, error) {
+	if err := f.next(); err != nil {
+		return nil, err
+	}
+	return f.rows, nil
+}
+
+func (f *flakySeqQuerier) readAllGlobal(context.Context) ([]seqRow, error) {
+	if err := f.next(); err != nil {
+		return nil, err
+	}
+	return f.rows, nil
+}
+
+// Sequence reads (SequenceStatus, the serial reads of grants and leases)
+// are retried the same way.
+func TestSequenceReadsRetried(t *testing.T) {
+	rows := []seqRow{{seq: "orders", part: partGlobal}}
+	f := &flakySeqQuerier{fails: []error{errReadTimeout, testRequestError{code: gocql.ErrCodeUnavailable}}, rows: rows}
+	q := retryReads(f, nil)
+	got, err := q.readPartition(testCtx(t), gocql.Consistency(gocql.Serial), "orders", partGlobal)
+	require.NoError(t, err)
+	assert.Equal(t, rows, got)
+	assert.Equal(t, 3, f.reads)
+
+	f.reads, f.fails = 0, []error{errReadTimeout}
+	got, err = q.readAllGlobal(testCtx(t))
+	require.NoError(t, err)
+	assert.Equal(t, rows, got)
+	assert.Equal(t, 2, f.reads)
+
+	syntax := testRequestError{code: gocql.ErrCodeSyntax}
+	f.reads, f.fails = 0, []error{syntax}
+	_, err = q.readPartition(testCtx(t), gocql.LocalQuorum, "orders", partGlobal)
+	require.ErrorIs(t, err, syntax)
+	assert.Equal(t, 1, f.reads)
+}
