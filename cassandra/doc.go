@@ -84,6 +84,16 @@
 // would turn one claim into two Paxos rounds with unknowable results. An
 // unknown outcome is resolved as above instead.
 //
+// Reads are retried by the package itself, as they change nothing: a read
+// (Get, List, SequenceStatus, the serial reads of claims and releases and
+// those that resolve unknown outcomes) that fails with a timeout, too few
+// replicas, a node that is joining or overloaded, or a lost connection is
+// sent again after a wait that doubles from 20 ms up to 1 s, with jitter,
+// until it succeeds or the caller's context ends (30 s for a context
+// without a deadline); the last error is then returned, wrapped. A
+// definite error (syntax, unauthorized, invalid) is returned at once.
+// Writes are sent once.
+//
 // # Errors
 //
 // Errors wrap snapid's sentinels, for errors.Is: snapid.ErrInvalidOption

@@ -129,7 +129,8 @@ type lossyQuerier struct {
 	plan func(n int, stmt string) lossPlan
 
 	casCalls, reads int
-	readErr         error // serial reads fail with this once set
+	readErr         error   // serial reads fail with this once set
+	readFailures    []error // the next serial reads fail with these, one each, before readErr applies
 }
 
 type lossPlan struct {
@@ -165,6 +166,11 @@ func (l *lossyQuerier) cas(ctx context.Context, rec *record, stmt string, args .
 
 func (l *lossyQuerier) serialRead(ctx context.Context, rec *record, name string) (bool, error) {
 	l.reads++
+	if len(l.readFailures) > 0 {
+		err := l.readFailures[0]
+		l.readFailures = l.readFailures[1:]
+		return false, err
+	}
 	if l.readErr != nil {
 		return false, l.readErr
 	}

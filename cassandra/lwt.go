@@ -147,7 +147,7 @@ func (r *Registry) runCAS(ctx context.Context, op, name string, judge func(cur *
 		},
 		func() (outcome, error) {
 			res = casResult{reread: true, full: true}
-			found, err := r.q.serialRead(ctx, &res.cur, name)
+			found, err := r.serialRead(ctx, op+" (resolving an unknown outcome)", &res.cur, name)
 			if err != nil {
 				return outcomeLost, err
 			}
@@ -215,7 +215,7 @@ func (r *Registry) fullRow(ctx context.Context, op, name string, res casResult) 
 		return res.cur, res.found, nil
 	}
 	var rec record
-	found, err := r.q.serialRead(ctx, &rec, name)
+	found, err := r.serialRead(ctx, op, &rec, name)
 	if err != nil {
 		return rec, false, fmt.Errorf("snapid: %w: %s %q: reading the row after a failed condition: %w", snapid.ErrRegistry, op, name, err)
 	}

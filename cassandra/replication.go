@@ -55,8 +55,12 @@ type ReplicationReport struct {
 	// Status is ReplicationOK, ReplicationWarning or ReplicationAttention;
 	// Detail says what it means and Fix what to do (both empty when OK).
 	Status string `json:"status"`
-	Detail string `json:"detail,omitempty"`
-	Fix    string `json:"fix,omitempty"`
+	// NodesIncomplete says why the cluster's view of its nodes may lack
+	// some (nodes still joining): Nodes may then count too few, and Fix
+	// says to wait rather than to change the replication.
+	NodesIncomplete string `json:"nodes_incomplete,omitempty"`
+	Detail          string `json:"detail,omitempty"`
+	Fix             string `json:"fix,omitempty"`
 }
 
 // CheckReplication reads the registry keyspace's replication and the
@@ -72,11 +76,51 @@ func (r *Registry) CheckReplication(ctx context.Context) (ReplicationReport, err
 	if repl == nil {
 		return ReplicationReport{}, fmt.Errorf("snapid: %w: keyspace %s does not exist", snapid.ErrRegistry, r.ks)
 	}
-	nodes, err := r.nodes(ctx)
+	view, err := r.settledNodes(ctx, func(nodes map[string]int) bool {
+		return assessReplication(r.ks, repl, nodes, r.cons, r.localDC).Status != ReplicationAttention
+	})
 	if err != nil {
 		return ReplicationReport{}, fmt.Errorf("snapid: %w: reading the cluster's nodes: %w", snapid.ErrRegistry, err)
 	}
-	return assessReplication(r.ks, repl, nodes, r.cons, r.localDC), nil
+	rep := assessReplication(r.ks, repl, view.nodes, r.cons, r.localDC)
+	if rep.Status == ReplicationAttention && view.incomplete != "" {
+		rep.NodesIncomplete = view.incomplete
+		rep.Fix = incompleteAdvice(view) + ", then check again"
+	}
+	return rep, nil
+}
+
+// settledNodes reads the cluster's nodes; when ok says no to them, it
+// reads them again, letting the view settle (nodes still joining), so that
+// a refusal is made from a settled view or says that the view was not.
+func (r *Registry) settledNodes(ctx context.Context, ok func(nodes map[string]int) bool) (nodeView, error) {
+	view, err := r.nodes(ctx, false)
+	if err != nil || ok(view.nodes) {
+		return view, err
+	}
+	return r.nodes(ctx, true)
+}
+
+// incompleteAdvice says that view may lack nodes, and what to do.
+func incompleteAdvice(view nodeView) string {
+	return fmt.Sprintf("the cluster's view of its nodes is incomplete (%s), so it may have more nodes than the %s counted: "+
+		"wait until every node has joined (nodetool status shows each UN)", view.incomplete, renderNodes(view.nodes))
+}
+
+// sameFactors reports whether replications a and b give every data centre
+// of nodes the same number of replicas with the same class.
+func sameFactors(a, b map[string]string, nodes map[string]int) bool {
+	ra, sa, oka := replicationFactors(a, nodes)
+	rb, sb, okb := replicationFactors(b, nodes)
+	if !oka || !okb || sa != sb {
+		return false
+	}
+	for _, dc := range append(sortedKeys(ra), sortedKeys(rb)...) {
+		if ra[dc] != rb[dc] {
+			return false
+		}
+	}
+	return true
 }
 
 // keyspaceReplication returns the registry keyspace's stored replication,
@@ -86,47 +130,13 @@ func (r *Registry) keyspaceReplication(ctx context.Context) (map[string]string, 
 		return nil, errors.New("no session")
 	}
 	var m map[string]string
-	err := r.session.Query(`SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = ?`, r.ks).WithContext(ctx).Scan(&m)
+	err := retryRead(ctx, r.log, "reading the replication", r.ks, func(ctx context.Context) error {
+		return r.session.Query(`SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = ?`, r.ks).WithContext(ctx).Scan(&m)
+	})
 	if errors.Is(err, gocql.ErrNotFound) {
 		return nil, nil
 	}
 	return m, err
-}
-
-// readNodes counts the cluster's nodes per data centre: the coordinator's
-// own row in system.local and every other node it knows in system.peers,
-// up or down (a node that is down still holds its replicas). The two
-// queries may reach different coordinators, so rows are merged by host id,
-// and the coordinator of the peers query, which system.peers does not
-// list, is added as the driver knows it.
-func readNodes(ctx context.Context, s *gocql.Session) (map[string]int, error) {
-	if s == nil {
-		return nil, errors.New("no session")
-	}
-	dcOf := map[string]string{} // host id → data centre
-	var id gocql.UUID
-	var dc string
-	if err := s.Query(`SELECT host_id, data_center FROM system.local`).WithContext(ctx).Scan(&id, &dc); err != nil {
-		return nil, fmt.Errorf("system.local: %w", err)
-	}
-	dcOf[id.String()] = dc
-	iter := s.Query(`SELECT host_id, data_center FROM system.peers`).WithContext(ctx).Iter()
-	for iter.Scan(&id, &dc) {
-		if id != (gocql.UUID{}) && dc != "" {
-			dcOf[id.String()] = dc
-		}
-	}
-	if h := iter.Host(); h != nil && h.HostID() != "" && h.DataCenter() != "" {
-		dcOf[h.HostID()] = h.DataCenter()
-	}
-	if err := iter.Close(); err != nil {
-		return nil, fmt.Errorf("system.peers: %w", err)
-	}
-	nodes := map[string]int{}
-	for _, dc := range dcOf {
-		nodes[dc]++
-	}
-	return nodes, nil
 }
 
 // replicationFactors returns the replicas per data centre of repl on a
@@ -257,7 +267,7 @@ func assessReplication(ks string, repl map[string]string, nodes map[string]int, 
 	if len(problems) > 0 {
 		rep.Status = ReplicationAttention
 		rep.Detail = fmt.Sprintf("keyspace %s (replication %s) cannot survive the loss of one node: %s", ks, renderMap(repl), strings.Join(problems, "; "))
-		rep.Fix = replicationFix(ks, rf, simple, nodes, cons)
+		rep.Fix = replicationFix(ks, repl, rf, simple, nodes, cons)
 		return rep
 	}
 	if total <= 1 {
@@ -301,8 +311,12 @@ func suggestReplication(rf map[string]int, simple bool, nodes map[string]int, co
 // replicationFix says how to make an existing keyspace survive the loss of
 // one node: the replication to ALTER it to, and the repairs that must
 // follow.
-func replicationFix(ks string, rf map[string]int, simple bool, nodes map[string]int, cons gocql.Consistency) string {
+func replicationFix(ks string, repl map[string]string, rf map[string]int, simple bool, nodes map[string]int, cons gocql.Consistency) string {
 	want, enough := suggestReplication(rf, simple, nodes, cons)
+	if enough && sameFactors(want, repl, nodes) {
+		return fmt.Sprintf("the cluster shows %s; if nodes are still joining, wait until nodetool status shows each UN and check again",
+			renderNodes(nodes))
+	}
 	if !enough {
 		return fmt.Sprintf("add nodes: surviving the loss of one node needs at least 3 nodes holding replicas (3 in each data centre for %s); "+
 			"then ALTER KEYSPACE \"%s\" WITH replication = {'class': 'NetworkTopologyStrategy', '<dc>': '3', …} and run \"nodetool repair --full %s\" on each node",
@@ -316,12 +330,25 @@ func replicationFix(ks string, rf map[string]int, simple bool, nodes map[string]
 
 // fragileError is the refusal to create keyspace ks with rep's
 // replication.
-func fragileError(rep ReplicationReport, nodes map[string]int, cons gocql.Consistency) error {
+func fragileError(rep ReplicationReport, view nodeView, cons gocql.Consistency) error {
+	nodes := view.nodes
 	rf, simple, _ := replicationFactors(rep.Replication, nodes)
 	want, enough := suggestReplication(rf, simple, nodes, cons)
-	advice := fmt.Sprintf("create it with replication %s (snapctl --replication %s)", renderMap(want), flagForm(want))
-	if !enough {
-		advice = "the cluster has too few nodes for a registry that survives the loss of one (3 holding replicas at least); add nodes"
+	var advice string
+	switch {
+	case view.incomplete != "":
+		// Never suggest from a view that may lack nodes: the suggestion
+		// could be what was asked for.
+		advice = incompleteAdvice(view) + " and try again"
+	case enough && sameFactors(want, rep.Replication, nodes):
+		// The suggestion would be what was asked for.
+		advice = fmt.Sprintf("the cluster shows %s; if nodes are still joining, wait until nodetool status shows each UN and try again",
+			renderNodes(nodes))
+	case !enough:
+		advice = fmt.Sprintf("the cluster has too few nodes (%s) for a registry that survives the loss of one (3 holding replicas at least); add nodes",
+			renderNodes(nodes))
+	default:
+		advice = fmt.Sprintf("create it with replication %s (snapctl --replication %s)", renderMap(want), flagForm(want))
 	}
 	return fmt.Errorf("snapid: %w: Cassandra registry: %w: not creating %s; %s, or set AllowFragileReplication "+
 		"(snapctl --allow-fragile-replication) to create it anyway", snapid.ErrInvalidOption, ErrFragileReplication, rep.Detail, advice)

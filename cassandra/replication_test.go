@@ -110,7 +110,7 @@ func TestCassandraFragileReplicationRefusedOnLargerCluster(t *testing.T) {
 			r, err := dial(ctx, cfg)
 			require.NoError(t, err)
 			defer r.Close()
-			r.nodes = func(context.Context) (map[string]int, error) { return tc.nodes, nil }
+			r.nodes = func(context.Context, bool) (nodeView, error) { return nodeView{nodes: tc.nodes}, nil }
 			created, err := r.setUp(ctx, cfg, true)
 			if !tc.created {
 				require.ErrorIs(t, err, ErrFragileReplication)
@@ -137,9 +137,10 @@ func TestCassandraReplicationCheckedOnSingleNode(t *testing.T) {
 	k := newTestKeyspace(t)
 	dc := k.LocalDC(t)
 	r := k.registry(t) // default: one replica, on a one-node cluster
-	nodes, err := readNodes(ctx, r.session)
+	view, err := readNodes(ctx, r.session, k.config().Hosts, true)
 	require.NoError(t, err)
-	assert.Equal(t, map[string]int{dc: 1}, nodes)
+	assert.Equal(t, map[string]int{dc: 1}, view.nodes)
+	assert.Empty(t, view.incomplete, "one node settles at once")
 
 	k2 := newTestKeyspace(t)
 	cfg := k2.config()
@@ -252,7 +253,7 @@ func TestCassandraCheckReplication(t *testing.T) {
 	assert.Contains(t, rep.Detail, "nothing survives the loss of that node")
 
 	// The same keyspace on three nodes needs attention.
-	r.nodes = func(context.Context) (map[string]int, error) { return map[string]int{dc: 3}, nil }
+	r.nodes = func(context.Context, bool) (nodeView, error) { return nodeView{nodes: map[string]int{dc: 3}}, nil }
 	rep, err = r.CheckReplication(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, ReplicationAttention, rep.Status)
@@ -273,7 +274,7 @@ func TestCassandraCheckReplication(t *testing.T) {
 	assert.Contains(t, rep.Fix, "add nodes")
 
 	// Failures to read are registry errors.
-	r2.nodes = func(context.Context) (map[string]int, error) { return nil, errors.New("peers unreadable") }
+	r2.nodes = func(context.Context, bool) (nodeView, error) { return nodeView{}, errors.New("peers unreadable") }
 	_, err = r2.CheckReplication(ctx)
 	require.ErrorIs(t, err, snapid.ErrRegistry)
 }

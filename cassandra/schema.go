@@ -78,13 +78,17 @@ func (r *Registry) setUp(ctx context.Context, cfg Config, create bool) (created 
 // EACH_QUORUM needs a NetworkTopologyStrategy keyspace.
 func (r *Registry) checkCluster(ctx context.Context, cfg Config) error {
 	if cfg.LocalDC != "" {
-		nodes, err := r.nodes(ctx)
+		view, err := r.settledNodes(ctx, func(nodes map[string]int) bool { return nodes[cfg.LocalDC] > 0 })
 		if err != nil {
 			return fmt.Errorf("snapid: %w: reading the cluster's data centres (system.local, system.peers): %w", snapid.ErrRegistry, err)
 		}
-		if nodes[cfg.LocalDC] == 0 {
-			return invalidConfig("local data centre %q is not one of the cluster's data centres (%s): every statement would go to another data centre",
-				cfg.LocalDC, strings.Join(sortedKeys(nodes), ", "))
+		if view.nodes[cfg.LocalDC] == 0 {
+			why := ""
+			if view.incomplete != "" {
+				why = "; " + incompleteAdvice(view) + " and try again"
+			}
+			return invalidConfig("local data centre %q is not one of the cluster's data centres (%s): every statement would go to another data centre%s",
+				cfg.LocalDC, strings.Join(sortedKeys(view.nodes), ", "), why)
 		}
 	}
 	if r.cons == gocql.EachQuorum {
@@ -125,12 +129,15 @@ func (r *Registry) createMissing(ctx context.Context, cfg Config) (created bool,
 	}
 	if !ksExists && !cfg.AllowFragileReplication {
 		// Refused before any DDL: nothing is created.
-		nodes, err := r.nodes(ctx)
+		repl := cfg.replication()
+		view, err := r.settledNodes(ctx, func(nodes map[string]int) bool {
+			return assessReplication(r.ks, repl, nodes, r.cons, cfg.LocalDC).Status != ReplicationAttention
+		})
 		if err != nil {
 			return false, fail("reading the cluster's nodes (system.local, system.peers)", err)
 		}
-		if rep := assessReplication(r.ks, cfg.replication(), nodes, r.cons, cfg.LocalDC); rep.Status == ReplicationAttention {
-			return false, fragileError(rep, nodes, r.cons)
+		if rep := assessReplication(r.ks, repl, view.nodes, r.cons, cfg.LocalDC); rep.Status == ReplicationAttention {
+			return false, fragileError(rep, view, r.cons)
 		}
 	}
 	if !ksExists {
@@ -159,7 +166,9 @@ func (r *Registry) createMissing(ctx context.Context, cfg Config) (created bool,
 // role) and reports whether it counted anything.
 func (r *Registry) schemaHas(ctx context.Context, stmt string, args ...any) (bool, error) {
 	var n int
-	err := r.session.Query(stmt, args...).WithContext(ctx).Scan(&n)
+	err := retryRead(ctx, r.log, "reading the schema", r.ks, func(ctx context.Context) error {
+		return r.session.Query(stmt, args...).WithContext(ctx).Scan(&n)
+	})
 	return n > 0, err
 }
 

@@ -308,7 +308,7 @@ func (r *Registry) seqQuerier(ctx context.Context) (seqQuerier, string, error) {
 	}
 	st.session, st.dc = s, dc
 	st.stmts = newSeqStatements(r.ks)
-	st.q = &gocqlSeqQuerier{s: s, stmts: st.stmts}
+	st.q = retryReads(&gocqlSeqQuerier{s: s, stmts: st.stmts}, r.log)
 	return st.q, dc, nil
 }
 

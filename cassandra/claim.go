@@ -1,0 +1,198 @@
+package cassandra
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"math/big"
+	"time"
+
+	"github.com/snapid/snapid"
+)
+
+func newClaimToken() string {
+	var b [16]byte
+	if _, err := io.ReadFull(rand.Reader, b[:]); err != nil {
+		panic("snapid: crypto/rand failed: " + err.Error())
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// Claim implements snapid.Registry.Claim (see there).
+//
+// It sends "INSERT … IF NOT EXISTS"; a new name is then held. Otherwise the
+// failed insert returns the row, and Claim decides from it:
+//
+//   - same owner: refused with snapid.ErrProbableClone if c.CloneWindow > 0, the
+//     row is active, was last seen less than c.CloneWindow ago, and its
+//     machine id or host name differ from c's; otherwise refreshed (host
+//     name, address, machine id, last seen, state active). Force does not
+//     bypass the clone check: set CloneWindow to zero for that.
+//   - another owner, released: taken over; Reserved is the old holder's
+//     recorded final value, which the new holder's counter must start at.
+//   - another owner, active (or a partial row without owner or state):
+//     refused with an error wrapping snapid.ErrNameTaken that describes the
+//     holder, unless c.Force; then taken over with Reserved = max(the old
+//     mark, c.Floor).
+//
+// The update is conditional on the row as read, so two claimers never both
+// win; a claimer whose update fails looks at the row again. Each claim
+// writes a fresh random claim token, which resolves a claim whose reply was
+// lost (see "Unknown outcomes" in the package documentation).
+func (r *Registry) Claim(ctx context.Context, c snapid.Claim) (snapid.Holder, error) {
+	if err := snapid.ValidateName(c.Name); err != nil {
+		return snapid.Holder{}, err
+	}
+	if err := checkOwner(c.Owner); err != nil {
+		return snapid.Holder{}, err
+	}
+	for _, f := range [...]struct{ what, v string }{{"host name", c.Hostname}, {"address", c.Address}, {"machine id", c.MachineID}} {
+		if err := checkField(f.what, f.v); err != nil {
+			return snapid.Holder{}, err
+		}
+	}
+	if c.CloneWindow < 0 {
+		return snapid.Holder{}, invalidArg("negative clone window %v", c.CloneWindow)
+	}
+	var lastRow snapid.Holder
+	for attempt := 0; attempt < claimAttempts; attempt++ {
+		if attempt > 0 {
+			if err := backoff(ctx, attempt); err != nil {
+				return snapid.Holder{}, fmt.Errorf("snapid: %w: claim %q: %w", snapid.ErrRegistry, c.Name, err)
+			}
+		}
+		h, done, err := r.claimOnce(ctx, c, &lastRow)
+		if done || err != nil {
+			return h, err
+		}
+	}
+	return lastRow, fmt.Errorf("snapid: %w: claim %q: the row kept changing during %d attempts (last seen: %s)",
+		snapid.ErrRegistry, c.Name, claimAttempts, lastRow)
+}
+
+// orUnknown is s, or "unknown" if it is empty.
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// backoff waits a short random time that grows with attempt, so that
+// claimers racing on one row do not retry in lock step.
+func backoff(ctx context.Context, attempt int) error {
+	n, err := rand.Int(rand.Reader, big.NewInt(int64(attempt)*20+1))
+	if err != nil {
+		return err
+	}
+	t := time.NewTimer(time.Duration(n.Int64()+1) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// claimOnce makes one attempt: insert, or decide from the row and update
+// it. done false means the row changed under us: try again.
+func (r *Registry) claimOnce(ctx context.Context, c snapid.Claim, lastRow *snapid.Holder) (h snapid.Holder, done bool, err error) {
+	now := r.timestamp()
+	token := newClaimToken()
+	mine := func(cur *record, found bool) outcome {
+		switch {
+		case found && str(cur.token) == token:
+			return outcomeApplied
+		case !found:
+			return outcomeResend
+		}
+		return outcomeLost
+	}
+	res, err := r.runCAS(ctx, "claim", c.Name, mine, r.stmts.insert,
+		c.Name, c.Owner, c.Hostname, c.Address, c.MachineID, now, now, int64(0), snapid.StateActive, token)
+	if err != nil {
+		return snapid.Holder{}, true, err
+	}
+	if res.applied {
+		if res.reread {
+			return res.cur.holder(), true, nil
+		}
+		r.log.Debug("snapid: name claimed", "name", c.Name)
+		return snapid.Holder{Name: c.Name, Owner: c.Owner, Hostname: c.Hostname, Address: c.Address, MachineID: c.MachineID,
+			State: snapid.StateActive, RegisteredAt: now, LastSeen: now, Session: token}, true, nil
+	}
+	// The whole row: INSERT IF NOT EXISTS returns it, as does the serial
+	// read that resolved a lost reply.
+	decided := res.cur
+	old := decided.holder()
+	*lastRow = old
+	if str(decided.token) == token {
+		// A reply lost earlier in this attempt was in fact applied, and the
+		// resent insert found our own row.
+		return old, true, nil
+	}
+
+	next := snapid.Holder{Name: c.Name, Owner: c.Owner, Hostname: c.Hostname, Address: c.Address, MachineID: c.MachineID,
+		State: snapid.StateActive, RegisteredAt: old.RegisteredAt, LastSeen: now, Reserved: old.Reserved, Session: token}
+	switch {
+	case old.Owner == c.Owner:
+		otherMachine := old.MachineID != c.MachineID || old.Hostname != c.Hostname
+		seen := now.Sub(old.LastSeen)
+		if otherMachine && old.State == snapid.StateActive && c.CloneWindow > 0 && seen < c.CloneWindow {
+			return old, true, fmt.Errorf("snapid: %w: %q is active with this owner token on %s (machine %s, last seen %s ago), but this claim comes from %s (machine %s); "+
+				"if the other machine is gone, wait %s after its last sighting",
+				snapid.ErrProbableClone, c.Name, orUnknown(old.Hostname), orUnknown(old.MachineID), seen.Round(time.Second),
+				orUnknown(c.Hostname), orUnknown(c.MachineID), c.CloneWindow)
+		}
+	case old.State == snapid.StateReleased && old.Owner != "":
+		next.RegisteredAt = now
+		r.log.Info("snapid: taking over a released name", "name", c.Name, "previous", old.String(), "final", old.Reserved)
+	case c.Force:
+		next.RegisteredAt = now
+		next.Reserved = max(old.Reserved, c.Floor)
+		r.log.Warn("snapid: forced take-over of a name held by another owner", "name", c.Name, "previous", old.String(),
+			"reserved", next.Reserved)
+	default:
+		return old, true, fmt.Errorf("snapid: %w: %q is %s; take it over only if that holder is gone for good (force, with a start floor)",
+			snapid.ErrNameTaken, c.Name, old)
+	}
+
+	// Conditional on the row we decided from.
+	judge := func(cur *record, found bool) outcome {
+		switch {
+		case found && str(cur.token) == token:
+			return outcomeApplied
+		case found && same(cur.owner, decided.owner) && same(cur.state, decided.state) &&
+			same(cur.reserved, decided.reserved) && same(cur.token, decided.token):
+			return outcomeResend
+		}
+		return outcomeLost
+	}
+	res2, err := r.runCAS(ctx, "claim", c.Name, judge, r.stmts.claimUpdate,
+		next.Owner, next.Hostname, next.Address, next.MachineID, next.RegisteredAt, next.LastSeen,
+		int64(next.Reserved), next.State, token, c.Name,
+		decided.owner, decided.state, decided.reserved, decided.token)
+	if err != nil {
+		return snapid.Holder{}, true, err
+	}
+	switch {
+	case res2.applied && res2.reread:
+		return res2.cur.holder(), true, nil
+	case res2.applied:
+		return next, true, nil
+	case str(res2.cur.token) == token:
+		// Applied by an earlier send whose reply was lost; read the row.
+		var rec record
+		found, err := r.serialRead(ctx, "claim", &rec, c.Name)
+		if err != nil {
+			return snapid.Holder{}, true, fmt.Errorf("snapid: %w: claim %q: reading the claimed row: %w", snapid.ErrRegistry, c.Name, err)
+		}
+		if found && str(rec.token) == token {
+			return rec.holder(), true, nil
+		}
+	}
+	return snapid.Holder{}, false, nil
+}

@@ -1,0 +1,54 @@
+package cassandra
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/snapid/snapid"
+)
+
+// Get implements snapid.Registry.Get: the row read at SERIAL consistency (which
+// sees every LWT that completed, and completes one left in flight), or
+// snapid.ErrNotRegistered.
+func (r *Registry) Get(ctx context.Context, name string) (snapid.Holder, error) {
+	if err := snapid.ValidateName(name); err != nil {
+		return snapid.Holder{}, err
+	}
+	var rec record
+	found, err := r.serialRead(ctx, "get", &rec, name)
+	if err != nil {
+		return snapid.Holder{}, fmt.Errorf("snapid: %w: get %q: %w", snapid.ErrRegistry, name, err)
+	}
+	if !found {
+		return snapid.Holder{}, fmt.Errorf("snapid: %w: %q", snapid.ErrNotRegistered, name)
+	}
+	return rec.holder(), nil
+}
+
+// List implements snapid.Registry.List: every row, read page by page at the
+// configured consistency (not serial: a row being changed at that moment
+// may show its previous state). Rows are in token order.
+func (r *Registry) List(ctx context.Context) ([]snapid.Holder, error) {
+	if r.session == nil {
+		return nil, fmt.Errorf("snapid: %w: list: no session", snapid.ErrRegistry)
+	}
+	var out []snapid.Holder
+	err := retryRead(ctx, r.log, "list", r.tbl, func(ctx context.Context) error {
+		out = nil
+		q := r.session.Query(r.stmts.selectAll).WithContext(ctx).PageSize(r.pageSize)
+		defer q.Release()
+		iter := q.Iter()
+		for {
+			var rec record
+			if !iter.Scan(rec.dests()...) {
+				break
+			}
+			out = append(out, rec.holder())
+		}
+		return iter.Close()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("snapid: %w: list: %w", snapid.ErrRegistry, err)
+	}
+	return out, nil
+}
