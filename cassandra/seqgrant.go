@@ -1,0 +1,242 @@
+package cassandra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/gocql/gocql"
+	"github.com/snapid/snapid"
+)
+
+// Data centres' ranges: taken from the sequence's GLOBAL row at SERIAL and
+// recorded in the data centre's partition at LOCAL_SERIAL.
+
+// dcRange is a data centre's range row, decoded.
+type dcRange struct {
+	row               *seqRow
+	first, last, next uint64 // next is last+1 when used up
+}
+
+func (g dcRange) left() uint64 { return g.last - g.next + 1 }
+
+// dcRanges decodes the range rows of a data centre's partition, sorted by
+// first; a row it cannot have written is ErrCorruptSequence.
+func dcRanges(seq string, rows []seqRow) ([]dcRange, error) {
+	var out []dcRange
+	for i := range rows {
+		if rows[i].kind != kindRange {
+			continue
+		}
+		first, last, next, err := rangeNext(seq, &rows[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, dcRange{row: &rows[i], first: first, last: last, next: next})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].first < out[j].first })
+	return out, nil
+}
+
+// pickRange returns the lowest range with at least min numbers left.
+func pickRange(rgs []dcRange, min uint64) *dcRange {
+	for i := range rgs {
+		if rgs[i].left() >= min {
+			return &rgs[i]
+		}
+	}
+	return nil
+}
+
+// leaseLen is how many numbers a lease takes from g: at most an eighth of
+// the range (or what the host needs at the least), so that the data
+// centre's hosts share it and it lasts through a partition as sized,
+// however fast their leases grow; at most size and what g has left.
+func leaseLen(g *dcRange, size, least uint64) uint64 {
+	return min(size, g.left(), max(least, (g.last-g.first+1)/8))
+}
+
+// maybeGrant starts a background grant when, after a lease of n, the data
+// centre (whose ranges were rgs) has less than half of its latest range
+// left.
+func (r *Registry) maybeGrant(seq, dc string, rgs []dcRange, n uint64) {
+	var left uint64
+	for _, g := range rgs {
+		left += g.left()
+	}
+	left -= n
+	if len(rgs) == 0 {
+		return
+	}
+	latest := rgs[len(rgs)-1]
+	if left >= (latest.last-latest.first+1)/2 {
+		return
+	}
+	st := &r.seqs
+	st.mu.Lock()
+	if st.bg == nil {
+		st.bg = map[string]bool{}
+	}
+	if st.bg[seq] || st.closing {
+		st.mu.Unlock()
+		return
+	}
+	if st.bgCtx == nil {
+		st.bgCtx, st.stop = context.WithCancel(context.Background())
+	}
+	bgCtx := st.bgCtx
+	st.bg[seq] = true
+	st.wg.Add(1)
+	st.mu.Unlock()
+	go func() {
+		defer st.wg.Done()
+		defer func() {
+			st.mu.Lock()
+			delete(st.bg, seq)
+			st.mu.Unlock()
+		}()
+		// Cancelled by Close: a grant abandoned half way leaves a grant
+		// without its range, which the next grant of the data centre adds.
+		ctx, cancel := context.WithTimeout(bgCtx, time.Minute)
+		defer cancel()
+		q, _, err := r.seqQuerier(ctx)
+		if err == nil {
+			var now []seqRow
+			if now, err = r.readDC(ctx, q, seq, dc); err == nil {
+				var rgs []dcRange
+				if rgs, err = dcRanges(seq, now); err == nil {
+					err = r.grant(ctx, q, seq, dc, now, rgs, 1)
+				}
+			}
+		}
+		if err != nil && !errors.Is(err, snapid.ErrExhausted) {
+			r.log.Warn("snapid: could not take the data centre's next sequence range in advance", "sequence", seq, "dc", dc, "err", err)
+		}
+	}()
+}
+
+// grant gives data centre dc a new range of the sequence from GLOBAL:
+// one conditional batch at SERIAL on the GLOBAL partition (GLOBAL's next
+// number, old → new, conditional on its max too, and the grant row), then
+// the range row in the data centre's partition at LOCAL_SERIAL (IF NOT
+// EXISTS). Grants recorded in GLOBAL but missing from the data centre (a
+// granter that died in between) are added first. dcRows is the data
+// centre's partition as last read.
+func (r *Registry) grant(ctx context.Context, q seqQuerier, seq, dc string, dcRows []seqRow, rgs []dcRange, min uint64) error {
+	g, rows, err := r.readGlobal(ctx, q, seq)
+	if err != nil {
+		return err
+	}
+	if g == nil {
+		return fmt.Errorf("snapid: %w: %q (create it first: snapctl seq create)", snapid.ErrNoSequence, seq)
+	}
+	repaired := false
+	for i := range rows {
+		w := &rows[i]
+		if w.kind == kindGrant && w.key == dc && find(dcRows, kindRange, "", w.first) == nil {
+			if w.first < 1 || w.last == nil || *w.last < w.first {
+				return fmt.Errorf("snapid: %w: sequence %q: GLOBAL's grant to %q starts at %d", snapid.ErrCorruptSequence, seq, dc, w.first)
+			}
+			if err := r.insertRange(ctx, q, seq, dc, uint64(w.first), uint64(*w.last), w.at); err != nil {
+				return err
+			}
+			repaired = true
+		}
+	}
+	if repaired {
+		return nil // the caller reads the data centre again
+	}
+	gi, err := info(seq, g)
+	if err != nil {
+		return err
+	}
+	next, maxN := gi.Next, gi.Max
+	if next > maxN || maxN-next+1 < min {
+		e := &snapid.SequenceExhaustedError{Sequence: seq, DC: dc, Max: maxN, Wanted: min}
+		if next <= maxN {
+			e.GlobalLeft = maxN - next + 1
+		}
+		for _, g := range rgs {
+			e.DCLeft += g.left()
+		}
+		return e
+	}
+	size := max(r.rangeSize(rgs), min)
+	last := maxN
+	if maxN-next >= size {
+		last = next + size - 1
+	}
+	token := newClaimToken()
+	now := r.timestamp()
+	stmts := []seqStmt{
+		{r.seqs.stmts.advanceGlobal, append(append([]any{storeNext(last+1, maxN), token}, r.globalRow(seq)...), g.next, g.max)},
+		{r.seqs.stmts.insertGrant, []any{seq, partGlobal, kindGrant, dc, int64(next), i64(last), now, token}},
+	}
+	applied, err := runLWT(ctx, r.log, "grant", seq,
+		func() (bool, error) { return q.casBatch(ctx, gocql.Serial, gocql.Quorum, stmts...) },
+		func() (outcome, error) {
+			g2, rows2, err := r.readGlobal(ctx, q, seq)
+			if err != nil {
+				return outcomeLost, err
+			}
+			if w := find(rows2, kindGrant, dc, int64(next)); w != nil && str(w.token) == token {
+				return outcomeApplied, nil
+			}
+			if g2 != nil && same(g2.next, g.next) && same(g2.max, g.max) {
+				return outcomeResend, nil
+			}
+			return outcomeLost, nil
+		})
+	if err != nil || !applied {
+		return err // not applied: another grant moved GLOBAL; the caller reads again
+	}
+	r.log.Info("snapid: data centre took a sequence range", "sequence", seq, "dc", dc, "first", next, "last", last)
+	return r.insertRange(ctx, q, seq, dc, next, last, &now)
+}
+
+// insertRange records a granted range in the data centre's partition, at
+// LOCAL_SERIAL, if it is not there.
+func (r *Registry) insertRange(ctx context.Context, q seqQuerier, seq, dc string, first, last uint64, at *time.Time) error {
+	var when time.Time
+	if at != nil {
+		when = *at
+	}
+	stmt := seqStmt{r.seqs.stmts.insertRange, []any{seq, dcPart(dc), kindRange, "", int64(first), i64(last), i64(first), when}}
+	_, err := runLWT(ctx, r.log, "range", seq,
+		func() (bool, error) { return q.casBatch(ctx, gocql.LocalSerial, gocql.LocalQuorum, stmt) },
+		func() (outcome, error) {
+			rows, err := r.readDC(ctx, q, seq, dc)
+			if err != nil {
+				return outcomeLost, err
+			}
+			if find(rows, kindRange, "", int64(first)) != nil {
+				return outcomeApplied, nil
+			}
+			return outcomeResend, nil
+		})
+	return err
+}
+
+// rangeSize is the size of the data centre's next range: what its hosts
+// leased from its latest range, per second since that range was granted,
+// times the horizon; at least the floor.
+func (r *Registry) rangeSize(rgs []dcRange) uint64 {
+	horizon, floor := r.sizing()
+	if len(rgs) == 0 || rgs[len(rgs)-1].row.at == nil {
+		return floor
+	}
+	latest := rgs[len(rgs)-1]
+	used := latest.next - latest.first
+	elapsed := r.now().Sub(*latest.row.at)
+	if elapsed <= 0 || used == 0 {
+		return floor
+	}
+	perHorizon := float64(used) / elapsed.Seconds() * horizon.Seconds()
+	if perHorizon <= float64(floor) {
+		return floor
+	}
+	return uint64(math.Min(perHorizon, float64(snapid.MaxSequence/4)))
+}

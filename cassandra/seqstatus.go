@@ -1,0 +1,115 @@
+package cassandra
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/gocql/gocql"
+	"github.com/snapid/snapid"
+)
+
+// What a sequence has handed out, for audits, metrics and seq show.
+
+// SequenceStatus implements snapid.SequenceRegistry.SequenceStatus: GLOBAL
+// read at SERIAL, this data centre's partition at LOCAL_SERIAL, and the
+// partitions of the other data centres GLOBAL granted ranges to at
+// LOCAL_QUORUM (they may lag behind those data centres' latest leases).
+func (r *Registry) SequenceStatus(ctx context.Context, seq string) (snapid.SequenceStatus, error) {
+	if err := snapid.ValidateName(seq); err != nil {
+		return snapid.SequenceStatus{}, fmt.Errorf("sequence name: %w", err)
+	}
+	q, dc, err := r.seqQuerier(ctx)
+	if err != nil {
+		return snapid.SequenceStatus{}, err
+	}
+	g, rows, err := r.readGlobal(ctx, q, seq)
+	if err != nil {
+		return snapid.SequenceStatus{}, err
+	}
+	if g == nil {
+		return snapid.SequenceStatus{}, fmt.Errorf("snapid: %w: %q", snapid.ErrNoSequence, seq)
+	}
+	gi, err := info(seq, g)
+	if err != nil {
+		return snapid.SequenceStatus{}, err
+	}
+	st := snapid.SequenceStatus{SequenceInfo: gi}
+	dcs := map[string]bool{dc: true}
+	for _, w := range rows {
+		if w.kind == kindGrant {
+			st.Grants = append(st.Grants, rangeOf(w.key, w))
+			dcs[w.key] = true
+		}
+	}
+	names := make([]string, 0, len(dcs))
+	for d := range dcs {
+		names = append(names, d)
+	}
+	sort.Strings(names)
+	for _, d := range names {
+		cons := gocql.LocalQuorum
+		if d == dc {
+			cons = gocql.Consistency(gocql.LocalSerial)
+		}
+		dcRows, err := q.readPartition(ctx, cons, seq, dcPart(d))
+		if err != nil {
+			return st, fmt.Errorf("snapid: %w: reading sequence %q of data centre %q: %w", snapid.ErrRegistry, seq, d, err)
+		}
+		rgs, err := dcRanges(seq, dcRows)
+		if err != nil {
+			return st, err
+		}
+		for _, g := range rgs {
+			rg := rangeOf(d, *g.row)
+			rg.Next = g.next
+			st.Ranges = append(st.Ranges, rg)
+		}
+		for _, w := range dcRows {
+			switch w.kind {
+			case kindHost:
+				st.Leases = append(st.Leases, r.leaseOf(seq, d, &w))
+			}
+		}
+	}
+	return st, nil
+}
+
+func rangeOf(dc string, w seqRow) snapid.SequenceRange {
+	rg := snapid.SequenceRange{DC: dc, First: uint64(w.first), Last: u64(w.last)}
+	if w.at != nil {
+		rg.GrantedAt = *w.at
+	}
+	return rg
+}
+
+// ListSequences implements snapid.SequenceRegistry.ListSequences: the
+// status of every sequence (none if the sequences table does not exist),
+// sorted by name.
+func (r *Registry) ListSequences(ctx context.Context) ([]snapid.SequenceStatus, error) {
+	q, _, err := r.seqQuerier(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if ok, err := r.ensureTable(ctx, false); err != nil || !ok {
+		return nil, err
+	}
+	globals, err := q.readAllGlobal(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("snapid: %w: listing sequences: %w", snapid.ErrRegistry, err)
+	}
+	var out []snapid.SequenceStatus
+	for _, g := range globals {
+		if g.part != partGlobal {
+			continue
+		}
+		st, err := r.SequenceStatus(ctx, g.seq)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool { return strings.Compare(out[i].Name, out[j].Name) < 0 })
+	return out, nil
+}
