@@ -2,6 +2,7 @@ package cassandra
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -91,3 +92,57 @@ func TestSequenceLeaseCappedByRange(t *testing.T) {
 	}
 	reg.seqs.wg.Wait()
 }
+
+// A stored next number that cannot have been written (negative, or past
+// its row's last+1) is ErrCorruptSequence, not 0: nothing is leased from
+// it, and nothing changes. Null is "used up" (last+1).
+func TestSequenceStoredNextBoundaries(t *testing.T) {
+	ks := newTestKeyspace(t)
+	reg := ks.registry(t)
+	h := reg.claimForTest(t, "host_a")
+	dc, err := reg.DataCentre(t.Context())
+	require.NoError(t, err)
+	table := `"` + ks.Name + `".sequences`
+	_, err = reg.CreateSequence(t.Context(), "first", 1, 10) // creates the table
+	require.NoError(t, err)
+	lease := func(seq string) error {
+		_, err := reg.LeaseSequence(t.Context(), snapid.LeaseRequest{Sequence: seq, Name: h.Name, Owner: h.Owner, Session: h.Session, Size: 1, Min: 1})
+		return err
+	}
+	const top = int64(snapid.MaxSequence)
+	for i, tc := range []struct {
+		next    *int64 // GLOBAL's stored next, max 2^63-1, start 1
+		corrupt bool
+	}{
+		{ptr(0), true}, {ptr(-1), true}, {ptr(-top - 1), true}, {ptr(1), false}, {ptr(top - 1), false}, {ptr(top), false}, {nil, false},
+	} {
+		seq := fmt.Sprintf("g%d", i)
+		require.NoError(t, ks.Admin.Query(`INSERT INTO `+table+` (seq, part, kind, key, first, start, max, next) VALUES (?, 'global', 'global', '', 0, 1, ?, ?)`,
+			seq, top, tc.next).Exec())
+		err := lease(seq)
+		_, serr := reg.SequenceStatus(t.Context(), seq)
+		if tc.corrupt {
+			require.ErrorIs(t, err, snapid.ErrCorruptSequence, "GLOBAL next %d", *tc.next)
+			require.ErrorIs(t, serr, snapid.ErrCorruptSequence)
+			continue
+		}
+		require.NoError(t, serr)
+		if tc.next == nil {
+			require.ErrorIs(t, err, snapid.ErrExhausted, "GLOBAL next null: used up")
+			continue
+		}
+		require.NoError(t, err, "GLOBAL next %d", *tc.next)
+	}
+	// A range whose stored next is negative.
+	seq := "r"
+	_, err = reg.CreateSequence(t.Context(), seq, 10, 100)
+	require.NoError(t, err)
+	require.NoError(t, ks.Admin.Query(`INSERT INTO `+table+` (seq, part, kind, key, first, last, next) VALUES (?, ?, 'range', '', 10, 100, ?)`,
+		seq, dcPart(dc), int64(-1<<63)).Exec())
+	require.ErrorIs(t, lease(seq), snapid.ErrCorruptSequence)
+	st, err := reg.SequenceStatus(t.Context(), seq)
+	require.ErrorIs(t, err, snapid.ErrCorruptSequence)
+	require.Equal(t, uint64(10), st.Next, "GLOBAL read before the range: unchanged")
+}
+
+func ptr(v int64) *int64 { return &v }
