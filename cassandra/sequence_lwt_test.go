@@ -2,6 +2,7 @@ package cassandra
 
 import (
 	"context"
+	"maps"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,10 +21,12 @@ type lossySeqQuerier struct {
 	inner seqQuerier
 	// plan is called with how many times this statement (the batch's
 	// first) was sent, this send included.
-	plan  func(n int, stmts []seqStmt) lossPlan
-	mu    sync.Mutex // background grants call it too
-	calls map[string]int
-	lost  []string // the first statement of each call whose reply was lost or dropped
+	plan   func(n int, stmts []seqStmt) lossPlan
+	mu     sync.Mutex // background grants call it too
+	calls  map[string]int
+	lost   []string // the first statement of each call whose reply was lost or dropped
+	readMu sync.Mutex
+	reads  map[string]map[gocql.Consistency]int // partition → consistency → reads, under readMu
 }
 
 func (l *lossySeqQuerier) casBatch(ctx context.Context, serial gocql.SerialConsistency, cons gocql.Consistency, stmts ...seqStmt) (bool, error) {
@@ -48,6 +51,15 @@ func (l *lossySeqQuerier) casBatch(ctx context.Context, serial gocql.SerialConsi
 }
 
 func (l *lossySeqQuerier) readPartition(ctx context.Context, cons gocql.Consistency, seq, part string) ([]seqRow, error) {
+	l.readMu.Lock()
+	if l.reads == nil {
+		l.reads = map[string]map[gocql.Consistency]int{}
+	}
+	if l.reads[part] == nil {
+		l.reads[part] = map[gocql.Consistency]int{}
+	}
+	l.reads[part][cons]++
+	l.readMu.Unlock()
 	return l.inner.readPartition(ctx, cons, seq, part)
 }
 
@@ -120,6 +132,22 @@ func TestSequenceUnknownOutcomesResolved(t *testing.T) {
 				}
 			}
 			require.Len(t, kinds, 3, "creations or range insertions, grants and leases all lost replies: %v", l.lost)
+			// Every read that resolves an outcome (or precedes a change)
+			// is at the partition's own serial consistency: SERIAL for
+			// GLOBAL, LOCAL_SERIAL for the data centre's partition.
+			dc, err := reg.DataCentre(t.Context())
+			require.NoError(t, err)
+			l.readMu.Lock()
+			reads := map[string]map[gocql.Consistency]int{}
+			for part, m := range l.reads {
+				reads[part] = maps.Clone(m)
+			}
+			l.readMu.Unlock()
+			require.Len(t, reads, 2, "reads of GLOBAL and of the data centre only: %v", reads)
+			for part, want := range map[string]gocql.Consistency{partGlobal: gocql.Consistency(gocql.Serial), dcPart(dc): gocql.Consistency(gocql.LocalSerial)} {
+				require.NotZero(t, reads[part][want], "partition %s read at %v", part, want)
+				require.Len(t, reads[part], 1, "partition %s read at %v only: %v", part, want, reads[part])
+			}
 			for i, x := range leases {
 				require.True(t, x.First >= 1 && x.Last <= 1000)
 				for _, y := range leases[i+1:] {

@@ -1,0 +1,148 @@
+package cassandra
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/snapid/snapid"
+	"github.com/stretchr/testify/require"
+)
+
+// A sequence whose max is 2^63-1 is used up over many grants and leases of
+// two hosts: every number from start to 2^63-1 exactly once (the last one
+// included: ErrExhausted is not one number early), none below start,
+// then ErrExhausted saying GLOBAL and the data centre are used up.
+func TestSequenceExhaustMaxInt64OverGrants(t *testing.T) {
+	ks := newTestKeyspace(t)
+	reg := ks.registry(t)
+	// Ranges of 16 numbers whatever the rate (a horizon of 1 ns).
+	require.NoError(t, reg.SetSequenceSizing(time.Nanosecond, 16))
+	// 6 ranges of 16, then GLOBAL has one number left: the last grant is
+	// of exactly one number.
+	const count = 97
+	start := snapid.MaxSequence - count + 1
+	_, err := reg.CreateSequence(t.Context(), "top", start, snapid.MaxSequence)
+	require.NoError(t, err)
+	hosts := []snapid.Holder{reg.claimForTest(t, "host_a"), reg.claimForTest(t, "host_b")}
+	prev := map[string]snapid.SequenceLease{}
+	seen := map[uint64]bool{}
+	var last uint64
+	var exhausted error
+	for i := 0; i < 4*count && exhausted == nil; i++ {
+		h := hosts[i%2]
+		p := prev[h.Name]
+		l, err := reg.LeaseSequence(t.Context(), snapid.LeaseRequest{Sequence: "top", Name: h.Name, Owner: h.Owner, Session: h.Session,
+			PrevFirst: p.First, PrevLast: p.Last, Size: 5, Min: 1})
+		if errors.Is(err, snapid.ErrExhausted) {
+			exhausted = err
+			break
+		}
+		require.NoError(t, err, "lease %d", i)
+		prev[h.Name] = l
+		for n := l.First; n <= l.Last && n >= l.First; n++ {
+			require.False(t, n < start || seen[n], "lease %v: %d below start or leased twice", l, n)
+			seen[n] = true
+			last = max(last, n)
+			if n == snapid.MaxSequence {
+				break
+			}
+		}
+	}
+	reg.seqs.wg.Wait()
+	require.Equal(t, count, len(seen), "every number from start to 2^63-1")
+	require.Equal(t, snapid.MaxSequence, last, "the last number leased is 2^63-1")
+	var e *snapid.SequenceExhaustedError
+	require.ErrorAs(t, exhausted, &e)
+	require.Zero(t, e.DCLeft+e.GlobalLeft, "nothing left: %v", e)
+	st, err := reg.SequenceStatus(t.Context(), "top")
+	require.NoError(t, err)
+	require.Equal(t, snapid.MaxSequence+1, st.Next)
+	require.GreaterOrEqual(t, len(st.Grants), 5, "used up over several grants")
+}
+
+// A host's lease takes at most an eighth of its data centre's range (or
+// the fewest numbers the host asked for), however large a lease it asks
+// for: the data centre's hosts share each range.
+func TestSequenceLeaseCappedByRange(t *testing.T) {
+	ks := newTestKeyspace(t)
+	reg := ks.registry(t)
+	require.NoError(t, reg.SetSequenceSizing(DefaultSequenceHorizon, 80))
+	_, err := reg.CreateSequence(t.Context(), "cap", 1, 1_000_000)
+	require.NoError(t, err)
+	h := reg.claimForTest(t, "host_a")
+	var prev snapid.SequenceLease
+	for i, tc := range []struct{ size, min uint64 }{{1000, 1}, {1000, 1}, {1000, 20}, {5, 1}} {
+		l, err := reg.LeaseSequence(t.Context(), snapid.LeaseRequest{Sequence: "cap", Name: h.Name, Owner: h.Owner, Session: h.Session,
+			PrevFirst: prev.First, PrevLast: prev.Last, Size: tc.size, Min: tc.min})
+		require.NoError(t, err, "lease %d", i)
+		prev = l
+		st, err := reg.SequenceStatus(t.Context(), "cap")
+		require.NoError(t, err)
+		var rg *snapid.SequenceRange
+		for j := range st.Ranges {
+			if r := &st.Ranges[j]; l.First >= r.First && l.Last <= r.Last {
+				rg = r
+			}
+		}
+		require.NotNil(t, rg, "lease %v lies in a range of %v", l, st.Ranges)
+		want := min(tc.size, max(tc.min, (rg.Last-rg.First+1)/8))
+		require.Equal(t, want, l.Last-l.First+1, "lease %d %v from range [%d, %d], size %d min %d", i, l, rg.First, rg.Last, tc.size, tc.min)
+	}
+	reg.seqs.wg.Wait()
+}
+
+// A stored next number that cannot have been written (negative, or past
+// its row's last+1) is ErrCorruptSequence, not 0: nothing is leased from
+// it, and nothing changes. Null is "used up" (last+1).
+func TestSequenceStoredNextBoundaries(t *testing.T) {
+	ks := newTestKeyspace(t)
+	reg := ks.registry(t)
+	h := reg.claimForTest(t, "host_a")
+	dc, err := reg.DataCentre(t.Context())
+	require.NoError(t, err)
+	table := `"` + ks.Name + `".sequences`
+	_, err = reg.CreateSequence(t.Context(), "first", 1, 10) // creates the table
+	require.NoError(t, err)
+	lease := func(seq string) error {
+		_, err := reg.LeaseSequence(t.Context(), snapid.LeaseRequest{Sequence: seq, Name: h.Name, Owner: h.Owner, Session: h.Session, Size: 1, Min: 1})
+		return err
+	}
+	const top = int64(snapid.MaxSequence)
+	for i, tc := range []struct {
+		next    *int64 // GLOBAL's stored next, max 2^63-1, start 1
+		corrupt bool
+	}{
+		{ptr(0), true}, {ptr(-1), true}, {ptr(-top - 1), true}, {ptr(1), false}, {ptr(top - 1), false}, {ptr(top), false}, {nil, false},
+	} {
+		seq := fmt.Sprintf("g%d", i)
+		require.NoError(t, ks.Admin.Query(`INSERT INTO `+table+` (seq, part, kind, key, first, start, max, next) VALUES (?, 'global', 'global', '', 0, 1, ?, ?)`,
+			seq, top, tc.next).Exec())
+		err := lease(seq)
+		_, serr := reg.SequenceStatus(t.Context(), seq)
+		if tc.corrupt {
+			require.ErrorIs(t, err, snapid.ErrCorruptSequence, "GLOBAL next %d", *tc.next)
+			require.ErrorIs(t, serr, snapid.ErrCorruptSequence)
+			continue
+		}
+		require.NoError(t, serr)
+		if tc.next == nil {
+			require.ErrorIs(t, err, snapid.ErrExhausted, "GLOBAL next null: used up")
+			continue
+		}
+		require.NoError(t, err, "GLOBAL next %d", *tc.next)
+	}
+	// A range whose stored next is negative.
+	seq := "r"
+	_, err = reg.CreateSequence(t.Context(), seq, 10, 100)
+	require.NoError(t, err)
+	require.NoError(t, ks.Admin.Query(`INSERT INTO `+table+` (seq, part, kind, key, first, last, next) VALUES (?, ?, 'range', '', 10, 100, ?)`,
+		seq, dcPart(dc), int64(-1<<63)).Exec())
+	require.ErrorIs(t, lease(seq), snapid.ErrCorruptSequence)
+	st, err := reg.SequenceStatus(t.Context(), seq)
+	require.ErrorIs(t, err, snapid.ErrCorruptSequence)
+	require.Equal(t, uint64(10), st.Next, "GLOBAL read before the range: unchanged")
+}
+
+func ptr(v int64) *int64 { return &v }
