@@ -147,3 +147,55 @@ func TestReleaseBoundedWhenCounterLocked(t *testing.T) {
 func splitFields(s string) []string { return strings.Fields(s) }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+func TestAdminCallsBoundedWhenCounterLocked(t *testing.T) {
+	counter := filepath.Join(lockDir(t), "c")
+	_, err := Init(counter, 10, WithFileMode(0o644))
+	require.NoError(t, err)
+	holdFlock(t, counter)
+	ctx := context.Background()
+	requireLockedWithin(t, 4*time.Second, func() error {
+		c, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		_, err := ReadCounterContext(c, counter)
+		return err
+	})
+	requireLockedWithin(t, 4*time.Second, func() error {
+		c, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		_, err := InitContext(c, counter, 20)
+		return err
+	})
+	requireLockedWithin(t, 4*time.Second, func() error {
+		c, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		_, err := RepairContext(c, counter, 30)
+		return err
+	})
+	// Nothing changed.
+	b, err := os.ReadFile(counter)
+	require.NoError(t, err)
+	v, err := DecodeCounter(b)
+	require.NoError(t, err)
+	require.Equal(t, uint64(9), v)
+}
+
+func TestRepairBoundedWhenGateLocked(t *testing.T) {
+	counter := filepath.Join(lockDir(t), "c")
+	reg := snapidtest.NewRegistry()
+	g, err := Open(counter, "vm", WithRegistry(reg), WithFileMode(0o644))
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	gate := counter + ".owner"
+	if _, err := os.Stat(counter + ".presence"); err != nil {
+		t.Skip("no presence file beside the counter")
+	}
+	require.NoError(t, os.Chmod(gate, 0o644))
+	holdFlock(t, gate)
+	requireLockedWithin(t, 4*time.Second, func() error {
+		c, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		_, err := RepairContext(c, counter, 30)
+		return err
+	})
+}
