@@ -1,16 +1,27 @@
 package snapid
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/gofrs/flock"
+
+	"github.com/snapid/snapid/internal/statefile"
 )
 
 // ReadCounter returns the last issued number of the counter file at path,
 // read under the lock. It never creates the file.
 func ReadCounter(path string, opts ...Option) (uint64, error) {
+	return ReadCounterContext(context.Background(), path, opts...)
+}
+
+// ReadCounterContext is ReadCounter waiting for the counter's lock no
+// longer than ctx allows: past it, the error wraps ErrLocked and names the
+// process holding the lock.
+func ReadCounterContext(ctx context.Context, path string, opts ...Option) (uint64, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
 		return 0, err
@@ -20,7 +31,7 @@ func ReadCounter(path string, opts ...Option) (uint64, error) {
 		return 0, err
 	}
 	defer c.close()
-	return c.read()
+	return c.readContext(ctx)
 }
 
 // Init makes sure the counter file at path exists and that the next number
@@ -29,6 +40,13 @@ func ReadCounter(path string, opts ...Option) (uint64, error) {
 // call found it under the lock: for a file it created, that is next-1. A counter already past next-1
 // is left alone and reported with ErrLowered; use Repair to lower it.
 func Init(path string, next uint64, opts ...Option) (before uint64, err error) {
+	return InitContext(context.Background(), path, next, opts...)
+}
+
+// InitContext is Init waiting for the counter's lock no longer than ctx
+// allows: past it, the error wraps ErrLocked, names the process holding
+// the lock, and the counter is left as it was.
+func InitContext(ctx context.Context, path string, next uint64, opts ...Option) (before uint64, err error) {
 	if next == 0 {
 		return 0, fmt.Errorf("snapid: %w: the first number is 1, so the next number cannot be 0", ErrInvalidOption)
 	}
@@ -44,7 +62,7 @@ func Init(path string, next uint64, opts ...Option) (before uint64, err error) {
 		return 0, err
 	}
 	defer c.close()
-	err = c.withLock(func() error {
+	err = c.withLockContext(ctx, func() error {
 		before, err = c.load()
 		switch {
 		case err != nil:
@@ -69,6 +87,13 @@ func Init(path string, next uint64, opts ...Option) (before uint64, err error) {
 // at or above next will be issued again: only repair with a floor you
 // know to be above every number issued.
 func Repair(path string, next uint64, opts ...Option) (previous []byte, err error) {
+	return RepairContext(context.Background(), path, next, opts...)
+}
+
+// RepairContext is Repair waiting for the host's gate and the counter's
+// lock no longer than ctx allows: past it, the error wraps ErrLocked,
+// names the process holding the lock, and the counter is left as it was.
+func RepairContext(ctx context.Context, path string, next uint64, opts ...Option) (previous []byte, err error) {
 	if next == 0 {
 		return nil, fmt.Errorf("snapid: %w: the first number is 1, so the next number cannot be 0", ErrInvalidOption)
 	}
@@ -76,7 +101,7 @@ func Repair(path string, next uint64, opts ...Option) (previous []byte, err erro
 	if err != nil {
 		return nil, err
 	}
-	release, err := refuseIfInUse(path, &o)
+	release, err := refuseIfInUse(ctx, path, &o)
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +112,7 @@ func Repair(path string, next uint64, opts ...Option) (previous []byte, err erro
 	}
 	defer c.close()
 	c.sync = true
-	err = c.withLock(func() error {
+	err = c.withLockContext(ctx, func() error {
 		prev := make([]byte, 64)
 		n, err := c.f.ReadAt(prev, 0)
 		if err != nil && err != io.EOF {
@@ -118,7 +143,7 @@ func Repair(path string, next uint64, opts ...Option) (previous []byte, err erro
 // release is called. Processes without a registry hold no such lock; a
 // repaired counter below what they saw is raised back above it by their
 // next update.
-func refuseIfInUse(path string, o *options) (release func(), err error) {
+func refuseIfInUse(ctx context.Context, path string, o *options) (release func(), err error) {
 	release = func() {}
 	presence := path + presenceSuffix
 	if _, err := os.Lstat(presence); err != nil {
@@ -129,8 +154,8 @@ func refuseIfInUse(path string, o *options) (release func(), err error) {
 	// moment) is not taken for none, and none starts meanwhile.
 	if _, err := os.Lstat(path + ownerSuffix); err == nil {
 		gate := flock.New(path+ownerSuffix, flock.SetFlag(openFlags(o.followSymlinks)))
-		if err := gate.Lock(); err != nil {
-			return release, &FileError{Op: "lock", Path: gate.Path(), Err: err}
+		if err := lockGateFile(ctx, gate); err != nil {
+			return release, err
 		}
 		release = func() { gate.Unlock() }
 	}
@@ -146,4 +171,26 @@ func refuseIfInUse(path string, o *options) (release func(), err error) {
 	}
 	l.Unlock()
 	return release, nil
+}
+
+// lockGateFile takes the host's gate, waiting no longer than ctx allows (a
+// ctx that is never done waits as long as it takes).
+func lockGateFile(ctx context.Context, gate *flock.Flock) error {
+	if ctx.Done() == nil {
+		if err := gate.Lock(); err != nil {
+			return &FileError{Op: "lock", Path: gate.Path(), Err: err}
+		}
+		return nil
+	}
+	ok, err := gate.TryLockContext(ctx, 5*time.Millisecond)
+	if err == nil && !ok {
+		err = ctx.Err()
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%s): %w", ErrLocked, statefile.HolderOf(gate.Path()), err)
+		}
+		return &FileError{Op: "lock", Path: gate.Path(), Err: err}
+	}
+	return nil
 }

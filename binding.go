@@ -156,6 +156,12 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 		return err
 	}
 	if st == bindingOurs {
+		// An earlier Open may have linked this binding and then failed
+		// (or been killed) before its directory was synced: make it
+		// durable before any id is issued under it.
+		if err := dir.Sync(); err != nil {
+			return &FileError{Op: "bind", Path: filepath.Join(path, name), Err: fmt.Errorf("sync directory %s: %w", path, err)}
+		}
 		return open()
 	}
 	b := []byte(bindingHeader + "\n" + strconv.Quote(counterPath) + "\n")
@@ -165,6 +171,11 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 		err = dir.Replace(name, b, 0o644)
 	}
 	if err != nil {
+		// The link may have been made before the failure (a failed
+		// directory sync): a failed Open leaves no binding of its own.
+		if now, rerr := readBinding(dir, name, counterPath, owners, o); rerr == nil && now == bindingOurs {
+			_ = dir.Remove(name)
+		}
 		return &FileError{Op: "bind", Path: filepath.Join(path, name), Err: err}
 	}
 	if err := open(); err != nil {

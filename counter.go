@@ -251,12 +251,21 @@ func writeTemp(fsys fsOps, f *os.File, b []byte, mode fs.FileMode) error {
 
 // lock takes the exclusive flock and checks that the path still names
 // the locked file. On success the caller must call unlock.
-func (c *counterFile) lock() error {
+func (c *counterFile) lock() error { return c.lockContext(context.Background()) }
+
+// lockContext is lock waiting no longer than ctx allows: past it, the
+// error is ErrLocked naming the holder. A ctx that is never done waits
+// in the kernel, as lock does.
+func (c *counterFile) lockContext(ctx context.Context) error {
 	if c.broken != nil {
 		return c.broken
 	}
-	if err := ignoringEINTR(func() error { return unix.Flock(c.fd, unix.LOCK_EX) }); err != nil {
-		return &FileError{Op: "lock", Path: c.path, Err: err}
+	if ctx.Done() == nil {
+		if err := ignoringEINTR(func() error { return unix.Flock(c.fd, unix.LOCK_EX) }); err != nil {
+			return &FileError{Op: "lock", Path: c.path, Err: err}
+		}
+	} else if err := statefile.Lock(ctx, c.fd, c.path); err != nil {
+		return &FileError{Op: "lock", Path: c.path, Err: lockError(err)}
 	}
 	if err := c.checkIdentity(); err != nil {
 		c.unlock()
@@ -305,7 +314,13 @@ func ignoringEINTR(fn func() error) error {
 
 // withLock runs fn while holding the lock.
 func (c *counterFile) withLock(fn func() error) error {
-	if err := c.lock(); err != nil {
+	return c.withLockContext(context.Background(), fn)
+}
+
+// withLockContext is withLock waiting for the lock no longer than ctx
+// allows (see lockContext).
+func (c *counterFile) withLockContext(ctx context.Context, fn func() error) error {
+	if err := c.lockContext(ctx); err != nil {
 		return err
 	}
 	defer c.unlock()
@@ -370,7 +385,12 @@ func (c *counterFile) store(v uint64) error {
 
 // read returns the last issued number.
 func (c *counterFile) read() (v uint64, err error) {
-	err = c.withLock(func() error {
+	return c.readContext(context.Background())
+}
+
+// readContext is read waiting for the lock no longer than ctx allows.
+func (c *counterFile) readContext(ctx context.Context) (v uint64, err error) {
+	err = c.withLockContext(ctx, func() error {
 		v, err = c.load()
 		return err
 	})

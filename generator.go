@@ -298,14 +298,15 @@ func (g *Generator) advance(k uint64, gone func() bool) (uint64, error) {
 }
 
 // withFile runs fn on the counter file under the file mutex, for the
-// registry's background work.
-func (g *Generator) withFile(fn func(c *counterFile) error) error {
+// registry's background work, waiting for the file's lock no longer
+// than ctx allows.
+func (g *Generator) withFile(ctx context.Context, fn func(c *counterFile) error) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.fileClosed {
 		return ErrClosed
 	}
-	return g.file.withLock(func() error { return fn(g.file) })
+	return g.file.withLockContext(ctx, func() error { return fn(g.file) })
 }
 
 // Close stops the Generator and closes the counter file. With a registry,

@@ -26,7 +26,7 @@ type reservation struct {
 	host     *hostState
 	o        registryOptions
 	log      *slog.Logger
-	withFile func(fn func(c *counterFile) error) error // runs fn under the Generator's file mutex
+	withFile func(ctx context.Context, fn func(c *counterFile) error) error // runs fn under the Generator's file mutex, waiting for the file's lock no longer than ctx allows
 
 	session  string    // the session of the host's claim (Holder.Session)
 	seen     markState // the mark file as check read it, for committed (under the counter lock)
@@ -64,7 +64,7 @@ func (e *needMarkError) Unwrap() error { return ErrReservationExhausted }
 // the Generator issues anything; on error nothing has been issued and the
 // counter is unchanged.
 func startReservation(ctx context.Context, path, name string, o *options,
-	withFile func(func(*counterFile) error) error) (*reservation, error) {
+	withFile func(context.Context, func(*counterFile) error) error) (*reservation, error) {
 	hs, err := openHostState(path, o)
 	if err != nil {
 		return nil, err
@@ -169,7 +169,7 @@ func (r *reservation) claim(ctx context.Context) error {
 		}
 	}
 	target := max(h.Reserved, r.o.floor)
-	err = r.withFile(func(c *counterFile) error {
+	err = r.withFile(ctx, func(c *counterFile) error {
 		cur, err := c.load()
 		if err != nil {
 			return err
@@ -359,7 +359,7 @@ func (r *reservation) extend(ctx context.Context, need uint64) error {
 	for attempt := 0; attempt < 10; attempt++ {
 		var cur uint64
 		var old markState
-		err := r.withFile(func(c *counterFile) error {
+		err := r.withFile(ctx, func(c *counterFile) error {
 			var err error
 			if cur, err = c.load(); err != nil {
 				return err
@@ -394,11 +394,11 @@ func (r *reservation) extend(ctx context.Context, need uint64) error {
 		switch {
 		case err == nil:
 			r.extendLog.succeeded("name", r.name, "mark", next)
-			return r.adopt(next, cur)
+			return r.adopt(ctx, next, cur)
 		case errors.Is(err, ErrMarkMoved) && h.Owner == r.host.owner && h.Session == r.session && h.State == StateActive:
 			if h.Reserved > old.mark {
 				// Another process of this host extended first.
-				if err := r.adopt(h.Reserved, cur); err != nil {
+				if err := r.adopt(ctx, h.Reserved, cur); err != nil {
 					return err
 				}
 				continue
@@ -479,8 +479,8 @@ func (r *reservation) nextStep(cur uint64) uint64 {
 // adopt raises the mark file to v, which the registry holds for this
 // host's session, and its floor to the counter value seen before v was
 // reserved.
-func (r *reservation) adopt(v, floor uint64) error {
-	return r.withFile(func(c *counterFile) error {
+func (r *reservation) adopt(ctx context.Context, v, floor uint64) error {
+	return r.withFile(ctx, func(c *counterFile) error {
 		m, err := r.host.readMark()
 		if err != nil || m.mark >= v {
 			return err
@@ -548,7 +548,7 @@ func (r *reservation) close() error {
 	// while in use, the floor or the highest value this process saw
 	// (raised in the file first, so a restart finds it).
 	var v uint64
-	err = r.withFile(func(c *counterFile) error {
+	err = r.withFile(ctx, func(c *counterFile) error {
 		cur, err := c.load()
 		if err != nil {
 			return err
@@ -578,5 +578,5 @@ func (r *reservation) close() error {
 	if _, err := r.reg.Extend(ctx, r.name, r.host.owner, r.session, m, v); err != nil {
 		return fmt.Errorf("snapid: returning the unused reservation of %q (%d..%d): %w", r.name, v+1, m, err)
 	}
-	return r.withFile(func(c *counterFile) error { return r.host.writeMark(markState{mark: v, floor: v}) })
+	return r.withFile(ctx, func(c *counterFile) error { return r.host.writeMark(markState{mark: v, floor: v}) })
 }

@@ -124,7 +124,19 @@ type Sequence struct {
 // file of this host's current claim is used as it is, with a warning.
 //
 // Close the Sequence before its Generator.
+//
+// Sequence waits for the registry, and for the lease file's lock, at most
+// the registry timeout (WithRegistryTimeout); see SequenceContext.
 func (g *Generator) Sequence(name string, opts ...SequenceOption) (*Sequence, error) {
+	return g.SequenceContext(context.Background(), name, opts...)
+}
+
+// SequenceContext is Sequence waiting at most as long as ctx allows, and
+// never longer than the registry timeout: for the registry, and for the
+// locks of the sequence's files beside the counter, which another process
+// (another user's, if the files are readable to it) may hold. Past that,
+// the error wraps ErrLocked and names the holder.
+func (g *Generator) SequenceContext(ctx context.Context, name string, opts ...SequenceOption) (*Sequence, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, fmt.Errorf("sequence name: %w", err)
 	}
@@ -151,7 +163,7 @@ func (g *Generator) Sequence(name string, opts ...SequenceOption) (*Sequence, er
 	// The registry first: a sequence that does not exist is refused before
 	// anything is created on disk.
 	reachable := true
-	ctx, cancel := context.WithTimeout(context.Background(), g.res.o.timeout)
+	ctx, cancel := context.WithTimeout(ctx, g.res.o.timeout)
 	defer cancel()
 	if _, err := sr.HostLease(ctx, name, g.name); err != nil && !errors.Is(err, ErrRegistry) {
 		return nil, err
@@ -161,7 +173,7 @@ func (g *Generator) Sequence(name string, opts ...SequenceOption) (*Sequence, er
 	fo := defaultOptions()
 	fo.followSymlinks, fo.sync, fo.io = g.file.follow, g.file.sync, g.file.io
 	fo.fs, fo.fileMode = g.res.host.fs, g.res.host.mode
-	lf, err := openLeaseFile(g.path, name, g.name, g.res.host.owner, &fo)
+	lf, err := openLeaseFile(ctx, g.path, name, g.name, g.res.host.owner, &fo)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +184,7 @@ func (g *Generator) Sequence(name string, opts ...SequenceOption) (*Sequence, er
 	}
 	s := &Sequence{g: g, name: name, reg: sr, o: o, log: g.log, lf: lf,
 		refill: flock.New(refillPath, flock.SetFlag(openFlags(fo.followSymlinks))), refillSem: make(chan struct{}, 1)}
-	if err := s.verify(reachable); err != nil {
+	if err := s.verify(ctx, reachable); err != nil {
 		lf.c.close()
 		return nil, err
 	}

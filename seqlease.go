@@ -190,7 +190,7 @@ func leasePath(counterPath, sequence string) string {
 // openLeaseFile opens (creating it atomically if missing, with no ranges)
 // and checks the lease file of sequence for this host's node name and
 // owner token.
-func openLeaseFile(counterPath, sequence, node, owner string, o *options) (*leaseFile, error) {
+func openLeaseFile(ctx context.Context, counterPath, sequence, node, owner string, o *options) (*leaseFile, error) {
 	path := leasePath(counterPath, sequence)
 	init, err := encodeLease(&leaseRecord{node: node, seq: sequence, ow: owner})
 	if err != nil {
@@ -204,7 +204,7 @@ func openLeaseFile(counterPath, sequence, node, owner string, o *options) (*leas
 		return nil, err
 	}
 	lf := &leaseFile{c: c, node: node, seq: sequence, ow: owner}
-	err = c.withLock(func() error { _, err := lf.load(); return err })
+	err = c.withLockContext(ctx, func() error { _, err := lf.load(); return err })
 	if err != nil {
 		c.close()
 		return nil, err
@@ -279,6 +279,12 @@ func (lf *leaseFile) write(b []byte, off int64) error {
 // at counterPath holds: the current range, the position in it and the
 // next range; ok is false if there is no file. It takes the file's lock.
 func ReadLeaseFile(counterPath, sequence string) (cur, ahead SequenceLease, pos uint64, ok bool, err error) {
+	return readLeaseFile(context.Background(), counterPath, sequence)
+}
+
+// readLeaseFile is ReadLeaseFile waiting for the lock no longer than ctx
+// allows.
+func readLeaseFile(ctx context.Context, counterPath, sequence string) (cur, ahead SequenceLease, pos uint64, ok bool, err error) {
 	o := defaultOptions()
 	c, err := openReadOnly(leasePath(counterPath, sequence), &o)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -290,7 +296,7 @@ func ReadLeaseFile(counterPath, sequence string) (cur, ahead SequenceLease, pos 
 	defer c.close()
 	lf := &leaseFile{c: c}
 	var l leaseRecord
-	err = c.withLock(func() error {
+	err = c.withLockContext(ctx, func() error {
 		var err error
 		n, rerr := c.io.ReadAt(c.f, lf.buf[:], 0)
 		if rerr != nil && !errors.Is(rerr, io.EOF) {
@@ -328,7 +334,7 @@ func (r *reservation) closeLeases(ctx context.Context) {
 		if ValidateName(seq) != nil {
 			continue // the refill lock files, and anything else
 		}
-		cur, ahead, pos, ok, err := ReadLeaseFile(counterPath, seq)
+		cur, ahead, pos, ok, err := readLeaseFile(ctx, counterPath, seq)
 		if err != nil || !ok || cur.First == 0 || cur.Session != r.session || cur.Name != r.name {
 			continue
 		}

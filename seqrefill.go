@@ -13,15 +13,15 @@ import (
 // process of the host is between the registry and the file meanwhile, and
 // reads the registry's record under it. reachable is false if the
 // registry could not be reached at open.
-func (s *Sequence) verify(reachable bool) error {
-	if err := s.lockRefill(context.Background()); err != nil {
+func (s *Sequence) verify(ctx context.Context, reachable bool) error {
+	if err := s.lockRefill(ctx); err != nil {
 		return err
 	}
 	defer s.unlockRefill()
 	session := s.g.res.session
 	var old leaseRecord // the file as an earlier claim left it
 	check, earlier := false, false
-	err := s.update(false, func(l *leaseRecord) (bool, error) {
+	err := s.updateContext(ctx, false, func(l *leaseRecord) (bool, error) {
 		switch {
 		case l.session != session && l.cur.none() && l.session != "":
 			l.void(session)
@@ -38,7 +38,7 @@ func (s *Sequence) verify(reachable bool) error {
 	}
 	var rec SequenceLease
 	if reachable {
-		ctx, cancel := context.WithTimeout(context.Background(), s.g.res.o.timeout)
+		ctx, cancel := context.WithTimeout(ctx, s.g.res.o.timeout)
 		rec, err = s.reg.HostLease(ctx, s.name, s.g.name)
 		cancel()
 		if err != nil && !errors.Is(err, ErrRegistry) {

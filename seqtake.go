@@ -107,6 +107,12 @@ func (s *Sequence) withFile(fn func(l *leaseRecord) (changed bool, err error)) e
 // file is bound to this process's claim (verify, which rebinds it, uses
 // that).
 func (s *Sequence) update(bound bool, fn func(l *leaseRecord) (changed bool, err error)) error {
+	return s.updateContext(context.Background(), bound, fn)
+}
+
+// updateContext is update waiting for the file's lock no longer than ctx
+// allows.
+func (s *Sequence) updateContext(ctx context.Context, bound bool, fn func(l *leaseRecord) (changed bool, err error)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fileClosed || s.g.closed.Load() {
@@ -115,7 +121,7 @@ func (s *Sequence) update(bound bool, fn func(l *leaseRecord) (changed bool, err
 		// where the file stands: nothing more is taken from it.
 		return ErrClosed
 	}
-	return s.lf.c.withLock(func() error {
+	return s.lf.c.withLockContext(ctx, func() error {
 		l, err := s.lf.load()
 		if err != nil {
 			return err

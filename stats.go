@@ -260,7 +260,7 @@ type ReservationStatus struct {
 // safe for concurrent use; after Close it returns ErrClosed.
 func (g *Generator) Reservation() (ReservationStatus, error) {
 	var st ReservationStatus
-	err := g.withFile(func(c *counterFile) error {
+	err := g.withFile(context.Background(), func(c *counterFile) error {
 		cur, err := c.load()
 		if err != nil {
 			return err

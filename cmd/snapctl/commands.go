@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/cassandra"
@@ -85,10 +86,15 @@ func cmdNext(ctx context.Context, c *cli, args []string) error {
 	return w.Flush()
 }
 
+// lockTimeoutHelp describes --timeout of the commands that only wait for
+// the counter's locks.
+const lockTimeoutHelp = "time limit for waiting on the counter's lock, which another process may hold"
+
 // cmdShow prints the last issued number and the path.
-func cmdShow(_ context.Context, c *cli, args []string) error {
+func cmdShow(ctx context.Context, c *cli, args []string) error {
 	fs := c.newFlags("show")
 	asJSON := fs.Bool("json", false, jsonHelp)
+	timeout := fs.Duration("timeout", 30*time.Second, lockTimeoutHelp)
 	if err := c.parse(args); err != nil {
 		return err
 	}
@@ -96,7 +102,12 @@ func cmdShow(_ context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	last, err := snapid.ReadCounter(path)
+	if *timeout <= 0 {
+		return usageError{"--timeout must be positive"}
+	}
+	lctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	last, err := snapid.ReadCounterContext(lctx, path)
 	if err != nil {
 		return err
 	}
@@ -135,8 +146,9 @@ func cmdShow(_ context.Context, c *cli, args []string) error {
 }
 
 // cmdInit creates or raises the counter, or with --force repairs it.
-func cmdInit(_ context.Context, c *cli, args []string) error {
+func cmdInit(ctx context.Context, c *cli, args []string) error {
 	fs := c.newFlags("init")
+	timeout := fs.Duration("timeout", 30*time.Second, lockTimeoutHelp)
 	start := fs.Uint64("start", 1, "the next number to issue")
 	force := fs.Bool("force", false, "rewrite the counter whatever it holds (repairs a corrupt file; may lower it)")
 	modeFlag := fs.String("mode", "", "permissions, in octal, of a counter file this creates (default 0600; the owner needs read and write)")
@@ -161,6 +173,11 @@ func cmdInit(_ context.Context, c *cli, args []string) error {
 	if *start == 0 {
 		return usageError{"--start must be at least 1: the first number is 1"}
 	}
+	if *timeout <= 0 {
+		return usageError{"--timeout must be positive"}
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
 	if *force && !startSet {
 		return usageError{"--force needs an explicit --start N above every number this counter issued"}
 	}
@@ -172,7 +189,7 @@ func cmdInit(_ context.Context, c *cli, args []string) error {
 		return err
 	}
 	if *force {
-		prev, err := snapid.Repair(path, *start, opts...)
+		prev, err := snapid.RepairContext(ctx, path, *start, opts...)
 		if err != nil {
 			return err
 		}
@@ -187,7 +204,7 @@ func cmdInit(_ context.Context, c *cli, args []string) error {
 			path, was, *start, *start)
 		return nil
 	}
-	before, err := snapid.Init(path, *start, opts...)
+	before, err := snapid.InitContext(ctx, path, *start, opts...)
 	if err != nil {
 		return err
 	}

@@ -155,11 +155,11 @@ func seqNext(ctx context.Context, c *cli, seq string, args []string) error {
 	}()
 	// A lease of exactly N: this process takes all of it, so nothing is
 	// left unused when the next start of the host claims anew.
-	s, err := g.Sequence(seq, snapid.SequenceLeaseSize(*n))
+	s, err := g.SequenceContext(ctx, seq, snapid.SequenceLeaseSize(*n))
 	if err != nil {
 		return err
 	}
-	first, err := s.NextN(*n)
+	first, err := s.NextNContext(ctx, *n)
 	if cerr := s.Close(); err == nil {
 		err = cerr
 	}

@@ -1,0 +1,201 @@
+package snapid_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/snapidtest"
+	"github.com/stretchr/testify/require"
+)
+
+// holdFlock has another process hold a shared flock on path for a while:
+// as uid 65534 when the test runs as root (path readable to it, 0644),
+// else as this user.
+func holdFlock(t *testing.T, path string) {
+	t.Helper()
+	args := []string{"flock", "--shared", "--close", path, "sleep", "20"}
+	if os.Geteuid() == 0 {
+		args = append([]string{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"}, args...)
+	}
+	if _, err := exec.LookPath(args[0]); err != nil {
+		t.Skipf("%s not found", args[0])
+	}
+	holder := exec.Command(args[0], args[1:]...)
+	require.NoError(t, holder.Start())
+	t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() })
+	// Wait until the lock is held (the holder can open the file).
+	for i := 0; i < 200; i++ {
+		b, _ := os.ReadFile("/proc/locks")
+		if len(b) > 0 && containsPid(string(b), holder.Process.Pid) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("the holder of %s never took its lock", path)
+}
+
+func containsPid(locks string, pid int) bool {
+	for _, f := range splitFields(locks) {
+		if f == itoa(pid) {
+			return true
+		}
+	}
+	return false
+}
+
+// lockDir is a directory the other user can reach.
+func lockDir(t *testing.T) string {
+	t.Helper()
+	root, err := os.MkdirTemp("", "snapid-lockwait-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(root) })
+	require.NoError(t, os.Chmod(root, 0o755))
+	return root
+}
+
+// requireLockedWithin runs fn and checks that it returns, within limit,
+// an ErrLocked naming the holder.
+func requireLockedWithin(t *testing.T, limit time.Duration, fn func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, ErrLocked)
+		require.Contains(t, err.Error(), "held by pid")
+		t.Logf("after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	case <-time.After(limit):
+		t.Fatalf("still waiting %v later for another process's flock", limit)
+	}
+}
+
+func TestSequenceBoundedWhenLeaseFileLocked(t *testing.T) {
+	counter := filepath.Join(lockDir(t), "c")
+	reg := snapidtest.NewRegistry()
+	ctx := context.Background()
+	_, err := CreateSequence(ctx, reg, "orders", 1, 1000000)
+	require.NoError(t, err)
+	opts := []Option{WithRegistry(reg), WithFileMode(0o644), WithRegistryTimeout(time.Second)}
+	g, err := Open(counter, "vm", opts...)
+	require.NoError(t, err)
+	s, err := g.Sequence("orders")
+	require.NoError(t, err)
+	_, err = s.Next()
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	require.NoError(t, g.Close())
+
+	holdFlock(t, counter+".seq.orders")
+	g, err = Open(counter, "vm", opts...)
+	require.NoError(t, err)
+	defer g.Close()
+	// Sequence: bounded by the registry timeout (1s).
+	requireLockedWithin(t, 4*time.Second, func() error {
+		s, err := g.Sequence("orders")
+		if err == nil {
+			s.Close()
+		}
+		return err
+	})
+	// SequenceContext: bounded by ctx.
+	requireLockedWithin(t, 4*time.Second, func() error {
+		sctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		s, err := g.SequenceContext(sctx, "orders")
+		if err == nil {
+			s.Close()
+		}
+		return err
+	})
+}
+
+func TestCloseBoundedWhenCounterLocked(t *testing.T) {
+	counter := filepath.Join(lockDir(t), "c")
+	reg := snapidtest.NewRegistry()
+	g, err := Open(counter, "vm", WithRegistry(reg), WithFileMode(0o644), WithRegistryTimeout(time.Second))
+	require.NoError(t, err)
+	_, err = g.Next()
+	require.NoError(t, err)
+	holdFlock(t, counter)
+	requireLockedWithin(t, 4*time.Second, g.Close)
+}
+
+func TestReleaseBoundedWhenCounterLocked(t *testing.T) {
+	counter := filepath.Join(lockDir(t), "c")
+	reg := snapidtest.NewRegistry()
+	opts := []Option{WithRegistry(reg), WithFileMode(0o644), WithRegistryTimeout(time.Second)}
+	g, err := Open(counter, "vm", opts...)
+	require.NoError(t, err)
+	_, err = g.Next()
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	holdFlock(t, counter)
+	requireLockedWithin(t, 4*time.Second, func() error {
+		_, err := Release(context.Background(), counter, "vm", opts...)
+		return err
+	})
+}
+
+func splitFields(s string) []string { return strings.Fields(s) }
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func TestAdminCallsBoundedWhenCounterLocked(t *testing.T) {
+	counter := filepath.Join(lockDir(t), "c")
+	_, err := Init(counter, 10, WithFileMode(0o644))
+	require.NoError(t, err)
+	holdFlock(t, counter)
+	ctx := context.Background()
+	requireLockedWithin(t, 4*time.Second, func() error {
+		c, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		_, err := ReadCounterContext(c, counter)
+		return err
+	})
+	requireLockedWithin(t, 4*time.Second, func() error {
+		c, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		_, err := InitContext(c, counter, 20)
+		return err
+	})
+	requireLockedWithin(t, 4*time.Second, func() error {
+		c, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		_, err := RepairContext(c, counter, 30)
+		return err
+	})
+	// Nothing changed.
+	b, err := os.ReadFile(counter)
+	require.NoError(t, err)
+	v, err := DecodeCounter(b)
+	require.NoError(t, err)
+	require.Equal(t, uint64(9), v)
+}
+
+func TestRepairBoundedWhenGateLocked(t *testing.T) {
+	counter := filepath.Join(lockDir(t), "c")
+	reg := snapidtest.NewRegistry()
+	g, err := Open(counter, "vm", WithRegistry(reg), WithFileMode(0o644))
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	gate := counter + ".owner"
+	if _, err := os.Stat(counter + ".presence"); err != nil {
+		t.Skip("no presence file beside the counter")
+	}
+	require.NoError(t, os.Chmod(gate, 0o644))
+	holdFlock(t, gate)
+	requireLockedWithin(t, 4*time.Second, func() error {
+		c, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		_, err := RepairContext(c, counter, 30)
+		return err
+	})
+}
