@@ -180,6 +180,11 @@ func openExistingMode(path string, o *options, flags int) (*counterFile, error) 
 	// The type is checked on the opened descriptor: a FIFO or device
 	// planted at the path is refused before anything reads or locks it.
 	st, err := statefile.CheckRegular(int(f.Fd()))
+	if err == nil {
+		// The owner too: a counter another user can rewrite could be set
+		// back and hand out ids again.
+		err = statefile.CheckOwner(path, st)
+	}
 	if err != nil {
 		f.Close()
 		return nil, &FileError{Op: "open", Path: path, Err: classifyOpenError(err)}
@@ -206,6 +211,8 @@ func openExistingMode(path string, o *options, flags int) (*counterFile, error) 
 // classifyOpenError turns the errno of an open into this package's errors.
 func classifyOpenError(err error) error {
 	switch {
+	case errors.Is(err, statefile.ErrWrongOwner):
+		return fmt.Errorf("%w: %w", ErrUntrustedOwner, err)
 	case errors.Is(err, statefile.ErrSymlink):
 		return fmt.Errorf("%w: %w", ErrSymlink, err)
 	case errors.Is(err, syscall.ELOOP):
