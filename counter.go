@@ -185,6 +185,9 @@ func openExistingMode(path string, o *options, flags int) (*counterFile, error) 
 		// back and hand out ids again.
 		err = statefile.CheckOwner(path, st)
 	}
+	if err == nil {
+		err = statefile.CheckDirOwner(path)
+	}
 	if err != nil {
 		f.Close()
 		return nil, &FileError{Op: "open", Path: path, Err: classifyOpenError(err)}
@@ -230,6 +233,10 @@ func classifyOpenError(err error) error {
 // kept), then the directory is synced. An existing file is never replaced,
 // so a lock held on it stays valid.
 func createIfMissing(path string, v uint64, o *options) error {
+	// Nothing is made in a directory another user owns.
+	if err := statefile.CheckDirOwner(path); err != nil {
+		return &FileError{Op: "create", Path: path, Err: classifyOpenError(err)}
+	}
 	b := EncodeCounter(v)
 	err := createIfAbsent(path, b[:], o)
 	if errors.Is(err, fs.ErrNotExist) {

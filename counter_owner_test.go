@@ -102,3 +102,35 @@ func TestCounterOfServiceUserInItsDirAccepted(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), n)
 }
+
+// An explicit counter path in a directory another user owns: root creates
+// nothing there, and an existing root-owned counter there is refused too
+// (that user could replace it).
+func TestCounterInDirOfAnotherUserRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run another user")
+	}
+	root, err := os.MkdirTemp("", "snapid-owner-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(root) })
+	require.NoError(t, os.Chmod(root, 0o755))
+	dir := filepath.Join(root, "theirs")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	require.NoError(t, os.Chown(dir, 65534, 65534))
+	counter := filepath.Join(dir, "c")
+	bind := filepath.Join(root, "names")
+
+	_, err = Open(counter, "vm", WithBindingDir(bind))
+	require.Error(t, err, "root created a counter in another user's directory")
+	require.True(t, errors.Is(err, ErrUntrustedOwner), "%v", err)
+	require.Contains(t, err.Error(), "nobody")
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, ents, "something was made in the refused directory")
+
+	fresh := EncodeCounter(0)
+	require.NoError(t, os.WriteFile(counter, fresh[:], 0o600))
+	_, err = Open(counter, "vm", WithBindingDir(bind))
+	require.Error(t, err, "root's counter in another user's directory was trusted")
+	require.True(t, errors.Is(err, ErrUntrustedOwner), "%v", err)
+}

@@ -56,3 +56,27 @@ func CheckOwner(path string, st unix.Stat_t) error {
 func ReadSmallOwned(path string, follow bool) ([]byte, int64, error) {
 	return readSmallChecked(unix.AT_FDCWD, path, follow, nil, func(st unix.Stat_t) error { return CheckOwner(path, st) })
 }
+
+// CheckDirOwner checks the directory holding the counter at path: it must
+// belong to the effective user, to root, or to the owner of the counter
+// file already there (a service's own directory). A directory another
+// user owns is refused with ErrWrongOwner naming that user: that user
+// could rename or replace what root keeps in it.
+func CheckDirOwner(path string) error {
+	euid := uint32(os.Geteuid())
+	dir := filepath.Dir(path)
+	var dst unix.Stat_t
+	if err := unix.Stat(dir, &dst); err != nil {
+		return nil // a missing directory is reported by the caller
+	}
+	if dst.Uid == euid || dst.Uid == 0 {
+		return nil
+	}
+	var lst unix.Stat_t
+	if unix.Lstat(path, &lst) == nil && lst.Uid == dst.Uid {
+		return nil
+	}
+	return fmt.Errorf("%w: the directory %s belongs to %s, who could replace what %s keeps in it; "+
+		"keep the counter in a directory owned by %s or root, or by the counter file's owner",
+		ErrWrongOwner, dir, UserName(dst.Uid), UserName(euid), UserName(euid))
+}
