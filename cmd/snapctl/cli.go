@@ -264,6 +264,13 @@ func (c *cli) resolveName() (string, error) {
 // resolveCounter returns the counter path: --counter, then
 // $SNAPID_COUNTER, then the per-user default.
 func (c *cli) resolveCounter() (string, error) {
+	// SNAPID_BINDING_DIR goes to the library as WithBindingDir: a bad
+	// value is named here by its variable.
+	if d := c.getenv("SNAPID_BINDING_DIR"); d != "" {
+		if err := snapid.CheckBindingDir(d); err != nil {
+			return "", fmt.Errorf("SNAPID_BINDING_DIR=%q: %w", d, err)
+		}
+	}
 	if c.counter != "" {
 		return c.counter, nil
 	}
