@@ -36,6 +36,7 @@ func Init(path string, next uint64, opts ...Option) (before uint64, err error) {
 	if err != nil {
 		return 0, err
 	}
+	o.initDir = true
 	if err := createIfMissing(path, next-1, &o); err != nil {
 		return 0, err
 	}

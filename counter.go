@@ -185,7 +185,7 @@ func openExistingMode(path string, o *options, flags int) (*counterFile, error) 
 		// back and hand out ids again.
 		err = statefile.CheckOwner(path, st)
 	}
-	if err == nil {
+	if err == nil && !o.initDir {
 		err = statefile.CheckDirOwner(path)
 	}
 	if err != nil {
@@ -233,9 +233,12 @@ func classifyOpenError(err error) error {
 // kept), then the directory is synced. An existing file is never replaced,
 // so a lock held on it stays valid.
 func createIfMissing(path string, v uint64, o *options) error {
-	// Nothing is made in a directory another user owns.
-	if err := statefile.CheckDirOwner(path); err != nil {
-		return &FileError{Op: "create", Path: path, Err: classifyOpenError(err)}
+	// Nothing is made in a directory another user owns (but by Init, to
+	// give a service its counter).
+	if !o.initDir {
+		if err := statefile.CheckDirOwner(path); err != nil {
+			return &FileError{Op: "create", Path: path, Err: classifyOpenError(err)}
+		}
 	}
 	b := EncodeCounter(v)
 	err := createIfAbsent(path, b[:], o)

@@ -71,7 +71,7 @@ var (
 	// own a directory holding it that only its owner can write: another
 	// user could have planted or rewritten it (in /tmp, say). The error
 	// names the owner. Nothing is written.
-	ErrUntrustedOwner = errors.New("owned by a user not trusted with it")
+	ErrUntrustedOwner = errors.New("counter state of another user refused")
 
 	// ErrReplaced is returned when the counter file was removed or replaced
 	// by another file while a Generator had it open. A replaced file would

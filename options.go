@@ -20,10 +20,14 @@ type options struct {
 	binding        string // name bindings' directory when bindingSet ("": none)
 	bindingSet     bool
 	followSymlinks bool
-	logger         *slog.Logger
-	io             fileIO
-	fs             fsOps
-	reg            registryOptions
+	// initDir: Init, an administrator's step, may make a counter in a
+	// directory of another user (a service's, to give it to that user);
+	// Open refuses to.
+	initDir bool
+	logger  *slog.Logger
+	io      fileIO
+	fs      fsOps
+	reg     registryOptions
 }
 
 func defaultOptions() options {

@@ -77,6 +77,6 @@ func CheckDirOwner(path string) error {
 		return nil
 	}
 	return fmt.Errorf("%w: the directory %s belongs to %s, who could replace what %s keeps in it; "+
-		"keep the counter in a directory owned by %s or root, or by the counter file's owner",
-		ErrWrongOwner, dir, UserName(dst.Uid), UserName(euid), UserName(euid))
+		"keep the counter in a directory owned by %s or root, or give the counter to %s (snapctl init --owner)",
+		ErrWrongOwner, dir, UserName(dst.Uid), UserName(euid), UserName(euid), UserName(dst.Uid))
 }
