@@ -54,6 +54,7 @@ func InitContext(ctx context.Context, path string, next uint64, opts ...Option) 
 	if err != nil {
 		return 0, err
 	}
+	o.initDir = true
 	if err := createIfMissing(path, next-1, &o); err != nil {
 		return 0, err
 	}

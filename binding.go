@@ -76,8 +76,10 @@ func (o *options) bindingDirs(counterPath string) (dir string, hostWide bool, ch
 		return o.binding, false, "", nil
 	}
 	d := os.Getenv("SNAPID_BINDING_DIR")
-	if d != "" && !filepath.IsAbs(d) {
-		return "", false, "", fmt.Errorf("%w: SNAPID_BINDING_DIR=%q: an absolute path", ErrInvalidOption, d)
+	if d != "" {
+		if err := CheckBindingDir(d); err != nil {
+			return "", false, "", fmt.Errorf("%w: SNAPID_BINDING_DIR=%q: %w", ErrInvalidOption, d, err)
+		}
 	}
 	if testBindingDir != nil {
 		if td := testBindingDir(counterPath); td != "" {

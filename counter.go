@@ -180,6 +180,14 @@ func openExistingMode(path string, o *options, flags int) (*counterFile, error) 
 	// The type is checked on the opened descriptor: a FIFO or device
 	// planted at the path is refused before anything reads or locks it.
 	st, err := statefile.CheckRegular(int(f.Fd()))
+	if err == nil {
+		// The owner too: a counter another user can rewrite could be set
+		// back and hand out ids again.
+		err = statefile.CheckOwner(path, st)
+	}
+	if err == nil && !o.initDir {
+		err = statefile.CheckDirOwner(path)
+	}
 	if err != nil {
 		f.Close()
 		return nil, &FileError{Op: "open", Path: path, Err: classifyOpenError(err)}
@@ -206,6 +214,8 @@ func openExistingMode(path string, o *options, flags int) (*counterFile, error) 
 // classifyOpenError turns the errno of an open into this package's errors.
 func classifyOpenError(err error) error {
 	switch {
+	case errors.Is(err, statefile.ErrWrongOwner):
+		return fmt.Errorf("%w: %w", ErrUntrustedOwner, err)
 	case errors.Is(err, statefile.ErrSymlink):
 		return fmt.Errorf("%w: %w", ErrSymlink, err)
 	case errors.Is(err, syscall.ELOOP):
@@ -223,6 +233,13 @@ func classifyOpenError(err error) error {
 // kept), then the directory is synced. An existing file is never replaced,
 // so a lock held on it stays valid.
 func createIfMissing(path string, v uint64, o *options) error {
+	// Nothing is made in a directory another user owns (but by Init, to
+	// give a service its counter).
+	if !o.initDir {
+		if err := statefile.CheckDirOwner(path); err != nil {
+			return &FileError{Op: "create", Path: path, Err: classifyOpenError(err)}
+		}
+	}
 	b := EncodeCounter(v)
 	err := createIfAbsent(path, b[:], o)
 	if errors.Is(err, fs.ErrNotExist) {

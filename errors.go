@@ -65,6 +65,14 @@ var (
 	// WithFollowSymlinks(true) was not given.
 	ErrSymlink = errors.New("counter path is a symbolic link")
 
+	// ErrUntrustedOwner is returned when the counter file, or a file
+	// beside it (.owner, .mark, .session, .released, sequence leases), is
+	// owned by a user other than the one running, and that user does not
+	// own a directory holding it that only its owner can write: another
+	// user could have planted or rewritten it (in /tmp, say). The error
+	// names the owner. Nothing is written.
+	ErrUntrustedOwner = errors.New("counter state of another user refused")
+
 	// ErrReplaced is returned when the counter file was removed or replaced
 	// by another file while a Generator had it open. A replaced file would
 	// leave lockers of the old file unprotected, so the Generator stops.

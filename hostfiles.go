@@ -148,13 +148,13 @@ func checkHostFiles(counterPath string, o *options) error {
 // statefile.ReadSmall: opened without blocking, a regular file only); a
 // longer file is cut there.
 func readSmallFile(path string, follow bool) ([]byte, error) {
-	b, _, err := statefile.ReadSmall(path, follow)
+	b, _, err := statefile.ReadSmallOwned(path, follow)
 	return b, err
 }
 
 // readSmallFileSize is readSmallFile that also returns the file's size.
 func readSmallFileSize(path string, follow bool) ([]byte, int64, error) {
-	return statefile.ReadSmall(path, follow)
+	return statefile.ReadSmallOwned(path, follow)
 }
 
 // fileSize returns f's size for a message, or n if it cannot be had.
@@ -196,7 +196,11 @@ func openHostState(counterPath string, o *options) (*hostState, error) {
 	if err != nil {
 		return nil, &FileError{Op: "open", Path: markPath, Err: classifyOpenError(err)}
 	}
-	if _, err := statefile.CheckRegular(int(mark.Fd())); err != nil {
+	st, err := statefile.CheckRegular(int(mark.Fd()))
+	if err == nil {
+		err = statefile.CheckOwner(markPath, st)
+	}
+	if err != nil {
 		mark.Close()
 		return nil, &FileError{Op: "open", Path: markPath, Err: classifyOpenError(err)}
 	}

@@ -1,6 +1,7 @@
 package snapid
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -19,10 +20,14 @@ type options struct {
 	binding        string // name bindings' directory when bindingSet ("": none)
 	bindingSet     bool
 	followSymlinks bool
-	logger         *slog.Logger
-	io             fileIO
-	fs             fsOps
-	reg            registryOptions
+	// initDir: Init, an administrator's step, may make a counter in a
+	// directory of another user (a service's, to give it to that user);
+	// Open refuses to.
+	initDir bool
+	logger  *slog.Logger
+	io      fileIO
+	fs      fsOps
+	reg     registryOptions
 }
 
 func defaultOptions() options {
@@ -290,8 +295,10 @@ func WithTakeover(floor uint64) Option {
 // directory to protect each other.
 func WithBindingDir(dir string) Option {
 	return func(o *options) error {
-		if dir != "" && !filepath.IsAbs(dir) {
-			return fmt.Errorf("snapid: %w: WithBindingDir(%q): an absolute path, or \"\" for none", ErrInvalidOption, dir)
+		if dir != "" {
+			if err := CheckBindingDir(dir); err != nil {
+				return fmt.Errorf("snapid: %w: WithBindingDir(%q): %w, or \"\" for none", ErrInvalidOption, dir, err)
+			}
 		}
 		o.binding, o.bindingSet = dir, true
 		return nil
@@ -353,4 +360,19 @@ func positiveDuration(name string, d time.Duration, set func(*options)) Option {
 		set(o)
 		return nil
 	}
+}
+
+// CheckBindingDir checks a directory given for name bindings (by
+// WithBindingDir or SNAPID_BINDING_DIR): an absolute path, and not the
+// filesystem root (the bindings and their lock would be written among the
+// system's top-level directories). The error says what is wrong, for the
+// caller to name where the value came from.
+func CheckBindingDir(dir string) error {
+	if !filepath.IsAbs(dir) {
+		return errors.New("must be an absolute path")
+	}
+	if filepath.Clean(dir) == "/" {
+		return errors.New("must be a directory of its own, not the filesystem root")
+	}
+	return nil
 }

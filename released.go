@@ -19,7 +19,7 @@ const releasedHeader = "snapid-released 1"
 
 // released returns the name this host released, or "" if none.
 func (h *hostState) released() (string, error) {
-	b, _, err := statefile.ReadSmall(h.releasedPath, false)
+	b, _, err := statefile.ReadSmallOwned(h.releasedPath, false)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}

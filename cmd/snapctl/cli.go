@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/statefile"
 )
 
 // Exit statuses.
@@ -263,6 +264,13 @@ func (c *cli) resolveName() (string, error) {
 // resolveCounter returns the counter path: --counter, then
 // $SNAPID_COUNTER, then the per-user default.
 func (c *cli) resolveCounter() (string, error) {
+	// SNAPID_BINDING_DIR goes to the library as WithBindingDir: a bad
+	// value is named here by its variable.
+	if d := c.getenv("SNAPID_BINDING_DIR"); d != "" {
+		if err := snapid.CheckBindingDir(d); err != nil {
+			return "", fmt.Errorf("SNAPID_BINDING_DIR=%q: %w", d, err)
+		}
+	}
 	if c.counter != "" {
 		return c.counter, nil
 	}
@@ -289,34 +297,57 @@ func (c *cli) target() (name, path string, err error) {
 
 // prepareDefaultDir creates the per-user state directory when the counter
 // is the default one; an explicit path's directory must already exist.
-// Each directory it creates is made durable in its parent (synced, top
-// down) before the counter is created in it.
+// The levels are opened (and the missing ones made) one by one from the
+// root without following a link (statefile.OpenDir): each must belong to
+// root or to the user running snapctl, or be sticky (as /tmp), and the
+// state directory itself must be writable by no one else. A directory
+// another user owns on the way (XDG_STATE_HOME or HOME pointing into it)
+// is refused: that user could otherwise swap a level for a link and
+// redirect where the counter is written, or make a second one. Each
+// directory it creates is made durable in its parent (synced, top down)
+// before the counter is created in it.
 func (c *cli) prepareDefaultDir() error {
 	if c.defaultDir == "" {
 		return nil
 	}
-	var created []string // the directories MkdirAll will make, deepest first
-	for d := filepath.Clean(c.defaultDir); ; d = filepath.Dir(d) {
+	dir, err := filepath.Abs(c.defaultDir)
+	if err != nil {
+		return err
+	}
+	var created []string // the directories OpenDir will make, deepest first
+	for d := dir; ; d = filepath.Dir(d) {
 		if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) || filepath.Dir(d) == d {
 			break
 		}
 		created = append(created, d)
 	}
-	if err := os.MkdirAll(c.defaultDir, 0o700); err != nil {
-		return err
-	}
 	c.madeDirs = created
-	sync := c.syncDir
-	if sync == nil {
-		sync = syncDir
+	var seam statefile.FS = statefile.OS{}
+	if c.syncDir != nil {
+		seam = syncSeam{sync: c.syncDir}
 	}
-	for i := len(created) - 1; i >= 0; i-- {
-		if err := sync(filepath.Dir(created[i])); err != nil {
-			return fmt.Errorf("creating %s: sync directory %s: %w", created[i], filepath.Dir(created[i]), err)
-		}
+	d, err := statefile.OpenDir(dir, statefile.DirOptions{
+		Create: true,
+		Perm:   0o700,
+		Owners: []uint32{0, uint32(os.Geteuid())},
+		FS:     seam,
+	})
+	if err != nil {
+		return fmt.Errorf("state directory %s: %w; each directory on the way must belong to root or to %s (or be sticky, as /tmp), "+
+			"with no symbolic link, and the last one writable only by its owner: set XDG_STATE_HOME or --counter to a directory of your own",
+			dir, err, statefile.UserName(uint32(os.Geteuid())))
 	}
-	return nil
+	return d.Close()
 }
+
+// syncSeam makes OpenDir's syncs of the directories it creates go through
+// the cli's syncDir (which tests replace).
+type syncSeam struct {
+	statefile.OS
+	sync func(dir string) error
+}
+
+func (s syncSeam) SyncDir(dir string) error { return s.sync(dir) }
 
 // unmakeDefaultDir removes the directories prepareDefaultDir made, if they
 // are still empty: a refused command leaves nothing behind.

@@ -85,6 +85,12 @@ func ReadSmall(path string, follow bool, owners ...uint32) ([]byte, int64, error
 }
 
 func readSmallAt(dirfd int, name string, follow bool, owners []uint32) ([]byte, int64, error) {
+	return readSmallChecked(dirfd, name, follow, owners, nil)
+}
+
+// readSmallChecked is readSmallAt with a further check of the opened
+// file's status (nil: none) before it is read.
+func readSmallChecked(dirfd int, name string, follow bool, owners []uint32, check func(unix.Stat_t) error) ([]byte, int64, error) {
 	flags := unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK | unix.O_NOCTTY
 	if !follow {
 		flags |= unix.O_NOFOLLOW
@@ -96,6 +102,9 @@ func readSmallAt(dirfd int, name string, follow bool, owners []uint32) ([]byte, 
 	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
 	st, err := CheckRegular(fd, owners...)
+	if err == nil && check != nil {
+		err = check(st)
+	}
 	if err != nil {
 		return nil, 0, err
 	}

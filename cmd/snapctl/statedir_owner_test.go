@@ -1,0 +1,57 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// asUser65534 runs a shell command as uid 65534 (another user on the host).
+func asUser65534(t *testing.T, script string) {
+	t.Helper()
+	out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", script).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+}
+
+// XDG_STATE_HOME pointing into a directory another user owns: that user
+// links "snapid" to a directory of root's. snapctl must refuse rather than
+// write root's counter where the other user points it (or, repointed, a
+// second counter that repeats ids).
+func TestCLIStateDirOfAnotherUserRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run another user")
+	}
+	base, err := os.MkdirTemp("", "snapctl-statedir-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(base) })
+	require.NoError(t, os.Chmod(base, 0o755))
+	st := filepath.Join(base, "state")
+	require.NoError(t, os.Mkdir(st, 0o755))
+	require.NoError(t, os.Chown(st, 65534, 65534))
+	victim := filepath.Join(base, "victim")
+	require.NoError(t, os.Mkdir(victim, 0o700))
+
+	for _, tc := range []struct{ name, plant string }{
+		{"link to root's directory", "ln -s " + victim + " " + st + "/snapid"},
+		{"directory of its own", "rm -f " + st + "/snapid; mkdir " + st + "/snapid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			asUser65534(t, tc.plant)
+			f := newFakeEnv(t)
+			f.vars["XDG_STATE_HOME"] = st
+			f.vars["SNAPID_NAME"] = "vmz"
+			line := requireOneErrorLine(t, f.run(t, "next"))
+			assert.Contains(t, line, "nobody")
+			ents, err := os.ReadDir(victim)
+			require.NoError(t, err)
+			assert.Empty(t, ents, "root wrote where another user pointed it")
+			ents, err = os.ReadDir(st)
+			require.NoError(t, err)
+			assert.Len(t, ents, 1, "nothing but what the other user made")
+		})
+	}
+}

@@ -1,0 +1,136 @@
+package snapid_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	. "github.com/snapid/snapid"
+	"github.com/stretchr/testify/require"
+)
+
+// asUser65534 runs a shell command as uid 65534 (another user on the host).
+func asUser65534(t *testing.T, script string) {
+	t.Helper()
+	out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", script).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+}
+
+// A counter path in a sticky, world-writable directory (as /tmp): another
+// user plants the counter file first (its own, mode 0666). Root's Open
+// must refuse it, naming the owner: otherwise the other user rewinds it
+// and root hands out the same id twice.
+func TestCounterOfAnotherUserRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run another user")
+	}
+	root, err := os.MkdirTemp("", "snapid-owner-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(root) })
+	require.NoError(t, os.Chmod(root, 0o755))
+	sticky := filepath.Join(root, "tmp")
+	require.NoError(t, os.Mkdir(sticky, 0o755))
+	require.NoError(t, os.Chmod(sticky, 0o1777))
+	bind := filepath.Join(root, "names")
+	counter := filepath.Join(sticky, "c")
+	fresh := EncodeCounter(0)
+	require.NoError(t, os.WriteFile(filepath.Join(root, "zero"), fresh[:], 0o644))
+
+	asUser65534(t, "umask 0; cp "+filepath.Join(root, "zero")+" "+counter+" && chmod 666 "+counter)
+	before, err := os.ReadFile(counter)
+	require.NoError(t, err)
+
+	g, err := Open(counter, "vm", WithBindingDir(bind))
+	if err == nil {
+		g.Close()
+	}
+	require.Error(t, err, "a counter another user owns in a sticky directory was trusted")
+	require.True(t, errors.Is(err, ErrUntrustedOwner), "%v", err)
+	require.Contains(t, err.Error(), "nobody")
+	after, err := os.ReadFile(counter)
+	require.NoError(t, err)
+	require.Equal(t, before, after, "the refused counter was written")
+	for _, s := range []string{".owner", ".mark", ".session", ".released"} {
+		_, err := os.Lstat(counter + s)
+		require.True(t, errors.Is(err, os.ErrNotExist), "%s was created beside a refused counter", s)
+	}
+}
+
+// A file beside root's own counter (here the owner token) planted by
+// another user in a sticky directory is refused too, and names its owner.
+func TestFileBesideCounterOfAnotherUserRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run another user")
+	}
+	root, err := os.MkdirTemp("", "snapid-owner-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(root) })
+	require.NoError(t, os.Chmod(root, 0o755))
+	sticky := filepath.Join(root, "tmp")
+	require.NoError(t, os.Mkdir(sticky, 0o755))
+	require.NoError(t, os.Chmod(sticky, 0o1777))
+	counter := filepath.Join(sticky, "c")
+	asUser65534(t, "umask 0; printf '%s\\n' 0123456789abcdef0123456789abcdef > "+counter+".owner")
+	_, err = OwnerToken(counter)
+	require.Error(t, err, "an owner token another user planted was trusted")
+	require.True(t, errors.Is(err, ErrUntrustedOwner), "%v", err)
+}
+
+// Root may use a service user's counter in the service's own directory
+// that only the service can write.
+func TestCounterOfServiceUserInItsDirAccepted(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run another user")
+	}
+	root, err := os.MkdirTemp("", "snapid-owner-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(root) })
+	require.NoError(t, os.Chmod(root, 0o755))
+	svc := filepath.Join(root, "svc")
+	require.NoError(t, os.Mkdir(svc, 0o750))
+	require.NoError(t, os.Chown(svc, 65534, 65534))
+	counter := filepath.Join(svc, "c")
+	fresh := EncodeCounter(0)
+	require.NoError(t, os.WriteFile(filepath.Join(root, "zero"), fresh[:], 0o644))
+	asUser65534(t, "cp "+filepath.Join(root, "zero")+" "+counter)
+	g, err := Open(counter, "vm", WithBindingDir(filepath.Join(root, "names")))
+	require.NoError(t, err)
+	defer g.Close()
+	n, err := g.Next()
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), n)
+}
+
+// An explicit counter path in a directory another user owns: root creates
+// nothing there, and an existing root-owned counter there is refused too
+// (that user could replace it).
+func TestCounterInDirOfAnotherUserRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run another user")
+	}
+	root, err := os.MkdirTemp("", "snapid-owner-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(root) })
+	require.NoError(t, os.Chmod(root, 0o755))
+	dir := filepath.Join(root, "theirs")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	require.NoError(t, os.Chown(dir, 65534, 65534))
+	counter := filepath.Join(dir, "c")
+	bind := filepath.Join(root, "names")
+
+	_, err = Open(counter, "vm", WithBindingDir(bind))
+	require.Error(t, err, "root created a counter in another user's directory")
+	require.True(t, errors.Is(err, ErrUntrustedOwner), "%v", err)
+	require.Contains(t, err.Error(), "nobody")
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, ents, "something was made in the refused directory")
+
+	fresh := EncodeCounter(0)
+	require.NoError(t, os.WriteFile(counter, fresh[:], 0o600))
+	_, err = Open(counter, "vm", WithBindingDir(bind))
+	require.Error(t, err, "root's counter in another user's directory was trusted")
+	require.True(t, errors.Is(err, ErrUntrustedOwner), "%v", err)
+}
