@@ -260,12 +260,6 @@ func dirExists(dir string) bool {
 // splitPath returns the directory (never empty) and base name of path.
 func splitPath(path string) (dir, base string) { return statefile.SplitPath(path) }
 
-// writeTemp writes a new temporary file, sets its mode, syncs it (through
-// fsys) and closes it.
-func writeTemp(fsys fsOps, f *os.File, b []byte, mode fs.FileMode) error {
-	return statefile.WriteTemp(fsys, f, b, mode)
-}
-
 // lock takes the exclusive flock and checks that the path still names
 // the locked file. On success the caller must call unlock.
 func (c *counterFile) lock() error { return c.lockContext(context.Background()) }
@@ -398,11 +392,6 @@ func (c *counterFile) store(v uint64) error {
 	}
 	c.high = max(c.high, v)
 	return nil
-}
-
-// read returns the last issued number.
-func (c *counterFile) read() (v uint64, err error) {
-	return c.readContext(context.Background())
 }
 
 // readContext is read waiting for the lock no longer than ctx allows.
