@@ -78,9 +78,9 @@ func printSeqUsage(w io.Writer) {
 // seqCreate creates or updates a sequence.
 func seqCreate(ctx context.Context, c *cli, seq string, args []string) error {
 	fs := c.newFlags("seq")
-	start := fs.Uint64("start", 1, "the first number (numbers that already exist stay below it); an existing sequence's start is raised "+
+	start := decimalFlag(fs, "start", 1, "the first number (numbers that already exist stay below it); an existing sequence's start is raised "+
 		"only while it has handed out no number, and a higher --start is refused once it has (create a new sequence instead)")
-	maxN := fs.Uint64("max", snapid.MaxSequence, "the last number (2147483647 for a signed 32-bit column); an existing sequence keeps its max "+
+	maxN := decimalFlag(fs, "max", snapid.MaxSequence, "the last number (2147483647 for a signed 32-bit column); an existing sequence keeps its max "+
 		"unless --max is given, and a max below numbers already handed to data centres is refused")
 	var rf registryFlags
 	c.addRegistryFlags(&rf)
@@ -121,7 +121,7 @@ func seqCreate(ctx context.Context, c *cli, seq string, args []string) error {
 // file (leasing exactly N from the data centre when the file has fewer).
 func seqNext(ctx context.Context, c *cli, seq string, args []string) error {
 	fs := c.newFlags("seq")
-	n := fs.Uint64("n", 1, "how many numbers to print")
+	n := decimalFlag(fs, "n", 1, "how many numbers to print")
 	var rf registryFlags
 	c.addRegistryFlags(&rf)
 	if err := c.parse(args); err != nil {
