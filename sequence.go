@@ -178,8 +178,16 @@ func CheckSequenceBounds(name string, start, max uint64) error {
 // GLOBAL has handed nothing out: ranges and leases below a raised start
 // would stay in use, by new hosts too, so the raise is refused once any
 // exists (create a new sequence instead). A start at or below the current
-// one changes nothing.
+// one changes nothing, so max may not go below the current start either.
 func CheckSequenceUpdate(cur SequenceInfo, start, max uint64) error {
+	kept := cur.Start
+	if start > kept {
+		kept = start
+	}
+	if max < kept {
+		return fmt.Errorf("snapid: %w: sequence %q: max %d is below its start %d (a lower --start does not lower the start); nothing was changed",
+			ErrInvalidSequence, cur.Name, max, kept)
+	}
 	if max < cur.Next-1 {
 		return fmt.Errorf("snapid: %w: sequence %q: max %d is below %d, which data centres' ranges already cover; nothing was changed",
 			ErrInvalidSequence, cur.Name, max, cur.Next-1)

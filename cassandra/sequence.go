@@ -80,6 +80,10 @@ func info(seq string, g *seqRow) (snapid.SequenceInfo, error) {
 	if i.Next, err = loadNext(seq, "GLOBAL", g.next, i.Max); err != nil {
 		return i, err
 	}
+	if i.Next < i.Start {
+		return i, fmt.Errorf("snapid: %w: sequence %q: GLOBAL's next number %d is below its start %d; nothing was handed out",
+			snapid.ErrCorruptSequence, seq, i.Next, i.Start)
+	}
 	if g.at != nil {
 		i.CreatedAt = *g.at
 	}

@@ -1,0 +1,54 @@
+package cassandra
+
+import (
+	"testing"
+
+	"github.com/snapid/snapid"
+	"github.com/stretchr/testify/require"
+)
+
+// A GLOBAL row whose next number is below its start (or 0) cannot have
+// been written by the registry: it is ErrCorruptSequence, and nothing is
+// granted or leased from it.
+func TestSequenceCorruptGlobalNextBelowStart(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		next int64
+	}{{"zero", 0}, {"one", 1}, {"below_start", 999}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ks := newTestKeyspace(t)
+			reg := ks.registry(t)
+			_, err := reg.CreateSequence(t.Context(), "s", 1000, 2000)
+			require.NoError(t, err)
+			require.NoError(t, ks.Admin.Query(`UPDATE "`+ks.Name+`".sequences SET next = ? WHERE seq = 's' AND part = 'global' AND kind = 'global' AND key = '' AND first = 0`, tc.next).Exec())
+			h := reg.claimForTest(t, "cs_host")
+			_, err = reg.LeaseSequence(t.Context(), snapid.LeaseRequest{Sequence: "s", Name: h.Name, Owner: h.Owner, Session: h.Session, Size: 10, Min: 1})
+			require.ErrorIs(t, err, snapid.ErrCorruptSequence)
+			_, err = reg.SequenceStatus(t.Context(), "s")
+			require.ErrorIs(t, err, snapid.ErrCorruptSequence)
+			var n int
+			require.NoError(t, ks.Admin.Query(`SELECT count(*) FROM "`+ks.Name+`".sequences WHERE seq = 's' ALLOW FILTERING`).Scan(&n))
+			require.Equal(t, 1, n, "nothing written on a corrupt GLOBAL row")
+		})
+	}
+}
+
+// Re-creating a sequence with a max below its start (a lower --start keeps
+// the start) is refused and changes nothing; the sequence stays usable.
+func TestSequenceRecreateMaxBelowStartRefused(t *testing.T) {
+	ks := newTestKeyspace(t)
+	reg := ks.registry(t)
+	_, err := reg.CreateSequence(t.Context(), "s", 1000, 5000)
+	require.NoError(t, err)
+	for _, c := range []struct{ start, max uint64 }{{1, 999}, {999, 999}, {1, 1}} {
+		_, err = reg.CreateSequence(t.Context(), "s", c.start, c.max)
+		require.ErrorIs(t, err, snapid.ErrInvalidSequence, "start %d max %d", c.start, c.max)
+	}
+	st, err := reg.SequenceStatus(t.Context(), "s")
+	require.NoError(t, err)
+	require.Equal(t, uint64(1000), st.Start)
+	require.Equal(t, uint64(5000), st.Max)
+	info, err := reg.CreateSequence(t.Context(), "s", 1, 1000)
+	require.NoError(t, err, "max equal to the kept start")
+	require.Equal(t, uint64(1000), info.Max)
+}
