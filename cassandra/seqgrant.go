@@ -41,6 +41,57 @@ func dcRanges(seq string, rows []seqRow) ([]dcRange, error) {
 	return out, nil
 }
 
+// checkRange refuses a range outside GLOBAL's bounds [gi.Start, gi.Max]
+// (a row the registry cannot have written) as ErrCorruptSequence.
+func checkRange(seq, dc string, gi snapid.SequenceInfo, g *dcRange) error {
+	if g.first < gi.Start || g.last > gi.Max {
+		return fmt.Errorf("snapid: %w: sequence %q: data centre %q's range [%d, %d] is outside the sequence's [%d, %d]; nothing was leased",
+			snapid.ErrCorruptSequence, seq, dc, g.first, g.last, gi.Start, gi.Max)
+	}
+	return nil
+}
+
+// verifyRange checks g against GLOBAL (read at SERIAL) before the first
+// lease from it; a range once seen within bounds is not read again. When
+// GLOBAL cannot be read (the data centre cut off), the lease goes on: the
+// range was checked when it was granted.
+func (r *Registry) verifyRange(ctx context.Context, q seqQuerier, seq, dc string, g *dcRange) error {
+	key := fmt.Sprintf("%s/%s/%d/%d", seq, dc, g.first, g.last)
+	st := &r.seqs
+	st.mu.Lock()
+	ok := st.checked[key]
+	st.mu.Unlock()
+	if ok {
+		return nil
+	}
+	// A cut-off data centre waits for GLOBAL a bounded part of the
+	// caller's time, leaving the rest for the lease.
+	limit := 5 * time.Second
+	if d, ok := ctx.Deadline(); ok {
+		limit = min(limit, time.Until(d)/4)
+	}
+	gctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	gr, _, err := r.readGlobal(gctx, q, seq)
+	if err != nil || gr == nil {
+		return nil // not verified: checked again at the next lease
+	}
+	gi, err := info(seq, gr)
+	if err != nil {
+		return err
+	}
+	if err := checkRange(seq, dc, gi, g); err != nil {
+		return err
+	}
+	st.mu.Lock()
+	if st.checked == nil {
+		st.checked = map[string]bool{}
+	}
+	st.checked[key] = true
+	st.mu.Unlock()
+	return nil
+}
+
 // pickRange returns the lowest range with at least min numbers left.
 func pickRange(rgs []dcRange, min uint64) *dcRange {
 	for i := range rgs {

@@ -249,6 +249,9 @@ func (r *Registry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (
 			}
 			continue
 		}
+		if err := r.verifyRange(ctx, q, req.Sequence, dc, pick); err != nil {
+			return snapid.SequenceLease{}, err
+		}
 		rg, first := pick.row, pick.next
 		n := leaseLen(pick, req.Size, req.Min)
 		l := snapid.SequenceLease{Sequence: req.Sequence, DC: dc, Name: req.Name, Owner: req.Owner, Session: req.Session,

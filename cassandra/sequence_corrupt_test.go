@@ -52,3 +52,31 @@ func TestSequenceRecreateMaxBelowStartRefused(t *testing.T) {
 	require.NoError(t, err, "max equal to the kept start")
 	require.Equal(t, uint64(1000), info.Max)
 }
+
+// A data centre's range row reaching above the sequence's max (or below
+// its start), which the registry cannot have written, is refused as
+// ErrCorruptSequence before anything is leased from it.
+func TestSequenceCorruptRangeOutsideBounds(t *testing.T) {
+	for _, tc := range []struct {
+		name, set string
+		v         int64
+	}{{"last_above_max", "last", 1000000}, {"last_max_plus_1", "last", 101}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ks := newTestKeyspace(t)
+			reg := ks.registry(t)
+			_, err := reg.CreateSequence(t.Context(), "s", 1, 100)
+			require.NoError(t, err)
+			h := reg.claimForTest(t, "cs_host")
+			l1, err := reg.LeaseSequence(t.Context(), snapid.LeaseRequest{Sequence: "s", Name: h.Name, Owner: h.Owner, Session: h.Session, Size: 10, Min: 10})
+			require.NoError(t, err)
+			reg.seqs.wg.Wait()
+			require.NoError(t, ks.Admin.Query(`UPDATE "`+ks.Name+`".sequences SET `+tc.set+` = ? WHERE seq = 's' AND part = ? AND kind = 'range' AND key = '' AND first = 1`,
+				tc.v, dcPart(l1.DC)).Exec())
+			l2, err := reg.LeaseSequence(t.Context(), snapid.LeaseRequest{Sequence: "s", Name: h.Name, Owner: h.Owner, Session: h.Session,
+				PrevFirst: l1.First, PrevLast: l1.Last, Size: 1000, Min: 1})
+			require.ErrorIs(t, err, snapid.ErrCorruptSequence, "lease %d-%d", l2.First, l2.Last)
+			_, err = reg.SequenceStatus(t.Context(), "s")
+			require.ErrorIs(t, err, snapid.ErrCorruptSequence)
+		})
+	}
+}
