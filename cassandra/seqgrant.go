@@ -291,3 +291,37 @@ func (r *Registry) rangeSize(rgs []dcRange) uint64 {
 	}
 	return uint64(math.Min(perHorizon, float64(snapid.MaxSequence/4)))
 }
+
+// checkNoRemnants refuses to create the sequence seq, whose GLOBAL row
+// does not exist, when grants (GLOBAL's partition, rows) or this data
+// centre's ranges or leases of it exist: its GLOBAL row was lost, and a new
+// one would hand the same numbers out again (ErrCorruptSequence).
+func (r *Registry) checkNoRemnants(ctx context.Context, q seqQuerier, seq, dc string, rows []seqRow) error {
+	dcRows, err := r.readDC(ctx, q, seq, dc)
+	if err != nil {
+		return err
+	}
+	var high uint64
+	found := false
+	for _, w := range append(append([]seqRow{}, rows...), dcRows...) {
+		var last *int64
+		switch w.kind {
+		case kindGrant, kindRange:
+			last = w.last
+		case kindHost:
+			last = w.leaseLast
+		default:
+			continue
+		}
+		found = true
+		if last != nil && *last > 0 && uint64(*last) > high {
+			high = uint64(*last)
+		}
+	}
+	if !found {
+		return nil
+	}
+	return fmt.Errorf("snapid: %w: sequence %q: its GLOBAL row is missing but numbers up to %d were granted to data centres; "+
+		"restore the GLOBAL row from a backup, or create a sequence under a new name with a start above %d; nothing was changed",
+		snapid.ErrCorruptSequence, seq, high, high)
+}

@@ -116,7 +116,7 @@ func (r *Registry) CreateSequence(ctx context.Context, seq string, start, max ui
 	if err := snapid.CheckSequenceBounds(seq, start, max); err != nil {
 		return snapid.SequenceInfo{}, err
 	}
-	q, _, err := r.seqQuerier(ctx)
+	q, dc, err := r.seqQuerier(ctx)
 	if err != nil {
 		return snapid.SequenceInfo{}, err
 	}
@@ -124,9 +124,14 @@ func (r *Registry) CreateSequence(ctx context.Context, seq string, start, max ui
 		return snapid.SequenceInfo{}, err
 	}
 	for attempt := 0; attempt < claimAttempts; attempt++ {
-		g, _, err := r.readGlobal(ctx, q, seq)
+		g, rows, err := r.readGlobal(ctx, q, seq)
 		if err != nil {
 			return snapid.SequenceInfo{}, err
+		}
+		if g == nil {
+			if err := r.checkNoRemnants(ctx, q, seq, dc, rows); err != nil {
+				return snapid.SequenceInfo{}, err
+			}
 		}
 		token := newClaimToken()
 		now := r.timestamp()

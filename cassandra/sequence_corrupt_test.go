@@ -1,6 +1,7 @@
 package cassandra
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/snapid/snapid"
@@ -77,6 +78,40 @@ func TestSequenceCorruptRangeOutsideBounds(t *testing.T) {
 			require.ErrorIs(t, err, snapid.ErrCorruptSequence, "lease %d-%d", l2.First, l2.Last)
 			_, err = reg.SequenceStatus(t.Context(), "s")
 			require.ErrorIs(t, err, snapid.ErrCorruptSequence)
+		})
+	}
+}
+
+// A sequence whose GLOBAL row was lost while its grants, ranges and leases
+// remain is not silently created anew (it would hand the same numbers out
+// again): ErrCorruptSequence, nothing written, and leases stay refused.
+func TestSequenceGlobalRowLostNotRecreated(t *testing.T) {
+	for _, tc := range []struct {
+		name, del string
+	}{
+		{"global_row", `DELETE FROM "%s".sequences WHERE seq = 's' AND part = 'global' AND kind = 'global' AND key = '' AND first = 0`},
+		{"global_partition", `DELETE FROM "%s".sequences WHERE seq = 's' AND part = 'global'`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ks := newTestKeyspace(t)
+			reg := ks.registry(t)
+			_, err := reg.CreateSequence(t.Context(), "s", 1, 1000000)
+			require.NoError(t, err)
+			h := reg.claimForTest(t, "cs_host")
+			l1, err := reg.LeaseSequence(t.Context(), snapid.LeaseRequest{Sequence: "s", Name: h.Name, Owner: h.Owner, Session: h.Session, Size: 10, Min: 10})
+			require.NoError(t, err)
+			reg.seqs.wg.Wait()
+			require.NoError(t, ks.Admin.Query(fmt.Sprintf(tc.del, ks.Name)).Exec())
+			var before int
+			require.NoError(t, ks.Admin.Query(`SELECT count(*) FROM "`+ks.Name+`".sequences WHERE seq = 's' ALLOW FILTERING`).Scan(&before))
+			for _, start := range []uint64{1, l1.Last} {
+				_, err = reg.CreateSequence(t.Context(), "s", start, 1000000)
+				require.ErrorIs(t, err, snapid.ErrCorruptSequence, "start %d", start)
+				require.Contains(t, err.Error(), "restore the GLOBAL row")
+			}
+			var after int
+			require.NoError(t, ks.Admin.Query(`SELECT count(*) FROM "`+ks.Name+`".sequences WHERE seq = 's' ALLOW FILTERING`).Scan(&after))
+			require.Equal(t, before, after, "nothing written")
 		})
 	}
 }
