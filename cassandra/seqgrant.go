@@ -163,7 +163,7 @@ func (r *Registry) maybeGrant(seq, dc string, rgs []dcRange, n uint64) {
 				}
 			}
 		}
-		if err != nil && !errors.Is(err, snapid.ErrExhausted) {
+		if err != nil && !errors.Is(err, snapid.ErrExhausted) && !errors.Is(err, snapid.ErrSequenceShort) {
 			r.log.Warn("snapid: could not take the data centre's next sequence range in advance", "sequence", seq, "dc", dc, "err", err)
 		}
 	}()
@@ -210,8 +210,10 @@ func (r *Registry) grant(ctx context.Context, q seqQuerier, seq, dc string, dcRo
 		if next <= maxN {
 			e.GlobalLeft = maxN - next + 1
 		}
+		e.Largest = e.GlobalLeft
 		for _, g := range rgs {
 			e.DCLeft += g.left()
+			e.Largest = max(e.Largest, g.left())
 		}
 		return e
 	}

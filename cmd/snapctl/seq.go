@@ -300,8 +300,8 @@ func seqExhaustedHint(err error) string {
 		return "nothing was issued: the sequence has fewer numbers left than asked for; ask for fewer, or raise its max with 'snapctl seq create NAME --max M'"
 	}
 	if left := e.DCLeft + e.GlobalLeft; left > 0 {
-		return fmt.Sprintf("nothing was issued: %d numbers are left for this data centre, fewer than the %d asked for; ask for fewer, "+
-			"or raise the max with 'snapctl seq create %s --max M'", left, e.Wanted, e.Sequence)
+		return fmt.Sprintf("nothing was issued: %d numbers are left for this data centre, at most %d of them together, fewer than the %d asked for; "+
+			"ask for at most %d, or raise the max with 'snapctl seq create %s --max M'", left, e.Largest, e.Wanted, e.Largest, e.Sequence)
 	}
 	return fmt.Sprintf("nothing was issued: every number up to max %d was handed to data centres and this one's are leased "+
 		"(other hosts may still hold unissued numbers in their leases); raise the max with 'snapctl seq create %s --max M'", e.Max, e.Sequence)
