@@ -141,6 +141,11 @@ func seqNext(ctx context.Context, c *cli, seq string, args []string) error {
 		return err
 	}
 	defer reg.Close()
+	// A sequence that does not exist is refused before the name is
+	// claimed or any file created.
+	if _, err := reg.SequenceStatus(ctx, seq); err != nil {
+		return err
+	}
 	if err := c.prepareDefaultDir(); err != nil {
 		return err
 	}
