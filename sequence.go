@@ -14,12 +14,6 @@ import (
 // 2^31-1 for a signed 32-bit column, 2^53-1 for JavaScript numbers.
 const MaxSequence uint64 = math.MaxInt64
 
-// KeepMax, passed as the max to CreateSequence, keeps an existing
-// sequence's max (MaxSequence for a new one), read and kept in the same
-// conditional update: a max set meanwhile by another re-create is not
-// undone.
-const KeepMax uint64 = 0
-
 // SequenceInfo is a sequence's GLOBAL row: its bounds and how far it has
 // handed numbers to data centres.
 type SequenceInfo struct {
@@ -112,8 +106,7 @@ type SequenceRegistry interface {
 	// handed out: a max below a number already handed to a data centre
 	// is refused with ErrInvalidSequence, and nothing changes. Invalid
 	// bounds (start 0, max < start, max > MaxSequence) are refused with
-	// ErrInvalidSequence before anything is sent. A max of KeepMax keeps
-	// the existing max (MaxSequence for a new sequence).
+	// ErrInvalidSequence before anything is sent.
 	CreateSequence(ctx context.Context, name string, start, max uint64) (SequenceInfo, error)
 
 	// LeaseSequence leases the next numbers of req.Sequence to the host
@@ -162,14 +155,10 @@ type SequenceRegistry interface {
 
 // CheckSequenceBounds validates a sequence's name and bounds: the name
 // follows the node-name rule (ErrInvalidName), start is at least 1, and
-// start <= max <= MaxSequence (ErrInvalidSequence); max KeepMax stands
-// for MaxSequence here.
+// start <= max <= MaxSequence (ErrInvalidSequence).
 func CheckSequenceBounds(name string, start, max uint64) error {
 	if err := ValidateName(name); err != nil {
 		return fmt.Errorf("sequence name: %w", err)
-	}
-	if max == KeepMax {
-		max = MaxSequence
 	}
 	switch {
 	case start == 0:
@@ -191,9 +180,6 @@ func CheckSequenceBounds(name string, start, max uint64) error {
 // exists (create a new sequence instead). A start at or below the current
 // one changes nothing, so max may not go below the current start either.
 func CheckSequenceUpdate(cur SequenceInfo, start, max uint64) error {
-	if max == KeepMax {
-		max = cur.Max
-	}
 	kept := cur.Start
 	if start > kept {
 		kept = start

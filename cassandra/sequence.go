@@ -138,20 +138,12 @@ func (r *Registry) CreateSequence(ctx context.Context, seq string, start, max ui
 		var stmt seqStmt
 		var want snapid.SequenceInfo
 		if g == nil {
-			newMax := max
-			if newMax == snapid.KeepMax {
-				newMax = snapid.MaxSequence
-			}
-			want = snapid.SequenceInfo{Name: seq, Start: start, Max: newMax, Next: start, CreatedAt: now}
-			stmt = seqStmt{r.seqs.stmts.insertGlobal, append(r.globalRow(seq), i64(start), i64(newMax), i64(start), now, token)}
+			want = snapid.SequenceInfo{Name: seq, Start: start, Max: max, Next: start, CreatedAt: now}
+			stmt = seqStmt{r.seqs.stmts.insertGlobal, append(r.globalRow(seq), i64(start), i64(max), i64(start), now, token)}
 		} else {
 			cur, err := info(seq, g)
 			if err != nil {
 				return snapid.SequenceInfo{}, err
-			}
-			max := max
-			if max == snapid.KeepMax {
-				max = cur.Max // kept: the update is conditional on it
 			}
 			if err := snapid.CheckSequenceUpdate(cur, start, max); err != nil {
 				return cur, err

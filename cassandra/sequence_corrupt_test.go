@@ -115,23 +115,3 @@ func TestSequenceGlobalRowLostNotRecreated(t *testing.T) {
 		})
 	}
 }
-
-// Re-creating with KeepMax keeps the max as the update finds it, in the
-// same conditional update: a cap set after the caller last looked is not
-// undone. A new sequence created with KeepMax gets MaxSequence.
-func TestSequenceRecreateKeepMax(t *testing.T) {
-	ks := newTestKeyspace(t)
-	reg := ks.registry(t)
-	info, err := reg.CreateSequence(t.Context(), "s", 1, snapid.KeepMax)
-	require.NoError(t, err)
-	require.Equal(t, snapid.MaxSequence, info.Max)
-	_, err = reg.CreateSequence(t.Context(), "s", 1, 2147483647) // another host's 32-bit cap
-	require.NoError(t, err)
-	info, err = reg.CreateSequence(t.Context(), "s", 5, snapid.KeepMax)
-	require.NoError(t, err)
-	require.Equal(t, uint64(2147483647), info.Max)
-	st, err := reg.SequenceStatus(t.Context(), "s")
-	require.NoError(t, err)
-	require.Equal(t, uint64(2147483647), st.Max, "the cap stays")
-	require.Equal(t, uint64(5), st.Start)
-}

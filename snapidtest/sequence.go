@@ -59,12 +59,6 @@ func (r *Registry) CreateSequence(ctx context.Context, name string, start, max u
 	}
 	defer r.mu.Unlock()
 	m, ok := r.seqs[name]
-	if max == snapid.KeepMax {
-		max = snapid.MaxSequence
-		if ok {
-			max = m.info.Max
-		}
-	}
 	if !ok {
 		m = &memSequence{info: snapid.SequenceInfo{Name: name, Start: start, Max: max, Next: start, CreatedAt: r.now()},
 			leases: map[string]snapid.SequenceLease{}}

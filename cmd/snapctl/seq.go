@@ -89,9 +89,6 @@ func seqCreate(ctx context.Context, c *cli, seq string, args []string) error {
 	}
 	maxGiven := false
 	fs.Visit(func(f *flag.Flag) { maxGiven = maxGiven || f.Name == "max" })
-	if maxGiven && *maxN == 0 {
-		return usageError{"--max 0: the max is at least --start, at least 1"}
-	}
 	// Everything is checked before connecting.
 	if err := snapid.CheckSequenceBounds(seq, *start, *maxN); err != nil {
 		return err
@@ -104,9 +101,13 @@ func seqCreate(ctx context.Context, c *cli, seq string, args []string) error {
 	}
 	defer reg.Close()
 	if !maxGiven {
-		// An existing sequence keeps its max (a 32-bit cap stays, even one
-		// set while this runs).
-		*maxN = snapid.KeepMax
+		// An existing sequence keeps its max (a 32-bit cap stays).
+		switch st, err := reg.SequenceStatus(ctx, seq); {
+		case err == nil:
+			*maxN = st.Max
+		case !errors.Is(err, snapid.ErrNoSequence):
+			return err
+		}
 	}
 	info, err := snapid.CreateSequence(ctx, reg, seq, *start, *maxN)
 	if err != nil {

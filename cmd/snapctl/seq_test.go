@@ -176,12 +176,3 @@ func TestSeqNextMissingSequenceCreatesNothing(t *testing.T) {
 	require.NoError(t, k.Admin.Query(`SELECT COUNT(*) FROM "`+ks+`".node_names WHERE name = 'web_1'`).Scan(&n))
 	assert.Zero(t, n, "the name is not claimed")
 }
-
-// --max 0 is refused before connecting (0 is not "keep the max").
-func TestSeqCreateMaxZeroRefused(t *testing.T) {
-	f := newFakeEnv(t)
-	f.vars["SNAPID_CASSANDRA"] = "127.0.0.1:1"
-	line := requireOneErrorLine(t, f.run(t, "seq", "create", "articles", "--max", "0"))
-	assert.Contains(t, line, "--max 0")
-	requireEmptyDir(t, f.home)
-}
