@@ -205,6 +205,12 @@ func (r *Registry) grant(ctx context.Context, q seqQuerier, seq, dc string, dcRo
 		return err
 	}
 	next, maxN := gi.Next, gi.Max
+	if next > maxN && !grantedUpTo(rows, maxN) {
+		// A null next (used up) is written only by the grant of the last
+		// range, whose grant row reaches max: a lost cell, not exhaustion.
+		return fmt.Errorf("snapid: %w: sequence %q: GLOBAL's next number is null (used up) but no grant reaches its max %d; nothing was handed out",
+			snapid.ErrCorruptSequence, seq, maxN)
+	}
 	if next > maxN || maxN-next+1 < min {
 		e := &snapid.SequenceExhaustedError{Sequence: seq, DC: dc, Max: maxN, Wanted: min}
 		if next <= maxN {
@@ -326,4 +332,15 @@ func (r *Registry) checkNoRemnants(ctx context.Context, q seqQuerier, seq, dc st
 	return fmt.Errorf("snapid: %w: sequence %q: its GLOBAL row is missing but numbers up to %d were granted to data centres; "+
 		"restore the GLOBAL row from a backup, or create a sequence under a new name with a start above %d; nothing was changed",
 		snapid.ErrCorruptSequence, seq, high, high)
+}
+
+// grantedUpTo is whether a grant row of GLOBAL's partition rows ends at
+// last.
+func grantedUpTo(rows []seqRow, last uint64) bool {
+	for _, w := range rows {
+		if w.kind == kindGrant && w.last != nil && *w.last >= 0 && uint64(*w.last) == last {
+			return true
+		}
+	}
+	return false
 }

@@ -1,6 +1,7 @@
 package cassandra
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -114,4 +115,19 @@ func TestSequenceGlobalRowLostNotRecreated(t *testing.T) {
 			require.Equal(t, before, after, "nothing written")
 		})
 	}
+}
+
+// GLOBAL's next lost (null) on a sequence that granted nothing is
+// corruption, not exhaustion: a null next is written only with the grant
+// that reaches max.
+func TestSequenceCorruptGlobalNextNullNotExhausted(t *testing.T) {
+	ks := newTestKeyspace(t)
+	reg := ks.registry(t)
+	_, err := reg.CreateSequence(t.Context(), "s", 1, 1000)
+	require.NoError(t, err)
+	require.NoError(t, ks.Admin.Query(`UPDATE "`+ks.Name+`".sequences SET next = null WHERE seq = 's' AND part = 'global' AND kind = 'global' AND key = '' AND first = 0`).Exec())
+	h := reg.claimForTest(t, "cs_host")
+	_, err = reg.LeaseSequence(t.Context(), snapid.LeaseRequest{Sequence: "s", Name: h.Name, Owner: h.Owner, Session: h.Session, Size: 10, Min: 1})
+	require.ErrorIs(t, err, snapid.ErrCorruptSequence)
+	require.False(t, errors.Is(err, snapid.ErrExhausted))
 }
