@@ -116,6 +116,20 @@ func (r *Registry) CreateSequence(ctx context.Context, seq string, start, max ui
 	if err := snapid.CheckSequenceBounds(seq, start, max); err != nil {
 		return snapid.SequenceInfo{}, err
 	}
+	return r.createSequence(ctx, seq, start, max, false)
+}
+
+// CreateSequenceKeepMax implements snapid.SequenceMaxKeeper: CreateSequence
+// with the max of the GLOBAL row as read in the same conditional update
+// (MaxSequence for a new sequence).
+func (r *Registry) CreateSequenceKeepMax(ctx context.Context, seq string, start uint64) (snapid.SequenceInfo, error) {
+	if err := snapid.CheckSequenceBounds(seq, start, snapid.MaxSequence); err != nil {
+		return snapid.SequenceInfo{}, err
+	}
+	return r.createSequence(ctx, seq, start, snapid.MaxSequence, true)
+}
+
+func (r *Registry) createSequence(ctx context.Context, seq string, start, max uint64, keepMax bool) (snapid.SequenceInfo, error) {
 	q, dc, err := r.seqQuerier(ctx)
 	if err != nil {
 		return snapid.SequenceInfo{}, err
@@ -144,6 +158,10 @@ func (r *Registry) CreateSequence(ctx context.Context, seq string, start, max ui
 			cur, err := info(seq, g)
 			if err != nil {
 				return snapid.SequenceInfo{}, err
+			}
+			max := max
+			if keepMax {
+				max = cur.Max // the update is conditional on it
 			}
 			if err := snapid.CheckSequenceUpdate(cur, start, max); err != nil {
 				return cur, err

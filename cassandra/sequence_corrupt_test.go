@@ -131,3 +131,24 @@ func TestSequenceCorruptGlobalNextNullNotExhausted(t *testing.T) {
 	require.ErrorIs(t, err, snapid.ErrCorruptSequence)
 	require.False(t, errors.Is(err, snapid.ErrExhausted))
 }
+
+// CreateSequenceKeepMax keeps the max the conditional update finds (a cap
+// set by another host is not undone) and gives a new sequence MaxSequence.
+func TestSequenceCreateKeepMax(t *testing.T) {
+	ks := newTestKeyspace(t)
+	reg := ks.registry(t)
+	info, err := snapid.CreateSequenceKeepMax(t.Context(), reg, "s", 1)
+	require.NoError(t, err)
+	require.Equal(t, snapid.MaxSequence, info.Max)
+	_, err = reg.CreateSequence(t.Context(), "s", 1, 2147483647) // another host's 32-bit cap
+	require.NoError(t, err)
+	info, err = snapid.CreateSequenceKeepMax(t.Context(), reg, "s", 5)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2147483647), info.Max)
+	st, err := reg.SequenceStatus(t.Context(), "s")
+	require.NoError(t, err)
+	require.Equal(t, uint64(2147483647), st.Max, "the cap stays")
+	require.Equal(t, uint64(5), st.Start)
+	_, err = snapid.CreateSequenceKeepMax(t.Context(), reg, "s", 0)
+	require.ErrorIs(t, err, snapid.ErrInvalidSequence)
+}

@@ -100,16 +100,14 @@ func seqCreate(ctx context.Context, c *cli, seq string, args []string) error {
 		return err
 	}
 	defer reg.Close()
-	if !maxGiven {
-		// An existing sequence keeps its max (a 32-bit cap stays).
-		switch st, err := reg.SequenceStatus(ctx, seq); {
-		case err == nil:
-			*maxN = st.Max
-		case !errors.Is(err, snapid.ErrNoSequence):
-			return err
-		}
+	var info snapid.SequenceInfo
+	if maxGiven {
+		info, err = snapid.CreateSequence(ctx, reg, seq, *start, *maxN)
+	} else {
+		// An existing sequence keeps its max (a 32-bit cap stays, even
+		// one set while this runs).
+		info, err = snapid.CreateSequenceKeepMax(ctx, reg, seq, *start)
 	}
-	info, err := snapid.CreateSequence(ctx, reg, seq, *start, *maxN)
 	if err != nil {
 		return err
 	}
