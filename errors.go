@@ -87,6 +87,13 @@ var (
 	// still hold numbers. Neither ever wraps.
 	ErrExhausted = errors.New("counter exhausted")
 
+	// ErrSequenceShort is returned by Sequence.NextN and
+	// SequenceRegistry.LeaseSequence when numbers of the sequence are left
+	// for the host's data centre, but fewer consecutive ones than asked
+	// for: a *SequenceExhaustedError saying how many (ask for fewer). It
+	// does not match ErrExhausted, which means none are left.
+	ErrSequenceShort = errors.New("fewer sequence numbers left than asked for")
+
 	// ErrCorruptSequence is returned when a registry holds a sequence row
 	// it cannot have written (a negative number, a next number outside the
 	// row's bounds). Nothing is handed out from it.
@@ -176,31 +183,44 @@ var (
 	ErrUntrustedDir = errors.New("directory not safe from other users")
 )
 
-// SequenceExhaustedError is a sequence lease that cannot be had (it
-// matches ErrExhausted): the data centre DC has fewer than Wanted
-// consecutive numbers left. DCLeft is what its ranges still hold unleased,
-// GlobalLeft what GLOBAL has not handed to any data centre yet (both 0:
-// GLOBAL handed out every number up to Max and DC's ranges are used up;
-// other hosts' leases and other data centres' ranges may still hold
-// numbers they have not issued).
+// SequenceExhaustedError is a sequence lease that cannot be had: the data
+// centre DC has fewer than Wanted consecutive numbers left. DCLeft is what
+// its ranges still hold unleased, GlobalLeft what GLOBAL has not handed to
+// any data centre yet, Largest the most consecutive numbers one lease can
+// have now. Both 0: GLOBAL handed out every number up to Max and DC's
+// ranges are used up, and the error matches ErrExhausted (other hosts'
+// leases and other data centres' ranges may still hold numbers they have
+// not issued). Otherwise numbers are left and it matches ErrSequenceShort,
+// not ErrExhausted.
 type SequenceExhaustedError struct {
 	Sequence, DC       string
 	Max                uint64
 	Wanted             uint64
 	DCLeft, GlobalLeft uint64
+	Largest            uint64
 }
 
+// none is whether the data centre has no number left at all.
+func (e *SequenceExhaustedError) none() bool { return e.DCLeft == 0 && e.GlobalLeft == 0 }
+
 func (e *SequenceExhaustedError) Error() string {
-	if e.DCLeft == 0 && e.GlobalLeft == 0 {
+	if e.none() {
 		return fmt.Sprintf("snapid: %v: sequence %q: GLOBAL handed every number up to max %d to data centres, and data centre %q "+
 			"leased every number of its ranges to hosts (their leases may still hold numbers not issued yet)", ErrExhausted, e.Sequence, e.Max, e.DC)
 	}
-	return fmt.Sprintf("snapid: %v: sequence %q: %d consecutive numbers asked for, fewer are left for data centre %q "+
-		"(%d unleased in its ranges, %d not yet handed out by GLOBAL, max %d)", ErrExhausted, e.Sequence, e.Wanted, e.DC, e.DCLeft, e.GlobalLeft, e.Max)
+	return fmt.Sprintf("snapid: %v: sequence %q: %d consecutive numbers asked for, at most %d are left together for data centre %q "+
+		"(%d unleased in its ranges, %d not yet handed out by GLOBAL, max %d); ask for at most %d", ErrSequenceShort, e.Sequence, e.Wanted,
+		e.Largest, e.DC, e.DCLeft, e.GlobalLeft, e.Max, e.Largest)
 }
 
-// Is makes a SequenceExhaustedError match ErrExhausted.
-func (e *SequenceExhaustedError) Is(target error) bool { return target == ErrExhausted }
+// Is makes a SequenceExhaustedError match ErrExhausted when no number is
+// left, ErrSequenceShort otherwise.
+func (e *SequenceExhaustedError) Is(target error) bool {
+	if e.none() {
+		return target == ErrExhausted
+	}
+	return target == ErrSequenceShort
+}
 
 // FileError records an error on the counter file and the path it concerns.
 // Its Unwrap method returns the cause, so errors.Is(err, ErrCorrupt) and

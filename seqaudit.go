@@ -18,6 +18,9 @@ const (
 	// A number above the sequence's max: GLOBAL's next number past max+1,
 	// or a grant, range or lease reaching above max.
 	ProblemSeqAboveMax = "sequence_above_max"
+	// A number below the sequence's start: GLOBAL's next number, or a
+	// grant, range or lease starting below start.
+	ProblemSeqBelowStart = "sequence_below_start"
 )
 
 type seqSpan struct {
@@ -27,8 +30,8 @@ type seqSpan struct {
 
 // AuditSequences checks the sequences' rows (see SequenceRegistry) for
 // anything that could make two holders issue the same number: overlapping
-// ranges, ranges beyond what GLOBAL handed out, numbers above max. It is a
-// pure function. Problems are ordered by sequence, then kind.
+// ranges, ranges beyond what GLOBAL handed out, numbers above max or below
+// start. It is a pure function. Problems are ordered by sequence, then kind.
 func AuditSequences(seqs []SequenceStatus) []Problem {
 	var out []Problem
 	for _, st := range seqs {
@@ -38,10 +41,19 @@ func AuditSequences(seqs []SequenceStatus) []Problem {
 		if st.Next > st.Max && st.Next-st.Max > 1 {
 			add(ProblemSeqAboveMax, "GLOBAL's next number %d is past max %d + 1", st.Next, st.Max)
 		}
+		if st.Next < st.Start {
+			add(ProblemSeqBelowStart, "GLOBAL's next number %d is below start %d", st.Next, st.Start)
+		}
+		below := func(s seqSpan) {
+			if s.first < st.Start {
+				add(ProblemSeqBelowStart, "%s starts below start %d", s.what, st.Start)
+			}
+		}
 		var grants, ranges, leases []seqSpan
 		for _, g := range st.Grants {
 			s := seqSpan{fmt.Sprintf("grant to %s [%d, %d]", g.DC, g.First, g.Last), g.First, g.Last}
 			grants = append(grants, s)
+			below(s)
 			if g.Last > st.Max {
 				add(ProblemSeqAboveMax, "%s reaches above max %d", s.what, st.Max)
 			}
@@ -52,6 +64,7 @@ func AuditSequences(seqs []SequenceStatus) []Problem {
 		for _, r := range st.Ranges {
 			s := seqSpan{fmt.Sprintf("range of %s [%d, %d]", r.DC, r.First, r.Last), r.First, r.Last}
 			ranges = append(ranges, s)
+			below(s)
 			if r.Last > st.Max || r.Next > r.Last+1 {
 				add(ProblemSeqAboveMax, "%s (next %d) reaches above max %d or past its end", s.what, r.Next, st.Max)
 			}
@@ -69,6 +82,7 @@ func AuditSequences(seqs []SequenceStatus) []Problem {
 			}
 			s := seqSpan{fmt.Sprintf("lease of host %s in %s [%d, %d]", l.Name, l.DC, l.First, l.Last), l.First, l.Last}
 			leases = append(leases, s)
+			below(s)
 			if l.Last > st.Max {
 				add(ProblemSeqAboveMax, "%s reaches above max %d", s.what, st.Max)
 			}

@@ -92,8 +92,10 @@ type Sequence struct {
 	mu         sync.Mutex // guards lf and the fields below (the flock is per open file, not per goroutine)
 	lf         *leaseFile
 	fileClosed bool
-	seen       seqRange // the current range this process last saw, for the roll-back check
-	high       uint64   // the highest position this process saw in seen
+	seen       seqRange   // the current range this process last saw, for the roll-back check
+	high       uint64     // the highest position this process saw in seen
+	seenAhead  seqRange   // the lease taken in advance this process last saw
+	past       pastRanges // earlier ranges this process saw as current
 
 	refill      *flock.Flock  // <lease file>.refill: one process of the host leases at a time
 	refillSem   chan struct{} // one goroutine of the process holds refill at a time

@@ -278,7 +278,7 @@ func (s *Sequence) prefetch() {
 		defer s.wg.Done()
 		defer s.prefetching.Store(false)
 		err := s.refillLease(context.Background(), 1, true)
-		if err != nil && !errors.Is(err, ErrExhausted) {
+		if err != nil && !errors.Is(err, ErrExhausted) && !errors.Is(err, ErrSequenceShort) {
 			s.log.Warn("snapid: could not take the host's next sequence lease in advance; numbers keep flowing from the current one",
 				"sequence", s.name, "err", err)
 		}

@@ -58,3 +58,39 @@ func TestSequenceLeaseRollbackWhileRunning(t *testing.T) {
 	issued = append(issued, drawSeq(t, s, 30)...)
 	requireUnique(t, issued, 1, MaxSequence)
 }
+
+// A lease file restored in place to an EARLIER lease (the host's lease has
+// moved on since the backup) while a process uses it: the process does not
+// hand out the numbers of the earlier lease again.
+func TestSequenceLeaseRollbackToEarlierRange(t *testing.T) {
+	reg := snapidtest.NewRegistry()
+	createSeq(t, reg, "orders", 1, MaxSequence)
+	h := newSeqHost(t, "web_1")
+	g := h.open(t, reg)
+	defer g.Close()
+	s := openSeq(t, g, "orders", SequenceBlock(1), SequenceLeaseSize(10))
+	defer s.Close()
+	lease := h.path + ".seq.orders"
+
+	var issued []uint64
+	take := func(n int) {
+		for range n {
+			v, err := s.NextN(1)
+			require.NoError(t, err)
+			issued = append(issued, v)
+		}
+	}
+	take(2)
+	backup, err := os.ReadFile(lease)
+	require.NoError(t, err)
+	take(40) // several leases later
+
+	f, err := os.OpenFile(lease, os.O_WRONLY, 0) // in place, as cp does
+	require.NoError(t, err)
+	_, err = f.WriteAt(backup, 0)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	take(30)
+	requireUnique(t, issued, 1, MaxSequence)
+}

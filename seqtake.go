@@ -139,12 +139,20 @@ func (s *Sequence) updateContext(ctx context.Context, bound bool, fn func(l *lea
 			}
 			l.session, changed = s.g.res.session, true
 		}
-		// A position below what this process saw in the same range: the
-		// file went backwards while in use (restored or copied over).
-		if !l.cur.none() && l.cur == s.seen && l.pos < s.high {
+		// A position below what this process saw in the same range, or a
+		// range this process already moved past: the file went backwards
+		// while in use (restored or copied over). It is raised to where
+		// this process last left it.
+		switch {
+		case l.cur.none():
+		case l.cur == s.seen && l.pos < s.high:
 			s.log.Error("snapid: the sequence lease file went backwards while in use (restored or copied over?); raising it",
 				"sequence", s.name, "pos", l.pos, "to", s.high)
 			l.pos = s.high
+		case l.cur != s.seen && s.past.has(l.cur):
+			s.log.Error("snapid: the sequence lease file went back to an earlier lease while in use (restored or copied over?); raising it",
+				"sequence", s.name, "cur", l.cur, "pos", l.pos, "to", s.seen, "pos", s.high)
+			l.cur, l.ahead, l.pos = s.seen, s.seenAhead, s.high
 		}
 		c, err := fn(&l)
 		if err != nil {
@@ -160,7 +168,36 @@ func (s *Sequence) updateContext(ctx context.Context, bound bool, fn func(l *lea
 		if err != nil {
 			return err
 		}
-		s.seen, s.high = l.cur, l.pos
+		if l.cur != s.seen && !s.seen.none() {
+			s.past.add(s.seen)
+		}
+		s.seen, s.high, s.seenAhead = l.cur, l.pos, l.ahead
 		return nil
 	})
+}
+
+// pastRanges is the set of the most recent ranges a process held as its
+// current lease and moved past (at most pastRangesKept of them).
+type pastRanges struct {
+	set   map[seqRange]bool
+	order []seqRange
+}
+
+const pastRangesKept = 4096
+
+func (p *pastRanges) has(r seqRange) bool { return p.set[r] }
+
+func (p *pastRanges) add(r seqRange) {
+	if p.set[r] {
+		return
+	}
+	if p.set == nil {
+		p.set = map[seqRange]bool{}
+	}
+	if len(p.order) == pastRangesKept {
+		delete(p.set, p.order[0])
+		p.order = p.order[1:]
+	}
+	p.set[r] = true
+	p.order = append(p.order, r)
 }

@@ -2,6 +2,7 @@ package snapid
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -178,8 +179,16 @@ func CheckSequenceBounds(name string, start, max uint64) error {
 // GLOBAL has handed nothing out: ranges and leases below a raised start
 // would stay in use, by new hosts too, so the raise is refused once any
 // exists (create a new sequence instead). A start at or below the current
-// one changes nothing.
+// one changes nothing, so max may not go below the current start either.
 func CheckSequenceUpdate(cur SequenceInfo, start, max uint64) error {
+	kept := cur.Start
+	if start > kept {
+		kept = start
+	}
+	if max < kept {
+		return fmt.Errorf("snapid: %w: sequence %q: max %d is below its start %d (a lower --start does not lower the start); nothing was changed",
+			ErrInvalidSequence, cur.Name, max, kept)
+	}
 	if max < cur.Next-1 {
 		return fmt.Errorf("snapid: %w: sequence %q: max %d is below %d, which data centres' ranges already cover; nothing was changed",
 			ErrInvalidSequence, cur.Name, max, cur.Next-1)
@@ -203,6 +212,39 @@ func CreateSequence(ctx context.Context, reg Registry, name string, start, max u
 	}
 	sr, err := sequenceRegistry(reg)
 	if err != nil {
+		return SequenceInfo{}, err
+	}
+	return sr.CreateSequence(ctx, name, start, max)
+}
+
+// SequenceMaxKeeper is implemented by a SequenceRegistry that can
+// re-create a sequence keeping its max as it finds it in the same
+// conditional update (MaxSequence for a new sequence), so that a max set
+// meanwhile by another re-create is not undone.
+type SequenceMaxKeeper interface {
+	CreateSequenceKeepMax(ctx context.Context, name string, start uint64) (SequenceInfo, error)
+}
+
+// CreateSequenceKeepMax is CreateSequence keeping an existing sequence's
+// max (MaxSequence for a new one). With a registry that is not a
+// SequenceMaxKeeper it reads the max first, and a max set between the read
+// and the update is undone.
+func CreateSequenceKeepMax(ctx context.Context, reg Registry, name string, start uint64) (SequenceInfo, error) {
+	if err := CheckSequenceBounds(name, start, MaxSequence); err != nil {
+		return SequenceInfo{}, err
+	}
+	sr, err := sequenceRegistry(reg)
+	if err != nil {
+		return SequenceInfo{}, err
+	}
+	if k, ok := sr.(SequenceMaxKeeper); ok {
+		return k.CreateSequenceKeepMax(ctx, name, start)
+	}
+	max := MaxSequence
+	switch st, err := sr.SequenceStatus(ctx, name); {
+	case err == nil:
+		max = st.Max
+	case !errors.Is(err, ErrNoSequence):
 		return SequenceInfo{}, err
 	}
 	return sr.CreateSequence(ctx, name, start, max)

@@ -41,6 +41,57 @@ func dcRanges(seq string, rows []seqRow) ([]dcRange, error) {
 	return out, nil
 }
 
+// checkRange refuses a range outside GLOBAL's bounds [gi.Start, gi.Max]
+// (a row the registry cannot have written) as ErrCorruptSequence.
+func checkRange(seq, dc string, gi snapid.SequenceInfo, g *dcRange) error {
+	if g.first < gi.Start || g.last > gi.Max {
+		return fmt.Errorf("snapid: %w: sequence %q: data centre %q's range [%d, %d] is outside the sequence's [%d, %d]; nothing was leased",
+			snapid.ErrCorruptSequence, seq, dc, g.first, g.last, gi.Start, gi.Max)
+	}
+	return nil
+}
+
+// verifyRange checks g against GLOBAL (read at SERIAL) before the first
+// lease from it; a range once seen within bounds is not read again. When
+// GLOBAL cannot be read (the data centre cut off), the lease goes on: the
+// range was checked when it was granted.
+func (r *Registry) verifyRange(ctx context.Context, q seqQuerier, seq, dc string, g *dcRange) error {
+	key := fmt.Sprintf("%s/%s/%d/%d", seq, dc, g.first, g.last)
+	st := &r.seqs
+	st.mu.Lock()
+	ok := st.checked[key]
+	st.mu.Unlock()
+	if ok {
+		return nil
+	}
+	// A cut-off data centre waits for GLOBAL a bounded part of the
+	// caller's time, leaving the rest for the lease.
+	limit := 5 * time.Second
+	if d, ok := ctx.Deadline(); ok {
+		limit = min(limit, time.Until(d)/4)
+	}
+	gctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	gr, _, err := r.readGlobal(gctx, q, seq)
+	if err != nil || gr == nil {
+		return nil // not verified: checked again at the next lease
+	}
+	gi, err := info(seq, gr)
+	if err != nil {
+		return err
+	}
+	if err := checkRange(seq, dc, gi, g); err != nil {
+		return err
+	}
+	st.mu.Lock()
+	if st.checked == nil {
+		st.checked = map[string]bool{}
+	}
+	st.checked[key] = true
+	st.mu.Unlock()
+	return nil
+}
+
 // pickRange returns the lowest range with at least min numbers left.
 func pickRange(rgs []dcRange, min uint64) *dcRange {
 	for i := range rgs {
@@ -112,7 +163,7 @@ func (r *Registry) maybeGrant(seq, dc string, rgs []dcRange, n uint64) {
 				}
 			}
 		}
-		if err != nil && !errors.Is(err, snapid.ErrExhausted) {
+		if err != nil && !errors.Is(err, snapid.ErrExhausted) && !errors.Is(err, snapid.ErrSequenceShort) {
 			r.log.Warn("snapid: could not take the data centre's next sequence range in advance", "sequence", seq, "dc", dc, "err", err)
 		}
 	}()
@@ -154,13 +205,21 @@ func (r *Registry) grant(ctx context.Context, q seqQuerier, seq, dc string, dcRo
 		return err
 	}
 	next, maxN := gi.Next, gi.Max
+	if next > maxN && !grantedUpTo(rows, maxN) {
+		// A null next (used up) is written only by the grant of the last
+		// range, whose grant row reaches max: a lost cell, not exhaustion.
+		return fmt.Errorf("snapid: %w: sequence %q: GLOBAL's next number is null (used up) but no grant reaches its max %d; nothing was handed out",
+			snapid.ErrCorruptSequence, seq, maxN)
+	}
 	if next > maxN || maxN-next+1 < min {
 		e := &snapid.SequenceExhaustedError{Sequence: seq, DC: dc, Max: maxN, Wanted: min}
 		if next <= maxN {
 			e.GlobalLeft = maxN - next + 1
 		}
+		e.Largest = e.GlobalLeft
 		for _, g := range rgs {
 			e.DCLeft += g.left()
+			e.Largest = max(e.Largest, g.left())
 		}
 		return e
 	}
@@ -239,4 +298,49 @@ func (r *Registry) rangeSize(rgs []dcRange) uint64 {
 		return floor
 	}
 	return uint64(math.Min(perHorizon, float64(snapid.MaxSequence/4)))
+}
+
+// checkNoRemnants refuses to create the sequence seq, whose GLOBAL row
+// does not exist, when grants (GLOBAL's partition, rows) or this data
+// centre's ranges or leases of it exist: its GLOBAL row was lost, and a new
+// one would hand the same numbers out again (ErrCorruptSequence).
+func (r *Registry) checkNoRemnants(ctx context.Context, q seqQuerier, seq, dc string, rows []seqRow) error {
+	dcRows, err := r.readDC(ctx, q, seq, dc)
+	if err != nil {
+		return err
+	}
+	var high uint64
+	found := false
+	for _, w := range append(append([]seqRow{}, rows...), dcRows...) {
+		var last *int64
+		switch w.kind {
+		case kindGrant, kindRange:
+			last = w.last
+		case kindHost:
+			last = w.leaseLast
+		default:
+			continue
+		}
+		found = true
+		if last != nil && *last > 0 && uint64(*last) > high {
+			high = uint64(*last)
+		}
+	}
+	if !found {
+		return nil
+	}
+	return fmt.Errorf("snapid: %w: sequence %q: its GLOBAL row is missing but numbers up to %d were granted to data centres; "+
+		"restore the GLOBAL row from a backup, or create a sequence under a new name with a start above %d; nothing was changed",
+		snapid.ErrCorruptSequence, seq, high, high)
+}
+
+// grantedUpTo is whether a grant row of GLOBAL's partition rows ends at
+// last.
+func grantedUpTo(rows []seqRow, last uint64) bool {
+	for _, w := range rows {
+		if w.kind == kindGrant && w.last != nil && *w.last >= 0 && uint64(*w.last) == last {
+			return true
+		}
+	}
+	return false
 }

@@ -62,6 +62,9 @@ func (r *Registry) SequenceStatus(ctx context.Context, seq string) (snapid.Seque
 			return st, err
 		}
 		for _, g := range rgs {
+			if err := checkRange(seq, d, gi, &g); err != nil {
+				return st, err
+			}
 			rg := rangeOf(d, *g.row)
 			rg.Next = g.next
 			st.Ranges = append(st.Ranges, rg)

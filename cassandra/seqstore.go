@@ -232,6 +232,7 @@ type seqState struct {
 	horizon time.Duration
 	floor   uint64
 	bg      map[string]bool // sequences with a background grant running
+	checked map[string]bool // ranges seen within GLOBAL's bounds (rangeKey)
 	wg      sync.WaitGroup
 	closing bool               // set by Close: no more background grants
 	stop    context.CancelFunc // cancels the background grants' context

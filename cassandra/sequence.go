@@ -116,7 +116,21 @@ func (r *Registry) CreateSequence(ctx context.Context, seq string, start, max ui
 	if err := snapid.CheckSequenceBounds(seq, start, max); err != nil {
 		return snapid.SequenceInfo{}, err
 	}
-	q, _, err := r.seqQuerier(ctx)
+	return r.createSequence(ctx, seq, start, max, false)
+}
+
+// CreateSequenceKeepMax implements snapid.SequenceMaxKeeper: CreateSequence
+// with the max of the GLOBAL row as read in the same conditional update
+// (MaxSequence for a new sequence).
+func (r *Registry) CreateSequenceKeepMax(ctx context.Context, seq string, start uint64) (snapid.SequenceInfo, error) {
+	if err := snapid.CheckSequenceBounds(seq, start, snapid.MaxSequence); err != nil {
+		return snapid.SequenceInfo{}, err
+	}
+	return r.createSequence(ctx, seq, start, snapid.MaxSequence, true)
+}
+
+func (r *Registry) createSequence(ctx context.Context, seq string, start, max uint64, keepMax bool) (snapid.SequenceInfo, error) {
+	q, dc, err := r.seqQuerier(ctx)
 	if err != nil {
 		return snapid.SequenceInfo{}, err
 	}
@@ -124,9 +138,14 @@ func (r *Registry) CreateSequence(ctx context.Context, seq string, start, max ui
 		return snapid.SequenceInfo{}, err
 	}
 	for attempt := 0; attempt < claimAttempts; attempt++ {
-		g, _, err := r.readGlobal(ctx, q, seq)
+		g, rows, err := r.readGlobal(ctx, q, seq)
 		if err != nil {
 			return snapid.SequenceInfo{}, err
+		}
+		if g == nil {
+			if err := r.checkNoRemnants(ctx, q, seq, dc, rows); err != nil {
+				return snapid.SequenceInfo{}, err
+			}
 		}
 		token := newClaimToken()
 		now := r.timestamp()
@@ -139,6 +158,10 @@ func (r *Registry) CreateSequence(ctx context.Context, seq string, start, max ui
 			cur, err := info(seq, g)
 			if err != nil {
 				return snapid.SequenceInfo{}, err
+			}
+			max := max
+			if keepMax {
+				max = cur.Max // the update is conditional on it
 			}
 			if err := snapid.CheckSequenceUpdate(cur, start, max); err != nil {
 				return cur, err
@@ -248,6 +271,9 @@ func (r *Registry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (
 				return snapid.SequenceLease{}, err
 			}
 			continue
+		}
+		if err := r.verifyRange(ctx, q, req.Sequence, dc, pick); err != nil {
+			return snapid.SequenceLease{}, err
 		}
 		rg, first := pick.row, pick.next
 		n := leaseLen(pick, req.Size, req.Min)

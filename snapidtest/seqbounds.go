@@ -175,15 +175,15 @@ func (s *seqSuite) exhaustedSaysWhat() {
 	s.mustLease(seq, a, 25, 25)
 	_, err := s.lease(seq, b, 10, 10)
 	var e *snapid.SequenceExhaustedError
-	if !errors.As(err, &e) || !errors.Is(err, snapid.ErrExhausted) {
-		s.t.Fatalf("a lease of 10 with 5 left: %v, want a *SequenceExhaustedError", err)
+	if !errors.As(err, &e) || !errors.Is(err, snapid.ErrSequenceShort) || errors.Is(err, snapid.ErrExhausted) {
+		s.t.Fatalf("a lease of 10 with 5 left: %v, want a *SequenceExhaustedError matching ErrSequenceShort, not ErrExhausted", err)
 	}
-	if e.Sequence != seq || e.Wanted != 10 || e.DCLeft != 5 || e.GlobalLeft != 0 || e.Max != 30 {
+	if e.Sequence != seq || e.Wanted != 10 || e.DCLeft != 5 || e.GlobalLeft != 0 || e.Largest != 5 || e.Max != 30 {
 		s.t.Errorf("a lease of 10 with 5 left: %+v", *e)
 	}
 	s.mustLease(seq, b, 5, 5)
 	_, err = s.lease(seq, b, 1, 1)
-	if !errors.As(err, &e) || e.DCLeft != 0 || e.GlobalLeft != 0 {
-		s.t.Errorf("a lease with none left: %v", err)
+	if !errors.As(err, &e) || e.DCLeft != 0 || e.GlobalLeft != 0 || !errors.Is(err, snapid.ErrExhausted) || errors.Is(err, snapid.ErrSequenceShort) {
+		s.t.Errorf("a lease with none left: %v, want ErrExhausted", err)
 	}
 }

@@ -152,9 +152,11 @@ func (r *Registry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (
 			if info.Next <= info.Max {
 				e.GlobalLeft = info.Max - info.Next + 1
 			}
+			e.Largest = e.GlobalLeft
 			for _, g := range m.ranges {
 				if g.Next <= g.Last {
 					e.DCLeft += g.Last - g.Next + 1
+					e.Largest = maxU(e.Largest, g.Last-g.Next+1)
 				}
 			}
 			return snapid.SequenceLease{}, e

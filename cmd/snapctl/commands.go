@@ -23,7 +23,7 @@ import (
 // cmdNext prints N new ids, taken with one locked counter update.
 func cmdNext(ctx context.Context, c *cli, args []string) error {
 	fs := c.newFlags("next")
-	n := fs.Uint64("n", 1, "how many ids to print")
+	n := decimalFlag(fs, "n", 1, "how many ids to print")
 	noRegistry := fs.Bool("no-registry", false, "issue from a registered counter without the registry (its reserved range does not bound what is issued)")
 	var rf registryFlags
 	c.addRegistryFlags(&rf)
@@ -149,7 +149,7 @@ func cmdShow(ctx context.Context, c *cli, args []string) error {
 func cmdInit(ctx context.Context, c *cli, args []string) error {
 	fs := c.newFlags("init")
 	timeout := fs.Duration("timeout", 30*time.Second, lockTimeoutHelp)
-	start := fs.Uint64("start", 1, "the next number to issue")
+	start := decimalFlag(fs, "start", 1, "the next number to issue")
 	force := fs.Bool("force", false, "rewrite the counter whatever it holds (repairs a corrupt file; may lower it)")
 	modeFlag := fs.String("mode", "", "permissions, in octal, of a counter file this creates (default 0600; the owner needs read and write)")
 	ownerFlag := fs.String("owner", "", "give the counter file to user[:group] (names or numbers): the user the programs using it run as, when init runs as root")

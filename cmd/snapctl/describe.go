@@ -38,7 +38,7 @@ func describe(cmd string, err error) string {
 			"at most 9223372036854775807, and never below numbers already handed out"
 	case errors.Is(err, snapid.ErrSequencesUnsupported):
 		hint = "sequences need a registry that keeps them (Cassandra: --cassandra or SNAPID_CASSANDRA)"
-	case errors.Is(err, snapid.ErrExhausted) && cmd == "seq":
+	case (errors.Is(err, snapid.ErrExhausted) || errors.Is(err, snapid.ErrSequenceShort)) && cmd == "seq":
 		hint = seqExhaustedHint(err)
 	case errors.Is(err, snapid.ErrCorruptMark):
 		hint = fmt.Sprintf("nothing was changed; stop the programs using this counter, then remove %s: the next start with the registry "+

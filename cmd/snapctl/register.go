@@ -19,7 +19,7 @@ type startFlags struct {
 
 func (c *cli) addStartFlags(sf *startFlags, forceHelp string) {
 	c.fs.BoolVar(&sf.force, "force", false, forceHelp)
-	c.fs.Uint64Var(&sf.start, "start", 0, "with --force: the next number the name may issue (above every number it issued)")
+	c.fs.Var((*decimal)(&sf.start), "start", "with --force: the next number the name may issue (above every number it issued)")
 }
 
 func (sf *startFlags) check(fs *flag.FlagSet) error {

@@ -78,9 +78,9 @@ func printSeqUsage(w io.Writer) {
 // seqCreate creates or updates a sequence.
 func seqCreate(ctx context.Context, c *cli, seq string, args []string) error {
 	fs := c.newFlags("seq")
-	start := fs.Uint64("start", 1, "the first number (numbers that already exist stay below it); an existing sequence's start is raised "+
+	start := decimalFlag(fs, "start", 1, "the first number (numbers that already exist stay below it); an existing sequence's start is raised "+
 		"only while it has handed out no number, and a higher --start is refused once it has (create a new sequence instead)")
-	maxN := fs.Uint64("max", snapid.MaxSequence, "the last number (2147483647 for a signed 32-bit column); an existing sequence keeps its max "+
+	maxN := decimalFlag(fs, "max", snapid.MaxSequence, "the last number (2147483647 for a signed 32-bit column); an existing sequence keeps its max "+
 		"unless --max is given, and a max below numbers already handed to data centres is refused")
 	var rf registryFlags
 	c.addRegistryFlags(&rf)
@@ -100,16 +100,14 @@ func seqCreate(ctx context.Context, c *cli, seq string, args []string) error {
 		return err
 	}
 	defer reg.Close()
-	if !maxGiven {
-		// An existing sequence keeps its max (a 32-bit cap stays).
-		switch st, err := reg.SequenceStatus(ctx, seq); {
-		case err == nil:
-			*maxN = st.Max
-		case !errors.Is(err, snapid.ErrNoSequence):
-			return err
-		}
+	var info snapid.SequenceInfo
+	if maxGiven {
+		info, err = snapid.CreateSequence(ctx, reg, seq, *start, *maxN)
+	} else {
+		// An existing sequence keeps its max (a 32-bit cap stays, even
+		// one set while this runs).
+		info, err = snapid.CreateSequenceKeepMax(ctx, reg, seq, *start)
 	}
-	info, err := snapid.CreateSequence(ctx, reg, seq, *start, *maxN)
 	if err != nil {
 		return err
 	}
@@ -121,7 +119,7 @@ func seqCreate(ctx context.Context, c *cli, seq string, args []string) error {
 // file (leasing exactly N from the data centre when the file has fewer).
 func seqNext(ctx context.Context, c *cli, seq string, args []string) error {
 	fs := c.newFlags("seq")
-	n := fs.Uint64("n", 1, "how many numbers to print")
+	n := decimalFlag(fs, "n", 1, "how many numbers to print")
 	var rf registryFlags
 	c.addRegistryFlags(&rf)
 	if err := c.parse(args); err != nil {
@@ -141,6 +139,11 @@ func seqNext(ctx context.Context, c *cli, seq string, args []string) error {
 		return err
 	}
 	defer reg.Close()
+	// A sequence that does not exist is refused before the name is
+	// claimed or any file created.
+	if _, err := reg.SequenceStatus(ctx, seq); err != nil {
+		return err
+	}
 	if err := c.prepareDefaultDir(); err != nil {
 		return err
 	}
@@ -300,8 +303,8 @@ func seqExhaustedHint(err error) string {
 		return "nothing was issued: the sequence has fewer numbers left than asked for; ask for fewer, or raise its max with 'snapctl seq create NAME --max M'"
 	}
 	if left := e.DCLeft + e.GlobalLeft; left > 0 {
-		return fmt.Sprintf("nothing was issued: %d numbers are left for this data centre, fewer than the %d asked for; ask for fewer, "+
-			"or raise the max with 'snapctl seq create %s --max M'", left, e.Wanted, e.Sequence)
+		return fmt.Sprintf("nothing was issued: %d numbers are left for this data centre, at most %d of them together, fewer than the %d asked for; "+
+			"ask for at most %d, or raise the max with 'snapctl seq create %s --max M'", left, e.Largest, e.Wanted, e.Largest, e.Sequence)
 	}
 	return fmt.Sprintf("nothing was issued: every number up to max %d was handed to data centres and this one's are leased "+
 		"(other hosts may still hold unissued numbers in their leases); raise the max with 'snapctl seq create %s --max M'", e.Max, e.Sequence)

@@ -157,3 +157,22 @@ func TestSeqHelp(t *testing.T) {
 	assert.Contains(t, r.stdout, "higher --start is refused")
 	requireOneErrorLine(t, f.run(t, "help", "seq", "frob"))
 }
+
+// `seq next` of a sequence that does not exist claims no name and creates
+// no file.
+func TestSeqNextMissingSequenceCreatesNothing(t *testing.T) {
+	a, k, ks := registryEnv(t)
+	a.vars["SNAPID_NAME"] = "web_1"
+	b := newFakeEnv(t)
+	b.vars = map[string]string{"SNAPID_CASSANDRA": a.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks, "SNAPID_NAME": "web_2"}
+	r := b.run(t, "seq", "create", "other")
+	require.Equal(t, exitOK, r.code, r.stderr)
+
+	line := requireOneErrorLine(t, a.run(t, "seq", "next", "nosuch"))
+	assert.Contains(t, line, "snapctl seq create")
+	requireEmptyDir(t, a.home, "no counter, lease or state file")
+	requireEmptyDir(t, a.vars["SNAPID_BINDING_DIR"], "no name binding")
+	var n int
+	require.NoError(t, k.Admin.Query(`SELECT COUNT(*) FROM "`+ks+`".node_names WHERE name = 'web_1'`).Scan(&n))
+	assert.Zero(t, n, "the name is not claimed")
+}

@@ -261,6 +261,7 @@ var seqSentinels = []struct {
 	err  error
 }{
 	{"exhausted", snapid.ErrExhausted},
+	{"sequence-short", snapid.ErrSequenceShort},
 	{"no-sequence", snapid.ErrNoSequence},
 	{"invalid-sequence", snapid.ErrInvalidSequence},
 	{"lease-moved", snapid.ErrLeaseMoved},
