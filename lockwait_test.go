@@ -3,52 +3,15 @@ package snapid_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/testfs"
 	"github.com/snapid/snapid/snapidtest"
 	"github.com/stretchr/testify/require"
 )
-
-// holdFlock has another process hold a shared flock on path for a while:
-// as uid 65534 when the test runs as root (path readable to it, 0644),
-// else as this user.
-func holdFlock(t *testing.T, path string) {
-	t.Helper()
-	args := []string{"flock", "--shared", "--close", path, "sleep", "20"}
-	if os.Geteuid() == 0 {
-		args = append([]string{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"}, args...)
-	}
-	if _, err := exec.LookPath(args[0]); err != nil {
-		t.Skipf("%s not found", args[0])
-	}
-	holder := exec.Command(args[0], args[1:]...)
-	require.NoError(t, holder.Start())
-	t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() })
-	// Wait until the lock is held (the holder can open the file).
-	for i := 0; i < 200; i++ {
-		b, _ := os.ReadFile("/proc/locks")
-		if len(b) > 0 && containsPid(string(b), holder.Process.Pid) {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("the holder of %s never took its lock", path)
-}
-
-func containsPid(locks string, pid int) bool {
-	for _, f := range splitFields(locks) {
-		if f == itoa(pid) {
-			return true
-		}
-	}
-	return false
-}
 
 // lockDir is a directory the other user can reach.
 func lockDir(t *testing.T) string {
@@ -93,7 +56,7 @@ func TestSequenceBoundedWhenLeaseFileLocked(t *testing.T) {
 	require.NoError(t, s.Close())
 	require.NoError(t, g.Close())
 
-	holdFlock(t, counter+".seq.orders")
+	testfs.HoldFlock(t, counter+".seq.orders")
 	g, err = Open(counter, "vm", opts...)
 	require.NoError(t, err)
 	defer g.Close()
@@ -124,7 +87,7 @@ func TestCloseBoundedWhenCounterLocked(t *testing.T) {
 	require.NoError(t, err)
 	_, err = g.Next()
 	require.NoError(t, err)
-	holdFlock(t, counter)
+	testfs.HoldFlock(t, counter)
 	requireLockedWithin(t, 4*time.Second, g.Close)
 }
 
@@ -137,22 +100,18 @@ func TestReleaseBoundedWhenCounterLocked(t *testing.T) {
 	_, err = g.Next()
 	require.NoError(t, err)
 	require.NoError(t, g.Close())
-	holdFlock(t, counter)
+	testfs.HoldFlock(t, counter)
 	requireLockedWithin(t, 4*time.Second, func() error {
 		_, err := Release(context.Background(), counter, "vm", opts...)
 		return err
 	})
 }
 
-func splitFields(s string) []string { return strings.Fields(s) }
-
-func itoa(n int) string { return strconv.Itoa(n) }
-
 func TestAdminCallsBoundedWhenCounterLocked(t *testing.T) {
 	counter := filepath.Join(lockDir(t), "c")
 	_, err := Init(counter, 10, WithFileMode(0o644))
 	require.NoError(t, err)
-	holdFlock(t, counter)
+	testfs.HoldFlock(t, counter)
 	ctx := context.Background()
 	requireLockedWithin(t, 4*time.Second, func() error {
 		c, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
@@ -191,7 +150,7 @@ func TestRepairBoundedWhenGateLocked(t *testing.T) {
 		t.Skip("no presence file beside the counter")
 	}
 	require.NoError(t, os.Chmod(gate, 0o644))
-	holdFlock(t, gate)
+	testfs.HoldFlock(t, gate)
 	requireLockedWithin(t, 4*time.Second, func() error {
 		c, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
