@@ -3,20 +3,13 @@ package snapid_test
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/testfs"
 	"github.com/stretchr/testify/require"
 )
-
-// asUser65534 runs a shell command as uid 65534 (another user on the host).
-func asUser65534(t *testing.T, script string) {
-	t.Helper()
-	out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", script).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-}
 
 // A counter path in a sticky, world-writable directory (as /tmp): another
 // user plants the counter file first (its own, mode 0666). Root's Open
@@ -26,10 +19,7 @@ func TestCounterOfAnotherUserRefused(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run another user")
 	}
-	root, err := os.MkdirTemp("", "snapid-owner-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(root) })
-	require.NoError(t, os.Chmod(root, 0o755))
+	root := testfs.SharedTempDir(t, "snapid-owner-")
 	sticky := filepath.Join(root, "tmp")
 	require.NoError(t, os.Mkdir(sticky, 0o755))
 	require.NoError(t, os.Chmod(sticky, 0o1777))
@@ -38,7 +28,7 @@ func TestCounterOfAnotherUserRefused(t *testing.T) {
 	fresh := EncodeCounter(0)
 	require.NoError(t, os.WriteFile(filepath.Join(root, "zero"), fresh[:], 0o644))
 
-	asUser65534(t, "umask 0; cp "+filepath.Join(root, "zero")+" "+counter+" && chmod 666 "+counter)
+	testfs.AsOtherUser(t, "umask 0; cp "+filepath.Join(root, "zero")+" "+counter+" && chmod 666 "+counter)
 	before, err := os.ReadFile(counter)
 	require.NoError(t, err)
 
@@ -64,16 +54,13 @@ func TestFileBesideCounterOfAnotherUserRefused(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run another user")
 	}
-	root, err := os.MkdirTemp("", "snapid-owner-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(root) })
-	require.NoError(t, os.Chmod(root, 0o755))
+	root := testfs.SharedTempDir(t, "snapid-owner-")
 	sticky := filepath.Join(root, "tmp")
 	require.NoError(t, os.Mkdir(sticky, 0o755))
 	require.NoError(t, os.Chmod(sticky, 0o1777))
 	counter := filepath.Join(sticky, "c")
-	asUser65534(t, "umask 0; printf '%s\\n' 0123456789abcdef0123456789abcdef > "+counter+".owner")
-	_, err = OwnerToken(counter)
+	testfs.AsOtherUser(t, "umask 0; printf '%s\\n' 0123456789abcdef0123456789abcdef > "+counter+".owner")
+	_, err := OwnerToken(counter)
 	require.Error(t, err, "an owner token another user planted was trusted")
 	require.True(t, errors.Is(err, ErrUntrustedOwner), "%v", err)
 }
@@ -84,17 +71,14 @@ func TestCounterOfServiceUserInItsDirAccepted(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run another user")
 	}
-	root, err := os.MkdirTemp("", "snapid-owner-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(root) })
-	require.NoError(t, os.Chmod(root, 0o755))
+	root := testfs.SharedTempDir(t, "snapid-owner-")
 	svc := filepath.Join(root, "svc")
 	require.NoError(t, os.Mkdir(svc, 0o750))
 	require.NoError(t, os.Chown(svc, 65534, 65534))
 	counter := filepath.Join(svc, "c")
 	fresh := EncodeCounter(0)
 	require.NoError(t, os.WriteFile(filepath.Join(root, "zero"), fresh[:], 0o644))
-	asUser65534(t, "cp "+filepath.Join(root, "zero")+" "+counter)
+	testfs.AsOtherUser(t, "cp "+filepath.Join(root, "zero")+" "+counter)
 	g, err := Open(counter, "vm", WithBindingDir(filepath.Join(root, "names")))
 	require.NoError(t, err)
 	defer g.Close()
@@ -110,17 +94,14 @@ func TestCounterInDirOfAnotherUserRefused(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run another user")
 	}
-	root, err := os.MkdirTemp("", "snapid-owner-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(root) })
-	require.NoError(t, os.Chmod(root, 0o755))
+	root := testfs.SharedTempDir(t, "snapid-owner-")
 	dir := filepath.Join(root, "theirs")
 	require.NoError(t, os.Mkdir(dir, 0o755))
 	require.NoError(t, os.Chown(dir, 65534, 65534))
 	counter := filepath.Join(dir, "c")
 	bind := filepath.Join(root, "names")
 
-	_, err = Open(counter, "vm", WithBindingDir(bind))
+	_, err := Open(counter, "vm", WithBindingDir(bind))
 	require.Error(t, err, "root created a counter in another user's directory")
 	require.True(t, errors.Is(err, ErrUntrustedOwner), "%v", err)
 	require.Contains(t, err.Error(), "nobody")

@@ -2,20 +2,13 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
+	"github.com/snapid/snapid/internal/testfs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// asUser65534 runs a shell command as uid 65534 (another user on the host).
-func asUser65534(t *testing.T, script string) {
-	t.Helper()
-	out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", script).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-}
 
 // XDG_STATE_HOME pointing into a directory another user owns: that user
 // links "snapid" to a directory of root's. snapctl must refuse rather than
@@ -25,10 +18,7 @@ func TestCLIStateDirOfAnotherUserRefused(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run another user")
 	}
-	base, err := os.MkdirTemp("", "snapctl-statedir-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(base) })
-	require.NoError(t, os.Chmod(base, 0o755))
+	base := testfs.SharedTempDir(t, "snapctl-statedir-")
 	st := filepath.Join(base, "state")
 	require.NoError(t, os.Mkdir(st, 0o755))
 	require.NoError(t, os.Chown(st, 65534, 65534))
@@ -40,7 +30,7 @@ func TestCLIStateDirOfAnotherUserRefused(t *testing.T) {
 		{"directory of its own", "rm -f " + st + "/snapid; mkdir " + st + "/snapid"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			asUser65534(t, tc.plant)
+			testfs.AsOtherUser(t, tc.plant)
 			f := newFakeEnv(t)
 			f.vars["XDG_STATE_HOME"] = st
 			f.vars["SNAPID_NAME"] = "vmz"
