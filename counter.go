@@ -216,6 +216,8 @@ func classifyOpenError(err error) error {
 	switch {
 	case errors.Is(err, statefile.ErrWrongOwner):
 		return fmt.Errorf("%w: %w", ErrUntrustedOwner, err)
+	case errors.Is(err, statefile.ErrUnsafeDir):
+		return fmt.Errorf("%w: %w", ErrUntrustedDir, err)
 	case errors.Is(err, statefile.ErrSymlink):
 		return fmt.Errorf("%w: %w", ErrSymlink, err)
 	case errors.Is(err, syscall.ELOOP):

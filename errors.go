@@ -179,7 +179,11 @@ var (
 	// ErrUntrustedDir is returned when a directory of name bindings, or
 	// one above it, is owned by a user it cannot be trusted from, is a
 	// symbolic link, or can be written by other users: they could replace
-	// the bindings in it. The error names the directory and its owner.
+	// the bindings in it. It is also returned when the counter's own
+	// directory, or one above it, can be written by users other than its
+	// owner without being sticky: they could remove or swap the counter.
+	// (A directory above the counter's owned by another user is
+	// ErrUntrustedOwner.) The error names the directory and its owner.
 	ErrUntrustedDir = errors.New("directory not safe from other users")
 )
 

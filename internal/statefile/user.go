@@ -3,6 +3,7 @@ package statefile
 import (
 	"bufio"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -57,26 +58,119 @@ func ReadSmallOwned(path string, follow bool) ([]byte, int64, error) {
 	return readSmallChecked(unix.AT_FDCWD, path, follow, nil, func(st unix.Stat_t) error { return CheckOwner(path, st) })
 }
 
-// CheckDirOwner checks the directory holding the counter at path: it must
-// belong to the effective user, to root, or to the owner of the counter
-// file already there (a service's own directory). A directory another
-// user owns is refused with ErrWrongOwner naming that user: that user
-// could rename or replace what root keeps in it.
+// CheckDirOwner checks the directories leading to the counter at path,
+// so that no other user can swap the counter, or the directory it is in,
+// for another one under the same path:
+//
+//   - every directory above the counter's own must belong to root or to
+//     the effective user and must not be writable by group or others
+//     unless it is sticky (as /tmp is: its entries can then be renamed
+//     only by their owners, who are checked in turn);
+//   - a symbolic link on the way is followed only if it lies in such a
+//     directory (and, in a sticky one, belongs to root or the effective
+//     user itself);
+//   - the counter's own directory must belong to the effective user, to
+//     root, or to the owner of the counter file already there (a
+//     service's own directory), and must not be writable by group or
+//     others unless it is sticky.
+//
+// Anything else is refused with ErrWrongOwner or ErrUnsafeDir naming the
+// directory and its owner. The walk is by path: only the users it trusts
+// can change what it checked. A directory that does not exist is left for
+// the caller to report.
 func CheckDirOwner(path string) error {
 	euid := uint32(os.Geteuid())
-	dir := filepath.Dir(path)
-	var dst unix.Stat_t
-	if err := unix.Stat(dir, &dst); err != nil {
-		return nil // a missing directory is reported by the caller
+	dir, dst, err := walkTrusted(filepath.Dir(path), euid)
+	if err != nil || dir == "" {
+		return err
 	}
-	if dst.Uid == euid || dst.Uid == 0 {
-		return nil
+	if dst.Uid != euid && dst.Uid != 0 {
+		var lst unix.Stat_t
+		if unix.Lstat(filepath.Join(dir, filepath.Base(path)), &lst) != nil || lst.Uid != dst.Uid {
+			return fmt.Errorf("%w: the directory %s belongs to %s, who could replace what %s keeps in it; "+
+				"keep the counter in a directory owned by %s or root, or give the counter to %s (snapctl init --owner)",
+				ErrWrongOwner, dir, UserName(dst.Uid), UserName(euid), UserName(euid), UserName(dst.Uid))
+		}
 	}
-	var lst unix.Stat_t
-	if unix.Lstat(path, &lst) == nil && lst.Uid == dst.Uid {
-		return nil
+	if writableByOthers(dst) && !sticky(dst) {
+		return fmt.Errorf("%w: the directory %s (mode %#o) can be written by users other than its owner %s, who could remove or replace the counter; "+
+			"make it writable only by its owner (chmod go-w %s) or keep the counter elsewhere",
+			ErrUnsafeDir, dir, dst.Mode&0o7777, UserName(dst.Uid), dir)
 	}
-	return fmt.Errorf("%w: the directory %s belongs to %s, who could replace what %s keeps in it; "+
-		"keep the counter in a directory owned by %s or root, or give the counter to %s (snapctl init --owner)",
-		ErrWrongOwner, dir, UserName(dst.Uid), UserName(euid), UserName(euid), UserName(dst.Uid))
+	return nil
+}
+
+// maxLinks bounds the symbolic links walkTrusted follows (as the
+// kernel's limit on one lookup).
+const maxLinks = 40
+
+// walkTrusted resolves the absolute directory path from /, one level at
+// a time, checking every directory it passes through above the last (see
+// CheckDirOwner), and returns the resolved path of the last one and its
+// status. It returns "" and no error when a level does not exist or is
+// not a directory (the caller's open reports that).
+func walkTrusted(path string, euid uint32) (string, unix.Stat_t, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat("/", &st); err != nil {
+		return "", st, nil
+	}
+	ok := func(u uint32) bool { return u == 0 || u == euid }
+	cur := "/"
+	pending := strings.Split(path, "/")
+	links := 0
+	for len(pending) > 0 {
+		name := pending[0]
+		pending = pending[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			if err := unix.Lstat(cur, &st); err != nil {
+				return "", st, nil
+			}
+			continue
+		}
+		// cur is passed through: its entries must be safe from others.
+		if !ok(st.Uid) {
+			return "", st, fmt.Errorf("%w: %s belongs to %s, who could replace the directories below it; keep the counter under directories owned by root or %s",
+				ErrWrongOwner, cur, UserName(st.Uid), UserName(euid))
+		}
+		if writableByOthers(st) && !sticky(st) {
+			return "", st, fmt.Errorf("%w: %s (mode %#o) can be written by users other than its owner, who could replace the directories below it",
+				ErrUnsafeDir, cur, st.Mode&0o7777)
+		}
+		inSticky := writableByOthers(st)
+		next := filepath.Join(cur, name)
+		var lst unix.Stat_t
+		if err := unix.Lstat(next, &lst); err != nil {
+			return "", lst, nil
+		}
+		if inSticky && !ok(lst.Uid) && (lst.Mode&unix.S_IFMT == unix.S_IFLNK || len(pending) > 0) {
+			return "", lst, fmt.Errorf("%w: %s belongs to %s and lies in the sticky directory %s; keep the counter under directories owned by root or %s",
+				ErrWrongOwner, next, UserName(lst.Uid), cur, UserName(euid))
+		}
+		if lst.Mode&unix.S_IFMT == unix.S_IFLNK {
+			if links++; links > maxLinks {
+				return "", lst, &fs.PathError{Op: "open", Path: path, Err: unix.ELOOP}
+			}
+			target, err := os.Readlink(next)
+			if err != nil {
+				return "", lst, nil
+			}
+			if filepath.IsAbs(target) {
+				cur = "/"
+				if err := unix.Lstat(cur, &st); err != nil {
+					return "", st, nil
+				}
+			}
+			pending = append(strings.Split(target, "/"), pending...)
+			continue
+		}
+		if lst.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return "", lst, nil
+		}
+		cur, st = next, lst
+	}
+	return cur, st, nil
 }
