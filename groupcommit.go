@@ -200,7 +200,14 @@ func (gc *groupCommit) lead(g *group, handedOver bool) (uint64, error) {
 	if handedOver {
 		<-g.turn
 	}
-	g.first, g.err = gc.flush(g.k, g.gone)
+	// A leader alone whose context never ends cannot leave: no check is
+	// passed, and none is made (a method value would cost an allocation
+	// per update).
+	var gone func() bool
+	if len(g.ctxs) > 0 {
+		gone = g.gone
+	}
+	g.first, g.err = gc.flush(g.k, gone)
 	if errors.Is(g.err, ErrExhausted) && len(g.ks) > 1 {
 		// Near 2^64-1 the group may not fit where some members would:
 		// serve them one by one, in order, so that each gets what is left.
