@@ -14,20 +14,7 @@ import (
 
 // ExportCrash abandons g as a killed process would: its locks and
 // descriptors go away, but nothing is returned to the registry.
-func ExportCrash(g *Generator) error {
-	g.closed.Store(true)
-	if g.block != nil {
-		g.block.close()
-	}
-	if g.res != nil {
-		g.res.cancel()
-		g.res.wg.Wait()
-		if err := g.res.host.close(); err != nil {
-			return err
-		}
-	}
-	return g.file.close()
-}
+func ExportCrash(g *Generator) error { return crash(g) }
 
 // ExportExtend runs an extension of the reserved range now, as the
 // background extension does (need 0) or a caller waiting for room.

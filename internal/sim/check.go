@@ -1,0 +1,259 @@
+package sim
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/snapid/snapid"
+	"golang.org/x/sys/unix"
+)
+
+// checker holds what a history has shown so far and checks every
+// guarantee against it (see the package documentation for the list).
+type checker struct {
+	w          *world
+	ids        map[idKey]string  // every id handed out, and where
+	high       map[string]uint64 // the highest number handed out per name
+	violations []string
+}
+
+type idKey struct {
+	name string
+	n    uint64
+}
+
+func newChecker(w *world) *checker {
+	return &checker{w: w, ids: map[idKey]string{}, high: map[string]uint64{}}
+}
+
+func (c *checker) violation(format string, args ...any) {
+	c.violations = append(c.violations, fmt.Sprintf("step %d: ", c.w.step)+fmt.Sprintf(format, args...))
+}
+
+// issued records numbers [first, first+n-1] handed out under name by
+// process p of ho, and checks them: none handed out before (1); with
+// sync on, each covered by the counter's durable value when returned
+// (3); with a registry, each at or below the registry's mark (4, 5).
+func (c *checker) issued(ho *host, p int, name string, first, n uint64) {
+	if name != ho.cfg.Name {
+		c.violation("h%d/p%d handed out an id under %q, not its name %q", ho.i, p, name, ho.cfg.Name)
+	}
+	if first == 0 || first+n-1 < first {
+		c.violation("h%d/p%d handed out numbers from %d (%d of them)", ho.i, p, first, n)
+		return
+	}
+	last := first + n - 1
+	where := fmt.Sprintf("h%d/p%d at step %d", ho.i, p, c.w.step)
+	for k := first; k <= last; k++ {
+		key := idKey{name, k}
+		if prev, dup := c.ids[key]; dup {
+			c.violation("id %s-%d handed out twice: by %s and by %s", name, k, prev, where)
+			return
+		}
+		c.ids[key] = where
+	}
+	if last > c.high[name] {
+		c.high[name] = last
+	}
+	if ho.cfg.Sync {
+		if d, ok := ho.disk.durableCounter(ho.counter); !ok || d < last {
+			c.violation("h%d/p%d returned %s-%d while the counter's durable value was %d (a power cut now would hand it out again)", ho.i, p, name, last, d)
+		}
+	}
+	if ho.cfg.Registry {
+		if row, ok := c.w.mem.Row(name); !ok || row.Reserved < last {
+			c.violation("h%d/p%d returned %s-%d above the registry's mark %d", ho.i, p, name, last, row.Reserved)
+		}
+	}
+}
+
+// durableCounter is the value of the counter at path that a power cut
+// would leave, as the disk knows it.
+func (d *disk) durableCounter(path string) (uint64, bool) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return 0, false
+	}
+	d.mu.Lock()
+	b, ok := d.content[st.Ino]
+	d.mu.Unlock()
+	if !ok {
+		return 0, false
+	}
+	v, err := snapid.DecodeCounter(b)
+	return v, err == nil
+}
+
+// afterStep checks what must hold between any two steps: the registry's
+// mark of every name is at or above every number handed out under it
+// (5: a mark that went below would let the next holder repeat them).
+func (c *checker) afterStep(Step) {
+	for name, high := range c.high {
+		row, ok := c.w.mem.Row(name)
+		if !ok {
+			continue // a standalone name
+		}
+		if row.Reserved < high {
+			c.violation("the registry's mark of %s is %d, below %d, which was handed out", name, row.Reserved, high)
+		}
+	}
+}
+
+// counterUnchangedAfterCancel: a caller whose context had ended took
+// nothing (its call failed before the counter was touched).
+func (c *checker) counterUnchangedAfterCancel(*host) {}
+
+// state is what bad input must not change: every file of a host and the
+// registry's rows.
+type state struct {
+	files map[string][]byte
+	rows  []snapid.Holder
+}
+
+func (c *checker) snapshot(ho *host) state {
+	files, _ := readTree(ho.dir)
+	return state{files: files, rows: c.rows()}
+}
+
+// rows reads every row of the registry as it stands, outage or not.
+func (c *checker) rows() []snapid.Holder {
+	var rows []snapid.Holder
+	seen := map[string]bool{}
+	for _, ho := range c.w.hosts {
+		if seen[ho.cfg.Name] {
+			continue
+		}
+		seen[ho.cfg.Name] = true
+		if r, ok := c.w.mem.Row(ho.cfg.Name); ok {
+			rows = append(rows, r)
+		}
+	}
+	return rows
+}
+
+// unchanged checks guarantee 6: the call changed nothing on disk or in
+// the registry.
+func (c *checker) unchanged(ho *host, before state, what string) {
+	after := c.snapshot(ho)
+	for p, b := range after.files {
+		if old, ok := before.files[p]; !ok {
+			c.violation("%s on h%d created %s", what, ho.i, p)
+		} else if !bytes.Equal(old, b) && !volatile(p) {
+			c.violation("%s on h%d changed %s", what, ho.i, p)
+		}
+	}
+	for p := range before.files {
+		if _, ok := after.files[p]; !ok {
+			c.violation("%s on h%d removed %s", what, ho.i, p)
+		}
+	}
+	if len(before.rows) != len(after.rows) {
+		c.violation("%s on h%d changed the registry's rows (%d, then %d)", what, ho.i, len(before.rows), len(after.rows))
+		return
+	}
+	for i := range before.rows {
+		a, b := before.rows[i], after.rows[i]
+		if a.Name != b.Name || a.Owner != b.Owner || a.State != b.State || a.Reserved != b.Reserved || a.Session != b.Session {
+			c.violation("%s on h%d changed the registry's row of %s: %+v, then %+v", what, ho.i, a.Name, a, b)
+		}
+	}
+}
+
+// volatile files change while other processes of the host run (the
+// counter, the mark): a bad call's own change is caught by the rows and
+// by the files it must not create.
+func volatile(p string) bool {
+	return len(p) > 0 && (hasSuffix(p, "/counter") || hasSuffix(p, ".mark"))
+}
+
+func hasSuffix(s, suf string) bool { return len(s) >= len(suf) && s[len(s)-len(suf):] == suf }
+
+// released checks a Release (4: reported done means applied; reported
+// failed without an unknown outcome means nothing changed).
+func (c *checker) released(ho *host, final uint64, err error, before state) {
+	row, ok := c.w.mem.Row(ho.cfg.Name)
+	switch {
+	case err == nil:
+		ho.released = true
+		if ho.cfg.Registry && (!ok || row.State != snapid.StateReleased || row.Reserved != final) {
+			c.violation("Release of %s on h%d reported done (final %d) but the registry shows %+v", ho.cfg.Name, ho.i, final, row)
+		}
+		if final < c.high[ho.cfg.Name] {
+			c.violation("Release of %s on h%d recorded %d, below %d, which was handed out", ho.cfg.Name, ho.i, final, c.high[ho.cfg.Name])
+		}
+	case errors.Is(err, snapid.ErrRegistry):
+		// Outcome unknown: the release is recorded on the host first, so
+		// the host must not issue again until reclaimed (checked by the
+		// ids).
+		ho.released = true
+		ho.exempt = "its release's outcome is unknown"
+	default:
+		if ho.cfg.Registry && ok && row.State == snapid.StateReleased {
+			var was snapid.Holder
+			for _, r := range before.rows {
+				if r.Name == ho.cfg.Name {
+					was = r
+				}
+			}
+			if was.State != snapid.StateReleased {
+				c.violation("Release of %s on h%d failed (%v) but the registry shows it released", ho.cfg.Name, ho.i, err)
+			}
+		}
+		if _, statErr := os.Stat(ho.counter + ".released"); statErr == nil {
+			ho.released = true
+			ho.exempt = "its release failed after being recorded on the host"
+		}
+	}
+}
+
+// forceReleased checks a ForceRelease.
+func (c *checker) forceReleased(ho *host, final uint64, err error) {
+	if err != nil {
+		return
+	}
+	row, ok := c.w.mem.Row(ho.cfg.Name)
+	if !ok || row.State != snapid.StateReleased || row.Reserved != final {
+		c.violation("ForceRelease of %s reported done (final %d) but the registry shows %+v", ho.cfg.Name, final, row)
+	}
+	if final < c.high[ho.cfg.Name] {
+		c.violation("ForceRelease of %s recorded %d, below %d, which was handed out", ho.cfg.Name, final, c.high[ho.cfg.Name])
+	}
+}
+
+// live checks liveness (8): with every fault stopped, a host nothing was
+// done to, which still holds its name, opens and issues within a few
+// tries.
+func (c *checker) live(ho *host) {
+	if ho.exempt != "" || ho.released {
+		return
+	}
+	if ho.cfg.Registry {
+		owner, err := snapid.OwnerToken(ho.counter)
+		row, ok := c.w.mem.Row(ho.cfg.Name)
+		if err != nil || !ok || row.Owner != owner || row.State != snapid.StateActive {
+			return // it never claimed its name, or lost it
+		}
+	}
+	var last error
+	for range 3 {
+		if err := c.w.open(ho, 0); err != nil {
+			last = err
+			continue
+		}
+		id, err := ho.procs[0].UniqueIDContext(c.w.opCtx())
+		if err != nil {
+			last = err
+			continue
+		}
+		parsed, err := snapid.ParseID(id)
+		if err != nil {
+			c.violation("liveness: h%d returned %q: %v", ho.i, id, err)
+			return
+		}
+		c.issued(ho, 0, parsed.Name, parsed.Number, 1)
+		return
+	}
+	c.violation("liveness: with every fault stopped, h%d (%s) cannot issue: %v", ho.i, ho.cfg.Name, last)
+}

@@ -1,0 +1,330 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	"github.com/snapid/snapid/internal/statefile"
+	"golang.org/x/sys/unix"
+)
+
+// disk is one simulated host's storage: the real files in a directory of
+// their own (on tmpfs when there is one), and beside them what a power cut
+// would leave. It is both seams of the library (the counter and lease
+// files' I/O, and the file-system layer), so it sees every write, fsync,
+// link, rename, removal and directory sync the library makes there.
+//
+// What survives a power cut is kept the way a journalling file system
+// keeps it: a file's content is durable as of its last fsync (by inode),
+// a directory's entries as of its last directory fsync (name to inode).
+// In forget mode a cut puts every file and directory back to exactly
+// that; in keep-some mode each file's content and each name independently
+// either survives as it is now or goes back (the page cache flushed some
+// of it, as it does). Directories themselves are never lost (the
+// simulator makes them before the history starts, except the bindings
+// directory, whose levels the library syncs into their parents).
+//
+// Faults are armed by the history: the n-th next write, fsync, directory
+// sync, link or rename on this host fails (EIO or ENOSPC) without doing
+// anything. A failed fsync makes nothing durable (as on Linux, the data
+// stays visible until a cut).
+type disk struct {
+	root string
+
+	mu      sync.Mutex
+	content map[uint64][]byte            // inode → content as of its last fsync
+	entries map[string]map[string]uint64 // directory → name → inode, as of its last directory sync
+	fault   *diskFault                   // armed fault, if any
+	writes  int                          // operations seen (for arming faults)
+	syncs   int                          // successful fsyncs of files and directories
+	faults  int                          // faults that fired
+}
+
+// diskFault fails the after-th next operation of kind op ("write",
+// "sync", "syncdir", "link", "rename"; "" any of them) with err.
+type diskFault struct {
+	op    string
+	after int
+	err   error
+}
+
+func newDisk(root string) *disk {
+	return &disk{root: root, content: map[uint64][]byte{}, entries: map[string]map[string]uint64{}}
+}
+
+// arm makes the after-th next operation of kind op fail with err.
+func (d *disk) arm(op string, after int, err error) {
+	d.mu.Lock()
+	d.fault = &diskFault{op: op, after: after, err: err}
+	d.mu.Unlock()
+}
+
+// disarm clears an armed fault that has not fired.
+func (d *disk) disarm() {
+	d.mu.Lock()
+	d.fault = nil
+	d.mu.Unlock()
+}
+
+// hit reports whether an operation of kind op fails now, and with what.
+func (d *disk) hit(op string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.writes++
+	f := d.fault
+	if f == nil || (f.op != "" && f.op != op) {
+		return nil
+	}
+	if f.after > 0 {
+		f.after--
+		return nil
+	}
+	d.fault = nil
+	d.faults++
+	return f.err
+}
+
+// ReadAt, WriteAt and Sync are the counter and lease files' I/O.
+
+func (d *disk) ReadAt(f *os.File, b []byte, off int64) (int, error) {
+	n, err := unix.Pread(int(f.Fd()), b, off)
+	if err == nil && n < len(b) {
+		return n, io.EOF
+	}
+	return n, err
+}
+
+func (d *disk) WriteAt(f *os.File, b []byte, off int64) (int, error) {
+	if err := d.hit("write"); err != nil {
+		return 0, &fs.PathError{Op: "write", Path: f.Name(), Err: err}
+	}
+	return unix.Pwrite(int(f.Fd()), b, off)
+}
+
+func (d *disk) Sync(f *os.File) error {
+	if err := d.hit("sync"); err != nil {
+		return &fs.PathError{Op: "sync", Path: f.Name(), Err: err}
+	}
+	return d.keep(int(f.Fd()))
+}
+
+// keep records the file open at fd as durable as it is now.
+func (d *disk) keep(fd int) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	// Read through /proc: the descriptor may be write-only (a new
+	// temporary file).
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/fd/%d", fd))
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.content[st.Ino] = b
+	d.syncs++
+	d.mu.Unlock()
+	return nil
+}
+
+// SyncFile, Link, Rename, Remove and SyncDir are the file-system layer.
+
+func (d *disk) SyncFile(f *os.File) error {
+	if err := d.hit("sync"); err != nil {
+		return &fs.PathError{Op: "sync", Path: f.Name(), Err: err}
+	}
+	return d.keep(int(f.Fd()))
+}
+
+func (d *disk) Link(oldname, newname string) error {
+	if err := d.hit("link"); err != nil {
+		return &os.LinkError{Op: "link", Old: oldname, New: newname, Err: err}
+	}
+	return os.Link(oldname, newname)
+}
+
+func (d *disk) Rename(oldname, newname string) error {
+	if err := d.hit("rename"); err != nil {
+		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: err}
+	}
+	return os.Rename(oldname, newname)
+}
+
+func (d *disk) Remove(name string) error { return os.Remove(name) }
+
+func (d *disk) SyncDir(dir string) error {
+	if err := d.hit("syncdir"); err != nil {
+		return &fs.PathError{Op: "sync", Path: dir, Err: err}
+	}
+	ents, err := listDir(filepath.Clean(dir))
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.entries[filepath.Clean(dir)] = ents
+	d.syncs++
+	d.mu.Unlock()
+	return nil
+}
+
+// Check fails links and renames made under a statefile.Dir (bindings).
+func (d *disk) Check(op, path, to string) error {
+	switch op {
+	case "link", "rename":
+		if err := d.hit(op); err != nil {
+			return &fs.PathError{Op: op, Path: path, Err: err}
+		}
+	}
+	return nil
+}
+
+var _ statefile.FS = (*disk)(nil)
+var _ statefile.Checker = (*disk)(nil)
+
+// listDir returns the names in dir (directories left out) and their
+// inodes.
+func listDir(dir string) (map[string]uint64, error) {
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]uint64, len(des))
+	for _, de := range des {
+		if de.IsDir() {
+			continue
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(dir, de.Name()), &st); err == nil {
+			m[de.Name()] = st.Ino
+		}
+	}
+	return m, nil
+}
+
+// settle records everything under the root as durable as it is now: the
+// state after the simulator made the host, and after a cut (whatever
+// survived is what the next boot finds, on disk).
+func (d *disk) settle() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.content = map[uint64][]byte{}
+	d.entries = map[string]map[string]uint64{}
+	return filepath.WalkDir(d.root, func(p string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !de.IsDir() {
+			return nil
+		}
+		ents, err := listDir(p)
+		if err != nil {
+			return err
+		}
+		d.entries[p] = ents
+		for name, ino := range ents {
+			b, err := os.ReadFile(filepath.Join(p, name))
+			if err != nil {
+				return err
+			}
+			d.content[ino] = b
+		}
+		return nil
+	})
+}
+
+// powerCut puts the host's files back to what a power cut leaves (see
+// disk); every process of the host must be gone already. keepSome: each
+// file's content and each name survive as they are now with probability
+// 1/2 (drawn from rng), instead of all going back.
+func (d *disk) powerCut(rng *rand.Rand, keepSome bool) error {
+	d.mu.Lock()
+	entries, content := d.entries, d.content
+	d.fault = nil
+	d.mu.Unlock()
+	var dirs []string
+	if err := filepath.WalkDir(d.root, func(p string, de fs.DirEntry, err error) error {
+		if err == nil && de.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	sort.Strings(dirs)
+	keep := func() bool { return keepSome && rng.IntN(2) == 0 }
+	for _, dir := range dirs {
+		now, err := listDir(dir)
+		if err != nil {
+			return err
+		}
+		was := entries[dir]
+		names := make([]string, 0, len(now)+len(was))
+		for n := range now {
+			names = append(names, n)
+		}
+		for n := range was {
+			if _, ok := now[n]; !ok {
+				names = append(names, n)
+			}
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			p := filepath.Join(dir, n)
+			curIno, present := now[n]
+			oldIno, durable := was[n]
+			if keep() {
+				// The name stays as it is; its content may still go back.
+				if present && !keep() {
+					if err := rewrite(p, content[curIno]); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+			// The name goes back to its last directory sync.
+			if !durable {
+				if present {
+					if err := os.Remove(p); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+			var b []byte
+			if present && curIno == oldIno && keep() {
+				continue // same file, content kept as it is
+			}
+			b = content[oldIno]
+			if err := rewrite(p, b); err != nil {
+				return err
+			}
+		}
+	}
+	return d.settle()
+}
+
+// rewrite puts a file holding exactly b at p (a new inode: every process
+// is gone, so nothing holds the old one).
+func rewrite(p string, b []byte) error {
+	mode := os.FileMode(0o600)
+	if st, err := os.Lstat(p); err == nil {
+		mode = st.Mode().Perm()
+	}
+	tmp := p + ".cut"
+	if err := os.WriteFile(tmp, b, mode); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp, mode); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return fmt.Errorf("power cut: %w", err)
+	}
+	return nil
+}

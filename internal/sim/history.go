@@ -1,0 +1,246 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// A History is what one seed makes: the hosts at the start and the
+// steps, operations and faults, run one at a time. It is made whole
+// before it runs, so that a shorter history (a shrunk one) runs the same
+// steps without drawing anything again.
+type History struct {
+	Seed  uint64
+	Hosts []HostConfig
+	Steps []Step
+}
+
+// HostConfig is one simulated host at the start of a history.
+type HostConfig struct {
+	Name     string // node name
+	Registry bool   // claims its name in the registry
+	Sync     bool
+	Block    uint64 // 0: strict mode
+	Shards   bool   // CPU shards (block mode only)
+	Procs    int    // processes (Generators on the host's counter)
+}
+
+func (c HostConfig) String() string {
+	mode := "strict"
+	if c.Block > 0 {
+		mode = fmt.Sprintf("block %d", c.Block)
+		if c.Shards {
+			mode += "+cpushards"
+		}
+	}
+	reg := "standalone"
+	if c.Registry {
+		reg = "registry"
+	}
+	sync := "sync on"
+	if !c.Sync {
+		sync = "sync off"
+	}
+	return fmt.Sprintf("%s: %s, %s, %s, %d processes", c.Name, reg, mode, sync, c.Procs)
+}
+
+// Kind is what a step does.
+type Kind int
+
+const (
+	KOpen      Kind = iota // process opens its Generator (OpenContext)
+	KNext                  // NextNContext(N) (N 1: UniqueIDContext); Cancelled: with a context already ended
+	KClose                 // Close
+	KCrash                 // the process is killed
+	KPowerCut              // every process of the host is killed, then the power is cut (Keep: keep-some)
+	KRelease               // every process of the host closes, then Release
+	KForce                 // ForceRelease of the host's name by an operator (Next: the floor it is given)
+	KTakeover              // a new host takes the host's name over (WithTakeover(N))
+	KReclaim               // the host reopens its released name (WithReclaim)
+	KBackup                // the host's files are copied aside
+	KRestore               // every process of the host is killed; its files are put back from the copy
+	KClone                 // a new host with a copy of the host's files (same owner token) on another machine
+	KCorrupt               // a byte of the counter is changed while no process runs (Arg: which file)
+	KClock                 // the clock moves by D (negative: back)
+	KRegFault              // the N-th next registry change (Arg: of which kind) fails, applied or not
+	KRegDown               // the registry is down (Keep: true) or up
+	KDiskFault             // the N-th next file operation (Arg: of which kind) on the host fails with Errno
+	KBadInput              // a call with bad input (Arg: which); nothing may change
+)
+
+var kindNames = [...]string{"open", "next", "close", "crash", "power-cut", "release", "force-release", "takeover",
+	"reclaim", "backup", "restore", "clone", "corrupt", "clock", "registry-fault", "registry-down", "disk-fault", "bad-input"}
+
+func (k Kind) String() string { return kindNames[k] }
+
+// Step is one operation or fault.
+type Step struct {
+	Kind      Kind
+	Host      int
+	Proc      int
+	N         uint64
+	D         time.Duration
+	Arg       string
+	Keep      bool
+	Applied   bool
+	Cancelled bool
+	Errno     syscall.Errno
+}
+
+func (s Step) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s h%d", s.Kind, s.Host)
+	switch s.Kind {
+	case KOpen, KClose, KCrash:
+		fmt.Fprintf(&b, "/p%d", s.Proc)
+	case KNext:
+		fmt.Fprintf(&b, "/p%d n=%d", s.Proc, s.N)
+		if s.Cancelled {
+			b.WriteString(" (context ended)")
+		}
+	case KPowerCut:
+		if s.Keep {
+			b.WriteString(" keep-some")
+		} else {
+			b.WriteString(" forget-all")
+		}
+	case KForce, KTakeover:
+		fmt.Fprintf(&b, " floor=%d", s.N)
+	case KCorrupt, KBadInput:
+		fmt.Fprintf(&b, " %s", s.Arg)
+	case KClock:
+		fmt.Fprintf(&b, " %+v", s.D)
+	case KRegFault:
+		fmt.Fprintf(&b, " %s after %d, applied=%v", orAny(s.Arg), s.N, s.Applied)
+	case KRegDown:
+		fmt.Fprintf(&b, " down=%v", s.Keep)
+	case KDiskFault:
+		fmt.Fprintf(&b, " %s after %d: %v", orAny(s.Arg), s.N, s.Errno)
+	}
+	return b.String()
+}
+
+func orAny(s string) string {
+	if s == "" {
+		return "any"
+	}
+	return s
+}
+
+func (h History) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d\n", h.Seed)
+	for i, c := range h.Hosts {
+		fmt.Fprintf(&b, "  host h%d %s\n", i, c)
+	}
+	for i, s := range h.Steps {
+		fmt.Fprintf(&b, "  %3d %s\n", i, s)
+	}
+	return b.String()
+}
+
+// Generate makes the history of seed with about steps steps.
+func Generate(seed uint64, steps int) History {
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	h := History{Seed: seed}
+	nh := 1 + rng.IntN(3)
+	for i := range nh {
+		c := HostConfig{
+			Name:     fmt.Sprintf("n%d", i),
+			Registry: rng.IntN(4) != 0,
+			Sync:     rng.IntN(4) != 0,
+			Procs:    1 + rng.IntN(3),
+		}
+		switch rng.IntN(3) {
+		case 1:
+			c.Block = 1 + uint64(rng.IntN(64))
+		case 2:
+			c.Block = 1 + uint64(rng.IntN(64))
+			c.Shards = true
+		}
+		if !c.Registry {
+			c.Name = fmt.Sprintf("solo%d", i)
+		}
+		h.Hosts = append(h.Hosts, c)
+	}
+	hosts := nh // hosts that exist at this point of the history (clones and take-overs add some)
+	errnos := []syscall.Errno{syscall.EIO, syscall.ENOSPC}
+	for range steps {
+		s := Step{Host: rng.IntN(hosts)}
+		s.Proc = rng.IntN(3)
+		r := rng.IntN(100)
+		switch {
+		case r < 12:
+			s.Kind = KOpen
+		case r < 58:
+			s.Kind = KNext
+			s.N = 1
+			if rng.IntN(4) == 0 {
+				s.N = 1 + uint64(rng.IntN(200))
+			}
+			s.Cancelled = rng.IntN(40) == 0
+		case r < 63:
+			s.Kind = KClose
+		case r < 68:
+			s.Kind = KCrash
+		case r < 71:
+			s.Kind = KPowerCut
+			s.Keep = rng.IntN(2) == 0
+		case r < 73:
+			s.Kind = KRelease
+		case r < 74:
+			s.Kind = KForce
+			s.N = uint64(rng.IntN(3)) * 1000
+		case r < 75:
+			if hosts < 8 {
+				s.Kind = KTakeover
+				s.N = uint64(rng.IntN(3)) * 500
+				hosts++
+			} else {
+				s.Kind = KClock
+				s.D = time.Minute
+			}
+		case r < 76:
+			s.Kind = KReclaim
+		case r < 78:
+			s.Kind = KBackup
+		case r < 80:
+			s.Kind = KRestore
+		case r < 81:
+			if hosts < 8 {
+				s.Kind = KClone
+				hosts++
+			} else {
+				s.Kind = KClock
+				s.D = time.Minute
+			}
+		case r < 82:
+			s.Kind = KCorrupt
+			s.Arg = []string{"counter", "mark", "session", "owner"}[rng.IntN(4)]
+		case r < 87:
+			s.Kind = KClock
+			s.D = []time.Duration{time.Second, time.Minute, 10 * time.Minute, 3 * time.Hour, -time.Minute, -time.Hour}[rng.IntN(6)]
+		case r < 91:
+			s.Kind = KRegFault
+			s.Arg = []string{"", "claim", "extend", "touch", "release"}[rng.IntN(5)]
+			s.N = uint64(rng.IntN(3))
+			s.Applied = rng.IntN(2) == 0
+		case r < 93:
+			s.Kind = KRegDown
+			s.Keep = rng.IntN(2) == 0
+		case r < 97:
+			s.Kind = KDiskFault
+			s.Arg = []string{"", "write", "sync", "syncdir", "link", "rename"}[rng.IntN(6)]
+			s.N = uint64(rng.IntN(4))
+			s.Errno = errnos[rng.IntN(len(errnos))]
+		default:
+			s.Kind = KBadInput
+			s.Arg = []string{"name", "counter-dir", "takeover-max", "block-0", "next-0"}[rng.IntN(5)]
+		}
+		h.Steps = append(h.Steps, s)
+	}
+	return h
+}

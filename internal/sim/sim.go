@@ -1,0 +1,84 @@
+package sim
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"time"
+)
+
+// Result is what running one history showed.
+type Result struct {
+	Ops        int      // operations run (steps, and each number of a NextN beyond the first)
+	Faults     int      // faults that fired (disk, registry, power cuts, crashes)
+	Violations []string // guarantees broken, in the order found
+}
+
+// Run runs h in a new directory under base and checks it.
+func Run(h History, base string) (Result, error) {
+	dir, err := os.MkdirTemp(base, fmt.Sprintf("sim-%d-", h.Seed))
+	if err != nil {
+		return Result{}, err
+	}
+	defer os.RemoveAll(dir)
+	goroutines, fds := runtime.NumGoroutine(), openFDs()
+	w, err := newWorld(h, dir)
+	if err != nil {
+		return Result{}, err
+	}
+	w.run()
+	res := Result{Ops: w.ops, Violations: w.check.violations}
+	res.Faults = w.reg.fired
+	for _, ho := range w.hosts {
+		res.Faults += ho.disk.faults
+	}
+	for _, s := range h.Steps {
+		if s.Kind == KCrash || s.Kind == KPowerCut || s.Kind == KRestore || s.Kind == KCorrupt {
+			res.Faults++
+		}
+	}
+	// 7: after every Close, no goroutine or descriptor is left.
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		g, f := runtime.NumGoroutine(), openFDs()
+		if g <= goroutines && f <= fds {
+			break
+		}
+		if time.Now().After(deadline) {
+			res.Violations = append(res.Violations, fmt.Sprintf("after every process closed: %d goroutines (%d before), %d descriptors (%d before)", g, goroutines, f, fds))
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return res, nil
+}
+
+// openFDs counts this process's open descriptors.
+func openFDs() int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return 0
+	}
+	return len(ents)
+}
+
+// Shrink returns a shorter history of h that still breaks a guarantee
+// (steps removed in chunks, then one at a time, while it still fails),
+// and the result of running it. fails runs a history and reports whether
+// it still fails; it is called at most budget times.
+func Shrink(h History, budget int, fails func(History) bool) History {
+	cur := h
+	for chunk := len(cur.Steps) / 2; chunk >= 1 && budget > 0; chunk /= 2 {
+		for i := 0; i+chunk <= len(cur.Steps) && budget > 0; {
+			try := cur
+			try.Steps = append(append([]Step{}, cur.Steps[:i]...), cur.Steps[i+chunk:]...)
+			budget--
+			if fails(try) {
+				cur = try
+				continue
+			}
+			i += chunk
+		}
+	}
+	return cur
+}

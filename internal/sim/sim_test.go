@@ -1,0 +1,112 @@
+package sim
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// Environment:
+//
+//	SNAPID_SIM_SEED=N        run that one history (and its shrunk form, if it fails), printing it
+//	SNAPID_SIM_HISTORIES=N   how many histories (default 10000)
+//	SNAPID_SIM_DURATION=D    run histories for D instead (a soak: make soak)
+//	SNAPID_SIM_STEPS=N       steps per history (default 100)
+//	SNAPID_SIM_FIRST=N       the first seed (default 1; seeds are consecutive)
+func envInt(t *testing.T, k string, def int) int {
+	v := os.Getenv(k)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		t.Fatalf("%s=%q: want a number", k, v)
+	}
+	return n
+}
+
+// base is where the hosts' files go: tmpfs when there is one (the
+// simulator makes a power cut itself; real syncs only cost time).
+func base(t *testing.T) string {
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		d, err := os.MkdirTemp("/dev/shm", "snapid-sim-")
+		if err == nil {
+			t.Cleanup(func() { os.RemoveAll(d) })
+			return d
+		}
+	}
+	return t.TempDir()
+}
+
+// TestSimulation runs thousands of random histories (operations and
+// faults from a seed) against the real library and checks every
+// guarantee over each; a failure prints the seed, the shrunk history and
+// the command that replays it.
+func TestSimulation(t *testing.T) {
+	dir := base(t)
+	steps := envInt(t, "SNAPID_SIM_STEPS", 100)
+	if s := os.Getenv("SNAPID_SIM_SEED"); s != "" {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("SNAPID_SIM_SEED=%q: want a number", s)
+		}
+		replay(t, dir, Generate(seed, steps))
+		return
+	}
+	histories := envInt(t, "SNAPID_SIM_HISTORIES", 10000)
+	var until time.Time
+	if d := os.Getenv("SNAPID_SIM_DURATION"); d != "" {
+		dur, err := time.ParseDuration(d)
+		if err != nil {
+			t.Fatalf("SNAPID_SIM_DURATION=%q: %v", d, err)
+		}
+		until, histories = time.Now().Add(dur), int(^uint(0)>>1)
+	}
+	first := uint64(envInt(t, "SNAPID_SIM_FIRST", 1))
+	var runs, ops, faults, violations int
+	for i := 0; i < histories; i++ {
+		if !until.IsZero() && time.Now().After(until) {
+			break
+		}
+		h := Generate(first+uint64(i), steps)
+		res, err := Run(h, dir)
+		if err != nil {
+			t.Fatalf("seed %d: %v", h.Seed, err)
+		}
+		runs++
+		ops += res.Ops
+		faults += res.Faults
+		if len(res.Violations) > 0 {
+			violations += len(res.Violations)
+			report(t, dir, h, res)
+			break
+		}
+	}
+	fmt.Printf("sim: %d histories, %d operations, %d faults, %d violations\n", runs, ops, faults, violations)
+}
+
+// report prints a failing history shrunk, and how to replay it.
+func report(t *testing.T, dir string, h History, res Result) {
+	t.Helper()
+	small := Shrink(h, 400, func(try History) bool {
+		r, err := Run(try, dir)
+		return err == nil && len(r.Violations) > 0
+	})
+	sres, _ := Run(small, dir)
+	t.Errorf("seed %d broke a guarantee:\n  %s\nshrunk to %d of %d steps:\n%s(violations of the shrunk history: %q)\nreplay: SNAPID_SIM_SEED=%d go test -run TestSimulation -v ./internal/sim",
+		h.Seed, res.Violations[0], len(small.Steps), len(h.Steps), small, sres.Violations, h.Seed)
+}
+
+func replay(t *testing.T, dir string, h History) {
+	res, err := Run(h, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("history:\n%s", h)
+	fmt.Printf("sim: 1 histories, %d operations, %d faults, %d violations\n", res.Ops, res.Faults, len(res.Violations))
+	if len(res.Violations) > 0 {
+		report(t, dir, h, res)
+	}
+}

@@ -1,0 +1,532 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/seam"
+	"github.com/snapid/snapid/snapidtest"
+)
+
+// world runs one history against the real library: every host a
+// directory of its own with its own disk (seams) and bindings, every
+// process a Generator opened on the host's counter, one in-memory
+// registry with faults for all, one clock.
+type world struct {
+	h     History
+	dir   string
+	mem   *snapidtest.Registry
+	reg   *faultyRegistry
+	clock *clock
+	rng   *rand.Rand
+	log   *slog.Logger
+	hosts []*host
+	check *checker
+	step  int // index of the step running
+	ops   int // operations run (steps, and each number of a NextN)
+}
+
+type host struct {
+	i        int
+	cfg      HostConfig
+	dir      string
+	counter  string
+	bindings string
+	disk     *disk
+	info     snapid.HostInfo
+	procs    [3]*snapid.Generator
+	backup   map[string][]byte
+	// exempt: something done to this host (its files corrupted, restored
+	// or cloned, its name released, forced or taken over) may rightly
+	// keep it from issuing again; liveness is not asked of it.
+	exempt string
+	// released: its name was released on this host (Release reported
+	// done); it issues again only when reclaimed.
+	released bool
+	takeover uint64 // WithTakeover floor for its opens, if takeoverSet
+	takeSet  bool
+}
+
+// clock is the simulated clock of the registry and of the library's
+// registry side.
+type clock struct{ ns atomic.Int64 }
+
+func (c *clock) now() time.Time      { return time.Unix(0, c.ns.Load()) }
+func (c *clock) add(d time.Duration) { c.ns.Add(int64(d)) }
+func newClock() *clock {
+	c := &clock{}
+	c.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+func (w *world) opCtx() context.Context      { return context.Background() }
+func (w *world) hostOf(s Step) (*host, bool) { return w.host(s.Host) }
+
+func (w *world) host(i int) (*host, bool) {
+	if i < 0 || i >= len(w.hosts) {
+		return nil, false
+	}
+	return w.hosts[i], true
+}
+
+func newWorld(h History, dir string) (*world, error) {
+	w := &world{
+		h:     h,
+		dir:   dir,
+		mem:   snapidtest.NewRegistry(),
+		clock: newClock(),
+		rng:   rand.New(rand.NewPCG(h.Seed, 0x5eed)),
+		log:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	w.mem.SetClock(w.clock.now)
+	w.reg = newFaultyRegistry(w.mem)
+	w.check = newChecker(w)
+	for _, c := range h.Hosts {
+		if _, err := w.addHost(c); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// addHost makes a new host's directory (durable from the start).
+func (w *world) addHost(c HostConfig) (*host, error) {
+	i := len(w.hosts)
+	hd := filepath.Join(w.dir, fmt.Sprintf("h%d", i))
+	state := filepath.Join(hd, "state")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		return nil, err
+	}
+	ho := &host{
+		i: i, cfg: c, dir: hd,
+		counter:  filepath.Join(state, "counter"),
+		bindings: filepath.Join(hd, "names"),
+		disk:     newDisk(hd),
+		info:     snapid.HostInfo{Hostname: fmt.Sprintf("host%d", i), Address: fmt.Sprintf("10.0.0.%d", i+1), MachineID: fmt.Sprintf("machine-%d", i)},
+	}
+	if err := ho.disk.settle(); err != nil {
+		return nil, err
+	}
+	w.hosts = append(w.hosts, ho)
+	return ho, nil
+}
+
+// options are the Options of a process of ho.
+func (w *world) options(ho *host, extra ...snapid.Option) []snapid.Option {
+	o := []snapid.Option{
+		snapid.WithSync(ho.cfg.Sync),
+		snapid.WithBindingDir(ho.bindings),
+		snapid.WithLogger(w.log),
+		seam.WithIO(ho.disk).(snapid.Option),
+		seam.WithFS(ho.disk).(snapid.Option),
+	}
+	if ho.cfg.Block > 0 {
+		o = append(o, snapid.WithBlock(ho.cfg.Block), snapid.WithCPUShards(ho.cfg.Shards))
+	}
+	if ho.cfg.Registry {
+		o = append(o,
+			snapid.WithRegistry(w.reg),
+			snapid.WithHostInfo(ho.info),
+			seam.WithClock(w.clock.now).(snapid.Option),
+			// No heartbeat fires while a history runs (it would run on
+			// the real clock, at a moment no seed decides): liveness is
+			// decided by the simulated clock alone.
+			snapid.WithHeartbeat(time.Hour),
+			snapid.WithCloneWindow(3*time.Hour),
+			snapid.WithReserveStep(50),
+		)
+		if ho.takeSet {
+			o = append(o, snapid.WithTakeover(ho.takeover))
+		}
+	}
+	return append(o, extra...)
+}
+
+// crashAll kills every process of ho.
+func (w *world) crashAll(ho *host) {
+	for p, g := range ho.procs {
+		if g != nil {
+			_ = seam.Crash(g)
+			ho.procs[p] = nil
+		}
+	}
+}
+
+// closeAll closes every process of ho; a Close that fails is a crash.
+func (w *world) closeAll(ho *host) {
+	for p, g := range ho.procs {
+		if g != nil {
+			if err := g.Close(); err != nil {
+				_ = seam.Crash(g)
+			}
+			ho.procs[p] = nil
+		}
+	}
+}
+
+func (w *world) running(ho *host) bool {
+	for _, g := range ho.procs {
+		if g != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// open opens process p of ho if it is not open.
+func (w *world) open(ho *host, p int, extra ...snapid.Option) error {
+	if ho.procs[p] != nil {
+		return nil
+	}
+	g, err := snapid.OpenContext(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho, extra...)...)
+	if err != nil {
+		return err
+	}
+	ho.procs[p] = g
+	return nil
+}
+
+// run runs every step, then the end-of-history checks.
+func (w *world) run() {
+	for i, s := range w.h.Steps {
+		w.step = i
+		w.do(s)
+		w.ops++
+		w.settle()
+		w.check.afterStep(s)
+	}
+	w.step = len(w.h.Steps)
+	w.finish()
+}
+
+// settle waits for every background extension to end.
+func (w *world) settle() {
+	for _, ho := range w.hosts {
+		for _, g := range ho.procs {
+			if g != nil {
+				seam.Settle(g)
+			}
+		}
+	}
+}
+
+func (w *world) do(s Step) {
+	ho, ok := w.hostOf(s)
+	if !ok {
+		return
+	}
+	switch s.Kind {
+	case KOpen:
+		if ho.released {
+			return
+		}
+		_ = w.open(ho, s.Proc)
+	case KNext:
+		g := ho.procs[s.Proc]
+		if g == nil {
+			return
+		}
+		ctx := w.opCtx()
+		if s.Cancelled {
+			c, cancel := context.WithCancel(ctx)
+			cancel()
+			ctx = c
+		}
+		if s.N == 1 {
+			id, err := g.UniqueIDContext(ctx)
+			if err == nil {
+				parsed, perr := snapid.ParseID(id)
+				if perr != nil {
+					w.check.violation("an id that does not parse: %q: %v", id, perr)
+					return
+				}
+				w.check.issued(ho, s.Proc, parsed.Name, parsed.Number, 1)
+			} else if s.Cancelled {
+				w.check.counterUnchangedAfterCancel(ho)
+			}
+			return
+		}
+		first, err := g.NextNContext(ctx, s.N)
+		if err == nil {
+			w.ops += int(s.N) - 1
+			w.check.issued(ho, s.Proc, ho.cfg.Name, first, s.N)
+		}
+	case KClose:
+		if g := ho.procs[s.Proc]; g != nil {
+			_ = g.Close()
+			ho.procs[s.Proc] = nil
+		}
+	case KCrash:
+		if g := ho.procs[s.Proc]; g != nil {
+			_ = seam.Crash(g)
+			ho.procs[s.Proc] = nil
+		}
+	case KPowerCut:
+		w.crashAll(ho)
+		if !ho.cfg.Sync && !ho.cfg.Registry {
+			// Without sync and without a registry, numbers after a power
+			// cut repeat by design (SPEC §4, guarantee 2): a crash only.
+			return
+		}
+		if err := ho.disk.powerCut(w.rng, s.Keep); err != nil {
+			w.check.violation("power cut on h%d: %v", ho.i, err)
+		}
+	case KRelease:
+		w.closeAll(ho)
+		before := w.check.snapshot(ho)
+		final, err := snapid.Release(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho)...)
+		w.check.released(ho, final, err, before)
+	case KForce:
+		if !ho.cfg.Registry {
+			return
+		}
+		final, err := snapid.ForceRelease(w.opCtx(), w.reg, ho.cfg.Name, s.N)
+		w.check.forceReleased(ho, final, err)
+		if err == nil || errors.Is(err, snapid.ErrRegistry) {
+			w.exempt(ho.cfg.Name, "its name was force-released")
+		}
+	case KTakeover:
+		if !ho.cfg.Registry {
+			return
+		}
+		c := ho.cfg
+		nh, err := w.addHost(c)
+		if err != nil {
+			w.check.violation("take-over: %v", err)
+			return
+		}
+		nh.takeover, nh.takeSet = s.N, true
+		w.exempt(c.Name, "its name was taken over")
+		nh.exempt = ""
+		_ = w.open(nh, 0)
+	case KReclaim:
+		if !ho.cfg.Registry || w.running(ho) {
+			return
+		}
+		if err := w.open(ho, s.Proc, snapid.WithReclaim()); err == nil {
+			ho.released = false
+		}
+	case KBackup:
+		b, err := readTree(ho.dir)
+		if err != nil {
+			w.check.violation("backup of h%d: %v", ho.i, err)
+			return
+		}
+		ho.backup = b
+	case KRestore:
+		if ho.backup == nil || !ho.cfg.Registry {
+			// Without a registry a counter restored from an earlier copy
+			// while nothing runs repeats by design (SPEC §5).
+			return
+		}
+		w.crashAll(ho)
+		if err := writeTree(ho.dir, ho.backup); err != nil {
+			w.check.violation("restore of h%d: %v", ho.i, err)
+			return
+		}
+		if err := ho.disk.settle(); err != nil {
+			w.check.violation("restore of h%d: %v", ho.i, err)
+		}
+		ho.exempt = "its files were restored from a copy"
+		ho.released = false
+	case KClone:
+		if !ho.cfg.Registry {
+			return
+		}
+		files, err := readTree(ho.dir)
+		if err != nil {
+			w.check.violation("clone of h%d: %v", ho.i, err)
+			return
+		}
+		nh, err := w.addHost(ho.cfg)
+		if err == nil {
+			err = writeTree(nh.dir, rebase(files, ho.dir, nh.dir))
+		}
+		if err == nil {
+			err = nh.disk.settle()
+		}
+		if err != nil {
+			w.check.violation("clone of h%d: %v", ho.i, err)
+			return
+		}
+		ho.exempt = "it was cloned"
+		nh.exempt = "it is a clone"
+		nh.released = ho.released
+	case KCorrupt:
+		if w.running(ho) {
+			return
+		}
+		w.corrupt(ho, s.Arg)
+	case KClock:
+		w.clock.add(s.D)
+	case KRegFault:
+		w.reg.arm(regFault{op: s.Arg, after: int(s.N), applied: s.Applied})
+	case KRegDown:
+		w.mem.SetDown(s.Keep)
+	case KDiskFault:
+		ho.disk.arm(s.Arg, int(s.N), s.Errno)
+	case KBadInput:
+		w.badInput(ho, s)
+	}
+}
+
+// exempt marks every host using name as one that may rightly stop.
+func (w *world) exempt(name, why string) {
+	for _, ho := range w.hosts {
+		if ho.cfg.Name == name {
+			ho.exempt = why
+		}
+	}
+}
+
+// corrupt damages one file of ho (no process runs).
+func (w *world) corrupt(ho *host, which string) {
+	var p string
+	switch which {
+	case "counter":
+		p = ho.counter
+	case "mark":
+		p = ho.counter + ".mark"
+	case "session":
+		p = ho.counter + ".session"
+	case "owner":
+		p = ho.counter + ".owner"
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return // not made yet
+	}
+	switch {
+	case which == "counter":
+		b = b[:len(b)/2] // torn: a counter that cannot be read
+	case len(b) > 0:
+		b[len(b)/2] ^= 0x5a
+	default:
+		b = []byte("garbage")
+	}
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		w.check.violation("corrupt %s: %v", p, err)
+	}
+	_ = ho.disk.settle()
+	ho.exempt = "its " + which + " file was corrupted"
+}
+
+// badInput makes a call that must fail and change nothing.
+func (w *world) badInput(ho *host, s Step) {
+	before := w.check.snapshot(ho)
+	var err error
+	switch s.Arg {
+	case "name":
+		var g *snapid.Generator
+		g, err = snapid.OpenContext(w.opCtx(), ho.counter, "-bad name", w.options(ho)...)
+		if err == nil {
+			_ = g.Close()
+		}
+	case "counter-dir":
+		var g *snapid.Generator
+		g, err = snapid.OpenContext(w.opCtx(), filepath.Join(ho.dir, "missing", "counter"), ho.cfg.Name, w.options(ho)...)
+		if err == nil {
+			_ = g.Close()
+		}
+	case "takeover-max":
+		var g *snapid.Generator
+		g, err = snapid.OpenContext(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho, snapid.WithTakeover(snapid.MaxNumber))...)
+		if err == nil {
+			_ = g.Close()
+		}
+	case "block-0":
+		var g *snapid.Generator
+		g, err = snapid.OpenContext(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho, snapid.WithBlock(0))...)
+		if err == nil {
+			_ = g.Close()
+		}
+	case "next-0":
+		g := ho.procs[s.Proc]
+		if g == nil {
+			return
+		}
+		_, err = g.NextNContext(w.opCtx(), 0)
+	}
+	if err == nil {
+		w.check.violation("bad input %q was accepted on h%d", s.Arg, ho.i)
+		return
+	}
+	w.check.unchanged(ho, before, "bad input "+s.Arg)
+}
+
+// finish stops the faults, asks every host that may issue to issue once
+// more (liveness), closes everything, and checks that nothing is left
+// behind.
+func (w *world) finish() {
+	w.reg.disarm()
+	w.mem.SetDown(false)
+	for _, ho := range w.hosts {
+		ho.disk.disarm()
+	}
+	for _, ho := range w.hosts {
+		w.closeAll(ho)
+	}
+	for _, ho := range w.hosts {
+		w.check.live(ho)
+	}
+	for _, ho := range w.hosts {
+		w.closeAll(ho)
+	}
+}
+
+// readTree reads every regular file under dir.
+func readTree(dir string) (map[string][]byte, error) {
+	files := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
+		if err != nil || !de.Type().IsRegular() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		files[p] = b
+		return err
+	})
+	return files, err
+}
+
+// writeTree makes dir hold exactly files (directories are kept).
+func writeTree(dir string, files map[string][]byte) error {
+	if err := filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
+		if err != nil || de.IsDir() {
+			return err
+		}
+		if _, ok := files[p]; !ok {
+			return os.Remove(p)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	for p, b := range files {
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return err
+		}
+		if err := rewrite(p, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rebase moves the paths of files from under from to under to.
+func rebase(files map[string][]byte, from, to string) map[string][]byte {
+	out := make(map[string][]byte, len(files))
+	for p, b := range files {
+		rel, _ := filepath.Rel(from, p)
+		out[filepath.Join(to, rel)] = b
+	}
+	return out
+}

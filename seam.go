@@ -1,0 +1,68 @@
+package snapid
+
+import (
+	"runtime"
+	"time"
+
+	"github.com/snapid/snapid/internal/seam"
+	"github.com/snapid/snapid/internal/statefile"
+)
+
+// The simulator's way in (see package internal/seam).
+func init() {
+	seam.WithIO = func(x seam.FileIO) any { return withIO(x) }
+	seam.WithFS = func(f statefile.FS) any { return withFS(f) }
+	seam.WithClock = func(now func() time.Time) any { return withClock(now) }
+	seam.Crash = func(g any) error { return crash(g.(*Generator)) }
+	seam.Settle = func(g any) {
+		gen := g.(*Generator)
+		for gen.res != nil && gen.res.extending.Load() {
+			runtime.Gosched()
+			time.Sleep(10 * time.Microsecond)
+		}
+	}
+}
+
+// crash abandons g as a killed process would: its locks and descriptors
+// go away (its Sequences' lease files too), but nothing is written and
+// nothing is returned to the registry.
+func crash(g *Generator) error {
+	g.closed.Store(true)
+	if g.block != nil {
+		g.block.close()
+	}
+	g.seqMu.Lock()
+	seqs := append([]*Sequence(nil), g.seqs...)
+	g.seqMu.Unlock()
+	for _, s := range seqs {
+		s.crash()
+	}
+	if g.res != nil {
+		g.res.cancel()
+		g.res.wg.Wait()
+		if err := g.res.host.close(); err != nil {
+			return err
+		}
+	}
+	return g.file.close()
+}
+
+// crash abandons s as a killed process would: its prefetch stops, its
+// locks and descriptors go away, and nothing is written or recorded in
+// the registry.
+func (s *Sequence) crash() {
+	if s.closed.Swap(true) {
+		return
+	}
+	s.alloc.close()
+	s.bgMu.Lock()
+	s.stopping = true
+	s.bgMu.Unlock()
+	s.wg.Wait()
+	s.g.removeSequence(s)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refill.Close()
+	s.fileClosed = true
+	_ = s.lf.c.close()
+}
