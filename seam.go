@@ -16,7 +16,20 @@ func init() {
 	seam.Crash = func(g any) error { return crash(g.(*Generator)) }
 	seam.Settle = func(g any) {
 		gen := g.(*Generator)
-		for gen.res != nil && gen.res.extending.Load() {
+		busy := func() bool {
+			if gen.res != nil && gen.res.extending.Load() {
+				return true
+			}
+			gen.seqMu.Lock()
+			defer gen.seqMu.Unlock()
+			for _, s := range gen.seqs {
+				if s.prefetching.Load() {
+					return true
+				}
+			}
+			return false
+		}
+		for busy() {
 			runtime.Gosched()
 			time.Sleep(10 * time.Microsecond)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/snapid/snapid"
 	"golang.org/x/sys/unix"
@@ -16,7 +17,16 @@ type checker struct {
 	w          *world
 	ids        map[idKey]string  // every id handed out, and where
 	high       map[string]uint64 // the highest number handed out per name
+	seqs       []*seqCheck
 	violations []string
+}
+
+// seqCheck is what a history showed of one sequence.
+type seqCheck struct {
+	cfg        SeqConfig
+	start, max uint64            // the bounds as last created
+	nums       map[uint64]string // every number handed out, and where
+	nextSeen   uint64            // the highest GLOBAL next seen
 }
 
 type idKey struct {
@@ -165,7 +175,7 @@ func (c *checker) unchanged(ho *host, before state, what string) {
 // counter, the mark): a bad call's own change is caught by the rows and
 // by the files it must not create.
 func volatile(p string) bool {
-	return len(p) > 0 && (hasSuffix(p, "/counter") || hasSuffix(p, ".mark"))
+	return hasSuffix(p, "/counter") || hasSuffix(p, ".mark") || strings.Contains(p, "/counter.seq.")
 }
 
 func hasSuffix(s, suf string) bool { return len(s) >= len(suf) && s[len(s)-len(suf):] == suf }
@@ -256,4 +266,57 @@ func (c *checker) live(ho *host) {
 		return
 	}
 	c.violation("liveness: with every fault stopped, h%d (%s) cannot issue: %v", ho.i, ho.cfg.Name, last)
+}
+
+// seqIssued records numbers [first, first+n-1] of sequence i handed out by
+// process p of ho, and checks them (2): none handed out before, none
+// below the start or above the max they were handed out under.
+func (c *checker) seqIssued(ho *host, p, i int, first, n uint64) {
+	sc := c.seqs[i]
+	if sc.nums == nil {
+		sc.nums = map[uint64]string{}
+	}
+	last := first + n - 1
+	if first == 0 || last < first {
+		c.violation("h%d/p%d handed out %d numbers of %s from %d", ho.i, p, n, sc.cfg.Name, first)
+		return
+	}
+	if first < sc.start || last > sc.max {
+		c.violation("h%d/p%d handed out %s numbers [%d, %d] outside [%d, %d]", ho.i, p, sc.cfg.Name, first, last, sc.start, sc.max)
+	}
+	where := fmt.Sprintf("h%d/p%d at step %d", ho.i, p, c.w.step)
+	for k := first; k <= last; k++ {
+		if prev, dup := sc.nums[k]; dup {
+			c.violation("%s number %d handed out twice: by %s and by %s", sc.cfg.Name, k, prev, where)
+			return
+		}
+		sc.nums[k] = where
+	}
+}
+
+// seqCreated checks a re-creation: a start raised once numbers were
+// handed out, or a max lowered below them, must be refused; what is
+// accepted bounds every number handed out afterwards.
+func (c *checker) seqCreated(i int, s Step, info snapid.SequenceInfo, err error) {
+	sc := c.seqs[i]
+	if err != nil {
+		return
+	}
+	var high uint64
+	for k := range sc.nums {
+		high = max(high, k)
+	}
+	if s.Start > sc.start && len(sc.nums) > 0 {
+		c.violation("%s created again with start %d (was %d) after %d numbers were handed out", sc.cfg.Name, s.Start, sc.start, len(sc.nums))
+	}
+	if s.Max != 0 && s.Max < high {
+		c.violation("%s created again with max %d below %d, which was handed out", sc.cfg.Name, s.Max, high)
+	}
+	if info.Max != 0 && s.Max == 0 && info.Max != sc.max {
+		c.violation("%s created again without a max: its max moved from %d to %d", sc.cfg.Name, sc.max, info.Max)
+	}
+	sc.start = max(sc.start, s.Start)
+	if s.Max != 0 {
+		sc.max = s.Max
+	}
 }

@@ -13,9 +13,23 @@ import (
 // before it runs, so that a shorter history (a shrunk one) runs the same
 // steps without drawing anything again.
 type History struct {
-	Seed  uint64
-	Hosts []HostConfig
-	Steps []Step
+	Seed      uint64
+	Hosts     []HostConfig
+	Sequences []SeqConfig
+	Steps     []Step
+}
+
+// SeqConfig is an integer sequence made before the history starts, and
+// how its processes take numbers from it.
+type SeqConfig struct {
+	Name       string
+	Start, Max uint64
+	Block      uint64 // SequenceBlock
+	Lease      uint64 // SequenceLeaseSize
+}
+
+func (c SeqConfig) String() string {
+	return fmt.Sprintf("%s: [%d, %d], block %d, lease %d", c.Name, c.Start, c.Max, c.Block, c.Lease)
 }
 
 // HostConfig is one simulated host at the start of a history.
@@ -69,10 +83,13 @@ const (
 	KRegDown               // the registry is down (Keep: true) or up
 	KDiskFault             // the N-th next file operation (Arg: of which kind) on the host fails with Errno
 	KBadInput              // a call with bad input (Arg: which); nothing may change
+	KSeqNext               // the process takes N numbers of sequence Seq (N 1: Next, else NextN)
+	KSeqCreate             // sequence Seq is created again with start Start and max Max (0: kept)
 )
 
 var kindNames = [...]string{"open", "next", "close", "crash", "power-cut", "release", "force-release", "takeover",
-	"reclaim", "backup", "restore", "clone", "corrupt", "clock", "registry-fault", "registry-down", "disk-fault", "bad-input"}
+	"reclaim", "backup", "restore", "clone", "corrupt", "clock", "registry-fault", "registry-down", "disk-fault", "bad-input",
+	"seq-next", "seq-create"}
 
 func (k Kind) String() string { return kindNames[k] }
 
@@ -88,6 +105,9 @@ type Step struct {
 	Applied   bool
 	Cancelled bool
 	Errno     syscall.Errno
+	Seq       int
+	Start     uint64
+	Max       uint64
 }
 
 func (s Step) String() string {
@@ -119,6 +139,13 @@ func (s Step) String() string {
 		fmt.Fprintf(&b, " down=%v", s.Keep)
 	case KDiskFault:
 		fmt.Fprintf(&b, " %s after %d: %v", orAny(s.Arg), s.N, s.Errno)
+	case KSeqNext:
+		fmt.Fprintf(&b, "/p%d s%d n=%d", s.Proc, s.Seq, s.N)
+		if s.Cancelled {
+			b.WriteString(" (context ended)")
+		}
+	case KSeqCreate:
+		fmt.Fprintf(&b, " s%d start=%d max=%d", s.Seq, s.Start, s.Max)
 	}
 	return b.String()
 }
@@ -135,6 +162,9 @@ func (h History) String() string {
 	fmt.Fprintf(&b, "seed %d\n", h.Seed)
 	for i, c := range h.Hosts {
 		fmt.Fprintf(&b, "  host h%d %s\n", i, c)
+	}
+	for i, c := range h.Sequences {
+		fmt.Fprintf(&b, "  sequence s%d %s\n", i, c)
 	}
 	for i, s := range h.Steps {
 		fmt.Fprintf(&b, "  %3d %s\n", i, s)
@@ -166,11 +196,45 @@ func Generate(seed uint64, steps int) History {
 		}
 		h.Hosts = append(h.Hosts, c)
 	}
+	// Sequences at the edges: a small one used up within a history, one
+	// ending at 2^31-1 and one at 2^63-1 (the largest a registry keeps).
+	bounds := [][2]uint64{{1, 1 << 40}, {1, 300}, {1<<31 - 200, 1<<31 - 1}, {1<<63 - 300, 1<<63 - 1}, {5, 5}}
+	for i := range 1 + rng.IntN(2) {
+		b := bounds[rng.IntN(len(bounds))]
+		h.Sequences = append(h.Sequences, SeqConfig{
+			Name: fmt.Sprintf("seq%d", i), Start: b[0], Max: b[1],
+			Block: 1 + uint64(rng.IntN(8)), Lease: 1 + uint64(rng.IntN(64)),
+		})
+	}
 	hosts := nh // hosts that exist at this point of the history (clones and take-overs add some)
 	errnos := []syscall.Errno{syscall.EIO, syscall.ENOSPC}
 	for range steps {
 		s := Step{Host: rng.IntN(hosts)}
 		s.Proc = rng.IntN(3)
+		if rng.IntN(100) < 15 {
+			s.Seq = rng.IntN(len(h.Sequences))
+			if rng.IntN(20) == 0 {
+				s.Kind = KSeqCreate
+				c := h.Sequences[s.Seq]
+				switch rng.IntN(3) {
+				case 0:
+					s.Start = c.Start + 1 + uint64(rng.IntN(100)) // a raised start
+				case 1:
+					s.Start, s.Max = c.Start, c.Start+uint64(rng.IntN(50)) // a lowered max
+				default:
+					s.Start = c.Start // kept
+				}
+			} else {
+				s.Kind = KSeqNext
+				s.N = 1
+				if rng.IntN(3) == 0 {
+					s.N = 1 + uint64(rng.IntN(40))
+				}
+				s.Cancelled = rng.IntN(40) == 0
+			}
+			h.Steps = append(h.Steps, s)
+			continue
+		}
 		r := rng.IntN(100)
 		switch {
 		case r < 12:
@@ -225,7 +289,7 @@ func Generate(seed uint64, steps int) History {
 			s.D = []time.Duration{time.Second, time.Minute, 10 * time.Minute, 3 * time.Hour, -time.Minute, -time.Hour}[rng.IntN(6)]
 		case r < 91:
 			s.Kind = KRegFault
-			s.Arg = []string{"", "claim", "extend", "touch", "release"}[rng.IntN(5)]
+			s.Arg = []string{"", "claim", "extend", "touch", "release", "lease", "closelease", "adopt"}[rng.IntN(8)]
 			s.N = uint64(rng.IntN(3))
 			s.Applied = rng.IntN(2) == 0
 		case r < 93:

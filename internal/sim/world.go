@@ -45,6 +45,7 @@ type host struct {
 	disk     *disk
 	info     snapid.HostInfo
 	procs    [3]*snapid.Generator
+	seqs     [3]map[int]*snapid.Sequence // each process's open Sequences
 	backup   map[string][]byte
 	// exempt: something done to this host (its files corrupted, restored
 	// or cloned, its name released, forced or taken over) may rightly
@@ -90,6 +91,12 @@ func newWorld(h History, dir string) (*world, error) {
 	w.mem.SetClock(w.clock.now)
 	w.reg = newFaultyRegistry(w.mem)
 	w.check = newChecker(w)
+	for _, c := range h.Sequences {
+		if _, err := snapid.CreateSequence(context.Background(), w.mem, c.Name, c.Start, c.Max); err != nil {
+			return nil, fmt.Errorf("sequence %s: %w", c.Name, err)
+		}
+		w.check.seqs = append(w.check.seqs, &seqCheck{cfg: c, start: c.Start, max: c.Max})
+	}
 	for _, c := range h.Hosts {
 		if _, err := w.addHost(c); err != nil {
 			return nil, err
@@ -153,23 +160,42 @@ func (w *world) options(ho *host, extra ...snapid.Option) []snapid.Option {
 
 // crashAll kills every process of ho.
 func (w *world) crashAll(ho *host) {
-	for p, g := range ho.procs {
-		if g != nil {
-			_ = seam.Crash(g)
-			ho.procs[p] = nil
+	for p := range ho.procs {
+		w.crash(ho, p)
+	}
+}
+
+// crash kills process p of ho (its Sequences with it).
+func (w *world) crash(ho *host, p int) {
+	if g := ho.procs[p]; g != nil {
+		_ = seam.Crash(g)
+		ho.procs[p], ho.seqs[p] = nil, nil
+	}
+}
+
+// closeProc closes process p of ho: its Sequences, then its Generator; a
+// Close that fails is a crash.
+func (w *world) closeProc(ho *host, p int) {
+	g := ho.procs[p]
+	if g == nil {
+		return
+	}
+	failed := false
+	for _, sq := range ho.seqs[p] {
+		if err := sq.Close(); err != nil {
+			failed = true
 		}
 	}
+	if err := g.Close(); err != nil || failed {
+		_ = seam.Crash(g)
+	}
+	ho.procs[p], ho.seqs[p] = nil, nil
 }
 
 // closeAll closes every process of ho; a Close that fails is a crash.
 func (w *world) closeAll(ho *host) {
-	for p, g := range ho.procs {
-		if g != nil {
-			if err := g.Close(); err != nil {
-				_ = seam.Crash(g)
-			}
-			ho.procs[p] = nil
-		}
+	for p := range ho.procs {
+		w.closeProc(ho, p)
 	}
 }
 
@@ -261,15 +287,9 @@ func (w *world) do(s Step) {
 			w.check.issued(ho, s.Proc, ho.cfg.Name, first, s.N)
 		}
 	case KClose:
-		if g := ho.procs[s.Proc]; g != nil {
-			_ = g.Close()
-			ho.procs[s.Proc] = nil
-		}
+		w.closeProc(ho, s.Proc)
 	case KCrash:
-		if g := ho.procs[s.Proc]; g != nil {
-			_ = seam.Crash(g)
-			ho.procs[s.Proc] = nil
-		}
+		w.crash(ho, s.Proc)
 	case KPowerCut:
 		w.crashAll(ho)
 		if !ho.cfg.Sync && !ho.cfg.Registry {
@@ -376,7 +396,69 @@ func (w *world) do(s Step) {
 		ho.disk.arm(s.Arg, int(s.N), s.Errno)
 	case KBadInput:
 		w.badInput(ho, s)
+	case KSeqNext:
+		w.seqNext(ho, s)
+	case KSeqCreate:
+		w.seqCreate(s)
 	}
+}
+
+// sequence returns process p's Sequence s, opening it if needed.
+func (w *world) sequence(ho *host, p, s int) (*snapid.Sequence, error) {
+	if sq := ho.seqs[p][s]; sq != nil {
+		return sq, nil
+	}
+	c := w.h.Sequences[s]
+	sq, err := ho.procs[p].SequenceContext(w.opCtx(), c.Name, snapid.SequenceBlock(c.Block), snapid.SequenceLeaseSize(c.Lease))
+	if err != nil {
+		return nil, err
+	}
+	if ho.seqs[p] == nil {
+		ho.seqs[p] = map[int]*snapid.Sequence{}
+	}
+	ho.seqs[p][s] = sq
+	return sq, nil
+}
+
+func (w *world) seqNext(ho *host, s Step) {
+	if !ho.cfg.Registry || ho.procs[s.Proc] == nil || s.Seq >= len(w.h.Sequences) {
+		return
+	}
+	sq, err := w.sequence(ho, s.Proc, s.Seq)
+	if err != nil {
+		return
+	}
+	ctx := w.opCtx()
+	if s.Cancelled {
+		c, cancel := context.WithCancel(ctx)
+		cancel()
+		ctx = c
+	}
+	var first uint64
+	if s.N == 1 {
+		first, err = sq.NextContext(ctx)
+	} else {
+		first, err = sq.NextNContext(ctx, s.N)
+	}
+	if err == nil {
+		w.ops += int(s.N) - 1
+		w.check.seqIssued(ho, s.Proc, s.Seq, first, s.N)
+	}
+}
+
+func (w *world) seqCreate(s Step) {
+	if s.Seq >= len(w.h.Sequences) {
+		return
+	}
+	name := w.h.Sequences[s.Seq].Name
+	var info snapid.SequenceInfo
+	var err error
+	if s.Max == 0 {
+		info, err = snapid.CreateSequenceKeepMax(w.opCtx(), w.reg, name, s.Start)
+	} else {
+		info, err = snapid.CreateSequence(w.opCtx(), w.reg, name, s.Start, s.Max)
+	}
+	w.check.seqCreated(s.Seq, s, info, err)
 }
 
 // exempt marks every host using name as one that may rightly stop.
