@@ -188,6 +188,9 @@ func openExistingMode(path string, o *options, flags int) (*counterFile, error) 
 	if err == nil && !o.initDir {
 		err = statefile.CheckDirOwner(path)
 	}
+	if err == nil && o.followSymlinks {
+		err = statefile.CheckLink(path)
+	}
 	if err != nil {
 		f.Close()
 		return nil, &FileError{Op: "open", Path: path, Err: classifyOpenError(err)}
@@ -236,9 +239,16 @@ func classifyOpenError(err error) error {
 // so a lock held on it stays valid.
 func createIfMissing(path string, v uint64, o *options) error {
 	// Nothing is made in a directory another user owns (but by Init, to
-	// give a service its counter).
-	if !o.initDir {
-		if err := statefile.CheckDirOwner(path); err != nil {
+	// give a service its counter), or below one.
+	check := statefile.CheckDirOwner
+	if o.initDir {
+		check = statefile.CheckDirsForInit
+	}
+	if err := check(path); err != nil {
+		return &FileError{Op: "create", Path: path, Err: classifyOpenError(err)}
+	}
+	if o.followSymlinks {
+		if err := statefile.CheckLink(path); err != nil {
 			return &FileError{Op: "create", Path: path, Err: classifyOpenError(err)}
 		}
 	}

@@ -71,20 +71,30 @@ func ReadSmallOwned(path string, follow bool) ([]byte, int64, error) {
 //     user itself);
 //   - the counter's own directory must belong to the effective user, to
 //     root, or to the owner of the counter file already there (a
-//     service's own directory), and must not be writable by group or
-//     others unless it is sticky.
+//     service's own directory, which must not itself lie in a sticky
+//     directory others can write, where any user can make one), and must
+//     not be writable by group or others unless it is sticky.
 //
 // Anything else is refused with ErrWrongOwner or ErrUnsafeDir naming the
 // directory and its owner. The walk is by path: only the users it trusts
 // can change what it checked. A directory that does not exist is left for
 // the caller to report.
-func CheckDirOwner(path string) error {
+func CheckDirOwner(path string) error { return checkDirs(path, false) }
+
+// CheckDirsForInit is CheckDirOwner for an administrator making a
+// counter to give to a service user (snapid.Init): the counter's own
+// directory may belong to any user (the service), but every directory
+// above it is checked as CheckDirOwner checks it, so that no other user
+// can lead the new file somewhere else.
+func CheckDirsForInit(path string) error { return checkDirs(path, true) }
+
+func checkDirs(path string, anyLeafOwner bool) error {
 	euid := uint32(os.Geteuid())
 	dir, dst, err := walkTrusted(filepath.Dir(path), euid)
 	if err != nil || dir == "" {
 		return err
 	}
-	if dst.Uid != euid && dst.Uid != 0 {
+	if dst.Uid != euid && dst.Uid != 0 && !anyLeafOwner {
 		var lst unix.Stat_t
 		if unix.Lstat(filepath.Join(dir, filepath.Base(path)), &lst) != nil || lst.Uid != dst.Uid {
 			return fmt.Errorf("%w: the directory %s belongs to %s, who could replace what %s keeps in it; "+
@@ -146,7 +156,7 @@ func walkTrusted(path string, euid uint32) (string, unix.Stat_t, error) {
 		if err := unix.Lstat(next, &lst); err != nil {
 			return "", lst, nil
 		}
-		if inSticky && !ok(lst.Uid) && (lst.Mode&unix.S_IFMT == unix.S_IFLNK || len(pending) > 0) {
+		if inSticky && !ok(lst.Uid) {
 			return "", lst, fmt.Errorf("%w: %s belongs to %s and lies in the sticky directory %s; keep the counter under directories owned by root or %s",
 				ErrWrongOwner, next, UserName(lst.Uid), cur, UserName(euid))
 		}
@@ -173,4 +183,44 @@ func walkTrusted(path string, euid uint32) (string, unix.Stat_t, error) {
 		cur, st = next, lst
 	}
 	return cur, st, nil
+}
+
+// CheckLink checks a counter path that is to be followed if it is a
+// symbolic link (snapid.WithFollowSymlinks): a link is followed only if no
+// other user could have made or replaced it, that is if the directory
+// holding it passes CheckDirOwner's checks for a directory passed
+// through (root's or the effective user's, not writable by others unless
+// sticky, and then the link itself root's or the user's). Its target is
+// then checked as a counter path in turn (directories and links), up to
+// maxLinks links. A path that is not a link is left to CheckDirOwner.
+func CheckLink(path string) error {
+	euid := uint32(os.Geteuid())
+	for range maxLinks {
+		var lst unix.Stat_t
+		if err := unix.Lstat(path, &lst); err != nil || lst.Mode&unix.S_IFMT != unix.S_IFLNK {
+			return nil
+		}
+		dir, dst, err := walkTrusted(filepath.Dir(path), euid)
+		if err != nil || dir == "" {
+			return err
+		}
+		trustedDir := (dst.Uid == 0 || dst.Uid == euid) && (!writableByOthers(dst) || (sticky(dst) && (lst.Uid == 0 || lst.Uid == euid)))
+		if !trustedDir {
+			return fmt.Errorf("%w: %s is a symbolic link in %s (owned by %s, mode %#o), which another user could have made; "+
+				"links are followed only in directories that belong to root or %s and that no other user can write",
+				ErrWrongOwner, path, dir, UserName(dst.Uid), dst.Mode&0o7777, UserName(euid))
+		}
+		target, err := os.Readlink(path)
+		if err != nil {
+			return nil
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(dir, target)
+		}
+		if err := CheckDirOwner(target); err != nil {
+			return err
+		}
+		path = target
+	}
+	return &fs.PathError{Op: "open", Path: path, Err: unix.ELOOP}
 }
