@@ -130,11 +130,8 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 	}
 	// A counter whose directory is missing fails to open: nothing is made
 	// for it, neither the bindings directory nor its lock file.
-	if st, err := os.Stat(filepath.Dir(counterPath)); err != nil || !st.IsDir() {
-		if err == nil {
-			err = fmt.Errorf("%s: %w", filepath.Dir(counterPath), unix.ENOTDIR)
-		}
-		return &FileError{Op: "create", Path: counterPath, Err: err}
+	if dir := filepath.Dir(counterPath); !dirExists(dir) {
+		return &FileError{Op: "create", Path: counterPath, Err: fmt.Errorf("the directory %s does not exist: %w", dir, fs.ErrNotExist)}
 	}
 	if checkOnly != "" {
 		if err := checkHostWide(checkOnly, name, counterPath, o); err != nil {
