@@ -172,6 +172,20 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 		return open()
 	}
 	b := []byte(bindingHeader + "\n" + strconv.Quote(counterPath) + "\n")
+	// A stale binding replaced here is put back if this Open fails: its
+	// counter may only be out of sight for a while (an unmounted file
+	// system), and a failed Open changes nothing.
+	var stale []byte
+	if st == bindingStale {
+		stale, _, _ = dir.ReadFile(name, owners...)
+	}
+	undo := func() {
+		if stale != nil {
+			_ = dir.Replace(name, stale, 0o644)
+		} else {
+			_ = dir.Remove(name)
+		}
+	}
 	if st == bindingNone {
 		err = dir.Create(name, b, 0o644)
 	} else {
@@ -181,12 +195,12 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 		// The link may have been made before the failure (a failed
 		// directory sync): a failed Open leaves no binding of its own.
 		if now, rerr := readBinding(dir, name, counterPath, owners, o); rerr == nil && now == bindingOurs {
-			_ = dir.Remove(name)
+			undo()
 		}
 		return &FileError{Op: "bind", Path: filepath.Join(path, name), Err: err}
 	}
 	if err := open(); err != nil {
-		_ = dir.Remove(name)
+		undo()
 		return err
 	}
 	if st == bindingStale {

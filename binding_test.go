@@ -482,3 +482,34 @@ func TestBindingNeverFollowsLinks(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, g.Close())
 }
+
+// A stale binding (its counter out of sight, as on an unmounted file
+// system) replaced by an Open that then fails is put back: the failed Open
+// changes nothing, and once the old counter is back a second counter under
+// the name is still refused.
+func TestBindingStaleKeptWhenOpenFails(t *testing.T) {
+	bind := t.TempDir()
+	base := t.TempDir()
+	dirA := filepath.Join(base, "a")
+	require.NoError(t, os.Mkdir(dirA, 0o700))
+	first := filepath.Join(dirA, "counter.u64")
+	g, err := Open(first, "st1", WithBindingDir(bind))
+	require.NoError(t, err)
+	_, err = g.NextN(3)
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+
+	require.NoError(t, os.Rename(dirA, dirA+".off")) // out of sight
+	bad := filepath.Join(base, "c", "counter.u64")
+	require.NoError(t, os.Mkdir(filepath.Dir(bad), 0o700))
+	require.NoError(t, os.WriteFile(bad, []byte{1, 2, 3}, 0o600)) // corrupt: its Open fails after binding
+	_, err = Open(bad, "st1", WithBindingDir(bind))
+	require.ErrorIs(t, err, ErrCorrupt)
+	requireBinding(t, bind, "st1", first)
+
+	require.NoError(t, os.Rename(dirA+".off", dirA))
+	second := filepath.Join(base, "d", "counter.u64")
+	require.NoError(t, os.Mkdir(filepath.Dir(second), 0o700))
+	_, err = Open(second, "st1", WithBindingDir(bind))
+	require.ErrorIs(t, err, ErrNameBound, "a second counter under st1 was accepted once the first was back")
+}
