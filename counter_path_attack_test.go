@@ -1,13 +1,16 @@
 package snapid_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	. "github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/testfs"
+	"github.com/snapid/snapid/snapidtest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -101,4 +104,45 @@ func TestCounterPathAttacks(t *testing.T) {
 		require.NoError(t, rerr)
 		require.Empty(t, ents, "Init made a file where the link pointed")
 	})
+}
+
+// The files beside a counter that are only locked (the presence file, a
+// sequence's refill lock), planted by another user in a sticky directory
+// before root first uses the counter: refused like every other file
+// beside the counter, never locked or joined.
+func TestLockedFilesBesideCounterChecked(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run another user")
+	}
+	for _, tc := range []struct {
+		name, script string
+		want         error
+	}{
+		{"presence of another user", "umask 0; : > C.presence", ErrUntrustedOwner},
+		{"presence a FIFO", "mkfifo -m 666 C.presence", ErrNotRegular},
+		{"refill lock a FIFO", "mkfifo -m 666 C.seq.orders.refill", ErrNotRegular},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := testfs.SharedTempDir(t, "snapid-beside-")
+			stk := filepath.Join(root, "stk")
+			require.NoError(t, os.Mkdir(stk, 0o755))
+			require.NoError(t, os.Chmod(stk, os.ModeSticky|0o777))
+			counter := filepath.Join(stk, "c")
+			testfs.AsOtherUser(t, "cd "+stk+" && C=c && "+strings.ReplaceAll(tc.script, "C.", "$C."))
+			reg := snapidtest.NewRegistry()
+			_, err := CreateSequence(context.Background(), reg, "orders", 1, 1000)
+			require.NoError(t, err)
+			g, err := Open(counter, "pr1", WithRegistry(reg))
+			if err == nil {
+				defer g.Close()
+				var s *Sequence
+				s, err = g.Sequence("orders")
+				if err == nil {
+					s.Close()
+				}
+			}
+			require.Error(t, err, "a file another user planted beside the counter was used")
+			require.True(t, errors.Is(err, tc.want), "%v", err)
+		})
+	}
 }

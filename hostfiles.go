@@ -192,6 +192,9 @@ func openHostState(counterPath string, o *options) (*hostState, error) {
 			return nil, err
 		}
 	}
+	if err := checkBeside(presencePath, o); err != nil {
+		return nil, err
+	}
 	mark, err := os.OpenFile(markPath, openFlags(o.followSymlinks), 0)
 	if err != nil {
 		return nil, &FileError{Op: "open", Path: markPath, Err: classifyOpenError(err)}
@@ -441,4 +444,27 @@ func readMarkFile(counterPath string, follow bool) (m markState, ok bool, err er
 		return markState{}, false, &FileError{Op: "read", Path: path, Err: err}
 	}
 	return m, true, nil
+}
+
+// checkBeside checks a file beside the counter that is only locked, never
+// read (the presence file, a sequence's refill lock): a regular file
+// trusted as the counter is (statefile.CheckOwner), checked on a
+// descriptor opened without following a link and without blocking. It is
+// opened again by name to be locked; no other user can replace it in
+// between, since the directory is checked (statefile.CheckDirOwner) and,
+// if sticky, lets only the file's owner rename it.
+func checkBeside(path string, o *options) error {
+	f, err := os.OpenFile(path, openFlags(o.followSymlinks)&^os.O_RDWR|os.O_RDONLY, 0)
+	if err != nil {
+		return &FileError{Op: "open", Path: path, Err: classifyOpenError(err)}
+	}
+	defer f.Close()
+	st, err := statefile.CheckRegular(int(f.Fd()))
+	if err == nil {
+		err = statefile.CheckOwner(path, st)
+	}
+	if err != nil {
+		return &FileError{Op: "open", Path: path, Err: classifyOpenError(err)}
+	}
+	return nil
 }

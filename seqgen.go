@@ -184,6 +184,10 @@ func (g *Generator) SequenceContext(ctx context.Context, name string, opts ...Se
 		lf.c.close()
 		return nil, err
 	}
+	if err := checkBeside(refillPath, &fo); err != nil {
+		lf.c.close()
+		return nil, err
+	}
 	s := &Sequence{g: g, name: name, reg: sr, o: o, log: g.log, lf: lf,
 		refill: flock.New(refillPath, flock.SetFlag(openFlags(fo.followSymlinks))), refillSem: make(chan struct{}, 1)}
 	if err := s.verify(ctx, reachable); err != nil {
