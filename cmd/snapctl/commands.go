@@ -234,7 +234,9 @@ func parseOwner(s string) (uid, gid int, err error) {
 	}
 	uid, gid = -1, -1
 	if userPart != "" {
-		if n, err := strconv.Atoi(userPart); err == nil && n >= 0 {
+		if n, ok, err := parseNumericID(userPart); err != nil {
+			return bad("user id", err)
+		} else if ok {
 			uid = n
 		} else {
 			u, err := user.Lookup(userPart)
@@ -248,7 +250,9 @@ func parseOwner(s string) (uid, gid int, err error) {
 		}
 	}
 	if groupPart != "" {
-		if n, err := strconv.Atoi(groupPart); err == nil && n >= 0 {
+		if n, ok, err := parseNumericID(groupPart); err != nil {
+			return bad("group id", err)
+		} else if ok {
 			gid = n
 		} else {
 			g, err := user.LookupGroup(groupPart)
@@ -265,6 +269,27 @@ func parseOwner(s string) (uid, gid int, err error) {
 		return 0, 0, usageError{fmt.Sprintf("--owner %q: giving the counter to another user needs root", s)}
 	}
 	return uid, gid, nil
+}
+
+// maxID is the largest user or group id: 2^32-1 means "unchanged" to
+// chown, so it names no one.
+const maxID = 1<<32 - 2
+
+// parseNumericID reads a user or group id given as a number: decimal
+// digits only (no sign, no leading zero), at most maxID. ok is false for
+// a name (anything that does not start with a digit, a sign or a space).
+func parseNumericID(s string) (id int, ok bool, err error) {
+	if s == "" || !strings.ContainsRune("0123456789+- \t", rune(s[0])) {
+		return 0, false, nil
+	}
+	v, err := parseDecimal(s)
+	if err != nil {
+		return 0, true, err
+	}
+	if v > maxID {
+		return 0, true, fmt.Errorf("%d is out of range: the largest id is %d", v, uint64(maxID))
+	}
+	return int(v), true, nil
 }
 
 // warnForeignOwner warns when the counter's owner differs from its

@@ -53,3 +53,34 @@ func TestCLINumericFlagsDecimalOnly(t *testing.T) {
 	r := f.run(t, "init", "--start", "100")
 	require.Equal(t, exitOK, r.code, r.stderr)
 }
+
+// --owner's numeric ids: decimal only, within the range of a uid; 2^32-1
+// (chown's "unchanged") and anything above are refused, never truncated.
+func TestParseNumericID(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		id      int
+		numeric bool
+		bad     bool
+	}{
+		{"0", 0, true, false},
+		{"65534", 65534, true, false},
+		{"4294967294", 4294967294, true, false},
+		{"4294967295", 0, true, true},
+		{"4294967296", 0, true, true},
+		{"4295032830", 0, true, true},
+		{"18446744073709551615", 0, true, true},
+		{"18446744073709551616", 0, true, true},
+		{"+65534", 0, true, true},
+		{"-1", 0, true, true},
+		{" 1", 0, true, true},
+		{"01", 0, true, true},
+		{"0x10", 0, true, true},
+		{"nobody", 0, false, false},
+	} {
+		id, numeric, err := parseNumericID(tc.in)
+		if numeric != tc.numeric || (err != nil) != tc.bad || (!tc.bad && id != tc.id) {
+			t.Errorf("parseNumericID(%q) = %d, %v, %v; want %d, numeric %v, refused %v", tc.in, id, numeric, err, tc.id, tc.numeric, tc.bad)
+		}
+	}
+}
