@@ -68,6 +68,9 @@ func InitContext(ctx context.Context, path string, next uint64, opts ...Option) 
 		switch {
 		case err != nil:
 			return err
+		case before > next-1 && before == MaxNumber:
+			return &FileError{Op: "init", Path: path, Err: fmt.Errorf(
+				"%w: it has issued up to %d, the last number there is: it is used up (%w)", ErrLowered, before, ErrExhausted)}
 		case before > next-1:
 			return &FileError{Op: "init", Path: path, Err: fmt.Errorf(
 				"%w: it has issued up to %d, so the next number is %d, not %d", ErrLowered, before, before+1, next)}

@@ -1332,6 +1332,16 @@ func TestReplacedCounter(t *testing.T) {
 // Init, Repair, ReadCounter.
 
 func TestInit(t *testing.T) {
+	t.Run("used up counter says so", func(t *testing.T) {
+		_, path := ctPath(t)
+		full := EncodeCounter(MaxNumber)
+		require.NoError(t, os.WriteFile(path, full[:], 0o600))
+		_, err := Init(path, MaxNumber)
+		require.ErrorIs(t, err, ErrLowered)
+		require.ErrorIs(t, err, ErrExhausted)
+		assert.NotContains(t, err.Error(), "next number is 0")
+		assert.Equal(t, MaxNumber, ctValue(t, path))
+	})
 	t.Run("creates", func(t *testing.T) {
 		dir, path := ctPath(t)
 		_, err := Init(path, 42)
