@@ -1340,7 +1340,7 @@ func TestInit(t *testing.T) {
 		require.ErrorIs(t, err, ErrLowered)
 		require.ErrorIs(t, err, ErrExhausted)
 		assert.NotContains(t, err.Error(), "next number is 0")
-		assert.Equal(t, MaxNumber, ctValue(t, path))
+		assert.Equal(t, uint64(MaxNumber), ctValue(t, path))
 	})
 	t.Run("creates", func(t *testing.T) {
 		dir, path := ctPath(t)
