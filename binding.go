@@ -43,10 +43,14 @@ import (
 // writes it: an Open run as root creates it (mode 0755, owned by root,
 // each new level synced into its parent) and records its bindings there.
 // Every other user records its bindings in its own state directory
-// ($XDG_STATE_HOME/snapid/names, else ~/.local/state/snapid/names, mode
-// 0700), which always counts for that user's programs, and also reads the
-// host-wide directory when it can: a name root bound there to another
-// counter is refused. A host-wide directory left world-writable (mode
+// (~/.local/state/snapid/names, mode 0700, in the home directory the
+// password database gives, whatever $HOME or $XDG_STATE_HOME say; a user
+// without a home of its own there uses $XDG_STATE_HOME/snapid/names, else
+// $HOME/.local/state/snapid/names), which always counts for that user's
+// programs, and also reads the host-wide directory when it can: a name
+// root bound there to another counter is refused. Root, binding a name
+// for the first time, reads every user's own directory too: a name a user
+// bound to a counter of its own that still exists is refused. A host-wide directory left world-writable (mode
 // 1777) by an earlier version is made 0755 by root's next Open, and any
 // binding in it not owned by root is ignored (with a warning) and
 // replaced when root binds that name. The environment variable
@@ -92,6 +96,13 @@ func (o *options) bindingDirs(counterPath string) (dir string, hostWide bool, ch
 	if os.Geteuid() == 0 {
 		return defaultBindingDir, true, "", nil
 	}
+	// The user's home from the password database, not $HOME or
+	// $XDG_STATE_HOME: one user's programs share one bindings directory
+	// whatever their environment says (a second counter under a name is
+	// refused even with another XDG_STATE_HOME), and root can find it.
+	if home, ok := ownHome(); ok {
+		return userBindingDir(home), false, defaultBindingDir, nil
+	}
 	state := os.Getenv("XDG_STATE_HOME")
 	if state == "" || !filepath.IsAbs(state) {
 		home, err := os.UserHomeDir()
@@ -101,6 +112,68 @@ func (o *options) bindingDirs(counterPath string) (dir string, hostWide bool, ch
 		state = filepath.Join(home, ".local", "state")
 	}
 	return filepath.Join(state, "snapid", "names"), false, defaultBindingDir, nil
+}
+
+// userBindingDir is the bindings directory of a user whose home is home.
+func userBindingDir(home string) string {
+	return filepath.Join(home, ".local", "state", "snapid", "names")
+}
+
+// ownHome returns the effective user's home directory from the password
+// database, if it exists and belongs to the user (a service user's
+// /nonexistent or root-owned home does not: then $XDG_STATE_HOME or $HOME
+// is used, as before).
+func ownHome() (string, bool) {
+	euid := uint32(os.Geteuid())
+	for _, u := range statefile.Users() {
+		if u.Uid == euid {
+			return u.Home, usableHome(u)
+		}
+	}
+	return "", false
+}
+
+func usableHome(u statefile.User) bool {
+	var st unix.Stat_t
+	return filepath.IsAbs(u.Home) && unix.Stat(u.Home, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Uid == u.Uid
+}
+
+// checkUsersBindings refuses, for root binding a name host-wide for the
+// first time, a name a user of this host bound in its own bindings
+// directory (in its home, see bindingDirs) to a counter of its own that
+// still exists: both counters would issue the same ids. Only bindings
+// owned by that user, in a directory only that user (or root) can write,
+// count; they are read without following links or blocking. A user can so
+// make root's first Open of a name fail, naming the user and the file; it
+// cannot make ids repeat.
+func checkUsersBindings(name, counterPath string, o *options) error {
+	for _, u := range statefile.Users() {
+		if u.Uid == 0 || !usableHome(u) {
+			continue
+		}
+		dir, err := statefile.OpenDir(userBindingDir(u.Home), statefile.DirOptions{Owners: []uint32{0, u.Uid}, FS: o.fs})
+		if err != nil {
+			continue // no bindings, or none that can be trusted
+		}
+		b, _, err := dir.ReadFile(name, u.Uid)
+		path := filepath.Join(dir.Path(), name)
+		dir.Close()
+		if err != nil {
+			continue
+		}
+		bound, ok := parseBinding(b)
+		if !ok || sameFile(bound, counterPath) {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Lstat(bound, &st) != nil || st.Uid != u.Uid {
+			continue // gone, or not that user's counter
+		}
+		return &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
+			"%w: the user %s uses %q on this host with the counter %s (recorded in %s), and two counter files under one name issue the same ids; "+
+				"use another name, or have that user retire its counter and remove %s", ErrNameBound, u.Name, name, bound, path, path)}
+	}
+	return nil
 }
 
 // trustedOwners are the users whose binding directories and files this
@@ -165,6 +238,11 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 	st, err := readBinding(dir, name, counterPath, owners, o)
 	if err != nil {
 		return err
+	}
+	if hostWide && st != bindingOurs {
+		if err := checkUsersBindings(name, counterPath, o); err != nil {
+			return err
+		}
 	}
 	if st == bindingOurs {
 		// An earlier Open may have linked this binding and then failed

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/statefile"
+	"github.com/snapid/snapid/internal/testfs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -122,4 +124,46 @@ func copyExecutable(t *testing.T, dst string) {
 	_, err = io.Copy(out, src)
 	require.NoError(t, err, fmt.Sprintf("copying %s", self))
 	require.NoError(t, out.Close())
+}
+
+// A user bound a name in its own bindings directory (in its home from the
+// password database) to a counter of its own and issued ids; root's first
+// Open of that name with another counter must refuse it, naming the user,
+// whichever of the two came first (root's bindings, host-wide, are read by
+// the user). Once the user's counter is gone, root may use the name.
+func TestBindingRootAfterUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run another user")
+	}
+	root := testfs.SharedTempDir(t, "snapid-rootafter-")
+	home := filepath.Join(root, "home")
+	require.NoError(t, os.Mkdir(home, 0o755))
+	require.NoError(t, os.Chown(home, 65534, 65534))
+	passwd := filepath.Join(root, "passwd")
+	require.NoError(t, os.WriteFile(passwd, []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:"+home+":/usr/sbin/nologin\n"), 0o644))
+	old := statefile.PasswdPath
+	statefile.PasswdPath = passwd
+	t.Cleanup(func() { statefile.PasswdPath = old })
+	ExportBindingDefaults(t, filepath.Join(root, "hostwide", "names"))
+
+	zero := EncodeCounter(3) // the user issued vm-1..3
+	require.NoError(t, os.WriteFile(filepath.Join(root, "zero"), zero[:], 0o644))
+	userCounter := filepath.Join(home, "c.u64")
+	names := filepath.Join(home, ".local", "state", "snapid", "names")
+	testfs.AsOtherUser(t, "mkdir -p "+names+" && chmod 700 "+filepath.Join(home, ".local", "state", "snapid")+" "+names+
+		" && cp "+filepath.Join(root, "zero")+" "+userCounter+
+		" && printf 'snapid-binding 1\\n\"%s\"\\n' "+userCounter+" > "+filepath.Join(names, "vm"))
+
+	rootCounter := filepath.Join(root, "rootc", "c.u64")
+	require.NoError(t, os.Mkdir(filepath.Dir(rootCounter), 0o700))
+	_, err := Open(rootCounter, "vm")
+	require.ErrorIs(t, err, ErrNameBound, "root took a name a user of the host issues ids under")
+	require.Contains(t, err.Error(), "nobody")
+	_, serr := os.Stat(rootCounter)
+	require.True(t, os.IsNotExist(serr), "the refused Open made the counter")
+
+	require.NoError(t, os.Remove(userCounter))
+	g, err := Open(rootCounter, "vm")
+	require.NoError(t, err, "the user's counter is gone: the name is free")
+	require.NoError(t, g.Close())
 }

@@ -28,6 +28,41 @@ func UserName(uid uint32) string {
 	return "uid " + strconv.FormatUint(uint64(uid), 10)
 }
 
+// User is an entry of the password database.
+type User struct {
+	Name string
+	Uid  uint32
+	Home string
+}
+
+// PasswdPath is the password database Users reads; tests point it at a
+// file of their own.
+var PasswdPath = "/etc/passwd"
+
+// Users returns the entries of the password database (none if it cannot
+// be read).
+func Users() []User {
+	f, err := os.Open(PasswdPath)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var us []User
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Split(sc.Text(), ":")
+		if len(fields) < 7 {
+			continue
+		}
+		uid, err := strconv.ParseUint(fields[2], 10, 32)
+		if err != nil {
+			continue
+		}
+		us = append(us, User{Name: fields[0], Uid: uint32(uid), Home: fields[5]})
+	}
+	return us
+}
+
 // CheckOwner applies the rule for a counter and every file beside it: the
 // file, whose status st was taken on its opened descriptor, is trusted only
 // if the effective user owns it, or if it belongs to the owner of the
