@@ -210,6 +210,20 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 		}
 		return &FileError{Op: "create", Path: counterPath, Err: err}
 	}
+	// An existing counter that cannot be used fails to open: nothing is
+	// made for it either (it is read here, before any bindings directory
+	// or lock file is made).
+	if _, err := os.Lstat(counterPath); err == nil {
+		c, err := openReadOnly(counterPath, o)
+		if err != nil {
+			return err
+		}
+		_, err = c.readContext(ctx)
+		c.close()
+		if err != nil {
+			return err
+		}
+	}
 	if checkOnly != "" {
 		if err := checkHostWide(checkOnly, name, counterPath, o); err != nil {
 			return err

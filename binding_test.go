@@ -513,3 +513,33 @@ func TestBindingStaleKeptWhenOpenFails(t *testing.T) {
 	_, err = Open(second, "st1", WithBindingDir(bind))
 	require.ErrorIs(t, err, ErrNameBound, "a second counter under st1 was accepted once the first was back")
 }
+
+// An Open refused for its counter (corrupt, a FIFO, or in a missing
+// directory) makes nothing for the bindings either: no directory level,
+// no lock file.
+func TestBindingNothingMadeForRefusedCounter(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		make func(t *testing.T, path string)
+		want error
+	}{
+		{"corrupt", func(t *testing.T, p string) { require.NoError(t, os.WriteFile(p, make([]byte, 9), 0o600)) }, ErrCorrupt},
+		{"fifo", func(t *testing.T, p string) { require.NoError(t, syscall.Mkfifo(p, 0o600)) }, ErrNotRegular},
+		{"missing directory", nil, os.ErrNotExist},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := t.TempDir()
+			counter := filepath.Join(base, "counter.u64")
+			if tc.make != nil {
+				tc.make(t, counter)
+			} else {
+				counter = filepath.Join(base, "missing", "counter.u64")
+			}
+			bind := filepath.Join(base, "state", "snapid", "names")
+			_, err := Open(counter, "web", WithBindingDir(bind))
+			require.ErrorIs(t, err, tc.want)
+			_, serr := os.Lstat(filepath.Join(base, "state"))
+			require.True(t, os.IsNotExist(serr), "a bindings directory level was made for a refused counter")
+		})
+	}
+}
