@@ -56,27 +56,41 @@ func (c *checker) issued(ho *host, p int, name string, first, n uint64) {
 	}
 	last := first + n - 1
 	where := fmt.Sprintf("h%d/p%d at step %d", ho.i, p, c.w.step)
-	for k := first; k <= last; k++ {
+	for k := first; ; k++ { // up to last, which may be 2^64-1
 		key := idKey{name, k}
 		if prev, dup := c.ids[key]; dup {
 			c.violation("id %s-%d handed out twice: by %s and by %s", name, k, prev, where)
 			return
 		}
 		c.ids[key] = where
+		if k == last {
+			break
+		}
 	}
 	if last > c.high[name] {
 		c.high[name] = last
 	}
+	if msg := c.covered(ho, p, name, last); msg != "" {
+		c.violation("%s", msg)
+	}
+}
+
+// covered checks, when a number is returned, that the state that keeps it
+// from being handed out again is durable: with sync on, the counter's
+// durable value (3); with a registry, the registry's mark (4). It returns
+// what is wrong, or "". Safe to call from several goroutines.
+func (c *checker) covered(ho *host, p int, name string, last uint64) string {
 	if ho.cfg.Sync {
 		if d, ok := ho.disk.durableCounter(ho.counter); !ok || d < last {
-			c.violation("h%d/p%d returned %s-%d while the counter's durable value was %d (a power cut now would hand it out again)", ho.i, p, name, last, d)
+			return fmt.Sprintf("h%d/p%d returned %s-%d while the counter's durable value was %d (a power cut now would hand it out again)", ho.i, p, name, last, d)
 		}
 	}
 	if ho.cfg.Registry {
 		if row, ok := c.w.mem.Row(name); !ok || row.Reserved < last {
-			c.violation("h%d/p%d returned %s-%d above the registry's mark %d", ho.i, p, name, last, row.Reserved)
+			return fmt.Sprintf("h%d/p%d returned %s-%d above the registry's mark %d", ho.i, p, name, last, row.Reserved)
 		}
 	}
+	return ""
 }
 
 // durableCounter is the value of the counter at path that a power cut
@@ -248,11 +262,16 @@ func (c *checker) live(ho *host) {
 	}
 	var last error
 	for range 3 {
-		if err := c.w.open(ho, 0); err != nil {
+		if err := c.w.open(ho, 0); errors.Is(err, snapid.ErrExhausted) {
+			return
+		} else if err != nil {
 			last = err
 			continue
 		}
 		id, err := ho.procs[0].UniqueIDContext(c.w.opCtx())
+		if errors.Is(err, snapid.ErrExhausted) {
+			return // used up: nothing left to issue is not a lost host
+		}
 		if err != nil {
 			last = err
 			continue
@@ -285,12 +304,15 @@ func (c *checker) seqIssued(ho *host, p, i int, first, n uint64) {
 		c.violation("h%d/p%d handed out %s numbers [%d, %d] outside [%d, %d]", ho.i, p, sc.cfg.Name, first, last, sc.start, sc.max)
 	}
 	where := fmt.Sprintf("h%d/p%d at step %d", ho.i, p, c.w.step)
-	for k := first; k <= last; k++ {
+	for k := first; ; k++ {
 		if prev, dup := sc.nums[k]; dup {
 			c.violation("%s number %d handed out twice: by %s and by %s", sc.cfg.Name, k, prev, where)
 			return
 		}
 		sc.nums[k] = where
+		if k == last {
+			break
+		}
 	}
 }
 

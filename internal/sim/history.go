@@ -65,31 +65,32 @@ func (c HostConfig) String() string {
 type Kind int
 
 const (
-	KOpen      Kind = iota // process opens its Generator (OpenContext)
-	KNext                  // NextNContext(N) (N 1: UniqueIDContext); Cancelled: with a context already ended
-	KClose                 // Close
-	KCrash                 // the process is killed
-	KPowerCut              // every process of the host is killed, then the power is cut (Keep: keep-some)
-	KRelease               // every process of the host closes, then Release
-	KForce                 // ForceRelease of the host's name by an operator (Next: the floor it is given)
-	KTakeover              // a new host takes the host's name over (WithTakeover(N))
-	KReclaim               // the host reopens its released name (WithReclaim)
-	KBackup                // the host's files are copied aside
-	KRestore               // every process of the host is killed; its files are put back from the copy
-	KClone                 // a new host with a copy of the host's files (same owner token) on another machine
-	KCorrupt               // a byte of the counter is changed while no process runs (Arg: which file)
-	KClock                 // the clock moves by D (negative: back)
-	KRegFault              // the N-th next registry change (Arg: of which kind) fails, applied or not
-	KRegDown               // the registry is down (Keep: true) or up
-	KDiskFault             // the N-th next file operation (Arg: of which kind) on the host fails with Errno
-	KBadInput              // a call with bad input (Arg: which); nothing may change
-	KSeqNext               // the process takes N numbers of sequence Seq (N 1: Next, else NextN)
-	KSeqCreate             // sequence Seq is created again with start Start and max Max (0: kept)
+	KOpen       Kind = iota // process opens its Generator (OpenContext)
+	KNext                   // NextNContext(N) (N 1: UniqueIDContext); Cancelled: with a context already ended
+	KClose                  // Close
+	KCrash                  // the process is killed
+	KPowerCut               // every process of the host is killed, then the power is cut (Keep: keep-some)
+	KRelease                // every process of the host closes, then Release
+	KForce                  // ForceRelease of the host's name by an operator (Next: the floor it is given)
+	KTakeover               // a new host takes the host's name over (WithTakeover(N))
+	KReclaim                // the host reopens its released name (WithReclaim)
+	KBackup                 // the host's files are copied aside
+	KRestore                // every process of the host is killed; its files are put back from the copy
+	KClone                  // a new host with a copy of the host's files (same owner token) on another machine
+	KCorrupt                // a byte of the counter is changed while no process runs (Arg: which file)
+	KClock                  // the clock moves by D (negative: back)
+	KRegFault               // the N-th next registry change (Arg: of which kind) fails, applied or not
+	KRegDown                // the registry is down (Keep: true) or up
+	KDiskFault              // the N-th next file operation (Arg: of which kind) on the host fails with Errno
+	KBadInput               // a call with bad input (Arg: which); nothing may change
+	KSeqNext                // the process takes N numbers of sequence Seq (N 1: Next, else NextN)
+	KSeqCreate              // sequence Seq is created again with start Start and max Max (0: kept)
+	KConcurrent             // every open process of the host calls N times at once from two goroutines each (and its Sequences); Keep: a process closes meanwhile
 )
 
 var kindNames = [...]string{"open", "next", "close", "crash", "power-cut", "release", "force-release", "takeover",
 	"reclaim", "backup", "restore", "clone", "corrupt", "clock", "registry-fault", "registry-down", "disk-fault", "bad-input",
-	"seq-next", "seq-create"}
+	"seq-next", "seq-create", "concurrent"}
 
 func (k Kind) String() string { return kindNames[k] }
 
@@ -146,6 +147,11 @@ func (s Step) String() string {
 		}
 	case KSeqCreate:
 		fmt.Fprintf(&b, " s%d start=%d max=%d", s.Seq, s.Start, s.Max)
+	case KConcurrent:
+		fmt.Fprintf(&b, " n=%d", s.N)
+		if s.Keep {
+			b.WriteString(" (p0 closes meanwhile)")
+		}
 	}
 	return b.String()
 }
@@ -235,6 +241,13 @@ func Generate(seed uint64, steps int) History {
 			h.Steps = append(h.Steps, s)
 			continue
 		}
+		if rng.IntN(100) < 4 {
+			s.Kind = KConcurrent
+			s.N = 1 + uint64(rng.IntN(20))
+			s.Keep = rng.IntN(3) == 0
+			h.Steps = append(h.Steps, s)
+			continue
+		}
 		r := rng.IntN(100)
 		switch {
 		case r < 12:
@@ -257,11 +270,11 @@ func Generate(seed uint64, steps int) History {
 			s.Kind = KRelease
 		case r < 74:
 			s.Kind = KForce
-			s.N = uint64(rng.IntN(3)) * 1000
+			s.N = []uint64{0, 1000, 2000, 1<<64 - 200}[rng.IntN(4)]
 		case r < 75:
 			if hosts < 8 {
 				s.Kind = KTakeover
-				s.N = uint64(rng.IntN(3)) * 500
+				s.N = []uint64{0, 500, 1000, 1<<64 - 300}[rng.IntN(4)]
 				hosts++
 			} else {
 				s.Kind = KClock

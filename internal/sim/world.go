@@ -400,6 +400,8 @@ func (w *world) do(s Step) {
 		w.seqNext(ho, s)
 	case KSeqCreate:
 		w.seqCreate(s)
+	case KConcurrent:
+		w.concurrent(ho, s)
 	}
 }
 
