@@ -22,6 +22,7 @@ func ReadCounter(path string, opts ...Option) (uint64, error) {
 // longer than ctx allows: past it, the error wraps ErrLocked and names the
 // process holding the lock.
 func ReadCounterContext(ctx context.Context, path string, opts ...Option) (uint64, error) {
+	path = absPath(path)
 	o, err := buildOptions(opts)
 	if err != nil {
 		return 0, err
@@ -47,6 +48,7 @@ func Init(path string, next uint64, opts ...Option) (before uint64, err error) {
 // allows: past it, the error wraps ErrLocked, names the process holding
 // the lock, and the counter is left as it was.
 func InitContext(ctx context.Context, path string, next uint64, opts ...Option) (before uint64, err error) {
+	path = absPath(path)
 	if next == 0 {
 		return 0, fmt.Errorf("snapid: %w: the first number is 1, so the next number cannot be 0", ErrInvalidOption)
 	}
@@ -98,6 +100,7 @@ func Repair(path string, next uint64, opts ...Option) (previous []byte, err erro
 // lock no longer than ctx allows: past it, the error wraps ErrLocked,
 // names the process holding the lock, and the counter is left as it was.
 func RepairContext(ctx context.Context, path string, next uint64, opts ...Option) (previous []byte, err error) {
+	path = absPath(path)
 	if next == 0 {
 		return nil, fmt.Errorf("snapid: %w: the first number is 1, so the next number cannot be 0", ErrInvalidOption)
 	}

@@ -210,9 +210,22 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 		}
 		return &FileError{Op: "create", Path: counterPath, Err: err}
 	}
-	// An existing counter that cannot be used fails to open: nothing is
-	// made for it either (it is read here, before any bindings directory
-	// or lock file is made).
+	// A counter whose path another user could change, or an existing
+	// counter that cannot be used, fails to open: nothing is made for it
+	// either (both are checked here, before any bindings directory or
+	// lock file is made).
+	check := statefile.CheckDirOwner
+	if o.initDir {
+		check = statefile.CheckDirsForInit
+	}
+	if err := check(counterPath); err != nil {
+		return &FileError{Op: "open", Path: counterPath, Err: classifyOpenError(err)}
+	}
+	if o.followSymlinks {
+		if err := statefile.CheckLink(counterPath); err != nil {
+			return &FileError{Op: "open", Path: counterPath, Err: classifyOpenError(err)}
+		}
+	}
 	if _, err := os.Lstat(counterPath); err == nil {
 		c, err := openReadOnly(counterPath, o)
 		if err != nil {
@@ -295,9 +308,26 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 		}
 		return &FileError{Op: "bind", Path: filepath.Join(path, name), Err: err}
 	}
+	// Root and another user bind under different locks; each checks the
+	// other's bindings again after recording its own, root before its
+	// counter is opened, the user after its counter exists: whichever
+	// order the two Opens run in, at least one sees the other and fails
+	// (a user's Open that fails so leaves its new counter, unused).
+	if hostWide {
+		if err := checkUsersBindings(name, counterPath, o); err != nil {
+			undo()
+			return err
+		}
+	}
 	if err := open(); err != nil {
 		undo()
 		return err
+	}
+	if checkOnly != "" {
+		if err := checkHostWide(checkOnly, name, counterPath, o); err != nil {
+			undo()
+			return err
+		}
 	}
 	if st == bindingStale {
 		o.logger.Warn("snapid: the counter file this node name went with on this host is gone; the name now goes with this one",

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -106,6 +107,23 @@ func bindingChild(t *testing.T, shared string) {
 	case "opened":
 		require.NoError(t, err)
 		require.NoError(t, g.Close())
+	case "race":
+		if err == nil {
+			g.Close()
+		}
+		for i := range raceNames {
+			name := fmt.Sprintf("r%d", i)
+			g, err := Open(filepath.Join(work, name+".u64"), name)
+			if err != nil {
+				require.ErrorIs(t, err, ErrNameBound)
+				fmt.Printf("RACE %s refused\n", name)
+				continue
+			}
+			_, err = g.UniqueID()
+			require.NoError(t, err)
+			require.NoError(t, g.Close())
+			fmt.Printf("RACE %s opened\n", name)
+		}
 	default:
 		t.Fatal(errors.New("unknown expectation " + os.Getenv(envBindExpect)))
 	}
@@ -166,4 +184,72 @@ func TestBindingRootAfterUser(t *testing.T) {
 	g, err := Open(rootCounter, "vm")
 	require.NoError(t, err, "the user's counter is gone: the name is free")
 	require.NoError(t, g.Close())
+}
+
+// raceNames is how many names TestBindingRootAndUserRace opens from each
+// side.
+const raceNames = 120
+
+// Root and another user open the same names at the same moment, each with
+// a counter of its own (as at boot): for no name may both sides issue
+// ids. Each side checks the other's bindings again after recording its
+// own, so at least one of the two sees the other whatever the order.
+func TestBindingRootAndUserRace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("running a program as another user is root's")
+	}
+	root := testfs.SharedTempDir(t, "snapid-binding-race-")
+	shared := filepath.Join(root, "names")
+	ExportBindingDefaults(t, shared)
+	home, work := filepath.Join(root, "home"), filepath.Join(root, "work")
+	for _, d := range []string{home, work, filepath.Join(work, "tmp")} {
+		require.NoError(t, os.Mkdir(d, 0o755))
+		require.NoError(t, os.Chown(d, nobody, nobody))
+	}
+	// Root finds the user's bindings in the home the password database
+	// gives; the child, with /nonexistent there, falls back to $HOME.
+	passwd := filepath.Join(root, "passwd")
+	require.NoError(t, os.WriteFile(passwd, []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:"+home+":/usr/sbin/nologin\n"), 0o644))
+	old := statefile.PasswdPath
+	statefile.PasswdPath = passwd
+	t.Cleanup(func() { statefile.PasswdPath = old })
+	require.NoError(t, os.MkdirAll(shared, 0o755))
+	bin := filepath.Join(root, "snapid.test")
+	copyExecutable(t, bin)
+	mine := filepath.Join(root, "mine")
+	require.NoError(t, os.Mkdir(mine, 0o700))
+
+	cmd := exec.Command(bin, "-test.run", "^TestBindingFallbackForOtherUsers$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), envBindChild+"="+shared, envBindWork+"="+work, envBindExpect+"=race",
+		"HOME="+home, "XDG_STATE_HOME=", "TMPDIR="+filepath.Join(work, "tmp"), "SNAPID_BINDING_DIR=")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Start())
+	rootOpened := map[string]bool{}
+	for i := range raceNames {
+		name := fmt.Sprintf("r%d", i)
+		g, err := Open(filepath.Join(mine, name+".u64"), name)
+		if err != nil {
+			require.ErrorIs(t, err, ErrNameBound)
+			continue
+		}
+		_, err = g.UniqueID()
+		require.NoError(t, err)
+		require.NoError(t, g.Close())
+		rootOpened[name] = true
+	}
+	require.NoError(t, cmd.Wait(), "the child, as uid %d:\n%s", nobody, out.String())
+	both, userOpened := 0, 0
+	for _, line := range strings.Split(out.String(), "\n") {
+		var name, how string
+		if n, _ := fmt.Sscanf(line, "RACE %s %s", &name, &how); n == 2 && how == "opened" {
+			userOpened++
+			if rootOpened[name] {
+				both++
+				t.Errorf("root and uid %d both issued ids under %s", nobody, name)
+			}
+		}
+	}
+	t.Logf("%d names: root opened %d, the user %d, both %d", raceNames, len(rootOpened), userOpened, both)
 }

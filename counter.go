@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/snapid/snapid/internal/statefile"
@@ -272,9 +273,38 @@ func dirExists(dir string) bool {
 // splitPath returns the directory (never empty) and base name of path.
 func splitPath(path string) (dir, base string) { return statefile.SplitPath(path) }
 
-// lock takes the exclusive flock and checks that the path still names
-// the locked file. On success the caller must call unlock.
-func (c *counterFile) lock() error { return c.lockContext(context.Background()) }
+// lockUnless takes the exclusive flock and checks that the path still
+// names the locked file; on success the caller must call unlock. An
+// uncontended lock costs one flock call. While another process (any
+// user who can read the counter) holds the lock, it polls, backing off
+// from 20µs to 1ms, and gives up with stop's error as soon as stop
+// returns one (every caller left, the Generator closed): no update waits
+// in the kernel where nothing can end the wait.
+func (c *counterFile) lockUnless(stop func() error) error {
+	if c.broken != nil {
+		return c.broken
+	}
+	wait := 20 * time.Microsecond
+	for {
+		err := unix.Flock(c.fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if err != unix.EWOULDBLOCK && err != unix.EINTR {
+			return &FileError{Op: "lock", Path: c.path, Err: err}
+		}
+		if err := stop(); err != nil {
+			return err
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, time.Millisecond)
+	}
+	if err := c.checkIdentity(); err != nil {
+		c.unlock()
+		return &FileError{Op: "lock", Path: c.path, Err: err}
+	}
+	return nil
+}
 
 // lockContext is lock waiting no longer than ctx allows: past it, the
 // error is ErrLocked naming the holder. A ctx that is never done waits
@@ -425,13 +455,22 @@ func (c *counterFile) readContext(ctx context.Context) (v uint64, err error) {
 // back above it: every number this process knows to be issued is at or
 // below that value. The update that raises it is the one that issues the
 // next numbers, so the raise is synced before any of them is returned.
-func (c *counterFile) advance(k uint64, hook advanceHook, gone func() bool) (first uint64, err error) {
-	if err := c.lock(); err != nil {
+func (c *counterFile) advance(k uint64, hook advanceHook, gone, closed func() bool) (first uint64, err error) {
+	stop := func() error {
+		if gone != nil && gone() {
+			return errCallersLeft // its callers left while the lock was held elsewhere
+		}
+		if closed != nil && closed() {
+			return ErrClosed
+		}
+		return nil
+	}
+	if err := c.lockUnless(stop); err != nil {
 		return 0, err
 	}
 	defer c.unlock()
-	if gone != nil && gone() {
-		return 0, errCallersLeft // its callers left while the lock was held elsewhere
+	if err := stop(); err != nil {
+		return 0, err
 	}
 	cur, err := c.load()
 	if err != nil {

@@ -146,3 +146,52 @@ func TestLockedFilesBesideCounterChecked(t *testing.T) {
 		})
 	}
 }
+
+// A relative counter path is checked as the absolute path it names: run
+// from a directory another user owns, Init, Repair and ReadCounter never
+// follow that user's link into a root-only directory.
+func TestRelativeCounterPathChecked(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run another user")
+	}
+	root := testfs.SharedTempDir(t, "snapid-rel-")
+	home := filepath.Join(root, "home")
+	require.NoError(t, os.Mkdir(home, 0o755))
+	require.NoError(t, os.Chown(home, 65534, 65534))
+	victim := filepath.Join(root, "victim")
+	require.NoError(t, os.Mkdir(victim, 0o700))
+	secret := filepath.Join(victim, "c2")
+	require.NoError(t, os.WriteFile(secret, []byte("root secret config line.\n"), 0o600))
+	testfs.AsOtherUser(t, "ln -s "+victim+" "+filepath.Join(home, "state"))
+	t.Chdir(home)
+
+	_, err := Init(filepath.Join("state", "newfile"), 7)
+	require.ErrorIs(t, err, ErrUntrustedOwner)
+	_, err = Repair(filepath.Join("state", "c2"), 5)
+	require.ErrorIs(t, err, ErrUntrustedOwner)
+	_, err = ReadCounter(filepath.Join("state", "c2"))
+	require.ErrorIs(t, err, ErrUntrustedOwner)
+	ents, err := os.ReadDir(victim)
+	require.NoError(t, err)
+	require.Len(t, ents, 1, "a file was made in the root-only directory")
+	b, err := os.ReadFile(secret)
+	require.NoError(t, err)
+	require.Equal(t, "root secret config line.\n", string(b))
+}
+
+// An Open refused because of the counter's path makes nothing for the
+// bindings either: no directory level, no lock file, no binding.
+func TestRefusedPathMakesNoBindings(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run another user")
+	}
+	root := testfs.SharedTempDir(t, "snapid-refpath-")
+	evil := filepath.Join(root, "evil")
+	require.NoError(t, os.Mkdir(evil, 0o755))
+	require.NoError(t, os.Chown(evil, 65534, 65534))
+	bd := filepath.Join(root, "bd")
+	_, err := Open(filepath.Join(evil, "c"), "web", WithBindingDir(filepath.Join(bd, "names")))
+	require.ErrorIs(t, err, ErrUntrustedOwner)
+	_, serr := os.Lstat(bd)
+	require.True(t, os.IsNotExist(serr), "the bindings directory was made for a refused counter")
+}

@@ -134,6 +134,9 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 		err = openFile()
 	}
 	if err != nil {
+		if file != nil {
+			file.close() // opened, then the binding was refused
+		}
 		return nil, err
 	}
 	g := &Generator{name: name, path: counterPath, log: o.logger, file: file, stats: newGenStats()}
@@ -289,7 +292,7 @@ func (g *Generator) advance(k uint64, gone func() bool) (uint64, error) {
 		hook = g.res
 	}
 	start := time.Now()
-	first, err := g.file.advance(k, hook, gone)
+	first, err := g.file.advance(k, hook, gone, g.closed.Load)
 	g.stats.updated(k, time.Since(start), err)
 	if err != nil {
 		return 0, err
@@ -347,4 +350,18 @@ func (g *Generator) Close() error {
 		err = cerr
 	}
 	return err
+}
+
+// absPath makes path absolute (relative to the working directory), so
+// that the checks of the directories leading to it (which walk from /)
+// and every later open name one and the same file. A path that cannot be
+// made absolute is returned as it is; opening it fails.
+func absPath(path string) string {
+	if path == "" {
+		return path
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
 }

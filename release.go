@@ -18,6 +18,7 @@ import (
 // register): a routine restart must not take back a name released for
 // another host.
 func Release(ctx context.Context, counterPath, name string, opts ...Option) (final uint64, err error) {
+	counterPath = absPath(counterPath)
 	if err := ValidateName(name); err != nil {
 		return 0, err
 	}

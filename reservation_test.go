@@ -649,11 +649,12 @@ func waitUpdateInFlight(g *Generator) {
 	}
 }
 
-// Close while a call waits for the counter's lock (another process holds
-// it): the closing Generator stays present on the host until the call has
-// returned its number (or ErrClosed), so another process closing meanwhile
-// is not the last one and does not set the registry's mark back below that
-// number; the last one to close covers it.
+// Close while a call of the same process waits for the counter's lock
+// (held by another process): the waiting update gives up (ErrClosed,
+// nothing taken), so Close returns at once and the process leaves the
+// host's presence. The other process is then the last one: its Close sets
+// the registry's mark back to the counter once it can read it, and the
+// mark covers every number issued.
 func TestCloseWithCallInFlight(t *testing.T) {
 	reg := snapidtest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
@@ -674,32 +675,28 @@ func TestCloseWithCallInFlight(t *testing.T) {
 	waitUpdateInFlight(g1)
 	closed1 := make(chan error, 1)
 	go func() { closed1 <- g1.Close() }()
-	// Time for a Close that does not wait for the update to leave the
-	// host's presence.
-	time.Sleep(100 * time.Millisecond)
+	select {
+	case res := <-inFlight:
+		require.ErrorIs(t, res.err, ErrClosed, "the update waiting for the lock gave up")
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not end the update waiting for the counter's lock")
+	}
+	select {
+	case err := <-closed1:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close waited for the other process's lock")
+	}
 
-	// g1 is still present, so g2 is not the last process: its Close
-	// returns without reading the counter, whose lock is still held.
 	closed2 := make(chan error, 1)
 	go func() { closed2 <- g2.Close() }()
-	select {
-	case err := <-closed2:
-		require.NoError(t, err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the second Close took itself for the last one while an update of the first was in flight")
-	}
+	time.Sleep(100 * time.Millisecond)
 	unlock()
-
-	res := <-inFlight
-	require.NoError(t, <-closed1)
-	if res.err != nil {
-		require.ErrorIs(t, res.err, ErrClosed)
-	} else {
-		issued = append(issued, res.n)
-	}
+	require.NoError(t, <-closed2)
 	top := slices.Max(issued)
 	row, _ := reg.Row("web_1")
 	assert.GreaterOrEqual(t, row.Reserved, top, "the registry's mark covers every number issued")
+	assert.Equal(t, top, row.Reserved, "the last Close set the mark back to the counter")
 	assert.GreaterOrEqual(t, ctValue(t, path), top)
 }
 

@@ -23,6 +23,7 @@ func TestCLIShowAndInitTimeoutOnLockedCounter(t *testing.T) {
 	testfs.HoldFlock(t, path)
 	for _, args := range [][]string{
 		{"show", "--counter", path, "--timeout", "300ms"},
+		{"status", "--counter", path, "--name", "vm", "--timeout", "300ms"},
 		{"init", "--counter", path, "--start", "20", "--timeout", "300ms"},
 		{"init", "--counter", path, "--start", "30", "--force", "--timeout", "300ms"},
 	} {

@@ -87,7 +87,7 @@ func cmdRegister(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	last, err := snapid.ReadCounter(path)
+	last, err := snapid.ReadCounterContext(ctx, path)
 	if err != nil {
 		return err
 	}

@@ -90,7 +90,9 @@ func cmdStatus(ctx context.Context, c *cli, args []string) error {
 		return err
 	default:
 		st.Counter.Exists, st.Counter.Mode = true, info.Mode().Perm().String()
-		last, err := snapid.ReadCounter(path)
+		rctx, rcancel := context.WithTimeout(ctx, rf.timeout)
+		last, err := snapid.ReadCounterContext(rctx, path) // another process may hold its lock
+		rcancel()
 		switch {
 		case errors.Is(err, snapid.ErrCorrupt):
 			attention("the counter is damaged (%s): %s", oneLine(err.Error()), describeHint("status", err))

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -211,4 +212,19 @@ func TestLockBoundedByContext(t *testing.T) {
 	require.NoError(t, unix.Flock(int(holder.Fd()), unix.LOCK_UN))
 	require.NoError(t, Lock(context.Background(), int(waiter.Fd()), p))
 	assert.True(t, errors.Is(unix.Flock(int(holder.Fd()), unix.LOCK_EX|unix.LOCK_NB), syscall.EWOULDBLOCK))
+}
+
+// A line of any length in the password database hides none after it.
+func TestUsersLongLine(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "passwd")
+	long := strings.Repeat("x", 70000)
+	require.NoError(t, os.WriteFile(p, []byte("root:x:0:0:root:/root:/bin/sh\nlong:x:1000:1000:"+long+":/home/long:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin"), 0o644))
+	old := PasswdPath
+	PasswdPath = p
+	t.Cleanup(func() { PasswdPath = old })
+	us := Users()
+	require.Len(t, us, 3)
+	require.Equal(t, User{Name: "nobody", Uid: 65534, Home: "/nonexistent"}, us[2])
+	require.Equal(t, "nobody", UserName(65534))
+	require.Equal(t, "uid 4242", UserName(4242))
 }

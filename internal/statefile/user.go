@@ -12,17 +12,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// UserName returns the login name of uid from /etc/passwd, or "uid N".
+// UserName returns the login name of uid from the password database, or
+// "uid N".
 func UserName(uid uint32) string {
-	f, err := os.Open("/etc/passwd")
-	if err == nil {
-		defer f.Close()
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			fields := strings.Split(sc.Text(), ":")
-			if len(fields) > 2 && fields[2] == strconv.FormatUint(uint64(uid), 10) {
-				return fields[0]
-			}
+	for _, u := range Users() {
+		if u.Uid == uid {
+			return u.Name
 		}
 	}
 	return "uid " + strconv.FormatUint(uint64(uid), 10)
@@ -48,9 +43,13 @@ func Users() []User {
 	}
 	defer f.Close()
 	var us []User
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Split(sc.Text(), ":")
+	r := bufio.NewReader(f) // no limit on a line's length: a long one must not hide the rest
+	for {
+		line, err := r.ReadString('\n')
+		if line == "" && err != nil {
+			break
+		}
+		fields := strings.Split(strings.TrimSuffix(line, "\n"), ":")
 		if len(fields) < 7 {
 			continue
 		}
@@ -124,6 +123,9 @@ func CheckDirOwner(path string) error { return checkDirs(path, false) }
 func CheckDirsForInit(path string) error { return checkDirs(path, true) }
 
 func checkDirs(path string, anyLeafOwner bool) error {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs // the walk starts at /
+	}
 	euid := uint32(os.Geteuid())
 	dir, dst, err := walkTrusted(filepath.Dir(path), euid)
 	if err != nil || dir == "" {
@@ -229,6 +231,9 @@ func walkTrusted(path string, euid uint32) (string, unix.Stat_t, error) {
 // then checked as a counter path in turn (directories and links), up to
 // maxLinks links. A path that is not a link is left to CheckDirOwner.
 func CheckLink(path string) error {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
 	euid := uint32(os.Geteuid())
 	for range maxLinks {
 		var lst unix.Stat_t
