@@ -1,5 +1,5 @@
 # Conveniences; the README's commands are the reference.
-.PHONY: test bench bench-quick run
+.PHONY: test bench bench-quick run soak
 
 run:
 	go run ./cmd/snapctl next
@@ -18,3 +18,10 @@ bench:
 # temporary directory, BENCHMARKS.md left alone.
 bench-quick:
 	bash bench/run.sh -quick
+
+# The simulator for a long soak: random histories for 30 minutes (or
+# SOAK=2h); a failure prints the seed, the shrunk history and how to
+# replay it.
+SOAK ?= 30m
+soak:
+	SNAPID_SIM_DURATION=$(SOAK) go test -count=1 -timeout 0 -run '^TestSimulation$$' -v ./internal/sim

@@ -14,6 +14,10 @@
 #      Cassandra fails instead of skipping; then builds, vets and tests the
 #      library again with the oldest Go it declares (go.mod's go line,
 #      go1.25.0: the toolchain is fetched from the module proxy once);
+#   3a. runs the simulator (internal/sim) in full without the race
+#      detector: 10,000 random histories of operations and faults, every
+#      guarantee checked (SNAPID_SIM_HISTORIES, SNAPID_SIM_DURATION change
+#      how many; make soak runs it for 30 minutes);
 #   4. runs the Cassandra outage test on its own (it stops and restarts
 #      Cassandra under a running Generator);
 #   5. restarts Cassandra requiring passwords and permissions and runs the
@@ -131,8 +135,28 @@ t=$SECONDS
 min_go="go$(awk '$1 == "go" { print $2; exit }' go.mod)"
 echo "test: the oldest declared toolchain ($min_go): go vet and go test ./..."
 GOTOOLCHAIN="$min_go" go vet ./...
-GOTOOLCHAIN="$min_go" go test -count=1 -timeout 20m ./...
+SNAPID_SIM_HISTORIES=1000 GOTOOLCHAIN="$min_go" go test -count=1 -timeout 20m ./...
 took "the $min_go build and tests" "$t"
+
+t=$SECONDS
+# The simulator's full run, without the race detector (step 3 ran it with
+# fewer histories): random histories of operations and faults, every
+# guarantee checked; its last line counts them, and any violation fails.
+echo "test: simulation (internal/sim)"
+sim_out="$(mktemp)"
+if ! go test -count=1 -timeout 10m -run '^TestSimulation$' -v ./internal/sim >"$sim_out" 2>&1; then
+  cat "$sim_out"
+  rm -f "$sim_out"
+  exit 1
+fi
+grep -E '^sim: ' "$sim_out" | tail -1
+grep -qE '^sim: [0-9]+ histories, [0-9]+ operations, [0-9]+ faults, 0 violations$' "$sim_out" || {
+  echo "test: the simulation did not report 0 violations" >&2
+  rm -f "$sim_out"
+  exit 1
+}
+rm -f "$sim_out"
+took "the simulation" "$t"
 
 # run_alone ENV TESTS PACKAGES...: runs the named tests (a|b) verbosely with
 # ENV=1, and fails unless each of them passed (not skipped, not missing).

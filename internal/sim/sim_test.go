@@ -11,7 +11,7 @@ import (
 // Environment:
 //
 //	SNAPID_SIM_SEED=N        run that one history (and its shrunk form, if it fails), printing it
-//	SNAPID_SIM_HISTORIES=N   how many histories (default 10000)
+//	SNAPID_SIM_HISTORIES=N   how many histories (default 10000; 2000 with the race detector)
 //	SNAPID_SIM_DURATION=D    run histories for D instead (a soak: make soak)
 //	SNAPID_SIM_STEPS=N       steps per history (default 100)
 //	SNAPID_SIM_FIRST=N       the first seed (default 1; seeds are consecutive)
@@ -55,7 +55,11 @@ func TestSimulation(t *testing.T) {
 		replay(t, dir, Generate(seed, steps))
 		return
 	}
-	histories := envInt(t, "SNAPID_SIM_HISTORIES", 10000)
+	def := 10000
+	if raceBuild {
+		def = 2000
+	}
+	histories := envInt(t, "SNAPID_SIM_HISTORIES", def)
 	var until time.Time
 	if d := os.Getenv("SNAPID_SIM_DURATION"); d != "" {
 		dur, err := time.ParseDuration(d)
