@@ -65,32 +65,33 @@ func (c HostConfig) String() string {
 type Kind int
 
 const (
-	KOpen       Kind = iota // process opens its Generator (OpenContext)
-	KNext                   // NextNContext(N) (N 1: UniqueIDContext); Cancelled: with a context already ended
-	KClose                  // Close
-	KCrash                  // the process is killed
-	KPowerCut               // every process of the host is killed, then the power is cut (Keep: keep-some)
-	KRelease                // every process of the host closes, then Release
-	KForce                  // ForceRelease of the host's name by an operator (Next: the floor it is given)
-	KTakeover               // a new host takes the host's name over (WithTakeover(N))
-	KReclaim                // the host reopens its released name (WithReclaim)
-	KBackup                 // the host's files are copied aside
-	KRestore                // every process of the host is killed; its files are put back from the copy
-	KClone                  // a new host with a copy of the host's files (same owner token) on another machine
-	KCorrupt                // a byte of the counter is changed while no process runs (Arg: which file)
-	KClock                  // the clock moves by D (negative: back)
-	KRegFault               // the N-th next registry change (Arg: of which kind) fails, applied or not
-	KRegDown                // the registry is down (Keep: true) or up
-	KDiskFault              // the N-th next file operation (Arg: of which kind) on the host fails with Errno
-	KBadInput               // a call with bad input (Arg: which); nothing may change
-	KSeqNext                // the process takes N numbers of sequence Seq (N 1: Next, else NextN)
-	KSeqCreate              // sequence Seq is created again with start Start and max Max (0: kept)
-	KConcurrent             // every open process of the host calls N times at once from two goroutines each (and its Sequences); Keep: a process closes meanwhile
+	KOpen        Kind = iota // process opens its Generator (OpenContext)
+	KNext                    // NextNContext(N) (N 1: UniqueIDContext); Cancelled: with a context already ended
+	KClose                   // Close
+	KCrash                   // the process is killed
+	KPowerCut                // every process of the host is killed, then the power is cut (Keep: keep-some)
+	KRelease                 // every process of the host closes, then Release
+	KForce                   // ForceRelease of the host's name by an operator (Next: the floor it is given)
+	KTakeover                // a new host takes the host's name over (WithTakeover(N))
+	KReclaim                 // the host reopens its released name (WithReclaim)
+	KBackup                  // the host's files are copied aside
+	KRestore                 // every process of the host is killed; its files are put back from the copy
+	KClone                   // a new host with a copy of the host's files (same owner token) on another machine
+	KCorrupt                 // a byte of the counter is changed while no process runs (Arg: which file)
+	KClock                   // the clock moves by D (negative: back)
+	KRegFault                // the N-th next registry change (Arg: of which kind) fails, applied or not
+	KRegDown                 // the registry is down (Keep: true) or up
+	KDiskFault               // the N-th next file operation (Arg: of which kind) on the host fails with Errno
+	KBadInput                // a call with bad input (Arg: which); nothing may change
+	KSeqNext                 // the process takes N numbers of sequence Seq (N 1: Next, else NextN)
+	KSeqCreate               // sequence Seq is created again with start Start and max Max (0: kept)
+	KRestoreLive             // the counter and mark file are put back in place from the copy while processes run
+	KConcurrent              // every open process of the host calls N times at once from two goroutines each (and its Sequences); Keep: a process closes meanwhile
 )
 
 var kindNames = [...]string{"open", "next", "close", "crash", "power-cut", "release", "force-release", "takeover",
 	"reclaim", "backup", "restore", "clone", "corrupt", "clock", "registry-fault", "registry-down", "disk-fault", "bad-input",
-	"seq-next", "seq-create", "concurrent"}
+	"seq-next", "seq-create", "restore-live", "concurrent"}
 
 func (k Kind) String() string { return kindNames[k] }
 
@@ -284,8 +285,10 @@ func Generate(seed uint64, steps int) History {
 			s.Kind = KReclaim
 		case r < 78:
 			s.Kind = KBackup
-		case r < 80:
+		case r < 79:
 			s.Kind = KRestore
+		case r < 80:
+			s.Kind = KRestoreLive
 		case r < 81:
 			if hosts < 8 {
 				s.Kind = KClone

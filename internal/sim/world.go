@@ -358,6 +358,27 @@ func (w *world) do(s Step) {
 		}
 		ho.exempt = "its files were restored from a copy"
 		ho.released = false
+	case KRestoreLive:
+		// Put back in place (same file, so running processes keep it
+		// open): what a backup tool restoring over a live host does. The
+		// running processes must notice and never repeat; a process that
+		// starts later is covered by the registry's mark. Without a
+		// registry only the running process can tell (a documented
+		// limit), so standalone hosts are left out.
+		if ho.backup == nil || !ho.cfg.Registry || !w.running(ho) {
+			return
+		}
+		// The counter only: a whole directory (counter and mark
+		// together) restored under running processes is not covered
+		// (docs/guarantees.md): the mark's floor goes back with it.
+		for _, p := range []string{ho.counter} {
+			if b, ok := ho.backup[p]; ok {
+				if err := os.WriteFile(p, b, 0o600); err != nil {
+					w.check.violation("restore in place on h%d: %v", ho.i, err)
+				}
+			}
+		}
+		ho.exempt = "its files were restored from a copy"
 	case KClone:
 		if !ho.cfg.Registry {
 			return
