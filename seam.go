@@ -20,6 +20,16 @@ func init() {
 			if gen.res != nil && gen.res.extending.Load() {
 				return true
 			}
+			if gc := gen.gc; gc != nil {
+				// A leader whose caller left finishes its update in a
+				// goroutine of its own (an extension among it).
+				gc.mu.Lock()
+				flushing := gc.flushing
+				gc.mu.Unlock()
+				if flushing {
+					return true
+				}
+			}
 			gen.seqMu.Lock()
 			defer gen.seqMu.Unlock()
 			for _, s := range gen.seqs {

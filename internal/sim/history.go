@@ -133,6 +133,10 @@ func (s Step) String() string {
 		fmt.Fprintf(&b, " floor=%d", s.N)
 	case KCorrupt, KBadInput:
 		fmt.Fprintf(&b, " %s", s.Arg)
+	case KClone:
+		if s.Keep {
+			b.WriteString(" (started after the clone window)")
+		}
 	case KClock:
 		fmt.Fprintf(&b, " %+v", s.D)
 	case KRegFault:
@@ -289,15 +293,16 @@ func Generate(seed uint64, steps int) History {
 			s.Kind = KRestore
 		case r < 80:
 			s.Kind = KRestoreLive
-		case r < 81:
+		case r < 83:
 			if hosts < 8 {
 				s.Kind = KClone
+				s.Keep = rng.IntN(2) == 0
 				hosts++
 			} else {
 				s.Kind = KClock
 				s.D = time.Minute
 			}
-		case r < 82:
+		case r < 84:
 			s.Kind = KCorrupt
 			s.Arg = []string{"counter", "mark", "session", "owner"}[rng.IntN(4)]
 		case r < 87:

@@ -402,6 +402,12 @@ func (w *world) do(s Step) {
 		ho.exempt = "it was cloned"
 		nh.exempt = "it is a clone"
 		nh.released = ho.released
+		if s.Keep {
+			// Started once the clone window has passed: its claim
+			// supersedes the original's session, which may still run.
+			w.clock.add(3*time.Hour + time.Minute)
+			_ = w.open(nh, 0)
+		}
 	case KCorrupt:
 		if w.running(ho) {
 			return
