@@ -26,7 +26,6 @@ type seqCheck struct {
 	cfg        SeqConfig
 	start, max uint64            // the bounds as last created
 	nums       map[uint64]string // every number handed out, and where
-	nextSeen   uint64            // the highest GLOBAL next seen
 }
 
 type idKey struct {
