@@ -172,14 +172,20 @@ func (c *checker) unchanged(ho *host, before state, what string) {
 			c.violation("%s on h%d removed %s", what, ho.i, p)
 		}
 	}
-	if len(before.rows) != len(after.rows) {
-		c.violation("%s on h%d changed the registry's rows (%d, then %d)", what, ho.i, len(before.rows), len(after.rows))
+	c.rowsUnchanged(before.rows, fmt.Sprintf("%s on h%d", what, ho.i))
+}
+
+// rowsUnchanged checks that the registry's rows are still before.
+func (c *checker) rowsUnchanged(before []snapid.Holder, what string) {
+	after := c.rows()
+	if len(before) != len(after) {
+		c.violation("%s changed the registry's rows (%d, then %d)", what, len(before), len(after))
 		return
 	}
-	for i := range before.rows {
-		a, b := before.rows[i], after.rows[i]
+	for i := range before {
+		a, b := before[i], after[i]
 		if a.Name != b.Name || a.Owner != b.Owner || a.State != b.State || a.Reserved != b.Reserved || a.Session != b.Session {
-			c.violation("%s on h%d changed the registry's row of %s: %+v, then %+v", what, ho.i, a.Name, a, b)
+			c.violation("%s changed the registry's row of %s: %+v, then %+v", what, a.Name, a, b)
 		}
 	}
 }

@@ -323,7 +323,7 @@ func Generate(seed uint64, steps int) History {
 			s.Errno = errnos[rng.IntN(len(errnos))]
 		default:
 			s.Kind = KBadInput
-			s.Arg = []string{"name", "counter-dir", "takeover-max", "block-0", "next-0"}[rng.IntN(5)]
+			s.Arg = []string{"name", "counter-dir", "takeover-max", "block-0", "next-0", "other-name"}[rng.IntN(6)]
 		}
 		h.Steps = append(h.Steps, s)
 	}

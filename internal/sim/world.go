@@ -255,7 +255,12 @@ func (w *world) do(s Step) {
 		if ho.released {
 			return
 		}
-		_ = w.open(ho, s.Proc)
+		before := w.check.rows()
+		if err := w.open(ho, s.Proc); refusedAsInput(err) {
+			// A file found damaged, or a name the counter does not serve,
+			// is refused before the registry is touched.
+			w.check.rowsUnchanged(before, fmt.Sprintf("an Open of h%d refused (%v)", ho.i, err))
+		}
 	case KNext:
 		g := ho.procs[s.Proc]
 		if g == nil {
@@ -560,6 +565,20 @@ func (w *world) badInput(ho *host, s Step) {
 		if err == nil {
 			_ = g.Close()
 		}
+	case "other-name":
+		// A second name on a counter that processes of the host use
+		// under its own name (one counter, one name), also during an
+		// outage, when the registry cannot be asked.
+		// (Without a registry a counter may serve two names: their ids
+		// differ by the name; only one counter per name is required.)
+		if !w.running(ho) || !ho.cfg.Registry {
+			return
+		}
+		var g *snapid.Generator
+		g, err = snapid.OpenContext(w.opCtx(), ho.counter, "other", w.options(ho)...)
+		if err == nil {
+			_ = g.Close()
+		}
 	case "next-0":
 		g := ho.procs[s.Proc]
 		if g == nil {
@@ -640,4 +659,12 @@ func rebase(files map[string][]byte, from, to string) map[string][]byte {
 		out[filepath.Join(to, rel)] = b
 	}
 	return out
+}
+
+// refusedAsInput reports whether an Open failed on what it was given or
+// found (a damaged file, a name the counter does not serve, a bad option),
+// not on a fault: such a refusal changes nothing in the registry.
+func refusedAsInput(err error) bool {
+	return err != nil && (errors.Is(err, snapid.ErrCorrupt) || errors.Is(err, snapid.ErrNameMismatch) ||
+		errors.Is(err, snapid.ErrInvalidOption) || errors.Is(err, snapid.ErrInvalidName))
 }
