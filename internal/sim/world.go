@@ -524,6 +524,8 @@ func (w *world) corrupt(ho *host, which string) {
 	switch {
 	case which == "counter":
 		b = b[:len(b)/2] // torn: a counter that cannot be read
+	case which == "mark":
+		b = append(b, 0) // a size no mark file has
 	case len(b) > 0:
 		b[len(b)/2] ^= 0x5a
 	default:
