@@ -214,17 +214,8 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 	// counter that cannot be used, fails to open: nothing is made for it
 	// either (both are checked here, before any bindings directory or
 	// lock file is made).
-	check := statefile.CheckDirOwner
-	if o.initDir {
-		check = statefile.CheckDirsForInit
-	}
-	if err := check(counterPath); err != nil {
-		return &FileError{Op: "open", Path: counterPath, Err: classifyOpenError(err)}
-	}
-	if o.followSymlinks {
-		if err := statefile.CheckLink(counterPath); err != nil {
-			return &FileError{Op: "open", Path: counterPath, Err: classifyOpenError(err)}
-		}
+	if err := checkCounterPath(counterPath, o); err != nil {
+		return &FileError{Op: "open", Path: counterPath, Err: err}
 	}
 	if _, err := os.Lstat(counterPath); err == nil {
 		c, err := openReadOnly(counterPath, o)

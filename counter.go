@@ -241,17 +241,8 @@ func classifyOpenError(err error) error {
 func createIfMissing(path string, v uint64, o *options) error {
 	// Nothing is made in a directory another user owns (but by Init, to
 	// give a service its counter), or below one.
-	check := statefile.CheckDirOwner
-	if o.initDir {
-		check = statefile.CheckDirsForInit
-	}
-	if err := check(path); err != nil {
-		return &FileError{Op: "create", Path: path, Err: classifyOpenError(err)}
-	}
-	if o.followSymlinks {
-		if err := statefile.CheckLink(path); err != nil {
-			return &FileError{Op: "create", Path: path, Err: classifyOpenError(err)}
-		}
+	if err := checkCounterPath(path, o); err != nil {
+		return &FileError{Op: "create", Path: path, Err: err}
 	}
 	b := EncodeCounter(v)
 	err := createIfAbsent(path, b[:], o)
@@ -263,6 +254,24 @@ func createIfMissing(path string, v uint64, o *options) error {
 		}
 	}
 	return err
+}
+
+// checkCounterPath checks the directories leading to the counter at path
+// (statefile.CheckDirOwner; CheckDirsForInit for Init) and, if links are
+// followed, the link there (statefile.CheckLink).
+func checkCounterPath(path string, o *options) error {
+	check := statefile.CheckDirOwner
+	if o.initDir {
+		check = statefile.CheckDirsForInit
+	}
+	err := check(path)
+	if err == nil && o.followSymlinks {
+		err = statefile.CheckLink(path)
+	}
+	if err != nil {
+		return classifyOpenError(err)
+	}
+	return nil
 }
 
 func dirExists(dir string) bool {

@@ -266,12 +266,7 @@ func (w *world) do(s Step) {
 		if g == nil {
 			return
 		}
-		ctx := w.opCtx()
-		if s.Cancelled {
-			c, cancel := context.WithCancel(ctx)
-			cancel()
-			ctx = c
-		}
+		ctx := w.stepCtx(s)
 		if s.N == 1 {
 			id, err := g.UniqueIDContext(ctx)
 			if err == nil {
@@ -462,12 +457,7 @@ func (w *world) seqNext(ho *host, s Step) {
 	if err != nil {
 		return
 	}
-	ctx := w.opCtx()
-	if s.Cancelled {
-		c, cancel := context.WithCancel(ctx)
-		cancel()
-		ctx = c
-	}
+	ctx := w.stepCtx(s)
 	var first uint64
 	if s.N == 1 {
 		first, err = sq.NextContext(ctx)
@@ -669,4 +659,15 @@ func rebase(files map[string][]byte, from, to string) map[string][]byte {
 func refusedAsInput(err error) bool {
 	return err != nil && (errors.Is(err, snapid.ErrCorrupt) || errors.Is(err, snapid.ErrNameMismatch) ||
 		errors.Is(err, snapid.ErrInvalidOption) || errors.Is(err, snapid.ErrInvalidName))
+}
+
+// stepCtx is the context of a step's call: one already ended if the step
+// says so.
+func (w *world) stepCtx(s Step) context.Context {
+	if !s.Cancelled {
+		return w.opCtx()
+	}
+	ctx, cancel := context.WithCancel(w.opCtx())
+	cancel()
+	return ctx
 }
