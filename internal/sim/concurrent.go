@@ -80,3 +80,63 @@ func (w *world) concurrent(ho *host, s Step) {
 		}
 	}
 }
+
+// storm starts every process of ho that is not running at the same
+// moment (a host's services after a reboot), and, if takeover, a new host
+// taking ho's name over at that moment too; then each that opened issues
+// one id. Who wins the host's gate and the registry is the scheduler's
+// choice.
+func (w *world) storm(ho *host, takeover bool) {
+	var nh *host
+	if takeover && ho.cfg.Registry {
+		var err error
+		if nh, err = w.addHost(ho.cfg); err != nil {
+			w.check.violation("storm: %v", err)
+			return
+		}
+		nh.takeover, nh.takeSet = 0, true
+		w.exempt(ho.cfg.Name, "its name was taken over")
+		nh.exempt = ""
+	}
+	type slot struct {
+		h *host
+		p int
+	}
+	var slots []slot
+	if !ho.released {
+		for p, g := range ho.procs {
+			if g == nil {
+				slots = append(slots, slot{ho, p})
+			}
+		}
+	}
+	if nh != nil {
+		slots = append(slots, slot{nh, 0})
+	}
+	opened := make([]*snapid.Generator, len(slots))
+	var wg sync.WaitGroup
+	for i, sl := range slots {
+		opts := w.options(sl.h)
+		wg.Go(func() {
+			g, err := snapid.OpenContext(context.Background(), sl.h.counter, sl.h.cfg.Name, opts...)
+			if err == nil {
+				opened[i] = g
+			}
+		})
+	}
+	wg.Wait()
+	for i, sl := range slots {
+		if g := opened[i]; g != nil {
+			sl.h.procs[sl.p] = g
+			w.settle()
+			if id, err := g.UniqueIDContext(context.Background()); err == nil {
+				parsed, perr := snapid.ParseID(id)
+				if perr != nil {
+					w.check.violation("an id that does not parse: %q: %v", id, perr)
+					continue
+				}
+				w.check.issued(sl.h, sl.p, parsed.Name, parsed.Number, 1)
+			}
+		}
+	}
+}

@@ -87,11 +87,12 @@ const (
 	KSeqCreate               // sequence Seq is created again with start Start and max Max (0: kept)
 	KRestoreLive             // the counter and mark file are put back in place from the copy while processes run
 	KConcurrent              // every open process of the host calls N times at once from two goroutines each (and its Sequences); Keep: a process closes meanwhile
+	KStorm                   // every process of the host not running starts at once (and, with Keep, a take-over of its name by a new host at the same moment)
 )
 
 var kindNames = [...]string{"open", "next", "close", "crash", "power-cut", "release", "force-release", "takeover",
 	"reclaim", "backup", "restore", "clone", "corrupt", "clock", "registry-fault", "registry-down", "disk-fault", "bad-input",
-	"seq-next", "seq-create", "restore-live", "concurrent"}
+	"seq-next", "seq-create", "restore-live", "concurrent", "storm"}
 
 func (k Kind) String() string { return kindNames[k] }
 
@@ -152,6 +153,10 @@ func (s Step) String() string {
 		}
 	case KSeqCreate:
 		fmt.Fprintf(&b, " s%d start=%d max=%d", s.Seq, s.Start, s.Max)
+	case KStorm:
+		if s.Keep {
+			b.WriteString(" (with a take-over by a new host)")
+		}
 	case KConcurrent:
 		fmt.Fprintf(&b, " n=%d", s.N)
 		if s.Keep {
@@ -242,6 +247,15 @@ func Generate(seed uint64, steps int) History {
 					s.N = 1 + uint64(rng.IntN(40))
 				}
 				s.Cancelled = rng.IntN(40) == 0
+			}
+			h.Steps = append(h.Steps, s)
+			continue
+		}
+		if rng.IntN(100) < 2 {
+			s.Kind = KStorm
+			s.Keep = hosts < 8 && rng.IntN(3) == 0
+			if s.Keep {
+				hosts++
 			}
 			h.Steps = append(h.Steps, s)
 			continue

@@ -429,6 +429,8 @@ func (w *world) do(s Step) {
 		w.seqCreate(s)
 	case KConcurrent:
 		w.concurrent(ho, s)
+	case KStorm:
+		w.storm(ho, s.Keep)
 	}
 }
 
