@@ -9,7 +9,9 @@
 // UniqueIDContext, NextNContext, a context already ended, Close, Release,
 // ForceRelease, a take-over by a new host, WithReclaim, Sequence.Next and
 // NextN, a sequence created again with a raised start or a lowered max, a
-// burst of concurrent calls with a Close among them, bad input) or a fault
+// burst of concurrent calls with a Close among them, a start-up storm of
+// a host's processes with a take-over at the same moment, bad input) or a
+// fault
 // (a process killed, a power cut forgetting every unsynced write or
 // keeping some, EIO or ENOSPC on the n-th next write, fsync, directory
 // sync, link or rename, a registry answer lost before or after the change
@@ -26,7 +28,7 @@
 // registry side's clock is the simulator's. Steps run one at a time and
 // the simulator waits for background extensions and prefetches between
 // them, so a seed replays the same history, except for the concurrent
-// bursts, whose interleaving the scheduler decides (the checks hold for
+// bursts and storms, whose interleaving the scheduler decides (the checks hold for
 // every interleaving).
 //
 // What is checked (check.go), after every step and at the end:
@@ -44,8 +46,9 @@
 //  5. the registry's mark of every name stays at or above every number
 //     handed out under it;
 //  6. bad input (an invalid name, a counter in a missing directory, a
-//     take-over floor of 2^64-1, WithBlock(0), NextN(0)) changes no file
-//     and no registry row;
+//     take-over floor of 2^64-1, WithBlock(0), NextN(0), a second name on
+//     a registered counter in use) changes no file and no registry row,
+//     and an Open refused on a damaged file changes no registry row;
 //  7. once every process closed, no goroutine and no descriptor is left;
 //  8. with every fault stopped, every host that nothing was done to and
 //     that still holds its name opens and issues again (a used-up counter
