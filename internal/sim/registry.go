@@ -76,88 +76,56 @@ func unknown(op, name string, applied bool) error {
 	return fmt.Errorf("sim: %w: %s %q: operation timed out (outcome unknown; here %s)", snapid.ErrRegistry, op, name, how)
 }
 
-func (r *faultyRegistry) Claim(ctx context.Context, c snapid.Claim) (snapid.Holder, error) {
-	f := r.hit("claim")
+// faulty runs a changing call of kind op on name through the armed fault:
+// lost before it is applied (call is not made), or applied and its answer
+// lost.
+func faulty[T any](r *faultyRegistry, op, name string, call func() (T, error)) (T, error) {
+	var zero T
+	f := r.hit(op)
 	if f != nil && !f.applied {
-		return snapid.Holder{}, unknown("claim", c.Name, false)
+		return zero, unknown(op, name, false)
 	}
-	h, err := r.Registry.Claim(ctx, c)
+	v, err := call()
 	if f != nil {
-		return snapid.Holder{}, unknown("claim", c.Name, true)
+		return zero, unknown(op, name, true)
 	}
-	return h, err
+	return v, err
+}
+
+// none adapts a call that returns only an error to faulty.
+func none(call func() error) func() (struct{}, error) {
+	return func() (struct{}, error) { return struct{}{}, call() }
+}
+
+func (r *faultyRegistry) Claim(ctx context.Context, c snapid.Claim) (snapid.Holder, error) {
+	return faulty(r, "claim", c.Name, func() (snapid.Holder, error) { return r.Registry.Claim(ctx, c) })
 }
 
 func (r *faultyRegistry) Extend(ctx context.Context, name, owner, session string, old, new uint64) (snapid.Holder, error) {
-	f := r.hit("extend")
-	if f != nil && !f.applied {
-		return snapid.Holder{}, unknown("extend", name, false)
-	}
-	h, err := r.Registry.Extend(ctx, name, owner, session, old, new)
-	if f != nil {
-		return snapid.Holder{}, unknown("extend", name, true)
-	}
-	return h, err
+	return faulty(r, "extend", name, func() (snapid.Holder, error) { return r.Registry.Extend(ctx, name, owner, session, old, new) })
 }
 
 func (r *faultyRegistry) Touch(ctx context.Context, name, owner, session string) error {
-	f := r.hit("touch")
-	if f != nil && !f.applied {
-		return unknown("touch", name, false)
-	}
-	err := r.Registry.Touch(ctx, name, owner, session)
-	if f != nil {
-		return unknown("touch", name, true)
-	}
+	_, err := faulty(r, "touch", name, none(func() error { return r.Registry.Touch(ctx, name, owner, session) }))
 	return err
 }
 
 func (r *faultyRegistry) Release(ctx context.Context, name, owner string, final uint64) error {
-	f := r.hit("release")
-	if f != nil && !f.applied {
-		return unknown("release", name, false)
-	}
-	err := r.Registry.Release(ctx, name, owner, final)
-	if f != nil {
-		return unknown("release", name, true)
-	}
+	_, err := faulty(r, "release", name, none(func() error { return r.Registry.Release(ctx, name, owner, final) }))
 	return err
 }
 
 func (r *faultyRegistry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (snapid.SequenceLease, error) {
-	f := r.hit("lease")
-	if f != nil && !f.applied {
-		return snapid.SequenceLease{}, unknown("lease", req.Sequence, false)
-	}
-	l, err := r.Registry.LeaseSequence(ctx, req)
-	if f != nil {
-		return snapid.SequenceLease{}, unknown("lease", req.Sequence, true)
-	}
-	return l, err
+	return faulty(r, "lease", req.Sequence, func() (snapid.SequenceLease, error) { return r.Registry.LeaseSequence(ctx, req) })
 }
 
 func (r *faultyRegistry) CloseLease(ctx context.Context, l snapid.SequenceLease, pos uint64) error {
-	f := r.hit("closelease")
-	if f != nil && !f.applied {
-		return unknown("closelease", l.Name, false)
-	}
-	err := r.Registry.CloseLease(ctx, l, pos)
-	if f != nil {
-		return unknown("closelease", l.Name, true)
-	}
+	_, err := faulty(r, "closelease", l.Name, none(func() error { return r.Registry.CloseLease(ctx, l, pos) }))
 	return err
 }
 
 func (r *faultyRegistry) AdoptLease(ctx context.Context, a snapid.LeaseAdoption) (snapid.SequenceLease, error) {
-	f := r.hit("adopt")
-	if f != nil && !f.applied {
-		return snapid.SequenceLease{}, unknown("adopt", a.Name, false)
-	}
-	l, err := r.Registry.AdoptLease(ctx, a)
-	if f != nil {
-		return snapid.SequenceLease{}, unknown("adopt", a.Name, true)
-	}
-	return l, err
+	return faulty(r, "adopt", a.Name, func() (snapid.SequenceLease, error) { return r.Registry.AdoptLease(ctx, a) })
 }
 
 var (
