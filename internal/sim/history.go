@@ -88,11 +88,12 @@ const (
 	KRestoreLive             // the counter and mark file are put back in place from the copy while processes run
 	KConcurrent              // every open process of the host calls N times at once from two goroutines each (and its Sequences); Keep: a process closes meanwhile
 	KStorm                   // every process of the host not running starts at once (and, with Keep, a take-over of its name by a new host at the same moment)
+	KInit                    // an operator runs Init on the stopped host's counter with next number N (it never lowers the counter)
 )
 
 var kindNames = [...]string{"open", "next", "close", "crash", "power-cut", "release", "force-release", "takeover",
 	"reclaim", "backup", "restore", "clone", "corrupt", "clock", "registry-fault", "registry-down", "disk-fault", "bad-input",
-	"seq-next", "seq-create", "restore-live", "concurrent", "storm"}
+	"seq-next", "seq-create", "restore-live", "concurrent", "storm", "init"}
 
 func (k Kind) String() string { return kindNames[k] }
 
@@ -153,6 +154,8 @@ func (s Step) String() string {
 		}
 	case KSeqCreate:
 		fmt.Fprintf(&b, " s%d start=%d max=%d", s.Seq, s.Start, s.Max)
+	case KInit:
+		fmt.Fprintf(&b, " next=%d", s.N)
 	case KStorm:
 		if s.Keep {
 			b.WriteString(" (with a take-over by a new host)")
@@ -248,6 +251,12 @@ func Generate(seed uint64, steps int) History {
 				}
 				s.Cancelled = rng.IntN(40) == 0
 			}
+			h.Steps = append(h.Steps, s)
+			continue
+		}
+		if rng.IntN(100) < 1 {
+			s.Kind = KInit
+			s.N = []uint64{1, 2, 50, 1000, 1 << 40}[rng.IntN(5)]
 			h.Steps = append(h.Steps, s)
 			continue
 		}

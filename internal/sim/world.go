@@ -431,6 +431,18 @@ func (w *world) do(s Step) {
 		w.concurrent(ho, s)
 	case KStorm:
 		w.storm(ho, s.Keep)
+	case KInit:
+		// Only while no process runs, as an operator would; Init raises a
+		// counter below next-1 and refuses to lower one (ErrLowered).
+		if w.running(ho) {
+			return
+		}
+		before, err := snapid.Init(ho.counter, s.N, w.options(ho)...)
+		if err == nil {
+			if v, rerr := snapid.ReadCounter(ho.counter); rerr != nil || v < max(before, s.N-1) {
+				w.check.violation("Init of h%d with next %d reported done, but the counter reads %d (%v), below %d", ho.i, s.N, v, rerr, max(before, s.N-1))
+			}
+		}
 	}
 }
 
