@@ -7,7 +7,8 @@
 // integer sequences at the edges (a few numbers, ending at 2^31-1, ending
 // at 2^63-1); then about a hundred steps. A step is an operation (open,
 // UniqueIDContext, NextNContext, a context already ended, Close, Release,
-// ForceRelease, a take-over by a new host, WithReclaim, Sequence.Next and
+// ForceRelease, a take-over by a new host, WithReclaim, Init by an
+// operator, a counter directory moved, Sequence.Next and
 // NextN, a sequence created again with a raised start or a lowered max, a
 // burst of concurrent calls with a Close among them, a start-up storm of
 // a host's processes with a take-over at the same moment, bad input) or a

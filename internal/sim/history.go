@@ -89,11 +89,12 @@ const (
 	KConcurrent              // every open process of the host calls N times at once from two goroutines each (and its Sequences); Keep: a process closes meanwhile
 	KStorm                   // every process of the host not running starts at once (and, with Keep, a take-over of its name by a new host at the same moment)
 	KInit                    // an operator runs Init on the stopped host's counter with next number N (it never lowers the counter)
+	KMove                    // an operator moves the stopped host's counter directory elsewhere on the host (and syncs); its programs then use the new path
 )
 
 var kindNames = [...]string{"open", "next", "close", "crash", "power-cut", "release", "force-release", "takeover",
 	"reclaim", "backup", "restore", "clone", "corrupt", "clock", "registry-fault", "registry-down", "disk-fault", "bad-input",
-	"seq-next", "seq-create", "restore-live", "concurrent", "storm", "init"}
+	"seq-next", "seq-create", "restore-live", "concurrent", "storm", "init", "move"}
 
 func (k Kind) String() string { return kindNames[k] }
 
@@ -251,6 +252,11 @@ func Generate(seed uint64, steps int) History {
 				}
 				s.Cancelled = rng.IntN(40) == 0
 			}
+			h.Steps = append(h.Steps, s)
+			continue
+		}
+		if rng.IntN(200) < 1 {
+			s.Kind = KMove
 			h.Steps = append(h.Steps, s)
 			continue
 		}

@@ -431,6 +431,28 @@ func (w *world) do(s Step) {
 		w.concurrent(ho, s)
 	case KStorm:
 		w.storm(ho, s.Keep)
+	case KMove:
+		// The whole counter directory, files beside the counter included,
+		// moved with mv and synced: the same counter under a new path.
+		// Without a registry the binding then names a path that is gone
+		// (stale) and the name goes with the new one; with a registry the
+		// owner token moves with it.
+		if w.running(ho) {
+			return
+		}
+		from := filepath.Dir(ho.counter)
+		to := filepath.Join(ho.dir, fmt.Sprintf("state%d", w.step))
+		if err := os.Rename(from, to); err != nil {
+			w.check.violation("move on h%d: %v", ho.i, err)
+			return
+		}
+		ho.counter = filepath.Join(to, filepath.Base(ho.counter))
+		if err := ho.disk.settle(); err != nil {
+			w.check.violation("move on h%d: %v", ho.i, err)
+		}
+		if ho.backup != nil {
+			ho.backup = rebase(ho.backup, from, to)
+		}
 	case KInit:
 		// Only while no process runs, as an operator would; Init raises a
 		// counter below next-1 and refuses to lower one (ErrLowered).
