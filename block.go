@@ -101,6 +101,22 @@ func (c *cpuShards) next(ctx context.Context) (uint64, error) {
 	return n, nil
 }
 
+// busy reports whether a reservation of the next block is in progress.
+func (a *blockAllocator) busy() bool {
+	a.mu.Lock()
+	p := a.ahead
+	a.mu.Unlock()
+	if p == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
 // prefetch starts reserving the next block unless that is already done.
 func (a *blockAllocator) prefetch() {
 	a.mu.Lock()

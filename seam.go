@@ -20,6 +20,9 @@ func init() {
 			if gen.res != nil && gen.res.extending.Load() {
 				return true
 			}
+			if gen.block != nil && gen.block.busy() {
+				return true // the next block, reserved ahead
+			}
 			if gc := gen.gc; gc != nil {
 				// A leader whose caller left finishes its update in a
 				// goroutine of its own (an extension among it).
@@ -33,7 +36,7 @@ func init() {
 			gen.seqMu.Lock()
 			defer gen.seqMu.Unlock()
 			for _, s := range gen.seqs {
-				if s.prefetching.Load() {
+				if s.prefetching.Load() || s.alloc.busy() {
 					return true
 				}
 			}

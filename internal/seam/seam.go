@@ -38,8 +38,9 @@ var (
 	// locks and descriptors go away, nothing is written and nothing is
 	// returned to the registry.
 	Crash func(g any) error
-	// Settle waits until the *snapid.Generator has no background
-	// extension running, so that a simulator running one operation at a
+	// Settle waits until the *snapid.Generator has no background work
+	// running (an extension, a block or lease reserved ahead, a group
+	// commit finishing for callers that left), so that a simulator running one operation at a
 	// time sees the same history on every run.
 	Settle func(g any)
 )

@@ -124,9 +124,25 @@ func (c *checker) afterStep(Step) {
 	}
 }
 
-// counterUnchangedAfterCancel: a caller whose context had ended took
-// nothing (its call failed before the counter was touched).
-func (c *checker) counterUnchangedAfterCancel(*host) {}
+// issuedID records an id returned by process p of ho (see issued).
+func (c *checker) issuedID(ho *host, p int, id string) {
+	parsed, err := snapid.ParseID(id)
+	if err != nil {
+		c.violation("h%d/p%d returned an id that does not parse: %q: %v", ho.i, p, id, err)
+		return
+	}
+	c.issued(ho, p, parsed.Name, parsed.Number, 1)
+}
+
+// tookNothing checks that a call whose context had ended, and that
+// failed, left the counter as it was (before, read just before the call;
+// no other process of the host runs a step meanwhile).
+func (c *checker) tookNothing(ho *host, before []byte) {
+	after, _ := os.ReadFile(ho.counter)
+	if !bytes.Equal(before, after) {
+		c.violation("a call of h%d whose context had ended failed but moved the counter (% x, then % x)", ho.i, before, after)
+	}
+}
 
 // state is what bad input must not change: every file of a host and the
 // registry's rows.
@@ -281,12 +297,7 @@ func (c *checker) live(ho *host) {
 			last = err
 			continue
 		}
-		parsed, err := snapid.ParseID(id)
-		if err != nil {
-			c.violation("liveness: h%d returned %q: %v", ho.i, id, err)
-			return
-		}
-		c.issued(ho, 0, parsed.Name, parsed.Number, 1)
+		c.issuedID(ho, 0, id)
 		return
 	}
 	c.violation("liveness: with every fault stopped, h%d (%s) cannot issue: %v", ho.i, ho.cfg.Name, last)

@@ -130,12 +130,7 @@ func (w *world) storm(ho *host, takeover bool) {
 			sl.h.procs[sl.p] = g
 			w.settle()
 			if id, err := g.UniqueIDContext(context.Background()); err == nil {
-				parsed, perr := snapid.ParseID(id)
-				if perr != nil {
-					w.check.violation("an id that does not parse: %q: %v", id, perr)
-					continue
-				}
-				w.check.issued(sl.h, sl.p, parsed.Name, parsed.Number, 1)
+				w.check.issuedID(sl.h, sl.p, id)
 			}
 		}
 	}

@@ -1,0 +1,73 @@
+package sim
+
+import (
+	"errors"
+	"path/filepath"
+
+	"github.com/snapid/snapid"
+)
+
+// badInput makes a call that must fail and change nothing.
+func (w *world) badInput(ho *host, s Step) {
+	before := w.check.snapshot(ho)
+	var err error
+	switch s.Arg {
+	case "name":
+		var g *snapid.Generator
+		g, err = snapid.OpenContext(w.opCtx(), ho.counter, "-bad name", w.options(ho)...)
+		if err == nil {
+			_ = g.Close()
+		}
+	case "counter-dir":
+		var g *snapid.Generator
+		g, err = snapid.OpenContext(w.opCtx(), filepath.Join(ho.dir, "missing", "counter"), ho.cfg.Name, w.options(ho)...)
+		if err == nil {
+			_ = g.Close()
+		}
+	case "takeover-max":
+		var g *snapid.Generator
+		g, err = snapid.OpenContext(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho, snapid.WithTakeover(snapid.MaxNumber))...)
+		if err == nil {
+			_ = g.Close()
+		}
+	case "block-0":
+		var g *snapid.Generator
+		g, err = snapid.OpenContext(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho, snapid.WithBlock(0))...)
+		if err == nil {
+			_ = g.Close()
+		}
+	case "other-name":
+		// A second name on a counter that processes of the host use
+		// under its own name (one counter, one name), also during an
+		// outage, when the registry cannot be asked.
+		// (Without a registry a counter may serve two names: their ids
+		// differ by the name; only one counter per name is required.)
+		if !w.running(ho) || !ho.cfg.Registry {
+			return
+		}
+		var g *snapid.Generator
+		g, err = snapid.OpenContext(w.opCtx(), ho.counter, "other", w.options(ho)...)
+		if err == nil {
+			_ = g.Close()
+		}
+	case "next-0":
+		g := ho.procs[s.Proc]
+		if g == nil {
+			return
+		}
+		_, err = g.NextNContext(w.opCtx(), 0)
+	}
+	if err == nil {
+		w.check.violation("bad input %q was accepted on h%d", s.Arg, ho.i)
+		return
+	}
+	w.check.unchanged(ho, before, "bad input "+s.Arg)
+}
+
+// refusedAsInput reports whether an Open failed on what it was given or
+// found (a damaged file, a name the counter does not serve, a bad option),
+// not on a fault: such a refusal changes nothing in the registry.
+func refusedAsInput(err error) bool {
+	return err != nil && (errors.Is(err, snapid.ErrCorrupt) || errors.Is(err, snapid.ErrNameMismatch) ||
+		errors.Is(err, snapid.ErrInvalidOption) || errors.Is(err, snapid.ErrInvalidName))
+}

@@ -1,0 +1,247 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/snapid/snapid"
+)
+
+// forceRelease has an operator release ho's name for a holder gone for
+// good (ForceRelease with the next number given).
+func (w *world) forceRelease(ho *host, next uint64) {
+	if !ho.cfg.Registry {
+		return
+	}
+	final, err := snapid.ForceRelease(w.opCtx(), w.reg, ho.cfg.Name, next)
+	w.check.forceReleased(ho, final, err)
+	if err == nil || errors.Is(err, snapid.ErrRegistry) {
+		w.exempt(ho.cfg.Name, "its name was force-released")
+	}
+}
+
+// takeover starts a new host that takes ho's name over (WithTakeover
+// with floor) and opens its first process.
+func (w *world) takeover(ho *host, floor uint64) {
+	if !ho.cfg.Registry {
+		return
+	}
+	nh, err := w.addHost(ho.cfg)
+	if err != nil {
+		w.check.violation("take-over: %v", err)
+		return
+	}
+	nh.takeover, nh.takeSet = floor, true
+	w.exempt(ho.cfg.Name, "its name was taken over")
+	nh.exempt = ""
+	_ = w.open(nh, 0)
+}
+
+// backup copies ho's files aside, as they are (processes may run).
+func (w *world) backup(ho *host) {
+	b, err := readTree(ho.dir)
+	if err != nil {
+		w.check.violation("backup of h%d: %v", ho.i, err)
+		return
+	}
+	ho.backup = b
+}
+
+// restore kills ho's processes and puts its files back from the copy.
+func (w *world) restore(ho *host) {
+	if ho.backup == nil || !ho.cfg.Registry {
+		// Without a registry a counter restored from an earlier copy
+		// while nothing runs repeats by design (SPEC §5).
+		return
+	}
+	w.crashAll(ho)
+	if err := writeTree(ho.dir, ho.backup); err != nil {
+		w.check.violation("restore of h%d: %v", ho.i, err)
+		return
+	}
+	if err := ho.disk.settle(); err != nil {
+		w.check.violation("restore of h%d: %v", ho.i, err)
+	}
+	ho.exempt = "its files were restored from a copy"
+	ho.released = false
+}
+
+// restoreLive puts ho's counter back in place from the copy (same file,
+// so running processes keep it open): what a backup tool restoring over a
+// live host does. The running processes must notice and never repeat; a
+// process that starts later is covered by the registry's mark. Without a
+// registry only the running process can tell (a documented limit), so
+// standalone hosts are left out.
+func (w *world) restoreLive(ho *host) {
+	if ho.backup == nil || !ho.cfg.Registry || !w.running(ho) {
+		return
+	}
+	// The counter only: a whole directory (counter and mark together)
+	// restored under running processes is not covered
+	// (docs/guarantees.md): the mark's floor goes back with it.
+	if b, ok := ho.backup[ho.counter]; ok {
+		if err := os.WriteFile(ho.counter, b, 0o600); err != nil {
+			w.check.violation("restore in place on h%d: %v", ho.i, err)
+		}
+	}
+	ho.exempt = "its files were restored from a copy"
+}
+
+// clone starts a new host on another machine with a copy of ho's files
+// (the same owner token); started, it opens its first process once the
+// clone window has passed, so that its claim supersedes the original's
+// session, which may still run.
+func (w *world) clone(ho *host, started bool) {
+	if !ho.cfg.Registry {
+		return
+	}
+	files, err := readTree(ho.dir)
+	if err != nil {
+		w.check.violation("clone of h%d: %v", ho.i, err)
+		return
+	}
+	nh, err := w.addHost(ho.cfg)
+	if err == nil {
+		err = writeTree(nh.dir, rebase(files, ho.dir, nh.dir))
+	}
+	if err == nil {
+		err = nh.disk.settle()
+	}
+	if err != nil {
+		w.check.violation("clone of h%d: %v", ho.i, err)
+		return
+	}
+	ho.exempt = "it was cloned"
+	nh.exempt = "it is a clone"
+	nh.released = ho.released
+	if started {
+		w.clock.add(3*time.Hour + time.Minute)
+		_ = w.open(nh, 0)
+	}
+}
+
+// move has an operator move ho's whole counter directory, files beside
+// the counter included, with mv and sync: the same counter under a new
+// path. Without a registry the binding then names a path that is gone
+// (stale) and the name goes with the new one; with a registry the owner
+// token moves with it.
+func (w *world) move(ho *host) {
+	if w.running(ho) {
+		return
+	}
+	from := filepath.Dir(ho.counter)
+	to := filepath.Join(ho.dir, fmt.Sprintf("state%d", w.step))
+	if err := os.Rename(from, to); err != nil {
+		w.check.violation("move on h%d: %v", ho.i, err)
+		return
+	}
+	ho.counter = filepath.Join(to, filepath.Base(ho.counter))
+	if err := ho.disk.settle(); err != nil {
+		w.check.violation("move on h%d: %v", ho.i, err)
+	}
+	if ho.backup != nil {
+		ho.backup = rebase(ho.backup, from, to)
+	}
+}
+
+// initCounter has an operator run Init on ho's counter with next number next,
+// only while no process runs; Init raises a counter below next-1 and
+// refuses to lower one (ErrLowered).
+func (w *world) initCounter(ho *host, next uint64) {
+	if w.running(ho) {
+		return
+	}
+	before, err := snapid.Init(ho.counter, next, w.options(ho)...)
+	if err != nil {
+		return
+	}
+	if v, rerr := snapid.ReadCounter(ho.counter); rerr != nil || v < max(before, next-1) {
+		w.check.violation("Init of h%d with next %d reported done, but the counter reads %d (%v), below %d", ho.i, next, v, rerr, max(before, next-1))
+	}
+}
+
+// corrupt damages one file of ho (no process runs).
+func (w *world) corrupt(ho *host, which string) {
+	var p string
+	switch which {
+	case "counter":
+		p = ho.counter
+	case "mark":
+		p = ho.counter + ".mark"
+	case "session":
+		p = ho.counter + ".session"
+	case "owner":
+		p = ho.counter + ".owner"
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return // not made yet
+	}
+	switch {
+	case which == "counter":
+		b = b[:len(b)/2] // torn: a counter that cannot be read
+	case which == "mark":
+		b = append(b, 0) // a size no mark file has
+	case len(b) > 0:
+		b[len(b)/2] ^= 0x5a
+	default:
+		b = []byte("garbage")
+	}
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		w.check.violation("corrupt %s: %v", p, err)
+	}
+	_ = ho.disk.settle()
+	ho.exempt = "its " + which + " file was corrupted"
+}
+
+// readTree reads every regular file under dir.
+func readTree(dir string) (map[string][]byte, error) {
+	files := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
+		if err != nil || !de.Type().IsRegular() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		files[p] = b
+		return err
+	})
+	return files, err
+}
+
+// writeTree makes dir hold exactly files (directories are kept).
+func writeTree(dir string, files map[string][]byte) error {
+	if err := filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
+		if err != nil || de.IsDir() {
+			return err
+		}
+		if _, ok := files[p]; !ok {
+			return os.Remove(p)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	for p, b := range files {
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return err
+		}
+		if err := rewrite(p, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rebase moves the paths of files from under from to under to.
+func rebase(files map[string][]byte, from, to string) map[string][]byte {
+	out := make(map[string][]byte, len(files))
+	for p, b := range files {
+		rel, _ := filepath.Rel(from, p)
+		out[filepath.Join(to, rel)] = b
+	}
+	return out
+}

@@ -1,0 +1,58 @@
+package sim
+
+import (
+	"github.com/snapid/snapid"
+)
+
+// sequence returns process p's Sequence s, opening it if needed.
+func (w *world) sequence(ho *host, p, s int) (*snapid.Sequence, error) {
+	if sq := ho.seqs[p][s]; sq != nil {
+		return sq, nil
+	}
+	c := w.h.Sequences[s]
+	sq, err := ho.procs[p].SequenceContext(w.opCtx(), c.Name, snapid.SequenceBlock(c.Block), snapid.SequenceLeaseSize(c.Lease))
+	if err != nil {
+		return nil, err
+	}
+	if ho.seqs[p] == nil {
+		ho.seqs[p] = map[int]*snapid.Sequence{}
+	}
+	ho.seqs[p][s] = sq
+	return sq, nil
+}
+
+func (w *world) seqNext(ho *host, s Step) {
+	if !ho.cfg.Registry || ho.procs[s.Proc] == nil || s.Seq >= len(w.h.Sequences) {
+		return
+	}
+	sq, err := w.sequence(ho, s.Proc, s.Seq)
+	if err != nil {
+		return
+	}
+	ctx := w.stepCtx(s)
+	var first uint64
+	if s.N == 1 {
+		first, err = sq.NextContext(ctx)
+	} else {
+		first, err = sq.NextNContext(ctx, s.N)
+	}
+	if err == nil {
+		w.ops += int(s.N) - 1
+		w.check.seqIssued(ho, s.Proc, s.Seq, first, s.N)
+	}
+}
+
+func (w *world) seqCreate(s Step) {
+	if s.Seq >= len(w.h.Sequences) {
+		return
+	}
+	name := w.h.Sequences[s.Seq].Name
+	var info snapid.SequenceInfo
+	var err error
+	if s.Max == 0 {
+		info, err = snapid.CreateSequenceKeepMax(w.opCtx(), w.reg, name, s.Start)
+	} else {
+		info, err = snapid.CreateSequence(w.opCtx(), w.reg, name, s.Start, s.Max)
+	}
+	w.check.seqCreated(s.Seq, s, info, err)
+}
