@@ -40,54 +40,17 @@ type disk struct {
 	mu      sync.Mutex
 	content map[uint64][]byte            // inode → content as of its last fsync
 	entries map[string]map[string]uint64 // directory → name → inode, as of its last directory sync
-	fault   *diskFault                   // armed fault, if any
-	writes  int                          // operations seen (for arming faults)
-	syncs   int                          // successful fsyncs of files and directories
-	faults  int                          // faults that fired
-}
-
-// diskFault fails the after-th next operation of kind op ("write",
-// "sync", "syncdir", "link", "rename"; "" any of them) with err.
-type diskFault struct {
-	op    string
-	after int
-	err   error
+	fault   armed[error]                 // the next operation of a kind that fails (write, sync, syncdir, link, rename)
 }
 
 func newDisk(root string) *disk {
 	return &disk{root: root, content: map[uint64][]byte{}, entries: map[string]map[string]uint64{}}
 }
 
-// arm makes the after-th next operation of kind op fail with err.
-func (d *disk) arm(op string, after int, err error) {
-	d.mu.Lock()
-	d.fault = &diskFault{op: op, after: after, err: err}
-	d.mu.Unlock()
-}
-
-// disarm clears an armed fault that has not fired.
-func (d *disk) disarm() {
-	d.mu.Lock()
-	d.fault = nil
-	d.mu.Unlock()
-}
-
 // hit reports whether an operation of kind op fails now, and with what.
 func (d *disk) hit(op string) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.writes++
-	f := d.fault
-	if f == nil || (f.op != "" && f.op != op) {
-		return nil
-	}
-	if f.after > 0 {
-		f.after--
-		return nil
-	}
-	d.fault = nil
-	d.faults++
-	return f.err
+	err, _ := d.fault.hit(op)
+	return err
 }
 
 // ReadAt, WriteAt and Sync are the counter and lease files' I/O.
@@ -128,7 +91,6 @@ func (d *disk) keep(fd int) error {
 	}
 	d.mu.Lock()
 	d.content[st.Ino] = b
-	d.syncs++
 	d.mu.Unlock()
 	return nil
 }
@@ -168,7 +130,6 @@ func (d *disk) SyncDir(dir string) error {
 	}
 	d.mu.Lock()
 	d.entries[filepath.Clean(dir)] = ents
-	d.syncs++
 	d.mu.Unlock()
 	return nil
 }
@@ -245,8 +206,8 @@ func (d *disk) settle() error {
 func (d *disk) powerCut(rng *rand.Rand, keepSome bool) error {
 	d.mu.Lock()
 	entries, content := d.entries, d.content
-	d.fault = nil
 	d.mu.Unlock()
+	d.fault.disarm()
 	var dirs []string
 	if err := filepath.WalkDir(d.root, func(p string, de fs.DirEntry, err error) error {
 		if err == nil && de.IsDir() {

@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/snapidtest"
@@ -19,53 +18,14 @@ import (
 type faultyRegistry struct {
 	*snapidtest.Registry
 
-	mu    sync.Mutex
-	fault *regFault
-	calls int // changing calls seen
-	fired int // faults that fired
-}
-
-// regFault fails the after-th next changing call (claim, extend, touch,
-// release, or "" any) either before it is applied (applied false) or
-// after.
-type regFault struct {
-	op      string
-	after   int
-	applied bool
+	// fault: the next changing call of a kind (claim, extend, touch,
+	// release, lease, closelease, adopt) whose answer is lost, after the
+	// change was applied (true) or before.
+	fault armed[bool]
 }
 
 func newFaultyRegistry(r *snapidtest.Registry) *faultyRegistry {
 	return &faultyRegistry{Registry: r}
-}
-
-func (r *faultyRegistry) arm(f regFault) {
-	r.mu.Lock()
-	r.fault = &f
-	r.mu.Unlock()
-}
-
-func (r *faultyRegistry) disarm() {
-	r.mu.Lock()
-	r.fault = nil
-	r.mu.Unlock()
-}
-
-// hit returns the fault that fires on this call of op, if any.
-func (r *faultyRegistry) hit(op string) *regFault {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.calls++
-	f := r.fault
-	if f == nil || (f.op != "" && f.op != op) {
-		return nil
-	}
-	if f.after > 0 {
-		f.after--
-		return nil
-	}
-	r.fault = nil
-	r.fired++
-	return f
 }
 
 func unknown(op, name string, applied bool) error {
@@ -81,12 +41,12 @@ func unknown(op, name string, applied bool) error {
 // lost.
 func faulty[T any](r *faultyRegistry, op, name string, call func() (T, error)) (T, error) {
 	var zero T
-	f := r.hit(op)
-	if f != nil && !f.applied {
+	applied, fires := r.fault.hit(op)
+	if fires && !applied {
 		return zero, unknown(op, name, false)
 	}
 	v, err := call()
-	if f != nil {
+	if fires {
 		return zero, unknown(op, name, true)
 	}
 	return v, err

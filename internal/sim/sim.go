@@ -28,9 +28,9 @@ func Run(h History, base string) (Result, error) {
 	}
 	w.run()
 	res := Result{Ops: w.ops, Violations: w.check.violations}
-	res.Faults = w.reg.fired
+	res.Faults = w.reg.fault.count()
 	for _, ho := range w.hosts {
-		res.Faults += ho.disk.faults
+		res.Faults += ho.disk.fault.count()
 	}
 	for _, s := range h.Steps {
 		if s.Kind == KCrash || s.Kind == KPowerCut || s.Kind == KRestore || s.Kind == KCorrupt {

@@ -311,11 +311,11 @@ func (w *world) do(s Step) {
 	case KClock:
 		w.clock.add(s.D)
 	case KRegFault:
-		w.reg.arm(regFault{op: s.Arg, after: int(s.N), applied: s.Applied})
+		w.reg.fault.arm(s.Arg, int(s.N), s.Applied)
 	case KRegDown:
 		w.mem.SetDown(s.Keep)
 	case KDiskFault:
-		ho.disk.arm(s.Arg, int(s.N), s.Errno)
+		ho.disk.fault.arm(s.Arg, int(s.N), error(s.Errno))
 	case KBadInput:
 		w.badInput(ho, s)
 	case KSeqNext:
@@ -373,10 +373,10 @@ func (w *world) exempt(name, why string) {
 // more (liveness), closes everything, and checks that nothing is left
 // behind.
 func (w *world) finish() {
-	w.reg.disarm()
+	w.reg.fault.disarm()
 	w.mem.SetDown(false)
 	for _, ho := range w.hosts {
-		ho.disk.disarm()
+		ho.disk.fault.disarm()
 	}
 	for _, ho := range w.hosts {
 		w.closeAll(ho)
