@@ -286,7 +286,7 @@ func splitPath(path string) (dir, base string) { return statefile.SplitPath(path
 // names the locked file; on success the caller must call unlock. An
 // uncontended lock costs one flock call. While another process (any
 // user who can read the counter) holds the lock, it polls, backing off
-// from 20µs to 1ms, and gives up with stop's error as soon as stop
+// from 20µs to 200µs, and gives up with stop's error as soon as stop
 // returns one (every caller left, the Generator closed): no update waits
 // in the kernel where nothing can end the wait.
 func (c *counterFile) lockUnless(stop func() error) error {
@@ -306,7 +306,10 @@ func (c *counterFile) lockUnless(stop func() error) error {
 			return err
 		}
 		time.Sleep(wait)
-		wait = min(2*wait, time.Millisecond)
+		// At most 200µs: another snapid process holds the lock for
+		// microseconds (or an fdatasync), and a waiter sleeping longer
+		// keeps losing it to processes that come back at once.
+		wait = min(2*wait, 200*time.Microsecond)
 	}
 	if err := c.checkIdentity(); err != nil {
 		c.unlock()

@@ -251,22 +251,28 @@ func (g *Generator) NextNContext(ctx context.Context, n uint64) (first uint64, e
 	return g.gc.reserve(ctx, n)
 }
 
-// maxExtendWaits bounds how often one flush waits for a synchronous
-// extension; each wait that does not suffice means other processes of the
-// host used the new room first (progress), so a few are cheap.
-const maxExtendWaits = 10
-
 // flush is the group-commit leader's counter update. With a registry, a
 // number above the reserved mark makes it extend the mark synchronously
-// and try again; if that fails, nothing is issued.
+// and try again; if that fails, nothing is issued. An extension that
+// succeeded but did not suffice means other processes of the host used
+// the new room first (progress for the host): it tries again for as long
+// as the registry timeout allows, counted from the first wait, so that a
+// process that keeps losing the counter's lock to busier ones is not
+// failed while the registry answers.
 func (g *Generator) flush(k uint64, gone func() bool) (uint64, error) {
-	for attempt := 0; ; attempt++ {
+	var deadline time.Time
+	for {
 		first, err := g.advance(k, gone)
 		if err == nil {
 			return first, nil
 		}
 		var need *needMarkError
-		if !errors.As(err, &need) || attempt == maxExtendWaits {
+		if !errors.As(err, &need) {
+			return first, err
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(g.res.o.timeout)
+		} else if time.Now().After(deadline) {
 			return first, err
 		}
 		ctx, cancel := context.WithTimeout(g.res.ctx, g.res.o.timeout)
