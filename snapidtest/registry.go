@@ -29,10 +29,21 @@ import (
 // call NewRegistry. It is safe for concurrent use; every method call is
 // atomic with respect to the others, which is what the lightweight
 // transactions of a real registry give.
+//
+// A Registry is one data centre's view (DC by default) of a store that
+// views made by InDC share: names are the cluster's, a sequence's ranges
+// and host leases are each data centre's own, as in Cassandra.
 type Registry struct {
+	*store
+	dc string
+}
+
+// store is what a registry's views share.
+type store struct {
 	mu   sync.Mutex
 	rows map[string]snapid.Holder
 	down bool
+	cut  map[string]bool // data centres cut off from the cluster's quorum
 	now  func() time.Time
 	hook func(ctx context.Context, op, name string) error
 	seqs map[string]*memSequence // sequences (see sequence.go)
@@ -40,9 +51,41 @@ type Registry struct {
 
 var _ snapid.Registry = (*Registry)(nil)
 
-// NewRegistry returns an empty in-memory registry that is up.
+// NewRegistry returns an empty in-memory registry that is up, seen from
+// data centre DC.
 func NewRegistry() *Registry {
-	return &Registry{rows: map[string]snapid.Holder{}, now: time.Now, seqs: map[string]*memSequence{}}
+	return &Registry{store: &store{rows: map[string]snapid.Holder{}, now: time.Now, seqs: map[string]*memSequence{},
+		cut: map[string]bool{}}, dc: DC}
+}
+
+// InDC returns a view of the same registry from data centre dc: its
+// hosts take sequence numbers from dc's own ranges and leases; names,
+// sequences and everything else are shared with r. It panics on an
+// invalid data centre name (a test's mistake).
+func (r *Registry) InDC(dc string) *Registry {
+	if err := snapid.ValidateName(dc); err != nil {
+		panic("snapidtest: InDC: " + err.Error())
+	}
+	return &Registry{store: r.store, dc: dc}
+}
+
+// DC returns the data centre r sees the registry from.
+func (r *Registry) DC() string { return r.dc }
+
+// SetCut cuts data centre dc off from the rest of the cluster (true), as
+// a network partition that leaves it without a quorum of the cluster
+// would, or heals it (false). While it is cut, calls through its views
+// that need that quorum fail with an error wrapping snapid.ErrRegistry
+// and change nothing: every call on names, creating a sequence, its
+// status, a range granted from the sequence's GLOBAL row, a host's first
+// lease under a claim (which reads the name's row) and adopting a lease.
+// Calls that need only the data centre go on: a lease from its own
+// ranges under the claim it already leased with, a host's lease, closing
+// a lease. Views of other data centres are not affected.
+func (r *Registry) SetCut(dc string, cut bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cut[dc] = cut
 }
 
 // SetDown takes the registry away (true) or brings it back (false). While
@@ -113,6 +156,24 @@ func (r *Registry) begin(ctx context.Context, op, name string) error {
 	return nil
 }
 
+// serial checks, holding r.mu after begin, that the call's data centre
+// reaches the cluster's quorum; if not it releases r.mu and fails.
+func (r *Registry) serial(op, name string) error {
+	if r.cut[r.dc] {
+		r.mu.Unlock()
+		return fmt.Errorf("snapidtest: %w: %s %q: data centre %q is cut off from the cluster's quorum", snapid.ErrRegistry, op, name, r.dc)
+	}
+	return nil
+}
+
+// beginSerial is begin for a call that needs the cluster's quorum.
+func (r *Registry) beginSerial(ctx context.Context, op, name string) error {
+	if err := r.begin(ctx, op, name); err != nil {
+		return err
+	}
+	return r.serial(op, name)
+}
+
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("snapidtest: %w: %s", snapid.ErrInvalidOption, fmt.Sprintf(format, args...))
 }
@@ -143,7 +204,7 @@ func (r *Registry) Claim(ctx context.Context, c snapid.Claim) (snapid.Holder, er
 	if c.CloneWindow < 0 {
 		return snapid.Holder{}, invalid("negative clone window %v", c.CloneWindow)
 	}
-	if err := r.begin(ctx, "claim", c.Name); err != nil {
+	if err := r.beginSerial(ctx, "claim", c.Name); err != nil {
 		return snapid.Holder{}, err
 	}
 	defer r.mu.Unlock()
@@ -190,7 +251,7 @@ func (r *Registry) Extend(ctx context.Context, name, owner, session string, old,
 	if err := checkArgs(name, owner); err != nil {
 		return snapid.Holder{}, err
 	}
-	if err := r.begin(ctx, "extend", name); err != nil {
+	if err := r.beginSerial(ctx, "extend", name); err != nil {
 		return snapid.Holder{}, err
 	}
 	defer r.mu.Unlock()
@@ -211,7 +272,7 @@ func (r *Registry) Touch(ctx context.Context, name, owner, session string) error
 	if err := checkArgs(name, owner); err != nil {
 		return err
 	}
-	if err := r.begin(ctx, "touch", name); err != nil {
+	if err := r.beginSerial(ctx, "touch", name); err != nil {
 		return err
 	}
 	defer r.mu.Unlock()
@@ -229,7 +290,7 @@ func (r *Registry) Release(ctx context.Context, name, owner string, final uint64
 	if err := checkArgs(name, owner); err != nil {
 		return err
 	}
-	if err := r.begin(ctx, "release", name); err != nil {
+	if err := r.beginSerial(ctx, "release", name); err != nil {
 		return err
 	}
 	defer r.mu.Unlock()
@@ -252,7 +313,7 @@ func (r *Registry) Get(ctx context.Context, name string) (snapid.Holder, error) 
 	if err := snapid.ValidateName(name); err != nil {
 		return snapid.Holder{}, err
 	}
-	if err := r.begin(ctx, "get", name); err != nil {
+	if err := r.beginSerial(ctx, "get", name); err != nil {
 		return snapid.Holder{}, err
 	}
 	defer r.mu.Unlock()
@@ -265,7 +326,7 @@ func (r *Registry) Get(ctx context.Context, name string) (snapid.Holder, error) 
 
 // List implements snapid.Registry.List; rows come sorted by name.
 func (r *Registry) List(ctx context.Context) ([]snapid.Holder, error) {
-	if err := r.begin(ctx, "list", ""); err != nil {
+	if err := r.beginSerial(ctx, "list", ""); err != nil {
 		return nil, err
 	}
 	defer r.mu.Unlock()

@@ -9,12 +9,13 @@ import (
 	"github.com/snapid/snapid"
 )
 
-// The in-memory registry keeps sequences as the Cassandra one does, with
-// one data centre (DC): GLOBAL hands the data centre ranges of DCRange
-// numbers (or more, for a lease that needs more), and hosts lease from
-// them. Every call is atomic.
+// The in-memory registry keeps sequences as the Cassandra one does: GLOBAL
+// hands each data centre ranges of DCRange numbers (or more, for a lease
+// that needs more), and the data centre's hosts lease from its own ranges.
+// Every call is atomic. A registry's view is of data centre DC unless
+// made by InDC.
 
-// DC is the data centre of the in-memory registry's hosts.
+// DC is the data centre of NewRegistry's view.
 const DC = "memory"
 
 // DCRange is how many numbers the in-memory registry's data centre takes
@@ -54,7 +55,7 @@ func (r *Registry) CreateSequence(ctx context.Context, name string, start, max u
 	if err := snapid.CheckSequenceBounds(name, start, max); err != nil {
 		return snapid.SequenceInfo{}, err
 	}
-	if err := r.begin(ctx, "create_sequence", name); err != nil {
+	if err := r.beginSerial(ctx, "create_sequence", name); err != nil {
 		return snapid.SequenceInfo{}, err
 	}
 	defer r.mu.Unlock()
@@ -109,6 +110,21 @@ func maxU(a, b uint64) uint64 {
 	return b
 }
 
+// leaseKey is the key of a host's lease: a host's lease is its data
+// centre's, as in Cassandra.
+func leaseKey(dc, name string) string { return dc + "/" + name }
+
+// serialHeld checks, holding r.mu, that the call's data centre reaches
+// the cluster's quorum and that the request carries the name's current
+// claim.
+func (r *Registry) serialHeld(op string, req snapid.LeaseRequest) error {
+	if r.cut[r.dc] {
+		return fmt.Errorf("snapidtest: %w: %s %q: data centre %q is cut off from the cluster's quorum", snapid.ErrRegistry, op, req.Sequence, r.dc)
+	}
+	_, err := r.held(op, req.Name, req.Owner, req.Session)
+	return err
+}
+
 func (r *Registry) sequence(op, name string) (*memSequence, error) {
 	m, ok := r.seqs[name]
 	if !ok {
@@ -136,25 +152,37 @@ func (r *Registry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (
 	if err != nil {
 		return snapid.SequenceLease{}, err
 	}
-	if _, err := r.held("lease", req.Name, req.Owner, req.Session); err != nil {
-		return snapid.SequenceLease{}, err
+	key := leaseKey(r.dc, req.Name)
+	cur, ok := m.leases[key]
+	// A cut data centre leases only under the claim it already leased
+	// with (the host's row in the data centre shows it).
+	ours := ok && cur.Session == req.Session && cur.Owner == req.Owner
+	if !ours || !r.cut[r.dc] {
+		if err := r.serialHeld("lease", req); err != nil {
+			return snapid.SequenceLease{}, err
+		}
 	}
-	cur, ok := m.leases[req.Name]
 	if ok && cur.Session == req.Session && (cur.First != req.PrevFirst || cur.Last != req.PrevLast) {
 		return cur, fmt.Errorf("snapidtest: %w: sequence %q: the host's lease is [%d, %d], not [%d, %d]",
 			snapid.ErrLeaseMoved, req.Sequence, cur.First, cur.Last, req.PrevFirst, req.PrevLast)
 	}
-	i := slices.IndexFunc(m.ranges, func(g snapid.SequenceRange) bool { return g.Next <= g.Last && g.Last-g.Next+1 >= req.Min })
+	i := slices.IndexFunc(m.ranges, func(g snapid.SequenceRange) bool {
+		return g.DC == r.dc && g.Next <= g.Last && g.Last-g.Next+1 >= req.Min
+	})
 	if i < 0 {
+		if r.cut[r.dc] {
+			return snapid.SequenceLease{}, fmt.Errorf("snapidtest: %w: lease %q: data centre %q has no range with room and is cut off from GLOBAL",
+				snapid.ErrRegistry, req.Sequence, r.dc)
+		}
 		info := m.info
 		if info.Next > info.Max || info.Max-info.Next+1 < req.Min {
-			e := &snapid.SequenceExhaustedError{Sequence: req.Sequence, DC: DC, Max: info.Max, Wanted: req.Min}
+			e := &snapid.SequenceExhaustedError{Sequence: req.Sequence, DC: r.dc, Max: info.Max, Wanted: req.Min}
 			if info.Next <= info.Max {
 				e.GlobalLeft = info.Max - info.Next + 1
 			}
 			e.Largest = e.GlobalLeft
 			for _, g := range m.ranges {
-				if g.Next <= g.Last {
+				if g.DC == r.dc && g.Next <= g.Last {
 					e.DCLeft += g.Last - g.Next + 1
 					e.Largest = maxU(e.Largest, g.Last-g.Next+1)
 				}
@@ -169,7 +197,7 @@ func (r *Registry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (
 		if err := storable(req.Sequence, info.Next, last, nextAt(last+1, info.Max)); err != nil {
 			return snapid.SequenceLease{}, err
 		}
-		g := snapid.SequenceRange{DC: DC, First: info.Next, Last: last, GrantedAt: r.now()}
+		g := snapid.SequenceRange{DC: r.dc, First: info.Next, Last: last, GrantedAt: r.now()}
 		m.grants = append(m.grants, g)
 		g.Next = g.First
 		m.ranges = append(m.ranges, g)
@@ -181,10 +209,10 @@ func (r *Registry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (
 	if err := storable(req.Sequence, g.Next, g.Next+n-1, nextAt(g.Next+n, g.Last)); err != nil {
 		return snapid.SequenceLease{}, err
 	}
-	l := snapid.SequenceLease{Sequence: req.Sequence, DC: DC, Name: req.Name, Owner: req.Owner, Session: req.Session,
+	l := snapid.SequenceLease{Sequence: req.Sequence, DC: r.dc, Name: req.Name, Owner: req.Owner, Session: req.Session,
 		First: g.Next, Last: g.Next + n - 1, LeasedAt: r.now()}
 	g.Next += n
-	m.leases[req.Name] = l
+	m.leases[key] = l
 	return l, nil
 }
 
@@ -204,7 +232,7 @@ func (r *Registry) HostLease(ctx context.Context, sequence, name string) (snapid
 	if err != nil {
 		return snapid.SequenceLease{}, err
 	}
-	return m.leases[name], nil
+	return m.leases[leaseKey(r.dc, name)], nil
 }
 
 // SequenceStatus implements snapid.SequenceRegistry.SequenceStatus.
@@ -212,7 +240,7 @@ func (r *Registry) SequenceStatus(ctx context.Context, name string) (snapid.Sequ
 	if err := snapid.ValidateName(name); err != nil {
 		return snapid.SequenceStatus{}, fmt.Errorf("sequence name: %w", err)
 	}
-	if err := r.begin(ctx, "sequence_status", name); err != nil {
+	if err := r.beginSerial(ctx, "sequence_status", name); err != nil {
 		return snapid.SequenceStatus{}, err
 	}
 	defer r.mu.Unlock()
@@ -226,7 +254,7 @@ func (r *Registry) SequenceStatus(ctx context.Context, name string) (snapid.Sequ
 // ListSequences implements snapid.SequenceRegistry.ListSequences; sorted
 // by name.
 func (r *Registry) ListSequences(ctx context.Context) ([]snapid.SequenceStatus, error) {
-	if err := r.begin(ctx, "list_sequences", ""); err != nil {
+	if err := r.beginSerial(ctx, "list_sequences", ""); err != nil {
 		return nil, err
 	}
 	defer r.mu.Unlock()
@@ -247,7 +275,7 @@ func (r *Registry) PutSequence(st snapid.SequenceStatus) {
 	m := &memSequence{info: st.SequenceInfo, grants: slices.Clone(st.Grants), ranges: slices.Clone(st.Ranges),
 		leases: map[string]snapid.SequenceLease{}}
 	for _, l := range st.Leases {
-		m.leases[l.Name] = l
+		m.leases[leaseKey(l.DC, l.Name)] = l
 	}
 	r.seqs[st.Name] = m
 }
@@ -268,12 +296,12 @@ func (r *Registry) CloseLease(ctx context.Context, l snapid.SequenceLease, pos u
 	if err != nil {
 		return err
 	}
-	cur, ok := m.leases[l.Name]
+	cur, ok := m.leases[leaseKey(r.dc, l.Name)]
 	if !ok || cur.Session != l.Session || cur.First != l.First || cur.Last != l.Last {
 		return fmt.Errorf("snapidtest: %w: sequence %q: the host's lease is not [%d, %d] of this claim", snapid.ErrLeaseMoved, l.Sequence, l.First, l.Last)
 	}
 	cur.ClosedAt = pos
-	m.leases[l.Name] = cur
+	m.leases[leaseKey(r.dc, l.Name)] = cur
 	return nil
 }
 
@@ -285,7 +313,7 @@ func (r *Registry) AdoptLease(ctx context.Context, a snapid.LeaseAdoption) (snap
 	if err := checkArgs(a.Name, a.Owner); err != nil {
 		return snapid.SequenceLease{}, err
 	}
-	if err := r.begin(ctx, "adopt_lease", a.Sequence); err != nil {
+	if err := r.beginSerial(ctx, "adopt_lease", a.Sequence); err != nil {
 		return snapid.SequenceLease{}, err
 	}
 	defer r.mu.Unlock()
@@ -296,11 +324,11 @@ func (r *Registry) AdoptLease(ctx context.Context, a snapid.LeaseAdoption) (snap
 	if _, err := r.held("adopt lease", a.Name, a.Owner, a.Session); err != nil {
 		return snapid.SequenceLease{}, err
 	}
-	cur, ok := m.leases[a.Name]
+	cur, ok := m.leases[leaseKey(r.dc, a.Name)]
 	if !ok || a.Pos == 0 || cur.Session != a.OldSession || cur.First != a.First || cur.Last != a.Last || cur.ClosedAt != a.Pos {
 		return cur, fmt.Errorf("snapidtest: %w: sequence %q: the host's lease record does not match the lease file", snapid.ErrLeaseMoved, a.Sequence)
 	}
 	cur.Session, cur.Owner, cur.ClosedAt = a.Session, a.Owner, 0
-	m.leases[a.Name] = cur
+	m.leases[leaseKey(r.dc, a.Name)] = cur
 	return cur, nil
 }

@@ -1,0 +1,116 @@
+package snapidtest_test
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/snapidtest"
+)
+
+// TestDataCentres: views of one registry from two data centres share
+// names and sequences but take numbers from ranges of their own; a data
+// centre cut off goes on leasing from its ranges under the claim it
+// leased with, and every call that needs the cluster's quorum fails
+// there and changes nothing.
+func TestDataCentres(t *testing.T) {
+	ctx := t.Context()
+	r := snapidtest.NewRegistry()
+	dc1, dc2 := r.InDC("dc1"), r.InDC("dc2")
+	if dc1.DC() != "dc1" || r.DC() != snapidtest.DC {
+		t.Fatalf("DC(): %q, %q", dc1.DC(), r.DC())
+	}
+	h1, err := dc1.Claim(ctx, snapid.Claim{Name: "a", Owner: "o1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, err := dc2.Claim(ctx, snapid.Claim{Name: "b", Owner: "o2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h3, err := dc1.Claim(ctx, snapid.Claim{Name: "c", Owner: "o3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dc2.CreateSequence(ctx, "s", 1, 3*snapidtest.DCRange); err != nil {
+		t.Fatal(err)
+	}
+	lease := func(v *snapidtest.Registry, h snapid.Holder, prev snapid.SequenceLease, n uint64) (snapid.SequenceLease, error) {
+		return v.LeaseSequence(ctx, snapid.LeaseRequest{Sequence: "s", Name: h.Name, Owner: h.Owner, Session: h.Session,
+			PrevFirst: prev.First, PrevLast: prev.Last, Min: n, Size: n})
+	}
+	l1, err := lease(dc1, h1, snapid.SequenceLease{}, 10)
+	if err != nil || l1.First != 1 || l1.Last != 10 || l1.DC != "dc1" {
+		t.Fatalf("dc1's first lease: %+v, %v", l1, err)
+	}
+	l2, err := lease(dc2, h2, snapid.SequenceLease{}, 10)
+	if err != nil || l2.First != snapidtest.DCRange+1 || l2.DC != "dc2" {
+		t.Fatalf("dc2's first lease: %+v, %v (want a range of its own)", l2, err)
+	}
+	if got, err := dc1.HostLease(ctx, "s", "b"); err != nil || got != (snapid.SequenceLease{}) {
+		t.Fatalf("dc1 sees dc2's host lease: %+v, %v", got, err)
+	}
+
+	r.SetCut("dc2", true)
+	before, err := dc1.SequenceStatus(ctx, "s")
+	if err != nil {
+		t.Fatalf("dc1's status while dc2 is cut: %v", err)
+	}
+	rowsBefore, _ := dc1.List(ctx)
+	refused := map[string]error{}
+	_, refused["claim"] = dc2.Claim(ctx, snapid.Claim{Name: "d", Owner: "o4"})
+	_, refused["extend"] = dc2.Extend(ctx, "b", "o2", h2.Session, 0, 100)
+	refused["touch"] = dc2.Touch(ctx, "b", "o2", h2.Session)
+	refused["release"] = dc2.Release(ctx, "b", "o2", 100)
+	_, refused["get"] = dc2.Get(ctx, "b")
+	_, refused["list"] = dc2.List(ctx)
+	_, refused["create"] = dc2.CreateSequence(ctx, "t", 1, 10)
+	_, refused["status"] = dc2.SequenceStatus(ctx, "s")
+	_, refused["first lease of a claim"] = lease(dc2, h3, snapid.SequenceLease{}, 1)
+	_, refused["adopt"] = dc2.AdoptLease(ctx, snapid.LeaseAdoption{Sequence: "s", Name: "b", Owner: "o2", Session: h2.Session,
+		OldSession: h2.Session, First: l2.First, Last: l2.Last, Pos: l2.First})
+	for op, err := range refused {
+		if !errors.Is(err, snapid.ErrRegistry) {
+			t.Errorf("%s in a cut data centre: %v, want ErrRegistry", op, err)
+		}
+	}
+	next, err := lease(dc2, h2, l2, 10)
+	if err != nil || next.First != l2.Last+1 {
+		t.Fatalf("a lease from the cut data centre's own range: %+v, %v", next, err)
+	}
+	// Its range used up, it cannot take another from GLOBAL while cut.
+	big, err := lease(dc2, h2, next, snapidtest.DCRange)
+	if !errors.Is(err, snapid.ErrRegistry) || errors.Is(err, snapid.ErrExhausted) {
+		t.Fatalf("a lease needing a new range while cut: %+v, %v, want ErrRegistry (not exhausted)", big, err)
+	}
+	if l, err := lease(dc1, h1, l1, 10); err != nil || l.First != 11 {
+		t.Fatalf("dc1 while dc2 is cut: %+v, %v", l, err)
+	}
+	after, err := dc1.SequenceStatus(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(after.Grants, before.Grants) || after.Next != before.Next {
+		t.Errorf("the cut changed GLOBAL: %+v, then %+v", before, after)
+	}
+	if rowsAfter, _ := dc1.List(ctx); !reflect.DeepEqual(rowsAfter, rowsBefore) {
+		t.Errorf("refused calls changed names: %+v, then %+v", rowsBefore, rowsAfter)
+	}
+
+	r.SetCut("dc2", false)
+	big, err = lease(dc2, h2, next, snapidtest.DCRange)
+	if err != nil || big.First != 2*snapidtest.DCRange+1 || big.DC != "dc2" {
+		t.Fatalf("dc2 healed: %+v, %v (want a new range from GLOBAL)", big, err)
+	}
+	st, err := r.SequenceStatus(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(st.Leases); n != 2 {
+		t.Errorf("status lists %d host leases, want 2: %+v", n, st.Leases)
+	}
+	if ps := snapid.AuditSequences([]snapid.SequenceStatus{st}); len(ps) != 0 {
+		t.Errorf("audit of the two data centres: %v", ps)
+	}
+}
