@@ -86,11 +86,11 @@ func (w *world) concurrent(ho *host, s Step) {
 // taking ho's name over at that moment too; then each that opened issues
 // one id. Who wins the host's gate and the registry is the scheduler's
 // choice.
-func (w *world) storm(ho *host, takeover bool) {
+func (w *world) storm(ho *host, takeover bool, dc int) {
 	var nh *host
 	if takeover && ho.cfg.Registry {
 		var err error
-		if nh, err = w.addHost(ho.cfg); err != nil {
+		if nh, err = w.addHost(ho.cfg.in(dc)); err != nil {
 			w.check.violation("storm: %v", err)
 			return
 		}

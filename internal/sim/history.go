@@ -40,6 +40,13 @@ type HostConfig struct {
 	Block    uint64 // 0: strict mode
 	Shards   bool   // CPU shards (block mode only)
 	Procs    int    // processes (Generators on the host's counter)
+	DC       int    // data centre (0 or 1) its registry calls come from
+}
+
+// in returns c in data centre dc.
+func (c HostConfig) in(dc int) HostConfig {
+	c.DC = dc
+	return c
 }
 
 func (c HostConfig) String() string {
@@ -57,6 +64,9 @@ func (c HostConfig) String() string {
 	sync := "sync on"
 	if !c.Sync {
 		sync = "sync off"
+	}
+	if c.Registry {
+		reg += " in " + dcName(c.DC)
 	}
 	return fmt.Sprintf("%s: %s, %s, %s, %d processes", c.Name, reg, mode, sync, c.Procs)
 }
@@ -90,11 +100,12 @@ const (
 	KStorm                   // every process of the host not running starts at once (and, with Keep, a take-over of its name by a new host at the same moment)
 	KInit                    // an operator runs Init on the stopped host's counter with next number N (it never lowers the counter)
 	KMove                    // an operator moves the stopped host's counter directory elsewhere on the host (and syncs); its programs then use the new path
+	KCut                     // data centre DC is cut off from the cluster's quorum (Keep: true) or healed
 )
 
 var kindNames = [...]string{"open", "next", "close", "crash", "power-cut", "release", "force-release", "takeover",
 	"reclaim", "backup", "restore", "clone", "corrupt", "clock", "registry-fault", "registry-down", "disk-fault", "bad-input",
-	"seq-next", "seq-create", "restore-live", "concurrent", "storm", "init", "move"}
+	"seq-next", "seq-create", "restore-live", "concurrent", "storm", "init", "move", "dc-cut"}
 
 func (k Kind) String() string { return kindNames[k] }
 
@@ -113,6 +124,7 @@ type Step struct {
 	Seq       int
 	Start     uint64
 	Max       uint64
+	DC        int // KCut: the data centre; KTakeover, KClone, KStorm: the new host's
 }
 
 func (s Step) String() string {
@@ -132,14 +144,19 @@ func (s Step) String() string {
 		} else {
 			b.WriteString(" forget-all")
 		}
-	case KForce, KTakeover:
+	case KForce:
 		fmt.Fprintf(&b, " floor=%d", s.N)
+	case KTakeover:
+		fmt.Fprintf(&b, " floor=%d from %s", s.N, dcName(s.DC))
+	case KCut:
+		fmt.Fprintf(&b, " %s cut=%v", dcName(s.DC), s.Keep)
 	case KCorrupt, KBadInput:
 		fmt.Fprintf(&b, " %s", s.Arg)
 	case KClone:
 		if s.Keep {
 			b.WriteString(" (started after the clone window)")
 		}
+		fmt.Fprintf(&b, " in %s", dcName(s.DC))
 	case KClock:
 		fmt.Fprintf(&b, " %+v", s.D)
 	case KRegFault:
@@ -159,7 +176,7 @@ func (s Step) String() string {
 		fmt.Fprintf(&b, " next=%d", s.N)
 	case KStorm:
 		if s.Keep {
-			b.WriteString(" (with a take-over by a new host)")
+			fmt.Fprintf(&b, " (with a take-over by a new host in %s)", dcName(s.DC))
 		}
 	case KConcurrent:
 		fmt.Fprintf(&b, " n=%d", s.N)
@@ -356,5 +373,32 @@ func Generate(seed uint64, steps int) History {
 		}
 		h.Steps = append(h.Steps, s)
 	}
+	addDataCentres(&h)
 	return h
+}
+
+// addDataCentres puts the hosts of half the histories in two data
+// centres, the new hosts of take-overs and clones in either, and cuts a
+// data centre off from the cluster's quorum (or heals it) before about
+// one step in fifty. It draws from a generator of its own, so that
+// the rest of a seed's history is what it was before data centres were
+// simulated.
+func addDataCentres(h *History) {
+	rng := rand.New(rand.NewPCG(h.Seed, 0xdc))
+	dcs := 1 + rng.IntN(2)
+	for i := range h.Hosts {
+		h.Hosts[i].DC = rng.IntN(dcs)
+	}
+	steps := make([]Step, 0, len(h.Steps)+len(h.Steps)/50)
+	for _, s := range h.Steps {
+		if rng.IntN(50) == 0 {
+			steps = append(steps, Step{Kind: KCut, DC: rng.IntN(dcs), Keep: rng.IntN(3) != 0})
+		}
+		switch s.Kind {
+		case KTakeover, KClone, KStorm:
+			s.DC = rng.IntN(dcs)
+		}
+		steps = append(steps, s)
+	}
+	h.Steps = steps
 }

@@ -26,11 +26,11 @@ func (w *world) forceRelease(ho *host, next uint64) {
 
 // takeover starts a new host that takes ho's name over (WithTakeover
 // with floor) and opens its first process.
-func (w *world) takeover(ho *host, floor uint64) {
+func (w *world) takeover(ho *host, floor uint64, dc int) {
 	if !ho.cfg.Registry {
 		return
 	}
-	nh, err := w.addHost(ho.cfg)
+	nh, err := w.addHost(ho.cfg.in(dc))
 	if err != nil {
 		w.check.violation("take-over: %v", err)
 		return
@@ -95,7 +95,7 @@ func (w *world) restoreLive(ho *host) {
 // (the same owner token); started, it opens its first process once the
 // clone window has passed, so that its claim supersedes the original's
 // session, which may still run.
-func (w *world) clone(ho *host, started bool) {
+func (w *world) clone(ho *host, started bool, dc int) {
 	if !ho.cfg.Registry {
 		return
 	}
@@ -104,7 +104,7 @@ func (w *world) clone(ho *host, started bool) {
 		w.check.violation("clone of h%d: %v", ho.i, err)
 		return
 	}
-	nh, err := w.addHost(ho.cfg)
+	nh, err := w.addHost(ho.cfg.in(dc))
 	if err == nil {
 		err = writeTree(nh.dir, rebase(files, ho.dir, nh.dir))
 	}

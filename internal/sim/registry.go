@@ -9,24 +9,26 @@ import (
 )
 
 // faultyRegistry is the in-memory registry (snapidtest.Registry) with
-// the registry faults of a history: an answer lost before the change was
+// the registry faults of a history, seen from one data centre: an answer lost before the change was
 // made, or after it was made (a timeout, Overloaded, a lost reply: both
 // look the same to the caller, snapid.ErrRegistry, and the caller must
-// not guess which happened), and an outage. It also keeps, per name, the
-// lowest mark the registry ever showed after a number was issued, for
-// the checker.
+// not guess which happened), an outage, and a data centre cut off from
+// the cluster's quorum.
 type faultyRegistry struct {
 	*snapidtest.Registry
 
 	// fault: the next changing call of a kind (claim, extend, touch,
 	// release, lease, closelease, adopt) whose answer is lost, after the
 	// change was applied (true) or before.
-	fault armed[bool]
+	fault *armed[bool]
 }
 
-func newFaultyRegistry(r *snapidtest.Registry) *faultyRegistry {
-	return &faultyRegistry{Registry: r}
+func newFaultyRegistry(r *snapidtest.Registry, fault *armed[bool]) *faultyRegistry {
+	return &faultyRegistry{Registry: r, fault: fault}
 }
+
+// dcName is the name of data centre i of a history.
+func dcName(i int) string { return fmt.Sprintf("dc%d", i) }
 
 func unknown(op, name string, applied bool) error {
 	how := "lost before it was applied"

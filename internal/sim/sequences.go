@@ -39,6 +39,12 @@ func (w *world) seqNext(ho *host, s Step) {
 	if err == nil {
 		w.ops += int(s.N) - 1
 		w.check.seqIssued(ho, s.Proc, s.Seq, first, s.N)
+		if w.cut[ho.cfg.DC] {
+			w.reached["sequence numbers taken in a data centre cut off"]++
+		}
+		if ho.cfg.DC > 0 {
+			w.reached["sequence numbers taken in a second data centre"]++
+		}
 	}
 }
 

@@ -12,6 +12,10 @@ type Result struct {
 	Ops        int      // operations run (steps, and each number of a NextN beyond the first)
 	Faults     int      // faults that fired (disk, registry, power cuts, crashes)
 	Violations []string // guarantees broken, in the order found
+	// Reached counts events a history is meant to reach, by name (see
+	// world.reached), so that a test can tell the simulator exercises
+	// what it claims to.
+	Reached map[string]int
 }
 
 // Run runs h in a new directory under base and checks it.
@@ -27,13 +31,13 @@ func Run(h History, base string) (Result, error) {
 		return Result{}, err
 	}
 	w.run()
-	res := Result{Ops: w.ops, Violations: w.check.violations}
+	res := Result{Ops: w.ops, Violations: w.check.violations, Reached: w.reached}
 	res.Faults = w.reg.fault.count()
 	for _, ho := range w.hosts {
 		res.Faults += ho.disk.fault.count()
 	}
 	for _, s := range h.Steps {
-		if s.Kind == KCrash || s.Kind == KPowerCut || s.Kind == KRestore || s.Kind == KCorrupt {
+		if s.Kind == KCrash || s.Kind == KPowerCut || s.Kind == KRestore || s.Kind == KCorrupt || s.Kind == KCut && s.Keep {
 			res.Faults++
 		}
 	}

@@ -114,3 +114,29 @@ func replay(t *testing.T, dir string, h History) {
 		report(t, dir, h, res)
 	}
 }
+
+// TestSimulationReaches: the histories reach what the simulator claims
+// to exercise (a generator that never got there would check nothing).
+func TestSimulationReaches(t *testing.T) {
+	dir := t.TempDir()
+	want := []string{
+		"sequence numbers taken in a data centre cut off",
+		"sequence numbers taken in a second data centre",
+	}
+	got := map[string]int{}
+	for seed := uint64(1); seed <= 400; seed++ {
+		res, err := Run(Generate(seed, 100), dir)
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		for k, n := range res.Reached {
+			got[k] += n
+		}
+	}
+	for _, k := range want {
+		if got[k] == 0 {
+			t.Errorf("400 histories never reached %q (reached: %v)", k, got)
+		}
+	}
+	t.Logf("reached in 400 histories: %v", got)
+}

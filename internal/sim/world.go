@@ -21,17 +21,20 @@ import (
 // process a Generator opened on the host's counter, one in-memory
 // registry with faults for all, one clock.
 type world struct {
-	h     History
-	dir   string
-	mem   *snapidtest.Registry
-	reg   *faultyRegistry
-	clock *clock
-	rng   *rand.Rand
-	log   *slog.Logger
-	hosts []*host
-	check *checker
-	step  int // index of the step running
-	ops   int // operations run (steps, and each number of a NextN)
+	h       History
+	dir     string
+	mem     *snapidtest.Registry
+	regs    [2]*faultyRegistry // each data centre's view, one armed fault for both
+	reg     *faultyRegistry    // regs[0], the operators' view
+	clock   *clock
+	rng     *rand.Rand
+	log     *slog.Logger
+	hosts   []*host
+	check   *checker
+	cut     [2]bool        // data centres cut off now
+	reached map[string]int // events reached (Result.Reached)
+	step    int            // index of the step running
+	ops     int            // operations run (steps, and each number of a NextN)
 }
 
 type host struct {
@@ -79,15 +82,20 @@ func (w *world) host(i int) (*host, bool) {
 
 func newWorld(h History, dir string) (*world, error) {
 	w := &world{
-		h:     h,
-		dir:   dir,
-		mem:   snapidtest.NewRegistry(),
-		clock: newClock(),
-		rng:   rand.New(rand.NewPCG(h.Seed, 0x5eed)),
-		log:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		h:       h,
+		dir:     dir,
+		mem:     snapidtest.NewRegistry(),
+		clock:   newClock(),
+		rng:     rand.New(rand.NewPCG(h.Seed, 0x5eed)),
+		reached: map[string]int{},
+		log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	w.mem.SetClock(w.clock.now)
-	w.reg = newFaultyRegistry(w.mem)
+	fault := &armed[bool]{}
+	for dc := range w.regs {
+		w.regs[dc] = newFaultyRegistry(w.mem.InDC(dcName(dc)), fault)
+	}
+	w.reg = w.regs[0]
 	w.check = newChecker(w)
 	for _, c := range h.Sequences {
 		if _, err := snapid.CreateSequence(context.Background(), w.mem, c.Name, c.Start, c.Max); err != nil {
@@ -139,7 +147,7 @@ func (w *world) options(ho *host, extra ...snapid.Option) []snapid.Option {
 	}
 	if ho.cfg.Registry {
 		o = append(o,
-			snapid.WithRegistry(w.reg),
+			snapid.WithRegistry(w.regs[ho.cfg.DC]),
 			snapid.WithHostInfo(ho.info),
 			seam.WithClock(w.clock.now).(snapid.Option),
 			// No heartbeat fires while a history runs (it would run on
@@ -283,7 +291,7 @@ func (w *world) do(s Step) {
 	case KForce:
 		w.forceRelease(ho, s.N)
 	case KTakeover:
-		w.takeover(ho, s.N)
+		w.takeover(ho, s.N, s.DC)
 	case KReclaim:
 		if !ho.cfg.Registry || w.running(ho) {
 			return
@@ -298,7 +306,7 @@ func (w *world) do(s Step) {
 	case KRestoreLive:
 		w.restoreLive(ho)
 	case KClone:
-		w.clone(ho, s.Keep)
+		w.clone(ho, s.Keep, s.DC)
 	case KCorrupt:
 		if w.running(ho) {
 			return
@@ -314,6 +322,9 @@ func (w *world) do(s Step) {
 		w.reg.fault.arm(s.Arg, int(s.N), s.Applied)
 	case KRegDown:
 		w.mem.SetDown(s.Keep)
+	case KCut:
+		w.mem.SetCut(dcName(s.DC), s.Keep)
+		w.cut[s.DC] = s.Keep
 	case KDiskFault:
 		ho.disk.fault.arm(s.Arg, int(s.N), error(s.Errno))
 	case KBadInput:
@@ -325,7 +336,7 @@ func (w *world) do(s Step) {
 	case KConcurrent:
 		w.concurrent(ho, s)
 	case KStorm:
-		w.storm(ho, s.Keep)
+		w.storm(ho, s.Keep, s.DC)
 	}
 }
 
@@ -375,6 +386,10 @@ func (w *world) exempt(name, why string) {
 func (w *world) finish() {
 	w.reg.fault.disarm()
 	w.mem.SetDown(false)
+	for dc := range w.regs {
+		w.mem.SetCut(dcName(dc), false)
+		w.cut[dc] = false
+	}
 	for _, ho := range w.hosts {
 		ho.disk.fault.disarm()
 	}
