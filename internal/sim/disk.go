@@ -32,8 +32,11 @@ import (
 //
 // Faults are armed by the history: the n-th next write, fsync, directory
 // sync, link or rename on this host fails (EIO or ENOSPC) without doing
-// anything. A failed fsync makes nothing durable (as on Linux, the data
-// stays visible until a cut).
+// anything. A failed fsync makes nothing durable, and, as on Linux since
+// the pages it failed to write are marked clean, a later fsync of the
+// file reports success without making them durable either, until the
+// file is written again (its modification time moves); the data stays
+// visible until a cut.
 type disk struct {
 	root string
 
@@ -41,10 +44,12 @@ type disk struct {
 	content map[uint64][]byte            // inode → content as of its last fsync
 	entries map[string]map[string]uint64 // directory → name → inode, as of its last directory sync
 	fault   armed[error]                 // the next operation of a kind that fails (write, sync, syncdir, link, rename)
+	lied    map[uint64]unix.Timespec     // inode → its modification time when an fsync of it failed
+	lies    int                          // fsyncs that reported success with nothing written
 }
 
 func newDisk(root string) *disk {
-	return &disk{root: root, content: map[uint64][]byte{}, entries: map[string]map[string]uint64{}}
+	return &disk{root: root, content: map[uint64][]byte{}, entries: map[string]map[string]uint64{}, lied: map[uint64]unix.Timespec{}}
 }
 
 // hit reports whether an operation of kind op fails now, and with what.
@@ -70,19 +75,39 @@ func (d *disk) WriteAt(f *os.File, b []byte, off int64) (int, error) {
 	return unix.Pwrite(int(f.Fd()), b, off)
 }
 
-func (d *disk) Sync(f *os.File) error {
+func (d *disk) Sync(f *os.File) error { return d.sync(f) }
+
+// sync is an fsync of f: it fails if a fault says so (and marks the
+// file's pages clean), else records the file as durable as it is now.
+func (d *disk) sync(f *os.File) error {
 	if err := d.hit("sync"); err != nil {
+		var st unix.Stat_t
+		if unix.Fstat(int(f.Fd()), &st) == nil {
+			d.mu.Lock()
+			d.lied[st.Ino] = st.Mtim
+			d.mu.Unlock()
+		}
 		return &fs.PathError{Op: "sync", Path: f.Name(), Err: err}
 	}
 	return d.keep(int(f.Fd()))
 }
 
-// keep records the file open at fd as durable as it is now.
+// keep records the file open at fd as durable as it is now, unless an
+// fsync of it failed and it was not written since (its pages are clean:
+// nothing is written, and the fsync reports success).
 func (d *disk) keep(fd int) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return err
 	}
+	d.mu.Lock()
+	if at, lied := d.lied[st.Ino]; lied && at == st.Mtim {
+		d.lies++
+		d.mu.Unlock()
+		return nil
+	}
+	delete(d.lied, st.Ino)
+	d.mu.Unlock()
 	// Read through /proc: the descriptor may be write-only (a new
 	// temporary file).
 	b, err := os.ReadFile(fmt.Sprintf("/proc/self/fd/%d", fd))
@@ -97,12 +122,7 @@ func (d *disk) keep(fd int) error {
 
 // SyncFile, Link, Rename, Remove and SyncDir are the file-system layer.
 
-func (d *disk) SyncFile(f *os.File) error {
-	if err := d.hit("sync"); err != nil {
-		return &fs.PathError{Op: "sync", Path: f.Name(), Err: err}
-	}
-	return d.keep(int(f.Fd()))
-}
+func (d *disk) SyncFile(f *os.File) error { return d.sync(f) }
 
 func (d *disk) Link(oldname, newname string) error {
 	if err := d.hit("link"); err != nil {
@@ -176,6 +196,7 @@ func (d *disk) settle() error {
 	defer d.mu.Unlock()
 	d.content = map[uint64][]byte{}
 	d.entries = map[string]map[string]uint64{}
+	d.lied = map[uint64]unix.Timespec{}
 	return filepath.WalkDir(d.root, func(p string, de fs.DirEntry, err error) error {
 		if err != nil {
 			return err

@@ -35,6 +35,11 @@ func Run(h History, base string) (Result, error) {
 	res.Faults = w.reg.fault.count()
 	for _, ho := range w.hosts {
 		res.Faults += ho.disk.fault.count()
+		ho.disk.mu.Lock()
+		if ho.disk.lies > 0 {
+			res.Reached["fsyncs reporting success after a failed one, nothing written"] += ho.disk.lies
+		}
+		ho.disk.mu.Unlock()
 	}
 	for _, s := range h.Steps {
 		if s.Kind == KCrash || s.Kind == KPowerCut || s.Kind == KRestore || s.Kind == KCorrupt || s.Kind == KCut && s.Keep {
