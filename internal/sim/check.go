@@ -271,7 +271,7 @@ func (c *checker) forceReleased(ho *host, final uint64, err error) {
 // done to, which still holds its name, opens and issues within a few
 // tries.
 func (c *checker) live(ho *host) {
-	if ho.exempt != "" || ho.released {
+	if ho.exempt != "" || ho.released || ho.damaged {
 		return
 	}
 	if ho.cfg.Registry {

@@ -101,11 +101,12 @@ const (
 	KInit                    // an operator runs Init on the stopped host's counter with next number N (it never lowers the counter)
 	KMove                    // an operator moves the stopped host's counter directory elsewhere on the host (and syncs); its programs then use the new path
 	KCut                     // data centre DC is cut off from the cluster's quorum (Keep: true) or healed
+	KRepair                  // an operator rewrites the counter with Repair above every number issued (Arg "next-0": with next 0, refused)
 )
 
 var kindNames = [...]string{"open", "next", "close", "crash", "power-cut", "release", "force-release", "takeover",
 	"reclaim", "backup", "restore", "clone", "corrupt", "clock", "registry-fault", "registry-down", "disk-fault", "bad-input",
-	"seq-next", "seq-create", "restore-live", "concurrent", "storm", "init", "move", "dc-cut"}
+	"seq-next", "seq-create", "restore-live", "concurrent", "storm", "init", "move", "dc-cut", "repair"}
 
 func (k Kind) String() string { return kindNames[k] }
 
@@ -150,7 +151,7 @@ func (s Step) String() string {
 		fmt.Fprintf(&b, " floor=%d from %s", s.N, dcName(s.DC))
 	case KCut:
 		fmt.Fprintf(&b, " %s cut=%v", dcName(s.DC), s.Keep)
-	case KCorrupt, KBadInput:
+	case KCorrupt, KBadInput, KRepair:
 		fmt.Fprintf(&b, " %s", s.Arg)
 	case KClone:
 		if s.Keep {
@@ -380,9 +381,9 @@ func Generate(seed uint64, steps int) History {
 // addDataCentres puts the hosts of half the histories in two data
 // centres, the new hosts of take-overs and clones in either, and cuts a
 // data centre off from the cluster's quorum (or heals it) before about
-// one step in fifty. It draws from a generator of its own, so that
-// the rest of a seed's history is what it was before data centres were
-// simulated.
+// one step in twenty-five; it adds an operator's repairs. It draws from a
+// generator of its own, so that the rest of a seed's history is what it
+// was before these steps were simulated.
 func addDataCentres(h *History) {
 	rng := rand.New(rand.NewPCG(h.Seed, 0xdc))
 	dcs := 1 + rng.IntN(2)
@@ -391,7 +392,7 @@ func addDataCentres(h *History) {
 	}
 	steps := make([]Step, 0, len(h.Steps)+len(h.Steps)/50)
 	for _, s := range h.Steps {
-		if rng.IntN(50) == 0 {
+		if rng.IntN(25) == 0 {
 			steps = append(steps, Step{Kind: KCut, DC: rng.IntN(dcs), Keep: rng.IntN(3) != 0})
 		}
 		switch s.Kind {
@@ -399,6 +400,16 @@ func addDataCentres(h *History) {
 			s.DC = rng.IntN(dcs)
 		}
 		steps = append(steps, s)
+		// An operator repairs a corrupted counter, now and then, or
+		// tries a repair at any time (refused while registered
+		// processes run, or with next 0).
+		if s.Kind == KCorrupt && s.Arg == "counter" && rng.IntN(2) == 0 || rng.IntN(200) == 0 {
+			r := Step{Kind: KRepair, Host: s.Host}
+			if rng.IntN(4) == 0 {
+				r.Arg = "next-0"
+			}
+			steps = append(steps, r)
+		}
 	}
 	h.Steps = steps
 }

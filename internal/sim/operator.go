@@ -164,6 +164,52 @@ func (w *world) initCounter(ho *host, next uint64) {
 	}
 }
 
+// repair is an operator rewriting ho's counter with Repair, as the
+// documented procedure says: the host stopped, the next number above
+// every number issued under its name (the registry's mark + 1 with a
+// registry, else what the operator knows was issued). While processes of
+// a registered host run it must be refused (ErrInUse) and change nothing;
+// next 0 must be refused and change nothing. A counter repaired after it
+// was corrupted issues again (liveness).
+func (w *world) repair(ho *host, zero bool) {
+	running := w.running(ho)
+	if zero || running && ho.cfg.Registry {
+		before := w.check.snapshot(ho)
+		next := uint64(1 << 40)
+		if zero {
+			next = 0
+		}
+		_, err := snapid.Repair(ho.counter, next, w.options(ho)...)
+		switch {
+		case err == nil:
+			w.check.violation("Repair of h%d with next %d (in use: %v) was accepted", ho.i, next, running)
+		case !zero && !errors.Is(err, snapid.ErrInUse):
+			w.check.violation("Repair of h%d in use failed with %v, want ErrInUse", ho.i, err)
+		}
+		w.check.unchanged(ho, before, fmt.Sprintf("refused Repair with next %d", next))
+		return
+	}
+	if running {
+		return // standalone processes may hold blocks above any floor the operator knows
+	}
+	high := w.check.high[ho.cfg.Name]
+	if ho.cfg.Registry {
+		row, ok := w.mem.Row(ho.cfg.Name)
+		if !ok {
+			return
+		}
+		high = row.Reserved
+	}
+	if high == snapid.MaxNumber {
+		return
+	}
+	if _, err := snapid.Repair(ho.counter, high+1, w.options(ho)...); err != nil {
+		return
+	}
+	w.reached["counters repaired"]++
+	ho.damaged = false
+}
+
 // corrupt damages one file of ho (no process runs).
 func (w *world) corrupt(ho *host, which string) {
 	var p string
@@ -195,7 +241,11 @@ func (w *world) corrupt(ho *host, which string) {
 		w.check.violation("corrupt %s: %v", p, err)
 	}
 	_ = ho.disk.settle()
-	ho.exempt = "its " + which + " file was corrupted"
+	if which == "counter" {
+		ho.damaged = true // until repaired
+	} else {
+		ho.exempt = "its " + which + " file was corrupted"
+	}
 }
 
 // readTree reads every regular file under dir.

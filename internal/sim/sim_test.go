@@ -122,6 +122,7 @@ func TestSimulationReaches(t *testing.T) {
 	want := []string{
 		"sequence numbers taken in a data centre cut off",
 		"sequence numbers taken in a second data centre",
+		"counters repaired",
 	}
 	got := map[string]int{}
 	for seed := uint64(1); seed <= 400; seed++ {

@@ -52,6 +52,9 @@ type host struct {
 	// or cloned, its name released, forced or taken over) may rightly
 	// keep it from issuing again; liveness is not asked of it.
 	exempt string
+	// damaged: its counter was corrupted and not repaired since; it
+	// rightly cannot issue.
+	damaged bool
 	// released: its name was released on this host (Release reported
 	// done); it issues again only when reclaimed.
 	released bool
@@ -316,6 +319,8 @@ func (w *world) do(s Step) {
 		w.move(ho)
 	case KInit:
 		w.initCounter(ho, s.N)
+	case KRepair:
+		w.repair(ho, s.Arg == "next-0")
 	case KClock:
 		w.clock.add(s.D)
 	case KRegFault:
