@@ -95,7 +95,7 @@ const (
 	KBadInput                // a call with bad input (Arg: which); nothing may change
 	KSeqNext                 // the process takes N numbers of sequence Seq (N 1: Next, else NextN)
 	KSeqCreate               // sequence Seq is created again with start Start and max Max (0: kept)
-	KRestoreLive             // the counter and mark file are put back in place from the copy while processes run
+	KRestoreLive             // the counter (Arg "leases": the sequence lease files) is put back in place from the copy while processes run
 	KConcurrent              // every open process of the host calls N times at once from two goroutines each (and its Sequences); Keep: a process closes meanwhile
 	KStorm                   // every process of the host not running starts at once (and, with Keep, a take-over of its name by a new host at the same moment)
 	KInit                    // an operator runs Init on the stopped host's counter with next number N (it never lowers the counter)
@@ -151,7 +151,7 @@ func (s Step) String() string {
 		fmt.Fprintf(&b, " floor=%d from %s", s.N, dcName(s.DC))
 	case KCut:
 		fmt.Fprintf(&b, " %s cut=%v", dcName(s.DC), s.Keep)
-	case KCorrupt, KBadInput, KRepair:
+	case KCorrupt, KBadInput, KRepair, KRestoreLive:
 		fmt.Fprintf(&b, " %s", s.Arg)
 	case KClone:
 		if s.Keep {
@@ -398,6 +398,10 @@ func addDataCentres(h *History) {
 		switch s.Kind {
 		case KTakeover, KClone, KStorm:
 			s.DC = rng.IntN(dcs)
+		case KRestoreLive:
+			if rng.IntN(2) == 0 {
+				s.Arg = "leases"
+			}
 		}
 		steps = append(steps, s)
 		// An operator repairs a corrupted counter, now and then, or
@@ -409,6 +413,9 @@ func addDataCentres(h *History) {
 				r.Arg = "next-0"
 			}
 			steps = append(steps, r)
+		}
+		if s.Kind == KSeqNext && rng.IntN(15) == 0 {
+			steps = append(steps, Step{Kind: KRestoreLive, Host: s.Host, Arg: "leases"})
 		}
 	}
 	h.Steps = steps

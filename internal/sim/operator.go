@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/snapid/snapid"
@@ -76,8 +77,25 @@ func (w *world) restore(ho *host) {
 // process that starts later is covered by the registry's mark. Without a
 // registry only the running process can tell (a documented limit), so
 // standalone hosts are left out.
-func (w *world) restoreLive(ho *host) {
+//
+// With leases, the host's sequence lease files are put back instead, in
+// place (an earlier position, or an earlier lease the registry has moved
+// on from): processes that saw a later position raise it back, one that
+// opens the sequence later finds the file is not the host's lease the
+// registry records and drops it (a gap).
+func (w *world) restoreLive(ho *host, leases bool) {
 	if ho.backup == nil || !ho.cfg.Registry || !w.running(ho) {
+		return
+	}
+	if leases {
+		for p, b := range ho.backup {
+			if strings.HasPrefix(p, ho.counter+".seq.") {
+				if err := writeInPlace(p, b); err != nil {
+					w.check.violation("restore of a lease file in place on h%d: %v", ho.i, err)
+				}
+				w.reached["sequence lease files restored in place while in use"]++
+			}
+		}
 		return
 	}
 	// The counter only: a whole directory (counter and mark together)
@@ -89,6 +107,20 @@ func (w *world) restoreLive(ho *host) {
 		}
 	}
 	ho.exempt = "its files were restored from a copy"
+}
+
+// writeInPlace rewrites the file at p with b, keeping the file (its
+// inode), if it exists.
+func writeInPlace(p string, b []byte) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	return errors.Join(err, f.Close())
 }
 
 // clone starts a new host on another machine with a copy of ho's files

@@ -307,7 +307,7 @@ func (w *world) do(s Step) {
 	case KRestore:
 		w.restore(ho)
 	case KRestoreLive:
-		w.restoreLive(ho)
+		w.restoreLive(ho, s.Arg == "leases")
 	case KClone:
 		w.clone(ho, s.Keep, s.DC)
 	case KCorrupt:
