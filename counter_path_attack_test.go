@@ -121,6 +121,8 @@ func TestLockedFilesBesideCounterChecked(t *testing.T) {
 		{"presence of another user", "umask 0; : > C.presence", ErrUntrustedOwner},
 		{"presence a FIFO", "mkfifo -m 666 C.presence", ErrNotRegular},
 		{"refill lock a FIFO", "mkfifo -m 666 C.seq.orders.refill", ErrNotRegular},
+		{"lease floor a FIFO", "mkfifo -m 666 C.seq.orders.floor", ErrNotRegular},
+		{"lease floor of another user", "umask 0; : > C.seq.orders.floor", ErrUntrustedOwner},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := testfs.SharedTempDir(t, "snapid-beside-")

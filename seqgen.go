@@ -181,17 +181,17 @@ func (g *Generator) SequenceContext(ctx context.Context, name string, opts ...Se
 	}
 	refillPath := leasePath(g.path, name) + refillSuffix
 	if err := createIfAbsent(refillPath, nil, &fo); err != nil {
-		lf.c.close()
+		lf.close()
 		return nil, err
 	}
 	if err := checkBeside(refillPath, &fo); err != nil {
-		lf.c.close()
+		lf.close()
 		return nil, err
 	}
 	s := &Sequence{g: g, name: name, reg: sr, o: o, log: g.log, lf: lf,
 		refill: flock.New(refillPath, flock.SetFlag(openFlags(fo.followSymlinks))), refillSem: make(chan struct{}, 1)}
 	if err := s.verify(ctx, reachable); err != nil {
-		lf.c.close()
+		lf.close()
 		return nil, err
 	}
 	s.blockSize.Store(o.block)
@@ -325,5 +325,5 @@ func (s *Sequence) Close() error {
 	defer s.mu.Unlock()
 	s.refill.Close()
 	s.fileClosed = true
-	return s.lf.c.close()
+	return s.lf.close()
 }

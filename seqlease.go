@@ -35,8 +35,22 @@ import (
 //	112 64  node name
 //	176 64  sequence name
 //	240 32  owner token
-//	272 ..  zero
+//	272  8  generation: one more at every write of the whole record (a
+//	        new lease, a new claim, ranges dropped); 0 in a file that
+//	        was never written whole since generations were added
+//	280 ..  zero
 //	508  4  CRC-32C of bytes 0..507, bytes 8..15 (pos) read as zero
+//
+// The floor file <lease file>.floor holds, in the same format, the
+// record as the host's last update left it (written after the lease
+// file, and not synced: it is a floor for a lease file restored or
+// copied over in place while the host runs, not a durable record). Every
+// update reads it under the lease file's lock: a lease file of the same
+// claim at an earlier generation, or at the same generation and range
+// with an earlier position, went backwards, and is raised back to the
+// floor before anything is taken, by whichever process of the host comes
+// first (the twin of the counter's floor in the mark file). Empty: no
+// floor. A lease file and its floor restored together are not caught.
 //
 // Strings are ASCII, zero-padded. The ranges are trusted only while the
 // session is the host's current claim and the latest range (ahead, else
@@ -47,8 +61,10 @@ const (
 	leaseMagic   = "snapseq1"
 	leaseSuffix  = ".seq."
 	refillSuffix = ".refill" // beside the lease file: an empty file whose flock one leasing process holds
+	floorSuffix  = ".floor"  // beside the lease file: the record as the host's last update left it
 	leaseCRCAt   = leaseSize - 4
 	leaseStrSize = 64
+	leaseGenAt   = 272
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -61,6 +77,7 @@ func (r seqRange) none() bool { return r.first == 0 }
 // leaseRecord is the content of a lease file.
 type leaseRecord struct {
 	pos                    uint64
+	gen                    uint64 // see leaseGenAt
 	cur, ahead             seqRange
 	session, node, seq, ow string
 }
@@ -88,6 +105,11 @@ func (l *leaseRecord) void(session string) {
 
 func encodeLease(l *leaseRecord) ([]byte, error) {
 	b := make([]byte, leaseSize)
+	return b, encodeLeaseTo(b, l)
+}
+
+// encodeLeaseTo encodes l into b (leaseSize bytes, zero).
+func encodeLeaseTo(b []byte, l *leaseRecord) error {
 	copy(b, leaseMagic)
 	binary.LittleEndian.PutUint64(b[8:], l.pos)
 	for i, v := range []uint64{l.cur.first, l.cur.last, l.ahead.first, l.ahead.last} {
@@ -99,12 +121,13 @@ func encodeLease(l *leaseRecord) ([]byte, error) {
 			size = 32
 		}
 		if len(s) > size {
-			return nil, fmt.Errorf("snapid: %w: %q does not fit a lease file (%d bytes at most)", ErrInvalidOption, s, size)
+			return fmt.Errorf("snapid: %w: %q does not fit a lease file (%d bytes at most)", ErrInvalidOption, s, size)
 		}
 		copy(b[48+leaseStrSize*i:], s)
 	}
+	binary.LittleEndian.PutUint64(b[leaseGenAt:], l.gen)
 	binary.LittleEndian.PutUint32(b[leaseCRCAt:], leaseCRC(b))
-	return b, nil
+	return nil
 }
 
 func leaseCRC(b []byte) uint32 {
@@ -135,6 +158,7 @@ func decodeLease(b []byte, size int64) (leaseRecord, error) {
 	l.pos = binary.LittleEndian.Uint64(b[8:])
 	u := func(i int) uint64 { return binary.LittleEndian.Uint64(b[16+8*i:]) }
 	l.cur, l.ahead = seqRange{u(0), u(1)}, seqRange{u(2), u(3)}
+	l.gen = binary.LittleEndian.Uint64(b[leaseGenAt:])
 	strs := make([]string, 4)
 	for i := range strs {
 		size := leaseStrSize
@@ -175,11 +199,22 @@ func decodeLease(b []byte, size int64) (leaseRecord, error) {
 // Sequence's mutex held (the flock is per open file description, not per
 // goroutine).
 type leaseFile struct {
-	c    *counterFile // the descriptor, lock, identity check and I/O of the counter file
-	buf  [leaseSize + 1]byte
-	node string
-	seq  string
-	ow   string
+	c     *counterFile // the descriptor, lock, identity check and I/O of the counter file
+	floor *counterFile // the floor file (its descriptor and I/O; never locked: the lease file's lock covers it)
+	buf   [leaseSize + 1]byte
+	fbuf  [leaseSize + 1]byte
+	node  string
+	seq   string
+	ow    string
+}
+
+// close closes the lease file and its floor.
+func (lf *leaseFile) close() error {
+	err := lf.c.close()
+	if lf.floor != nil {
+		err = errors.Join(err, lf.floor.close())
+	}
+	return err
 }
 
 // leasePath is the lease file of sequence beside the counter.
@@ -204,9 +239,18 @@ func openLeaseFile(ctx context.Context, counterPath, sequence, node, owner strin
 		return nil, err
 	}
 	lf := &leaseFile{c: c, node: node, seq: sequence, ow: owner}
+	floorPath := path + floorSuffix
+	if err := createIfAbsent(floorPath, nil, o); err != nil {
+		c.close()
+		return nil, err
+	}
+	if lf.floor, err = openExisting(floorPath, o); err != nil {
+		c.close()
+		return nil, err
+	}
 	err = c.withLockContext(ctx, func() error { _, err := lf.load(); return err })
 	if err != nil {
-		c.close()
+		lf.close()
 		return nil, err
 	}
 	return lf, nil
@@ -223,7 +267,16 @@ func (lf *leaseFile) load() (leaseRecord, error) {
 	if n > leaseSize {
 		size = fileSize(c.f, n)
 	}
-	l, err := decodeLease(lf.buf[:n], size)
+	l, err := lf.decode(lf.buf[:n], size)
+	if err != nil {
+		return leaseRecord{}, &FileError{Op: "read", Path: c.path, Err: err}
+	}
+	return l, nil
+}
+
+// decode decodes a record of this file (or of its floor).
+func (lf *leaseFile) decode(b []byte, size int64) (leaseRecord, error) {
+	l, err := decodeLease(b, size)
 	switch {
 	case err != nil:
 	case l.ow != lf.ow:
@@ -233,10 +286,57 @@ func (lf *leaseFile) load() (leaseRecord, error) {
 	case l.seq != lf.seq:
 		err = fmt.Errorf("%w: it belongs to sequence %q, not %q", ErrCorruptLease, l.seq, lf.seq)
 	}
-	if err != nil {
-		return leaseRecord{}, &FileError{Op: "read", Path: c.path, Err: err}
+	return l, err
+}
+
+// loadFloor reads the floor file; ok is false if it is empty (no floor
+// yet). A floor that is not a record of this lease file is refused
+// (ErrCorruptLease), as the lease file would be. The caller holds the
+// lease file's lock.
+func (lf *leaseFile) loadFloor() (l leaseRecord, ok bool, err error) {
+	c := lf.floor
+	n, err := c.io.ReadAt(c.f, lf.fbuf[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return leaseRecord{}, false, &FileError{Op: "read", Path: c.path, Err: err}
 	}
-	return l, nil
+	if n == 0 {
+		return leaseRecord{}, false, nil
+	}
+	size := int64(n)
+	if n > leaseSize {
+		size = fileSize(c.f, n)
+	}
+	if l, err = lf.decode(lf.fbuf[:n], size); err != nil {
+		return leaseRecord{}, false, &FileError{Op: "read", Path: c.path, Err: fmt.Errorf("the lease file's floor: %w", err)}
+	}
+	return l, true, nil
+}
+
+// storeFloor writes l to the floor file, not synced: the whole record,
+// or with posOnly its position alone (the floor then holds l's
+// generation and ranges already). The caller holds the lease file's lock.
+func (lf *leaseFile) storeFloor(l *leaseRecord, posOnly bool) error {
+	c := lf.floor
+	var b []byte
+	off := int64(0)
+	if posOnly {
+		b = lf.fbuf[8:16]
+		binary.LittleEndian.PutUint64(b, l.pos)
+		off = 8
+	} else {
+		b = lf.fbuf[:leaseSize]
+		clear(b)
+		if err := encodeLeaseTo(b, l); err != nil {
+			return err
+		}
+	}
+	if n, err := c.io.WriteAt(c.f, b, off); err != nil || n != len(b) {
+		if err == nil {
+			err = io.ErrShortWrite
+		}
+		return &FileError{Op: "write", Path: c.path, Err: err}
+	}
+	return nil
 }
 
 // storePos writes the position alone (8 bytes in place) and syncs; the
@@ -252,8 +352,10 @@ func (lf *leaseFile) storePos(pos uint64) error {
 // corrupt (its ranges are lost, a gap), never read wrong.
 func (lf *leaseFile) store(l *leaseRecord) error {
 	l.node, l.seq, l.ow = lf.node, lf.seq, lf.ow
-	b, err := encodeLease(l)
-	if err != nil {
+	l.gen++
+	b := lf.buf[:leaseSize]
+	clear(b)
+	if err := encodeLeaseTo(b, l); err != nil {
 		return err
 	}
 	return lf.write(b, 0)

@@ -94,3 +94,110 @@ func TestSequenceLeaseRollbackToEarlierRange(t *testing.T) {
 	take(30)
 	requireUnique(t, issued, 1, MaxSequence)
 }
+
+// A lease file restored in place while the host's processes run, and
+// read first by a process that had not taken from it before (it opened
+// the sequence after the restore): it cannot know the position from
+// memory, and the registry records the range, not the position. The
+// floor file beside the lease file, which every update writes, tells it;
+// no number is handed out twice. Within the current range and to an
+// earlier lease; the sequence opened by the second process after the
+// restore (the registry's check of the file at open sees an earlier
+// lease, not an earlier position) or before it (only the floor knows).
+func TestSequenceLeaseRollbackSeenByAnotherProcess(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		lease      uint64 // SequenceLeaseSize: 1000 stays in one range, 10 moves on
+		openBefore bool   // the second process opens the sequence before the restore
+	}{
+		{"within the current range", 1000, false},
+		{"to an earlier lease", 10, false},
+		{"within the current range, opened before", 1000, true},
+		{"to an earlier lease, opened before", 10, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := snapidtest.NewRegistry()
+			createSeq(t, reg, "orders", 1, MaxSequence)
+			h := newSeqHost(t, "web_1")
+			g1 := h.open(t, reg)
+			defer g1.Close()
+			s1 := openSeq(t, g1, "orders", SequenceBlock(1), SequenceLeaseSize(tc.lease))
+			defer s1.Close()
+			lease := h.path + ".seq.orders"
+			var issued []uint64
+			take := func(s *Sequence, n int) {
+				for range n {
+					v, err := s.NextN(1)
+					require.NoError(t, err)
+					issued = append(issued, v)
+				}
+			}
+			take(s1, 5)
+			backup, err := os.ReadFile(lease)
+			require.NoError(t, err)
+			take(s1, 25)
+
+			g2 := h.open(t, reg) // joins the host's claim
+			defer g2.Close()
+			var s2 *Sequence
+			if tc.openBefore {
+				s2 = openSeq(t, g2, "orders", SequenceBlock(1), SequenceLeaseSize(tc.lease))
+				defer s2.Close()
+			}
+			f, err := os.OpenFile(lease, os.O_WRONLY, 0) // in place, as cp does
+			require.NoError(t, err)
+			_, err = f.WriteAt(backup, 0)
+			require.NoError(t, err)
+			require.NoError(t, f.Close())
+
+			if !tc.openBefore {
+				s2 = openSeq(t, g2, "orders", SequenceBlock(1), SequenceLeaseSize(tc.lease))
+				defer s2.Close()
+			}
+			take(s2, 30)
+			take(s1, 10)
+			requireUnique(t, issued, 1, MaxSequence)
+		})
+	}
+}
+
+// The floor file is checked as the lease file is: one that is not a
+// record of this lease file is refused (ErrCorruptLease) and nothing is
+// handed out; a lease file without a floor (written before floors
+// existed) is used and gets one.
+func TestSequenceLeaseFloorChecked(t *testing.T) {
+	reg := snapidtest.NewRegistry()
+	createSeq(t, reg, "orders", 1, MaxSequence)
+	h := newSeqHost(t, "web_1")
+	g := h.open(t, reg)
+	defer g.Close()
+	s := openSeq(t, g, "orders", SequenceBlock(1), SequenceLeaseSize(100))
+	first, err := s.Next()
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	floor := h.path + ".seq.orders.floor"
+	b, err := os.ReadFile(floor)
+	require.NoError(t, err)
+	require.Len(t, b, 512, "the floor holds the lease file's record")
+
+	require.NoError(t, os.Remove(floor)) // as before floors existed
+	s = openSeq(t, g, "orders", SequenceBlock(1), SequenceLeaseSize(100))
+	v, err := s.Next()
+	require.NoError(t, err)
+	require.Greater(t, v, first)
+	require.NoError(t, s.Close())
+	b, err = os.ReadFile(floor)
+	require.NoError(t, err)
+	require.Len(t, b, 512, "a floor made again")
+
+	b[100] ^= 0xff
+	require.NoError(t, os.WriteFile(floor, b, 0o600))
+	lease, err := os.ReadFile(h.path + ".seq.orders")
+	require.NoError(t, err)
+	_, err = g.Sequence("orders")
+	require.ErrorIs(t, err, ErrCorruptLease)
+	require.Contains(t, err.Error(), ".floor")
+	after, err := os.ReadFile(h.path + ".seq.orders")
+	require.NoError(t, err)
+	require.Equal(t, lease, after, "a refused floor changed the lease file")
+}

@@ -205,7 +205,7 @@ func statusSequences(path, session string, st *statusReport, attention func(stri
 	sort.Strings(files)
 	for _, f := range files {
 		seq := strings.TrimPrefix(f, path+".seq.")
-		if strings.HasSuffix(seq, ".refill") || snapid.ValidateName(seq) != nil {
+		if strings.HasSuffix(seq, ".refill") || strings.HasSuffix(seq, ".floor") || snapid.ValidateName(seq) != nil {
 			continue
 		}
 		cur, ahead, pos, ok, err := snapid.ReadLeaseFile(path, seq)
