@@ -280,7 +280,7 @@ func TestNewCounterStartsAtOne(t *testing.T) {
 	assert.Equal(t, uint64(0), ctValue(t, path), "Open creates the file with last issued 0")
 	id, err := g.NextID()
 	require.NoError(t, err)
-	assert.Equal(t, ID{ctName, 1}, id)
+	assert.Equal(t, ID{Name: ctName, Number: 1}, id)
 	first, err := g.NextN(5)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(2), first, "NextN returns the first of 5 consecutive numbers")

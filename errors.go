@@ -13,8 +13,8 @@ var (
 	// ^[a-z_][a-z0-9_]{0,62}$.
 	ErrInvalidName = errors.New("invalid node name")
 
-	// ErrInvalidID is returned by ParseID for a string that is not
-	// "<name>-<number>".
+	// ErrInvalidID is returned by ParseID for a string that is not an id
+	// in any form (see Format).
 	ErrInvalidID = errors.New("invalid id")
 
 	// ErrCorrupt is returned for a counter file whose size is not exactly

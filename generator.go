@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +34,7 @@ type Generator struct {
 	block  *blockAllocator // nil in strict mode
 	shards *cpuShards      // nil unless WithCPUShards in block mode
 	res    *reservation    // nil without a registry
+	form   idForm          // the ids' form (set at Open, then read-only)
 
 	mu         sync.Mutex // guards file, fileClosed and the file operations
 	file       *counterFile
@@ -105,6 +105,10 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 	if counterPath == "" {
 		return nil, &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf("%w: empty counter path", ErrInvalidOption)}
 	}
+	form, err := standaloneForm(&o)
+	if err != nil {
+		return nil, err
+	}
 	// Lock files beside the counter are opened by path for every lock:
 	// an absolute path keeps them right if the program changes directory.
 	if counterPath, err = filepath.Abs(counterPath); err != nil {
@@ -139,7 +143,7 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 		}
 		return nil, err
 	}
-	g := &Generator{name: name, path: counterPath, log: o.logger, file: file, stats: newGenStats()}
+	g := &Generator{name: name, path: counterPath, log: o.logger, file: file, stats: newGenStats(), form: form}
 	if o.reg.registry != nil {
 		if _, ok := ctx.Deadline(); !ok {
 			var cancel context.CancelFunc
@@ -171,8 +175,8 @@ func (g *Generator) Name() string { return g.name }
 // Path returns the counter file's path.
 func (g *Generator) Path() string { return g.path }
 
-// UniqueID returns a new id "<name>-<number>". It is safe for concurrent
-// use.
+// UniqueID returns a new id, "<name>-<number>" unless WithFormat chose
+// another form. It is safe for concurrent use.
 func (g *Generator) UniqueID() (string, error) {
 	return g.UniqueIDContext(context.Background())
 }
@@ -183,15 +187,50 @@ func (g *Generator) UniqueID() (string, error) {
 // reserved for it is never handed out (a gap). The update itself goes on
 // for the callers that share it. It is safe for concurrent use.
 func (g *Generator) UniqueIDContext(ctx context.Context) (string, error) {
-	n, err := g.NextContext(ctx)
+	var buf [MaxNameLen + 1 + 20]byte
+	b, err := g.AppendUniqueIDContext(ctx, buf[:0])
 	if err != nil {
 		return "", err
 	}
-	var buf [MaxNameLen + 1 + 20]byte
-	b := append(buf[:0], g.name...)
-	b = append(b, '-')
-	b = strconv.AppendUint(b, n, 10)
 	return string(b), nil
+}
+
+// AppendUniqueID appends a new id to dst and returns the extended buffer,
+// as strconv.AppendUint does: with a dst of room enough it allocates
+// nothing. On error dst is returned unchanged. It is safe for concurrent
+// use.
+func (g *Generator) AppendUniqueID(dst []byte) ([]byte, error) {
+	return g.AppendUniqueIDContext(context.Background(), dst)
+}
+
+// AppendUniqueIDContext is AppendUniqueID waiting at most as long as ctx
+// allows (see UniqueIDContext).
+func (g *Generator) AppendUniqueIDContext(ctx context.Context, dst []byte) ([]byte, error) {
+	n, err := g.NextContext(ctx)
+	if err != nil {
+		return dst, err
+	}
+	return g.form.appendID(dst, g.name, n), nil
+}
+
+// UniqueUint64 returns a new striped id as an integer (number × stride +
+// node number, see FormatStriped), allocating nothing. Other forms are not
+// integers: ErrInvalidOption. It is safe for concurrent use.
+func (g *Generator) UniqueUint64() (uint64, error) {
+	return g.UniqueUint64Context(context.Background())
+}
+
+// UniqueUint64Context is UniqueUint64 waiting at most as long as ctx
+// allows (see UniqueIDContext).
+func (g *Generator) UniqueUint64Context(ctx context.Context) (uint64, error) {
+	if g.form.form != FormatStriped {
+		return 0, fmt.Errorf("snapid: %w: UniqueUint64: the %s form is not an integer (see WithFormat)", ErrInvalidOption, g.form.form)
+	}
+	n, err := g.NextContext(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return n*g.form.stride + g.form.node, nil
 }
 
 // NextID is UniqueID returning the parsed form.
@@ -200,10 +239,18 @@ func (g *Generator) NextID() (ID, error) {
 	if err != nil {
 		return ID{}, err
 	}
-	return ID{Name: g.name, Number: n}, nil
+	return g.form.id(g.name, n), nil
 }
 
-// Next returns a new number. It is safe for concurrent use.
+// Form returns the form of the ids the Generator hands out, and the node
+// number and stride it uses (0 where the form needs none).
+func (g *Generator) Form() (f Format, nodeNumber, stride uint64) {
+	return g.form.form, g.form.node, g.form.stride
+}
+
+// Next returns a new number: the counter's, which every id form carries
+// (in FormatDecimal never one ending in 0). Past the form's bound (see
+// WithMaxID) it returns ErrExhausted. It is safe for concurrent use.
 func (g *Generator) Next() (uint64, error) {
 	return g.NextContext(context.Background())
 }
@@ -211,6 +258,21 @@ func (g *Generator) Next() (uint64, error) {
 // NextContext is Next waiting at most as long as ctx allows (see
 // UniqueIDContext). It is safe for concurrent use.
 func (g *Generator) NextContext(ctx context.Context) (uint64, error) {
+	for {
+		n, err := g.next(ctx)
+		switch {
+		case err != nil:
+			return 0, err
+		case n > g.form.limit:
+			return 0, g.form.exhausted(n)
+		case !g.form.skip(n):
+			return n, nil
+		}
+	}
+}
+
+// next takes one number from the counter, whatever the form.
+func (g *Generator) next(ctx context.Context) (uint64, error) {
 	if g.closed.Load() {
 		return 0, ErrClosed
 	}
@@ -245,10 +307,17 @@ func (g *Generator) NextNContext(ctx context.Context, n uint64) (first uint64, e
 	if n == 0 {
 		return 0, fmt.Errorf("snapid: %w: NextN(0): reserve at least 1 number", ErrInvalidOption)
 	}
+	if g.form.form == FormatDecimal {
+		return 0, fmt.Errorf("snapid: %w: NextN: the decimal form skips numbers ending in 0, so it hands out numbers one at a time (Next, UniqueID)", ErrInvalidOption)
+	}
 	if g.closed.Load() {
 		return 0, ErrClosed
 	}
-	return g.gc.reserve(ctx, n)
+	first, err = g.gc.reserve(ctx, n)
+	if err == nil && (first > g.form.limit || n-1 > g.form.limit-first) {
+		return 0, g.form.exhausted(first + min(n-1, MaxNumber-first))
+	}
+	return first, err
 }
 
 // flush is the group-commit leader's counter update. With a registry, a

@@ -16,13 +16,13 @@ func TestParseIDValid(t *testing.T) {
 		in   string
 		want ID
 	}{
-		{"a-1", ID{"a", 1}},
-		{"server_a-123", ID{"server_a", 123}},
-		{"_-9", ID{"_", 9}},
-		{"a1_b2-10", ID{"a1_b2", 10}},
-		{"x-18446744073709551615", ID{"x", math.MaxUint64}},
-		{"x-9007199254740993", ID{"x", 1<<53 + 1}},
-		{strings.Repeat("n", 63) + "-1", ID{strings.Repeat("n", 63), 1}},
+		{"a-1", ID{Name: "a", Number: 1}},
+		{"server_a-123", ID{Name: "server_a", Number: 123}},
+		{"_-9", ID{Name: "_", Number: 9}},
+		{"a1_b2-10", ID{Name: "a1_b2", Number: 10}},
+		{"x-18446744073709551615", ID{Name: "x", Number: math.MaxUint64}},
+		{"x-9007199254740993", ID{Name: "x", Number: 1<<53 + 1}},
+		{strings.Repeat("n", 63) + "-1", ID{Name: strings.Repeat("n", 63), Number: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -42,7 +42,7 @@ func TestParseIDInvalid(t *testing.T) {
 		in   string
 		why  string // part of the error message
 	}{
-		{"empty", "", `no "-"`},
+		{"empty", "", "empty"},
 		{"no dash", "server", `no "-"`},
 		{"only dash", "-", "empty"},
 		{"empty name", "-1", "empty"},
@@ -127,11 +127,11 @@ func TestIDJSON(t *testing.T) {
 		Many []ID          `json:"many"`
 		ByID map[ID]string `json:"by_id"`
 	}
-	big := ID{"web_1", math.MaxUint64}
+	big := ID{Name: "web_1", Number: math.MaxUint64}
 	in := doc{
 		ID:   big,
-		Many: []ID{{"a", 1}, {"b", 1<<53 + 1}},
-		ByID: map[ID]string{{"a", 7}: "seven"},
+		Many: []ID{{Name: "a", Number: 1}, {Name: "b", Number: 1<<53 + 1}},
+		ByID: map[ID]string{{Name: "a", Number: 7}: "seven"},
 	}
 	b, err := json.Marshal(in)
 	require.NoError(t, err)
@@ -146,7 +146,7 @@ func TestIDJSON(t *testing.T) {
 
 func TestIDJSONInvalid(t *testing.T) {
 	t.Run("marshal", func(t *testing.T) {
-		for _, id := range []ID{{}, {"a", 0}, {"A", 1}, {"", 1}, {"a-b", 1}} {
+		for _, id := range []ID{{}, {Name: "a"}, {Name: "A", Number: 1}, {Number: 1}, {Name: "a-b", Number: 1}} {
 			_, err := json.Marshal(id)
 			require.Error(t, err, "%#v", id)
 			assert.ErrorIs(t, err, ErrInvalidID)
@@ -165,4 +165,95 @@ func TestIDJSONInvalid(t *testing.T) {
 		var id ID
 		assert.Error(t, json.Unmarshal([]byte(`12`), &id))
 	})
+}
+
+func TestParseIDForms(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want ID
+	}{
+		{"123.91", ID{Form: FormatDecimal, Node: 123, Number: 91}},
+		{"1.1", ID{Form: FormatDecimal, Node: 1, Number: 1}},
+		{"2147483647.18446744073709551615", ID{Form: FormatDecimal, Node: MaxNodeNumber, Number: math.MaxUint64}},
+		{"9123", ID{Form: FormatStriped, Value: 9123}},
+		{"18446744073709551615", ID{Form: FormatStriped, Value: math.MaxUint64}},
+	} {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParseID(tt.in)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+			assert.Equal(t, tt.in, got.String(), "round trip")
+			b, err := json.Marshal(got)
+			require.NoError(t, err)
+			assert.Equal(t, `"`+tt.in+`"`, string(b))
+		})
+	}
+	for _, tt := range []struct{ in, why string }{
+		{"1.10", "never ends in 0"},
+		{"1.50", "never ends in 0"},
+		{"01.1", "leading zeros"},
+		{"0.1", "0 is never issued"},
+		{"1.0", "0 is never issued"},
+		{"1.01", "leading zeros"},
+		{"2147483648.1", "above 2147483647"},
+		{"1.", "empty"},
+		{".1", "empty"},
+		{"1.1.1", "not a decimal digit"},
+		{"0", "0 is never issued"},
+		{"01", "leading zeros"},
+		{"18446744073709551616", "larger than 2^64-1"},
+		{"+1", `no "-"`},
+	} {
+		t.Run(tt.in, func(t *testing.T) {
+			_, err := ParseID(tt.in)
+			require.ErrorIs(t, err, ErrInvalidID)
+			assert.Contains(t, err.Error(), tt.why)
+		})
+	}
+}
+
+func TestIDUnstripe(t *testing.T) {
+	id, err := ParseID("9123")
+	require.NoError(t, err)
+	got, err := id.Unstripe(1000)
+	require.NoError(t, err)
+	assert.Equal(t, ID{Form: FormatStriped, Value: 9123, Stride: 1000, Node: 123, Number: 9}, got)
+	b, err := got.MarshalText()
+	require.NoError(t, err)
+	assert.Equal(t, "9123", string(b))
+	for _, tt := range []struct {
+		v, s uint64
+		want error
+	}{
+		{9000, 1000, ErrInvalidID}, // node 0
+		{999, 1000, ErrInvalidID},  // number 0
+		{9123, 1, ErrInvalidOption},
+		{9123, 0, ErrInvalidOption},
+	} {
+		_, err := ID{Form: FormatStriped, Value: tt.v}.Unstripe(tt.s)
+		assert.ErrorIs(t, err, tt.want, "%d stride %d", tt.v, tt.s)
+	}
+	_, err = ID{Name: "a", Number: 1}.Unstripe(10)
+	assert.ErrorIs(t, err, ErrInvalidID)
+	_, err = ID{Form: FormatStriped, Value: 9123, Stride: 1000, Node: 124, Number: 9}.MarshalText()
+	assert.ErrorIs(t, err, ErrInvalidID, "an inconsistent striped id")
+}
+
+func TestIDCompareForms(t *testing.T) {
+	ids := []ID{
+		{Form: FormatStriped, Value: 5},
+		{Form: FormatDecimal, Node: 2, Number: 1},
+		{Name: "b", Number: 1},
+		{Form: FormatDecimal, Node: 1, Number: 11},
+		{Name: "a", Number: 10},
+		{Form: FormatDecimal, Node: 1, Number: 9},
+		{Name: "a", Number: 9},
+		{Form: FormatStriped, Value: 40},
+	}
+	slices.SortFunc(ids, ID.Compare)
+	var got []string
+	for _, id := range ids {
+		got = append(got, id.String())
+	}
+	assert.Equal(t, []string{"a-9", "a-10", "b-1", "1.9", "1.11", "2.1", "5", "40"}, got)
 }

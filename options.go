@@ -28,6 +28,7 @@ type options struct {
 	io      fileIO
 	fs      fsOps
 	reg     registryOptions
+	form    formOptions
 }
 
 func defaultOptions() options {
