@@ -245,6 +245,30 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 	if _, err := readBinding(dir, name, counterPath, owners, o); err != nil {
 		return err
 	}
+	numbered := open
+	if n := o.form.node; n != 0 {
+		if _, err := readNumberBinding(dir, n, name, owners, o); err != nil {
+			return err
+		}
+		if checkOnly != "" {
+			if err := checkHostWideNumber(checkOnly, n, name, o); err != nil {
+				return err
+			}
+		}
+		// Under the lock, once the name is bound to this counter: the
+		// number is bound to the name (see numberbinding.go).
+		numbered = func() error {
+			undo, err := bindNumber(dir, n, name, owners, hostWide, checkOnly, o)
+			if err != nil {
+				return err
+			}
+			if err := open(); err != nil {
+				undo()
+				return err
+			}
+			return nil
+		}
+	}
 	lockFile, err := dir.OpenLockFile(bindingLock, 0o600, owners...)
 	if err != nil {
 		return &FileError{Op: "bind", Path: filepath.Join(path, bindingLock), Err: untrusted(err)}
@@ -269,7 +293,7 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 		if err := dir.Sync(); err != nil {
 			return &FileError{Op: "bind", Path: filepath.Join(path, name), Err: fmt.Errorf("sync directory %s: %w", path, err)}
 		}
-		return open()
+		return numbered()
 	}
 	b := []byte(bindingHeader + "\n" + strconv.Quote(counterPath) + "\n")
 	// A stale binding replaced here is put back if this Open fails: its
@@ -310,7 +334,7 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 			return err
 		}
 	}
-	if err := open(); err != nil {
+	if err := numbered(); err != nil {
 		undo()
 		return err
 	}

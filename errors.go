@@ -51,6 +51,11 @@ var (
 	// counter files under one name would issue the same ids.
 	ErrNameBound = errors.New("node name in use on this host with another counter file")
 
+	// ErrNumberBound is returned by Open without a registry when the host
+	// uses the node number (WithNodeNumber) under another node name that
+	// is in use: two names under one number hand out the same numeric ids.
+	ErrNumberBound = errors.New("node number in use on this host under another node name")
+
 	// ErrCorruptBinding is returned by Open without a registry when the
 	// name's binding file (see DefaultBindingDir) is not one this version
 	// writes, or is a symbolic link. It matches ErrCorrupt. Nothing is

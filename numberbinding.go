@@ -1,0 +1,201 @@
+package snapid
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/snapid/snapid/internal/statefile"
+	"golang.org/x/sys/unix"
+)
+
+// Node number bindings: without a registry a node number is configured
+// (WithNodeNumber), and two names under one number would hand out the
+// same numeric ids (n.1 from each). So Open without a registry records,
+// beside the name bindings (see DefaultBindingDir), which name each node
+// number goes with: <dir>/<number> (decimal digits: never a node name,
+// which starts with a letter or "_"), holding the line "snapid-number 1"
+// and the name, each ending in a newline. It refuses the number under
+// another name while that name's binding leads to a counter file that
+// exists (ErrNumberBound); a number whose name is no longer in use on the
+// host is taken over. It is read and written like a name binding (the
+// same trust rules, under the same lock), and checked across the
+// host-wide and users' directories as names are.
+
+const numberBindingHeader = "snapid-number 1"
+
+// numberFile is the name of node number n's binding file.
+func numberFile(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// parseNumberBinding returns the node name a number binding holds.
+func parseNumberBinding(b []byte) (string, bool) {
+	header, rest, ok := strings.Cut(string(b), "\n")
+	if !ok || header != numberBindingHeader {
+		return "", false
+	}
+	name, tail, ok := strings.Cut(rest, "\n")
+	if !ok || tail != "" || ValidateName(name) != nil {
+		return "", false
+	}
+	return name, true
+}
+
+// nameInUse reports whether name's binding in dir (owned by one of
+// owners) leads to a counter file that exists, and which.
+func nameInUse(dir *statefile.Dir, name string, owners []uint32) (string, bool) {
+	b, _, err := dir.ReadFile(name, owners...)
+	if err != nil {
+		return "", false
+	}
+	bound, ok := parseBinding(b)
+	if !ok {
+		return "", true // unreadable: it may be in use; an operator must look
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(bound, &st); errors.Is(err, unix.ENOENT) {
+		return bound, false
+	}
+	return bound, true
+}
+
+// readNumberBinding reads the binding of node number n in dir and judges
+// it for name: an error when another name that is in use on the host
+// goes with it, or when it cannot be read. A file owned by a user not in
+// owners is ignored. Nothing here follows a link or blocks.
+func readNumberBinding(dir *statefile.Dir, n uint64, name string, owners []uint32, o *options) (bindingState, error) {
+	file := numberFile(n)
+	path := filepath.Join(dir.Path(), file)
+	b, st, err := dir.ReadFile(file, owners...)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return bindingNone, nil
+	case errors.Is(err, statefile.ErrWrongOwner):
+		o.logger.Warn("snapid: a node number binding not owned by a user it can be trusted from is ignored",
+			"binding", path, "owner", statefile.UserName(st.Uid))
+		return bindingUntrusted, nil
+	case errors.Is(err, statefile.ErrSymlink), errors.Is(err, statefile.ErrNotRegular), errors.Is(err, statefile.ErrTooLarge):
+		return 0, &FileError{Op: "bind", Path: path, Err: fmt.Errorf("%w: %w; check which node name this host uses node number %d with, then remove it (the next Open records the binding again)", ErrCorruptBinding, err, n)}
+	case err != nil:
+		return 0, &FileError{Op: "bind", Path: path, Err: err}
+	}
+	bound, ok := parseNumberBinding(b)
+	if !ok {
+		return 0, &FileError{Op: "bind", Path: path, Err: fmt.Errorf("%w: it does not hold a node number binding this version writes; check which node name this host uses node number %d with, then remove it (the next Open records the binding again)", ErrCorruptBinding, n)}
+	}
+	if bound == name {
+		return bindingOurs, nil
+	}
+	counter, inUse := nameInUse(dir, bound, owners)
+	if !inUse {
+		return bindingStale, nil
+	}
+	return 0, &FileError{Op: "bind", Path: path, Err: fmt.Errorf(
+		"%w: this host uses node number %d with the node name %q (counter %s, recorded in %s), and two names under one number hand out the same numeric ids; "+
+			"use another number, or, if %q is retired, remove %s", ErrNumberBound, n, bound, counter, path, bound, path)}
+}
+
+// bindNumber records, holding the lock of dir, that node number n goes
+// with name, and returns how to take that back if the Open fails. A stale
+// binding replaced is put back then.
+func bindNumber(dir *statefile.Dir, n uint64, name string, owners []uint32, hostWide bool, checkOnly string, o *options) (undo func(), err error) {
+	nothing := func() {}
+	if checkOnly != "" {
+		if err := checkHostWideNumber(checkOnly, n, name, o); err != nil {
+			return nothing, err
+		}
+	}
+	st, err := readNumberBinding(dir, n, name, owners, o)
+	if err != nil {
+		return nothing, err
+	}
+	if hostWide && st != bindingOurs {
+		if err := checkUsersNumber(n, name, o); err != nil {
+			return nothing, err
+		}
+	}
+	file := numberFile(n)
+	path := filepath.Join(dir.Path(), file)
+	if st == bindingOurs {
+		if err := dir.Sync(); err != nil {
+			return nothing, &FileError{Op: "bind", Path: path, Err: fmt.Errorf("sync directory %s: %w", dir.Path(), err)}
+		}
+		return nothing, nil
+	}
+	var stale []byte
+	if st == bindingStale {
+		stale, _, _ = dir.ReadFile(file, owners...)
+	}
+	undo = func() {
+		if stale != nil {
+			_ = dir.Replace(file, stale, 0o644)
+		} else {
+			_ = dir.Remove(file)
+		}
+	}
+	b := []byte(numberBindingHeader + "\n" + name + "\n")
+	if st == bindingNone {
+		err = dir.Create(file, b, 0o644)
+	} else {
+		err = dir.Replace(file, b, 0o644)
+	}
+	if err != nil {
+		if now, rerr := readNumberBinding(dir, n, name, owners, o); rerr == nil && now == bindingOurs {
+			undo()
+		}
+		return nothing, &FileError{Op: "bind", Path: path, Err: err}
+	}
+	// Root and a user bind under different locks: each checks the
+	// other's bindings again after recording its own, so that of two
+	// such Opens at least one sees the other and fails.
+	switch {
+	case hostWide:
+		err = checkUsersNumber(n, name, o)
+	case checkOnly != "":
+		err = checkHostWideNumber(checkOnly, n, name, o)
+	}
+	if err != nil {
+		undo()
+		return nothing, err
+	}
+	if st == bindingStale {
+		o.logger.Warn("snapid: the node name this node number went with on this host is no longer in use; the number now goes with this name",
+			"number", n, "name", name, "binding", path)
+	}
+	return undo, nil
+}
+
+// checkHostWideNumber refuses a node number root bound, in the host-wide
+// directory at path, to another name in use (see checkHostWide).
+func checkHostWideNumber(path string, n uint64, name string, o *options) error {
+	dir, err := statefile.OpenDir(path, statefile.DirOptions{Owners: []uint32{0}, AllowSticky: true})
+	if err != nil {
+		return nil // as checkHostWide: none, unreadable, or not safe to read
+	}
+	defer dir.Close()
+	_, err = readNumberBinding(dir, n, name, []uint32{0}, o)
+	return err
+}
+
+// checkUsersNumber refuses, for root binding a node number host-wide, a
+// number a user of this host bound in its own directory to another name
+// that user uses (see checkUsersBindings).
+func checkUsersNumber(n uint64, name string, o *options) error {
+	for _, u := range statefile.Users() {
+		if u.Uid == 0 || !usableHome(u) {
+			continue
+		}
+		dir, err := statefile.OpenDir(userBindingDir(u.Home), statefile.DirOptions{Owners: []uint32{0, u.Uid}, FS: o.fs})
+		if err != nil {
+			continue
+		}
+		_, err = readNumberBinding(dir, n, name, []uint32{u.Uid}, o)
+		dir.Close()
+		if errors.Is(err, ErrNumberBound) {
+			return fmt.Errorf("%w (a binding of the user %s)", err, u.Name)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,135 @@
+package snapid_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/statefile"
+	"github.com/snapid/snapid/internal/testfs"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Without a registry one node number goes with one node name on the host:
+// a second name under a number in use is refused before anything is made;
+// the number is free again once the first name's counter is gone; the
+// name form binds a number it is given too, so that switching forms later
+// cannot meet another name's ids.
+func TestNumberBinding(t *testing.T) {
+	dir := t.TempDir()
+	bindings := filepath.Join(dir, "names")
+	opts := func(n uint64, f Format) []Option {
+		return []Option{WithBindingDir(bindings), WithFormat(f), WithNodeNumber(n)}
+	}
+	a := filepath.Join(dir, "a")
+	g, err := Open(a, "web_a", opts(7, FormatDecimal)...)
+	require.NoError(t, err)
+	id, err := g.UniqueID()
+	require.NoError(t, err)
+	assert.Equal(t, "7.1", id)
+	require.NoError(t, g.Close())
+	b, err := os.ReadFile(filepath.Join(bindings, "7"))
+	require.NoError(t, err)
+	assert.Equal(t, "snapid-number 1\nweb_a\n", string(b))
+
+	for _, f := range []Format{FormatDecimal, FormatName} {
+		bpath := filepath.Join(dir, "b"+f.String())
+		_, err = Open(bpath, "web_b", opts(7, f)...)
+		require.ErrorIs(t, err, ErrNumberBound, "%s: a second name under number 7", f)
+		assert.Contains(t, err.Error(), `"web_a"`)
+		_, serr := os.Stat(bpath)
+		assert.True(t, os.IsNotExist(serr), "the refused Open made the counter")
+		_, serr = os.Stat(filepath.Join(bindings, "web_b"))
+		assert.True(t, os.IsNotExist(serr), "the refused Open bound the name")
+	}
+
+	g, err = Open(a, "web_a", opts(7, FormatDecimal)...)
+	require.NoError(t, err, "the same name and number again")
+	require.NoError(t, g.Close())
+
+	// Another number for the second name is fine.
+	g, err = Open(filepath.Join(dir, "b"), "web_b", opts(8, FormatName)...)
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+
+	// The first name's counter retired: its number is free.
+	require.NoError(t, os.Remove(a))
+	g, err = Open(filepath.Join(dir, "c"), "web_c", opts(7, FormatDecimal)...)
+	require.NoError(t, err, "number 7's name is no longer in use")
+	require.NoError(t, g.Close())
+	b, err = os.ReadFile(filepath.Join(bindings, "7"))
+	require.NoError(t, err)
+	assert.Equal(t, "snapid-number 1\nweb_c\n", string(b))
+}
+
+// A failed Open takes its number binding back (a stale one is put back);
+// a damaged number binding is refused and left as it is.
+func TestNumberBindingRefusals(t *testing.T) {
+	dir := t.TempDir()
+	bindings := filepath.Join(dir, "names")
+	opts := []Option{WithBindingDir(bindings), WithFormat(FormatDecimal), WithNodeNumber(3)}
+
+	bad := filepath.Join(dir, "bad")
+	require.NoError(t, os.WriteFile(bad, []byte("short"), 0o600)) // a corrupt counter
+	_, err := Open(bad, "web_a", opts...)
+	require.ErrorIs(t, err, ErrCorrupt)
+	_, serr := os.Stat(filepath.Join(bindings, "3"))
+	assert.True(t, os.IsNotExist(serr), "a failed Open left its number binding")
+
+	// The counter's creation fails after the bindings were recorded.
+	cdir := filepath.Join(dir, "cdir")
+	require.NoError(t, os.Mkdir(cdir, 0o700))
+	fsys := &bindSyncFS{bind: cdir, fail: true}
+	_, err = Open(filepath.Join(cdir, "c"), "web_a", append(opts, ExportWithFS(fsys))...)
+	require.Error(t, err)
+	require.True(t, fsys.failed, "the injected failure was not reached")
+	_, serr = os.Stat(filepath.Join(bindings, "3"))
+	assert.True(t, os.IsNotExist(serr), "a failed Open left its number binding")
+
+	require.NoError(t, os.MkdirAll(bindings, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(bindings, "3"), []byte("garbage\n"), 0o644))
+	_, err = Open(filepath.Join(dir, "c"), "web_a", opts...)
+	require.ErrorIs(t, err, ErrCorruptBinding)
+	b, err := os.ReadFile(filepath.Join(bindings, "3"))
+	require.NoError(t, err)
+	assert.Equal(t, "garbage\n", string(b), "a damaged binding was changed")
+}
+
+// Root binding a node number host-wide reads the users' bindings: a
+// number a user of the host uses under another name is refused, naming
+// the user.
+func TestNumberBindingRootAfterUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run another user")
+	}
+	root := testfs.SharedTempDir(t, "snapid-numroot-")
+	home := filepath.Join(root, "home")
+	require.NoError(t, os.Mkdir(home, 0o755))
+	require.NoError(t, os.Chown(home, 65534, 65534))
+	passwd := filepath.Join(root, "passwd")
+	require.NoError(t, os.WriteFile(passwd, []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:"+home+":/usr/sbin/nologin\n"), 0o644))
+	old := statefile.PasswdPath
+	statefile.PasswdPath = passwd
+	t.Cleanup(func() { statefile.PasswdPath = old })
+	ExportBindingDefaults(t, filepath.Join(root, "hostwide", "names"))
+
+	userCounter := filepath.Join(home, "c.u64")
+	names := filepath.Join(home, ".local", "state", "snapid", "names")
+	testfs.AsOtherUser(t, "mkdir -p "+names+" && chmod 700 "+filepath.Join(home, ".local", "state", "snapid")+" "+names+
+		" && printf '\\0\\0\\0\\0\\0\\0\\0\\3' > "+userCounter+
+		" && printf 'snapid-binding 1\\n\"%s\"\\n' "+userCounter+" > "+filepath.Join(names, "vm")+
+		" && printf 'snapid-number 1\\nvm\\n' > "+filepath.Join(names, "42"))
+
+	rootCounter := filepath.Join(root, "rootc", "c.u64")
+	require.NoError(t, os.Mkdir(filepath.Dir(rootCounter), 0o700))
+	_, err := Open(rootCounter, "db", WithFormat(FormatDecimal), WithNodeNumber(42))
+	require.ErrorIs(t, err, ErrNumberBound, "root took a number a user of the host uses")
+	require.Contains(t, err.Error(), "nobody")
+
+	require.NoError(t, os.Remove(userCounter))
+	g, err := Open(rootCounter, "db", WithFormat(FormatDecimal), WithNodeNumber(42))
+	require.NoError(t, err, "the user's name is no longer in use: the number is free")
+	require.NoError(t, g.Close())
+}
