@@ -226,8 +226,12 @@ func TestFormatAppendAllocatesNothing(t *testing.T) {
 		{"decimal", []Option{WithFormat(FormatDecimal), WithNodeNumber(9)}},
 		{"striped", []Option{WithFormat(FormatStriped), WithNodeNumber(9), WithStride(100)}},
 	} {
-		for _, block := range []bool{false, true} {
+		for i, block := range []bool{false, true} {
+			// Each Generator a number of its own (one number, one name).
 			opts := append([]Option{WithSync(false)}, tc.opts...)
+			if tc.name != "name" {
+				opts = append(opts, WithNodeNumber(uint64(10+i)))
+			}
 			if block {
 				opts = append(opts, WithBlock(1000))
 			}
