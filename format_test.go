@@ -218,6 +218,7 @@ func TestFormatOptionsRefused(t *testing.T) {
 
 // The append form and the integer form allocate nothing per id.
 func TestFormatAppendAllocatesNothing(t *testing.T) {
+	number := uint64(10)
 	for _, tc := range []struct {
 		name string
 		opts []Option
@@ -226,11 +227,12 @@ func TestFormatAppendAllocatesNothing(t *testing.T) {
 		{"decimal", []Option{WithFormat(FormatDecimal), WithNodeNumber(9)}},
 		{"striped", []Option{WithFormat(FormatStriped), WithNodeNumber(9), WithStride(100)}},
 	} {
-		for i, block := range []bool{false, true} {
+		for _, block := range []bool{false, true} {
 			// Each Generator a number of its own (one number, one name).
 			opts := append([]Option{WithSync(false)}, tc.opts...)
 			if tc.name != "name" {
-				opts = append(opts, WithNodeNumber(uint64(10+i)))
+				number++
+				opts = append(opts, WithNodeNumber(number))
 			}
 			if block {
 				opts = append(opts, WithBlock(1000))
