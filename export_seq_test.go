@@ -5,6 +5,9 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
 )
 
 // ExportLeaseSyncs records which numbers of the sequence lease files the
@@ -83,4 +86,41 @@ func (x *ExportLeaseSyncs) Syncs() int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.syncs
+}
+
+// ExportFailFloorIO fails writes to lease floor files while Fail is set.
+type ExportFailFloorIO struct{ Fail atomic.Bool }
+
+func ExportWithFailFloorIO(x *ExportFailFloorIO) Option { return withIO(x) }
+
+func (x *ExportFailFloorIO) ReadAt(f *os.File, b []byte, off int64) (int, error) {
+	return osIO{}.ReadAt(f, b, off)
+}
+
+func (x *ExportFailFloorIO) WriteAt(f *os.File, b []byte, off int64) (int, error) {
+	if x.Fail.Load() && strings.HasSuffix(f.Name(), floorSuffix) {
+		return 0, syscall.EIO
+	}
+	return osIO{}.WriteAt(f, b, off)
+}
+
+func (x *ExportFailFloorIO) Sync(f *os.File) error { return osIO{}.Sync(f) }
+
+// ExportWaitSequences waits until no Sequence of g prefetches a lease or
+// refills a block in the background.
+func (g *Generator) ExportWaitSequences() {
+	for {
+		busy := false
+		g.seqMu.Lock()
+		for _, s := range g.seqs {
+			if s.prefetching.Load() || s.alloc.busy() {
+				busy = true
+			}
+		}
+		g.seqMu.Unlock()
+		if !busy {
+			return
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
 }

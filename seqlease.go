@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 )
@@ -23,7 +24,10 @@ import (
 //
 // Layout (leaseSize bytes, integers unsigned 64-bit little-endian):
 //
-//	  0  8  magic "snapseq1"
+//	  0  8  magic "snapseq2" ("snapseq1": written by a version without
+//	        generations, read as generation 0; this version writes
+//	        "snapseq2", which that version refuses, so that it never
+//	        rewrites a file whose floor has a later generation)
 //	  8  8  pos: the next number to hand out from cur (cur.last+1 when
 //	        used up; 0 without cur). The hot path writes these 8 bytes
 //	        alone, so the checksum does not cover them.
@@ -36,21 +40,24 @@ import (
 //	176 64  sequence name
 //	240 32  owner token
 //	272  8  generation: one more at every write of the whole record (a
-//	        new lease, a new claim, ranges dropped); 0 in a file that
-//	        was never written whole since generations were added
+//	        new lease, a new claim, ranges dropped); at most 2^63-1
 //	280 ..  zero
 //	508  4  CRC-32C of bytes 0..507, bytes 8..15 (pos) read as zero
 //
 // The floor file <lease file>.floor holds, in the same format, the
 // record as the host's last update left it (written after the lease
-// file, and not synced: it is a floor for a lease file restored or
-// copied over in place while the host runs, not a durable record). Every
-// update reads it under the lease file's lock: a lease file of the same
-// claim at an earlier generation, or at the same generation and range
-// with an earlier position, went backwards, and is raised back to the
-// floor before anything is taken, by whichever process of the host comes
-// first (the twin of the counter's floor in the mark file). Empty: no
-// floor. A lease file and its floor restored together are not caught.
+// file, before any number is handed out, and not synced: it is a floor
+// for a lease file restored or copied over in place while the host runs,
+// not a durable record). Every update checks that the floor it has open
+// is still the one at its path (reopening it if not) and reads it under
+// the lease file's lock: a lease file at an earlier generation than a
+// floor of the same claim, or of the host's current claim, or at the
+// same generation and ranges with an earlier position, went backwards,
+// and is raised back to the floor before anything is taken, by whichever
+// process of the host comes first (the twin of the counter's floor in
+// the mark file). A floor write that fails fails the update: nothing is
+// handed out. Empty or all zeros: no floor. A lease file and its floor
+// restored together are not caught.
 //
 // Strings are ASCII, zero-padded. The ranges are trusted only while the
 // session is the host's current claim and the latest range (ahead, else
@@ -58,7 +65,9 @@ import (
 // Sequence.verify); otherwise they are void: a gap, never a repeat.
 const (
 	leaseSize    = 512
-	leaseMagic   = "snapseq1"
+	leaseMagic   = "snapseq2" // written by this version; "snapseq1" (no generation) is read as generation 0
+	leaseMagicV1 = "snapseq1"
+	maxLeaseGen  = 1<<63 - 1 // a generation above it is refused as damaged (it cannot be reached)
 	leaseSuffix  = ".seq."
 	refillSuffix = ".refill" // beside the lease file: an empty file whose flock one leasing process holds
 	floorSuffix  = ".floor"  // beside the lease file: the record as the host's last update left it
@@ -148,7 +157,8 @@ func decodeLease(b []byte, size int64) (leaseRecord, error) {
 	if size != leaseSize || len(b) != leaseSize {
 		return bad("it is %d bytes; a lease file is %d", size, leaseSize)
 	}
-	if string(b[:8]) != leaseMagic {
+	v1 := string(b[:8]) == leaseMagicV1
+	if string(b[:8]) != leaseMagic && !v1 {
 		return bad("it does not start with %q", leaseMagic)
 	}
 	if binary.LittleEndian.Uint32(b[leaseCRCAt:]) != leaseCRC(b) {
@@ -159,6 +169,12 @@ func decodeLease(b []byte, size int64) (leaseRecord, error) {
 	u := func(i int) uint64 { return binary.LittleEndian.Uint64(b[16+8*i:]) }
 	l.cur, l.ahead = seqRange{u(0), u(1)}, seqRange{u(2), u(3)}
 	l.gen = binary.LittleEndian.Uint64(b[leaseGenAt:])
+	if v1 {
+		l.gen = 0
+	}
+	if l.gen > maxLeaseGen {
+		return bad("generation %d is above %d", l.gen, uint64(maxLeaseGen))
+	}
 	strs := make([]string, 4)
 	for i := range strs {
 		size := leaseStrSize
@@ -203,6 +219,7 @@ type leaseFile struct {
 	floor *counterFile // the floor file (its descriptor and I/O; never locked: the lease file's lock covers it)
 	buf   [leaseSize + 1]byte
 	fbuf  [leaseSize + 1]byte
+	o     options // how files beside it are made (the floor again, if replaced)
 	node  string
 	seq   string
 	ow    string
@@ -225,35 +242,80 @@ func leasePath(counterPath, sequence string) string {
 // openLeaseFile opens (creating it atomically if missing, with no ranges)
 // and checks the lease file of sequence for this host's node name and
 // owner token.
+//
+// Every file that exists is checked before anything is created: a
+// refused call (a damaged lease file or floor) changes nothing on disk.
 func openLeaseFile(ctx context.Context, counterPath, sequence, node, owner string, o *options) (*leaseFile, error) {
 	path := leasePath(counterPath, sequence)
+	floorPath := path + floorSuffix
 	init, err := encodeLease(&leaseRecord{node: node, seq: sequence, ow: owner})
 	if err != nil {
 		return nil, err
 	}
-	if err := createIfAbsent(path, init, o); err != nil {
+	lf := &leaseFile{node: node, seq: sequence, ow: owner, o: *o}
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		// No lease file, so no process of the host writes the floor: it
+		// is read without the lease file's lock.
+		if err := lf.checkFloorAlone(floorPath, o); err != nil {
+			return nil, err
+		}
+		if err := createIfAbsent(path, init, o); err != nil {
+			return nil, err
+		}
+	}
+	if lf.c, err = openExisting(path, o); err != nil {
 		return nil, err
 	}
-	c, err := openExisting(path, o)
-	if err != nil {
-		return nil, err
-	}
-	lf := &leaseFile{c: c, node: node, seq: sequence, ow: owner}
-	floorPath := path + floorSuffix
-	if err := createIfAbsent(floorPath, nil, o); err != nil {
-		c.close()
-		return nil, err
-	}
-	if lf.floor, err = openExisting(floorPath, o); err != nil {
-		c.close()
-		return nil, err
-	}
-	err = c.withLockContext(ctx, func() error { _, err := lf.load(); return err })
+	err = lf.c.withLockContext(ctx, func() error {
+		if _, err := lf.load(); err != nil {
+			return err
+		}
+		if err := lf.openFloor(floorPath, o); err != nil {
+			return err
+		}
+		_, _, err := lf.loadFloor()
+		return err
+	})
 	if err != nil {
 		lf.close()
 		return nil, err
 	}
 	return lf, nil
+}
+
+// openFloor opens the floor file at path, creating it empty if it is
+// missing; the caller holds the lease file's lock.
+func (lf *leaseFile) openFloor(path string, o *options) error {
+	if lf.floor != nil {
+		lf.floor.close()
+		lf.floor = nil
+	}
+	if err := createIfAbsent(path, nil, o); err != nil {
+		return err
+	}
+	f, err := openExisting(path, o)
+	if err != nil {
+		return err
+	}
+	lf.floor = f
+	return nil
+}
+
+// checkFloorAlone checks a floor file at path, if there is one, for a
+// lease file that does not exist.
+func (lf *leaseFile) checkFloorAlone(path string, o *options) error {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	f, err := openReadOnly(path, o)
+	if err != nil {
+		return err
+	}
+	lf.floor = f
+	_, _, err = lf.loadFloor()
+	f.close()
+	lf.floor = nil
+	return err
 }
 
 // load reads and checks the file; the caller holds the lock.
@@ -299,7 +361,10 @@ func (lf *leaseFile) loadFloor() (l leaseRecord, ok bool, err error) {
 	if err != nil && !errors.Is(err, io.EOF) {
 		return leaseRecord{}, false, &FileError{Op: "read", Path: c.path, Err: err}
 	}
-	if n == 0 {
+	if allZero(lf.fbuf[:n]) {
+		// Empty, or zeros: a floor never written, or its first write
+		// lost to a power cut on a file system that shows an unsynced
+		// extension as zeros (the floor is not synced).
 		return leaseRecord{}, false, nil
 	}
 	size := int64(n)
@@ -310,6 +375,26 @@ func (lf *leaseFile) loadFloor() (l leaseRecord, ok bool, err error) {
 		return leaseRecord{}, false, &FileError{Op: "read", Path: c.path, Err: fmt.Errorf("the lease file's floor: %w", err)}
 	}
 	return l, true, nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// floorCurrent makes sure the floor file open is the one at its path
+// (another process or an operator may have removed or replaced it: the
+// processes of the host must all read and write the same floor), opening
+// it again if not; the caller holds the lease file's lock.
+func (lf *leaseFile) floorCurrent() error {
+	if lf.floor.checkIdentity() == nil {
+		return nil
+	}
+	return lf.openFloor(lf.floor.path, &lf.o)
 }
 
 // storeFloor writes l to the floor file, not synced: the whole record,
@@ -352,6 +437,9 @@ func (lf *leaseFile) storePos(pos uint64) error {
 // corrupt (its ranges are lost, a gap), never read wrong.
 func (lf *leaseFile) store(l *leaseRecord) error {
 	l.node, l.seq, l.ow = lf.node, lf.seq, lf.ow
+	if l.gen >= maxLeaseGen {
+		return &FileError{Op: "write", Path: lf.c.path, Err: fmt.Errorf("%w: generation %d cannot grow", ErrCorruptLease, l.gen)}
+	}
 	l.gen++
 	b := lf.buf[:leaseSize]
 	clear(b)

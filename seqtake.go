@@ -126,6 +126,9 @@ func (s *Sequence) updateContext(ctx context.Context, bound bool, fn func(l *lea
 		if err != nil {
 			return err
 		}
+		if err := s.lf.floorCurrent(); err != nil {
+			return err
+		}
 		floor, floorOK, err := s.lf.loadFloor()
 		if err != nil {
 			return err
@@ -133,18 +136,19 @@ func (s *Sequence) updateContext(ctx context.Context, bound bool, fn func(l *lea
 		before := l
 		changed := false
 		// The floor: what the host's last update left, whichever process
-		// made it. A lease file of the same claim behind it went backwards
-		// while the host runs (restored or copied over in place): it is
-		// raised back before anything is taken, also by a process that
-		// never saw the later position (see floorSuffix).
-		if floorOK && floor.session == l.session {
+		// made it. A lease file behind it went backwards while the host
+		// runs (restored or copied over in place, also from a copy an
+		// earlier claim of the host left): it is raised back before
+		// anything is taken, also by a process that never saw the later
+		// position (see floorSuffix).
+		if floorOK && (floor.session == l.session || floor.session == s.g.res.session) {
 			switch {
 			case floor.gen > l.gen:
 				s.log.Error("snapid: the sequence lease file went back to an earlier lease while the host uses it (restored or copied over?); raising it to its floor",
 					"sequence", s.name, "cur", l.cur, "pos", l.pos, "to", floor.cur, "pos", floor.pos)
-				l.cur, l.ahead, l.pos, l.gen = floor.cur, floor.ahead, floor.pos, floor.gen
+				l.session, l.cur, l.ahead, l.pos, l.gen = floor.session, floor.cur, floor.ahead, floor.pos, floor.gen
 				changed = true
-			case floor.gen == l.gen && floor.cur == l.cur && floor.ahead == l.ahead && l.pos < floor.pos:
+			case floor.session == l.session && floor.gen == l.gen && floor.cur == l.cur && floor.ahead == l.ahead && l.pos < floor.pos:
 				s.log.Error("snapid: the sequence lease file went backwards while the host uses it (restored or copied over?); raising it to its floor",
 					"sequence", s.name, "pos", l.pos, "to", floor.pos)
 				l.pos = floor.pos
@@ -196,7 +200,9 @@ func (s *Sequence) updateContext(ctx context.Context, bound bool, fn func(l *lea
 			posOnly := !changed && floorOK && floor.gen == l.gen && floor.session == l.session &&
 				floor.cur == l.cur && floor.ahead == l.ahead
 			if err := s.lf.storeFloor(&l, posOnly); err != nil {
-				s.log.Warn("snapid: could not record the sequence lease file's floor", "sequence", s.name, "err", err)
+				// Numbers the floor does not cover could be handed out
+				// again after a restore: none of them is handed out.
+				return err
 			}
 		}
 		if l.cur != s.seen && !s.seen.none() {
