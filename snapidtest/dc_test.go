@@ -114,3 +114,70 @@ func TestDataCentres(t *testing.T) {
 		t.Errorf("audit of the two data centres: %v", ps)
 	}
 }
+
+// As in Cassandra: a lease reads the name's row only when the host's row
+// is not of the request's claim, so a superseded claim goes on leasing
+// until the new claim leases (numbers stay unique: they come from ranges);
+// a stale previous lease is ErrLeaseMoved before anything else.
+func TestLeaseOfSupersededClaim(t *testing.T) {
+	ctx := t.Context()
+	r := snapidtest.NewRegistry()
+	if _, err := snapid.CreateSequence(ctx, r, "orders", 1, snapid.MaxSequence); err != nil {
+		t.Fatal(err)
+	}
+	r.Put(snapid.Holder{Name: "web_1", Owner: "own1", Session: "s1", State: snapid.StateActive})
+	req := func(owner, session string, prev snapid.SequenceLease) snapid.LeaseRequest {
+		return snapid.LeaseRequest{Sequence: "orders", Name: "web_1", Owner: owner, Session: session,
+			PrevFirst: prev.First, PrevLast: prev.Last, Size: 10, Min: 1}
+	}
+	l1, err := r.LeaseSequence(ctx, req("own1", "s1", snapid.SequenceLease{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Put(snapid.Holder{Name: "web_1", Owner: "own2", Session: "s2", State: snapid.StateActive}) // taken over
+	if _, err := r.LeaseSequence(ctx, req("own1", "s1", snapid.SequenceLease{})); !errors.Is(err, snapid.ErrLeaseMoved) {
+		t.Fatalf("a stale previous lease: %v, want ErrLeaseMoved", err)
+	}
+	l2, err := r.LeaseSequence(ctx, req("own1", "s1", l1))
+	if err != nil || l2.First != l1.Last+1 {
+		t.Fatalf("the superseded claim before the new one leased: %+v, %v", l2, err)
+	}
+	n1, err := r.LeaseSequence(ctx, req("own2", "s2", snapid.SequenceLease{}))
+	if err != nil || n1.First != l2.Last+1 {
+		t.Fatalf("the new claim's first lease: %+v, %v", n1, err)
+	}
+	if _, err := r.LeaseSequence(ctx, req("own1", "s1", l2)); !errors.Is(err, snapid.ErrNameTaken) {
+		t.Fatalf("the superseded claim after the new one leased: %v, want ErrNameTaken", err)
+	}
+}
+
+// As in Cassandra: a host's lease in a data centre that holds nothing of
+// the sequence is read at SERIAL (does the sequence exist?), which a cut
+// data centre cannot; a lease is at most an eighth of its range.
+func TestHostLeaseInCutDataCentreAndLeaseCap(t *testing.T) {
+	ctx := t.Context()
+	r := snapidtest.NewRegistry()
+	if _, err := snapid.CreateSequence(ctx, r, "orders", 1, snapid.MaxSequence); err != nil {
+		t.Fatal(err)
+	}
+	dc2 := r.InDC("dc2")
+	r.SetCut("dc2", true)
+	if _, err := dc2.HostLease(ctx, "orders", "web_1"); !errors.Is(err, snapid.ErrRegistry) {
+		t.Fatalf("HostLease in a cut data centre holding nothing: %v, want ErrRegistry", err)
+	}
+	if _, err := dc2.HostLease(ctx, "nosuch", "web_1"); !errors.Is(err, snapid.ErrRegistry) {
+		t.Fatalf("HostLease of a missing sequence in a cut data centre: %v, want ErrRegistry", err)
+	}
+	r.SetCut("dc2", false)
+	if _, err := dc2.HostLease(ctx, "nosuch", "web_1"); !errors.Is(err, snapid.ErrNoSequence) {
+		t.Fatalf("HostLease of a missing sequence: %v, want ErrNoSequence", err)
+	}
+	h, err := r.Claim(ctx, snapid.Claim{Name: "web_1", Owner: "o"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := r.LeaseSequence(ctx, snapid.LeaseRequest{Sequence: "orders", Name: "web_1", Owner: "o", Session: h.Session, Size: snapidtest.DCRange, Min: 1})
+	if err != nil || l.Last-l.First+1 != snapidtest.DCRange/8 {
+		t.Fatalf("a lease of a whole range: %+v, %v, want %d numbers (an eighth)", l, err, snapidtest.DCRange/8)
+	}
+}

@@ -40,6 +40,21 @@ func (m *memSequence) status() snapid.SequenceStatus {
 	return st
 }
 
+// inDC reports whether data centre dc has a range or a host lease of m.
+func (m *memSequence) inDC(dc string) bool {
+	for _, g := range m.ranges {
+		if g.DC == dc {
+			return true
+		}
+	}
+	for _, l := range m.leases {
+		if l.DC == dc {
+			return true
+		}
+	}
+	return false
+}
+
 func cmpString(a, b string) int {
 	switch {
 	case a < b:
@@ -154,17 +169,19 @@ func (r *Registry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (
 	}
 	key := leaseKey(r.dc, req.Name)
 	cur, ok := m.leases[key]
-	// A cut data centre leases only under the claim it already leased
-	// with (the host's row in the data centre shows it).
+	// As in Cassandra: the host's row in the data centre shows whether
+	// the request is of the claim the host leased under; only when it is
+	// not is the name's row read (at SERIAL: not in a cut data centre).
+	// So a superseded claim goes on leasing until the new one leases.
 	ours := ok && cur.Session == req.Session && cur.Owner == req.Owner
-	if !ours || !r.cut[r.dc] {
+	if ours && (cur.First != req.PrevFirst || cur.Last != req.PrevLast) {
+		return cur, fmt.Errorf("snapidtest: %w: sequence %q: the host's lease is [%d, %d], not [%d, %d]",
+			snapid.ErrLeaseMoved, req.Sequence, cur.First, cur.Last, req.PrevFirst, req.PrevLast)
+	}
+	if !ours {
 		if err := r.serialHeld("lease", req); err != nil {
 			return snapid.SequenceLease{}, err
 		}
-	}
-	if ok && cur.Session == req.Session && (cur.First != req.PrevFirst || cur.Last != req.PrevLast) {
-		return cur, fmt.Errorf("snapidtest: %w: sequence %q: the host's lease is [%d, %d], not [%d, %d]",
-			snapid.ErrLeaseMoved, req.Sequence, cur.First, cur.Last, req.PrevFirst, req.PrevLast)
 	}
 	i := slices.IndexFunc(m.ranges, func(g snapid.SequenceRange) bool {
 		return g.DC == r.dc && g.Next <= g.Last && g.Last-g.Next+1 >= req.Min
@@ -205,7 +222,9 @@ func (r *Registry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (
 		i = len(m.ranges) - 1
 	}
 	g := &m.ranges[i]
-	n := min(req.Size, g.Last-g.Next+1)
+	// As in Cassandra: at most an eighth of the range (or what the host
+	// needs at the least), so that the data centre's hosts share it.
+	n := min(req.Size, g.Last-g.Next+1, max(req.Min, (g.Last-g.First+1)/8))
 	if err := storable(req.Sequence, g.Next, g.Next+n-1, nextAt(g.Next+n, g.Last)); err != nil {
 		return snapid.SequenceLease{}, err
 	}
@@ -228,11 +247,21 @@ func (r *Registry) HostLease(ctx context.Context, sequence, name string) (snapid
 		return snapid.SequenceLease{}, err
 	}
 	defer r.mu.Unlock()
-	m, err := r.sequence("host lease", sequence)
-	if err != nil {
-		return snapid.SequenceLease{}, err
+	m := r.seqs[sequence]
+	if m != nil {
+		if l, ok := m.leases[leaseKey(r.dc, name)]; ok {
+			return l, nil
+		}
 	}
-	return m.leases[leaseKey(r.dc, name)], nil
+	if (m == nil || !m.inDC(r.dc)) && r.cut[r.dc] {
+		// As in Cassandra: with nothing of the sequence in the data
+		// centre, whether it exists is read at SERIAL.
+		return snapid.SequenceLease{}, fmt.Errorf("snapidtest: %w: host lease %q: data centre %q is cut off from the cluster's quorum", snapid.ErrRegistry, sequence, r.dc)
+	}
+	if m == nil {
+		return snapid.SequenceLease{}, fmt.Errorf("snapidtest: %w: host lease %q", snapid.ErrNoSequence, sequence)
+	}
+	return snapid.SequenceLease{}, nil
 }
 
 // SequenceStatus implements snapid.SequenceRegistry.SequenceStatus.
