@@ -36,7 +36,12 @@ func (m *memSequence) status() snapid.SequenceStatus {
 	for _, l := range m.leases {
 		st.Leases = append(st.Leases, l)
 	}
-	slices.SortFunc(st.Leases, func(a, b snapid.SequenceLease) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(st.Leases, func(a, b snapid.SequenceLease) int {
+		if c := cmpString(a.Name, b.Name); c != 0 {
+			return c
+		}
+		return cmpString(a.DC, b.DC)
+	})
 	return st
 }
 
@@ -293,6 +298,19 @@ func (r *Registry) ListSequences(ctx context.Context) ([]snapid.SequenceStatus, 
 	}
 	slices.SortFunc(out, func(a, b snapid.SequenceStatus) int { return cmpString(a.Name, b.Name) })
 	return out, nil
+}
+
+// Sequences returns every sequence as stored, sorted by name, whatever
+// the outage switch and cuts say: for checks that a call changed nothing.
+func (r *Registry) Sequences() []snapid.SequenceStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]snapid.SequenceStatus, 0, len(r.seqs))
+	for _, m := range r.seqs {
+		out = append(out, m.status())
+	}
+	slices.SortFunc(out, func(a, b snapid.SequenceStatus) int { return cmpString(a.Name, b.Name) })
+	return out
 }
 
 // PutSequence stores st as the sequence st.Name, whatever was there: for

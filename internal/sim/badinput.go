@@ -9,9 +9,36 @@ import (
 
 // badInput makes a call that must fail and change nothing.
 func (w *world) badInput(ho *host, s Step) {
+	var sq *snapid.Sequence
+	if s.Arg == "seq-next-0" {
+		// Opening the sequence is not the bad call: before the snapshot.
+		if !ho.cfg.Registry || ho.procs[s.Proc] == nil || s.Seq >= len(w.h.Sequences) {
+			return
+		}
+		var err error
+		if sq, err = w.sequence(ho, s.Proc, s.Seq); err != nil {
+			return
+		}
+		w.settle()
+	}
 	before := w.check.snapshot(ho)
 	var err error
 	switch s.Arg {
+	case "seq-block-0", "seq-name":
+		g := ho.procs[s.Proc]
+		if !ho.cfg.Registry || g == nil || s.Seq >= len(w.h.Sequences) {
+			return
+		}
+		name, opts := w.h.Sequences[s.Seq].Name, []snapid.SequenceOption{snapid.SequenceBlock(0)}
+		if s.Arg == "seq-name" {
+			name, opts = "-bad", nil
+		}
+		var bad *snapid.Sequence
+		if bad, err = g.SequenceContext(w.opCtx(), name, opts...); err == nil {
+			_ = bad.Close()
+		}
+	case "seq-next-0":
+		_, err = sq.NextNContext(w.opCtx(), 0)
 	case "name":
 		var g *snapid.Generator
 		g, err = snapid.OpenContext(w.opCtx(), ho.counter, "-bad name", w.options(ho)...)

@@ -101,12 +101,13 @@ const (
 	KInit                    // an operator runs Init on the stopped host's counter with next number N (it never lowers the counter)
 	KMove                    // an operator moves the stopped host's counter directory elsewhere on the host (and syncs); its programs then use the new path
 	KCut                     // data centre DC is cut off from the cluster's quorum (Keep: true) or healed
-	KRepair                  // an operator rewrites the counter with Repair above every number issued (Arg "next-0": with next 0, refused)
+	KRepair                  // an operator rewrites the counter with Repair above every number issued (Arg "next-0": with next 0, refused); or removes a damaged lease file or floor
+	KSeqOpen                 // the process opens its Sequence Seq without taking a number
 )
 
 var kindNames = [...]string{"open", "next", "close", "crash", "power-cut", "release", "force-release", "takeover",
 	"reclaim", "backup", "restore", "clone", "corrupt", "clock", "registry-fault", "registry-down", "disk-fault", "bad-input",
-	"seq-next", "seq-create", "restore-live", "concurrent", "storm", "init", "move", "dc-cut", "repair"}
+	"seq-next", "seq-create", "restore-live", "concurrent", "storm", "init", "move", "dc-cut", "repair", "seq-open"}
 
 func (k Kind) String() string { return kindNames[k] }
 
@@ -173,6 +174,8 @@ func (s Step) String() string {
 		}
 	case KSeqCreate:
 		fmt.Fprintf(&b, " s%d start=%d max=%d", s.Seq, s.Start, s.Max)
+	case KSeqOpen:
+		fmt.Fprintf(&b, "/p%d s%d", s.Proc, s.Seq)
 	case KInit:
 		fmt.Fprintf(&b, " next=%d", s.N)
 	case KStorm:
@@ -414,8 +417,34 @@ func addDataCentres(h *History) {
 			}
 			steps = append(steps, r)
 		}
-		if s.Kind == KSeqNext && rng.IntN(15) == 0 {
-			steps = append(steps, Step{Kind: KRestoreLive, Host: s.Host, Arg: "leases"})
+		if s.Kind == KSeqNext && rng.IntN(8) == 0 {
+			// A lease file restored in place from a copy the process then
+			// moved past, first touched by another process: one that
+			// opened the sequence (without taking) just before, or that
+			// opens it after.
+			other := (s.Proc + 1 + rng.IntN(2)) % 3
+			steps = append(steps, Step{Kind: KBackup, Host: s.Host},
+				Step{Kind: KSeqNext, Host: s.Host, Proc: s.Proc, Seq: s.Seq, N: 1 + uint64(rng.IntN(60))})
+			if rng.IntN(2) == 0 {
+				steps = append(steps, Step{Kind: KOpen, Host: s.Host, Proc: other}, Step{Kind: KSeqOpen, Host: s.Host, Proc: other, Seq: s.Seq})
+			}
+			steps = append(steps, Step{Kind: KRestoreLive, Host: s.Host, Arg: "leases"},
+				Step{Kind: KSeqNext, Host: s.Host, Proc: other, Seq: s.Seq, N: 1})
+		}
+		if s.Kind == KSeqNext && rng.IntN(40) == 0 {
+			// The host's processes killed, a lease file or its floor
+			// damaged, and, now and then, the operator removing it.
+			for p := range 3 {
+				steps = append(steps, Step{Kind: KCrash, Host: s.Host, Proc: p})
+			}
+			steps = append(steps, Step{Kind: KCorrupt, Host: s.Host, Arg: []string{"lease", "floor"}[rng.IntN(2)]})
+			if rng.IntN(2) == 0 {
+				steps = append(steps, Step{Kind: KRepair, Host: s.Host})
+			}
+		}
+		if s.Kind == KSeqNext && rng.IntN(40) == 0 {
+			steps = append(steps, Step{Kind: KBadInput, Host: s.Host, Proc: s.Proc, Seq: s.Seq,
+				Arg: []string{"seq-block-0", "seq-name", "seq-next-0"}[rng.IntN(3)]})
 		}
 	}
 	h.Steps = steps

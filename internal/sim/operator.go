@@ -226,6 +226,21 @@ func (w *world) repair(ho *host, zero bool) {
 	if running {
 		return // standalone processes may hold blocks above any floor the operator knows
 	}
+	if suffixes, ok := ho.seqDamaged[0]; ok {
+		// The documented procedure for a damaged lease file or floor:
+		// the host stopped, remove it (a gap, never a repeat), and sync.
+		p := ho.counter
+		for _, suffix := range suffixes {
+			if err := os.Remove(ho.counter + suffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				w.check.violation("removing the damaged %s: %v", ho.counter+suffix, err)
+			}
+		}
+		if err := ho.disk.settle(); err != nil {
+			w.check.violation("sync after removing %s: %v", p, err)
+		}
+		delete(ho.seqDamaged, 0)
+		w.reached["damaged lease files removed by an operator"]++
+	}
 	high := w.check.high[ho.cfg.Name]
 	if ho.cfg.Registry {
 		row, ok := w.mem.Row(ho.cfg.Name)
@@ -256,6 +271,11 @@ func (w *world) corrupt(ho *host, which string) {
 		p = ho.counter + ".session"
 	case "owner":
 		p = ho.counter + ".owner"
+	case "lease", "floor":
+		p = ho.counter + ".seq." + w.h.Sequences[0].Name
+		if which == "floor" {
+			p += ".floor"
+		}
 	}
 	b, err := os.ReadFile(p)
 	if err != nil {
@@ -275,9 +295,12 @@ func (w *world) corrupt(ho *host, which string) {
 		w.check.violation("corrupt %s: %v", p, err)
 	}
 	_ = ho.disk.settle()
-	if which == "counter" {
+	switch which {
+	case "counter":
 		ho.damaged = true // until repaired
-	} else {
+	case "lease", "floor":
+		ho.seqDamaged[0] = append(ho.seqDamaged[0], strings.TrimPrefix(p, ho.counter)) // until the operator removes it
+	default:
 		ho.exempt = "its " + which + " file was corrupted"
 	}
 }

@@ -124,6 +124,7 @@ func TestSimulationReaches(t *testing.T) {
 		"sequence numbers taken in a second data centre",
 		"counters repaired",
 		"sequence lease files restored in place while in use",
+		"damaged lease files removed by an operator",
 	}
 	got := map[string]int{}
 	for seed := uint64(1); seed <= 400; seed++ {

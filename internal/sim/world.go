@@ -55,6 +55,10 @@ type host struct {
 	// damaged: its counter was corrupted and not repaired since; it
 	// rightly cannot issue.
 	damaged bool
+	// seqDamaged: the lease file or floor (its path after the counter's)
+	// of a sequence (by index) that was corrupted, until an operator
+	// removes it; the host rightly cannot take numbers of that sequence.
+	seqDamaged map[int][]string
 	// released: its name was released on this host (Release reported
 	// done); it issues again only when reclaimed.
 	released bool
@@ -124,10 +128,11 @@ func (w *world) addHost(c HostConfig) (*host, error) {
 	}
 	ho := &host{
 		i: i, cfg: c, dir: hd,
-		counter:  filepath.Join(state, "counter"),
-		bindings: filepath.Join(hd, "names"),
-		disk:     newDisk(hd),
-		info:     snapid.HostInfo{Hostname: fmt.Sprintf("host%d", i), Address: fmt.Sprintf("10.0.0.%d", i+1), MachineID: fmt.Sprintf("machine-%d", i)},
+		counter:    filepath.Join(state, "counter"),
+		bindings:   filepath.Join(hd, "names"),
+		disk:       newDisk(hd),
+		seqDamaged: map[int][]string{},
+		info:       snapid.HostInfo{Hostname: fmt.Sprintf("host%d", i), Address: fmt.Sprintf("10.0.0.%d", i+1), MachineID: fmt.Sprintf("machine-%d", i)},
 	}
 	if err := ho.disk.settle(); err != nil {
 		return nil, err
@@ -338,6 +343,10 @@ func (w *world) do(s Step) {
 		w.seqNext(ho, s)
 	case KSeqCreate:
 		w.seqCreate(s)
+	case KSeqOpen:
+		if ho.cfg.Registry && ho.procs[s.Proc] != nil && s.Seq < len(w.h.Sequences) {
+			_, _ = w.sequence(ho, s.Proc, s.Seq)
+		}
 	case KConcurrent:
 		w.concurrent(ho, s)
 	case KStorm:
