@@ -2,24 +2,28 @@
 // real library and checks every guarantee over each one.
 //
 // A history comes whole from a seed (Generate): one to three hosts, each
-// standalone or claiming its name in the registry, strict, block or
-// CPU-shard mode, sync on or off, one to three processes; one or two
+// standalone or claiming its name in the registry (from one of one or two
+// data centres), strict, block or CPU-shard mode, sync on or off, one to
+// three processes; one or two
 // integer sequences at the edges (a few numbers, ending at 2^31-1, ending
 // at 2^63-1); then about a hundred steps. A step is an operation (open,
 // UniqueIDContext, NextNContext, a context already ended, Close, Release,
-// ForceRelease, a take-over by a new host, WithReclaim, Init by an
-// operator, a counter directory moved, Sequence.Next and
+// ForceRelease, a take-over by a new host, WithReclaim, Init and Repair
+// by an operator, a damaged lease file or floor removed by an operator,
+// a counter directory moved, a Sequence opened, Sequence.Next and
 // NextN, a sequence created again with a raised start or a lowered max, a
 // burst of concurrent calls with a Close among them, a start-up storm of
 // a host's processes with a take-over at the same moment, bad input) or a
 // fault
 // (a process killed, a power cut forgetting every unsynced write or
 // keeping some, EIO or ENOSPC on the n-th next write, fsync, directory
-// sync, link or rename, a registry answer lost before or after the change
-// was applied, a registry outage, the clock moved forward or back, a
-// host's files restored from an earlier copy while stopped or, for the
-// counter, in place while running, a host cloned onto another machine, a
-// file beside the counter corrupted).
+// sync, link or rename, a failed fsync whose pages a later fsync reports
+// clean, a registry answer lost before or after the change was applied, a
+// registry outage, a data centre cut off from the cluster's quorum, the
+// clock moved forward or back, a host's files restored from an earlier
+// copy while stopped or, for the counter or the lease files, in place
+// while running, a host cloned onto another machine, a file beside the
+// counter, a lease file or a floor corrupted).
 //
 // The library runs unchanged; the simulator reaches it through its seams
 // (package internal/seam): every host's files go through a disk (disk.go)
@@ -48,12 +52,21 @@
 //     handed out under it;
 //  6. bad input (an invalid name, a counter in a missing directory, a
 //     take-over floor of 2^64-1, WithBlock(0), NextN(0), a second name on
-//     a registered counter in use) changes no file and no registry row,
-//     and an Open refused on a damaged file changes no registry row;
+//     a registered counter in use, Repair with next 0 or while registered
+//     processes run, a sequence opened with an invalid name or block 0,
+//     Sequence.NextN(0)) changes no file, no registry row and no
+//     sequence row, and an Open refused on a damaged file changes no
+//     registry row;
 //  7. once every process closed, no goroutine and no descriptor is left;
-//  8. with every fault stopped, every host that nothing was done to and
-//     that still holds its name opens and issues again (a used-up counter
-//     excepted).
+//  8. with every fault stopped, every host that nothing was done to (or
+//     whose damaged counter an operator repaired) and that still holds
+//     its name opens and issues again, and takes a number of every
+//     sequence whose files were not damaged (a used-up counter or
+//     sequence excepted).
+//
+// Result.Reached counts events the histories are meant to reach (numbers
+// taken in a cut-off data centre, counters repaired, lease files restored
+// in place); a test fails if a run of histories never reaches one.
 //
 // A failure prints the seed, the first violation, the history shrunk to
 // the steps that still break a guarantee (Shrink), and the command that
@@ -62,12 +75,13 @@
 //
 // What it does not model: directories lost in a power cut (the simulator
 // makes them before a history starts; the bindings directory's levels are
-// synced by the library and checked by the power-loss tests), a failed
-// fsync that drops dirty pages which a later fsync then reports clean,
-// several data centres of a sequence (the in-memory registry has one),
-// the Cassandra adapter's classification of errors (its own fault tests
-// cover it), other users of the host (the multi-user tests do), and time
-// moving while a step runs.
+// synced by the library and checked by the power-loss tests), the
+// Cassandra adapter (its int64 columns, its classification of errors:
+// its own fault tests cover them; the in-memory registry keeps its
+// semantics, not its code), other users of the host (the multi-user tests
+// do), time moving while a step runs, and a counter with its mark, or a
+// lease file with its floor, restored together in place under running
+// processes (not covered by the guarantees).
 //
 // Only its own tests import it; it imports snapid, snapidtest,
 // internal/seam and internal/statefile.
