@@ -56,6 +56,19 @@ var (
 	// is in use: two names under one number hand out the same numeric ids.
 	ErrNumberBound = errors.New("node number in use on this host under another node name")
 
+	// ErrNumberMismatch is returned by Open when the node number the
+	// registry holds for the name is not the one recorded beside the
+	// counter (<counter>.number) or given with WithNodeNumber: ids of two
+	// numbers under one name, or one number under two names, could meet.
+	// Nothing is issued.
+	ErrNumberMismatch = errors.New("node number does not match")
+
+	// ErrStrideMismatch is returned when the stride given for
+	// FormatStriped is not the one the cluster's registry records (or
+	// beside the counter): striped ids of two strides could meet.
+	// Nothing is changed.
+	ErrStrideMismatch = errors.New("stride does not match the cluster's")
+
 	// ErrCorruptBinding is returned by Open without a registry when the
 	// name's binding file (see DefaultBindingDir) is not one this version
 	// writes, or is a symbolic link. It matches ErrCorrupt. Nothing is

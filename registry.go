@@ -31,6 +31,9 @@ type Holder struct {
 	// that claims later, on any machine, supersedes them instead of sharing
 	// their reservations.
 	Session string
+	// Number is the name's node number (see NumberRegistry), 0 if it has
+	// none (yet, or the registry gives none).
+	Number uint64
 }
 
 // String describes the holder for error messages.

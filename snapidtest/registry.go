@@ -47,6 +47,10 @@ type store struct {
 	now  func() time.Time
 	hook func(ctx context.Context, op, name string) error
 	seqs map[string]*memSequence // sequences (see sequence.go)
+	// numbers: node numbers given (see numbers.go), to their names; the
+	// cluster's stride (0: none recorded).
+	numbers map[uint64]string
+	stride  uint64
 }
 
 var _ snapid.Registry = (*Registry)(nil)
@@ -55,7 +59,7 @@ var _ snapid.Registry = (*Registry)(nil)
 // data centre DC.
 func NewRegistry() *Registry {
 	return &Registry{store: &store{rows: map[string]snapid.Holder{}, now: time.Now, seqs: map[string]*memSequence{},
-		cut: map[string]bool{}}, dc: DC}
+		cut: map[string]bool{}, numbers: map[uint64]string{}}, dc: DC}
 }
 
 // InDC returns a view of the same registry from data centre dc: its
@@ -106,9 +110,10 @@ func (r *Registry) SetClock(now func() time.Time) {
 }
 
 // SetHook installs fn, called at the start of every call with the
-// operation ("claim", "extend", "touch", "release", "get", "list", and for
+// operation ("claim", "extend", "touch", "release", "get", "list", for
 // sequences "create_sequence", "lease", "host_lease", "sequence_status",
-// "list_sequences") and the
+// "list_sequences", and for node numbers "assign_number", "set_stride",
+// "stride") and the
 // name ("" for list), before the registry's lock is taken: it may block (to
 // hold a call in flight) or return an error, which the call then returns
 // without changing anything. nil removes it.

@@ -98,3 +98,7 @@ func TestClockAndPlantedRows(t *testing.T) {
 		t.Errorf("List: %+v, want the planted row and the claimed one, by name", rows)
 	}
 }
+
+func TestInMemoryNumberRegistryConformance(t *testing.T) {
+	snapidtest.TestNumberRegistry(t, func(*testing.T) snapid.NumberRegistry { return snapidtest.NewRegistry() })
+}
