@@ -155,6 +155,11 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 			file.close()
 			return nil, err
 		}
+		if g.form, err = numberedForm(&o, g.res); err != nil {
+			_ = g.res.close()
+			file.close()
+			return nil, err
+		}
 	}
 	g.gc = newGroupCommit(g.flush)
 	if o.block > 0 {

@@ -167,6 +167,7 @@ func withFS(fsys fsOps) Option {
 
 // Registry options. They only matter with WithRegistry.
 type registryOptions struct {
+	numbers     NumberRegistry // registry, if it gives node numbers (its calls are not counted)
 	registry    Registry
 	step        uint64
 	host        HostInfo
@@ -214,6 +215,7 @@ func WithRegistry(r Registry) Option {
 		}
 		// Each Open gets its own count of the calls (Generator.Stats).
 		o.reg.registry = observe(r)
+		o.reg.numbers, _ = r.(NumberRegistry)
 		return nil
 	}
 }

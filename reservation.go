@@ -29,6 +29,9 @@ type reservation struct {
 	withFile func(ctx context.Context, fn func(c *counterFile) error) error // runs fn under the Generator's file mutex, waiting for the file's lock no longer than ctx allows
 
 	session  string    // the session of the host's claim (Holder.Session)
+	form     formOptions
+	number   uint64 // the name's node number (see numberfile.go), 0 if none
+	stride   uint64 // the cluster's stride, if the form needs it
 	seen     markState // the mark file as check read it, for committed (under the counter lock)
 	maxFloor uint64    // the highest floor this process saw or wrote (under the counter lock)
 
@@ -69,7 +72,7 @@ func startReservation(ctx context.Context, path, name string, o *options,
 	if err != nil {
 		return nil, err
 	}
-	r := &reservation{reg: o.reg.registry, name: name, host: hs, o: o.reg, log: o.logger, withFile: withFile}
+	r := &reservation{reg: o.reg.registry, name: name, host: hs, o: o.reg, log: o.logger, withFile: withFile, form: o.form}
 	r.extendLog = newFailureLog(r.log, r.o.now, "extending the reserved range", "ids keep flowing until the mark")
 	r.heartbeatLog = newFailureLog(r.log, r.o.now, "heartbeat", "")
 	if !r.o.hostSet {
@@ -159,6 +162,9 @@ func (r *reservation) claim(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := r.claimNumber(ctx, h); err != nil {
+		return err
+	}
 	r.session = h.Session
 	if err := r.host.writeSession(r.name, h.Session); err != nil {
 		return err
@@ -242,7 +248,7 @@ func (r *reservation) join() error {
 			ErrNameMismatch, strings.TrimSuffix(r.host.sessionPath, sessionSuffix), s.name, r.name, s.name, r.name)
 	}
 	r.session = s.session
-	return nil
+	return r.joinNumber()
 }
 
 // verifyJoin checks, for a process that is not the first of its host, that

@@ -1,0 +1,214 @@
+package snapid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strconv"
+	"strings"
+
+	"github.com/snapid/snapid/internal/statefile"
+)
+
+// The number file <counter>.number records, beside the counter of a host
+// with a registry, the node number the registry gave the host's name and,
+// once a striped Generator needed it, the cluster's stride:
+//
+//	snapid-number 1
+//	name <node name>
+//	number <node number>
+//	stride <stride, 0 if not known yet>
+//
+// The first process of the host writes it (atomically, made durable)
+// after its claim when it is missing, names another name (a name released
+// on this counter and followed by another) or lacks the stride; a file
+// for the name with another number or stride than the registry's is
+// refused (ErrNumberMismatch, ErrStrideMismatch) and nothing is issued.
+// The host's other processes read it instead of asking the registry.
+const numberSuffix = ".number"
+
+type numberRecord struct {
+	name           string
+	number, stride uint64
+}
+
+func encodeNumberFile(f numberRecord) []byte {
+	return fmt.Appendf(nil, "snapid-number 1\nname %s\nnumber %d\nstride %d\n", f.name, f.number, f.stride)
+}
+
+func decodeNumberFile(b []byte) (numberRecord, error) {
+	bad := func(why string) (numberRecord, error) {
+		return numberRecord{}, fmt.Errorf("%w: %s", ErrCorrupt, why)
+	}
+	lines := strings.Split(string(b), "\n")
+	if len(lines) != 5 || lines[0] != "snapid-number 1" || lines[4] != "" {
+		return bad("not a number file this version writes")
+	}
+	var f numberRecord
+	var ok bool
+	if f.name, ok = strings.CutPrefix(lines[1], "name "); !ok || ValidateName(f.name) != nil {
+		return bad("no valid node name")
+	}
+	num, ok := strings.CutPrefix(lines[2], "number ")
+	n, err := strconv.ParseUint(num, 10, 64)
+	if !ok || err != nil || n == 0 || n > MaxNodeNumber || strconv.FormatUint(n, 10) != num {
+		return bad("no valid node number")
+	}
+	str, ok := strings.CutPrefix(lines[3], "stride ")
+	s, err := strconv.ParseUint(str, 10, 64)
+	if !ok || err != nil || (s != 0 && checkStride(s) != nil) || strconv.FormatUint(s, 10) != str {
+		return bad("no valid stride")
+	}
+	f.number, f.stride = n, s
+	return f, nil
+}
+
+func (h *hostState) numberPath() string {
+	return strings.TrimSuffix(h.sessionPath, sessionSuffix) + numberSuffix
+}
+
+// readNumber reads the number file; ok is false if there is none.
+func (h *hostState) readNumber() (f numberRecord, ok bool, err error) {
+	p := h.numberPath()
+	b, err := readSmallFile(p, false)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return numberRecord{}, false, nil
+	case err != nil:
+		return numberRecord{}, false, &FileError{Op: "read", Path: p, Err: classifyOpenError(err)}
+	}
+	if f, err = decodeNumberFile(b); err != nil {
+		return numberRecord{}, false, &FileError{Op: "read", Path: p, Err: err}
+	}
+	return f, true, nil
+}
+
+// claimNumber, for the first process of the host after its claim (h),
+// has the name's node number given if the registry gives numbers, learns
+// the cluster's stride if the striped form needs it (recording the one
+// WithStride gave if the cluster has none), checks both against the
+// number file and WithNodeNumber, and records them.
+func (r *reservation) claimNumber(ctx context.Context, h Holder) error {
+	nr := r.o.numbers
+	if nr == nil {
+		return nil
+	}
+	n := h.Number
+	if n == 0 {
+		var err error
+		if n, err = nr.AssignNumber(ctx, r.name, r.host.owner, h.Session); err != nil {
+			return err
+		}
+	}
+	stride := uint64(0)
+	if r.form.form == FormatStriped {
+		var err error
+		if stride, err = r.clusterStride(ctx, nr); err != nil {
+			return err
+		}
+	}
+	f, ok, err := r.host.readNumber()
+	if err != nil {
+		return err
+	}
+	if ok && f.name == r.name {
+		if f.number != n {
+			return &FileError{Op: "open", Path: r.host.numberPath(), Err: fmt.Errorf(
+				"%w: the registry gives %q node number %d, and this counter recorded %d; was the registry's row or this file replaced? Nothing was issued",
+				ErrNumberMismatch, r.name, n, f.number)}
+		}
+		if stride == 0 {
+			stride = f.stride
+		} else if f.stride != 0 && f.stride != stride {
+			return &FileError{Op: "open", Path: r.host.numberPath(), Err: fmt.Errorf(
+				"%w: the cluster's stride is %d, and this counter recorded %d", ErrStrideMismatch, stride, f.stride)}
+		}
+	}
+	if err := r.checkGivenNumber(n, stride); err != nil {
+		return err
+	}
+	want := numberRecord{name: r.name, number: n, stride: stride}
+	if !ok || f != want {
+		if err := statefile.ReplaceAtomically(r.host.fs, r.host.numberPath(), encodeNumberFile(want), r.host.mode); err != nil {
+			return &FileError{Op: "write", Path: r.host.numberPath(), Err: err}
+		}
+	}
+	r.number, r.stride = n, stride
+	return nil
+}
+
+// clusterStride returns the cluster's stride: the registry's, or, if it
+// records none, the one WithStride gave, recorded there first.
+func (r *reservation) clusterStride(ctx context.Context, nr NumberRegistry) (uint64, error) {
+	s, err := nr.Stride(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if s == 0 && r.form.stride != 0 {
+		if s, err = nr.SetStride(ctx, r.form.stride); err != nil {
+			return 0, err
+		}
+	}
+	switch {
+	case s == 0:
+		return 0, fmt.Errorf("snapid: %w: the striped form needs the cluster's stride, and the registry records none: set it once for the cluster (snapctl setup --stride S, NumberRegistry.SetStride) or give WithStride", ErrInvalidOption)
+	case r.form.stride != 0 && r.form.stride != s:
+		return 0, fmt.Errorf("snapid: %w: the cluster's stride is %d, not %d (WithStride)", ErrStrideMismatch, s, r.form.stride)
+	}
+	return s, nil
+}
+
+// checkGivenNumber refuses a WithNodeNumber that is not the registry's.
+func (r *reservation) checkGivenNumber(n, stride uint64) error {
+	if r.form.node != 0 && r.form.node != n {
+		return fmt.Errorf("snapid: %w: the registry gives %q node number %d, not %d (WithNodeNumber); nothing was issued", ErrNumberMismatch, r.name, n, r.form.node)
+	}
+	return nil
+}
+
+// joinNumber, for a process joining its host's claim, reads the node
+// number and stride the first process recorded, when its form needs
+// them.
+func (r *reservation) joinNumber() error {
+	if r.o.numbers == nil || r.form.form == FormatName {
+		return nil
+	}
+	f, ok, err := r.host.readNumber()
+	if err != nil {
+		return err
+	}
+	if !ok || f.name != r.name || r.form.form == FormatStriped && f.stride == 0 {
+		return fmt.Errorf("snapid: %w: the %s form needs the node number%s the host's first process records in %s, and it has not: restart the host's processes with this form (the first one asks the registry)",
+			ErrInvalidOption, r.form.form, map[bool]string{true: " and stride", false: ""}[r.form.form == FormatStriped], r.host.numberPath())
+	}
+	if r.form.stride != 0 && r.form.stride != f.stride {
+		return fmt.Errorf("snapid: %w: the cluster's stride is %d, not %d (WithStride)", ErrStrideMismatch, f.stride, r.form.stride)
+	}
+	if err := r.checkGivenNumber(f.number, f.stride); err != nil {
+		return err
+	}
+	r.number, r.stride = f.number, f.stride
+	return nil
+}
+
+// numberedForm completes the form of a Generator with a registry once
+// its reservation knows the node number and stride.
+func numberedForm(o *options, r *reservation) (idForm, error) {
+	f := o.form
+	if f.form == FormatName {
+		return newIDForm(FormatName, 0, 0, f.maxID)
+	}
+	n, s := r.number, r.stride
+	if n == 0 {
+		// A registry that gives no numbers: the configured one.
+		n, s = f.node, f.stride
+	}
+	if n == 0 {
+		return idForm{}, fmt.Errorf("snapid: %w: the %s form needs a node number, and the registry gives none: WithNodeNumber", ErrInvalidOption, f.form)
+	}
+	if f.form == FormatStriped && s == 0 {
+		s = f.stride
+	}
+	return newIDForm(f.form, n, s, f.maxID)
+}

@@ -1,0 +1,126 @@
+package snapid_test
+
+import (
+	"context"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/snapidtest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// With a registry that gives node numbers, two hosts' decimal ids carry
+// their numbers and never meet as decimals; the number is recorded beside
+// the counter, kept across restarts, and read by the host's other
+// processes.
+func TestRegistryNodeNumbersDecimal(t *testing.T) {
+	reg := snapidtest.NewRegistry()
+	a, b := newSeqHost(t, "web_a"), newSeqHost(t, "web_b")
+	ga := a.open(t, reg, WithFormat(FormatDecimal))
+	gb := b.open(t, reg, WithFormat(FormatDecimal))
+	_, na, _ := ga.Form()
+	_, nb, _ := gb.Form()
+	require.NotEqual(t, na, nb)
+	seen := map[string]string{}
+	for i := range 300 {
+		for _, g := range []*Generator{ga, gb} {
+			id, err := g.UniqueID()
+			require.NoError(t, err)
+			r, ok := new(big.Rat).SetString(id)
+			require.True(t, ok)
+			require.NotContains(t, seen, r.RatString(), "id %s (call %d) equals %s as a decimal", id, i, seen[r.RatString()])
+			seen[r.RatString()] = id
+		}
+	}
+	b1, err := os.ReadFile(a.path + ".number")
+	require.NoError(t, err)
+	assert.Equal(t, "snapid-number 1\nname web_a\nnumber "+strconv.FormatUint(na, 10)+"\nstride 0\n", string(b1))
+
+	ga2 := a.open(t, reg, WithFormat(FormatDecimal)) // joins: reads the file
+	_, n2, _ := ga2.Form()
+	assert.Equal(t, na, n2)
+	require.NoError(t, ga2.Close())
+	require.NoError(t, ga.Close())
+	ga = a.open(t, reg, WithFormat(FormatDecimal)) // a new claim: the same number
+	_, n3, _ := ga.Form()
+	assert.Equal(t, na, n3)
+	require.NoError(t, ga.Close())
+	require.NoError(t, gb.Close())
+}
+
+// The striped form takes the cluster's stride from the registry: the
+// first host's WithStride records it when none is; another stride is
+// refused (ErrStrideMismatch), none at all is refused too.
+func TestRegistryStride(t *testing.T) {
+	reg := snapidtest.NewRegistry()
+	a, b, c := newSeqHost(t, "s_a"), newSeqHost(t, "s_b"), newSeqHost(t, "s_c")
+	_, err := Open(a.path, a.name, WithRegistry(reg), WithHostInfo(a.info), WithFormat(FormatStriped))
+	require.ErrorIs(t, err, ErrInvalidOption, "no stride anywhere")
+	ga := a.open(t, reg, WithFormat(FormatStriped), WithStride(100))
+	defer ga.Close()
+	s, err := reg.Stride(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, uint64(100), s)
+	_, err = Open(b.path, b.name, WithRegistry(reg), WithHostInfo(b.info), WithFormat(FormatStriped), WithStride(10))
+	require.ErrorIs(t, err, ErrStrideMismatch)
+	gc := c.open(t, reg, WithFormat(FormatStriped))
+	defer gc.Close()
+	_, nc, sc := gc.Form()
+	assert.Equal(t, uint64(100), sc)
+	v, err := gc.UniqueUint64()
+	require.NoError(t, err)
+	assert.Equal(t, 100+nc, v)
+	gc2 := c.open(t, reg, WithFormat(FormatStriped)) // joins: stride from the file
+	defer gc2.Close()
+	_, _, sc2 := gc2.Form()
+	assert.Equal(t, uint64(100), sc2)
+}
+
+// A number the registry does not give (WithNodeNumber), or a number file
+// that records another, is refused: nothing is issued.
+func TestRegistryNodeNumberMismatch(t *testing.T) {
+	reg := snapidtest.NewRegistry()
+	a := newSeqHost(t, "m_a")
+	g := a.open(t, reg, WithFormat(FormatDecimal))
+	_, n, _ := g.Form()
+	require.NoError(t, g.Close())
+	_, err := Open(a.path, a.name, WithRegistry(reg), WithHostInfo(a.info), WithFormat(FormatDecimal), WithNodeNumber(n+1))
+	require.ErrorIs(t, err, ErrNumberMismatch)
+
+	require.NoError(t, os.WriteFile(a.path+".number", []byte("snapid-number 1\nname m_a\nnumber "+strconv.FormatUint(n+7, 10)+"\nstride 0\n"), 0o600))
+	before, err := os.ReadFile(a.path)
+	require.NoError(t, err)
+	_, err = Open(a.path, a.name, WithRegistry(reg), WithHostInfo(a.info), WithFormat(FormatDecimal))
+	require.ErrorIs(t, err, ErrNumberMismatch)
+	after, err := os.ReadFile(a.path)
+	require.NoError(t, err)
+	assert.Equal(t, before, after, "a refused Open changed the counter")
+
+	require.NoError(t, os.WriteFile(a.path+".number", []byte("garbage"), 0o600))
+	_, err = Open(a.path, a.name, WithRegistry(reg), WithHostInfo(a.info))
+	require.ErrorIs(t, err, ErrCorrupt)
+}
+
+// noNumbers is a registry that gives no node numbers.
+type noNumbers struct{ Registry }
+
+// With a registry that gives no numbers, the numeric forms need
+// WithNodeNumber.
+func TestRegistryWithoutNumbers(t *testing.T) {
+	reg := noNumbers{snapidtest.NewRegistry()}
+	a := newSeqHost(t, "x_a")
+	_, err := Open(a.path, a.name, WithRegistry(reg), WithHostInfo(a.info), WithFormat(FormatDecimal))
+	require.ErrorIs(t, err, ErrInvalidOption)
+	g := a.open(t, reg, WithFormat(FormatDecimal), WithNodeNumber(42))
+	defer g.Close()
+	id, err := g.UniqueID()
+	require.NoError(t, err)
+	assert.Equal(t, "42.", id[:3])
+	_, err = os.Stat(filepath.Join(filepath.Dir(a.path), filepath.Base(a.path)+".number"))
+	assert.True(t, os.IsNotExist(err), "a number file without registry numbers")
+}
