@@ -28,10 +28,10 @@ type reservation struct {
 	log      *slog.Logger
 	withFile func(ctx context.Context, fn func(c *counterFile) error) error // runs fn under the Generator's file mutex, waiting for the file's lock no longer than ctx allows
 
-	session  string    // the session of the host's claim (Holder.Session)
+	session  string // the session of the host's claim (Holder.Session)
 	form     formOptions
-	number   uint64 // the name's node number (see numberfile.go), 0 if none
-	stride   uint64 // the cluster's stride, if the form needs it
+	number   uint64    // the name's node number (see numberfile.go), 0 if none
+	stride   uint64    // the cluster's stride, if the form needs it
 	seen     markState // the mark file as check read it, for committed (under the counter lock)
 	maxFloor uint64    // the highest floor this process saw or wrote (under the counter lock)
 
