@@ -138,6 +138,45 @@ func (r *reservation) claimNumber(ctx context.Context, h Holder) error {
 	return nil
 }
 
+// precheckNumber refuses, before the claim changes anything in the
+// registry, a WithNodeNumber or WithStride that is not what the number
+// file or the registry holds (bad input changes nothing).
+func (r *reservation) precheckNumber(ctx context.Context) error {
+	nr := r.o.numbers
+	if nr == nil || r.form.node == 0 && r.form.stride == 0 {
+		return nil
+	}
+	f, ok, err := r.host.readNumber()
+	if err != nil {
+		return err
+	}
+	n, s := uint64(0), uint64(0)
+	if ok && f.name == r.name {
+		n, s = f.number, f.stride
+	}
+	if n == 0 && r.form.node != 0 {
+		h, err := nr.Get(ctx, r.name)
+		if err != nil && !errors.Is(err, ErrNotRegistered) {
+			return err
+		}
+		n = h.Number
+	}
+	if s == 0 && r.form.stride != 0 && r.form.form == FormatStriped {
+		if s, err = nr.Stride(ctx); err != nil {
+			return err
+		}
+	}
+	if n != 0 {
+		if err := r.checkGivenNumber(n, s); err != nil {
+			return err
+		}
+	}
+	if s != 0 && r.form.stride != 0 && s != r.form.stride {
+		return fmt.Errorf("snapid: %w: the cluster's stride is %d, not %d (WithStride)", ErrStrideMismatch, s, r.form.stride)
+	}
+	return nil
+}
+
 // clusterStride returns the cluster's stride: the registry's, or, if it
 // records none, the one WithStride gave, recorded there first.
 func (r *reservation) clusterStride(ctx context.Context, nr NumberRegistry) (uint64, error) {

@@ -124,3 +124,28 @@ func TestRegistryWithoutNumbers(t *testing.T) {
 	_, err = os.Stat(filepath.Join(filepath.Dir(a.path), filepath.Base(a.path)+".number"))
 	assert.True(t, os.IsNotExist(err), "a number file without registry numbers")
 }
+
+// A WithNodeNumber or WithStride that is not the registry's is refused
+// before the claim: the registry's row is left as it was.
+func TestRegistryNumberRefusedBeforeClaim(t *testing.T) {
+	reg := snapidtest.NewRegistry()
+	a := newSeqHost(t, "p_a")
+	g := a.open(t, reg, WithFormat(FormatStriped), WithStride(50))
+	_, n, _ := g.Form()
+	require.NoError(t, g.Close())
+	before, ok := reg.Row("p_a")
+	require.True(t, ok)
+	for _, opts := range [][]Option{
+		{WithFormat(FormatDecimal), WithNodeNumber(n + 1)},
+		{WithFormat(FormatStriped), WithStride(60)},
+	} {
+		require.NoError(t, os.Remove(a.path+".number")) // the registry's word alone
+		_, err := Open(a.path, a.name, append([]Option{WithRegistry(reg), WithHostInfo(a.info)}, opts...)...)
+		require.Error(t, err)
+		after, _ := reg.Row("p_a")
+		assert.Equal(t, before, after, "a refused number or stride changed the registry's row")
+		g := a.open(t, reg) // writes the number file back
+		require.NoError(t, g.Close())
+		before, _ = reg.Row("p_a")
+	}
+}

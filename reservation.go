@@ -154,6 +154,9 @@ func (r *reservation) claim(ctx context.Context) error {
 	if err := r.oneNamePerCounter(ctx, released); err != nil {
 		return err
 	}
+	if err := r.precheckNumber(ctx); err != nil {
+		return err
+	}
 	h, err := r.reg.Claim(ctx, Claim{
 		Name: r.name, Owner: r.host.owner,
 		Hostname: r.o.host.Hostname, Address: r.o.host.Address, MachineID: r.o.host.MachineID,
