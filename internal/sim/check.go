@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/big"
 	"os"
 	"reflect"
 
@@ -19,6 +20,9 @@ type checker struct {
 	high       map[string]uint64 // the highest number handed out per name
 	seqs       []*seqCheck
 	violations []string
+	numberOf   map[string]uint64 // node number of each name, as its ids carry it
+	nameOf     map[uint64]string // name of each node number
+	values     map[string]string // numeric ids as exact decimals, and where handed out
 }
 
 // seqCheck is what a history showed of one sequence.
@@ -34,7 +38,8 @@ type idKey struct {
 }
 
 func newChecker(w *world) *checker {
-	return &checker{w: w, ids: map[idKey]string{}, high: map[string]uint64{}}
+	return &checker{w: w, ids: map[idKey]string{}, high: map[string]uint64{},
+		numberOf: map[string]uint64{}, nameOf: map[uint64]string{}, values: map[string]string{}}
 }
 
 func (c *checker) violation(format string, args ...any) {
@@ -131,7 +136,44 @@ func (c *checker) issuedID(ho *host, p int, id string) {
 		c.violation("h%d/p%d returned an id that does not parse: %q: %v", ho.i, p, id, err)
 		return
 	}
-	c.issued(ho, p, parsed.Name, parsed.Number, 1)
+	if parsed.Form != ho.cfg.Form {
+		c.violation("h%d/p%d returned %q, not a %s id", ho.i, p, id, ho.cfg.Form)
+		return
+	}
+	if parsed.Form == snapid.FormatName {
+		c.issued(ho, p, parsed.Name, parsed.Number, 1)
+		return
+	}
+	if parsed.Form == snapid.FormatStriped {
+		if parsed, err = parsed.Unstripe(simStride); err != nil {
+			c.violation("h%d/p%d returned %q: %v", ho.i, p, id, err)
+			return
+		}
+	}
+	// One number per name and one name per number, whichever host (a
+	// take-over, a clone) carries the name.
+	name := ho.cfg.Name
+	if n, ok := c.numberOf[name]; ok && n != parsed.Node {
+		c.violation("h%d/p%d returned %q: %s carried node number %d before", ho.i, p, id, name, n)
+	}
+	if other, ok := c.nameOf[parsed.Node]; ok && other != name {
+		c.violation("h%d/p%d returned %q: node number %d is %s's", ho.i, p, id, parsed.Node, other)
+	}
+	c.numberOf[name], c.nameOf[parsed.Node] = parsed.Node, name
+	// No two ids equal as exact decimals (as a spreadsheet or a JSON
+	// parser reads them), across forms.
+	r, ok := new(big.Rat).SetString(id)
+	if !ok {
+		c.violation("h%d/p%d returned %q, not a decimal number", ho.i, p, id)
+		return
+	}
+	where := fmt.Sprintf("h%d/p%d at step %d", ho.i, p, c.w.step)
+	if prev, dup := c.values[r.RatString()]; dup {
+		c.violation("id %s is, as a number, one handed out before: by %s, and by %s", id, prev, where)
+	}
+	c.values[r.RatString()] = where
+	c.w.reached["ids handed out in the "+parsed.Form.String()+" form"]++
+	c.issued(ho, p, name, parsed.Number, 1)
 }
 
 // tookNothing checks that a call whose context had ended, and that

@@ -2,6 +2,8 @@ package sim
 
 import (
 	"fmt"
+
+	"github.com/snapid/snapid"
 	"math/rand/v2"
 	"strings"
 	"syscall"
@@ -41,6 +43,7 @@ type HostConfig struct {
 	Shards   bool   // CPU shards (block mode only)
 	Procs    int    // processes (Generators on the host's counter)
 	DC       int    // data centre (0 or 1) its registry calls come from
+	Form     snapid.Format
 }
 
 // in returns c in data centre dc.
@@ -67,6 +70,9 @@ func (c HostConfig) String() string {
 	}
 	if c.Registry {
 		reg += " in " + dcName(c.DC)
+	}
+	if c.Form != snapid.FormatName {
+		mode += ", " + c.Form.String() + " ids"
 	}
 	return fmt.Sprintf("%s: %s, %s, %s, %d processes", c.Name, reg, mode, sync, c.Procs)
 }
@@ -378,8 +384,24 @@ func Generate(seed uint64, steps int) History {
 		h.Steps = append(h.Steps, s)
 	}
 	addDataCentres(&h)
+	addForms(&h)
 	return h
 }
+
+// addForms gives the hosts of a third of the histories numeric id forms
+// (decimal or striped, stride simStride), from a generator of its own.
+func addForms(h *History) {
+	rng := rand.New(rand.NewPCG(h.Seed, 0xf0))
+	if rng.IntN(3) != 0 {
+		return
+	}
+	for i := range h.Hosts {
+		h.Hosts[i].Form = snapid.Format(rng.IntN(3))
+	}
+}
+
+// simStride is the stride of striped ids in a history.
+const simStride = 1000
 
 // addDataCentres puts the hosts of half the histories in two data
 // centres, the new hosts of take-overs and clones in either, and cuts a

@@ -77,6 +77,14 @@ func (r *faultyRegistry) Release(ctx context.Context, name, owner string, final 
 	return err
 }
 
+func (r *faultyRegistry) AssignNumber(ctx context.Context, name, owner, session string) (uint64, error) {
+	return faulty(r, "assign", name, func() (uint64, error) { return r.Registry.AssignNumber(ctx, name, owner, session) })
+}
+
+func (r *faultyRegistry) SetStride(ctx context.Context, stride uint64) (uint64, error) {
+	return faulty(r, "stride", "", func() (uint64, error) { return r.Registry.SetStride(ctx, stride) })
+}
+
 func (r *faultyRegistry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (snapid.SequenceLease, error) {
 	return faulty(r, "lease", req.Sequence, func() (snapid.SequenceLease, error) { return r.Registry.LeaseSequence(ctx, req) })
 }
@@ -93,4 +101,5 @@ func (r *faultyRegistry) AdoptLease(ctx context.Context, a snapid.LeaseAdoption)
 var (
 	_ snapid.Registry         = (*faultyRegistry)(nil)
 	_ snapid.SequenceRegistry = (*faultyRegistry)(nil)
+	_ snapid.NumberRegistry   = (*faultyRegistry)(nil)
 )

@@ -125,6 +125,8 @@ func TestSimulationReaches(t *testing.T) {
 		"counters repaired",
 		"sequence lease files restored in place while in use",
 		"damaged lease files removed by an operator",
+		"ids handed out in the decimal form",
+		"ids handed out in the striped form",
 	}
 	got := map[string]int{}
 	for seed := uint64(1); seed <= 400; seed++ {

@@ -141,6 +141,10 @@ func (w *world) addHost(c HostConfig) (*host, error) {
 	return ho, nil
 }
 
+// standaloneNumber is the node number a standalone host is configured
+// with: one per name (a standalone host's name is its own).
+func standaloneNumber(ho *host) uint64 { return 100 + uint64(ho.i) }
+
 // options are the Options of a process of ho.
 func (w *world) options(ho *host, extra ...snapid.Option) []snapid.Option {
 	o := []snapid.Option{
@@ -152,6 +156,15 @@ func (w *world) options(ho *host, extra ...snapid.Option) []snapid.Option {
 	}
 	if ho.cfg.Block > 0 {
 		o = append(o, snapid.WithBlock(ho.cfg.Block), snapid.WithCPUShards(ho.cfg.Shards))
+	}
+	if f := ho.cfg.Form; f != snapid.FormatName {
+		o = append(o, snapid.WithFormat(f))
+		if !ho.cfg.Registry {
+			o = append(o, snapid.WithNodeNumber(standaloneNumber(ho)))
+		}
+		if f == snapid.FormatStriped {
+			o = append(o, snapid.WithStride(simStride))
+		}
 	}
 	if ho.cfg.Registry {
 		o = append(o,
