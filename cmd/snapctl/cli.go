@@ -36,7 +36,7 @@ var commands []command
 
 func init() {
 	commands = []command{
-		{"next", "[-n N]", "print N new ids (default 1), one per line", cmdNext},
+		{"next", "[-n N] [--format name|decimal|striped] [--node-number N] [--stride S] [--max-id N | --max-safe-integer | --uint32]", "print N new ids (default 1), one per line", cmdNext},
 		{"show", "[--json] [--timeout 30s]", "print the counter's last issued number and the file's path (and the mark cached on this host)", cmdShow},
 		{"init", "[--start N] [--force] [--mode 0600] [--owner user[:group]] [--timeout 30s]", "create the counter so the next number is N (default 1); --force repairs a corrupt file", cmdInit},
 		{"register", "[--force --start N]", "claim the node name in the registry (--force takes it from an active holder known to be gone)", cmdRegister},

@@ -25,6 +25,8 @@ func cmdNext(ctx context.Context, c *cli, args []string) error {
 	fs := c.newFlags("next")
 	n := decimalFlag(fs, "n", 1, "how many ids to print")
 	noRegistry := fs.Bool("no-registry", false, "issue from a registered counter without the registry (its reserved range does not bound what is issued)")
+	var ff formFlags
+	ff.add(fs)
 	var rf registryFlags
 	c.addRegistryFlags(&rf)
 	c.addCreateFlags(&rf)
@@ -34,13 +36,17 @@ func cmdNext(ctx context.Context, c *cli, args []string) error {
 	if *n == 0 {
 		return usageError{"-n must be at least 1"}
 	}
+	formOpts, err := ff.options(fs)
+	if err != nil {
+		return err
+	}
 	name, path, err := c.target()
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
 	defer cancel()
-	opts := c.options()
+	opts := append(c.options(), formOpts...)
 	reg, err := c.connect(ctx, &rf, false)
 	if err != nil {
 		return err
@@ -64,7 +70,7 @@ func cmdNext(ctx context.Context, c *cli, args []string) error {
 		c.unmakeDefaultDir()
 		return heldHere(ctx, reg, name, path, err)
 	}
-	first, err := g.NextNContext(ctx, *n)
+	ids, err := issueIDs(ctx, g, *n)
 	if err != nil {
 		g.Close()
 		return err
@@ -75,15 +81,40 @@ func cmdNext(ctx context.Context, c *cli, args []string) error {
 		fmt.Fprintf(c.stderr, "snapctl: warning: %s\n", oneLine(err.Error()))
 	}
 	w := bufio.NewWriter(c.stdout)
-	var buf []byte
-	for i := uint64(0); i < *n; i++ {
-		buf = snapid.ID{Name: name, Number: first + i}.AppendTo(buf[:0])
-		buf = append(buf, '\n')
-		if _, err := w.Write(buf); err != nil {
-			return err
-		}
+	if _, err := w.Write(ids); err != nil {
+		return err
 	}
 	return w.Flush()
+}
+
+// issueIDs issues n ids of g's form, one per line: with one counter
+// update (NextN), except in the decimal form, which skips numbers ending
+// in 0 and so takes them one at a time.
+func issueIDs(ctx context.Context, g *snapid.Generator, n uint64) ([]byte, error) {
+	form, node, stride := g.Form()
+	var out []byte
+	if form == snapid.FormatDecimal {
+		for range n {
+			var err error
+			if out, err = g.AppendUniqueIDContext(ctx, out); err != nil {
+				return nil, err
+			}
+			out = append(out, '\n')
+		}
+		return out, nil
+	}
+	first, err := g.NextNContext(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	for i := range n {
+		id := snapid.ID{Name: g.Name(), Number: first + i}
+		if form == snapid.FormatStriped {
+			id = snapid.ID{Form: form, Value: (first+i)*stride + node}
+		}
+		out = append(id.AppendTo(out), '\n')
+	}
+	return out, nil
 }
 
 // lockTimeoutHelp describes --timeout of the commands that only wait for
