@@ -16,15 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// latestLeased is the last number the host has leased: with one host in
-// one data centre, every number above it is still the sequence's to lease.
-func latestLeased(t *testing.T, s *snapid.Sequence) uint64 {
-	t.Helper()
-	l, err := s.Lease()
-	require.NoError(t, err)
-	return max(l.CurrentLast, l.AheadLast)
-}
-
 // unleased counts, from the registry's rows, the numbers of sequence seq
 // no host has leased: what GLOBAL has not granted, and what the data
 // centres' ranges have not leased out (a lease is at most an eighth of a
