@@ -64,6 +64,12 @@ func (r *Registry) Claim(ctx context.Context, c snapid.Claim) (snapid.Holder, er
 			}
 		}
 		h, done, err := r.claimOnce(ctx, c, &lastRow)
+		if err == nil && done {
+			// The name's node number, if it has one (a read at the
+			// configured consistency: a number never changes once given;
+			// a failure leaves it 0, and AssignNumber reads it again).
+			h.Number, _ = r.nameNumber(ctx, c.Name)
+		}
 		if done || err != nil {
 			return h, err
 		}

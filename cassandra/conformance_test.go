@@ -14,3 +14,9 @@ func TestConformance(t *testing.T) {
 	_, _, r := oneRegistry(t)
 	snapidtest.TestRegistry(t, func(*testing.T) snapid.Registry { return r })
 }
+
+// TestNumberConformance runs the node numbers' conformance suite on the
+// real Cassandra, each subtest on a keyspace of its own.
+func TestNumberConformance(t *testing.T) {
+	snapidtest.TestNumberRegistry(t, func(t *testing.T) snapid.NumberRegistry { _, _, r := oneRegistry(t); return r })
+}

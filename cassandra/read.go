@@ -22,7 +22,11 @@ func (r *Registry) Get(ctx context.Context, name string) (snapid.Holder, error) 
 	if !found {
 		return snapid.Holder{}, fmt.Errorf("snapid: %w: %q", snapid.ErrNotRegistered, name)
 	}
-	return rec.holder(), nil
+	h := rec.holder()
+	if h.Number, err = r.nameNumber(ctx, name); err != nil {
+		return snapid.Holder{}, fmt.Errorf("snapid: %w: get %q: its node number: %w", snapid.ErrRegistry, name, err)
+	}
+	return h, nil
 }
 
 // List implements snapid.Registry.List: every row, read page by page at the
@@ -49,6 +53,13 @@ func (r *Registry) List(ctx context.Context) ([]snapid.Holder, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("snapid: %w: list: %w", snapid.ErrRegistry, err)
+	}
+	nums, err := r.nameNumbers(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("snapid: %w: list: node numbers: %w", snapid.ErrRegistry, err)
+	}
+	for i := range out {
+		out[i].Number = nums[out[i].Name]
 	}
 	return out, nil
 }

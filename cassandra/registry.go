@@ -50,6 +50,11 @@ type Registry struct {
 	contacts []string
 	nodes    func(ctx context.Context, wait bool) (nodeView, error)
 	seqs     seqState // sequences (seqstore.go, sequence.go)
+	serial   gocql.SerialConsistency
+	nums     struct { // node numbers (numbers.go)
+		mu sync.Mutex
+		q  numQuerier
+	}
 }
 
 var _ snapid.Registry = (*Registry)(nil)
@@ -109,6 +114,7 @@ func dial(ctx context.Context, cfg Config) (*Registry, error) {
 		serial: cluster.SerialConsistency,
 	}, cfg.keyspace(), cfg.table(), log)
 	r.cons, r.localDC, r.contacts = cluster.Consistency, cfg.LocalDC, cfg.Hosts
+	r.serial = cluster.SerialConsistency
 	r.seqs.cfg = cfg
 	return r, nil
 }

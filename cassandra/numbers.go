@@ -1,0 +1,384 @@
+package cassandra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+
+	"github.com/gocql/gocql"
+	"github.com/snapid/snapid"
+)
+
+// Node numbers (snapid.NumberRegistry) live in a table of their own beside
+// the names' table, <table>_numbers (id text PRIMARY KEY, number bigint,
+// name text, attempt text), so that the names' table keeps its columns:
+//
+//	number:<n>        name: the name node number n was taken for; attempt:
+//	                  a random token of the attempt that took it
+//	name:<node name>  number: the name's node number; attempt: the attempt
+//	stride            number: the cluster's stride (FormatStriped)
+//	next              number: a hint, the highest number taken (written
+//	                  without a condition; it may lag, never matters)
+//
+// A number is taken by INSERT … IF NOT EXISTS on its row, then given to
+// the name by INSERT … IF NOT EXISTS on the name's row, both at SERIAL; an
+// unknown outcome is resolved by reading the row at SERIAL (the attempt
+// column says whether it is ours). A name keeps the number its row got
+// first; a number taken by an attempt that lost that race stays taken,
+// never given to another name (a gap in the numbers, which check-names
+// reports).
+const numbersSuffix = "_numbers"
+
+// numberAttempts bounds the numbers one AssignNumber tries to take.
+const numberAttempts = 64
+
+// numRow is a row of the numbers table.
+type numRow struct {
+	number      *int64
+	name, token *string
+}
+
+// numQuerier is what node numbers need from Cassandra; tests wrap it to
+// lose replies.
+type numQuerier interface {
+	// insert runs INSERT … IF NOT EXISTS of key's row; when not applied,
+	// cur is the row there.
+	insert(ctx context.Context, key string, number uint64, name, token string) (applied bool, cur numRow, err error)
+	// read reads key's row at SERIAL (serial) or at the configured
+	// consistency; found is false if there is none.
+	read(ctx context.Context, key string, serial bool) (row numRow, found bool, err error)
+	// hint writes the next row without a condition.
+	hint(ctx context.Context, n uint64) error
+	// names reads every name's row: name → number.
+	names(ctx context.Context) (map[string]uint64, error)
+}
+
+type gocqlNumQuerier struct {
+	s                     *gocql.Session
+	cons                  gocql.Consistency
+	serial                gocql.SerialConsistency
+	insertStmt, readStmt  string
+	hintStmt, namesStmt   string
+	createStmt, tableName string
+}
+
+func newGocqlNumQuerier(s *gocql.Session, cons gocql.Consistency, serial gocql.SerialConsistency, ks, tbl string) *gocqlNumQuerier {
+	t := `"` + ks + `"."` + tbl + numbersSuffix + `"`
+	return &gocqlNumQuerier{
+		s: s, cons: cons, serial: serial, tableName: tbl + numbersSuffix,
+		createStmt: "CREATE TABLE IF NOT EXISTS " + t + " (id text PRIMARY KEY, number bigint, name text, attempt text)",
+		insertStmt: "INSERT INTO " + t + " (id, number, name, attempt) VALUES (?, ?, ?, ?) IF NOT EXISTS",
+		readStmt:   "SELECT number, name, attempt FROM " + t + " WHERE id = ?",
+		hintStmt:   "UPDATE " + t + " SET number = ? WHERE id = 'next'",
+		namesStmt:  "SELECT id, number FROM " + t,
+	}
+}
+
+func (g *gocqlNumQuerier) insert(ctx context.Context, key string, number uint64, name, token string) (bool, numRow, error) {
+	var cur numRow
+	q := g.s.Query(g.insertStmt, key, int64(number), name, token).WithContext(ctx).Consistency(g.cons).SerialConsistency(g.serial)
+	defer q.Release()
+	applied, err := q.MapScanCAS(map[string]any{"id": new(string), "number": &cur.number, "name": &cur.name, "attempt": &cur.token})
+	return applied, cur, err
+}
+
+func (g *gocqlNumQuerier) read(ctx context.Context, key string, serial bool) (numRow, bool, error) {
+	var row numRow
+	cons := g.cons
+	if serial {
+		cons = gocql.Consistency(g.serial)
+	}
+	q := g.s.Query(g.readStmt, key).WithContext(ctx).Consistency(cons)
+	defer q.Release()
+	err := q.Scan(&row.number, &row.name, &row.token)
+	if errors.Is(err, gocql.ErrNotFound) {
+		return row, false, nil
+	}
+	return row, err == nil, err
+}
+
+func (g *gocqlNumQuerier) hint(ctx context.Context, n uint64) error {
+	return g.s.Query(g.hintStmt, int64(n)).WithContext(ctx).Consistency(g.cons).Exec()
+}
+
+func (g *gocqlNumQuerier) names(ctx context.Context) (map[string]uint64, error) {
+	out := map[string]uint64{}
+	iter := g.s.Query(g.namesStmt).WithContext(ctx).Consistency(g.cons).Iter()
+	var key string
+	var n *int64
+	for iter.Scan(&key, &n) {
+		if name, ok := strings.CutPrefix(key, "name:"); ok && n != nil && *n > 0 {
+			out[name] = uint64(*n)
+		}
+	}
+	return out, iter.Close()
+}
+
+// numbers returns the numbers table's querier, creating the table if it
+// is missing (create) or reporting ok false if not.
+func (r *Registry) numbers(ctx context.Context, create bool) (numQuerier, bool, error) {
+	r.nums.mu.Lock()
+	defer r.nums.mu.Unlock()
+	if r.nums.q != nil {
+		return r.nums.q, true, nil
+	}
+	if r.session == nil { // tests that inject a querier of names alone
+		if create {
+			return nil, false, fmt.Errorf("snapid: %w: node numbers: no session", snapid.ErrRegistry)
+		}
+		return nil, false, nil
+	}
+	if len(r.tbl)+len(numbersSuffix) > 48 {
+		return nil, false, invalidArg("table name %q is too long for node numbers (its table %s%s must fit Cassandra's 48 characters)", r.tbl, r.tbl, numbersSuffix)
+	}
+	g := newGocqlNumQuerier(r.session, r.cons, r.serial, r.ks, r.tbl)
+	ok, err := r.schemaHas(ctx, `SELECT COUNT(*) FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?`, r.ks, g.tableName)
+	if err != nil {
+		return nil, false, fmt.Errorf("snapid: %w: reading the schema: %w", snapid.ErrRegistry, err)
+	}
+	if !ok {
+		if !create {
+			return nil, false, nil
+		}
+		if err := r.session.Query(g.createStmt).WithContext(ctx).Exec(); err != nil {
+			return nil, false, fmt.Errorf("snapid: %w: creating table %s.%s: %w", snapid.ErrRegistry, r.ks, g.tableName, err)
+		}
+		if err := r.awaitSchema(ctx); err != nil {
+			return nil, false, fmt.Errorf("snapid: %w: waiting for the cluster to agree on the schema: %w", snapid.ErrRegistry, err)
+		}
+	}
+	r.nums.q = g
+	return g, true, nil
+}
+
+var _ snapid.NumberRegistry = (*Registry)(nil)
+
+// AssignNumber implements snapid.NumberRegistry.AssignNumber.
+func (r *Registry) AssignNumber(ctx context.Context, name, owner, session string) (uint64, error) {
+	if err := snapid.ValidateName(name); err != nil {
+		return 0, err
+	}
+	if err := checkOwner(owner); err != nil {
+		return 0, err
+	}
+	if err := checkField("session", session); err != nil {
+		return 0, err
+	}
+	h, err := r.Get(ctx, name)
+	switch {
+	case errors.Is(err, snapid.ErrNotRegistered):
+		return 0, fmt.Errorf("snapid: %w: assign a node number to %q: the name has no row (%w)", snapid.ErrNameTaken, name, snapid.ErrNotRegistered)
+	case err != nil:
+		return 0, err
+	case h.Owner != owner || h.Session != session || h.State != snapid.StateActive:
+		return 0, fmt.Errorf("snapid: %w: assign a node number to %q: not held by this owner and session: %s", snapid.ErrNameTaken, name, h)
+	case h.Number != 0:
+		return h.Number, nil
+	}
+	q, _, err := r.numbers(ctx, true)
+	if err != nil {
+		return 0, err
+	}
+	if row, ok, err := q.read(ctx, "name:"+name, true); err != nil {
+		return 0, fmt.Errorf("snapid: %w: reading the node number of %q: %w", snapid.ErrRegistry, name, err)
+	} else if ok {
+		return number(name, row)
+	}
+	n, err := r.takeNumber(ctx, q, name)
+	if err != nil {
+		return 0, err
+	}
+	return r.giveNumber(ctx, q, name, n)
+}
+
+// number decodes the number of a name's row.
+func number(name string, row numRow) (uint64, error) {
+	if row.number == nil || *row.number <= 0 || *row.number > snapid.MaxNodeNumber {
+		return 0, fmt.Errorf("snapid: %w: the node number row of %q holds %v, not 1 to %d", snapid.ErrRegistry, name, row.number, uint64(snapid.MaxNodeNumber))
+	}
+	return uint64(*row.number), nil
+}
+
+// takeNumber takes a free node number for name: from the hint up, a few
+// apart at random so that hosts starting together meet less.
+func (r *Registry) takeNumber(ctx context.Context, q numQuerier, name string) (uint64, error) {
+	var start uint64
+	if row, ok, err := q.read(ctx, "next", false); err == nil && ok && row.number != nil && *row.number > 0 {
+		start = uint64(*row.number)
+	}
+	n := start + 1 + uint64(rand.IntN(4))
+	for attempt := range numberAttempts {
+		if attempt > 0 {
+			if err := backoff(ctx, min(attempt, 4)); err != nil {
+				return 0, fmt.Errorf("snapid: %w: assign a node number to %q: %w", snapid.ErrRegistry, name, err)
+			}
+		}
+		if n > snapid.MaxNodeNumber {
+			return 0, fmt.Errorf("snapid: %w: assign a node number to %q: every node number up to %d is taken", snapid.ErrExhausted, name, uint64(snapid.MaxNodeNumber))
+		}
+		key := "number:" + strconv.FormatUint(n, 10)
+		token := newClaimToken()
+		var cur numRow
+		applied, err := runLWT(ctx, r.log, "take node number", name,
+			func() (bool, error) {
+				var err error
+				var ok bool
+				ok, cur, err = q.insert(ctx, key, n, name, token)
+				return ok, err
+			},
+			func() (outcome, error) {
+				row, found, err := q.read(ctx, key, true)
+				switch {
+				case err != nil:
+					return outcomeLost, err
+				case !found:
+					return outcomeResend, nil
+				case str(row.token) == token:
+					return outcomeApplied, nil
+				}
+				cur = row
+				return outcomeLost, nil
+			})
+		if err != nil {
+			return 0, err
+		}
+		if applied || str(cur.name) == name {
+			// Ours, or taken for this name by an earlier attempt.
+			_ = q.hint(ctx, n)
+			return n, nil
+		}
+		n += 1 + uint64(rand.IntN(4))
+	}
+	return 0, fmt.Errorf("snapid: %w: assign a node number to %q: %d numbers tried were taken; try again", snapid.ErrRegistry, name, numberAttempts)
+}
+
+// giveNumber records n as name's number unless the name has one already
+// (another attempt's), and returns the name's number.
+func (r *Registry) giveNumber(ctx context.Context, q numQuerier, name string, n uint64) (uint64, error) {
+	key := "name:" + name
+	token := newClaimToken()
+	var cur numRow
+	applied, err := runLWT(ctx, r.log, "give node number", name,
+		func() (bool, error) {
+			var err error
+			var ok bool
+			ok, cur, err = q.insert(ctx, key, n, name, token)
+			return ok, err
+		},
+		func() (outcome, error) {
+			row, found, err := q.read(ctx, key, true)
+			switch {
+			case err != nil:
+				return outcomeLost, err
+			case !found:
+				return outcomeResend, nil
+			case str(row.token) == token:
+				return outcomeApplied, nil
+			}
+			cur = row
+			return outcomeLost, nil
+		})
+	if err != nil {
+		return 0, err
+	}
+	if applied {
+		return n, nil
+	}
+	return number(name, cur)
+}
+
+// nameNumbers returns every name's node number (none if the table does
+// not exist).
+func (r *Registry) nameNumbers(ctx context.Context) (map[string]uint64, error) {
+	q, ok, err := r.numbers(ctx, false)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return q.names(ctx)
+}
+
+// nameNumber returns name's node number, 0 if it has none.
+func (r *Registry) nameNumber(ctx context.Context, name string) (uint64, error) {
+	q, ok, err := r.numbers(ctx, false)
+	if err != nil || !ok {
+		return 0, err
+	}
+	row, found, err := q.read(ctx, "name:"+name, false)
+	if err != nil || !found {
+		return 0, err
+	}
+	return number(name, row)
+}
+
+// SetStride implements snapid.NumberRegistry.SetStride.
+func (r *Registry) SetStride(ctx context.Context, stride uint64) (uint64, error) {
+	if stride < 2 || stride > snapid.MaxNodeNumber+1 {
+		return 0, invalidArg("stride %d: want 2 to %d", stride, uint64(snapid.MaxNodeNumber)+1)
+	}
+	q, _, err := r.numbers(ctx, true)
+	if err != nil {
+		return 0, err
+	}
+	token := newClaimToken()
+	var cur numRow
+	applied, err := runLWT(ctx, r.log, "set stride", "",
+		func() (bool, error) {
+			var err error
+			var ok bool
+			ok, cur, err = q.insert(ctx, "stride", stride, "", token)
+			return ok, err
+		},
+		func() (outcome, error) {
+			row, found, err := q.read(ctx, "stride", true)
+			switch {
+			case err != nil:
+				return outcomeLost, err
+			case !found:
+				return outcomeResend, nil
+			case str(row.token) == token:
+				return outcomeApplied, nil
+			}
+			cur = row
+			return outcomeLost, nil
+		})
+	if err != nil {
+		return 0, err
+	}
+	if applied {
+		return stride, nil
+	}
+	s, err := strideOf(cur)
+	if err != nil {
+		return 0, err
+	}
+	if s != stride {
+		return s, fmt.Errorf("snapid: %w: the cluster's stride is %d, not %d", snapid.ErrStrideMismatch, s, stride)
+	}
+	return s, nil
+}
+
+// Stride implements snapid.NumberRegistry.Stride.
+func (r *Registry) Stride(ctx context.Context) (uint64, error) {
+	q, ok, err := r.numbers(ctx, false)
+	if err != nil || !ok {
+		return 0, err
+	}
+	row, found, err := q.read(ctx, "stride", true)
+	if err != nil {
+		return 0, fmt.Errorf("snapid: %w: reading the stride: %w", snapid.ErrRegistry, err)
+	}
+	if !found {
+		return 0, nil
+	}
+	return strideOf(row)
+}
+
+func strideOf(row numRow) (uint64, error) {
+	if row.number == nil || *row.number < 2 || *row.number > snapid.MaxNodeNumber+1 {
+		return 0, fmt.Errorf("snapid: %w: the stride row holds %v", snapid.ErrRegistry, row.number)
+	}
+	return uint64(*row.number), nil
+}
