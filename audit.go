@@ -48,13 +48,21 @@ const (
 	ProblemInventoryTaken = "inventory_taken"
 	// An inventory entry that is not a valid node name.
 	ProblemInventoryInvalid = "inventory_invalid"
+	// Two or more rows with one node number: their numeric ids (decimal,
+	// striped) would meet. The registry never does this; another tool or
+	// a restored table can.
+	ProblemNumberShared = "number_shared"
+	// An active row without a node number while others have one: a name
+	// claimed before the registry gave numbers. It gets one at its next
+	// start; its host cannot use the numeric forms until then.
+	ProblemNoNumber = "no_number"
 )
 
 // problemOrder is the order of kinds in a Report.
 var problemOrder = []string{
 	ProblemInvalidName, ProblemNormalisedCollision, ProblemMissingOwner, ProblemInvalidState,
 	ProblemSharedOwner, ProblemStale, ProblemClockAhead, ProblemNotRegistered, ProblemHeldByOther,
-	ProblemInventoryInvalid, ProblemInventoryDuplicate, ProblemInventoryTaken,
+	ProblemInventoryInvalid, ProblemInventoryDuplicate, ProblemInventoryTaken, ProblemNumberShared, ProblemNoNumber,
 }
 
 // DefaultStale is AuditConfig.Stale's default.
@@ -119,6 +127,8 @@ type AuditRow struct {
 	// Reserved is a decimal string in JSON: values above 2^53 do not
 	// survive JavaScript numbers.
 	Reserved uint64 `json:"reserved,string"`
+	// NodeNumber is the name's node number, 0 (left out) if none.
+	NodeNumber uint64 `json:"node_number,omitempty"`
 }
 
 // OwnerID returns the fingerprint of an owner token that audits show in
@@ -135,7 +145,7 @@ func auditRow(h Holder) AuditRow {
 	return AuditRow{
 		Name: h.Name, OwnerID: OwnerID(h.Owner), Hostname: h.Hostname, Address: h.Address,
 		MachineID: h.MachineID, State: h.State, RegisteredAt: h.RegisteredAt, LastSeen: h.LastSeen,
-		Reserved: h.Reserved,
+		Reserved: h.Reserved, NodeNumber: h.Number,
 	}
 }
 
@@ -242,6 +252,7 @@ func Audit(rows []Holder, cfg AuditConfig) Report {
 			"but the one its session file records; release the names that counter does not use", quoteList(p.Names), OwnerID(owner))
 		add(p)
 	}
+	auditNumbers(rows, add)
 	for norm, hs := range byNorm {
 		if len(hs) < 2 {
 			continue
@@ -391,4 +402,46 @@ func ParseInventory(r io.Reader) ([]string, error) {
 		return nil, fmt.Errorf("snapid: inventory, after line %d: %w", line, err)
 	}
 	return names, nil
+}
+
+// auditNumbers reports node numbers shared by rows, and active rows
+// without one when others have one.
+func auditNumbers(rows []Holder, add func(Problem)) {
+	byNumber := map[uint64][]Holder{}
+	numbered := false
+	for _, h := range rows {
+		if h.Number != 0 {
+			byNumber[h.Number] = append(byNumber[h.Number], h)
+			numbered = true
+		}
+	}
+	numbers := make([]uint64, 0, len(byNumber))
+	for n := range byNumber {
+		numbers = append(numbers, n)
+	}
+	slices.Sort(numbers)
+	for _, n := range numbers {
+		hs := byNumber[n]
+		if len(hs) < 2 {
+			continue
+		}
+		slices.SortFunc(hs, func(a, b Holder) int { return strings.Compare(a.Name, b.Name) })
+		p := Problem{Kind: ProblemNumberShared, Name: hs[0].Name}
+		for _, h := range hs {
+			p.Names = append(p.Names, h.Name)
+			p.Rows = append(p.Rows, auditRow(h))
+		}
+		p.Detail = fmt.Sprintf("rows %s have node number %d: their decimal and striped ids would meet; "+
+			"give all but one of them new numbers before any of them uses a numeric form", quoteList(p.Names), n)
+		add(p)
+	}
+	if !numbered {
+		return
+	}
+	for _, h := range rows {
+		if h.Number == 0 && h.State == StateActive && nameProblem(h.Name) == "" {
+			add(Problem{Kind: ProblemNoNumber, Name: h.Name, Rows: []AuditRow{auditRow(h)},
+				Detail: fmt.Sprintf("%q has no node number (claimed before the registry gave numbers); it gets one at its next start", h.Name)})
+		}
+	}
 }

@@ -304,3 +304,25 @@ func TestAuditSharedOwner(t *testing.T) {
 	b.State = StateReleased
 	assert.True(t, Audit([]Holder{a, b, c}, AuditConfig{Now: auditNow}).OK())
 }
+
+func TestAuditNumbers(t *testing.T) {
+	rows := []Holder{
+		{Name: "a", Owner: "o1", State: StateActive, Number: 3},
+		{Name: "b", Owner: "o2", State: StateActive, Number: 3},
+		{Name: "c", Owner: "o3", State: StateActive, Number: 4},
+		{Name: "d", Owner: "o4", State: StateActive},
+		{Name: "e", Owner: "o5", State: StateReleased},
+	}
+	rep := Audit(rows, AuditConfig{})
+	var kinds []string
+	for _, p := range rep.Problems {
+		if p.Kind == ProblemNumberShared || p.Kind == ProblemNoNumber {
+			kinds = append(kinds, p.Kind+":"+strings.Join(append([]string{p.Name}, p.Names...), ","))
+		}
+	}
+	assert.Equal(t, []string{"number_shared:a,a,b", "no_number:d"}, kinds)
+	rep = Audit([]Holder{{Name: "x", Owner: "o", State: StateActive}}, AuditConfig{})
+	for _, p := range rep.Problems {
+		assert.NotEqual(t, ProblemNoNumber, p.Kind, "a registry that gives no numbers: nothing to report")
+	}
+}

@@ -251,3 +251,16 @@ func numberedForm(o *options, r *reservation) (idForm, error) {
 	}
 	return newIDForm(f.form, n, s, f.maxID)
 }
+
+// ReadNodeNumber returns the node name and number (and the cluster's
+// stride, 0 if not recorded) this host's first process recorded beside
+// the counter at counterPath from the registry (<counter>.number); ok is
+// false if there is none.
+func ReadNodeNumber(counterPath string) (name string, number, stride uint64, ok bool, err error) {
+	h := &hostState{sessionPath: counterPath + sessionSuffix}
+	f, ok, err := h.readNumber()
+	if err != nil || !ok {
+		return "", 0, 0, false, err
+	}
+	return f.name, f.number, f.stride, true, nil
+}

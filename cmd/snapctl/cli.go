@@ -41,7 +41,7 @@ func init() {
 		{"init", "[--start N] [--force] [--mode 0600] [--owner user[:group]] [--timeout 30s]", "create the counter so the next number is N (default 1); --force repairs a corrupt file", cmdInit},
 		{"register", "[--force --start N]", "claim the node name in the registry (--force takes it from an active holder known to be gone)", cmdRegister},
 		{"release", "[--force --start N]", "release the node name in the registry (--force: on behalf of a holder that is gone)", cmdRelease},
-		{"setup", "--replication dc1:3,dc2:3|N", "create the registry's keyspace and tables once, with the replication given (production clusters)", cmdSetup},
+		{"setup", "--replication dc1:3,dc2:3|N [--stride S]", "create the registry's keyspace and tables once, with the replication given (production clusters), and record the stride of striped ids", cmdSetup},
 		{"status", "[--json]", "look at this host: the counter, the files beside it, the processes using it, the registry's row (exit 1 if anything needs attention)", cmdStatus},
 		{"names", "[--json]", "list the registry's rows: name, holder's host, state, last seen, mark", cmdNames},
 		{"check-names", "[--stale D] [--clock-skew D] [--names FILE] [--json]", "audit the registry, its keyspace's replication, its sequences and an inventory of planned names (exit 1 if problems)", cmdCheckNames},

@@ -147,9 +147,13 @@ func cmdShow(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	var owner string
+	var number uint64
 	if registered {
 		if tok, err := snapid.OwnerToken(path); err == nil {
 			owner = snapid.OwnerID(tok)
+		}
+		if _, number, _, _, err = snapid.ReadNodeNumber(path); err != nil {
+			return err
 		}
 	}
 	if *asJSON {
@@ -158,7 +162,8 @@ func cmdShow(ctx context.Context, c *cli, args []string) error {
 			LastIssued string `json:"last_issued"`
 			Reserved   string `json:"cached_reserved_up_to,omitempty"`
 			OwnerID    string `json:"owner_id,omitempty"`
-		}{Path: path, LastIssued: strconv.FormatUint(last, 10), OwnerID: owner}
+			NodeNumber uint64 `json:"node_number,omitempty"`
+		}{Path: path, LastIssued: strconv.FormatUint(last, 10), OwnerID: owner, NodeNumber: number}
 		if registered {
 			out.Reserved = strconv.FormatUint(mark, 10)
 		}
@@ -172,6 +177,9 @@ func cmdShow(ctx context.Context, c *cli, args []string) error {
 		// moved, or another host may hold the name now ('snapctl status'
 		// reads the registry).
 		_, err = fmt.Fprintf(c.stdout, "reserved up to %d, cached on this host (owner %s; 'snapctl status' reads the registry)\n", mark, owner)
+	}
+	if err == nil && number != 0 {
+		_, err = fmt.Fprintf(c.stdout, "node number %d, as the registry gave it\n", number)
 	}
 	return err
 }

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
 
+	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/cassandra"
 )
 
@@ -14,12 +16,18 @@ import (
 // replication given, as a production cluster should (rather than from the
 // first start of every host at once).
 func cmdSetup(ctx context.Context, c *cli, args []string) error {
-	c.newFlags("setup")
+	fs := c.newFlags("setup")
+	stride := decimalFlag(fs, "stride", 0, "record the cluster's stride of striped ids (2 to 2147483648; once for the cluster)")
 	var rf registryFlags
 	c.addRegistryFlags(&rf)
 	c.addCreateFlags(&rf)
 	if err := c.parse(args); err != nil {
 		return err
+	}
+	strideSet := false
+	fs.Visit(func(f *flag.Flag) { strideSet = strideSet || f.Name == "stride" })
+	if strideSet && (*stride < 2 || *stride > snapid.MaxNodeNumber+1) {
+		return usageError{fmt.Sprintf("--stride %d: want 2 to %d (node numbers are 1 to the stride - 1)", *stride, uint64(snapid.MaxNodeNumber)+1)}
 	}
 	spec := c.orEnv(rf.replication, "SNAPID_REPLICATION")
 	if _, err := parseReplication(spec); err != nil {
@@ -44,6 +52,19 @@ func cmdSetup(ctx context.Context, c *cli, args []string) error {
 	ks, tbl := cfg.Keyspace, cassandra.DefaultTable
 	if ks == "" {
 		ks = cassandra.DefaultKeyspace
+	}
+	if strideSet {
+		reg, err := cassandra.NewRegistry(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer reg.Close()
+		if _, err := reg.SetStride(ctx, *stride); err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(c.stdout, "stride %d recorded for the cluster's striped ids\n", *stride); err != nil {
+			return err
+		}
 	}
 	if !created {
 		_, err = fmt.Fprintf(c.stdout, "registry %s.%s already exists; nothing created (an existing keyspace keeps its replication: 'snapctl check-names' says whether it survives the loss of a node)\n", ks, tbl)

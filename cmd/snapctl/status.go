@@ -400,11 +400,12 @@ func cmdNames(ctx context.Context, c *cli, args []string) error {
 		RegisteredAt time.Time `json:"registered_at,omitzero"`
 		LastSeen     time.Time `json:"last_seen,omitzero"`
 		ReservedUpTo string    `json:"reserved_up_to"`
+		NodeNumber   uint64    `json:"node_number,omitempty"`
 	}
 	out := make([]row, 0, len(rows))
 	for _, h := range rows {
 		out = append(out, row{h.Name, h.Hostname, h.Address, snapid.OwnerID(h.Owner), h.State, h.RegisteredAt, h.LastSeen,
-			strconv.FormatUint(h.Reserved, 10)})
+			strconv.FormatUint(h.Reserved, 10), h.Number})
 	}
 	if *asJSON {
 		enc := json.NewEncoder(c.stdout)
@@ -414,13 +415,17 @@ func cmdNames(ctx context.Context, c *cli, args []string) error {
 		}{out})
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tHOST\tSTATE\tLAST SEEN\tRESERVED UP TO\tOWNER")
+	fmt.Fprintln(tw, "NAME\tHOST\tSTATE\tLAST SEEN\tRESERVED UP TO\tOWNER\tNODE NUMBER")
 	for _, r := range out {
 		seen := "never"
 		if !r.LastSeen.IsZero() {
 			seen = r.LastSeen.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, orNone(r.Hostname), orNone(r.State), seen, r.ReservedUpTo, orNone(r.OwnerID))
+		num := "none"
+		if r.NodeNumber != 0 {
+			num = strconv.FormatUint(r.NodeNumber, 10)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, orNone(r.Hostname), orNone(r.State), seen, r.ReservedUpTo, orNone(r.OwnerID), num)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
