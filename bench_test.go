@@ -149,3 +149,55 @@ func BenchmarkFloor(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkForms measures the id forms at 1 caller, strict (sync on) and
+// block mode: UniqueID (a string per id) and the calls that allocate
+// nothing, AppendUniqueID into a reused buffer and, striped,
+// UniqueUint64.
+func BenchmarkForms(b *testing.B) {
+	forms := []struct {
+		name string
+		opts []Option
+	}{
+		{"name", nil},
+		{"decimal", []Option{WithFormat(FormatDecimal), WithNodeNumber(123)}},
+		{"striped", []Option{WithFormat(FormatStriped), WithNodeNumber(123), WithStride(1024)}},
+	}
+	modes := []struct {
+		name string
+		opts []Option
+	}{{"strict/sync=on", nil}, {"block=65536/sync=on", []Option{WithBlock(1 << 16)}}}
+	for _, m := range modes {
+		for _, f := range forms {
+			for _, call := range []string{"UniqueID", "AppendUniqueID", "UniqueUint64"} {
+				if call == "UniqueUint64" && f.name != "striped" {
+					continue
+				}
+				b.Run(m.name+"/"+f.name+"/"+call, func(b *testing.B) {
+					g, err := Open(filepath.Join(b.TempDir(), "counter.u64"), "server_a",
+						append(append([]Option{WithBindingDir(b.TempDir())}, m.opts...), f.opts...)...)
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer g.Close()
+					buf := make([]byte, 0, 64)
+					b.ReportAllocs()
+					b.ResetTimer()
+					for range b.N {
+						switch call {
+						case "UniqueID":
+							_, err = g.UniqueID()
+						case "AppendUniqueID":
+							buf, err = g.AppendUniqueID(buf[:0])
+						default:
+							_, err = g.UniqueUint64()
+						}
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		}
+	}
+}
