@@ -8,8 +8,9 @@
 //	…
 //	prometheus.MustRegister(snapidprom.NewCollector(g, snapidprom.Opts{}))
 //
-// Every metric carries the label name (the node name); Opts.ConstLabels
-// adds others. The metrics, all read at scrape time:
+// Every metric carries the labels name (the node name) and form (the id
+// form, snapid.Format: name, decimal or striped); Opts.ConstLabels adds
+// others. The metrics, all read at scrape time:
 //
 //	snapid_ids_issued_total                          ids handed to callers (see snapid.Stats.IDsIssued)
 //	snapid_numbers_reserved_total                    numbers taken from the counter file
@@ -68,7 +69,7 @@ import (
 
 // Opts configures a Collector.
 type Opts struct {
-	// ConstLabels are added to every metric, besides name.
+	// ConstLabels are added to every metric, besides name and form.
 	ConstLabels prom.Labels
 	// RateWindow is how far back the rate behind
 	// snapid_reservation_left_seconds looks (default 10 minutes). The rate
@@ -122,7 +123,8 @@ type sample struct {
 
 // NewCollector returns the Collector of g.
 func NewCollector(g *snapid.Generator, opts Opts) *Collector {
-	labels := prom.Labels{"name": g.Name()}
+	form, _, _ := g.Form()
+	labels := prom.Labels{"name": g.Name(), "form": form.String()}
 	for k, v := range opts.ConstLabels {
 		labels[k] = v
 	}

@@ -280,3 +280,32 @@ func newCollectorWithRate(t *testing.T, g *snapid.Generator) prom.Collector {
 	clk.add(time.Second)
 	return c
 }
+
+// Every metric carries the id form.
+func TestCollectorFormLabel(t *testing.T) {
+	for _, f := range []snapid.Format{snapid.FormatName, snapid.FormatDecimal} {
+		opts := []snapid.Option{snapid.WithBindingDir(t.TempDir())}
+		if f == snapid.FormatDecimal {
+			opts = append(opts, snapid.WithFormat(f), snapid.WithNodeNumber(9))
+		}
+		g, err := snapid.Open(filepath.Join(t.TempDir(), "counter.u64"), "web_1", opts...)
+		require.NoError(t, err)
+		reg := prom.NewPedanticRegistry()
+		require.NoError(t, reg.Register(snapidprom.NewCollector(g, snapidprom.Opts{})))
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		require.NotEmpty(t, mfs)
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				got := ""
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "form" {
+						got = l.GetValue()
+					}
+				}
+				require.Equal(t, f.String(), got, "%s", mf.GetName())
+			}
+		}
+		require.NoError(t, g.Close())
+	}
+}
