@@ -243,8 +243,9 @@ func TestCLIInitModeAndOwner(t *testing.T) {
 	}
 }
 
-// countFlocks counts granted flocks on one inode, not waiters, POSIX locks
-// or other inodes.
+// countFlocks counts granted flocks on one file, not waiters, POSIX
+// locks, other inodes, or the same inode number on another device (a
+// tmpfs inode can have the number of an ext4 one).
 func TestCountFlocks(t *testing.T) {
 	const locks = `1: FLOCK  ADVISORY  READ  1234 08:01:5678 0 EOF
 2: FLOCK  ADVISORY  READ  1235 08:01:5678 0 EOF
@@ -252,8 +253,9 @@ func TestCountFlocks(t *testing.T) {
 4: FLOCK  ADVISORY  WRITE 1237 08:01:9999 0 EOF
 4: -> FLOCK  ADVISORY  WRITE 1238 08:01:5678 0 EOF
 5: FLOCK  ADVISORY  READ  1239 00:2a:15678 0 EOF
+6: FLOCK  ADVISORY  READ  1240 00:1a:5678 0 EOF
 `
-	n, err := countFlocks(bufio.NewScanner(strings.NewReader(locks)), 5678)
+	n, err := countFlocks(bufio.NewScanner(strings.NewReader(locks)), "08:01:5678")
 	require.NoError(t, err)
 	assert.Equal(t, 2, n)
 }

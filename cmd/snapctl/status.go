@@ -18,6 +18,7 @@ import (
 
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/cassandra"
+	"golang.org/x/sys/unix"
 )
 
 // statusReport is snapctl status's JSON.
@@ -345,26 +346,46 @@ func presenceHolders(path string) (int, error) {
 		return 0, err
 	}
 	defer f.Close()
-	return countFlocks(bufio.NewScanner(f), uint64(st.Ino))
+	return countFlocks(bufio.NewScanner(f), fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino))
 }
 
-// countFlocks counts the granted FLOCK lines of /proc/locks on inode ino
-// ("1: FLOCK ADVISORY READ 1234 08:01:5678 0 EOF"; waiters have "->").
-func countFlocks(sc *bufio.Scanner, ino uint64) (int, error) {
+// countFlocks counts the granted FLOCK lines of /proc/locks on the file
+// id ("major:minor:inode", the device in hex as /proc/locks writes it:
+// "1: FLOCK ADVISORY READ 1234 08:01:5678 0 EOF"; waiters have "->").
+// The device counts: an inode number alone repeats across file systems.
+func countFlocks(sc *bufio.Scanner, id string) (int, error) {
 	n := 0
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
 		if len(f) < 6 || f[1] != "FLOCK" {
 			continue
 		}
-		id := f[5]
-		if i := strings.LastIndexByte(id, ':'); i >= 0 {
-			if v, err := strconv.ParseUint(id[i+1:], 10, 64); err == nil && v == ino {
-				n++
-			}
+		if sameLockID(f[5], id) {
+			n++
 		}
 	}
 	return n, sc.Err()
+}
+
+// sameLockID compares two "major:minor:inode" ids, the device's numbers
+// in hex (with or without leading zeros).
+func sameLockID(a, b string) bool {
+	pa, pb := strings.Split(a, ":"), strings.Split(b, ":")
+	if len(pa) != 3 || len(pb) != 3 {
+		return false
+	}
+	for i := range 3 {
+		base := 16
+		if i == 2 {
+			base = 10
+		}
+		va, ea := strconv.ParseUint(pa[i], base, 64)
+		vb, eb := strconv.ParseUint(pb[i], base, 64)
+		if ea != nil || eb != nil || va != vb {
+			return false
+		}
+	}
+	return true
 }
 
 // cmdNames lists every row of the registry.
