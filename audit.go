@@ -128,7 +128,7 @@ type AuditRow struct {
 	// survive JavaScript numbers.
 	Reserved uint64 `json:"reserved,string"`
 	// NodeNumber is the name's node number, 0 (left out) if none.
-	NodeNumber uint64 `json:"node_number,omitempty"`
+	NodeNumber uint64 `json:"node_number,omitempty,string"`
 }
 
 // OwnerID returns the fingerprint of an owner token that audits show in

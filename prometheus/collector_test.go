@@ -142,7 +142,7 @@ func TestCollectorStandalone(t *testing.T) {
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(`
 # HELP snapid_ids_issued_total Ids handed to callers by this Generator.
 # TYPE snapid_ids_issued_total counter
-snapid_ids_issued_total{app="cms",name="web_1"} 5
+snapid_ids_issued_total{app="cms",form="name",name="web_1"} 5
 `), "snapid_ids_issued_total"))
 	require.NoError(t, g.Close())
 	m := scrape(t, c)

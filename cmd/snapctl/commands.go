@@ -162,7 +162,7 @@ func cmdShow(ctx context.Context, c *cli, args []string) error {
 			LastIssued string `json:"last_issued"`
 			Reserved   string `json:"cached_reserved_up_to,omitempty"`
 			OwnerID    string `json:"owner_id,omitempty"`
-			NodeNumber uint64 `json:"node_number,omitempty"`
+			NodeNumber uint64 `json:"node_number,omitempty,string"`
 		}{Path: path, LastIssued: strconv.FormatUint(last, 10), OwnerID: owner, NodeNumber: number}
 		if registered {
 			out.Reserved = strconv.FormatUint(mark, 10)

@@ -421,7 +421,7 @@ func cmdNames(ctx context.Context, c *cli, args []string) error {
 		RegisteredAt time.Time `json:"registered_at,omitzero"`
 		LastSeen     time.Time `json:"last_seen,omitzero"`
 		ReservedUpTo string    `json:"reserved_up_to"`
-		NodeNumber   uint64    `json:"node_number,omitempty"`
+		NodeNumber   uint64    `json:"node_number,omitempty,string"`
 	}
 	out := make([]row, 0, len(rows))
 	for _, h := range rows {
