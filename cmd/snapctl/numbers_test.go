@@ -53,4 +53,7 @@ func TestNodeNumbersWithRegistry(t *testing.T) {
 	r = f.run(t, "show")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "node number "+num+",")
+	r = f.run(t, "status")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `node number\s+`+num+`\n`, r.stdout)
 }

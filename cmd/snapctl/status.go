@@ -60,6 +60,7 @@ type statusRow struct {
 	State        string    `json:"state,omitempty"`
 	LastSeen     time.Time `json:"last_seen,omitzero"`
 	ReservedUpTo string    `json:"reserved_up_to,omitempty"`
+	NodeNumber   uint64    `json:"node_number,omitempty,string"`
 	ThisHost     bool      `json:"this_host"`         // held by this counter's owner token
 	Session      bool      `json:"this_host_session"` // and under the session recorded on this host
 }
@@ -161,7 +162,11 @@ func cmdStatus(ctx context.Context, c *cli, args []string) error {
 			r := st.Registry
 			r.Found, r.Hostname, r.OwnerID, r.State, r.LastSeen = true, h.Hostname, snapid.OwnerID(h.Owner), h.State, h.LastSeen
 			r.ReservedUpTo = strconv.FormatUint(h.Reserved, 10)
+			r.NodeNumber = h.Number
 			r.ThisHost, r.Session = hf.OwnedBy(h), hf.HoldsSession(h)
+			if _, n, _, ok, err := snapid.ReadNodeNumber(path); err == nil && ok && h.Number != 0 && n != h.Number && r.ThisHost {
+				attention("this host recorded node number %d for %q, and the registry holds %d: the next start refuses to issue (ErrNumberMismatch)", n, name, h.Number)
+			}
 			running := st.Processes != nil && *st.Processes > 0
 			switch {
 			case h.State == snapid.StateActive && !r.ThisHost && hf.OwnerID != "":
@@ -292,6 +297,9 @@ func printStatus(c *cli, st *statusReport) error {
 			fmt.Fprintf(tw, "registry\t%s, held by %s (%s, owner %s)\n", r.State, holder, orNone(r.Hostname), r.OwnerID)
 			fmt.Fprintf(tw, "  last seen\t%s\n", r.LastSeen.UTC().Format(time.RFC3339))
 			fmt.Fprintf(tw, "  reserved up to\t%s\n", r.ReservedUpTo)
+			if r.NodeNumber != 0 {
+				fmt.Fprintf(tw, "  node number\t%d\n", r.NodeNumber)
+			}
 		}
 	}
 	for _, q := range st.Sequences {

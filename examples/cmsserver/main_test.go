@@ -108,7 +108,7 @@ func TestArticles(t *testing.T) {
 	b, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	require.NoError(t, err)
-	assert.Contains(t, string(b), `snapid_ids_issued_total{name="web_1"} 21`)
+	assert.Contains(t, string(b), `snapid_ids_issued_total{form="name",name="web_1"} 21`)
 }
 
 // A request whose client has gone takes no id and gets 503.
