@@ -26,6 +26,18 @@
 // refused with ErrCorrupt and left as it is. The counter never goes down,
 // except through Repair; at 2^64-1 it returns ErrExhausted.
 //
+// # Id forms
+//
+// Besides "<name>-<number>", a Generator hands out numeric ids that carry
+// the node's number instead of its name (WithFormat): the decimal form,
+// Snap!'s "<node number>.<number>", which skips numbers ending in 0 so
+// that no two ids are equal as decimals, and the striped form, the integer
+// number × stride + node number, bounded by WithMaxID (int64 by default,
+// 2^53 or 32 bits when asked). The node number comes from a registry that
+// gives numbers (NumberRegistry), or is configured (WithNodeNumber).
+// AppendUniqueID and UniqueUint64 hand out ids without allocating.
+// ParseID reads every form.
+//
 // # Concurrency
 //
 // A Generator is safe for concurrent use by any number of goroutines, and

@@ -193,3 +193,68 @@ func ExampleWithBlock() {
 	// fast-3
 	// last reserved: 100
 }
+
+// The decimal form, Snap!'s "<node number>.<number>": numbers ending in 0
+// are skipped, so that no two ids are equal as decimals (5.1 and 5.10
+// would be).
+func ExampleWithFormat_decimal() {
+	dir, err := os.MkdirTemp("", "snapid-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	g, err := snapid.Open(filepath.Join(dir, "counter.u64"), "web_1",
+		snapid.WithFormat(snapid.FormatDecimal), snapid.WithNodeNumber(5),
+		snapid.WithBindingDir(filepath.Join(dir, "names")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer g.Close()
+	var ids []string
+	for range 11 {
+		id, err := g.UniqueID()
+		if err != nil {
+			log.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	fmt.Println(ids)
+	// Output: [5.1 5.2 5.3 5.4 5.5 5.6 5.7 5.8 5.9 5.11 5.12]
+}
+
+// The striped form: one integer, number × stride + node number, appended
+// to a reused buffer or returned as a uint64, allocating nothing.
+func ExampleWithFormat_striped() {
+	dir, err := os.MkdirTemp("", "snapid-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	g, err := snapid.Open(filepath.Join(dir, "counter.u64"), "web_1",
+		snapid.WithFormat(snapid.FormatStriped), snapid.WithNodeNumber(7), snapid.WithStride(1000),
+		snapid.WithMaxID(snapid.MaxSafeInteger), snapid.WithBindingDir(filepath.Join(dir, "names")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer g.Close()
+	v, err := g.UniqueUint64()
+	if err != nil {
+		log.Fatal(err)
+	}
+	buf, err := g.AppendUniqueID(make([]byte, 0, 32))
+	if err != nil {
+		log.Fatal(err)
+	}
+	id, err := snapid.ParseID(string(buf))
+	if err != nil {
+		log.Fatal(err)
+	}
+	id, err = id.Unstripe(1000)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(v, string(buf), id.Node, id.Number)
+	// Output: 1007 2007 7 2
+}
