@@ -98,6 +98,13 @@ func (r *reservation) claimNumber(ctx context.Context, h Holder) error {
 	if n == 0 {
 		var err error
 		if n, err = nr.AssignNumber(ctx, r.name, r.host.owner, h.Session); err != nil {
+			if r.form.form == FormatName {
+				// The name form needs no number: a registry that cannot
+				// give one now (a role that may not create its table, an
+				// answer lost) does not keep the host from starting.
+				r.log.Warn("snapid: the registry gave the name no node number; the numeric id forms need one", "name", r.name, "err", err)
+				return nil
+			}
 			return err
 		}
 	}

@@ -120,38 +120,48 @@ func (g *gocqlNumQuerier) names(ctx context.Context) (map[string]uint64, error) 
 // numbers returns the numbers table's querier, creating the table if it
 // is missing (create) or reporting ok false if not.
 func (r *Registry) numbers(ctx context.Context, create bool) (numQuerier, bool, error) {
+	q, ok, _, err := r.numbersCreated(ctx, create)
+	return q, ok, err
+}
+
+// numbersCreated is numbers, also reporting whether it created the table.
+func (r *Registry) numbersCreated(ctx context.Context, create bool) (q numQuerier, ok, created bool, err error) {
 	r.nums.mu.Lock()
 	defer r.nums.mu.Unlock()
 	if r.nums.q != nil {
-		return r.nums.q, true, nil
+		return r.nums.q, true, false, nil
 	}
 	if r.session == nil { // tests that inject a querier of names alone
 		if create {
-			return nil, false, fmt.Errorf("snapid: %w: node numbers: no session", snapid.ErrRegistry)
+			return nil, false, false, fmt.Errorf("snapid: %w: node numbers: no session", snapid.ErrRegistry)
 		}
-		return nil, false, nil
+		return nil, false, false, nil
 	}
 	if len(r.tbl)+len(numbersSuffix) > 48 {
-		return nil, false, invalidArg("table name %q is too long for node numbers (its table %s%s must fit Cassandra's 48 characters)", r.tbl, r.tbl, numbersSuffix)
+		if !create {
+			return nil, false, false, nil // no numbers table can exist
+		}
+		return nil, false, false, invalidArg("table name %q is too long for node numbers (its table %s%s must fit Cassandra's 48 characters)", r.tbl, r.tbl, numbersSuffix)
 	}
 	g := newGocqlNumQuerier(r.session, r.cons, r.serial, r.ks, r.tbl)
-	ok, err := r.schemaHas(ctx, `SELECT COUNT(*) FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?`, r.ks, g.tableName)
+	ok, err = r.schemaHas(ctx, `SELECT COUNT(*) FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?`, r.ks, g.tableName)
 	if err != nil {
-		return nil, false, fmt.Errorf("snapid: %w: reading the schema: %w", snapid.ErrRegistry, err)
+		return nil, false, false, fmt.Errorf("snapid: %w: reading the schema: %w", snapid.ErrRegistry, err)
 	}
 	if !ok {
 		if !create {
-			return nil, false, nil
+			return nil, false, false, nil
 		}
 		if err := r.session.Query(g.createStmt).WithContext(ctx).Exec(); err != nil {
-			return nil, false, fmt.Errorf("snapid: %w: creating table %s.%s: %w", snapid.ErrRegistry, r.ks, g.tableName, err)
+			return nil, false, false, fmt.Errorf("snapid: %w: creating table %s.%s (snapctl setup creates it with a role that may): %w", snapid.ErrRegistry, r.ks, g.tableName, err)
 		}
 		if err := r.awaitSchema(ctx); err != nil {
-			return nil, false, fmt.Errorf("snapid: %w: waiting for the cluster to agree on the schema: %w", snapid.ErrRegistry, err)
+			return nil, false, true, fmt.Errorf("snapid: %w: waiting for the cluster to agree on the schema: %w", snapid.ErrRegistry, err)
 		}
+		created = true
 	}
 	r.nums.q = g
-	return g, true, nil
+	return g, true, created, nil
 }
 
 var _ snapid.NumberRegistry = (*Registry)(nil)

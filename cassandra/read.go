@@ -23,8 +23,12 @@ func (r *Registry) Get(ctx context.Context, name string) (snapid.Holder, error) 
 		return snapid.Holder{}, fmt.Errorf("snapid: %w: %q", snapid.ErrNotRegistered, name)
 	}
 	h := rec.holder()
-	if h.Number, err = r.nameNumber(ctx, name); err != nil {
-		return snapid.Holder{}, fmt.Errorf("snapid: %w: get %q: its node number: %w", snapid.ErrRegistry, name, err)
+	// The node number, if it can be read (a role may read the names'
+	// table alone): without it the row is still the row.
+	if n, err := r.nameNumber(ctx, name); err == nil {
+		h.Number = n
+	} else {
+		r.log.Debug("snapid: reading a node number failed", "name", name, "err", err)
 	}
 	return h, nil
 }
@@ -56,7 +60,7 @@ func (r *Registry) List(ctx context.Context) ([]snapid.Holder, error) {
 	}
 	nums, err := r.nameNumbers(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("snapid: %w: list: node numbers: %w", snapid.ErrRegistry, err)
+		r.log.Warn("snapid: reading node numbers failed; the rows are listed without them", "err", err)
 	}
 	for i := range out {
 		out[i].Number = nums[out[i].Name]

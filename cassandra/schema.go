@@ -2,6 +2,7 @@ package cassandra
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -239,5 +240,14 @@ func CreateSchema(ctx context.Context, cfg Config) (created bool, err error) {
 		return created, err
 	}
 	_, seqCreated, err := r.ensureTableCreated(ctx, true)
-	return created || seqCreated, err
+	if err != nil {
+		return created || seqCreated, err
+	}
+	_, _, numCreated, err := r.numbersCreated(ctx, true)
+	if errors.Is(err, snapid.ErrInvalidOption) {
+		// A table name too long for the numbers' table: node numbers
+		// are not available with it; names and sequences are.
+		err = nil
+	}
+	return created || seqCreated || numCreated, err
 }
