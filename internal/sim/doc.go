@@ -71,7 +71,8 @@
 // A failure prints the seed, the first violation, the history shrunk to
 // the steps that still break a guarantee (Shrink), and the command that
 // replays it: SNAPID_SIM_SEED=N go test -run TestSimulation -v
-// ./internal/sim.
+// ./internal/sim. SNAPID_SIM_SERIAL=1 leaves out the concurrent steps
+// (Serial): then a seed replays exactly.
 //
 // What it does not model: directories lost in a power cut (the simulator
 // makes them before a history starts; the bindings directory's levels are

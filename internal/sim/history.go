@@ -471,3 +471,22 @@ func addDataCentres(h *History) {
 	}
 	h.Steps = steps
 }
+
+// Serial returns h without its concurrent steps (bursts of calls from
+// several goroutines, start-up storms), whose interleaving the scheduler
+// decides: what is left runs one operation at a time, and a seed replays
+// exactly the same history every time.
+func Serial(h History) History {
+	out := h
+	out.Steps = nil
+	for _, s := range h.Steps {
+		if s.Kind != KConcurrent && s.Kind != KStorm {
+			out.Steps = append(out.Steps, s)
+		}
+	}
+	return out
+}
+
+// concurrent reports whether h has steps whose interleaving the scheduler
+// decides.
+func (h History) concurrent() bool { return len(Serial(h).Steps) != len(h.Steps) }

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"os"
+	"reflect"
 	"strconv"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 //	SNAPID_SIM_DURATION=D    run histories for D instead (a soak: make soak)
 //	SNAPID_SIM_STEPS=N       steps per history (default 100)
 //	SNAPID_SIM_FIRST=N       the first seed (default 1; seeds are consecutive)
+//	SNAPID_SIM_SERIAL=1      leave out the concurrent steps (Serial): one operation at a time, every replay the same
 func envInt(t *testing.T, k string, def int) int {
 	v := os.Getenv(k)
 	if v == "" {
@@ -52,7 +54,7 @@ func TestSimulation(t *testing.T) {
 		if err != nil {
 			t.Fatalf("SNAPID_SIM_SEED=%q: want a number", s)
 		}
-		replay(t, dir, Generate(seed, steps))
+		replay(t, dir, generate(seed, steps))
 		return
 	}
 	def := 10000
@@ -74,7 +76,7 @@ func TestSimulation(t *testing.T) {
 		if !until.IsZero() && time.Now().After(until) {
 			break
 		}
-		h := Generate(first+uint64(i), steps)
+		h := generate(first+uint64(i), steps)
 		res, err := Run(h, dir)
 		if err != nil {
 			t.Fatalf("seed %d: %v", h.Seed, err)
@@ -99,8 +101,45 @@ func report(t *testing.T, dir string, h History, res Result) {
 		return err == nil && len(r.Violations) > 0
 	})
 	sres, _ := Run(small, dir)
-	t.Errorf("seed %d broke a guarantee:\n  %s\nshrunk to %d of %d steps:\n%s(violations of the shrunk history: %q)\nreplay: SNAPID_SIM_SEED=%d go test -run TestSimulation -v ./internal/sim",
-		h.Seed, res.Violations[0], len(small.Steps), len(h.Steps), small, sres.Violations, h.Seed)
+	note := ""
+	if h.concurrent() {
+		note = "\n(the history has concurrent steps, whose interleaving the scheduler decides: a replay may differ; SNAPID_SIM_SERIAL=1 leaves them out)"
+	}
+	t.Errorf("seed %d broke a guarantee:\n  %s\nshrunk to %d of %d steps:\n%s(violations of the shrunk history: %q)\nreplay: SNAPID_SIM_SEED=%d go test -run TestSimulation -v ./internal/sim%s",
+		h.Seed, res.Violations[0], len(small.Steps), len(h.Steps), small, sres.Violations, h.Seed, note)
+}
+
+// generate is Generate, without the concurrent steps when
+// SNAPID_SIM_SERIAL is set.
+func generate(seed uint64, steps int) History {
+	h := Generate(seed, steps)
+	if os.Getenv("SNAPID_SIM_SERIAL") != "" {
+		h = Serial(h)
+	}
+	return h
+}
+
+// TestSimulationSerialReplays: without concurrent steps a seed replays
+// exactly: the same operations, faults, violations and events reached.
+func TestSimulationSerialReplays(t *testing.T) {
+	dir := t.TempDir()
+	for seed := uint64(1); seed <= 60; seed++ {
+		h := Serial(Generate(seed, 100))
+		if h.concurrent() {
+			t.Fatalf("seed %d: Serial left concurrent steps", seed)
+		}
+		a, err := Run(h, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := Run(h, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Ops != b.Ops || a.Faults != b.Faults || !reflect.DeepEqual(a.Violations, b.Violations) || !reflect.DeepEqual(a.Reached, b.Reached) {
+			t.Errorf("seed %d replayed differently: %+v, then %+v", seed, a, b)
+		}
+	}
 }
 
 func replay(t *testing.T, dir string, h History) {
