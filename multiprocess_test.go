@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -35,6 +36,8 @@ const (
 	mpEnvBlock      = "SNAPID_TEST_MP_BLOCK"  // block size, 0: strict mode
 	mpEnvSync       = "SNAPID_TEST_MP_SYNC"   // "true" or "false"
 	mpEnvShards     = "SNAPID_TEST_MP_SHARDS" // "true": WithCPUShards in block mode
+	mpEnvForm       = "SNAPID_TEST_MP_FORM"   // "", "decimal:<node>" or "striped:<node>:<stride>": print ids ("I <goroutine> <id>")
+	mpEnvName       = "SNAPID_TEST_MP_NAME"   // the node name ("": ctName)
 )
 
 // mpChildConfig describes what a child does.
@@ -45,6 +48,8 @@ type mpChildConfig struct {
 	block      uint64
 	sync       bool
 	shards     bool
+	form       string // see mpEnvForm
+	name       string
 }
 
 // mpChild runs the child's work when this process is a child, and reports
@@ -76,7 +81,24 @@ func mpChild(t *testing.T) bool {
 	if cfg.block > 0 {
 		opts = append(opts, WithBlock(cfg.block), WithCPUShards(cfg.shards))
 	}
-	g, err := Open(os.Getenv(mpEnvPath), ctName, opts...)
+	cfg.form = os.Getenv(mpEnvForm)
+	if f := strings.Split(cfg.form, ":"); cfg.form != "" {
+		node, err := strconv.ParseUint(f[1], 10, 64)
+		require.NoError(t, err)
+		opts = append(opts, WithNodeNumber(node))
+		if f[0] == "decimal" {
+			opts = append(opts, WithFormat(FormatDecimal))
+		} else {
+			stride, err := strconv.ParseUint(f[2], 10, 64)
+			require.NoError(t, err)
+			opts = append(opts, WithFormat(FormatStriped), WithStride(stride))
+		}
+	}
+	name := ctName
+	if n := os.Getenv(mpEnvName); n != "" {
+		name = n
+	}
+	g, err := Open(os.Getenv(mpEnvPath), name, opts...)
 	require.NoError(t, err)
 	defer g.Close()
 	_, err = os.Stdout.WriteString("READY\n")
@@ -95,6 +117,20 @@ func mpChild(t *testing.T) bool {
 			for j := 0; cfg.role == "crash" || j < cfg.count; j++ {
 				if cfg.role == "crash" && j%1024 == 0 && time.Now().After(deadline) {
 					return
+				}
+				if cfg.form != "" {
+					buf = fmt.Appendf(buf[:0], "I %d ", i)
+					var err error
+					if buf, err = g.AppendUniqueID(buf); err != nil {
+						errs[i] = err
+						return
+					}
+					buf = append(buf, '\n')
+					if _, err := os.Stdout.Write(buf); err != nil {
+						errs[i] = err
+						return
+					}
+					continue
 				}
 				n, err := g.Next()
 				if err != nil {
@@ -128,6 +164,7 @@ type mpProc struct {
 	ready   chan struct{} // closed at "READY"
 	done    chan struct{} // closed when stdout is at EOF
 	nums    []mpNum       // complete lines only; read after done
+	ids     []string      // ids of a child with a form ("I" lines)
 	readErr error
 }
 
@@ -145,6 +182,8 @@ func mpStart(t *testing.T, path string, cfg mpChildConfig) *mpProc {
 		mpEnvBlock+"="+strconv.FormatUint(cfg.block, 10),
 		mpEnvSync+"="+strconv.FormatBool(cfg.sync),
 		mpEnvShards+"="+strconv.FormatBool(cfg.shards),
+		mpEnvForm+"="+cfg.form,
+		mpEnvName+"="+cfg.name,
 	)
 	p := &mpProc{cmd: cmd, ready: make(chan struct{}), done: make(chan struct{})}
 	cmd.Stderr = &p.stderr
@@ -177,6 +216,13 @@ func (p *mpProc) read(out io.Reader) {
 				close(p.ready)
 				readyClosed = true
 			}
+		case strings.HasPrefix(line, "I "):
+			f := strings.Fields(line)
+			if len(f) != 3 {
+				p.readErr = fmt.Errorf("bad line %q", line)
+				continue
+			}
+			p.ids = append(p.ids, f[2])
 		case strings.HasPrefix(line, "N "):
 			f := strings.Fields(line)
 			if len(f) != 3 {
@@ -474,4 +520,60 @@ func TestCrashKill9(t *testing.T) {
 	n, err := g.Next()
 	require.NoError(t, err)
 	assert.Greater(t, n, max)
+}
+
+// TestCrashKill9NumericForms: two hosts (counters of their own, node
+// numbers 1 and 2), one handing out decimal ids and one striped ids, each
+// with children killed with SIGKILL at random moments, strict and block
+// mode: no id is printed twice, and no two are equal as exact decimals.
+func TestCrashKill9NumericForms(t *testing.T) {
+	if mpChild(t) {
+		return
+	}
+	dir, _ := ctPath(t)
+	hosts := []struct{ path, name, form string }{
+		{filepath.Join(dir, "a.u64"), "host_a", "decimal:1"},
+		{filepath.Join(dir, "b.u64"), "host_b", "striped:2:10"},
+	}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 43))
+	seen := map[string]string{} // exact decimal -> id
+	for round := range 12 {
+		var procs []*mpProc
+		for _, h := range hosts {
+			for i := range 2 {
+				block := uint64(0)
+				if i == 1 && round%2 == 1 {
+					block = 10
+				}
+				procs = append(procs, mpStart(t, h.path, mpChildConfig{role: "crash", goroutines: 2, block: block, sync: round%3 != 2, form: h.form, name: h.name}))
+			}
+		}
+		for _, p := range procs {
+			p.waitReady(t)
+		}
+		var wg sync.WaitGroup
+		for _, p := range procs {
+			wg.Add(1)
+			time.AfterFunc(time.Duration(5+rng.IntN(60))*time.Millisecond, func() {
+				defer wg.Done()
+				p.cmd.Process.Signal(syscall.SIGKILL)
+			})
+		}
+		wg.Wait()
+		for _, p := range procs {
+			<-p.done
+			_ = p.cmd.Wait()
+			require.NoError(t, p.readErr)
+			for _, id := range p.ids {
+				r, ok := new(big.Rat).SetString(id)
+				require.True(t, ok, "%q is not a number", id)
+				if prev, dup := seen[r.RatString()]; dup {
+					require.Failf(t, "ids equal as numbers", "%q and %q (round %d)", prev, id, round)
+				}
+				seen[r.RatString()] = id
+			}
+		}
+	}
+	require.NotEmpty(t, seen)
+	t.Logf("%d ids from two hosts, none equal as numbers", len(seen))
 }
