@@ -37,6 +37,7 @@ const (
 	envStep       = "POWERFS_TEST_STEP"  // WithReserveStep
 	envInit       = "POWERFS_TEST_INIT"  // > 0: Init(path, this) first
 	envGoroutines = "POWERFS_TEST_GOROUTINES"
+	envDecimal    = "POWERFS_TEST_DECIMAL" // "true": the decimal id form, node number 7
 )
 
 func TestMain(m *testing.M) {
@@ -69,6 +70,9 @@ func child() int {
 	opts := []snapid.Option{snapid.WithSync(syncOn), snapid.WithLogger(quiet)}
 	if b := atoi(envBlock); b > 0 {
 		opts = append(opts, snapid.WithBlock(uint64(b)))
+	}
+	if os.Getenv(envDecimal) == "true" {
+		opts = append(opts, snapid.WithFormat(snapid.FormatDecimal), snapid.WithNodeNumber(7))
 	}
 	if sock := os.Getenv(envSock); sock != "" {
 		reg, err := dialRegistry(sock)
@@ -132,6 +136,7 @@ type childConfig struct {
 	step       int
 	init       int
 	goroutines int
+	decimal    bool // the decimal id form: numbers ending in 0 are never handed out
 }
 
 // proc is a running child and what it reported.
@@ -159,7 +164,7 @@ func startChild(t *testing.T, c childConfig) *proc {
 		envRole+"=draw", envPath+"="+c.path, envName+"="+c.name,
 		envBlock+"="+strconv.Itoa(c.block), envSync+"="+strconv.FormatBool(c.sync),
 		envSock+"="+c.sock, envStep+"="+strconv.Itoa(c.step), envInit+"="+strconv.Itoa(c.init),
-		envGoroutines+"="+strconv.Itoa(c.goroutines))
+		envGoroutines+"="+strconv.Itoa(c.goroutines), envDecimal+"="+strconv.FormatBool(c.decimal))
 	p := &proc{cmd: cmd, done: make(chan struct{})}
 	cmd.Stderr = &p.stderr
 	out, err := cmd.StdoutPipe()

@@ -91,6 +91,7 @@ type powerMode struct {
 	sync     bool
 	registry bool
 	cutMode  powerfs.CutMode
+	decimal  bool
 }
 
 // cutRound starts children on path, lets them draw for a random moment
@@ -158,6 +159,9 @@ func TestPowerCut(t *testing.T) {
 		{name: "registry/strict/sync", registry: true, sync: true, cutMode: powerfs.KeepSome},
 		{name: "registry/block/nosync", registry: true, block: 50, cutMode: powerfs.ForgetAll},
 		{name: "registry/strict/nosync", registry: true, cutMode: powerfs.KeepSome},
+		// Decimal ids "7.<number>": unique numbers, none ending in 0,
+		// are ids no two of which are equal as decimals.
+		{name: "registry/block/sync/decimal", registry: true, block: 50, sync: true, cutMode: powerfs.KeepSome, decimal: true},
 	}
 	total, totalIDs := 0, 0
 	for mi, m := range modes {
@@ -169,7 +173,7 @@ func TestPowerCut(t *testing.T) {
 			path := filepath.Join(dir, "counter.u64")
 			name := fmt.Sprintf("power%d", mi)
 			var reg *snapidtest.Registry
-			cfg := childConfig{path: path, name: name, block: m.block, sync: m.sync}
+			cfg := childConfig{path: path, name: name, block: m.block, sync: m.sync, decimal: m.decimal}
 			if m.registry {
 				reg, cfg.sock = registryFor(t)
 				cfg.step = 200
@@ -184,6 +188,11 @@ func TestPowerCut(t *testing.T) {
 				nums, procs := cutRound(t, f, rng, cfgs, m.cutMode, 30*time.Millisecond)
 				require.Empty(t, childErrors(procs), "round %d", round)
 				h.add(round, nums)
+				for _, n := range nums {
+					if m.decimal && n%10 == 0 {
+						t.Fatalf("round %d: the decimal form handed out %d, which ends in 0 (7.%d equals 7.%d as a number)", round, n, n, n/10)
+					}
+				}
 				checkFiles(t, path, h.max, m.sync, m.registry)
 				if round%50 == 0 {
 					t.Logf("round %d: %d ids so far, max %d", round, len(h.seen), h.max)
