@@ -281,7 +281,10 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 	if err != nil {
 		return err
 	}
-	if hostWide && st != bindingOurs {
+	if hostWide {
+		// Also when the binding is root's already: a user may have bound
+		// the name while root's counter was out of sight (an unmounted
+		// file system), and root must not issue beside that user.
 		if err := checkUsersBindings(name, counterPath, o); err != nil {
 			return err
 		}

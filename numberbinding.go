@@ -111,7 +111,8 @@ func bindNumber(dir *statefile.Dir, n uint64, name string, owners []uint32, host
 	if err != nil {
 		return nothing, err
 	}
-	if hostWide && st != bindingOurs {
+	if hostWide {
+		// Also when the binding is root's already (see withNameBound).
 		if err := checkUsersNumber(n, name, o); err != nil {
 			return nothing, err
 		}

@@ -115,6 +115,15 @@ func TestNumberBindingRootAfterUser(t *testing.T) {
 	t.Cleanup(func() { statefile.PasswdPath = old })
 	ExportBindingDefaults(t, filepath.Join(root, "hostwide", "names"))
 
+	// Root bound 42 first, for a counter that then went out of sight
+	// (an unmounted file system) while the user bound 42 to its own name.
+	rootCounter := filepath.Join(root, "rootc", "c.u64")
+	require.NoError(t, os.Mkdir(filepath.Dir(rootCounter), 0o700))
+	g, err := Open(rootCounter, "db", WithFormat(FormatDecimal), WithNodeNumber(42))
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	require.NoError(t, os.Rename(filepath.Dir(rootCounter), filepath.Dir(rootCounter)+".off"))
+
 	userCounter := filepath.Join(home, "c.u64")
 	names := filepath.Join(home, ".local", "state", "snapid", "names")
 	testfs.AsOtherUser(t, "mkdir -p "+names+" && chmod 700 "+filepath.Join(home, ".local", "state", "snapid")+" "+names+
@@ -122,14 +131,13 @@ func TestNumberBindingRootAfterUser(t *testing.T) {
 		" && printf 'snapid-binding 1\\n\"%s\"\\n' "+userCounter+" > "+filepath.Join(names, "vm")+
 		" && printf 'snapid-number 1\\nvm\\n' > "+filepath.Join(names, "42"))
 
-	rootCounter := filepath.Join(root, "rootc", "c.u64")
-	require.NoError(t, os.Mkdir(filepath.Dir(rootCounter), 0o700))
-	_, err := Open(rootCounter, "db", WithFormat(FormatDecimal), WithNodeNumber(42))
-	require.ErrorIs(t, err, ErrNumberBound, "root took a number a user of the host uses")
+	require.NoError(t, os.Rename(filepath.Dir(rootCounter)+".off", filepath.Dir(rootCounter))) // back in sight
+	_, err = Open(rootCounter, "db", WithFormat(FormatDecimal), WithNodeNumber(42))
+	require.ErrorIs(t, err, ErrNumberBound, "root issued under a number a user of the host uses (root's own binding of it was older)")
 	require.Contains(t, err.Error(), "nobody")
 
 	require.NoError(t, os.Remove(userCounter))
-	g, err := Open(rootCounter, "db", WithFormat(FormatDecimal), WithNodeNumber(42))
+	g, err = Open(rootCounter, "db", WithFormat(FormatDecimal), WithNodeNumber(42))
 	require.NoError(t, err, "the user's name is no longer in use: the number is free")
 	require.NoError(t, g.Close())
 }
