@@ -262,7 +262,15 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 			if err != nil {
 				return err
 			}
+			undoStride := func() {}
+			if o.form.form == FormatStriped {
+				if undoStride, err = bindStride(dir, o.form.stride, owners, checkOnly, o); err != nil {
+					undo()
+					return err
+				}
+			}
 			if err := open(); err != nil {
+				undoStride()
 				undo()
 				return err
 			}

@@ -200,3 +200,66 @@ func checkUsersNumber(n uint64, name string, o *options) error {
 	}
 	return nil
 }
+
+// The host's stride without a registry: <dir>/.stride (never a node name
+// or a number) holds "snapid-stride 1" and the stride, each ending in a
+// newline. The first striped Open of the host records it; another stride
+// is refused (ErrStrideMismatch), since ids of two strides meet (1×10+1 =
+// 2×5+1). Across hosts, keeping one stride is the operator's part, as
+// keeping numbers apart is.
+const strideFile = ".stride"
+
+// bindStride records or checks the host's stride in dir, holding its
+// lock; a program of another user also checks the host-wide one.
+func bindStride(dir *statefile.Dir, stride uint64, owners []uint32, checkOnly string, o *options) (undo func(), err error) {
+	nothing := func() {}
+	if checkOnly != "" {
+		if hw, err := statefile.OpenDir(checkOnly, statefile.DirOptions{Owners: []uint32{0}, AllowSticky: true}); err == nil {
+			s, ok, err := readStride(hw, []uint32{0})
+			hw.Close()
+			if err != nil {
+				return nothing, err
+			}
+			if ok && s != stride {
+				return nothing, strideMismatch(filepath.Join(checkOnly, strideFile), s, stride)
+			}
+		}
+	}
+	s, ok, err := readStride(dir, owners)
+	switch {
+	case err != nil:
+		return nothing, err
+	case ok && s != stride:
+		return nothing, strideMismatch(filepath.Join(dir.Path(), strideFile), s, stride)
+	case ok:
+		return nothing, nil
+	}
+	if err := dir.Create(strideFile, fmt.Appendf(nil, "snapid-stride 1\n%d\n", stride), 0o644); err != nil {
+		return nothing, &FileError{Op: "bind", Path: filepath.Join(dir.Path(), strideFile), Err: err}
+	}
+	return func() { _ = dir.Remove(strideFile) }, nil
+}
+
+func strideMismatch(path string, recorded, given uint64) error {
+	return &FileError{Op: "bind", Path: path, Err: fmt.Errorf(
+		"%w: this host's striped ids use stride %d, not %d: ids of two strides meet; use %d (the stride belongs to the cluster)", ErrStrideMismatch, recorded, given, recorded)}
+}
+
+// readStride reads the host's stride file in dir; ok is false if there
+// is none (or only one of a user not in owners).
+func readStride(dir *statefile.Dir, owners []uint32) (uint64, bool, error) {
+	path := filepath.Join(dir.Path(), strideFile)
+	b, _, err := dir.ReadFile(strideFile, owners...)
+	switch {
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, statefile.ErrWrongOwner):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, &FileError{Op: "bind", Path: path, Err: fmt.Errorf("%w: %w", ErrCorruptBinding, err)}
+	}
+	rest, ok := strings.CutPrefix(string(b), "snapid-stride 1\n")
+	v, perr := strconv.ParseUint(strings.TrimSuffix(rest, "\n"), 10, 64)
+	if !ok || !strings.HasSuffix(rest, "\n") || perr != nil || checkStride(v) != nil {
+		return 0, false, &FileError{Op: "bind", Path: path, Err: fmt.Errorf("%w: not a stride file this version writes; remove it if no striped ids are handed out on this host", ErrCorruptBinding)}
+	}
+	return v, true, nil
+}

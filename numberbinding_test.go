@@ -141,3 +141,32 @@ func TestNumberBindingRootAfterUser(t *testing.T) {
 	require.NoError(t, err, "the user's name is no longer in use: the number is free")
 	require.NoError(t, g.Close())
 }
+
+// Without a registry the host's striped ids keep one stride: ids of two
+// strides meet (1×10+1 = 2×5+1), so another stride is refused, for the
+// same counter and for another name, before anything is made.
+func TestStrideBoundWithoutRegistry(t *testing.T) {
+	dir := t.TempDir()
+	bindings := filepath.Join(dir, "names")
+	striped := func(node, stride uint64) []Option {
+		return []Option{WithBindingDir(bindings), WithFormat(FormatStriped), WithNodeNumber(node), WithStride(stride)}
+	}
+	a := filepath.Join(dir, "a")
+	g, err := Open(a, "web_a", striped(1, 10)...)
+	require.NoError(t, err)
+	v, err := g.UniqueUint64()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(11), v)
+	require.NoError(t, g.Close())
+
+	_, err = Open(a, "web_a", striped(1, 5)...)
+	require.ErrorIs(t, err, ErrStrideMismatch, "the same counter with another stride")
+	b := filepath.Join(dir, "b")
+	_, err = Open(b, "web_b", striped(3, 4)...)
+	require.ErrorIs(t, err, ErrStrideMismatch, "another name with another stride")
+	_, serr := os.Stat(b)
+	assert.True(t, os.IsNotExist(serr), "a refused Open made the counter")
+	g, err = Open(b, "web_b", striped(3, 10)...)
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+}
