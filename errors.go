@@ -56,6 +56,11 @@ var (
 	// is in use: two names under one number hand out the same numeric ids.
 	ErrNumberBound = errors.New("node number in use on this host under another node name")
 
+	// ErrCorruptNumber is returned for a number file (<counter>.number)
+	// this version did not write. It matches ErrCorrupt. The numeric id
+	// forms refuse to start; the name form starts, with a warning.
+	ErrCorruptNumber error = &corruptError{"corrupt number file"}
+
 	// ErrNumberMismatch is returned by Open when the node number the
 	// registry holds for the name is not the one recorded beside the
 	// counter (<counter>.number) or given with WithNodeNumber: ids of two

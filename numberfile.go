@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/snapid/snapid/internal/statefile"
 )
@@ -39,7 +40,7 @@ func encodeNumberFile(f numberRecord) []byte {
 
 func decodeNumberFile(b []byte) (numberRecord, error) {
 	bad := func(why string) (numberRecord, error) {
-		return numberRecord{}, fmt.Errorf("%w: %s", ErrCorrupt, why)
+		return numberRecord{}, fmt.Errorf("%w: %s; stop the host's programs and remove it (the next start writes it again from the registry)", ErrCorruptNumber, why)
 	}
 	lines := strings.Split(string(b), "\n")
 	if len(lines) != 5 || lines[0] != "snapid-number 1" || lines[4] != "" {
@@ -96,8 +97,20 @@ func (r *reservation) claimNumber(ctx context.Context, h Holder) error {
 	}
 	n := h.Number
 	if n == 0 {
+		actx := ctx
+		if r.form.form == FormatName {
+			// The name form needs no number: it waits for one a bounded
+			// share of the claim's time, and starts without it.
+			limit := 2 * time.Second
+			if d, ok := ctx.Deadline(); ok {
+				limit = min(limit, time.Until(d)/4)
+			}
+			var cancel context.CancelFunc
+			actx, cancel = context.WithTimeout(ctx, limit)
+			defer cancel()
+		}
 		var err error
-		if n, err = nr.AssignNumber(ctx, r.name, r.host.owner, h.Session); err != nil {
+		if n, err = nr.AssignNumber(actx, r.name, r.host.owner, h.Session); err != nil {
 			if r.form.form == FormatName {
 				// The name form needs no number: a registry that cannot
 				// give one now (a role that may not create its table, an
@@ -117,6 +130,10 @@ func (r *reservation) claimNumber(ctx context.Context, h Holder) error {
 	}
 	f, ok, err := r.host.readNumber()
 	if err != nil {
+		if r.form.form == FormatName {
+			r.log.Warn("snapid: the number file beside the counter cannot be read; the numeric id forms will refuse to start until it is removed", "err", err)
+			return nil
+		}
 		return err
 	}
 	if ok && f.name == r.name {

@@ -2,11 +2,13 @@ package snapid_test
 
 import (
 	"context"
+	"fmt"
 	"math/big"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	. "github.com/snapid/snapid"
 	"github.com/snapid/snapid/snapidtest"
@@ -101,9 +103,36 @@ func TestRegistryNodeNumberMismatch(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, before, after, "a refused Open changed the counter")
 
+	// A damaged number file: the numeric forms refuse to start, naming
+	// the file; the name form, which needs no number, starts.
 	require.NoError(t, os.WriteFile(a.path+".number", []byte("garbage"), 0o600))
-	_, err = Open(a.path, a.name, WithRegistry(reg), WithHostInfo(a.info))
+	_, err = Open(a.path, a.name, WithRegistry(reg), WithHostInfo(a.info), WithFormat(FormatDecimal))
+	require.ErrorIs(t, err, ErrCorruptNumber)
 	require.ErrorIs(t, err, ErrCorrupt)
+	require.Contains(t, err.Error(), ".number")
+	g, err = Open(a.path, a.name, WithRegistry(reg), WithHostInfo(a.info))
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+}
+
+// A name-form host starts when the registry is slow to give a number
+// (or never does): it waits a bounded share of the claim's time.
+func TestRegistryNameFormStartsWhenNumbersHang(t *testing.T) {
+	reg := snapidtest.NewRegistry()
+	reg.SetHook(func(ctx context.Context, op, name string) error {
+		if op == "assign_number" {
+			<-ctx.Done()
+			return fmt.Errorf("%w: assign number: %w", ErrRegistry, ctx.Err())
+		}
+		return nil
+	})
+	a := newSeqHost(t, "h_a")
+	g, err := Open(a.path, a.name, WithRegistry(reg), WithHostInfo(a.info), WithRegistryTimeout(2*time.Second))
+	require.NoError(t, err)
+	id, err := g.UniqueID()
+	require.NoError(t, err)
+	assert.Equal(t, "h_a-1", id)
+	require.NoError(t, g.Close())
 }
 
 // noNumbers is a registry that gives no node numbers.
