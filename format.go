@@ -247,7 +247,17 @@ func WithMaxID(max uint64) Option {
 func standaloneForm(o *options) (idForm, error) {
 	f := o.form
 	if o.reg.registry != nil && f.form != FormatName {
-		return idForm{form: f.form}, nil // completed after the claim
+		// Completed after the claim; what can be checked now is, before
+		// anything is made or claimed.
+		if f.form == FormatStriped && f.node != 0 && f.stride != 0 {
+			if _, err := newIDForm(f.form, f.node, f.stride, f.maxID); err != nil {
+				return idForm{}, err
+			}
+		}
+		if f.form == FormatStriped && f.stride != 0 && f.maxID != 0 && f.maxID < f.stride+1 {
+			return idForm{}, fmt.Errorf("snapid: %w: bound %d is below the first striped id of any node (stride %d)", ErrInvalidOption, f.maxID, f.stride)
+		}
+		return idForm{form: f.form}, nil
 	}
 	switch {
 	case f.form == FormatName && (f.node != 0 || f.stride != 0):

@@ -124,7 +124,7 @@ func (r *reservation) claimNumber(ctx context.Context, h Holder) error {
 	stride := uint64(0)
 	if r.form.form == FormatStriped {
 		var err error
-		if stride, err = r.clusterStride(ctx, nr); err != nil {
+		if stride, err = r.clusterStride(ctx, nr, n); err != nil {
 			return err
 		}
 	}
@@ -183,7 +183,9 @@ func (r *reservation) precheckNumber(ctx context.Context) error {
 		if err != nil && !errors.Is(err, ErrNotRegistered) {
 			return err
 		}
-		n = h.Number
+		if n = h.Number; n == 0 {
+			return fmt.Errorf("snapid: %w: the registry gives node numbers, and %q has none yet: WithNodeNumber can only confirm the one it gives; open without it first", ErrNumberMismatch, r.name)
+		}
 	}
 	if s == 0 && r.form.stride != 0 && r.form.form == FormatStriped {
 		if s, err = nr.Stride(ctx); err != nil {
@@ -203,12 +205,19 @@ func (r *reservation) precheckNumber(ctx context.Context) error {
 
 // clusterStride returns the cluster's stride: the registry's, or, if it
 // records none, the one WithStride gave, recorded there first.
-func (r *reservation) clusterStride(ctx context.Context, nr NumberRegistry) (uint64, error) {
+//
+// The stride is recorded only once this host's form is known to work with
+// it (node number n below it, the bound above the first id): a refused
+// Open never fixes a stride for the cluster.
+func (r *reservation) clusterStride(ctx context.Context, nr NumberRegistry, n uint64) (uint64, error) {
 	s, err := nr.Stride(ctx)
 	if err != nil {
 		return 0, err
 	}
 	if s == 0 && r.form.stride != 0 {
+		if _, err := newIDForm(FormatStriped, n, r.form.stride, r.form.maxID); err != nil {
+			return 0, fmt.Errorf("%w (the registry's node number for %q is %d; the cluster's stride was not recorded)", err, r.name, n)
+		}
 		if s, err = nr.SetStride(ctx, r.form.stride); err != nil {
 			return 0, err
 		}

@@ -178,3 +178,34 @@ func TestRegistryNumberRefusedBeforeClaim(t *testing.T) {
 		before, _ = reg.Row("p_a")
 	}
 }
+
+// Bad form options with a registry change nothing there: a stride the
+// registry's node number is not below is not recorded for the cluster,
+// a node number for a name that has none is refused before the claim, and
+// a bound below every striped id is refused before anything.
+func TestRegistryBadFormOptionsChangeNothing(t *testing.T) {
+	ctx := context.Background()
+	reg := snapidtest.NewRegistry()
+	first := newSeqHost(t, "first") // takes node number 1
+	g := first.open(t, reg)
+	require.NoError(t, g.Close())
+
+	b := newSeqHost(t, "second") // gets number 2
+	_, err := Open(b.path, b.name, WithRegistry(reg), WithHostInfo(b.info), WithFormat(FormatStriped), WithStride(2))
+	require.ErrorIs(t, err, ErrInvalidOption, "node 2 is not below stride 2")
+	s, err := reg.Stride(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, s, "a refused Open recorded the cluster's stride")
+
+	c := newSeqHost(t, "third")
+	_, err = Open(c.path, c.name, WithRegistry(reg), WithHostInfo(c.info), WithFormat(FormatDecimal), WithNodeNumber(7))
+	require.ErrorIs(t, err, ErrNumberMismatch)
+	_, ok := reg.Row("third")
+	assert.False(t, ok, "a refused node number claimed the name")
+
+	d := newSeqHost(t, "fourth")
+	_, err = Open(d.path, d.name, WithRegistry(reg), WithHostInfo(d.info), WithFormat(FormatStriped), WithStride(1000), WithMaxID(5))
+	require.ErrorIs(t, err, ErrInvalidOption)
+	_, ok = reg.Row("fourth")
+	assert.False(t, ok, "a refused bound claimed the name")
+}
