@@ -23,13 +23,15 @@ import (
 //	next              number: a hint, the highest number taken (written
 //	                  without a condition; it may lag, never matters)
 //
-// A number is taken by INSERT … IF NOT EXISTS on its row, then given to
-// the name by INSERT … IF NOT EXISTS on the name's row, both at SERIAL; an
+// A number is taken by INSERT … IF NOT EXISTS on its row (candidates from
+// the hint up, a few apart at random, further apart after each number
+// found taken), then given to the name by INSERT … IF NOT EXISTS on the
+// name's row, both at SERIAL; an
 // unknown outcome is resolved by reading the row at SERIAL (the attempt
 // column says whether it is ours). A name keeps the number its row got
 // first; a number taken by an attempt that lost that race stays taken,
-// never given to another name (a gap in the numbers, which check-names
-// reports).
+// never given to another name (a gap in the numbers). Numbers are not
+// dense: with stride S, fewer than S-1 names fit under it.
 const numbersSuffix = "_numbers"
 
 // numberAttempts bounds the numbers one AssignNumber tries to take.
@@ -216,7 +218,12 @@ func number(name string, row numRow) (uint64, error) {
 // apart at random so that hosts starting together meet less.
 func (r *Registry) takeNumber(ctx context.Context, q numQuerier, name string) (uint64, error) {
 	var start uint64
-	if row, ok, err := q.read(ctx, "next", false); err == nil && ok && row.number != nil && *row.number > 0 {
+	row, ok, err := q.read(ctx, "next", false)
+	if err != nil {
+		// Starting from 0 instead would walk every number taken.
+		return 0, fmt.Errorf("snapid: %w: assign a node number to %q: reading the hint: %w", snapid.ErrRegistry, name, err)
+	}
+	if ok && row.number != nil && *row.number > 0 {
 		start = uint64(*row.number)
 	}
 	n := start + 1 + uint64(rand.IntN(4))
@@ -260,7 +267,9 @@ func (r *Registry) takeNumber(ctx context.Context, q numQuerier, name string) (u
 			_ = q.hint(ctx, n)
 			return n, nil
 		}
-		n += 1 + uint64(rand.IntN(4))
+		// Taken: further each time, so that a hint far behind (a lost
+		// hint write, many hosts at once) is passed within the attempts.
+		n += 1 + uint64(rand.IntN(4)) + uint64(attempt*attempt)
 	}
 	return 0, fmt.Errorf("snapid: %w: assign a node number to %q: %d numbers tried were taken; try again", snapid.ErrRegistry, name, numberAttempts)
 }

@@ -70,3 +70,20 @@ func TestAssignNumberLostAnswers(t *testing.T) {
 		})
 	}
 }
+
+// A hint far behind (300 numbers taken, no hint written) is passed within
+// the attempts: the jumps grow after each number found taken.
+func TestAssignNumberHintBehind(t *testing.T) {
+	_, ctx, r := oneRegistry(t)
+	q, _, err := r.numbers(ctx, true)
+	require.NoError(t, err)
+	for n := uint64(1); n <= 300; n++ {
+		ok, _, err := q.insert(ctx, "number:"+strconv.FormatUint(n, 10), n, "someone_else", "t")
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	h := mustClaim(t, ctx, r, "late", "owner1")
+	n, err := r.AssignNumber(ctx, "late", "owner1", h.Session)
+	require.NoError(t, err)
+	require.Greater(t, n, uint64(300))
+}
