@@ -236,29 +236,7 @@ func (r *Registry) takeNumber(ctx context.Context, q numQuerier, name string) (u
 		if n > snapid.MaxNodeNumber {
 			return 0, fmt.Errorf("snapid: %w: assign a node number to %q: every node number up to %d is taken", snapid.ErrExhausted, name, uint64(snapid.MaxNodeNumber))
 		}
-		key := "number:" + strconv.FormatUint(n, 10)
-		token := newClaimToken()
-		var cur numRow
-		applied, err := runLWT(ctx, r.log, "take node number", name,
-			func() (bool, error) {
-				var err error
-				var ok bool
-				ok, cur, err = q.insert(ctx, key, n, name, token)
-				return ok, err
-			},
-			func() (outcome, error) {
-				row, found, err := q.read(ctx, key, true)
-				switch {
-				case err != nil:
-					return outcomeLost, err
-				case !found:
-					return outcomeResend, nil
-				case str(row.token) == token:
-					return outcomeApplied, nil
-				}
-				cur = row
-				return outcomeLost, nil
-			})
+		applied, cur, err := r.insertRow(ctx, q, "take node number", name, "number:"+strconv.FormatUint(n, 10), n, name)
 		if err != nil {
 			return 0, err
 		}
@@ -277,14 +255,26 @@ func (r *Registry) takeNumber(ctx context.Context, q numQuerier, name string) (u
 // giveNumber records n as name's number unless the name has one already
 // (another attempt's), and returns the name's number.
 func (r *Registry) giveNumber(ctx context.Context, q numQuerier, name string, n uint64) (uint64, error) {
-	key := "name:" + name
+	applied, cur, err := r.insertRow(ctx, q, "give node number", name, "name:"+name, n, name)
+	if err != nil {
+		return 0, err
+	}
+	if applied {
+		return n, nil
+	}
+	return number(name, cur)
+}
+
+// insertRow runs INSERT … IF NOT EXISTS of key's row as one LWT, resolving
+// a lost answer by reading the row at SERIAL (the attempt's token says
+// whether it is ours). When not applied, cur is the row there.
+func (r *Registry) insertRow(ctx context.Context, q numQuerier, op, name, key string, number uint64, rowName string) (applied bool, cur numRow, err error) {
 	token := newClaimToken()
-	var cur numRow
-	applied, err := runLWT(ctx, r.log, "give node number", name,
+	applied, err = runLWT(ctx, r.log, op, name,
 		func() (bool, error) {
 			var err error
 			var ok bool
-			ok, cur, err = q.insert(ctx, key, n, name, token)
+			ok, cur, err = q.insert(ctx, key, number, rowName, token)
 			return ok, err
 		},
 		func() (outcome, error) {
@@ -300,13 +290,7 @@ func (r *Registry) giveNumber(ctx context.Context, q numQuerier, name string, n 
 			cur = row
 			return outcomeLost, nil
 		})
-	if err != nil {
-		return 0, err
-	}
-	if applied {
-		return n, nil
-	}
-	return number(name, cur)
+	return applied, cur, err
 }
 
 // nameNumbers returns every name's node number (none if the table does
@@ -341,28 +325,7 @@ func (r *Registry) SetStride(ctx context.Context, stride uint64) (uint64, error)
 	if err != nil {
 		return 0, err
 	}
-	token := newClaimToken()
-	var cur numRow
-	applied, err := runLWT(ctx, r.log, "set stride", "",
-		func() (bool, error) {
-			var err error
-			var ok bool
-			ok, cur, err = q.insert(ctx, "stride", stride, "", token)
-			return ok, err
-		},
-		func() (outcome, error) {
-			row, found, err := q.read(ctx, "stride", true)
-			switch {
-			case err != nil:
-				return outcomeLost, err
-			case !found:
-				return outcomeResend, nil
-			case str(row.token) == token:
-				return outcomeApplied, nil
-			}
-			cur = row
-			return outcomeLost, nil
-		})
+	applied, cur, err := r.insertRow(ctx, q, "set stride", "", "stride", stride, "")
 	if err != nil {
 		return 0, err
 	}
