@@ -169,14 +169,7 @@ var snowflakeMu sync.Mutex
 // package's defaults (10 node bits, 12 step bits) back.
 func openSnowflake(nodeBits, stepBits uint8) func(testing.TB) func() (string, error) {
 	return func(tb testing.TB) func() (string, error) {
-		snowflakeMu.Lock()
-		snowflake.NodeBits, snowflake.StepBits = nodeBits, stepBits
-		node, err := snowflake.NewNode(1)
-		snowflake.NodeBits, snowflake.StepBits = 10, 12
-		snowflakeMu.Unlock()
-		if err != nil {
-			tb.Fatal(err)
-		}
+		node := newSnowflakeNode(tb, nodeBits, stepBits)
 		return func() (string, error) { return node.Generate().String(), nil }
 	}
 }

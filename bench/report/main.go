@@ -146,7 +146,7 @@ func main() {
 	flag.StringVar(&o.benchtime, "benchtime", "2s", "go test -benchtime (use a duration: the multi-process benchmarks run b.N whole rounds)")
 	quick := flag.Bool("quick", false, "a quick try: -count 2 -benchtime 200ms, results in a temporary directory unless -out is given, BENCHMARKS.md left alone unless -benchmarks-md is given")
 	flag.StringVar(&o.bench, "bench", ".", "go test -bench pattern for the bench module")
-	flag.StringVar(&o.rootBench, "root-bench", "^(BenchmarkUniqueID|BenchmarkFloor)$", "go test -bench pattern for the library (empty: skip)")
+	flag.StringVar(&o.rootBench, "root-bench", "^(BenchmarkUniqueID|BenchmarkFloor|BenchmarkForms)$", "go test -bench pattern for the library (empty: skip)")
 	flag.StringVar(&o.dir, "dir", ".", "the bench module's directory")
 	flag.StringVar(&o.out, "out", "results", "output directory (relative to -dir)")
 	flag.StringVar(&o.benchmarksMD, "benchmarks-md", "../BENCHMARKS.md", "file whose generated part (between its markers) gets the tables, relative to -dir (empty: none)")

@@ -112,10 +112,15 @@ func TestGoals(t *testing.T) {
 		verdict string
 	}{{0.4, "fail"}, {0.95, "pass (the interval reaches below the goal)"}, {0.75, "fail (the interval reaches the goal)"}, {2.0 / 3, "fail"}}
 	gs := goals(rep)
-	if len(gs) != len(want) {
-		t.Fatalf("%d goals, want %d", len(gs), len(want))
+	if len(gs) != len(want)+4 {
+		t.Fatalf("%d goals, want %d and 4 of BenchmarkCompareHeap", len(gs), len(want))
 	}
-	for i, g := range gs {
+	for _, g := range gs[len(want):] {
+		if v := g.verdict(); v != "not measured" {
+			t.Errorf("goal %q without BenchmarkCompareHeap: %q", g.what, v)
+		}
+	}
+	for i, g := range gs[:len(want)] {
 		if !g.q.ok || g.q.ratio < want[i].ratio-1e-9 || g.q.ratio > want[i].ratio+1e-9 {
 			t.Errorf("goal %q: ratio %v, want %v (ratio of medians)", g.what, g.q.ratio, want[i].ratio)
 		}
@@ -254,5 +259,72 @@ func TestReplot(t *testing.T) {
 	png, err := os.ReadFile(filepath.Join(dir, "ids_per_second.png"))
 	if err != nil || len(png) < 1000 || string(png[1:4]) != "PNG" {
 		t.Fatalf("ids_per_second.png: %d bytes, %v", len(png), err)
+	}
+}
+
+func TestHeapGoals(t *testing.T) {
+	medians := map[string]float64{}
+	for k, v := range map[string]float64{
+		"fresh/string/snapid/block=65536/c1":                     30_000_000,
+		"fresh/string/snapid/block=65536+striped/c1":             31_000_000,
+		"fresh/string/snowflake/node=1+stepbits=21/c1":           15_000_000,
+		"fresh/string/xid/new/c1":                                20_000_000, // the fastest peer: 1.5, pass
+		"fresh/native/snapid/block=65536+AppendUniqueID/c1":      40_000_000,
+		"fresh/native/snowflake/node=1+stepbits=21+Int64/c1":     50_000_000, // 0.8, fail
+		"busy/string/snapid/block=65536/c1":                      20_000_000,
+		"busy/string/uuid/v7/c1":                                 5_000_000,  // 4, pass
+		"busy/native/snapid/block=65536+striped+UniqueUint64/c1": 90_000_000, // no AppendUniqueID line: not measured
+		"busy/native/xid/new+ID/c1":                              18_000_000,
+	} {
+		medians[benchPkg+" "+compareHeap+k] = v
+	}
+	rep := testReport(t, medians, nil)
+	gs := heapGoals(rep)
+	want := []struct {
+		ratio   float64
+		peer    string
+		verdict string
+	}{
+		{1.5, "(xid new)", "pass"},
+		{0.8, "(snowflake node=1+stepbits=21+Int64)", "fail"},
+		{4, "(uuid v7)", "pass"},
+		{0, "(xid new+ID)", "not measured"},
+	}
+	if len(gs) != len(want) {
+		t.Fatalf("%d goals, want %d", len(gs), len(want))
+	}
+	for i, g := range gs {
+		if g.verdict() != want[i].verdict || !strings.HasSuffix(g.what, want[i].peer) {
+			t.Errorf("goal %q: %q, want %q against %s", g.what, g.verdict(), want[i].verdict, want[i].peer)
+		}
+		if g.q.ok && (g.q.ratio < want[i].ratio-1e-9 || g.q.ratio > want[i].ratio+1e-9) {
+			t.Errorf("goal %q: ratio %v, want %v", g.what, g.q.ratio, want[i].ratio)
+		}
+	}
+	var b strings.Builder
+	writeHeap(&b, rep)
+	md := b.String()
+	for _, row := range []string{
+		"| fresh | string | xid | new | 50.0 | 20,000,000 | ±10 % | 1.50× |",
+		"| fresh | string | snapid | block=65536 | 33.3 | 30,000,000 | ±10 % | – |",
+		"| fresh | string | snapid | block=65536+striped | 32.3 | 31,000,000 | ±10 % | 0.97× |",
+		"| busy | string | uuid | v7 | 200 | 5,000,000 | ±10 % | 4.00× |",
+	} {
+		if !strings.Contains(md, row) {
+			t.Errorf("no row %q in\n%s", row, md)
+		}
+	}
+}
+
+func TestLibraryLabel(t *testing.T) {
+	for name, want := range map[string]string{
+		"BenchmarkForms/block=65536/sync=on/decimal/AppendUniqueID": "AppendUniqueID, decimal form, block=65536, sync on, 1 caller",
+		"BenchmarkForms/strict/sync=on/striped/UniqueUint64":        "UniqueUint64, striped form, strict, sync on, 1 caller",
+		uniqueID + "strict/sync=off/c16":                            "UniqueID strict, sync off, 16 callers",
+		"BenchmarkOther/x":                                          "BenchmarkOther/x",
+	} {
+		if got := libraryLabel(name); got != want {
+			t.Errorf("libraryLabel(%q) = %q, want %q", name, got, want)
+		}
 	}
 }

@@ -133,7 +133,7 @@ func (g goal) verdict() string {
 func goals(rep *Report) []goal {
 	ids := func(name string) Stat { st, _ := stat(rep, rootPkg, name, "ids/s"); return st }
 	ipu, _ := stat(rep, rootPkg, uniqueID+"strict/sync=on/c64", "ids/update")
-	return []goal{
+	return append([]goal{
 		{"strict, sync off, 1 caller ÷ flock+pread+pwrite floor", 0.5,
 			divide(ids(uniqueID+"strict/sync=off/c1"), ids(floorFlock))},
 		{"strict, sync on, 1 caller ÷ flock+pread+pwrite+fdatasync floor", 0.9,
@@ -142,7 +142,7 @@ func goals(rep *Report) []goal {
 			divide(ids(uniqueID+"strict/sync=on/c64"), times(ids(floorFsync), ipu))},
 		{"block=65536, 1 caller ÷ same-output floor (atomic add + id string), 1 caller", 0.85,
 			divide(ids(uniqueID+"block=65536/sync=on/c1"), ids(floorString+"1"))},
-	}
+	}, heapGoals(rep)...)
 }
 
 // markdown renders the tables: the body of tables.md and of BENCHMARKS.md's
@@ -178,6 +178,7 @@ func markdown(rep *Report) string {
 	writeFloors(&b, rep)
 	writeProcesses(&b, rep)
 	writePeers(&b, rep)
+	writeHeap(&b, rep)
 	writeSequences(&b, rep)
 
 	b.WriteString("\n## Runs\n\n| where | command | seconds |\n|---|---|--:|\n")
@@ -207,6 +208,12 @@ func libraryLabel(name string) string {
 	for _, l := range libraryLabels {
 		if l.name == name {
 			return l.label
+		}
+	}
+	if rest, ok := strings.CutPrefix(name, "BenchmarkForms/"); ok {
+		// <mode>/sync=<on|off>/<form>/<call>
+		if p := strings.Split(rest, "/"); len(p) == 4 {
+			return fmt.Sprintf("%s, %s form, %s, %s, 1 caller", p[3], p[2], p[0], strings.Replace(p[1], "=", " ", 1))
 		}
 	}
 	if mode, ok := strings.CutPrefix(name, uniqueID+"strict/"); ok {
