@@ -37,7 +37,7 @@ const (
 	envStep       = "POWERFS_TEST_STEP"  // WithReserveStep
 	envInit       = "POWERFS_TEST_INIT"  // > 0: Init(path, this) first
 	envGoroutines = "POWERFS_TEST_GOROUTINES"
-	envDecimal    = "POWERFS_TEST_DECIMAL" // "true": the decimal id form, node number 7
+	envForm       = "POWERFS_TEST_FORM" // "decimal" or "striped" (stride 1024): node number 7; else the name form
 )
 
 func TestMain(m *testing.M) {
@@ -46,6 +46,9 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
+
+// stripedStride is the stride of the striped children.
+const stripedStride = 1024
 
 // hostInfo is the machine every child and the parent claim as.
 var hostInfo = snapid.HostInfo{Hostname: "powerfs-host", Address: "10.0.0.1", MachineID: "powerfs-machine"}
@@ -71,8 +74,13 @@ func child() int {
 	if b := atoi(envBlock); b > 0 {
 		opts = append(opts, snapid.WithBlock(uint64(b)))
 	}
-	if os.Getenv(envDecimal) == "true" {
+	striped := false
+	switch os.Getenv(envForm) {
+	case "decimal":
 		opts = append(opts, snapid.WithFormat(snapid.FormatDecimal), snapid.WithNodeNumber(7))
+	case "striped":
+		opts = append(opts, snapid.WithFormat(snapid.FormatStriped), snapid.WithNodeNumber(7), snapid.WithStride(stripedStride))
+		striped = true
 	}
 	if sock := os.Getenv(envSock); sock != "" {
 		reg, err := dialRegistry(sock)
@@ -103,7 +111,13 @@ func child() int {
 		go func() {
 			defer wg.Done()
 			for time.Now().Before(deadline) {
-				n, err := g.Next()
+				var n uint64
+				var err error
+				if striped {
+					n, err = g.UniqueUint64() // the id itself: number × stride + 7
+				} else {
+					n, err = g.Next()
+				}
 				if err != nil {
 					say("E next: %v", err)
 					return
@@ -136,7 +150,7 @@ type childConfig struct {
 	step       int
 	init       int
 	goroutines int
-	decimal    bool // the decimal id form: numbers ending in 0 are never handed out
+	form       string // "decimal": numbers ending in 0 are never handed out; "striped": the child reports ids, not numbers
 }
 
 // proc is a running child and what it reported.
@@ -164,7 +178,7 @@ func startChild(t *testing.T, c childConfig) *proc {
 		envRole+"=draw", envPath+"="+c.path, envName+"="+c.name,
 		envBlock+"="+strconv.Itoa(c.block), envSync+"="+strconv.FormatBool(c.sync),
 		envSock+"="+c.sock, envStep+"="+strconv.Itoa(c.step), envInit+"="+strconv.Itoa(c.init),
-		envGoroutines+"="+strconv.Itoa(c.goroutines), envDecimal+"="+strconv.FormatBool(c.decimal))
+		envGoroutines+"="+strconv.Itoa(c.goroutines), envForm+"="+c.form)
 	p := &proc{cmd: cmd, done: make(chan struct{})}
 	cmd.Stderr = &p.stderr
 	out, err := cmd.StdoutPipe()

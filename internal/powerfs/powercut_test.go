@@ -91,7 +91,7 @@ type powerMode struct {
 	sync     bool
 	registry bool
 	cutMode  powerfs.CutMode
-	decimal  bool
+	form     string // "decimal" or "striped", node number 7; "": the name form
 }
 
 // cutRound starts children on path, lets them draw for a random moment
@@ -161,7 +161,10 @@ func TestPowerCut(t *testing.T) {
 		{name: "registry/strict/nosync", registry: true, cutMode: powerfs.KeepSome},
 		// Decimal ids "7.<number>": unique numbers, none ending in 0,
 		// are ids no two of which are equal as decimals.
-		{name: "registry/block/sync/decimal", registry: true, block: 50, sync: true, cutMode: powerfs.KeepSome, decimal: true},
+		{name: "registry/block/sync/decimal", registry: true, block: 50, sync: true, cutMode: powerfs.KeepSome, form: "decimal"},
+		// Striped ids number × 1024 + 7: the children report the ids,
+		// each must carry node 7, and the numbers in them are unique.
+		{name: "registry/block/nosync/striped", registry: true, block: 50, cutMode: powerfs.ForgetAll, form: "striped"},
 	}
 	total, totalIDs := 0, 0
 	for mi, m := range modes {
@@ -173,7 +176,7 @@ func TestPowerCut(t *testing.T) {
 			path := filepath.Join(dir, "counter.u64")
 			name := fmt.Sprintf("power%d", mi)
 			var reg *snapidtest.Registry
-			cfg := childConfig{path: path, name: name, block: m.block, sync: m.sync, decimal: m.decimal}
+			cfg := childConfig{path: path, name: name, block: m.block, sync: m.sync, form: m.form}
 			if m.registry {
 				reg, cfg.sock = registryFor(t)
 				cfg.step = 200
@@ -187,9 +190,12 @@ func TestPowerCut(t *testing.T) {
 				}
 				nums, procs := cutRound(t, f, rng, cfgs, m.cutMode, 30*time.Millisecond)
 				require.Empty(t, childErrors(procs), "round %d", round)
+				if m.form == "striped" {
+					nums = unstripe(t, round, nums)
+				}
 				h.add(round, nums)
 				for _, n := range nums {
-					if m.decimal && n%10 == 0 {
+					if m.form == "decimal" && n%10 == 0 {
 						t.Fatalf("round %d: the decimal form handed out %d, which ends in 0 (7.%d equals 7.%d as a number)", round, n, n, n/10)
 					}
 				}
@@ -212,6 +218,20 @@ func TestPowerCut(t *testing.T) {
 		})
 	}
 	t.Logf("TOTAL: %d power cuts, %d ids checked", total, totalIDs)
+}
+
+// unstripe returns the numbers in striped ids of node 7, failing on an id
+// of another node or of number 0.
+func unstripe(t *testing.T, round int, ids []uint64) []uint64 {
+	t.Helper()
+	nums := make([]uint64, len(ids))
+	for i, id := range ids {
+		if id%stripedStride != 7 || id/stripedStride == 0 {
+			t.Fatalf("round %d: striped id %d is node %d, number %d: want node 7, a number above 0", round, id, id%stripedStride, id/stripedStride)
+		}
+		nums[i] = id / stripedStride
+	}
+	return nums
 }
 
 // checkFiles checks the files after a cut: the counter valid (never
