@@ -246,36 +246,11 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 		return err
 	}
 	numbered := open
-	if n := o.form.node; n != 0 {
-		if _, err := readNumberBinding(dir, n, name, owners, o); err != nil {
+	if o.form.node != 0 {
+		if err := precheckNumberBinding(dir, name, owners, checkOnly, o); err != nil {
 			return err
 		}
-		if checkOnly != "" {
-			if err := checkHostWideNumber(checkOnly, n, name, o); err != nil {
-				return err
-			}
-		}
-		// Under the lock, once the name is bound to this counter: the
-		// number is bound to the name (see numberbinding.go).
-		numbered = func() error {
-			undo, err := bindNumber(dir, n, name, owners, hostWide, checkOnly, o)
-			if err != nil {
-				return err
-			}
-			undoStride := func() {}
-			if o.form.form == FormatStriped {
-				if undoStride, err = bindStride(dir, o.form.stride, owners, checkOnly, o); err != nil {
-					undo()
-					return err
-				}
-			}
-			if err := open(); err != nil {
-				undoStride()
-				undo()
-				return err
-			}
-			return nil
-		}
+		numbered = func() error { return openNumberBound(dir, name, owners, hostWide, checkOnly, o, open) }
 	}
 	lockFile, err := dir.OpenLockFile(bindingLock, 0o600, owners...)
 	if err != nil {

@@ -105,6 +105,11 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 	if counterPath == "" {
 		return nil, &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf("%w: empty counter path", ErrInvalidOption)}
 	}
+	if o.reg.numbers == nil {
+		if err := useRecordedNumber(counterPath, name, &o); err != nil {
+			return nil, err
+		}
+	}
 	form, err := standaloneForm(&o)
 	if err != nil {
 		return nil, err
@@ -133,6 +138,11 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 		// One counter file per name on the host (see DefaultBindingDir):
 		// checked before the counter is created, so that a refused name
 		// changes nothing.
+		err = withNameBound(ctx, name, counterPath, &o, openFile)
+	} else if o.reg.numbers == nil && o.form.node != 0 {
+		// A registry that gives no node numbers: a configured one is
+		// bound on the host as without a registry, with the name (a
+		// number's binding is in use while its name's counter exists).
 		err = withNameBound(ctx, name, counterPath, &o, openFile)
 	} else {
 		err = openFile()

@@ -168,15 +168,28 @@ func bindNumber(dir *statefile.Dir, n uint64, name string, owners []uint32, host
 	return undo, nil
 }
 
-// checkHostWideNumber refuses a node number root bound, in the host-wide
-// directory at path, to another name in use (see checkHostWide).
+// checkHostWideNumber refuses, for a user, a node number root bound in
+// the host-wide directory at path to another name, in use or not: root
+// may not have made that name's counter yet, and only root takes over its
+// stale bindings.
 func checkHostWideNumber(path string, n uint64, name string, o *options) error {
 	dir, err := statefile.OpenDir(path, statefile.DirOptions{Owners: []uint32{0}, AllowSticky: true})
 	if err != nil {
 		return nil // as checkHostWide: none, unreadable, or not safe to read
 	}
 	defer dir.Close()
-	_, err = readNumberBinding(dir, n, name, []uint32{0}, o)
+	st, err := readNumberBinding(dir, n, name, []uint32{0}, o)
+	if err == nil && st == bindingStale {
+		// Root's binding of the number to another name, whose counter is
+		// not in sight: root's Open may not have made it yet, or it is
+		// out of sight for a while. Only root takes it over.
+		b, _, _ := dir.ReadFile(numberFile(n), 0)
+		bound, _ := parseNumberBinding(b)
+		p := filepath.Join(path, numberFile(n))
+		err = &FileError{Op: "bind", Path: p, Err: fmt.Errorf(
+			"%w: root bound node number %d on this host to the node name %q (in %s), whose counter is not in sight (being opened, or out of sight for a while); "+
+				"use another number, or, if %q is retired, have root remove %s", ErrNumberBound, n, bound, p, bound, p)}
+	}
 	return err
 }
 
@@ -201,6 +214,61 @@ func checkUsersNumber(n uint64, name string, o *options) error {
 	return nil
 }
 
+// checkUsersStride refuses, for root recording the host's stride, another
+// stride a user of this host recorded in its own directory: striped ids
+// of two strides meet on the host.
+func checkUsersStride(stride uint64, o *options) error {
+	for _, u := range statefile.Users() {
+		if u.Uid == 0 || !usableHome(u) {
+			continue
+		}
+		dir, err := statefile.OpenDir(userBindingDir(u.Home), statefile.DirOptions{Owners: []uint32{0, u.Uid}, FS: o.fs})
+		if err != nil {
+			continue
+		}
+		s, ok, err := readStride(dir, []uint32{u.Uid})
+		path := filepath.Join(dir.Path(), strideFile)
+		dir.Close()
+		switch {
+		case err != nil:
+			return fmt.Errorf("%w (a file of the user %s)", err, u.Name)
+		case ok && s != stride:
+			return fmt.Errorf("%w (a file of the user %s)", strideMismatch(path, s, stride), u.Name)
+		}
+	}
+	return nil
+}
+
+// checkHostWideStride refuses, for a user recording its stride, another
+// stride root recorded in the host-wide directory at path.
+func checkHostWideStride(path string, stride uint64) error {
+	hw, err := statefile.OpenDir(path, statefile.DirOptions{Owners: []uint32{0}, AllowSticky: true})
+	if err != nil {
+		return nil // as checkHostWide: none, unreadable, or not safe to read
+	}
+	s, ok, err := readStride(hw, []uint32{0})
+	hw.Close()
+	switch {
+	case err != nil:
+		return err
+	case ok && s != stride:
+		return strideMismatch(filepath.Join(path, strideFile), s, stride)
+	}
+	return nil
+}
+
+// otherRealmStride checks the stride against the directories this Open
+// cannot write: the users' for root, root's for a user.
+func otherRealmStride(stride uint64, hostWide bool, checkOnly string, o *options) error {
+	switch {
+	case hostWide:
+		return checkUsersStride(stride, o)
+	case checkOnly != "":
+		return checkHostWideStride(checkOnly, stride)
+	}
+	return nil
+}
+
 // The host's stride without a registry: <dir>/.stride (never a node name
 // or a number) holds "snapid-stride 1" and the stride, each ending in a
 // newline. The first striped Open of the host records it; another stride
@@ -211,19 +279,13 @@ const strideFile = ".stride"
 
 // bindStride records or checks the host's stride in dir, holding its
 // lock; a program of another user also checks the host-wide one.
-func bindStride(dir *statefile.Dir, stride uint64, owners []uint32, checkOnly string, o *options) (undo func(), err error) {
+//
+// Root and a user record strides under different locks: each checks the
+// other's again after recording its own, as for numbers.
+func bindStride(dir *statefile.Dir, stride uint64, owners []uint32, hostWide bool, checkOnly string, o *options) (undo func(), err error) {
 	nothing := func() {}
-	if checkOnly != "" {
-		if hw, err := statefile.OpenDir(checkOnly, statefile.DirOptions{Owners: []uint32{0}, AllowSticky: true}); err == nil {
-			s, ok, err := readStride(hw, []uint32{0})
-			hw.Close()
-			if err != nil {
-				return nothing, err
-			}
-			if ok && s != stride {
-				return nothing, strideMismatch(filepath.Join(checkOnly, strideFile), s, stride)
-			}
-		}
+	if err := otherRealmStride(stride, hostWide, checkOnly, o); err != nil {
+		return nothing, err
 	}
 	s, ok, err := readStride(dir, owners)
 	switch {
@@ -237,7 +299,12 @@ func bindStride(dir *statefile.Dir, stride uint64, owners []uint32, checkOnly st
 	if err := dir.Create(strideFile, fmt.Appendf(nil, "snapid-stride 1\n%d\n", stride), 0o644); err != nil {
 		return nothing, &FileError{Op: "bind", Path: filepath.Join(dir.Path(), strideFile), Err: err}
 	}
-	return func() { _ = dir.Remove(strideFile) }, nil
+	undo = func() { _ = dir.Remove(strideFile) }
+	if err := otherRealmStride(stride, hostWide, checkOnly, o); err != nil {
+		undo()
+		return nothing, err
+	}
+	return undo, nil
 }
 
 func strideMismatch(path string, recorded, given uint64) error {
@@ -262,4 +329,50 @@ func readStride(dir *statefile.Dir, owners []uint32) (uint64, bool, error) {
 		return 0, false, &FileError{Op: "bind", Path: path, Err: fmt.Errorf("%w: not a stride file this version writes; remove it if no striped ids are handed out on this host", ErrCorruptBinding)}
 	}
 	return v, true, nil
+}
+
+// precheckNumberBinding refuses, before anything is made, a node number
+// bound on this host to another name (see readNumberBinding and
+// checkHostWideNumber).
+func precheckNumberBinding(dir *statefile.Dir, name string, owners []uint32, checkOnly string, o *options) error {
+	if _, err := readNumberBinding(dir, o.form.node, name, owners, o); err != nil {
+		return err
+	}
+	if checkOnly != "" {
+		return checkHostWideNumber(checkOnly, o.form.node, name, o)
+	}
+	return nil
+}
+
+// openNumberBound, holding the lock of dir, binds the configured node
+// number (and, striped, the host's stride) to name, then runs open; if
+// open fails, the bindings it made are taken back.
+func openNumberBound(dir *statefile.Dir, name string, owners []uint32, hostWide bool, checkOnly string, o *options, open func() error) error {
+	undo, err := bindNumber(dir, o.form.node, name, owners, hostWide, checkOnly, o)
+	if err != nil {
+		return err
+	}
+	undoStride := func() {}
+	if o.form.form == FormatStriped {
+		if undoStride, err = bindStride(dir, o.form.stride, owners, hostWide, checkOnly, o); err != nil {
+			undo()
+			return err
+		}
+	}
+	if err := open(); err != nil {
+		undoStride()
+		undo()
+		return err
+	}
+	if checkOnly != "" {
+		// A user checks root's binding again once its counter exists:
+		// root judges the user's binding by that counter, so of two such
+		// Opens at least one sees the other (see checkHostWideNumber).
+		if err := checkHostWideNumber(checkOnly, o.form.node, name, o); err != nil {
+			undoStride()
+			undo()
+			return err
+		}
+	}
+	return nil
 }

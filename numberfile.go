@@ -163,11 +163,16 @@ func (r *reservation) claimNumber(ctx context.Context, h Holder) error {
 }
 
 // precheckNumber refuses, before the claim changes anything in the
-// registry, a WithNodeNumber or WithStride that is not what the number
-// file or the registry holds (bad input changes nothing).
+// registry, a form this host cannot use (bad input changes nothing): a
+// WithNodeNumber or WithStride that is not what the number file or the
+// registry holds, a striped form with no stride anywhere, a node number
+// not below the cluster's stride, or a bound below the first id. Only a
+// name's very first number is unknown here: the claim gives it, and a
+// number the form cannot use is refused then.
 func (r *reservation) precheckNumber(ctx context.Context) error {
 	nr := r.o.numbers
-	if nr == nil || r.form.node == 0 && r.form.stride == 0 {
+	numeric := r.form.form != FormatName
+	if nr == nil || !numeric && r.form.node == 0 && r.form.stride == 0 {
 		return nil
 	}
 	f, ok, err := r.host.readNumber()
@@ -178,16 +183,16 @@ func (r *reservation) precheckNumber(ctx context.Context) error {
 	if ok && f.name == r.name {
 		n, s = f.number, f.stride
 	}
-	if n == 0 && r.form.node != 0 {
+	if n == 0 && (r.form.node != 0 || r.form.form == FormatStriped) {
 		h, err := nr.Get(ctx, r.name)
 		if err != nil && !errors.Is(err, ErrNotRegistered) {
 			return err
 		}
-		if n = h.Number; n == 0 {
+		if n = h.Number; n == 0 && r.form.node != 0 {
 			return fmt.Errorf("snapid: %w: the registry gives node numbers, and %q has none yet: WithNodeNumber can only confirm the one it gives; open without it first", ErrNumberMismatch, r.name)
 		}
 	}
-	if s == 0 && r.form.stride != 0 && r.form.form == FormatStriped {
+	if s == 0 && r.form.form == FormatStriped {
 		if s, err = nr.Stride(ctx); err != nil {
 			return err
 		}
@@ -199,6 +204,20 @@ func (r *reservation) precheckNumber(ctx context.Context) error {
 	}
 	if s != 0 && r.form.stride != 0 && s != r.form.stride {
 		return fmt.Errorf("snapid: %w: the cluster's stride is %d, not %d (WithStride)", ErrStrideMismatch, s, r.form.stride)
+	}
+	if r.form.form == FormatStriped {
+		s = max(s, r.form.stride) // the cluster's, or the one this Open would record
+		switch {
+		case s == 0:
+			return fmt.Errorf("snapid: %w: the striped form needs the cluster's stride, and the registry records none: set it once for the cluster (snapctl setup --stride S, NumberRegistry.SetStride) or give WithStride", ErrInvalidOption)
+		case r.form.maxID != 0 && r.form.maxID < s+1:
+			return fmt.Errorf("snapid: %w: bound %d is below the first striped id of any node (stride %d)", ErrInvalidOption, r.form.maxID, s)
+		}
+	}
+	if numeric && n != 0 {
+		if _, err := newIDForm(r.form.form, n, s, r.form.maxID); err != nil {
+			return fmt.Errorf("%w (the registry's node number for %q is %d; nothing was claimed)", err, r.name, n)
+		}
 	}
 	return nil
 }
@@ -296,4 +315,47 @@ func ReadNodeNumber(counterPath string) (name string, number, stride uint64, ok 
 		return "", 0, 0, false, err
 	}
 	return f.name, f.number, f.stride, true, nil
+}
+
+// useRecordedNumber, for an Open whose registry gives no node numbers (or
+// that has no registry), checks WithNodeNumber and WithStride against the
+// number file a registry that gave numbers left beside the counter, and
+// takes the recorded ones when the numeric form is asked for without
+// them: the number belongs to the name cluster-wide, and another one on
+// this counter would carry ids of another name's number. A counter with
+// no number file, or a name form Open with no number given, is left alone.
+func useRecordedNumber(counterPath, name string, o *options) error {
+	f := &o.form
+	if f.form == FormatName && f.node == 0 && f.stride == 0 {
+		return nil
+	}
+	h := &hostState{sessionPath: counterPath + sessionSuffix}
+	rec, ok, err := h.readNumber()
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return nil
+	case rec.name != name:
+		if f.node == rec.number {
+			return &FileError{Op: "open", Path: h.numberPath(), Err: fmt.Errorf(
+				"%w: node number %d is the registry's for %q (recorded beside this counter), not for %q; nothing was issued",
+				ErrNumberMismatch, rec.number, rec.name, name)}
+		}
+		return nil
+	case f.node != 0 && f.node != rec.number:
+		return &FileError{Op: "open", Path: h.numberPath(), Err: fmt.Errorf(
+			"%w: the registry gave %q node number %d (recorded beside this counter), not %d (WithNodeNumber); nothing was issued",
+			ErrNumberMismatch, name, rec.number, f.node)}
+	case f.stride != 0 && rec.stride != 0 && f.stride != rec.stride:
+		return &FileError{Op: "open", Path: h.numberPath(), Err: fmt.Errorf(
+			"%w: the cluster's stride is %d (recorded beside this counter), not %d (WithStride)", ErrStrideMismatch, rec.stride, f.stride)}
+	}
+	if f.form != FormatName && f.node == 0 {
+		f.node = rec.number
+	}
+	if f.form == FormatStriped && f.stride == 0 {
+		f.stride = rec.stride
+	}
+	return nil
 }
