@@ -45,7 +45,9 @@ func (id ID) AppendTo(b []byte) []byte {
 }
 
 // Compare orders ids by form, then by name (FormatName) or node number
-// (FormatDecimal), then by number, numerically; striped ids by value.
+// (FormatDecimal), then by number, numerically; striped ids by value. One
+// node's ids so sort in the order they were issued: 7.5 before 7.13,
+// though 7.13 is the smaller decimal.
 func (id ID) Compare(other ID) int {
 	if c := cmp.Compare(id.Form, other.Form); c != 0 {
 		return c
