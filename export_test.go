@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Hooks for the external tests (package snapid_test). Tests that open
@@ -119,4 +121,18 @@ func ExportBindingDefaults(t interface {
 	oldShared, oldTest := defaultBindingDir, testBindingDir
 	defaultBindingDir, testBindingDir = shared, nil
 	t.Cleanup(func() { defaultBindingDir, testBindingDir = oldShared, oldTest })
+}
+
+// ExportHeartbeatHolder reports whether g holds its host's heartbeat role.
+func (g *Generator) ExportHeartbeatHolder() bool {
+	if g.res == nil || g.res.host.hb == nil {
+		return false
+	}
+	// Another descriptor of this process: flock conflicts with g's.
+	f, err := os.Open(g.res.host.hb.Name())
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil && g.res.host.tryHeartbeatRole()
 }

@@ -36,6 +36,9 @@ import (
 //	                    shared flock on it, so the one that can take it
 //	                    exclusively is the first (at start-up) or the last
 //	                    (at close)
+//	<counter>.heartbeat the host's one heartbeat: the last refresh of
+//	                    last-seen, and an exclusive flock held by the
+//	                    process that refreshes it (see heartbeat.go)
 //
 // The session file is four lines, each ending in a newline:
 //
@@ -171,6 +174,7 @@ type hostState struct {
 	gate         *flock.Flock
 	presence     *flock.Flock
 	mark         *os.File
+	hb           *os.File // the heartbeat file (see heartbeat.go)
 	markPath     string
 	sessionPath  string
 	releasedPath string
@@ -207,8 +211,14 @@ func openHostState(counterPath string, o *options) (*hostState, error) {
 		mark.Close()
 		return nil, &FileError{Op: "open", Path: markPath, Err: classifyOpenError(err)}
 	}
+	hb, err := openHeartbeat(counterPath, o)
+	if err != nil {
+		mark.Close()
+		return nil, err
+	}
 	return &hostState{
 		owner:        owner,
+		hb:           hb,
 		gate:         flock.New(counterPath+ownerSuffix, flock.SetFlag(openFlags(o.followSymlinks))),
 		presence:     flock.New(presencePath, flock.SetFlag(openFlags(o.followSymlinks))),
 		mark:         mark,
@@ -369,6 +379,9 @@ func (h *hostState) readSession() (sessionFile, error) {
 func (h *hostState) close() error {
 	h.presence.Close()
 	h.gate.Close()
+	if h.hb != nil {
+		h.hb.Close() // and with it the heartbeat role, if this process held it
+	}
 	return h.mark.Close()
 }
 

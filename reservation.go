@@ -172,6 +172,12 @@ func (r *reservation) claim(ctx context.Context) error {
 	if err := r.host.writeSession(r.name, h.Session); err != nil {
 		return err
 	}
+	// The claim refreshed last-seen: the host's heartbeat is not due for
+	// an interval, and the host's other processes join without a
+	// registry read meanwhile.
+	if err := r.host.writeHeartbeat(heartbeatRecord{session: sessionHash(h.Session), last: r.o.now().UnixNano()}); err != nil {
+		return err
+	}
 	if released != "" {
 		if err := r.host.clearReleased(); err != nil {
 			return err
@@ -258,8 +264,18 @@ func (r *reservation) join() error {
 // the host's claim still stands. It is an early warning, not a safeguard
 // (the mark file never exceeds the registry's mark, and extensions are
 // conditional on the session): if the registry cannot be reached, the
-// process starts on the host's reserved range with a warning.
+// process starts on the host's reserved range with a warning. While the
+// host's heartbeat record shows this claim refreshed less than an
+// interval ago, the registry is not read: a host whose processes all
+// start at once reads it once, at the first one's claim.
 func (r *reservation) verifyJoin(ctx context.Context) error {
+	rec, ok := r.host.readHeartbeat()
+	if ok && rec.taken && rec.session == sessionHash(r.session) {
+		return fmt.Errorf("snapid: %w: the registry told another process of this host that %q is another owner's", ErrNameTaken, r.name)
+	}
+	if freshClaim(rec, ok, r.session, r.o.now(), r.o.heartbeat) {
+		return nil
+	}
 	h, err := r.reg.Get(ctx, r.name)
 	switch {
 	case err != nil && errors.Is(err, ErrRegistry):
@@ -496,33 +512,6 @@ func (r *reservation) adopt(ctx context.Context, v, floor uint64) error {
 		}
 		return r.host.writeMark(markState{mark: v, floor: max(m.floor, floor)})
 	})
-}
-
-// heartbeat refreshes last-seen until close.
-func (r *reservation) heartbeat() {
-	defer r.wg.Done()
-	t := time.NewTicker(r.o.heartbeat)
-	defer t.Stop()
-	for {
-		select {
-		case <-r.ctx.Done():
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(r.ctx, r.o.timeout)
-		err := r.reg.Touch(ctx, r.name, r.host.owner, r.session)
-		cancel()
-		switch {
-		case errors.Is(err, ErrNameTaken):
-			r.lost.Store(&err)
-			r.log.Error("snapid: node name taken over by another owner; no more ids will be issued", "name", r.name, "err", err)
-			return
-		case err != nil && r.ctx.Err() == nil:
-			r.heartbeatLog.failed(err, "name", r.name)
-		case err == nil:
-			r.heartbeatLog.succeeded("name", r.name)
-		}
-	}
 }
 
 // close stops the background work and, if this is the last process on the

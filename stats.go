@@ -60,7 +60,9 @@ type RegistryStats struct {
 	LastContact time.Time `json:"last_contact"`
 	// LastExtension is when the reserved-up-to mark was last raised.
 	LastExtension time.Time `json:"last_extension"`
-	// LastHeartbeat is when last-seen was last refreshed.
+	// LastHeartbeat is when last-seen was last refreshed, by this process
+	// or by the host's process that holds the heartbeat (one per host;
+	// its claim counts as a refresh).
 	LastHeartbeat time.Time `json:"last_heartbeat"`
 	// SessionHeld is false once the registry said that this host's claim
 	// no longer stands (another owner took the name, or a later claim with
@@ -188,6 +190,9 @@ func (g *Generator) Stats() Stats {
 	if g.res != nil {
 		if obs := observerOf(g.res.reg); obs != nil {
 			rs := obs.snapshot()
+			if host := g.res.lastHostHeartbeat(); host.After(rs.LastHeartbeat) {
+				rs.LastHeartbeat = host // refreshed by the host's heartbeat holder
+			}
 			rs.SessionHeld = g.res.lost.Load() == nil
 			st.Registry = &rs
 		}

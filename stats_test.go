@@ -41,7 +41,9 @@ func TestStatsRegistry(t *testing.T) {
 	assert.Equal(t, uint64(1), calls(t, st, "extend", RegistryApplied), "the first step is reserved at Open")
 	assert.False(t, st.Registry.LastExtension.IsZero())
 	assert.False(t, st.Registry.LastContact.IsZero())
-	assert.True(t, st.Registry.LastHeartbeat.IsZero(), "no heartbeat yet")
+	assert.Equal(t, uint64(0), calls(t, st, "touch", RegistryApplied), "no heartbeat yet")
+	assert.False(t, st.Registry.LastHeartbeat.IsZero(), "the claim refreshed last-seen: it counts as the host's first heartbeat")
+	assert.WithinDuration(t, time.Now(), st.Registry.LastHeartbeat, time.Minute)
 	assert.True(t, st.Registry.SessionHeld)
 
 	rs, err := g.Reservation()

@@ -45,12 +45,21 @@ func (r *Registry) sizing() (time.Duration, uint64) {
 // readGlobal reads the GLOBAL partition at SERIAL: the GLOBAL row (nil if
 // the sequence does not exist) and every row of the partition.
 func (r *Registry) readGlobal(ctx context.Context, q seqQuerier, seq string) (*seqRow, []seqRow, error) {
-	rows, err := q.readPartition(ctx, gocql.Consistency(gocql.Serial), seq, partGlobal)
+	return r.readGlobalAt(ctx, q, seq, gocql.Consistency(gocql.Serial))
+}
+
+// readGlobalAt reads the GLOBAL partition at cons.
+func (r *Registry) readGlobalAt(ctx context.Context, q seqQuerier, seq string, cons gocql.Consistency) (*seqRow, []seqRow, error) {
+	level := cons.String()
+	if cons == gocql.Consistency(gocql.Serial) {
+		level = "SERIAL" // gocql names only the non-serial levels
+	}
+	rows, err := q.readPartition(ctx, cons, seq, partGlobal)
 	if err != nil {
 		if noTable(err) {
 			return nil, nil, nil
 		}
-		return nil, nil, fmt.Errorf("snapid: %w: reading sequence %q at SERIAL: %w", snapid.ErrRegistry, seq, err)
+		return nil, nil, fmt.Errorf("snapid: %w: reading sequence %q at %s: %w", snapid.ErrRegistry, seq, level, err)
 	}
 	return find(rows, kindGlobal, "", 0), rows, nil
 }

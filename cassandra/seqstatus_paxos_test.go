@@ -1,0 +1,43 @@
+package cassandra
+
+import (
+	"maps"
+	"testing"
+
+	"github.com/gocql/gocql"
+	"github.com/snapid/snapid"
+	"github.com/stretchr/testify/require"
+)
+
+// SequenceStatus, which every host with a sequence open asks for once a
+// minute for its metrics, runs no Paxos round: GLOBAL at QUORUM, each data
+// centre's partition at LOCAL_QUORUM. It still sees every committed lease.
+func TestSequenceStatusReadsWithoutPaxos(t *testing.T) {
+	ks := newTestKeyspace(t)
+	reg := ks.registry(t)
+	a := reg.claimForTest(t, "host_a")
+	_, err := reg.CreateSequence(t.Context(), "s", 1, 1000)
+	require.NoError(t, err)
+	got, err := reg.LeaseSequence(t.Context(), snapid.LeaseRequest{Sequence: "s", Name: a.Name, Owner: a.Owner, Session: a.Session, Size: 7, Min: 1})
+	require.NoError(t, err)
+	reg.seqs.wg.Wait()
+	l := lossySeq(t, reg, func(int, []seqStmt) lossPlan { return lossPlan{} })
+	for range 3 {
+		st, err := reg.SequenceStatus(t.Context(), "s")
+		require.NoError(t, err)
+		require.Len(t, st.Leases, 1)
+		require.Equal(t, got.First, st.Leases[0].First, "the committed lease shows")
+	}
+	dc, err := reg.DataCentre(t.Context())
+	require.NoError(t, err)
+	l.readMu.Lock()
+	reads := map[string]map[gocql.Consistency]int{}
+	for part, m := range l.reads {
+		reads[part] = maps.Clone(m)
+	}
+	l.readMu.Unlock()
+	require.Equal(t, map[string]map[gocql.Consistency]int{
+		partGlobal: {gocql.Quorum: 3},
+		dcPart(dc): {gocql.LocalQuorum: 3},
+	}, reads, "status reads by partition and consistency")
+}

@@ -1,0 +1,243 @@
+package snapid_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/snapidtest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// callLog records when each registry call of a kind began.
+type callLog struct {
+	mu    sync.Mutex
+	calls map[string][]time.Time
+}
+
+func logCalls(reg *snapidtest.Registry) *callLog {
+	l := &callLog{calls: map[string][]time.Time{}}
+	reg.SetHook(func(_ context.Context, op, _ string) error {
+		l.mu.Lock()
+		l.calls[op] = append(l.calls[op], time.Now())
+		l.mu.Unlock()
+		return nil
+	})
+	return l
+}
+
+func (l *callLog) count(op string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.calls[op])
+}
+
+// since returns the calls of op from t on.
+func (l *callLog) since(op string, t time.Time) []time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []time.Time
+	for _, c := range l.calls[op] {
+		if !c.Before(t) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// waitFor polls cond for up to d.
+func waitFor(d time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
+}
+
+// holders returns which of gs hold the host's heartbeat role.
+func holders(gs []*Generator) []int {
+	var out []int
+	for i, g := range gs {
+		if g != nil && g.ExportHeartbeatHolder() {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// A host's processes (Generators on one counter, each with descriptors of
+// its own, as processes have) send one heartbeat per interval between
+// them, not one each; when the process that sends it exits or crashes,
+// another takes over, and last-seen keeps being refreshed.
+func TestHeartbeatOnePerHost(t *testing.T) {
+	const interval = 40 * time.Millisecond
+	for _, procs := range []int{1, 8, 32} {
+		t.Run("processes="+strconv.Itoa(procs), func(t *testing.T) {
+			reg := snapidtest.NewRegistry()
+			_, path := ctPath(t)
+			opts := []Option{WithHeartbeat(interval), WithCloneWindow(0)}
+			gs := make([]*Generator, procs)
+			for i := range gs {
+				gs[i] = openReg(t, path, "web_1", reg, opts...)
+			}
+			defer func() {
+				for _, g := range gs {
+					if g != nil {
+						g.Close()
+					}
+				}
+			}()
+			calls := logCalls(reg)
+			start := time.Now()
+			time.Sleep(25 * interval)
+			elapsed := time.Since(start)
+			touches := calls.count("touch")
+			// One per interval for the host, whatever the processes; a
+			// slow machine only lowers the count.
+			assert.LessOrEqual(t, float64(touches), 1.1*float64(elapsed)/float64(interval)+2,
+				"%d processes sent %d heartbeats in %v (interval %v): want one per interval for the host", procs, touches, elapsed, interval)
+			assert.GreaterOrEqual(t, touches, 5, "the host's heartbeat runs")
+			require.Len(t, holders(gs), 1, "one process holds the heartbeat")
+			if procs == 1 {
+				return
+			}
+			// The holder crashes, then the next one exits cleanly: each
+			// time another process takes the role and refreshes.
+			for round, how := range []string{"crash", "close"} {
+				h := holders(gs)[0]
+				if how == "crash" {
+					crash(t, gs[h])
+				} else {
+					require.NoError(t, gs[h].Close())
+				}
+				gs[h] = nil
+				gone := time.Now()
+				require.True(t, waitFor(40*interval, func() bool { return len(holders(gs)) == 1 }), "round %d: no process took the heartbeat after the holder's %s", round, how)
+				require.True(t, waitFor(40*interval, func() bool { return len(calls.since("touch", gone)) > 0 }), "round %d: last-seen not refreshed after the holder's %s", round, how)
+			}
+			row, ok := reg.Row("web_1")
+			require.True(t, ok)
+			assert.Equal(t, StateActive, row.State)
+		})
+	}
+}
+
+// The heartbeat holder that stops without exiting (a stopped process, a
+// lock held by someone who does not refresh) does not leave last-seen
+// stale: a process that finds the record an interval and a half old
+// refreshes without the role.
+func TestHeartbeatHolderStuck(t *testing.T) {
+	const interval = 40 * time.Millisecond
+	reg := snapidtest.NewRegistry()
+	_, path := ctPath(t)
+	g := openReg(t, path, "web_1", reg, WithHeartbeat(time.Hour), WithCloneWindow(0))
+	defer g.Close()
+	// g holds the role (its poll is an hour away: it never takes it, so
+	// take it by hand as a stuck holder would keep it) and never refreshes.
+	lock, err := os.OpenFile(path+".heartbeat", os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer lock.Close()
+	require.NoError(t, unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB))
+	other := openReg(t, path, "web_1", reg, WithHeartbeat(interval), WithCloneWindow(0))
+	defer other.Close()
+	assert.False(t, other.ExportHeartbeatHolder())
+	calls := logCalls(reg)
+	start := time.Now()
+	require.True(t, waitFor(100*interval, func() bool { return calls.count("touch") >= 3 }), "no refresh while the heartbeat's holder is stuck")
+	// Not more often than every interval and a half, roughly.
+	elapsed := time.Since(start)
+	assert.LessOrEqual(t, float64(calls.count("touch")), float64(elapsed)/float64(interval)/1.5+2)
+}
+
+// A take-over that the holder's heartbeat learns of stops every process
+// of the host, not only the holder.
+func TestHeartbeatTakeOverStopsEveryProcess(t *testing.T) {
+	const interval = 20 * time.Millisecond
+	reg := snapidtest.NewRegistry()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a", "c.u64")
+	require.NoError(t, os.Mkdir(filepath.Dir(path), 0o755))
+	gs := []*Generator{}
+	for range 4 {
+		// A step no extension is needed for: only the heartbeat tells.
+		g := openReg(t, path, "web_1", reg, WithHeartbeat(interval), WithCloneWindow(0), WithReserveStep(1<<20))
+		defer g.Close()
+		gs = append(gs, g)
+	}
+	other := filepath.Join(dir, "b", "c.u64")
+	require.NoError(t, os.Mkdir(filepath.Dir(other), 0o755))
+	calls := logCalls(reg)
+	taker, err := Open(other, "web_1", WithRegistry(reg), WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithTakeover(0), WithSync(false), WithCloneWindow(0))
+	require.NoError(t, err)
+	defer taker.Close()
+	for i, g := range gs {
+		require.True(t, waitFor(5*time.Second, func() bool {
+			_, err := g.Next()
+			return errors.Is(err, ErrNameTaken)
+		}), "process %d still issues after the name was taken over", i)
+	}
+	// The holder's refresh learned it and told the others through the
+	// record: they did not each ask the registry (one more may, if the
+	// holder was slow).
+	assert.LessOrEqual(t, calls.count("touch"), 2, "the host's processes each refreshed to learn of the take-over")
+}
+
+// Processes joining their host's claim read the registry only when the
+// host's heartbeat record is not fresh: a host starting all its
+// processes at once reads it once.
+func TestHeartbeatFreshJoinReadsNothing(t *testing.T) {
+	reg := snapidtest.NewRegistry()
+	_, path := ctPath(t)
+	calls := logCalls(reg)
+	first := openReg(t, path, "web_1", reg, WithHeartbeat(time.Hour), WithCloneWindow(0))
+	defer first.Close()
+	for range 7 {
+		g := openReg(t, path, "web_1", reg, WithHeartbeat(time.Hour), WithCloneWindow(0))
+		defer g.Close()
+	}
+	assert.Equal(t, 1, calls.count("claim"))
+	assert.Equal(t, 0, calls.count("get"), "joins of a fresh claim read the registry")
+
+	for _, c := range []struct {
+		what string
+		now  time.Time
+	}{
+		{"an interval later", time.Now().Add(time.Hour + time.Minute)},
+		{"a clock set back", time.Now().Add(-time.Minute)},
+	} {
+		before := calls.count("get")
+		g := openReg(t, path, "web_1", reg, WithHeartbeat(time.Hour), WithCloneWindow(0), ExportWithClock(func() time.Time { return c.now }))
+		g.Close()
+		assert.Equal(t, before+1, calls.count("get"), "%s: a join reads the registry", c.what)
+	}
+}
+
+// A damaged or foreign heartbeat record is no record: the join reads the
+// registry, and the host's heartbeat writes a good one.
+func TestHeartbeatRecordDamaged(t *testing.T) {
+	const interval = 20 * time.Millisecond
+	reg := snapidtest.NewRegistry()
+	_, path := ctPath(t)
+	first := openReg(t, path, "web_1", reg, WithHeartbeat(interval), WithCloneWindow(0))
+	defer first.Close()
+	calls := logCalls(reg)
+	for _, junk := range [][]byte{[]byte("garbage"), make([]byte, 32), append([]byte("snaphb01"), make([]byte, 23)...)} {
+		require.NoError(t, os.WriteFile(path+".heartbeat", junk, 0o644))
+		g := openReg(t, path, "web_1", reg, WithHeartbeat(time.Hour), WithCloneWindow(0))
+		g.Close()
+	}
+	assert.Equal(t, 3, calls.count("get"), "each join behind a damaged record read the registry")
+	require.True(t, waitFor(5*time.Second, func() bool {
+		b, err := os.ReadFile(path + ".heartbeat")
+		return err == nil && len(b) == 32 && string(b[:8]) == "snaphb01"
+	}), "the heartbeat did not write its record again")
+}
