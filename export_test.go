@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -136,3 +137,19 @@ func (g *Generator) ExportHeartbeatHolder() bool {
 	defer f.Close()
 	return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil && g.res.host.tryHeartbeatRole()
 }
+
+// ExportRetryAttempts is how many times a start-up's registry call is sent
+// at most.
+const ExportRetryAttempts = retryAttempts
+
+// ExportRetryWaits replaces the waits between retried registry calls
+// until the test ends.
+func ExportRetryWaits(t interface{ Cleanup(func()) }, wait func(attempt int) time.Duration) {
+	old := retryBackoff
+	retryBackoff = wait
+	t.Cleanup(func() { retryBackoff = old })
+}
+
+// ExportTransient reports whether a start-up's registry call that failed
+// with err is sent again.
+func ExportTransient(err error) bool { return transient(err) }

@@ -227,7 +227,8 @@ func TestHeartbeatRecordDamaged(t *testing.T) {
 	const interval = 20 * time.Millisecond
 	reg := snapidtest.NewRegistry()
 	_, path := ctPath(t)
-	first := openReg(t, path, "web_1", reg, WithHeartbeat(interval), WithCloneWindow(0))
+	// Its poll is an hour away: nothing rewrites the record meanwhile.
+	first := openReg(t, path, "web_1", reg, WithHeartbeat(time.Hour), WithCloneWindow(0))
 	defer first.Close()
 	calls := logCalls(reg)
 	for _, junk := range [][]byte{[]byte("garbage"), make([]byte, 32), append([]byte("snaphb01"), make([]byte, 23)...)} {
@@ -236,6 +237,8 @@ func TestHeartbeatRecordDamaged(t *testing.T) {
 		g.Close()
 	}
 	assert.Equal(t, 3, calls.count("get"), "each join behind a damaged record read the registry")
+	beat := openReg(t, path, "web_1", reg, WithHeartbeat(interval), WithCloneWindow(0))
+	defer beat.Close()
 	require.True(t, waitFor(5*time.Second, func() bool {
 		b, err := os.ReadFile(path + ".heartbeat")
 		return err == nil && len(b) == 32 && string(b[:8]) == "snaphb01"

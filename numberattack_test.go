@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -326,7 +327,7 @@ func TestNumberRootUserRaceUserFirst(t *testing.T) {
 	cmd.Env = append(os.Environ(), envNumberRaceUserFirst+"="+work, "SNAPID_NUMBER_RACE_SHARED="+shared,
 		"HOME="+home, "XDG_STATE_HOME=", "TMPDIR="+filepath.Join(work, "tmp"), "SNAPID_BINDING_DIR=")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-	var out strings.Builder
+	var out lockedBuffer // written by the command's copying goroutine
 	cmd.Stdout, cmd.Stderr = &out, &out
 	require.NoError(t, cmd.Start())
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
@@ -399,4 +400,22 @@ func TestNumberFileDefaultsWithoutRegistry(t *testing.T) {
 	v, err := g.UniqueUint64()
 	require.NoError(t, err)
 	require.Equal(t, n, v%100)
+}
+
+// lockedBuffer is a strings.Builder safe for one writer and readers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -109,8 +109,11 @@ func (r *reservation) claimNumber(ctx context.Context, h Holder) error {
 			actx, cancel = context.WithTimeout(ctx, limit)
 			defer cancel()
 		}
-		var err error
-		if n, err = nr.AssignNumber(actx, r.name, r.host.owner, h.Session); err != nil {
+		err := retryRegistry(actx, r.log, "assign number", func(ctx context.Context) (err error) {
+			n, err = nr.AssignNumber(ctx, r.name, r.host.owner, h.Session)
+			return err
+		})
+		if err != nil {
 			if r.form.form == FormatName {
 				// The name form needs no number: a registry that cannot
 				// give one now (a role that may not create its table, an

@@ -211,7 +211,9 @@ func (s *Sequence) refillLease(ctx context.Context, min uint64, prefetch bool) e
 // and its ranges are dropped, and the next lease is asked for against the
 // registry's record.
 func (s *Sequence) lease(ctx context.Context, prev seqRange, min uint64) error {
-	inFile := prev // the file's latest range; prev is what the registry is shown
+	inFile := prev   // the file's latest range; prev is what the registry is shown
+	failures := 0    // transient failures so far (see retryRegistry)
+	retried := false // the last attempt failed transiently
 	for attempt := 0; attempt < 3; attempt++ {
 		if errp := s.g.res.lost.Load(); errp != nil {
 			return *errp
@@ -224,6 +226,13 @@ func (s *Sequence) lease(ctx context.Context, prev seqRange, min uint64) error {
 		cancel()
 		switch {
 		case errors.Is(err, ErrLeaseMoved):
+			if retried {
+				// Most likely moved by this host's own lease whose answer
+				// was lost: not a race with another process, so it does
+				// not count (failures bounds these).
+				attempt--
+				retried = false
+			}
 			recorded := seqRange{got.First, got.Last}
 			s.log.Warn("snapid: the host's sequence lease in the registry is not the lease file's; dropping the file's ranges (a gap)",
 				"sequence", s.name, "file", prev, "registry", recorded)
@@ -238,6 +247,14 @@ func (s *Sequence) lease(ctx context.Context, prev seqRange, min uint64) error {
 				return err
 			}
 			prev = recorded
+			continue
+		case transient(err) && failures < retryAttempts-1 && s.retryWait(ctx, failures, err):
+			// Contention or an overloaded registry (a data centre's hosts
+			// all taking their first lease at once): again, after a wait.
+			// A lease whose answer was lost shows as moved next time.
+			failures++
+			attempt--
+			retried = true
 			continue
 		case err != nil:
 			if cerr := contextError(ctx); cerr != nil {
@@ -263,6 +280,24 @@ func (s *Sequence) lease(ctx context.Context, prev seqRange, min uint64) error {
 		})
 	}
 	return fmt.Errorf("snapid: %w: sequence %q: the host's lease in the registry kept moving", ErrRegistry, s.name)
+}
+
+// retryWait waits before the lease is asked for again after its failures-th
+// transient failure, and reports whether it did (false: ctx leaves no time).
+func (s *Sequence) retryWait(ctx context.Context, failures int, err error) bool {
+	wait := retryBackoff(failures)
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= wait {
+		return false
+	}
+	s.log.Debug("snapid: sequence lease failed; retrying", "sequence", s.name, "attempt", failures+1, "wait", wait, "err", err)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // prefetch takes the host's next lease in the background, one at a time

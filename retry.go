@@ -1,0 +1,84 @@
+package snapid
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+)
+
+// Retries of the registry calls a start-up needs: the claim, the first
+// extension of the mark, the node number, a sequence's lease. When a whole
+// data centre starts at once (after a power loss), these calls meet on the
+// registry: Paxos rounds on one partition contend, time out and come back
+// as unknown outcomes (which the registry resolves, or reports as
+// ErrRegistry when it cannot), and a node may be overloaded for a while.
+// None of that is the caller's fault, and every one of these calls is safe
+// to send again: a claim by the same owner refreshes its own row, a number
+// is given once per name, a lease whose answer was lost is found moved and
+// left as a gap. So a call that fails with ErrRegistry, and with nothing
+// that says the answer was definite, is sent again after a wait that
+// doubles from retryBase up to retryCap, with full jitter (a random wait
+// between zero and the bound, so that hosts that failed together do not
+// come back together), at most retryAttempts times, and never past the
+// caller's deadline: a caller with time left does not see an error
+// because others started at the same moment.
+const (
+	retryBase     = 10 * time.Millisecond
+	retryCap      = time.Second
+	retryAttempts = 10
+)
+
+// definite are the answers a registry gives on purpose: they are not
+// retried, even when they wrap ErrRegistry.
+var definite = []error{ErrNameTaken, ErrProbableClone, ErrMarkMoved, ErrNotRegistered, ErrLeaseMoved,
+	ErrNoSequence, ErrCorruptSequence, ErrInvalidSequence, ErrExhausted, ErrSequenceShort, ErrInvalidOption,
+	ErrNumberMismatch, ErrStrideMismatch}
+
+// transient reports whether err is a registry failure that may go away if
+// the call is sent again.
+func transient(err error) bool {
+	if err == nil || !errors.Is(err, ErrRegistry) {
+		return false
+	}
+	for _, d := range definite {
+		if errors.Is(err, d) {
+			return false
+		}
+	}
+	return !errors.Is(err, context.Canceled)
+}
+
+// retryBackoff is the seam of the waits between attempts (tests make it
+// instant or record it).
+var retryBackoff = func(attempt int) time.Duration {
+	bound := min(retryCap, retryBase<<min(attempt, 20))
+	return rand.N(bound + 1)
+}
+
+// retryRegistry runs call until it succeeds, fails in a way that is not
+// transient, has run retryAttempts times, or ctx leaves no time for the
+// wait before another attempt; it returns call's last error. Each call gets
+// ctx as it is (the caller bounds each attempt if it must).
+func retryRegistry(ctx context.Context, log *slog.Logger, op string, call func(context.Context) error) error {
+	var err error
+	for attempt := range retryAttempts {
+		if err = call(ctx); !transient(err) || attempt == retryAttempts-1 {
+			return err
+		}
+		wait := retryBackoff(attempt)
+		if d, ok := ctx.Deadline(); ok && time.Until(d) <= wait {
+			return err
+		}
+		log.Debug("snapid: registry call failed; retrying", "op", op, "attempt", attempt+1, "wait", wait, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+	}
+	return err
+}
