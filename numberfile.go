@@ -109,7 +109,7 @@ func (r *reservation) claimNumber(ctx context.Context, h Holder) error {
 			actx, cancel = context.WithTimeout(ctx, limit)
 			defer cancel()
 		}
-		err := retryRegistry(actx, r.log, "assign number", func(ctx context.Context) (err error) {
+		err := retryRegistry(actx, r.log, r.o.retryWait, "assign number", func(ctx context.Context) (err error) {
 			n, err = nr.AssignNumber(ctx, r.name, r.host.owner, h.Session)
 			return err
 		})

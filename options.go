@@ -180,6 +180,7 @@ type registryOptions struct {
 	timeout     time.Duration
 	horizon     time.Duration
 	now         func() time.Time
+	retryWait   func(attempt int) time.Duration // nil: retryBackoff
 }
 
 // checkCloneWindow refuses a clone window in which a live holder that

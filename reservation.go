@@ -158,7 +158,7 @@ func (r *reservation) claim(ctx context.Context) error {
 		return err
 	}
 	var h Holder
-	err = retryRegistry(ctx, r.log, "claim", func(ctx context.Context) (err error) {
+	err = retryRegistry(ctx, r.log, r.o.retryWait, "claim", func(ctx context.Context) (err error) {
 		h, err = r.reg.Claim(ctx, Claim{
 			Name: r.name, Owner: r.host.owner,
 			Hostname: r.o.host.Hostname, Address: r.o.host.Address, MachineID: r.o.host.MachineID,
@@ -205,7 +205,7 @@ func (r *reservation) claim(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return retryRegistry(ctx, r.log, "extend", func(ctx context.Context) error { return r.extend(ctx, 0) })
+	return retryRegistry(ctx, r.log, r.o.retryWait, "extend", func(ctx context.Context) error { return r.extend(ctx, 0) })
 }
 
 // oneNamePerCounter refuses, before anything is written, a claim of a

@@ -50,8 +50,9 @@ func transient(err error) bool {
 	return !errors.Is(err, context.Canceled)
 }
 
-// retryBackoff is the seam of the waits between attempts (tests make it
-// instant or record it).
+// retryBackoff is the wait before the attempt after attempt (0-based)
+// failed; tests replace it, and a Generator's registry options may
+// (withRetryWait).
 var retryBackoff = func(attempt int) time.Duration {
 	bound := min(retryCap, retryBase<<min(attempt, 20))
 	return rand.N(bound + 1)
@@ -61,13 +62,16 @@ var retryBackoff = func(attempt int) time.Duration {
 // transient, has run retryAttempts times, or ctx leaves no time for the
 // wait before another attempt; it returns call's last error. Each call gets
 // ctx as it is (the caller bounds each attempt if it must).
-func retryRegistry(ctx context.Context, log *slog.Logger, op string, call func(context.Context) error) error {
+func retryRegistry(ctx context.Context, log *slog.Logger, waitFor func(int) time.Duration, op string, call func(context.Context) error) error {
+	if waitFor == nil {
+		waitFor = retryBackoff
+	}
 	var err error
 	for attempt := range retryAttempts {
 		if err = call(ctx); !transient(err) || attempt == retryAttempts-1 {
 			return err
 		}
-		wait := retryBackoff(attempt)
+		wait := waitFor(attempt)
 		if d, ok := ctx.Deadline(); ok && time.Until(d) <= wait {
 			return err
 		}
@@ -81,4 +85,13 @@ func retryRegistry(ctx context.Context, log *slog.Logger, op string, call func(c
 		}
 	}
 	return err
+}
+
+// withRetryWait replaces the waits between a Generator's retried registry
+// calls (the simulator, whose time is not the wall clock's, makes them 0).
+func withRetryWait(wait func(attempt int) time.Duration) Option {
+	return func(o *options) error {
+		o.reg.retryWait = wait
+		return nil
+	}
 }

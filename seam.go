@@ -13,6 +13,7 @@ func init() {
 	seam.WithIO = func(x seam.FileIO) any { return withIO(x) }
 	seam.WithFS = func(f statefile.FS) any { return withFS(f) }
 	seam.WithClock = func(now func() time.Time) any { return withClock(now) }
+	seam.WithRetryWait = func(wait func(int) time.Duration) any { return withRetryWait(wait) }
 	seam.Crash = func(g any) error { return crash(g.(*Generator)) }
 	seam.Settle = func(g any) {
 		gen := g.(*Generator)

@@ -286,6 +286,9 @@ func (s *Sequence) lease(ctx context.Context, prev seqRange, min uint64) error {
 // transient failure, and reports whether it did (false: ctx leaves no time).
 func (s *Sequence) retryWait(ctx context.Context, failures int, err error) bool {
 	wait := retryBackoff(failures)
+	if w := s.g.res.o.retryWait; w != nil {
+		wait = w(failures)
+	}
 	if d, ok := ctx.Deadline(); ok && time.Until(d) <= wait {
 		return false
 	}

@@ -34,6 +34,9 @@ var (
 	// WithClock returns a snapid.Option replacing the registry side's
 	// clock (heartbeats, clone windows, reservation rates).
 	WithClock func(now func() time.Time) any
+	// WithRetryWait returns a snapid.Option replacing the waits between
+	// a start-up's retried registry calls.
+	WithRetryWait func(wait func(attempt int) time.Duration) any
 	// Crash abandons a *snapid.Generator as a killed process would: its
 	// locks and descriptors go away, nothing is written and nothing is
 	// returned to the registry.

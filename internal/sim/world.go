@@ -171,6 +171,9 @@ func (w *world) options(ho *host, extra ...snapid.Option) []snapid.Option {
 			snapid.WithRegistry(w.regs[ho.cfg.DC]),
 			snapid.WithHostInfo(ho.info),
 			seam.WithClock(w.clock.now).(snapid.Option),
+			// Retries of a start-up's registry calls do not wait: the
+			// wall clock decides nothing here.
+			seam.WithRetryWait(func(int) time.Duration { return 0 }).(snapid.Option),
 			// No heartbeat fires while a history runs (it would run on
 			// the real clock, at a moment no seed decides): liveness is
 			// decided by the simulated clock alone.
