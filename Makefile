@@ -1,5 +1,5 @@
 # Conveniences; the README's commands are the reference.
-.PHONY: test bench bench-quick run soak
+.PHONY: test bench bench-quick run soak scale
 
 run:
 	go run ./cmd/snapctl next
@@ -25,3 +25,9 @@ bench-quick:
 SOAK ?= 30m
 soak:
 	SNAPID_SIM_DURATION=$(SOAK) go test -count=1 -timeout 0 -run '^TestSimulation$$' -v ./internal/sim
+
+# The scale harness against the test node and a three-node cluster, Paxos
+# v1 and v2: registry capacity, steady load by fleet size, a start-up
+# storm (bench/results/scale.md); about 25 minutes.
+scale:
+	bash scripts/scale.sh

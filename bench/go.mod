@@ -6,6 +6,7 @@ replace github.com/snapid/snapid => ../
 
 require (
 	github.com/bwmarrin/snowflake v0.3.0
+	github.com/gocql/gocql v1.7.0
 	github.com/google/uuid v1.6.0
 	github.com/rs/xid v1.6.0
 	github.com/snapid/snapid v0.0.0-00010101000000-000000000000
@@ -22,7 +23,6 @@ require (
 	git.sr.ht/~sbinet/gg v0.7.0 // indirect
 	github.com/aclements/go-moremath v0.0.0-20210112150236-f10218a38794 // indirect
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
-	github.com/gocql/gocql v1.7.0 // indirect
 	github.com/gofrs/flock v0.13.1 // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	github.com/golang/snappy v0.0.3 // indirect

@@ -51,6 +51,10 @@
 #                             cassandra/cassandra) instead of allowing all
 #   SNAPID_CLUSTER_DIR        a cluster's state      (default ~/.cache/snapid/cluster)
 #   SNAPID_CLUSTER_HEAP       JVM heap of each cluster node (default 512m)
+#   SNAPID_PAXOS_VARIANT      paxos_variant of every node: v1 (Cassandra 5.0's
+#                             default, four round trips per LWT) or v2
+#                             (CEP-14: two round trips for an uncontended
+#                             write, one for a serial read); default v1
 #
 # TLS: the node accepts plain and TLS connections on the same port; a TLS
 # client must present a certificate signed by the test CA. The test CA, a
@@ -65,6 +69,11 @@ LIB="$DIST/lib"
 RUN_DIR="${SNAPID_CASSANDRA_DIR:-$HOME/.cache/snapid/run}"
 TIMEOUT="${SNAPID_CASSANDRA_TIMEOUT:-180}"
 HEAP="${SNAPID_CASSANDRA_HEAP:-1g}"
+PAXOS_VARIANT="${SNAPID_PAXOS_VARIANT:-v1}"
+case "$PAXOS_VARIANT" in
+  v1|v2) ;;
+  *) echo "cassandra: SNAPID_PAXOS_VARIANT=$PAXOS_VARIANT: want v1 or v2" >&2; exit 2 ;;
+esac
 
 HOST=127.0.0.1
 CQL_PORT=9042
@@ -322,6 +331,9 @@ counter_write_request_timeout: 8000ms
 cas_contention_timeout: 3000ms
 truncate_request_timeout: 60000ms
 request_timeout: 10000ms
+
+# Lightweight transactions: Paxos v1 (the default) or v2 (CEP-14).
+paxos_variant: $PAXOS_VARIANT
 
 # Plain and TLS clients on the same port; TLS clients need a certificate
 # from the test CA.
