@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/snapid/snapid/internal/statefile"
@@ -18,30 +20,41 @@ import (
 // registry's load grew with processes; now one process of the host, the
 // holder, does it for all of them.
 //
-//	<counter>.heartbeat   32 bytes: "snaphb01", a hash of the claim's
-//	                      session, the time of the last refresh that
-//	                      reached the registry (Unix nanoseconds), and a
-//	                      state (0: the claim stands, 1: the registry said
-//	                      the name is another owner's); every field is
+//	<counter>.heartbeat   40 bytes: "snaphb02", a hash of the claim's
+//	                      session, when the last refresh that reached the
+//	                      registry was sent and when the last one was tried
+//	                      (Unix nanoseconds, by the registry side's clock),
+//	                      and a state (0: the claim stands, 1: the registry
+//	                      said the name is another owner's); every field is
 //	                      64 bits little-endian. An exclusive flock on it
-//	                      makes its holder the host's heartbeat.
+//	                      makes its holder the host's heartbeat; updates
+//	                      take a lock on its bytes (an OFD lock, apart from
+//	                      the flock) to read and write the record as one.
 //
 // Every process polls four times per interval: it tries the flock (a
 // system call, no registry) and reads the record. The holder refreshes
-// last-seen when the record is an interval old and writes the record; the
-// others only read it. When the holder exits or crashes, the kernel drops
-// its flock and the next poll of another process takes the role, within a
-// quarter of an interval, and refreshes at once if the record is due. A
-// holder that stopped without exiting (SIGSTOP, a hung disk) or a flock
-// held by someone who does not refresh would leave last-seen stale, so a
-// process that finds the record one and a half intervals old refreshes
-// whether or not it holds the flock: last-seen is never more than about
-// 1.75 intervals old while a process of the host runs, below the clone
-// window's two intervals plus a timeout (see WithCloneWindow).
+// last-seen when the last refresh was sent three quarters of an interval
+// ago or more, so that successive refreshes are sent at most an interval
+// and a quarter apart; after a failed refresh it tries again one, two, then
+// four polls later, not at every poll. When the holder exits or crashes,
+// the kernel drops its flock and the next poll of another process takes
+// the role. A holder that stalls without exiting (SIGSTOP, a hung disk), or
+// a flock held by someone who does not refresh, would leave last-seen
+// stale: a process that finds both the last refresh and the last try an
+// interval and a half old refreshes whether or not it holds the flock.
+// So while a process of the host runs, last-seen is at most an interval
+// and a half plus a timeout old with one refresh lost, inside the clone
+// window (at least two intervals plus a timeout, see WithCloneWindow); and
+// during an outage the host tries about once per interval, not once per
+// poll and process.
 //
-// A refresh the registry refuses because the name is another owner's
-// (ErrNameTaken) is written to the record, and every process of the host
-// stops issuing at its next poll, as each did at its own refresh before.
+// Each process sends at most one refresh at a time, in the background: a
+// refresh that hangs until its timeout does not keep the process from
+// reading the record. A refresh the registry refuses because the name is
+// another owner's (ErrNameTaken) is written to the record, and every
+// process of the host stops issuing at its next poll, as each did at its
+// own refresh before. A success never overwrites that state for the same
+// session (the update reads the record under the byte lock first).
 //
 // The record is written in place and never synced: it only tells the
 // host's running processes what the registry said, and after a power cut
@@ -51,19 +64,20 @@ import (
 //
 // The record also spares joins a registry read: a process joining its
 // host's claim while the record shows a refresh of this claim's session
-// less than an interval ago trusts the session file (see verifyJoin),
+// sent less than an interval ago trusts the session file (see verifyJoin),
 // which is what lets a whole host start at once without a registry read
 // per process. The first process writes the record at its claim.
 const (
 	heartbeatSuffix = ".heartbeat"
-	heartbeatMagic  = "snaphb01"
-	heartbeatSize   = 32
+	heartbeatMagic  = "snaphb02"
+	heartbeatSize   = 40
 )
 
 // heartbeatRecord is the content of the heartbeat file.
 type heartbeatRecord struct {
 	session uint64 // sessionHash of the claim's session
-	last    int64  // Unix nanoseconds of the last refresh that reached the registry
+	last    int64  // Unix nanoseconds: when the last refresh that reached the registry was sent
+	tried   int64  // when the last refresh was sent, whatever its answer
 	taken   bool   // the registry said the name is another owner's
 }
 
@@ -79,8 +93,9 @@ func encodeHeartbeat(r heartbeatRecord) []byte {
 	copy(b, heartbeatMagic)
 	binary.LittleEndian.PutUint64(b[8:], r.session)
 	binary.LittleEndian.PutUint64(b[16:], uint64(r.last))
+	binary.LittleEndian.PutUint64(b[24:], uint64(r.tried))
 	if r.taken {
-		binary.LittleEndian.PutUint64(b[24:], 1)
+		binary.LittleEndian.PutUint64(b[32:], 1)
 	}
 	return b
 }
@@ -91,13 +106,14 @@ func decodeHeartbeat(b []byte) (r heartbeatRecord, ok bool) {
 	if len(b) != heartbeatSize || string(b[:8]) != heartbeatMagic {
 		return heartbeatRecord{}, false
 	}
-	state := binary.LittleEndian.Uint64(b[24:])
+	state := binary.LittleEndian.Uint64(b[32:])
 	if state > 1 {
 		return heartbeatRecord{}, false
 	}
 	return heartbeatRecord{
 		session: binary.LittleEndian.Uint64(b[8:]),
 		last:    int64(binary.LittleEndian.Uint64(b[16:])),
+		tried:   int64(binary.LittleEndian.Uint64(b[24:])),
 		taken:   state == 1,
 	}, true
 }
@@ -163,31 +179,76 @@ func (h *hostState) tryHeartbeatRole() bool {
 	}
 }
 
+// updateHeartbeat reads the record and writes what fn returns (if it
+// says to), holding a write lock on the record's bytes: a process's
+// update never lands between another's read and write.
+func (h *hostState) updateHeartbeat(fn func(rec heartbeatRecord, ok bool) (heartbeatRecord, bool)) error {
+	if h.hb == nil {
+		return nil
+	}
+	fd := int(h.hb.Fd())
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: heartbeatSize}
+	for {
+		err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLKW, &lk)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EINTR) {
+			return &FileError{Op: "lock", Path: h.hb.Name(), Err: err}
+		}
+	}
+	defer func() {
+		un := unix.Flock_t{Type: unix.F_UNLCK, Whence: 0, Start: 0, Len: heartbeatSize}
+		_ = unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &un)
+	}()
+	rec, ok := h.readHeartbeat()
+	next, write := fn(rec, ok)
+	if !write {
+		return nil
+	}
+	return h.writeHeartbeat(next)
+}
+
 // heartbeatPoll is how often each process looks at the heartbeat role
 // and record.
 func heartbeatPoll(interval time.Duration) time.Duration {
 	return max(interval/4, time.Millisecond)
 }
 
+// age is how long ago the Unix-nanosecond time t was by now; a time in
+// the future (a clock set back) or none is infinitely old.
+func age(now time.Time, t int64) time.Duration {
+	if t <= 0 {
+		return math.MaxInt64
+	}
+	d := now.Sub(time.Unix(0, t))
+	if d < 0 {
+		return math.MaxInt64
+	}
+	return d
+}
+
 // freshClaim reports whether the record shows a refresh of this session
-// less than an interval ago (and not in the future: a clock set back
+// sent less than an interval ago (and not in the future: a clock set back
 // makes no record fresh).
 func freshClaim(rec heartbeatRecord, ok bool, session string, now time.Time, interval time.Duration) bool {
 	if !ok || rec.taken || rec.session != sessionHash(session) {
 		return false
 	}
-	age := now.Sub(time.Unix(0, rec.last))
-	return age >= 0 && age < interval
+	return age(now, rec.last) < interval
 }
 
 // heartbeat runs until close: the host's one refresh of last-seen (see
 // above), and every process's watch for the name being taken over.
 func (r *reservation) heartbeat() {
 	defer r.wg.Done()
-	t := time.NewTicker(heartbeatPoll(r.o.heartbeat))
+	poll := heartbeatPoll(r.o.heartbeat)
+	t := time.NewTicker(poll)
 	defer t.Stop()
 	holder := false
 	mine := sessionHash(r.session)
+	var touching atomic.Bool // a refresh of this process is in flight
+	var fails atomic.Int64   // the holder's failed refreshes in a row
 	for {
 		select {
 		case <-r.ctx.Done():
@@ -199,50 +260,105 @@ func (r *reservation) heartbeat() {
 		}
 		rec, ok := r.host.readHeartbeat()
 		if ok && rec.taken && rec.session == mine {
-			err := fmt.Errorf("snapid: %w: another process of this host was told so by the registry", ErrNameTaken)
-			r.lost.Store(&err)
-			r.log.Error("snapid: node name taken over by another owner; no more ids will be issued", "name", r.name, "err", err)
+			r.loseName(fmt.Errorf("snapid: %w: another process of this host was told so by the registry", ErrNameTaken))
 			return
 		}
-		due := r.o.heartbeat
-		if !holder {
-			due += r.o.heartbeat / 2
+		if errp := r.lost.Load(); errp != nil {
+			return
 		}
-		if ok && rec.session == mine {
-			age := r.o.now().Sub(time.Unix(0, rec.last))
-			if age >= 0 && age < due {
+		if touching.Load() {
+			continue
+		}
+		if !ok || rec.session != mine {
+			rec = heartbeatRecord{}
+		}
+		now := r.o.now()
+		if holder {
+			gap := poll << min(fails.Load(), 2) // after failures: 1, 2, then 4 polls apart
+			if age(now, rec.last) < r.o.heartbeat-poll || age(now, rec.tried) < gap {
 				continue
 			}
+		} else if limit := r.o.heartbeat + r.o.heartbeat/2; age(now, rec.last) < limit || age(now, rec.tried) < limit {
+			continue
 		}
-		if r.touch() {
-			return
-		}
+		touching.Store(true)
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			defer touching.Store(false)
+			if r.touch(now) {
+				fails.Store(0)
+			} else {
+				fails.Add(1)
+			}
+		}()
 	}
 }
 
-// touch refreshes last-seen once and records the answer for the host's
-// other processes; it reports whether the name was lost.
-func (r *reservation) touch() (lost bool) {
+// touch sends one refresh of last-seen, stamped sent, and records the
+// answer for the host's processes; it reports whether the refresh reached
+// the registry.
+func (r *reservation) touch(sent time.Time) bool {
+	mine := sessionHash(r.session)
+	if err := r.host.updateHeartbeat(func(rec heartbeatRecord, ok bool) (heartbeatRecord, bool) {
+		if !ok || rec.session != mine {
+			rec = heartbeatRecord{session: mine}
+		}
+		rec.tried = sent.UnixNano()
+		return rec, true
+	}); err != nil {
+		r.heartbeatLog.failed(err, "name", r.name)
+	}
 	ctx, cancel := context.WithTimeout(r.ctx, r.o.timeout)
 	err := r.reg.Touch(ctx, r.name, r.host.owner, r.session)
 	cancel()
 	switch {
 	case errors.Is(err, ErrNameTaken):
-		r.lost.Store(&err)
-		r.log.Error("snapid: node name taken over by another owner; no more ids will be issued", "name", r.name, "err", err)
-		if werr := r.host.writeHeartbeat(heartbeatRecord{session: sessionHash(r.session), last: r.o.now().UnixNano(), taken: true}); werr != nil {
+		r.loseName(err)
+		if werr := r.host.updateHeartbeat(func(rec heartbeatRecord, ok bool) (heartbeatRecord, bool) {
+			if !ok || rec.session != mine {
+				rec = heartbeatRecord{session: mine}
+			}
+			rec.taken = true
+			return rec, true
+		}); werr != nil {
 			r.log.Warn("snapid: the host's other processes could not be told", "name", r.name, "err", werr)
 		}
-		return true
-	case err != nil && r.ctx.Err() == nil:
-		r.heartbeatLog.failed(err, "name", r.name)
-	case err == nil:
-		r.heartbeatLog.succeeded("name", r.name)
-		if werr := r.host.writeHeartbeat(heartbeatRecord{session: sessionHash(r.session), last: r.o.now().UnixNano()}); werr != nil {
-			r.heartbeatLog.failed(werr, "name", r.name)
+		return false
+	case err != nil:
+		if r.ctx.Err() == nil {
+			r.heartbeatLog.failed(err, "name", r.name)
 		}
+		return false
 	}
-	return false
+	r.heartbeatLog.succeeded("name", r.name)
+	var taken bool
+	if werr := r.host.updateHeartbeat(func(rec heartbeatRecord, ok bool) (heartbeatRecord, bool) {
+		if ok && rec.session == mine && rec.taken {
+			taken = true // another process learned of a take-over after this refresh was sent
+			return rec, false
+		}
+		if !ok || rec.session != mine {
+			rec = heartbeatRecord{session: mine, tried: sent.UnixNano()}
+		}
+		rec.last = max(rec.last, sent.UnixNano())
+		return rec, true
+	}); werr != nil {
+		r.heartbeatLog.failed(werr, "name", r.name)
+	}
+	if taken {
+		r.loseName(fmt.Errorf("snapid: %w: another process of this host was told so by the registry", ErrNameTaken))
+		return false
+	}
+	return true
+}
+
+// loseName stops issuing under the name for good (the first reason
+// given is kept).
+func (r *reservation) loseName(err error) {
+	if r.lost.CompareAndSwap(nil, &err) {
+		r.log.Error("snapid: node name taken over by another owner; no more ids will be issued", "name", r.name, "err", err)
+	}
 }
 
 // lastHostHeartbeat returns when the host's heartbeat last reached the

@@ -231,7 +231,7 @@ func TestHeartbeatRecordDamaged(t *testing.T) {
 	first := openReg(t, path, "web_1", reg, WithHeartbeat(time.Hour), WithCloneWindow(0))
 	defer first.Close()
 	calls := logCalls(reg)
-	for _, junk := range [][]byte{[]byte("garbage"), make([]byte, 32), append([]byte("snaphb01"), make([]byte, 23)...)} {
+	for _, junk := range [][]byte{[]byte("garbage"), make([]byte, 40), append([]byte("snaphb02"), make([]byte, 31)...)} {
 		require.NoError(t, os.WriteFile(path+".heartbeat", junk, 0o644))
 		g := openReg(t, path, "web_1", reg, WithHeartbeat(time.Hour), WithCloneWindow(0))
 		g.Close()
@@ -241,6 +241,6 @@ func TestHeartbeatRecordDamaged(t *testing.T) {
 	defer beat.Close()
 	require.True(t, waitFor(5*time.Second, func() bool {
 		b, err := os.ReadFile(path + ".heartbeat")
-		return err == nil && len(b) == 32 && string(b[:8]) == "snaphb01"
+		return err == nil && len(b) == 40 && string(b[:8]) == "snaphb02"
 	}), "the heartbeat did not write its record again")
 }

@@ -109,7 +109,7 @@ func (r *reservation) claimNumber(ctx context.Context, h Holder) error {
 			actx, cancel = context.WithTimeout(ctx, limit)
 			defer cancel()
 		}
-		err := retryRegistry(actx, r.log, r.o.retryWait, "assign number", func(ctx context.Context) (err error) {
+		err := r.retry(actx, "assign number", func(ctx context.Context) (err error) {
 			n, err = nr.AssignNumber(ctx, r.name, r.host.owner, h.Session)
 			return err
 		})
@@ -187,7 +187,8 @@ func (r *reservation) precheckNumber(ctx context.Context) error {
 		n, s = f.number, f.stride
 	}
 	if n == 0 && (r.form.node != 0 || r.form.form == FormatStriped) {
-		h, err := nr.Get(ctx, r.name)
+		var h Holder
+		err := r.retry(ctx, "get", func(ctx context.Context) (err error) { h, err = nr.Get(ctx, r.name); return err })
 		if err != nil && !errors.Is(err, ErrNotRegistered) {
 			return err
 		}
@@ -196,7 +197,7 @@ func (r *reservation) precheckNumber(ctx context.Context) error {
 		}
 	}
 	if s == 0 && r.form.form == FormatStriped {
-		if s, err = nr.Stride(ctx); err != nil {
+		if err = r.retry(ctx, "stride", func(ctx context.Context) (err error) { s, err = nr.Stride(ctx); return err }); err != nil {
 			return err
 		}
 	}
@@ -232,7 +233,8 @@ func (r *reservation) precheckNumber(ctx context.Context) error {
 // it (node number n below it, the bound above the first id): a refused
 // Open never fixes a stride for the cluster.
 func (r *reservation) clusterStride(ctx context.Context, nr NumberRegistry, n uint64) (uint64, error) {
-	s, err := nr.Stride(ctx)
+	var s uint64
+	err := r.retry(ctx, "stride", func(ctx context.Context) (err error) { s, err = nr.Stride(ctx); return err })
 	if err != nil {
 		return 0, err
 	}
@@ -240,7 +242,9 @@ func (r *reservation) clusterStride(ctx context.Context, nr NumberRegistry, n ui
 		if _, err := newIDForm(FormatStriped, n, r.form.stride, r.form.maxID); err != nil {
 			return 0, fmt.Errorf("%w (the registry's node number for %q is %d; the cluster's stride was not recorded)", err, r.name, n)
 		}
-		if s, err = nr.SetStride(ctx, r.form.stride); err != nil {
+		// Set once for the cluster: sent again, it answers the stride
+		// that stands.
+		if err = r.retry(ctx, "set stride", func(ctx context.Context) (err error) { s, err = nr.SetStride(ctx, r.form.stride); return err }); err != nil {
 			return 0, err
 		}
 	}

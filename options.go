@@ -342,8 +342,8 @@ func WithCloneWindow(d time.Duration) Option {
 
 // WithHeartbeat sets how often the host refreshes its claim's last-seen
 // time in the registry (default 1 minute): one process of the host does
-// it for all of them, and another takes over within a quarter of the
-// interval when it exits or crashes (see heartbeat.go). The clone window
+// it for all of them, and another takes over at its next poll (a quarter
+// of the interval) when it exits or crashes (see heartbeat.go). The clone window
 // must be at least twice the heartbeat plus the registry timeout (see
 // WithCloneWindow). Give the host's processes one interval.
 func WithHeartbeat(d time.Duration) Option {

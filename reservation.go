@@ -158,7 +158,9 @@ func (r *reservation) claim(ctx context.Context) error {
 		return err
 	}
 	var h Holder
-	err = retryRegistry(ctx, r.log, r.o.retryWait, "claim", func(ctx context.Context) (err error) {
+	var sent time.Time // when the claim that stood was sent: it refreshed last-seen then
+	err = r.retry(ctx, "claim", func(ctx context.Context) (err error) {
+		sent = r.o.now()
 		h, err = r.reg.Claim(ctx, Claim{
 			Name: r.name, Owner: r.host.owner,
 			Hostname: r.o.host.Hostname, Address: r.o.host.Address, MachineID: r.o.host.MachineID,
@@ -179,7 +181,8 @@ func (r *reservation) claim(ctx context.Context) error {
 	// The claim refreshed last-seen: the host's heartbeat is not due for
 	// an interval, and the host's other processes join without a
 	// registry read meanwhile.
-	if err := r.host.writeHeartbeat(heartbeatRecord{session: sessionHash(h.Session), last: r.o.now().UnixNano()}); err != nil {
+	claimed := sent.UnixNano()
+	if err := r.host.writeHeartbeat(heartbeatRecord{session: sessionHash(h.Session), last: claimed, tried: claimed}); err != nil {
 		return err
 	}
 	if released != "" {
@@ -205,7 +208,7 @@ func (r *reservation) claim(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return retryRegistry(ctx, r.log, r.o.retryWait, "extend", func(ctx context.Context) error { return r.extend(ctx, 0) })
+	return r.retry(ctx, "extend", func(ctx context.Context) error { return r.extend(ctx, 0) })
 }
 
 // oneNamePerCounter refuses, before anything is written, a claim of a
@@ -227,7 +230,8 @@ func (r *reservation) oneNamePerCounter(ctx context.Context, released string) er
 	case s.name == r.name || s.name == released:
 		return nil
 	}
-	h, err := r.reg.Get(ctx, s.name)
+	var h Holder
+	err = r.retry(ctx, "get", func(ctx context.Context) (err error) { h, err = r.reg.Get(ctx, s.name); return err })
 	switch {
 	case errors.Is(err, ErrNotRegistered):
 		return nil
@@ -432,7 +436,7 @@ func (r *reservation) extend(ctx context.Context, need uint64) error {
 				}
 				continue
 			}
-			return fmt.Errorf("snapid: %w: the registry's mark %d is below this host's %d", ErrRegistry, h.Reserved, old.mark)
+			return definiteError{fmt.Errorf("snapid: %w: the registry's mark %d is below this host's %d", ErrRegistry, h.Reserved, old.mark)}
 		case errors.Is(err, ErrNameTaken):
 			r.lost.Store(&err)
 			return err

@@ -36,10 +36,17 @@ var definite = []error{ErrNameTaken, ErrProbableClone, ErrMarkMoved, ErrNotRegis
 	ErrNoSequence, ErrCorruptSequence, ErrInvalidSequence, ErrExhausted, ErrSequenceShort, ErrInvalidOption,
 	ErrNumberMismatch, ErrStrideMismatch}
 
+// definiteError marks an error that wraps ErrRegistry but is an answer,
+// not a failure: sending the call again would get it again.
+type definiteError struct{ error }
+
+func (e definiteError) Unwrap() error { return e.error }
+
 // transient reports whether err is a registry failure that may go away if
 // the call is sent again.
 func transient(err error) bool {
-	if err == nil || !errors.Is(err, ErrRegistry) {
+	var d definiteError
+	if err == nil || !errors.Is(err, ErrRegistry) || errors.As(err, &d) {
 		return false
 	}
 	for _, d := range definite {
@@ -94,4 +101,9 @@ func withRetryWait(wait func(attempt int) time.Duration) Option {
 		o.reg.retryWait = wait
 		return nil
 	}
+}
+
+// retry is retryRegistry with the reservation's logger and waits.
+func (r *reservation) retry(ctx context.Context, op string, call func(context.Context) error) error {
+	return retryRegistry(ctx, r.log, r.o.retryWait, op, call)
 }

@@ -1,0 +1,45 @@
+package snapid_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/snapidtest"
+	"github.com/stretchr/testify/assert"
+)
+
+// While Touch fails (an overloaded or unreachable registry), how many
+// Touch calls does one host of P processes send per interval? The design
+// brief: one per host per interval (it was one per process before).
+func TestHeartbeatAttackTouchStormDuringOutage(t *testing.T) {
+	const (
+		interval = 100 * time.Millisecond
+		procs    = 8
+	)
+	reg := snapidtest.NewRegistry()
+	_, path := ctPath(t)
+	for range procs {
+		g := openReg(t, path, "web_1", reg, WithHeartbeat(interval), WithCloneWindow(0))
+		defer g.Close()
+	}
+	var touches atomic.Int64
+	reg.SetHook(func(_ context.Context, op, _ string) error {
+		if op == "touch" {
+			touches.Add(1)
+			return fmt.Errorf("%w: overloaded", ErrRegistry)
+		}
+		return nil
+	})
+	start := time.Now()
+	time.Sleep(20 * interval)
+	per := float64(touches.Load()) / (float64(time.Since(start)) / float64(interval))
+	t.Logf("%d processes: %.1f Touch calls per interval while the registry fails them", procs, per)
+	assert.LessOrEqual(t, per, float64(procs), "the host sends more Touches during an outage than one per process per interval")
+	// The holder backs off to one try per interval, and the others do not
+	// step in while it tries: about one per interval for the host.
+	assert.LessOrEqual(t, per, 1.5, "the host sends more than about one Touch per interval during an outage")
+}

@@ -1,0 +1,107 @@
+package snapid_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/snapidtest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// gatedTouch is one process's view of a shared registry with its Touch
+// shaped by the test.
+type gatedTouch struct {
+	*snapidtest.Registry
+	touch func(ctx context.Context, inner func() error) error
+}
+
+func (g *gatedTouch) Touch(ctx context.Context, name, owner, session string) error {
+	inner := func() error { return g.Registry.Touch(ctx, name, owner, session) }
+	if g.touch == nil {
+		return inner()
+	}
+	return g.touch(ctx, inner)
+}
+
+// A take-over learned by one process (M) is written to the record, then
+// overwritten by another process's (N) refresh that was applied before the
+// take-over but answered after it: the host's other processes, and new
+// joins, go on as if the claim stood.
+func TestHeartbeatAttackTakenRecordOverwritten(t *testing.T) {
+	const hb = 100 * time.Millisecond
+	reg := snapidtest.NewRegistry()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a", "c.u64")
+	require.NoError(t, os.Mkdir(filepath.Dir(path), 0o755))
+	opts := []Option{WithHeartbeat(hb), WithRegistryTimeout(5 * time.Second), WithCloneWindow(0), WithReserveStep(1 << 20)}
+	armed := make(chan struct{})
+	wH := &gatedTouch{Registry: reg, touch: func(ctx context.Context, inner func() error) error {
+		select {
+		case <-armed:
+			<-ctx.Done() // the holder's registry connection hangs
+			return fmt.Errorf("%w: timed out", ErrRegistry)
+		default:
+			return inner()
+		}
+	}}
+	H := openReg(t, path, "web_1", wH, opts...)
+	defer H.Close()
+	require.Eventually(t, H.ExportHeartbeatHolder, 2*time.Second, 5*time.Millisecond)
+	nInFlight, releaseN := make(chan struct{}), make(chan struct{})
+	takenOver := make(chan struct{})
+	wN := &gatedTouch{Registry: reg}
+	wN.touch = func(ctx context.Context, inner func() error) error {
+		select {
+		case <-armed:
+		default:
+			return inner()
+		}
+		err := inner() // applied before the take-over...
+		select {
+		case <-nInFlight:
+		default:
+			close(nInFlight)
+		}
+		<-releaseN // ...answered after it
+		return err
+	}
+	wM := &gatedTouch{Registry: reg}
+	wM.touch = func(ctx context.Context, inner func() error) error {
+		select {
+		case <-armed:
+			<-takenOver
+		default:
+		}
+		return inner()
+	}
+	N := openReg(t, path, "web_1", wN, opts...)
+	defer N.Close()
+	M := openReg(t, path, "web_1", wM, opts...)
+	defer M.Close()
+	close(armed)
+	<-nInFlight
+	taker, err := Open(filepath.Join(dir, "c2.u64"), "web_1", WithRegistry(reg), WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}),
+		WithTakeover(0), WithSync(false), WithCloneWindow(0))
+	require.NoError(t, err)
+	defer taker.Close()
+	close(takenOver)
+	require.Eventually(t, func() bool { _, err := M.Next(); return errors.Is(err, ErrNameTaken) }, 3*time.Second, 2*time.Millisecond, "M learns of the take-over")
+	close(releaseN)
+	time.Sleep(hb / 2) // two polls
+	_, errN := N.Next()
+	_, errH := H.Next()
+	assert.ErrorIs(t, errN, ErrNameTaken, "N still issues two polls after M learned of the take-over")
+	t.Logf("H (whose own Touch hangs, so it does not poll): %v", errH)
+	J, err := Open(path, "web_1", WithRegistry(reg), WithSync(false), WithHostInfo(HostInfo{Hostname: "h1", MachineID: "m1"}), WithHeartbeat(hb), WithCloneWindow(0))
+	if err == nil {
+		J.Close()
+	}
+	assert.ErrorIs(t, err, ErrNameTaken, "a new process joined the claim the host knew was taken over")
+}
