@@ -1,8 +1,10 @@
 package cassandra
 
 import (
+	"context"
 	"maps"
 	"testing"
+	"time"
 
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid"
@@ -40,4 +42,15 @@ func TestSequenceStatusReadsWithoutPaxos(t *testing.T) {
 		partGlobal: {gocql.Quorum: 3},
 		dcPart(dc): {gocql.LocalQuorum: 3},
 	}, reads, "status reads by partition and consistency")
+}
+
+// A lease's wait after losing a round ends with its context, and a wait
+// is never longer than its bound (2 s).
+func TestLeaseBackoffBounded(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	require.ErrorIs(t, leaseBackoff(ctx, 30), context.Canceled)
+	ctx, cancel = context.WithTimeout(t.Context(), 2100*time.Millisecond)
+	defer cancel()
+	require.NoError(t, leaseBackoff(ctx, 30), "a wait past its 2 s bound")
 }

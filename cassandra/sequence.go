@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"time"
 
 	"github.com/gocql/gocql"
@@ -243,9 +244,9 @@ func (r *Registry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (
 		return snapid.SequenceLease{}, err
 	}
 	nameChecked := false
-	for attempt := 0; attempt < claimAttempts*2; attempt++ {
+	for attempt := 0; attempt < leaseAttempts; attempt++ {
 		if attempt > 0 {
-			if err := backoff(ctx, attempt); err != nil {
+			if err := leaseBackoff(ctx, attempt); err != nil {
 				return snapid.SequenceLease{}, fmt.Errorf("snapid: %w: lease %q: %w", snapid.ErrRegistry, req.Sequence, err)
 			}
 		}
@@ -322,6 +323,28 @@ func (r *Registry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (
 		}
 	}
 	return snapid.SequenceLease{}, fmt.Errorf("snapid: %w: lease %q: the data centre's ranges kept changing", snapid.ErrRegistry, req.Sequence)
+}
+
+// leaseAttempts bounds the reads and conditional updates of one lease.
+const leaseAttempts = 16
+
+// leaseBackoff waits before a lease's next attempt, after another host's
+// lease moved the range first. Every host of a data centre leases from one
+// partition, and when they all start at once (after a power loss) each
+// round has one winner: the losers wait a random time below a bound that
+// doubles from 10 ms up to 2 s (full jitter), so that they spread out
+// instead of meeting again at once, which turns N contenders' N² rounds
+// into about N.
+func leaseBackoff(ctx context.Context, attempt int) error {
+	bound := min(2*time.Second, 10*time.Millisecond<<min(attempt, 10))
+	t := time.NewTimer(time.Duration(mrand.Int64N(int64(bound)) + 1))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func sameHost(a, b *seqRow) bool {
