@@ -33,9 +33,8 @@ import (
 //
 // Every process polls four times per interval: it tries the flock (a
 // system call, no registry) and reads the record. The holder refreshes
-// last-seen when the last refresh was sent three quarters of an interval
-// ago or more, so that successive refreshes are sent at most an interval
-// and a quarter apart; after a failed refresh it tries again one, two, then
+// last-seen at the first poll after the last refresh was sent an interval
+// ago (less half a poll, for a late tick): one refresh per interval; after a failed refresh it tries again one, two, then
 // four polls later, not at every poll. When the holder exits or crashes,
 // the kernel drops its flock and the next poll of another process takes
 // the role. A holder that stalls without exiting (SIGSTOP, a hung disk), or
@@ -275,7 +274,9 @@ func (r *reservation) heartbeat() {
 		now := r.o.now()
 		if holder {
 			gap := poll << min(fails.Load(), 2) // after failures: 1, 2, then 4 polls apart
-			if age(now, rec.last) < r.o.heartbeat-poll || age(now, rec.tried) < gap {
+			// Due at the fourth poll after the last send (half a poll of
+			// slack for a late tick): one refresh per interval.
+			if age(now, rec.last) < r.o.heartbeat-poll/2 || age(now, rec.tried) < gap {
 				continue
 			}
 		} else if limit := r.o.heartbeat + r.o.heartbeat/2; age(now, rec.last) < limit || age(now, rec.tried) < limit {
