@@ -13,8 +13,9 @@
 #      the storm of 500 hosts; then with Paxos v2: capacity.
 #
 # Environment: SCALE_FLAGS (extra flags for every run, for example
-# "-duration 20s -capacity-duration 5s" for a quicker try) and those of
-# scripts/cassandra.sh. The single node is stopped at the end.
+# "-duration 20s -capacity-duration 5s" for a quicker try), SCALE_ONLY
+# (node or cluster: that part only) and those of scripts/cassandra.sh. The
+# single node is stopped at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=bench/results
@@ -54,15 +55,18 @@ trap 'rm -rf "$bin_dir"; bash scripts/cassandra.sh stop >/dev/null 2>&1 || true'
 (cd bench && go build -o "$bin_dir/scale" ./scale)
 bash scripts/cassandra.sh fetch
 
-SNAPID_PAXOS_VARIANT=v1 bash scripts/cassandra.sh start
-run "1 node, Paxos v1" node-v1 -hosts 50,100,200,400 -procs 8
-run "1 node, Paxos v1, 32 processes per host" node-v1-p32 -mode steady -hosts 100 -procs 32
-bash scripts/cassandra.sh stop
-SNAPID_PAXOS_VARIANT=v2 bash scripts/cassandra.sh start
-run "1 node, Paxos v2" node-v2 -mode capacity,storm
-bash scripts/cassandra.sh stop
-
-unshare --net --fork bash "$0" --inside "$bin_dir"
+if [[ "${SCALE_ONLY:-node}" == node || -z "${SCALE_ONLY:-}" ]]; then
+  SNAPID_PAXOS_VARIANT=v1 bash scripts/cassandra.sh start
+  run "1 node, Paxos v1" node-v1 -hosts 50,100,200,400 -procs 8
+  run "1 node, Paxos v1, 32 processes per host" node-v1-p32 -mode steady -hosts 100 -procs 32
+  bash scripts/cassandra.sh stop
+  SNAPID_PAXOS_VARIANT=v2 bash scripts/cassandra.sh start
+  run "1 node, Paxos v2" node-v2 -mode capacity,storm
+  bash scripts/cassandra.sh stop
+fi
+if [[ "${SCALE_ONLY:-cluster}" == cluster ]]; then
+  unshare --net --fork bash "$0" --inside "$bin_dir"
+fi
 cat "$out"/scale-node-v1.md "$out"/scale-node-v1-p32.md "$out"/scale-node-v2.md \
   "$out"/scale-cluster-v1.md "$out"/scale-cluster-v2.md >"$out/scale.md"
 echo "scale: tables in $out/scale.md"

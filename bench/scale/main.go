@@ -143,8 +143,17 @@ func main() {
 	res := &Results{Label: c.label, Started: time.Now().UTC().Format(time.RFC3339), Command: strings.Join(os.Args, " "),
 		Machine: fmt.Sprintf("%d CPUs, %s/%s, %s", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())}
 	cfg := cassandra.Config{Hosts: c.hosts, Keyspace: c.keyspace, Replication: c.replication, AllowFragileReplication: true, Timeout: 12 * time.Second}
-	if _, err := cassandra.CreateSchema(ctx, cfg); err != nil {
-		log.Fatalf("creating keyspace %s: %v", c.keyspace, err)
+	// A cluster just started may not know every data centre yet: its
+	// nodes' views converge within seconds.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(2 * time.Second) {
+		_, err := cassandra.CreateSchema(ctx, cfg)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			log.Fatalf("creating keyspace %s: %v", c.keyspace, err)
+		}
+		log.Printf("creating keyspace %s: %v; trying again", c.keyspace, err)
 	}
 	defer dropKeyspace(c)
 	rec := newRecorder()
