@@ -55,6 +55,7 @@ import (
 
 type config struct {
 	hosts            []string
+	localDC          string
 	keyspace         string
 	replication      map[string]string
 	label            string
@@ -75,6 +76,7 @@ func parseFlags() config {
 	var c config
 	var hosts, repl, modes, workers, fleet string
 	flag.StringVar(&hosts, "cassandra", "127.0.0.1:9042", "Cassandra contact points, comma-separated")
+	flag.StringVar(&c.localDC, "local-dc", "", "the data centre every simulated host is in (needed with several)")
 	flag.StringVar(&repl, "replication", "class=SimpleStrategy,replication_factor=1", "the keyspace's replication, key=value,…")
 	flag.StringVar(&c.label, "label", "", "what the run is on, for the tables (for example \"1 node, paxos v1\")")
 	flag.StringVar(&modes, "mode", "capacity,steady,storm", "measurements to run, comma-separated")
@@ -142,7 +144,8 @@ func main() {
 	ctx := context.Background()
 	res := &Results{Label: c.label, Started: time.Now().UTC().Format(time.RFC3339), Command: strings.Join(os.Args, " "),
 		Machine: fmt.Sprintf("%d CPUs, %s/%s, %s", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())}
-	cfg := cassandra.Config{Hosts: c.hosts, Keyspace: c.keyspace, Replication: c.replication, AllowFragileReplication: true, Timeout: 12 * time.Second}
+	cfg := cassandra.Config{Hosts: c.hosts, Keyspace: c.keyspace, Replication: c.replication, AllowFragileReplication: true, Timeout: 12 * time.Second,
+		LocalDC: c.localDC}
 	// A cluster just started may not know every data centre yet: its
 	// nodes' views converge within seconds.
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(2 * time.Second) {
