@@ -37,7 +37,7 @@ if [[ "${1:-}" == --inside ]]; then
   ip link set lo up
   trap 'bash scripts/cassandra.sh stop --cluster || true' EXIT
   # Every simulated host in dc1: its storm leases from dc1's partition.
-  cluster=(-cassandra 127.0.0.1,127.0.0.2,127.0.0.3 -replication class=NetworkTopologyStrategy,dc1=2,dc2=1 -local-dc dc1)
+  cluster=(-cassandra 127.0.0.1,127.0.0.2,127.0.0.3 -replication class=NetworkTopologyStrategy,dc1=2,dc2=1 -local-dc dc1 -workers 32,128,512)
   for v in v1 v2; do
     SNAPID_PAXOS_VARIANT=$v bash scripts/cassandra.sh start --nodes 3 --dcs 2
     if [[ $v == v1 ]]; then
