@@ -147,6 +147,30 @@ func usableHome(u statefile.User) bool {
 // make root's first Open of a name fail, naming the user and the file; it
 // cannot make ids repeat.
 func checkUsersBindings(name, counterPath string, o *options) error {
+	return eachUserDir(o, func(u statefile.User, dir *statefile.Dir) error {
+		b, _, err := dir.ReadFile(name, u.Uid)
+		if err != nil {
+			return nil
+		}
+		path := filepath.Join(dir.Path(), name)
+		bound, ok := parseBinding(b)
+		if !ok || sameFile(bound, counterPath) {
+			return nil
+		}
+		var st unix.Stat_t
+		if unix.Lstat(bound, &st) != nil || st.Uid != u.Uid {
+			return nil // gone, or not that user's counter
+		}
+		return &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
+			"%w: the user %s uses %q on this host with the counter %s (recorded in %s), and two counter files under one name issue the same ids; "+
+				"use another name, or have that user retire its counter and remove %s", ErrNameBound, u.Name, name, bound, path, path)}
+	})
+}
+
+// eachUserDir runs fn on the bindings directory of every user of the host
+// but root that has one it can trust (owned by root or that user), until
+// fn returns an error, which it returns.
+func eachUserDir(o *options, fn func(u statefile.User, dir *statefile.Dir) error) error {
 	for _, u := range statefile.Users() {
 		if u.Uid == 0 || !usableHome(u) {
 			continue
@@ -155,23 +179,11 @@ func checkUsersBindings(name, counterPath string, o *options) error {
 		if err != nil {
 			continue // no bindings, or none that can be trusted
 		}
-		b, _, err := dir.ReadFile(name, u.Uid)
-		path := filepath.Join(dir.Path(), name)
+		err = fn(u, dir)
 		dir.Close()
 		if err != nil {
-			continue
+			return err
 		}
-		bound, ok := parseBinding(b)
-		if !ok || sameFile(bound, counterPath) {
-			continue
-		}
-		var st unix.Stat_t
-		if unix.Lstat(bound, &st) != nil || st.Uid != u.Uid {
-			continue // gone, or not that user's counter
-		}
-		return &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
-			"%w: the user %s uses %q on this host with the counter %s (recorded in %s), and two counter files under one name issue the same ids; "+
-				"use another name, or have that user retire its counter and remove %s", ErrNameBound, u.Name, name, bound, path, path)}
 	}
 	return nil
 }

@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/internal/statefile"
 	"github.com/snapid/snapid/internal/testfs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -153,16 +152,7 @@ func TestBindingRootAfterUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run another user")
 	}
-	root := testfs.SharedTempDir(t, "snapid-rootafter-")
-	home := filepath.Join(root, "home")
-	require.NoError(t, os.Mkdir(home, 0o755))
-	require.NoError(t, os.Chown(home, 65534, 65534))
-	passwd := filepath.Join(root, "passwd")
-	require.NoError(t, os.WriteFile(passwd, []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:"+home+":/usr/sbin/nologin\n"), 0o644))
-	old := statefile.PasswdPath
-	statefile.PasswdPath = passwd
-	t.Cleanup(func() { statefile.PasswdPath = old })
-	ExportBindingDefaults(t, filepath.Join(root, "hostwide", "names"))
+	root, home := hostWithNobody(t, "snapid-rootafter-")
 
 	zero := EncodeCounter(3) // the user issued vm-1..3
 	require.NoError(t, os.WriteFile(filepath.Join(root, "zero"), zero[:], 0o644))
@@ -198,24 +188,7 @@ func TestBindingRootAndUserRace(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("running a program as another user is root's")
 	}
-	root := testfs.SharedTempDir(t, "snapid-binding-race-")
-	shared := filepath.Join(root, "names")
-	ExportBindingDefaults(t, shared)
-	home, work := filepath.Join(root, "home"), filepath.Join(root, "work")
-	for _, d := range []string{home, work, filepath.Join(work, "tmp")} {
-		require.NoError(t, os.Mkdir(d, 0o755))
-		require.NoError(t, os.Chown(d, nobody, nobody))
-	}
-	// Root finds the user's bindings in the home the password database
-	// gives; the child, with /nonexistent there, falls back to $HOME.
-	passwd := filepath.Join(root, "passwd")
-	require.NoError(t, os.WriteFile(passwd, []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:"+home+":/usr/sbin/nologin\n"), 0o644))
-	old := statefile.PasswdPath
-	statefile.PasswdPath = passwd
-	t.Cleanup(func() { statefile.PasswdPath = old })
-	require.NoError(t, os.MkdirAll(shared, 0o755))
-	bin := filepath.Join(root, "snapid.test")
-	copyExecutable(t, bin)
+	root, shared, home, work, bin := raceWithNobody(t, "snapid-binding-race-")
 	mine := filepath.Join(root, "mine")
 	require.NoError(t, os.Mkdir(mine, 0o700))
 

@@ -178,10 +178,11 @@ func (h *hostState) tryHeartbeatRole() bool {
 	}
 }
 
-// updateHeartbeat reads the record and writes what fn returns (if it
-// says to), holding a write lock on the record's bytes: a process's
-// update never lands between another's read and write.
-func (h *hostState) updateHeartbeat(fn func(rec heartbeatRecord, ok bool) (heartbeatRecord, bool)) error {
+// updateHeartbeat reads the record and has fn change it, then writes it
+// if fn says to, holding a write lock on the record's bytes: a process's
+// update never lands between another's read and write. fn gets the record
+// if it is session's, else a new one for session.
+func (h *hostState) updateHeartbeat(session uint64, fn func(rec *heartbeatRecord) (write bool)) error {
 	if h.hb == nil {
 		return nil
 	}
@@ -201,11 +202,13 @@ func (h *hostState) updateHeartbeat(fn func(rec heartbeatRecord, ok bool) (heart
 		_ = unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &un)
 	}()
 	rec, ok := h.readHeartbeat()
-	next, write := fn(rec, ok)
-	if !write {
+	if !ok || rec.session != session {
+		rec = heartbeatRecord{session: session}
+	}
+	if !fn(&rec) {
 		return nil
 	}
-	return h.writeHeartbeat(next)
+	return h.writeHeartbeat(rec)
 }
 
 // heartbeatPoll is how often each process looks at the heartbeat role
@@ -301,12 +304,9 @@ func (r *reservation) heartbeat() {
 // the registry.
 func (r *reservation) touch(sent time.Time) bool {
 	mine := sessionHash(r.session)
-	if err := r.host.updateHeartbeat(func(rec heartbeatRecord, ok bool) (heartbeatRecord, bool) {
-		if !ok || rec.session != mine {
-			rec = heartbeatRecord{session: mine}
-		}
+	if err := r.host.updateHeartbeat(mine, func(rec *heartbeatRecord) bool {
 		rec.tried = sent.UnixNano()
-		return rec, true
+		return true
 	}); err != nil {
 		r.heartbeatLog.failed(err, "name", r.name)
 	}
@@ -316,12 +316,9 @@ func (r *reservation) touch(sent time.Time) bool {
 	switch {
 	case errors.Is(err, ErrNameTaken):
 		r.loseName(err)
-		if werr := r.host.updateHeartbeat(func(rec heartbeatRecord, ok bool) (heartbeatRecord, bool) {
-			if !ok || rec.session != mine {
-				rec = heartbeatRecord{session: mine}
-			}
+		if werr := r.host.updateHeartbeat(mine, func(rec *heartbeatRecord) bool {
 			rec.taken = true
-			return rec, true
+			return true
 		}); werr != nil {
 			r.log.Warn("snapid: the host's other processes could not be told", "name", r.name, "err", werr)
 		}
@@ -334,16 +331,14 @@ func (r *reservation) touch(sent time.Time) bool {
 	}
 	r.heartbeatLog.succeeded("name", r.name)
 	var taken bool
-	if werr := r.host.updateHeartbeat(func(rec heartbeatRecord, ok bool) (heartbeatRecord, bool) {
-		if ok && rec.session == mine && rec.taken {
+	if werr := r.host.updateHeartbeat(mine, func(rec *heartbeatRecord) bool {
+		if rec.taken {
 			taken = true // another process learned of a take-over after this refresh was sent
-			return rec, false
+			return false
 		}
-		if !ok || rec.session != mine {
-			rec = heartbeatRecord{session: mine, tried: sent.UnixNano()}
-		}
+		rec.tried = max(rec.tried, sent.UnixNano())
 		rec.last = max(rec.last, sent.UnixNano())
-		return rec, true
+		return true
 	}); werr != nil {
 		r.heartbeatLog.failed(werr, "name", r.name)
 	}

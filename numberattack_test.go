@@ -13,7 +13,6 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/internal/statefile"
 	"github.com/snapid/snapid/internal/testfs"
 	"github.com/snapid/snapid/snapidtest"
 	"github.com/stretchr/testify/assert"
@@ -103,16 +102,7 @@ func TestStrideRootChecksUsers(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run another user")
 	}
-	root := testfs.SharedTempDir(t, "snapid-stride-")
-	home := filepath.Join(root, "home")
-	require.NoError(t, os.Mkdir(home, 0o755))
-	require.NoError(t, os.Chown(home, 65534, 65534))
-	passwd := filepath.Join(root, "passwd")
-	require.NoError(t, os.WriteFile(passwd, []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:"+home+":/usr/sbin/nologin\n"), 0o644))
-	old := statefile.PasswdPath
-	statefile.PasswdPath = passwd
-	t.Cleanup(func() { statefile.PasswdPath = old })
-	ExportBindingDefaults(t, filepath.Join(root, "hostwide", "names"))
+	root, home := hostWithNobody(t, "snapid-stride-")
 
 	// The user's node "vm", number 1, stride 5, has issued 6, 11 and 16
 	// (counter 3), as its own Open would have recorded it.
@@ -182,22 +172,7 @@ func TestNumberRootUserRace(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run another user")
 	}
-	root := testfs.SharedTempDir(t, "snapid-numrace-")
-	shared := filepath.Join(root, "names")
-	ExportBindingDefaults(t, shared)
-	home, work := filepath.Join(root, "home"), filepath.Join(root, "work")
-	for _, d := range []string{home, work, filepath.Join(work, "tmp")} {
-		require.NoError(t, os.Mkdir(d, 0o755))
-		require.NoError(t, os.Chown(d, nobody, nobody))
-	}
-	passwd := filepath.Join(root, "passwd")
-	require.NoError(t, os.WriteFile(passwd, []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:"+home+":/usr/sbin/nologin\n"), 0o644))
-	old := statefile.PasswdPath
-	statefile.PasswdPath = passwd
-	t.Cleanup(func() { statefile.PasswdPath = old })
-	require.NoError(t, os.MkdirAll(shared, 0o755))
-	bin := filepath.Join(root, "snapid.test")
-	copyExecutable(t, bin)
+	root, shared, home, work, bin := raceWithNobody(t, "snapid-numrace-")
 	mine := filepath.Join(root, "mine")
 	require.NoError(t, os.Mkdir(mine, 0o755)) // root's counters' directory, readable by others (as /var/lib/app usually is)
 	rootCounter := filepath.Join(mine, "db.u64")
@@ -306,22 +281,7 @@ func TestNumberRootUserRaceUserFirst(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run another user")
 	}
-	root := testfs.SharedTempDir(t, "snapid-numrace2-")
-	shared := filepath.Join(root, "names")
-	ExportBindingDefaults(t, shared)
-	home, work := filepath.Join(root, "home"), filepath.Join(root, "work")
-	for _, d := range []string{home, work, filepath.Join(work, "tmp")} {
-		require.NoError(t, os.Mkdir(d, 0o755))
-		require.NoError(t, os.Chown(d, nobody, nobody))
-	}
-	passwd := filepath.Join(root, "passwd")
-	require.NoError(t, os.WriteFile(passwd, []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:"+home+":/usr/sbin/nologin\n"), 0o644))
-	old := statefile.PasswdPath
-	statefile.PasswdPath = passwd
-	t.Cleanup(func() { statefile.PasswdPath = old })
-	require.NoError(t, os.MkdirAll(shared, 0o755))
-	bin := filepath.Join(root, "snapid.test")
-	copyExecutable(t, bin)
+	root, shared, home, work, bin := raceWithNobody(t, "snapid-numrace2-")
 
 	cmd := exec.Command(bin, "-test.run", "^TestNumberRootUserRaceUserFirst$", "-test.v", "-test.count=1")
 	cmd.Env = append(os.Environ(), envNumberRaceUserFirst+"="+work, "SNAPID_NUMBER_RACE_SHARED="+shared,

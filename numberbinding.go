@@ -197,46 +197,27 @@ func checkHostWideNumber(path string, n uint64, name string, o *options) error {
 // number a user of this host bound in its own directory to another name
 // that user uses (see checkUsersBindings).
 func checkUsersNumber(n uint64, name string, o *options) error {
-	for _, u := range statefile.Users() {
-		if u.Uid == 0 || !usableHome(u) {
-			continue
-		}
-		dir, err := statefile.OpenDir(userBindingDir(u.Home), statefile.DirOptions{Owners: []uint32{0, u.Uid}, FS: o.fs})
-		if err != nil {
-			continue
-		}
-		_, err = readNumberBinding(dir, n, name, []uint32{u.Uid}, o)
-		dir.Close()
-		if errors.Is(err, ErrNumberBound) {
+	return eachUserDir(o, func(u statefile.User, dir *statefile.Dir) error {
+		if _, err := readNumberBinding(dir, n, name, []uint32{u.Uid}, o); errors.Is(err, ErrNumberBound) {
 			return fmt.Errorf("%w (a binding of the user %s)", err, u.Name)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // checkUsersStride refuses, for root recording the host's stride, another
 // stride a user of this host recorded in its own directory: striped ids
 // of two strides meet on the host.
 func checkUsersStride(stride uint64, o *options) error {
-	for _, u := range statefile.Users() {
-		if u.Uid == 0 || !usableHome(u) {
-			continue
-		}
-		dir, err := statefile.OpenDir(userBindingDir(u.Home), statefile.DirOptions{Owners: []uint32{0, u.Uid}, FS: o.fs})
-		if err != nil {
-			continue
-		}
-		s, ok, err := readStride(dir, []uint32{u.Uid})
-		path := filepath.Join(dir.Path(), strideFile)
-		dir.Close()
-		switch {
+	return eachUserDir(o, func(u statefile.User, dir *statefile.Dir) error {
+		switch s, ok, err := readStride(dir, []uint32{u.Uid}); {
 		case err != nil:
 			return fmt.Errorf("%w (a file of the user %s)", err, u.Name)
 		case ok && s != stride:
-			return fmt.Errorf("%w (a file of the user %s)", strideMismatch(path, s, stride), u.Name)
+			return fmt.Errorf("%w (a file of the user %s)", strideMismatch(filepath.Join(dir.Path(), strideFile), s, stride), u.Name)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // checkHostWideStride refuses, for a user recording its stride, another

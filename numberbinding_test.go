@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/internal/statefile"
 	"github.com/snapid/snapid/internal/testfs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -104,16 +103,7 @@ func TestNumberBindingRootAfterUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run another user")
 	}
-	root := testfs.SharedTempDir(t, "snapid-numroot-")
-	home := filepath.Join(root, "home")
-	require.NoError(t, os.Mkdir(home, 0o755))
-	require.NoError(t, os.Chown(home, 65534, 65534))
-	passwd := filepath.Join(root, "passwd")
-	require.NoError(t, os.WriteFile(passwd, []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:"+home+":/usr/sbin/nologin\n"), 0o644))
-	old := statefile.PasswdPath
-	statefile.PasswdPath = passwd
-	t.Cleanup(func() { statefile.PasswdPath = old })
-	ExportBindingDefaults(t, filepath.Join(root, "hostwide", "names"))
+	root, home := hostWithNobody(t, "snapid-numroot-")
 
 	// Root bound 42 first, for a counter that then went out of sight
 	// (an unmounted file system) while the user bound 42 to its own name.

@@ -70,28 +70,39 @@ var retryBackoff = func(attempt int) time.Duration {
 // wait before another attempt; it returns call's last error. Each call gets
 // ctx as it is (the caller bounds each attempt if it must).
 func retryRegistry(ctx context.Context, log *slog.Logger, waitFor func(int) time.Duration, op string, call func(context.Context) error) error {
-	if waitFor == nil {
-		waitFor = retryBackoff
-	}
 	var err error
 	for attempt := range retryAttempts {
 		if err = call(ctx); !transient(err) || attempt == retryAttempts-1 {
 			return err
 		}
-		wait := waitFor(attempt)
-		if d, ok := ctx.Deadline(); ok && time.Until(d) <= wait {
-			return err
-		}
-		log.Debug("snapid: registry call failed; retrying", "op", op, "attempt", attempt+1, "wait", wait, "err", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !pauseBeforeRetry(ctx, waitFor, attempt, log, "op", op, "err", err) {
 			return err
 		}
 	}
 	return err
+}
+
+// pauseBeforeRetry waits before the attempt after attempt (0-based)
+// failed, waitFor's time (retryBackoff's if nil), and reports whether it
+// did: false when ctx ends first or its deadline leaves no room for the
+// wait. args describe the failure for the debug log.
+func pauseBeforeRetry(ctx context.Context, waitFor func(int) time.Duration, attempt int, log *slog.Logger, args ...any) bool {
+	if waitFor == nil {
+		waitFor = retryBackoff
+	}
+	wait := waitFor(attempt)
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= wait {
+		return false
+	}
+	log.Debug("snapid: registry call failed; retrying", append(args, "attempt", attempt+1, "wait", wait)...)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // withRetryWait replaces the waits between a Generator's retried registry

@@ -248,7 +248,7 @@ func (s *Sequence) lease(ctx context.Context, prev seqRange, min uint64) error {
 			}
 			prev = recorded
 			continue
-		case transient(err) && failures < retryAttempts-1 && s.retryWait(ctx, failures, err):
+		case transient(err) && failures < retryAttempts-1 && pauseBeforeRetry(ctx, s.g.res.o.retryWait, failures, s.log, "op", "lease", "sequence", s.name, "err", err):
 			// Contention or an overloaded registry (a data centre's hosts
 			// all taking their first lease at once): again, after a wait.
 			// A lease whose answer was lost shows as moved next time.
@@ -280,27 +280,6 @@ func (s *Sequence) lease(ctx context.Context, prev seqRange, min uint64) error {
 		})
 	}
 	return fmt.Errorf("snapid: %w: sequence %q: the host's lease in the registry kept moving", ErrRegistry, s.name)
-}
-
-// retryWait waits before the lease is asked for again after its failures-th
-// transient failure, and reports whether it did (false: ctx leaves no time).
-func (s *Sequence) retryWait(ctx context.Context, failures int, err error) bool {
-	wait := retryBackoff(failures)
-	if w := s.g.res.o.retryWait; w != nil {
-		wait = w(failures)
-	}
-	if d, ok := ctx.Deadline(); ok && time.Until(d) <= wait {
-		return false
-	}
-	s.log.Debug("snapid: sequence lease failed; retrying", "sequence", s.name, "attempt", failures+1, "wait", wait, "err", err)
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // prefetch takes the host's next lease in the background, one at a time

@@ -2,7 +2,6 @@ package cassandra
 
 import (
 	"context"
-	"maps"
 	"testing"
 	"time"
 
@@ -32,16 +31,10 @@ func TestSequenceStatusReadsWithoutPaxos(t *testing.T) {
 	}
 	dc, err := reg.DataCentre(t.Context())
 	require.NoError(t, err)
-	l.readMu.Lock()
-	reads := map[string]map[gocql.Consistency]int{}
-	for part, m := range l.reads {
-		reads[part] = maps.Clone(m)
-	}
-	l.readMu.Unlock()
 	require.Equal(t, map[string]map[gocql.Consistency]int{
 		partGlobal: {gocql.Quorum: 3},
 		dcPart(dc): {gocql.LocalQuorum: 3},
-	}, reads, "status reads by partition and consistency")
+	}, l.readCounts(), "status reads by partition and consistency")
 }
 
 // A lease's wait after losing a round ends with its context, and a wait

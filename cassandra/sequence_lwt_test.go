@@ -63,6 +63,18 @@ func (l *lossySeqQuerier) readPartition(ctx context.Context, cons gocql.Consiste
 	return l.inner.readPartition(ctx, cons, seq, part)
 }
 
+// readCounts returns a copy of the reads so far, by partition and
+// consistency.
+func (l *lossySeqQuerier) readCounts() map[string]map[gocql.Consistency]int {
+	l.readMu.Lock()
+	defer l.readMu.Unlock()
+	reads := map[string]map[gocql.Consistency]int{}
+	for part, m := range l.reads {
+		reads[part] = maps.Clone(m)
+	}
+	return reads
+}
+
 func (l *lossySeqQuerier) readAllGlobal(ctx context.Context) ([]seqRow, error) {
 	return l.inner.readAllGlobal(ctx)
 }
@@ -137,12 +149,7 @@ func TestSequenceUnknownOutcomesResolved(t *testing.T) {
 			// GLOBAL, LOCAL_SERIAL for the data centre's partition.
 			dc, err := reg.DataCentre(t.Context())
 			require.NoError(t, err)
-			l.readMu.Lock()
-			reads := map[string]map[gocql.Consistency]int{}
-			for part, m := range l.reads {
-				reads[part] = maps.Clone(m)
-			}
-			l.readMu.Unlock()
+			reads := l.readCounts()
 			require.Len(t, reads, 2, "reads of GLOBAL and of the data centre only: %v", reads)
 			for part, want := range map[string]gocql.Consistency{partGlobal: gocql.Consistency(gocql.Serial), dcPart(dc): gocql.Consistency(gocql.LocalSerial)} {
 				require.NotZero(t, reads[part][want], "partition %s read at %v", part, want)
