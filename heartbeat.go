@@ -70,6 +70,10 @@ const (
 	heartbeatSuffix = ".heartbeat"
 	heartbeatMagic  = "snaphb02"
 	heartbeatSize   = 40
+
+	// heartbeatLockWait bounds the wait for the record's byte lock,
+	// which a running process holds for one read and one write.
+	heartbeatLockWait = 50 * time.Millisecond
 )
 
 // heartbeatRecord is the content of the heartbeat file.
@@ -188,12 +192,23 @@ func (h *hostState) updateHeartbeat(session uint64, fn func(rec *heartbeatRecord
 	}
 	fd := int(h.hb.Fd())
 	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: heartbeatSize}
-	for {
-		err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLKW, &lk)
+	// Never wait without end: a process stopped (SIGSTOP, a hung write)
+	// while it holds these bytes would otherwise stop every other
+	// process's refresh of last-seen. Past heartbeatLockWait the update
+	// fails, and the refresh is sent without it.
+	for deadline := time.Now().Add(heartbeatLockWait); ; {
+		err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk)
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, unix.EINTR) {
+		busy := errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES)
+		switch {
+		case errors.Is(err, unix.EINTR):
+		case busy && time.Now().Before(deadline):
+			time.Sleep(100 * time.Microsecond)
+		case busy:
+			return &FileError{Op: "lock", Path: h.hb.Name(), Err: fmt.Errorf("%w: another process has held the record for %v", ErrLocked, heartbeatLockWait)}
+		default:
 			return &FileError{Op: "lock", Path: h.hb.Name(), Err: err}
 		}
 	}

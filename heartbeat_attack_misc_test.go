@@ -12,6 +12,7 @@ import (
 	"github.com/snapid/snapid/snapidtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // Something planted at <counter>.heartbeat: Open refuses promptly.
@@ -94,3 +95,31 @@ func TestHeartbeatAttackNoGoroutineLeak(t *testing.T) {
 }
 
 var runtimeNumGoroutine = runtime.NumGoroutine
+
+// A process that holds the heartbeat record's byte lock and does not let
+// go (stopped by SIGSTOP mid-update, a write hung on the disk) does not
+// stop the host's refreshes of last-seen: updates of the record give up
+// after a bound, and the refresh is sent without them.
+func TestHeartbeatAttackRecordLockHeld(t *testing.T) {
+	const interval = 40 * time.Millisecond
+	reg := snapidtest.NewRegistry()
+	_, path := ctPath(t)
+	g := openReg(t, path, "web_1", reg, WithCloneWindow(0), WithHeartbeat(interval))
+	defer g.Close()
+	calls := logCalls(reg)
+	require.True(t, waitFor(40*interval, func() bool { return calls.count("touch") > 0 }), "the heartbeat runs")
+
+	// Another open file description's lock on the record's bytes, as a
+	// stopped process would hold it.
+	f, err := os.OpenFile(path+".heartbeat", os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: 40}
+	require.NoError(t, unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk))
+	held := time.Now()
+	time.Sleep(20 * interval)
+	n := len(calls.since("touch", held))
+	assert.GreaterOrEqual(t, n, 5, "with the record's lock held for 20 intervals, the host refreshed %d times", n)
+	_, err = g.Next()
+	assert.NoError(t, err, "the process still issues")
+}
