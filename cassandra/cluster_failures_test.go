@@ -25,7 +25,11 @@ func TestClusterNodeFailures(t *testing.T) {
 	pathA, pathB, pathC := filepath.Join(dir, "a.u64"), filepath.Join(dir, "b.u64"), filepath.Join(dir, "c.u64")
 	const step = 20
 
-	gA, err := openGen(t, pathA, "fail_a", reg, step)
+	// Calls with the quorum lost fail only at their deadline (an unknown
+	// outcome is read at SERIAL until then): a short one keeps the test
+	// short; with a node down, calls take well under it.
+	const lostTimeout = 8 * time.Second
+	gA, err := openGen(t, pathA, "fail_a", reg, step, snapid.WithRegistryTimeout(lostTimeout))
 	require.NoError(t, err)
 	defer gA.Close()
 	issued := map[uint64]bool{}
@@ -109,7 +113,7 @@ func TestClusterNodeFailures(t *testing.T) {
 	e.c.WaitSeesDown(t, 2, 1)
 
 	err = timed("quorum lost: claim fail_c", func() error {
-		g, err := openGen(t, pathC, "fail_c", reg, step)
+		g, err := openGen(t, pathC, "fail_c", reg, step, snapid.WithRegistryTimeout(lostTimeout))
 		if err == nil {
 			g.Close()
 		}
@@ -119,14 +123,20 @@ func TestClusterNodeFailures(t *testing.T) {
 	assert.Zero(t, counterOf(t, pathC), "a process that has not claimed issues nothing")
 
 	err = timed("quorum lost: heartbeat of fail_a", func() error {
+		ctx, cancel := context.WithTimeout(ctx, lostTimeout)
+		defer cancel()
 		return reg.Touch(ctx, "fail_a", after.Owner, after.Session)
 	})
 	require.ErrorIs(t, err, snapid.ErrRegistry)
 	err = timed("quorum lost: release fail_b again", func() error {
+		ctx, cancel := context.WithTimeout(ctx, lostTimeout)
+		defer cancel()
 		return reg.Release(ctx, "fail_b", hB.Owner, 1)
 	})
 	require.ErrorIs(t, err, snapid.ErrRegistry)
 	err = timed("quorum lost: extension of fail_a", func() error {
+		ctx, cancel := context.WithTimeout(ctx, lostTimeout)
+		defer cancel()
 		_, err := reg.Extend(ctx, "fail_a", after.Owner, after.Session, settled, settled+step)
 		return err
 	})

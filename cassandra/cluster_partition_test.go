@@ -84,7 +84,11 @@ func TestClusterPartition(t *testing.T) {
 	gQ, err := openGen(t, path("part_q"), "part_q", regQ, step)
 	require.NoError(t, err)
 	defer func() { gQ.Close() }()
-	gM, err := openGen(t, path("part_m"), "part_m", regM, step)
+	// The side without a quorum: its calls fail only at their deadline
+	// (an unknown outcome is read at SERIAL until then), so a short one
+	// keeps the test short; before the cut, calls take well under it.
+	minority := snapid.WithRegistryTimeout(8 * time.Second)
+	gM, err := openGen(t, path("part_m"), "part_m", regM, step, minority)
 	require.NoError(t, err)
 	defer func() { gM.Close() }()
 	drawAll(t, gQ, ids, 5)
@@ -116,7 +120,7 @@ func TestClusterPartition(t *testing.T) {
 
 	// One new name claimed on both sides: the side without a quorum fails
 	// and issues nothing; the other wins.
-	_, err = openGen(t, path("new_m"), "part_new", regM, step)
+	_, err = openGen(t, path("new_m"), "part_new", regM, step, minority)
 	t.Logf("%s side: claim of part_new: %v", mdc, err)
 	require.ErrorIs(t, err, snapid.ErrRegistry)
 	assert.Zero(t, counterOf(t, path("new_m")), "nothing issued by a failed claim")
@@ -128,7 +132,7 @@ func TestClusterPartition(t *testing.T) {
 	// Restarts during the cut.
 	err = gM.Close()
 	t.Logf("%s side: closing part_m (cannot return its reservation): %v", mdc, err)
-	_, err = openGen(t, path("part_m"), "part_m", regM, step)
+	_, err = openGen(t, path("part_m"), "part_m", regM, step, minority)
 	t.Logf("%s side: restarting part_m: %v", mdc, err)
 	require.ErrorIs(t, err, snapid.ErrRegistry, "a restarted host on the side without a quorum cannot claim")
 	assert.Equal(t, markM, counterOf(t, path("part_m")), "and issues nothing")

@@ -72,13 +72,16 @@ export CI="${CI:-true}"
 
 # gocql's own log lines (reconnection attempts to killed nodes) are noise.
 quiet() { grep -vE '^[0-9]{4}/[0-9]{2}/[0-9]{2} [0-9:]{8} gocql: ' || true; }
+nodumps() { awk '/^goroutine [0-9]+ \[/ { skip = 1 } /^(=== |--- |PASS|FAIL|ok )/ { skip = 0 } !skip'; }
 
 t=$(date +%s)
 out="$bin/tests.out"
 rc=0
-(cd cassandra && "$bin/cassandra.test" -test.run "^($TESTS)\$" -test.v -test.count=1 -test.timeout 15m) >"$out" 2>&1 || rc=$?
+(cd cassandra && "$bin/cassandra.test" -test.run "^($TESTS)\$" -test.v -test.count=1 -test.timeout 25m) >"$out" 2>&1 || rc=$?
 if [[ $rc != 0 ]]; then
-  quiet <"$out" | tail -n 120
+  # The tests' own lines, without goroutine dumps (a timeout's panic line
+  # and the tests it names come before the first dump).
+  quiet <"$out" | nodumps | tail -n 150
   echo "cluster-test: the cluster tests failed" >&2
   exit 1
 fi
@@ -98,7 +101,7 @@ fi
 t=$(date +%s)
 (cd cassandra && "$bin/cassandra.test" -test.run '^$' -test.bench "^($BENCH)\$" \
   -test.benchtime "${SNAPID_CLUSTER_BENCHTIME:-100x}" -test.count=1 -test.timeout 10m) >"$out" 2>&1 || {
-  quiet <"$out" | tail -n 60
+  quiet <"$out" | nodumps | tail -n 60
   echo "cluster-test: the cluster benchmark failed" >&2
   exit 1
 }
