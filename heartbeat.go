@@ -29,7 +29,10 @@ import (
 //	                      64 bits little-endian. An exclusive flock on it
 //	                      makes its holder the host's heartbeat; updates
 //	                      take a lock on its bytes (an OFD lock, apart from
-//	                      the flock) to read and write the record as one.
+//	                      the flock) to read and write the record as one,
+//	                      waiting for it at most heartbeatLockWait: an
+//	                      update that cannot have it fails, and the refresh
+//	                      is sent without it.
 //
 // Every process polls four times per interval: it tries the flock (a
 // system call, no registry) and reads the record. The holder refreshes
