@@ -30,25 +30,29 @@ import (
 //	                      makes its holder the host's heartbeat; updates
 //	                      take a lock on its bytes (an OFD lock, apart from
 //	                      the flock) to read and write the record as one,
-//	                      waiting for it at most heartbeatLockWait: an
-//	                      update that cannot have it fails, and the refresh
-//	                      is sent without it.
+//	                      waiting for it at most heartbeatLockWait: past
+//	                      that (a stopped process holds it) the update is
+//	                      made without it. A record longer than 40 bytes
+//	                      is cut back to them at the next update.
 //
 // Every process polls four times per interval: it tries the flock (a
 // system call, no registry) and reads the record. The holder refreshes
 // last-seen at the first poll after the last refresh was sent an interval
-// ago (less half a poll, for a late tick): one refresh per interval; after a failed refresh it tries again one, two, then
-// four polls later, not at every poll. When the holder exits or crashes,
-// the kernel drops its flock and the next poll of another process takes
-// the role. A holder that stalls without exiting (SIGSTOP, a hung disk), or
-// a flock held by someone who does not refresh, would leave last-seen
-// stale: a process that finds both the last refresh and the last try an
-// interval and a half old refreshes whether or not it holds the flock.
-// So while a process of the host runs, last-seen is at most an interval
-// and a half plus a timeout old with one refresh lost, inside the clone
-// window (at least two intervals plus a timeout, see WithCloneWindow); and
-// during an outage the host tries about once per interval, not once per
-// poll and process.
+// ago (less half a poll, for a late tick): one refresh per interval; after
+// a failed refresh it tries again one, two, then four polls later, not at
+// every poll. When the holder exits, closes or crashes, its flock is
+// dropped and the next poll of another process takes the role. A holder
+// that stalls without exiting (SIGSTOP mid-call, a hung disk), whose own
+// calls fail while others' would not, or a flock held by someone who does
+// not refresh, would leave last-seen stale: a process that finds the last
+// refresh an interval and a half old and the last try half an interval
+// old refreshes whether or not it holds the flock. A try is written to the
+// record before it is sent, under the byte lock, where the process decides
+// again: of processes due at the same poll, one sends. So while a process
+// of the host runs, last-seen is at most an interval and seven eighths
+// plus a timeout old, inside the clone window (at least two intervals plus
+// a timeout, see WithCloneWindow); and during an outage the host tries at
+// most about twice per interval, not once per poll and process.
 //
 // Each process sends at most one refresh at a time, in the background: a
 // refresh that hangs until its timeout does not keep the process from
@@ -124,14 +128,22 @@ func decodeHeartbeat(b []byte) (r heartbeatRecord, ok bool) {
 	}, true
 }
 
-// openHeartbeat creates (if absent) and opens the heartbeat file beside
-// the counter at counterPath, checked like the mark file.
-func openHeartbeat(counterPath string, o *options) (*os.File, error) {
+// openHeartbeat opens the heartbeat file beside the counter at
+// counterPath, checked like the mark file; if it is absent, it creates it
+// when create is set, and returns nil otherwise. Open creates it only once
+// the name's claim or join stands, so that an Open refused before (a
+// counter of another name) leaves nothing behind.
+func openHeartbeat(counterPath string, o *options, create bool) (*os.File, error) {
 	path := counterPath + heartbeatSuffix
-	if err := createIfAbsent(path, nil, o); err != nil {
-		return nil, err
+	if create {
+		if err := createIfAbsent(path, nil, o); err != nil {
+			return nil, err
+		}
 	}
 	f, err := os.OpenFile(path, openFlags(o.followSymlinks), 0)
+	if !create && errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, &FileError{Op: "open", Path: path, Err: classifyOpenError(err)}
 	}
@@ -185,6 +197,28 @@ func (h *hostState) tryHeartbeatRole() bool {
 	}
 }
 
+// ensureHeartbeat creates and opens the heartbeat file if this process
+// has not opened it yet.
+func (h *hostState) ensureHeartbeat() error {
+	if h.hb != nil {
+		return nil
+	}
+	f, err := openHeartbeat(h.counterPath, h.opts, true)
+	if err != nil {
+		return err
+	}
+	h.hb = f
+	return nil
+}
+
+// dropHeartbeatRole gives up the heartbeat role, if this process holds
+// it, so that another process takes it at its next poll.
+func (h *hostState) dropHeartbeatRole() {
+	if h.hb != nil {
+		_ = unix.Flock(int(h.hb.Fd()), unix.LOCK_UN)
+	}
+}
+
 // updateHeartbeat reads the record and has fn change it, then writes it
 // if fn says to, holding a write lock on the record's bytes: a process's
 // update never lands between another's read and write. fn gets the record
@@ -210,7 +244,13 @@ func (h *hostState) updateHeartbeat(session uint64, fn func(rec *heartbeatRecord
 		case busy && time.Now().Before(deadline):
 			time.Sleep(100 * time.Microsecond)
 		case busy:
-			return &FileError{Op: "lock", Path: h.hb.Name(), Err: fmt.Errorf("%w: another process has held the record for %v", ErrLocked, heartbeatLockWait)}
+			// Held past any update's length: a stopped process, or
+			// another user's read lock. Updating without the lock keeps
+			// the record moving (else every process would find it stale
+			// and refresh at every poll); what it risks is losing a
+			// "taken" written at the same moment, which the host's other
+			// processes then learn at their own next refresh.
+			return h.applyHeartbeat(session, fn)
 		default:
 			return &FileError{Op: "lock", Path: h.hb.Name(), Err: err}
 		}
@@ -219,6 +259,13 @@ func (h *hostState) updateHeartbeat(session uint64, fn func(rec *heartbeatRecord
 		un := unix.Flock_t{Type: unix.F_UNLCK, Whence: 0, Start: 0, Len: heartbeatSize}
 		_ = unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &un)
 	}()
+	return h.applyHeartbeat(session, fn)
+}
+
+// applyHeartbeat is updateHeartbeat's read, change and write. A record
+// with bytes past its 40 (damage, or another user's writing) is cut back
+// to them, so that it reads as a record again.
+func (h *hostState) applyHeartbeat(session uint64, fn func(rec *heartbeatRecord) (write bool)) error {
 	rec, ok := h.readHeartbeat()
 	if !ok || rec.session != session {
 		rec = heartbeatRecord{session: session}
@@ -226,7 +273,15 @@ func (h *hostState) updateHeartbeat(session uint64, fn func(rec *heartbeatRecord
 	if !fn(&rec) {
 		return nil
 	}
-	return h.writeHeartbeat(rec)
+	if err := h.writeHeartbeat(rec); err != nil {
+		return err
+	}
+	if st, err := h.hb.Stat(); err == nil && st.Size() != heartbeatSize {
+		if err := h.hb.Truncate(heartbeatSize); err != nil {
+			return &FileError{Op: "truncate", Path: h.hb.Name(), Err: err}
+		}
+	}
+	return nil
 }
 
 // heartbeatPoll is how often each process looks at the heartbeat role
@@ -300,7 +355,31 @@ func (r *reservation) heartbeat() {
 			if age(now, rec.last) < r.o.heartbeat-poll/2 || age(now, rec.tried) < gap {
 				continue
 			}
-		} else if limit := r.o.heartbeat + r.o.heartbeat/2; age(now, rec.last) < limit || age(now, rec.tried) < limit {
+		} else if age(now, rec.last) < r.o.heartbeat+r.o.heartbeat/2 || age(now, rec.tried) < r.o.heartbeat/2 {
+			// Without the role: only once last-seen is an interval and a
+			// half old, and no try was sent for half an interval (a try
+			// that has not come back by then is treated as lost: its
+			// sender may be stopped mid-call). The holder's next try is
+			// due then too, so the host sends at most two per interval
+			// while refreshes fail, and last-seen stays under an interval
+			// and seven eighths plus a timeout old.
+			continue
+		}
+		// Record the try before sending it, deciding again under the
+		// record's lock: of processes that found the host due at the
+		// same moment, only the first sends.
+		due := true
+		if err := r.host.updateHeartbeat(mine, func(rec *heartbeatRecord) bool {
+			if !holder && (age(now, rec.last) < r.o.heartbeat+r.o.heartbeat/2 || age(now, rec.tried) < r.o.heartbeat/2) {
+				due = false
+				return false
+			}
+			rec.tried = now.UnixNano()
+			return true
+		}); err != nil {
+			r.heartbeatLog.failed(err, "name", r.name)
+		}
+		if !due {
 			continue
 		}
 		touching.Store(true)
@@ -317,17 +396,11 @@ func (r *reservation) heartbeat() {
 	}
 }
 
-// touch sends one refresh of last-seen, stamped sent, and records the
-// answer for the host's processes; it reports whether the refresh reached
-// the registry.
+// touch sends one refresh of last-seen, stamped sent (its try is in the
+// record already), and records the answer for the host's processes; it
+// reports whether the refresh reached the registry.
 func (r *reservation) touch(sent time.Time) bool {
 	mine := sessionHash(r.session)
-	if err := r.host.updateHeartbeat(mine, func(rec *heartbeatRecord) bool {
-		rec.tried = sent.UnixNano()
-		return true
-	}); err != nil {
-		r.heartbeatLog.failed(err, "name", r.name)
-	}
 	ctx, cancel := context.WithTimeout(r.ctx, r.o.timeout)
 	err := r.reg.Touch(ctx, r.name, r.host.owner, r.session)
 	cancel()
@@ -354,8 +427,15 @@ func (r *reservation) touch(sent time.Time) bool {
 			taken = true // another process learned of a take-over after this refresh was sent
 			return false
 		}
-		rec.tried = max(rec.tried, sent.UnixNano())
-		rec.last = max(rec.last, sent.UnixNano())
+		// Later sends of other processes are kept; times in the future
+		// (a clock set back since, a damaged record) are not, or the
+		// record would read as never refreshed until that time.
+		now := r.o.now().UnixNano()
+		for _, t := range []*int64{&rec.tried, &rec.last} {
+			if *t > now || *t < sent.UnixNano() {
+				*t = sent.UnixNano()
+			}
+		}
 		return true
 	}); werr != nil {
 		r.heartbeatLog.failed(werr, "name", r.name)
@@ -372,6 +452,20 @@ func (r *reservation) touch(sent time.Time) bool {
 func (r *reservation) loseName(err error) {
 	if r.lost.CompareAndSwap(nil, &err) {
 		r.log.Error("snapid: node name taken over by another owner; no more ids will be issued", "name", r.name, "err", err)
+	}
+}
+
+// tellTaken stops issuing under the name, as loseName does, and writes
+// "taken" to the host's record so that the host's other processes stop at
+// their next poll: for the registry's ErrNameTaken learned outside the
+// heartbeat (an extension).
+func (r *reservation) tellTaken(err error) {
+	r.lost.CompareAndSwap(nil, &err)
+	if werr := r.host.updateHeartbeat(sessionHash(r.session), func(rec *heartbeatRecord) bool {
+		rec.taken = true
+		return true
+	}); werr != nil {
+		r.log.Warn("snapid: the host's other processes could not be told", "name", r.name, "err", werr)
 	}
 }
 

@@ -39,7 +39,9 @@ func TestHeartbeatAttackTouchStormDuringOutage(t *testing.T) {
 	per := float64(touches.Load()) / (float64(time.Since(start)) / float64(interval))
 	t.Logf("%d processes: %.1f Touch calls per interval while the registry fails them", procs, per)
 	assert.LessOrEqual(t, per, float64(procs), "the host sends more Touches during an outage than one per process per interval")
-	// The holder backs off to one try per interval, and the others do not
-	// step in while it tries: about one per interval for the host.
-	assert.LessOrEqual(t, per, 1.5, "the host sends more than about one Touch per interval during an outage")
+	// The holder backs off to one try per interval, and the others step
+	// in only half an interval after the last try (a try that has not
+	// come back by then may be a stopped holder's): at most two per
+	// interval for the host, whatever its processes.
+	assert.LessOrEqual(t, per, 2.2, "the host sends more than about two Touches per interval during an outage")
 }

@@ -174,7 +174,9 @@ type hostState struct {
 	gate         *flock.Flock
 	presence     *flock.Flock
 	mark         *os.File
-	hb           *os.File // the heartbeat file (see heartbeat.go)
+	hb           *os.File // the heartbeat file (see heartbeat.go); nil until it exists
+	counterPath  string
+	opts         *options // for creating the heartbeat file later
 	markPath     string
 	sessionPath  string
 	releasedPath string
@@ -211,13 +213,15 @@ func openHostState(counterPath string, o *options) (*hostState, error) {
 		mark.Close()
 		return nil, &FileError{Op: "open", Path: markPath, Err: classifyOpenError(err)}
 	}
-	hb, err := openHeartbeat(counterPath, o)
+	hb, err := openHeartbeat(counterPath, o, false)
 	if err != nil {
 		mark.Close()
 		return nil, err
 	}
 	return &hostState{
 		owner:        owner,
+		counterPath:  counterPath,
+		opts:         o,
 		hb:           hb,
 		gate:         flock.New(counterPath+ownerSuffix, flock.SetFlag(openFlags(o.followSymlinks))),
 		presence:     flock.New(presencePath, flock.SetFlag(openFlags(o.followSymlinks))),

@@ -91,6 +91,11 @@ func startReservation(ctx context.Context, path, name string, o *options,
 			return nil, err
 		}
 	}
+	// The claim or join stands: the heartbeat file may be made now.
+	if err := hs.ensureHeartbeat(); err != nil {
+		r.host.close()
+		return nil, err
+	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.wg.Add(1)
 	go r.heartbeat()
@@ -182,6 +187,9 @@ func (r *reservation) claim(ctx context.Context) error {
 	// an interval, and the host's other processes join without a
 	// registry read meanwhile.
 	claimed := sent.UnixNano()
+	if err := r.host.ensureHeartbeat(); err != nil {
+		return err
+	}
 	if err := r.host.writeHeartbeat(heartbeatRecord{session: sessionHash(h.Session), last: claimed, tried: claimed}); err != nil {
 		return err
 	}
@@ -438,7 +446,7 @@ func (r *reservation) extend(ctx context.Context, need uint64) error {
 			}
 			return definiteError{fmt.Errorf("snapid: %w: the registry's mark %d is below this host's %d", ErrRegistry, h.Reserved, old.mark)}
 		case errors.Is(err, ErrNameTaken):
-			r.lost.Store(&err)
+			r.tellTaken(err)
 			return err
 		default:
 			return err
@@ -531,6 +539,9 @@ func (r *reservation) close() error {
 	r.bgMu.Unlock()
 	r.cancel()
 	r.wg.Wait()
+	// Another process takes the heartbeat now, not once this one has
+	// waited for the gate and returned its reservation.
+	r.host.dropHeartbeatRole()
 	// A synchronous extension a caller was waiting for has been cancelled;
 	// let it finish before deciding what to set back, and start none.
 	r.extendMu.Lock()

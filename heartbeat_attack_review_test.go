@@ -1,0 +1,353 @@
+package snapid_test
+
+// Adversarial review of the one-heartbeat-per-host design (heartbeat.go).
+// Each test states the guarantee it attacks; a failure is a finding.
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/testfs"
+	"github.com/snapid/snapid/snapidtest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// rvTouchReg is one process's view of a shared registry whose Touch the
+// test can make stall (a process stopped mid-refresh: it neither sends
+// nor gives up) or fail at once (this process's connection is broken).
+type rvTouchReg struct {
+	*snapidtest.Registry
+	mode    atomic.Int32 // 0 normal, 1 stall, 2 fail
+	release chan struct{}
+	stalled chan struct{}
+	once    sync.Once
+}
+
+func newRVTouchReg(reg *snapidtest.Registry) *rvTouchReg {
+	return &rvTouchReg{Registry: reg, release: make(chan struct{}), stalled: make(chan struct{})}
+}
+
+func (r *rvTouchReg) Touch(ctx context.Context, name, owner, session string) error {
+	switch r.mode.Load() {
+	case 1:
+		r.once.Do(func() { close(r.stalled) })
+		<-r.release
+		return fmt.Errorf("%w: stopped", ErrRegistry)
+	case 2:
+		return fmt.Errorf("%w: this process's connection is broken", ErrRegistry)
+	}
+	return r.Registry.Touch(ctx, name, owner, session)
+}
+
+// rvWatchLastSeen samples the row's last-seen age for d and tries, at each
+// sample, a clone's claim (same owner token, another machine) with the
+// clone window: it must be refused while the host runs. It returns the
+// worst age seen and whether the clone's claim went through.
+func rvWatchLastSeen(t *testing.T, reg *snapidtest.Registry, window, d time.Duration) (worst time.Duration, cloned bool) {
+	t.Helper()
+	row, ok := reg.Row("web_1")
+	require.True(t, ok)
+	owner := row.Owner
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+		row, _ := reg.Row("web_1")
+		worst = max(worst, time.Since(row.LastSeen))
+		if window == 0 {
+			continue // only watch
+		}
+		if _, err := reg.Claim(context.Background(), Claim{Name: "web_1", Owner: owner, Hostname: "h2", MachineID: "m2", CloneWindow: window}); err == nil {
+			return worst, true
+		}
+	}
+	return worst, false
+}
+
+// Guarantee 2. The holder stops (SIGSTOP) after writing "tried" and before
+// its refresh reaches the registry. The non-holders wait until "tried" is
+// an interval and a half old, so last-seen goes ~2.5-2.75 intervals
+// without a refresh: past the clone window (2 intervals + timeout), and a
+// clone's claim takes the name from the live host.
+func TestHeartbeatReviewStalledHolderMidRefreshOutlivesCloneWindow(t *testing.T) {
+	const (
+		hb     = 100 * time.Millisecond
+		to     = 20 * time.Millisecond
+		window = 2*hb + to
+	)
+	reg := snapidtest.NewRegistry()
+	_, path := ctPath(t)
+	opts := []Option{WithHeartbeat(hb), WithRegistryTimeout(to), WithCloneWindow(window), WithReserveStep(1 << 20)}
+	wH := newRVTouchReg(reg)
+	H := openReg(t, path, "web_1", wH, opts...)
+	require.Eventually(t, H.ExportHeartbeatHolder, 2*time.Second, 5*time.Millisecond)
+	N := openReg(t, path, "web_1", reg, opts...)
+	defer func() {
+		close(wH.release)
+		H.Close()
+		N.Close()
+	}()
+	base, _ := rvWatchLastSeen(t, reg, 0, 5*hb) // window 0: watch only
+	t.Logf("before the stall, last-seen was at most %v old", base)
+	wH.mode.Store(1)
+	select {
+	case <-wH.stalled:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the holder never refreshed")
+	}
+	worst, cloned := rvWatchLastSeen(t, reg, window, 8*hb)
+	assert.LessOrEqual(t, worst, window, "last-seen reached %v with a live process (clone window %v)", worst, window)
+	assert.False(t, cloned, "a clone's claim took the name from the live host")
+	if cloned {
+		require.Eventually(t, func() bool { _, err := N.Next(); return errors.Is(err, ErrNameTaken) }, 3*time.Second, 5*time.Millisecond)
+		t.Logf("the live process now fails: ErrNameTaken")
+	}
+}
+
+// Guarantee 2. The holder's own registry calls fail (its connection is
+// broken; the other process's works). It keeps the role and writes
+// "tried" about once per interval, which keeps the others from stepping
+// in: last-seen is never refreshed again while a healthy process runs.
+func TestHeartbeatReviewFailingHolderSilencesHealthyProcesses(t *testing.T) {
+	const (
+		hb     = 50 * time.Millisecond
+		to     = 20 * time.Millisecond
+		window = 2*hb + to
+	)
+	reg := snapidtest.NewRegistry()
+	_, path := ctPath(t)
+	opts := []Option{WithHeartbeat(hb), WithRegistryTimeout(to), WithCloneWindow(window), WithReserveStep(1 << 20)}
+	wH := newRVTouchReg(reg)
+	H := openReg(t, path, "web_1", wH, opts...)
+	defer H.Close()
+	require.Eventually(t, H.ExportHeartbeatHolder, 2*time.Second, 5*time.Millisecond)
+	N := openReg(t, path, "web_1", reg, opts...)
+	defer N.Close()
+	time.Sleep(3 * hb)
+	wH.mode.Store(2)
+	worst, cloned := rvWatchLastSeen(t, reg, window, 20*hb)
+	assert.LessOrEqual(t, worst, window, "last-seen reached %v while a process with a working registry connection ran", worst)
+	assert.False(t, cloned, "a clone's claim took the name from the live host")
+}
+
+// Guarantee 2 ("about one refresh per interval"). A time in the future in
+// the record's "last" is kept by max() on every success, so the holder
+// finds the refresh always due and sends one at every poll: four per
+// interval, for as long as the clock was set back (or forever, for a
+// damaged record whose "last" is far in the future).
+func TestHeartbeatReviewFutureLastRefreshesEveryPoll(t *testing.T) {
+	const interval = 100 * time.Millisecond
+	for _, how := range []string{"clock set back an hour", "record's last damaged into the future"} {
+		t.Run(how, func(t *testing.T) {
+			reg := snapidtest.NewRegistry()
+			_, path := ctPath(t)
+			var offset atomic.Int64
+			clock := ExportWithClock(func() time.Time { return time.Now().Add(time.Duration(offset.Load())) })
+			opts := []Option{WithHeartbeat(interval), WithCloneWindow(0), WithReserveStep(1 << 20), clock}
+			for range 3 {
+				g := openReg(t, path, "web_1", reg, opts...)
+				defer g.Close()
+			}
+			time.Sleep(3 * interval)
+			if how == "clock set back an hour" {
+				offset.Store(int64(-time.Hour))
+			} else {
+				b, err := os.ReadFile(path + ".heartbeat")
+				require.NoError(t, err)
+				require.Len(t, b, 40)
+				binary.LittleEndian.PutUint64(b[16:], uint64(time.Now().AddDate(50, 0, 0).UnixNano()))
+				require.NoError(t, os.WriteFile(path+".heartbeat", b, 0o600))
+			}
+			calls := logCalls(reg)
+			start := time.Now()
+			time.Sleep(15 * interval)
+			per := float64(calls.count("touch")) / (float64(time.Since(start)) / float64(interval))
+			assert.LessOrEqual(t, per, 1.5, "%s: the host sends %.1f refreshes per interval", how, per)
+		})
+	}
+}
+
+// Guarantee 2 ("about one refresh per interval"), the case the 50 ms bound
+// was made for: a process stopped while it holds the record's byte lock
+// (here a read lock, which needs only read access to the file). No update
+// lands any more, so "last" and "tried" stay old and every process refreshes
+// at every poll it is not busy waiting for the lock.
+func TestHeartbeatReviewRecordLockHeldStorm(t *testing.T) {
+	const interval = 400 * time.Millisecond
+	reg := snapidtest.NewRegistry()
+	_, path := ctPath(t)
+	for range 4 {
+		g := openReg(t, path, "web_1", reg, WithHeartbeat(interval), WithCloneWindow(0), WithReserveStep(1<<20))
+		defer g.Close()
+	}
+	time.Sleep(interval)
+	f, err := os.Open(path + ".heartbeat")
+	require.NoError(t, err)
+	defer f.Close()
+	lk := unix.Flock_t{Type: unix.F_RDLCK, Whence: 0, Start: 0, Len: 40}
+	// The processes hold the write lock for an update's length now and
+	// then: try until it is free.
+	require.Eventually(t, func() bool { return unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk) == nil }, 5*time.Second, time.Millisecond)
+	calls := logCalls(reg)
+	start := time.Now()
+	time.Sleep(8 * interval)
+	per := float64(calls.count("touch")) / (float64(time.Since(start)) / float64(interval))
+	assert.LessOrEqual(t, per, 1.5, "with the record's byte lock held, 4 processes send %.1f refreshes per interval", per)
+}
+
+// Guarantee 2 and the doc ("a damaged record reads as none, the next poll
+// refreshes"): a record with trailing bytes is never repaired (updates
+// write 40 bytes in place, never truncate), so it reads as none forever:
+// every process refreshes at every poll, and every join reads the registry.
+func TestHeartbeatReviewLongRecordNeverRepaired(t *testing.T) {
+	const interval = 100 * time.Millisecond
+	reg := snapidtest.NewRegistry()
+	_, path := ctPath(t)
+	for range 3 {
+		g := openReg(t, path, "web_1", reg, WithHeartbeat(interval), WithCloneWindow(0), WithReserveStep(1<<20))
+		defer g.Close()
+	}
+	time.Sleep(2 * interval)
+	f, err := os.OpenFile(path+".heartbeat", os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	_, err = f.Write([]byte{0})
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	calls := logCalls(reg)
+	start := time.Now()
+	time.Sleep(15 * interval)
+	per := float64(calls.count("touch")) / (float64(time.Since(start)) / float64(interval))
+	st, err := os.Stat(path + ".heartbeat")
+	require.NoError(t, err)
+	assert.EqualValues(t, 40, st.Size(), "the damaged record was never repaired")
+	assert.LessOrEqual(t, per, 1.5, "behind a 41-byte record, 3 processes send %.1f refreshes per interval", per)
+}
+
+// Guarantee 3 (as documented: "every process of the host stops issuing at
+// its next poll"), when the take-over is learned by an extension rather
+// than a refresh: it is not written to the record, and the process that
+// learned it stops its heartbeat while keeping the role, so the others go
+// on issuing for about an interval and a half.
+func TestHeartbeatReviewTakeoverLearnedByExtendNotShared(t *testing.T) {
+	const interval = 400 * time.Millisecond
+	reg := snapidtest.NewRegistry()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a", "c.u64")
+	require.NoError(t, os.Mkdir(filepath.Dir(path), 0o755))
+	opts := []Option{WithHeartbeat(interval), WithCloneWindow(0), WithReserveStep(1 << 20)}
+	A := openReg(t, path, "web_1", reg, opts...)
+	defer A.Close()
+	require.Eventually(t, A.ExportHeartbeatHolder, 2*time.Second, 5*time.Millisecond)
+	B := openReg(t, path, "web_1", reg, opts...)
+	defer B.Close()
+	other := filepath.Join(dir, "b", "c.u64")
+	require.NoError(t, os.Mkdir(filepath.Dir(other), 0o755))
+	// Take over just after the host's refresh: the test does not depend on
+	// where in the interval it falls.
+	calls := logCalls(reg)
+	n := calls.count("touch")
+	require.True(t, waitFor(3*interval, func() bool { return calls.count("touch") > n }))
+	taker, err := Open(other, "web_1", WithRegistry(reg), WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithTakeover(0), WithSync(false), WithCloneWindow(0))
+	require.NoError(t, err)
+	defer taker.Close()
+	mark, _, err := ReadMark(path)
+	require.NoError(t, err)
+	require.ErrorIs(t, A.ExportExtend(context.Background(), mark+1), ErrNameTaken)
+	_, err = A.Next()
+	require.ErrorIs(t, err, ErrNameTaken)
+	learned := time.Now()
+	time.Sleep(interval / 2) // two of B's polls
+	_, err = B.Next()
+	assert.ErrorIs(t, err, ErrNameTaken, "B still issues %v after A learned of the take-over", time.Since(learned).Round(time.Millisecond))
+}
+
+// Guarantee 4. The holder closes while another process of the host is
+// stopped holding the start-up/shut-down gate: Close waits for the gate up
+// to the registry timeout with the heartbeat stopped and the role still
+// held (the heartbeat file is closed only at the end of Close), so no
+// process takes the role for that long.
+func TestHeartbeatReviewClosingHolderKeepsRole(t *testing.T) {
+	const interval = 100 * time.Millisecond
+	reg := snapidtest.NewRegistry()
+	_, path := ctPath(t)
+	opts := []Option{WithHeartbeat(interval), WithCloneWindow(0), WithReserveStep(1 << 20), WithRegistryTimeout(3 * time.Second)}
+	H := openReg(t, path, "web_1", reg, opts...)
+	require.Eventually(t, H.ExportHeartbeatHolder, 2*time.Second, 5*time.Millisecond)
+	N := openReg(t, path, "web_1", reg, opts...)
+	defer N.Close()
+	gate, err := os.Open(path + ExportOwnerSuffix)
+	require.NoError(t, err)
+	require.NoError(t, unix.Flock(int(gate.Fd()), unix.LOCK_EX))
+	closed := make(chan struct{})
+	go func() { H.Close(); close(closed) }()
+	time.Sleep(3 * interval)
+	f, err := os.Open(path + ".heartbeat")
+	require.NoError(t, err)
+	held := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil
+	f.Close()
+	require.True(t, held, "someone holds the role")
+	// Safe while someone holds the role: it only tells whether N does.
+	nHolds := N.ExportHeartbeatHolder()
+	select {
+	case <-closed:
+		t.Log("H's Close had returned")
+	default:
+	}
+	gate.Close()
+	<-closed
+	assert.True(t, nHolds, "three intervals after the holder began to close, no other process held the role")
+}
+
+// Guarantee 5 / the message "nothing was changed": a refused Open (a
+// second name on a counter) creates <counter>.heartbeat when it is
+// missing (a counter last used by an earlier version).
+func TestHeartbeatReviewRefusedOpenCreatesHeartbeatFile(t *testing.T) {
+	reg := snapidtest.NewRegistry()
+	dir, path := ctPath(t)
+	g := openReg(t, path, "web_a", reg, WithCloneWindow(0))
+	require.NoError(t, g.Close())
+	require.NoError(t, os.Remove(path+".heartbeat"))
+	before := testfs.Snapshot(t, dir)
+	_, err := Open(path, "web_b", WithRegistry(reg), WithSync(false), WithCloneWindow(0), WithHostInfo(HostInfo{Hostname: "h1", MachineID: "m1"}))
+	require.ErrorIs(t, err, ErrNameMismatch)
+	t.Logf("%v", err)
+	testfs.RequireUnchanged(t, dir, before)
+}
+
+// Held: a heartbeat file that belongs to another user is refused at Open,
+// promptly, and nothing changes.
+func TestHeartbeatReviewOtherUsersHeartbeatRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to chown")
+	}
+	reg := snapidtest.NewRegistry()
+	dir, path := ctPath(t)
+	g := openReg(t, path, "web_1", reg, WithCloneWindow(0))
+	require.NoError(t, g.Close())
+	require.NoError(t, os.Chown(path+".heartbeat", nobody, nobody))
+	before := testfs.Snapshot(t, dir)
+	done := make(chan error, 1)
+	go func() {
+		g, err := Open(path, "web_1", WithRegistry(reg), WithSync(false), WithCloneWindow(0), WithHostInfo(HostInfo{Hostname: "h1", MachineID: "m1"}))
+		if err == nil {
+			g.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.Error(t, err)
+		t.Log(err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Open hangs")
+	}
+	testfs.RequireUnchanged(t, dir, before)
+}
