@@ -211,6 +211,21 @@ func (h *hostState) ensureHeartbeat() error {
 	return nil
 }
 
+// findHeartbeat opens the heartbeat file if this process has not and it
+// exists now: a process that opened the host's files before the first
+// process's claim made it finds it once that claim stands.
+func (h *hostState) findHeartbeat() error {
+	if h.hb != nil {
+		return nil
+	}
+	f, err := openHeartbeat(h.counterPath, h.opts, false)
+	if err != nil {
+		return err
+	}
+	h.hb = f
+	return nil
+}
+
 // dropHeartbeatRole gives up the heartbeat role, if this process holds
 // it, so that another process takes it at its next poll.
 func (h *hostState) dropHeartbeatRole() {

@@ -244,3 +244,45 @@ func TestHeartbeatRecordDamaged(t *testing.T) {
 		return err == nil && len(b) == 40 && string(b[:8]) == "snaphb02"
 	}), "the heartbeat did not write its record again")
 }
+
+// Processes that open the host's files before the heartbeat file exists
+// (a counter last used by a version without one, all processes started
+// at once) find it once the first process's claim has made it, and join
+// without a registry read.
+func TestHeartbeatJoinFindsFileMadeByClaim(t *testing.T) {
+	reg := snapidtest.NewRegistry()
+	_, path := ctPath(t)
+	opts := []Option{WithHeartbeat(time.Hour), WithCloneWindow(0)}
+	require.NoError(t, openReg(t, path, "web_1", reg, opts...).Close())
+	require.NoError(t, os.Remove(path+".heartbeat"))
+
+	// Hold the host's start-up gate while the processes open their files.
+	gate, err := os.OpenFile(path+".owner", os.O_RDONLY, 0)
+	require.NoError(t, err)
+	defer gate.Close()
+	require.NoError(t, unix.Flock(int(gate.Fd()), unix.LOCK_EX))
+	calls := logCalls(reg)
+	const procs = 4
+	gs := make([]*Generator, procs)
+	errs := make([]error, procs)
+	var wg sync.WaitGroup
+	for i := range gs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			gs[i], errs[i] = Open(path, "web_1", append([]Option{WithRegistry(reg), WithSync(false),
+				WithHostInfo(HostInfo{Hostname: "h1", MachineID: "m1"})}, opts...)...)
+		}()
+	}
+	time.Sleep(200 * time.Millisecond) // every process is at the gate
+	_, err = os.Stat(path + ".heartbeat")
+	require.ErrorIs(t, err, os.ErrNotExist, "no heartbeat file before a claim stands")
+	require.NoError(t, unix.Flock(int(gate.Fd()), unix.LOCK_UN))
+	wg.Wait()
+	for i, g := range gs {
+		require.NoError(t, errs[i])
+		defer g.Close()
+	}
+	assert.Equal(t, 1, calls.count("claim"))
+	assert.Equal(t, 0, calls.count("get"), "joins read the registry")
+}

@@ -285,6 +285,9 @@ func (r *reservation) join() error {
 // interval ago, the registry is not read: a host whose processes all
 // start at once reads it once, at the first one's claim.
 func (r *reservation) verifyJoin(ctx context.Context) error {
+	if err := r.host.findHeartbeat(); err != nil {
+		return err
+	}
 	rec, ok := r.host.readHeartbeat()
 	if ok && rec.taken && rec.session == sessionHash(r.session) {
 		return fmt.Errorf("snapid: %w: the registry told another process of this host that %q is another owner's", ErrNameTaken, r.name)
