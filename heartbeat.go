@@ -24,9 +24,10 @@ import (
 //	                      session, when the last refresh that reached the
 //	                      registry was sent and when the last one was tried
 //	                      (Unix nanoseconds, by the registry side's clock),
-//	                      and a state (0: the claim stands, 1: the registry
-//	                      said the name is another owner's); every field is
-//	                      64 bits little-endian. An exclusive flock on it
+//	                      and a state (bit 0: the registry said the name is
+//	                      another owner's; bit 1: the last try was the
+//	                      holder's after a failure of its own); every field
+//	                      is 64 bits little-endian. An exclusive flock on it
 //	                      makes its holder the host's heartbeat; updates
 //	                      take a lock on its bytes (an OFD lock, apart from
 //	                      the flock) to read and write the record as one,
@@ -39,20 +40,22 @@ import (
 // system call, no registry) and reads the record. The holder refreshes
 // last-seen at the first poll after the last refresh was sent an interval
 // ago (less half a poll, for a late tick): one refresh per interval; after
-// a failed refresh it tries again one, two, then four polls later, not at
+// a failed refresh it tries again two, then four polls later, not at
 // every poll. When the holder exits, closes or crashes, its flock is
 // dropped and the next poll of another process takes the role. A holder
 // that stalls without exiting (SIGSTOP mid-call, a hung disk), whose own
 // calls fail while others' would not, or a flock held by someone who does
 // not refresh, would leave last-seen stale: a process that finds the last
 // refresh an interval and a half old and the last try half an interval
-// old refreshes whether or not it holds the flock. A try is written to the
-// record before it is sent, under the byte lock, where the process decides
-// again: of processes due at the same poll, one sends. So while a process
-// of the host runs, last-seen is at most an interval and seven eighths
-// plus a timeout old, inside the clone window (at least two intervals plus
-// a timeout, see WithCloneWindow); and during an outage the host tries at
-// most about twice per interval, not once per poll and process.
+// old refreshes whether or not it holds the flock, and a try the holder
+// made after a failure of its own does not hold it back (see
+// heartbeatDue). A try is written to the record before it is sent, under
+// the byte lock, where the process decides again: of processes due at the
+// same poll, one sends. So while a process of the host that can reach the
+// registry runs, last-seen is at most an interval and seven eighths plus
+// a timeout old, inside the clone window (at least two intervals plus a
+// timeout, see WithCloneWindow); and during an outage the host tries about
+// twice per interval, not once per poll and process.
 //
 // Each process sends at most one refresh at a time, in the background: a
 // refresh that hangs until its timeout does not keep the process from
@@ -81,6 +84,10 @@ const (
 	// heartbeatLockWait bounds the wait for the record's byte lock,
 	// which a running process holds for one read and one write.
 	heartbeatLockWait = 50 * time.Millisecond
+
+	// The record's state bits.
+	heartbeatTaken = 1 // the registry said the name is another owner's
+	heartbeatRetry = 2 // the last try was the holder's, after its own failure
 )
 
 // heartbeatRecord is the content of the heartbeat file.
@@ -89,6 +96,11 @@ type heartbeatRecord struct {
 	last    int64  // Unix nanoseconds: when the last refresh that reached the registry was sent
 	tried   int64  // when the last refresh was sent, whatever its answer
 	taken   bool   // the registry said the name is another owner's
+	// retry: the last try was the holder's after a refresh of its own
+	// failed. It does not hold the host's other processes back (see
+	// heartbeatDue): a holder whose own calls fail must not keep the
+	// others from refreshing.
+	retry bool
 }
 
 // sessionHash identifies a session in the record (FNV-1a, 64 bits).
@@ -104,9 +116,14 @@ func encodeHeartbeat(r heartbeatRecord) []byte {
 	binary.LittleEndian.PutUint64(b[8:], r.session)
 	binary.LittleEndian.PutUint64(b[16:], uint64(r.last))
 	binary.LittleEndian.PutUint64(b[24:], uint64(r.tried))
+	var state uint64
 	if r.taken {
-		binary.LittleEndian.PutUint64(b[32:], 1)
+		state |= heartbeatTaken
 	}
+	if r.retry {
+		state |= heartbeatRetry
+	}
+	binary.LittleEndian.PutUint64(b[32:], state)
 	return b
 }
 
@@ -117,14 +134,15 @@ func decodeHeartbeat(b []byte) (r heartbeatRecord, ok bool) {
 		return heartbeatRecord{}, false
 	}
 	state := binary.LittleEndian.Uint64(b[32:])
-	if state > 1 {
+	if state&^(heartbeatTaken|heartbeatRetry) != 0 {
 		return heartbeatRecord{}, false
 	}
 	return heartbeatRecord{
 		session: binary.LittleEndian.Uint64(b[8:]),
 		last:    int64(binary.LittleEndian.Uint64(b[16:])),
 		tried:   int64(binary.LittleEndian.Uint64(b[24:])),
-		taken:   state == 1,
+		taken:   state&heartbeatTaken != 0,
+		retry:   state&heartbeatRetry != 0,
 	}, true
 }
 
@@ -328,6 +346,39 @@ func freshClaim(rec heartbeatRecord, ok bool, session string, now time.Time, int
 	return age(now, rec.last) < interval
 }
 
+// heartbeatDue reports whether a process finding rec at now sends a
+// refresh; holder says whether it holds the host's heartbeat role, fails
+// how many of its own refreshes failed in a row.
+//
+// The holder is due at the fourth poll after the last send (half a poll
+// of slack for a late tick): one refresh per interval. After its own
+// failures it tries again 2, then 4 polls after the last try, never
+// further apart (with the cap, a holder alone tries once per interval
+// through an outage and refreshes within an interval of its end).
+//
+// Without the role, a process is due once last-seen is an interval and a
+// half old and no try was sent for half an interval (a try that has not
+// come back by then is treated as lost: its sender may be stopped
+// mid-call). A try the holder made after a failure of its own does not
+// count: a holder whose calls fail while the others' would not (its
+// connection is broken) would otherwise retry just as the others become
+// due, and hold them back half an interval each time. So while any
+// process of the host can reach the registry, the last refresh that
+// reached it was sent at most an interval and seven eighths ago (the
+// holder's try sent up to half a poll past the interval, half an
+// interval, and a poll to notice), plus a timeout for it to arrive.
+// During an outage the others' tries, half an interval apart, keep the
+// holder's back-off from coming due: the host sends about two per
+// interval.
+func heartbeatDue(rec heartbeatRecord, now time.Time, interval time.Duration, holder bool, fails int64) bool {
+	poll := heartbeatPoll(interval)
+	if holder {
+		gap := poll << min(fails, 2) // after failures: 2, then 4 polls apart
+		return age(now, rec.last) >= interval-poll/2 && age(now, rec.tried) >= gap
+	}
+	return age(now, rec.last) >= interval+interval/2 && (rec.retry || age(now, rec.tried) >= interval/2)
+}
+
 // heartbeat runs until close: the host's one refresh of last-seen (see
 // above), and every process's watch for the name being taken over.
 func (r *reservation) heartbeat() {
@@ -363,21 +414,8 @@ func (r *reservation) heartbeat() {
 			rec = heartbeatRecord{}
 		}
 		now := r.o.now()
-		if holder {
-			gap := poll << min(fails.Load(), 2) // after failures: 1, 2, then 4 polls apart
-			// Due at the fourth poll after the last send (half a poll of
-			// slack for a late tick): one refresh per interval.
-			if age(now, rec.last) < r.o.heartbeat-poll/2 || age(now, rec.tried) < gap {
-				continue
-			}
-		} else if age(now, rec.last) < r.o.heartbeat+r.o.heartbeat/2 || age(now, rec.tried) < r.o.heartbeat/2 {
-			// Without the role: only once last-seen is an interval and a
-			// half old, and no try was sent for half an interval (a try
-			// that has not come back by then is treated as lost: its
-			// sender may be stopped mid-call). The holder's next try is
-			// due then too, so the host sends at most two per interval
-			// while refreshes fail, and last-seen stays under an interval
-			// and seven eighths plus a timeout old.
+		failed := fails.Load()
+		if !heartbeatDue(rec, now, r.o.heartbeat, holder, failed) {
 			continue
 		}
 		// Record the try before sending it, deciding again under the
@@ -385,11 +423,12 @@ func (r *reservation) heartbeat() {
 		// same moment, only the first sends.
 		due := true
 		if err := r.host.updateHeartbeat(mine, func(rec *heartbeatRecord) bool {
-			if !holder && (age(now, rec.last) < r.o.heartbeat+r.o.heartbeat/2 || age(now, rec.tried) < r.o.heartbeat/2) {
+			if !holder && !heartbeatDue(*rec, now, r.o.heartbeat, false, 0) {
 				due = false
 				return false
 			}
 			rec.tried = now.UnixNano()
+			rec.retry = holder && failed > 0
 			return true
 		}); err != nil {
 			r.heartbeatLog.failed(err, "name", r.name)
