@@ -153,3 +153,16 @@ func ExportRetryWaits(t interface{ Cleanup(func()) }, wait func(attempt int) tim
 // ExportTransient reports whether a start-up's registry call that failed
 // with err is sent again.
 func ExportTransient(err error) bool { return transient(err) }
+
+// ExportHeartbeatInode returns the inode of the heartbeat file g has
+// open, or 0.
+func (g *Generator) ExportHeartbeatInode() uint64 {
+	if g.res == nil || g.res.host.hb == nil {
+		return 0
+	}
+	var st unix.Stat_t
+	if unix.Fstat(int(g.res.host.hb.Fd()), &st) != nil {
+		return 0
+	}
+	return st.Ino
+}

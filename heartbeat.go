@@ -69,7 +69,11 @@ import (
 // host's running processes what the registry said, and after a power cut
 // they are all gone. A damaged or foreign record reads as none (the next
 // poll refreshes). The file is created, checked and opened like the mark
-// file, and never removed.
+// file, and never removed. Each poll also checks that the file at the path
+// is still the one the process has open (device and inode): one removed or
+// replaced while the host runs would split its processes into two hosts'
+// worth of records and holders, so each rejoins the file at the path (see
+// rejoinHeartbeat).
 //
 // The record also spares joins a registry read: a process joining its
 // host's claim while the record shows a refresh of this claim's session
@@ -163,7 +167,7 @@ func openHeartbeat(counterPath string, o *options, create bool) (*os.File, error
 		return nil, nil
 	}
 	if err != nil {
-		return nil, &FileError{Op: "open", Path: path, Err: classifyOpenError(err)}
+		return nil, &FileError{Op: "open", Path: path, Err: heartbeatFileError(err)}
 	}
 	st, err := statefile.CheckRegular(int(f.Fd()))
 	if err == nil {
@@ -171,10 +175,42 @@ func openHeartbeat(counterPath string, o *options, create bool) (*os.File, error
 	}
 	if err != nil {
 		f.Close()
-		return nil, &FileError{Op: "open", Path: path, Err: classifyOpenError(err)}
+		return nil, &FileError{Op: "open", Path: path, Err: heartbeatFileError(err)}
 	}
 	return f, nil
 }
+
+// heartbeatFileError classifies an error opening the heartbeat file as
+// classifyOpenError does (ErrNotRegular, ErrSymlink, ...), in a message
+// that names the heartbeat file, not the counter, and says what to do.
+func heartbeatFileError(err error) error {
+	c := classifyOpenError(err)
+	var what string
+	switch {
+	case errors.Is(c, ErrSymlink):
+		what = "is a symbolic link"
+	case errors.Is(err, unix.EISDIR):
+		what = "is a directory"
+	case errors.Is(c, ErrNotRegular):
+		what = "is " + err.Error() // "is not a regular file (a FIFO)"
+	default:
+		return c
+	}
+	return &heartbeatFileErr{
+		msg: fmt.Sprintf("the heartbeat file %s: remove it, and the next Open makes it again", what),
+		err: c,
+	}
+}
+
+// heartbeatFileErr is heartbeatFileError's error: its own message, and
+// the classified error to match.
+type heartbeatFileErr struct {
+	msg string
+	err error
+}
+
+func (e *heartbeatFileErr) Error() string { return e.msg }
+func (e *heartbeatFileErr) Unwrap() error { return e.err }
 
 // readHeartbeat reads the record; a missing, short or foreign one is ok
 // false.
@@ -242,6 +278,62 @@ func (h *hostState) findHeartbeat() error {
 	}
 	h.hb = f
 	return nil
+}
+
+// rejoinHeartbeat checks that the heartbeat file this process has open is
+// still the one at its path. If it was removed or replaced (an operator's
+// rm, a process that found it missing and made it again), the host's
+// processes would split in two, each half with a record and a holder of
+// its own; so this process opens the file at the path (making it if it is
+// missing, checked as at Open) and puts it in place of the one it had,
+// under the same descriptor number (dup3), so that any use of the file in
+// flight sees one or the other whole. The role held on the old file goes
+// with it. What the old record said for session (the last refresh and
+// try, and "taken") is carried into the new one. It reports whether the
+// file was replaced; a file at the path that cannot be opened (a FIFO,
+// another user's) is an error, and the old file is kept.
+func (h *hostState) rejoinHeartbeat(session uint64) (bool, error) {
+	if h.hb == nil {
+		return false, nil
+	}
+	var open, at unix.Stat_t
+	if err := unix.Fstat(int(h.hb.Fd()), &open); err != nil {
+		return false, &FileError{Op: "stat", Path: h.hb.Name(), Err: err}
+	}
+	stat := unix.Lstat
+	if h.opts.followSymlinks {
+		stat = unix.Stat
+	}
+	err := stat(h.hb.Name(), &at)
+	switch {
+	case err == nil && at.Dev == open.Dev && at.Ino == open.Ino:
+		return false, nil
+	case err != nil && !errors.Is(err, unix.ENOENT):
+		return false, &FileError{Op: "stat", Path: h.hb.Name(), Err: err}
+	}
+	old, oldOK := h.readHeartbeat()
+	f, err := openHeartbeat(h.counterPath, h.opts, true)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	if err := unix.Dup3(int(f.Fd()), int(h.hb.Fd()), unix.O_CLOEXEC); err != nil {
+		return false, &FileError{Op: "reopen", Path: h.hb.Name(), Err: err}
+	}
+	if !oldOK || old.session != session {
+		return true, nil
+	}
+	return true, h.updateHeartbeat(session, func(rec *heartbeatRecord) bool {
+		if rec.last >= old.last && rec.tried >= old.tried && (rec.taken || !old.taken) {
+			return false
+		}
+		if old.tried > rec.tried {
+			rec.tried, rec.retry = old.tried, old.retry
+		}
+		rec.last = max(rec.last, old.last)
+		rec.taken = rec.taken || old.taken
+		return true
+	})
 }
 
 // dropHeartbeatRole gives up the heartbeat role, if this process holds
@@ -390,11 +482,27 @@ func (r *reservation) heartbeat() {
 	mine := sessionHash(r.session)
 	var touching atomic.Bool // a refresh of this process is in flight
 	var fails atomic.Int64   // the holder's failed refreshes in a row
+	rejoinFailed := false    // the last check of the file's identity failed (logged once)
 	for {
 		select {
 		case <-r.ctx.Done():
 			return
 		case <-t.C:
+		}
+		// The file removed or replaced while the host runs: rejoin the
+		// one at the path, so that the host keeps one record and one
+		// holder.
+		switch replaced, err := r.host.rejoinHeartbeat(mine); {
+		case err != nil:
+			if !rejoinFailed {
+				r.log.Warn("snapid: the heartbeat file was removed or replaced, and the one at its path cannot be used; this process keeps the one it has", "name", r.name, "err", err)
+			}
+			rejoinFailed = true
+		case replaced:
+			r.log.Info("snapid: the heartbeat file was removed or replaced; this process uses the one at its path now", "name", r.name)
+			holder, rejoinFailed = false, false
+		default:
+			rejoinFailed = false
 		}
 		if !holder {
 			holder = r.host.tryHeartbeatRole()
