@@ -41,12 +41,17 @@ type hbTouchReg struct {
 	*snapidtest.Registry
 	fail  atomic.Bool
 	flap  atomic.Bool  // with fail: every third call goes through
+	hold  atomic.Bool  // calls do not arrive before their timeout
 	calls atomic.Int64 // Touch calls sent
 	ok    atomic.Int64 // Touch calls that reached the registry
 }
 
 func (r *hbTouchReg) Touch(ctx context.Context, name, owner, session string) error {
 	n := r.calls.Add(1)
+	if r.hold.Load() {
+		<-ctx.Done()
+		return fmt.Errorf("%w: timed out", ErrRegistry)
+	}
 	if r.fail.Load() && !(r.flap.Load() && n%3 == 0) {
 		return fmt.Errorf("%w: this process's connection is broken", ErrRegistry)
 	}
@@ -82,7 +87,9 @@ func hbCloneClaim(t *testing.T, reg *snapidtest.Registry, window time.Duration) 
 // what the window allows for). A clone's claim is refused at every step.
 func TestHeartbeatFailingHolderDoesNotHoldOthersBack(t *testing.T) {
 	const (
-		hb     = 200 * time.Millisecond // real polls every 50 ms; every decision is on the test's clock
+		// Real polls every second (every decision is on the test's
+		// clock); the timeout bounds real calls, Open's too: a second.
+		hb     = 4 * time.Second
 		to     = hb / 4
 		window = 2*hb + to
 		poll   = hb / 4
@@ -203,4 +210,65 @@ func TestHeartbeatHolderBackOffCapped(t *testing.T) {
 		"an interval after the registry came back, no refresh reached it")
 	row, _ := reg.Row("web_1")
 	assert.Equal(t, back, row.LastSeen)
+}
+
+// The clock skew the clone check tolerates (docs/guarantees.md): a
+// claimant whose clock is ahead of the live holder's by less than the clone
+// window less an interval and seven eighths and less the registry timeout
+// is refused, even at the oldest last-seen a live host shows: the holder's
+// refresh sent half a poll late and failing, the other process stepping in
+// at its first poll half an interval after that try (a poll late), its
+// refresh taking the whole timeout to arrive. The test's clock is set to
+// each of those moments in turn; the claimant's clock is the registry's
+// plus its skew. The tolerance once written, the window less one interval,
+// is too much: a claimant ahead by nine tenths of it takes the live host's
+// name.
+func TestHeartbeatCloneCheckClockSkewTolerance(t *testing.T) {
+	const (
+		// Real polls every second (every decision is on the test's
+		// clock); the timeout bounds real calls, Open's too: a second.
+		hb   = 4 * time.Second
+		to   = hb / 4 // the defaults' ratio (15 s to 1 min)
+		poll = hb / 4
+	)
+	for _, window := range []time.Duration{2*hb + to, 5 * hb} {
+		t.Run("window="+window.String(), func(t *testing.T) {
+			tolerance := window - (hb + hb/2 + hb/4 + hb/8) - to // window − 1⅞ heartbeats − timeout
+			clock := newHBClock()
+			var skew atomic.Int64
+			reg := snapidtest.NewRegistry()
+			reg.SetClock(func() time.Time { return clock.Now().Add(time.Duration(skew.Load())) })
+			_, path := ctPath(t)
+			opts := []Option{WithHeartbeat(hb), WithRegistryTimeout(to), WithCloneWindow(window), WithReserveStep(1 << 20), ExportWithClock(clock.Now)}
+			wH := &hbTouchReg{Registry: reg}
+			H := openReg(t, path, "web_1", wH, opts...)
+			defer H.Close()
+			require.Eventually(t, H.ExportHeartbeatHolder, 10*time.Second, 5*time.Millisecond)
+			wN := &hbTouchReg{Registry: reg}
+			N := openReg(t, path, "web_1", wN, opts...)
+			defer N.Close()
+			row, _ := reg.Row("web_1")
+			last := row.LastSeen
+			wH.fail.Store(true)
+			wN.hold.Store(true)
+			// The holder's refresh, half a poll late, fails.
+			clock.Set(last.Add(hb + poll/2 - 1))
+			require.True(t, waitFor(10*time.Second, func() bool { return wH.calls.Load() == 1 }), "the holder's refresh")
+			// The other process, at its first poll half an interval after
+			// that try, a poll late, sends; its refresh arrives at the end
+			// of the timeout.
+			clock.Set(last.Add(hb + hb/2 + hb/4 + hb/8 - 1))
+			require.True(t, waitFor(10*time.Second, func() bool { return wN.calls.Load() == 1 }), "the other process's refresh")
+			clock.Set(last.Add(hb + hb/2 + hb/4 + hb/8 + to - 1))
+			row, _ = reg.Row("web_1")
+			require.Equal(t, last, row.LastSeen, "no refresh arrived")
+
+			skew.Store(int64(tolerance))
+			assert.False(t, hbCloneClaim(t, reg, window), "a claimant %v ahead (the stated tolerance) took the live host's name", tolerance)
+			once := 9 * (window - hb) / 10
+			skew.Store(int64(once))
+			assert.True(t, hbCloneClaim(t, reg, window), "a claimant %v ahead (nine tenths of the window less one interval) was refused: "+
+				"the tolerance is larger than stated", once)
+		})
+	}
 }

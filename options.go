@@ -327,9 +327,12 @@ func WithReclaim() Option {
 // make a live holder look gone; 0 turns the check off. Every host should use
 // the same heartbeat and window: the window is the claimant's, the
 // heartbeat the holder's. The check compares the claimant's clock with the
-// holder's last heartbeat, so the hosts' clocks must agree to well within
-// that margin (NTP does; `snapctl check-names` reports rows ahead of its
-// clock).
+// holder's last heartbeat, which can be an interval and seven eighths plus
+// the registry timeout old while the holder runs: a claimant whose clock is
+// ahead of the holder's by the window less that (2 min 52.5 s with the
+// defaults, an eighth of the heartbeat at the smallest window) can take a
+// live host's name. Keep the hosts' clocks within that (NTP does;
+// `snapctl check-names` reports rows ahead of its clock).
 func WithCloneWindow(d time.Duration) Option {
 	return func(o *options) error {
 		if d < 0 {
