@@ -51,11 +51,11 @@ import (
 // made after a failure of its own does not hold it back (see
 // heartbeatDue). A try is written to the record before it is sent, under
 // the byte lock, where the process decides again: of processes due at the
-// same poll, one sends. So while a process of the host that can reach the
-// registry runs, last-seen is at most an interval and seven eighths plus
-// a timeout old, inside the clone window (at least two intervals plus a
-// timeout, see WithCloneWindow); and during an outage the host tries about
-// twice per interval, not once per poll and process.
+// same poll, one sends. So while the holder, or else every other process
+// of the host, can reach the registry, last-seen is at most an interval
+// and seven eighths plus a timeout old, inside the clone window (at least
+// two intervals plus a timeout, see WithCloneWindow); and during an outage
+// the host tries about twice per interval, not once per poll and process.
 //
 // Each process sends at most one refresh at a time, in the background: a
 // refresh that hangs until its timeout does not keep the process from
@@ -454,14 +454,17 @@ func freshClaim(rec heartbeatRecord, ok bool, session string, now time.Time, int
 // mid-call). A try the holder made after a failure of its own does not
 // count: a holder whose calls fail while the others' would not (its
 // connection is broken) would otherwise retry just as the others become
-// due, and hold them back half an interval each time. So while any
-// process of the host can reach the registry, the last refresh that
-// reached it was sent at most an interval and seven eighths ago (the
-// holder's try sent up to half a poll past the interval, half an
-// interval, and a poll to notice), plus a timeout for it to arrive.
-// During an outage the others' tries, half an interval apart, keep the
-// holder's back-off from coming due: the host sends about two per
-// interval.
+// due, and hold them back half an interval each time. So while the
+// holder, or else every other process, can reach the registry, the last
+// refresh that reached it was sent at most an interval and seven eighths
+// ago (the holder's try sent up to half a poll past the interval, half an
+// interval, and a poll to notice), plus a timeout for it to arrive. Not
+// covered: the holder and another process both unable to reach it (the
+// other's try, not marked, holds the rest back half an interval; marking
+// every process's tries after its own failure would let an outage cost a
+// try per poll). During an outage the others' tries, half an interval
+// apart, keep the holder's back-off from coming due: the host sends about
+// two per interval.
 func heartbeatDue(rec heartbeatRecord, now time.Time, interval time.Duration, holder bool, fails int64) bool {
 	poll := heartbeatPoll(interval)
 	if holder {
