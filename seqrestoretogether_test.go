@@ -1,0 +1,94 @@
+package snapid_test
+
+import (
+	"os"
+	"testing"
+
+	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/snapidtest"
+	"github.com/stretchr/testify/require"
+)
+
+// A lease file restored in place TOGETHER WITH ITS FLOOR (a backup of the
+// state directory put back over the files while the host runs): the floor
+// then holds the restored record too, so it cannot raise the lease file.
+// What is left must: the position and ranges the process itself saw, and
+// at open, the registry's record of the host's lease. No number is handed
+// out twice:
+//
+//   - within the current range, by the process that used it: raised to the
+//     highest position it saw;
+//   - to an earlier lease, by the process that used it: raised to the range
+//     and position it last saw;
+//   - to an earlier lease, by a process that joins the host's claim after
+//     the restore and never saw the file before: the registry's record of
+//     the host's lease is a later range, so the file's ranges are dropped
+//     at open (a gap).
+func TestSequenceLeaseAndFloorRestoredTogether(t *testing.T) {
+	const (
+		same   = iota // the process that used the file takes after the restore
+		before        // a process that joined the host's claim before the restore, and took nothing
+		after         // a process that joins the host's claim after the restore
+	)
+	for _, tc := range []struct {
+		name  string
+		lease uint64 // SequenceLeaseSize: 1000 stays in one range, 10 moves on
+		taker int    // who takes the numbers after the restore
+	}{
+		{"within the current range, the same process", 1000, same},
+		{"to an earlier lease, the same process", 10, same},
+		{"to an earlier lease, a process joining after the restore", 10, after},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := snapidtest.NewRegistry()
+			createSeq(t, reg, "orders", 1, MaxSequence)
+			h := newSeqHost(t, "web_1")
+			lease := h.path + ".seq.orders"
+			floor := lease + ".floor"
+			var issued []uint64
+			g1 := h.open(t, reg)
+			defer g1.Close()
+			s1 := openSeq(t, g1, "orders", SequenceBlock(1), SequenceLeaseSize(tc.lease))
+			defer s1.Close()
+			takeEach(t, s1, 5, &issued) // 1..5
+			backupLease, err := os.ReadFile(lease)
+			require.NoError(t, err)
+			backupFloor, err := os.ReadFile(floor)
+			require.NoError(t, err)
+			cur, _, pos, _, err := ReadLeaseFile(h.path, "orders")
+			require.NoError(t, err)
+			require.Equal(t, uint64(6), pos, "the copy's position")
+			takeEach(t, s1, 25, &issued) // 6..30: within [1, 1000], or three leases of 10 on
+			if tc.lease == 10 {
+				now, _, _, _, err := ReadLeaseFile(h.path, "orders")
+				require.NoError(t, err)
+				require.Greater(t, now.First, cur.Last, "the host's lease moved past the copy's")
+			}
+
+			s := s1
+			if tc.taker == before {
+				g2 := h.open(t, reg) // joins the host's claim
+				defer g2.Close()
+				s = openSeq(t, g2, "orders", SequenceBlock(1), SequenceLeaseSize(tc.lease))
+				defer s.Close()
+			}
+			writeInPlace(t, floor, backupFloor)
+			writeInPlace(t, lease, backupLease)
+			restored, _, pos, _, err := ReadLeaseFile(h.path, "orders")
+			require.NoError(t, err)
+			require.Equal(t, cur, restored, "restored: the copy's range")
+			require.Equal(t, uint64(6), pos, "restored: the copy's position")
+
+			if tc.taker == after {
+				g2 := h.open(t, reg) // joins the host's claim
+				defer g2.Close()
+				s = openSeq(t, g2, "orders", SequenceBlock(1), SequenceLeaseSize(tc.lease))
+				defer s.Close()
+			}
+			takeEach(t, s, 10, &issued)
+			issued = append(issued, drawSeq(t, s, 10)...)
+			takeEach(t, s1, 5, &issued)
+			requireUnique(t, issued, 1, MaxSequence)
+		})
+	}
+}
