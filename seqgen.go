@@ -96,6 +96,8 @@ type Sequence struct {
 	high       uint64     // the highest position this process saw in seen
 	seenAhead  seqRange   // the lease taken in advance this process last saw
 	past       pastRanges // earlier ranges this process saw as current
+	seenGen    uint64     // the generation of the lease file this process last saw
+	seenSess   string     // the session of the lease file this process last saw
 
 	refill      *flock.Flock  // <lease file>.refill: one process of the host leases at a time
 	refillSem   chan struct{} // one goroutine of the process holds refill at a time

@@ -23,7 +23,10 @@ import (
 //   - to an earlier lease, by a process that joins the host's claim after
 //     the restore and never saw the file before: the registry's record of
 //     the host's lease is a later range, so the file's ranges are dropped
-//     at open (a gap).
+//     at open (a gap);
+//   - by a process that joined the host's claim before the restore and
+//     took nothing yet: raised to the generation, ranges and position its
+//     open saw (and checked against the registry).
 func TestSequenceLeaseAndFloorRestoredTogether(t *testing.T) {
 	const (
 		same   = iota // the process that used the file takes after the restore
@@ -38,6 +41,8 @@ func TestSequenceLeaseAndFloorRestoredTogether(t *testing.T) {
 		{"within the current range, the same process", 1000, same},
 		{"to an earlier lease, the same process", 10, same},
 		{"to an earlier lease, a process joining after the restore", 10, after},
+		{"within the current range, a process that joined before the restore", 1000, before},
+		{"to an earlier lease, a process that joined before the restore", 10, before},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := snapidtest.NewRegistry()

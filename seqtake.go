@@ -154,6 +154,19 @@ func (s *Sequence) updateContext(ctx context.Context, bound bool, fn func(l *lea
 				l.pos = floor.pos
 			}
 		}
+		// What this process last saw is a floor too, the one left when
+		// the lease file and its floor were restored or copied over
+		// together: a lease file at an earlier generation than this
+		// process last saw went back to an earlier write, and is raised
+		// to what this process last saw, whatever its ranges (a process
+		// that joined the host's claim and took nothing yet knows the
+		// ranges and generation its open checked against the registry).
+		if l.gen < s.seenGen && (s.seenSess == l.session || s.seenSess == s.g.res.session) {
+			s.log.Error("snapid: the sequence lease file went back to an earlier write while in use (restored or copied over with its floor?); raising it to what this process last saw",
+				"sequence", s.name, "cur", l.cur, "pos", l.pos, "to", s.seen, "pos", s.high)
+			l.session, l.cur, l.ahead, l.pos, l.gen = s.seenSess, s.seen, s.seenAhead, s.high, s.seenGen
+			changed = true
+		}
 		if bound && l.session != s.g.res.session {
 			// Another claim of the host's name (a later start replaced
 			// this host's session, or a copy): this file is not ours to
@@ -209,6 +222,7 @@ func (s *Sequence) updateContext(ctx context.Context, bound bool, fn func(l *lea
 			s.past.add(s.seen)
 		}
 		s.seen, s.high, s.seenAhead = l.cur, l.pos, l.ahead
+		s.seenGen, s.seenSess = l.gen, l.session
 		return nil
 	})
 }
