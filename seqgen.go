@@ -311,8 +311,9 @@ func (s *Sequence) takeLeaving(ctx context.Context, k uint64) (uint64, error) {
 }
 
 // Close stops the Sequence: background work ends, later calls return
-// ErrClosed, and the lease file is closed. The rest of the process's block
-// is not returned (a gap). It is idempotent.
+// ErrClosed, and the lease file is closed, once raised to what this
+// process saw of it (see settle). The rest of the process's block is not
+// returned (a gap). It is idempotent.
 func (s *Sequence) Close() error {
 	if s.closed.Swap(true) {
 		return nil
@@ -322,6 +323,7 @@ func (s *Sequence) Close() error {
 	s.stopping = true
 	s.bgMu.Unlock()
 	s.wg.Wait()
+	s.settle()
 	s.g.removeSequence(s)
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -97,3 +97,66 @@ func TestSequenceLeaseAndFloorRestoredTogether(t *testing.T) {
 		})
 	}
 }
+
+// A lease file restored in place together with its floor, then the
+// host's processes closed cleanly: the last one records where the file
+// stands in the registry, and the host's next start carries the lease
+// over from there. What a process saw is raised into the file before it
+// closes, so the position recorded is not the copy's, and the next start
+// repeats nothing. The process that saw the later position closes last,
+// or first; with its Sequence closed before its Generator, or left open.
+func TestSequenceLeaseAndFloorRestoredThenClosed(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		sawLast   bool // the process that saw the later position closes last
+		closeSeqs bool // Sequences are closed before their Generators
+	}{
+		{"closed last, Sequence closed first", true, true},
+		{"closed first, Sequence closed first", false, true},
+		{"closed last, Sequence left open", true, false},
+		{"closed first, Sequence left open", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := snapidtest.NewRegistry()
+			createSeq(t, reg, "orders", 1, MaxSequence)
+			h := newSeqHost(t, "web_1")
+			lease := h.path + ".seq.orders"
+			var issued []uint64
+			g1 := h.open(t, reg)
+			s1 := openSeq(t, g1, "orders", SequenceBlock(1), SequenceLeaseSize(1000))
+			g2 := h.open(t, reg) // another process of the host, which never takes
+			takeEach(t, s1, 5, &issued)
+			backupLease, err := os.ReadFile(lease)
+			require.NoError(t, err)
+			backupFloor, err := os.ReadFile(lease + ".floor")
+			require.NoError(t, err)
+			takeEach(t, s1, 10, &issued)
+			writeInPlace(t, lease+".floor", backupFloor)
+			writeInPlace(t, lease, backupLease)
+
+			closeProc := func(g *Generator, s *Sequence) {
+				if s != nil && tc.closeSeqs {
+					require.NoError(t, s.Close())
+				}
+				require.NoError(t, g.Close())
+				if s != nil {
+					s.Close()
+				}
+			}
+			if tc.sawLast {
+				closeProc(g2, nil)
+				closeProc(g1, s1)
+			} else {
+				closeProc(g1, s1)
+				closeProc(g2, nil)
+			}
+
+			g := h.open(t, reg) // the host's next start
+			defer g.Close()
+			s := openSeq(t, g, "orders", SequenceBlock(1), SequenceLeaseSize(1000))
+			defer s.Close()
+			takeEach(t, s, 10, &issued)
+			requireUnique(t, issued, 1, MaxSequence)
+		})
+	}
+}

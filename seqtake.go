@@ -2,6 +2,7 @@ package snapid
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -225,6 +226,23 @@ func (s *Sequence) updateContext(ctx context.Context, bound bool, fn func(l *lea
 		s.seenGen, s.seenSess = l.gen, l.session
 		return nil
 	})
+}
+
+// settle raises the lease file to what this process saw of it (the
+// checks of updateContext), taking nothing. A process runs it as it
+// closes (Sequence.Close, Generator.Close), so that what it knows does not
+// leave with it: the host's last process records where the file stands
+// for the host's next start to carry over (closeLeases), and a file
+// restored together with its floor would otherwise be carried over at the
+// copy's position. A failure leaves the file as it is.
+func (s *Sequence) settle() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.g.res.o.timeout)
+	defer cancel()
+	err := s.updateContext(ctx, true, func(*leaseRecord) (bool, error) { return false, nil })
+	if err != nil && !errors.Is(err, ErrClosed) {
+		s.log.Warn("snapid: could not check the sequence lease file against what this process saw of it as it closes",
+			"sequence", s.name, "err", err)
+	}
 }
 
 // pastRanges is the set of the most recent ranges a process held as its
