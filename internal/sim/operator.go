@@ -91,9 +91,9 @@ func (w *world) restoreLive(ho *host, leases, floors bool) {
 		for p, b := range ho.backup {
 			// The lease files alone, or with their floors: then only
 			// what each process saw raises them (the history has the
-			// process that takes next open the sequence before the
-			// restore; a process that never saw the file, within the
-			// same lease, is not covered, as the counter with its mark).
+			// process that moved past the copy take next; one that never
+			// saw the later position, within the same lease, is not
+			// covered, as the counter with its mark).
 			floor := strings.HasSuffix(p, ".floor")
 			if strings.HasPrefix(p, ho.counter+".seq.") && (!floor || floors) && !strings.HasSuffix(p, ".refill") {
 				if err := writeInPlace(p, b); err != nil {
