@@ -239,7 +239,9 @@ func (s *Sequence) settle() {
 	ctx, cancel := context.WithTimeout(context.Background(), s.g.res.o.timeout)
 	defer cancel()
 	err := s.updateContext(ctx, true, func(*leaseRecord) (bool, error) { return false, nil })
-	if err != nil && !errors.Is(err, ErrClosed) {
+	if err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrNameTaken) {
+		// ErrNameTaken: the file is another claim's now; this
+		// process's view of it is of no use.
 		s.log.Warn("snapid: could not check the sequence lease file against what this process saw of it as it closes",
 			"sequence", s.name, "err", err)
 	}
