@@ -408,8 +408,15 @@ func (g *Generator) withFile(ctx context.Context, fn func(c *counterFile) error)
 // error doing so is returned (the Generator is closed all the same). Calls after Close
 // return ErrClosed; calls in progress finish or fail with ErrClosed. In
 // block mode the unused rest of the current block is not returned to the
-// file. Close is idempotent.
+// file. The lease files of the Generator's Sequences still open are
+// raised to what this process saw of them first (see Sequence.Close);
+// the Sequences themselves stay open, and take nothing more from their
+// files. Close is idempotent.
 func (g *Generator) Close() error {
+	if g.closed.Load() {
+		return nil
+	}
+	g.settleSequences()
 	if g.closed.Swap(true) {
 		return nil
 	}

@@ -96,6 +96,8 @@ type Sequence struct {
 	high       uint64     // the highest position this process saw in seen
 	seenAhead  seqRange   // the lease taken in advance this process last saw
 	past       pastRanges // earlier ranges this process saw as current
+	seenGen    uint64     // the generation of the lease file this process last saw
+	seenSess   string     // the session of the lease file this process last saw
 
 	refill      *flock.Flock  // <lease file>.refill: one process of the host leases at a time
 	refillSem   chan struct{} // one goroutine of the process holds refill at a time
@@ -309,8 +311,9 @@ func (s *Sequence) takeLeaving(ctx context.Context, k uint64) (uint64, error) {
 }
 
 // Close stops the Sequence: background work ends, later calls return
-// ErrClosed, and the lease file is closed. The rest of the process's block
-// is not returned (a gap). It is idempotent.
+// ErrClosed, and the lease file is closed, once raised to what this
+// process saw of it (see settle). The rest of the process's block is not
+// returned (a gap). It is idempotent.
 func (s *Sequence) Close() error {
 	if s.closed.Swap(true) {
 		return nil
@@ -320,6 +323,7 @@ func (s *Sequence) Close() error {
 	s.stopping = true
 	s.bgMu.Unlock()
 	s.wg.Wait()
+	s.settle()
 	s.g.removeSequence(s)
 	s.mu.Lock()
 	defer s.mu.Unlock()

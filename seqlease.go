@@ -57,7 +57,12 @@ import (
 // process of the host comes first (the twin of the counter's floor in
 // the mark file). A floor write that fails fails the update: nothing is
 // handed out. Empty or all zeros: no floor. A lease file and its floor
-// restored together are not caught.
+// restored together are not caught in general: each process raises the
+// file to what it last saw itself (an earlier generation to the record of
+// its last update, an earlier position in the same ranges to the highest
+// it saw; see Sequence.updateContext), and a process opening the
+// sequence afterwards drops an earlier lease (Sequence.verify), but what
+// other processes took beyond what a process saw can repeat.
 //
 // Strings are ASCII, zero-padded. The ranges are trusted only while the
 // session is the host's current claim and the latest range (ahead, else

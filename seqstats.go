@@ -168,6 +168,17 @@ func (g *Generator) addSequence(s *Sequence) {
 	g.seqs = append(g.seqs, s)
 }
 
+// settleSequences raises the lease file of each Sequence of g still
+// open to what this process saw of it (Sequence.settle).
+func (g *Generator) settleSequences() {
+	g.seqMu.Lock()
+	seqs := slices.Clone(g.seqs)
+	g.seqMu.Unlock()
+	for _, s := range seqs {
+		s.settle()
+	}
+}
+
 // removeSequence records s as closed, keeping its counts for
 // SequenceTotals.
 func (g *Generator) removeSequence(s *Sequence) {

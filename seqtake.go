@@ -2,6 +2,7 @@ package snapid
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -154,6 +155,19 @@ func (s *Sequence) updateContext(ctx context.Context, bound bool, fn func(l *lea
 				l.pos = floor.pos
 			}
 		}
+		// What this process last saw is a floor too, the one left when
+		// the lease file and its floor were restored or copied over
+		// together: a lease file at an earlier generation than this
+		// process last saw went back to an earlier write, and is raised
+		// to what this process last saw, whatever its ranges (a process
+		// that joined the host's claim and took nothing yet knows the
+		// ranges and generation its open checked against the registry).
+		if l.gen < s.seenGen && (s.seenSess == l.session || s.seenSess == s.g.res.session) {
+			s.log.Error("snapid: the sequence lease file went back to an earlier write while in use (restored or copied over with its floor?); raising it to what this process last saw",
+				"sequence", s.name, "cur", l.cur, "pos", l.pos, "to", s.seen, "pos", s.high)
+			l.session, l.cur, l.ahead, l.pos, l.gen = s.seenSess, s.seen, s.seenAhead, s.high, s.seenGen
+			changed = true
+		}
 		if bound && l.session != s.g.res.session {
 			// Another claim of the host's name (a later start replaced
 			// this host's session, or a copy): this file is not ours to
@@ -209,8 +223,28 @@ func (s *Sequence) updateContext(ctx context.Context, bound bool, fn func(l *lea
 			s.past.add(s.seen)
 		}
 		s.seen, s.high, s.seenAhead = l.cur, l.pos, l.ahead
+		s.seenGen, s.seenSess = l.gen, l.session
 		return nil
 	})
+}
+
+// settle raises the lease file to what this process saw of it (the
+// checks of updateContext), taking nothing. A process runs it as it
+// closes (Sequence.Close, Generator.Close), so that what it knows does not
+// leave with it: the host's last process records where the file stands
+// for the host's next start to carry over (closeLeases), and a file
+// restored together with its floor would otherwise be carried over at the
+// copy's position. A failure leaves the file as it is.
+func (s *Sequence) settle() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.g.res.o.timeout)
+	defer cancel()
+	err := s.updateContext(ctx, true, func(*leaseRecord) (bool, error) { return false, nil })
+	if err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrNameTaken) {
+		// ErrNameTaken: the file is another claim's now; this
+		// process's view of it is of no use.
+		s.log.Warn("snapid: could not check the sequence lease file against what this process saw of it as it closes",
+			"sequence", s.name, "err", err)
+	}
 }
 
 // pastRanges is the set of the most recent ranges a process held as its

@@ -21,8 +21,8 @@
 // clean, a registry answer lost before or after the change was applied, a
 // registry outage, a data centre cut off from the cluster's quorum, the
 // clock moved forward or back, a host's files restored from an earlier
-// copy while stopped or, for the counter or the lease files, in place
-// while running, a host cloned onto another machine, a file beside the
+// copy while stopped or, for the counter or the lease files (alone or
+// with their floors), in place while running, a host cloned onto another machine, a file beside the
 // counter, a lease file or a floor corrupted).
 //
 // The library runs unchanged; the simulator reaches it through its seams
@@ -80,9 +80,12 @@
 // Cassandra adapter (its int64 columns, its classification of errors:
 // its own fault tests cover them; the in-memory registry keeps its
 // semantics, not its code), other users of the host (the multi-user tests
-// do), time moving while a step runs, and a counter with its mark, or a
-// lease file with its floor, restored together in place under running
-// processes (not covered by the guarantees).
+// do), time moving while a step runs, a counter with its mark restored
+// together in place under running processes, and a lease file with its
+// floor restored together and read first by a process that never saw a
+// later position in the same lease (neither is covered by the
+// guarantees; a lease file and its floor are restored, and the process
+// that moved past the copy takes next).
 //
 // Only its own tests import it; it imports snapid, snapidtest,
 // internal/seam and internal/statefile.

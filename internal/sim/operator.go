@@ -83,19 +83,27 @@ func (w *world) restore(ho *host) {
 // on from): processes that saw a later position raise it back, one that
 // opens the sequence later finds the file is not the host's lease the
 // registry records and drops it (a gap).
-func (w *world) restoreLive(ho *host, leases bool) {
+func (w *world) restoreLive(ho *host, leases, floors bool) {
 	if ho.backup == nil || !ho.cfg.Registry || !w.running(ho) {
 		return
 	}
 	if leases {
 		for p, b := range ho.backup {
-			// The lease files alone: a lease file restored together with
-			// its floor is not covered (as the counter with its mark).
-			if strings.HasPrefix(p, ho.counter+".seq.") && !strings.HasSuffix(p, ".floor") && !strings.HasSuffix(p, ".refill") {
+			// The lease files alone, or with their floors: then only
+			// what each process saw raises them (the history has the
+			// process that moved past the copy take next; one that never
+			// saw the later position, within the same lease, is not
+			// covered, as the counter with its mark).
+			floor := strings.HasSuffix(p, ".floor")
+			if strings.HasPrefix(p, ho.counter+".seq.") && (!floor || floors) && !strings.HasSuffix(p, ".refill") {
 				if err := writeInPlace(p, b); err != nil {
 					w.check.violation("restore of a lease file in place on h%d: %v", ho.i, err)
 				}
-				w.reached["sequence lease files restored in place while in use"]++
+				if floor {
+					w.reached["sequence lease files restored in place with their floors while in use"]++
+				} else {
+					w.reached["sequence lease files restored in place while in use"]++
+				}
 			}
 		}
 		return
