@@ -233,12 +233,17 @@ type simCluster struct {
 	reached map[string]int
 	faults  int
 	parsed  map[string]*simStmt
+	regs    []*Registry
 }
 
 // simWaitBudget is how many waits in a row, with no request of the data
 // centre succeeding, a caller gets before its wait fails as its deadline
 // would.
 const simWaitBudget = 40
+
+// simRangeFloor is the least numbers a data centre's range takes from a
+// sequence in the simulation (DefaultSequenceFloor in production).
+const simRangeFloor = 64
 
 func newSimCluster(rng *rand.Rand) *simCluster {
 	return &simCluster{rng: rng, parts: map[string]*simPart{}, cut: map[string]bool{}, oneway: map[string]bool{},
@@ -258,7 +263,21 @@ func (c *simCluster) Registry(dc string, now func() time.Time) simcql.Registry {
 	r.seqs.q = &retryingSeqQuerier{seqQuerier: &simSeqQuerier{c: c, dc: dc}, log: log, wait: r.wait}
 	r.seqs.dc, r.seqs.stmts, r.seqs.table = dc, newSeqStatements(DefaultKeyspace), true
 	r.seqs.cfg.LocalDC = dc
+	// Small ranges, so that a history's data centres take many.
+	r.seqs.horizon, r.seqs.floor = time.Hour, simRangeFloor
+	c.mu.Lock()
+	c.regs = append(c.regs, r)
+	c.mu.Unlock()
 	return r
+}
+
+func (c *simCluster) Settle() {
+	c.mu.Lock()
+	regs := append([]*Registry(nil), c.regs...)
+	c.mu.Unlock()
+	for _, r := range regs {
+		r.seqs.wg.Wait()
+	}
 }
 
 func (c *simCluster) wait(dc string) waitFunc {
@@ -395,12 +414,11 @@ func (c *simCluster) prepare(p *simPart, propose bool) {
 // reach fails a request from dc that cannot get the replies it needs:
 // quorum is whether it needs a quorum of the whole cluster.
 func (c *simCluster) reach(dc string, quorum bool) error {
+	// Not counted as faults: the outage and the cut are the driver's.
 	switch {
 	case c.down:
-		c.faults++
 		return gocql.ErrNoConnections
 	case quorum && c.cut[dc]:
-		c.faults++
 		return simErrUnavailable
 	}
 	return nil

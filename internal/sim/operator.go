@@ -243,7 +243,7 @@ func (w *world) repair(ho *host, zero bool) {
 	}
 	high := w.check.high[ho.cfg.Name]
 	if ho.cfg.Registry {
-		row, ok := w.mem.Row(ho.cfg.Name)
+		row, ok := w.reg0.Row(ho.cfg.Name)
 		if !ok {
 			return
 		}

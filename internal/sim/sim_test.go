@@ -5,6 +5,7 @@ import (
 	"os"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -72,6 +73,7 @@ func TestSimulation(t *testing.T) {
 	}
 	first := uint64(envInt(t, "SNAPID_SIM_FIRST", 1))
 	var runs, ops, faults, violations int
+	reached := map[string]int{} // histories that reached each event
 	for i := 0; i < histories; i++ {
 		if !until.IsZero() && time.Now().After(until) {
 			break
@@ -84,13 +86,33 @@ func TestSimulation(t *testing.T) {
 		runs++
 		ops += res.Ops
 		faults += res.Faults
+		for k, n := range res.Reached {
+			if n > 0 {
+				reached[k]++
+			}
+		}
 		if len(res.Violations) > 0 {
 			violations += len(res.Violations)
 			report(t, dir, h, res)
 			break
 		}
 	}
+	printReached(reached)
 	fmt.Printf("sim: %d histories, %d operations, %d faults, %d violations\n", runs, ops, faults, violations)
+}
+
+// reachedEvents are the events the reached line names, with the number
+// of histories that reached each.
+var reachedEvents = []string{"cassandra", "applied-later", "stale-read"}
+
+// printReached prints "sim: reached: <event>=<histories> …".
+func printReached(reached map[string]int) {
+	var b strings.Builder
+	b.WriteString("sim: reached:")
+	for _, k := range reachedEvents {
+		fmt.Fprintf(&b, " %s=%d", k, reached[k])
+	}
+	fmt.Println(b.String())
 }
 
 // report prints a failing history shrunk, and how to replay it.

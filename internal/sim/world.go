@@ -23,7 +23,7 @@ import (
 type world struct {
 	h       History
 	dir     string
-	mem     *snapidtest.Registry
+	reg0    cluster            // the registry: in memory, or the Cassandra adapter on a simulated cluster
 	regs    [2]*faultyRegistry // each data centre's view, one armed fault for both
 	reg     *faultyRegistry    // regs[0], the operators' view
 	clock   *clock
@@ -91,29 +91,39 @@ func newWorld(h History, dir string) (*world, error) {
 	w := &world{
 		h:       h,
 		dir:     dir,
-		mem:     snapidtest.NewRegistry(),
 		clock:   newClock(),
 		rng:     rand.New(rand.NewPCG(h.Seed, 0x5eed)),
 		reached: map[string]int{},
 		log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
-	w.mem.SetClock(w.clock.now)
+	if h.Cassandra {
+		w.reg0 = newCQLCluster(h, w)
+	} else {
+		mem := snapidtest.NewRegistry()
+		mem.SetClock(w.clock.now)
+		w.reg0 = memCluster{mem}
+	}
 	fault := &armed[bool]{}
 	for dc := range w.regs {
-		w.regs[dc] = newFaultyRegistry(w.mem.InDC(dcName(dc)), fault)
+		w.regs[dc] = newFaultyRegistry(w.reg0.inDC(dc), fault)
 	}
 	w.reg = w.regs[0]
 	w.check = newChecker(w)
 	for _, c := range h.Sequences {
-		if _, err := snapid.CreateSequence(context.Background(), w.mem, c.Name, c.Start, c.Max); err != nil {
+		if _, err := snapid.CreateSequence(context.Background(), w.reg0.inDC(0), c.Name, c.Start, c.Max); err != nil {
+			w.reg0.close()
 			return nil, fmt.Errorf("sequence %s: %w", c.Name, err)
 		}
 		w.check.seqs = append(w.check.seqs, &seqCheck{cfg: c, start: c.Start, max: c.Max})
 	}
 	for _, c := range h.Hosts {
 		if _, err := w.addHost(c); err != nil {
+			w.reg0.close()
 			return nil, err
 		}
+	}
+	if c, ok := w.reg0.(*cqlCluster); ok {
+		c.start() // faults from the first step on, not in the set-up
 	}
 	return w, nil
 }
@@ -255,6 +265,7 @@ func (w *world) open(ho *host, p int, extra ...snapid.Option) error {
 func (w *world) run() {
 	for i, s := range w.h.Steps {
 		w.step = i
+		w.reg0.tick()
 		w.do(s)
 		w.ops++
 		w.settle()
@@ -264,7 +275,8 @@ func (w *world) run() {
 	w.finish()
 }
 
-// settle waits for every background extension to end.
+// settle waits for every background extension to end, then for the
+// registry's own background work (a data centre's next sequence range).
 func (w *world) settle() {
 	for _, ho := range w.hosts {
 		for _, g := range ho.procs {
@@ -273,6 +285,7 @@ func (w *world) settle() {
 			}
 		}
 	}
+	w.reg0.settle()
 }
 
 func (w *world) do(s Step) {
@@ -347,9 +360,9 @@ func (w *world) do(s Step) {
 	case KRegFault:
 		w.reg.fault.arm(s.Arg, int(s.N), s.Applied)
 	case KRegDown:
-		w.mem.SetDown(s.Keep)
+		w.reg0.setDown(s.Keep)
 	case KCut:
-		w.mem.SetCut(dcName(s.DC), s.Keep)
+		w.reg0.setCut(s.DC, s.Keep, s.Arg == "one-way")
 		w.cut[s.DC] = s.Keep
 	case KDiskFault:
 		ho.disk.fault.arm(s.Arg, int(s.N), error(s.Errno))
@@ -415,9 +428,10 @@ func (w *world) exempt(name, why string) {
 // behind.
 func (w *world) finish() {
 	w.reg.fault.disarm()
-	w.mem.SetDown(false)
+	w.reg0.stop()
+	w.reg0.setDown(false)
 	for dc := range w.regs {
-		w.mem.SetCut(dcName(dc), false)
+		w.reg0.setCut(dc, false, false)
 		w.cut[dc] = false
 	}
 	for _, ho := range w.hosts {
@@ -432,6 +446,7 @@ func (w *world) finish() {
 	for _, ho := range w.hosts {
 		w.closeAll(ho)
 	}
+	w.reg0.close()
 }
 
 // stepCtx is the context of a step's call: one already ended if the step

@@ -46,6 +46,9 @@ type Cluster interface {
 	// fault (a timeout, Overloaded, Unavailable, a proposal left in
 	// flight).
 	SetFaultRate(p float64)
+	// Settle waits until no Registry it made has a background range
+	// grant running (call it while no call of theirs is running).
+	Settle()
 	// Tick lets the cluster move on between two steps: proposals left in
 	// flight may be completed by another coordinator, replicas that missed
 	// a commit may catch up.
@@ -61,7 +64,8 @@ type Cluster interface {
 	// a proposal completed after its client got an error; "stale-read": a
 	// read that did not show the settled state).
 	Reached() map[string]int
-	// Faults is the number of faults that fired.
+	// Faults is the number of random faults that fired (and replies lost
+	// to a one-way cut); an outage's or a cut's refusals are not counted.
 	Faults() int
 }
 
