@@ -114,10 +114,15 @@ func (d *disk) durableCounter(path string) (uint64, bool) {
 	return v, err == nil
 }
 
-// afterStep checks what must hold between any two steps: the registry's
-// mark of every name is at or above every number handed out under it
-// (5: a mark that went below would let the next holder repeat them).
+// afterStep checks what must hold between any two steps: what the
+// registry reported done during the step kept its contract (see
+// contract), and the registry's mark of every name is at or above every
+// number handed out under it (5: a mark that went below would let the
+// next holder repeat them).
 func (c *checker) afterStep(Step) {
+	for _, v := range c.w.contract.take() {
+		c.violation("%s", v)
+	}
 	for name, high := range c.high {
 		row, ok := c.w.reg0.Row(name)
 		if !ok {

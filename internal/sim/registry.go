@@ -2,7 +2,9 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/snapid/snapid"
 )
@@ -21,10 +23,55 @@ type faultyRegistry struct {
 	// release, lease, closelease, adopt) whose answer is lost, after the
 	// change was applied (true) or before.
 	fault *armed[bool]
+	// contract checks what the registry reported done against the row
+	// as the registry settles it (nil: no check).
+	contract *contract
 }
 
-func newFaultyRegistry(r backend, fault *armed[bool]) *faultyRegistry {
-	return &faultyRegistry{backend: r, fault: fault}
+func newFaultyRegistry(r backend, fault *armed[bool], c *contract) *faultyRegistry {
+	return &faultyRegistry{backend: r, fault: fault, contract: c}
+}
+
+// contract checks calls the registry reported done against the
+// registry's row as it settles (cluster.Row): an Extend is done only on a
+// row held under the caller's session; a claim is refused as taken only
+// while another owner holds the row active; and a forced take-over of
+// another owner's active row starts at or above that row's mark and the
+// floor asked for. Calls may come from any goroutine; during a step whose calls
+// run concurrently (a burst, a storm) nothing is checked, as another
+// call may change the row between the call and the check.
+type contract struct {
+	truth cluster
+	mu    sync.Mutex
+	off   bool     // a concurrent step is running
+	found []string // broken, not yet reported
+}
+
+func (c *contract) setOff(off bool) {
+	c.mu.Lock()
+	c.off = off
+	c.mu.Unlock()
+}
+
+func (c *contract) on() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.off
+}
+
+func (c *contract) broken(format string, args ...any) {
+	c.mu.Lock()
+	c.found = append(c.found, fmt.Sprintf(format, args...))
+	c.mu.Unlock()
+}
+
+// take returns what was found broken since it was last called.
+func (c *contract) take() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.found
+	c.found = nil
+	return out
 }
 
 // dcName is the name of data centre i of a history.
@@ -60,11 +107,34 @@ func none(call func() error) func() (struct{}, error) {
 }
 
 func (r *faultyRegistry) Claim(ctx context.Context, c snapid.Claim) (snapid.Holder, error) {
-	return faulty(r, "claim", c.Name, func() (snapid.Holder, error) { return r.backend.Claim(ctx, c) })
+	var before snapid.Holder
+	var had bool
+	check := r.contract != nil && r.contract.on()
+	if check {
+		before, had = r.contract.truth.Row(c.Name)
+	}
+	h, err := faulty(r, "claim", c.Name, func() (snapid.Holder, error) { return r.backend.Claim(ctx, c) })
+	if check && errors.Is(err, snapid.ErrNameTaken) {
+		if row, ok := r.contract.truth.Row(c.Name); !ok || row.Owner == c.Owner || row.State != snapid.StateActive {
+			r.contract.broken("a claim of %s refused as taken (%v), but the row is %+v (found %v)", c.Name, err, row, ok)
+		}
+	}
+	if check && err == nil && c.Force && had && before.Owner != c.Owner && before.State == snapid.StateActive {
+		if want := max(before.Reserved, c.Floor); h.Reserved < want {
+			r.contract.broken("a forced take-over of %s (held by another owner with mark %d, floor %d) starts at %d", c.Name, before.Reserved, c.Floor, h.Reserved)
+		}
+	}
+	return h, err
 }
 
 func (r *faultyRegistry) Extend(ctx context.Context, name, owner, session string, old, new uint64) (snapid.Holder, error) {
-	return faulty(r, "extend", name, func() (snapid.Holder, error) { return r.backend.Extend(ctx, name, owner, session, old, new) })
+	h, err := faulty(r, "extend", name, func() (snapid.Holder, error) { return r.backend.Extend(ctx, name, owner, session, old, new) })
+	if err == nil && r.contract != nil && r.contract.on() {
+		if row, ok := r.contract.truth.Row(name); ok && (row.Session != session || row.Owner != owner) {
+			r.contract.broken("an Extend of %s under session %.8s reported done, but the row is held under session %.8s (owner %.8s)", name, session, row.Session, row.Owner)
+		}
+	}
+	return h, err
 }
 
 func (r *faultyRegistry) Touch(ctx context.Context, name, owner, session string) error {

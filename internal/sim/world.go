@@ -21,20 +21,21 @@ import (
 // process a Generator opened on the host's counter, one in-memory
 // registry with faults for all, one clock.
 type world struct {
-	h       History
-	dir     string
-	reg0    cluster            // the registry: in memory, or the Cassandra adapter on a simulated cluster
-	regs    [2]*faultyRegistry // each data centre's view, one armed fault for both
-	reg     *faultyRegistry    // regs[0], the operators' view
-	clock   *clock
-	rng     *rand.Rand
-	log     *slog.Logger
-	hosts   []*host
-	check   *checker
-	cut     [2]bool        // data centres cut off now
-	reached map[string]int // events reached (Result.Reached)
-	step    int            // index of the step running
-	ops     int            // operations run (steps, and each number of a NextN)
+	h        History
+	dir      string
+	reg0     cluster            // the registry: in memory, or the Cassandra adapter on a simulated cluster
+	contract *contract          // what the registry reported done, checked against its rows
+	regs     [2]*faultyRegistry // each data centre's view, one armed fault for both
+	reg      *faultyRegistry    // regs[0], the operators' view
+	clock    *clock
+	rng      *rand.Rand
+	log      *slog.Logger
+	hosts    []*host
+	check    *checker
+	cut      [2]bool        // data centres cut off now
+	reached  map[string]int // events reached (Result.Reached)
+	step     int            // index of the step running
+	ops      int            // operations run (steps, and each number of a NextN)
 }
 
 type host struct {
@@ -104,8 +105,9 @@ func newWorld(h History, dir string) (*world, error) {
 		w.reg0 = memCluster{mem}
 	}
 	fault := &armed[bool]{}
+	w.contract = &contract{truth: w.reg0}
 	for dc := range w.regs {
-		w.regs[dc] = newFaultyRegistry(w.reg0.inDC(dc), fault)
+		w.regs[dc] = newFaultyRegistry(w.reg0.inDC(dc), fault, w.contract)
 	}
 	w.reg = w.regs[0]
 	w.check = newChecker(w)
@@ -273,6 +275,9 @@ func (w *world) run() {
 	}
 	w.step = len(w.h.Steps)
 	w.finish()
+	for _, v := range w.contract.take() {
+		w.check.violation("%s", v)
+	}
 }
 
 // settle waits for every background extension to end, then for the
@@ -377,9 +382,15 @@ func (w *world) do(s Step) {
 			_, _ = w.sequence(ho, s.Proc, s.Seq)
 		}
 	case KConcurrent:
+		w.contract.setOff(true)
 		w.concurrent(ho, s)
+		w.settle()
+		w.contract.setOff(false)
 	case KStorm:
+		w.contract.setOff(true)
 		w.storm(ho, s.Keep, s.DC)
+		w.settle()
+		w.contract.setOff(false)
 	}
 }
 
