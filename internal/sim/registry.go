@@ -26,6 +26,17 @@ type faultyRegistry struct {
 	// contract checks what the registry reported done against the row
 	// as the registry settles it (nil: no check).
 	contract *contract
+	// beforeRelease, if set, runs once just before the next Release is
+	// sent (a holder moving its mark while an operator releases it).
+	hookMu        sync.Mutex
+	beforeRelease func()
+}
+
+// onNextRelease makes fn run just before the next Release is sent.
+func (r *faultyRegistry) onNextRelease(fn func()) {
+	r.hookMu.Lock()
+	r.beforeRelease = fn
+	r.hookMu.Unlock()
 }
 
 func newFaultyRegistry(r backend, fault *armed[bool], c *contract) *faultyRegistry {
@@ -143,6 +154,13 @@ func (r *faultyRegistry) Touch(ctx context.Context, name, owner, session string)
 }
 
 func (r *faultyRegistry) Release(ctx context.Context, name, owner string, final uint64) error {
+	r.hookMu.Lock()
+	fn := r.beforeRelease
+	r.beforeRelease = nil
+	r.hookMu.Unlock()
+	if fn != nil {
+		fn()
+	}
 	_, err := faulty(r, "release", name, none(func() error { return r.backend.Release(ctx, name, owner, final) }))
 	return err
 }

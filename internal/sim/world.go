@@ -153,6 +153,9 @@ func (w *world) addHost(c HostConfig) (*host, error) {
 	return ho, nil
 }
 
+// reserveStep is the reservation step of a registered host's processes.
+const reserveStep = 50
+
 // standaloneNumber is the node number a standalone host is configured
 // with: one per name (a standalone host's name is its own).
 func standaloneNumber(ho *host) uint64 { return 100 + uint64(ho.i) }
@@ -191,7 +194,7 @@ func (w *world) options(ho *host, extra ...snapid.Option) []snapid.Option {
 			// decided by the simulated clock alone.
 			snapid.WithHeartbeat(time.Hour),
 			snapid.WithCloneWindow(3*time.Hour),
-			snapid.WithReserveStep(50),
+			snapid.WithReserveStep(reserveStep),
 		)
 		if ho.takeSet {
 			o = append(o, snapid.WithTakeover(ho.takeover))
