@@ -626,6 +626,21 @@ func (c *simCluster) Row(name string) (snapid.Holder, bool) {
 	return rec.holder(), true
 }
 
+func (c *simCluster) HostLease(seq, dc, name string) (snapid.SequenceLease, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.parts[seqPK(seq, dcPart(dc))]
+	if p == nil {
+		return snapid.SequenceLease{}, false
+	}
+	row, ok := p.truth()[seqCK(kindHost, name, 0)]
+	if !ok {
+		return snapid.SequenceLease{}, false
+	}
+	w := seqRowOf(row)
+	return (*Registry)(nil).leaseOf(seq, dc, &w), true
+}
+
 func (c *simCluster) Sequences() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -28,6 +28,9 @@ type cluster interface {
 	Row(name string) (snapid.Holder, bool)
 	// Sequences is the registry's sequences, in a form to compare.
 	Sequences() any
+	// hostLease is the lease the registry records for host name of
+	// data centre dc in sequence seq, as it will settle.
+	hostLease(seq string, dc int, name string) (snapid.SequenceLease, bool)
 	setDown(down bool)
 	// setCut cuts data centre dc off from the cluster's quorum (oneWay:
 	// its requests arrive, their replies are lost) or heals it.
@@ -50,13 +53,23 @@ func (m memCluster) inDC(dc int) backend                   { return m.mem.InDC(d
 func (m memCluster) Row(name string) (snapid.Holder, bool) { return m.mem.Row(name) }
 func (m memCluster) Sequences() any                        { return m.mem.Sequences() }
 func (m memCluster) setDown(down bool)                     { m.mem.SetDown(down) }
-func (m memCluster) setCut(dc int, cut, _ bool)            { m.mem.SetCut(dcName(dc), cut) }
-func (m memCluster) tick()                                 {}
-func (m memCluster) settle()                               {}
-func (m memCluster) stop()                                 {}
-func (m memCluster) close()                                {}
-func (m memCluster) faults() int                           { return 0 }
-func (m memCluster) reached() map[string]int               { return nil }
+func (m memCluster) hostLease(seq string, dc int, name string) (snapid.SequenceLease, bool) {
+	for _, st := range m.mem.Sequences() {
+		for _, l := range st.Leases {
+			if st.Name == seq && l.DC == dcName(dc) && l.Name == name {
+				return l, true
+			}
+		}
+	}
+	return snapid.SequenceLease{}, false
+}
+func (m memCluster) setCut(dc int, cut, _ bool) { m.mem.SetCut(dcName(dc), cut) }
+func (m memCluster) tick()                      {}
+func (m memCluster) settle()                    {}
+func (m memCluster) stop()                      {}
+func (m memCluster) close()                     {}
+func (m memCluster) faults() int                { return 0 }
+func (m memCluster) reached() map[string]int    { return nil }
 
 // cqlCluster is the real Cassandra adapter, one Registry per data centre,
 // on one simulated CQL cluster.
@@ -78,6 +91,9 @@ func (c *cqlCluster) inDC(dc int) backend                   { return c.regs[dc] 
 func (c *cqlCluster) Row(name string) (snapid.Holder, bool) { return c.c.Row(name) }
 func (c *cqlCluster) Sequences() any                        { return c.c.Sequences() }
 func (c *cqlCluster) setDown(down bool)                     { c.c.SetDown(down) }
+func (c *cqlCluster) hostLease(seq string, dc int, name string) (snapid.SequenceLease, bool) {
+	return c.c.HostLease(seq, dcName(dc), name)
+}
 func (c *cqlCluster) setCut(dc int, cut, oneWay bool) {
 	if oneWay && cut {
 		c.c.SetOneWay(dcName(dc), true)

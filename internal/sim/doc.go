@@ -61,7 +61,8 @@
 //     contract, checked against its rows as they settle: an Extend only
 //     under the caller's session, a claim refused as taken only while
 //     another owner holds the row, a forced take-over at or above the old
-//     mark and the floor;
+//     mark and the floor, a sequence lease only on the previous lease the
+//     registry records for the host's claim;
 //  6. bad input (an invalid name, a counter in a missing directory, a
 //     take-over floor of 2^64-1, WithBlock(0), NextN(0), a second name on
 //     a registered counter in use, Repair with next 0 or while registered

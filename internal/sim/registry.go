@@ -23,6 +23,7 @@ type faultyRegistry struct {
 	// release, lease, closelease, adopt) whose answer is lost, after the
 	// change was applied (true) or before.
 	fault *armed[bool]
+	dc    int // the data centre its calls come from
 	// contract checks what the registry reported done against the row
 	// as the registry settles it (nil: no check).
 	contract *contract
@@ -39,8 +40,8 @@ func (r *faultyRegistry) onNextRelease(fn func()) {
 	r.hookMu.Unlock()
 }
 
-func newFaultyRegistry(r backend, fault *armed[bool], c *contract) *faultyRegistry {
-	return &faultyRegistry{backend: r, fault: fault, contract: c}
+func newFaultyRegistry(r backend, dc int, fault *armed[bool], c *contract) *faultyRegistry {
+	return &faultyRegistry{backend: r, dc: dc, fault: fault, contract: c}
 }
 
 // contract checks calls the registry reported done against the
@@ -48,7 +49,8 @@ func newFaultyRegistry(r backend, fault *armed[bool], c *contract) *faultyRegist
 // row held under the caller's session; a claim is refused as taken only
 // while another owner holds the row active; and a forced take-over of
 // another owner's active row starts at or above that row's mark and the
-// floor asked for. Calls may come from any goroutine; during a step whose calls
+// floor asked for; a sequence lease is granted only on the previous lease
+// the registry records for the host's claim. Calls may come from any goroutine; during a step whose calls
 // run concurrently (a burst, a storm) nothing is checked, as another
 // call may change the row between the call and the check.
 type contract struct {
@@ -174,7 +176,19 @@ func (r *faultyRegistry) SetStride(ctx context.Context, stride uint64) (uint64, 
 }
 
 func (r *faultyRegistry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (snapid.SequenceLease, error) {
-	return faulty(r, "lease", req.Sequence, func() (snapid.SequenceLease, error) { return r.backend.LeaseSequence(ctx, req) })
+	var before snapid.SequenceLease
+	var had bool
+	check := r.contract != nil && r.contract.on()
+	if check {
+		before, had = r.contract.truth.hostLease(req.Sequence, r.dc, req.Name)
+	}
+	l, err := faulty(r, "lease", req.Sequence, func() (snapid.SequenceLease, error) { return r.backend.LeaseSequence(ctx, req) })
+	if check && err == nil && had && before.Owner == req.Owner && before.Session == req.Session &&
+		(before.First != req.PrevFirst || before.Last != req.PrevLast) {
+		r.contract.broken("a lease of %s for %s granted on a previous lease [%d, %d], but the registry recorded [%d, %d] for this claim",
+			req.Sequence, req.Name, req.PrevFirst, req.PrevLast, before.First, before.Last)
+	}
+	return l, err
 }
 
 func (r *faultyRegistry) CloseLease(ctx context.Context, l snapid.SequenceLease, pos uint64) error {

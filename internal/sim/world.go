@@ -107,7 +107,7 @@ func newWorld(h History, dir string) (*world, error) {
 	fault := &armed[bool]{}
 	w.contract = &contract{truth: w.reg0}
 	for dc := range w.regs {
-		w.regs[dc] = newFaultyRegistry(w.reg0.inDC(dc), fault, w.contract)
+		w.regs[dc] = newFaultyRegistry(w.reg0.inDC(dc), dc, fault, w.contract)
 	}
 	w.reg = w.regs[0]
 	w.check = newChecker(w)

@@ -57,6 +57,10 @@ type Cluster interface {
 	// and every proposal left in flight that will be completed), and
 	// whether there is one.
 	Row(name string) (snapid.Holder, bool)
+	// HostLease is the lease the sequences table records for host name
+	// in data centre dc, as the cluster will settle it, and whether there
+	// is one.
+	HostLease(seq, dc, name string) (snapid.SequenceLease, bool)
 	// Sequences is the sequences table as the cluster will settle it, in
 	// a form to compare.
 	Sequences() string
