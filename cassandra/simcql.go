@@ -455,9 +455,10 @@ func (c *simCluster) lwt(dc string, serial gocql.SerialConsistency, pk string, c
 	var err error
 	outcome := simCommitted
 	switch {
-	case c.oneway[dc]:
+	case c.oneway[dc]: // the driver's cut: not counted as a fault
 		err, outcome = gocql.ErrTimeoutNoResponse, simCommitted+c.rng.IntN(2)
 	case c.rng.Float64() < c.rate:
+		c.faults++
 		switch c.rng.IntN(5) {
 		case 0:
 			err, outcome = simErrWriteTimeout, c.rng.IntN(5)
@@ -472,9 +473,6 @@ func (c *simCluster) lwt(dc string, serial gocql.SerialConsistency, pk string, c
 		default:
 			err, outcome = simErrCASUnknown, simDecided+c.rng.IntN(3)
 		}
-	}
-	if err != nil {
-		c.faults++
 	}
 	if !holds {
 		if err != nil {
@@ -525,7 +523,6 @@ func (c *simCluster) read(dc string, cons gocql.Consistency, pk string) (simRows
 		c.prepare(p, false)
 	}
 	if c.oneway[dc] {
-		c.faults++
 		return nil, gocql.ErrTimeoutNoResponse
 	}
 	if c.rng.Float64() < c.rate/2 {
@@ -570,7 +567,9 @@ func (c *simCluster) write(dc string, cons gocql.Consistency, pk string, writes 
 	}
 	p := c.part(pk)
 	if c.oneway[dc] || c.rng.Float64() < c.rate {
-		c.faults++
+		if !c.oneway[dc] {
+			c.faults++
+		}
 		if c.rng.IntN(2) == 0 {
 			c.commit(p, dc, local, writes)
 		}
@@ -590,7 +589,6 @@ func (c *simCluster) scan(dc string, cons gocql.Consistency, prefix string) (map
 		return nil, err
 	}
 	if c.oneway[dc] {
-		c.faults++
 		return nil, gocql.ErrTimeoutNoResponse
 	}
 	out := map[string]simRows{}

@@ -68,8 +68,9 @@ type Cluster interface {
 	// a proposal completed after its client got an error; "stale-read": a
 	// read that did not show the settled state).
 	Reached() map[string]int
-	// Faults is the number of random faults that fired (and replies lost
-	// to a one-way cut); an outage's or a cut's refusals are not counted.
+	// Faults is the number of random faults that fired; an outage's
+	// refusals and a cut's (one-way or not) are the driver's steps, not
+	// counted here.
 	Faults() int
 }
 
