@@ -98,11 +98,20 @@ func TestSimulation(t *testing.T) {
 		}
 	}
 	printReached(reached)
+	if violations == 0 && runs >= 1000 {
+		// A run that never reached an event did not test it.
+		for _, k := range reachedEvents {
+			if reached[k] == 0 {
+				t.Errorf("%d histories never reached %s", runs, k)
+			}
+		}
+	}
 	fmt.Printf("sim: %d histories, %d operations, %d faults, %d violations\n", runs, ops, faults, violations)
 }
 
 // reachedEvents are the events the reached line names, with the number
-// of histories that reached each.
+// of histories that reached each; a run of 1,000 histories or more fails
+// if one of them was never reached.
 var reachedEvents = []string{"cassandra", "applied-later", "stale-read"}
 
 // printReached prints "sim: reached: <event>=<histories> …".
