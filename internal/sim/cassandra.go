@@ -132,9 +132,27 @@ func addCassandra(h *History) {
 	}
 	h.Cassandra = true
 	h.CQLFaults = []float64{0, 0.02, 0.05, 0.1}[rng.IntN(4)]
-	for i := range h.Steps {
-		if s := &h.Steps[i]; s.Kind == KCut && s.Keep && rng.IntN(3) == 0 {
+	steps := make([]Step, 0, len(h.Steps))
+	hosts := len(h.Hosts) // hosts at this point (take-overs, clones and storms add some)
+	for _, s := range h.Steps {
+		if s.Kind == KCut && s.Keep && rng.IntN(3) == 0 {
 			s.Arg = "one-way"
 		}
+		switch {
+		case s.Kind == KClone && s.Keep:
+			// The original runs when its clone starts; the clone stops
+			// (returning its reservation), and the original takes more
+			// numbers than its reservation holds.
+			p := rng.IntN(3)
+			steps = append(steps, Step{Kind: KOpen, Host: s.Host, Proc: p}, s,
+				Step{Kind: KClose, Host: hosts, Proc: 0},
+				Step{Kind: KNext, Host: s.Host, Proc: p, N: 2 * reserveStep, Arg: "any-open"})
+			hosts++
+			continue
+		case s.Kind == KClone, s.Kind == KTakeover, s.Kind == KStorm && s.Keep:
+			hosts++
+		}
+		steps = append(steps, s)
 	}
+	h.Steps = steps
 }

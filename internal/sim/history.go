@@ -87,7 +87,7 @@ type Kind int
 
 const (
 	KOpen        Kind = iota // process opens its Generator (OpenContext)
-	KNext                    // NextNContext(N) (N 1: UniqueIDContext); Cancelled: with a context already ended
+	KNext                    // NextNContext(N) (N 1: UniqueIDContext); Cancelled: with a context already ended; Arg "any-open": by the first open process if Proc is not open
 	KClose                   // Close
 	KCrash                   // the process is killed
 	KPowerCut                // every process of the host is killed, then the power is cut (Keep: keep-some)
@@ -150,6 +150,9 @@ func (s Step) String() string {
 		fmt.Fprintf(&b, "/p%d n=%d", s.Proc, s.N)
 		if s.Cancelled {
 			b.WriteString(" (context ended)")
+		}
+		if s.Arg == "any-open" {
+			b.WriteString(" (or the first open process)")
 		}
 	case KPowerCut:
 		if s.Keep {

@@ -401,6 +401,14 @@ func (w *world) do(s Step) {
 // NextNContext for more, with a context already ended if the step says
 // so (then, if the call fails, the counter is unchanged).
 func (w *world) next(ho *host, s Step) {
+	if s.Arg == "any-open" && ho.procs[s.Proc] == nil {
+		for p, g := range ho.procs {
+			if g != nil {
+				s.Proc = p
+				break
+			}
+		}
+	}
 	g := ho.procs[s.Proc]
 	if g == nil {
 		return
