@@ -59,7 +59,7 @@ func (r *Registry) Claim(ctx context.Context, c snapid.Claim) (snapid.Holder, er
 	var lastRow snapid.Holder
 	for attempt := 0; attempt < claimAttempts; attempt++ {
 		if attempt > 0 {
-			if err := backoff(ctx, attempt); err != nil {
+			if err := r.backoff(ctx, attempt); err != nil {
 				return snapid.Holder{}, fmt.Errorf("snapid: %w: claim %q: %w", snapid.ErrRegistry, c.Name, err)
 			}
 		}
@@ -88,19 +88,12 @@ func orUnknown(s string) string {
 
 // backoff waits a short random time that grows with attempt, so that
 // claimers racing on one row do not retry in lock step.
-func backoff(ctx context.Context, attempt int) error {
+func (r *Registry) backoff(ctx context.Context, attempt int) error {
 	n, err := rand.Int(rand.Reader, big.NewInt(int64(attempt)*20+1))
 	if err != nil {
 		return err
 	}
-	t := time.NewTimer(time.Duration(n.Int64()+1) * time.Millisecond)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return orReal(r.wait)(ctx, time.Duration(n.Int64()+1)*time.Millisecond)
 }
 
 // claimOnce makes one attempt: insert, or decide from the row and update

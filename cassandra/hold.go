@@ -148,7 +148,7 @@ func (r *Registry) Release(ctx context.Context, name, owner string, final uint64
 	}
 	for attempt := 0; attempt < claimAttempts; attempt++ {
 		if attempt > 0 {
-			if err := backoff(ctx, attempt); err != nil {
+			if err := r.backoff(ctx, attempt); err != nil {
 				return fmt.Errorf("snapid: %w: release %q: %w", snapid.ErrRegistry, name, err)
 			}
 		}

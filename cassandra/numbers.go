@@ -229,7 +229,7 @@ func (r *Registry) takeNumber(ctx context.Context, q numQuerier, name string) (u
 	n := start + 1 + uint64(rand.IntN(4))
 	for attempt := range numberAttempts {
 		if attempt > 0 {
-			if err := backoff(ctx, min(attempt, 4)); err != nil {
+			if err := r.backoff(ctx, min(attempt, 4)); err != nil {
 				return 0, fmt.Errorf("snapid: %w: assign a node number to %q: %w", snapid.ErrRegistry, name, err)
 			}
 		}

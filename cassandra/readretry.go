@@ -62,13 +62,19 @@ func retryableRead(err error) bool {
 // with how many attempts were made, and wrapping ctx's error too). op and
 // what name the read in the log.
 func retryRead(ctx context.Context, log *slog.Logger, op, what string, read func(ctx context.Context) error) error {
+	return retryReadWait(ctx, log, realWait, op, what, read)
+}
+
+// retryReadWait is retryRead waiting between attempts with wait.
+func retryReadWait(ctx context.Context, log *slog.Logger, wait waitFunc, op, what string, read func(ctx context.Context) error) error {
+	wait = orReal(wait)
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, readRetryBudget)
 		defer cancel()
 	}
 	start := time.Now()
-	wait := readRetryBase
+	pause := readRetryBase
 	for attempt := 1; ; attempt++ {
 		err := read(ctx)
 		if err == nil {
@@ -87,15 +93,11 @@ func retryRead(ctx context.Context, log *slog.Logger, op, what string, read func
 			log.Debug("snapid: registry read failed; retrying", "op", op, "what", what, "attempt", attempt, "err", err)
 		}
 		// Jitter: a random wait in [wait/2, wait].
-		d := wait/2 + rand.N(wait/2+1)
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		d := pause/2 + rand.N(pause/2+1)
+		if wait(ctx, d) != nil {
 			return readGaveUp(ctx, err, attempt, start)
 		}
-		wait = min(2*wait, readRetryCap)
+		pause = min(2*pause, readRetryCap)
 	}
 }
 
@@ -109,7 +111,7 @@ func readGaveUp(ctx context.Context, last error, attempts int, start time.Time) 
 // serialRead reads the row of name at the serial consistency, retrying as
 // retryRead does.
 func (r *Registry) serialRead(ctx context.Context, op string, rec *record, name string) (found bool, err error) {
-	err = retryRead(ctx, r.log, op, name, func(ctx context.Context) error {
+	err = retryReadWait(ctx, r.log, r.wait, op, name, func(ctx context.Context) error {
 		*rec = record{}
 		var rerr error
 		found, rerr = r.q.serialRead(ctx, rec, name)
@@ -122,7 +124,8 @@ func (r *Registry) serialRead(ctx context.Context, op string, rec *record, name 
 // its conditional batches are sent once, as they are.
 type retryingSeqQuerier struct {
 	seqQuerier
-	log *slog.Logger
+	log  *slog.Logger
+	wait waitFunc // nil: realWait
 }
 
 // retryReads wraps q so that its reads are retried.
@@ -131,7 +134,7 @@ func retryReads(q seqQuerier, log *slog.Logger) seqQuerier {
 }
 
 func (q *retryingSeqQuerier) readPartition(ctx context.Context, cons gocql.Consistency, seq, part string) (rows []seqRow, err error) {
-	err = retryRead(ctx, q.log, "sequence read", seq+"/"+part, func(ctx context.Context) error {
+	err = retryReadWait(ctx, q.log, q.wait, "sequence read", seq+"/"+part, func(ctx context.Context) error {
 		var rerr error
 		rows, rerr = q.seqQuerier.readPartition(ctx, cons, seq, part)
 		return rerr
@@ -140,7 +143,7 @@ func (q *retryingSeqQuerier) readPartition(ctx context.Context, cons gocql.Consi
 }
 
 func (q *retryingSeqQuerier) readAllGlobal(ctx context.Context) (rows []seqRow, err error) {
-	err = retryRead(ctx, q.log, "sequence list", "GLOBAL", func(ctx context.Context) error {
+	err = retryReadWait(ctx, q.log, q.wait, "sequence list", "GLOBAL", func(ctx context.Context) error {
 		var rerr error
 		rows, rerr = q.seqQuerier.readAllGlobal(ctx)
 		return rerr

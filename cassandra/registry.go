@@ -51,7 +51,10 @@ type Registry struct {
 	nodes    func(ctx context.Context, wait bool) (nodeView, error)
 	seqs     seqState // sequences (seqstore.go, sequence.go)
 	serial   gocql.SerialConsistency
-	nums     struct { // node numbers (numbers.go)
+	// wait is how the Registry waits between retries and attempts
+	// (realWait; the simulated backend's returns at once).
+	wait waitFunc
+	nums struct { // node numbers (numbers.go)
 		mu sync.Mutex
 		q  numQuerier
 	}
@@ -123,7 +126,7 @@ func newRegistry(s *gocql.Session, q *gocqlQuerier, ks, tbl string, log *slog.Lo
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Registry{session: s, q: q, log: log, ks: ks, tbl: tbl, now: time.Now, pageSize: listPageSize, cons: gocql.Quorum}
+	r := &Registry{session: s, q: q, log: log, ks: ks, tbl: tbl, now: time.Now, pageSize: listPageSize, cons: gocql.Quorum, wait: realWait}
 	r.nodes = func(ctx context.Context, wait bool) (nodeView, error) {
 		return readNodes(ctx, r.session, r.contacts, wait)
 	}

@@ -246,7 +246,7 @@ func (r *Registry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (
 	nameChecked := false
 	for attempt := 0; attempt < leaseAttempts; attempt++ {
 		if attempt > 0 {
-			if err := leaseBackoff(ctx, attempt); err != nil {
+			if err := leaseBackoffWait(ctx, attempt, r.wait); err != nil {
 				return snapid.SequenceLease{}, fmt.Errorf("snapid: %w: lease %q: %w", snapid.ErrRegistry, req.Sequence, err)
 			}
 		}
@@ -336,15 +336,13 @@ const leaseAttempts = 16
 // instead of meeting again at once, which turns N contenders' N² rounds
 // into about N.
 func leaseBackoff(ctx context.Context, attempt int) error {
+	return leaseBackoffWait(ctx, attempt, realWait)
+}
+
+// leaseBackoffWait is leaseBackoff waiting with wait (nil: realWait).
+func leaseBackoffWait(ctx context.Context, attempt int, wait waitFunc) error {
 	bound := min(2*time.Second, 10*time.Millisecond<<min(attempt, 10))
-	t := time.NewTimer(time.Duration(mrand.Int64N(int64(bound)) + 1))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return orReal(wait)(ctx, time.Duration(mrand.Int64N(int64(bound))+1))
 }
 
 func sameHost(a, b *seqRow) bool {

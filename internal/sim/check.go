@@ -90,7 +90,7 @@ func (c *checker) covered(ho *host, p int, name string, last uint64) string {
 		}
 	}
 	if ho.cfg.Registry {
-		if row, ok := c.w.mem.Row(name); !ok || row.Reserved < last {
+		if row, ok := c.w.reg0.Row(name); !ok || row.Reserved < last {
 			return fmt.Sprintf("h%d/p%d returned %s-%d above the registry's mark %d", ho.i, p, name, last, row.Reserved)
 		}
 	}
@@ -114,12 +114,17 @@ func (d *disk) durableCounter(path string) (uint64, bool) {
 	return v, err == nil
 }
 
-// afterStep checks what must hold between any two steps: the registry's
-// mark of every name is at or above every number handed out under it
-// (5: a mark that went below would let the next holder repeat them).
+// afterStep checks what must hold between any two steps: what the
+// registry reported done during the step kept its contract (see
+// contract), and the registry's mark of every name is at or above every
+// number handed out under it (5: a mark that went below would let the
+// next holder repeat them).
 func (c *checker) afterStep(Step) {
+	for _, v := range c.w.contract.take() {
+		c.violation("%s", v)
+	}
 	for name, high := range c.high {
-		row, ok := c.w.mem.Row(name)
+		row, ok := c.w.reg0.Row(name)
 		if !ok {
 			continue // a standalone name
 		}
@@ -191,12 +196,12 @@ func (c *checker) tookNothing(ho *host, before []byte) {
 type state struct {
 	files map[string][]byte
 	rows  []snapid.Holder
-	seqs  []snapid.SequenceStatus
+	seqs  any // the registry's sequences (cluster.Sequences)
 }
 
 func (c *checker) snapshot(ho *host) state {
 	files, _ := readTree(ho.dir)
-	return state{files: files, rows: c.rows(), seqs: c.w.mem.Sequences()}
+	return state{files: files, rows: c.rows(), seqs: c.w.reg0.Sequences()}
 }
 
 // rows reads every row of the registry as it stands, outage or not.
@@ -208,7 +213,7 @@ func (c *checker) rows() []snapid.Holder {
 			continue
 		}
 		seen[ho.cfg.Name] = true
-		if r, ok := c.w.mem.Row(ho.cfg.Name); ok {
+		if r, ok := c.w.reg0.Row(ho.cfg.Name); ok {
 			rows = append(rows, r)
 		}
 	}
@@ -232,7 +237,7 @@ func (c *checker) unchanged(ho *host, before state, what string) {
 		}
 	}
 	c.rowsUnchanged(before.rows, fmt.Sprintf("%s on h%d", what, ho.i))
-	if after := c.w.mem.Sequences(); !reflect.DeepEqual(before.seqs, after) {
+	if after := c.w.reg0.Sequences(); !reflect.DeepEqual(before.seqs, after) {
 		c.violation("%s on h%d changed the registry's sequences: %+v, then %+v", what, ho.i, before.seqs, after)
 	}
 }
@@ -266,7 +271,7 @@ func hasSuffix(s, suf string) bool { return len(s) >= len(suf) && s[len(s)-len(s
 // released checks a Release (4: reported done means applied; reported
 // failed without an unknown outcome means nothing changed).
 func (c *checker) released(ho *host, final uint64, err error, before state) {
-	row, ok := c.w.mem.Row(ho.cfg.Name)
+	row, ok := c.w.reg0.Row(ho.cfg.Name)
 	switch {
 	case err == nil:
 		ho.released = true
@@ -306,7 +311,7 @@ func (c *checker) forceReleased(ho *host, final uint64, err error) {
 	if err != nil {
 		return
 	}
-	row, ok := c.w.mem.Row(ho.cfg.Name)
+	row, ok := c.w.reg0.Row(ho.cfg.Name)
 	if !ok || row.State != snapid.StateReleased || row.Reserved != final {
 		c.violation("ForceRelease of %s reported done (final %d) but the registry shows %+v", ho.cfg.Name, final, row)
 	}
@@ -324,7 +329,7 @@ func (c *checker) live(ho *host) {
 	}
 	if ho.cfg.Registry {
 		owner, err := snapid.OwnerToken(ho.counter)
-		row, ok := c.w.mem.Row(ho.cfg.Name)
+		row, ok := c.w.reg0.Row(ho.cfg.Name)
 		if err != nil || !ok || row.Owner != owner || row.State != snapid.StateActive {
 			return // it never claimed its name, or lost it
 		}

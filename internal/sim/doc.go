@@ -29,8 +29,16 @@
 // (package internal/seam): every host's files go through a disk (disk.go)
 // that is the counter and lease files' I/O and the file-system layer, and
 // keeps, by inode and by directory entry, what a power cut would leave;
-// the registry is snapidtest's, wrapped to lose answers (registry.go); the
-// registry side's clock is the simulator's. Steps run one at a time and
+// the registry (cassandra.go) is, in two histories of three, snapidtest's
+// in-memory one, and in the third the real Cassandra adapter
+// (cassandra.Registry) on a simulated CQL cluster (package
+// internal/simcql; cassandra/simcql.go says what it models: Paxos per
+// partition at SERIAL and LOCAL_SERIAL, proposals completed by another
+// coordinator after their client timed out or after its serial read,
+// write timeouts, Overloaded, Unavailable, stale non-serial and
+// LOCAL_SERIAL reads, data centres cut off both ways or one way), with
+// random faults at a rate the seed picks; either is wrapped to lose
+// answers (registry.go); the registry side's clock is the simulator's. Steps run one at a time and
 // the simulator waits for background extensions and prefetches between
 // them, so a seed replays the same history, except for the concurrent
 // bursts and storms, whose interleaving the scheduler decides (the checks hold for
@@ -49,7 +57,12 @@
 //     its final value covers every number handed out; one that failed
 //     without an unknown outcome left the registry as it was;
 //  5. the registry's mark of every name stays at or above every number
-//     handed out under it;
+//     handed out under it, and what the registry reported done keeps its
+//     contract, checked against its rows as they settle: an Extend only
+//     under the caller's session, a claim refused as taken only while
+//     another owner holds the row, a forced take-over at or above the old
+//     mark and the floor, a sequence lease only on the previous lease the
+//     registry records for the host's claim;
 //  6. bad input (an invalid name, a counter in a missing directory, a
 //     take-over floor of 2^64-1, WithBlock(0), NextN(0), a second name on
 //     a registered counter in use, Repair with next 0 or while registered
@@ -66,7 +79,12 @@
 //
 // Result.Reached counts events the histories are meant to reach (numbers
 // taken in a cut-off data centre, counters repaired, lease files restored
-// in place); a test fails if a run of histories never reaches one.
+// in place; "cassandra": the history ran on the adapter, "applied-later":
+// a proposal was completed after its client got an error, "stale-read": a
+// read did not show the settled state); a test fails if a run of
+// histories never reaches one, and TestSimulation prints the histories
+// that reached each of the events named in reachedEvents
+// ("sim: reached: …").
 //
 // A failure prints the seed, the first violation, the history shrunk to
 // the steps that still break a guarantee (Shrink), and the command that
@@ -76,17 +94,17 @@
 //
 // What it does not model: directories lost in a power cut (the simulator
 // makes them before a history starts; the bindings directory's levels are
-// synced by the library and checked by the power-loss tests), the
-// Cassandra adapter (its int64 columns, its classification of errors:
-// its own fault tests cover them; the in-memory registry keeps its
-// semantics, not its code), other users of the host (the multi-user tests
-// do), time moving while a step runs, a counter with its mark restored
-// together in place under running processes, and a lease file with its
-// floor restored together and read first by a process that never saw a
-// later position in the same lease (neither is covered by the
-// guarantees; a lease file and its floor are restored, and the process
-// that moved past the copy takes next).
+// synced by the library and checked by the power-loss tests), what the
+// simulated CQL cluster leaves out (replicas one by one, cell timestamps,
+// the system tables and schema changes, time: see cassandra/simcql.go),
+// other users of the host (the multi-user tests do), time moving while a
+// step runs, a counter with its mark restored together in place under
+// running processes, and a lease file with its floor restored together
+// and read first by a process that never saw a later position in the same
+// lease (neither is covered by the guarantees; a lease file and its floor
+// are restored, and the process that moved past the copy takes next).
 //
 // Only its own tests import it; it imports snapid, snapidtest,
-// internal/seam and internal/statefile.
+// snapid/cassandra (for the simulated cluster it registers in
+// internal/simcql), internal/simcql, internal/seam and internal/statefile.
 package sim

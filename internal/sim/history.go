@@ -19,6 +19,11 @@ type History struct {
 	Hosts     []HostConfig
 	Sequences []SeqConfig
 	Steps     []Step
+	// Cassandra: the registry is the real Cassandra adapter on the
+	// simulated CQL cluster (cassandra.go), whose requests meet a random
+	// fault at the rate CQLFaults; otherwise the in-memory registry.
+	Cassandra bool
+	CQLFaults float64
 }
 
 // SeqConfig is an integer sequence made before the history starts, and
@@ -82,7 +87,7 @@ type Kind int
 
 const (
 	KOpen        Kind = iota // process opens its Generator (OpenContext)
-	KNext                    // NextNContext(N) (N 1: UniqueIDContext); Cancelled: with a context already ended
+	KNext                    // NextNContext(N) (N 1: UniqueIDContext); Cancelled: with a context already ended; Arg "any-open": by the first open process if Proc is not open
 	KClose                   // Close
 	KCrash                   // the process is killed
 	KPowerCut                // every process of the host is killed, then the power is cut (Keep: keep-some)
@@ -146,6 +151,9 @@ func (s Step) String() string {
 		if s.Cancelled {
 			b.WriteString(" (context ended)")
 		}
+		if s.Arg == "any-open" {
+			b.WriteString(" (or the first open process)")
+		}
 	case KPowerCut:
 		if s.Keep {
 			b.WriteString(" keep-some")
@@ -158,6 +166,9 @@ func (s Step) String() string {
 		fmt.Fprintf(&b, " floor=%d from %s", s.N, dcName(s.DC))
 	case KCut:
 		fmt.Fprintf(&b, " %s cut=%v", dcName(s.DC), s.Keep)
+		if s.Arg != "" {
+			fmt.Fprintf(&b, " (%s)", s.Arg)
+		}
 	case KCorrupt, KBadInput, KRepair, KRestoreLive:
 		fmt.Fprintf(&b, " %s", s.Arg)
 	case KClone:
@@ -207,6 +218,9 @@ func orAny(s string) string {
 func (h History) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d\n", h.Seed)
+	if h.Cassandra {
+		fmt.Fprintf(&b, "  registry: the Cassandra adapter on the simulated CQL cluster, fault rate %v\n", h.CQLFaults)
+	}
 	for i, c := range h.Hosts {
 		fmt.Fprintf(&b, "  host h%d %s\n", i, c)
 	}
@@ -385,6 +399,7 @@ func Generate(seed uint64, steps int) History {
 	}
 	addDataCentres(&h)
 	addForms(&h)
+	addCassandra(&h)
 	return h
 }
 

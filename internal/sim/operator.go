@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/seam"
 )
 
 // forceRelease has an operator release ho's name for a holder gone for
@@ -18,7 +19,27 @@ func (w *world) forceRelease(ho *host, next uint64) {
 	if !ho.cfg.Registry {
 		return
 	}
+	for p, g := range ho.procs {
+		if g == nil {
+			continue
+		}
+		// The holder still runs: between the operator's read of the row
+		// and its release, the holder takes more numbers than its
+		// reservation covers, and moves the mark above what the
+		// operator read (a release must then be refused: recorded, it
+		// would lower the mark below numbers handed out).
+		w.reg.onNextRelease(func() {
+			n := uint64(2 * reserveStep)
+			if first, err := g.NextNContext(w.opCtx(), n); err == nil {
+				w.ops += int(n)
+				w.check.issued(ho, p, ho.cfg.Name, first, n)
+			}
+			seam.Settle(g)
+		})
+		break
+	}
 	final, err := snapid.ForceRelease(w.opCtx(), w.reg, ho.cfg.Name, next)
+	w.reg.onNextRelease(nil)
 	w.check.forceReleased(ho, final, err)
 	if err == nil || errors.Is(err, snapid.ErrRegistry) {
 		w.exempt(ho.cfg.Name, "its name was force-released")
@@ -251,7 +272,7 @@ func (w *world) repair(ho *host, zero bool) {
 	}
 	high := w.check.high[ho.cfg.Name]
 	if ho.cfg.Registry {
-		row, ok := w.mem.Row(ho.cfg.Name)
+		row, ok := w.reg0.Row(ho.cfg.Name)
 		if !ok {
 			return
 		}

@@ -44,7 +44,10 @@ func Run(h History, base string) (Result, error) {
 	}
 	w.run()
 	res := Result{Ops: w.ops, Violations: w.check.violations, Reached: w.reached}
-	res.Faults = w.reg.fault.count()
+	res.Faults = w.reg.fault.count() + w.reg0.faults()
+	for k, n := range w.reg0.reached() {
+		res.Reached[k] += n
+	}
 	for _, ho := range w.hosts {
 		res.Faults += ho.disk.fault.count()
 		ho.disk.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"os"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -72,6 +73,7 @@ func TestSimulation(t *testing.T) {
 	}
 	first := uint64(envInt(t, "SNAPID_SIM_FIRST", 1))
 	var runs, ops, faults, violations int
+	reached := map[string]int{} // histories that reached each event
 	for i := 0; i < histories; i++ {
 		if !until.IsZero() && time.Now().After(until) {
 			break
@@ -84,13 +86,42 @@ func TestSimulation(t *testing.T) {
 		runs++
 		ops += res.Ops
 		faults += res.Faults
+		for k, n := range res.Reached {
+			if n > 0 {
+				reached[k]++
+			}
+		}
 		if len(res.Violations) > 0 {
 			violations += len(res.Violations)
 			report(t, dir, h, res)
 			break
 		}
 	}
+	printReached(reached)
+	if violations == 0 && runs >= 1000 {
+		// A run that never reached an event did not test it.
+		for _, k := range reachedEvents {
+			if reached[k] == 0 {
+				t.Errorf("%d histories never reached %s", runs, k)
+			}
+		}
+	}
 	fmt.Printf("sim: %d histories, %d operations, %d faults, %d violations\n", runs, ops, faults, violations)
+}
+
+// reachedEvents are the events the reached line names, with the number
+// of histories that reached each; a run of 1,000 histories or more fails
+// if one of them was never reached.
+var reachedEvents = []string{"cassandra", "applied-later", "stale-read"}
+
+// printReached prints "sim: reached: <event>=<histories> …".
+func printReached(reached map[string]int) {
+	var b strings.Builder
+	b.WriteString("sim: reached:")
+	for _, k := range reachedEvents {
+		fmt.Fprintf(&b, " %s=%d", k, reached[k])
+	}
+	fmt.Println(b.String())
 }
 
 // report prints a failing history shrunk, and how to replay it.

@@ -21,20 +21,21 @@ import (
 // process a Generator opened on the host's counter, one in-memory
 // registry with faults for all, one clock.
 type world struct {
-	h       History
-	dir     string
-	mem     *snapidtest.Registry
-	regs    [2]*faultyRegistry // each data centre's view, one armed fault for both
-	reg     *faultyRegistry    // regs[0], the operators' view
-	clock   *clock
-	rng     *rand.Rand
-	log     *slog.Logger
-	hosts   []*host
-	check   *checker
-	cut     [2]bool        // data centres cut off now
-	reached map[string]int // events reached (Result.Reached)
-	step    int            // index of the step running
-	ops     int            // operations run (steps, and each number of a NextN)
+	h        History
+	dir      string
+	reg0     cluster            // the registry: in memory, or the Cassandra adapter on a simulated cluster
+	contract *contract          // what the registry reported done, checked against its rows
+	regs     [2]*faultyRegistry // each data centre's view, one armed fault for both
+	reg      *faultyRegistry    // regs[0], the operators' view
+	clock    *clock
+	rng      *rand.Rand
+	log      *slog.Logger
+	hosts    []*host
+	check    *checker
+	cut      [2]bool        // data centres cut off now
+	reached  map[string]int // events reached (Result.Reached)
+	step     int            // index of the step running
+	ops      int            // operations run (steps, and each number of a NextN)
 }
 
 type host struct {
@@ -91,29 +92,40 @@ func newWorld(h History, dir string) (*world, error) {
 	w := &world{
 		h:       h,
 		dir:     dir,
-		mem:     snapidtest.NewRegistry(),
 		clock:   newClock(),
 		rng:     rand.New(rand.NewPCG(h.Seed, 0x5eed)),
 		reached: map[string]int{},
 		log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
-	w.mem.SetClock(w.clock.now)
+	if h.Cassandra {
+		w.reg0 = newCQLCluster(h, w)
+	} else {
+		mem := snapidtest.NewRegistry()
+		mem.SetClock(w.clock.now)
+		w.reg0 = memCluster{mem}
+	}
 	fault := &armed[bool]{}
+	w.contract = &contract{truth: w.reg0}
 	for dc := range w.regs {
-		w.regs[dc] = newFaultyRegistry(w.mem.InDC(dcName(dc)), fault)
+		w.regs[dc] = newFaultyRegistry(w.reg0.inDC(dc), dc, fault, w.contract)
 	}
 	w.reg = w.regs[0]
 	w.check = newChecker(w)
 	for _, c := range h.Sequences {
-		if _, err := snapid.CreateSequence(context.Background(), w.mem, c.Name, c.Start, c.Max); err != nil {
+		if _, err := snapid.CreateSequence(context.Background(), w.reg0.inDC(0), c.Name, c.Start, c.Max); err != nil {
+			w.reg0.close()
 			return nil, fmt.Errorf("sequence %s: %w", c.Name, err)
 		}
 		w.check.seqs = append(w.check.seqs, &seqCheck{cfg: c, start: c.Start, max: c.Max})
 	}
 	for _, c := range h.Hosts {
 		if _, err := w.addHost(c); err != nil {
+			w.reg0.close()
 			return nil, err
 		}
+	}
+	if c, ok := w.reg0.(*cqlCluster); ok {
+		c.start() // faults from the first step on, not in the set-up
 	}
 	return w, nil
 }
@@ -140,6 +152,9 @@ func (w *world) addHost(c HostConfig) (*host, error) {
 	w.hosts = append(w.hosts, ho)
 	return ho, nil
 }
+
+// reserveStep is the reservation step of a registered host's processes.
+const reserveStep = 50
 
 // standaloneNumber is the node number a standalone host is configured
 // with: one per name (a standalone host's name is its own).
@@ -179,7 +194,7 @@ func (w *world) options(ho *host, extra ...snapid.Option) []snapid.Option {
 			// decided by the simulated clock alone.
 			snapid.WithHeartbeat(time.Hour),
 			snapid.WithCloneWindow(3*time.Hour),
-			snapid.WithReserveStep(50),
+			snapid.WithReserveStep(reserveStep),
 		)
 		if ho.takeSet {
 			o = append(o, snapid.WithTakeover(ho.takeover))
@@ -255,6 +270,7 @@ func (w *world) open(ho *host, p int, extra ...snapid.Option) error {
 func (w *world) run() {
 	for i, s := range w.h.Steps {
 		w.step = i
+		w.reg0.tick()
 		w.do(s)
 		w.ops++
 		w.settle()
@@ -262,9 +278,13 @@ func (w *world) run() {
 	}
 	w.step = len(w.h.Steps)
 	w.finish()
+	for _, v := range w.contract.take() {
+		w.check.violation("%s", v)
+	}
 }
 
-// settle waits for every background extension to end.
+// settle waits for every background extension to end, then for the
+// registry's own background work (a data centre's next sequence range).
 func (w *world) settle() {
 	for _, ho := range w.hosts {
 		for _, g := range ho.procs {
@@ -273,6 +293,7 @@ func (w *world) settle() {
 			}
 		}
 	}
+	w.reg0.settle()
 }
 
 func (w *world) do(s Step) {
@@ -347,9 +368,9 @@ func (w *world) do(s Step) {
 	case KRegFault:
 		w.reg.fault.arm(s.Arg, int(s.N), s.Applied)
 	case KRegDown:
-		w.mem.SetDown(s.Keep)
+		w.reg0.setDown(s.Keep)
 	case KCut:
-		w.mem.SetCut(dcName(s.DC), s.Keep)
+		w.reg0.setCut(s.DC, s.Keep, s.Arg == "one-way")
 		w.cut[s.DC] = s.Keep
 	case KDiskFault:
 		ho.disk.fault.arm(s.Arg, int(s.N), error(s.Errno))
@@ -364,9 +385,15 @@ func (w *world) do(s Step) {
 			_, _ = w.sequence(ho, s.Proc, s.Seq)
 		}
 	case KConcurrent:
+		w.contract.setOff(true)
 		w.concurrent(ho, s)
+		w.settle()
+		w.contract.setOff(false)
 	case KStorm:
+		w.contract.setOff(true)
 		w.storm(ho, s.Keep, s.DC)
+		w.settle()
+		w.contract.setOff(false)
 	}
 }
 
@@ -374,6 +401,14 @@ func (w *world) do(s Step) {
 // NextNContext for more, with a context already ended if the step says
 // so (then, if the call fails, the counter is unchanged).
 func (w *world) next(ho *host, s Step) {
+	if s.Arg == "any-open" && ho.procs[s.Proc] == nil {
+		for p, g := range ho.procs {
+			if g != nil {
+				s.Proc = p
+				break
+			}
+		}
+	}
 	g := ho.procs[s.Proc]
 	if g == nil {
 		return
@@ -415,9 +450,10 @@ func (w *world) exempt(name, why string) {
 // behind.
 func (w *world) finish() {
 	w.reg.fault.disarm()
-	w.mem.SetDown(false)
+	w.reg0.stop()
+	w.reg0.setDown(false)
 	for dc := range w.regs {
-		w.mem.SetCut(dcName(dc), false)
+		w.reg0.setCut(dc, false, false)
 		w.cut[dc] = false
 	}
 	for _, ho := range w.hosts {
@@ -432,6 +468,7 @@ func (w *world) finish() {
 	for _, ho := range w.hosts {
 		w.closeAll(ho)
 	}
+	w.reg0.close()
 }
 
 // stepCtx is the context of a step's call: one already ended if the step

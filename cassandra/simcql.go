@@ -1,0 +1,1118 @@
+package cassandra
+
+// The simulated CQL cluster the simulator (internal/sim) runs the Registry
+// over, through package internal/simcql: the Registry, its claims,
+// extensions, releases, node numbers and sequences run unchanged; only the
+// queriers (casQuerier, numQuerier, seqQuerier) and the waits between
+// retries are the simulation's.
+//
+// What it models. Every table the Registry uses (names, node numbers,
+// sequences), partition by partition. The adapter's statements are
+// interpreted, not recognised: an INSERT's or UPDATE's columns, its WHERE
+// keys and its IF conditions are read from the statement text, so a
+// statement with a condition left out is run without it. Per partition:
+//
+//   - Paxos at SERIAL and LOCAL_SERIAL: a conditional update (or a batch
+//     of them on one partition) is evaluated and applied atomically; a new
+//     round first completes a proposal left in flight that it finds.
+//   - Proposals left in flight: a request may fail (write timeout of type
+//     CAS, gocql.ErrTimeoutNoResponse, "CAS write unknown", Overloaded)
+//     after its proposal was committed, or accepted by a quorum (any later
+//     round completes it), or accepted by a minority (completed later by
+//     another coordinator, or by a Tick between steps, or never: dropped
+//     when another proposal commits). A serial read may miss a minority's
+//     proposal, which is then applied after that read: the case that
+//     makes "resolve a lost reply by a serial read" need the same token
+//     resent.
+//   - Overloaded, Unavailable, read and write timeouts, "CAS write
+//     unknown", with the codes of gocql.RequestError, and no connection
+//     at all (gocql.ErrNoConnections) during an outage.
+//   - Data centres: LOCAL_SERIAL and LOCAL_* reads run on the data
+//     centre's replicas, which may not have the latest commit made through
+//     another data centre (or through SERIAL with a quorum elsewhere): they
+//     see the partition as it was before it (a stale view), until they
+//     catch up at a Tick. A data centre cut off from the cluster's quorum
+//     fails SERIAL and QUORUM requests (Unavailable) and works at LOCAL_*;
+//     a one-way cut loses the replies of its requests after they were
+//     applied.
+//   - Non-serial reads (QUORUM, LOCAL_QUORUM) see only what was committed,
+//     not a proposal in flight; LOCAL_* ones may see the stale view.
+//
+// What it does not model: replicas one by one (a data centre's view is
+// the partition before its latest commit or after it, never further
+// behind), cell timestamps (writes apply in the order the simulation
+// commits them; a write through a stale view overwrites cell by cell),
+// TTLs, deletes, schema changes and the system tables (the Registry is
+// made without a session: List, CreateSchema and the cluster checks are
+// not run), paging, and time: a wait returns at once, and after a bounded
+// number of waits with no request of the data centre succeeding it fails
+// as a caller's deadline would.
+//
+// The cluster's state machine is simCluster, under one mutex, driven by
+// the rand.Rand it is given; it starts no goroutine and reads no clock.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gocql/gocql"
+	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/simcql"
+)
+
+func init() {
+	simcql.New = func(rng *rand.Rand) simcql.Cluster { return newSimCluster(rng) }
+}
+
+// simRequestError is an error the server sent, as gocql reports it: a
+// gocql.RequestError with its protocol code.
+type simRequestError struct {
+	code int
+	msg  string
+}
+
+func (e simRequestError) Code() int       { return e.code }
+func (e simRequestError) Message() string { return e.msg }
+func (e simRequestError) Error() string   { return e.msg }
+
+var _ gocql.RequestError = simRequestError{}
+
+var (
+	simErrWriteTimeout = simRequestError{gocql.ErrCodeWriteTimeout, "Operation timed out - received only 1 responses. (write type CAS)"}
+	simErrReadTimeout  = simRequestError{gocql.ErrCodeReadTimeout, "Operation timed out - received only 1 responses."}
+	simErrUnavailable  = simRequestError{gocql.ErrCodeUnavailable, "Cannot achieve consistency level QUORUM"}
+	simErrOverloaded   = simRequestError{gocql.ErrCodeOverloaded, "Too many in flight hints"}
+	simErrCASUnknown   = simRequestError{gocql.ErrCodeCASWriteUnknown, "CAS operation result is unknown - proposal accepted by 1 but not a quorum."}
+)
+
+// simRow is a row: column → string, int64 or time.Time (absent: null).
+type simRow map[string]any
+
+// simRows is a partition: clustering key → row.
+type simRows map[string]simRow
+
+func (rs simRows) clone() simRows {
+	out := make(simRows, len(rs))
+	for k, r := range rs {
+		c := make(simRow, len(r))
+		for col, v := range r {
+			c[col] = v
+		}
+		out[k] = c
+	}
+	return out
+}
+
+// simWrite sets columns of one row (a nil value: null), creating it.
+type simWrite struct {
+	ck   string
+	cols map[string]any
+}
+
+func (rs simRows) apply(ws []simWrite) {
+	for _, w := range ws {
+		r := rs[w.ck]
+		if r == nil {
+			r = simRow{}
+			rs[w.ck] = r
+		}
+		for col, v := range w.cols {
+			if v == nil {
+				delete(r, col)
+			} else {
+				r[col] = v
+			}
+		}
+	}
+}
+
+// simCond is one statement's condition on its row: IF NOT EXISTS, or
+// columns equal to values (nil: null; a missing row has every column
+// null).
+type simCond struct {
+	ck        string
+	notExists bool
+	eq        map[string]any
+}
+
+func (c simCond) holds(rs simRows) bool {
+	r, found := rs[c.ck]
+	if c.notExists {
+		return !found
+	}
+	if !found && len(c.eq) > 0 {
+		// A conditional UPDATE of a missing row is not applied.
+		allNull := true
+		for _, v := range c.eq {
+			allNull = allNull && v == nil
+		}
+		if !allNull {
+			return false
+		}
+	}
+	for col, want := range c.eq {
+		if !simEqual(r[col], want) {
+			return false
+		}
+	}
+	return true
+}
+
+func simEqual(a, b any) bool {
+	if ta, ok := a.(time.Time); ok {
+		tb, ok := b.(time.Time)
+		return ok && ta.Equal(tb)
+	}
+	return a == b
+}
+
+// simValue is a bound value as stored: nil for null.
+func simValue(v any) any {
+	switch x := v.(type) {
+	case nil:
+		return nil
+	case *string:
+		if x == nil {
+			return nil
+		}
+		return *x
+	case *int64:
+		if x == nil {
+			return nil
+		}
+		return *x
+	case *time.Time:
+		if x == nil {
+			return nil
+		}
+		return x.UTC().Truncate(time.Millisecond)
+	case time.Time:
+		return x.UTC().Truncate(time.Millisecond)
+	case int:
+		return int64(x)
+	case string, int64:
+		return x
+	}
+	panic(fmt.Sprintf("simcql: a bound value of type %T", v))
+}
+
+// simProposal is a proposal left in flight on a partition.
+type simProposal struct {
+	writes  []simWrite
+	dc      string
+	local   bool // LOCAL_SERIAL
+	decided bool // accepted by a quorum: every later round completes it
+	fate    bool // accepted by a minority: completed later (true) or dropped
+}
+
+type simPart struct {
+	rows    simRows
+	prev    simRows         // before the latest commit
+	lag     map[string]bool // data centres whose replicas missed the latest commit
+	pending *simProposal
+}
+
+// simCluster is the state machine (see the top of this file).
+type simCluster struct {
+	mu      sync.Mutex
+	rng     *rand.Rand
+	parts   map[string]*simPart
+	down    bool
+	cut     map[string]bool
+	oneway  map[string]bool
+	dcs     map[string]bool
+	rate    float64
+	waits   map[string]int // waits since a request of the data centre last succeeded
+	reached map[string]int
+	faults  int
+	parsed  map[string]*simStmt
+	regs    []*Registry
+}
+
+// simWaitBudget is how many waits in a row, with no request of the data
+// centre succeeding, a caller gets before its wait fails as its deadline
+// would.
+const simWaitBudget = 40
+
+// simRangeFloor is the least numbers a data centre's range takes from a
+// sequence in the simulation (DefaultSequenceFloor in production).
+const simRangeFloor = 64
+
+func newSimCluster(rng *rand.Rand) *simCluster {
+	return &simCluster{rng: rng, parts: map[string]*simPart{}, cut: map[string]bool{}, oneway: map[string]bool{},
+		dcs: map[string]bool{}, waits: map[string]int{}, reached: map[string]int{}, parsed: map[string]*simStmt{}}
+}
+
+func (c *simCluster) Registry(dc string, now func() time.Time) simcql.Registry {
+	c.mu.Lock()
+	c.dcs[dc] = true
+	c.mu.Unlock()
+	log := slog.New(slog.DiscardHandler)
+	r := newRegistry(nil, &gocqlQuerier{}, DefaultKeyspace, DefaultTable, log)
+	r.q = &simQuerier{c: c, dc: dc, serial: gocql.Serial}
+	r.now, r.localDC, r.serial, r.cons = now, dc, gocql.Serial, gocql.Quorum
+	r.wait = c.wait(dc)
+	r.nums.q = &simNumQuerier{c: c, dc: dc}
+	r.seqs.q = &retryingSeqQuerier{seqQuerier: &simSeqQuerier{c: c, dc: dc}, log: log, wait: r.wait}
+	r.seqs.dc, r.seqs.stmts, r.seqs.table = dc, newSeqStatements(DefaultKeyspace), true
+	r.seqs.cfg.LocalDC = dc
+	// Small ranges, so that a history's data centres take many.
+	r.seqs.horizon, r.seqs.floor = time.Hour, simRangeFloor
+	c.mu.Lock()
+	c.regs = append(c.regs, r)
+	c.mu.Unlock()
+	return r
+}
+
+func (c *simCluster) Settle() {
+	c.mu.Lock()
+	regs := append([]*Registry(nil), c.regs...)
+	c.mu.Unlock()
+	for _, r := range regs {
+		r.seqs.wg.Wait()
+	}
+}
+
+func (c *simCluster) wait(dc string) waitFunc {
+	return func(ctx context.Context, _ time.Duration) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.waits[dc]++
+		if c.waits[dc] > simWaitBudget {
+			c.waits[dc] = 0
+			return context.DeadlineExceeded
+		}
+		return nil
+	}
+}
+
+func (c *simCluster) SetDown(down bool) { c.mu.Lock(); c.down = down; c.mu.Unlock() }
+func (c *simCluster) SetCut(dc string, cut bool) {
+	c.mu.Lock()
+	c.cut[dc] = cut
+	c.mu.Unlock()
+}
+func (c *simCluster) SetOneWay(dc string, on bool) {
+	c.mu.Lock()
+	c.oneway[dc] = on
+	c.mu.Unlock()
+}
+func (c *simCluster) SetFaultRate(p float64) { c.mu.Lock(); c.rate = p; c.mu.Unlock() }
+
+func (c *simCluster) Reached() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.reached))
+	for k, v := range c.reached {
+		out[k] = v
+	}
+	return out
+}
+
+func (c *simCluster) Faults() int { c.mu.Lock(); defer c.mu.Unlock(); return c.faults }
+
+func (c *simCluster) keys() []string {
+	ks := make([]string, 0, len(c.parts))
+	for k := range c.parts {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+func (c *simCluster) Tick() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range c.keys() {
+		p := c.parts[k]
+		if pr := p.pending; pr != nil && (pr.decided || pr.fate) && c.rng.IntN(2) == 0 {
+			c.complete(p)
+		}
+		for _, d := range sortedKeys(c.dcs) {
+			if p.lag[d] && !c.cut[d] && c.rng.IntN(2) == 0 {
+				delete(p.lag, d)
+			}
+		}
+	}
+}
+
+func (c *simCluster) part(pk string) *simPart {
+	p := c.parts[pk]
+	if p == nil {
+		p = &simPart{rows: simRows{}, lag: map[string]bool{}}
+		c.parts[pk] = p
+	}
+	return p
+}
+
+// truth is the partition as it will settle: every commit, and the
+// proposal in flight if it will be completed.
+func (p *simPart) truth() simRows {
+	rs := p.rows.clone()
+	if pr := p.pending; pr != nil && (pr.decided || pr.fate) {
+		rs.apply(pr.writes)
+	}
+	return rs
+}
+
+// view is the partition as dc's coordinator reads it at a local level
+// (local) or at a quorum of the cluster.
+func (p *simPart) view(dc string, local bool) simRows {
+	if local && p.lag[dc] && p.prev != nil {
+		return p.prev
+	}
+	return p.rows
+}
+
+// commit applies writes made through dc (at LOCAL_SERIAL if local).
+func (c *simCluster) commit(p *simPart, dc string, local bool, writes []simWrite) {
+	p.prev = p.rows.clone()
+	p.rows.apply(writes)
+	p.pending = nil
+	for _, d := range sortedKeys(c.dcs) {
+		switch {
+		case d == dc:
+			delete(p.lag, d)
+		case c.cut[d] || local || c.rng.IntN(4) == 0:
+			p.lag[d] = true
+		}
+	}
+}
+
+// complete commits the proposal left in flight on p.
+func (c *simCluster) complete(p *simPart) {
+	pr := p.pending
+	c.commit(p, pr.dc, pr.local, pr.writes)
+	c.reached["applied-later"]++
+}
+
+// prepare is a new Paxos round's first phase on p: a proposal in flight
+// accepted by a quorum is completed; one accepted by a minority is
+// completed if the round's quorum meets it (always for a round that will
+// propose, since the simulation decided its fate; half the time for a
+// read).
+func (c *simCluster) prepare(p *simPart, propose bool) {
+	pr := p.pending
+	if pr == nil || !(pr.decided || pr.fate) {
+		return
+	}
+	if propose || pr.decided || c.rng.IntN(2) == 0 {
+		c.complete(p)
+	}
+}
+
+// reach fails a request from dc that cannot get the replies it needs:
+// quorum is whether it needs a quorum of the whole cluster.
+func (c *simCluster) reach(dc string, quorum bool) error {
+	// Not counted as faults: the outage and the cut are the driver's.
+	switch {
+	case c.down:
+		return gocql.ErrNoConnections
+	case quorum && c.cut[dc]:
+		return simErrUnavailable
+	}
+	return nil
+}
+
+func (c *simCluster) ok(dc string) { c.waits[dc] = 0 }
+
+// Outcomes of a conditional request that met a fault.
+const (
+	simNotApplied = iota
+	simCommitted
+	simDecided
+	simMinorityCompleted
+	simMinorityDropped
+)
+
+// lwt runs a conditional request (one statement or a batch on one
+// partition) from dc at SERIAL or LOCAL_SERIAL. When not applied, it
+// returns the rows the conditions were evaluated on.
+func (c *simCluster) lwt(dc string, serial gocql.SerialConsistency, pk string, conds []simCond, writes []simWrite) (bool, simRows, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	local := serial == gocql.LocalSerial
+	if err := c.reach(dc, !local); err != nil {
+		return false, nil, err
+	}
+	p := c.part(pk)
+	c.prepare(p, true)
+	view := p.view(dc, local)
+	holds := true
+	for _, cd := range conds {
+		holds = holds && cd.holds(view)
+	}
+	var err error
+	outcome := simCommitted
+	switch {
+	case c.oneway[dc]: // the driver's cut: not counted as a fault
+		err, outcome = gocql.ErrTimeoutNoResponse, simCommitted+c.rng.IntN(2)
+	case c.rng.Float64() < c.rate:
+		c.faults++
+		switch c.rng.IntN(5) {
+		case 0:
+			err, outcome = simErrWriteTimeout, c.rng.IntN(5)
+		case 1:
+			err, outcome = gocql.ErrTimeoutNoResponse, c.rng.IntN(5)
+		case 2:
+			// Overloaded after a quorum accepted (StorageProxy.commitPaxos
+			// checks hint overload after the accept phase).
+			err, outcome = simErrOverloaded, c.rng.IntN(3)
+		case 3:
+			err, outcome = simErrUnavailable, simNotApplied
+		default:
+			err, outcome = simErrCASUnknown, simDecided+c.rng.IntN(3)
+		}
+	}
+	if !holds {
+		if err != nil {
+			return false, nil, err
+		}
+		c.ok(dc)
+		return false, view.clone(), nil
+	}
+	switch outcome {
+	case simNotApplied:
+	case simCommitted:
+		c.commit(p, dc, local, writes)
+	default:
+		p.pending = &simProposal{writes: writes, dc: dc, local: local,
+			decided: outcome == simDecided, fate: outcome == simMinorityCompleted}
+	}
+	if err != nil {
+		return false, nil, err
+	}
+	c.ok(dc)
+	return true, nil, nil
+}
+
+// serialLevel reports whether cons is a serial consistency, and local
+// whether it runs on the data centre's replicas alone.
+func levels(cons gocql.Consistency) (serial, local bool) {
+	switch cons {
+	case gocql.Consistency(gocql.Serial):
+		return true, false
+	case gocql.Consistency(gocql.LocalSerial):
+		return true, true
+	case gocql.LocalQuorum, gocql.LocalOne, gocql.One, gocql.Two, gocql.Three, gocql.Any:
+		return false, true
+	}
+	return false, false
+}
+
+// read reads partition pk from dc at cons.
+func (c *simCluster) read(dc string, cons gocql.Consistency, pk string) (simRows, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	serial, local := levels(cons)
+	if err := c.reach(dc, !local); err != nil {
+		return nil, err
+	}
+	p := c.part(pk)
+	if serial {
+		c.prepare(p, false)
+	}
+	if c.oneway[dc] {
+		return nil, gocql.ErrTimeoutNoResponse
+	}
+	if c.rng.Float64() < c.rate/2 {
+		c.faults++
+		errs := []error{simErrReadTimeout, simErrUnavailable, simErrOverloaded, gocql.ErrTimeoutNoResponse}
+		if serial {
+			errs = append(errs, simErrWriteTimeout) // completing a round in flight
+		}
+		return nil, errs[c.rng.IntN(len(errs))]
+	}
+	view := p.view(dc, local)
+	if !reflect.DeepEqual(simNorm(view), simNorm(p.truth())) {
+		c.reached["stale-read"]++
+	}
+	c.ok(dc)
+	return view.clone(), nil
+}
+
+// simNorm is rs with times as milliseconds, for comparing.
+func simNorm(rs simRows) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for k, r := range rs {
+		m := map[string]any{}
+		for col, v := range r {
+			if t, ok := v.(time.Time); ok {
+				v = t.UnixMilli()
+			}
+			m[col] = v
+		}
+		out[k] = m
+	}
+	return out
+}
+
+// write runs an unconditional write from dc at cons.
+func (c *simCluster) write(dc string, cons gocql.Consistency, pk string, writes []simWrite) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, local := levels(cons)
+	if err := c.reach(dc, !local); err != nil {
+		return err
+	}
+	p := c.part(pk)
+	if c.oneway[dc] || c.rng.Float64() < c.rate {
+		if !c.oneway[dc] {
+			c.faults++
+		}
+		if c.rng.IntN(2) == 0 {
+			c.commit(p, dc, local, writes)
+		}
+		return simErrWriteTimeout
+	}
+	c.commit(p, dc, local, writes)
+	c.ok(dc)
+	return nil
+}
+
+// scan reads every partition whose key starts with prefix at cons.
+func (c *simCluster) scan(dc string, cons gocql.Consistency, prefix string) (map[string]simRows, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, local := levels(cons)
+	if err := c.reach(dc, !local); err != nil {
+		return nil, err
+	}
+	if c.oneway[dc] {
+		return nil, gocql.ErrTimeoutNoResponse
+	}
+	out := map[string]simRows{}
+	for _, k := range c.keys() {
+		if strings.HasPrefix(k, prefix) {
+			out[k] = c.parts[k].view(dc, local).clone()
+		}
+	}
+	c.ok(dc)
+	return out, nil
+}
+
+// Partition keys of the tables.
+const (
+	simNames   = "names/"
+	simNumbers = "numbers/"
+	simSeqs    = "seqs/"
+)
+
+func (c *simCluster) Row(name string) (snapid.Holder, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.parts[simNames+name]
+	if p == nil {
+		return snapid.Holder{}, false
+	}
+	row, ok := p.truth()[""]
+	if !ok {
+		return snapid.Holder{}, false
+	}
+	var rec record
+	simFill(rec.destMap(), row, nil)
+	return rec.holder(), true
+}
+
+func (c *simCluster) HostLease(seq, dc, name string) (snapid.SequenceLease, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.parts[seqPK(seq, dcPart(dc))]
+	if p == nil {
+		return snapid.SequenceLease{}, false
+	}
+	row, ok := p.truth()[seqCK(kindHost, name, 0)]
+	if !ok {
+		return snapid.SequenceLease{}, false
+	}
+	w := seqRowOf(row)
+	return (*Registry)(nil).leaseOf(seq, dc, &w), true
+}
+
+func (c *simCluster) Sequences() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b strings.Builder
+	for _, k := range c.keys() {
+		if !strings.HasPrefix(k, simSeqs) {
+			continue
+		}
+		rs := simNorm(c.parts[k].truth())
+		cks := make([]string, 0, len(rs))
+		for ck := range rs {
+			cks = append(cks, ck)
+		}
+		sort.Strings(cks)
+		for _, ck := range cks {
+			fmt.Fprintf(&b, "%q %q %v\n", k, ck, rs[ck])
+		}
+	}
+	return b.String()
+}
+
+// simFill sets scan destinations (by column name) from row: the columns
+// named in only (nil: every column); the others are left null.
+func simFill(dests map[string]any, row simRow, only []string) {
+	for col, d := range dests {
+		if only != nil && !contains(only, col) {
+			continue
+		}
+		v, ok := row[col]
+		if !ok {
+			continue
+		}
+		switch d := d.(type) {
+		case **string:
+			s := v.(string)
+			*d = &s
+		case **int64:
+			n := v.(int64)
+			*d = &n
+		case **time.Time:
+			t := v.(time.Time)
+			*d = &t
+		case *string:
+			*d = v.(string)
+		case *int64:
+			*d = v.(int64)
+		}
+	}
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// simStmt is a parsed INSERT or UPDATE of the adapter's statement set.
+type simStmt struct {
+	table       string   // the table's name, unquoted
+	insert      bool     // INSERT (cols are its columns) or UPDATE (cols are its SET columns)
+	cols        []string // columns set
+	null        []bool   // an UPDATE's column set to the literal null
+	where       []string // an UPDATE's WHERE columns (each = ?)
+	ifNotExists bool
+	ifCols      []string // IF columns (each = ?)
+}
+
+// parse reads an INSERT or UPDATE of the form the adapter builds:
+//
+//	INSERT INTO t (c, …) VALUES (?, …) [IF NOT EXISTS]
+//	UPDATE t SET c = ?|null, … WHERE k = ? AND … [IF c = ? AND …]
+func (c *simCluster) parse(stmt string) (*simStmt, error) {
+	if st, ok := c.parsed[stmt]; ok {
+		return st, nil
+	}
+	bad := func(why string) (*simStmt, error) {
+		return nil, simRequestError{gocql.ErrCodeSyntax, fmt.Sprintf("simcql: %s: %s", why, stmt)}
+	}
+	r := strings.NewReplacer("(", " ( ", ")", " ) ", ",", " , ", "=", " = ")
+	toks := strings.Fields(r.Replace(stmt))
+	up := func(i int) string {
+		if i < len(toks) {
+			return strings.ToUpper(toks[i])
+		}
+		return ""
+	}
+	table := func(t string) string {
+		parts := strings.Split(t, ".")
+		return strings.Trim(parts[len(parts)-1], `"`)
+	}
+	st := &simStmt{}
+	i := 0
+	switch up(0) {
+	case "INSERT":
+		if up(1) != "INTO" || up(3) != "(" {
+			return bad("not an INSERT INTO t (…)")
+		}
+		st.insert, st.table, i = true, table(toks[2]), 4
+		for ; i < len(toks) && toks[i] != ")"; i++ {
+			if toks[i] != "," {
+				st.cols = append(st.cols, toks[i])
+				st.null = append(st.null, false)
+			}
+		}
+		i++
+		if up(i) != "VALUES" {
+			return bad("no VALUES")
+		}
+		for i++; i < len(toks) && toks[i] != ")"; i++ {
+		}
+		i++
+	case "UPDATE":
+		if up(2) != "SET" {
+			return bad("not an UPDATE t SET …")
+		}
+		st.table, i = table(toks[1]), 3
+		for ; i+2 < len(toks) && up(i) != "WHERE"; i += 3 {
+			if toks[i] == "," {
+				i -= 2
+				continue
+			}
+			if toks[i+1] != "=" {
+				return bad("an assignment that is not c = v")
+			}
+			st.cols = append(st.cols, toks[i])
+			st.null = append(st.null, strings.EqualFold(toks[i+2], "null"))
+		}
+		if up(i) != "WHERE" {
+			return bad("no WHERE")
+		}
+		for i++; i+2 < len(toks) && up(i) != "IF"; i += 3 {
+			if up(i) == "AND" {
+				i -= 2
+				continue
+			}
+			st.where = append(st.where, toks[i])
+		}
+	default:
+		return bad("not an INSERT or an UPDATE")
+	}
+	if up(i) == "IF" {
+		if up(i+1) == "NOT" && up(i+2) == "EXISTS" {
+			st.ifNotExists = true
+		} else {
+			for i++; i+2 < len(toks); i += 3 {
+				if up(i) == "AND" {
+					i -= 2
+					continue
+				}
+				if toks[i+1] != "=" || toks[i+2] != "?" {
+					return bad("a condition that is not c = ?")
+				}
+				st.ifCols = append(st.ifCols, toks[i])
+			}
+		}
+	}
+	c.parsed[stmt] = st
+	return st, nil
+}
+
+// simBound is a statement bound to its values.
+type simBound struct {
+	st    *simStmt
+	keys  map[string]any // key columns (an UPDATE's WHERE, an INSERT's key columns)
+	cols  map[string]any // columns set
+	conds map[string]any
+}
+
+// bind binds args to the statement text stmt; keyCols are the table's
+// primary key columns.
+func (c *simCluster) bind(stmt string, args []any, keyCols []string) (simBound, error) {
+	c.mu.Lock()
+	st, err := c.parse(stmt)
+	c.mu.Unlock()
+	if err != nil {
+		return simBound{}, err
+	}
+	b := simBound{st: st, keys: map[string]any{}, cols: map[string]any{}, conds: map[string]any{}}
+	n := 0
+	next := func() (any, error) {
+		if n >= len(args) {
+			return nil, simRequestError{gocql.ErrCodeInvalid, fmt.Sprintf("simcql: %d values for %s", len(args), stmt)}
+		}
+		n++
+		return simValue(args[n-1]), nil
+	}
+	for i, col := range st.cols {
+		if st.null[i] {
+			b.cols[col] = nil
+			continue
+		}
+		v, err := next()
+		if err != nil {
+			return b, err
+		}
+		if st.insert && contains(keyCols, col) {
+			b.keys[col] = v
+		} else {
+			b.cols[col] = v
+		}
+	}
+	for _, col := range st.where {
+		v, err := next()
+		if err != nil {
+			return b, err
+		}
+		b.keys[col] = v
+	}
+	for _, col := range st.ifCols {
+		v, err := next()
+		if err != nil {
+			return b, err
+		}
+		b.conds[col] = v
+	}
+	if n != len(args) {
+		return b, simRequestError{gocql.ErrCodeInvalid, fmt.Sprintf("simcql: %d values for %d markers: %s", len(args), n, stmt)}
+	}
+	for _, k := range keyCols {
+		if _, ok := b.keys[k]; !ok {
+			return b, simRequestError{gocql.ErrCodeInvalid, fmt.Sprintf("simcql: no value of key column %s: %s", k, stmt)}
+		}
+	}
+	return b, nil
+}
+
+// cond and write are the bound statement's condition and write on row ck.
+func (b simBound) cond(ck string) simCond {
+	return simCond{ck: ck, notExists: b.st.ifNotExists, eq: b.conds}
+}
+
+func (b simBound) write(ck string) simWrite {
+	cols := make(map[string]any, len(b.cols)+len(b.keys))
+	for k, v := range b.keys {
+		cols[k] = v
+	}
+	for k, v := range b.cols {
+		cols[k] = v
+	}
+	return simWrite{ck: ck, cols: cols}
+}
+
+// simQuerier is the names table's casQuerier.
+type simQuerier struct {
+	c      *simCluster
+	dc     string
+	serial gocql.SerialConsistency
+}
+
+func (q *simQuerier) cas(ctx context.Context, rec *record, stmt string, args ...any) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	b, err := q.c.bind(stmt, args, []string{"name"})
+	if err != nil {
+		return false, err
+	}
+	name, _ := b.keys["name"].(string)
+	var conds []simCond
+	if b.st.ifNotExists || len(b.st.ifCols) > 0 {
+		conds = []simCond{b.cond("")}
+	}
+	applied, cur, err := q.c.lwt(q.dc, q.serial, simNames+name, conds, []simWrite{b.write("")})
+	if err != nil || applied {
+		return applied, err
+	}
+	if row, ok := cur[""]; ok {
+		only := b.st.ifCols // an UPDATE returns its condition's columns
+		if b.st.ifNotExists {
+			only = nil // INSERT … IF NOT EXISTS returns the row
+		}
+		simFill(rec.destMap(), row, only)
+	}
+	return false, nil
+}
+
+func (q *simQuerier) serialRead(ctx context.Context, rec *record, name string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	rs, err := q.c.read(q.dc, gocql.Consistency(q.serial), simNames+name)
+	if err != nil {
+		return false, err
+	}
+	row, ok := rs[""]
+	if ok {
+		simFill(rec.destMap(), row, nil)
+	}
+	return ok, nil
+}
+
+func (q *simQuerier) list(ctx context.Context) ([]record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	parts, err := q.c.scan(q.dc, gocql.Quorum, simNames)
+	if err != nil {
+		return nil, err
+	}
+	var out []record
+	for _, k := range sortedKeys(parts) {
+		if row, ok := parts[k][""]; ok {
+			var rec record
+			simFill(rec.destMap(), row, nil)
+			out = append(out, rec)
+		}
+	}
+	return out, nil
+}
+
+// simNumQuerier is the node numbers table's numQuerier.
+type simNumQuerier struct {
+	c  *simCluster
+	dc string
+}
+
+func numRowOf(row simRow) numRow {
+	var out numRow
+	simFill(map[string]any{"number": &out.number, "name": &out.name, "attempt": &out.token}, row, nil)
+	return out
+}
+
+func (q *simNumQuerier) insert(ctx context.Context, key string, number uint64, name, token string) (bool, numRow, error) {
+	if err := ctx.Err(); err != nil {
+		return false, numRow{}, err
+	}
+	w := simWrite{ck: "", cols: map[string]any{"id": key, "number": int64(number), "name": name, "attempt": token}}
+	applied, cur, err := q.c.lwt(q.dc, gocql.Serial, simNumbers+key, []simCond{{notExists: true}}, []simWrite{w})
+	if err != nil || applied {
+		return applied, numRow{}, err
+	}
+	return false, numRowOf(cur[""]), nil
+}
+
+func (q *simNumQuerier) read(ctx context.Context, key string, serial bool) (numRow, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return numRow{}, false, err
+	}
+	cons := gocql.Quorum
+	if serial {
+		cons = gocql.Consistency(gocql.Serial)
+	}
+	rs, err := q.c.read(q.dc, cons, simNumbers+key)
+	if err != nil {
+		return numRow{}, false, err
+	}
+	row, ok := rs[""]
+	return numRowOf(row), ok, nil
+}
+
+func (q *simNumQuerier) hint(ctx context.Context, n uint64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return q.c.write(q.dc, gocql.Quorum, simNumbers+"next", []simWrite{{cols: map[string]any{"id": "next", "number": int64(n)}}})
+}
+
+func (q *simNumQuerier) names(ctx context.Context) (map[string]uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	parts, err := q.c.scan(q.dc, gocql.Quorum, simNumbers+"name:")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]uint64{}
+	for k, rs := range parts {
+		if r := numRowOf(rs[""]); r.number != nil && *r.number > 0 {
+			out[strings.TrimPrefix(k, simNumbers+"name:")] = uint64(*r.number)
+		}
+	}
+	return out, nil
+}
+
+// simSeqQuerier is the sequences table's seqQuerier.
+type simSeqQuerier struct {
+	c  *simCluster
+	dc string
+}
+
+var simSeqKey = []string{"seq", "part", "kind", "key", "first"}
+
+func seqPK(seq, part string) string { return simSeqs + seq + "\x00" + part }
+
+func seqCK(kind, key string, first int64) string {
+	return fmt.Sprintf("%s\x00%s\x00%020d", kind, key, first)
+}
+
+func (q *simSeqQuerier) casBatch(ctx context.Context, serial gocql.SerialConsistency, _ gocql.Consistency, stmts ...seqStmt) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	var pk string
+	var conds []simCond
+	var writes []simWrite
+	for i, s := range stmts {
+		b, err := q.c.bind(s.stmt, s.args, simSeqKey)
+		if err != nil {
+			return false, err
+		}
+		seq, _ := b.keys["seq"].(string)
+		part, _ := b.keys["part"].(string)
+		kind, _ := b.keys["kind"].(string)
+		key, _ := b.keys["key"].(string)
+		first, _ := b.keys["first"].(int64)
+		if p := seqPK(seq, part); i == 0 {
+			pk = p
+		} else if p != pk {
+			return false, simRequestError{gocql.ErrCodeInvalid, "Batch with conditions cannot span multiple partitions"}
+		}
+		ck := seqCK(kind, key, first)
+		if b.st.ifNotExists || len(b.st.ifCols) > 0 {
+			conds = append(conds, b.cond(ck))
+		}
+		writes = append(writes, b.write(ck))
+	}
+	applied, _, err := q.c.lwt(q.dc, serial, pk, conds, writes)
+	return applied, err
+}
+
+func seqRowOf(row simRow) seqRow {
+	var w seqRow
+	d := w.dests()
+	m := map[string]any{}
+	for i, col := range seqColumns {
+		m[col.name] = d[i]
+	}
+	m["lwt_token"] = &w.token
+	simFill(m, row, nil)
+	return w
+}
+
+func rowsOf(rs simRows) []seqRow {
+	cks := make([]string, 0, len(rs))
+	for ck := range rs {
+		cks = append(cks, ck)
+	}
+	sort.Strings(cks)
+	out := make([]seqRow, 0, len(cks))
+	for _, ck := range cks {
+		out = append(out, seqRowOf(rs[ck]))
+	}
+	return out
+}
+
+func (q *simSeqQuerier) readPartition(ctx context.Context, cons gocql.Consistency, seq, part string) ([]seqRow, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rs, err := q.c.read(q.dc, cons, seqPK(seq, part))
+	if err != nil {
+		return nil, err
+	}
+	return rowsOf(rs), nil
+}
+
+func (q *simSeqQuerier) readAllGlobal(ctx context.Context) ([]seqRow, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	parts, err := q.c.scan(q.dc, gocql.LocalQuorum, simSeqs)
+	if err != nil {
+		return nil, err
+	}
+	var out []seqRow
+	for _, k := range sortedKeys(parts) {
+		for _, w := range rowsOf(parts[k]) {
+			if w.kind == kindGlobal {
+				out = append(out, w)
+			}
+		}
+	}
+	return out, nil
+}

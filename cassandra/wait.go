@@ -1,0 +1,33 @@
+package cassandra
+
+import (
+	"context"
+	"time"
+)
+
+// waitFunc waits d, or until ctx ends (then it returns ctx's error). The
+// Registry's waits between retries and attempts go through one (the
+// Registry's wait field): the real one waits on a timer; the simulated
+// backend (simcql.go) returns at once and gives up, as a deadline would,
+// after a bounded number of waits with no request succeeding.
+type waitFunc func(ctx context.Context, d time.Duration) error
+
+// realWait waits d on a timer, or until ctx ends.
+func realWait(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// orReal is w, or realWait if w is nil.
+func orReal(w waitFunc) waitFunc {
+	if w == nil {
+		return realWait
+	}
+	return w
+}

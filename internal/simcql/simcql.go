@@ -1,0 +1,79 @@
+// Package simcql lets the simulator (internal/sim) run package cassandra's
+// Registry, unchanged, over a simulated CQL cluster instead of a gocql
+// session, without growing cassandra's public API: package cassandra fills
+// New in at init (cassandra/simcql.go holds the simulated cluster and
+// documents what it models), and the simulator, which links cassandra,
+// calls it. Only internal/sim and cassandra's own tests may import it.
+package simcql
+
+import (
+	"math/rand/v2"
+	"time"
+
+	"github.com/snapid/snapid"
+)
+
+// Registry is what the simulator runs: the real cassandra.Registry.
+type Registry interface {
+	snapid.Registry
+	snapid.SequenceRegistry
+	snapid.NumberRegistry
+	// Close closes the Registry (waits for its background range grants).
+	Close()
+}
+
+// Cluster is a simulated Cassandra cluster: every table the Registry uses,
+// Paxos rounds per partition at SERIAL and LOCAL_SERIAL, and the faults a
+// gocql session reports. It is driven by the rand.Rand it was made with and
+// by the calls below; it has no goroutine and no clock of its own. Safe
+// for concurrent use.
+type Cluster interface {
+	// Registry returns a Registry whose every statement goes through a
+	// coordinator in data centre dc, with now as its clock.
+	Registry(dc string, now func() time.Time) Registry
+	// SetDown makes every request fail as with no connection (true) or
+	// lifts it.
+	SetDown(down bool)
+	// SetCut cuts data centre dc off from the cluster's quorum (SERIAL and
+	// QUORUM requests from it fail, LOCAL_* ones work; commits elsewhere
+	// do not reach its replicas) or heals it.
+	SetCut(dc string, cut bool)
+	// SetOneWay makes requests from dc reach the cluster but their replies
+	// lost (an asymmetric partition: writes are applied, the client times
+	// out), or heals it.
+	SetOneWay(dc string, on bool)
+	// SetFaultRate sets the probability that a request meets a random
+	// fault (a timeout, Overloaded, Unavailable, a proposal left in
+	// flight).
+	SetFaultRate(p float64)
+	// Settle waits until no Registry it made has a background range
+	// grant running (call it while no call of theirs is running).
+	Settle()
+	// Tick lets the cluster move on between two steps: proposals left in
+	// flight may be completed by another coordinator, replicas that missed
+	// a commit may catch up.
+	Tick()
+	// Row is the name's row as the cluster will settle it (every commit,
+	// and every proposal left in flight that will be completed), and
+	// whether there is one.
+	Row(name string) (snapid.Holder, bool)
+	// HostLease is the lease the sequences table records for host name
+	// in data centre dc, as the cluster will settle it, and whether there
+	// is one.
+	HostLease(seq, dc, name string) (snapid.SequenceLease, bool)
+	// Sequences is the sequences table as the cluster will settle it, in
+	// a form to compare.
+	Sequences() string
+	// Reached counts what this cluster's history reached ("applied-later":
+	// a proposal completed after its client got an error; "stale-read": a
+	// read that did not show the settled state).
+	Reached() map[string]int
+	// Faults is the number of random faults that fired; an outage's
+	// refusals and a cut's (one-way or not) are the driver's steps, not
+	// counted here.
+	Faults() int
+}
+
+// New makes a Cluster driven by rng (nil until package cassandra is
+// linked).
+var New func(rng *rand.Rand) Cluster
