@@ -130,6 +130,13 @@ func TestFormatStripedBounds(t *testing.T) {
 		{"int64 default", 1 << 31, 1<<31 - 1, 0, math.MaxInt64},
 		{"int64 small stride", 10, 3, 0, math.MaxInt64 - 4},
 		{"2^64-1", 2, 1, math.MaxUint64, math.MaxUint64},
+		// The bound mod the stride below the node number: the last number
+		// that fits is one below bound/stride (computing the limit as
+		// bound/stride would hand out an id past the bound, or wrap at
+		// 2^64-1).
+		{"32-bit, node above the bound's remainder", 1000, 999, MaxUint32, 4294966999},
+		{"JavaScript, node above the bound's remainder", 1000, 992, MaxSafeInteger, 9007199254739992},
+		{"2^64-1, node above the bound's remainder", 1000, 999, math.MaxUint64, 18446744073709550999},
 	} {
 		for _, block := range []uint64{0, 5} {
 			t.Run(tc.name+"/block"+strconv.FormatUint(block, 10), func(t *testing.T) {
