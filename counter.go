@@ -115,6 +115,10 @@ type counterFile struct {
 	broken error                 // set when a torn write could not be repaired
 	high   uint64                // the highest value read or written: the counter must not go below it
 	log    *slog.Logger
+	// formCheck, when not nil, is run under the lock before every update
+	// (a striped Generator's: its form must still be the counter's, see
+	// formhistory.go). Set at Open, then read-only.
+	formCheck func() error
 }
 
 // openFlags are the flags for every open of an existing counter file.
@@ -487,6 +491,11 @@ func (c *counterFile) advance(k uint64, hook advanceHook, gone, closed func() bo
 	cur, err := c.load()
 	if err != nil {
 		return 0, err
+	}
+	if c.formCheck != nil {
+		if err := c.formCheck(); err != nil {
+			return 0, err
+		}
 	}
 	base := cur
 	switch {

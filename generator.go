@@ -171,6 +171,13 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 			return nil, err
 		}
 	}
+	if err := g.adoptForm(ctx, &o); err != nil {
+		if g.res != nil {
+			_ = g.res.close()
+		}
+		file.close()
+		return nil, err
+	}
 	g.gc = newGroupCommit(g.flush)
 	if o.block > 0 {
 		g.block = newBlockAllocator(o.block, func(ctx context.Context, k uint64) (uint64, uint64, error) {

@@ -40,7 +40,7 @@ func encodeNumberFile(f numberRecord) []byte {
 
 func decodeNumberFile(b []byte) (numberRecord, error) {
 	bad := func(why string) (numberRecord, error) {
-		return numberRecord{}, fmt.Errorf("%w: %s; stop the host's programs and remove it (the next start writes it again from the registry)", ErrCorruptNumber, why)
+		return numberRecord{}, fmt.Errorf("%w: %s; stop the host's programs and remove it (the next start writes it again from the registry; the form history beside the counter, <counter>.forms, keeps the forms this counter issued under)", ErrCorruptNumber, why)
 	}
 	lines := strings.Split(string(b), "\n")
 	if len(lines) != 5 || lines[0] != "snapid-number 1" || lines[4] != "" {
