@@ -175,9 +175,10 @@ func raiseFor(high, stride, node uint64) uint64 {
 
 // formsFiles is the history's two copies beside one counter.
 type formsFiles struct {
-	paths [2]string
-	fs    fsOps
-	mode  fs.FileMode
+	paths       [2]string
+	counterPath string
+	fs          fsOps
+	mode        fs.FileMode
 	// seen identifies the primary copy as last read or written (see
 	// changed); cpath is its path as a C string, so that the check at
 	// every update allocates nothing.
@@ -209,7 +210,7 @@ func newFormsFiles(counterPath string, o *options) *formsFiles {
 	if fsys == nil {
 		fsys = osFS{}
 	}
-	f := &formsFiles{paths: [2]string{counterPath + formsSuffix, counterPath + formsCopySuffix}, fs: fsys, mode: o.fileMode}
+	f := &formsFiles{paths: [2]string{counterPath + formsSuffix, counterPath + formsCopySuffix}, counterPath: counterPath, fs: fsys, mode: o.fileMode}
 	f.cpath, _ = unix.BytePtrFromString(f.paths[0]) // a path with a NUL fails to open anyway
 	return f
 }
@@ -254,6 +255,17 @@ func (f *formsFiles) read() (h formHistory, repair bool, err error) {
 		ErrCorruptForms, why, f.paths[1])}
 }
 
+// seed returns the history a counter without one starts from: the
+// striped form its number file records (a registry's node number and
+// stride), if any.
+func (f *formsFiles) seed() (formHistory, error) {
+	_, n, s, ok, err := ReadNodeNumber(f.counterPath)
+	if err != nil || !ok || s == 0 || checkNodeNumber(n, s) != nil {
+		return nil, err
+	}
+	return formHistory{{form: FormatStriped, stride: s, node: n, current: true}}, nil
+}
+
 // write writes both copies, each durably, the primary first.
 func (f *formsFiles) write(h formHistory) error {
 	b := encodeForms(h)
@@ -287,6 +299,14 @@ func adoptForm(c *counterFile, f *formsFiles, fm idForm) (raised uint64, err err
 	h, repair, err := f.read()
 	if err != nil {
 		return 0, err
+	}
+	if h == nil {
+		// No history yet: a counter of a version that kept none may have
+		// issued striped ids under the stride its number file records.
+		if h, err = f.seed(); err != nil {
+			return 0, err
+		}
+		repair = h != nil // written below, whatever the form
 	}
 	switch fm.form {
 	case FormatDecimal:

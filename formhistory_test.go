@@ -154,3 +154,19 @@ func TestFormHistoryCopies(t *testing.T) {
 	require.ErrorIs(t, err, ErrCorrupt)
 	require.Contains(t, err.Error(), "restore one from a backup")
 }
+
+// A counter with no history (a version that kept none) whose number file
+// records a registry's stride 100 and node number 3 starts its history
+// from it: opened with stride 10 and node 3, it starts above 4003.
+func TestFormHistorySeededFromNumberFile(t *testing.T) {
+	c, f := openTestCounter(t, 40) // issued 103 … 4003
+	require.NoError(t, os.WriteFile(f.counterPath+numberSuffix, encodeNumberFile(numberRecord{name: "vm1", number: 3, stride: 100}), 0o600))
+	v := adopt(t, c, f, 10, 3)
+	require.Greater(t, (v+1)*10+3, uint64(4003))
+	h, _, err := f.read()
+	require.NoError(t, err)
+	require.Equal(t, formHistory{
+		{form: FormatStriped, stride: 100, node: 3, upto: 40},
+		{form: FormatStriped, stride: 10, node: 3, current: true},
+	}, h)
+}
