@@ -122,3 +122,25 @@ func TestFormChangeRefusesTheFormLeft(t *testing.T) {
 	require.NoError(t, err)
 	stripedIDs(t, g2, 1)
 }
+
+// A new striped form whose raise would pass its bound is refused before
+// any id (ErrExhausted), and the bindings the Open made are taken back.
+func TestFormChangePastTheBoundRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c")
+	g, err := Open(path, "vm1", WithBindingDir(t.TempDir()), WithSync(false), WithFormat(FormatStriped), WithNodeNumber(13), WithStride(100))
+	require.NoError(t, err)
+	stripedIDs(t, g, 30) // up to 3013
+	require.NoError(t, g.Close())
+	bind := t.TempDir()
+	_, err = Open(path, "vm1", WithBindingDir(bind), WithSync(false), WithFormat(FormatStriped), WithNodeNumber(3), WithStride(10), WithMaxID(3000))
+	require.ErrorIs(t, err, ErrExhausted)
+	require.Contains(t, err.Error(), "up to 3013")
+	v, err := ReadCounter(path)
+	require.NoError(t, err)
+	require.Equal(t, uint64(30), v, "a refused form moved the counter")
+	ents, err := os.ReadDir(bind)
+	require.NoError(t, err)
+	for _, e := range ents {
+		require.True(t, e.Name() == ".lock", "a refused Open left %s in the bindings", e.Name())
+	}
+}

@@ -389,30 +389,30 @@ func (f *formsFiles) stillCurrent(fm idForm) error {
 		ErrFormChanged, fm.stride, fm.node)}
 }
 
-// adoptForm records the Generator's numeric form in its counter's form
-// history before any id is handed out (raising the counter first if the
-// striped form changed), and has every later update of a striped
-// Generator check that its form is still the counter's.
-func (g *Generator) adoptForm(ctx context.Context, o *options) error {
-	if g.form.form == FormatName {
+// useForm records the numeric form fm of a Generator opening the counter
+// file c (at path) in its form history before any id is handed out
+// (raising the counter first if the striped form changed), and has every
+// later update of a striped Generator check that its form is still the
+// counter's.
+func useForm(ctx context.Context, c *counterFile, path string, fm idForm, o *options) error {
+	if fm.form == FormatName {
 		return nil
 	}
-	f := newFormsFiles(g.path, o)
+	f := newFormsFiles(path, o)
 	var raised uint64
-	err := g.file.withLockContext(ctx, func() (err error) {
-		raised, err = adoptForm(g.file, f, g.form)
+	err := c.withLockContext(ctx, func() (err error) {
+		raised, err = adoptForm(c, f, fm)
 		return err
 	})
 	if err != nil {
 		return err
 	}
 	if raised != 0 {
-		g.log.Warn("snapid: counter raised above the striped ids it handed out under another stride or node number",
-			"path", g.path, "to", raised, "stride", g.form.stride, "node", g.form.node)
+		o.logger.Warn("snapid: counter raised above the striped ids it handed out under another stride or node number",
+			"path", path, "to", raised, "stride", fm.stride, "node", fm.node)
 	}
-	if g.form.form == FormatStriped {
-		fm := g.form
-		g.file.formCheck = func() error { return f.stillCurrent(fm) }
+	if fm.form == FormatStriped {
+		c.formCheck = func() error { return f.stillCurrent(fm) }
 	}
 	return nil
 }

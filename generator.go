@@ -131,8 +131,16 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 	}
 	var file *counterFile
 	openFile := func() (err error) {
-		file, err = openCounter(ctx, counterPath, &o)
-		return err
+		if file, err = openCounter(ctx, counterPath, &o); err != nil {
+			return err
+		}
+		if o.reg.registry == nil {
+			// The form is known: recorded before the bindings are kept,
+			// so that a refusal takes them back. (With a registry, once
+			// the claim gave the number.)
+			return useForm(ctx, file, counterPath, form, &o)
+		}
+		return nil
 	}
 	if o.reg.registry == nil {
 		// One counter file per name on the host (see DefaultBindingDir):
@@ -171,12 +179,12 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 			return nil, err
 		}
 	}
-	if err := g.adoptForm(ctx, &o); err != nil {
-		if g.res != nil {
+	if g.res != nil {
+		if err := useForm(ctx, file, counterPath, g.form, &o); err != nil {
 			_ = g.res.close()
+			file.close()
+			return nil, err
 		}
-		file.close()
-		return nil, err
 	}
 	g.file.form = &g.form
 	g.gc = newGroupCommit(g.flush)
