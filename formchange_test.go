@@ -144,3 +144,30 @@ func TestFormChangePastTheBoundRefused(t *testing.T) {
 		require.True(t, e.Name() == ".lock", "a refused Open left %s in the bindings", e.Name())
 	}
 }
+
+// openFDs counts this process's open descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	return len(ents)
+}
+
+// An Open with a registry refused after its claim because the form
+// history cannot be used closes every file it opened (the counter and
+// the files beside it).
+func TestFormRefusedAfterClaimClosesFiles(t *testing.T) {
+	reg := snapidtest.NewRegistry()
+	h := newSeqHost(t, "vm1")
+	g := h.open(t, reg, WithFormat(FormatStriped), WithStride(10))
+	require.NoError(t, g.Close())
+	for _, p := range []string{h.path + ".forms", h.path + ".forms.copy"} {
+		require.NoError(t, os.WriteFile(p, []byte("damaged"), 0o600))
+	}
+	before := openFDs(t)
+	for range 3 {
+		_, err := Open(h.path, h.name, WithRegistry(reg), WithSync(false), WithHostInfo(h.info), WithFormat(FormatStriped))
+		require.ErrorIs(t, err, ErrCorruptForms)
+	}
+	require.Equal(t, before, openFDs(t), "a refused Open left descriptors open")
+}

@@ -173,15 +173,15 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 			file.close()
 			return nil, err
 		}
-		if g.form, err = numberedForm(&o, g.res); err != nil {
-			_ = g.res.close()
-			file.close()
-			return nil, err
+		g.form, err = numberedForm(&o, g.res)
+		if err == nil {
+			err = useForm(ctx, file, counterPath, g.form, &o)
 		}
-	}
-	if g.res != nil {
-		if err := useForm(ctx, file, counterPath, g.form, &o); err != nil {
+		if err != nil {
+			// As Close: leave the host's presence, then close the files
+			// beside the counter.
 			_ = g.res.close()
+			g.res.host.close()
 			file.close()
 			return nil, err
 		}
