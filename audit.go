@@ -56,6 +56,13 @@ const (
 	// claimed before the registry gave numbers. It gets one at its next
 	// start; its host cannot use the numeric forms until then.
 	ProblemNoNumber = "no_number"
+	// A row whose node number is not below the cluster's stride
+	// (AuditConfig.Stride): its host cannot use the striped form (Open
+	// refuses it), and neither the number nor the stride can change.
+	// Numbers are dense when names are numbered one at a time; names
+	// numbered at once may leave gaps: size the stride above the names
+	// the cluster will ever number, with room to spare.
+	ProblemNumberAboveStride = "number_above_stride"
 )
 
 // problemOrder is the order of kinds in a Report.
@@ -63,6 +70,7 @@ var problemOrder = []string{
 	ProblemInvalidName, ProblemNormalisedCollision, ProblemMissingOwner, ProblemInvalidState,
 	ProblemSharedOwner, ProblemStale, ProblemClockAhead, ProblemNotRegistered, ProblemHeldByOther,
 	ProblemInventoryInvalid, ProblemInventoryDuplicate, ProblemInventoryTaken, ProblemNumberShared, ProblemNoNumber,
+	ProblemNumberAboveStride,
 }
 
 // DefaultStale is AuditConfig.Stale's default.
@@ -90,6 +98,10 @@ type AuditConfig struct {
 	// Planned is an inventory of names planned for new hosts (optional);
 	// see ParseInventory.
 	Planned []string
+
+	// Stride is the cluster's stride of the striped form
+	// (NumberRegistry.Stride; 0: none recorded, not checked).
+	Stride uint64
 }
 
 // Report is the result of Audit. Problems is never nil, so that JSON shows
@@ -252,7 +264,7 @@ func Audit(rows []Holder, cfg AuditConfig) Report {
 			"but the one its session file records; release the names that counter does not use", quoteList(p.Names), OwnerID(owner))
 		add(p)
 	}
-	auditNumbers(rows, add)
+	auditNumbers(rows, cfg.Stride, add)
 	for norm, hs := range byNorm {
 		if len(hs) < 2 {
 			continue
@@ -404,9 +416,10 @@ func ParseInventory(r io.Reader) ([]string, error) {
 	return names, nil
 }
 
-// auditNumbers reports node numbers shared by rows, and active rows
-// without one when others have one.
-func auditNumbers(rows []Holder, add func(Problem)) {
+// auditNumbers reports node numbers shared by rows, rows whose number is
+// not below the stride (if one is recorded), and active rows without one
+// when others have one.
+func auditNumbers(rows []Holder, stride uint64, add func(Problem)) {
 	byNumber := map[uint64][]Holder{}
 	numbered := false
 	for _, h := range rows {
@@ -434,6 +447,13 @@ func auditNumbers(rows []Holder, add func(Problem)) {
 		p.Detail = fmt.Sprintf("rows %s have node number %d: their decimal and striped ids would meet; "+
 			"give all but one of them new numbers before any of them uses a numeric form", quoteList(p.Names), n)
 		add(p)
+	}
+	for _, h := range rows {
+		if stride != 0 && h.Number >= stride {
+			add(Problem{Kind: ProblemNumberAboveStride, Name: h.Name, Rows: []AuditRow{auditRow(h)},
+				Detail: fmt.Sprintf("%q has node number %d, not below the cluster's stride %d: its host cannot use the striped form (the name and decimal forms work); "+
+					"give that host a new name whose number will be below the stride, or keep it off the striped form", h.Name, h.Number, stride)})
+		}
 	}
 	if !numbered {
 		return

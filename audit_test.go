@@ -325,4 +325,17 @@ func TestAuditNumbers(t *testing.T) {
 	for _, p := range rep.Problems {
 		assert.NotEqual(t, ProblemNoNumber, p.Kind, "a registry that gives no numbers: nothing to report")
 	}
+
+	// With the cluster's stride 4: numbers 4 and up cannot be striped.
+	kinds = nil
+	for _, p := range Audit(rows, AuditConfig{Stride: 4}).Problems {
+		if p.Kind == ProblemNumberAboveStride {
+			kinds = append(kinds, p.Name)
+			assert.Contains(t, p.Detail, "stride 4")
+		}
+	}
+	assert.Equal(t, []string{"c"}, kinds)
+	for _, p := range Audit(rows, AuditConfig{Stride: 5}).Problems {
+		assert.NotEqual(t, ProblemNumberAboveStride, p.Kind, "every number is below the stride 5")
+	}
 }

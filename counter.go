@@ -115,6 +115,14 @@ type counterFile struct {
 	broken error                 // set when a torn write could not be repaired
 	high   uint64                // the highest value read or written: the counter must not go below it
 	log    *slog.Logger
+	// form, when not nil, bounds every update: numbers past its limit
+	// are refused before anything is taken (see advance). Set at Open,
+	// then read-only.
+	form *idForm
+	// formCheck, when not nil, is run under the lock before every update
+	// (a striped Generator's: its form must still be the counter's, see
+	// formhistory.go). Set at Open, then read-only.
+	formCheck func() error
 }
 
 // openFlags are the flags for every open of an existing counter file.
@@ -459,7 +467,11 @@ func (c *counterFile) readContext(ctx context.Context) (v uint64, err error) {
 
 // advance reserves k numbers (k >= 1) and returns the first of them. The
 // numbers are only returned after the new value is written (and synced,
-// when sync is on); on any error nothing is reserved.
+// when sync is on); on any error nothing is reserved. With decimal, k is
+// a count of ids of the decimal form: the update takes as many numbers as
+// hold k that do not end in 0 (see decimalSpan). Numbers past the form's
+// bound (c.form) are refused as ErrExhausted, and nothing is taken: a
+// request that does not fit whole takes nothing.
 //
 // hook, when not nil, decides where to count from (see advanceHook).
 // Without it, a counter found below a value this counterFile read or wrote
@@ -467,7 +479,7 @@ func (c *counterFile) readContext(ctx context.Context) (v uint64, err error) {
 // back above it: every number this process knows to be issued is at or
 // below that value. The update that raises it is the one that issues the
 // next numbers, so the raise is synced before any of them is returned.
-func (c *counterFile) advance(k uint64, hook advanceHook, gone, closed func() bool) (first uint64, err error) {
+func (c *counterFile) advance(k uint64, decimal bool, hook advanceHook, gone, closed func() bool) (first uint64, err error) {
 	stop := func() error {
 		if gone != nil && gone() {
 			return errCallersLeft // its callers left while the lock was held elsewhere
@@ -488,10 +500,20 @@ func (c *counterFile) advance(k uint64, hook advanceHook, gone, closed func() bo
 	if err != nil {
 		return 0, err
 	}
+	if c.formCheck != nil {
+		if err := c.formCheck(); err != nil {
+			return 0, err
+		}
+	}
+	if err := c.fits(cur, k, decimal); err != nil {
+		return 0, err // before the registry is asked for room
+	}
 	base := cur
 	switch {
 	case hook != nil:
-		if base, err = hook.check(cur, k, c.high); err != nil {
+		// A decimal request's numbers are not known before base is: the
+		// registry is asked for room for the most it can take.
+		if base, err = hook.check(cur, spanBound(k, decimal), c.high); err != nil {
 			return 0, err
 		}
 	case cur < c.high:
@@ -501,9 +523,11 @@ func (c *counterFile) advance(k uint64, hook advanceHook, gone, closed func() bo
 			"issued numbers again: without a registry nothing records how far they went",
 			"path", c.path, "counter", cur, "to", base)
 	}
-	if k > MaxNumber-base {
-		return 0, &FileError{Op: "advance", Path: c.path, Err: fmt.Errorf(
-			"%w: last issued %d, %d more would pass 2^64-1", ErrExhausted, base, k)}
+	if err := c.fits(base, k, decimal); err != nil {
+		return 0, err
+	}
+	if decimal {
+		k, _ = decimalSpan(base, k)
 	}
 	if err := c.store(base + k); err != nil {
 		return 0, err
@@ -512,6 +536,65 @@ func (c *counterFile) advance(k uint64, hook advanceHook, gone, closed func() bo
 		hook.committed(base + k)
 	}
 	return base + 1, nil
+}
+
+// fits refuses, as ErrExhausted, k numbers (decimal: k decimal ids) after
+// base that would pass the form's bound or 2^64-1.
+func (c *counterFile) fits(base, k uint64, decimal bool) error {
+	limit := uint64(MaxNumber)
+	if c.form != nil {
+		limit = c.form.limit
+	}
+	m, ok := k, k <= limit-min(base, limit)
+	if ok && decimal {
+		m, ok = decimalSpan(base, k)
+		ok = ok && m <= limit-base
+	}
+	if base < limit && ok {
+		return nil
+	}
+	what := "2^64-1"
+	if limit < MaxNumber {
+		what = fmt.Sprintf("the last number the %s form can carry (%d)", c.form.form, limit)
+	}
+	left := uint64(0)
+	if base < limit {
+		left = limit - base
+		if decimal {
+			left -= (limit/10 - base/10) // the numbers ending in 0 are not handed out
+		}
+	}
+	return &FileError{Op: "advance", Path: c.path, Err: fmt.Errorf(
+		"%w: last issued %d; %d more would pass %s, and %d are left: nothing was taken", ErrExhausted, base, k, what, left)}
+}
+
+// decimalSpan returns how many numbers after base hold k that do not end
+// in 0 (the decimal form's ids), the last of them one that does not; ok is
+// false past 2^64-1.
+func decimalSpan(base, k uint64) (m uint64, ok bool) {
+	m = k
+	for {
+		if m > MaxNumber-base {
+			return 0, false
+		}
+		tens := (base+m)/10 - base/10
+		if m-tens >= k {
+			return m, true
+		}
+		m = k + tens
+	}
+}
+
+// spanBound is the most numbers a request of k (decimal: k decimal ids)
+// takes, whatever it starts from.
+func spanBound(k uint64, decimal bool) uint64 {
+	if !decimal {
+		return k
+	}
+	if k > MaxNumber/10*9 {
+		return MaxNumber
+	}
+	return k + k/9 + 1
 }
 
 // advanceHook lets the registry take part in a counter update, under the

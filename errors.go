@@ -61,6 +61,20 @@ var (
 	// forms refuse to start; the name form starts, with a warning.
 	ErrCorruptNumber error = &corruptError{"corrupt number file"}
 
+	// ErrCorruptForms is returned when both copies of a counter's form
+	// history (<counter>.forms, <counter>.forms.copy: the striped and
+	// decimal forms it issued under) are damaged. It matches ErrCorrupt.
+	// The numeric id forms refuse to start; the name form is not
+	// affected. One damaged copy is restored from the other.
+	ErrCorruptForms error = &corruptError{"corrupt form history"}
+
+	// ErrFormChanged is returned by a striped Generator's calls once
+	// another Generator opened its counter with another stride or node
+	// number (and raised the counter past this one's ids): striped ids of
+	// two forms meet, so two never issue from one counter at once.
+	// Nothing is issued; open the counter again with its form.
+	ErrFormChanged = errors.New("the counter's striped form changed")
+
 	// ErrNumberMismatch is returned by Open when the node number the
 	// registry holds for the name is not the one recorded beside the
 	// counter (<counter>.number) or given with WithNodeNumber: ids of two

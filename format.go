@@ -185,7 +185,8 @@ type formOptions struct {
 // with WithRegistry the registry's (NumberRegistry), otherwise
 // WithNodeNumber; FormatStriped also a stride (the registry's, or
 // WithStride). In FormatDecimal numbers ending in 0 are skipped (Next
-// too), and NextN is refused (its range would hold some).
+// too), and NextN is refused (its range would hold some): NextIDsContext
+// takes n decimal ids with one counter update.
 func WithFormat(f Format) Option {
 	return func(o *options) error {
 		if int(f) >= len(formatNames) {

@@ -1,6 +1,7 @@
 package snapid_test
 
 import (
+	"context"
 	"math"
 	"math/big"
 	"os"
@@ -130,6 +131,13 @@ func TestFormatStripedBounds(t *testing.T) {
 		{"int64 default", 1 << 31, 1<<31 - 1, 0, math.MaxInt64},
 		{"int64 small stride", 10, 3, 0, math.MaxInt64 - 4},
 		{"2^64-1", 2, 1, math.MaxUint64, math.MaxUint64},
+		// The bound mod the stride below the node number: the last number
+		// that fits is one below bound/stride (computing the limit as
+		// bound/stride would hand out an id past the bound, or wrap at
+		// 2^64-1).
+		{"32-bit, node above the bound's remainder", 1000, 999, MaxUint32, 4294966999},
+		{"JavaScript, node above the bound's remainder", 1000, 992, MaxSafeInteger, 9007199254739992},
+		{"2^64-1, node above the bound's remainder", 1000, 999, math.MaxUint64, 18446744073709550999},
 	} {
 		for _, block := range []uint64{0, 5} {
 			t.Run(tc.name+"/block"+strconv.FormatUint(block, 10), func(t *testing.T) {
@@ -174,6 +182,13 @@ func TestFormatNameWithMaxID(t *testing.T) {
 	defer g.Close()
 	_, err = g.NextN(3)
 	require.ErrorIs(t, err, ErrExhausted, "a range past the bound")
+	require.Contains(t, err.Error(), "2 are left: nothing was taken")
+	v, err := ReadCounter(path)
+	require.NoError(t, err)
+	require.Equal(t, uint64(98), v, "a range refused at the bound moved the counter")
+	first, err := g.NextN(2)
+	require.NoError(t, err, "the numbers that fit are still handed out")
+	require.Equal(t, uint64(99), first)
 	_, err = g.UniqueID()
 	require.ErrorIs(t, err, ErrExhausted)
 }
@@ -258,4 +273,64 @@ func TestFormatAppendAllocatesNothing(t *testing.T) {
 			require.NoError(t, g.Close())
 		}
 	}
+}
+
+// NextIDsContext hands out n ids of any form with one counter update, all
+// of them or none: decimal -n 200 is one update (not one per id), taking
+// the numbers ending in 0 along; at the form's bound it takes nothing and
+// says how many are left, and what is left is still handed out.
+func TestNextIDsOneUpdateAllOrNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []Option
+		want func(n uint64) string
+	}{
+		{"name", nil, func(n uint64) string { return "n-" + strconv.FormatUint(n, 10) }},
+		{"decimal", []Option{WithFormat(FormatDecimal), WithNodeNumber(7)}, func(n uint64) string { return "7." + strconv.FormatUint(n, 10) }},
+		{"striped", []Option{WithFormat(FormatStriped), WithNodeNumber(7), WithStride(10)}, func(n uint64) string { return strconv.FormatUint(n*10+7, 10) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "c")
+			g, err := Open(path, "n", append([]Option{WithBindingDir(t.TempDir())}, tc.opts...)...)
+			require.NoError(t, err)
+			defer g.Close()
+			var got []string
+			require.NoError(t, g.NextIDsContext(context.Background(), 200, func(id ID) { got = append(got, id.String()) }))
+			require.Len(t, got, 200)
+			var want []string
+			for n := uint64(1); len(want) < 200; n++ {
+				if tc.name != "decimal" || n%10 != 0 {
+					want = append(want, tc.want(n))
+				}
+			}
+			require.Equal(t, want, got)
+			st := g.Stats()
+			require.Equal(t, uint64(1), st.CounterUpdates, "200 ids in one counter update")
+			v, err := ReadCounter(path)
+			require.NoError(t, err)
+			require.Equal(t, map[bool]uint64{true: 222, false: 200}[tc.name == "decimal"], v)
+			require.Equal(t, v, st.NumbersReserved)
+		})
+	}
+	t.Run("at the bound", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "c")
+		_, err := Init(path, 95) // last issued 94
+		require.NoError(t, err)
+		g, err := Open(path, "n", WithBindingDir(t.TempDir()), WithFormat(FormatDecimal), WithNodeNumber(7), WithMaxID(102))
+		require.NoError(t, err)
+		defer g.Close()
+		called := 0
+		err = g.NextIDsContext(context.Background(), 8, func(ID) { called++ })
+		require.ErrorIs(t, err, ErrExhausted)
+		require.Contains(t, err.Error(), "7 are left: nothing was taken") // 95…99, 101, 102
+		require.Zero(t, called)
+		v, err := ReadCounter(path)
+		require.NoError(t, err)
+		require.Equal(t, uint64(94), v, "a request refused at the bound moved the counter")
+		var got []string
+		require.NoError(t, g.NextIDsContext(context.Background(), 7, func(id ID) { got = append(got, id.String()) }))
+		require.Equal(t, []string{"7.95", "7.96", "7.97", "7.98", "7.99", "7.101", "7.102"}, got)
+		_, err = g.UniqueID()
+		require.ErrorIs(t, err, ErrExhausted)
+	})
 }

@@ -131,8 +131,16 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 	}
 	var file *counterFile
 	openFile := func() (err error) {
-		file, err = openCounter(ctx, counterPath, &o)
-		return err
+		if file, err = openCounter(ctx, counterPath, &o); err != nil {
+			return err
+		}
+		if o.reg.registry == nil {
+			// The form is known: recorded before the bindings are kept,
+			// so that a refusal takes them back. (With a registry, once
+			// the claim gave the number.)
+			return useForm(ctx, file, counterPath, form, &o)
+		}
+		return nil
 	}
 	if o.reg.registry == nil {
 		// One counter file per name on the host (see DefaultBindingDir):
@@ -165,16 +173,30 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 			file.close()
 			return nil, err
 		}
-		if g.form, err = numberedForm(&o, g.res); err != nil {
+		g.form, err = numberedForm(&o, g.res)
+		if err == nil {
+			err = useForm(ctx, file, counterPath, g.form, &o)
+		}
+		if err != nil {
+			// As Close: leave the host's presence, then close the files
+			// beside the counter.
 			_ = g.res.close()
+			g.res.host.close()
 			file.close()
 			return nil, err
 		}
 	}
+	g.file.form = &g.form
 	g.gc = newGroupCommit(g.flush)
 	if o.block > 0 {
 		g.block = newBlockAllocator(o.block, func(ctx context.Context, k uint64) (uint64, uint64, error) {
 			first, err := g.gc.reserve(ctx, k)
+			if errors.Is(err, ErrExhausted) && k > 1 {
+				// A block that does not fit below the form's bound takes
+				// nothing: what is left is served one number at a time.
+				k = 1
+				first, err = g.gc.reserve(ctx, k)
+			}
 			return first, k, err
 		})
 		if o.cpuShards {
@@ -307,8 +329,9 @@ func (g *Generator) next(ctx context.Context) (uint64, error) {
 
 // NextN reserves n consecutive numbers with one counter update and returns
 // the first; the numbers are first, first+1, …, first+n-1. In block mode
-// too, they come straight from the counter file. It is safe for concurrent
-// use.
+// too, they come straight from the counter file. Numbers that would pass
+// the form's bound (WithMaxID) are ErrExhausted and nothing is taken (the
+// error says how many are left). It is safe for concurrent use.
 func (g *Generator) NextN(n uint64) (first uint64, err error) {
 	return g.NextNContext(context.Background(), n)
 }
@@ -330,9 +353,54 @@ func (g *Generator) NextNContext(ctx context.Context, n uint64) (first uint64, e
 	}
 	first, err = g.gc.reserve(ctx, n)
 	if err == nil && (first > g.form.limit || n-1 > g.form.limit-first) {
+		// Never: the update refuses numbers past the bound.
 		return 0, g.form.exhausted(first + min(n-1, MaxNumber-first))
 	}
 	return first, err
+}
+
+// NextIDsContext reserves n ids of the Generator's form with one counter
+// update, all of them or none, and calls fn with each, in order. In
+// FormatDecimal the update takes as many counter numbers as hold n that
+// do not end in 0. Ids that would pass the form's bound (WithMaxID) are
+// ErrExhausted, and nothing is taken: the error says how many are left.
+// A caller whose ctx ends while the update waits for the counter's lock
+// takes nothing (see NextNContext). It is safe for concurrent use; fn is
+// called on the caller's goroutine.
+func (g *Generator) NextIDsContext(ctx context.Context, n uint64, fn func(ID)) error {
+	if n == 0 {
+		return fmt.Errorf("snapid: %w: NextIDs(0): reserve at least 1 id", ErrInvalidOption)
+	}
+	if g.closed.Load() {
+		return ErrClosed
+	}
+	if g.form.form != FormatDecimal {
+		first, err := g.NextNContext(ctx, n)
+		if err != nil {
+			return err
+		}
+		for i := range n {
+			fn(g.form.id(g.name, first+i))
+		}
+		return nil
+	}
+	if err := contextError(ctx); err != nil {
+		return err // an ended context reserves nothing
+	}
+	first, err := g.take(n, true, func() bool { return ctx.Err() != nil })
+	if errors.Is(err, errCallersLeft) {
+		err = contextError(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	for v := first; n > 0; v++ {
+		if !g.form.skip(v) {
+			fn(g.form.id(g.name, v))
+			n--
+		}
+	}
+	return nil
 }
 
 // flush is the group-commit leader's counter update. With a registry, a
@@ -344,9 +412,15 @@ func (g *Generator) NextNContext(ctx context.Context, n uint64) (first uint64, e
 // process that keeps losing the counter's lock to busier ones is not
 // failed while the registry answers.
 func (g *Generator) flush(k uint64, gone func() bool) (uint64, error) {
+	return g.take(k, false, gone)
+}
+
+// take is flush for k numbers or, with decimal, k ids of the decimal
+// form (see counterFile.advance).
+func (g *Generator) take(k uint64, decimal bool, gone func() bool) (uint64, error) {
 	var deadline time.Time
 	for {
-		first, err := g.advance(k, gone)
+		first, err := g.advance(k, decimal, gone)
 		if err == nil {
 			return first, nil
 		}
@@ -371,7 +445,7 @@ func (g *Generator) flush(k uint64, gone func() bool) (uint64, error) {
 	}
 }
 
-func (g *Generator) advance(k uint64, gone func() bool) (uint64, error) {
+func (g *Generator) advance(k uint64, decimal bool, gone func() bool) (uint64, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed.Load() {
@@ -382,8 +456,12 @@ func (g *Generator) advance(k uint64, gone func() bool) (uint64, error) {
 		hook = g.res
 	}
 	start := time.Now()
-	first, err := g.file.advance(k, hook, gone, g.closed.Load)
-	g.stats.updated(k, time.Since(start), err)
+	first, err := g.file.advance(k, decimal, hook, gone, g.closed.Load)
+	taken := k
+	if decimal && err == nil {
+		taken, _ = decimalSpan(first-1, k) // the numbers ending in 0 are taken too
+	}
+	g.stats.updated(taken, time.Since(start), err)
 	if err != nil {
 		return 0, err
 	}

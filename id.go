@@ -120,7 +120,7 @@ func (id ID) validate() error {
 		if id.Value == 0 {
 			return fmt.Errorf("snapid: %w: 0 is never issued", ErrInvalidID)
 		}
-		if id.Stride != 0 && (id.Node == 0 || id.Node >= id.Stride || id.Number > (MaxNumber-id.Node)/id.Stride || id.Number*id.Stride+id.Node != id.Value) {
+		if id.Stride != 0 && (id.Node == 0 || id.Number == 0 || id.Node >= id.Stride || id.Number > (MaxNumber-id.Node)/id.Stride || id.Number*id.Stride+id.Node != id.Value) {
 			return fmt.Errorf("snapid: %w: %d is not number %d × stride %d + node %d", ErrInvalidID, id.Value, id.Number, id.Stride, id.Node)
 		}
 		return nil

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -237,6 +238,27 @@ func TestIDUnstripe(t *testing.T) {
 	assert.ErrorIs(t, err, ErrInvalidID)
 	_, err = ID{Form: FormatStriped, Value: 9123, Stride: 1000, Node: 124, Number: 9}.MarshalText()
 	assert.ErrorIs(t, err, ErrInvalidID, "an inconsistent striped id")
+}
+
+// MarshalText and ParseID(..).Unstripe agree on every striped id with a
+// stride: number 0 (the value below the stride) and node 0 are refused by
+// both, the rest accepted by both and round-tripped.
+func TestIDStripedMarshalAgreesWithUnstripe(t *testing.T) {
+	for _, s := range []uint64{2, 3, 10, 1000} {
+		for v := uint64(1); v <= 3*s+1; v++ {
+			id := ID{Form: FormatStriped, Value: v, Stride: s, Node: v % s, Number: v / s}
+			_, merr := id.MarshalText()
+			parsed, err := ParseID(strconv.FormatUint(v, 10))
+			require.NoError(t, err)
+			un, uerr := parsed.Unstripe(s)
+			require.Equal(t, merr == nil, uerr == nil, "stride %d value %d: MarshalText says %v, Unstripe says %v", s, v, merr, uerr)
+			if uerr == nil {
+				require.Equal(t, id, un)
+			} else {
+				require.ErrorIs(t, merr, ErrInvalidID)
+			}
+		}
+	}
 }
 
 func TestIDCompareForms(t *testing.T) {

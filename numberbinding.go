@@ -1,6 +1,7 @@
 package snapid
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -30,17 +31,27 @@ const numberBindingHeader = "snapid-number 1"
 // numberFile is the name of node number n's binding file.
 func numberFile(n uint64) string { return strconv.FormatUint(n, 10) }
 
-// parseNumberBinding returns the node name a number binding holds.
-func parseNumberBinding(b []byte) (string, bool) {
+// parseNumberBinding returns the node name a number binding holds and,
+// for a number a registry gave (a third line, the counter's absolute path
+// quoted as a Go string), the counter ("" otherwise).
+func parseNumberBinding(b []byte) (name, counter string, ok bool) {
 	header, rest, ok := strings.Cut(string(b), "\n")
 	if !ok || header != numberBindingHeader {
-		return "", false
+		return "", "", false
 	}
 	name, tail, ok := strings.Cut(rest, "\n")
-	if !ok || tail != "" || ValidateName(name) != nil {
-		return "", false
+	if !ok || ValidateName(name) != nil {
+		return "", "", false
 	}
-	return name, true
+	if tail != "" {
+		q, end, ok := strings.Cut(tail, "\n")
+		c, err := strconv.Unquote(q)
+		if !ok || end != "" || err != nil || !filepath.IsAbs(c) {
+			return "", "", false
+		}
+		counter = c
+	}
+	return name, counter, true
 }
 
 // nameInUse reports whether name's binding in dir (owned by one of
@@ -81,12 +92,19 @@ func readNumberBinding(dir *statefile.Dir, n uint64, name string, owners []uint3
 	case err != nil:
 		return 0, &FileError{Op: "bind", Path: path, Err: err}
 	}
-	bound, ok := parseNumberBinding(b)
+	bound, counter, ok := parseNumberBinding(b)
 	if !ok {
 		return 0, &FileError{Op: "bind", Path: path, Err: fmt.Errorf("%w: it does not hold a node number binding this version writes; check which node name this host uses node number %d with, then remove it (the next Open records the binding again)", ErrCorruptBinding, n)}
 	}
 	if bound == name {
 		return bindingOurs, nil
+	}
+	if counter != "" {
+		// A number a registry gave: the name's for good, cluster-wide,
+		// whether its counter is on this host now or not.
+		return 0, &FileError{Op: "bind", Path: path, Err: fmt.Errorf(
+			"%w: a registry gave node number %d to the node name %q (bound on this host with the counter %s), and never gives it to another name: two names under one number hand out the same numeric ids; "+
+				"use another number (if %q is retired for good on the whole cluster, remove %s)", ErrNumberBound, n, bound, counter, bound, path)}
 	}
 	counter, inUse := nameInUse(dir, bound, owners)
 	if !inUse {
@@ -100,7 +118,7 @@ func readNumberBinding(dir *statefile.Dir, n uint64, name string, owners []uint3
 // bindNumber records, holding the lock of dir, that node number n goes
 // with name, and returns how to take that back if the Open fails. A stale
 // binding replaced is put back then.
-func bindNumber(dir *statefile.Dir, n uint64, name string, owners []uint32, hostWide bool, checkOnly string, o *options) (undo func(), err error) {
+func bindNumber(dir *statefile.Dir, n uint64, name, counter string, owners []uint32, hostWide bool, checkOnly string, o *options) (undo func(), err error) {
 	nothing := func() {}
 	if checkOnly != "" {
 		if err := checkHostWideNumber(checkOnly, n, name, o); err != nil {
@@ -137,6 +155,9 @@ func bindNumber(dir *statefile.Dir, n uint64, name string, owners []uint32, host
 		}
 	}
 	b := []byte(numberBindingHeader + "\n" + name + "\n")
+	if counter != "" {
+		b = append(b, strconv.Quote(counter)+"\n"...)
+	}
 	if st == bindingNone {
 		err = dir.Create(file, b, 0o644)
 	} else {
@@ -184,7 +205,7 @@ func checkHostWideNumber(path string, n uint64, name string, o *options) error {
 		// not in sight: root's Open may not have made it yet, or it is
 		// out of sight for a while. Only root takes it over.
 		b, _, _ := dir.ReadFile(numberFile(n), 0)
-		bound, _ := parseNumberBinding(b)
+		bound, _, _ := parseNumberBinding(b)
 		p := filepath.Join(path, numberFile(n))
 		err = &FileError{Op: "bind", Path: p, Err: fmt.Errorf(
 			"%w: root bound node number %d on this host to the node name %q (in %s), whose counter is not in sight (being opened, or out of sight for a while); "+
@@ -329,7 +350,7 @@ func precheckNumberBinding(dir *statefile.Dir, name string, owners []uint32, che
 // number (and, striped, the host's stride) to name, then runs open; if
 // open fails, the bindings it made are taken back.
 func openNumberBound(dir *statefile.Dir, name string, owners []uint32, hostWide bool, checkOnly string, o *options, open func() error) error {
-	undo, err := bindNumber(dir, o.form.node, name, owners, hostWide, checkOnly, o)
+	undo, err := bindNumber(dir, o.form.node, name, "", owners, hostWide, checkOnly, o)
 	if err != nil {
 		return err
 	}
@@ -356,4 +377,37 @@ func openNumberBound(dir *statefile.Dir, name string, owners []uint32, hostWide 
 		}
 	}
 	return nil
+}
+
+// bindRegistryNumber records, for the first process of a host whose
+// registry gave name node number n, that n goes with name and its counter
+// on this host (a number binding with the counter's path: the name's for
+// good, never taken over by another name), so that an Open without a registry cannot take n
+// for another name on this host (ErrNumberBound); a number this host
+// already uses with another name is refused the same way. Waiting for the
+// bindings' lock ends with ctx.
+func bindRegistryNumber(ctx context.Context, name, counterPath string, n uint64, o *options) error {
+	path, hostWide, checkOnly, err := o.bindingDirs(counterPath)
+	switch {
+	case err != nil:
+		return &FileError{Op: "bind", Path: counterPath, Err: err}
+	case path == "":
+		return nil
+	}
+	owners := trustedOwners(hostWide)
+	dir, err := openBindingDir(path, hostWide, owners, o)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	lockFile, err := dir.OpenLockFile(bindingLock, 0o600, owners...)
+	if err != nil {
+		return &FileError{Op: "bind", Path: filepath.Join(path, bindingLock), Err: untrusted(err)}
+	}
+	defer lockFile.Close()
+	if err := statefile.Lock(ctx, int(lockFile.Fd()), lockFile.Name()); err != nil {
+		return &FileError{Op: "bind", Path: lockFile.Name(), Err: lockError(err)}
+	}
+	_, err = bindNumber(dir, n, name, counterPath, owners, hostWide, checkOnly, o)
+	return err
 }

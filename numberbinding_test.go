@@ -7,6 +7,7 @@ import (
 
 	. "github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/testfs"
+	"github.com/snapid/snapid/snapidtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -159,4 +160,55 @@ func TestStrideBoundWithoutRegistry(t *testing.T) {
 	g, err = Open(b, "web_b", striped(3, 10)...)
 	require.NoError(t, err)
 	require.NoError(t, g.Close())
+}
+
+// A node number a registry gave a name is bound on the host, with that
+// name and its counter, by the first numeric-form Open: an Open without a
+// registry cannot take it for another name (ErrNumberBound; both would
+// issue 1.1), not even once that counter is gone (the registry never
+// gives the number to another name), and a registry's number the host
+// already uses with another name is refused for the numeric forms (the
+// name form, which does not carry it, starts).
+func TestNumberBindingOfRegistryNumber(t *testing.T) {
+	t.Run("registry first", func(t *testing.T) {
+		bind := t.TempDir()
+		reg := snapidtest.NewRegistry()
+		path := filepath.Join(t.TempDir(), "c")
+		g, err := Open(path, "vm1", WithRegistry(reg), WithBindingDir(bind), WithFormat(FormatDecimal))
+		require.NoError(t, err)
+		id, err := g.UniqueID()
+		require.NoError(t, err)
+		require.Equal(t, "1.1", id)
+		require.NoError(t, g.Close())
+
+		other := filepath.Join(t.TempDir(), "c")
+		_, err = Open(other, "vm2", WithBindingDir(bind), WithFormat(FormatDecimal), WithNodeNumber(1))
+		require.ErrorIs(t, err, ErrNumberBound)
+		require.Contains(t, err.Error(), `"vm1"`)
+		_, err = os.Stat(other)
+		require.ErrorIs(t, err, os.ErrNotExist, "a refused Open made the counter")
+
+		// The registry's counter gone: the number is still vm1's (the
+		// registry never gives it to another name).
+		require.NoError(t, os.Remove(path))
+		_, err = Open(other, "vm2", WithBindingDir(bind), WithFormat(FormatDecimal), WithNodeNumber(1))
+		require.ErrorIs(t, err, ErrNumberBound)
+	})
+	t.Run("configured first", func(t *testing.T) {
+		bind := t.TempDir()
+		g, err := Open(filepath.Join(t.TempDir(), "c"), "vm9", WithBindingDir(bind), WithFormat(FormatDecimal), WithNodeNumber(1))
+		require.NoError(t, err)
+		defer g.Close()
+		reg := snapidtest.NewRegistry()
+		path := filepath.Join(t.TempDir(), "c")
+		_, err = Open(path, "vm1", WithRegistry(reg), WithBindingDir(bind), WithFormat(FormatDecimal))
+		require.ErrorIs(t, err, ErrNumberBound)
+		require.Contains(t, err.Error(), `"vm9"`)
+		g2, err := Open(path, "vm1", WithRegistry(reg), WithBindingDir(bind))
+		require.NoError(t, err, "the name form needs no number")
+		id, err := g2.UniqueID()
+		require.NoError(t, err)
+		require.Equal(t, "vm1-1", id)
+		require.NoError(t, g2.Close())
+	})
 }

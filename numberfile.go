@@ -16,37 +16,58 @@ import (
 // with a registry, the node number the registry gave the host's name and,
 // once a striped Generator needed it, the cluster's stride:
 //
-//	snapid-number 1
+//	snapid-number 2
 //	name <node name>
 //	number <node number>
 //	stride <stride, 0 if not known yet>
+//	claim <hash of the claim's session and the lines above, 16 hex digits>
 //
 // The first process of the host writes it (atomically, made durable)
 // after its claim when it is missing, names another name (a name released
 // on this counter and followed by another) or lacks the stride; a file
 // for the name with another number or stride than the registry's is
 // refused (ErrNumberMismatch, ErrStrideMismatch) and nothing is issued.
-// The host's other processes read it instead of asking the registry.
+// The host's other processes read it instead of asking the registry, and
+// only when its claim line matches the session of the claim they join (the
+// session file's) and its own lines: a file copied from another host,
+// edited, or left by another claim is refused, so a joining process never issues another host's (or
+// another name's) numeric ids. Version 1 files (no session) are read, and
+// rewritten by the next claim.
 const numberSuffix = ".number"
 
 type numberRecord struct {
 	name           string
 	number, stride uint64
+	check          uint64 // numberCheck of the claim that wrote it (0: a version 1 file)
+}
+
+// numberCheck binds a number record to the claim's session.
+func numberCheck(session string, f numberRecord) uint64 {
+	return sessionHash(fmt.Sprintf("%s\n%s\n%d\n%d", session, f.name, f.number, f.stride))
 }
 
 func encodeNumberFile(f numberRecord) []byte {
-	return fmt.Appendf(nil, "snapid-number 1\nname %s\nnumber %d\nstride %d\n", f.name, f.number, f.stride)
+	return fmt.Appendf(nil, "snapid-number 2\nname %s\nnumber %d\nstride %d\nclaim %016x\n", f.name, f.number, f.stride, f.check)
 }
 
 func decodeNumberFile(b []byte) (numberRecord, error) {
 	bad := func(why string) (numberRecord, error) {
-		return numberRecord{}, fmt.Errorf("%w: %s; stop the host's programs and remove it (the next start writes it again from the registry)", ErrCorruptNumber, why)
+		return numberRecord{}, fmt.Errorf("%w: %s; stop the host's programs and remove it (the next start writes it again from the registry; the form history beside the counter, <counter>.forms, keeps the forms this counter issued under)", ErrCorruptNumber, why)
 	}
 	lines := strings.Split(string(b), "\n")
-	if len(lines) != 5 || lines[0] != "snapid-number 1" || lines[4] != "" {
+	var f numberRecord
+	switch {
+	case len(lines) == 5 && lines[0] == "snapid-number 1" && lines[4] == "":
+	case len(lines) == 6 && lines[0] == "snapid-number 2" && lines[5] == "":
+		h, ok := strings.CutPrefix(lines[4], "claim ")
+		v, err := strconv.ParseUint(h, 16, 64)
+		if !ok || err != nil || len(h) != 16 || fmt.Sprintf("%016x", v) != h {
+			return bad("no valid claim line")
+		}
+		f.check = v
+	default:
 		return bad("not a number file this version writes")
 	}
-	var f numberRecord
 	var ok bool
 	if f.name, ok = strings.CutPrefix(lines[1], "name "); !ok || ValidateName(f.name) != nil {
 		return bad("no valid node name")
@@ -155,7 +176,16 @@ func (r *reservation) claimNumber(ctx context.Context, h Holder) error {
 	if err := r.checkGivenNumber(n, stride); err != nil {
 		return err
 	}
+	if r.form.form != FormatName {
+		// Only the numeric forms carry the number: a name-form host
+		// binds it when it first uses one (and is refused then if the
+		// host uses the number with another name).
+		if err := bindRegistryNumber(ctx, r.name, r.host.counterPath, n, r.host.opts); err != nil {
+			return err
+		}
+	}
 	want := numberRecord{name: r.name, number: n, stride: stride}
+	want.check = numberCheck(h.Session, want)
 	if !ok || f != want {
 		if err := statefile.ReplaceAtomically(r.host.fs, r.host.numberPath(), encodeNumberFile(want), r.host.mode); err != nil {
 			return &FileError{Op: "write", Path: r.host.numberPath(), Err: err}
@@ -276,9 +306,19 @@ func (r *reservation) joinNumber() error {
 	if err != nil {
 		return err
 	}
-	if !ok || f.name != r.name || r.form.form == FormatStriped && f.stride == 0 {
+	if ok && f.name != r.name {
+		return &FileError{Op: "open", Path: r.host.numberPath(), Err: fmt.Errorf(
+			"%w: it records the node number of %q, not of %q (the name this host's claim is for): left by another name or copied from another host? Nothing was issued; "+
+				"restart the host's processes (the first one asks the registry and writes it again)", ErrNumberMismatch, f.name, r.name)}
+	}
+	if !ok || r.form.form == FormatStriped && f.stride == 0 {
 		return fmt.Errorf("snapid: %w: the %s form needs the node number%s the host's first process records in %s, and it has not: restart the host's processes with this form (the first one asks the registry)",
 			ErrInvalidOption, r.form.form, map[bool]string{true: " and stride", false: ""}[r.form.form == FormatStriped], r.host.numberPath())
+	}
+	if f.check != numberCheck(r.session, f) {
+		return &FileError{Op: "open", Path: r.host.numberPath(), Err: fmt.Errorf(
+			"%w: it was not written by the claim this process joins (session %s): replaced, edited or copied from another host? Nothing was issued; "+
+				"restart the host's processes (the first one asks the registry and writes it again)", ErrNumberMismatch, r.host.sessionPath)}
 	}
 	if r.form.stride != 0 && r.form.stride != f.stride {
 		return fmt.Errorf("snapid: %w: the cluster's stride is %d, not %d (WithStride)", ErrStrideMismatch, f.stride, r.form.stride)

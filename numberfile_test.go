@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,7 +42,7 @@ func TestRegistryNodeNumbersDecimal(t *testing.T) {
 	}
 	b1, err := os.ReadFile(a.path + ".number")
 	require.NoError(t, err)
-	assert.Equal(t, "snapid-number 1\nname web_a\nnumber "+strconv.FormatUint(na, 10)+"\nstride 0\n", string(b1))
+	assert.Regexp(t, "^snapid-number 2\nname web_a\nnumber "+strconv.FormatUint(na, 10)+"\nstride 0\nclaim [0-9a-f]{16}\n$", string(b1))
 
 	ga2 := a.open(t, reg, WithFormat(FormatDecimal)) // joins: reads the file
 	_, n2, _ := ga2.Form()
@@ -208,4 +209,75 @@ func TestRegistryBadFormOptionsChangeNothing(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidOption)
 	_, ok = reg.Row("fourth")
 	assert.False(t, ok, "a refused bound claimed the name")
+}
+
+// A joining process uses the number file only when it was written by the
+// claim it joins, for its name: a file copied from another host, one
+// edited to another host's number, one left by a released name, and one
+// naming another name (even with this claim's line) are refused
+// (nothing is issued); the file as the first process wrote it is used.
+func TestNumberFileJoinerChecksTheClaim(t *testing.T) {
+	reg := snapidtest.NewRegistry()
+	b := newSeqHost(t, "join_b")
+	gb := b.open(t, reg, WithFormat(FormatDecimal))
+	defer gb.Close()
+	_, nb, _ := gb.Form()
+	fromB, err := os.ReadFile(b.path + ".number")
+	require.NoError(t, err)
+
+	// The counter first served "old_name", which was released.
+	a := newSeqHost(t, "join_a")
+	g, err := Open(a.path, "old_name", WithRegistry(reg), WithSync(false), WithHostInfo(a.info), WithFormat(FormatDecimal))
+	require.NoError(t, err)
+	_, nOld, _ := g.Form()
+	require.NoError(t, g.Close())
+	released, err := os.ReadFile(a.path + ".number")
+	require.NoError(t, err)
+	_, err = Release(context.Background(), a.path, "old_name", WithRegistry(reg))
+	require.NoError(t, err)
+
+	ga := a.open(t, reg, WithFormat(FormatDecimal), WithReclaim())
+	defer ga.Close()
+	_, na, _ := ga.Form()
+	require.NotEqual(t, na, nb)
+	require.NotEqual(t, na, nOld)
+	own, err := os.ReadFile(a.path + ".number")
+	require.NoError(t, err)
+	edited := []byte(strings.Replace(string(own), "number "+strconv.FormatUint(na, 10)+"\n", "number "+strconv.FormatUint(nb, 10)+"\n", 1))
+	require.NotEqual(t, own, edited)
+	otherName, err := ExportNumberFileFor(a.path, "old_name", nOld, 0)
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		name string
+		file []byte
+		want error
+	}{
+		{"copied from another host", fromB, ErrNumberMismatch},
+		{"edited to another host's number", edited, ErrNumberMismatch},
+		{"left by a released name", released, ErrNumberMismatch},
+		{"another name, this claim's line", otherName, ErrNumberMismatch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NoError(t, os.WriteFile(a.path+".number", tc.file, 0o600))
+			before, err := os.ReadFile(a.path)
+			require.NoError(t, err)
+			g, err := Open(a.path, a.name, WithRegistry(reg), WithSync(false), WithHostInfo(a.info), WithFormat(FormatDecimal))
+			if err == nil {
+				_, n, _ := g.Form()
+				id, _ := g.UniqueID()
+				g.Close()
+				t.Fatalf("a joining process used the number file (node number %d, id %s): ids of another node", n, id)
+			}
+			require.ErrorIs(t, err, tc.want)
+			after, err := os.ReadFile(a.path)
+			require.NoError(t, err)
+			require.Equal(t, before, after, "a refused join changed the counter")
+		})
+	}
+	require.NoError(t, os.WriteFile(a.path+".number", own, 0o600))
+	g2 := a.open(t, reg, WithFormat(FormatDecimal))
+	_, n2, _ := g2.Form()
+	require.Equal(t, na, n2)
+	require.NoError(t, g2.Close())
 }

@@ -23,15 +23,18 @@ import (
 //	next              number: a hint, the highest number taken (written
 //	                  without a condition; it may lag, never matters)
 //
-// A number is taken by INSERT … IF NOT EXISTS on its row (candidates from
-// the hint up, a few apart at random, further apart after each number
-// found taken), then given to the name by INSERT … IF NOT EXISTS on the
-// name's row, both at SERIAL; an
+// A number is taken by INSERT … IF NOT EXISTS on its row (the one after
+// the hint first, then a few apart at random, further apart after each
+// number found taken), then given to the name by INSERT … IF NOT EXISTS on
+// the name's row, both at SERIAL; an
 // unknown outcome is resolved by reading the row at SERIAL (the attempt
 // column says whether it is ours). A name keeps the number its row got
 // first; a number taken by an attempt that lost that race stays taken,
-// never given to another name (a gap in the numbers). Numbers are not
-// dense: with stride S, fewer than S-1 names fit under it.
+// never given to another name (a gap in the numbers). Names numbered one
+// at a time get dense numbers; names numbered at once, or attempts that
+// lost a race, leave gaps, so with stride S fewer than S-1 names may fit
+// under it (check-names reports a name whose number is not below the
+// stride).
 const numbersSuffix = "_numbers"
 
 // numberAttempts bounds the numbers one AssignNumber tries to take.
@@ -214,8 +217,14 @@ func number(name string, row numRow) (uint64, error) {
 	return uint64(*row.number), nil
 }
 
-// takeNumber takes a free node number for name: from the hint up, a few
-// apart at random so that hosts starting together meet less.
+// takeNumber takes a free node number for name: the one after the hint
+// first, so that names numbered one at a time get 1, 2, 3, … (every
+// number below the stride usable); after each number found taken, further
+// on, a few apart at random and more each time, so that hosts starting
+// together meet less. Measured on one node with 16 names: one at a time,
+// 1 insert per name and numbers 1 to 16 (a random first gap of 0 to 3
+// gave numbers up to 45); 16 at once, 3.25 inserts per name against 2.65
+// with the random first gap, and about the same highest number.
 func (r *Registry) takeNumber(ctx context.Context, q numQuerier, name string) (uint64, error) {
 	var start uint64
 	row, ok, err := q.read(ctx, "next", false)
@@ -226,7 +235,7 @@ func (r *Registry) takeNumber(ctx context.Context, q numQuerier, name string) (u
 	if ok && row.number != nil && *row.number > 0 {
 		start = uint64(*row.number)
 	}
-	n := start + 1 + uint64(rand.IntN(4))
+	n := start + 1
 	for attempt := range numberAttempts {
 		if attempt > 0 {
 			if err := r.backoff(ctx, min(attempt, 4)); err != nil {

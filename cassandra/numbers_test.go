@@ -3,9 +3,12 @@ package cassandra
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -86,4 +89,143 @@ func TestAssignNumberHintBehind(t *testing.T) {
 	n, err := r.AssignNumber(ctx, "late", "owner1", h.Session)
 	require.NoError(t, err)
 	require.Greater(t, n, uint64(300))
+}
+
+// intruderNums, at the first insert of a row whose key starts with
+// prefix, has another attempt insert that row first (another name or
+// number, another token), then loses this insert's answer: the insert was
+// not applied, and only the token of the row found says so.
+type intruderNums struct {
+	numQuerier
+	prefix  string
+	number  uint64 // the intruder's number (for a name row)
+	name    string // the intruder's name (for a number row)
+	mu      sync.Mutex
+	done    bool
+	intrude string // the key it intruded on
+}
+
+func (l *intruderNums) insert(ctx context.Context, key string, n uint64, name, token string) (bool, numRow, error) {
+	l.mu.Lock()
+	intrude := !l.done && strings.HasPrefix(key, l.prefix)
+	if intrude {
+		l.done, l.intrude = true, key
+	}
+	l.mu.Unlock()
+	if !intrude {
+		return l.numQuerier.insert(ctx, key, n, name, token)
+	}
+	in, rowName := n, l.name
+	if l.number != 0 {
+		in, rowName = l.number, name
+	}
+	if ok, _, err := l.numQuerier.insert(ctx, key, in, rowName, "intruder-token"); err != nil || !ok {
+		return false, numRow{}, fmt.Errorf("the intruder's insert of %s: applied %v, %v", key, ok, err)
+	}
+	if _, _, err := l.numQuerier.insert(ctx, key, n, name, token); err != nil {
+		return false, numRow{}, err
+	}
+	return false, numRow{}, errors.New("injected: the reply was lost")
+}
+
+// An INSERT … IF NOT EXISTS whose answer was lost, with another attempt's
+// row written in between, is resolved as not applied (the row's token is
+// not ours): a number row another name took is never also this name's,
+// and a name row another attempt gave a number is the name's number.
+func TestAssignNumberLostAnswerAnotherWriterBetween(t *testing.T) {
+	t.Run("number row", func(t *testing.T) {
+		_, ctx, r := oneRegistry(t)
+		q, _, err := r.numbers(ctx, true)
+		require.NoError(t, err)
+		in := &intruderNums{numQuerier: q, prefix: "number:", name: "intruder"}
+		r.nums.q = in
+		h := mustClaim(t, ctx, r, "lossy", "owner1")
+		n, err := r.AssignNumber(ctx, "lossy", "owner1", h.Session)
+		require.NoError(t, err)
+		require.True(t, in.done)
+		require.NotEqual(t, "number:"+strconv.FormatUint(n, 10), in.intrude, "the intruder's number was also given to lossy")
+		row, found, err := q.read(ctx, "number:"+strconv.FormatUint(n, 10), true)
+		require.NoError(t, err)
+		require.True(t, found)
+		require.Equal(t, "lossy", str(row.name), "number %d's row names another name: two names hold one number", n)
+	})
+	t.Run("name row", func(t *testing.T) {
+		_, ctx, r := oneRegistry(t)
+		q, _, err := r.numbers(ctx, true)
+		require.NoError(t, err)
+		in := &intruderNums{numQuerier: q, prefix: "name:", number: 777}
+		r.nums.q = in
+		h := mustClaim(t, ctx, r, "lossy", "owner1")
+		n, err := r.AssignNumber(ctx, "lossy", "owner1", h.Session)
+		require.NoError(t, err)
+		require.True(t, in.done)
+		require.Equal(t, uint64(777), n, "the name's row gives it 777; it was told another number")
+		got, err := r.Get(ctx, "lossy")
+		require.NoError(t, err)
+		require.Equal(t, n, got.Number)
+	})
+}
+
+// gatedNums holds every insert of a name's row until want of them arrived
+// (or a bound of seconds passed), so that concurrent assignments for one
+// name all take a number before any gives one.
+type gatedNums struct {
+	numQuerier
+	want    int
+	mu      sync.Mutex
+	arrived int
+	all     chan struct{}
+}
+
+func (g *gatedNums) insert(ctx context.Context, key string, n uint64, name, token string) (bool, numRow, error) {
+	if strings.HasPrefix(key, "name:") {
+		g.mu.Lock()
+		if g.arrived++; g.arrived == g.want {
+			close(g.all)
+		}
+		g.mu.Unlock()
+		select {
+		case <-g.all:
+		case <-time.After(20 * time.Second):
+		}
+	}
+	return g.numQuerier.insert(ctx, key, n, name, token)
+}
+
+// Eight concurrent assignments for one name, each taking a number of its
+// own before any gives one, are all told the one number the name's row
+// got first.
+func TestAssignNumberConcurrentOneName(t *testing.T) {
+	_, ctx, r := oneRegistry(t)
+	q, _, err := r.numbers(ctx, true)
+	require.NoError(t, err)
+	const n = 8
+	g := &gatedNums{numQuerier: q, want: n, all: make(chan struct{})}
+	r.nums.q = g
+	h := mustClaim(t, ctx, r, "busy", "owner1")
+	got := make([]uint64, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], errs[i] = r.AssignNumber(ctx, "busy", "owner1", h.Session)
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		require.NoError(t, errs[i])
+	}
+	row, found, err := q.read(ctx, "name:busy", true)
+	require.NoError(t, err)
+	require.True(t, found)
+	want, err := number("busy", row)
+	require.NoError(t, err)
+	for i := range n {
+		require.Equal(t, want, got[i], "assignment %d of %v was told another number than the name's row holds", i, got)
+	}
+	g.mu.Lock()
+	require.Equal(t, n, g.arrived, "every assignment took a number of its own before giving it")
+	g.mu.Unlock()
 }

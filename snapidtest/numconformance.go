@@ -62,6 +62,18 @@ func TestNumberRegistry(t *testing.T, newRegistry func(*testing.T) snapid.Number
 			}
 		}
 	})
+	t.Run("dense one at a time", func(t *testing.T) {
+		// Names numbered one after another on a new registry get 1, 2,
+		// 3, …: with stride S, S-1 such names fit under it. (Names
+		// numbered at once may leave gaps; they stay unique.)
+		r := newRegistry(t)
+		for i := range 12 {
+			h := claim(t, r, fmt.Sprintf("d%d", i), "o1", false)
+			if n := assign(t, r, h); n != uint64(i+1) {
+				t.Fatalf("the %d. name numbered one at a time got node number %d, want %d", i+1, n, i+1)
+			}
+		}
+	})
 	t.Run("only the holder", func(t *testing.T) {
 		ctx := context.Background()
 		r := newRegistry(t)

@@ -69,6 +69,9 @@ func cmdCheckNames(ctx context.Context, c *cli, args []string) error {
 		if err := c.thisHost(&cfg); err != nil {
 			return err
 		}
+		if cfg.Stride, err = reg.Stride(ctx); err != nil {
+			return err
+		}
 	} else if *names == "" {
 		return usageError{"nothing to check: give --cassandra (or SNAPID_CASSANDRA) to audit the registry, or --names FILE to check an inventory"}
 	}

@@ -87,32 +87,13 @@ func cmdNext(ctx context.Context, c *cli, args []string) error {
 	return w.Flush()
 }
 
-// issueIDs issues n ids of g's form, one per line: with one counter
-// update (NextN), except in the decimal form, which skips numbers ending
-// in 0 and so takes them one at a time.
+// issueIDs issues n ids of g's form, one per line, with one counter
+// update (all of them or none: at the form's bound it takes nothing).
 func issueIDs(ctx context.Context, g *snapid.Generator, n uint64) ([]byte, error) {
-	form, node, stride := g.Form()
 	var out []byte
-	if form == snapid.FormatDecimal {
-		for range n {
-			var err error
-			if out, err = g.AppendUniqueIDContext(ctx, out); err != nil {
-				return nil, err
-			}
-			out = append(out, '\n')
-		}
-		return out, nil
-	}
-	first, err := g.NextNContext(ctx, n)
+	err := g.NextIDsContext(ctx, n, func(id snapid.ID) { out = append(id.AppendTo(out), '\n') })
 	if err != nil {
 		return nil, err
-	}
-	for i := range n {
-		id := snapid.ID{Name: g.Name(), Number: first + i}
-		if form == snapid.FormatStriped {
-			id = snapid.ID{Form: form, Value: (first+i)*stride + node}
-		}
-		out = append(id.AppendTo(out), '\n')
 	}
 	return out, nil
 }

@@ -71,7 +71,7 @@ func describe(cmd string, err error) string {
 	case errors.Is(err, snapid.ErrProbableClone):
 		hint = "this counter directory looks copied from a machine still using it: give this machine its own counter (remove the .owner file) and name"
 	case errors.Is(err, snapid.ErrExhausted):
-		hint = "nothing was issued: the counter never passes 2^64-1; ask for fewer numbers, or use a new node name once it is used up"
+		hint = "nothing was issued and the counter did not move (it never passes 2^64-1 or the form's bound): ask for fewer numbers (the error says how many are left), or use a new node name (or a larger --max-id) once it is used up"
 	case errors.Is(err, cassandra.ErrFragileReplication):
 		hint = "check --replication (SNAPID_REPLICATION); nothing was created"
 	case errors.Is(err, cassandra.ErrLocalSerial):

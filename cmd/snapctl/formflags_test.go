@@ -72,3 +72,38 @@ func TestNextFormatRefused(t *testing.T) {
 		})
 	}
 }
+
+// next at a form's bound takes nothing when the ids asked for do not all
+// fit: the counter does not move, the error says so and how many are
+// left, and those are still issued.
+func TestNextAtTheBoundTakesNothing(t *testing.T) {
+	for _, form := range [][]string{
+		{"--format", "striped", "--node-number", "7", "--stride", "1000", "--uint32"}, // last number 4294967
+		{"--format", "decimal", "--node-number", "7", "--max-id", "4294967"},
+	} {
+		t.Run(form[1], func(t *testing.T) {
+			f := newFakeEnv(t)
+			f.host = "vm"
+			r := f.run(t, "init", "--start", "4294965")
+			require.Equal(t, exitOK, r.code, "stderr: %q", r.stderr)
+			show := func() string {
+				r := f.run(t, "show")
+				require.Equal(t, exitOK, r.code, "stderr: %q", r.stderr)
+				return r.stdout
+			}
+			before := show()
+			for range 2 {
+				r = f.run(t, append([]string{"next", "-n", "4", "--name", "vm"}, form...)...)
+				require.Equal(t, exitFailure, r.code)
+				line := requireOneErrorLine(t, r)
+				assert.Contains(t, line, "3 are left: nothing was taken")
+				assert.Contains(t, line, "nothing was issued and the counter did not move")
+				assert.Empty(t, r.stdout)
+				assert.Equal(t, before, show(), "a refused next moved the counter")
+			}
+			r = f.run(t, append([]string{"next", "-n", "3", "--name", "vm"}, form...)...)
+			require.Equal(t, exitOK, r.code, "stderr: %q", r.stderr)
+			assert.Len(t, strings.Fields(r.stdout), 3)
+		})
+	}
+}

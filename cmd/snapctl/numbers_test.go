@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,4 +57,36 @@ func TestNodeNumbersWithRegistry(t *testing.T) {
 	r = f.run(t, "status")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Regexp(t, `node number\s+`+num+`\n`, r.stdout)
+	assert.Regexp(t, `cluster stride\s+1000\n`, r.stdout)
+	r = f.run(t, "status", "--json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, `"stride": "1000"`)
+	r = f.run(t, "names", "--json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, `"stride": "1000"`)
+	r = f.run(t, "names")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "cluster stride 1000")
+}
+
+// check-names reports a name whose node number is not below the
+// cluster's stride (its host cannot use the striped form); names numbered
+// one at a time get 1, 2, … so stride S leaves room for S-1 of them.
+func TestCheckNamesNumberAboveStride(t *testing.T) {
+	f, s, _ := registryEnv(t)
+	dc := s.LocalDC(t)
+	r := f.run(t, "setup", "--replication", dc+":1", "--stride", "3")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	for i, name := range []string{"web_1", "web_2", "web_3"} {
+		f.host = name
+		r = f.run(t, "next", "--format", "decimal", "--counter", filepath.Join(t.TempDir(), "counter"))
+		require.Equal(t, exitOK, r.code, r.stderr)
+		assert.Equal(t, strconv.Itoa(i+1)+".1\n", r.stdout, "names numbered one at a time get dense numbers")
+	}
+	r = f.run(t, "check-names")
+	require.Equal(t, exitProblems, r.code, r.stdout+r.stderr)
+	assert.Regexp(t, `number_above_stride\s+web_3\s+.*node number 3, not below the cluster's stride 3`, r.stdout)
+	assert.NotContains(t, r.stdout, "web_2 ")
+	r = f.run(t, "status", "--counter", filepath.Join(t.TempDir(), "counter"))
+	assert.Contains(t, r.stdout, "not below the cluster's stride 3")
 }

@@ -61,8 +61,9 @@ type statusRow struct {
 	LastSeen     time.Time `json:"last_seen,omitzero"`
 	ReservedUpTo string    `json:"reserved_up_to,omitempty"`
 	NodeNumber   uint64    `json:"node_number,omitempty,string"`
-	ThisHost     bool      `json:"this_host"`         // held by this counter's owner token
-	Session      bool      `json:"this_host_session"` // and under the session recorded on this host
+	Stride       uint64    `json:"stride,omitempty,string"` // the cluster's stride of striped ids, if recorded
+	ThisHost     bool      `json:"this_host"`               // held by this counter's owner token
+	Session      bool      `json:"this_host_session"`       // and under the session recorded on this host
 }
 
 // cmdStatus looks at this host once: the counter, the files beside it, the
@@ -157,6 +158,14 @@ func cmdStatus(ctx context.Context, c *cli, args []string) error {
 		}
 		if err == nil || errors.Is(err, snapid.ErrNotRegistered) {
 			secondName(ctx, reg, name, hf, st.Processes, attention)
+		}
+		if s, serr := reg.Stride(ctx); serr != nil {
+			attention("the cluster's stride could not be read: %s", oneLine(describe("status", serr)))
+		} else {
+			st.Registry.Stride = s
+			if s != 0 && err == nil && h.Number >= s {
+				attention("%q has node number %d, not below the cluster's stride %d: this host cannot use the striped form", name, h.Number, s)
+			}
 		}
 		if err == nil {
 			r := st.Registry
@@ -301,6 +310,9 @@ func printStatus(c *cli, st *statusReport) error {
 				fmt.Fprintf(tw, "  node number\t%d\n", r.NodeNumber)
 			}
 		}
+		if r.Stride != 0 {
+			fmt.Fprintf(tw, "  cluster stride\t%d\n", r.Stride)
+		}
 	}
 	for _, q := range st.Sequences {
 		lease := "no lease"
@@ -436,12 +448,17 @@ func cmdNames(ctx context.Context, c *cli, args []string) error {
 		out = append(out, row{h.Name, h.Hostname, h.Address, snapid.OwnerID(h.Owner), h.State, h.RegisteredAt, h.LastSeen,
 			strconv.FormatUint(h.Reserved, 10), h.Number})
 	}
+	stride, err := reg.Stride(ctx)
+	if err != nil {
+		return err
+	}
 	if *asJSON {
 		enc := json.NewEncoder(c.stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
-			Rows []row `json:"rows"`
-		}{out})
+			Rows   []row  `json:"rows"`
+			Stride uint64 `json:"stride,omitempty,string"` // the cluster's stride of striped ids, if recorded
+		}{out, stride})
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tHOST\tSTATE\tLAST SEEN\tRESERVED UP TO\tOWNER\tNODE NUMBER")
@@ -459,7 +476,11 @@ func cmdNames(ctx context.Context, c *cli, args []string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(c.stdout, "names: %s\n", plural(len(out), "row"))
+	strideNote := ""
+	if stride != 0 {
+		strideNote = fmt.Sprintf(", cluster stride %d", stride)
+	}
+	_, err = fmt.Fprintf(c.stdout, "names: %s%s\n", plural(len(out), "row"), strideNote)
 	return err
 }
 

@@ -1,0 +1,418 @@
+package snapid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"math/bits"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"github.com/snapid/snapid/internal/statefile"
+	"golang.org/x/sys/unix"
+)
+
+// The form history: every numeric form a counter has issued under, kept
+// beside the counter in two copies, <counter>.forms and
+// <counter>.forms.copy, each written whole (a synced temporary file
+// renamed into place) and carrying a checksum:
+//
+//	snapid-forms 1
+//	striped <stride> <node number> <counter when it was left>
+//	striped <stride> <node number> current
+//	decimal <node number>
+//	crc32c <checksum of the lines above, hex>
+//
+// Striped ids of two forms meet (30×100+13 = 301×10+3): so the striped
+// form in use is recorded as current, and a Generator that opens the
+// counter with another stride or node number raises the counter first, so
+// that its first id is above every id the counter issued under every
+// earlier striped form (number × stride + node for the highest number the
+// counter had reached when that form was left), then records its own form
+// as current; both durably, before any id of the new form is handed out.
+// A Generator of the form left (another process) finds the history
+// changed at its next counter update and is refused (ErrFormChanged): two
+// striped forms never issue from one counter at once. Decimal ids never
+// meet striped ones (they are not integers) nor those of another node
+// number; their node numbers are recorded for the operator.
+//
+// One damaged or removed copy is restored from the other. Both damaged
+// refuses the numeric forms (ErrCorruptForms): removing them would forget
+// what the counter issued under.
+const (
+	formsSuffix     = ".forms"
+	formsCopySuffix = ".forms.copy"
+	formsHeader     = "snapid-forms 1"
+)
+
+// formEntry is one form in the history.
+type formEntry struct {
+	form         Format // FormatStriped or FormatDecimal
+	stride, node uint64
+	upto         uint64 // striped: the counter's value when the form was left
+	current      bool   // striped: the form in use
+}
+
+type formHistory []formEntry
+
+var crc32c = crc32.MakeTable(crc32.Castagnoli)
+
+func encodeForms(h formHistory) []byte {
+	var b strings.Builder
+	b.WriteString(formsHeader + "\n")
+	for _, e := range h {
+		switch {
+		case e.form == FormatDecimal:
+			fmt.Fprintf(&b, "decimal %d\n", e.node)
+		case e.current:
+			fmt.Fprintf(&b, "striped %d %d current\n", e.stride, e.node)
+		default:
+			fmt.Fprintf(&b, "striped %d %d %d\n", e.stride, e.node, e.upto)
+		}
+	}
+	body := b.String()
+	return fmt.Appendf([]byte(body), "crc32c %08x\n", crc32.Checksum([]byte(body), crc32c))
+}
+
+func decodeForms(b []byte) (formHistory, error) {
+	s := string(b)
+	i := strings.LastIndex(strings.TrimSuffix(s, "\n"), "\n")
+	if i < 0 || !strings.HasSuffix(s, "\n") {
+		return nil, errors.New("not a form history this version writes")
+	}
+	body, sum := s[:i+1], strings.TrimSuffix(s[i+1:], "\n")
+	if sum != fmt.Sprintf("crc32c %08x", crc32.Checksum([]byte(body), crc32c)) {
+		return nil, errors.New("its checksum does not match")
+	}
+	lines := strings.Split(strings.TrimSuffix(body, "\n"), "\n")
+	if lines[0] != formsHeader {
+		return nil, errors.New("not a form history this version writes")
+	}
+	var h formHistory
+	currents := 0
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		num := func(s string) (uint64, bool) {
+			v, err := strconv.ParseUint(s, 10, 64)
+			return v, err == nil && strconv.FormatUint(v, 10) == s
+		}
+		var e formEntry
+		var ok1, ok2, ok3 bool
+		switch {
+		case len(f) == 2 && f[0] == "decimal":
+			e.form = FormatDecimal
+			e.node, ok1 = num(f[1])
+			ok2, ok3 = checkNodeNumber(e.node, 0) == nil, true
+		case len(f) == 4 && f[0] == "striped":
+			e.form = FormatStriped
+			e.stride, ok1 = num(f[1])
+			e.node, ok2 = num(f[2])
+			if f[3] == "current" {
+				e.current, ok3 = true, true
+				currents++
+			} else {
+				e.upto, ok3 = num(f[3])
+			}
+			ok1 = ok1 && checkStride(e.stride) == nil
+			ok2 = ok2 && checkNodeNumber(e.node, e.stride) == nil
+		}
+		if !ok1 || !ok2 || !ok3 {
+			return nil, fmt.Errorf("line %q is not a form this version writes", l)
+		}
+		h = append(h, e)
+	}
+	if currents > 1 {
+		return nil, errors.New("it records two striped forms in use")
+	}
+	return h, nil
+}
+
+// current returns the striped form in use, if any.
+func (h formHistory) current() (formEntry, bool) {
+	for _, e := range h {
+		if e.current {
+			return e, true
+		}
+	}
+	return formEntry{}, false
+}
+
+// highestStriped returns the highest id the counter may have issued under
+// a striped form other than (stride, node), cur being the counter's value
+// now (the bound of the form in use); ok is false if there is none. An id
+// past 2^64-1 is reported as 2^64-1.
+func (h formHistory) highestStriped(stride, node, cur uint64) (high uint64, ok bool) {
+	for _, e := range h {
+		if e.form != FormatStriped || e.stride == stride && e.node == node {
+			continue
+		}
+		n := e.upto
+		if e.current {
+			n = cur
+		}
+		hi, lo := bits.Mul64(n, e.stride)
+		v, carry := bits.Add64(lo, e.node, 0)
+		if hi != 0 || carry != 0 {
+			v = MaxNumber
+		}
+		high, ok = max(high, v), true
+	}
+	return high, ok
+}
+
+// raiseFor returns the counter value from which the striped form (stride,
+// node) hands out only ids above high: the smallest n with
+// (n+1)×stride + node > high.
+func raiseFor(high, stride, node uint64) uint64 {
+	if high < node {
+		return 0
+	}
+	return (high - node) / stride
+}
+
+// formsFiles is the history's two copies beside one counter.
+type formsFiles struct {
+	paths       [2]string
+	counterPath string
+	fs          fsOps
+	mode        fs.FileMode
+	// seen identifies the primary copy as last read or written (see
+	// changed); cpath is its path as a C string, so that the check at
+	// every update allocates nothing.
+	seen  fileID
+	cpath *byte
+}
+
+// fileID identifies a file's content: a new copy is renamed into place,
+// so another inode (or size) is another history.
+type fileID struct {
+	dev, ino, size uint64
+	ok             bool
+}
+
+// statID returns the identity of the file at cpath.
+func statID(cpath *byte) fileID {
+	var stx unix.Statx_t
+	dirfd := unix.AT_FDCWD
+	_, _, errno := unix.Syscall6(unix.SYS_STATX, uintptr(dirfd), uintptr(unsafe.Pointer(cpath)),
+		uintptr(unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_DONT_SYNC), uintptr(unix.STATX_INO|unix.STATX_SIZE), uintptr(unsafe.Pointer(&stx)), 0)
+	if errno != 0 {
+		return fileID{}
+	}
+	return fileID{dev: unix.Mkdev(stx.Dev_major, stx.Dev_minor), ino: stx.Ino, size: stx.Size, ok: true}
+}
+
+func newFormsFiles(counterPath string, o *options) *formsFiles {
+	fsys := o.fs
+	if fsys == nil {
+		fsys = osFS{}
+	}
+	f := &formsFiles{paths: [2]string{counterPath + formsSuffix, counterPath + formsCopySuffix}, counterPath: counterPath, fs: fsys, mode: o.fileMode}
+	f.cpath, _ = unix.BytePtrFromString(f.paths[0]) // a path with a NUL fails to open anyway
+	return f
+}
+
+// read returns the history (nil if neither copy exists) and whether one
+// copy must be written again (missing or damaged while the other is
+// good). Both damaged is ErrCorruptForms.
+func (f *formsFiles) read() (h formHistory, repair bool, err error) {
+	var got [2]formHistory
+	var bad [2]error
+	var found [2]bool
+	for i, p := range f.paths {
+		b, err := readSmallFile(p, false)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue
+		case err != nil:
+			bad[i] = err
+		default:
+			got[i], bad[i] = decodeForms(b)
+		}
+		found[i] = true
+		if i == 0 && bad[i] == nil {
+			f.seen = statID(f.cpath)
+		}
+	}
+	switch {
+	case found[0] && bad[0] == nil:
+		return got[0], !found[1] || bad[1] != nil || string(encodeForms(got[0])) != string(encodeForms(got[1])), nil
+	case found[1] && bad[1] == nil:
+		return got[1], true, nil
+	case !found[0] && !found[1]:
+		return nil, false, nil
+	}
+	why := bad[0]
+	if why == nil {
+		why = bad[1]
+	}
+	return nil, false, &FileError{Op: "read", Path: f.paths[0], Err: fmt.Errorf(
+		"%w: %w, and its copy %s cannot be used either; they record the striped forms this counter issued under, and removing them would forget it: "+
+			"restore one from a backup, or, before removing both, raise the counter (snapctl init) past every striped id it handed out under another stride or node number than the one it will use",
+		ErrCorruptForms, why, f.paths[1])}
+}
+
+// seed returns the history a counter without one starts from: the
+// striped form its number file records (a registry's node number and
+// stride), if any.
+func (f *formsFiles) seed() (formHistory, error) {
+	_, n, s, ok, err := ReadNodeNumber(f.counterPath)
+	if err != nil || !ok || s == 0 || checkNodeNumber(n, s) != nil {
+		return nil, err
+	}
+	return formHistory{{form: FormatStriped, stride: s, node: n, current: true}}, nil
+}
+
+// write writes both copies, each durably, the primary first.
+func (f *formsFiles) write(h formHistory) error {
+	b := encodeForms(h)
+	for i, p := range f.paths {
+		if err := statefile.ReplaceAtomically(f.fs, p, b, f.mode); err != nil {
+			return &FileError{Op: "write", Path: p, Err: err}
+		}
+		if i == 0 {
+			f.seen = statID(f.cpath)
+		}
+	}
+	return nil
+}
+
+// changed reports whether the primary copy is not the one last read or
+// written (a rename replaced it, or it is gone).
+func (f *formsFiles) changed() bool {
+	if f.cpath == nil {
+		return true
+	}
+	id := statID(f.cpath)
+	return !id.ok || id != f.seen
+}
+
+// adoptForm, for a Generator of a numeric form fm, holding the counter's
+// lock, records fm in the history and, for a striped form other than the
+// one in use, first raises the counter so that fm's first id is above
+// every id of the earlier striped forms (see the history's comment). It
+// returns the value the counter was raised to (0: not raised).
+func adoptForm(c *counterFile, f *formsFiles, fm idForm) (raised uint64, err error) {
+	h, repair, err := f.read()
+	if err != nil {
+		return 0, err
+	}
+	if h == nil {
+		// No history yet: a counter of a version that kept none may have
+		// issued striped ids under the stride its number file records.
+		if h, err = f.seed(); err != nil {
+			return 0, err
+		}
+		repair = h != nil // written below, whatever the form
+	}
+	switch fm.form {
+	case FormatDecimal:
+		for _, e := range h {
+			if e.form == FormatDecimal && e.node == fm.node {
+				if repair {
+					return 0, f.write(h)
+				}
+				return 0, nil
+			}
+		}
+		return 0, f.write(append(h, formEntry{form: FormatDecimal, node: fm.node}))
+	case FormatStriped:
+	default:
+		return 0, nil
+	}
+	if cur, ok := h.current(); ok && cur.stride == fm.stride && cur.node == fm.node {
+		if repair {
+			return 0, f.write(h)
+		}
+		return 0, nil
+	}
+	cur, err := c.load()
+	if err != nil {
+		return 0, err
+	}
+	cur = max(cur, c.high)
+	if high, ok := h.highestStriped(fm.stride, fm.node, cur); ok {
+		if need := raiseFor(high, fm.stride, fm.node); need > cur {
+			if need >= fm.limit {
+				return 0, &FileError{Op: "open", Path: c.path, Err: fmt.Errorf(
+					"%w: this counter handed out striped ids up to %d under another stride or node number; the %s form with stride %d and node number %d would start above them at number %d, past its bound (%d); nothing was issued",
+					ErrExhausted, high, fm.form, fm.stride, fm.node, need+1, fm.limit)}
+			}
+			if err := c.store(need); err != nil {
+				return 0, err
+			}
+			if !c.sync {
+				if err := c.io.Sync(c.f); err != nil {
+					return 0, &FileError{Op: "sync", Path: c.path, Err: err}
+				}
+			}
+			raised = need
+		}
+	}
+	next := make(formHistory, 0, len(h)+1)
+	for _, e := range h {
+		switch {
+		case e.form == FormatStriped && e.stride == fm.stride && e.node == fm.node:
+			continue // current again, below
+		case e.current:
+			e.current, e.upto = false, cur
+		}
+		next = append(next, e)
+	}
+	next = append(next, formEntry{form: FormatStriped, stride: fm.stride, node: fm.node, current: true})
+	return raised, f.write(next)
+}
+
+// stillCurrent refuses, under the counter's lock at each update of a
+// striped Generator, a counter whose history another Generator changed to
+// another striped form since this one adopted its own.
+func (f *formsFiles) stillCurrent(fm idForm) error {
+	if !f.changed() {
+		return nil
+	}
+	prev := f.seen
+	h, _, err := f.read()
+	if err == nil {
+		if cur, ok := h.current(); ok && cur.stride == fm.stride && cur.node == fm.node {
+			return nil
+		}
+	}
+	f.seen = prev // refused at every later update too
+	if err != nil {
+		return err
+	}
+	return &FileError{Op: "advance", Path: f.paths[0], Err: fmt.Errorf(
+		"%w: another process opened this counter with another striped form (stride or node number) than this Generator's (stride %d, node number %d), and striped ids of two forms meet; nothing was issued: close this Generator and open it again with the counter's form",
+		ErrFormChanged, fm.stride, fm.node)}
+}
+
+// useForm records the numeric form fm of a Generator opening the counter
+// file c (at path) in its form history before any id is handed out
+// (raising the counter first if the striped form changed), and has every
+// later update of a striped Generator check that its form is still the
+// counter's.
+func useForm(ctx context.Context, c *counterFile, path string, fm idForm, o *options) error {
+	if fm.form == FormatName {
+		return nil
+	}
+	f := newFormsFiles(path, o)
+	var raised uint64
+	err := c.withLockContext(ctx, func() (err error) {
+		raised, err = adoptForm(c, f, fm)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if raised != 0 {
+		o.logger.Warn("snapid: counter raised above the striped ids it handed out under another stride or node number",
+			"path", path, "to", raised, "stride", fm.stride, "node", fm.node)
+	}
+	if fm.form == FormatStriped {
+		c.formCheck = func() error { return f.stillCurrent(fm) }
+	}
+	return nil
+}
