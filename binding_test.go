@@ -474,10 +474,16 @@ func TestBindingNeverFollowsLinks(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(bind, "web"), []byte(bindingFor(link)), 0o644))
 	_, err = Open(counter, "web", WithBindingDir(bind))
 	require.ErrorIs(t, err, ErrNameBound, "a link to the counter is another path, not this counter")
-	// A hard link is the same file.
+	// A hard link is the same file, but a counter with two names is
+	// refused (another user could have made the second one).
 	hard := filepath.Join(dir, "hard.u64")
 	require.NoError(t, os.Link(counter, hard))
 	require.NoError(t, os.WriteFile(filepath.Join(bind, "vm"), []byte(bindingFor(hard)), 0o644))
+	_, err = Open(counter, "vm", WithBindingDir(bind))
+	require.ErrorIs(t, err, ErrUntrustedOwner)
+	require.Contains(t, err.Error(), "2 names")
+	require.NoError(t, os.Remove(hard))
+	require.NoError(t, os.WriteFile(filepath.Join(bind, "vm"), []byte(bindingFor(counter)), 0o644))
 	g, err = Open(counter, "vm", WithBindingDir(bind))
 	require.NoError(t, err)
 	require.NoError(t, g.Close())

@@ -61,3 +61,7 @@ func raceWithNobody(t *testing.T, prefix string) (root, shared, home, work, bin 
 	copyExecutable(t, bin)
 	return root, shared, home, work, bin
 }
+
+// requireRoot skips a test that needs root unless SNAPID_REQUIRE_ROOT is
+// set, when it fails it (see testfs.RequireRoot).
+func requireRoot(t *testing.T) { t.Helper(); testfs.RequireRoot(t) }

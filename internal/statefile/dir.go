@@ -222,7 +222,7 @@ func (d *Dir) Create(name string, b []byte, mode uint32) error {
 	}
 	err = d.check("link", tmp, name)
 	if err == nil {
-		err = unix.Linkat(d.fd, tmp, d.fd, name, 0)
+		err = linkNoReplace(d.fd, tmp, d.fd, name)
 		if errors.Is(err, unix.EEXIST) {
 			err = fs.ErrExist
 		} else if err != nil {
@@ -276,6 +276,22 @@ func (d *Dir) Remove(name string) error {
 // the descriptor that it is a regular file owned by one of owners.
 func (d *Dir) OpenLockFile(name string, mode uint32, owners ...uint32) (*os.File, error) {
 	fd, err := openat(d.fd, name, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, mode)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: d.join(name), Err: openErr(err)}
+	}
+	if _, err := CheckRegular(fd, owners...); err != nil {
+		unix.Close(fd)
+		return nil, &fs.PathError{Op: "open", Path: d.join(name), Err: err}
+	}
+	return os.NewFile(uintptr(fd), d.join(name)), nil
+}
+
+// OpenExisting opens the existing file name in d for reading (to lock
+// it: flock works on a read-only descriptor) without creating it,
+// following a link or blocking, and checks on the descriptor that it is a
+// regular file with one link owned by one of owners.
+func (d *Dir) OpenExisting(name string, owners ...uint32) (*os.File, error) {
+	fd, err := openat(d.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: d.join(name), Err: openErr(err)}
 	}
