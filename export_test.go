@@ -153,3 +153,11 @@ func ExportRetryWaits(t interface{ Cleanup(func()) }, wait func(attempt int) tim
 // ExportTransient reports whether a start-up's registry call that failed
 // with err is sent again.
 func ExportTransient(err error) bool { return transient(err) }
+
+// ExportUserLockWait sets how long root waits for a user's bindings lock
+// (see checkUsersBindings) until the test ends.
+func ExportUserLockWait(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := userLockWait
+	userLockWait = d
+	t.Cleanup(func() { userLockWait = old })
+}

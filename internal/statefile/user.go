@@ -2,9 +2,13 @@ package statefile
 
 import (
 	"bufio"
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,10 +16,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// UserName returns the login name of uid from the password database, or
-// "uid N".
+// UserName returns the login name of uid from the system's user
+// database, or "uid N".
 func UserName(uid uint32) string {
-	for _, u := range Users() {
+	us, _ := lookupUsers(context.Background(), strconv.FormatUint(uint64(uid), 10))
+	for _, u := range us {
 		if u.Uid == uid {
 			return u.Name
 		}
@@ -23,27 +28,85 @@ func UserName(uid uint32) string {
 	return "uid " + strconv.FormatUint(uint64(uid), 10)
 }
 
-// User is an entry of the password database.
+// User is an entry of the system's user database.
 type User struct {
 	Name string
 	Uid  uint32
 	Home string
 }
 
-// PasswdPath is the password database Users reads; tests point it at a
-// file of their own.
-var PasswdPath = "/etc/passwd"
+// PasswdPath, when set, is a file in the format of /etc/passwd read
+// instead of the system's user database; tests point it at a file of
+// their own.
+var PasswdPath = ""
 
-// Users returns the entries of the password database (none if it cannot
-// be read).
+// Getent is the program that lists the system's user database (getent
+// passwd: /etc/passwd and whatever else NSS is configured with, LDAP,
+// SSSD, systemd-homed). Where it cannot be run, /etc/passwd is read.
+var Getent = "getent"
+
+// Users returns the entries of the system's user database (none if it
+// cannot be read).
 func Users() []User {
-	f, err := os.Open(PasswdPath)
+	us, _ := UsersContext(context.Background())
+	return us
+}
+
+// UsersContext returns the entries of the system's user database as
+// `getent passwd` lists them, ending when ctx does (a directory service
+// that does not answer does not hold the caller). A database that NSS does
+// not enumerate (SSSD with enumerate = false, its default) lists only the
+// users it has cached or that are local.
+func UsersContext(ctx context.Context) ([]User, error) {
+	return lookupUsers(ctx)
+}
+
+// ByUID returns the entry of uid in the system's user database.
+func ByUID(uid uint32) (User, bool) {
+	us, _ := lookupUsers(context.Background(), strconv.FormatUint(uint64(uid), 10))
+	for _, u := range us {
+		if u.Uid == uid {
+			return u, true
+		}
+	}
+	return User{}, false
+}
+
+// lookupUsers lists the entries named by keys (login names or uids), or
+// every entry if there are none.
+func lookupUsers(ctx context.Context, keys ...string) ([]User, error) {
+	if PasswdPath != "" {
+		return readPasswd(PasswdPath)
+	}
+	cmd := exec.CommandContext(ctx, Getent, append([]string{"passwd"}, keys...)...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin:/usr/sbin:/sbin", "LC_ALL=C"}
+	out, err := cmd.Output()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return parsePasswd(bufio.NewReader(bytes.NewReader(out))), nil
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("listing the users of the host (getent passwd): %w", ctx.Err())
+	case errors.As(err, &exit) && exit.ExitCode() == 2:
+		return nil, nil // a key not found
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
+		return readPasswd("/etc/passwd")
+	}
+	return nil, fmt.Errorf("listing the users of the host (getent passwd): %w", err)
+}
+
+// readPasswd reads a file in the format of /etc/passwd.
+func readPasswd(path string) ([]User, error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	defer f.Close()
+	return parsePasswd(bufio.NewReader(f)), nil // no limit on a line's length: a long one must not hide the rest
+}
+
+func parsePasswd(r *bufio.Reader) []User {
 	var us []User
-	r := bufio.NewReader(f) // no limit on a line's length: a long one must not hide the rest
 	for {
 		line, err := r.ReadString('\n')
 		if line == "" && err != nil {
