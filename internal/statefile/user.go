@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -80,6 +81,7 @@ func lookupUsers(ctx context.Context, keys ...string) ([]User, error) {
 	}
 	cmd := exec.CommandContext(ctx, Getent, append([]string{"passwd"}, keys...)...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin:/usr/sbin:/sbin", "LC_ALL=C"}
+	cmd.WaitDelay = time.Second // a child it left holding the output does not hold us
 	out, err := cmd.Output()
 	var exit *exec.ExitError
 	switch {
