@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -378,7 +379,16 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 	}
 	lockFile, err := dir.OpenLockFile(bindingLock, 0o600, owners...)
 	if err != nil {
-		return &FileError{Op: "bind", Path: filepath.Join(path, bindingLock), Err: untrusted(err)}
+		lp := filepath.Join(path, bindingLock)
+		if hostWide && errors.Is(err, statefile.ErrWrongOwner) {
+			// Planted while the directory was writable by every user
+			// (an earlier version made it 1777). It cannot be moved
+			// aside safely here: another Open of root's may be making
+			// the real one at this moment.
+			err = fmt.Errorf("%w; it was made by another user while the directory was writable by every user (earlier versions "+
+				"made it 1777): remove it (rm %s) and try again; root's next Open makes it again", err, lp)
+		}
+		return &FileError{Op: "bind", Path: lp, Err: untrusted(err)}
 	}
 	defer lockFile.Close()
 	if err := statefile.Lock(ctx, int(lockFile.Fd()), lockFile.Name()); err != nil {
@@ -387,6 +397,19 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 	st, err := readBinding(dir, name, counterPath, owners, o)
 	if err != nil {
 		return err
+	}
+	if hostWide && st == bindingUntrusted {
+		// Not root's: planted while the directory was writable by every
+		// user. Moved aside (whatever it is, a directory too), under the
+		// lock, so that root's binding can take its place.
+		aside, err := dir.MoveAside(name, ".not-root-")
+		if err != nil {
+			return &FileError{Op: "bind", Path: filepath.Join(path, name), Err: fmt.Errorf(
+				"moving aside an entry not owned by root: %w; remove it and try again", err)}
+		}
+		o.logger.Warn("snapid: an entry not owned by root in the host-wide name bindings directory was moved aside",
+			"entry", filepath.Join(path, name), "now", filepath.Join(path, aside))
+		st = bindingNone
 	}
 	if hostWide {
 		// Also when the binding is root's already: a user may have bound
@@ -584,6 +607,13 @@ func readBinding(dir *statefile.Dir, name, counterPath string, owners []uint32, 
 			"binding", path, "owner", statefile.UserName(st.Uid))
 		return bindingUntrusted, nil
 	case errors.Is(err, statefile.ErrSymlink), errors.Is(err, statefile.ErrNotRegular), errors.Is(err, statefile.ErrTooLarge):
+		if lst, lerr := dir.Lstat(name); lerr == nil && !slices.Contains(owners, lst.Uid) {
+			// A link or a directory of another user's: as a file of
+			// another user's.
+			o.logger.Warn("snapid: an entry at a name binding not owned by a user it can be trusted from is ignored",
+				"binding", path, "owner", statefile.UserName(lst.Uid))
+			return bindingUntrusted, nil
+		}
 		return 0, &FileError{Op: "bind", Path: path, Err: fmt.Errorf("%w: %w; check which counter file this host uses the name %q with, then remove it (the next Open records the binding again)", ErrCorruptBinding, err, name)}
 	case err != nil:
 		return 0, &FileError{Op: "bind", Path: path, Err: err}

@@ -302,6 +302,29 @@ func (d *Dir) OpenExisting(name string, owners ...uint32) (*os.File, error) {
 	return os.NewFile(uintptr(fd), d.join(name)), nil
 }
 
+// MoveAside renames name in d to a new name starting with prefix (".",
+// so never a node name) and returns that name: what is there, whatever it
+// is (a directory, a FIFO), is kept, out of the way. It never replaces.
+func (d *Dir) MoveAside(name, prefix string) (string, error) {
+	var raw [8]byte
+	_, _ = rand.Read(raw[:])
+	aside := prefix + name + "-" + hex.EncodeToString(raw[:])
+	if err := d.check("rename", name, aside); err != nil {
+		return "", err
+	}
+	err := ignoringEINTR(func() error { return unix.Renameat2(d.fd, name, d.fd, aside, unix.RENAME_NOREPLACE) })
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+		err = unix.Renameat(d.fd, name, d.fd, aside) // the name is random: nothing is there
+	}
+	if err != nil {
+		return "", &fs.PathError{Op: "rename", Path: d.join(name), Err: err}
+	}
+	if err := d.Sync(); err != nil {
+		return "", fmt.Errorf("sync directory %s: %w", d.path, err)
+	}
+	return aside, nil
+}
+
 // Lstat returns the status of name in d, not following a link.
 func (d *Dir) Lstat(name string) (unix.Stat_t, error) {
 	var st unix.Stat_t
