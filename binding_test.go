@@ -355,9 +355,7 @@ func TestBindingRemovedWhenOpenFails(t *testing.T) {
 // level by level with mode 0755 (only root writes it; others read it), and
 // a directory an administrator made safe is left as it is.
 func TestBindingDefaultDir(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("creating the host-wide directory is root's")
-	}
+	requireRoot(t)
 	shared := filepath.Join(t.TempDir(), "var", "lib", "snapid", "names")
 	ExportBindingDefaults(t, shared)
 	path := filepath.Join(t.TempDir(), "counter.u64")
@@ -393,9 +391,7 @@ func TestBindingDefaultDir(t *testing.T) {
 // does not own (with a warning) and replaces such a binding when it binds
 // the name; root's own bindings there still count.
 func TestBindingOldSharedDirMigrated(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the host-wide directory is root's")
-	}
+	requireRoot(t)
 	shared := filepath.Join(t.TempDir(), "names")
 	require.NoError(t, os.Mkdir(shared, 0o700))
 	require.NoError(t, os.Chmod(shared, 0o777|os.ModeSticky))

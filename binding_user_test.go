@@ -38,9 +38,7 @@ func TestBindingFallbackForOtherUsers(t *testing.T) {
 		bindingChild(t, shared)
 		return
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("running a program as another user is root's")
-	}
+	requireRoot(t)
 	// Directories the other user can reach: not under t.TempDir (0700).
 	root, err := os.MkdirTemp("", "snapid-binding-user-")
 	require.NoError(t, err)
@@ -159,9 +157,7 @@ func copyExecutable(t *testing.T, dst string) {
 // whichever of the two came first (root's bindings, host-wide, are read by
 // the user). Once the user's counter is gone, root may use the name.
 func TestBindingRootAfterUser(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run another user")
-	}
+	requireRoot(t)
 	root, home := hostWithNobody(t, "snapid-rootafter-")
 
 	zero := EncodeCounter(3) // the user issued vm-1..3
@@ -195,9 +191,7 @@ const raceNames = 120
 // ids. Each side checks the other's bindings again after recording its
 // own, so at least one of the two sees the other whatever the order.
 func TestBindingRootAndUserRace(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("running a program as another user is root's")
-	}
+	requireRoot(t)
 	root, shared, home, work, bin := raceWithNobody(t, "snapid-binding-race-")
 	// Root's counters in a 0755 directory, as /var/lib/snapid is: the
 	// user sees whether root's counter exists.

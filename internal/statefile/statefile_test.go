@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapid/snapid/internal/testfs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -84,9 +85,7 @@ func TestReadsRefuseWhatIsNotARegularFile(t *testing.T) {
 // A file or directory owned by another user is refused when owners are
 // given.
 func TestOwnerChecks(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("chown needs root")
-	}
+	testfs.RequireRoot(t)
 	dir := t.TempDir()
 	p := filepath.Join(dir, "f")
 	require.NoError(t, os.WriteFile(p, []byte("x"), 0o644))
