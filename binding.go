@@ -46,16 +46,17 @@ import (
 // each new level synced into its parent) and records its bindings there.
 // Every other user records its bindings in its own state directory
 // (~/.local/state/snapid/names, mode 0700, in the home directory the
-// password database gives, whatever $HOME or $XDG_STATE_HOME say; a user
-// without a home of its own there uses $XDG_STATE_HOME/snapid/names, else
-// $HOME/.local/state/snapid/names), which always counts for that user's
-// programs, and also reads the host-wide directory when it can: a name
-// root bound there to another counter is refused. Root, binding a name
-// for the first time, reads every user's own directory too: a name a user
-// bound to a counter of its own that still exists is refused. A host-wide directory left world-writable (mode
+// system's user database gives, whatever $HOME or $XDG_STATE_HOME say; a
+// user without a home of its own there uses $XDG_STATE_HOME/snapid/names,
+// else $HOME/.local/state/snapid/names), which always counts for that
+// user's programs, and also reads the host-wide directory: a name root
+// bound there to another counter, whether that counter exists yet or not,
+// is refused, and a host-wide directory it cannot read refuses every name.
+// Root, before it uses a name, reads every user's own directory too (see
+// checkUsersBindings). A host-wide directory left world-writable (mode
 // 1777) by an earlier version is made 0755 by root's next Open, and any
-// binding in it not owned by root is ignored (with a warning) and
-// replaced when root binds that name. The environment variable
+// entry at a name in it not owned by root is ignored (with a warning) and
+// moved aside when root binds that name. The environment variable
 // SNAPID_BINDING_DIR, an absolute path, replaces both; WithBindingDir
 // replaces it for one Open.
 const DefaultBindingDir = "/var/lib/snapid/names"
@@ -121,8 +122,8 @@ func userBindingDir(home string) string {
 	return filepath.Join(home, ".local", "state", "snapid", "names")
 }
 
-// ownHome returns the effective user's home directory from the password
-// database, if it exists and belongs to the user (a service user's
+// ownHome returns the effective user's home directory from the system's
+// user database, if it exists and belongs to the user (a service user's
 // /nonexistent or root-owned home does not: then $XDG_STATE_HOME or $HOME
 // is used, as before).
 func ownHome() (string, bool) {
@@ -458,9 +459,13 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 	}
 	// Root and another user bind under different locks; each checks the
 	// other's bindings again after recording its own, root before its
-	// counter is opened, the user after its counter exists: whichever
-	// order the two Opens run in, at least one sees the other and fails
-	// (a user's Open that fails so leaves its new counter, unused).
+	// counter is opened, the user after its counter exists, and neither
+	// takes the other's binding for stale while the other may be making
+	// its counter (the user refuses root's binding to another counter
+	// whether it exists or not; root decides on a user's binding without
+	// a counter under that user's lock): whichever order the two Opens
+	// run in, at least one sees the other and fails (a user's Open that
+	// fails so leaves its new counter, unused).
 	if hostWide {
 		if err := checkUsersBindings(ctx, name, counterPath, o); err != nil {
 			undo()
