@@ -182,8 +182,9 @@ func SplitPath(path string) (dir, base string) {
 }
 
 // CreateAtomically creates path with content b: a temporary file in the
-// same directory is written and synced, linked into place, its temporary
-// name removed, then the directory synced, which makes both the new name
+// same directory is written and synced, given its name without replacing
+// anything (linkNoReplace with the real file system; a link, then the
+// temporary name removed, through another FS), then the directory synced, which makes both the new name
 // and the removal durable. It fails with fs.ErrExist if path exists (after
 // syncing the directory, so that a file another process just created is
 // durable before the caller relies on it); an existing file is never
