@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -86,8 +87,8 @@ func TestBindingRootUserInterleaving(t *testing.T) {
 			child.Env = append(os.Environ(), envInterleaveShared+"="+shared, envInterleaveWork+"="+work,
 				"HOME="+home, "XDG_STATE_HOME=", "TMPDIR="+filepath.Join(work, "tmp"), "SNAPID_BINDING_DIR=")
 			child.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-			var out strings.Builder
-			child.Stdout, child.Stderr = &out, &out
+			out := &childOutput{}
+			child.Stdout, child.Stderr = out, out
 
 			type result struct {
 				id  string
@@ -165,6 +166,24 @@ func TestBindingRootUserInterleaving(t *testing.T) {
 			}
 		})
 	}
+}
+
+// childOutput collects a child's output while the test reads it.
+type childOutput struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (c *childOutput) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.b.Write(p)
+}
+
+func (c *childOutput) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.b.String()
 }
 
 // waitChan is closed once path exists (or after bound).
