@@ -78,7 +78,7 @@ const (
 // bindingDirs returns the directory to record the binding in ("" when
 // bindings are off), whether it is the host-wide one, and the host-wide
 // directory to check, read-only ("" if none).
-func (o *options) bindingDirs(counterPath string) (dir string, hostWide bool, checkOnly string, err error) {
+func (o *options) bindingDirs(ctx context.Context, counterPath string) (dir string, hostWide bool, checkOnly string, err error) {
 	if o.bindingSet {
 		return o.binding, false, "", nil
 	}
@@ -103,8 +103,13 @@ func (o *options) bindingDirs(counterPath string) (dir string, hostWide bool, ch
 	// $XDG_STATE_HOME: one user's programs share one bindings directory
 	// whatever their environment says (a second counter under a name is
 	// refused even with another XDG_STATE_HOME), and root can find it.
-	if home, ok := ownHome(); ok {
+	if home, ok := ownHome(ctx); ok {
 		return userBindingDir(home), false, defaultBindingDir, nil
+	}
+	if err := ctx.Err(); err != nil {
+		// Not "no home": the user database did not answer in time, and
+		// another directory would split this user's bindings in two.
+		return "", false, "", fmt.Errorf("looking up this user's home in the user database: %w", err)
 	}
 	state := os.Getenv("XDG_STATE_HOME")
 	if state == "" || !filepath.IsAbs(state) {
@@ -126,8 +131,8 @@ func userBindingDir(home string) string {
 // user database, if it exists and belongs to the user (a service user's
 // /nonexistent or root-owned home does not: then $XDG_STATE_HOME or $HOME
 // is used, as before).
-func ownHome() (string, bool) {
-	u, ok := statefile.ByUID(uint32(os.Geteuid()))
+func ownHome(ctx context.Context) (string, bool) {
+	u, ok := statefile.ByUID(ctx, uint32(os.Geteuid()))
 	if !ok {
 		return "", false
 	}
@@ -320,7 +325,7 @@ func trustedOwners(hostWide bool) []uint32 {
 // binding if it is not there yet. When open fails, a binding this call
 // made is removed again. Waiting for another Open's lock ends with ctx.
 func withNameBound(ctx context.Context, name, counterPath string, o *options, open func() error) error {
-	path, hostWide, checkOnly, err := o.bindingDirs(counterPath)
+	path, hostWide, checkOnly, err := o.bindingDirs(ctx, counterPath)
 	if err != nil {
 		return &FileError{Op: "bind", Path: counterPath, Err: err}
 	}

@@ -18,16 +18,19 @@ import (
 )
 
 // UserName returns the login name of uid from the system's user
-// database, or "uid N".
+// database, or "uid N" (also when the database does not answer within
+// lookupWait: it names users in messages, which must not hang).
 func UserName(uid uint32) string {
-	us, _ := lookupUsers(context.Background(), strconv.FormatUint(uint64(uid), 10))
-	for _, u := range us {
-		if u.Uid == uid {
-			return u.Name
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), lookupWait)
+	defer cancel()
+	if u, ok := ByUID(ctx, uid); ok {
+		return u.Name
 	}
 	return "uid " + strconv.FormatUint(uint64(uid), 10)
 }
+
+// lookupWait bounds a lookup of one user for a message.
+const lookupWait = 2 * time.Second
 
 // User is an entry of the system's user database.
 type User struct {
@@ -62,15 +65,28 @@ func UsersContext(ctx context.Context) ([]User, error) {
 	return lookupUsers(ctx)
 }
 
-// ByUID returns the entry of uid in the system's user database.
-func ByUID(uid uint32) (User, bool) {
-	us, _ := lookupUsers(context.Background(), strconv.FormatUint(uint64(uid), 10))
-	for _, u := range us {
-		if u.Uid == uid {
-			return u, true
+// ByUID returns the entry of uid in the system's user database: from
+// /etc/passwd (or PasswdPath) if it is there, without running anything,
+// else from getent passwd, which ends when ctx does.
+func ByUID(ctx context.Context, uid uint32) (User, bool) {
+	find := func(us []User) (User, bool) {
+		for _, u := range us {
+			if u.Uid == uid {
+				return u, true
+			}
 		}
+		return User{}, false
 	}
-	return User{}, false
+	local := PasswdPath
+	if local == "" {
+		local = "/etc/passwd"
+	}
+	us, _ := readPasswd(local)
+	if u, ok := find(us); ok || PasswdPath != "" {
+		return u, ok
+	}
+	us, _ = lookupUsers(ctx, strconv.FormatUint(uint64(uid), 10))
+	return find(us)
 }
 
 // lookupUsers lists the entries named by keys (login names or uids), or
