@@ -70,6 +70,10 @@ var defaultBindingDir = DefaultBindingDir
 // returns "" for a counter outside a test's temporary directory.
 var testBindingDir func(counterPath string) string
 
+// testAfterHostWideCheck, set by this package's tests only, runs in a
+// user's Open right after its first check of the host-wide bindings.
+var testAfterHostWideCheck func()
+
 const (
 	bindingHeader = "snapid-binding 1"
 	bindingLock   = ".lock" // never a node name: names start with a letter
@@ -363,6 +367,9 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 		if err := checkHostWide(checkOnly, name, counterPath, o); err != nil {
 			return err
 		}
+		if testAfterHostWideCheck != nil {
+			testAfterHostWideCheck()
+		}
 	}
 	owners := trustedOwners(hostWide)
 	dir, err := openBindingDir(path, hostWide, owners, o)
@@ -432,7 +439,17 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 		if err := dir.Sync(); err != nil {
 			return &FileError{Op: "bind", Path: filepath.Join(path, name), Err: fmt.Errorf("sync directory %s: %w", path, err)}
 		}
-		return numbered()
+		if err := numbered(); err != nil {
+			return err
+		}
+		if checkOnly != "" {
+			// A binding of ours whose counter an earlier Open never made
+			// (it was killed) is stale to root, which may have bound the
+			// name since this Open's first check: check again now that
+			// the counter exists, as below.
+			return checkHostWide(checkOnly, name, counterPath, o)
+		}
+		return nil
 	}
 	b := []byte(bindingHeader + "\n" + strconv.Quote(counterPath) + "\n")
 	// A stale binding replaced here is put back if this Open fails: its

@@ -19,6 +19,7 @@ import (
 const (
 	envInterleaveShared = "SNAPID_TEST_INTERLEAVE_SHARED" // the host-wide directory
 	envInterleaveWork   = "SNAPID_TEST_INTERLEAVE_WORK"   // the child's directory (counters, signals)
+	envInterleaveCheck  = "SNAPID_TEST_INTERLEAVE_CHECK"  // set: the child stops after its first host-wide check, not at its link
 )
 
 // pauseAtCounterLink is a file-system seam that stops an Open at the link
@@ -203,6 +204,12 @@ func interleaveChild(t *testing.T, shared string) {
 	require.NotEqual(t, 0, os.Geteuid(), "the child runs as another user")
 	work := os.Getenv(envInterleaveWork)
 	ExportBindingDefaults(t, shared)
+	if os.Getenv(envInterleaveCheck) != "" {
+		ExportAfterHostWideCheck(t, func() {
+			_ = os.WriteFile(filepath.Join(work, "user-checked"), nil, 0o644)
+			waitForFile(filepath.Join(work, "user-go"), time.Minute)
+		})
+	}
 	g, err := Open(filepath.Join(work, "vm.u64"), "vm", ExportWithFS(pauseAtCounterLink{sync: work, who: "user"}))
 	if err != nil {
 		require.ErrorIs(t, err, ErrNameBound)
@@ -213,4 +220,41 @@ func interleaveChild(t *testing.T, shared string) {
 	require.NoError(t, err)
 	require.NoError(t, g.Close())
 	fmt.Printf("INTERLEAVE opened %s\n", id)
+}
+
+// A user's own binding of a name whose counter an earlier Open of the user
+// never made (it was killed) is stale to root. The user's next Open checks
+// the host-wide bindings, then stops before it takes its lock; root's Open
+// of the name, meanwhile, takes the user's binding for stale and issues.
+// The user's Open, finding its binding its own, makes its counter: it must
+// check root's bindings again and refuse, not issue beside root.
+func TestBindingUserOwnStaleBindingRechecked(t *testing.T) {
+	requireRoot(t)
+	root, shared, home, work, bin := raceWithNobody(t, "snapid-interleave-own-")
+	rootDir := filepath.Join(root, "rootc")
+	require.NoError(t, os.Mkdir(rootDir, 0o755))
+	userBinds(t, home, "vm", filepath.Join(work, "vm.u64"))
+	child := exec.Command(bin, "-test.run", "^TestBindingRootUserInterleaving$", "-test.v", "-test.count=1")
+	child.Env = append(os.Environ(), envInterleaveShared+"="+shared, envInterleaveWork+"="+work, envInterleaveCheck+"=1",
+		"HOME="+home, "XDG_STATE_HOME=", "TMPDIR="+filepath.Join(work, "tmp"), "SNAPID_BINDING_DIR=")
+	child.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	out := &childOutput{}
+	child.Stdout, child.Stderr = out, out
+	// (The child's counter link waits for the same user-go.)
+	require.NoError(t, child.Start())
+	require.True(t, waitForFile(filepath.Join(work, "user-checked"), time.Minute), "the user's Open never got past its first check:\n%s", out.String())
+	g, err := Open(filepath.Join(rootDir, "vm.u64"), "vm")
+	rootOpened := err == nil
+	if rootOpened {
+		_, err = g.UniqueID()
+		require.NoError(t, err)
+		require.NoError(t, g.Close())
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(work, "user-go"), nil, 0o644))
+	require.NoError(t, child.Wait(), "the child, as uid %d:\n%s", nobody, out.String())
+	userOpened := strings.Contains(out.String(), "INTERLEAVE opened")
+	t.Logf("root opened: %v (%v); user: %s", rootOpened, err, strings.TrimSpace(out.String()))
+	require.False(t, rootOpened && userOpened, "root and uid %d both issued ids under vm:\n%s", nobody, out.String())
+	require.True(t, rootOpened, "the user's binding was stale when root opened: %v", err)
+	require.Contains(t, out.String(), "INTERLEAVE refused")
 }

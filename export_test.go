@@ -161,3 +161,10 @@ func ExportUserLockWait(t interface{ Cleanup(func()) }, d time.Duration) {
 	userLockWait = d
 	t.Cleanup(func() { userLockWait = old })
 }
+
+// ExportAfterHostWideCheck runs f in a user's Open right after its first
+// check of the host-wide bindings, until the test ends.
+func ExportAfterHostWideCheck(t interface{ Cleanup(func()) }, f func()) {
+	testAfterHostWideCheck = f
+	t.Cleanup(func() { testAfterHostWideCheck = nil })
+}
