@@ -20,9 +20,7 @@ func fakeGetent(t *testing.T, dir, script string) {
 	t.Helper()
 	p := filepath.Join(dir, "getent")
 	require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\n"+script+"\n"), 0o755))
-	oldPath, oldGetent := statefile.PasswdPath, statefile.Getent
-	statefile.PasswdPath, statefile.Getent = "", p
-	t.Cleanup(func() { statefile.PasswdPath, statefile.Getent = oldPath, oldGetent })
+	t.Cleanup(statefile.SetUserDatabase("", p))
 }
 
 // A user known only to the system's user database (LDAP, SSSD: not in

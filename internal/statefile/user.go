@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -39,15 +40,43 @@ type User struct {
 	Home string
 }
 
-// PasswdPath, when set, is a file in the format of /etc/passwd read
-// instead of the system's user database; tests point it at a file of
-// their own.
-var PasswdPath = ""
+// userDB says where the users come from: passwd, when set, is a file in
+// the format of /etc/passwd read instead of the system's user database;
+// getent is the program that lists that database (getent passwd:
+// /etc/passwd and whatever else NSS is configured with, LDAP, SSSD,
+// systemd-homed; where it cannot be run, /etc/passwd is read). Tests
+// change them (SetUserDatabase) while reads left running by a caller
+// whose context ended may still use them: they are read under a lock.
+var userDB = struct {
+	sync.Mutex
+	passwd, getent string
+}{getent: "getent"}
 
-// Getent is the program that lists the system's user database (getent
-// passwd: /etc/passwd and whatever else NSS is configured with, LDAP,
-// SSSD, systemd-homed). Where it cannot be run, /etc/passwd is read.
-var Getent = "getent"
+// SetUserDatabase makes the users come from the file passwd (in the
+// format of /etc/passwd) if it is not empty, else from the program getent
+// run as `getent passwd [key]` (empty: "getent"), and returns how to
+// restore what was before. For tests.
+func SetUserDatabase(passwd, getent string) (restore func()) {
+	if getent == "" {
+		getent = "getent"
+	}
+	userDB.Lock()
+	oldPasswd, oldGetent := userDB.passwd, userDB.getent
+	userDB.passwd, userDB.getent = passwd, getent
+	userDB.Unlock()
+	return func() {
+		userDB.Lock()
+		userDB.passwd, userDB.getent = oldPasswd, oldGetent
+		userDB.Unlock()
+	}
+}
+
+// userDBConfig returns userDB's fields.
+func userDBConfig() (passwd, getent string) {
+	userDB.Lock()
+	defer userDB.Unlock()
+	return userDB.passwd, userDB.getent
+}
 
 // Users returns the entries of the system's user database (none if it
 // cannot be read).
@@ -66,7 +95,7 @@ func UsersContext(ctx context.Context) ([]User, error) {
 }
 
 // ByUID returns the entry of uid in the system's user database: from
-// /etc/passwd (or PasswdPath) if it is there, without running anything,
+// /etc/passwd (or the file SetUserDatabase gave) if it is there, without running anything,
 // else from getent passwd, which ends when ctx does.
 func ByUID(ctx context.Context, uid uint32) (User, bool) {
 	find := func(us []User) (User, bool) {
@@ -77,12 +106,13 @@ func ByUID(ctx context.Context, uid uint32) (User, bool) {
 		}
 		return User{}, false
 	}
-	local := PasswdPath
+	passwd, _ := userDBConfig()
+	local := passwd
 	if local == "" {
 		local = "/etc/passwd"
 	}
 	us, _ := readPasswd(local)
-	if u, ok := find(us); ok || PasswdPath != "" {
+	if u, ok := find(us); ok || passwd != "" {
 		return u, ok
 	}
 	us, _ = lookupUsers(ctx, strconv.FormatUint(uint64(uid), 10))
@@ -92,10 +122,11 @@ func ByUID(ctx context.Context, uid uint32) (User, bool) {
 // lookupUsers lists the entries named by keys (login names or uids), or
 // every entry if there are none.
 func lookupUsers(ctx context.Context, keys ...string) ([]User, error) {
-	if PasswdPath != "" {
-		return readPasswd(PasswdPath)
+	passwd, getent := userDBConfig()
+	if passwd != "" {
+		return readPasswd(passwd)
 	}
-	cmd := exec.CommandContext(ctx, Getent, append([]string{"passwd"}, keys...)...)
+	cmd := exec.CommandContext(ctx, getent, append([]string{"passwd"}, keys...)...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin:/usr/sbin:/sbin", "LC_ALL=C"}
 	cmd.WaitDelay = time.Second // a child it left holding the output does not hold us
 	out, err := cmd.Output()

@@ -17,9 +17,7 @@ func withGetent(t *testing.T, script string) {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "getent")
 	require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\n"+script+"\n"), 0o755))
-	oldPath, oldGetent := PasswdPath, Getent
-	PasswdPath, Getent = "", p
-	t.Cleanup(func() { PasswdPath, Getent = oldPath, oldGetent })
+	t.Cleanup(SetUserDatabase("", p))
 }
 
 // The users come from the system's user database (getent passwd), which
