@@ -74,3 +74,19 @@ func TestBindingUserBindingWithoutCounterCountsWhileLocked(t *testing.T) {
 	require.NoError(t, err, "no Open of the user's is making the counter")
 	require.NoError(t, g.Close())
 }
+
+// The same for node numbers: a user's binding of a number to a name whose
+// binding leads to anything but a counter file of that user's (its home,
+// here) does not block root's Opens with that number.
+func TestNumberBindingUserToNonCounterIgnored(t *testing.T) {
+	requireRoot(t)
+	root, home := hostWithNobody(t, "snapid-numnoncounter-")
+	userBinds(t, home, "x", home)
+	names := filepath.Join(home, ".local", "state", "snapid", "names")
+	testfs.AsOtherUser(t, "printf 'snapid-number 1\\nx\\n' > "+filepath.Join(names, "7"))
+	rootDir := filepath.Join(root, "rootc")
+	require.NoError(t, os.Mkdir(rootDir, 0o755))
+	g, err := Open(filepath.Join(rootDir, "db.u64"), "db", WithFormat(FormatDecimal), WithNodeNumber(7))
+	require.NoError(t, err, "a user's number binding to a name bound to its home blocks root")
+	require.NoError(t, g.Close())
+}
