@@ -7,8 +7,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/snapid/snapid/internal/statefile"
 	"golang.org/x/sys/unix"
@@ -44,16 +46,17 @@ import (
 // each new level synced into its parent) and records its bindings there.
 // Every other user records its bindings in its own state directory
 // (~/.local/state/snapid/names, mode 0700, in the home directory the
-// password database gives, whatever $HOME or $XDG_STATE_HOME say; a user
-// without a home of its own there uses $XDG_STATE_HOME/snapid/names, else
-// $HOME/.local/state/snapid/names), which always counts for that user's
-// programs, and also reads the host-wide directory when it can: a name
-// root bound there to another counter is refused. Root, binding a name
-// for the first time, reads every user's own directory too: a name a user
-// bound to a counter of its own that still exists is refused. A host-wide directory left world-writable (mode
+// system's user database gives, whatever $HOME or $XDG_STATE_HOME say; a
+// user without a home of its own there uses $XDG_STATE_HOME/snapid/names,
+// else $HOME/.local/state/snapid/names), which always counts for that
+// user's programs, and also reads the host-wide directory: a name root
+// bound there to another counter, whether that counter exists yet or not,
+// is refused, and a host-wide directory it cannot read refuses every name.
+// Root, before it uses a name, reads every user's own directory too (see
+// checkUsersBindings). A host-wide directory left world-writable (mode
 // 1777) by an earlier version is made 0755 by root's next Open, and any
-// binding in it not owned by root is ignored (with a warning) and
-// replaced when root binds that name. The environment variable
+// entry at a name in it not owned by root is ignored (with a warning) and
+// moved aside when root binds that name. The environment variable
 // SNAPID_BINDING_DIR, an absolute path, replaces both; WithBindingDir
 // replaces it for one Open.
 const DefaultBindingDir = "/var/lib/snapid/names"
@@ -67,6 +70,10 @@ var defaultBindingDir = DefaultBindingDir
 // returns "" for a counter outside a test's temporary directory.
 var testBindingDir func(counterPath string) string
 
+// testAfterHostWideCheck, set by this package's tests only, runs in a
+// user's Open right after its first check of the host-wide bindings.
+var testAfterHostWideCheck func()
+
 const (
 	bindingHeader = "snapid-binding 1"
 	bindingLock   = ".lock" // never a node name: names start with a letter
@@ -75,7 +82,7 @@ const (
 // bindingDirs returns the directory to record the binding in ("" when
 // bindings are off), whether it is the host-wide one, and the host-wide
 // directory to check, read-only ("" if none).
-func (o *options) bindingDirs(counterPath string) (dir string, hostWide bool, checkOnly string, err error) {
+func (o *options) bindingDirs(ctx context.Context, counterPath string) (dir string, hostWide bool, checkOnly string, err error) {
 	if o.bindingSet {
 		return o.binding, false, "", nil
 	}
@@ -100,8 +107,13 @@ func (o *options) bindingDirs(counterPath string) (dir string, hostWide bool, ch
 	// $XDG_STATE_HOME: one user's programs share one bindings directory
 	// whatever their environment says (a second counter under a name is
 	// refused even with another XDG_STATE_HOME), and root can find it.
-	if home, ok := ownHome(); ok {
+	if home, ok := ownHome(ctx); ok {
 		return userBindingDir(home), false, defaultBindingDir, nil
+	}
+	if err := ctx.Err(); err != nil {
+		// Not "no home": the user database did not answer in time, and
+		// another directory would split this user's bindings in two.
+		return "", false, "", fmt.Errorf("looking up this user's home in the user database: %w", err)
 	}
 	state := os.Getenv("XDG_STATE_HOME")
 	if state == "" || !filepath.IsAbs(state) {
@@ -119,18 +131,16 @@ func userBindingDir(home string) string {
 	return filepath.Join(home, ".local", "state", "snapid", "names")
 }
 
-// ownHome returns the effective user's home directory from the password
-// database, if it exists and belongs to the user (a service user's
+// ownHome returns the effective user's home directory from the system's
+// user database, if it exists and belongs to the user (a service user's
 // /nonexistent or root-owned home does not: then $XDG_STATE_HOME or $HOME
 // is used, as before).
-func ownHome() (string, bool) {
-	euid := uint32(os.Geteuid())
-	for _, u := range statefile.Users() {
-		if u.Uid == euid {
-			return u.Home, usableHome(u)
-		}
+func ownHome(ctx context.Context) (string, bool) {
+	u, ok := statefile.ByUID(ctx, uint32(os.Geteuid()))
+	if !ok {
+		return "", false
 	}
-	return "", false
+	return u.Home, usableHome(u)
 }
 
 func usableHome(u statefile.User) bool {
@@ -138,40 +148,153 @@ func usableHome(u statefile.User) bool {
 	return filepath.IsAbs(u.Home) && unix.Stat(u.Home, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Uid == u.Uid
 }
 
-// checkUsersBindings refuses, for root binding a name host-wide for the
-// first time, a name a user of this host bound in its own bindings
-// directory (in its home, see bindingDirs) to a counter of its own that
-// still exists: both counters would issue the same ids. Only bindings
-// owned by that user, in a directory only that user (or root) can write,
-// count; they are read without following links or blocking. A user can so
-// make root's first Open of a name fail, naming the user and the file; it
-// cannot make ids repeat.
-func checkUsersBindings(name, counterPath string, o *options) error {
-	return eachUserDir(o, func(u statefile.User, dir *statefile.Dir) error {
-		b, _, err := dir.ReadFile(name, u.Uid)
+// checkUsersBindings refuses, for root binding a name host-wide, a name a
+// user of this host bound in its own bindings directory (in its home, see
+// bindingDirs) to another counter: both counters would issue the same ids.
+// Only bindings owned by that user, in a directory only that user (or
+// root) can write, count; they are read without following links or
+// blocking. A binding counts while:
+//
+//   - its counter is a counter file of that user's (a regular file of
+//     CounterSize bytes owned by the user): the user issued, or may issue,
+//     ids under the name;
+//   - or its counter does not exist yet and an Open of that user may be
+//     making it: the user's Open holds its bindings lock (<dir>/.lock)
+//     from before it links the binding until its counter exists (or it
+//     removed the binding again), so root takes that lock, waiting at most
+//     until ctx ends and never longer than userLockWait, and reads the
+//     binding again under it. A binding whose counter is still absent
+//     under the lock was left by an Open that was killed: it does not
+//     count.
+//
+// A binding to anything else (a directory, another user's file, a file
+// that is not a counter) does not count. A user can so make root's Open of
+// a name fail, naming the user and the file, only while it has a counter
+// bound to that name or holds its own lock; it cannot make ids repeat.
+// The whole scan (the password database, the users' homes) ends when ctx
+// does, even if a home's file system hangs.
+func checkUsersBindings(ctx context.Context, name, counterPath string, o *options) error {
+	return withDeadline(ctx, "reading the name bindings of the host's users", func() error {
+		users, err := statefile.UsersContext(ctx)
 		if err != nil {
-			return nil
+			return &FileError{Op: "bind", Path: counterPath, Err: fmt.Errorf(
+				"reading the host's users, whose own name bindings root must check before it uses %q: %w", name, err)}
 		}
-		path := filepath.Join(dir.Path(), name)
-		bound, ok := parseBinding(b)
-		if !ok || sameFile(bound, counterPath) {
-			return nil
-		}
-		var st unix.Stat_t
-		if unix.Lstat(bound, &st) != nil || st.Uid != u.Uid {
-			return nil // gone, or not that user's counter
-		}
-		return &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
-			"%w: the user %s uses %q on this host with the counter %s (recorded in %s), and two counter files under one name issue the same ids; "+
-				"use another name, or have that user retire its counter and remove %s", ErrNameBound, u.Name, name, bound, path, path)}
+		return eachUserDirOf(users, o, func(u statefile.User, dir *statefile.Dir) error {
+			return checkUserBinding(ctx, u, dir, name, counterPath)
+		})
 	})
+}
+
+// userLockWait bounds how long root waits for a user's bindings lock (see
+// checkUsersBindings): a user's Open holds it for one counter's creation.
+var userLockWait = 10 * time.Second
+
+// checkUserBinding judges the binding of name in the user u's directory
+// dir for root's counter at counterPath (see checkUsersBindings).
+func checkUserBinding(ctx context.Context, u statefile.User, dir *statefile.Dir, name, counterPath string) error {
+	path := filepath.Join(dir.Path(), name)
+	bound, found := userBinding(dir, u, name, counterPath)
+	if !found {
+		return nil
+	}
+	switch userCounter(bound, u.Uid) {
+	case counterAbsent:
+		// The user's Open may be between linking the binding and making
+		// its counter: decide under its lock.
+		lf, err := dir.OpenExisting(bindingLock, u.Uid)
+		if err != nil {
+			// No lock file: no Open of the user's ever bound a name here
+			// (each makes it before it links a binding).
+			return nil
+		}
+		defer lf.Close()
+		lctx, cancel := context.WithTimeout(ctx, userLockWait)
+		defer cancel()
+		if err := statefile.Lock(lctx, int(lf.Fd()), lf.Name()); err != nil {
+			return &FileError{Op: "bind", Path: counterPath, Err: fmt.Errorf(
+				"%w: the user %s bound %q to the counter %s (in %s), which does not exist yet, and holds its bindings lock: %w; "+
+					"try again once that user's program has started, or use another name", ErrNameBound, u.Name, name, bound, path, lockError(err))}
+		}
+		if bound, found = userBinding(dir, u, name, counterPath); !found {
+			return nil
+		}
+		if userCounter(bound, u.Uid) != counterPresent {
+			return nil // left by an Open of the user's that was killed
+		}
+	case counterOther:
+		return nil
+	}
+	return &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
+		"%w: the user %s uses %q on this host with the counter %s (recorded in %s), and two counter files under one name issue the same ids; "+
+			"use another name, or have that user retire its counter and remove %s", ErrNameBound, u.Name, name, bound, path, path)}
+}
+
+// userBinding returns the counter the user u bound name to in dir, if u
+// owns a binding there to another counter than counterPath.
+func userBinding(dir *statefile.Dir, u statefile.User, name, counterPath string) (string, bool) {
+	b, _, err := dir.ReadFile(name, u.Uid)
+	if err != nil {
+		return "", false
+	}
+	bound, ok := parseBinding(b)
+	if !ok || sameFile(bound, counterPath) {
+		return "", false
+	}
+	return bound, true
+}
+
+type userCounterState int
+
+const (
+	counterAbsent  userCounterState = iota // nothing at the path
+	counterPresent                         // a counter file of the user's
+	counterOther                           // something else: does not count
+)
+
+// userCounter judges the path a user's binding names, without following a
+// link at its last component.
+func userCounter(path string, uid uint32) userCounterState {
+	var st unix.Stat_t
+	err := unix.Lstat(path, &st)
+	switch {
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
+		return counterAbsent
+	case err != nil:
+		// Cannot be seen (an I/O error): counted, as a counter may be there.
+		return counterPresent
+	case st.Mode&unix.S_IFMT == unix.S_IFREG && st.Uid == uid && st.Size == CounterSize:
+		return counterPresent
+	}
+	return counterOther
+}
+
+// withDeadline runs fn and returns its error, or returns when ctx ends
+// (fn, stuck in the kernel on a hung file system, is left to finish on its
+// own; it must not touch anything the caller uses afterwards).
+func withDeadline(ctx context.Context, what string, fn func() error) error {
+	if ctx.Done() == nil {
+		return fn()
+	}
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("snapid: %s: %w", what, ctx.Err())
+	}
 }
 
 // eachUserDir runs fn on the bindings directory of every user of the host
 // but root that has one it can trust (owned by root or that user), until
 // fn returns an error, which it returns.
 func eachUserDir(o *options, fn func(u statefile.User, dir *statefile.Dir) error) error {
-	for _, u := range statefile.Users() {
+	return eachUserDirOf(statefile.Users(), o, fn)
+}
+
+func eachUserDirOf(users []statefile.User, o *options, fn func(u statefile.User, dir *statefile.Dir) error) error {
+	for _, u := range users {
 		if u.Uid == 0 || !usableHome(u) {
 			continue
 		}
@@ -206,7 +329,7 @@ func trustedOwners(hostWide bool) []uint32 {
 // binding if it is not there yet. When open fails, a binding this call
 // made is removed again. Waiting for another Open's lock ends with ctx.
 func withNameBound(ctx context.Context, name, counterPath string, o *options, open func() error) error {
-	path, hostWide, checkOnly, err := o.bindingDirs(counterPath)
+	path, hostWide, checkOnly, err := o.bindingDirs(ctx, counterPath)
 	if err != nil {
 		return &FileError{Op: "bind", Path: counterPath, Err: err}
 	}
@@ -244,6 +367,9 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 		if err := checkHostWide(checkOnly, name, counterPath, o); err != nil {
 			return err
 		}
+		if testAfterHostWideCheck != nil {
+			testAfterHostWideCheck()
+		}
 	}
 	owners := trustedOwners(hostWide)
 	dir, err := openBindingDir(path, hostWide, owners, o)
@@ -266,7 +392,16 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 	}
 	lockFile, err := dir.OpenLockFile(bindingLock, 0o600, owners...)
 	if err != nil {
-		return &FileError{Op: "bind", Path: filepath.Join(path, bindingLock), Err: untrusted(err)}
+		lp := filepath.Join(path, bindingLock)
+		if hostWide && errors.Is(err, statefile.ErrWrongOwner) {
+			// Planted while the directory was writable by every user
+			// (an earlier version made it 1777). It cannot be moved
+			// aside safely here: another Open of root's may be making
+			// the real one at this moment.
+			err = fmt.Errorf("%w; it was made by another user while the directory was writable by every user (earlier versions "+
+				"made it 1777): remove it (rm %s) and try again; root's next Open makes it again", err, lp)
+		}
+		return &FileError{Op: "bind", Path: lp, Err: untrusted(err)}
 	}
 	defer lockFile.Close()
 	if err := statefile.Lock(ctx, int(lockFile.Fd()), lockFile.Name()); err != nil {
@@ -276,11 +411,24 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 	if err != nil {
 		return err
 	}
+	if hostWide && st == bindingUntrusted {
+		// Not root's: planted while the directory was writable by every
+		// user. Moved aside (whatever it is, a directory too), under the
+		// lock, so that root's binding can take its place.
+		aside, err := dir.MoveAside(name, ".not-root-")
+		if err != nil {
+			return &FileError{Op: "bind", Path: filepath.Join(path, name), Err: fmt.Errorf(
+				"moving aside an entry not owned by root: %w; remove it and try again", err)}
+		}
+		o.logger.Warn("snapid: an entry not owned by root in the host-wide name bindings directory was moved aside",
+			"entry", filepath.Join(path, name), "now", filepath.Join(path, aside))
+		st = bindingNone
+	}
 	if hostWide {
 		// Also when the binding is root's already: a user may have bound
 		// the name while root's counter was out of sight (an unmounted
 		// file system), and root must not issue beside that user.
-		if err := checkUsersBindings(name, counterPath, o); err != nil {
+		if err := checkUsersBindings(ctx, name, counterPath, o); err != nil {
 			return err
 		}
 	}
@@ -291,7 +439,17 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 		if err := dir.Sync(); err != nil {
 			return &FileError{Op: "bind", Path: filepath.Join(path, name), Err: fmt.Errorf("sync directory %s: %w", path, err)}
 		}
-		return numbered()
+		if err := numbered(); err != nil {
+			return err
+		}
+		if checkOnly != "" {
+			// A binding of ours whose counter an earlier Open never made
+			// (it was killed) is stale to root, which may have bound the
+			// name since this Open's first check: check again now that
+			// the counter exists, as below.
+			return checkHostWide(checkOnly, name, counterPath, o)
+		}
+		return nil
 	}
 	b := []byte(bindingHeader + "\n" + strconv.Quote(counterPath) + "\n")
 	// A stale binding replaced here is put back if this Open fails: its
@@ -323,11 +481,15 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 	}
 	// Root and another user bind under different locks; each checks the
 	// other's bindings again after recording its own, root before its
-	// counter is opened, the user after its counter exists: whichever
-	// order the two Opens run in, at least one sees the other and fails
-	// (a user's Open that fails so leaves its new counter, unused).
+	// counter is opened, the user after its counter exists, and neither
+	// takes the other's binding for stale while the other may be making
+	// its counter (the user refuses root's binding to another counter
+	// whether it exists or not; root decides on a user's binding without
+	// a counter under that user's lock): whichever order the two Opens
+	// run in, at least one sees the other and fails (a user's Open that
+	// fails so leaves its new counter, unused).
 	if hostWide {
-		if err := checkUsersBindings(name, counterPath, o); err != nil {
+		if err := checkUsersBindings(ctx, name, counterPath, o); err != nil {
 			undo()
 			return err
 		}
@@ -361,7 +523,7 @@ func lockError(err error) error {
 // ErrUntrustedDir, keeping what they say.
 func untrusted(err error) error {
 	if errors.Is(err, statefile.ErrWrongOwner) || errors.Is(err, statefile.ErrUnsafeDir) || errors.Is(err, statefile.ErrSymlink) ||
-		errors.Is(err, statefile.ErrNotRegular) {
+		errors.Is(err, statefile.ErrNotRegular) || errors.Is(err, statefile.ErrLinked) {
 		return fmt.Errorf("%w: %w", ErrUntrustedDir, err)
 	}
 	return err
@@ -409,20 +571,41 @@ func tightenHostWide(path string, o *options) error {
 }
 
 // checkHostWide refuses a name that root bound, in the host-wide
-// directory at path, to another counter file. A directory this user
-// cannot read, or that does not exist, refuses nothing; one another user
-// could have written is not read.
+// directory at path, to another counter file, whether that counter exists
+// or not: root's Open records its binding before it makes its counter, so
+// a counter not there yet may be being made (only root takes over its own
+// stale bindings). A directory that does not exist refuses nothing; one
+// another user could have written is not read (with a warning). A
+// directory this user cannot reach or read (EACCES: /var/lib/snapid at
+// 0700, say) refuses every name, with an error saying what to do: root
+// may have bound the name there, and issuing as if it had not would
+// repeat root's ids.
 func checkHostWide(path, name, counterPath string, o *options) error {
 	dir, err := statefile.OpenDir(path, statefile.DirOptions{Owners: []uint32{0}, AllowSticky: true})
 	switch {
-	case errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission):
+	case errors.Is(err, fs.ErrNotExist):
 		return nil
+	case errors.Is(err, fs.ErrPermission):
+		return &FileError{Op: "bind", Path: path, Err: fmt.Errorf(
+			"this user cannot read the host-wide name bindings directory (%w), where root records the names its programs use; "+
+				"issuing under %q without it could repeat root's ids. Have an administrator make it and every directory above it "+
+				"readable by every user (chmod 755; only root can write it), or use a registry, or set SNAPID_BINDING_DIR",
+			err, name)}
 	case err != nil:
 		o.logger.Warn("snapid: the host-wide name bindings directory is not safe from other users; it is not read", "dir", path, "err", err)
 		return nil
 	}
 	defer dir.Close()
-	_, err = readBinding(dir, name, counterPath, []uint32{0}, o)
+	st, err := readBinding(dir, name, counterPath, []uint32{0}, o)
+	if err == nil && st == bindingStale {
+		p := filepath.Join(path, name)
+		b, _, _ := dir.ReadFile(name, 0)
+		bound, _ := parseBinding(b)
+		err = &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
+			"%w: root bound %q on this host to the counter %s (recorded in %s), which is not there now: root's program may be "+
+				"making it, and two counter files under one name issue the same ids; use another name, or, if that counter is retired, "+
+				"have root remove %s", ErrNameBound, name, bound, p, p)}
+	}
 	return err
 }
 
@@ -451,6 +634,13 @@ func readBinding(dir *statefile.Dir, name, counterPath string, owners []uint32, 
 			"binding", path, "owner", statefile.UserName(st.Uid))
 		return bindingUntrusted, nil
 	case errors.Is(err, statefile.ErrSymlink), errors.Is(err, statefile.ErrNotRegular), errors.Is(err, statefile.ErrTooLarge):
+		if lst, lerr := dir.Lstat(name); lerr == nil && !slices.Contains(owners, lst.Uid) {
+			// A link or a directory of another user's: as a file of
+			// another user's.
+			o.logger.Warn("snapid: an entry at a name binding not owned by a user it can be trusted from is ignored",
+				"binding", path, "owner", statefile.UserName(lst.Uid))
+			return bindingUntrusted, nil
+		}
 		return 0, &FileError{Op: "bind", Path: path, Err: fmt.Errorf("%w: %w; check which counter file this host uses the name %q with, then remove it (the next Open records the binding again)", ErrCorruptBinding, err, name)}
 	case err != nil:
 		return 0, &FileError{Op: "bind", Path: path, Err: err}

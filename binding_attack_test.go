@@ -12,6 +12,7 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/testfs"
 	"github.com/snapid/snapid/snapidtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -37,9 +38,7 @@ type attackHost struct {
 
 func newAttackHost(t *testing.T) *attackHost {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("running a program as another user is root's")
-	}
+	requireRoot(t)
 	root, err := os.MkdirTemp("", "snapid-attack-")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(root) })
@@ -332,9 +331,7 @@ func waitFile(t *testing.T, path string) {
 // order, before the next is made, and the directory itself after the
 // binding is linked in it.
 func TestBindingHostWideDurable(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the host-wide directory is root's")
-	}
+	requireRoot(t)
 	base := t.TempDir()
 	shared := filepath.Join(base, "var", "lib", "snapid", "names")
 	ExportBindingDefaults(t, shared)
@@ -356,21 +353,23 @@ func TestBindingHostWideDurable(t *testing.T) {
 // test's own, as another process's would be): a registered Open waits at
 // most as long as its context, and the error names the holder.
 func TestGateWaitBoundedAndNamesHolder(t *testing.T) {
-	_, path := ctPath(t)
+	requireRoot(t)
+	// The gate held by another user's process, which could read it
+	// (the state files 0644, in a directory it can reach).
+	path := filepath.Join(testfs.SharedTempDir(t, "snapid-gate-"), "counter.u64")
 	reg := snapidtest.NewRegistry()
-	g, err := Open(path, "web_1", WithRegistry(reg), WithSync(false), WithHostInfo(HostInfo{Hostname: "host1", MachineID: "m1"}))
+	opts := []Option{WithRegistry(reg), WithSync(false), WithFileMode(0o644), WithHostInfo(HostInfo{Hostname: "host1", MachineID: "m1"})}
+	g, err := Open(path, "web_1", opts...)
 	require.NoError(t, err)
 	require.NoError(t, g.Close())
-	f, err := os.Open(path + ExportOwnerSuffix)
-	require.NoError(t, err)
-	defer f.Close()
-	require.NoError(t, unix.Flock(int(f.Fd()), unix.LOCK_EX))
+	testfs.HoldFlock(t, path+ExportOwnerSuffix)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = OpenContext(ctx, path, "web_1", WithRegistry(reg), WithSync(false), WithHostInfo(HostInfo{Hostname: "host1", MachineID: "m1"}))
+	_, err = OpenContext(ctx, path, "web_1", opts...)
 	assert.Less(t, time.Since(start), 3*time.Second)
 	require.ErrorIs(t, err, ErrLocked)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Contains(t, err.Error(), "pid ")
+	assert.Contains(t, err.Error(), "user nobody", "the holder, another user, is named")
 }

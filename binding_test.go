@@ -358,9 +358,7 @@ func TestBindingRemovedWhenOpenFails(t *testing.T) {
 // level by level with mode 0755 (only root writes it; others read it), and
 // a directory an administrator made safe is left as it is.
 func TestBindingDefaultDir(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("creating the host-wide directory is root's")
-	}
+	requireRoot(t)
 	shared := filepath.Join(t.TempDir(), "var", "lib", "snapid", "names")
 	ExportBindingDefaults(t, shared)
 	path := filepath.Join(t.TempDir(), "counter.u64")
@@ -396,9 +394,7 @@ func TestBindingDefaultDir(t *testing.T) {
 // does not own (with a warning) and replaces such a binding when it binds
 // the name; root's own bindings there still count.
 func TestBindingOldSharedDirMigrated(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the host-wide directory is root's")
-	}
+	requireRoot(t)
 	shared := filepath.Join(t.TempDir(), "names")
 	require.NoError(t, os.Mkdir(shared, 0o700))
 	require.NoError(t, os.Chmod(shared, 0o777|os.ModeSticky))
@@ -477,10 +473,16 @@ func TestBindingNeverFollowsLinks(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(bind, "web"), []byte(bindingFor(link)), 0o644))
 	_, err = Open(counter, "web", WithBindingDir(bind))
 	require.ErrorIs(t, err, ErrNameBound, "a link to the counter is another path, not this counter")
-	// A hard link is the same file.
+	// A hard link is the same file, but a counter with two names is
+	// refused (another user could have made the second one).
 	hard := filepath.Join(dir, "hard.u64")
 	require.NoError(t, os.Link(counter, hard))
 	require.NoError(t, os.WriteFile(filepath.Join(bind, "vm"), []byte(bindingFor(hard)), 0o644))
+	_, err = Open(counter, "vm", WithBindingDir(bind))
+	require.ErrorIs(t, err, ErrUntrustedOwner)
+	require.Contains(t, err.Error(), "2 names")
+	require.NoError(t, os.Remove(hard))
+	require.NoError(t, os.WriteFile(filepath.Join(bind, "vm"), []byte(bindingFor(counter)), 0o644))
 	g, err = Open(counter, "vm", WithBindingDir(bind))
 	require.NoError(t, err)
 	require.NoError(t, g.Close())

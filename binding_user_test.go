@@ -29,18 +29,16 @@ const nobody = 65534
 
 // A program run by a user who cannot write the host-wide directory records
 // its bindings in the user's state directory (~/.local/state/snapid/names)
-// and still refuses a name the host-wide directory, when it can read it,
-// binds to another counter; a host-wide directory it cannot read refuses
-// nothing. The user's programs run as a child of this test binary with
+// and still refuses a name the host-wide directory binds to another
+// counter; a host-wide directory it cannot read refuses every name (root
+// may have bound it there). The user's programs run as a child of this test binary with
 // another uid.
 func TestBindingFallbackForOtherUsers(t *testing.T) {
 	if shared := os.Getenv(envBindChild); shared != "" {
 		bindingChild(t, shared)
 		return
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("running a program as another user is root's")
-	}
+	requireRoot(t)
 	// Directories the other user can reach: not under t.TempDir (0700).
 	root, err := os.MkdirTemp("", "snapid-binding-user-")
 	require.NoError(t, err)
@@ -81,10 +79,14 @@ func TestBindingFallbackForOtherUsers(t *testing.T) {
 	_, err = os.Stat(filepath.Join(work, "vm.u64"))
 	require.ErrorIs(t, err, os.ErrNotExist, "the refused Open created nothing")
 
-	// A host-wide directory the user cannot read refuses nothing.
+	// A host-wide directory the user cannot read refuses every name: root
+	// may have bound it there.
 	require.NoError(t, os.Chmod(shared, 0o700))
-	run("opened")
-	requireBinding(t, userDir, "vm", filepath.Join(work, "vm.u64"))
+	run("unreadable")
+	_, err = os.Stat(filepath.Join(work, "vm.u64"))
+	require.ErrorIs(t, err, os.ErrNotExist, "the refused Open created nothing")
+	_, err = os.Stat(filepath.Join(userDir, "vm"))
+	require.ErrorIs(t, err, os.ErrNotExist, "the refused Open bound nothing")
 	requireBinding(t, shared, "vm", rootCounter)
 }
 
@@ -106,6 +108,12 @@ func bindingChild(t *testing.T, shared string) {
 	case "opened":
 		require.NoError(t, err)
 		require.NoError(t, g.Close())
+	case "unreadable":
+		require.ErrorIs(t, err, os.ErrPermission)
+		require.Contains(t, err.Error(), "cannot read the host-wide name bindings directory")
+		require.Contains(t, err.Error(), "chmod 755")
+		_, err = Open(filepath.Join(work, "web2.u64"), "web2")
+		require.ErrorIs(t, err, os.ErrPermission, "every name is refused, not only root's")
 	case "race":
 		if err == nil {
 			g.Close()
@@ -149,9 +157,7 @@ func copyExecutable(t *testing.T, dst string) {
 // whichever of the two came first (root's bindings, host-wide, are read by
 // the user). Once the user's counter is gone, root may use the name.
 func TestBindingRootAfterUser(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run another user")
-	}
+	requireRoot(t)
 	root, home := hostWithNobody(t, "snapid-rootafter-")
 
 	zero := EncodeCounter(3) // the user issued vm-1..3
@@ -185,12 +191,12 @@ const raceNames = 120
 // ids. Each side checks the other's bindings again after recording its
 // own, so at least one of the two sees the other whatever the order.
 func TestBindingRootAndUserRace(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("running a program as another user is root's")
-	}
+	requireRoot(t)
 	root, shared, home, work, bin := raceWithNobody(t, "snapid-binding-race-")
+	// Root's counters in a 0755 directory, as /var/lib/snapid is: the
+	// user sees whether root's counter exists.
 	mine := filepath.Join(root, "mine")
-	require.NoError(t, os.Mkdir(mine, 0o700))
+	require.NoError(t, os.Mkdir(mine, 0o755))
 
 	cmd := exec.Command(bin, "-test.run", "^TestBindingFallbackForOtherUsers$", "-test.v", "-test.count=1")
 	cmd.Env = append(os.Environ(), envBindChild+"="+shared, envBindWork+"="+work, envBindExpect+"=race",

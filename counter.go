@@ -226,7 +226,7 @@ func openExistingMode(path string, o *options, flags int) (*counterFile, error) 
 // classifyOpenError turns the errno of an open into this package's errors.
 func classifyOpenError(err error) error {
 	switch {
-	case errors.Is(err, statefile.ErrWrongOwner):
+	case errors.Is(err, statefile.ErrWrongOwner), errors.Is(err, statefile.ErrLinked):
 		return fmt.Errorf("%w: %w", ErrUntrustedOwner, err)
 	case errors.Is(err, statefile.ErrUnsafeDir):
 		return fmt.Errorf("%w: %w", ErrUntrustedDir, err)

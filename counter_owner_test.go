@@ -16,9 +16,7 @@ import (
 // must refuse it, naming the owner: otherwise the other user rewinds it
 // and root hands out the same id twice.
 func TestCounterOfAnotherUserRefused(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run another user")
-	}
+	requireRoot(t)
 	root := testfs.SharedTempDir(t, "snapid-owner-")
 	sticky := filepath.Join(root, "tmp")
 	require.NoError(t, os.Mkdir(sticky, 0o755))
@@ -51,9 +49,7 @@ func TestCounterOfAnotherUserRefused(t *testing.T) {
 // A file beside root's own counter (here the owner token) planted by
 // another user in a sticky directory is refused too, and names its owner.
 func TestFileBesideCounterOfAnotherUserRefused(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run another user")
-	}
+	requireRoot(t)
 	root := testfs.SharedTempDir(t, "snapid-owner-")
 	sticky := filepath.Join(root, "tmp")
 	require.NoError(t, os.Mkdir(sticky, 0o755))
@@ -68,9 +64,7 @@ func TestFileBesideCounterOfAnotherUserRefused(t *testing.T) {
 // Root may use a service user's counter in the service's own directory
 // that only the service can write.
 func TestCounterOfServiceUserInItsDirAccepted(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run another user")
-	}
+	requireRoot(t)
 	root := testfs.SharedTempDir(t, "snapid-owner-")
 	svc := filepath.Join(root, "svc")
 	require.NoError(t, os.Mkdir(svc, 0o750))
@@ -91,9 +85,7 @@ func TestCounterOfServiceUserInItsDirAccepted(t *testing.T) {
 // nothing there, and an existing root-owned counter there is refused too
 // (that user could replace it).
 func TestCounterInDirOfAnotherUserRefused(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run another user")
-	}
+	requireRoot(t)
 	root := testfs.SharedTempDir(t, "snapid-owner-")
 	dir := filepath.Join(root, "theirs")
 	require.NoError(t, os.Mkdir(dir, 0o755))
@@ -124,9 +116,7 @@ func TestCounterInDirOfAnotherUserRefused(t *testing.T) {
 // symbolic link on the way is followed only where no other user could
 // have put it. Each case is checked for nothing made on disk.
 func TestCounterPathThroughUntrustedLevelRefused(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run another user")
-	}
+	requireRoot(t)
 	root := testfs.SharedTempDir(t, "snapid-path-")
 	mk := func(p string, mode os.FileMode, uid int) string {
 		t.Helper()

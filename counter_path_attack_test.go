@@ -18,9 +18,7 @@ import (
 // review reproduced it; every one must be refused with nothing made or
 // written where the attacker pointed.
 func TestCounterPathAttacks(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run another user")
-	}
+	requireRoot(t)
 	zero := EncodeCounter(0)
 
 	// The counter's own directory made by another user in a sticky
@@ -111,9 +109,7 @@ func TestCounterPathAttacks(t *testing.T) {
 // before root first uses the counter: refused like every other file
 // beside the counter, never locked or joined.
 func TestLockedFilesBesideCounterChecked(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run another user")
-	}
+	requireRoot(t)
 	for _, tc := range []struct {
 		name, script string
 		want         error
@@ -153,9 +149,7 @@ func TestLockedFilesBesideCounterChecked(t *testing.T) {
 // from a directory another user owns, Init, Repair and ReadCounter never
 // follow that user's link into a root-only directory.
 func TestRelativeCounterPathChecked(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run another user")
-	}
+	requireRoot(t)
 	root := testfs.SharedTempDir(t, "snapid-rel-")
 	home := filepath.Join(root, "home")
 	require.NoError(t, os.Mkdir(home, 0o755))
@@ -184,9 +178,7 @@ func TestRelativeCounterPathChecked(t *testing.T) {
 // An Open refused because of the counter's path makes nothing for the
 // bindings either: no directory level, no lock file, no binding.
 func TestRefusedPathMakesNoBindings(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run another user")
-	}
+	requireRoot(t)
 	root := testfs.SharedTempDir(t, "snapid-refpath-")
 	evil := filepath.Join(root, "evil")
 	require.NoError(t, os.Mkdir(evil, 0o755))

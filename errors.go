@@ -107,7 +107,9 @@ var (
 	// owned by a user other than the one running, and that user does not
 	// own a directory holding it that only its owner can write: another
 	// user could have planted or rewritten it (in /tmp, say). The error
-	// names the owner. Nothing is written.
+	// names the owner. It is also returned for such a file with more than
+	// one name (a hard link, which another user could have made to a file
+	// of someone else's). Nothing is written.
 	ErrUntrustedOwner = errors.New("counter state of another user refused")
 
 	// ErrReplaced is returned when the counter file was removed or replaced

@@ -179,3 +179,18 @@ func ExportNumberFileFor(counterPath, name string, number, stride uint64) ([]byt
 	f.check = numberCheck(s.session, f)
 	return encodeNumberFile(f), nil
 }
+
+// ExportUserLockWait sets how long root waits for a user's bindings lock
+// (see checkUsersBindings) until the test ends.
+func ExportUserLockWait(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := userLockWait
+	userLockWait = d
+	t.Cleanup(func() { userLockWait = old })
+}
+
+// ExportAfterHostWideCheck runs f in a user's Open right after its first
+// check of the host-wide bindings, until the test ends.
+func ExportAfterHostWideCheck(t interface{ Cleanup(func()) }, f func()) {
+	testAfterHostWideCheck = f
+	t.Cleanup(func() { testAfterHostWideCheck = nil })
+}

@@ -65,6 +65,12 @@ func nameInUse(dir *statefile.Dir, name string, owners []uint32) (string, bool) 
 	if !ok {
 		return "", true // unreadable: it may be in use; an operator must look
 	}
+	if len(owners) == 1 && owners[0] != 0 {
+		// Root judging a user's binding (checkUsersNumber): only a
+		// counter file of that user's counts (see checkUsersBindings),
+		// so that a binding to any path blocks nothing.
+		return bound, userCounter(bound, owners[0]) == counterPresent
+	}
 	var st unix.Stat_t
 	if err := unix.Lstat(bound, &st); errors.Is(err, unix.ENOENT) {
 		return bound, false
@@ -387,7 +393,7 @@ func openNumberBound(dir *statefile.Dir, name string, owners []uint32, hostWide 
 // already uses with another name is refused the same way. Waiting for the
 // bindings' lock ends with ctx.
 func bindRegistryNumber(ctx context.Context, name, counterPath string, n uint64, o *options) error {
-	path, hostWide, checkOnly, err := o.bindingDirs(counterPath)
+	path, hostWide, checkOnly, err := o.bindingDirs(ctx, counterPath)
 	switch {
 	case err != nil:
 		return &FileError{Op: "bind", Path: counterPath, Err: err}

@@ -20,9 +20,7 @@ func passwdWithNobody(t *testing.T, root, home string) {
 	t.Helper()
 	passwd := filepath.Join(root, "passwd")
 	require.NoError(t, os.WriteFile(passwd, []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:"+home+":/usr/sbin/nologin\n"), 0o644))
-	old := statefile.PasswdPath
-	statefile.PasswdPath = passwd
-	t.Cleanup(func() { statefile.PasswdPath = old })
+	t.Cleanup(statefile.SetUserDatabase(passwd, ""))
 }
 
 // hostWithNobody makes a directory others can reach with a home for
@@ -61,3 +59,7 @@ func raceWithNobody(t *testing.T, prefix string) (root, shared, home, work, bin 
 	copyExecutable(t, bin)
 	return root, shared, home, work, bin
 }
+
+// requireRoot skips a test that needs root unless SNAPID_REQUIRE_ROOT is
+// set, when it fails it (see testfs.RequireRoot).
+func requireRoot(t *testing.T) { t.Helper(); testfs.RequireRoot(t) }

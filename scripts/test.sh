@@ -42,6 +42,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The tests of what other users of the host can do run programs as another
+# user (setpriv), and the power-loss step needs FUSE: both need root. Run
+# as anyone else, they would be skipped and the command would pass without
+# trying them, so it fails instead; SNAPID_REQUIRE_ROOT makes each such test
+# fail, not skip, if it is ever run without root all the same.
+if [ "$(id -u)" != 0 ]; then
+  echo "test: the test command needs root (the tests of other users' attacks run programs as another user; the power-loss tests need FUSE): run it as root, e.g. sudo bash scripts/test.sh" >&2
+  exit 1
+fi
+export SNAPID_REQUIRE_ROOT=1
+
 ci_asked="${CI:-}"  # CI=true from the caller: nothing may be skipped
 export CI="${CI:-true}"
 # The node of step 1 takes passwords only when step 5 asks for them.

@@ -222,7 +222,7 @@ func (d *Dir) Create(name string, b []byte, mode uint32) error {
 	}
 	err = d.check("link", tmp, name)
 	if err == nil {
-		err = unix.Linkat(d.fd, tmp, d.fd, name, 0)
+		err = linkNoReplace(d.fd, tmp, d.fd, name)
 		if errors.Is(err, unix.EEXIST) {
 			err = fs.ErrExist
 		} else if err != nil {
@@ -284,6 +284,45 @@ func (d *Dir) OpenLockFile(name string, mode uint32, owners ...uint32) (*os.File
 		return nil, &fs.PathError{Op: "open", Path: d.join(name), Err: err}
 	}
 	return os.NewFile(uintptr(fd), d.join(name)), nil
+}
+
+// OpenExisting opens the existing file name in d for reading (to lock
+// it: flock works on a read-only descriptor) without creating it,
+// following a link or blocking, and checks on the descriptor that it is a
+// regular file with one link owned by one of owners.
+func (d *Dir) OpenExisting(name string, owners ...uint32) (*os.File, error) {
+	fd, err := openat(d.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: d.join(name), Err: openErr(err)}
+	}
+	if _, err := CheckRegular(fd, owners...); err != nil {
+		unix.Close(fd)
+		return nil, &fs.PathError{Op: "open", Path: d.join(name), Err: err}
+	}
+	return os.NewFile(uintptr(fd), d.join(name)), nil
+}
+
+// MoveAside renames name in d to a new name starting with prefix (".",
+// so never a node name) and returns that name: what is there, whatever it
+// is (a directory, a FIFO), is kept, out of the way. It never replaces.
+func (d *Dir) MoveAside(name, prefix string) (string, error) {
+	var raw [8]byte
+	_, _ = rand.Read(raw[:])
+	aside := prefix + name + "-" + hex.EncodeToString(raw[:])
+	if err := d.check("rename", name, aside); err != nil {
+		return "", err
+	}
+	err := ignoringEINTR(func() error { return unix.Renameat2(d.fd, name, d.fd, aside, unix.RENAME_NOREPLACE) })
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+		err = unix.Renameat(d.fd, name, d.fd, aside) // the name is random: nothing is there
+	}
+	if err != nil {
+		return "", &fs.PathError{Op: "rename", Path: d.join(name), Err: err}
+	}
+	if err := d.Sync(); err != nil {
+		return "", fmt.Errorf("sync directory %s: %w", d.path, err)
+	}
+	return aside, nil
 }
 
 // Lstat returns the status of name in d, not following a link.

@@ -19,6 +19,9 @@ var (
 	// ErrLocked: a lock was held by another process for as long as the
 	// caller's context allowed.
 	ErrLocked = errors.New("locked by another process")
+	// ErrLinked: a file with more than one name (hard link), which
+	// another user could have made to a file of someone else's.
+	ErrLinked = errors.New("a file with more than one name")
 	// ErrTooLarge: a file larger than the reader accepts.
 	ErrTooLarge = errors.New("larger than such a file can be")
 )

@@ -30,7 +30,35 @@ func CheckRegular(fd int, owners ...uint32) (unix.Stat_t, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return st, fmt.Errorf("%w (%s)", ErrNotRegular, kind(st.Mode))
 	}
+	// One name only: a hard link another user made (in a directory it
+	// can write, beside a counter) to a file of root's would otherwise
+	// let root write or lock that file in its place, whatever
+	// fs.protected_hardlinks says. The files this layer makes never have
+	// two names once their creation returns (see linkNoReplace).
+	if st.Nlink != 1 {
+		return st, fmt.Errorf("%w: it has %d names (hard links); a state file has exactly one. "+
+			"Find the others (find <file system> -xdev -inum %d), remove the one that is not the state file, and try again",
+			ErrLinked, st.Nlink, st.Ino)
+	}
 	return st, nil
+}
+
+// linkNoReplace gives the file oldname in olddirfd the name newname in
+// newdirfd, failing with EEXIST if newname exists, and removes oldname:
+// one rename(RENAME_NOREPLACE), so that no one ever sees the file with
+// two names. A file system without it (EINVAL) gets a link and an unlink
+// of oldname: a reader may then see two names for an instant (and refuse
+// the file, ErrLinked), or for good if the process dies in between.
+func linkNoReplace(olddirfd int, oldname string, newdirfd int, newname string) error {
+	err := ignoringEINTR(func() error { return unix.Renameat2(olddirfd, oldname, newdirfd, newname, unix.RENAME_NOREPLACE) })
+	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.ENOTSUP) {
+		return err
+	}
+	if err := unix.Linkat(olddirfd, oldname, newdirfd, newname, 0); err != nil {
+		return err
+	}
+	_ = unix.Unlinkat(olddirfd, oldname, 0)
+	return nil
 }
 
 func ownedBy(uid uint32, owners []uint32) bool {
@@ -154,8 +182,9 @@ func SplitPath(path string) (dir, base string) {
 }
 
 // CreateAtomically creates path with content b: a temporary file in the
-// same directory is written and synced, linked into place, its temporary
-// name removed, then the directory synced, which makes both the new name
+// same directory is written and synced, given its name without replacing
+// anything (linkNoReplace with the real file system; a link, then the
+// temporary name removed, through another FS), then the directory synced, which makes both the new name
 // and the removal durable. It fails with fs.ErrExist if path exists (after
 // syncing the directory, so that a file another process just created is
 // durable before the caller relies on it); an existing file is never
@@ -176,7 +205,16 @@ func CreateAtomically(fsys FS, path string, b []byte, mode fs.FileMode) error {
 	if err := WriteTemp(fsys, tmp, b, mode); err != nil {
 		return err
 	}
-	err = fsys.Link(tmpName, path)
+	if _, real := fsys.(OS); real {
+		err = linkNoReplace(unix.AT_FDCWD, tmpName, unix.AT_FDCWD, path)
+		if errors.Is(err, unix.EEXIST) {
+			err = fs.ErrExist
+		} else if err != nil {
+			err = &os.LinkError{Op: "link", Old: tmpName, New: path, Err: err}
+		}
+	} else {
+		err = fsys.Link(tmpName, path)
+	}
 	// The temporary name goes before the directory is synced, so that the
 	// sync covers its removal too.
 	_ = fsys.Remove(tmpName)

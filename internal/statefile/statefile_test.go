@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapid/snapid/internal/testfs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -84,9 +85,7 @@ func TestReadsRefuseWhatIsNotARegularFile(t *testing.T) {
 // A file or directory owned by another user is refused when owners are
 // given.
 func TestOwnerChecks(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("chown needs root")
-	}
+	testfs.RequireRoot(t)
 	dir := t.TempDir()
 	p := filepath.Join(dir, "f")
 	require.NoError(t, os.WriteFile(p, []byte("x"), 0o644))
@@ -219,9 +218,7 @@ func TestUsersLongLine(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "passwd")
 	long := strings.Repeat("x", 70000)
 	require.NoError(t, os.WriteFile(p, []byte("root:x:0:0:root:/root:/bin/sh\nlong:x:1000:1000:"+long+":/home/long:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin"), 0o644))
-	old := PasswdPath
-	PasswdPath = p
-	t.Cleanup(func() { PasswdPath = old })
+	t.Cleanup(SetUserDatabase(p, ""))
 	us := Users()
 	require.Len(t, us, 3)
 	require.Equal(t, User{Name: "nobody", Uid: 65534, Home: "/nonexistent"}, us[2])

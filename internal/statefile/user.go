@@ -2,48 +2,160 @@ package statefile
 
 import (
 	"bufio"
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// UserName returns the login name of uid from the password database, or
-// "uid N".
+// UserName returns the login name of uid from the system's user
+// database, or "uid N" (also when the database does not answer within
+// lookupWait: it names users in messages, which must not hang).
 func UserName(uid uint32) string {
-	for _, u := range Users() {
-		if u.Uid == uid {
-			return u.Name
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), lookupWait)
+	defer cancel()
+	if u, ok := ByUID(ctx, uid); ok {
+		return u.Name
 	}
 	return "uid " + strconv.FormatUint(uint64(uid), 10)
 }
 
-// User is an entry of the password database.
+// lookupWait bounds a lookup of one user for a message.
+const lookupWait = 2 * time.Second
+
+// User is an entry of the system's user database.
 type User struct {
 	Name string
 	Uid  uint32
 	Home string
 }
 
-// PasswdPath is the password database Users reads; tests point it at a
-// file of their own.
-var PasswdPath = "/etc/passwd"
+// userDB says where the users come from: passwd, when set, is a file in
+// the format of /etc/passwd read instead of the system's user database;
+// getent is the program that lists that database (getent passwd:
+// /etc/passwd and whatever else NSS is configured with, LDAP, SSSD,
+// systemd-homed; where it cannot be run, /etc/passwd is read). Tests
+// change them (SetUserDatabase) while reads left running by a caller
+// whose context ended may still use them: they are read under a lock.
+var userDB = struct {
+	sync.Mutex
+	passwd, getent string
+}{getent: "getent"}
 
-// Users returns the entries of the password database (none if it cannot
-// be read).
+// SetUserDatabase makes the users come from the file passwd (in the
+// format of /etc/passwd) if it is not empty, else from the program getent
+// run as `getent passwd [key]` (empty: "getent"), and returns how to
+// restore what was before. For tests.
+func SetUserDatabase(passwd, getent string) (restore func()) {
+	if getent == "" {
+		getent = "getent"
+	}
+	userDB.Lock()
+	oldPasswd, oldGetent := userDB.passwd, userDB.getent
+	userDB.passwd, userDB.getent = passwd, getent
+	userDB.Unlock()
+	return func() {
+		userDB.Lock()
+		userDB.passwd, userDB.getent = oldPasswd, oldGetent
+		userDB.Unlock()
+	}
+}
+
+// userDBConfig returns userDB's fields.
+func userDBConfig() (passwd, getent string) {
+	userDB.Lock()
+	defer userDB.Unlock()
+	return userDB.passwd, userDB.getent
+}
+
+// Users returns the entries of the system's user database (none if it
+// cannot be read).
 func Users() []User {
-	f, err := os.Open(PasswdPath)
+	us, _ := UsersContext(context.Background())
+	return us
+}
+
+// UsersContext returns the entries of the system's user database as
+// `getent passwd` lists them, ending when ctx does (a directory service
+// that does not answer does not hold the caller). A database that NSS does
+// not enumerate (SSSD with enumerate = false, its default) lists only the
+// users it has cached or that are local.
+func UsersContext(ctx context.Context) ([]User, error) {
+	return lookupUsers(ctx)
+}
+
+// ByUID returns the entry of uid in the system's user database: from
+// /etc/passwd (or the file SetUserDatabase gave) if it is there, without running anything,
+// else from getent passwd, which ends when ctx does.
+func ByUID(ctx context.Context, uid uint32) (User, bool) {
+	find := func(us []User) (User, bool) {
+		for _, u := range us {
+			if u.Uid == uid {
+				return u, true
+			}
+		}
+		return User{}, false
+	}
+	passwd, _ := userDBConfig()
+	local := passwd
+	if local == "" {
+		local = "/etc/passwd"
+	}
+	us, _ := readPasswd(local)
+	if u, ok := find(us); ok || passwd != "" {
+		return u, ok
+	}
+	us, _ = lookupUsers(ctx, strconv.FormatUint(uint64(uid), 10))
+	return find(us)
+}
+
+// lookupUsers lists the entries named by keys (login names or uids), or
+// every entry if there are none.
+func lookupUsers(ctx context.Context, keys ...string) ([]User, error) {
+	passwd, getent := userDBConfig()
+	if passwd != "" {
+		return readPasswd(passwd)
+	}
+	cmd := exec.CommandContext(ctx, getent, append([]string{"passwd"}, keys...)...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin:/usr/sbin:/sbin", "LC_ALL=C"}
+	cmd.WaitDelay = time.Second // a child it left holding the output does not hold us
+	out, err := cmd.Output()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return parsePasswd(bufio.NewReader(bytes.NewReader(out))), nil
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("listing the users of the host (getent passwd): %w", ctx.Err())
+	case errors.As(err, &exit) && exit.ExitCode() == 2:
+		return nil, nil // a key not found
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
+		return readPasswd("/etc/passwd")
+	}
+	return nil, fmt.Errorf("listing the users of the host (getent passwd): %w", err)
+}
+
+// readPasswd reads a file in the format of /etc/passwd.
+func readPasswd(path string) ([]User, error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	defer f.Close()
+	return parsePasswd(bufio.NewReader(f)), nil // no limit on a line's length: a long one must not hide the rest
+}
+
+func parsePasswd(r *bufio.Reader) []User {
 	var us []User
-	r := bufio.NewReader(f) // no limit on a line's length: a long one must not hide the rest
 	for {
 		line, err := r.ReadString('\n')
 		if line == "" && err != nil {

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -16,6 +17,13 @@ import (
 // as root; the test fails without them.
 func HoldFlock(t testing.TB, path string) {
 	t.Helper()
+	HoldFlockCancel(t, path)
+}
+
+// HoldFlockCancel is HoldFlock, and returns a function that ends the
+// holder (and so its lock) and waits for it.
+func HoldFlockCancel(t testing.TB, path string) (release func()) {
+	t.Helper()
 	args := []string{"flock", "--shared", "--close", path, "sleep", "20"}
 	if os.Geteuid() == 0 {
 		args = append([]string{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"}, args...)
@@ -24,16 +32,19 @@ func HoldFlock(t testing.TB, path string) {
 	if err := holder.Start(); err != nil {
 		t.Fatalf("starting a holder of %s: %v", path, err)
 	}
-	t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() })
+	var once sync.Once
+	release = func() { once.Do(func() { _ = holder.Process.Kill(); _ = holder.Wait() }) }
+	t.Cleanup(release)
 	pid := strconv.Itoa(holder.Process.Pid)
 	for range 200 {
 		b, _ := os.ReadFile("/proc/locks")
 		for _, f := range strings.Fields(string(b)) {
 			if f == pid {
-				return
+				return release
 			}
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("the holder of %s never took its lock", path)
+	return release
 }

@@ -33,3 +33,18 @@ func SharedTempDir(t testing.TB, prefix string) string {
 	}
 	return dir
 }
+
+// RequireRoot skips t unless it runs as root, and fails it instead when
+// SNAPID_REQUIRE_ROOT is set (the test command sets it: the tests of what
+// other users can do need root to run programs as another user, and must
+// not pass by being skipped).
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("SNAPID_REQUIRE_ROOT") != "" {
+		t.Fatalf("this test needs root (it runs programs as another user, uid %d), and SNAPID_REQUIRE_ROOT is set: run the tests as root", OtherUID)
+	}
+	t.Skip("needs root (to run programs as another user); SNAPID_REQUIRE_ROOT=1 makes this a failure")
+}
