@@ -153,3 +153,13 @@ func ExportRetryWaits(t interface{ Cleanup(func()) }, wait func(attempt int) tim
 // ExportTransient reports whether a start-up's registry call that failed
 // with err is sent again.
 func ExportTransient(err error) bool { return transient(err) }
+
+// ExportHeartbeatBusy reports whether a heartbeat refresh of g is in
+// flight (tests on a fake clock wait for it before moving the clock).
+func (g *Generator) ExportHeartbeatBusy() bool { return g.res != nil && g.res.touching.Load() }
+
+// ExportHeartbeatRunning reports whether g's heartbeat loop runs: g has
+// a registry, is not closed, and has not lost its name.
+func (g *Generator) ExportHeartbeatRunning() bool {
+	return g.res != nil && g.res.ctx.Err() == nil && g.res.lost.Load() == nil
+}

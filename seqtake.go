@@ -17,7 +17,7 @@ const (
 
 // nextBlockSize returns the size of the next block (see fastBlock).
 func (s *Sequence) nextBlockSize() uint64 {
-	now := time.Now().UnixNano()
+	now := s.g.clock.Now().UnixNano()
 	last := s.lastBlock.Swap(now)
 	size := s.blockSize.Load()
 	switch elapsed := time.Duration(now - last); {

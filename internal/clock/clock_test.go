@@ -142,7 +142,7 @@ func TestFakeDeadlineContext(t *testing.T) {
 	if !errors.Is(ctx2.Err(), context.Canceled) {
 		t.Fatalf("cancelled: Err %v, want context.Canceled", ctx2.Err())
 	}
-	if err := waitFor(waitCtx(t), func() bool { return f.Waiters() == 0 }); err != nil {
+	if err := waitFor(waitCtx(t), func() bool { return f.Deadlines() == 0 }); err != nil {
 		t.Fatalf("a cancelled deadline stays armed: %v", err)
 	}
 

@@ -19,6 +19,7 @@ type Fake struct {
 	now     time.Time
 	seq     uint64               // orders waiters due at the same time
 	waiters map[*waiter]struct{} // armed timers, tickers, sleeps, deadlines
+	blocked int                  // of them, timers, tickers and sleeps
 	changed chan struct{}        // closed and replaced when waiters change
 }
 
@@ -50,22 +51,31 @@ func (f *Fake) Since(t time.Time) time.Duration { return f.Now().Sub(t) }
 // Until returns t.Sub(Now()).
 func (f *Fake) Until(t time.Time) time.Duration { return t.Sub(f.Now()) }
 
-// Waiters returns how many timers, tickers, sleeps and context deadlines
-// are armed on the clock.
+// Waiters returns how many timers, tickers and sleeps are armed on the
+// clock (what goroutines wait on; context deadlines are Deadlines).
 func (f *Fake) Waiters() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.waiters)
+	return f.blocked
 }
 
-// BlockUntil returns once at least n timers, tickers, sleeps and context
-// deadlines are armed on the clock, or with an error once ctx ends (give
-// it a bound of seconds: the code under test may be starved that long on a
-// busy machine).
+// Deadlines returns how many contexts made by WithTimeout and
+// WithDeadline wait for the clock to reach their deadline.
+func (f *Fake) Deadlines() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.waiters) - f.blocked
+}
+
+// BlockUntil returns once at least n timers, tickers and sleeps are
+// armed on the clock, or with an error once ctx ends (give it a bound of
+// seconds: the code under test may be starved that long on a busy
+// machine). Code that re-arms a timer only once it is back waiting makes
+// BlockUntil a test's way to know it is idle.
 func (f *Fake) BlockUntil(ctx context.Context, n int) error {
 	for {
 		f.mu.Lock()
-		have, changed := len(f.waiters), f.changed
+		have, changed := f.blocked, f.changed
 		f.mu.Unlock()
 		if have >= n {
 			return nil
@@ -151,6 +161,9 @@ func (f *Fake) add(w *waiter, d time.Duration) {
 	f.seq++
 	w.seq = f.seq
 	f.waiters[w] = struct{}{}
+	if w.fn == nil {
+		f.blocked++
+	}
 	f.signal()
 }
 
@@ -160,6 +173,9 @@ func (f *Fake) remove(w *waiter) bool {
 		return false
 	}
 	delete(f.waiters, w)
+	if w.fn == nil {
+		f.blocked--
+	}
 	f.signal()
 	return true
 }
@@ -286,7 +302,12 @@ func (f *Fake) WithDeadline(parent context.Context, t time.Time) (context.Contex
 		f.add(w, t.Sub(f.now))
 		f.mu.Unlock()
 	}
-	return c, func() { cancel(context.Canceled) }
+	return c, func() {
+		f.mu.Lock()
+		f.remove(w)
+		f.mu.Unlock()
+		cancel(context.Canceled)
+	}
 }
 
 // deadlineCtx is a context ending at a Fake clock's deadline. Its Done
