@@ -51,28 +51,29 @@ func (h *fakeHost) open(path, name string, reg Registry, opts ...Option) *Genera
 }
 
 // settle waits until every running heartbeat loop of the host's
-// Generators is back waiting on the clock and none but stalled's has a
-// refresh in flight.
+// Generators is back waiting on the clock, and each refresh in flight
+// (but stalled's) is waiting on it too (for a record lock held by another
+// process, say): a waiter armed for each.
 func (h *fakeHost) settle(stalled ...*Generator) {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), settleBound)
 	defer cancel()
 	for {
-		running, busy := 0, false
+		running, busy := 0, 0
 		for _, g := range h.gens {
 			if g.ExportHeartbeatRunning() {
 				running++
 			}
 			if g.ExportHeartbeatBusy() && !slices.Contains(stalled, g) {
-				busy = true
+				busy++
 			}
 		}
-		if !busy && h.clk.Waiters() >= running {
+		if h.clk.Waiters() >= running+busy {
 			return
 		}
 		select {
 		case <-ctx.Done():
-			h.t.Fatalf("the heartbeats did not settle in %v (%d waiting, %d running, a refresh in flight: %v)", settleBound, h.clk.Waiters(), running, busy)
+			h.t.Fatalf("the heartbeats did not settle in %v (%d waiting on the clock, %d loops running, %d refreshes in flight)", settleBound, h.clk.Waiters(), running, busy)
 		case <-time.After(100 * time.Microsecond):
 		}
 	}

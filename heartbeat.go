@@ -256,7 +256,7 @@ func (h *hostState) updateHeartbeat(session uint64, fn func(rec *heartbeatRecord
 		switch {
 		case errors.Is(err, unix.EINTR):
 		case busy && h.clock().Now().Before(deadline):
-			time.Sleep(100 * time.Microsecond)
+			h.clock().Sleep(100 * time.Microsecond)
 		case busy:
 			// Held past any update's length: a stopped process, or
 			// another user's read lock. Updating without the lock keeps
