@@ -2,6 +2,7 @@ package snapid_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -113,4 +114,27 @@ func (h *fakeHost) until(by time.Duration, max int, cond func() bool, msg string
 		h.step(by, stalled...)
 	}
 	require.True(h.t, cond(), msg)
+}
+
+// close closes g while moving the clock on: a refresh or a record update
+// of g that waits on the clock (a slow registry's reply, a record lock
+// held by another process) ends, so Close does not wait for it forever.
+func (h *fakeHost) close(g *Generator) {
+	h.t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- g.Close() }()
+	bound := time.After(settleBound)
+	for {
+		select {
+		case err := <-done:
+			if err != nil && !errors.Is(err, ErrClosed) {
+				h.t.Errorf("Close: %v", err)
+			}
+			return
+		case <-bound:
+			h.t.Fatalf("Close did not return in %v", settleBound)
+		case <-time.After(time.Millisecond):
+			h.clk.Advance(time.Second)
+		}
+	}
 }
