@@ -196,14 +196,15 @@ func TestHeartbeatReviewFutureLastRefreshesEveryPoll(t *testing.T) {
 // lands any more, so "last" and "tried" stay old and every process refreshes
 // at every poll it is not busy waiting for the lock.
 func TestHeartbeatReviewRecordLockHeldStorm(t *testing.T) {
-	const interval = 400 * time.Millisecond
+	const interval = 10 * time.Second
 	reg := snapidtest.NewRegistry()
+	fh := newFakeHost(t, nil)
 	_, path := ctPath(t)
 	for range 4 {
-		g := openReg(t, path, "web_1", reg, WithHeartbeat(interval), WithCloneWindow(0), WithReserveStep(1<<20))
-		defer g.Close()
+		g := fh.open(path, "web_1", reg, WithHeartbeat(interval), WithCloneWindow(0), WithReserveStep(1<<20))
+		defer fh.close(g)
 	}
-	time.Sleep(interval)
+	fh.run(interval, interval/4, nil)
 	f, err := os.Open(path + ".heartbeat")
 	require.NoError(t, err)
 	defer f.Close()
@@ -212,9 +213,8 @@ func TestHeartbeatReviewRecordLockHeldStorm(t *testing.T) {
 	// then: try until it is free.
 	require.Eventually(t, func() bool { return unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk) == nil }, 5*time.Second, time.Millisecond)
 	calls := logCalls(reg)
-	start := time.Now()
-	time.Sleep(8 * interval)
-	per := float64(calls.count("touch")) / (float64(time.Since(start)) / float64(interval))
+	fh.run(8*interval, interval/4, nil)
+	per := float64(calls.count("touch")) / 8
 	assert.LessOrEqual(t, per, 1.5, "with the record's byte lock held, 4 processes send %.1f refreshes per interval", per)
 }
 
@@ -223,23 +223,23 @@ func TestHeartbeatReviewRecordLockHeldStorm(t *testing.T) {
 // write 40 bytes in place, never truncate), so it reads as none forever:
 // every process refreshes at every poll, and every join reads the registry.
 func TestHeartbeatReviewLongRecordNeverRepaired(t *testing.T) {
-	const interval = 100 * time.Millisecond
+	const interval = 10 * time.Second
 	reg := snapidtest.NewRegistry()
+	fh := newFakeHost(t, nil)
 	_, path := ctPath(t)
 	for range 3 {
-		g := openReg(t, path, "web_1", reg, WithHeartbeat(interval), WithCloneWindow(0), WithReserveStep(1<<20))
-		defer g.Close()
+		g := fh.open(path, "web_1", reg, WithHeartbeat(interval), WithCloneWindow(0), WithReserveStep(1<<20))
+		defer fh.close(g)
 	}
-	time.Sleep(2 * interval)
+	fh.run(2*interval, interval/4, nil)
 	f, err := os.OpenFile(path+".heartbeat", os.O_WRONLY|os.O_APPEND, 0)
 	require.NoError(t, err)
 	_, err = f.Write([]byte{0})
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 	calls := logCalls(reg)
-	start := time.Now()
-	time.Sleep(15 * interval)
-	per := float64(calls.count("touch")) / (float64(time.Since(start)) / float64(interval))
+	fh.run(15*interval, interval/4, nil)
+	per := float64(calls.count("touch")) / 15
 	st, err := os.Stat(path + ".heartbeat")
 	require.NoError(t, err)
 	assert.EqualValues(t, 40, st.Size(), "the damaged record was never repaired")
@@ -290,20 +290,23 @@ func TestHeartbeatReviewTakeoverLearnedByExtendNotShared(t *testing.T) {
 // held (the heartbeat file is closed only at the end of Close), so no
 // process takes the role for that long.
 func TestHeartbeatReviewClosingHolderKeepsRole(t *testing.T) {
-	const interval = 100 * time.Millisecond
+	const interval = 10 * time.Second
 	reg := snapidtest.NewRegistry()
+	fh := newFakeHost(t, nil)
 	_, path := ctPath(t)
-	opts := []Option{WithHeartbeat(interval), WithCloneWindow(0), WithReserveStep(1 << 20), WithRegistryTimeout(3 * time.Second)}
-	H := openReg(t, path, "web_1", reg, opts...)
-	require.Eventually(t, H.ExportHeartbeatHolder, 2*time.Second, 5*time.Millisecond)
-	N := openReg(t, path, "web_1", reg, opts...)
-	defer N.Close()
+	opts := []Option{WithHeartbeat(interval), WithCloneWindow(0), WithReserveStep(1 << 20), WithRegistryTimeout(30 * interval)}
+	H := fh.open(path, "web_1", reg, opts...)
+	fh.until(interval/4, 8, H.ExportHeartbeatHolder, "the first process never took the heartbeat role")
+	N := fh.open(path, "web_1", reg, opts...)
+	defer fh.close(N)
 	gate, err := os.Open(path + ExportOwnerSuffix)
 	require.NoError(t, err)
 	require.NoError(t, unix.Flock(int(gate.Fd()), unix.LOCK_EX))
 	closed := make(chan struct{})
 	go func() { H.Close(); close(closed) }()
-	time.Sleep(3 * interval)
+	// H's heartbeat stops as its Close begins; then three intervals.
+	require.Eventually(t, func() bool { return !H.ExportHeartbeatRunning() }, 10*time.Second, time.Millisecond)
+	fh.run(3*interval, interval/4, nil)
 	f, err := os.Open(path + ".heartbeat")
 	require.NoError(t, err)
 	held := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil
