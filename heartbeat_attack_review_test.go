@@ -252,24 +252,25 @@ func TestHeartbeatReviewLongRecordNeverRepaired(t *testing.T) {
 // learned it stops its heartbeat while keeping the role, so the others go
 // on issuing for about an interval and a half.
 func TestHeartbeatReviewTakeoverLearnedByExtendNotShared(t *testing.T) {
-	const interval = 400 * time.Millisecond
+	const interval = 10 * time.Second
 	reg := snapidtest.NewRegistry()
+	fh := newFakeHost(t, nil)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a", "c.u64")
 	require.NoError(t, os.Mkdir(filepath.Dir(path), 0o755))
 	opts := []Option{WithHeartbeat(interval), WithCloneWindow(0), WithReserveStep(1 << 20)}
-	A := openReg(t, path, "web_1", reg, opts...)
-	defer A.Close()
-	require.Eventually(t, A.ExportHeartbeatHolder, 2*time.Second, 5*time.Millisecond)
-	B := openReg(t, path, "web_1", reg, opts...)
-	defer B.Close()
+	A := fh.open(path, "web_1", reg, opts...)
+	defer fh.close(A)
+	fh.until(interval/4, 8, A.ExportHeartbeatHolder, "the first process never took the heartbeat role")
+	B := fh.open(path, "web_1", reg, opts...)
+	defer fh.close(B)
 	other := filepath.Join(dir, "b", "c.u64")
 	require.NoError(t, os.Mkdir(filepath.Dir(other), 0o755))
 	// Take over just after the host's refresh: the test does not depend on
 	// where in the interval it falls.
 	calls := logCalls(reg)
 	n := calls.count("touch")
-	require.True(t, waitFor(3*interval, func() bool { return calls.count("touch") > n }))
+	fh.until(interval/4, 12, func() bool { return calls.count("touch") > n }, "the host did not refresh")
 	taker, err := Open(other, "web_1", WithRegistry(reg), WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithTakeover(0), WithSync(false), WithCloneWindow(0))
 	require.NoError(t, err)
 	defer taker.Close()
@@ -278,10 +279,10 @@ func TestHeartbeatReviewTakeoverLearnedByExtendNotShared(t *testing.T) {
 	require.ErrorIs(t, A.ExportExtend(context.Background(), mark+1), ErrNameTaken)
 	_, err = A.Next()
 	require.ErrorIs(t, err, ErrNameTaken)
-	learned := time.Now()
-	time.Sleep(interval / 2) // two of B's polls
+	fh.step(interval / 4) // two of B's polls
+	fh.step(interval / 4)
 	_, err = B.Next()
-	assert.ErrorIs(t, err, ErrNameTaken, "B still issues %v after A learned of the take-over", time.Since(learned).Round(time.Millisecond))
+	assert.ErrorIs(t, err, ErrNameTaken, "B still issues two polls after A learned of the take-over")
 }
 
 // Guarantee 4. The holder closes while another process of the host is
