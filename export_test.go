@@ -62,7 +62,7 @@ func ExportHoldNextWrite() (opt Option, entered <-chan struct{}, release func())
 	return withIO(x), entered, release
 }
 
-// ExportWithClock replaces the clock of the registry side.
+// ExportWithClock replaces the Generator's clock (internal/clock).
 var ExportWithClock = withClock
 
 // ExportWithFS replaces the file-system operations that create files.
@@ -163,3 +163,7 @@ func (g *Generator) ExportHeartbeatBusy() bool { return g.res != nil && g.res.to
 func (g *Generator) ExportHeartbeatRunning() bool {
 	return g.res != nil && g.res.ctx.Err() == nil && g.res.lost.Load() == nil
 }
+
+// ExportLastHostHeartbeat is when the host's heartbeat last reached the
+// registry for g's claim, as its record says (the zero time if never).
+func (g *Generator) ExportLastHostHeartbeat() time.Time { return g.res.lastHostHeartbeat() }
