@@ -42,19 +42,6 @@ func (l *callLog) count(op string) int {
 	return len(l.calls[op])
 }
 
-// since returns the calls of op from t on.
-func (l *callLog) since(op string, t time.Time) []time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []time.Time
-	for _, c := range l.calls[op] {
-		if !c.Before(t) {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
 // waitFor polls cond for up to d.
 func waitFor(d time.Duration, cond func() bool) bool {
 	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
