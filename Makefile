@@ -1,5 +1,5 @@
 # Conveniences; the README's commands are the reference.
-.PHONY: test bench bench-quick run soak scale
+.PHONY: test test-under-load bench bench-quick run soak scale
 
 run:
 	go run ./cmd/snapctl next
@@ -7,6 +7,12 @@ run:
 # Everything the tests need, then every test (what CI runs).
 test:
 	bash scripts/test.sh
+
+# The root package's, snapidtest's and internal/statefile's tests with the
+# race detector, 4 rounds in a row while 8 busy loops compete for the CPUs
+# (SNAPID_LOAD_ROUNDS, SNAPID_BUSY_LOOPS change them); see docs/testing.md.
+test-under-load:
+	bash scripts/test.sh --under-load
 
 # Regenerates bench/results and BENCHMARKS.md's tables: every benchmark
 # 6 times at -benchtime 2s (the report program's defaults), medians with

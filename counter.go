@@ -313,6 +313,9 @@ func (c *counterFile) lockUnless(stop func() error) error {
 		if err := stop(); err != nil {
 			return err
 		}
+		// A real pause, not the Generator's clock: it paces polls of a
+		// lock held for microseconds and decides nothing; stop ends the
+		// wait.
 		time.Sleep(wait)
 		// At most 200µs: another snapid process holds the lock for
 		// microseconds (or an fdatasync), and a waiter sleeping longer

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/snapid/snapid/internal/clock"
 )
 
 // Hooks for the external tests (package snapid_test). Tests that open
@@ -62,7 +64,7 @@ func ExportHoldNextWrite() (opt Option, entered <-chan struct{}, release func())
 	return withIO(x), entered, release
 }
 
-// ExportWithClock replaces the clock of the registry side.
+// ExportWithClock replaces the Generator's clock (internal/clock).
 var ExportWithClock = withClock
 
 // ExportWithFS replaces the file-system operations that create files.
@@ -194,3 +196,33 @@ func ExportAfterHostWideCheck(t interface{ Cleanup(func()) }, f func()) {
 	testAfterHostWideCheck = f
 	t.Cleanup(func() { testAfterHostWideCheck = nil })
 }
+
+// ExportHeartbeatBusy reports whether a heartbeat refresh of g is in
+// flight (tests on a fake clock wait for it before moving the clock).
+func (g *Generator) ExportHeartbeatBusy() bool { return g.res != nil && g.res.touching.Load() }
+
+// ExportHeartbeatRunning reports whether g's heartbeat loop runs: g has
+// a registry, is not closed, and has not lost its name.
+func (g *Generator) ExportHeartbeatRunning() bool {
+	return g.res != nil && g.res.ctx.Err() == nil && g.res.lost.Load() == nil
+}
+
+// ExportLastHostHeartbeat is when the host's heartbeat last reached the
+// registry for g's claim, as its record says (the zero time if never).
+func (g *Generator) ExportLastHostHeartbeat() time.Time { return g.res.lastHostHeartbeat() }
+
+// nowClock is the real clock with another reading of now: timers, tickers,
+// sleeps and deadlines run in real time, every decision reads now.
+type nowClock struct {
+	clock.Real
+	now func() time.Time
+}
+
+func (c nowClock) Now() time.Time                  { return c.now() }
+func (c nowClock) Since(t time.Time) time.Duration { return c.now().Sub(t) }
+func (c nowClock) Until(t time.Time) time.Duration { return t.Sub(c.now()) }
+
+// ExportWithNow gives a Generator a clock whose readings come from now
+// while its waits stay real (tests that set the time by hand between real
+// polls).
+func ExportWithNow(now func() time.Time) Option { return withClock(nowClock{now: now}) }

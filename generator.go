@@ -8,7 +8,8 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"time"
+
+	"github.com/snapid/snapid/internal/clock"
 )
 
 // Generator hands out ids "<name>-<number>" from one counter file.
@@ -42,6 +43,7 @@ type Generator struct {
 	closed     atomic.Bool
 
 	stats *genStats
+	clock clock.Clock // every time it reads, waits for or sets as a deadline (options.clock)
 
 	seqMu   sync.Mutex               // guards seqs and seqDone
 	seqs    []*Sequence              // the open Sequences, in the order they were opened
@@ -161,11 +163,11 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 		}
 		return nil, err
 	}
-	g := &Generator{name: name, path: counterPath, log: o.logger, file: file, stats: newGenStats(), form: form}
+	g := &Generator{name: name, path: counterPath, log: o.logger, file: file, stats: newGenStats(), form: form, clock: o.clock}
 	if o.reg.registry != nil {
 		if _, ok := ctx.Deadline(); !ok {
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, o.reg.timeout)
+			ctx, cancel = o.clock.WithTimeout(ctx, o.reg.timeout)
 			defer cancel()
 		}
 		g.res, err = startReservation(ctx, counterPath, name, &o, g.withFile)
@@ -418,7 +420,7 @@ func (g *Generator) flush(k uint64, gone func() bool) (uint64, error) {
 // take is flush for k numbers or, with decimal, k ids of the decimal
 // form (see counterFile.advance).
 func (g *Generator) take(k uint64, decimal bool, gone func() bool) (uint64, error) {
-	var deadline time.Time
+	var within context.Context // ends a registry timeout after the first wait
 	for {
 		first, err := g.advance(k, decimal, gone)
 		if err == nil {
@@ -428,12 +430,14 @@ func (g *Generator) take(k uint64, decimal bool, gone func() bool) (uint64, erro
 		if !errors.As(err, &need) {
 			return first, err
 		}
-		if deadline.IsZero() {
-			deadline = time.Now().Add(g.res.o.timeout)
-		} else if time.Now().After(deadline) {
+		if within == nil {
+			var cancel context.CancelFunc
+			within, cancel = g.clock.WithTimeout(context.Background(), g.res.o.timeout)
+			defer cancel()
+		} else if within.Err() != nil {
 			return first, err
 		}
-		ctx, cancel := context.WithTimeout(g.res.ctx, g.res.o.timeout)
+		ctx, cancel := g.clock.WithTimeout(g.res.ctx, g.res.o.timeout)
 		err = g.res.extend(ctx, need.next)
 		cancel()
 		if errors.Is(err, ErrClosed) {
@@ -455,13 +459,13 @@ func (g *Generator) advance(k uint64, decimal bool, gone func() bool) (uint64, e
 	if g.res != nil {
 		hook = g.res
 	}
-	start := time.Now()
+	start := g.clock.Now()
 	first, err := g.file.advance(k, decimal, hook, gone, g.closed.Load)
 	taken := k
 	if decimal && err == nil {
 		taken, _ = decimalSpan(first-1, k) // the numbers ending in 0 are taken too
 	}
-	g.stats.updated(taken, time.Since(start), err)
+	g.stats.updated(taken, g.clock.Since(start), err)
 	if err != nil {
 		return 0, err
 	}

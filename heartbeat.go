@@ -1,7 +1,6 @@
 package snapid
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -358,7 +357,7 @@ func (h *hostState) updateHeartbeat(session uint64, fn func(rec *heartbeatRecord
 	// while it holds these bytes would otherwise stop every other
 	// process's refresh of last-seen. Past heartbeatLockWait the update
 	// fails, and the refresh is sent without it.
-	for deadline := time.Now().Add(heartbeatLockWait); ; {
+	for deadline := h.clock().Now().Add(heartbeatLockWait); ; {
 		err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk)
 		if err == nil {
 			break
@@ -366,8 +365,8 @@ func (h *hostState) updateHeartbeat(session uint64, fn func(rec *heartbeatRecord
 		busy := errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES)
 		switch {
 		case errors.Is(err, unix.EINTR):
-		case busy && time.Now().Before(deadline):
-			time.Sleep(100 * time.Microsecond)
+		case busy && h.clock().Now().Before(deadline):
+			h.clock().Sleep(100 * time.Microsecond)
 		case busy:
 			// Held past any update's length: a stopped process, or
 			// another user's read lock. Updating without the lock keeps
@@ -479,18 +478,20 @@ func heartbeatDue(rec heartbeatRecord, now time.Time, interval time.Duration, ho
 func (r *reservation) heartbeat() {
 	defer r.wg.Done()
 	poll := heartbeatPoll(r.o.heartbeat)
-	t := time.NewTicker(poll)
+	// A timer armed again once a poll is done (not a ticker): a fake
+	// clock's test sees the loop idle when its timer is armed.
+	t := r.o.clock.NewTimer(poll)
 	defer t.Stop()
 	holder := false
 	mine := sessionHash(r.session)
-	var touching atomic.Bool // a refresh of this process is in flight
-	var fails atomic.Int64   // the holder's failed refreshes in a row
-	rejoinFailed := false    // the last check of the file's identity failed (logged once)
-	for {
+	touching := &r.touching // a refresh of this process is in flight
+	var fails atomic.Int64  // the holder's failed refreshes in a row
+	rejoinFailed := false   // the last check of the file's identity failed (logged once)
+	for ; ; t.Reset(poll) {
 		select {
 		case <-r.ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		// The file removed or replaced while the host runs: rejoin the
 		// one at the path, so that the host keeps one record and one
@@ -524,7 +525,7 @@ func (r *reservation) heartbeat() {
 		if !ok || rec.session != mine {
 			rec = heartbeatRecord{}
 		}
-		now := r.o.now()
+		now := r.o.clock.Now()
 		failed := fails.Load()
 		if !heartbeatDue(rec, now, r.o.heartbeat, holder, failed) {
 			continue
@@ -566,7 +567,7 @@ func (r *reservation) heartbeat() {
 // reports whether the refresh reached the registry.
 func (r *reservation) touch(sent time.Time) bool {
 	mine := sessionHash(r.session)
-	ctx, cancel := context.WithTimeout(r.ctx, r.o.timeout)
+	ctx, cancel := r.o.clock.WithTimeout(r.ctx, r.o.timeout)
 	err := r.reg.Touch(ctx, r.name, r.host.owner, r.session)
 	cancel()
 	switch {
@@ -595,7 +596,7 @@ func (r *reservation) touch(sent time.Time) bool {
 		// Later sends of other processes are kept; times in the future
 		// (a clock set back since, a damaged record) are not, or the
 		// record would read as never refreshed until that time.
-		now := r.o.now().UnixNano()
+		now := r.o.clock.Now().UnixNano()
 		for _, t := range []*int64{&rec.tried, &rec.last} {
 			if *t > now || *t < sent.UnixNano() {
 				*t = sent.UnixNano()

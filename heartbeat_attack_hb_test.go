@@ -3,15 +3,14 @@ package snapid_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/clock"
 	"github.com/snapid/snapid/snapidtest"
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // flakyTouch is a registry whose Touch alternates: odd calls are applied at
@@ -19,6 +18,7 @@ import (
 // calls time out without being applied.
 type flakyTouch struct {
 	*snapidtest.Registry
+	clk    *clock.Fake // the host's: replies come late on it
 	n      atomic.Int64
 	active atomic.Bool
 }
@@ -30,11 +30,15 @@ func (f *flakyTouch) Touch(ctx context.Context, name, owner, session string) err
 	if f.n.Add(1)%2 == 1 {
 		err := f.Registry.Touch(ctx, name, owner, session)
 		if d, ok := ctx.Deadline(); ok {
-			time.Sleep(time.Until(d) - 10*time.Millisecond)
+			f.clk.Sleep(f.clk.Until(d) - 10*time.Millisecond)
 		}
 		return err
 	}
-	<-ctx.Done()
+	// Until the call's deadline, on the clock (a goroutine waiting for
+	// its context would not show the fake host it waits on the clock).
+	if d, ok := ctx.Deadline(); ok {
+		f.clk.Sleep(f.clk.Until(d))
+	}
 	return fmt.Errorf("%w: touch timed out", ErrRegistry)
 }
 
@@ -45,24 +49,18 @@ func (f *flakyTouch) Touch(ctx context.Context, name, owner, session string) err
 // registry timeout").
 func TestHeartbeatAttackLastSeenOutlivesCloneWindow(t *testing.T) {
 	const (
-		hb     = 200 * time.Millisecond
-		to     = 300 * time.Millisecond
+		hb     = 20 * time.Second
+		to     = 30 * time.Second
 		window = 2*hb + to
 	)
-	reg := &flakyTouch{Registry: snapidtest.NewRegistry()}
+	mem := snapidtest.NewRegistry()
+	fh := newFakeHost(t, mem)
+	reg := &flakyTouch{Registry: mem, clk: fh.clk}
 	_, path := ctPath(t)
-	g := openReg(t, path, "web_1", reg, WithHeartbeat(hb), WithRegistryTimeout(to), WithCloneWindow(window))
-	defer g.Close()
+	g := fh.open(path, "web_1", reg, WithHeartbeat(hb), WithRegistryTimeout(to), WithCloneWindow(window))
+	defer fh.close(g)
 	reg.active.Store(true)
-	var worst time.Duration
-	var mu sync.Mutex
-	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
-		row, ok := reg.Row("web_1")
-		require.True(t, ok)
-		mu.Lock()
-		worst = max(worst, time.Since(row.LastSeen))
-		mu.Unlock()
-	}
+	worst, _ := rvWatchLastSeen(t, fh, mem, 0, 15*hb, hb/40)
 	assert.LessOrEqual(t, worst, window, "last-seen reached %v while the process ran (clone window %v, heartbeat %v, timeout %v)", worst, window, hb, to)
 }
 
@@ -71,24 +69,21 @@ func TestHeartbeatAttackLastSeenOutlivesCloneWindow(t *testing.T) {
 // the original is stopped.
 func TestHeartbeatAttackCloneClaimsLiveHost(t *testing.T) {
 	const (
-		hb     = 200 * time.Millisecond
-		to     = 300 * time.Millisecond
+		hb     = 20 * time.Second
+		to     = 30 * time.Second
 		window = 2*hb + to
 	)
-	reg := &flakyTouch{Registry: snapidtest.NewRegistry()}
+	mem := snapidtest.NewRegistry()
+	fh := newFakeHost(t, mem)
+	reg := &flakyTouch{Registry: mem, clk: fh.clk}
 	_, path := ctPath(t)
-	g := openReg(t, path, "web_1", reg, WithHeartbeat(hb), WithRegistryTimeout(to), WithCloneWindow(window))
-	defer g.Close()
+	g := fh.open(path, "web_1", reg, WithHeartbeat(hb), WithRegistryTimeout(to), WithCloneWindow(window))
+	defer fh.close(g)
 	reg.active.Store(true)
-	row, _ := reg.Row("web_1")
-	var claimed bool
-	for end := time.Now().Add(3 * time.Second); time.Now().Before(end) && !claimed; time.Sleep(2 * time.Millisecond) {
-		_, err := reg.Registry.Claim(context.Background(), Claim{Name: "web_1", Owner: row.Owner, Hostname: "h2", MachineID: "m2", CloneWindow: window})
-		claimed = err == nil
-	}
+	_, claimed := rvWatchLastSeen(t, fh, mem, window, 15*hb, hb/40)
 	assert.False(t, claimed, "a clone's claim with the same clone window succeeded while the original host ran")
 	if claimed {
-		require.Eventually(t, func() bool { _, err := g.Next(); return err != nil }, 3*time.Second, 10*time.Millisecond)
+		fh.until(hb/4, 12, func() bool { _, err := g.Next(); return err != nil }, "the original host never learned of the clone")
 		_, err := g.Next()
 		t.Logf("original host now: %v", err)
 	}

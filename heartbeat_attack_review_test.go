@@ -50,64 +50,77 @@ func (r *rvTouchReg) Touch(ctx context.Context, name, owner, session string) err
 	return r.Registry.Touch(ctx, name, owner, session)
 }
 
-// rvWatchLastSeen samples the row's last-seen age for d and tries, at each
-// sample, a clone's claim (same owner token, another machine) with the
-// clone window: it must be refused while the host runs. It returns the
-// worst age seen and whether the clone's claim went through.
-func rvWatchLastSeen(t *testing.T, reg *snapidtest.Registry, window, d time.Duration) (worst time.Duration, cloned bool) {
+// rvWatchLastSeen moves the host's fake clock d forward in steps of
+// by, and after each samples the row's last-seen age and tries a clone's
+// claim (same owner token, another machine) with the clone window: it
+// must be refused while the host runs. It returns the worst age seen and
+// whether the clone's claim went through. stalled are processes whose
+// refresh is stopped mid-call (step does not wait for them).
+func rvWatchLastSeen(t *testing.T, h *fakeHost, reg *snapidtest.Registry, window, d, by time.Duration, stalled ...*Generator) (worst time.Duration, cloned bool) {
 	t.Helper()
 	row, ok := reg.Row("web_1")
 	require.True(t, ok)
 	owner := row.Owner
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+	cloned = h.run(d, by, func() bool {
 		row, _ := reg.Row("web_1")
-		worst = max(worst, time.Since(row.LastSeen))
+		worst = max(worst, h.clk.Since(row.LastSeen))
 		if window == 0 {
-			continue // only watch
+			return false // only watch
 		}
-		if _, err := reg.Claim(context.Background(), Claim{Name: "web_1", Owner: owner, Hostname: "h2", MachineID: "m2", CloneWindow: window}); err == nil {
-			return worst, true
-		}
-	}
-	return worst, false
+		_, err := reg.Claim(context.Background(), Claim{Name: "web_1", Owner: owner, Hostname: "h2", MachineID: "m2", CloneWindow: window})
+		return err == nil
+	}, stalled...)
+	return worst, cloned
 }
 
 // Guarantee 2. The holder stops (SIGSTOP) after writing "tried" and before
 // its refresh reaches the registry. The non-holders wait until "tried" is
 // an interval and a half old, so last-seen goes ~2.5-2.75 intervals
 // without a refresh: past the clone window (2 intervals + timeout), and a
-// clone's claim takes the name from the live host.
+// clone's claim takes the name from the live host. On a fake clock (the
+// host's and the registry's): the smallest window Open accepts, whatever
+// the machine's load.
 func TestHeartbeatReviewStalledHolderMidRefreshOutlivesCloneWindow(t *testing.T) {
 	const (
-		hb     = 100 * time.Millisecond
-		to     = 20 * time.Millisecond
+		hb     = 10 * time.Second
+		to     = 2 * time.Second
 		window = 2*hb + to
+		poll   = hb / 4
 	)
 	reg := snapidtest.NewRegistry()
+	fh := newFakeHost(t, reg)
 	_, path := ctPath(t)
 	opts := []Option{WithHeartbeat(hb), WithRegistryTimeout(to), WithCloneWindow(window), WithReserveStep(1 << 20)}
 	wH := newRVTouchReg(reg)
-	H := openReg(t, path, "web_1", wH, opts...)
-	require.Eventually(t, H.ExportHeartbeatHolder, 2*time.Second, 5*time.Millisecond)
-	N := openReg(t, path, "web_1", reg, opts...)
+	H := fh.open(path, "web_1", wH, opts...)
+	fh.until(poll, 8, H.ExportHeartbeatHolder, "the first process never took the heartbeat role")
+	N := fh.open(path, "web_1", reg, opts...)
 	defer func() {
 		close(wH.release)
 		H.Close()
 		N.Close()
 	}()
-	base, _ := rvWatchLastSeen(t, reg, 0, 5*hb) // window 0: watch only
+	base, _ := rvWatchLastSeen(t, fh, reg, 0, 5*hb, poll/10) // window 0: watch only
 	t.Logf("before the stall, last-seen was at most %v old", base)
 	wH.mode.Store(1)
-	select {
-	case <-wH.stalled:
-	case <-time.After(2 * time.Second):
-		t.Fatal("the holder never refreshed")
+	stalled := false
+	for range 80 { // two intervals
+		fh.step(poll/10, H)
+		select {
+		case <-wH.stalled:
+			stalled = true
+		default:
+		}
+		if stalled {
+			break
+		}
 	}
-	worst, cloned := rvWatchLastSeen(t, reg, window, 8*hb)
+	require.True(t, stalled, "the holder never refreshed")
+	worst, cloned := rvWatchLastSeen(t, fh, reg, window, 8*hb, poll/10, H)
 	assert.LessOrEqual(t, worst, window, "last-seen reached %v with a live process (clone window %v)", worst, window)
 	assert.False(t, cloned, "a clone's claim took the name from the live host")
 	if cloned {
-		require.Eventually(t, func() bool { _, err := N.Next(); return errors.Is(err, ErrNameTaken) }, 3*time.Second, 5*time.Millisecond)
+		fh.until(poll, 8, func() bool { _, err := N.Next(); return errors.Is(err, ErrNameTaken) }, "the live process never learned of the clone", H)
 		t.Logf("the live process now fails: ErrNameTaken")
 	}
 }
@@ -116,24 +129,27 @@ func TestHeartbeatReviewStalledHolderMidRefreshOutlivesCloneWindow(t *testing.T)
 // broken; the other process's works). It keeps the role and writes
 // "tried" about once per interval, which keeps the others from stepping
 // in: last-seen is never refreshed again while a healthy process runs.
+// On a fake clock, at the smallest window Open accepts.
 func TestHeartbeatReviewFailingHolderSilencesHealthyProcesses(t *testing.T) {
 	const (
-		hb     = 50 * time.Millisecond
-		to     = 20 * time.Millisecond
+		hb     = 10 * time.Second
+		to     = 2 * time.Second
 		window = 2*hb + to
+		poll   = hb / 4
 	)
 	reg := snapidtest.NewRegistry()
+	fh := newFakeHost(t, reg)
 	_, path := ctPath(t)
 	opts := []Option{WithHeartbeat(hb), WithRegistryTimeout(to), WithCloneWindow(window), WithReserveStep(1 << 20)}
 	wH := newRVTouchReg(reg)
-	H := openReg(t, path, "web_1", wH, opts...)
+	H := fh.open(path, "web_1", wH, opts...)
 	defer H.Close()
-	require.Eventually(t, H.ExportHeartbeatHolder, 2*time.Second, 5*time.Millisecond)
-	N := openReg(t, path, "web_1", reg, opts...)
+	fh.until(poll, 8, H.ExportHeartbeatHolder, "the first process never took the heartbeat role")
+	N := fh.open(path, "web_1", reg, opts...)
 	defer N.Close()
-	time.Sleep(3 * hb)
+	fh.run(3*hb, poll, nil)
 	wH.mode.Store(2)
-	worst, cloned := rvWatchLastSeen(t, reg, window, 20*hb)
+	worst, cloned := rvWatchLastSeen(t, fh, reg, window, 20*hb, poll/10)
 	assert.LessOrEqual(t, worst, window, "last-seen reached %v while a process with a working registry connection ran", worst)
 	assert.False(t, cloned, "a clone's claim took the name from the live host")
 }
@@ -142,34 +158,33 @@ func TestHeartbeatReviewFailingHolderSilencesHealthyProcesses(t *testing.T) {
 // the record's "last" is kept by max() on every success, so the holder
 // finds the refresh always due and sends one at every poll: four per
 // interval, for as long as the clock was set back (or forever, for a
-// damaged record whose "last" is far in the future).
+// damaged record whose "last" is far in the future). On the host's fake
+// clock, set back an hour for the first case.
 func TestHeartbeatReviewFutureLastRefreshesEveryPoll(t *testing.T) {
-	const interval = 100 * time.Millisecond
+	const interval = 10 * time.Second
 	for _, how := range []string{"clock set back an hour", "record's last damaged into the future"} {
 		t.Run(how, func(t *testing.T) {
 			reg := snapidtest.NewRegistry()
+			fh := newFakeHost(t, nil)
 			_, path := ctPath(t)
-			var offset atomic.Int64
-			clock := ExportWithClock(func() time.Time { return time.Now().Add(time.Duration(offset.Load())) })
-			opts := []Option{WithHeartbeat(interval), WithCloneWindow(0), WithReserveStep(1 << 20), clock}
+			opts := []Option{WithHeartbeat(interval), WithCloneWindow(0), WithReserveStep(1 << 20)}
 			for range 3 {
-				g := openReg(t, path, "web_1", reg, opts...)
+				g := fh.open(path, "web_1", reg, opts...)
 				defer g.Close()
 			}
-			time.Sleep(3 * interval)
+			fh.run(3*interval, interval/4, nil)
 			if how == "clock set back an hour" {
-				offset.Store(int64(-time.Hour))
+				fh.clk.Advance(-time.Hour)
 			} else {
 				b, err := os.ReadFile(path + ".heartbeat")
 				require.NoError(t, err)
 				require.Len(t, b, 40)
-				binary.LittleEndian.PutUint64(b[16:], uint64(time.Now().AddDate(50, 0, 0).UnixNano()))
+				binary.LittleEndian.PutUint64(b[16:], uint64(fh.clk.Now().AddDate(50, 0, 0).UnixNano()))
 				require.NoError(t, os.WriteFile(path+".heartbeat", b, 0o600))
 			}
 			calls := logCalls(reg)
-			start := time.Now()
-			time.Sleep(15 * interval)
-			per := float64(calls.count("touch")) / (float64(time.Since(start)) / float64(interval))
+			fh.run(15*interval, interval/4, nil)
+			per := float64(calls.count("touch")) / 15
 			assert.LessOrEqual(t, per, 1.5, "%s: the host sends %.1f refreshes per interval", how, per)
 		})
 	}
@@ -181,14 +196,15 @@ func TestHeartbeatReviewFutureLastRefreshesEveryPoll(t *testing.T) {
 // lands any more, so "last" and "tried" stay old and every process refreshes
 // at every poll it is not busy waiting for the lock.
 func TestHeartbeatReviewRecordLockHeldStorm(t *testing.T) {
-	const interval = 400 * time.Millisecond
+	const interval = 10 * time.Second
 	reg := snapidtest.NewRegistry()
+	fh := newFakeHost(t, nil)
 	_, path := ctPath(t)
 	for range 4 {
-		g := openReg(t, path, "web_1", reg, WithHeartbeat(interval), WithCloneWindow(0), WithReserveStep(1<<20))
-		defer g.Close()
+		g := fh.open(path, "web_1", reg, WithHeartbeat(interval), WithCloneWindow(0), WithReserveStep(1<<20))
+		defer fh.close(g)
 	}
-	time.Sleep(interval)
+	fh.run(interval, interval/4, nil)
 	f, err := os.Open(path + ".heartbeat")
 	require.NoError(t, err)
 	defer f.Close()
@@ -197,9 +213,8 @@ func TestHeartbeatReviewRecordLockHeldStorm(t *testing.T) {
 	// then: try until it is free.
 	require.Eventually(t, func() bool { return unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk) == nil }, 5*time.Second, time.Millisecond)
 	calls := logCalls(reg)
-	start := time.Now()
-	time.Sleep(8 * interval)
-	per := float64(calls.count("touch")) / (float64(time.Since(start)) / float64(interval))
+	fh.run(8*interval, interval/4, nil)
+	per := float64(calls.count("touch")) / 8
 	assert.LessOrEqual(t, per, 1.5, "with the record's byte lock held, 4 processes send %.1f refreshes per interval", per)
 }
 
@@ -208,23 +223,23 @@ func TestHeartbeatReviewRecordLockHeldStorm(t *testing.T) {
 // write 40 bytes in place, never truncate), so it reads as none forever:
 // every process refreshes at every poll, and every join reads the registry.
 func TestHeartbeatReviewLongRecordNeverRepaired(t *testing.T) {
-	const interval = 100 * time.Millisecond
+	const interval = 10 * time.Second
 	reg := snapidtest.NewRegistry()
+	fh := newFakeHost(t, nil)
 	_, path := ctPath(t)
 	for range 3 {
-		g := openReg(t, path, "web_1", reg, WithHeartbeat(interval), WithCloneWindow(0), WithReserveStep(1<<20))
-		defer g.Close()
+		g := fh.open(path, "web_1", reg, WithHeartbeat(interval), WithCloneWindow(0), WithReserveStep(1<<20))
+		defer fh.close(g)
 	}
-	time.Sleep(2 * interval)
+	fh.run(2*interval, interval/4, nil)
 	f, err := os.OpenFile(path+".heartbeat", os.O_WRONLY|os.O_APPEND, 0)
 	require.NoError(t, err)
 	_, err = f.Write([]byte{0})
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 	calls := logCalls(reg)
-	start := time.Now()
-	time.Sleep(15 * interval)
-	per := float64(calls.count("touch")) / (float64(time.Since(start)) / float64(interval))
+	fh.run(15*interval, interval/4, nil)
+	per := float64(calls.count("touch")) / 15
 	st, err := os.Stat(path + ".heartbeat")
 	require.NoError(t, err)
 	assert.EqualValues(t, 40, st.Size(), "the damaged record was never repaired")
@@ -237,24 +252,25 @@ func TestHeartbeatReviewLongRecordNeverRepaired(t *testing.T) {
 // learned it stops its heartbeat while keeping the role, so the others go
 // on issuing for about an interval and a half.
 func TestHeartbeatReviewTakeoverLearnedByExtendNotShared(t *testing.T) {
-	const interval = 400 * time.Millisecond
+	const interval = 10 * time.Second
 	reg := snapidtest.NewRegistry()
+	fh := newFakeHost(t, nil)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a", "c.u64")
 	require.NoError(t, os.Mkdir(filepath.Dir(path), 0o755))
 	opts := []Option{WithHeartbeat(interval), WithCloneWindow(0), WithReserveStep(1 << 20)}
-	A := openReg(t, path, "web_1", reg, opts...)
-	defer A.Close()
-	require.Eventually(t, A.ExportHeartbeatHolder, 2*time.Second, 5*time.Millisecond)
-	B := openReg(t, path, "web_1", reg, opts...)
-	defer B.Close()
+	A := fh.open(path, "web_1", reg, opts...)
+	defer fh.close(A)
+	fh.until(interval/4, 8, A.ExportHeartbeatHolder, "the first process never took the heartbeat role")
+	B := fh.open(path, "web_1", reg, opts...)
+	defer fh.close(B)
 	other := filepath.Join(dir, "b", "c.u64")
 	require.NoError(t, os.Mkdir(filepath.Dir(other), 0o755))
 	// Take over just after the host's refresh: the test does not depend on
 	// where in the interval it falls.
 	calls := logCalls(reg)
 	n := calls.count("touch")
-	require.True(t, waitFor(3*interval, func() bool { return calls.count("touch") > n }))
+	fh.until(interval/4, 12, func() bool { return calls.count("touch") > n }, "the host did not refresh")
 	taker, err := Open(other, "web_1", WithRegistry(reg), WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithTakeover(0), WithSync(false), WithCloneWindow(0))
 	require.NoError(t, err)
 	defer taker.Close()
@@ -263,10 +279,10 @@ func TestHeartbeatReviewTakeoverLearnedByExtendNotShared(t *testing.T) {
 	require.ErrorIs(t, A.ExportExtend(context.Background(), mark+1), ErrNameTaken)
 	_, err = A.Next()
 	require.ErrorIs(t, err, ErrNameTaken)
-	learned := time.Now()
-	time.Sleep(interval / 2) // two of B's polls
+	fh.step(interval / 4) // two of B's polls
+	fh.step(interval / 4)
 	_, err = B.Next()
-	assert.ErrorIs(t, err, ErrNameTaken, "B still issues %v after A learned of the take-over", time.Since(learned).Round(time.Millisecond))
+	assert.ErrorIs(t, err, ErrNameTaken, "B still issues two polls after A learned of the take-over")
 }
 
 // Guarantee 4. The holder closes while another process of the host is
@@ -275,20 +291,23 @@ func TestHeartbeatReviewTakeoverLearnedByExtendNotShared(t *testing.T) {
 // held (the heartbeat file is closed only at the end of Close), so no
 // process takes the role for that long.
 func TestHeartbeatReviewClosingHolderKeepsRole(t *testing.T) {
-	const interval = 100 * time.Millisecond
+	const interval = 10 * time.Second
 	reg := snapidtest.NewRegistry()
+	fh := newFakeHost(t, nil)
 	_, path := ctPath(t)
-	opts := []Option{WithHeartbeat(interval), WithCloneWindow(0), WithReserveStep(1 << 20), WithRegistryTimeout(3 * time.Second)}
-	H := openReg(t, path, "web_1", reg, opts...)
-	require.Eventually(t, H.ExportHeartbeatHolder, 2*time.Second, 5*time.Millisecond)
-	N := openReg(t, path, "web_1", reg, opts...)
-	defer N.Close()
+	opts := []Option{WithHeartbeat(interval), WithCloneWindow(0), WithReserveStep(1 << 20), WithRegistryTimeout(30 * interval)}
+	H := fh.open(path, "web_1", reg, opts...)
+	fh.until(interval/4, 8, H.ExportHeartbeatHolder, "the first process never took the heartbeat role")
+	N := fh.open(path, "web_1", reg, opts...)
+	defer fh.close(N)
 	gate, err := os.Open(path + ExportOwnerSuffix)
 	require.NoError(t, err)
 	require.NoError(t, unix.Flock(int(gate.Fd()), unix.LOCK_EX))
 	closed := make(chan struct{})
 	go func() { H.Close(); close(closed) }()
-	time.Sleep(3 * interval)
+	// H's heartbeat stops as its Close begins; then three intervals.
+	require.Eventually(t, func() bool { return !H.ExportHeartbeatRunning() }, 10*time.Second, time.Millisecond)
+	fh.run(3*interval, interval/4, nil)
 	f, err := os.Open(path + ".heartbeat")
 	require.NoError(t, err)
 	held := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil

@@ -98,7 +98,7 @@ func TestHeartbeatFailingHolderDoesNotHoldOthersBack(t *testing.T) {
 	reg := snapidtest.NewRegistry()
 	reg.SetClock(clock.Now)
 	_, path := ctPath(t)
-	opts := []Option{WithHeartbeat(hb), WithRegistryTimeout(to), WithCloneWindow(window), WithReserveStep(1 << 20), ExportWithClock(clock.Now)}
+	opts := []Option{WithHeartbeat(hb), WithRegistryTimeout(to), WithCloneWindow(window), WithReserveStep(1 << 20), ExportWithNow(clock.Now)}
 	wH := &hbTouchReg{Registry: reg}
 	H := openReg(t, path, "web_1", wH, opts...)
 	defer H.Close()
@@ -192,7 +192,7 @@ func TestHeartbeatHolderBackOffCapped(t *testing.T) {
 	reg.SetClock(clock.Now)
 	_, path := ctPath(t)
 	w := &hbTouchReg{Registry: reg}
-	g := openReg(t, path, "web_1", w, WithHeartbeat(hb), WithCloneWindow(0), WithReserveStep(1<<20), ExportWithClock(clock.Now))
+	g := openReg(t, path, "web_1", w, WithHeartbeat(hb), WithCloneWindow(0), WithReserveStep(1<<20), ExportWithNow(clock.Now))
 	defer g.Close()
 	require.Eventually(t, g.ExportHeartbeatHolder, 10*time.Second, 5*time.Millisecond)
 	start := clock.Now()
@@ -239,7 +239,7 @@ func TestHeartbeatCloneCheckClockSkewTolerance(t *testing.T) {
 			reg := snapidtest.NewRegistry()
 			reg.SetClock(func() time.Time { return clock.Now().Add(time.Duration(skew.Load())) })
 			_, path := ctPath(t)
-			opts := []Option{WithHeartbeat(hb), WithRegistryTimeout(to), WithCloneWindow(window), WithReserveStep(1 << 20), ExportWithClock(clock.Now)}
+			opts := []Option{WithHeartbeat(hb), WithRegistryTimeout(to), WithCloneWindow(window), WithReserveStep(1 << 20), ExportWithNow(clock.Now)}
 			wH := &hbTouchReg{Registry: reg}
 			H := openReg(t, path, "web_1", wH, opts...)
 			defer H.Close()

@@ -3,6 +3,7 @@ package snapid_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/clock"
 	"github.com/snapid/snapid/snapidtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -40,19 +42,6 @@ func (l *callLog) count(op string) int {
 	return len(l.calls[op])
 }
 
-// since returns the calls of op from t on.
-func (l *callLog) since(op string, t time.Time) []time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []time.Time
-	for _, c := range l.calls[op] {
-		if !c.Before(t) {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
 // waitFor polls cond for up to d.
 func waitFor(d time.Duration, cond func() bool) bool {
 	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
@@ -79,15 +68,16 @@ func holders(gs []*Generator) []int {
 // them, not one each; when the process that sends it exits or crashes,
 // another takes over, and last-seen keeps being refreshed.
 func TestHeartbeatOnePerHost(t *testing.T) {
-	const interval = 40 * time.Millisecond
+	const interval = 10 * time.Second
 	for _, procs := range []int{1, 8, 32} {
 		t.Run("processes="+strconv.Itoa(procs), func(t *testing.T) {
 			reg := snapidtest.NewRegistry()
+			fh := newFakeHost(t, nil)
 			_, path := ctPath(t)
 			opts := []Option{WithHeartbeat(interval), WithCloneWindow(0)}
 			gs := make([]*Generator, procs)
 			for i := range gs {
-				gs[i] = openReg(t, path, "web_1", reg, opts...)
+				gs[i] = fh.open(path, "web_1", reg, opts...)
 			}
 			defer func() {
 				for _, g := range gs {
@@ -97,15 +87,13 @@ func TestHeartbeatOnePerHost(t *testing.T) {
 				}
 			}()
 			calls := logCalls(reg)
-			start := time.Now()
-			time.Sleep(25 * interval)
-			elapsed := time.Since(start)
+			const elapsed = 25 * interval
+			fh.run(elapsed, interval/4, nil)
 			touches := calls.count("touch")
-			// One per interval for the host, whatever the processes; a
-			// slow machine only lowers the count.
-			assert.LessOrEqual(t, float64(touches), 1.05*float64(elapsed)/float64(interval)+1,
+			// One per interval for the host, whatever the processes.
+			assert.LessOrEqual(t, float64(touches), float64(elapsed)/float64(interval)+1,
 				"%d processes sent %d heartbeats in %v (interval %v): want one per interval for the host", procs, touches, elapsed, interval)
-			assert.GreaterOrEqual(t, touches, 5, "the host's heartbeat runs")
+			assert.GreaterOrEqual(t, touches, 24, "the host's heartbeat runs once per interval")
 			require.Len(t, holders(gs), 1, "one process holds the heartbeat")
 			if procs == 1 {
 				return
@@ -120,9 +108,11 @@ func TestHeartbeatOnePerHost(t *testing.T) {
 					require.NoError(t, gs[h].Close())
 				}
 				gs[h] = nil
-				gone := time.Now()
-				require.True(t, waitFor(40*interval, func() bool { return len(holders(gs)) == 1 }), "round %d: no process took the heartbeat after the holder's %s", round, how)
-				require.True(t, waitFor(40*interval, func() bool { return len(calls.since("touch", gone)) > 0 }), "round %d: last-seen not refreshed after the holder's %s", round, how)
+				before := calls.count("touch")
+				// Within two intervals: the role at the next poll, the
+				// refresh once last-seen is an interval old.
+				fh.until(interval/4, 8, func() bool { return len(holders(gs)) == 1 }, fmt.Sprintf("round %d: no process took the heartbeat after the holder's %s", round, how))
+				fh.until(interval/4, 8, func() bool { return calls.count("touch") > before }, fmt.Sprintf("round %d: last-seen not refreshed after the holder's %s", round, how))
 			}
 			row, ok := reg.Row("web_1")
 			require.True(t, ok)
@@ -136,8 +126,9 @@ func TestHeartbeatOnePerHost(t *testing.T) {
 // stale: a process that finds the record an interval and a half old
 // refreshes without the role.
 func TestHeartbeatHolderStuck(t *testing.T) {
-	const interval = 40 * time.Millisecond
+	const interval = 10 * time.Second
 	reg := snapidtest.NewRegistry()
+	fh := newFakeHost(t, nil)
 	_, path := ctPath(t)
 	g := openReg(t, path, "web_1", reg, WithHeartbeat(time.Hour), WithCloneWindow(0))
 	defer g.Close()
@@ -147,48 +138,56 @@ func TestHeartbeatHolderStuck(t *testing.T) {
 	require.NoError(t, err)
 	defer lock.Close()
 	require.NoError(t, unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB))
-	other := openReg(t, path, "web_1", reg, WithHeartbeat(interval), WithCloneWindow(0))
+	other := fh.open(path, "web_1", reg, WithHeartbeat(interval), WithCloneWindow(0))
 	defer other.Close()
 	assert.False(t, other.ExportHeartbeatHolder())
 	calls := logCalls(reg)
-	start := time.Now()
-	require.True(t, waitFor(100*interval, func() bool { return calls.count("touch") >= 3 }), "no refresh while the heartbeat's holder is stuck")
-	// Not more often than every interval and a half, roughly.
-	elapsed := time.Since(start)
-	assert.LessOrEqual(t, float64(calls.count("touch")), float64(elapsed)/float64(interval)/1.5+2)
+	start := fh.clk.Now()
+	fh.until(interval/4, 40, func() bool { return calls.count("touch") >= 3 }, "no refresh while the heartbeat's holder is stuck")
+	// Not more often than every interval and a half.
+	elapsed := fh.clk.Since(start)
+	assert.LessOrEqual(t, float64(calls.count("touch")), float64(elapsed)/float64(interval)/1.5+1)
 }
 
 // A take-over that the holder's heartbeat learns of stops every process
 // of the host, not only the holder.
 func TestHeartbeatTakeOverStopsEveryProcess(t *testing.T) {
-	const interval = 20 * time.Millisecond
+	// On a fake clock: which process learns first, and how, depends on
+	// no scheduler.
+	const interval = 10 * time.Second
 	reg := snapidtest.NewRegistry()
+	fh := newFakeHost(t, nil)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a", "c.u64")
 	require.NoError(t, os.Mkdir(filepath.Dir(path), 0o755))
 	gs := []*Generator{}
 	for range 4 {
 		// A step no extension is needed for: only the heartbeat tells.
-		g := openReg(t, path, "web_1", reg, WithHeartbeat(interval), WithCloneWindow(0), WithReserveStep(1<<20))
+		g := fh.open(path, "web_1", reg, WithHeartbeat(interval), WithCloneWindow(0), WithReserveStep(1<<20))
 		defer g.Close()
 		gs = append(gs, g)
 	}
+	fh.run(2*interval, interval/4, nil)
 	other := filepath.Join(dir, "b", "c.u64")
 	require.NoError(t, os.Mkdir(filepath.Dir(other), 0o755))
 	calls := logCalls(reg)
 	taker, err := Open(other, "web_1", WithRegistry(reg), WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithTakeover(0), WithSync(false), WithCloneWindow(0))
 	require.NoError(t, err)
 	defer taker.Close()
-	for i, g := range gs {
-		require.True(t, waitFor(5*time.Second, func() bool {
-			_, err := g.Next()
-			return errors.Is(err, ErrNameTaken)
-		}), "process %d still issues after the name was taken over", i)
+	stopped := func() bool {
+		for _, g := range gs {
+			if _, err := g.Next(); !errors.Is(err, ErrNameTaken) {
+				return false
+			}
+		}
+		return true
 	}
+	// Every process stops within an interval and a poll of the holder's
+	// next refresh.
+	fh.until(interval/4, 12, stopped, "a process still issues two intervals after the name was taken over")
 	// The holder's refresh learned it and told the others through the
-	// record: they did not each ask the registry (one more may, if the
-	// holder was slow).
-	assert.LessOrEqual(t, calls.count("touch"), 2, "the host's processes each refreshed to learn of the take-over")
+	// record: they did not each ask the registry.
+	assert.Equal(t, 1, calls.count("touch"), "the host's processes each refreshed to learn of the take-over")
 }
 
 // Processes joining their host's claim read the registry only when the
@@ -215,7 +214,7 @@ func TestHeartbeatFreshJoinReadsNothing(t *testing.T) {
 		{"a clock set back", time.Now().Add(-time.Minute)},
 	} {
 		before := calls.count("get")
-		g := openReg(t, path, "web_1", reg, WithHeartbeat(time.Hour), WithCloneWindow(0), ExportWithClock(func() time.Time { return c.now }))
+		g := openReg(t, path, "web_1", reg, WithHeartbeat(time.Hour), WithCloneWindow(0), ExportWithClock(clock.NewFake(c.now)))
 		g.Close()
 		assert.Equal(t, before+1, calls.count("get"), "%s: a join reads the registry", c.what)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
+	"github.com/snapid/snapid/internal/clock"
 	"github.com/snapid/snapid/internal/statefile"
 )
 
@@ -232,6 +233,15 @@ func openHostState(counterPath string, o *options) (*hostState, error) {
 		mode:         o.fileMode,
 		fs:           o.fs,
 	}, nil
+}
+
+// clock is the Generator's clock (the real one for a hostState opened
+// without options).
+func (h *hostState) clock() clock.Clock {
+	if h.opts == nil {
+		return clock.Real{}
+	}
+	return clock.OrReal(h.opts.clock)
 }
 
 // lockGate takes the host's start-up/shut-down gate.

@@ -22,7 +22,7 @@ func (r *reservation) verifyJoin(ctx context.Context) error {
 	if ok && rec.taken && rec.session == sessionHash(r.session) {
 		return fmt.Errorf("snapid: %w: the registry told another process of this host that %q is another owner's", ErrNameTaken, r.name)
 	}
-	if freshClaim(rec, ok, r.session, r.o.now(), r.o.heartbeat) {
+	if freshClaim(rec, ok, r.session, r.o.clock.Now(), r.o.heartbeat) {
 		return nil
 	}
 	h, err := r.reg.Get(ctx, r.name)

@@ -87,7 +87,7 @@ func TestJoinRefusesRowOfAnotherSession(t *testing.T) {
 
 	// The joiner's clock is two intervals on: the host's record is not
 	// fresh, so the join reads the registry's row.
-	later := ExportWithClock(func() time.Time { return time.Now().Add(2 * time.Hour) })
+	later := ExportWithNow(func() time.Time { return time.Now().Add(2 * time.Hour) })
 	counter := ctValue(t, path)
 	joiner, err := Open(path, "web_1", append([]Option{WithRegistry(reg), WithSync(false),
 		WithHostInfo(HostInfo{Hostname: "h1", MachineID: "m1"}), later}, opts...)...)

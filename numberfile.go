@@ -124,10 +124,10 @@ func (r *reservation) claimNumber(ctx context.Context, h Holder) error {
 			// share of the claim's time, and starts without it.
 			limit := 2 * time.Second
 			if d, ok := ctx.Deadline(); ok {
-				limit = min(limit, time.Until(d)/4)
+				limit = min(limit, r.o.clock.Until(d)/4)
 			}
 			var cancel context.CancelFunc
-			actx, cancel = context.WithTimeout(ctx, limit)
+			actx, cancel = r.o.clock.WithTimeout(ctx, limit)
 			defer cancel()
 		}
 		err := r.retry(actx, "assign number", func(ctx context.Context) (err error) {

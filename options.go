@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"path/filepath"
 	"time"
+
+	"github.com/snapid/snapid/internal/clock"
 )
 
 // An Option configures Open, Init, Repair and ReadCounter.
@@ -25,10 +27,14 @@ type options struct {
 	// Open refuses to.
 	initDir bool
 	logger  *slog.Logger
-	io      fileIO
-	fs      fsOps
-	reg     registryOptions
-	form    formOptions
+	// clock is every time reading, timer, ticker, sleep and context
+	// deadline of the Generator (withClock; clock.Real by default). It is
+	// per Generator: the simulator gives each simulated host its own.
+	clock clock.Clock
+	io    fileIO
+	fs    fsOps
+	reg   registryOptions
+	form  formOptions
 }
 
 func defaultOptions() options {
@@ -36,6 +42,7 @@ func defaultOptions() options {
 		sync:     true,
 		fileMode: 0o600,
 		logger:   slog.New(slog.DiscardHandler),
+		clock:    clock.Real{},
 		io:       osIO{},
 		fs:       osFS{},
 		reg: registryOptions{
@@ -44,7 +51,6 @@ func defaultOptions() options {
 			heartbeat:   time.Minute,
 			timeout:     15 * time.Second,
 			horizon:     DefaultOutageHorizon,
-			now:         time.Now,
 		},
 	}
 }
@@ -58,6 +64,10 @@ func buildOptions(opts []Option) (options, error) {
 		if err := opt(&o); err != nil {
 			return o, err
 		}
+	}
+	o.reg.clock = o.clock
+	if or := observerOf(o.reg.registry); or != nil {
+		or.clock = o.clock
 	}
 	if o.reg.registry != nil {
 		if err := o.reg.checkCloneWindow(); err != nil {
@@ -179,7 +189,7 @@ type registryOptions struct {
 	heartbeat   time.Duration
 	timeout     time.Duration
 	horizon     time.Duration
-	now         func() time.Time
+	clock       clock.Clock                     // options.clock, copied by buildOptions
 	retryWait   func(attempt int) time.Duration // nil: retryBackoff
 }
 
@@ -243,10 +253,12 @@ func WithOutageHorizon(d time.Duration) Option {
 	}
 }
 
-// withClock replaces the clock of the registry side (tests).
-func withClock(now func() time.Time) Option {
+// withClock replaces the Generator's clock: every time it reads, every
+// timer, ticker and sleep, every context deadline it creates (tests and
+// the simulator; nil means the real clock).
+func withClock(c clock.Clock) Option {
 	return func(o *options) error {
-		o.reg.now = now
+		o.clock = clock.OrReal(c)
 		return nil
 	}
 }

@@ -65,7 +65,7 @@ func Release(ctx context.Context, counterPath, name string, opts ...Option) (fin
 	if h.Owner != owner {
 		return 0, fmt.Errorf("snapid: %w: %q is not held by this counter (%s); use a forced release from the registry only if that holder is gone", ErrNameTaken, name, h)
 	}
-	lctx, cancel := context.WithTimeout(ctx, o.reg.timeout)
+	lctx, cancel := o.clock.WithTimeout(ctx, o.reg.timeout)
 	defer cancel()
 	cur, err := c.readContext(lctx)
 	if err != nil {

@@ -39,6 +39,7 @@ type reservation struct {
 	rates     []rateSample // the counter when extensions were sized, oldest first (under extendMu)
 	curStep   atomic.Uint64
 	extending atomic.Bool // a background extension is running
+	touching  atomic.Bool // a heartbeat refresh of this process is in flight
 	lost      atomic.Pointer[error]
 
 	extendLog    *failureLog // background extensions failing, then working again
@@ -73,8 +74,8 @@ func startReservation(ctx context.Context, path, name string, o *options,
 		return nil, err
 	}
 	r := &reservation{reg: o.reg.registry, name: name, host: hs, o: o.reg, log: o.logger, withFile: withFile, form: o.form}
-	r.extendLog = newFailureLog(r.log, r.o.now, "extending the reserved range", "ids keep flowing until the mark")
-	r.heartbeatLog = newFailureLog(r.log, r.o.now, "heartbeat", "")
+	r.extendLog = newFailureLog(r.log, r.o.clock.Now, "extending the reserved range", "ids keep flowing until the mark")
+	r.heartbeatLog = newFailureLog(r.log, r.o.clock.Now, "heartbeat", "")
 	if !r.o.hostSet {
 		r.o.host = LocalHostInfo()
 	}
@@ -165,7 +166,7 @@ func (r *reservation) claim(ctx context.Context) error {
 	var h Holder
 	var sent time.Time // when the claim that stood was sent: it refreshed last-seen then
 	err = r.retry(ctx, "claim", func(ctx context.Context) (err error) {
-		sent = r.o.now()
+		sent = r.o.clock.Now()
 		h, err = r.reg.Claim(ctx, Claim{
 			Name: r.name, Owner: r.host.owner,
 			Hostname: r.o.host.Hostname, Address: r.o.host.Address, MachineID: r.o.host.MachineID,
@@ -340,7 +341,7 @@ func (r *reservation) extendInBackground() {
 		// Not cancelled by close, which waits for it instead: an LWT
 		// abandoned by its caller may still be applied, after the last
 		// process has set the mark back.
-		ctx, cancel := context.WithTimeout(context.Background(), r.o.timeout)
+		ctx, cancel := r.o.clock.WithTimeout(context.Background(), r.o.timeout)
 		defer cancel()
 		switch err := r.extend(ctx, 0); {
 		case errors.Is(err, ErrNameTaken):
@@ -460,7 +461,7 @@ const maxRateSamples = 64
 // longer than the horizon (samples are taken only at extensions) is
 // scaled down to it. The caller holds extendMu.
 func (r *reservation) nextStep(cur uint64) uint64 {
-	now := r.o.now()
+	now := r.o.clock.Now()
 	step := r.o.step
 	r.rates = append(r.rates, rateSample{now, cur})
 	// The base: the newest sample at least a horizon old, or the oldest.
@@ -517,7 +518,7 @@ func (r *reservation) close() error {
 	r.extendMu.Lock()
 	defer r.extendMu.Unlock()
 	r.closed = true
-	ctx, cancel := context.WithTimeout(context.Background(), r.o.timeout)
+	ctx, cancel := r.o.clock.WithTimeout(context.Background(), r.o.timeout)
 	defer cancel()
 	if err := r.host.lockGate(ctx); err != nil {
 		return err

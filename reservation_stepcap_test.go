@@ -28,7 +28,7 @@ func TestReservationStepGrowthCappedAfterBurst(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	g := openReg(t, path, "web_1", reg, WithReserveStep(step), WithSync(false), ExportWithClock(clock))
+	g := openReg(t, path, "web_1", reg, WithReserveStep(step), WithSync(false), ExportWithNow(clock))
 	draw(t, g, 1)
 
 	advance(time.Minute)
@@ -53,7 +53,7 @@ func TestReservationStepGrowthCappedAfterBurst(t *testing.T) {
 	assert.LessOrEqual(t, ahead, uint64(16*step), "the mark is at most 16 steps ahead of what was issued")
 
 	require.NoError(t, ExportCrash(g))
-	g = openReg(t, path, "web_1", reg, WithReserveStep(step), WithSync(false), ExportWithClock(clock))
+	g = openReg(t, path, "web_1", reg, WithReserveStep(step), WithSync(false), ExportWithNow(clock))
 	defer g.Close()
 	next := draw(t, g, 1)[0]
 	require.Greater(t, next, last)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/clock"
 	"github.com/snapid/snapid/internal/testfs"
 	"github.com/snapid/snapid/snapidtest"
 	"github.com/stretchr/testify/assert"
@@ -449,11 +450,9 @@ func TestReservationJoinWhileRegistryDown(t *testing.T) {
 func TestReservationStepFollowsRate(t *testing.T) {
 	reg := snapidtest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
-	var mu sync.Mutex
-	now := time.Unix(1_000_000, 0)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	g := openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(time.Minute), WithSync(false), ExportWithClock(clock))
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	advance := clk.Advance
+	g := openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(time.Minute), WithSync(false), ExportWithClock(clk))
 	defer g.Close()
 	h, _ := reg.Row("web_1")
 	require.Equal(t, uint64(100), h.Reserved, "no rate seen yet: the configured step")
@@ -490,15 +489,11 @@ func TestReservationStepFollowsRate(t *testing.T) {
 func TestCrashGapAfterBurstIsOneStep(t *testing.T) {
 	reg := snapidtest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
-	var mu sync.Mutex
-	now := time.Unix(1_000_000, 0)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	g := openReg(t, path, "web_1", reg, WithSync(false), ExportWithClock(clock))
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	g := openReg(t, path, "web_1", reg, WithSync(false), ExportWithClock(clk))
 	issued := uint64(0)
 	for range 501 {
-		mu.Lock()
-		now = now.Add(time.Minute / 501)
-		mu.Unlock()
+		clk.Advance(time.Minute / 501)
 		issued = draw(t, g, 1)[0]
 	}
 	// The 501st crossed half of the first step: an extension runs.
@@ -507,7 +502,7 @@ func TestCrashGapAfterBurstIsOneStep(t *testing.T) {
 	require.NoError(t, ExportCrash(g))
 	h, _ := reg.Row("web_1")
 	assert.LessOrEqual(t, h.Reserved-issued, uint64(DefaultReserveStep), "the mark is at most one default step ahead")
-	g = openReg(t, path, "web_1", reg, WithSync(false), ExportWithClock(clock))
+	g = openReg(t, path, "web_1", reg, WithSync(false), ExportWithClock(clk))
 	defer g.Close()
 	next := draw(t, g, 1)[0]
 	assert.LessOrEqual(t, next-issued-1, uint64(DefaultReserveStep), "the crash skipped %d numbers", next-issued-1)

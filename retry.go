@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"time"
+
+	"github.com/snapid/snapid/internal/clock"
 )
 
 // Retries of the registry calls a start-up needs: the claim, the first
@@ -69,36 +71,37 @@ var retryBackoff = func(attempt int) time.Duration {
 // transient, has run retryAttempts times, or ctx leaves no time for the
 // wait before another attempt; it returns call's last error. Each call gets
 // ctx as it is (the caller bounds each attempt if it must).
-func retryRegistry(ctx context.Context, log *slog.Logger, waitFor func(int) time.Duration, op string, call func(context.Context) error) error {
+func retryRegistry(ctx context.Context, clk clock.Clock, log *slog.Logger, waitFor func(int) time.Duration, op string, call func(context.Context) error) error {
 	var err error
 	for attempt := range retryAttempts {
 		if err = call(ctx); !transient(err) || attempt == retryAttempts-1 {
 			return err
 		}
-		if !pauseBeforeRetry(ctx, waitFor, attempt, log, "op", op, "err", err) {
+		if !pauseBeforeRetry(ctx, clk, waitFor, attempt, log, "op", op, "err", err) {
 			return err
 		}
 	}
 	return err
 }
 
-// pauseBeforeRetry waits before the attempt after attempt (0-based)
+// pauseBeforeRetry waits on clk before the attempt after attempt (0-based)
 // failed, waitFor's time (retryBackoff's if nil), and reports whether it
 // did: false when ctx ends first or its deadline leaves no room for the
-// wait. args describe the failure for the debug log.
-func pauseBeforeRetry(ctx context.Context, waitFor func(int) time.Duration, attempt int, log *slog.Logger, args ...any) bool {
+// wait (the deadline read on clk: the contexts the library creates take
+// theirs from it). args describe the failure for the debug log.
+func pauseBeforeRetry(ctx context.Context, clk clock.Clock, waitFor func(int) time.Duration, attempt int, log *slog.Logger, args ...any) bool {
 	if waitFor == nil {
 		waitFor = retryBackoff
 	}
 	wait := waitFor(attempt)
-	if d, ok := ctx.Deadline(); ok && time.Until(d) <= wait {
+	if d, ok := ctx.Deadline(); ok && clk.Until(d) <= wait {
 		return false
 	}
 	log.Debug("snapid: registry call failed; retrying", append(args, "attempt", attempt+1, "wait", wait)...)
-	t := time.NewTimer(wait)
+	t := clk.NewTimer(wait)
 	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-t.C():
 		return true
 	case <-ctx.Done():
 		return false
@@ -116,5 +119,5 @@ func withRetryWait(wait func(attempt int) time.Duration) Option {
 
 // retry is retryRegistry with the reservation's logger and waits.
 func (r *reservation) retry(ctx context.Context, op string, call func(context.Context) error) error {
-	return retryRegistry(ctx, r.log, r.o.retryWait, op, call)
+	return retryRegistry(ctx, r.o.clock, r.log, r.o.retryWait, op, call)
 }

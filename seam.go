@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/snapid/snapid/internal/clock"
 	"github.com/snapid/snapid/internal/seam"
 	"github.com/snapid/snapid/internal/statefile"
 )
@@ -12,7 +13,7 @@ import (
 func init() {
 	seam.WithIO = func(x seam.FileIO) any { return withIO(x) }
 	seam.WithFS = func(f statefile.FS) any { return withFS(f) }
-	seam.WithClock = func(now func() time.Time) any { return withClock(now) }
+	seam.WithClock = func(c clock.Clock) any { return withClock(c) }
 	seam.WithRetryWait = func(wait func(int) time.Duration) any { return withRetryWait(wait) }
 	seam.Crash = func(g any) error { return crash(g.(*Generator)) }
 	seam.Settle = func(g any) {

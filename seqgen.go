@@ -167,7 +167,7 @@ func (g *Generator) SequenceContext(ctx context.Context, name string, opts ...Se
 	// The registry first: a sequence that does not exist is refused before
 	// anything is created on disk.
 	reachable := true
-	ctx, cancel := context.WithTimeout(ctx, g.res.o.timeout)
+	ctx, cancel := g.clock.WithTimeout(ctx, g.res.o.timeout)
 	defer cancel()
 	if _, err := sr.HostLease(ctx, name, g.name); err != nil && !errors.Is(err, ErrRegistry) {
 		return nil, err

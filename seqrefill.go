@@ -38,7 +38,7 @@ func (s *Sequence) verify(ctx context.Context, reachable bool) error {
 	}
 	var rec SequenceLease
 	if reachable {
-		ctx, cancel := context.WithTimeout(ctx, s.g.res.o.timeout)
+		ctx, cancel := s.g.clock.WithTimeout(ctx, s.g.res.o.timeout)
 		rec, err = s.reg.HostLease(ctx, s.name, s.g.name)
 		cancel()
 		if err != nil && !errors.Is(err, ErrRegistry) {
@@ -76,7 +76,7 @@ func (s *Sequence) adopt(old leaseRecord, rec SequenceLease, reachable bool) err
 	adopted := false
 	if reachable && rec.Session == old.session && rec.First == latest.first && rec.Last == latest.last &&
 		rec.ClosedAt != 0 && rec.ClosedAt == old.pos {
-		ctx, cancel := context.WithTimeout(context.Background(), s.g.res.o.timeout)
+		ctx, cancel := s.g.clock.WithTimeout(context.Background(), s.g.res.o.timeout)
 		_, err := s.reg.AdoptLease(ctx, LeaseAdoption{Sequence: s.name, Name: s.g.name, Owner: s.g.res.host.owner, Session: session,
 			OldSession: old.session, First: latest.first, Last: latest.last, Pos: old.pos})
 		cancel()
@@ -105,7 +105,7 @@ func (s *Sequence) adopt(old leaseRecord, rec SequenceLease, reachable bool) err
 // is held per open file, so it does not keep the process's goroutines
 // apart), then the host's.
 func (s *Sequence) lockRefill(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, s.g.res.o.timeout)
+	ctx, cancel := s.g.clock.WithTimeout(ctx, s.g.res.o.timeout)
 	defer cancel()
 	select {
 	case s.refillSem <- struct{}{}:
@@ -155,7 +155,7 @@ const (
 
 // nextLeaseSize returns the size of the next lease (see fastLease).
 func (s *Sequence) nextLeaseSize() uint64 {
-	now := time.Now().UnixNano()
+	now := s.g.clock.Now().UnixNano()
 	last := s.lastLease.Swap(now)
 	size := s.leaseSize.Load()
 	switch elapsed := time.Duration(now - last); {
@@ -218,7 +218,7 @@ func (s *Sequence) lease(ctx context.Context, prev seqRange, min uint64) error {
 		if errp := s.g.res.lost.Load(); errp != nil {
 			return *errp
 		}
-		lctx, cancel := context.WithTimeout(ctx, s.g.res.o.timeout)
+		lctx, cancel := s.g.clock.WithTimeout(ctx, s.g.res.o.timeout)
 		got, err := s.reg.LeaseSequence(lctx, LeaseRequest{
 			Sequence: s.name, Name: s.g.name, Owner: s.g.res.host.owner, Session: s.g.res.session,
 			PrevFirst: prev.first, PrevLast: prev.last, Size: max(s.nextLeaseSize(), min), Min: min,
@@ -248,7 +248,7 @@ func (s *Sequence) lease(ctx context.Context, prev seqRange, min uint64) error {
 			}
 			prev = recorded
 			continue
-		case transient(err) && failures < retryAttempts-1 && pauseBeforeRetry(ctx, s.g.res.o.retryWait, failures, s.log, "op", "lease", "sequence", s.name, "err", err):
+		case transient(err) && failures < retryAttempts-1 && pauseBeforeRetry(ctx, s.g.clock, s.g.res.o.retryWait, failures, s.log, "op", "lease", "sequence", s.name, "err", err):
 			// Contention or an overloaded registry (a data centre's hosts
 			// all taking their first lease at once): again, after a wait.
 			// A lease whose answer was lost shows as moved next time.

@@ -18,7 +18,7 @@ const (
 
 // nextBlockSize returns the size of the next block (see fastBlock).
 func (s *Sequence) nextBlockSize() uint64 {
-	now := time.Now().UnixNano()
+	now := s.g.clock.Now().UnixNano()
 	last := s.lastBlock.Swap(now)
 	size := s.blockSize.Load()
 	switch elapsed := time.Duration(now - last); {
@@ -236,7 +236,7 @@ func (s *Sequence) updateContext(ctx context.Context, bound bool, fn func(l *lea
 // restored together with its floor would otherwise be carried over at the
 // copy's position. A failure leaves the file as it is.
 func (s *Sequence) settle() {
-	ctx, cancel := context.WithTimeout(context.Background(), s.g.res.o.timeout)
+	ctx, cancel := s.g.clock.WithTimeout(context.Background(), s.g.res.o.timeout)
 	defer cancel()
 	err := s.updateContext(ctx, true, func(*leaseRecord) (bool, error) { return false, nil })
 	if err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrNameTaken) {

@@ -6,6 +6,8 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/snapid/snapid/internal/clock"
 )
 
 // Stats describes a Generator's work since Open, for metrics (package
@@ -296,7 +298,11 @@ type observedRegistry struct {
 	lastContact   atomic.Int64 // Unix nanoseconds; 0: never
 	lastExtension atomic.Int64
 	lastHeartbeat atomic.Int64
+	clock         clock.Clock // the Generator's (nil: the real clock)
 }
+
+// now is the time on o's clock, in Unix nanoseconds.
+func (o *observedRegistry) now() int64 { return clock.OrReal(o.clock).Now().UnixNano() }
 
 // observedSequenceRegistry is an observedRegistry of a registry that also
 // keeps sequences: wrapping it must not hide that (sequence calls are not
@@ -356,7 +362,7 @@ func (o *observedRegistry) do(ctx context.Context, i int, call func(ctx context.
 	}
 	o.calls[i][outcome].Add(1)
 	if outcome != 3 {
-		o.lastContact.Store(time.Now().UnixNano())
+		o.lastContact.Store(o.now())
 	}
 	return err
 }
@@ -377,7 +383,7 @@ func (o *observedRegistry) Extend(ctx context.Context, name, owner, session stri
 		return err
 	})
 	if err == nil && new > old {
-		o.lastExtension.Store(time.Now().UnixNano())
+		o.lastExtension.Store(o.now())
 	}
 	return h, err
 }
@@ -385,7 +391,7 @@ func (o *observedRegistry) Extend(ctx context.Context, name, owner, session stri
 func (o *observedRegistry) Touch(ctx context.Context, name, owner, session string) error {
 	err := o.do(ctx, 2, func(ctx context.Context) error { return o.Registry.Touch(ctx, name, owner, session) })
 	if err == nil {
-		o.lastHeartbeat.Store(time.Now().UnixNano())
+		o.lastHeartbeat.Store(o.now())
 	}
 	return err
 }

@@ -37,8 +37,15 @@
 #      from the node of step 1.
 #
 # Each step prints how many seconds it took.
-# Environment: SNAPID_FUZZTIME (default 10s per target), and those of
-# scripts/cassandra.sh.
+# Environment: SNAPID_FUZZTIME (default 10s per target), SNAPID_BUSY_LOOPS
+# (that many busy loops compete for the CPUs for the whole run, as on a
+# shared CI runner; default 0), and those of scripts/cassandra.sh.
+#
+#   bash scripts/test.sh --under-load   (make test-under-load)
+# runs only the root package's, snapidtest's and internal/statefile's
+# tests, with the race detector, SNAPID_LOAD_ROUNDS times in a row
+# (default 4) while SNAPID_BUSY_LOOPS busy loops (default 8) compete for
+# the CPUs; every round must pass. It needs no Cassandra.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -53,14 +60,55 @@ if [ "$(id -u)" != 0 ]; then
 fi
 export SNAPID_REQUIRE_ROOT=1
 
+# took STEP START: prints how long STEP took since START (in $SECONDS).
+took() { echo "test: $1 took $((SECONDS - $2)) s"; }
+
+# Busy loops this script started (each `sh -c 'while :; do :; done'`); they
+# are killed, by their pids, when the script exits, also on failure.
+busy_pids=()
+start_busy_loops() {
+  local n=$1 i
+  for ((i = 0; i < n; i++)); do
+    sh -c 'while :; do :; done' &
+    busy_pids+=($!)
+  done
+  if ((n > 0)); then
+    echo "test: $n busy loops compete for the CPUs (pids ${busy_pids[*]})"
+  fi
+}
+stop_busy_loops() {
+  if ((${#busy_pids[@]} > 0)); then
+    kill "${busy_pids[@]}" 2>/dev/null || true
+    wait "${busy_pids[@]}" 2>/dev/null || true
+    busy_pids=()
+  fi
+}
+
+if [[ "${1:-}" == --under-load ]]; then
+  trap stop_busy_loops EXIT
+  trap 'exit 130' INT TERM
+  rounds="${SNAPID_LOAD_ROUNDS:-4}"
+  start_busy_loops "${SNAPID_BUSY_LOOPS:-8}"
+  all=$SECONDS
+  for ((round = 1; round <= rounds; round++)); do
+    t=$SECONDS
+    echo "test: under load, round $round of $rounds: go test -race . ./snapidtest ./internal/statefile"
+    if ! CI=true go test -race -count=1 -timeout 30m . ./snapidtest ./internal/statefile; then
+      echo "test: under load, round $round of $rounds failed" >&2
+      exit 1
+    fi
+    took "round $round under load" "$t"
+  done
+  echo "test: under load: $rounds rounds in a row passed in $((SECONDS - all)) s"
+  exit 0
+fi
+
 ci_asked="${CI:-}"  # CI=true from the caller: nothing may be skipped
 export CI="${CI:-true}"
 # The node of step 1 takes passwords only when step 5 asks for them.
 unset SNAPID_CASSANDRA_AUTH
 fuzztime="${SNAPID_FUZZTIME:-10s}"
 
-# took STEP START: prints how long STEP took since START (in $SECONDS).
-took() { echo "test: $1 took $((SECONDS - $2)) s"; }
 
 # power_loss: the power-loss step (8); it must show every test passing.
 power_loss() {
@@ -96,11 +144,14 @@ fi
 
 started=0
 cleanup() {
+  stop_busy_loops
   if [[ $started == 1 ]]; then
     bash scripts/cassandra.sh stop || true
   fi
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
+start_busy_loops "${SNAPID_BUSY_LOOPS:-0}"
 
 if status="$(bash scripts/cassandra.sh status 2>/dev/null)"; then
   if [[ "$status" == *"auth mode"* ]]; then

@@ -14,6 +14,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/snapid/snapid/internal/clock"
 	"github.com/snapid/snapid/internal/statefile"
 )
 
@@ -31,9 +32,12 @@ var (
 	// WithFS returns a snapid.Option replacing the file-system layer
 	// (creating, linking, renaming, removing and syncing state files).
 	WithFS func(statefile.FS) any
-	// WithClock returns a snapid.Option replacing the registry side's
-	// clock (heartbeats, clone windows, reservation rates).
-	WithClock func(now func() time.Time) any
+	// WithClock returns a snapid.Option replacing the Generator's clock:
+	// every time it reads (heartbeats, clone windows, reservation rates,
+	// block and lease sizes), every timer, ticker and sleep, every
+	// context deadline it creates. Each Generator has its own, so each
+	// simulated host may run its own clock.
+	WithClock func(c clock.Clock) any
 	// WithRetryWait returns a snapid.Option replacing the waits between
 	// a start-up's retried registry calls.
 	WithRetryWait func(wait func(attempt int) time.Duration) any

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	libclock "github.com/snapid/snapid/internal/clock"
 	"github.com/snapid/snapid/internal/seam"
 	"github.com/snapid/snapid/snapidtest"
 )
@@ -71,8 +72,23 @@ type host struct {
 // registry side.
 type clock struct{ ns atomic.Int64 }
 
-func (c *clock) now() time.Time      { return time.Unix(0, c.ns.Load()) }
-func (c *clock) add(d time.Duration) { c.ns.Add(int64(d)) }
+func (c *clock) now() time.Time { return time.Unix(0, c.ns.Load()) }
+
+// libraryClock is the simulated clock as the library's clock of one
+// simulated host: the time it reads is the simulator's; its timers,
+// tickers, sleeps and context deadlines stay the wall clock's, and none
+// decides anything in a history (no retry waits, an hour's heartbeat,
+// registry calls that answer at once).
+func (c *clock) libraryClock() libclock.Clock { return simClock{c: c} }
+
+type simClock struct {
+	libclock.Real
+	c *clock
+}
+
+func (s simClock) Now() time.Time                  { return s.c.now() }
+func (s simClock) Since(t time.Time) time.Duration { return s.c.now().Sub(t) }
+func (c *clock) add(d time.Duration)               { c.ns.Add(int64(d)) }
 func newClock() *clock {
 	c := &clock{}
 	c.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
@@ -185,7 +201,7 @@ func (w *world) options(ho *host, extra ...snapid.Option) []snapid.Option {
 		o = append(o,
 			snapid.WithRegistry(w.regs[ho.cfg.DC]),
 			snapid.WithHostInfo(ho.info),
-			seam.WithClock(w.clock.now).(snapid.Option),
+			seam.WithClock(w.clock.libraryClock()).(snapid.Option),
 			// Retries of a start-up's registry calls do not wait: the
 			// wall clock decides nothing here.
 			seam.WithRetryWait(func(int) time.Duration { return 0 }).(snapid.Option),

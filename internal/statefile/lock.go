@@ -19,7 +19,9 @@ var errEOF = io.EOF
 // Lock takes an exclusive flock on fd, waiting at most as long as ctx
 // allows: it polls with LOCK_NB, backing off from 1 ms to 50 ms. When ctx
 // ends first it returns an error wrapping ErrLocked and ctx's error that
-// names the holder (see Holder).
+// names the holder (see Holder). The back-off's pauses are real; how
+// long the wait lasts is ctx's to say (package snapid derives it from its
+// Generator's clock).
 func Lock(ctx context.Context, fd int, path string) error {
 	return lock(ctx, fd, path, unix.LOCK_EX)
 }
