@@ -46,6 +46,34 @@ func TestReviewUserGarbageBindingBlocksRootNumber(t *testing.T) {
 	require.NoError(t, err, "a user with no counter blocks root's node number with two files")
 }
 
+// Review: one file is enough: a number binding in the registry's format
+// (a third line with a counter path, "a number a registry gave: the
+// name's for good") is ErrNumberBound for root before anything looks at
+// whether the user has that counter (readNumberBinding). The user has no
+// counter, no registry, and issued nothing.
+func TestReviewUserRegistryStyleNumberBindingBlocksRoot(t *testing.T) {
+	requireRoot(t)
+	root, home := hostWithNobody(t, "snapid-review-numreg-")
+	rootCounter := filepath.Join(root, "rootc", "c.u64")
+	require.NoError(t, os.Mkdir(filepath.Dir(rootCounter), 0o700))
+	open := func() error {
+		g, err := Open(rootCounter, "vm", WithSync(false), WithFormat(FormatDecimal), WithNodeNumber(5))
+		if err == nil {
+			require.NoError(t, g.Close())
+		}
+		return err
+	}
+	require.NoError(t, open(), "root's service runs with node number 5")
+	names := filepath.Join(home, ".local", "state", "snapid", "names")
+	testfs.AsOtherUser(t, "mkdir -p "+names+" && chmod 700 "+filepath.Join(home, ".local", "state", "snapid")+" "+names+
+		" && printf 'snapid-number 1\\nx\\n\"/nonexistent/c.u64\"\\n' > "+filepath.Join(names, "5"))
+	err := open()
+	if err != nil {
+		t.Logf("root's restart: %v", err)
+	}
+	require.NoError(t, err, "one file of a user with no counter blocks root's node number")
+}
+
 // Review (holds): the same for a name binding root
 // cannot parse, named like root's name, in a user's directory.
 func TestReviewUserGarbageNameBinding(t *testing.T) {
