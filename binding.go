@@ -168,22 +168,17 @@ func usableHome(u statefile.User) bool {
 //     count.
 //
 // A binding to anything else (a directory, another user's file, a file
-// that is not a counter) does not count. A user can so make root's Open of
-// a name fail, naming the user and the file, only while it has a counter
-// bound to that name or holds its own lock; it cannot make ids repeat.
-// The whole scan (the password database, the users' homes) ends when ctx
-// does, even if a home's file system hangs.
+// that is not a counter) or that cannot be parsed does not count. A user
+// can so make root's Open of a name fail, naming the user and the file,
+// only while it has a counter bound to that name or holds its own lock; it
+// cannot make ids repeat. What root cannot read (the user database, a
+// user's bindings directory or a binding in it) is an error, never "no
+// bindings" (see eachUserDir).
 func checkUsersBindings(ctx context.Context, name, counterPath string, o *options) error {
-	return withDeadline(ctx, "reading the name bindings of the host's users", func() error {
-		users, err := statefile.UsersContext(ctx)
-		if err != nil {
-			return &FileError{Op: "bind", Path: counterPath, Err: fmt.Errorf(
-				"reading the host's users, whose own name bindings root must check before it uses %q: %w", name, err)}
-		}
-		return eachUserDirOf(users, o, func(u statefile.User, dir *statefile.Dir) error {
+	return eachUserDir(ctx, fmt.Sprintf("the name bindings of the host's users, which root must check before it uses %q", name), counterPath, o,
+		func(u statefile.User, dir *statefile.Dir) error {
 			return checkUserBinding(ctx, u, dir, name, counterPath)
 		})
-	})
 }
 
 // userLockWait bounds how long root waits for a user's bindings lock (see
@@ -194,19 +189,30 @@ var userLockWait = 10 * time.Second
 // dir for root's counter at counterPath (see checkUsersBindings).
 func checkUserBinding(ctx context.Context, u statefile.User, dir *statefile.Dir, name, counterPath string) error {
 	path := filepath.Join(dir.Path(), name)
-	bound, found := userBinding(dir, u, name, counterPath)
+	bound, found, err := userBinding(dir, u, name, counterPath)
 	if !found {
-		return nil
+		return err
 	}
 	switch userCounter(bound, u.Uid) {
 	case counterAbsent:
 		// The user's Open may be between linking the binding and making
 		// its counter: decide under its lock.
 		lf, err := dir.OpenExisting(bindingLock, u.Uid)
-		if err != nil {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
 			// No lock file: no Open of the user's ever bound a name here
 			// (each makes it before it links a binding).
 			return nil
+		case errors.Is(err, fs.ErrPermission):
+			// Root without CAP_DAC_OVERRIDE cannot open the user's 0600
+			// lock, and so cannot tell a user's Open making its counter
+			// from one that was killed.
+			return &FileError{Op: "bind", Path: counterPath, Err: fmt.Errorf(
+				"%w: the user %s bound %q to the counter %s (in %s), which does not exist yet, and root cannot open that user's bindings lock "+
+					"to tell whether that user's program is making it (%w); try again once it has started, run as root with CAP_DAC_OVERRIDE, "+
+					"use another name, or have that user remove %s", ErrNameBound, u.Name, name, bound, path, err, path)}
+		case err != nil:
+			return nil // not a lock of the user's: no Open of the user's made it
 		}
 		defer lf.Close()
 		lctx, cancel := context.WithTimeout(ctx, userLockWait)
@@ -216,8 +222,8 @@ func checkUserBinding(ctx context.Context, u statefile.User, dir *statefile.Dir,
 				"%w: the user %s bound %q to the counter %s (in %s), which does not exist yet, and holds its bindings lock: %w; "+
 					"try again once that user's program has started, or use another name", ErrNameBound, u.Name, name, bound, path, lockError(err))}
 		}
-		if bound, found = userBinding(dir, u, name, counterPath); !found {
-			return nil
+		if bound, found, err = userBinding(dir, u, name, counterPath); !found {
+			return err
 		}
 		if userCounter(bound, u.Uid) != counterPresent {
 			return nil // left by an Open of the user's that was killed
@@ -231,17 +237,18 @@ func checkUserBinding(ctx context.Context, u statefile.User, dir *statefile.Dir,
 }
 
 // userBinding returns the counter the user u bound name to in dir, if u
-// owns a binding there to another counter than counterPath.
-func userBinding(dir *statefile.Dir, u statefile.User, name, counterPath string) (string, bool) {
-	b, _, err := dir.ReadFile(name, u.Uid)
-	if err != nil {
-		return "", false
+// owns a binding there to another counter than counterPath; an error if
+// root cannot read the binding (see readUserFile).
+func userBinding(dir *statefile.Dir, u statefile.User, name, counterPath string) (string, bool, error) {
+	b, ok, err := readUserFile(dir, u, name)
+	if !ok {
+		return "", false, err
 	}
 	bound, ok := parseBinding(b)
 	if !ok || sameFile(bound, counterPath) {
-		return "", false
+		return "", false, nil
 	}
-	return bound, true
+	return bound, true, nil
 }
 
 type userCounterState int
@@ -287,28 +294,86 @@ func withDeadline(ctx context.Context, what string, fn func() error) error {
 }
 
 // eachUserDir runs fn on the bindings directory of every user of the host
-// but root that has one it can trust (owned by root or that user), until
-// fn returns an error, which it returns.
-func eachUserDir(o *options, fn func(u statefile.User, dir *statefile.Dir) error) error {
-	return eachUserDirOf(statefile.Users(), o, fn)
+// but root that has one it can trust (owned by root or that user, not
+// writable by others), until fn returns an error, which it returns; what
+// names what root is checking, at the file root is about to use (for
+// errors).
+//
+// The users come from the system's user database (statefile.UsersContext),
+// and the whole scan (the database, the users' homes, their directories
+// and files) ends when ctx does, even if a directory service or a home's
+// file system hangs: an error then, never "no users". A home or bindings
+// directory that does not exist, or that another user could have written,
+// holds no bindings that count; one root cannot reach or read (EACCES: root
+// without CAP_DAC_READ_SEARCH, a home on NFS with root_squash; or an I/O
+// error) is an error naming the user and the directory (wrapping
+// fs.ErrPermission for EACCES): that user may have bound what root is
+// about to use.
+func eachUserDir(ctx context.Context, what, at string, o *options, fn func(u statefile.User, dir *statefile.Dir) error) error {
+	return withDeadline(ctx, "reading "+what, func() error {
+		users, err := statefile.UsersContext(ctx)
+		if err != nil {
+			return &FileError{Op: "bind", Path: at, Err: fmt.Errorf(
+				"reading the host's users for %s: %w; try again once the user database answers", what, err)}
+		}
+		for _, u := range users {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("snapid: reading %s: %w", what, err)
+			}
+			if u.Uid == 0 {
+				continue
+			}
+			dir, err := openUserDir(u, o)
+			if err != nil {
+				return &FileError{Op: "bind", Path: at, Err: fmt.Errorf("reading %s: %w", what, err)}
+			}
+			if dir == nil {
+				continue
+			}
+			err = fn(u, dir)
+			dir.Close()
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
-func eachUserDirOf(users []statefile.User, o *options, fn func(u statefile.User, dir *statefile.Dir) error) error {
-	for _, u := range users {
-		if u.Uid == 0 || !usableHome(u) {
-			continue
-		}
-		dir, err := statefile.OpenDir(userBindingDir(u.Home), statefile.DirOptions{Owners: []uint32{0, u.Uid}, FS: o.fs})
-		if err != nil {
-			continue // no bindings, or none that can be trusted
-		}
-		err = fn(u, dir)
-		dir.Close()
-		if err != nil {
-			return err
-		}
+// openUserDir opens the bindings directory of the user u, for root: nil
+// and no error if there is none that counts (no home of the user's own,
+// no directory, or one another user could have written), an error if root
+// cannot tell (it cannot reach or read the home or the directory).
+func openUserDir(u statefile.User, o *options) (*statefile.Dir, error) {
+	if !filepath.IsAbs(u.Home) {
+		return nil, nil
 	}
-	return nil
+	var st unix.Stat_t
+	switch err := unix.Stat(u.Home, &st); {
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
+		return nil, nil // no home: no bindings there
+	case err != nil:
+		return nil, unreadableUserDir(u, u.Home, err)
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Uid != u.Uid:
+		return nil, nil // not a home of the user's own (/nonexistent, /): the user keeps its bindings elsewhere
+	}
+	path := userBindingDir(u.Home)
+	dir, err := statefile.OpenDir(path, statefile.DirOptions{Owners: []uint32{0, u.Uid}, FS: o.fs})
+	switch {
+	case err == nil:
+		return dir, nil
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, unix.ENOTDIR),
+		errors.Is(err, statefile.ErrWrongOwner), errors.Is(err, statefile.ErrUnsafeDir), errors.Is(err, statefile.ErrSymlink):
+		return nil, nil // no bindings, or none that can be trusted
+	}
+	return nil, unreadableUserDir(u, path, err)
+}
+
+func unreadableUserDir(u statefile.User, path string, err error) error {
+	return fmt.Errorf("root cannot read the bindings directory %s of the user %s (%w), so it cannot tell whether that user "+
+		"uses the same name, node number or stride with a counter of its own; run as root with CAP_DAC_READ_SEARCH "+
+		"(on NFS, homes exported without root_squash), or have that user make the directory readable by root, "+
+		"or use a registry, or set SNAPID_BINDING_DIR", path, u.Name, err)
 }
 
 // trustedOwners are the users whose binding directories and files this
@@ -388,7 +453,7 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 		if err := precheckNumberBinding(dir, name, owners, checkOnly, o); err != nil {
 			return err
 		}
-		numbered = func() error { return openNumberBound(dir, name, owners, hostWide, checkOnly, o, open) }
+		numbered = func() error { return openNumberBound(ctx, dir, name, owners, hostWide, checkOnly, o, open) }
 	}
 	lockFile, err := dir.OpenLockFile(bindingLock, 0o600, owners...)
 	if err != nil {

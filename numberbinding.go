@@ -55,7 +55,10 @@ func parseNumberBinding(b []byte) (name, counter string, ok bool) {
 }
 
 // nameInUse reports whether name's binding in dir (owned by one of
-// owners) leads to a counter file that exists, and which.
+// owners: root's own or this user's, never another user's, which
+// userNumber judges) leads to a counter file that exists, and which. A
+// binding that cannot be read or parsed may be in use: an operator must
+// look.
 func nameInUse(dir *statefile.Dir, name string, owners []uint32) (string, bool) {
 	b, _, err := dir.ReadFile(name, owners...)
 	if err != nil {
@@ -63,13 +66,7 @@ func nameInUse(dir *statefile.Dir, name string, owners []uint32) (string, bool) 
 	}
 	bound, ok := parseBinding(b)
 	if !ok {
-		return "", true // unreadable: it may be in use; an operator must look
-	}
-	if len(owners) == 1 && owners[0] != 0 {
-		// Root judging a user's binding (checkUsersNumber): only a
-		// counter file of that user's counts (see checkUsersBindings),
-		// so that a binding to any path blocks nothing.
-		return bound, userCounter(bound, owners[0]) == counterPresent
+		return "", true
 	}
 	var st unix.Stat_t
 	if err := unix.Lstat(bound, &st); errors.Is(err, unix.ENOENT) {
@@ -116,15 +113,19 @@ func readNumberBinding(dir *statefile.Dir, n uint64, name string, owners []uint3
 	if !inUse {
 		return bindingStale, nil
 	}
+	with := "the counter " + counter
+	if counter == "" {
+		with = "a name binding that cannot be read (" + filepath.Join(dir.Path(), bound) + ")"
+	}
 	return 0, &FileError{Op: "bind", Path: path, Err: fmt.Errorf(
-		"%w: this host uses node number %d with the node name %q (counter %s, recorded in %s), and two names under one number hand out the same numeric ids; "+
-			"use another number, or, if %q is retired, remove %s", ErrNumberBound, n, bound, counter, path, bound, path)}
+		"%w: this host uses node number %d with the node name %q (%s; recorded in %s), and two names under one number hand out the same numeric ids; "+
+			"use another number, or, if %q is retired, remove %s", ErrNumberBound, n, bound, with, path, bound, path)}
 }
 
 // bindNumber records, holding the lock of dir, that node number n goes
 // with name, and returns how to take that back if the Open fails. A stale
 // binding replaced is put back then.
-func bindNumber(dir *statefile.Dir, n uint64, name, counter string, owners []uint32, hostWide bool, checkOnly string, o *options) (undo func(), err error) {
+func bindNumber(ctx context.Context, dir *statefile.Dir, n uint64, name, counter string, owners []uint32, hostWide bool, checkOnly string, o *options) (undo func(), err error) {
 	nothing := func() {}
 	if checkOnly != "" {
 		if err := checkHostWideNumber(checkOnly, n, name, o); err != nil {
@@ -137,7 +138,7 @@ func bindNumber(dir *statefile.Dir, n uint64, name, counter string, owners []uin
 	}
 	if hostWide {
 		// Also when the binding is root's already (see withNameBound).
-		if err := checkUsersNumber(n, name, o); err != nil {
+		if err := checkUsersNumber(ctx, n, name, filepath.Join(dir.Path(), numberFile(n)), o); err != nil {
 			return nothing, err
 		}
 	}
@@ -180,7 +181,7 @@ func bindNumber(dir *statefile.Dir, n uint64, name, counter string, owners []uin
 	// such Opens at least one sees the other and fails.
 	switch {
 	case hostWide:
-		err = checkUsersNumber(n, name, o)
+		err = checkUsersNumber(ctx, n, name, filepath.Join(dir.Path(), numberFile(n)), o)
 	case checkOnly != "":
 		err = checkHostWideNumber(checkOnly, n, name, o)
 	}
@@ -220,28 +221,113 @@ func checkHostWideNumber(path string, n uint64, name string, o *options) error {
 	return err
 }
 
-// checkUsersNumber refuses, for root binding a node number host-wide, a
-// number a user of this host bound in its own directory to another name
-// that user uses (see checkUsersBindings).
-func checkUsersNumber(n uint64, name string, o *options) error {
-	return eachUserDir(o, func(u statefile.User, dir *statefile.Dir) error {
-		if _, err := readNumberBinding(dir, n, name, []uint32{u.Uid}, o); errors.Is(err, ErrNumberBound) {
-			return fmt.Errorf("%w (a binding of the user %s)", err, u.Name)
+// checkUsersNumber refuses, for root binding node number n host-wide to
+// name, a number a user of this host uses under another name: bound in
+// the user's own directory to a name of the user's that goes with a
+// counter file of that user's (see userNumber). What root cannot read is
+// an error; the scan ends with ctx (see eachUserDir).
+func checkUsersNumber(ctx context.Context, n uint64, name, at string, o *options) error {
+	what := fmt.Sprintf("the node number bindings of the host's users, which root must check before it uses node number %d", n)
+	return eachUserDir(ctx, what, at, o, func(u statefile.User, dir *statefile.Dir) error {
+		bound, counter, err := userNumber(dir, u, n)
+		if err != nil || bound == "" || bound == name {
+			return err
 		}
-		return nil
+		p := filepath.Join(dir.Path(), numberFile(n))
+		return &FileError{Op: "bind", Path: p, Err: fmt.Errorf(
+			"%w: the user %s uses node number %d with its node name %q and its counter %s (recorded in %s), and two names under one number hand out the same numeric ids; "+
+				"use another number, or have that user retire %q and remove %s", ErrNumberBound, u.Name, n, bound, counter, p, bound, p)}
 	})
 }
 
+// userNumber returns the node name the user u uses node number n with,
+// and that name's counter, as u's bindings in dir say: the name n's
+// binding holds, if it goes with a counter file of u's (a regular file of
+// CounterSize bytes owned by u: see userCounter), through the counter a
+// registry's binding names or through the name's own binding. Anything
+// else blocks nothing ("" and no error): no binding, one not owned by u,
+// one that cannot be parsed, a name without a counter of u's. A binding
+// root cannot read (EACCES, an I/O error) is an error.
+func userNumber(dir *statefile.Dir, u statefile.User, n uint64) (name, counter string, err error) {
+	b, ok, err := readUserFile(dir, u, numberFile(n))
+	if !ok {
+		return "", "", err
+	}
+	name, regCounter, ok := parseNumberBinding(b)
+	if !ok {
+		return "", "", nil
+	}
+	if regCounter != "" && userCounter(regCounter, u.Uid) == counterPresent {
+		return name, regCounter, nil
+	}
+	b, ok, err = readUserFile(dir, u, name)
+	if !ok {
+		return "", "", err
+	}
+	bound, ok := parseBinding(b)
+	if !ok || userCounter(bound, u.Uid) != counterPresent {
+		return "", "", nil
+	}
+	return name, bound, nil
+}
+
+// readUserFile reads the binding file name of the user u in dir, for
+// root: ok is false, with no error, when there is none that counts (no
+// file, or not a regular file of u's), and with an error when root cannot
+// read it.
+func readUserFile(dir *statefile.Dir, u statefile.User, name string) ([]byte, bool, error) {
+	b, _, err := dir.ReadFile(name, u.Uid)
+	switch {
+	case err == nil:
+		return b, true, nil
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, statefile.ErrWrongOwner), errors.Is(err, statefile.ErrSymlink),
+		errors.Is(err, statefile.ErrNotRegular), errors.Is(err, statefile.ErrTooLarge), errors.Is(err, unix.ENOTDIR):
+		return nil, false, nil
+	}
+	p := filepath.Join(dir.Path(), name)
+	return nil, false, &FileError{Op: "bind", Path: p, Err: fmt.Errorf(
+		"root cannot read %s, a binding of the user %s (%w), so it cannot tell whether that user uses it; "+
+			"run as root with CAP_DAC_READ_SEARCH, or have that user make it readable, or remove it if that user does not use it", p, u.Name, err)}
+}
+
 // checkUsersStride refuses, for root recording the host's stride, another
-// stride a user of this host recorded in its own directory: striped ids
-// of two strides meet on the host.
-func checkUsersStride(stride uint64, o *options) error {
-	return eachUserDir(o, func(u statefile.User, dir *statefile.Dir) error {
-		switch s, ok, err := readStride(dir, []uint32{u.Uid}); {
-		case err != nil:
-			return fmt.Errorf("%w (a file of the user %s)", err, u.Name)
-		case ok && s != stride:
-			return fmt.Errorf("%w (a file of the user %s)", strideMismatch(filepath.Join(dir.Path(), strideFile), s, stride), u.Name)
+// stride a user of this host issues striped ids with: recorded in the
+// user's own directory while one of that user's node number bindings
+// there goes with a counter file of that user's (see userNumber). A
+// user's stride file without such a counter, or one that cannot be
+// parsed, blocks nothing.
+func checkUsersStride(ctx context.Context, stride uint64, at string, o *options) error {
+	what := fmt.Sprintf("the strides of the host's users, which root must check before it uses stride %d", stride)
+	return eachUserDir(ctx, what, at, o, func(u statefile.User, dir *statefile.Dir) error {
+		b, ok, err := readUserFile(dir, u, strideFile)
+		if !ok {
+			return err
+		}
+		s, ok := parseStride(b)
+		if !ok || s == stride {
+			return nil
+		}
+		names, err := dir.Names()
+		if err != nil {
+			return unreadableUserDir(u, dir.Path(), err)
+		}
+		for _, f := range names {
+			n, perr := strconv.ParseUint(f, 10, 64)
+			if perr != nil || numberFile(n) != f {
+				continue
+			}
+			name, counter, err := userNumber(dir, u, n)
+			if err != nil {
+				return err
+			}
+			if name == "" {
+				continue
+			}
+			p := filepath.Join(dir.Path(), strideFile)
+			return &FileError{Op: "bind", Path: p, Err: fmt.Errorf(
+				"%w: the user %s issues striped ids on this host with stride %d, not %d (recorded in %s; node number %d, node name %q, counter %s): ids of two strides meet; "+
+					"use %d (the stride belongs to the cluster), or have that user retire that counter and remove %s",
+				ErrStrideMismatch, u.Name, s, stride, p, n, name, counter, s, p)}
 		}
 		return nil
 	})
@@ -267,10 +353,10 @@ func checkHostWideStride(path string, stride uint64) error {
 
 // otherRealmStride checks the stride against the directories this Open
 // cannot write: the users' for root, root's for a user.
-func otherRealmStride(stride uint64, hostWide bool, checkOnly string, o *options) error {
+func otherRealmStride(ctx context.Context, dir *statefile.Dir, stride uint64, hostWide bool, checkOnly string, o *options) error {
 	switch {
 	case hostWide:
-		return checkUsersStride(stride, o)
+		return checkUsersStride(ctx, stride, filepath.Join(dir.Path(), strideFile), o)
 	case checkOnly != "":
 		return checkHostWideStride(checkOnly, stride)
 	}
@@ -290,9 +376,9 @@ const strideFile = ".stride"
 //
 // Root and a user record strides under different locks: each checks the
 // other's again after recording its own, as for numbers.
-func bindStride(dir *statefile.Dir, stride uint64, owners []uint32, hostWide bool, checkOnly string, o *options) (undo func(), err error) {
+func bindStride(ctx context.Context, dir *statefile.Dir, stride uint64, owners []uint32, hostWide bool, checkOnly string, o *options) (undo func(), err error) {
 	nothing := func() {}
-	if err := otherRealmStride(stride, hostWide, checkOnly, o); err != nil {
+	if err := otherRealmStride(ctx, dir, stride, hostWide, checkOnly, o); err != nil {
 		return nothing, err
 	}
 	s, ok, err := readStride(dir, owners)
@@ -308,7 +394,7 @@ func bindStride(dir *statefile.Dir, stride uint64, owners []uint32, hostWide boo
 		return nothing, &FileError{Op: "bind", Path: filepath.Join(dir.Path(), strideFile), Err: err}
 	}
 	undo = func() { _ = dir.Remove(strideFile) }
-	if err := otherRealmStride(stride, hostWide, checkOnly, o); err != nil {
+	if err := otherRealmStride(ctx, dir, stride, hostWide, checkOnly, o); err != nil {
 		undo()
 		return nothing, err
 	}
@@ -331,12 +417,21 @@ func readStride(dir *statefile.Dir, owners []uint32) (uint64, bool, error) {
 	case err != nil:
 		return 0, false, &FileError{Op: "bind", Path: path, Err: fmt.Errorf("%w: %w", ErrCorruptBinding, err)}
 	}
-	rest, ok := strings.CutPrefix(string(b), "snapid-stride 1\n")
-	v, perr := strconv.ParseUint(strings.TrimSuffix(rest, "\n"), 10, 64)
-	if !ok || !strings.HasSuffix(rest, "\n") || perr != nil || checkStride(v) != nil {
+	v, ok := parseStride(b)
+	if !ok {
 		return 0, false, &FileError{Op: "bind", Path: path, Err: fmt.Errorf("%w: not a stride file this version writes; remove it if no striped ids are handed out on this host", ErrCorruptBinding)}
 	}
 	return v, true, nil
+}
+
+// parseStride returns the stride a stride file holds.
+func parseStride(b []byte) (uint64, bool) {
+	rest, ok := strings.CutPrefix(string(b), "snapid-stride 1\n")
+	v, err := strconv.ParseUint(strings.TrimSuffix(rest, "\n"), 10, 64)
+	if !ok || !strings.HasSuffix(rest, "\n") || err != nil || checkStride(v) != nil {
+		return 0, false
+	}
+	return v, true
 }
 
 // precheckNumberBinding refuses, before anything is made, a node number
@@ -355,14 +450,14 @@ func precheckNumberBinding(dir *statefile.Dir, name string, owners []uint32, che
 // openNumberBound, holding the lock of dir, binds the configured node
 // number (and, striped, the host's stride) to name, then runs open; if
 // open fails, the bindings it made are taken back.
-func openNumberBound(dir *statefile.Dir, name string, owners []uint32, hostWide bool, checkOnly string, o *options, open func() error) error {
-	undo, err := bindNumber(dir, o.form.node, name, "", owners, hostWide, checkOnly, o)
+func openNumberBound(ctx context.Context, dir *statefile.Dir, name string, owners []uint32, hostWide bool, checkOnly string, o *options, open func() error) error {
+	undo, err := bindNumber(ctx, dir, o.form.node, name, "", owners, hostWide, checkOnly, o)
 	if err != nil {
 		return err
 	}
 	undoStride := func() {}
 	if o.form.form == FormatStriped {
-		if undoStride, err = bindStride(dir, o.form.stride, owners, hostWide, checkOnly, o); err != nil {
+		if undoStride, err = bindStride(ctx, dir, o.form.stride, owners, hostWide, checkOnly, o); err != nil {
 			undo()
 			return err
 		}
@@ -414,6 +509,6 @@ func bindRegistryNumber(ctx context.Context, name, counterPath string, n uint64,
 	if err := statefile.Lock(ctx, int(lockFile.Fd()), lockFile.Name()); err != nil {
 		return &FileError{Op: "bind", Path: lockFile.Name(), Err: lockError(err)}
 	}
-	_, err = bindNumber(dir, n, name, counterPath, owners, hostWide, checkOnly, o)
+	_, err = bindNumber(ctx, dir, n, name, counterPath, owners, hostWide, checkOnly, o)
 	return err
 }

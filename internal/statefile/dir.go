@@ -325,6 +325,17 @@ func (d *Dir) MoveAside(name, prefix string) (string, error) {
 	return aside, nil
 }
 
+// Names returns the names of the entries of d (neither "." nor "..").
+func (d *Dir) Names() ([]string, error) {
+	fd, err := openat(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: d.path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), d.path)
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
 // Lstat returns the status of name in d, not following a link.
 func (d *Dir) Lstat(name string) (unix.Stat_t, error) {
 	var st unix.Stat_t

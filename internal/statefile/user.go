@@ -78,16 +78,11 @@ func userDBConfig() (passwd, getent string) {
 	return userDB.passwd, userDB.getent
 }
 
-// Users returns the entries of the system's user database (none if it
-// cannot be read).
-func Users() []User {
-	us, _ := UsersContext(context.Background())
-	return us
-}
-
 // UsersContext returns the entries of the system's user database as
 // `getent passwd` lists them, ending when ctx does (a directory service
-// that does not answer does not hold the caller). A database that NSS does
+// that does not answer does not hold the caller). A database that cannot
+// be read, or that does not answer before ctx ends, is an error, never
+// "no users": there is no variant without a context. A database that NSS does
 // not enumerate (SSSD with enumerate = false, its default) lists only the
 // users it has cached or that are local.
 func UsersContext(ctx context.Context) ([]User, error) {
@@ -136,8 +131,8 @@ func lookupUsers(ctx context.Context, keys ...string) ([]User, error) {
 		return parsePasswd(bufio.NewReader(bytes.NewReader(out))), nil
 	case ctx.Err() != nil:
 		return nil, fmt.Errorf("listing the users of the host (getent passwd): %w", ctx.Err())
-	case errors.As(err, &exit) && exit.ExitCode() == 2:
-		return nil, nil // a key not found
+	case errors.As(err, &exit) && exit.ExitCode() == 2 && len(keys) > 0:
+		return nil, nil // a key not found (listing them all, it is a failure)
 	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
 		return readPasswd("/etc/passwd")
 	}

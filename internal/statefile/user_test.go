@@ -2,6 +2,7 @@ package statefile
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -45,4 +46,17 @@ func TestUsersEndWithContext(t *testing.T) {
 	_, err := UsersContext(ctx)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Less(t, time.Since(start), 20*time.Second)
+}
+
+// A user database that fails (a directory service going away, NSS
+// errors) is an error, never "no users": the whole listing, whatever its
+// exit status.
+func TestUsersDatabaseFailureIsError(t *testing.T) {
+	for _, status := range []int{1, 2, 3} {
+		withGetent(t, fmt.Sprintf("echo 'nobody:x:65534:65534:nobody:/nonexistent:/bin/sh'; exit %d", status))
+		us, err := UsersContext(context.Background())
+		require.Error(t, err, "getent passwd exiting %d", status)
+		assert.Contains(t, err.Error(), "getent passwd")
+		assert.Nil(t, us)
+	}
 }
