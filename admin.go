@@ -10,6 +10,7 @@ import (
 	"github.com/gofrs/flock"
 
 	"github.com/snapid/snapid/internal/statefile"
+	"golang.org/x/sys/unix"
 )
 
 // ReadCounter returns the last issued number of the counter file at path,
@@ -25,6 +26,9 @@ func ReadCounterContext(ctx context.Context, path string, opts ...Option) (uint6
 	path = absPath(path)
 	o, err := buildOptions(opts)
 	if err != nil {
+		return 0, err
+	}
+	if err := o.refuseOwner("ReadCounter"); err != nil {
 		return 0, err
 	}
 	c, err := openReadOnly(path, &o)
@@ -77,11 +81,35 @@ func InitContext(ctx context.Context, path string, next uint64, opts ...Option) 
 			return &FileError{Op: "init", Path: path, Err: fmt.Errorf(
 				"%w: it has issued up to %d, so the next number is %d, not %d", ErrLowered, before, before+1, next)}
 		case before < next-1:
-			return c.store(next - 1)
+			if err := c.store(next - 1); err != nil {
+				return err
+			}
 		}
-		return nil
+		return c.giveTo(o.owner)
 	})
 	return before, err
+}
+
+// giveTo gives the counter file to ow (nil: nothing to do), the caller
+// holding its lock: on the descriptor c opened and checked, after checking
+// again on that descriptor that it is a regular file with one name (no
+// hard link another user made to it since) and a trusted owner
+// (statefile.CheckOwner), never by path (see WithOwner).
+func (c *counterFile) giveTo(ow *fileOwner) error {
+	if ow == nil {
+		return nil
+	}
+	st, err := statefile.CheckRegular(c.fd)
+	if err == nil {
+		err = statefile.CheckOwner(c.path, st)
+	}
+	if err != nil {
+		return &FileError{Op: "chown", Path: c.path, Err: classifyOpenError(err)}
+	}
+	if err := ignoringEINTR(func() error { return unix.Fchown(c.fd, ow.uid, ow.gid) }); err != nil {
+		return &FileError{Op: "chown", Path: c.path, Err: fmt.Errorf("giving the counter to uid %d, gid %d: %w", ow.uid, ow.gid, err)}
+	}
+	return nil
 }
 
 // Repair rewrites the counter file at path, whatever it holds, so that the
@@ -139,7 +167,7 @@ func RepairContext(ctx context.Context, path string, next uint64, opts ...Option
 		if err := c.io.Sync(c.f); err != nil {
 			return &FileError{Op: "repair", Path: path, Err: err}
 		}
-		return nil
+		return c.giveTo(o.owner)
 	})
 	return previous, err
 }

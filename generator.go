@@ -104,6 +104,9 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 	if err != nil {
 		return nil, err
 	}
+	if err := o.refuseOwner("Open"); err != nil {
+		return nil, err
+	}
 	if counterPath == "" {
 		return nil, &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf("%w: empty counter path", ErrInvalidOption)}
 	}

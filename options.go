@@ -26,7 +26,10 @@ type options struct {
 	// directory of another user (a service's, to give it to that user);
 	// Open refuses to.
 	initDir bool
-	logger  *slog.Logger
+	// owner: Init and Repair give the counter file to this user and
+	// group (WithOwner); nil leaves it as it is.
+	owner  *fileOwner
+	logger *slog.Logger
 	// clock is every time reading, timer, ticker, sleep and context
 	// deadline of the Generator (withClock; clock.Real by default). It is
 	// per Generator: the simulator gives each simulated host its own.
@@ -134,6 +137,40 @@ func WithFileMode(mode fs.FileMode) Option {
 		o.fileMode = mode
 		return nil
 	}
+}
+
+// fileOwner is a user and a group id; -1 leaves one unchanged.
+type fileOwner struct{ uid, gid int }
+
+// WithOwner makes Init and Repair give the counter file to the user uid
+// and the group gid (-1 leaves one unchanged; changing the user needs
+// root): an administrator running as root makes the counter of a service
+// that runs as another user. The file is given through the descriptor
+// Init or Repair opened, checked and locked, right after checking again
+// on that descriptor that it is a regular file with one name whose owner
+// is trusted (see Init), never by path: a user who can rename entries in
+// the counter's directory cannot have another file (a hard link to a file
+// of root's) given away in its place. Open and ReadCounter refuse it
+// (ErrInvalidOption).
+func WithOwner(uid, gid int) Option {
+	return func(o *options) error {
+		if uid < -1 || gid < -1 || uid > maxOwnerID || gid > maxOwnerID || (uid == -1 && gid == -1) {
+			return fmt.Errorf("snapid: %w: WithOwner(%d, %d): want a user and a group id from 0 to %d, or -1 to leave one unchanged, not both", ErrInvalidOption, uid, gid, maxOwnerID)
+		}
+		o.owner = &fileOwner{uid, gid}
+		return nil
+	}
+}
+
+// maxOwnerID is the largest user or group id (2^32-1 means "unchanged").
+const maxOwnerID = 1<<32 - 2
+
+// refuseOwner refuses WithOwner for a call other than Init and Repair.
+func (o *options) refuseOwner(call string) error {
+	if o.owner == nil {
+		return nil
+	}
+	return fmt.Errorf("snapid: %w: WithOwner is for Init and Repair, not %s", ErrInvalidOption, call)
 }
 
 // WithFollowSymlinks lets the counter path be a symbolic link. By default a

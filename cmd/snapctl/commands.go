@@ -188,6 +188,11 @@ func cmdInit(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	if uid != -1 || gid != -1 {
+		// Given on the descriptor Init or Repair checked and locked,
+		// never by path (see snapid.WithOwner).
+		opts = append(opts, snapid.WithOwner(uid, gid))
+	}
 	startSet := false
 	fs.Visit(func(f *flag.Flag) { startSet = startSet || f.Name == "start" })
 	if *start == 0 {
@@ -213,9 +218,6 @@ func cmdInit(ctx context.Context, c *cli, args []string) error {
 		if err != nil {
 			return err
 		}
-		if err := chownCounter(path, uid, gid); err != nil {
-			return err
-		}
 		was := fmt.Sprintf("%d bytes % x", len(prev), prev)
 		if v, err := snapid.DecodeCounter(prev); err == nil {
 			was = fmt.Sprintf("last issued %d", v)
@@ -226,9 +228,6 @@ func cmdInit(ctx context.Context, c *cli, args []string) error {
 	}
 	before, err := snapid.InitContext(ctx, path, *start, opts...)
 	if err != nil {
-		return err
-	}
-	if err := chownCounter(path, uid, gid); err != nil {
 		return err
 	}
 	warnForeignOwner(c, path)
@@ -327,17 +326,6 @@ func warnForeignOwner(c *cli, path string) {
 			"if the programs using it run as uid %d, give it to them with 'snapctl init --owner %d' (it is mode %s)\n",
 			path, fu, du, du, du, fi.Mode().Perm())
 	}
-}
-
-// chownCounter gives the counter file to uid:gid (-1: unchanged).
-func chownCounter(path string, uid, gid int) error {
-	if uid == -1 && gid == -1 {
-		return nil
-	}
-	if err := os.Lchown(path, uid, gid); err != nil {
-		return fmt.Errorf("the counter %s is ready, but giving it to --owner failed: %w", path, err)
-	}
-	return nil
 }
 
 func cmdVersion(_ context.Context, c *cli, args []string) error {
