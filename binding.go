@@ -314,7 +314,7 @@ func eachUserDir(ctx context.Context, what, at string, o *options, fn func(u sta
 		users, err := statefile.UsersContext(ctx)
 		if err != nil {
 			return &FileError{Op: "bind", Path: at, Err: fmt.Errorf(
-				"reading the host's users for %s: %w; try again once the user database answers", what, err)}
+				"reading %s: cannot list the host's users: %w; try again once the user database answers", what, err)}
 		}
 		for _, u := range users {
 			if err := ctx.Err(); err != nil {

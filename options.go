@@ -154,7 +154,7 @@ type fileOwner struct{ uid, gid int }
 // (ErrInvalidOption).
 func WithOwner(uid, gid int) Option {
 	return func(o *options) error {
-		if uid < -1 || gid < -1 || uid > maxOwnerID || gid > maxOwnerID || (uid == -1 && gid == -1) {
+		if uid < -1 || gid < -1 || int64(uid) > maxOwnerID || int64(gid) > maxOwnerID || (uid == -1 && gid == -1) {
 			return fmt.Errorf("snapid: %w: WithOwner(%d, %d): want a user and a group id from 0 to %d, or -1 to leave one unchanged, not both", ErrInvalidOption, uid, gid, maxOwnerID)
 		}
 		o.owner = &fileOwner{uid, gid}
@@ -163,7 +163,7 @@ func WithOwner(uid, gid int) Option {
 }
 
 // maxOwnerID is the largest user or group id (2^32-1 means "unchanged").
-const maxOwnerID = 1<<32 - 2
+const maxOwnerID int64 = 1<<32 - 2
 
 // refuseOwner refuses WithOwner for a call other than Init and Repair.
 func (o *options) refuseOwner(call string) error {

@@ -14,12 +14,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// reviewUserWithNumber sets up nobody with a counter of its own under the
+// userWithNumberAndGetent sets up nobody with a counter of its own under the
 // name x, bound to node number 5 in its own bindings directory (as a
 // decimal Open of nobody's leaves them: it issued 5.1..5.3), and a user
 // database (a getent) that answers its first call and then does what
 // later runs.
-func reviewUserWithNumber(t *testing.T, prefix, later string, answered int) (root string) {
+func userWithNumberAndGetent(t *testing.T, prefix, later string, answered int) (root string) {
 	root, home := hostWithNobody(t, prefix)
 	zero := EncodeCounter(3)
 	require.NoError(t, os.WriteFile(filepath.Join(root, "zero"), zero[:], 0o644))
@@ -41,21 +41,19 @@ cat %[3]s
 	return root
 }
 
-// reviewAnswered is how many getent calls of root's Open come before its
+// getentAnswered is how many getent calls of root's Open come before its
 // first check of the users' node number bindings.
-const reviewAnswered = 2
+const getentAnswered = 2
 
-// Review: root's checks of the users' node number (and stride) bindings
-// list the users with statefile.Users(), which runs getent with no
-// deadline and turns any failure into "no users" (numberbinding.go,
-// checkUsersNumber/checkUsersStride -> eachUserDir -> statefile.Users;
-// only the name check uses UsersContext and reports the failure). A user
-// database that answers root's name check and fails the next call (a
-// directory service going away, NSS errors) makes root bind a node number
-// a user of the host issues decimal ids under: both hand out 5.4.
-func TestReviewUserDBFailureHidesUsersNumber(t *testing.T) {
+// Root's checks of the users' node number (and stride) bindings list the
+// users with the caller's context and read a failure as an error, never
+// as "no users": a user database that answers root's name check and fails
+// the next call (a directory service going away, NSS errors) makes root's
+// Open with node number 5, which a user of the host issues decimal ids
+// under, fail, instead of both handing out 5.4.
+func TestNumberBindingUserDBFailureRefuses(t *testing.T) {
 	requireRoot(t)
-	root := reviewUserWithNumber(t, "snapid-review-userdbnum-", "exit 1", reviewAnswered)
+	root := userWithNumberAndGetent(t, "snapid-userdbnum-", "exit 1", getentAnswered)
 	rootCounter := filepath.Join(root, "rootc", "c.u64")
 	require.NoError(t, os.Mkdir(filepath.Dir(rootCounter), 0o700))
 	g, err := Open(rootCounter, "a", WithSync(false), WithFormat(FormatDecimal), WithNodeNumber(5))
@@ -63,6 +61,8 @@ func TestReviewUserDBFailureHidesUsersNumber(t *testing.T) {
 	t.Logf("getent calls: %q", calls)
 	if err != nil {
 		t.Logf("refused: %v", err)
+		require.Contains(t, err.Error(), "getent passwd", "the error says the user database failed")
+		require.NotErrorIs(t, err, ErrNumberBound)
 		return
 	}
 	defer g.Close()
@@ -71,11 +71,12 @@ func TestReviewUserDBFailureHidesUsersNumber(t *testing.T) {
 	t.Fatalf("root took node number 5, which nobody uses with its counter (it issued 5.1..5.3): root issued %s", id)
 }
 
-// Review: the same, the user database hanging on the second call: an
-// OpenContext with a 3 s deadline does not return at its deadline.
-func TestReviewUserDBHangHoldsNumericOpenPastContext(t *testing.T) {
+// The same, the user database hanging on the second call: an
+// OpenContext with a 3 s deadline returns at its deadline, with the
+// context's error.
+func TestNumberBindingUserDBHangEndsWithContext(t *testing.T) {
 	requireRoot(t)
-	root := reviewUserWithNumber(t, "snapid-review-userdbhang-", "exec sleep 10", reviewAnswered)
+	root := userWithNumberAndGetent(t, "snapid-userdbhang-", "exec sleep 10", getentAnswered)
 	rootCounter := filepath.Join(root, "rootc", "c.u64")
 	require.NoError(t, os.Mkdir(filepath.Dir(rootCounter), 0o700))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -93,6 +94,7 @@ func TestReviewUserDBHangHoldsNumericOpenPastContext(t *testing.T) {
 	case err := <-done:
 		t.Logf("returned after %v: %v", time.Since(start), err)
 		require.Less(t, time.Since(start), 8*time.Second)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
 	case <-time.After(8 * time.Second):
 		<-done // each getent call of root's ends after 10 s
 		t.Fatalf("OpenContext with a 3 s deadline returned only after %v", time.Since(start))

@@ -10,21 +10,16 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Review: a user's node number binding blocks root only through a
-// counter file of that user's (docs/security.md, "What a user can still
-// block"), but a user's stride file blocks root through nothing: any user
-// writes ~/.local/state/snapid/names/.stride with another stride (no
-// counter, no binding, no ids ever issued) and every striped Open of
-// root's without a registry is refused with ErrStrideMismatch, restarts
-// of a counter root has used for long included, for as long as the file
-// is there (numberbinding.go, checkUsersStride via bindStride's
-// otherRealmStride). The message tells root "this host's striped ids use
-// stride 7 ... use 7 (the stride belongs to the cluster)": the user's
-// number, presented as the host's. The same file with bad content is
-// ErrCorruptBinding for root.
-func TestReviewUserStrideFileBlocksRootRestarts(t *testing.T) {
+// A user's stride file counts against root only while it goes with a
+// counter file of that user's (through one of its node number bindings):
+// a user with no counter, no binding and no ids who writes
+// ~/.local/state/snapid/names/.stride with another stride (7) does not
+// block root's striped restarts (stride 10), nor does the same file with
+// content that cannot be parsed. TestStrideRootChecksUsers covers the
+// user with a counter, which is refused.
+func TestStrideUserFileWithoutCounterBlocksNothing(t *testing.T) {
 	requireRoot(t)
-	root, home := hostWithNobody(t, "snapid-review-stride-")
+	root, home := hostWithNobody(t, "snapid-stride-")
 	rootCounter := filepath.Join(root, "rootc", "c.u64")
 	require.NoError(t, os.Mkdir(filepath.Dir(rootCounter), 0o700))
 	open := func() error {
@@ -51,4 +46,7 @@ func TestReviewUserStrideFileBlocksRootRestarts(t *testing.T) {
 		t.Logf("root's restart: %v", err)
 	}
 	require.NoError(t, err, "a user with no counter and no ids blocks root's restarts with a stride file")
+
+	testfs.AsOtherUser(t, "printf 'garbage\\n' > "+filepath.Join(names, ".stride"))
+	require.NoError(t, open(), "a user's stride file that cannot be parsed blocks root's restarts")
 }

@@ -10,17 +10,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Review: "a node number the user bound to one of its names blocks root's
-// Opens with that number only while that name goes with a counter file of
-// the user's" (docs/security.md). A user with no counter at all writes a
-// number binding 5 -> x and, for x, a name binding root cannot parse:
-// nameInUse (numberbinding.go) answers "unreadable: it may be in use"
-// before it looks for the user's counter, so every Open of root's with
-// node number 5 is refused (ErrNumberBound), restarts included, for as
-// long as the two files are there.
-func TestReviewUserGarbageBindingBlocksRootNumber(t *testing.T) {
+// A node number a user bound to one of its names blocks root's Opens with
+// that number only while that name goes with a counter file of the
+// user's (docs/security.md): a user with no counter at all who writes a
+// number binding 5 -> x and, for x, a name binding root cannot parse
+// blocks nothing.
+func TestNumberBindingUserGarbageNameBlocksNothing(t *testing.T) {
 	requireRoot(t)
-	root, home := hostWithNobody(t, "snapid-review-numgarbage-")
+	root, home := hostWithNobody(t, "snapid-numgarbage-")
 	rootCounter := filepath.Join(root, "rootc", "c.u64")
 	require.NoError(t, os.Mkdir(filepath.Dir(rootCounter), 0o700))
 	open := func() error {
@@ -46,14 +43,13 @@ func TestReviewUserGarbageBindingBlocksRootNumber(t *testing.T) {
 	require.NoError(t, err, "a user with no counter blocks root's node number with two files")
 }
 
-// Review: one file is enough: a number binding in the registry's format
-// (a third line with a counter path, "a number a registry gave: the
-// name's for good") is ErrNumberBound for root before anything looks at
-// whether the user has that counter (readNumberBinding). The user has no
-// counter, no registry, and issued nothing.
-func TestReviewUserRegistryStyleNumberBindingBlocksRoot(t *testing.T) {
+// A number binding in the registry's format (a third line with a counter
+// path) in a user's directory counts against root only while that counter
+// is a counter file of the user's: a user with no counter, no registry
+// and no ids blocks nothing with it.
+func TestNumberBindingUserRegistryStyleWithoutCounterBlocksNothing(t *testing.T) {
 	requireRoot(t)
-	root, home := hostWithNobody(t, "snapid-review-numreg-")
+	root, home := hostWithNobody(t, "snapid-numreg-")
 	rootCounter := filepath.Join(root, "rootc", "c.u64")
 	require.NoError(t, os.Mkdir(filepath.Dir(rootCounter), 0o700))
 	open := func() error {
@@ -74,11 +70,11 @@ func TestReviewUserRegistryStyleNumberBindingBlocksRoot(t *testing.T) {
 	require.NoError(t, err, "one file of a user with no counter blocks root's node number")
 }
 
-// Review (holds): the same for a name binding root
-// cannot parse, named like root's name, in a user's directory.
-func TestReviewUserGarbageNameBinding(t *testing.T) {
+// The same for a name binding root cannot parse, or a FIFO, named like
+// root's name, in a user's directory: it blocks nothing.
+func TestBindingUserGarbageNameBlocksNothing(t *testing.T) {
 	requireRoot(t)
-	root, home := hostWithNobody(t, "snapid-review-namegarbage-")
+	root, home := hostWithNobody(t, "snapid-namegarbage-")
 	rootCounter := filepath.Join(root, "rootc", "c.u64")
 	require.NoError(t, os.Mkdir(filepath.Dir(rootCounter), 0o700))
 	names := filepath.Join(home, ".local", "state", "snapid", "names")

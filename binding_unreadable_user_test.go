@@ -1,6 +1,8 @@
 package snapid_test
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,26 +15,22 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-const envReviewNoDAC = "SNAPID_REVIEW_NODAC_ROOT"
+const envNoDACRoot = "SNAPID_TEST_NODAC_ROOT"
 
-// Review: root reads every user's bindings before it binds a name
-// host-wide; a user's bindings directory root cannot open is skipped as
-// "no bindings" (binding.go, eachUserDirOf: `continue // no bindings, or
-// none that can be trusted` for any OpenDir error, EACCES included). The
-// threat model says a directory that cannot be read is never "no
-// bindings" (the user's side refuses every name when root's directory
-// cannot be read). Root cannot read a 0700 home when it runs without
-// CAP_DAC_READ_SEARCH/CAP_DAC_OVERRIDE (a hardened service, a container)
-// or when homes are on NFS with root_squash. Here a user issued vm-1..3
-// with its own counter; root, without those capabilities, opens "vm" with
-// another counter and is not refused: it issues vm-1..3 again.
-func TestReviewRootSkipsUnreadableUserBindings(t *testing.T) {
-	if os.Getenv(envReviewNoDAC) != "" {
-		reviewNoDACChild(t)
+// Root reads every user's bindings before it binds a name host-wide; a
+// user's bindings directory root cannot open (EACCES: root without
+// CAP_DAC_READ_SEARCH/CAP_DAC_OVERRIDE, a hardened service or a container,
+// or homes on NFS with root_squash) is never "no bindings". Here a user
+// issued vm-1..3 with its own counter in a 0700 home; root, without those
+// capabilities, opens "vm" with another counter: it is refused, with an
+// error naming the user and the directory, and issues nothing.
+func TestBindingRootRefusesUnreadableUserBindings(t *testing.T) {
+	if os.Getenv(envNoDACRoot) != "" {
+		noDACRootChild(t)
 		return
 	}
 	requireRoot(t)
-	root, home := hostWithNobody(t, "snapid-review-nodac-")
+	root, home := hostWithNobody(t, "snapid-nodac-")
 	zero := EncodeCounter(3) // the user issued vm-1..3
 	require.NoError(t, os.WriteFile(filepath.Join(root, "zero"), zero[:], 0o644))
 	userCounter := filepath.Join(home, "c.u64")
@@ -52,19 +50,19 @@ func TestReviewRootSkipsUnreadableUserBindings(t *testing.T) {
 	self, err := os.Executable()
 	require.NoError(t, err)
 	cmd := exec.Command("setpriv", "--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-dac_override,-dac_read_search",
-		self, "-test.run", "^TestReviewRootSkipsUnreadableUserBindings$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), envReviewNoDAC+"="+strings.Join([]string{root, home, rootCounter}, ":"))
+		self, "-test.run", "^TestBindingRootRefusesUnreadableUserBindings$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), envNoDACRoot+"="+strings.Join([]string{root, home, rootCounter}, ":"))
 	out, err := cmd.CombinedOutput()
 	t.Logf("root without CAP_DAC_*: %v\n%s", err, out)
-	require.NotContains(t, string(out), "REVIEW issued vm-1",
+	require.NotContains(t, string(out), "NODAC issued vm-1",
 		"root, unable to read the user's bindings, took the name: it issues vm-1..3 again (the user issued them)")
+	require.Contains(t, string(out), "NODAC refused as expected", "root without CAP_DAC_* must refuse the name, naming the user and the directory")
 }
 
-func reviewNoDACChild(t *testing.T) {
-	parts := strings.Split(os.Getenv(envReviewNoDAC), ":")
+func noDACRootChild(t *testing.T) {
+	parts := strings.Split(os.Getenv(envNoDACRoot), ":")
 	root, home, rootCounter := parts[0], parts[1], parts[2]
 	passwd := filepath.Join(root, "passwd")
-	_ = home
 	t.Cleanup(statefile.SetUserDatabase(passwd, ""))
 	ExportBindingDefaults(t, filepath.Join(root, "hostwide", "names"))
 	if _, err := os.ReadDir(home); err == nil {
@@ -72,13 +70,19 @@ func reviewNoDACChild(t *testing.T) {
 	}
 	g, err := Open(rootCounter, "vm")
 	if err != nil {
-		t.Logf("REVIEW refused: %v", err)
+		t.Logf("refused: %v", err)
+		names := filepath.Join(home, ".local", "state", "snapid", "names")
+		if errors.Is(err, fs.ErrPermission) && strings.Contains(err.Error(), "the user nobody") && strings.Contains(err.Error(), names) {
+			t.Logf("NODAC refused as expected")
+		}
+		_, serr := os.Stat(rootCounter)
+		require.ErrorIs(t, serr, fs.ErrNotExist, "the refused Open made the counter")
 		return
 	}
 	defer g.Close()
 	for i := 0; i < 4; i++ {
 		id, err := g.UniqueID()
 		require.NoError(t, err)
-		t.Logf("REVIEW issued %s", id)
+		t.Logf("NODAC issued %s", id)
 	}
 }
