@@ -166,6 +166,7 @@ func TestFormHistorySeededFromNumberFile(t *testing.T) {
 	h, _, err := f.read()
 	require.NoError(t, err)
 	require.Equal(t, formHistory{
+		{registry: "vm1", node: 3, stride: 100},
 		{form: FormatStriped, stride: 100, node: 3, upto: 40},
 		{form: FormatStriped, stride: 10, node: 3, current: true},
 	}, h)
