@@ -1,8 +1,10 @@
 package snapid_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	. "github.com/snapid/snapid"
@@ -10,17 +12,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Review: the registry gave "vm" node number 1 and "web" (another host)
-// node number 2. On vm's host the registry is down and the operator opens
-// vm's counter without it, giving a node number. With <counter>.number in
-// place, a number other than the registry's is refused (ErrNumberMismatch,
-// useRecordedNumber). With <counter>.number removed (a seam the docs say
-// the form history survives), useRecordedNumber returns nil on "no file"
-// and nothing else checks: neither the host's number binding (which
-// records "node number 1 goes with vm and this counter") nor the form
-// history (which records "decimal 1"). vm's counter then hands out web's
-// decimal ids.
-func TestReviewNumberFileRemovedLetsStandaloneTakeAnotherNamesNumber(t *testing.T) {
+// The registry gave "vm" node number 1 and "web" (another host) node
+// number 2. vm's counter is then opened without the registry, with its
+// <counter>.number in place and removed: the form history beside the
+// counter records the number the registry gave vm, so either way
+// WithNodeNumber(2) for vm is refused (ErrNumberMismatch) and nothing is
+// issued (vm handing out 2.4, 2.5, … would repeat web's ids), an Open
+// giving no number takes vm's, and another name is refused vm's number.
+func TestNumberFileRemovedFormHistoryKeepsRegistryNumber(t *testing.T) {
 	reg := snapidtest.NewRegistry()
 	dirA, vmCounter := ctPath(t)
 	bindA := filepath.Join(dirA, "names")
@@ -28,11 +27,9 @@ func TestReviewNumberFileRemovedLetsStandaloneTakeAnotherNamesNumber(t *testing.
 
 	vm := openReg(t, vmCounter, "vm", reg, WithFormat(FormatDecimal), WithBindingDir(bindA))
 	_, vmNum, _ := vm.Form()
-	vmIDs := map[string]bool{}
 	for i := 0; i < 3; i++ {
-		id, err := vm.UniqueID()
+		_, err := vm.UniqueID()
 		require.NoError(t, err)
-		vmIDs[id] = true
 	}
 	require.NoError(t, vm.Close())
 
@@ -40,37 +37,36 @@ func TestReviewNumberFileRemovedLetsStandaloneTakeAnotherNamesNumber(t *testing.
 		WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}))
 	_, webNum, _ := web.Form()
 	require.NotEqual(t, vmNum, webNum)
-	webIDs := map[string]bool{}
-	for i := 0; i < 50; i++ {
-		id, err := web.UniqueID()
-		require.NoError(t, err)
-		webIDs[id] = true
-	}
 	require.NoError(t, web.Close())
 
+	counterBytes := func() []byte {
+		b, err := os.ReadFile(vmCounter)
+		require.NoError(t, err)
+		return b
+	}
 	for _, removed := range []bool{false, true} {
 		if removed {
 			require.NoError(t, os.Remove(vmCounter+".number"))
 		}
-		g, err := Open(vmCounter, "vm", WithBindingDir(bindA), WithSync(false),
+		before := counterBytes()
+		_, err := Open(vmCounter, "vm", WithBindingDir(bindA), WithSync(false),
 			WithFormat(FormatDecimal), WithNodeNumber(webNum))
-		if !removed {
-			require.ErrorIs(t, err, ErrNumberMismatch, "control: the number file refuses web's number")
-			continue
-		}
-		if err != nil {
-			t.Logf("refused: %v", err)
-			return
-		}
-		var dups []string
-		for i := 0; i < 20; i++ {
-			id, err := g.UniqueID()
-			require.NoError(t, err)
-			if webIDs[id] {
-				dups = append(dups, id)
-			}
-		}
-		require.NoError(t, g.Close())
-		require.Empty(t, dups, "vm (registry number %d) handed out web's decimal ids (number %d) once its .number file was removed", vmNum, webNum)
+		require.ErrorIs(t, err, ErrNumberMismatch, "number file removed: %v: web's number taken for vm", removed)
+		t.Logf("%v", err)
+		require.Equal(t, before, counterBytes(), "a refused Open changed the counter")
+
+		_, err = Open(vmCounter, "db", WithBindingDir(bindA), WithSync(false),
+			WithFormat(FormatDecimal), WithNodeNumber(vmNum))
+		require.ErrorIs(t, err, ErrNumberMismatch, "number file removed: %v: vm's number taken for another name", removed)
 	}
+
+	// Without a number given, the numeric form takes vm's.
+	g, err := Open(vmCounter, "vm", WithBindingDir(bindA), WithSync(false), WithFormat(FormatDecimal))
+	require.NoError(t, err)
+	defer g.Close()
+	_, n, _ := g.Form()
+	require.Equal(t, vmNum, n)
+	id, err := g.UniqueID()
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(id, fmt.Sprintf("%d.", vmNum)), "id %s does not carry vm's number %d", id, vmNum)
 }
