@@ -1,6 +1,8 @@
 package snapid
 
 import (
+	"fmt"
+	"hash/crc32"
 	"os"
 	"testing"
 
@@ -129,5 +131,20 @@ func TestFormHistoryBothCopiesRestoredNumberFileRemembers(t *testing.T) {
 		{form: FormatStriped, stride: 10, node: 3, current: true},
 		{registry: "vm1", node: 3, stride: 100},
 		{form: FormatStriped, stride: 100, node: 3, upto: 40},
+	}, h)
+}
+
+// A copy a version 1 history wrote (no generation, no registry lines) is
+// read as generation 0, so any copy written since wins the form in use.
+func TestFormHistoryReadsVersion1(t *testing.T) {
+	body := "snapid-forms 1\nstriped 10 1 5\nstriped 100 11 current\ndecimal 4\n"
+	b := fmt.Appendf([]byte(body), "crc32c %08x\n", crc32.Checksum([]byte(body), crc32c))
+	h, gen, err := decodeFormsGen(b)
+	require.NoError(t, err)
+	require.Equal(t, uint64(0), gen)
+	require.Equal(t, formHistory{
+		{form: FormatStriped, stride: 10, node: 1, upto: 5},
+		{form: FormatStriped, stride: 100, node: 11, current: true},
+		{form: FormatDecimal, node: 4},
 	}, h)
 }

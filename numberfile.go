@@ -52,7 +52,7 @@ func encodeNumberFile(f numberRecord) []byte {
 
 func decodeNumberFile(b []byte) (numberRecord, error) {
 	bad := func(why string) (numberRecord, error) {
-		return numberRecord{}, fmt.Errorf("%w: %s; stop the host's programs and remove it (the next start writes it again from the registry; the form history beside the counter, <counter>.forms, keeps the forms this counter issued under)", ErrCorruptNumber, why)
+		return numberRecord{}, fmt.Errorf("%w: %s; stop the host's programs and remove it (the next start writes it again from the registry; the form history beside the counter, <counter>.forms, keeps the forms this counter issued under and the node number a registry gave the name)", ErrCorruptNumber, why)
 	}
 	lines := strings.Split(string(b), "\n")
 	var f numberRecord
