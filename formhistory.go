@@ -129,8 +129,9 @@ func decodeFormsGen(b []byte) (formHistory, uint64, error) {
 	case lines[0] == formsHeaderV1:
 		lines = lines[1:]
 	case lines[0] == formsHeader && len(lines) > 1:
-		g, ok := strings.CutPrefix(lines[1], "generation ")
-		if gen, ok = num(g); !ok {
+		g, prefixed := strings.CutPrefix(lines[1], "generation ")
+		var ok bool
+		if gen, ok = num(g); !ok || !prefixed {
 			return nil, 0, fmt.Errorf("line %q is not a generation this version writes", lines[1])
 		}
 		lines = lines[2:]

@@ -148,3 +148,14 @@ func TestFormHistoryReadsVersion1(t *testing.T) {
 		{form: FormatDecimal, node: 4},
 	}, h)
 }
+
+// A version 2 copy without its generation line is not read, even with a
+// matching checksum.
+func TestFormHistoryGenerationLineRequired(t *testing.T) {
+	for _, line := range []string{"5", "gen 5", "generation", "generation 05", "generation -1"} {
+		body := "snapid-forms 2\n" + line + "\nstriped 10 1 current\n"
+		b := fmt.Appendf([]byte(body), "crc32c %08x\n", crc32.Checksum([]byte(body), crc32c))
+		_, _, err := decodeFormsGen(b)
+		require.Error(t, err, "line %q", line)
+	}
+}
