@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -128,7 +129,7 @@ func TestFormHistoryCopies(t *testing.T) {
 				} else {
 					b, err := os.ReadFile(f.paths[i])
 					require.NoError(t, err)
-					b[len("snapid-forms 1\nstriped 1")] = '7'
+					b[strings.Index(string(b), "striped 1")+len("striped 1")] = '7'
 					require.NoError(t, os.WriteFile(f.paths[i], b, 0o600))
 				}
 				require.Equal(t, uint64(301), adopt(t, c, f, 10, 3), "the history did not survive one copy %s", damage)
@@ -166,6 +167,7 @@ func TestFormHistorySeededFromNumberFile(t *testing.T) {
 	h, _, err := f.read()
 	require.NoError(t, err)
 	require.Equal(t, formHistory{
+		{registry: "vm1", node: 3, stride: 100},
 		{form: FormatStriped, stride: 100, node: 3, upto: 40},
 		{form: FormatStriped, stride: 10, node: 3, current: true},
 	}, h)

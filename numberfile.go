@@ -52,7 +52,7 @@ func encodeNumberFile(f numberRecord) []byte {
 
 func decodeNumberFile(b []byte) (numberRecord, error) {
 	bad := func(why string) (numberRecord, error) {
-		return numberRecord{}, fmt.Errorf("%w: %s; stop the host's programs and remove it (the next start writes it again from the registry; the form history beside the counter, <counter>.forms, keeps the forms this counter issued under)", ErrCorruptNumber, why)
+		return numberRecord{}, fmt.Errorf("%w: %s; stop the host's programs and remove it (the next start writes it again from the registry; the form history beside the counter, <counter>.forms, keeps the forms this counter issued under and the node number a registry gave the name)", ErrCorruptNumber, why)
 	}
 	lines := strings.Split(string(b), "\n")
 	var f numberRecord
@@ -369,34 +369,68 @@ func ReadNodeNumber(counterPath string) (name string, number, stride uint64, ok 
 // number file a registry that gave numbers left beside the counter, and
 // takes the recorded ones when the numeric form is asked for without
 // them: the number belongs to the name cluster-wide, and another one on
-// this counter would carry ids of another name's number. A counter with
-// no number file, or a name form Open with no number given, is left alone.
+// this counter would carry ids of another name's number. Without a number
+// file (removed, or lost with the host's state), the registry records of
+// the counter's form history stand in for it (see formhistory.go): every
+// node number a registry gave a name on this counter. A counter with
+// neither, or a name form Open with no number given, is left alone. The
+// history's record refuses another node number for the name, and another
+// name the registry's number, as the number file does; it does not hold
+// the stride to its record (the history raises this counter across a
+// change of stride, and the stride of the cluster's other counters is the
+// operator's part then, as without a registry).
 func useRecordedNumber(counterPath, name string, o *options) error {
 	f := &o.form
 	if f.form == FormatName && f.node == 0 && f.stride == 0 {
 		return nil
 	}
 	h := &hostState{sessionPath: counterPath + sessionSuffix}
+	path, where := h.numberPath(), ""
 	rec, ok, err := h.readNumber()
-	switch {
-	case err != nil:
+	if err != nil {
 		return err
-	case !ok:
-		return nil
-	case rec.name != name:
-		if f.node == rec.number {
-			return &FileError{Op: "open", Path: h.numberPath(), Err: fmt.Errorf(
-				"%w: node number %d is the registry's for %q (recorded beside this counter), not for %q; nothing was issued",
-				ErrNumberMismatch, rec.number, rec.name, name)}
+	}
+	recs := []numberRecord{rec}
+	if !ok {
+		forms := newFormsFiles(counterPath, o)
+		hist, _, err := forms.read()
+		if err != nil {
+			return err
+		}
+		if recs = hist.registryNumbers(); len(recs) == 0 {
+			return nil
+		}
+		path, where = forms.paths[0], " in its form history, the number file "+h.numberPath()+" being missing"
+		rec, ok = recs[len(recs)-1], false
+		for _, r := range recs {
+			if r.name == name {
+				rec, ok = r, true
+			}
+		}
+	} else {
+		ok = rec.name == name
+	}
+	if !ok {
+		for _, r := range recs {
+			if r.name != name && f.node == r.number {
+				return &FileError{Op: "open", Path: path, Err: fmt.Errorf(
+					"%w: node number %d is the registry's for %q (recorded beside this counter%s), not for %q; nothing was issued",
+					ErrNumberMismatch, r.number, r.name, where, name)}
+			}
 		}
 		return nil
+	}
+	switch {
 	case f.node != 0 && f.node != rec.number:
-		return &FileError{Op: "open", Path: h.numberPath(), Err: fmt.Errorf(
-			"%w: the registry gave %q node number %d (recorded beside this counter), not %d (WithNodeNumber); nothing was issued",
-			ErrNumberMismatch, name, rec.number, f.node)}
-	case f.stride != 0 && rec.stride != 0 && f.stride != rec.stride:
-		return &FileError{Op: "open", Path: h.numberPath(), Err: fmt.Errorf(
-			"%w: the cluster's stride is %d (recorded beside this counter), not %d (WithStride)", ErrStrideMismatch, rec.stride, f.stride)}
+		return &FileError{Op: "open", Path: path, Err: fmt.Errorf(
+			"%w: the registry gave %q node number %d (recorded beside this counter%s), not %d (WithNodeNumber); nothing was issued",
+			ErrNumberMismatch, name, rec.number, where, f.node)}
+	case f.stride != 0 && rec.stride != 0 && f.stride != rec.stride && where == "":
+		// Only the number file holds the stride to: a stride changed
+		// once it is removed is the form history's to make safe on
+		// this counter (it raises the counter).
+		return &FileError{Op: "open", Path: path, Err: fmt.Errorf(
+			"%w: the cluster's stride is %d (recorded beside this counter%s), not %d (WithStride)", ErrStrideMismatch, rec.stride, where, f.stride)}
 	}
 	if f.form != FormatName && f.node == 0 {
 		f.node = rec.number
