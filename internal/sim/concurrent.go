@@ -69,7 +69,7 @@ func (w *world) concurrent(ho *host, s Step) {
 	}
 	wg.Wait()
 	for _, r := range results {
-		w.ops++
+		w.did(int(r.n))
 		if r.uncovered != "" {
 			w.check.violation("%s", r.uncovered)
 		}
@@ -129,7 +129,9 @@ func (w *world) storm(ho *host, takeover bool, dc int) {
 		if g := opened[i]; g != nil {
 			sl.h.procs[sl.p] = g
 			w.settle()
+			w.did(1)
 			if id, err := g.UniqueIDContext(context.Background()); err == nil {
+				w.did(1)
 				w.check.issuedID(sl.h, sl.p, id)
 			}
 		}

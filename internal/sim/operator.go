@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -31,16 +32,20 @@ func (w *world) forceRelease(ho *host, next uint64) {
 		w.reg.onNextRelease(func() {
 			n := uint64(2 * reserveStep)
 			if first, err := g.NextNContext(w.opCtx(), n); err == nil {
-				w.ops += int(n)
+				w.did(int(n))
 				w.check.issued(ho, p, ho.cfg.Name, first, n)
 			}
 			seam.Settle(g)
 		})
 		break
 	}
+	was, hadRow := w.reg0.Row(ho.cfg.Name)
 	final, err := snapid.ForceRelease(w.opCtx(), w.reg, ho.cfg.Name, next)
 	w.reg.onNextRelease(nil)
-	w.check.forceReleased(ho, final, err)
+	if err == nil {
+		w.did(1)
+	}
+	w.check.forceReleased(ho, next, final, err, was, hadRow)
 	if err == nil || errors.Is(err, snapid.ErrRegistry) {
 		w.exempt(ho.cfg.Name, "its name was force-released")
 	}
@@ -60,7 +65,9 @@ func (w *world) takeover(ho *host, floor uint64, dc int) {
 	nh.takeover, nh.takeSet = floor, true
 	w.exempt(ho.cfg.Name, "its name was taken over")
 	nh.exempt = ""
-	_ = w.open(nh, 0)
+	if w.open(nh, 0) == nil {
+		w.did(1)
+	}
 }
 
 // backup copies ho's files aside, as they are (processes may run).
@@ -71,6 +78,7 @@ func (w *world) backup(ho *host) {
 		return
 	}
 	ho.backup = b
+	ho.issuers = map[*snapid.Generator]bool{}
 }
 
 // restore kills ho's processes and puts its files back from the copy.
@@ -81,6 +89,7 @@ func (w *world) restore(ho *host) {
 		return
 	}
 	w.crashAll(ho)
+	w.faulted()
 	if err := writeTree(ho.dir, ho.backup); err != nil {
 		w.check.violation("restore of h%d: %v", ho.i, err)
 		return
@@ -105,7 +114,7 @@ func (w *world) restore(ho *host) {
 // opens the sequence later finds the file is not the host's lease the
 // registry records and drops it (a gap).
 func (w *world) restoreLive(ho *host, leases, floors bool) {
-	if ho.backup == nil || !ho.cfg.Registry || !w.running(ho) {
+	if ho.backup == nil || !w.running(ho) || leases && !ho.cfg.Registry {
 		return
 	}
 	if leases {
@@ -117,9 +126,13 @@ func (w *world) restoreLive(ho *host, leases, floors bool) {
 			// covered, as the counter with its mark).
 			floor := strings.HasSuffix(p, ".floor")
 			if strings.HasPrefix(p, ho.counter+".seq.") && (!floor || floors) && !strings.HasSuffix(p, ".refill") {
+				if now, err := os.ReadFile(p); err != nil || bytes.Equal(now, b) {
+					continue // gone, or the same: nothing restored
+				}
 				if err := writeInPlace(p, b); err != nil {
 					w.check.violation("restore of a lease file in place on h%d: %v", ho.i, err)
 				}
+				w.faulted()
 				if floor {
 					w.reached["sequence lease files restored in place with their floors while in use"]++
 				} else {
@@ -129,15 +142,46 @@ func (w *world) restoreLive(ho *host, leases, floors bool) {
 		}
 		return
 	}
+	if !ho.cfg.Registry && !w.onlyWitness(ho) {
+		// Without a registry only a process that saw the later value
+		// raises the counter back (docs/guarantees.md): the history
+		// restores it under one process, which every number since the
+		// copy went through.
+		return
+	}
 	// The counter only: a whole directory (counter and mark together)
 	// restored under running processes is not covered
 	// (docs/guarantees.md): the mark's floor goes back with it.
 	if b, ok := ho.backup[ho.counter]; ok {
+		if now, err := os.ReadFile(ho.counter); err == nil && bytes.Equal(now, b) {
+			return
+		}
 		if err := os.WriteFile(ho.counter, b, 0o600); err != nil {
 			w.check.violation("restore in place on h%d: %v", ho.i, err)
 		}
+		w.faulted()
 	}
 	ho.exempt = "its files were restored from a copy"
+}
+
+// onlyWitness reports whether one process of ho runs and no other handed
+// out a number since the host's files were copied.
+func (w *world) onlyWitness(ho *host) bool {
+	var only *snapid.Generator
+	for _, g := range ho.procs {
+		if g != nil {
+			if only != nil {
+				return false
+			}
+			only = g
+		}
+	}
+	for g := range ho.issuers {
+		if g != only {
+			return false
+		}
+	}
+	return only != nil
 }
 
 // writeInPlace rewrites the file at p with b, keeping the file (its
@@ -169,7 +213,12 @@ func (w *world) clone(ho *host, started bool, dc int) {
 	}
 	nh, err := w.addHost(ho.cfg.in(dc))
 	if err == nil {
-		err = writeTree(nh.dir, rebase(files, ho.dir, nh.dir))
+		// The copy's counter is where the original's is (moved, perhaps).
+		rel, _ := filepath.Rel(ho.dir, ho.counter)
+		nh.counter = filepath.Join(nh.dir, rel)
+		if err = os.MkdirAll(filepath.Dir(nh.counter), 0o700); err == nil {
+			err = writeTree(nh.dir, rebase(files, ho.dir, nh.dir))
+		}
 	}
 	if err == nil {
 		err = nh.disk.settle()
@@ -181,9 +230,12 @@ func (w *world) clone(ho *host, started bool, dc int) {
 	ho.exempt = "it was cloned"
 	nh.exempt = "it is a clone"
 	nh.released = ho.released
+	w.did(1)
 	if started {
 		w.clock.add(3*time.Hour + time.Minute)
-		_ = w.open(nh, 0)
+		if w.open(nh, 0) == nil {
+			w.did(1)
+		}
 	}
 }
 
@@ -203,6 +255,7 @@ func (w *world) move(ho *host) {
 		return
 	}
 	ho.counter = filepath.Join(to, filepath.Base(ho.counter))
+	w.did(1)
 	if err := ho.disk.settle(); err != nil {
 		w.check.violation("move on h%d: %v", ho.i, err)
 	}
@@ -222,6 +275,7 @@ func (w *world) initCounter(ho *host, next uint64) {
 	if err != nil {
 		return
 	}
+	w.did(1)
 	if v, rerr := snapid.ReadCounter(ho.counter); rerr != nil || v < max(before, next-1) {
 		w.check.violation("Init of h%d with next %d reported done, but the counter reads %d (%v), below %d", ho.i, next, v, rerr, max(before, next-1))
 	}
@@ -249,6 +303,7 @@ func (w *world) repair(ho *host, zero bool) {
 		case !zero && !errors.Is(err, snapid.ErrInUse):
 			w.check.violation("Repair of h%d in use failed with %v, want ErrInUse", ho.i, err)
 		}
+		w.did(1)
 		w.check.unchanged(ho, before, fmt.Sprintf("refused Repair with next %d", next))
 		return
 	}
@@ -284,6 +339,7 @@ func (w *world) repair(ho *host, zero bool) {
 	if _, err := snapid.Repair(ho.counter, high+1, w.options(ho)...); err != nil {
 		return
 	}
+	w.did(1)
 	w.reached["counters repaired"]++
 	ho.damaged = false
 }
@@ -310,9 +366,14 @@ func (w *world) corrupt(ho *host, which string) {
 	if err != nil {
 		return // not made yet
 	}
+	how := which
 	switch {
+	case which == "counter" && w.step%2 == 0:
+		b = append(b, 0, 0, 0, 0, 0, 0, 0, 1) // oversized: a counter file with more than the counter
+		how = "an oversized counter"
 	case which == "counter":
 		b = b[:len(b)/2] // torn: a counter that cannot be read
+		how = "a torn counter"
 	case which == "mark":
 		b = append(b, 0) // a size no mark file has
 	case len(b) > 0:
@@ -324,9 +385,10 @@ func (w *world) corrupt(ho *host, which string) {
 		w.check.violation("corrupt %s: %v", p, err)
 	}
 	_ = ho.disk.settle()
+	w.faulted()
 	switch which {
 	case "counter":
-		ho.damaged = true // until repaired
+		ho.damaged, ho.damage = true, how // until repaired
 	case "lease", "floor":
 		ho.seqDamaged[0] = append(ho.seqDamaged[0], strings.TrimPrefix(p, ho.counter)) // until the operator removes it
 	default:

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -33,10 +34,21 @@ type world struct {
 	hosts    []*host
 	check    *checker
 	cut      [2]bool        // data centres cut off now
+	down     bool           // the registry is down
 	reached  map[string]int // events reached (Result.Reached)
 	step     int            // index of the step running
-	ops      int            // operations run (steps, and each number of a NextN)
+	parallel bool           // a step whose calls run concurrently is running
+	ops      int            // operations that did something (see did)
+	faults   int            // faults the steps made (a process killed, a power cut, files restored or damaged, a data centre cut, an outage); armed faults count as they fire
 }
+
+// did counts n operations that did something: a call that handed out n
+// numbers counts n, any other call that succeeded (or, bad input, was
+// refused) one.
+func (w *world) did(n int) { w.ops += n }
+
+// faulted counts a fault a step made happen.
+func (w *world) faulted() { w.faults++ }
 
 type host struct {
 	i        int
@@ -56,6 +68,7 @@ type host struct {
 	// damaged: its counter was corrupted and not repaired since; it
 	// rightly cannot issue.
 	damaged bool
+	damage  string // how
 	// seqDamaged: the lease file or floor (its path after the counter's)
 	// of a sequence (by index) that was corrupted, until an operator
 	// removes it; the host rightly cannot take numbers of that sequence.
@@ -65,6 +78,14 @@ type host struct {
 	released bool
 	takeover uint64 // WithTakeover floor for its opens, if takeoverSet
 	takeSet  bool
+	// lastNum is the last number the host handed out (strict mode);
+	// dense: nothing since then may rightly leave a gap before the next
+	// (a process died, a call failed, the counter was raised or put back).
+	lastNum uint64
+	dense   bool
+	// issuers: the processes that handed out numbers since the last
+	// backup.
+	issuers map[*snapid.Generator]bool
 }
 
 // clock is the simulated clock of the registry and of the library's
@@ -272,7 +293,6 @@ func (w *world) run() {
 		w.step = i
 		w.reg0.tick()
 		w.do(s)
-		w.ops++
 		w.settle()
 		w.check.afterStep(s)
 	}
@@ -302,23 +322,56 @@ func (w *world) do(s Step) {
 		return
 	}
 	switch s.Kind {
+	case KNext, KOpen, KClose, KSeqNext, KSeqOpen, KSeqCreate, KBackup, KBadInput, KClock, KMove:
+	default:
+		// What else a step does may rightly leave a gap in a strict
+		// host's numbers (a death, a raise, a roll-back, a failure).
+		for _, h := range w.hosts {
+			h.dense = false
+		}
+	}
+	switch s.Kind {
 	case KOpen:
-		if ho.released {
+		if ho.procs[s.Proc] != nil {
 			return
 		}
-		before := w.check.rows()
-		if err := w.open(ho, s.Proc); refusedAsInput(err) {
+		before := w.check.snapshot(ho)
+		err := w.open(ho, s.Proc)
+		switch {
+		case ho.released && err == nil:
+			w.check.violation("h%d opened %s, which it released, without WithReclaim: a release is final", ho.i, ho.cfg.Name)
+		case ho.released && !errors.Is(err, snapid.ErrReleased):
+			// An outage or a fault may come first.
+		case ho.released:
+			w.reached["released-reopened"]++
+			w.check.unchanged(ho, before, "an Open refused on a released name")
+		case ho.damaged && err == nil:
+			w.check.violation("h%d opened on a damaged counter (%s)", ho.i, ho.damage)
+		case refusedAsInput(err):
 			// A file found damaged, or a name the counter does not serve,
-			// is refused before the registry is touched.
-			w.check.rowsUnchanged(before, fmt.Sprintf("an Open of h%d refused (%v)", ho.i, err))
+			// is refused before anything is changed, on disk or in the
+			// registry.
+			w.check.unchanged(ho, before, fmt.Sprintf("an Open refused (%v)", err))
+		}
+		if err != nil {
+			ho.dense = false
+		} else {
+			w.did(1)
 		}
 	case KNext:
 		w.next(ho, s)
 	case KClose:
+		if ho.procs[s.Proc] != nil {
+			w.did(1)
+		}
 		w.closeProc(ho, s.Proc)
 	case KCrash:
+		if ho.procs[s.Proc] != nil {
+			w.faulted()
+		}
 		w.crash(ho, s.Proc)
 	case KPowerCut:
+		w.faulted()
 		w.crashAll(ho)
 		if !ho.cfg.Sync && !ho.cfg.Registry {
 			// Without sync and without a registry, numbers after a power
@@ -329,9 +382,15 @@ func (w *world) do(s Step) {
 			w.check.violation("power cut on h%d: %v", ho.i, err)
 		}
 	case KRelease:
+		if !ho.cfg.Registry {
+			return
+		}
 		w.closeAll(ho)
 		before := w.check.snapshot(ho)
 		final, err := snapid.Release(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho)...)
+		if err == nil {
+			w.did(1)
+		}
 		w.check.released(ho, final, err, before)
 	case KForce:
 		w.forceRelease(ho, s.N)
@@ -343,6 +402,7 @@ func (w *world) do(s Step) {
 		}
 		if err := w.open(ho, s.Proc, snapid.WithReclaim()); err == nil {
 			ho.released = false
+			w.did(1)
 		}
 	case KBackup:
 		w.backup(ho)
@@ -368,8 +428,15 @@ func (w *world) do(s Step) {
 	case KRegFault:
 		w.reg.fault.arm(s.Arg, int(s.N), s.Applied)
 	case KRegDown:
+		if s.Keep && !w.down {
+			w.faulted()
+		}
+		w.down = s.Keep
 		w.reg0.setDown(s.Keep)
 	case KCut:
+		if s.Keep && !w.cut[s.DC] {
+			w.faulted()
+		}
 		w.reg0.setCut(s.DC, s.Keep, s.Arg == "one-way")
 		w.cut[s.DC] = s.Keep
 	case KDiskFault:
@@ -381,18 +448,24 @@ func (w *world) do(s Step) {
 	case KSeqCreate:
 		w.seqCreate(s)
 	case KSeqOpen:
-		if ho.cfg.Registry && ho.procs[s.Proc] != nil && s.Seq < len(w.h.Sequences) {
-			_, _ = w.sequence(ho, s.Proc, s.Seq)
+		if ho.cfg.Registry && ho.procs[s.Proc] != nil && s.Seq < len(w.h.Sequences) && ho.seqs[s.Proc][s.Seq] == nil {
+			if _, err := w.sequence(ho, s.Proc, s.Seq); err == nil {
+				w.did(1)
+			}
 		}
 	case KConcurrent:
 		w.contract.setOff(true)
+		w.parallel = true
 		w.concurrent(ho, s)
 		w.settle()
+		w.parallel = false
 		w.contract.setOff(false)
 	case KStorm:
 		w.contract.setOff(true)
+		w.parallel = true
 		w.storm(ho, s.Keep, s.DC)
 		w.settle()
+		w.parallel = false
 		w.contract.setOff(false)
 	}
 }
@@ -422,17 +495,23 @@ func (w *world) next(ho *host, s Step) {
 	if s.N == 1 {
 		var id string
 		if id, err = g.UniqueIDContext(ctx); err == nil {
+			w.did(1)
 			w.check.issuedID(ho, s.Proc, id)
 		}
 	} else {
 		var first uint64
 		if first, err = g.NextNContext(ctx, s.N); err == nil {
-			w.ops += int(s.N) - 1
+			w.did(int(s.N))
 			w.check.issued(ho, s.Proc, ho.cfg.Name, first, s.N)
 		}
 	}
-	if err != nil && s.Cancelled {
+	switch {
+	case err == nil && s.Cancelled:
+		w.check.violation("h%d/p%d took a number with a context that had ended", ho.i, s.Proc)
+	case err != nil && s.Cancelled:
 		w.check.tookNothing(ho, before)
+	case err != nil:
+		ho.dense = false
 	}
 }
 
