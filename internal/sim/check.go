@@ -198,7 +198,7 @@ func (c *checker) issuedID(ho *host, p int, id string) {
 		return
 	}
 	if parsed.Form == snapid.FormatStriped {
-		if parsed, err = parsed.Unstripe(simStride); err != nil {
+		if parsed, err = parsed.Unstripe(ho.stride()); err != nil {
 			c.violation("h%d/p%d returned %q: %v", ho.i, p, id, err)
 			return
 		}

@@ -114,11 +114,15 @@ const (
 	KCut                     // data centre DC is cut off from the cluster's quorum (Keep: true) or healed
 	KRepair                  // an operator rewrites the counter with Repair above every number issued (Arg "next-0": with next 0, refused); or removes a damaged lease file or floor
 	KSeqOpen                 // the process opens its Sequence Seq without taking a number
+	KSecond                  // a second counter file on the host opened under the host's name (refused while the first exists)
+	KRename                  // the counter replaced by a copy renamed over it while processes run (they must stop using the old file)
+	KForm                    // every process of the host closes, and p0 opens with another stride (striped) or node number (decimal)
 )
 
 var kindNames = [...]string{"open", "next", "close", "crash", "power-cut", "release", "force-release", "takeover",
 	"reclaim", "backup", "restore", "clone", "corrupt", "clock", "registry-fault", "registry-down", "disk-fault", "bad-input",
-	"seq-next", "seq-create", "restore-live", "concurrent", "storm", "init", "move", "dc-cut", "repair", "seq-open"}
+	"seq-next", "seq-create", "restore-live", "concurrent", "storm", "init", "move", "dc-cut", "repair", "seq-open",
+	"second-counter", "counter-renamed", "form-change"}
 
 func (k Kind) String() string { return kindNames[k] }
 
@@ -399,6 +403,7 @@ func Generate(seed uint64, steps int) History {
 	}
 	addDataCentres(&h)
 	addForms(&h)
+	addCases(&h)
 	addCassandra(&h)
 	return h
 }
@@ -415,8 +420,44 @@ func addForms(h *History) {
 	}
 }
 
-// simStride is the stride of striped ids in a history.
-const simStride = 1000
+// simStride is the stride of striped ids in a history; simStride2 the
+// one a form change moves a host to.
+const (
+	simStride  = 1000
+	simStride2 = 640
+)
+
+// addCases adds, from a generator of its own, cases a history would not
+// reach otherwise: in a third of the histories a second counter opened
+// under a host's name; in a third a host's counter replaced by rename
+// under its running processes, which then take numbers (with a new
+// process on the new file: standalone, the processes still on the old
+// file would repeat its numbers); in half the histories with numeric
+// forms, a host's stride or node number changed.
+func addCases(h *History) {
+	rng := rand.New(rand.NewPCG(h.Seed, 0xca5e))
+	insert := func(at int, steps ...Step) {
+		at = min(at, len(h.Steps))
+		h.Steps = append(h.Steps[:at], append(steps, h.Steps[at:]...)...)
+	}
+	if rng.IntN(3) == 0 {
+		insert(rng.IntN(len(h.Steps)+1), Step{Kind: KOpen, Host: 0, Proc: 0}, Step{Kind: KSecond, Host: 0})
+	}
+	if rng.IntN(3) == 0 {
+		ho := rng.IntN(len(h.Hosts))
+		n := 1 + uint64(rng.IntN(100))
+		insert(rng.IntN(len(h.Steps)+1),
+			Step{Kind: KOpen, Host: ho, Proc: 0}, Step{Kind: KNext, Host: ho, Proc: 0, N: n},
+			Step{Kind: KClose, Host: ho, Proc: 2},
+			Step{Kind: KRename, Host: ho},
+			Step{Kind: KOpen, Host: ho, Proc: 2}, Step{Kind: KNext, Host: ho, Proc: 2, N: n},
+			Step{Kind: KNext, Host: ho, Proc: 0, N: n}, Step{Kind: KNext, Host: ho, Proc: 1, N: n},
+			Step{Kind: KNext, Host: ho, Proc: 2, N: n})
+	}
+	if h.Hosts[0].Form != snapid.FormatName && rng.IntN(2) == 0 {
+		insert(rng.IntN(len(h.Steps)+1), Step{Kind: KForm, Host: 0}, Step{Kind: KNext, Host: 0, Proc: 0, N: 1})
+	}
+}
 
 // addDataCentres puts the hosts of half the histories in two data
 // centres, the new hosts of take-overs and clones in either, and cuts a

@@ -78,6 +78,10 @@ func (w *world) backup(ho *host) {
 		return
 	}
 	ho.backup = b
+	ho.backupDamage = ""
+	if ho.damaged {
+		ho.backupDamage = ho.damage
+	}
 	ho.issuers = map[*snapid.Generator]bool{}
 }
 
@@ -99,6 +103,7 @@ func (w *world) restore(ho *host) {
 	}
 	ho.exempt = "its files were restored from a copy"
 	ho.released = false
+	ho.damaged, ho.damage = ho.backupDamage != "", ho.backupDamage
 }
 
 // restoreLive puts ho's counter back in place from the copy (same file,
@@ -142,12 +147,17 @@ func (w *world) restoreLive(ho *host, leases, floors bool) {
 		}
 		return
 	}
-	if !ho.cfg.Registry && !w.onlyWitness(ho) {
+	witness := -1
+	if !ho.cfg.Registry {
 		// Without a registry only a process that saw the later value
-		// raises the counter back (docs/guarantees.md): the history
-		// restores it under one process, which every number since the
-		// copy went through.
-		return
+		// raises the counter back, at its next update of the counter,
+		// and one that starts before that raise may repeat
+		// (docs/guarantees.md): the history restores a strict host's
+		// counter under one process, which every number since the copy
+		// went through, and that process takes the next number.
+		if witness = w.onlyWitness(ho); witness < 0 || ho.cfg.Block > 0 {
+			return
+		}
 	}
 	// The counter only: a whole directory (counter and mark together)
 	// restored under running processes is not covered
@@ -160,28 +170,38 @@ func (w *world) restoreLive(ho *host, leases, floors bool) {
 			w.check.violation("restore in place on h%d: %v", ho.i, err)
 		}
 		w.faulted()
+		if witness >= 0 {
+			w.reached["counters restored in place under a standalone process"]++
+			if id, err := ho.procs[witness].UniqueIDContext(w.opCtx()); err == nil {
+				w.did(1)
+				w.check.issuedID(ho, witness, id)
+			}
+		}
 	}
 	ho.exempt = "its files were restored from a copy"
 }
 
-// onlyWitness reports whether one process of ho runs and no other handed
-// out a number since the host's files were copied.
-func (w *world) onlyWitness(ho *host) bool {
-	var only *snapid.Generator
-	for _, g := range ho.procs {
+// onlyWitness returns the one process of ho that runs if no other handed
+// out a number since the host's files were copied, else -1.
+func (w *world) onlyWitness(ho *host) int {
+	only := -1
+	for p, g := range ho.procs {
 		if g != nil {
-			if only != nil {
-				return false
+			if only >= 0 {
+				return -1
 			}
-			only = g
+			only = p
 		}
+	}
+	if only < 0 {
+		return -1
 	}
 	for g := range ho.issuers {
-		if g != only {
-			return false
+		if g != ho.procs[only] {
+			return -1
 		}
 	}
-	return only != nil
+	return only
 }
 
 // writeInPlace rewrites the file at p with b, keeping the file (its
@@ -230,6 +250,7 @@ func (w *world) clone(ho *host, started bool, dc int) {
 	ho.exempt = "it was cloned"
 	nh.exempt = "it is a clone"
 	nh.released = ho.released
+	nh.damaged, nh.damage = ho.damaged, ho.damage
 	w.did(1)
 	if started {
 		w.clock.add(3*time.Hour + time.Minute)
@@ -255,6 +276,7 @@ func (w *world) move(ho *host) {
 		return
 	}
 	ho.counter = filepath.Join(to, filepath.Base(ho.counter))
+	ho.moved = true
 	w.did(1)
 	if err := ho.disk.settle(); err != nil {
 		w.check.violation("move on h%d: %v", ho.i, err)

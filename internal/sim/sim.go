@@ -18,6 +18,9 @@ type Result struct {
 	// world.reached), so that a test can tell the simulator exercises
 	// what it claims to.
 	Reached map[string]int
+	// Hung: a step made no progress within stepLimit (the first
+	// violation says which); its goroutine is left running.
+	Hung bool
 }
 
 var warmPoller sync.Once
@@ -42,7 +45,11 @@ func Run(h History, base string) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	w.run()
+	if hung := w.run(); hung != "" {
+		// The step's goroutine still runs: nothing of w is read, and
+		// nothing is closed (that could wait for it).
+		return Result{Violations: []string{hung}, Reached: map[string]int{}, Hung: true}, nil
+	}
 	res := Result{Ops: w.ops, Violations: w.check.violations, Reached: w.reached}
 	res.Faults = w.faults + w.reg.fault.count() + w.reg0.faults()
 	for k, n := range w.reg0.reached() {

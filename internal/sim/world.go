@@ -69,6 +69,9 @@ type host struct {
 	// rightly cannot issue.
 	damaged bool
 	damage  string // how
+	// backupDamage: how the counter was damaged when the files were
+	// copied aside ("": it was not).
+	backupDamage string
 	// seqDamaged: the lease file or floor (its path after the counter's)
 	// of a sequence (by index) that was corrupted, until an operator
 	// removes it; the host rightly cannot take numbers of that sequence.
@@ -86,6 +89,11 @@ type host struct {
 	// issuers: the processes that handed out numbers since the last
 	// backup.
 	issuers map[*snapid.Generator]bool
+	// altStride, nodeShift: a form change moved the host to simStride2,
+	// or its standalone node number up by nodeShift.
+	altStride bool
+	nodeShift uint64
+	moved     bool // an operator moved its counter directory
 }
 
 // clock is the simulated clock of the registry and of the library's
@@ -179,7 +187,15 @@ const reserveStep = 50
 
 // standaloneNumber is the node number a standalone host is configured
 // with: one per name (a standalone host's name is its own).
-func standaloneNumber(ho *host) uint64 { return 100 + uint64(ho.i) }
+func standaloneNumber(ho *host) uint64 { return 100 + uint64(ho.i) + ho.nodeShift }
+
+// stride is the stride of ho's striped ids.
+func (ho *host) stride() uint64 {
+	if ho.altStride {
+		return simStride2
+	}
+	return simStride
+}
 
 // options are the Options of a process of ho.
 func (w *world) options(ho *host, extra ...snapid.Option) []snapid.Option {
@@ -199,7 +215,7 @@ func (w *world) options(ho *host, extra ...snapid.Option) []snapid.Option {
 			o = append(o, snapid.WithNodeNumber(standaloneNumber(ho)))
 		}
 		if f == snapid.FormatStriped {
-			o = append(o, snapid.WithStride(simStride))
+			o = append(o, snapid.WithStride(ho.stride()))
 		}
 	}
 	if ho.cfg.Registry {
@@ -287,19 +303,54 @@ func (w *world) open(ho *host, p int, extra ...snapid.Option) error {
 	return nil
 }
 
-// run runs every step, then the end-of-history checks.
-func (w *world) run() {
+// stepLimit is how long, on the wall clock, a step (with the settling
+// after it), or the end of a history, may run: a step takes milliseconds,
+// so one that has not finished after this long on a loaded machine makes
+// no progress (a loop that never ends, a lock never released), and is
+// reported as a hang (SNAPID_SIM_STEP_LIMIT changes it).
+var stepLimit = 20 * time.Second
+
+// run runs every step, then the end-of-history checks. It returns "", or
+// what hung: then the goroutine running the step is left behind (it
+// cannot be stopped) and nothing of w may be read any more.
+func (w *world) run() (hung string) {
 	for i, s := range w.h.Steps {
 		w.step = i
-		w.reg0.tick()
-		w.do(s)
-		w.settle()
+		if !guard(stepLimit, func() {
+			w.reg0.tick()
+			w.do(s)
+			w.settle()
+		}) {
+			return fmt.Sprintf("step %d: %s made no progress for %v: a hang", i, s, stepLimit)
+		}
 		w.check.afterStep(s)
 	}
 	w.step = len(w.h.Steps)
-	w.finish()
+	if !guard(stepLimit, w.finish) {
+		return fmt.Sprintf("the end of the history (faults stopped, every host asked to issue, every process closed) made no progress for %v: a hang", stepLimit)
+	}
 	for _, v := range w.contract.take() {
 		w.check.violation("%s", v)
+	}
+	return ""
+}
+
+// guard runs fn in a goroutine of its own and reports whether it returned
+// within limit (the watchdog: a history that stops making progress is a
+// violation, not a test that runs until go test's timeout).
+func guard(limit time.Duration, fn func()) bool {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
 	}
 }
 
@@ -336,6 +387,12 @@ func (w *world) do(s Step) {
 			return
 		}
 		before := w.check.snapshot(ho)
+		if _, ok := before.files[ho.counter+".released"]; !ok {
+			// A reclaim that failed after removing the record, or a
+			// power cut before it lasted: the host claims the name as
+			// any host may.
+			ho.released = false
+		}
 		err := w.open(ho, s.Proc)
 		switch {
 		case ho.released && err == nil:
@@ -345,7 +402,10 @@ func (w *world) do(s Step) {
 		case ho.released:
 			w.reached["released-reopened"]++
 			w.check.unchanged(ho, before, "an Open refused on a released name")
-		case ho.damaged && err == nil:
+		case ho.damaged && err == nil && len(before.files[ho.counter]) != 8:
+			// (A Repair that failed late may have put a good counter
+			// in place: only a file of another size than a counter's
+			// is damaged for sure.)
 			w.check.violation("h%d opened on a damaged counter (%s)", ho.i, ho.damage)
 		case refusedAsInput(err):
 			// A file found damaged, or a name the counter does not serve,
@@ -447,6 +507,12 @@ func (w *world) do(s Step) {
 		w.seqNext(ho, s)
 	case KSeqCreate:
 		w.seqCreate(s)
+	case KSecond:
+		w.secondCounter(ho)
+	case KRename:
+		w.renameCounter(ho)
+	case KForm:
+		w.changeForm(ho)
 	case KSeqOpen:
 		if ho.cfg.Registry && ho.procs[s.Proc] != nil && s.Seq < len(w.h.Sequences) && ho.seqs[s.Proc][s.Seq] == nil {
 			if _, err := w.sequence(ho, s.Proc, s.Seq); err == nil {
