@@ -1,12 +1,15 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/seam"
 )
 
 // secondCounter opens a second counter file on ho (in a directory of its
@@ -120,4 +123,71 @@ func (w *world) changeForm(ho *host) {
 	} else {
 		ho.nodeShift = 50 - ho.nodeShift
 	}
+}
+
+// closeRacingOpen closes process s.Proc of ho while the host's next
+// process opens, at the same moment (the host's gate and its presence
+// lock decide which goes first), then the new process takes s.N numbers.
+func (w *world) closeRacingOpen(ho *host, s Step) {
+	p, q := s.Proc, (s.Proc+1)%3
+	g := ho.procs[p]
+	if g == nil || ho.procs[q] != nil || ho.released {
+		return
+	}
+	sqs := ho.seqs[p]
+	ho.procs[p], ho.seqs[p] = nil, nil
+	opts := w.options(ho)
+	var opened *snapid.Generator
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		failed := false
+		for _, sq := range sqs {
+			if sq.Close() != nil {
+				failed = true
+			}
+		}
+		if g.Close() != nil || failed {
+			_ = seam.Crash(g)
+		}
+	})
+	wg.Go(func() {
+		if ng, err := snapid.OpenContext(context.Background(), ho.counter, ho.cfg.Name, opts...); err == nil {
+			opened = ng
+		}
+	})
+	wg.Wait()
+	w.did(1)
+	w.reached["close-racing-open"]++
+	if opened == nil {
+		return
+	}
+	ho.procs[q] = opened
+	w.did(1)
+	w.settle()
+	if first, err := opened.NextNContext(context.Background(), s.N); err == nil {
+		w.did(int(s.N))
+		w.check.issued(ho, q, ho.cfg.Name, first, s.N)
+	}
+}
+
+// joinRegistry stops a standalone host (ids in the name form) and has its
+// processes claim its name in the registry from then on, p0 at once:
+// every number the host handed out standalone stays below what it, or a
+// host that takes the name over later, hands out afterwards (the
+// registry's mark starts above the counter).
+func (w *world) joinRegistry(ho *host) {
+	if ho.cfg.Registry || ho.cfg.Form != snapid.FormatName {
+		return
+	}
+	w.closeAll(ho)
+	ho.cfg.Registry = true
+	// Until one of its processes has claimed the name, no other host
+	// is given it: a name whose standalone numbers the registry never
+	// learnt is not covered.
+	ho.joinPending = true
+	if err := w.open(ho, 0); err != nil {
+		return
+	}
+	w.did(1)
+	w.reached["standalone hosts joining the registry"]++
 }

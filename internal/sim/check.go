@@ -171,9 +171,17 @@ func (c *checker) afterStep(Step) {
 	for _, v := range c.w.contract.take() {
 		c.violation("%s", v)
 	}
+	pending := map[string]bool{}
+	for _, ho := range c.w.hosts {
+		if ho.joinPending {
+			// Its standalone numbers are the registry's only once one
+			// of its processes claimed the name.
+			pending[ho.cfg.Name] = true
+		}
+	}
 	for name, high := range c.high {
 		row, ok := c.w.reg0.Row(name)
-		if !ok {
+		if !ok || pending[name] {
 			continue // a standalone name
 		}
 		if row.Reserved < high {

@@ -88,7 +88,7 @@ func (w *world) concurrent(ho *host, s Step) {
 // choice.
 func (w *world) storm(ho *host, takeover bool, dc int) {
 	var nh *host
-	if takeover && ho.cfg.Registry {
+	if takeover && ho.cfg.Registry && !ho.joinPending {
 		var err error
 		if nh, err = w.addHost(ho.cfg.in(dc)); err != nil {
 			w.check.violation("storm: %v", err)

@@ -117,12 +117,14 @@ const (
 	KSecond                  // a second counter file on the host opened under the host's name (refused while the first exists)
 	KRename                  // the counter replaced by a copy renamed over it while processes run (they must stop using the old file)
 	KForm                    // every process of the host closes, and p0 opens with another stride (striped) or node number (decimal)
+	KCloseOpen               // process Proc closes while the next process of the host opens, at the same moment; then the new one takes N numbers
+	KJoin                    // a standalone host stops, and its processes claim its name in the registry from then on
 )
 
 var kindNames = [...]string{"open", "next", "close", "crash", "power-cut", "release", "force-release", "takeover",
 	"reclaim", "backup", "restore", "clone", "corrupt", "clock", "registry-fault", "registry-down", "disk-fault", "bad-input",
 	"seq-next", "seq-create", "restore-live", "concurrent", "storm", "init", "move", "dc-cut", "repair", "seq-open",
-	"second-counter", "counter-renamed", "form-change"}
+	"second-counter", "counter-renamed", "form-change", "close-racing-open", "join-registry"}
 
 func (k Kind) String() string { return kindNames[k] }
 
@@ -203,6 +205,8 @@ func (s Step) String() string {
 		if s.Keep {
 			fmt.Fprintf(&b, " (with a take-over by a new host in %s)", dcName(s.DC))
 		}
+	case KCloseOpen:
+		fmt.Fprintf(&b, " p%d closes while p%d opens, n=%d", s.Proc, (s.Proc+1)%3, s.N)
 	case KConcurrent:
 		fmt.Fprintf(&b, " n=%d", s.N)
 		if s.Keep {
@@ -433,7 +437,9 @@ const (
 // under its running processes, which then take numbers (with a new
 // process on the new file: standalone, the processes still on the old
 // file would repeat its numbers); in half the histories with numeric
-// forms, a host's stride or node number changed.
+// forms, a host's stride or node number changed; up to three closes
+// racing an open on one host; in a quarter, a standalone host joining the
+// registry.
 func addCases(h *History) {
 	rng := rand.New(rand.NewPCG(h.Seed, 0xca5e))
 	insert := func(at int, steps ...Step) {
@@ -453,6 +459,25 @@ func addCases(h *History) {
 			Step{Kind: KOpen, Host: ho, Proc: 2}, Step{Kind: KNext, Host: ho, Proc: 2, N: n},
 			Step{Kind: KNext, Host: ho, Proc: 0, N: n}, Step{Kind: KNext, Host: ho, Proc: 1, N: n},
 			Step{Kind: KNext, Host: ho, Proc: 2, N: n})
+	}
+	for range rng.IntN(4) {
+		ho := rng.IntN(len(h.Hosts))
+		p := rng.IntN(3)
+		insert(rng.IntN(len(h.Steps)+1), Step{Kind: KOpen, Host: ho, Proc: p},
+			Step{Kind: KCloseOpen, Host: ho, Proc: p, N: 1 + uint64(rng.IntN(60))})
+	}
+	if rng.IntN(4) == 0 {
+		// A standalone host (with ids in the name form) joining the
+		// registry, at any point of the history.
+		for i, c := range h.Hosts {
+			// (With sync off, what it handed out standalone may come
+			// back after a power cut: not covered, registry or not.)
+			if !c.Registry && c.Sync && c.Form == snapid.FormatName {
+				insert(rng.IntN(len(h.Steps)+1), Step{Kind: KJoin, Host: i}, Step{Kind: KOpen, Host: i, Proc: 0},
+					Step{Kind: KNext, Host: i, Proc: 0, N: 1 + uint64(rng.IntN(60))})
+				break
+			}
+		}
 	}
 	if h.Hosts[0].Form != snapid.FormatName && rng.IntN(2) == 0 {
 		insert(rng.IntN(len(h.Steps)+1), Step{Kind: KForm, Host: 0}, Step{Kind: KNext, Host: 0, Proc: 0, N: 1})
@@ -551,7 +576,7 @@ func Serial(h History) History {
 	out := h
 	out.Steps = nil
 	for _, s := range h.Steps {
-		if s.Kind != KConcurrent && s.Kind != KStorm {
+		if s.Kind != KConcurrent && s.Kind != KStorm && s.Kind != KCloseOpen {
 			out.Steps = append(out.Steps, s)
 		}
 	}

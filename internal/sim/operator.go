@@ -17,7 +17,7 @@ import (
 // forceRelease has an operator release ho's name for a holder gone for
 // good (ForceRelease with the next number given).
 func (w *world) forceRelease(ho *host, next uint64) {
-	if !ho.cfg.Registry {
+	if !ho.cfg.Registry || ho.joinPending {
 		return
 	}
 	for p, g := range ho.procs {
@@ -54,7 +54,7 @@ func (w *world) forceRelease(ho *host, next uint64) {
 // takeover starts a new host that takes ho's name over (WithTakeover
 // with floor) and opens its first process.
 func (w *world) takeover(ho *host, floor uint64, dc int) {
-	if !ho.cfg.Registry {
+	if !ho.cfg.Registry || ho.joinPending {
 		return
 	}
 	nh, err := w.addHost(ho.cfg.in(dc))

@@ -94,6 +94,9 @@ type host struct {
 	altStride bool
 	nodeShift uint64
 	moved     bool // an operator moved its counter directory
+	// joinPending: a standalone host joined the registry and none of
+	// its processes has claimed the name yet.
+	joinPending bool
 }
 
 // clock is the simulated clock of the registry and of the library's
@@ -300,6 +303,7 @@ func (w *world) open(ho *host, p int, extra ...snapid.Option) error {
 		return err
 	}
 	ho.procs[p] = g
+	ho.joinPending = false
 	return nil
 }
 
@@ -513,6 +517,15 @@ func (w *world) do(s Step) {
 		w.renameCounter(ho)
 	case KForm:
 		w.changeForm(ho)
+	case KCloseOpen:
+		w.contract.setOff(true)
+		w.parallel = true
+		w.closeRacingOpen(ho, s)
+		w.settle()
+		w.parallel = false
+		w.contract.setOff(false)
+	case KJoin:
+		w.joinRegistry(ho)
 	case KSeqOpen:
 		if ho.cfg.Registry && ho.procs[s.Proc] != nil && s.Seq < len(w.h.Sequences) && ho.seqs[s.Proc][s.Seq] == nil {
 			if _, err := w.sequence(ho, s.Proc, s.Seq); err == nil {
