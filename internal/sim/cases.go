@@ -91,10 +91,10 @@ func (w *world) changeForm(ho *host) {
 	default:
 		return
 	}
-	if _, err := os.Stat(ho.counter); err != nil || ho.released {
+	if _, err := os.Stat(ho.counter); err != nil || !ho.opened || ho.released {
 		// A host's first Open makes its files before the registry
 		// tells the cluster's stride: a change is one of a form the
-		// host had.
+		// host had (an Open of it succeeded).
 		if ho.cfg.Form == snapid.FormatStriped {
 			ho.altStride = !ho.altStride
 		} else {

@@ -128,6 +128,7 @@ func (w *world) storm(ho *host, takeover bool, dc int) {
 	for i, sl := range slots {
 		if g := opened[i]; g != nil {
 			sl.h.procs[sl.p] = g
+			sl.h.opened = true
 			w.settle()
 			w.did(1)
 			if id, err := g.UniqueIDContext(context.Background()); err == nil {

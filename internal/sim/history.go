@@ -439,7 +439,8 @@ const (
 // file would repeat its numbers); in half the histories with numeric
 // forms, a host's stride or node number changed; up to three closes
 // racing an open on one host; in a quarter, a standalone host joining the
-// registry.
+// registry; in half the histories with a striped host, its counter put
+// just below the striped bound.
 func addCases(h *History) {
 	rng := rand.New(rand.NewPCG(h.Seed, 0xca5e))
 	insert := func(at int, steps ...Step) {
@@ -479,7 +480,20 @@ func addCases(h *History) {
 			}
 		}
 	}
-	if h.Hosts[0].Form != snapid.FormatName && rng.IntN(2) == 0 {
+	for i, c := range h.Hosts {
+		if c.Form == snapid.FormatStriped && rng.IntN(2) == 0 {
+			// The counter near the striped form's bound (2^63-1 over
+			// the stride): the last ids below 2^63, then ErrExhausted,
+			// never one between 2^63 and 2^64.
+			insert(rng.IntN(len(h.Steps)+1),
+				Step{Kind: KClose, Host: i, Proc: 0}, Step{Kind: KClose, Host: i, Proc: 1}, Step{Kind: KClose, Host: i, Proc: 2},
+				Step{Kind: KInit, Host: i, N: (1<<63-1)/simStride - 5},
+				Step{Kind: KOpen, Host: i, Proc: 0}, Step{Kind: KNext, Host: i, Proc: 0, N: 1},
+				Step{Kind: KNext, Host: i, Proc: 0, N: 1}, Step{Kind: KNext, Host: i, Proc: 0, N: 8},
+				Step{Kind: KNext, Host: i, Proc: 0, N: 1})
+		}
+	}
+		if h.Hosts[0].Form != snapid.FormatName && rng.IntN(2) == 0 {
 		insert(rng.IntN(len(h.Steps)+1), Step{Kind: KForm, Host: 0}, Step{Kind: KNext, Host: 0, Proc: 0, N: 1})
 	}
 }

@@ -97,6 +97,7 @@ type host struct {
 	// joinPending: a standalone host joined the registry and none of
 	// its processes has claimed the name yet.
 	joinPending bool
+	opened      bool // an Open of it succeeded
 }
 
 // clock is the simulated clock of the registry and of the library's
@@ -304,6 +305,7 @@ func (w *world) open(ho *host, p int, extra ...snapid.Option) error {
 	}
 	ho.procs[p] = g
 	ho.joinPending = false
+	ho.opened = true
 	return nil
 }
 
