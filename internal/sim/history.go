@@ -493,7 +493,7 @@ func addCases(h *History) {
 				Step{Kind: KNext, Host: i, Proc: 0, N: 1})
 		}
 	}
-		if h.Hosts[0].Form != snapid.FormatName && rng.IntN(2) == 0 {
+	if h.Hosts[0].Form != snapid.FormatName && rng.IntN(2) == 0 {
 		insert(rng.IntN(len(h.Steps)+1), Step{Kind: KForm, Host: 0}, Step{Kind: KNext, Host: 0, Proc: 0, N: 1})
 	}
 }
