@@ -353,7 +353,13 @@ func (w *world) repair(ho *host, zero bool) {
 		if !ok {
 			return
 		}
-		high = row.Reserved
+		if ho.joinPending {
+			// A standalone host that joined: what it handed out
+			// before its first claim is not in the registry's mark.
+			high = max(high, row.Reserved)
+		} else {
+			high = row.Reserved
+		}
 	}
 	if high == snapid.MaxNumber {
 		return
