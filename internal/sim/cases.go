@@ -84,6 +84,11 @@ func (w *world) renameCounter(ho *host) {
 // handed out before (checked by issuedID).
 func (w *world) changeForm(ho *host) {
 	switch {
+	case ho.cfg.Registry:
+		// (A registered host's Open refused on another stride leaves
+		// work running after it returns, which a fault armed on the
+		// disk may meet or not: the history would not replay.)
+		return
 	case ho.cfg.Form == snapid.FormatStriped:
 		ho.altStride = !ho.altStride
 	case ho.cfg.Form == snapid.FormatDecimal && !ho.cfg.Registry:

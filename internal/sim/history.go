@@ -436,11 +436,11 @@ const (
 // under a host's name; in a third a host's counter replaced by rename
 // under its running processes, which then take numbers (with a new
 // process on the new file: standalone, the processes still on the old
-// file would repeat its numbers); in half the histories with numeric
-// forms, a host's stride or node number changed; up to three closes
-// racing an open on one host; in a quarter, a standalone host joining the
-// registry; in half the histories with a striped host, its counter put
-// just below the striped bound.
+// file would repeat its numbers); in every history with a standalone
+// host with numeric ids, its stride or node number changed; up to three
+// closes racing an open on one host; in a quarter, a standalone host
+// joining the registry; in half the histories with a striped host, its
+// counter put just below the striped bound.
 func addCases(h *History) {
 	rng := rand.New(rand.NewPCG(h.Seed, 0xca5e))
 	insert := func(at int, steps ...Step) {
@@ -493,8 +493,11 @@ func addCases(h *History) {
 				Step{Kind: KNext, Host: i, Proc: 0, N: 1})
 		}
 	}
-	if h.Hosts[0].Form != snapid.FormatName && rng.IntN(2) == 0 {
-		insert(rng.IntN(len(h.Steps)+1), Step{Kind: KForm, Host: 0}, Step{Kind: KNext, Host: 0, Proc: 0, N: 1})
+	for i, c := range h.Hosts {
+		if c.Form != snapid.FormatName && !c.Registry {
+			insert(rng.IntN(len(h.Steps)+1), Step{Kind: KForm, Host: i}, Step{Kind: KNext, Host: i, Proc: 0, N: 1})
+			break
+		}
 	}
 }
 
