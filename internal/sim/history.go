@@ -192,6 +192,9 @@ func (s Step) String() string {
 		fmt.Fprintf(&b, " %s after %d: %v", orAny(s.Arg), s.N, s.Errno)
 	case KSeqNext:
 		fmt.Fprintf(&b, "/p%d s%d n=%d", s.Proc, s.Seq, s.N)
+		if s.Arg == "nextn" {
+			b.WriteString(" (NextN)")
+		}
 		if s.Cancelled {
 			b.WriteString(" (context ended)")
 		}
@@ -479,6 +482,17 @@ func addCases(h *History) {
 				break
 			}
 		}
+	}
+	if h.Hosts[0].Registry && rng.IntN(4) == 0 {
+		// A lease file restored in place exactly one number behind its
+		// floor (NextN takes straight from the file), then first touched
+		// by a process that never saw the later position.
+		nextn := func(p int, n uint64) Step {
+			return Step{Kind: KSeqNext, Host: 0, Proc: p, Seq: 0, N: n, Arg: "nextn"}
+		}
+		insert(rng.IntN(len(h.Steps)+1), Step{Kind: KOpen, Host: 0, Proc: 0}, nextn(0, 2), Step{Kind: KBackup, Host: 0},
+			nextn(0, 1), Step{Kind: KRestoreLive, Host: 0, Arg: "leases"}, Step{Kind: KClose, Host: 0, Proc: 1},
+			Step{Kind: KOpen, Host: 0, Proc: 1}, nextn(1, 1))
 	}
 	for i, c := range h.Hosts {
 		if c.Form == snapid.FormatStriped && rng.IntN(2) == 0 {

@@ -31,7 +31,7 @@ func (w *world) seqNext(ho *host, s Step) {
 	}
 	ctx := w.stepCtx(s)
 	var first uint64
-	if s.N == 1 {
+	if s.N == 1 && s.Arg != "nextn" {
 		first, err = sq.NextContext(ctx)
 	} else {
 		first, err = sq.NextNContext(ctx, s.N)
