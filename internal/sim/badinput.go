@@ -84,6 +84,7 @@ func (w *world) badInput(ho *host, s Step) {
 		}
 		_, err = g.NextNContext(w.opCtx(), 0)
 	}
+	w.did(1)
 	if err == nil {
 		w.check.violation("bad input %q was accepted on h%d", s.Arg, ho.i)
 		return

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/big"
@@ -74,9 +75,56 @@ func (c *checker) issued(ho *host, p int, name string, first, n uint64) {
 	if last > c.high[name] {
 		c.high[name] = last
 	}
+	if ho.issuers != nil {
+		ho.issuers[ho.procs[p]] = true
+	}
+	if ho.takeSet && first < ho.takeover {
+		c.violation("h%d/p%d took %s over with floor %d but handed out %d", ho.i, p, name, ho.takeover, first)
+	}
+	c.strictOrder(ho, p, first, last)
 	if msg := c.covered(ho, p, name, last); msg != "" {
 		c.violation("%s", msg)
 	}
+}
+
+// strictOrder checks guarantee 3 on a strict-mode host (no block): the
+// host's numbers go up, one call after another, and are dense (each the
+// one after the host's last) unless since the last a process of the host
+// died, a call failed, or the registry may have raised the counter
+// (ho.dense is false then, until the next number sets it again). Calls
+// running concurrently (a burst, a storm) are ordered by nobody: they
+// only leave ho.dense false.
+func (c *checker) strictOrder(ho *host, p int, first, last uint64) {
+	if ho.cfg.Block > 0 {
+		return
+	}
+	if c.w.parallel {
+		ho.dense = false
+		ho.lastNum = max(ho.lastNum, last)
+		return
+	}
+	switch {
+	case ho.lastNum != 0 && first <= ho.lastNum:
+		c.violation("strict mode: h%d/p%d handed out %d after %d: not in increasing order", ho.i, p, first, ho.lastNum)
+	case ho.dense && first != ho.lastNum+1 && !c.skipped(ho, ho.lastNum, first):
+		c.violation("strict mode: h%d/p%d handed out %d after %d with no process dead, no call failed and no raise between: a gap", ho.i, p, first, ho.lastNum)
+	}
+	ho.lastNum, ho.dense = last, true
+}
+
+// skipped reports whether every number strictly between from and to is
+// one the host's form never hands out (the decimal form skips multiples
+// of ten).
+func (c *checker) skipped(ho *host, from, to uint64) bool {
+	if ho.cfg.Form != snapid.FormatDecimal {
+		return false
+	}
+	for k := from + 1; k < to; k++ {
+		if k%10 != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // covered checks, when a number is returned, that the state that keeps it
@@ -123,9 +171,17 @@ func (c *checker) afterStep(Step) {
 	for _, v := range c.w.contract.take() {
 		c.violation("%s", v)
 	}
+	pending := map[string]bool{}
+	for _, ho := range c.w.hosts {
+		if ho.joinPending {
+			// Its standalone numbers are the registry's only once one
+			// of its processes claimed the name.
+			pending[ho.cfg.Name] = true
+		}
+	}
 	for name, high := range c.high {
 		row, ok := c.w.reg0.Row(name)
-		if !ok {
+		if !ok || pending[name] {
 			continue // a standalone name
 		}
 		if row.Reserved < high {
@@ -150,7 +206,7 @@ func (c *checker) issuedID(ho *host, p int, id string) {
 		return
 	}
 	if parsed.Form == snapid.FormatStriped {
-		if parsed, err = parsed.Unstripe(simStride); err != nil {
+		if parsed, err = parsed.Unstripe(ho.stride()); err != nil {
 			c.violation("h%d/p%d returned %q: %v", ho.i, p, id, err)
 			return
 		}
@@ -172,6 +228,9 @@ func (c *checker) issuedID(ho *host, p int, id string) {
 		c.violation("h%d/p%d returned %q, not a decimal number", ho.i, p, id)
 		return
 	}
+	if parsed.Form == snapid.FormatStriped && r.Cmp(maxInt64) > 0 {
+		c.violation("h%d/p%d returned striped id %s, above the form's bound 2^63-1", ho.i, p, id)
+	}
 	where := fmt.Sprintf("h%d/p%d at step %d", ho.i, p, c.w.step)
 	if prev, dup := c.values[r.RatString()]; dup {
 		c.violation("id %s is, as a number, one handed out before: by %s, and by %s", id, prev, where)
@@ -180,6 +239,9 @@ func (c *checker) issuedID(ho *host, p int, id string) {
 	c.w.reached["ids handed out in the "+parsed.Form.String()+" form"]++
 	c.issued(ho, p, name, parsed.Number, 1)
 }
+
+// maxInt64 is 2^63-1, the striped form's default bound.
+var maxInt64 = new(big.Rat).SetUint64(1<<63 - 1)
 
 // tookNothing checks that a call whose context had ended, and that
 // failed, left the counter as it was (before, read just before the call;
@@ -227,7 +289,7 @@ func (c *checker) unchanged(ho *host, before state, what string) {
 	for p, b := range after.files {
 		if old, ok := before.files[p]; !ok {
 			c.violation("%s on h%d created %s", what, ho.i, p)
-		} else if !bytes.Equal(old, b) && !volatile(p) {
+		} else if !bytes.Equal(old, b) {
 			c.violation("%s on h%d changed %s", what, ho.i, p)
 		}
 	}
@@ -257,17 +319,6 @@ func (c *checker) rowsUnchanged(before []snapid.Holder, what string) {
 	}
 }
 
-// volatile files change while other processes of the host run (the
-// counter, the mark): a bad call's own change is caught by the rows and
-// by the files it must not create. Sequence lease files are not: the
-// simulator settles every background lease and block before a step, so
-// only the step's own call can change them.
-func volatile(p string) bool {
-	return hasSuffix(p, "/counter") || hasSuffix(p, ".mark")
-}
-
-func hasSuffix(s, suf string) bool { return len(s) >= len(suf) && s[len(s)-len(suf):] == suf }
-
 // released checks a Release (4: reported done means applied; reported
 // failed without an unknown outcome means nothing changed).
 func (c *checker) released(ho *host, final uint64, err error, before state) {
@@ -278,23 +329,32 @@ func (c *checker) released(ho *host, final uint64, err error, before state) {
 		if ho.cfg.Registry && (!ok || row.State != snapid.StateReleased || row.Reserved != final) {
 			c.violation("Release of %s on h%d reported done (final %d) but the registry shows %+v", ho.cfg.Name, ho.i, final, row)
 		}
-		if final < c.high[ho.cfg.Name] {
-			c.violation("Release of %s on h%d recorded %d, below %d, which was handed out", ho.cfg.Name, ho.i, final, c.high[ho.cfg.Name])
+		for _, r := range before.rows {
+			if r.Name == ho.cfg.Name && final < r.Reserved {
+				c.violation("Release of %s on h%d recorded %d, below the registry's mark %d", ho.cfg.Name, ho.i, final, r.Reserved)
+			}
 		}
 	case errors.Is(err, snapid.ErrRegistry):
 		// Outcome unknown: the release is recorded on the host first, so
 		// the host must not issue again until reclaimed (checked by the
-		// ids).
-		ho.released = true
+		// ids and by its Opens), unless it failed before that.
 		ho.exempt = "its release's outcome is unknown"
+		if _, statErr := os.Stat(ho.counter + ".released"); statErr == nil {
+			ho.released = true
+		}
 	default:
-		if ho.cfg.Registry && ok && row.State == snapid.StateReleased {
-			var was snapid.Holder
-			for _, r := range before.rows {
-				if r.Name == ho.cfg.Name {
-					was = r
-				}
+		var was snapid.Holder
+		for _, r := range before.rows {
+			if r.Name == ho.cfg.Name {
+				was = r
 			}
+		}
+		if errors.Is(err, snapid.ErrMarkMoved) && ok && row.Reserved == was.Reserved {
+			// Nothing ran on the name: the mark did not move, so
+			// Release asked the registry to lower it.
+			c.violation("Release of %s on h%d was refused as below the registry's mark %d, which did not move: it recorded less than the mark (%v)", ho.cfg.Name, ho.i, row.Reserved, err)
+		}
+		if ho.cfg.Registry && ok && row.State == snapid.StateReleased {
 			if was.State != snapid.StateReleased {
 				c.violation("Release of %s on h%d failed (%v) but the registry shows it released", ho.cfg.Name, ho.i, err)
 			}
@@ -306,17 +366,23 @@ func (c *checker) released(ho *host, final uint64, err error, before state) {
 	}
 }
 
-// forceReleased checks a ForceRelease.
-func (c *checker) forceReleased(ho *host, final uint64, err error) {
+// forceReleased checks a ForceRelease with next number next: reported
+// done, the registry shows it released at final, at or above the mark it
+// had and next-1; refused as below the mark (ErrMarkMoved), the mark must
+// have moved meanwhile (else ForceRelease asked to lower it).
+func (c *checker) forceReleased(ho *host, next, final uint64, err error, was snapid.Holder, hadRow bool) {
+	row, ok := c.w.reg0.Row(ho.cfg.Name)
 	if err != nil {
+		if errors.Is(err, snapid.ErrMarkMoved) && hadRow && ok && row.Reserved == was.Reserved && row.Owner == was.Owner {
+			c.violation("ForceRelease of %s (next %d) was refused as below the registry's mark %d, which did not move: it recorded less than the mark (%v)", ho.cfg.Name, next, row.Reserved, err)
+		}
 		return
 	}
-	row, ok := c.w.reg0.Row(ho.cfg.Name)
 	if !ok || row.State != snapid.StateReleased || row.Reserved != final {
 		c.violation("ForceRelease of %s reported done (final %d) but the registry shows %+v", ho.cfg.Name, final, row)
 	}
-	if final < c.high[ho.cfg.Name] {
-		c.violation("ForceRelease of %s recorded %d, below %d, which was handed out", ho.cfg.Name, final, c.high[ho.cfg.Name])
+	if final < next-1 || hadRow && was.Owner == row.Owner && final < was.Reserved {
+		c.violation("ForceRelease of %s (next %d) recorded %d, below next-1 or the mark %d it had", ho.cfg.Name, next, final, was.Reserved)
 	}
 }
 
@@ -444,5 +510,37 @@ func (c *checker) seqCreated(i int, s Step, info snapid.SequenceInfo, err error)
 	sc.start = max(sc.start, s.Start)
 	if s.Max != 0 {
 		sc.max = s.Max
+	}
+}
+
+// seqCovered checks, when numbers of sequence i up to last are returned
+// by a host with sync on, that the lease file as a power cut would leave
+// it does not hand last out again: last is not in its next range, and if
+// in its current one, below its position (guarantee 2 for sequences).
+func (c *checker) seqCovered(ho *host, p, i int, last uint64) {
+	if !ho.cfg.Sync {
+		return
+	}
+	path := ho.counter + ".seq." + c.w.h.Sequences[i].Name
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return
+	}
+	ho.disk.mu.Lock()
+	b, ok := ho.disk.content[st.Ino]
+	ho.disk.mu.Unlock()
+	if !ok {
+		return // not durable at all: the host finds no lease file after a cut
+	}
+	if len(b) < 48 || string(b[:6]) != "snapse" {
+		return // damaged, or no record: not trusted after a cut
+	}
+	u := func(off int) uint64 { return binary.LittleEndian.Uint64(b[off:]) }
+	pos, curFirst, curLast, aheadFirst, aheadLast := u(8), u(16), u(24), u(32), u(40)
+	switch {
+	case curFirst != 0 && curFirst <= last && last <= curLast && pos <= last:
+		c.violation("h%d/p%d returned %s number %d while the lease file's durable position was %d in [%d, %d] (a power cut now would hand it out again)", ho.i, p, c.w.h.Sequences[i].Name, last, pos, curFirst, curLast)
+	case aheadFirst != 0 && aheadFirst <= last && last <= aheadLast:
+		c.violation("h%d/p%d returned %s number %d while the lease file's durable record had it in the range ahead [%d, %d] (a power cut now would hand it out again)", ho.i, p, c.w.h.Sequences[i].Name, last, aheadFirst, aheadLast)
 	}
 }

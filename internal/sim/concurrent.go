@@ -69,7 +69,7 @@ func (w *world) concurrent(ho *host, s Step) {
 	}
 	wg.Wait()
 	for _, r := range results {
-		w.ops++
+		w.did(int(r.n))
 		if r.uncovered != "" {
 			w.check.violation("%s", r.uncovered)
 		}
@@ -88,7 +88,7 @@ func (w *world) concurrent(ho *host, s Step) {
 // choice.
 func (w *world) storm(ho *host, takeover bool, dc int) {
 	var nh *host
-	if takeover && ho.cfg.Registry {
+	if takeover && ho.cfg.Registry && !ho.joinPending {
 		var err error
 		if nh, err = w.addHost(ho.cfg.in(dc)); err != nil {
 			w.check.violation("storm: %v", err)
@@ -128,8 +128,11 @@ func (w *world) storm(ho *host, takeover bool, dc int) {
 	for i, sl := range slots {
 		if g := opened[i]; g != nil {
 			sl.h.procs[sl.p] = g
+			sl.h.opened = true
 			w.settle()
+			w.did(1)
 			if id, err := g.UniqueIDContext(context.Background()); err == nil {
+				w.did(1)
 				w.check.issuedID(sl.h, sl.p, id)
 			}
 		}

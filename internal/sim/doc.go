@@ -13,7 +13,10 @@
 // a counter directory moved, a Sequence opened, Sequence.Next and
 // NextN, a sequence created again with a raised start or a lowered max, a
 // burst of concurrent calls with a Close among them, a start-up storm of
-// a host's processes with a take-over at the same moment, bad input) or a
+// a host's processes with a take-over at the same moment, bad input, a
+// released name reopened without WithReclaim, a second counter opened
+// under a host's name, the counter replaced by rename under running
+// processes, a host's stride or node number changed) or a
 // fault
 // (a process killed, a power cut forgetting every unsynced write or
 // keeping some, EIO or ENOSPC on the n-th next write, fsync, directory
@@ -51,11 +54,21 @@
 //     the max it was handed out under; a raised start or a lowered max is
 //     accepted only before it would cut into numbers handed out;
 //  3. with sync on, a number is returned only once the counter's durable
-//     value covers it; with a registry, only once the registry's mark
-//     does;
+//     value covers it, and a sequence number only once the lease file's
+//     durable record does (it would not hand it out again after a power
+//     cut); with a registry, only once the registry's mark does; a call
+//     whose context had ended takes nothing; in strict mode a host's
+//     numbers go up, one call after another, and are dense unless a
+//     process died, a call failed or the counter may have been raised or
+//     put back meanwhile (SPEC §4, guarantee 3); a striped id stays within
+//     2^63-1; a host that took a name over with a floor hands out nothing
+//     below it;
 //  4. a Release or ForceRelease reported done shows in the registry, and
-//     its final value covers every number handed out; one that failed
-//     without an unknown outcome left the registry as it was;
+//     its final value is at or above the mark it had (and next-1); one
+//     refused as below the mark while the mark did not move asked to lower
+//     it; one that failed without an unknown outcome left the registry as
+//     it was; a name released on a host is refused there (ErrReleased)
+//     until reclaimed, and the refusal changes nothing;
 //  5. the registry's mark of every name stays at or above every number
 //     handed out under it, and what the registry reported done keeps its
 //     contract, checked against its rows as they settle: an Extend only
@@ -67,9 +80,11 @@
 //     take-over floor of 2^64-1, WithBlock(0), NextN(0), a second name on
 //     a registered counter in use, Repair with next 0 or while registered
 //     processes run, a sequence opened with an invalid name or block 0,
-//     Sequence.NextN(0)) changes no file, no registry row and no
-//     sequence row, and an Open refused on a damaged file changes no
-//     registry row;
+//     Sequence.NextN(0), a second counter under a bound name, another
+//     stride or node number refused) changes no file (the counter and the
+//     mark included), no registry row and no sequence row; an Open refused
+//     on a damaged file changes neither files nor rows; an Open on a
+//     damaged counter (torn, or longer than a counter) is refused;
 //  7. once every process closed, no goroutine and no descriptor is left;
 //  8. with every fault stopped, every host that nothing was done to (or
 //     whose damaged counter an operator repaired) and that still holds
@@ -77,11 +92,24 @@
 //     sequence whose files were not damaged (a used-up counter or
 //     sequence excepted).
 //
+// A step (with the settling after it) that has not returned after
+// stepLimit (20 s) of wall time makes no progress: the watchdog reports
+// it as a violation, with the seed and the history shrunk, instead of
+// waiting for go test's timeout.
+//
+// The summary counts an operation only when it did something (a call
+// that handed out n numbers counts n; any other call that succeeded, or
+// bad input refused, one) and a fault only when it fired (an armed disk
+// or registry fault that an operation met, a process killed that ran, a
+// restore in place that changed the file, a cut or an outage that began).
+//
 // Result.Reached counts events the histories are meant to reach (numbers
 // taken in a cut-off data centre, counters repaired, lease files restored
 // in place; "cassandra": the history ran on the adapter, "applied-later":
 // a proposal was completed after its client got an error, "stale-read": a
-// read did not show the settled state); a test fails if a run of
+// read did not show the settled state; "released-reopened": a released
+// name's Open refused; "second-counter", "counter-renamed",
+// "stride-change": the cases of that name ran); a test fails if a run of
 // histories never reaches one, and TestSimulation prints the histories
 // that reached each of the events named in reachedEvents
 // ("sim: reached: …").

@@ -114,11 +114,17 @@ const (
 	KCut                     // data centre DC is cut off from the cluster's quorum (Keep: true) or healed
 	KRepair                  // an operator rewrites the counter with Repair above every number issued (Arg "next-0": with next 0, refused); or removes a damaged lease file or floor
 	KSeqOpen                 // the process opens its Sequence Seq without taking a number
+	KSecond                  // a second counter file on the host opened under the host's name (refused while the first exists)
+	KRename                  // the counter replaced by a copy renamed over it while processes run (they must stop using the old file)
+	KForm                    // every process of the host closes, and p0 opens with another stride (striped) or node number (decimal)
+	KCloseOpen               // process Proc closes while the next process of the host opens, at the same moment; then the new one takes N numbers
+	KJoin                    // a standalone host stops, and its processes claim its name in the registry from then on
 )
 
 var kindNames = [...]string{"open", "next", "close", "crash", "power-cut", "release", "force-release", "takeover",
 	"reclaim", "backup", "restore", "clone", "corrupt", "clock", "registry-fault", "registry-down", "disk-fault", "bad-input",
-	"seq-next", "seq-create", "restore-live", "concurrent", "storm", "init", "move", "dc-cut", "repair", "seq-open"}
+	"seq-next", "seq-create", "restore-live", "concurrent", "storm", "init", "move", "dc-cut", "repair", "seq-open",
+	"second-counter", "counter-renamed", "form-change", "close-racing-open", "join-registry"}
 
 func (k Kind) String() string { return kindNames[k] }
 
@@ -186,6 +192,9 @@ func (s Step) String() string {
 		fmt.Fprintf(&b, " %s after %d: %v", orAny(s.Arg), s.N, s.Errno)
 	case KSeqNext:
 		fmt.Fprintf(&b, "/p%d s%d n=%d", s.Proc, s.Seq, s.N)
+		if s.Arg == "nextn" {
+			b.WriteString(" (NextN)")
+		}
 		if s.Cancelled {
 			b.WriteString(" (context ended)")
 		}
@@ -199,6 +208,8 @@ func (s Step) String() string {
 		if s.Keep {
 			fmt.Fprintf(&b, " (with a take-over by a new host in %s)", dcName(s.DC))
 		}
+	case KCloseOpen:
+		fmt.Fprintf(&b, " p%d closes while p%d opens, n=%d", s.Proc, (s.Proc+1)%3, s.N)
 	case KConcurrent:
 		fmt.Fprintf(&b, " n=%d", s.N)
 		if s.Keep {
@@ -399,6 +410,7 @@ func Generate(seed uint64, steps int) History {
 	}
 	addDataCentres(&h)
 	addForms(&h)
+	addCases(&h)
 	addCassandra(&h)
 	return h
 }
@@ -415,8 +427,93 @@ func addForms(h *History) {
 	}
 }
 
-// simStride is the stride of striped ids in a history.
-const simStride = 1000
+// simStride is the stride of striped ids in a history; simStride2 the
+// one a form change moves a host to.
+const (
+	simStride  = 1000
+	simStride2 = 640
+)
+
+// addCases adds, from a generator of its own, cases a history would not
+// reach otherwise: in a third of the histories a second counter opened
+// under a host's name; in a third a host's counter replaced by rename
+// under its running processes, which then take numbers (with a new
+// process on the new file: standalone, the processes still on the old
+// file would repeat its numbers); in every history with a standalone
+// host with numeric ids, its stride or node number changed; up to three
+// closes racing an open on one host; in a quarter, a standalone host
+// joining the registry; in half the histories with a striped host, its
+// counter put just below the striped bound.
+func addCases(h *History) {
+	rng := rand.New(rand.NewPCG(h.Seed, 0xca5e))
+	insert := func(at int, steps ...Step) {
+		at = min(at, len(h.Steps))
+		h.Steps = append(h.Steps[:at], append(steps, h.Steps[at:]...)...)
+	}
+	if rng.IntN(3) == 0 {
+		insert(rng.IntN(len(h.Steps)+1), Step{Kind: KOpen, Host: 0, Proc: 0}, Step{Kind: KSecond, Host: 0})
+	}
+	if rng.IntN(3) == 0 {
+		ho := rng.IntN(len(h.Hosts))
+		n := 1 + uint64(rng.IntN(100))
+		insert(rng.IntN(len(h.Steps)+1),
+			Step{Kind: KOpen, Host: ho, Proc: 0}, Step{Kind: KNext, Host: ho, Proc: 0, N: n},
+			Step{Kind: KClose, Host: ho, Proc: 2},
+			Step{Kind: KRename, Host: ho},
+			Step{Kind: KOpen, Host: ho, Proc: 2}, Step{Kind: KNext, Host: ho, Proc: 2, N: n},
+			Step{Kind: KNext, Host: ho, Proc: 0, N: n}, Step{Kind: KNext, Host: ho, Proc: 1, N: n},
+			Step{Kind: KNext, Host: ho, Proc: 2, N: n})
+	}
+	for range rng.IntN(4) {
+		ho := rng.IntN(len(h.Hosts))
+		p := rng.IntN(3)
+		insert(rng.IntN(len(h.Steps)+1), Step{Kind: KOpen, Host: ho, Proc: p},
+			Step{Kind: KCloseOpen, Host: ho, Proc: p, N: 1 + uint64(rng.IntN(60))})
+	}
+	if rng.IntN(4) == 0 {
+		// A standalone host (with ids in the name form) joining the
+		// registry, at any point of the history.
+		for i, c := range h.Hosts {
+			// (With sync off, what it handed out standalone may come
+			// back after a power cut: not covered, registry or not.)
+			if !c.Registry && c.Sync && c.Form == snapid.FormatName {
+				insert(rng.IntN(len(h.Steps)+1), Step{Kind: KJoin, Host: i}, Step{Kind: KOpen, Host: i, Proc: 0},
+					Step{Kind: KNext, Host: i, Proc: 0, N: 1 + uint64(rng.IntN(60))})
+				break
+			}
+		}
+	}
+	if h.Hosts[0].Registry && rng.IntN(4) == 0 {
+		// A lease file restored in place exactly one number behind its
+		// floor (NextN takes straight from the file), then first touched
+		// by a process that never saw the later position.
+		nextn := func(p int, n uint64) Step {
+			return Step{Kind: KSeqNext, Host: 0, Proc: p, Seq: 0, N: n, Arg: "nextn"}
+		}
+		insert(rng.IntN(len(h.Steps)+1), Step{Kind: KOpen, Host: 0, Proc: 0}, nextn(0, 2), Step{Kind: KBackup, Host: 0},
+			nextn(0, 1), Step{Kind: KRestoreLive, Host: 0, Arg: "leases"}, Step{Kind: KClose, Host: 0, Proc: 1},
+			Step{Kind: KOpen, Host: 0, Proc: 1}, nextn(1, 1))
+	}
+	for i, c := range h.Hosts {
+		if c.Form == snapid.FormatStriped && rng.IntN(2) == 0 {
+			// The counter near the striped form's bound (2^63-1 over
+			// the stride): the last ids below 2^63, then ErrExhausted,
+			// never one between 2^63 and 2^64.
+			insert(rng.IntN(len(h.Steps)+1),
+				Step{Kind: KClose, Host: i, Proc: 0}, Step{Kind: KClose, Host: i, Proc: 1}, Step{Kind: KClose, Host: i, Proc: 2},
+				Step{Kind: KInit, Host: i, N: (1<<63-1)/simStride - 5},
+				Step{Kind: KOpen, Host: i, Proc: 0}, Step{Kind: KNext, Host: i, Proc: 0, N: 1},
+				Step{Kind: KNext, Host: i, Proc: 0, N: 1}, Step{Kind: KNext, Host: i, Proc: 0, N: 8},
+				Step{Kind: KNext, Host: i, Proc: 0, N: 1})
+		}
+	}
+	for i, c := range h.Hosts {
+		if c.Form != snapid.FormatName && !c.Registry {
+			insert(rng.IntN(len(h.Steps)+1), Step{Kind: KForm, Host: i}, Step{Kind: KNext, Host: i, Proc: 0, N: 1})
+			break
+		}
+	}
+}
 
 // addDataCentres puts the hosts of half the histories in two data
 // centres, the new hosts of take-overs and clones in either, and cuts a
@@ -510,7 +607,7 @@ func Serial(h History) History {
 	out := h
 	out.Steps = nil
 	for _, s := range h.Steps {
-		if s.Kind != KConcurrent && s.Kind != KStorm {
+		if s.Kind != KConcurrent && s.Kind != KStorm && s.Kind != KCloseOpen {
 			out.Steps = append(out.Steps, s)
 		}
 	}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -16,7 +17,7 @@ import (
 // forceRelease has an operator release ho's name for a holder gone for
 // good (ForceRelease with the next number given).
 func (w *world) forceRelease(ho *host, next uint64) {
-	if !ho.cfg.Registry {
+	if !ho.cfg.Registry || ho.joinPending {
 		return
 	}
 	for p, g := range ho.procs {
@@ -31,16 +32,20 @@ func (w *world) forceRelease(ho *host, next uint64) {
 		w.reg.onNextRelease(func() {
 			n := uint64(2 * reserveStep)
 			if first, err := g.NextNContext(w.opCtx(), n); err == nil {
-				w.ops += int(n)
+				w.did(int(n))
 				w.check.issued(ho, p, ho.cfg.Name, first, n)
 			}
 			seam.Settle(g)
 		})
 		break
 	}
+	was, hadRow := w.reg0.Row(ho.cfg.Name)
 	final, err := snapid.ForceRelease(w.opCtx(), w.reg, ho.cfg.Name, next)
 	w.reg.onNextRelease(nil)
-	w.check.forceReleased(ho, final, err)
+	if err == nil {
+		w.did(1)
+	}
+	w.check.forceReleased(ho, next, final, err, was, hadRow)
 	if err == nil || errors.Is(err, snapid.ErrRegistry) {
 		w.exempt(ho.cfg.Name, "its name was force-released")
 	}
@@ -49,7 +54,7 @@ func (w *world) forceRelease(ho *host, next uint64) {
 // takeover starts a new host that takes ho's name over (WithTakeover
 // with floor) and opens its first process.
 func (w *world) takeover(ho *host, floor uint64, dc int) {
-	if !ho.cfg.Registry {
+	if !ho.cfg.Registry || ho.joinPending {
 		return
 	}
 	nh, err := w.addHost(ho.cfg.in(dc))
@@ -60,7 +65,9 @@ func (w *world) takeover(ho *host, floor uint64, dc int) {
 	nh.takeover, nh.takeSet = floor, true
 	w.exempt(ho.cfg.Name, "its name was taken over")
 	nh.exempt = ""
-	_ = w.open(nh, 0)
+	if w.open(nh, 0) == nil {
+		w.did(1)
+	}
 }
 
 // backup copies ho's files aside, as they are (processes may run).
@@ -71,6 +78,11 @@ func (w *world) backup(ho *host) {
 		return
 	}
 	ho.backup = b
+	ho.backupDamage = ""
+	if ho.damaged {
+		ho.backupDamage = ho.damage
+	}
+	ho.issuers = map[*snapid.Generator]bool{}
 }
 
 // restore kills ho's processes and puts its files back from the copy.
@@ -81,6 +93,7 @@ func (w *world) restore(ho *host) {
 		return
 	}
 	w.crashAll(ho)
+	w.faulted()
 	if err := writeTree(ho.dir, ho.backup); err != nil {
 		w.check.violation("restore of h%d: %v", ho.i, err)
 		return
@@ -90,6 +103,7 @@ func (w *world) restore(ho *host) {
 	}
 	ho.exempt = "its files were restored from a copy"
 	ho.released = false
+	ho.damaged, ho.damage = ho.backupDamage != "", ho.backupDamage
 }
 
 // restoreLive puts ho's counter back in place from the copy (same file,
@@ -105,7 +119,7 @@ func (w *world) restore(ho *host) {
 // opens the sequence later finds the file is not the host's lease the
 // registry records and drops it (a gap).
 func (w *world) restoreLive(ho *host, leases, floors bool) {
-	if ho.backup == nil || !ho.cfg.Registry || !w.running(ho) {
+	if ho.backup == nil || !w.running(ho) || leases && !ho.cfg.Registry {
 		return
 	}
 	if leases {
@@ -117,9 +131,13 @@ func (w *world) restoreLive(ho *host, leases, floors bool) {
 			// covered, as the counter with its mark).
 			floor := strings.HasSuffix(p, ".floor")
 			if strings.HasPrefix(p, ho.counter+".seq.") && (!floor || floors) && !strings.HasSuffix(p, ".refill") {
+				if now, err := os.ReadFile(p); err != nil || bytes.Equal(now, b) {
+					continue // gone, or the same: nothing restored
+				}
 				if err := writeInPlace(p, b); err != nil {
 					w.check.violation("restore of a lease file in place on h%d: %v", ho.i, err)
 				}
+				w.faulted()
 				if floor {
 					w.reached["sequence lease files restored in place with their floors while in use"]++
 				} else {
@@ -129,15 +147,61 @@ func (w *world) restoreLive(ho *host, leases, floors bool) {
 		}
 		return
 	}
+	witness := -1
+	if !ho.cfg.Registry {
+		// Without a registry only a process that saw the later value
+		// raises the counter back, at its next update of the counter,
+		// and one that starts before that raise may repeat
+		// (docs/guarantees.md): the history restores a strict host's
+		// counter under one process, which every number since the copy
+		// went through, and that process takes the next number.
+		if witness = w.onlyWitness(ho); witness < 0 || ho.cfg.Block > 0 {
+			return
+		}
+	}
 	// The counter only: a whole directory (counter and mark together)
 	// restored under running processes is not covered
 	// (docs/guarantees.md): the mark's floor goes back with it.
 	if b, ok := ho.backup[ho.counter]; ok {
+		if now, err := os.ReadFile(ho.counter); err == nil && bytes.Equal(now, b) {
+			return
+		}
 		if err := os.WriteFile(ho.counter, b, 0o600); err != nil {
 			w.check.violation("restore in place on h%d: %v", ho.i, err)
 		}
+		w.faulted()
+		if witness >= 0 {
+			w.reached["counters restored in place under a standalone process"]++
+			if id, err := ho.procs[witness].UniqueIDContext(w.opCtx()); err == nil {
+				w.did(1)
+				w.check.issuedID(ho, witness, id)
+			}
+		}
 	}
 	ho.exempt = "its files were restored from a copy"
+}
+
+// onlyWitness returns the one process of ho that runs if no other handed
+// out a number since the host's files were copied, else -1.
+func (w *world) onlyWitness(ho *host) int {
+	only := -1
+	for p, g := range ho.procs {
+		if g != nil {
+			if only >= 0 {
+				return -1
+			}
+			only = p
+		}
+	}
+	if only < 0 {
+		return -1
+	}
+	for g := range ho.issuers {
+		if g != ho.procs[only] {
+			return -1
+		}
+	}
+	return only
 }
 
 // writeInPlace rewrites the file at p with b, keeping the file (its
@@ -169,7 +233,12 @@ func (w *world) clone(ho *host, started bool, dc int) {
 	}
 	nh, err := w.addHost(ho.cfg.in(dc))
 	if err == nil {
-		err = writeTree(nh.dir, rebase(files, ho.dir, nh.dir))
+		// The copy's counter is where the original's is (moved, perhaps).
+		rel, _ := filepath.Rel(ho.dir, ho.counter)
+		nh.counter = filepath.Join(nh.dir, rel)
+		if err = os.MkdirAll(filepath.Dir(nh.counter), 0o700); err == nil {
+			err = writeTree(nh.dir, rebase(files, ho.dir, nh.dir))
+		}
 	}
 	if err == nil {
 		err = nh.disk.settle()
@@ -181,9 +250,13 @@ func (w *world) clone(ho *host, started bool, dc int) {
 	ho.exempt = "it was cloned"
 	nh.exempt = "it is a clone"
 	nh.released = ho.released
+	nh.damaged, nh.damage = ho.damaged, ho.damage
+	w.did(1)
 	if started {
 		w.clock.add(3*time.Hour + time.Minute)
-		_ = w.open(nh, 0)
+		if w.open(nh, 0) == nil {
+			w.did(1)
+		}
 	}
 }
 
@@ -203,6 +276,8 @@ func (w *world) move(ho *host) {
 		return
 	}
 	ho.counter = filepath.Join(to, filepath.Base(ho.counter))
+	ho.moved = true
+	w.did(1)
 	if err := ho.disk.settle(); err != nil {
 		w.check.violation("move on h%d: %v", ho.i, err)
 	}
@@ -222,6 +297,7 @@ func (w *world) initCounter(ho *host, next uint64) {
 	if err != nil {
 		return
 	}
+	w.did(1)
 	if v, rerr := snapid.ReadCounter(ho.counter); rerr != nil || v < max(before, next-1) {
 		w.check.violation("Init of h%d with next %d reported done, but the counter reads %d (%v), below %d", ho.i, next, v, rerr, max(before, next-1))
 	}
@@ -249,6 +325,7 @@ func (w *world) repair(ho *host, zero bool) {
 		case !zero && !errors.Is(err, snapid.ErrInUse):
 			w.check.violation("Repair of h%d in use failed with %v, want ErrInUse", ho.i, err)
 		}
+		w.did(1)
 		w.check.unchanged(ho, before, fmt.Sprintf("refused Repair with next %d", next))
 		return
 	}
@@ -276,7 +353,13 @@ func (w *world) repair(ho *host, zero bool) {
 		if !ok {
 			return
 		}
-		high = row.Reserved
+		if ho.joinPending {
+			// A standalone host that joined: what it handed out
+			// before its first claim is not in the registry's mark.
+			high = max(high, row.Reserved)
+		} else {
+			high = row.Reserved
+		}
 	}
 	if high == snapid.MaxNumber {
 		return
@@ -284,6 +367,7 @@ func (w *world) repair(ho *host, zero bool) {
 	if _, err := snapid.Repair(ho.counter, high+1, w.options(ho)...); err != nil {
 		return
 	}
+	w.did(1)
 	w.reached["counters repaired"]++
 	ho.damaged = false
 }
@@ -310,9 +394,14 @@ func (w *world) corrupt(ho *host, which string) {
 	if err != nil {
 		return // not made yet
 	}
+	how := which
 	switch {
+	case which == "counter" && w.step%2 == 0:
+		b = append(b, 0, 0, 0, 0, 0, 0, 0, 1) // oversized: a counter file with more than the counter
+		how = "an oversized counter"
 	case which == "counter":
 		b = b[:len(b)/2] // torn: a counter that cannot be read
+		how = "a torn counter"
 	case which == "mark":
 		b = append(b, 0) // a size no mark file has
 	case len(b) > 0:
@@ -324,9 +413,10 @@ func (w *world) corrupt(ho *host, which string) {
 		w.check.violation("corrupt %s: %v", p, err)
 	}
 	_ = ho.disk.settle()
+	w.faulted()
 	switch which {
 	case "counter":
-		ho.damaged = true // until repaired
+		ho.damaged, ho.damage = true, how // until repaired
 	case "lease", "floor":
 		ho.seqDamaged[0] = append(ho.seqDamaged[0], strings.TrimPrefix(p, ho.counter)) // until the operator removes it
 	default:

@@ -31,14 +31,18 @@ func (w *world) seqNext(ho *host, s Step) {
 	}
 	ctx := w.stepCtx(s)
 	var first uint64
-	if s.N == 1 {
+	if s.N == 1 && s.Arg != "nextn" {
 		first, err = sq.NextContext(ctx)
 	} else {
 		first, err = sq.NextNContext(ctx, s.N)
 	}
+	if err == nil && s.Cancelled {
+		w.check.violation("h%d/p%d took %s number %d with a context that had ended", ho.i, s.Proc, w.h.Sequences[s.Seq].Name, first)
+	}
 	if err == nil {
-		w.ops += int(s.N) - 1
+		w.did(int(s.N))
 		w.check.seqIssued(ho, s.Proc, s.Seq, first, s.N)
+		w.check.seqCovered(ho, s.Proc, s.Seq, first+s.N-1)
 		if w.cut[ho.cfg.DC] {
 			w.reached["sequence numbers taken in a data centre cut off"]++
 		}
@@ -59,6 +63,9 @@ func (w *world) seqCreate(s Step) {
 		info, err = snapid.CreateSequenceKeepMax(w.opCtx(), w.reg, name, s.Start)
 	} else {
 		info, err = snapid.CreateSequence(w.opCtx(), w.reg, name, s.Start, s.Max)
+	}
+	if err == nil {
+		w.did(1)
 	}
 	w.check.seqCreated(s.Seq, s, info, err)
 }

@@ -11,13 +11,16 @@ import (
 
 // Result is what running one history showed.
 type Result struct {
-	Ops        int      // operations run (steps, and each number of a NextN beyond the first)
+	Ops        int      // operations that did something (a call handing out n numbers counts n; see world.did)
 	Faults     int      // faults that fired (disk, registry, power cuts, crashes)
 	Violations []string // guarantees broken, in the order found
 	// Reached counts events a history is meant to reach, by name (see
 	// world.reached), so that a test can tell the simulator exercises
 	// what it claims to.
 	Reached map[string]int
+	// Hung: a step made no progress within stepLimit (the first
+	// violation says which); its goroutine is left running.
+	Hung bool
 }
 
 var warmPoller sync.Once
@@ -42,9 +45,13 @@ func Run(h History, base string) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	w.run()
+	if hung := w.run(); hung != "" {
+		// The step's goroutine still runs: nothing of w is read, and
+		// nothing is closed (that could wait for it).
+		return Result{Violations: []string{hung}, Reached: map[string]int{}, Hung: true}, nil
+	}
 	res := Result{Ops: w.ops, Violations: w.check.violations, Reached: w.reached}
-	res.Faults = w.reg.fault.count() + w.reg0.faults()
+	res.Faults = w.faults + w.reg.fault.count() + w.reg0.faults()
 	for k, n := range w.reg0.reached() {
 		res.Reached[k] += n
 	}
@@ -55,11 +62,6 @@ func Run(h History, base string) (Result, error) {
 			res.Reached["fsyncs reporting success after a failed one, nothing written"] += ho.disk.lies
 		}
 		ho.disk.mu.Unlock()
-	}
-	for _, s := range h.Steps {
-		if s.Kind == KCrash || s.Kind == KPowerCut || s.Kind == KRestore || s.Kind == KCorrupt || s.Kind == KCut && s.Keep {
-			res.Faults++
-		}
 	}
 	// 7: after every Close, no goroutine or descriptor is left.
 	deadline := time.Now().Add(2 * time.Second)

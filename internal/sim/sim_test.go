@@ -17,6 +17,7 @@ import (
 //	SNAPID_SIM_DURATION=D    run histories for D instead (a soak: make soak)
 //	SNAPID_SIM_STEPS=N       steps per history (default 100)
 //	SNAPID_SIM_FIRST=N       the first seed (default 1; seeds are consecutive)
+//	SNAPID_SIM_STEP_LIMIT=D  how long a step may run before it is reported as a hang (default 20s)
 //	SNAPID_SIM_SERIAL=1      leave out the concurrent steps (Serial): one operation at a time, every replay the same
 func envInt(t *testing.T, k string, def int) int {
 	v := os.Getenv(k)
@@ -50,6 +51,13 @@ func base(t *testing.T) string {
 func TestSimulation(t *testing.T) {
 	dir := base(t)
 	steps := envInt(t, "SNAPID_SIM_STEPS", 100)
+	if v := os.Getenv("SNAPID_SIM_STEP_LIMIT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			t.Fatalf("SNAPID_SIM_STEP_LIMIT=%q: want a duration", v)
+		}
+		stepLimit = d
+	}
 	if s := os.Getenv("SNAPID_SIM_SEED"); s != "" {
 		seed, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
@@ -112,7 +120,8 @@ func TestSimulation(t *testing.T) {
 // reachedEvents are the events the reached line names, with the number
 // of histories that reached each; a run of 1,000 histories or more fails
 // if one of them was never reached.
-var reachedEvents = []string{"cassandra", "applied-later", "stale-read"}
+var reachedEvents = []string{"cassandra", "applied-later", "stale-read",
+	"released-reopened", "second-counter", "counter-renamed", "stride-change"}
 
 // printReached prints "sim: reached: <event>=<histories> …".
 func printReached(reached map[string]int) {
@@ -127,8 +136,20 @@ func printReached(reached map[string]int) {
 // report prints a failing history shrunk, and how to replay it.
 func report(t *testing.T, dir string, h History, res Result) {
 	t.Helper()
+	// A try that hangs costs stepLimit and leaves a goroutine running:
+	// a few of them at most.
+	hangs := 0
+	if res.Hung {
+		hangs++
+	}
 	small := Shrink(h, 400, func(try History) bool {
+		if hangs >= 4 {
+			return false
+		}
 		r, err := Run(try, dir)
+		if r.Hung {
+			hangs++
+		}
 		return err == nil && len(r.Violations) > 0
 	})
 	sres, _ := Run(small, dir)
@@ -215,4 +236,21 @@ func TestSimulationReaches(t *testing.T) {
 		}
 	}
 	t.Logf("reached in 400 histories: %v", got)
+}
+
+// TestWatchdog: a step that never returns is reported as a hang within
+// the limit, not waited for; one that returns is not.
+func TestWatchdog(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	start := time.Now()
+	if guard(200*time.Millisecond, func() { <-release }) {
+		t.Fatal("a step blocked for good was reported as finished")
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the hang was reported after %v", d)
+	}
+	if !guard(10*time.Second, func() {}) {
+		t.Error("a step that returned was reported as a hang")
+	}
 }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -34,10 +35,21 @@ type world struct {
 	hosts    []*host
 	check    *checker
 	cut      [2]bool        // data centres cut off now
+	down     bool           // the registry is down
 	reached  map[string]int // events reached (Result.Reached)
 	step     int            // index of the step running
-	ops      int            // operations run (steps, and each number of a NextN)
+	parallel bool           // a step whose calls run concurrently is running
+	ops      int            // operations that did something (see did)
+	faults   int            // faults the steps made (a process killed, a power cut, files restored or damaged, a data centre cut, an outage); armed faults count as they fire
 }
+
+// did counts n operations that did something: a call that handed out n
+// numbers counts n, any other call that succeeded (or, bad input, was
+// refused) one.
+func (w *world) did(n int) { w.ops += n }
+
+// faulted counts a fault a step made happen.
+func (w *world) faulted() { w.faults++ }
 
 type host struct {
 	i        int
@@ -57,6 +69,10 @@ type host struct {
 	// damaged: its counter was corrupted and not repaired since; it
 	// rightly cannot issue.
 	damaged bool
+	damage  string // how
+	// backupDamage: how the counter was damaged when the files were
+	// copied aside ("": it was not).
+	backupDamage string
 	// seqDamaged: the lease file or floor (its path after the counter's)
 	// of a sequence (by index) that was corrupted, until an operator
 	// removes it; the host rightly cannot take numbers of that sequence.
@@ -66,6 +82,23 @@ type host struct {
 	released bool
 	takeover uint64 // WithTakeover floor for its opens, if takeoverSet
 	takeSet  bool
+	// lastNum is the last number the host handed out (strict mode);
+	// dense: nothing since then may rightly leave a gap before the next
+	// (a process died, a call failed, the counter was raised or put back).
+	lastNum uint64
+	dense   bool
+	// issuers: the processes that handed out numbers since the last
+	// backup.
+	issuers map[*snapid.Generator]bool
+	// altStride, nodeShift: a form change moved the host to simStride2,
+	// or its standalone node number up by nodeShift.
+	altStride bool
+	nodeShift uint64
+	moved     bool // an operator moved its counter directory
+	// joinPending: a standalone host joined the registry and none of
+	// its processes has claimed the name yet.
+	joinPending bool
+	opened      bool // an Open of it succeeded
 }
 
 // clock is the simulated clock of the registry and of the library's
@@ -174,7 +207,15 @@ const reserveStep = 50
 
 // standaloneNumber is the node number a standalone host is configured
 // with: one per name (a standalone host's name is its own).
-func standaloneNumber(ho *host) uint64 { return 100 + uint64(ho.i) }
+func standaloneNumber(ho *host) uint64 { return 100 + uint64(ho.i) + ho.nodeShift }
+
+// stride is the stride of ho's striped ids.
+func (ho *host) stride() uint64 {
+	if ho.altStride {
+		return simStride2
+	}
+	return simStride
+}
 
 // options are the Options of a process of ho.
 func (w *world) options(ho *host, extra ...snapid.Option) []snapid.Option {
@@ -194,7 +235,7 @@ func (w *world) options(ho *host, extra ...snapid.Option) []snapid.Option {
 			o = append(o, snapid.WithNodeNumber(standaloneNumber(ho)))
 		}
 		if f == snapid.FormatStriped {
-			o = append(o, snapid.WithStride(simStride))
+			o = append(o, snapid.WithStride(ho.stride()))
 		}
 	}
 	if ho.cfg.Registry {
@@ -279,23 +320,59 @@ func (w *world) open(ho *host, p int, extra ...snapid.Option) error {
 		return err
 	}
 	ho.procs[p] = g
+	ho.joinPending = false
+	ho.opened = true
 	return nil
 }
 
-// run runs every step, then the end-of-history checks.
-func (w *world) run() {
+// stepLimit is how long, on the wall clock, a step (with the settling
+// after it), or the end of a history, may run: a step takes milliseconds,
+// so one that has not finished after this long on a loaded machine makes
+// no progress (a loop that never ends, a lock never released), and is
+// reported as a hang (SNAPID_SIM_STEP_LIMIT changes it).
+var stepLimit = 20 * time.Second
+
+// run runs every step, then the end-of-history checks. It returns "", or
+// what hung: then the goroutine running the step is left behind (it
+// cannot be stopped) and nothing of w may be read any more.
+func (w *world) run() (hung string) {
 	for i, s := range w.h.Steps {
 		w.step = i
-		w.reg0.tick()
-		w.do(s)
-		w.ops++
-		w.settle()
+		if !guard(stepLimit, func() {
+			w.reg0.tick()
+			w.do(s)
+			w.settle()
+		}) {
+			return fmt.Sprintf("step %d: %s made no progress for %v: a hang", i, s, stepLimit)
+		}
 		w.check.afterStep(s)
 	}
 	w.step = len(w.h.Steps)
-	w.finish()
+	if !guard(stepLimit, w.finish) {
+		return fmt.Sprintf("the end of the history (faults stopped, every host asked to issue, every process closed) made no progress for %v: a hang", stepLimit)
+	}
 	for _, v := range w.contract.take() {
 		w.check.violation("%s", v)
+	}
+	return ""
+}
+
+// guard runs fn in a goroutine of its own and reports whether it returned
+// within limit (the watchdog: a history that stops making progress is a
+// violation, not a test that runs until go test's timeout).
+func guard(limit time.Duration, fn func()) bool {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
 	}
 }
 
@@ -318,23 +395,65 @@ func (w *world) do(s Step) {
 		return
 	}
 	switch s.Kind {
+	case KNext, KOpen, KClose, KSeqNext, KSeqOpen, KSeqCreate, KBackup, KBadInput, KClock, KMove:
+	default:
+		// What else a step does may rightly leave a gap in a strict
+		// host's numbers (a death, a raise, a roll-back, a failure).
+		for _, h := range w.hosts {
+			h.dense = false
+		}
+	}
+	switch s.Kind {
 	case KOpen:
-		if ho.released {
+		if ho.procs[s.Proc] != nil {
 			return
 		}
-		before := w.check.rows()
-		if err := w.open(ho, s.Proc); refusedAsInput(err) {
+		before := w.check.snapshot(ho)
+		if _, ok := before.files[ho.counter+".released"]; !ok {
+			// A reclaim that failed after removing the record, or a
+			// power cut before it lasted: the host claims the name as
+			// any host may.
+			ho.released = false
+		}
+		err := w.open(ho, s.Proc)
+		switch {
+		case ho.released && err == nil:
+			w.check.violation("h%d opened %s, which it released, without WithReclaim: a release is final", ho.i, ho.cfg.Name)
+		case ho.released && !errors.Is(err, snapid.ErrReleased):
+			// An outage or a fault may come first.
+		case ho.released:
+			w.reached["released-reopened"]++
+			w.check.unchanged(ho, before, "an Open refused on a released name")
+		case ho.damaged && err == nil && len(before.files[ho.counter]) != 8:
+			// (A Repair that failed late may have put a good counter
+			// in place: only a file of another size than a counter's
+			// is damaged for sure.)
+			w.check.violation("h%d opened on a damaged counter (%s)", ho.i, ho.damage)
+		case refusedAsInput(err):
 			// A file found damaged, or a name the counter does not serve,
-			// is refused before the registry is touched.
-			w.check.rowsUnchanged(before, fmt.Sprintf("an Open of h%d refused (%v)", ho.i, err))
+			// is refused before anything is changed, on disk or in the
+			// registry.
+			w.check.unchanged(ho, before, fmt.Sprintf("an Open refused (%v)", err))
+		}
+		if err != nil {
+			ho.dense = false
+		} else {
+			w.did(1)
 		}
 	case KNext:
 		w.next(ho, s)
 	case KClose:
+		if ho.procs[s.Proc] != nil {
+			w.did(1)
+		}
 		w.closeProc(ho, s.Proc)
 	case KCrash:
+		if ho.procs[s.Proc] != nil {
+			w.faulted()
+		}
 		w.crash(ho, s.Proc)
 	case KPowerCut:
+		w.faulted()
 		w.crashAll(ho)
 		if !ho.cfg.Sync && !ho.cfg.Registry {
 			// Without sync and without a registry, numbers after a power
@@ -345,9 +464,15 @@ func (w *world) do(s Step) {
 			w.check.violation("power cut on h%d: %v", ho.i, err)
 		}
 	case KRelease:
+		if !ho.cfg.Registry {
+			return
+		}
 		w.closeAll(ho)
 		before := w.check.snapshot(ho)
 		final, err := snapid.Release(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho)...)
+		if err == nil {
+			w.did(1)
+		}
 		w.check.released(ho, final, err, before)
 	case KForce:
 		w.forceRelease(ho, s.N)
@@ -359,6 +484,7 @@ func (w *world) do(s Step) {
 		}
 		if err := w.open(ho, s.Proc, snapid.WithReclaim()); err == nil {
 			ho.released = false
+			w.did(1)
 		}
 	case KBackup:
 		w.backup(ho)
@@ -384,8 +510,15 @@ func (w *world) do(s Step) {
 	case KRegFault:
 		w.reg.fault.arm(s.Arg, int(s.N), s.Applied)
 	case KRegDown:
+		if s.Keep && !w.down {
+			w.faulted()
+		}
+		w.down = s.Keep
 		w.reg0.setDown(s.Keep)
 	case KCut:
+		if s.Keep && !w.cut[s.DC] {
+			w.faulted()
+		}
 		w.reg0.setCut(s.DC, s.Keep, s.Arg == "one-way")
 		w.cut[s.DC] = s.Keep
 	case KDiskFault:
@@ -396,19 +529,40 @@ func (w *world) do(s Step) {
 		w.seqNext(ho, s)
 	case KSeqCreate:
 		w.seqCreate(s)
+	case KSecond:
+		w.secondCounter(ho)
+	case KRename:
+		w.renameCounter(ho)
+	case KForm:
+		w.changeForm(ho)
+	case KCloseOpen:
+		w.contract.setOff(true)
+		w.parallel = true
+		w.closeRacingOpen(ho, s)
+		w.settle()
+		w.parallel = false
+		w.contract.setOff(false)
+	case KJoin:
+		w.joinRegistry(ho)
 	case KSeqOpen:
-		if ho.cfg.Registry && ho.procs[s.Proc] != nil && s.Seq < len(w.h.Sequences) {
-			_, _ = w.sequence(ho, s.Proc, s.Seq)
+		if ho.cfg.Registry && ho.procs[s.Proc] != nil && s.Seq < len(w.h.Sequences) && ho.seqs[s.Proc][s.Seq] == nil {
+			if _, err := w.sequence(ho, s.Proc, s.Seq); err == nil {
+				w.did(1)
+			}
 		}
 	case KConcurrent:
 		w.contract.setOff(true)
+		w.parallel = true
 		w.concurrent(ho, s)
 		w.settle()
+		w.parallel = false
 		w.contract.setOff(false)
 	case KStorm:
 		w.contract.setOff(true)
+		w.parallel = true
 		w.storm(ho, s.Keep, s.DC)
 		w.settle()
+		w.parallel = false
 		w.contract.setOff(false)
 	}
 }
@@ -438,17 +592,23 @@ func (w *world) next(ho *host, s Step) {
 	if s.N == 1 {
 		var id string
 		if id, err = g.UniqueIDContext(ctx); err == nil {
+			w.did(1)
 			w.check.issuedID(ho, s.Proc, id)
 		}
 	} else {
 		var first uint64
 		if first, err = g.NextNContext(ctx, s.N); err == nil {
-			w.ops += int(s.N) - 1
+			w.did(int(s.N))
 			w.check.issued(ho, s.Proc, ho.cfg.Name, first, s.N)
 		}
 	}
-	if err != nil && s.Cancelled {
+	switch {
+	case err == nil && s.Cancelled:
+		w.check.violation("h%d/p%d took a number with a context that had ended", ho.i, s.Proc)
+	case err != nil && s.Cancelled:
 		w.check.tookNothing(ho, before)
+	case err != nil:
+		ho.dense = false
 	}
 }
 
