@@ -343,31 +343,12 @@ func untrustedForms(path string, err error, other string) error {
 	what := "something"
 	var st unix.Stat_t
 	if unix.Lstat(path, &st) == nil {
-		what = fmt.Sprintf("%s owned by %s", fileKind(st.Mode), statefile.UserName(st.Uid))
+		what = fmt.Sprintf("%s owned by %s", statefile.Kind(st.Mode), statefile.UserName(st.Uid))
 	}
 	return &FileError{Op: "read", Path: path, Err: fmt.Errorf(
 		"%w; the form history's copy there is %s, where only a regular file of %s (the user running this) is read: another user or program put it there; it is neither read as the history nor replaced, and nothing was issued: "+
 			"find out who made it and why, then remove it (the other copy, %s, restores it if it is there)",
 		classifyOpenError(err), what, statefile.UserName(uint32(unix.Geteuid())), other)}
-}
-
-// fileKind names the kind of file mode describes.
-func fileKind(mode uint32) string {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		return "a regular file"
-	case unix.S_IFDIR:
-		return "a directory"
-	case unix.S_IFIFO:
-		return "a FIFO"
-	case unix.S_IFLNK:
-		return "a symbolic link"
-	case unix.S_IFSOCK:
-		return "a socket"
-	case unix.S_IFCHR, unix.S_IFBLK:
-		return "a device"
-	}
-	return "a file of unknown kind"
 }
 
 // mergeForms returns the history two valid copies record together: a

@@ -28,7 +28,7 @@ func CheckRegular(fd int, owners ...uint32) (unix.Stat_t, error) {
 		return st, fmt.Errorf("%w: uid %d (%s)", ErrWrongOwner, st.Uid, UserName(st.Uid))
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return st, fmt.Errorf("%w (%s)", ErrNotRegular, kind(st.Mode))
+		return st, fmt.Errorf("%w (%s)", ErrNotRegular, Kind(st.Mode))
 	}
 	// One name only: a hard link another user made (in a directory it
 	// can write, beside a counter) to a file of root's would otherwise
@@ -70,9 +70,11 @@ func ownedBy(uid uint32, owners []uint32) bool {
 	return false
 }
 
-// kind names a file type for a message.
-func kind(mode uint32) string {
+// Kind names a file type for a message ("a FIFO", "a directory", …).
+func Kind(mode uint32) string {
 	switch mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return "a regular file"
 	case unix.S_IFIFO:
 		return "a FIFO"
 	case unix.S_IFCHR:
