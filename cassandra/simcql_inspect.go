@@ -1,0 +1,90 @@
+package cassandra
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/snapid/snapid"
+)
+
+// What the simulator reads of the simulated cluster's state, as the
+// Registry will see it once every proposal in flight is settled.
+
+// Partition keys of the tables.
+const (
+	simNames   = "names/"
+	simNumbers = "numbers/"
+	simSeqs    = "seqs/"
+)
+
+func (c *simCluster) Row(name string) (snapid.Holder, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.parts[simNames+name]
+	if p == nil {
+		return snapid.Holder{}, false
+	}
+	row, ok := p.truth()[""]
+	if !ok {
+		return snapid.Holder{}, false
+	}
+	var rec record
+	simFill(rec.destMap(), row, nil)
+	return rec.holder(), true
+}
+
+func (c *simCluster) HostLease(seq, dc, name string) (snapid.SequenceLease, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.parts[seqPK(seq, dcPart(dc))]
+	if p == nil {
+		return snapid.SequenceLease{}, false
+	}
+	row, ok := p.truth()[seqCK(kindHost, name, 0)]
+	if !ok {
+		return snapid.SequenceLease{}, false
+	}
+	w := seqRowOf(row)
+	return (*Registry)(nil).leaseOf(seq, dc, &w), true
+}
+
+func (c *simCluster) Sequences() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b strings.Builder
+	for _, k := range c.keys() {
+		if !strings.HasPrefix(k, simSeqs) {
+			continue
+		}
+		rs := simNorm(c.parts[k].truth())
+		cks := make([]string, 0, len(rs))
+		for ck := range rs {
+			cks = append(cks, ck)
+		}
+		sort.Strings(cks)
+		for _, ck := range cks {
+			fmt.Fprintf(&b, "%q %q %v\n", k, ck, rs[ck])
+		}
+	}
+	return b.String()
+}
+
+// simFill sets scan destinations (by column name) from row: the columns
+
+// simNorm is rs with times as milliseconds, for comparing.
+func simNorm(rs simRows) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for k, r := range rs {
+		m := map[string]any{}
+		for col, v := range r {
+			if t, ok := v.(time.Time); ok {
+				v = t.UnixMilli()
+			}
+			m[col] = v
+		}
+		out[k] = m
+	}
+	return out
+}
