@@ -1,0 +1,196 @@
+package sim
+
+import (
+	"math/rand/v2"
+
+	"github.com/snapid/snapid"
+)
+
+// The cases Generate adds to a random history: form changes, the cases
+// random steps alone would rarely reach (a released name reopened, a
+// second counter, a counter renamed under its processes, …), and data
+// centres.
+
+// addForms gives the hosts of a third of the histories numeric id forms
+// (decimal or striped, stride simStride), from a generator of its own.
+func addForms(h *History) {
+	rng := rand.New(rand.NewPCG(h.Seed, 0xf0))
+	if rng.IntN(3) != 0 {
+		return
+	}
+	for i := range h.Hosts {
+		h.Hosts[i].Form = snapid.Format(rng.IntN(3))
+	}
+}
+
+// simStride is the stride of striped ids in a history; simStride2 the
+// one a form change moves a host to.
+const (
+	simStride  = 1000
+	simStride2 = 640
+)
+
+// addCases adds, from a generator of its own, cases a history would not
+// reach otherwise: in a third of the histories a second counter opened
+// under a host's name; in a third a host's counter replaced by rename
+// under its running processes, which then take numbers (with a new
+// process on the new file: standalone, the processes still on the old
+// file would repeat its numbers); in every history with a standalone
+// host with numeric ids, its stride or node number changed; up to three
+// closes racing an open on one host; in a quarter, a standalone host
+// joining the registry; in half the histories with a striped host, its
+// counter put just below the striped bound.
+func addCases(h *History) {
+	rng := rand.New(rand.NewPCG(h.Seed, 0xca5e))
+	insert := func(at int, steps ...Step) {
+		at = min(at, len(h.Steps))
+		h.Steps = append(h.Steps[:at], append(steps, h.Steps[at:]...)...)
+	}
+	if rng.IntN(3) == 0 {
+		insert(rng.IntN(len(h.Steps)+1), Step{Kind: KOpen, Host: 0, Proc: 0}, Step{Kind: KSecond, Host: 0})
+	}
+	if rng.IntN(3) == 0 {
+		ho := rng.IntN(len(h.Hosts))
+		n := 1 + uint64(rng.IntN(100))
+		insert(rng.IntN(len(h.Steps)+1),
+			Step{Kind: KOpen, Host: ho, Proc: 0}, Step{Kind: KNext, Host: ho, Proc: 0, N: n},
+			Step{Kind: KClose, Host: ho, Proc: 2},
+			Step{Kind: KRename, Host: ho},
+			Step{Kind: KOpen, Host: ho, Proc: 2}, Step{Kind: KNext, Host: ho, Proc: 2, N: n},
+			Step{Kind: KNext, Host: ho, Proc: 0, N: n}, Step{Kind: KNext, Host: ho, Proc: 1, N: n},
+			Step{Kind: KNext, Host: ho, Proc: 2, N: n})
+	}
+	for range rng.IntN(4) {
+		ho := rng.IntN(len(h.Hosts))
+		p := rng.IntN(3)
+		insert(rng.IntN(len(h.Steps)+1), Step{Kind: KOpen, Host: ho, Proc: p},
+			Step{Kind: KCloseOpen, Host: ho, Proc: p, N: 1 + uint64(rng.IntN(60))})
+	}
+	if rng.IntN(4) == 0 {
+		// A standalone host (with ids in the name form) joining the
+		// registry, at any point of the history.
+		for i, c := range h.Hosts {
+			// (With sync off, what it handed out standalone may come
+			// back after a power cut: not covered, registry or not.)
+			if !c.Registry && c.Sync && c.Form == snapid.FormatName {
+				insert(rng.IntN(len(h.Steps)+1), Step{Kind: KJoin, Host: i}, Step{Kind: KOpen, Host: i, Proc: 0},
+					Step{Kind: KNext, Host: i, Proc: 0, N: 1 + uint64(rng.IntN(60))})
+				break
+			}
+		}
+	}
+	if h.Hosts[0].Registry && rng.IntN(4) == 0 {
+		// A lease file restored in place exactly one number behind its
+		// floor (NextN takes straight from the file), then first touched
+		// by a process that never saw the later position.
+		nextn := func(p int, n uint64) Step {
+			return Step{Kind: KSeqNext, Host: 0, Proc: p, Seq: 0, N: n, Arg: "nextn"}
+		}
+		insert(rng.IntN(len(h.Steps)+1), Step{Kind: KOpen, Host: 0, Proc: 0}, nextn(0, 2), Step{Kind: KBackup, Host: 0},
+			nextn(0, 1), Step{Kind: KRestoreLive, Host: 0, Arg: "leases"}, Step{Kind: KClose, Host: 0, Proc: 1},
+			Step{Kind: KOpen, Host: 0, Proc: 1}, nextn(1, 1))
+	}
+	for i, c := range h.Hosts {
+		if c.Form == snapid.FormatStriped && rng.IntN(2) == 0 {
+			// The counter near the striped form's bound (2^63-1 over
+			// the stride): the last ids below 2^63, then ErrExhausted,
+			// never one between 2^63 and 2^64.
+			insert(rng.IntN(len(h.Steps)+1),
+				Step{Kind: KClose, Host: i, Proc: 0}, Step{Kind: KClose, Host: i, Proc: 1}, Step{Kind: KClose, Host: i, Proc: 2},
+				Step{Kind: KInit, Host: i, N: (1<<63-1)/simStride - 5},
+				Step{Kind: KOpen, Host: i, Proc: 0}, Step{Kind: KNext, Host: i, Proc: 0, N: 1},
+				Step{Kind: KNext, Host: i, Proc: 0, N: 1}, Step{Kind: KNext, Host: i, Proc: 0, N: 8},
+				Step{Kind: KNext, Host: i, Proc: 0, N: 1})
+		}
+	}
+	for i, c := range h.Hosts {
+		if c.Form != snapid.FormatName && !c.Registry {
+			insert(rng.IntN(len(h.Steps)+1), Step{Kind: KForm, Host: i}, Step{Kind: KNext, Host: i, Proc: 0, N: 1})
+			break
+		}
+	}
+}
+
+// addDataCentres puts the hosts of half the histories in two data
+// centres, the new hosts of take-overs and clones in either, and cuts a
+// data centre off from the cluster's quorum (or heals it) before about
+// one step in twenty-five; it adds an operator's repairs. It draws from a
+// generator of its own, so that the rest of a seed's history is what it
+// was before these steps were simulated.
+func addDataCentres(h *History) {
+	rng := rand.New(rand.NewPCG(h.Seed, 0xdc))
+	dcs := 1 + rng.IntN(2)
+	for i := range h.Hosts {
+		h.Hosts[i].DC = rng.IntN(dcs)
+	}
+	steps := make([]Step, 0, len(h.Steps)+len(h.Steps)/50)
+	for _, s := range h.Steps {
+		if rng.IntN(25) == 0 {
+			steps = append(steps, Step{Kind: KCut, DC: rng.IntN(dcs), Keep: rng.IntN(3) != 0})
+		}
+		switch s.Kind {
+		case KTakeover, KClone, KStorm:
+			s.DC = rng.IntN(dcs)
+		case KRestoreLive:
+			if rng.IntN(2) == 0 {
+				s.Arg = "leases"
+			}
+		}
+		steps = append(steps, s)
+		// An operator repairs a corrupted counter, now and then, or
+		// tries a repair at any time (refused while registered
+		// processes run, or with next 0).
+		if s.Kind == KCorrupt && s.Arg == "counter" && rng.IntN(2) == 0 || rng.IntN(200) == 0 {
+			r := Step{Kind: KRepair, Host: s.Host}
+			if rng.IntN(4) == 0 {
+				r.Arg = "next-0"
+			}
+			steps = append(steps, r)
+		}
+		if s.Kind == KSeqNext && rng.IntN(8) == 0 {
+			// A lease file restored in place from a copy the process then
+			// moved past, first touched by another process: one that
+			// opened the sequence (without taking) just before, or that
+			// opens it after.
+			// With its floor (restored together), only what the
+			// process that moved saw tells (another may have opened
+			// the sequence long before): it takes next.
+			other := (s.Proc + 1 + rng.IntN(2)) % 3
+			floors := rng.IntN(2) == 0
+			if floors {
+				other = s.Proc
+			}
+			steps = append(steps, Step{Kind: KBackup, Host: s.Host},
+				Step{Kind: KSeqNext, Host: s.Host, Proc: s.Proc, Seq: s.Seq, N: 1 + uint64(rng.IntN(60))})
+			if rng.IntN(2) == 0 {
+				steps = append(steps, Step{Kind: KOpen, Host: s.Host, Proc: other}, Step{Kind: KSeqOpen, Host: s.Host, Proc: other, Seq: s.Seq})
+			}
+			// With the floors, the process then takes straight from the
+			// file (NextN), not from a block in its memory: until a process
+			// that saw the later position touches the file, one that did not
+			// could read the copy's.
+			arg, n := "leases", uint64(1)
+			if floors {
+				arg, n = "leases+floors", 2
+			}
+			steps = append(steps, Step{Kind: KRestoreLive, Host: s.Host, Arg: arg},
+				Step{Kind: KSeqNext, Host: s.Host, Proc: other, Seq: s.Seq, N: n})
+		}
+		if s.Kind == KSeqNext && rng.IntN(40) == 0 {
+			// The host's processes killed, a lease file or its floor
+			// damaged, and, now and then, the operator removing it.
+			for p := range 3 {
+				steps = append(steps, Step{Kind: KCrash, Host: s.Host, Proc: p})
+			}
+			steps = append(steps, Step{Kind: KCorrupt, Host: s.Host, Arg: []string{"lease", "floor"}[rng.IntN(2)]})
+			if rng.IntN(2) == 0 {
+				steps = append(steps, Step{Kind: KRepair, Host: s.Host})
+			}
+		}
+		if s.Kind == KSeqNext && rng.IntN(40) == 0 {
+			steps = append(steps, Step{Kind: KBadInput, Host: s.Host, Proc: s.Proc, Seq: s.Seq,
+				Arg: []string{"seq-block-0", "seq-name", "seq-next-0"}[rng.IntN(3)]})
+		}
+	}
+	h.Steps = steps
+}
