@@ -253,7 +253,7 @@ if [[ $started == 1 ]]; then
   echo "test: password authentication (restarts Cassandra requiring passwords)"
   bash scripts/cassandra.sh stop
   SNAPID_CASSANDRA_AUTH=1 bash scripts/cassandra.sh start
-  run_alone SNAPID_AUTH_TEST 'TestCassandraPasswordAuth|TestRegistryCommandsPasswordAuth' ./cassandra ./cmd/snapctl
+  run_alone SNAPID_AUTH_TEST 'TestCassandraPasswordAuth|TestRegistryCommandsPasswordAuth' ./cassandra ./internal/cli
 elif [[ "$ci_asked" == true ]]; then
   echo "test: the authentication step restarts Cassandra, so it needs a node this script starts: run 'bash scripts/cassandra.sh stop' first" >&2
   exit 1

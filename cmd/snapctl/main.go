@@ -10,6 +10,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/snapid/snapid/internal/cli"
 )
 
 // signalGrace is how long, after SIGINT or SIGTERM, snapctl lets the
@@ -18,7 +20,7 @@ import (
 const signalGrace = 200 * time.Millisecond
 
 func main() {
-	os.Exit(runWithSignals(os.Args[1:], osEnv(), os.Stderr))
+	os.Exit(runWithSignals(os.Args[1:], cli.Env{}, os.Stderr))
 }
 
 // runWithSignals runs snapctl with args; SIGINT or SIGTERM ends it at
@@ -26,14 +28,14 @@ func main() {
 // signalGrace later is left (what it wrote is crash-safe: a counter or
 // state file is never half-written, and ids are printed only once they
 // are durable). The exit status is then 128 plus the signal's number.
-func runWithSignals(args []string, e env, stderr io.Writer) int {
+func runWithSignals(args []string, e cli.Env, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, args, e) }()
+	go func() { done <- cli.Run(ctx, args, e) }()
 	select {
 	case code := <-done:
 		return code
@@ -42,7 +44,7 @@ func runWithSignals(args []string, e env, stderr io.Writer) int {
 		code := 128 + int(sig.(syscall.Signal))
 		select {
 		case c := <-done:
-			if c == exitOK {
+			if c == cli.ExitOK {
 				return c // it finished its work: its output is whole
 			}
 		case <-time.After(signalGrace):

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapid/snapid/internal/cli"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -62,7 +63,7 @@ func TestSignalEndsWaitingSnapctl(t *testing.T) {
 			if sig != 0 {
 				assert.Equal(t, 128+int(sig), exit.ExitCode(), "stderr: %s", errOut.String())
 			} else {
-				assert.Equal(t, exitFailure, exit.ExitCode())
+				assert.Equal(t, cli.ExitFailure, exit.ExitCode())
 				assert.Contains(t, errOut.String(), "pid ", "the holder is named")
 			}
 			assert.Empty(t, out.String(), "no id printed")

@@ -1,0 +1,186 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/cassandra"
+)
+
+// cmdCheckNames audits the registry, and an inventory of planned names.
+func cmdCheckNames(ctx context.Context, c *cli, args []string) error {
+	fs := c.newFlags("check-names")
+	var rf registryFlags
+	c.addRegistryFlags(&rf)
+	stale := fs.Duration("stale", snapid.DefaultStale, "report active holders not seen for longer than this (0 or negative: do not check)")
+	skew := fs.Duration("clock-skew", snapid.DefaultClockSkew, "report rows whose times are further ahead of this host's clock than this")
+	names := fs.String("names", "", "inventory file of planned node names, one per line (# comments)")
+	asJSON := fs.Bool("json", false, jsonHelp)
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	if *skew <= 0 {
+		return usageError{"--clock-skew must be positive"}
+	}
+	if *stale <= 0 {
+		*stale = -1 // the library's "off"
+	}
+	cfg := snapid.AuditConfig{Now: time.Now(), Stale: *stale, ClockSkew: *skew}
+	if *names != "" {
+		f, err := os.Open(*names)
+		if err != nil {
+			return hintError{fmt.Errorf("inventory: %w", err), "check the --names file: one planned node name per line"}
+		}
+		cfg.Planned, err = snapid.ParseInventory(f)
+		f.Close()
+		if err != nil {
+			return hintError{fmt.Errorf("inventory %s: %w", *names, err), "check the --names file: one planned node name per line"}
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
+	defer cancel()
+	reg, err := c.connect(ctx, &rf, true)
+	if err != nil {
+		return err
+	}
+	var rows []snapid.Holder
+	var repl *cassandra.ReplicationReport
+	if reg != nil {
+		defer reg.Close()
+		rep, err := checkReplication(reg, ctx)
+		if err != nil {
+			return err
+		}
+		repl = &rep
+		if rows, err = reg.List(ctx); err != nil {
+			if rep.Status == cassandra.ReplicationAttention {
+				// A keyspace whose quorum cannot be reached cannot be listed.
+				return fmt.Errorf("%w (probably because %s; to fix: %s)", err, rep.Detail, rep.Fix)
+			}
+			return err
+		}
+		if err := c.thisHost(&cfg); err != nil {
+			return err
+		}
+		if cfg.Stride, err = reg.Stride(ctx); err != nil {
+			return err
+		}
+	} else if *names == "" {
+		return usageError{"nothing to check: give --cassandra (or SNAPID_CASSANDRA) to audit the registry, or --names FILE to check an inventory"}
+	}
+	report := snapid.Audit(rows, cfg)
+	if repl != nil && repl.Status == cassandra.ReplicationAttention {
+		report.Problems = append([]snapid.Problem{{Kind: cassandra.ProblemFragileReplication,
+			Detail: repl.Detail + "; to fix: " + repl.Fix}}, report.Problems...)
+	}
+	if reg != nil {
+		seqs, err := reg.ListSequences(ctx)
+		switch {
+		case errors.Is(err, snapid.ErrInvalidOption):
+			// A cluster of several data centres without a local one
+			// configured: names are still audited.
+			fmt.Fprintf(c.stderr, "snapctl: notice: sequences not audited: %s\n", oneLine(err.Error()))
+		case err != nil:
+			return err
+		}
+		report.Problems = append(report.Problems, snapid.AuditSequences(seqs)...)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(checkOutput{report, repl}); err != nil {
+			return err
+		}
+	} else if err := printReport(c, report, repl); err != nil {
+		return err
+	}
+	if !report.OK() {
+		return errProblems
+	}
+	return nil
+}
+
+// checkReplication is Registry.CheckReplication; tests replace it with the
+// report of a larger cluster than the one test node.
+var checkReplication = (*cassandra.Registry).CheckReplication
+
+// thisHost fills in this host's configured name and owner token, when
+// there are any. A machine with neither a name nor a counter configured
+// (--name, --counter, SNAPID_NAME, SNAPID_COUNTER) is an administrator's:
+// its host name is no node name to check.
+func (c *cli) thisHost(cfg *snapid.AuditConfig) error {
+	name := c.orEnv(c.name, "SNAPID_NAME")
+	if name == "" && c.orEnv(c.counter, "SNAPID_COUNTER") == "" {
+		return nil
+	}
+	if name == "" {
+		host, err := c.hostname()
+		if err != nil {
+			return nil
+		}
+		if name, _, err = snapid.NameFromHostname(host); err != nil {
+			return nil // no configured name to check
+		}
+	}
+	cfg.ThisName = name
+	path, err := c.resolveCounter()
+	if err != nil {
+		return err
+	}
+	owner, err := snapid.OwnerToken(path)
+	switch {
+	case err == nil:
+		cfg.ThisOwner = owner
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	return nil
+}
+
+// checkOutput is check-names' JSON: the audit, and with a registry the
+// report on its keyspace's replication ("replication"; its "status" is
+// "ok", "warning" or "attention", and attention is also a
+// fragile_replication problem, so the exit status is 1).
+type checkOutput struct {
+	snapid.Report
+	Replication *cassandra.ReplicationReport `json:"replication,omitempty"`
+}
+
+func printReport(c *cli, r snapid.Report, repl *cassandra.ReplicationReport) error {
+	what := fmt.Sprintf("%d registry rows", r.Rows)
+	if repl == nil {
+		what = "the inventory (no registry configured)"
+	} else if repl.Status == cassandra.ReplicationWarning {
+		// Not a problem (exit 0), but said every time.
+		fmt.Fprintf(c.stdout, "check-names: warning: %s; %s\n", repl.Detail, repl.Fix)
+	}
+	if r.OK() {
+		_, err := fmt.Fprintf(c.stdout, "check-names: no problems in %s\n", what)
+		return err
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PROBLEM\tNAME\tDETAIL")
+	for _, p := range r.Problems {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Kind, p.Name, p.Detail)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(c.stdout, "check-names: %s in %s\n", plural(len(r.Problems), "problem"), what)
+	return err
+}
+
+// plural returns "1 problem", "2 problems".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}

@@ -1,0 +1,458 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+
+	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/statefile"
+)
+
+// Exit statuses.
+const (
+	exitOK       = 0 // success
+	exitProblems = 1 // check-names found problems
+	exitFailure  = 2 // anything that could not be done
+)
+
+// command is one snapctl command.
+type command struct {
+	name    string
+	usage   string // arguments, after the command name
+	summary string
+	run     func(ctx context.Context, c *cli, args []string) error
+}
+
+var commands []command
+
+func init() {
+	commands = []command{
+		{"next", "[-n N] [--format name|decimal|striped] [--node-number N] [--stride S] [--max-id N | --max-safe-integer | --uint32]", "print N new ids (default 1), one per line", cmdNext},
+		{"show", "[--json] [--timeout 30s]", "print the counter's last issued number and the file's path (and the mark cached on this host)", cmdShow},
+		{"init", "[--start N] [--force] [--mode 0600] [--owner user[:group]] [--timeout 30s]", "create the counter so the next number is N (default 1); --force repairs a corrupt file", cmdInit},
+		{"register", "[--force --start N]", "claim the node name in the registry (--force takes it from an active holder known to be gone)", cmdRegister},
+		{"release", "[--force --start N]", "release the node name in the registry (--force: on behalf of a holder that is gone)", cmdRelease},
+		{"setup", "--replication dc1:3,dc2:3|N [--stride S]", "create the registry's keyspace and tables once, with the replication given (production clusters), and record the stride of striped ids", cmdSetup},
+		{"status", "[--json]", "look at this host: the counter, the files beside it, the processes using it, the registry's row (exit 1 if anything needs attention)", cmdStatus},
+		{"names", "[--json]", "list the registry's rows: name, holder's host, state, last seen, mark", cmdNames},
+		{"check-names", "[--stale D] [--clock-skew D] [--names FILE] [--json]", "audit the registry, its keyspace's replication, its sequences and an inventory of planned names (exit 1 if problems)", cmdCheckNames},
+		{"seq", "create|next|show NAME [flags]", "integer sequences: create one, print new numbers, show its ranges ('snapctl help seq')", cmdSeq},
+		{"version", "", "print the version", cmdVersion},
+		{"help", "[command]", "show help", cmdHelp},
+	}
+}
+
+// cli carries one invocation's environment and resolved settings.
+type cli struct {
+	env
+	fs *flag.FlagSet
+
+	name       string
+	counter    string
+	sync       bool
+	defaultDir string   // set when counter is the per-user default
+	madeDirs   []string // the directories prepareDefaultDir made, deepest first
+}
+
+// usageError is a mistake on the command line.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// run executes snapctl with args (without the program name) and returns
+// the exit status.
+func run(ctx context.Context, args []string, e env) int {
+	e.stderr = &lockedWriter{w: e.stderr}
+	if len(args) == 0 {
+		fmt.Fprintln(e.stderr, "snapctl: no command given; run 'snapctl help' for the list of commands")
+		return exitFailure
+	}
+	args, err := commandFirst(args)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "snapctl: %s; run 'snapctl help' for the list of commands and flags\n", oneLine(err.Error()))
+		return exitFailure
+	}
+	name := args[0]
+	switch name {
+	case "-h", "-help", "--help":
+		name = "help"
+	case "-version", "--version":
+		name = "version"
+	}
+	cmd := lookup(name)
+	if cmd == nil {
+		fmt.Fprintf(e.stderr, "snapctl: unknown command %q; run 'snapctl help' for the list\n", name)
+		return exitFailure
+	}
+	c := &cli{env: e}
+	err = cmd.run(ctx, c, args[1:])
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errProblems):
+		return exitProblems
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	}
+	fmt.Fprintf(e.stderr, "snapctl: %s\n", oneLine(describe(cmd.name, err)))
+	return exitFailure
+}
+
+// errProblems reports that a check found problems (exit status 1); the
+// command has already printed them.
+var errProblems = errors.New("problems found")
+
+func lookup(name string) *command {
+	for i := range commands {
+		if commands[i].name == name {
+			return &commands[i]
+		}
+	}
+	return nil
+}
+
+// boolFlags are the flags that take no value ("--json", not "--json x"),
+// for commandFirst.
+var boolFlags = map[string]bool{"sync": true, "json": true, "force": true, "no-registry": true,
+	"allow-fragile-replication": true, "h": true, "help": true, "version": true}
+
+// commandFirst moves flags given before the command ("snapctl --name web
+// next") after it, where the command's own flags parse them.
+func commandFirst(args []string) ([]string, error) {
+	var lead []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || !strings.HasPrefix(a, "-") || len(a) == 1 {
+			break
+		}
+		switch name := strings.TrimLeft(a, "-"); {
+		case name == "h" || name == "help" || name == "version":
+			if len(lead) == 0 {
+				return args, nil // snapctl --help, snapctl --version
+			}
+		case strings.Contains(name, "=") || boolFlags[name]:
+		case i+1 < len(args):
+			lead = append(lead, a)
+			i++
+			a = args[i]
+		default:
+			return nil, fmt.Errorf("flag %s needs a value and a command after it", a)
+		}
+		lead = append(lead, a)
+	}
+	if len(lead) == 0 {
+		return args, nil
+	}
+	if len(lead) == len(args) {
+		return nil, fmt.Errorf("no command given after the flags %s", strings.Join(lead, " "))
+	}
+	// The flags go after the command and the words that must come first
+	// ("seq next NAME").
+	at := len(lead) + 1
+	for n := 0; n < leadingWords[args[len(lead)]] && at < len(args) && !strings.HasPrefix(args[at], "-"); n++ {
+		at++
+	}
+	out := append([]string{}, args[len(lead):at]...)
+	out = append(out, lead...)
+	return append(out, args[at:]...), nil
+}
+
+// leadingWords says how many words follow a command before its flags.
+var leadingWords = map[string]int{"seq": 2}
+
+// Common flags, for newFlags.
+const (
+	flagName = 1 << iota
+	flagCounter
+	flagSync
+	flagsAll = flagName | flagCounter | flagSync
+)
+
+// commonFlags lists the common flags of the commands that do not use all
+// three: a flag that would do nothing is refused, not ignored.
+var commonFlags = map[string]int{
+	"show":        flagCounter,
+	"init":        flagCounter | flagSync,
+	"release":     flagName | flagCounter,
+	"setup":       0,
+	"check-names": flagName | flagCounter,
+	"status":      flagName | flagCounter,
+	"names":       0,
+	"version":     0,
+}
+
+// newFlags returns the flag set of a command with the common flags it
+// uses (all three unless commonFlags says otherwise).
+func (c *cli) newFlags(cmd string) *flag.FlagSet {
+	fs := flag.NewFlagSet("snapctl "+cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	which, ok := commonFlags[cmd]
+	if !ok {
+		which = flagsAll
+	}
+	c.sync = true
+	if which&flagName != 0 {
+		fs.StringVar(&c.name, "name", "", "node name (default $SNAPID_NAME, else derived from the host name)")
+	}
+	if which&flagCounter != 0 {
+		fs.StringVar(&c.counter, "counter", "", "counter file (default $SNAPID_COUNTER, else the per-user state file)")
+	}
+	if which&flagSync != 0 {
+		fs.BoolVar(&c.sync, "sync", true, "fdatasync every counter update")
+	}
+	c.fs = fs
+	return fs
+}
+
+// parse parses args and refuses positional arguments.
+func (c *cli) parse(args []string) error {
+	if err := c.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			c.fs.SetOutput(c.stdout)
+			fmt.Fprintf(c.stdout, "usage: %s %s\n", c.fs.Name(), lookup(strings.TrimPrefix(c.fs.Name(), "snapctl ")).usage)
+			hasFlags := false
+			c.fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+			if hasFlags {
+				fmt.Fprintf(c.stdout, "\nflags:\n")
+				c.fs.PrintDefaults()
+			}
+			return err
+		}
+		return usageError{err.Error()}
+	}
+	if c.fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("unexpected argument %q", c.fs.Arg(0))}
+	}
+	return nil
+}
+
+// resolveName returns the node name: --name, then $SNAPID_NAME, then the
+// host name made into a name as Snap! does, with a notice on stderr.
+func (c *cli) resolveName() (string, error) {
+	name := c.name
+	if name == "" {
+		name = c.getenv("SNAPID_NAME")
+	}
+	if name != "" {
+		return name, snapid.ValidateName(name)
+	}
+	host, err := c.hostname()
+	if err != nil {
+		return "", fmt.Errorf("no --name or SNAPID_NAME, and the host name is unknown: %w", err)
+	}
+	name, changed, err := snapid.NameFromHostname(host)
+	if err != nil {
+		return "", fmt.Errorf("no --name or SNAPID_NAME, and %w", err)
+	}
+	notice := fmt.Sprintf("node name %q from the host name", name)
+	if changed != "" {
+		notice = fmt.Sprintf("node name %q (%s)", name, changed)
+	}
+	fmt.Fprintf(c.stderr, "snapctl: notice: no --name or SNAPID_NAME; using %s\n", notice)
+	return name, nil
+}
+
+// resolveCounter returns the counter path: --counter, then
+// $SNAPID_COUNTER, then the per-user default.
+func (c *cli) resolveCounter() (string, error) {
+	// SNAPID_BINDING_DIR goes to the library as WithBindingDir: a bad
+	// value is named here by its variable.
+	if d := c.getenv("SNAPID_BINDING_DIR"); d != "" {
+		if err := snapid.CheckBindingDir(d); err != nil {
+			return "", fmt.Errorf("SNAPID_BINDING_DIR=%q: %w", d, err)
+		}
+	}
+	if c.counter != "" {
+		return c.counter, nil
+	}
+	if p := c.getenv("SNAPID_COUNTER"); p != "" {
+		c.counter = p
+		return p, nil
+	}
+	p, err := c.defaultCounterPath()
+	if err != nil {
+		return "", fmt.Errorf("no --counter or SNAPID_COUNTER, and no home directory for the default: %w", err)
+	}
+	c.counter, c.defaultDir = p, filepath.Dir(p)
+	return p, nil
+}
+
+// target resolves the node name and the counter path.
+func (c *cli) target() (name, path string, err error) {
+	if name, err = c.resolveName(); err != nil {
+		return "", "", err
+	}
+	path, err = c.resolveCounter()
+	return name, path, err
+}
+
+// prepareDefaultDir creates the per-user state directory when the counter
+// is the default one; an explicit path's directory must already exist.
+// The levels are opened (and the missing ones made) one by one from the
+// root without following a link (statefile.OpenDir): each must belong to
+// root or to the user running snapctl, or be sticky (as /tmp), and the
+// state directory itself must be writable by no one else. A directory
+// another user owns on the way (XDG_STATE_HOME or HOME pointing into it)
+// is refused: that user could otherwise swap a level for a link and
+// redirect where the counter is written, or make a second one. Each
+// directory it creates is made durable in its parent (synced, top down)
+// before the counter is created in it.
+func (c *cli) prepareDefaultDir() error {
+	if c.defaultDir == "" {
+		return nil
+	}
+	dir, err := filepath.Abs(c.defaultDir)
+	if err != nil {
+		return err
+	}
+	var created []string // the directories OpenDir will make, deepest first
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) || filepath.Dir(d) == d {
+			break
+		}
+		created = append(created, d)
+	}
+	c.madeDirs = created
+	var seam statefile.FS = statefile.OS{}
+	if c.syncDir != nil {
+		seam = syncSeam{sync: c.syncDir}
+	}
+	d, err := statefile.OpenDir(dir, statefile.DirOptions{
+		Create: true,
+		Perm:   0o700,
+		Owners: []uint32{0, uint32(os.Geteuid())},
+		FS:     seam,
+	})
+	if err != nil {
+		return fmt.Errorf("state directory %s: %w; each directory on the way must belong to root or to %s (or be sticky, as /tmp), "+
+			"with no symbolic link, and the last one writable only by its owner: set XDG_STATE_HOME or --counter to a directory of your own",
+			dir, err, statefile.UserName(uint32(os.Geteuid())))
+	}
+	return d.Close()
+}
+
+// syncSeam makes OpenDir's syncs of the directories it creates go through
+// the cli's syncDir (which tests replace).
+type syncSeam struct {
+	statefile.OS
+	sync func(dir string) error
+}
+
+func (s syncSeam) SyncDir(dir string) error { return s.sync(dir) }
+
+// unmakeDefaultDir removes the directories prepareDefaultDir made, if they
+// are still empty: a refused command leaves nothing behind.
+func (c *cli) unmakeDefaultDir() {
+	for _, d := range c.madeDirs {
+		if os.Remove(d) != nil {
+			return
+		}
+	}
+	c.madeDirs = nil
+}
+
+func (c *cli) options() []snapid.Option {
+	// The library's warnings (a counter raised, a binding moved, a
+	// background extension failing) go to stderr, one line each.
+	opts := []snapid.Option{snapid.WithSync(c.sync), c.logOption()}
+	if d := c.getenv("SNAPID_BINDING_DIR"); d != "" {
+		// The library reads the variable too; this makes a test's
+		// environment (not only the process's) count.
+		opts = append(opts, snapid.WithBindingDir(d))
+	}
+	return opts
+}
+
+// logOption sends the library's notices to stderr, one line each
+// ("snapctl: warning: …").
+func (c *cli) logOption() snapid.Option {
+	return snapid.WithLogger(slog.New(newLineHandler(c.stderr)))
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: snapctl <command> [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "commands:")
+	width := 0
+	for _, cmd := range commands {
+		width = max(width, len(cmd.name))
+	}
+	for _, cmd := range commands {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, cmd.name, cmd.summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "common flags: --name, --counter, --sync (default true) on next, register and seq; show takes --counter,")
+	fmt.Fprintln(w, "  init --counter and --sync, release, status and check-names --name and --counter ('snapctl help CMD' lists all)")
+	fmt.Fprintln(w, "registry flags (next, register, release, setup, status, names, check-names, seq; next --no-registry skips it):")
+	fmt.Fprintln(w, "  --cassandra host[:port],…, --keyspace, --username, --tls-ca, --tls-cert, --tls-key, --timeout (default 30s),")
+	fmt.Fprintln(w, "  --local-dc DC, --consistency quorum|local_quorum|each_quorum, --serial-consistency serial")
+	fmt.Fprintln(w, "  (local_serial is refused: two data centres cut apart could both win one name)")
+	fmt.Fprintln(w, "creating the keyspace (setup, and next/register/release when it is missing): --replication dc1:3,dc2:3|N,")
+	fmt.Fprintln(w, "  --allow-fragile-replication (a cluster of several nodes refuses a replication that cannot lose a node)")
+	fmt.Fprintln(w, "environment: SNAPID_NAME, SNAPID_COUNTER, XDG_STATE_HOME, SNAPID_CASSANDRA, SNAPID_KEYSPACE,")
+	fmt.Fprintln(w, "  SNAPID_CASSANDRA_USERNAME, SNAPID_CASSANDRA_PASSWORD, SNAPID_CASSANDRA_TLS_CA, _TLS_CERT, _TLS_KEY,")
+	fmt.Fprintln(w, "  SNAPID_LOCAL_DC, SNAPID_CONSISTENCY, SNAPID_SERIAL_CONSISTENCY, SNAPID_REPLICATION, SNAPID_BINDING_DIR")
+	fmt.Fprintln(w, "production (two data centres of 3 nodes, on a host of dc1):")
+	fmt.Fprintln(w, "  snapctl setup --cassandra db1,db2,db3 --local-dc dc1 --replication dc1:3,dc2:3   (once)")
+	fmt.Fprintln(w, "  SNAPID_CASSANDRA=db1,db2,db3 SNAPID_LOCAL_DC=dc1 snapctl register")
+	fmt.Fprintln(w, "exit status: 0 success, 1 check-names found problems or status needs attention, 2 could not be done")
+}
+
+// version describes the build: the module's version and the VCS
+// revision it was built from, from the build information.
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	return versionOf(info, ok)
+}
+
+func versionOf(info *debug.BuildInfo, ok bool) string {
+	if !ok || info == nil {
+		return "unknown (no build information)"
+	}
+	v := info.Main.Version
+	if v == "" || v == "(devel)" {
+		v = "(devel)"
+	}
+	var rev, at string
+	modified := false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	var parts []string
+	switch {
+	case rev != "":
+		r := "revision " + rev
+		if at != "" {
+			r += " of " + at
+		}
+		if modified {
+			r += ", with local changes"
+		}
+		parts = append(parts, r)
+	case v == "(devel)":
+		parts = append(parts, "no VCS revision: built with -buildvcs=false or outside a repository")
+	}
+	if info.GoVersion != "" {
+		parts = append(parts, info.GoVersion)
+	}
+	if len(parts) == 0 {
+		return v
+	}
+	return v + " (" + strings.Join(parts, ", ") + ")"
+}

@@ -1,0 +1,656 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gocql/gocql"
+	"github.com/snapid/snapid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fakeEnv is a snapctl environment for in-process runs: its own variables,
+// host name and home directory, and buffers for the outputs.
+type fakeEnv struct {
+	vars    map[string]string
+	host    string
+	hostErr error
+	home    string
+	homeErr error
+	syncDir func(string) error // nil: the real one
+}
+
+// newFakeEnv returns an environment with a temporary home, no variables
+// and a valid host name.
+func newFakeEnv(t *testing.T) *fakeEnv {
+	t.Helper()
+	// Each fake environment is a host of its own, with its own name
+	// bindings.
+	return &fakeEnv{vars: map[string]string{"SNAPID_BINDING_DIR": t.TempDir()}, host: "testhost", home: t.TempDir()}
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// run runs snapctl with args in f.
+func (f *fakeEnv) run(t *testing.T, args ...string) result {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	e := env{
+		getenv:   func(k string) string { return f.vars[k] },
+		hostname: func() (string, error) { return f.host, f.hostErr },
+		homeDir:  func() (string, error) { return f.home, f.homeErr },
+		stdin:    strings.NewReader(""),
+		stdout:   &stdout,
+		stderr:   &stderr,
+		syncDir:  f.syncDir,
+	}
+	code := run(context.Background(), args, e)
+	return result{code, stdout.String(), stderr.String()}
+}
+
+// requireOneErrorLine requires exit status 2 and exactly one line on
+// stderr, starting "snapctl: ", and returns that line.
+func requireOneErrorLine(t *testing.T, r result) string {
+	t.Helper()
+	require.Equal(t, exitFailure, r.code, "stdout: %q\nstderr: %q", r.stdout, r.stderr)
+	require.True(t, strings.HasSuffix(r.stderr, "\n"), "stderr: %q", r.stderr)
+	lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+	require.Len(t, lines, 1, "stderr must be one line: %q", r.stderr)
+	require.True(t, strings.HasPrefix(lines[0], "snapctl: "), "stderr: %q", r.stderr)
+	return lines[0]
+}
+
+// requireIDs requires stdout to be n consecutive ids of name and returns
+// their numbers.
+func requireIDs(t *testing.T, stdout, name string, n int) []uint64 {
+	t.Helper()
+	require.True(t, strings.HasSuffix(stdout, "\n"), "stdout: %q", stdout)
+	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+	require.Len(t, lines, n, "stdout: %q", stdout)
+	var nums []uint64
+	for i, l := range lines {
+		id, err := snapid.ParseID(l)
+		require.NoError(t, err)
+		require.Equal(t, name, id.Name)
+		if i > 0 {
+			require.Equal(t, nums[i-1]+1, id.Number, "ids are dense: %q", stdout)
+		}
+		nums = append(nums, id.Number)
+	}
+	return nums
+}
+
+// requireEmptyDir requires dir to hold nothing.
+func requireEmptyDir(t *testing.T, dir string, msgAndArgs ...any) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, ents, msgAndArgs...)
+}
+
+func counterValue(t *testing.T, path string) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	v, err := snapid.DecodeCounter(b)
+	require.NoError(t, err)
+	return v
+}
+
+func writeCounter(t *testing.T, path string, v uint64) {
+	t.Helper()
+	b := snapid.EncodeCounter(v)
+	require.NoError(t, os.WriteFile(path, b[:], 0o600))
+}
+
+// listTree returns every path under dir, relative, with its mode and, for
+// files, content; to prove that a failed command changed nothing.
+func listTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		info, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		v := info.Mode().String()
+		if info.Mode().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			v += fmt.Sprintf(" %x", b)
+		}
+		out[rel] = v
+		return nil
+	}))
+	return out
+}
+
+func TestCLINextDefaultCounter(t *testing.T) {
+	t.Run("XDG_STATE_HOME", func(t *testing.T) {
+		f := newFakeEnv(t)
+		state := filepath.Join(t.TempDir(), "state")
+		f.vars["XDG_STATE_HOME"] = state
+		f.vars["SNAPID_NAME"] = "web_1"
+		r := f.run(t, "next")
+		require.Equal(t, exitOK, r.code, r.stderr)
+		assert.Equal(t, "web_1-1\n", r.stdout)
+		assert.Empty(t, r.stderr)
+		path := filepath.Join(state, "snapid", "counter.u64")
+		assert.Equal(t, uint64(1), counterValue(t, path))
+		info, err := os.Stat(filepath.Dir(path))
+		require.NoError(t, err)
+		assert.Zero(t, info.Mode().Perm()&0o077, "the per-user state directory is private")
+		_, err = os.Stat(filepath.Join(f.home, ".local"))
+		assert.ErrorIs(t, err, fs.ErrNotExist, "the home fallback is not used")
+	})
+	for _, xdg := range []string{"", "relative/state"} {
+		t.Run(fmt.Sprintf("home fallback XDG_STATE_HOME=%q", xdg), func(t *testing.T) {
+			f := newFakeEnv(t)
+			if xdg != "" {
+				f.vars["XDG_STATE_HOME"] = xdg // not absolute: ignored
+			}
+			f.vars["SNAPID_NAME"] = "web_1"
+			r := f.run(t, "next")
+			require.Equal(t, exitOK, r.code, r.stderr)
+			assert.Equal(t, "web_1-1\n", r.stdout)
+			path := filepath.Join(f.home, ".local", "state", "snapid", "counter.u64")
+			assert.Equal(t, uint64(1), counterValue(t, path))
+			r = f.run(t, "next")
+			require.Equal(t, exitOK, r.code, r.stderr)
+			assert.Equal(t, "web_1-2\n", r.stdout)
+		})
+	}
+	t.Run("no home directory", func(t *testing.T) {
+		f := newFakeEnv(t)
+		f.vars["SNAPID_NAME"] = "web_1"
+		f.homeErr = errors.New("$HOME is not defined")
+		line := requireOneErrorLine(t, f.run(t, "next"))
+		assert.Contains(t, line, "home directory")
+	})
+}
+
+func TestCLINextN(t *testing.T) {
+	f := newFakeEnv(t)
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	r := f.run(t, "next", "-n", "5", "--name", "web_1", "--counter", path)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, []uint64{1, 2, 3, 4, 5}, requireIDs(t, r.stdout, "web_1", 5))
+	assert.Equal(t, uint64(5), counterValue(t, path))
+
+	r = f.run(t, "next", "--n=3", "--name=web_1", "--counter="+path, "--sync=false")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, []uint64{6, 7, 8}, requireIDs(t, r.stdout, "web_1", 3))
+
+	line := requireOneErrorLine(t, f.run(t, "next", "-n", "0", "--name", "web_1", "--counter", path))
+	assert.Contains(t, line, "-n must be at least 1")
+	line = requireOneErrorLine(t, f.run(t, "next", "-n", "-3", "--name", "web_1", "--counter", path))
+	assert.Contains(t, line, "-n")
+	assert.Equal(t, uint64(8), counterValue(t, path), "failed commands issue nothing")
+}
+
+func TestCLIEnvAndFlagPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	envPath := filepath.Join(dir, "env.u64")
+	flagPath := filepath.Join(dir, "flag.u64")
+	f := newFakeEnv(t)
+	f.vars["SNAPID_NAME"] = "env_name"
+	f.vars["SNAPID_COUNTER"] = envPath
+
+	r := f.run(t, "next")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "env_name-1\n", r.stdout, "environment over defaults")
+	assert.Empty(t, r.stderr, "no notice when the name is configured")
+
+	r = f.run(t, "next", "--name", "flag_name", "--counter", flagPath)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "flag_name-1\n", r.stdout, "flags over environment")
+	assert.Equal(t, uint64(1), counterValue(t, envPath), "the environment's counter is not touched")
+	assert.Equal(t, uint64(1), counterValue(t, flagPath))
+
+	// (flag_name goes with flagPath now: one name, one counter per host.)
+	r = f.run(t, "next", "--name", "other_name")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "other_name-2\n", r.stdout, "--name with SNAPID_COUNTER")
+	assert.Equal(t, uint64(2), counterValue(t, envPath))
+
+	r = f.run(t, "show", "--counter", flagPath)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, flagPath)
+
+	// An invalid SNAPID_NAME is refused even when the host name is fine.
+	f.vars["SNAPID_NAME"] = "Env-Name"
+	line := requireOneErrorLine(t, f.run(t, "next"))
+	assert.Contains(t, line, snapid.NameRule)
+	assert.Equal(t, uint64(2), counterValue(t, envPath))
+}
+
+func TestCLINameFromHostname(t *testing.T) {
+	tests := []struct {
+		host   string
+		want   string
+		notice []string
+	}{
+		{"Web-01.example.com", "web_01", []string{`"web_01"`, "Web-01.example.com", "lower-cased"}},
+		{"db1", "db1", []string{`"db1"`, "from the host name"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.host, func(t *testing.T) {
+			f := newFakeEnv(t)
+			f.host = tt.host
+			path := filepath.Join(t.TempDir(), "counter.u64")
+			r := f.run(t, "next", "--counter", path)
+			require.Equal(t, exitOK, r.code, r.stderr)
+			assert.Equal(t, tt.want+"-1\n", r.stdout)
+			lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+			require.Len(t, lines, 1, "one notice line: %q", r.stderr)
+			assert.True(t, strings.HasPrefix(lines[0], "snapctl: notice: "), lines[0])
+			for _, s := range tt.notice {
+				assert.Contains(t, lines[0], s)
+			}
+		})
+	}
+	t.Run("host name that cannot be a name", func(t *testing.T) {
+		f := newFakeEnv(t)
+		f.host = "1st.example.com"
+		dir := t.TempDir()
+		line := requireOneErrorLine(t, f.run(t, "next", "--counter", filepath.Join(dir, "counter.u64")))
+		assert.Contains(t, line, snapid.NameRule)
+		assert.Contains(t, line, "--name")
+		requireEmptyDir(t, dir, "nothing created")
+	})
+	t.Run("unknown host name", func(t *testing.T) {
+		f := newFakeEnv(t)
+		f.hostErr = errors.New("no host name")
+		line := requireOneErrorLine(t, f.run(t, "next", "--counter", filepath.Join(t.TempDir(), "c.u64")))
+		assert.Contains(t, line, "host name")
+	})
+}
+
+func TestCLIInvalidNameCreatesNothing(t *testing.T) {
+	names := []string{"", "Web", "web-1", "web.1", "1web", "w b", "caf\u00e9", "a\tb", "a\nb", strings.Repeat("a", 64)}
+	for _, name := range names {
+		t.Run(fmt.Sprintf("%q", name), func(t *testing.T) {
+			f := newFakeEnv(t)
+			state := filepath.Join(t.TempDir(), "state")
+			f.vars["XDG_STATE_HOME"] = state
+			explicit := t.TempDir()
+			for _, args := range [][]string{
+				{"next", "--name", name},
+				{"next", "--name", name, "--counter", filepath.Join(explicit, "counter.u64")},
+			} {
+				if name == "" {
+					// An empty --name means "not given": the host name
+					// is used. Use an invalid host name instead.
+					f.host = "Bad Host"
+				}
+				line := requireOneErrorLine(t, f.run(t, args...))
+				assert.Contains(t, line, snapid.NameRule, "the message states the rule")
+				_, err := os.Stat(state)
+				assert.ErrorIs(t, err, fs.ErrNotExist, "no state directory created")
+				requireEmptyDir(t, explicit, "nothing created")
+			}
+		})
+	}
+}
+
+func TestCLIBadCounter(t *testing.T) {
+	t.Run("missing parent directory", func(t *testing.T) {
+		f := newFakeEnv(t)
+		dir := t.TempDir()
+		before := listTree(t, dir)
+		for _, cmd := range []string{"next", "init"} {
+			args := []string{cmd, "--name", "web_1", "--counter", filepath.Join(dir, "no", "counter.u64")}
+			if cmd == "init" {
+				args = []string{cmd, "--counter", filepath.Join(dir, "no", "counter.u64")}
+			}
+			line := requireOneErrorLine(t, f.run(t, args...))
+			assert.Contains(t, line, filepath.Join(dir, "no", "counter.u64"))
+			assert.Contains(t, line, "the directory "+filepath.Join(dir, "no")+" does not exist", "the directory is named")
+			assert.NotContains(t, line, ".tmp-", "not the temporary file")
+			assert.Contains(t, line, "its directory must exist: create it")
+			assert.NotContains(t, line, "snapctl init", "%s: init would not help", cmd)
+			assert.Equal(t, before, listTree(t, dir), "nothing created")
+		}
+	})
+	for _, size := range []int{0, 3, 9} {
+		t.Run(fmt.Sprintf("corrupt %d bytes", size), func(t *testing.T) {
+			f := newFakeEnv(t)
+			dir := t.TempDir()
+			path := filepath.Join(dir, "counter.u64")
+			require.NoError(t, os.WriteFile(path, bytes.Repeat([]byte{7}, size), 0o600))
+			before := listTree(t, dir)
+			for _, args := range [][]string{
+				{"next", "--name", "web_1", "--counter", path},
+				{"show", "--counter", path},
+				{"show", "--json", "--counter", path},
+				{"init", "--start", "5", "--counter", path},
+			} {
+				line := requireOneErrorLine(t, f.run(t, args...))
+				assert.Contains(t, line, path)
+				assert.Contains(t, line, "corrupt")
+				assert.Contains(t, line, "init --force --start N", "it says what to do")
+				assert.Equal(t, before, listTree(t, dir), "%v changed the file", args)
+			}
+		})
+	}
+	t.Run("directory", func(t *testing.T) {
+		f := newFakeEnv(t)
+		dir := t.TempDir()
+		line := requireOneErrorLine(t, f.run(t, "next", "--name", "web_1", "--counter", dir))
+		assert.Contains(t, line, "not a regular file")
+	})
+	t.Run("symlink", func(t *testing.T) {
+		f := newFakeEnv(t)
+		dir := t.TempDir()
+		writeCounter(t, filepath.Join(dir, "real"), 3)
+		path := filepath.Join(dir, "counter.u64")
+		require.NoError(t, os.Symlink("real", path))
+		before := listTree(t, dir)
+		line := requireOneErrorLine(t, f.run(t, "next", "--name", "web_1", "--counter", path))
+		assert.Contains(t, line, "symbolic link")
+		assert.Equal(t, before, listTree(t, dir))
+	})
+}
+
+func TestCLIShow(t *testing.T) {
+	f := newFakeEnv(t)
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	writeCounter(t, path, 18446744073709551615)
+	r := f.run(t, "show", "--counter", path)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "last issued 18446744073709551615\t"+path+"\n", r.stdout)
+	assert.Empty(t, r.stderr)
+
+	r = f.run(t, "show", "--json", "--counter", path)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
+	assert.Equal(t, map[string]any{"path": path, "last_issued": "18446744073709551615"}, got,
+		"the number is a JSON string, so it survives JavaScript")
+
+	t.Run("missing default counter is not created", func(t *testing.T) {
+		f := newFakeEnv(t)
+		state := filepath.Join(t.TempDir(), "state")
+		f.vars["XDG_STATE_HOME"] = state
+		line := requireOneErrorLine(t, f.run(t, "show"))
+		assert.Contains(t, line, "snapctl init")
+		_, err := os.Stat(state)
+		assert.ErrorIs(t, err, fs.ErrNotExist)
+	})
+}
+
+func TestCLIInit(t *testing.T) {
+	t.Run("start 42 then next", func(t *testing.T) {
+		f := newFakeEnv(t)
+		path := filepath.Join(t.TempDir(), "counter.u64")
+		r := f.run(t, "init", "--start", "42", "--counter", path)
+		require.Equal(t, exitOK, r.code, r.stderr)
+		assert.Contains(t, r.stdout, "next number 42")
+		assert.Equal(t, uint64(41), counterValue(t, path))
+		r = f.run(t, "next", "--name", "web_1", "--counter", path)
+		require.Equal(t, exitOK, r.code, r.stderr)
+		assert.Equal(t, "web_1-42\n", r.stdout)
+	})
+	t.Run("default start on the default path", func(t *testing.T) {
+		f := newFakeEnv(t)
+		r := f.run(t, "init")
+		require.Equal(t, exitOK, r.code, r.stderr)
+		assert.Equal(t, uint64(0), counterValue(t, filepath.Join(f.home, ".local", "state", "snapid", "counter.u64")))
+	})
+	t.Run("raises", func(t *testing.T) {
+		f := newFakeEnv(t)
+		path := filepath.Join(t.TempDir(), "counter.u64")
+		writeCounter(t, path, 10)
+		r := f.run(t, "init", "--start", "100", "--counter", path)
+		require.Equal(t, exitOK, r.code, r.stderr)
+		assert.Contains(t, r.stdout, "(was 11)")
+		assert.Equal(t, uint64(99), counterValue(t, path))
+	})
+	t.Run("refuses to lower", func(t *testing.T) {
+		f := newFakeEnv(t)
+		dir := t.TempDir()
+		path := filepath.Join(dir, "counter.u64")
+		writeCounter(t, path, 100)
+		before := listTree(t, dir)
+		line := requireOneErrorLine(t, f.run(t, "init", "--start", "5", "--counter", path))
+		assert.Contains(t, line, "never lowered")
+		assert.Equal(t, before, listTree(t, dir))
+	})
+	t.Run("start 0", func(t *testing.T) {
+		f := newFakeEnv(t)
+		dir := t.TempDir()
+		line := requireOneErrorLine(t, f.run(t, "init", "--start", "0", "--counter", filepath.Join(dir, "c.u64")))
+		assert.Contains(t, line, "--start")
+		requireEmptyDir(t, dir)
+	})
+	t.Run("force without start", func(t *testing.T) {
+		f := newFakeEnv(t)
+		dir := t.TempDir()
+		path := filepath.Join(dir, "counter.u64")
+		require.NoError(t, os.WriteFile(path, []byte{1, 2, 3}, 0o600))
+		before := listTree(t, dir)
+		line := requireOneErrorLine(t, f.run(t, "init", "--force", "--counter", path))
+		assert.Contains(t, line, "--start")
+		assert.Equal(t, before, listTree(t, dir))
+	})
+	t.Run("force on a corrupt file", func(t *testing.T) {
+		f := newFakeEnv(t)
+		dir := t.TempDir()
+		path := filepath.Join(dir, "counter.u64")
+		require.NoError(t, os.WriteFile(path, []byte{1, 2, 3}, 0o600))
+		r := f.run(t, "init", "--force", "--start", "100", "--counter", path)
+		require.Equal(t, exitOK, r.code, r.stderr)
+		lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+		require.Len(t, lines, 1, r.stderr)
+		assert.True(t, strings.HasPrefix(lines[0], "snapctl: WARNING: "), lines[0])
+		assert.Contains(t, lines[0], "3 bytes 01 02 03", "it says what the file held")
+		assert.Contains(t, lines[0], "100")
+		assert.Equal(t, uint64(99), counterValue(t, path))
+		r = f.run(t, "next", "--name", "web_1", "--counter", path)
+		require.Equal(t, exitOK, r.code, r.stderr)
+		assert.Equal(t, "web_1-100\n", r.stdout)
+	})
+	t.Run("force lowers a valid file loudly", func(t *testing.T) {
+		f := newFakeEnv(t)
+		path := filepath.Join(t.TempDir(), "counter.u64")
+		writeCounter(t, path, 500)
+		r := f.run(t, "init", "--force", "--start", "10", "--counter", path)
+		require.Equal(t, exitOK, r.code, r.stderr)
+		assert.Contains(t, r.stderr, "WARNING")
+		assert.Contains(t, r.stderr, "last issued 500")
+		assert.Equal(t, uint64(9), counterValue(t, path))
+	})
+	t.Run("force on a missing file", func(t *testing.T) {
+		f := newFakeEnv(t)
+		dir := t.TempDir()
+		requireOneErrorLine(t, f.run(t, "init", "--force", "--start", "10", "--counter", filepath.Join(dir, "c.u64")))
+		requireEmptyDir(t, dir, "Repair never creates")
+	})
+}
+
+// A usage error must not change anything on disk; "init --force" without
+// --start creates the per-user state directory before it refuses.
+func TestCLIInitForceUsageErrorCreatesNothing(t *testing.T) {
+	f := newFakeEnv(t)
+	state := filepath.Join(t.TempDir(), "state")
+	f.vars["XDG_STATE_HOME"] = state
+	line := requireOneErrorLine(t, f.run(t, "init", "--force"))
+	assert.Contains(t, line, "--start")
+	_, err := os.Stat(state)
+	assert.ErrorIs(t, err, fs.ErrNotExist, "a refused command created %s", state)
+}
+
+func TestCLIUsageErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate"`},
+		{"unknown flag", []string{"next", "--bogus"}, "bogus"},
+		{"unknown flag on show", []string{"show", "-x"}, "-x"},
+		{"flag of another command", []string{"show", "--start", "3"}, "start"},
+		{"extra argument", []string{"next", "extra"}, `unexpected argument "extra"`},
+		{"extra argument after flags", []string{"show", "--json", "x"}, `unexpected argument "x"`},
+		{"extra argument to version", []string{"version", "now"}, `unexpected argument "now"`},
+		{"bad flag value", []string{"next", "-n", "many"}, "many"},
+		{"bad bool", []string{"next", "--sync=maybe"}, "maybe"},
+		{"help for an unknown command", []string{"help", "frobnicate"}, "frobnicate"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeEnv(t)
+			f.vars["SNAPID_COUNTER"] = filepath.Join(t.TempDir(), "counter.u64")
+			r := f.run(t, tt.args...)
+			line := requireOneErrorLine(t, r)
+			assert.Contains(t, line, tt.want)
+			assert.Contains(t, line, "snapctl help", "it says what to do")
+			assert.Empty(t, r.stdout)
+			_, err := os.Stat(f.vars["SNAPID_COUNTER"])
+			assert.ErrorIs(t, err, fs.ErrNotExist, "nothing created")
+		})
+	}
+}
+
+// snapctl without a command prints the whole usage on stderr before its
+// one-line message, so stderr is not one line.
+func TestCLINoCommandOneLine(t *testing.T) {
+	f := newFakeEnv(t)
+	line := requireOneErrorLine(t, f.run(t))
+	assert.Contains(t, line, "no command")
+	assert.Contains(t, line, "snapctl help")
+}
+
+func TestCLIVersionAndHelp(t *testing.T) {
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"version"}, []string{"snapctl "}},
+		{[]string{"help"}, []string{"usage: snapctl", "next", "show", "init", "version", "help"}},
+		{[]string{"--help"}, []string{"usage: snapctl"}},
+		{[]string{"-h"}, []string{"usage: snapctl"}},
+		{[]string{"help", "next"}, []string{"usage: snapctl next", "N new ids"}},
+		{[]string{"help", "init"}, []string{"usage: snapctl init", "--start"}},
+		{[]string{"next", "--help"}, []string{"usage: snapctl next", "-n"}},
+		{[]string{"init", "-h"}, []string{"usage: snapctl init", "-start", "-force"}},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			f := newFakeEnv(t)
+			f.vars["SNAPID_COUNTER"] = filepath.Join(t.TempDir(), "counter.u64")
+			r := f.run(t, tt.args...)
+			require.Equal(t, exitOK, r.code, r.stderr)
+			assert.Empty(t, r.stderr)
+			for _, w := range tt.want {
+				assert.Contains(t, r.stdout, w)
+			}
+			_, err := os.Stat(f.vars["SNAPID_COUNTER"])
+			assert.ErrorIs(t, err, fs.ErrNotExist, "nothing created")
+		})
+	}
+}
+
+// "help <command>" prints a "flags:" heading and then no flags at all.
+func TestCLIHelpCommandListsFlags(t *testing.T) {
+	tests := []struct {
+		cmd   string
+		flags []string
+	}{
+		{"next", []string{"-n", "-name", "-counter", "-sync"}},
+		{"init", []string{"-start", "-force", "-counter"}},
+		{"show", []string{"-json", "-counter"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.cmd, func(t *testing.T) {
+			f := newFakeEnv(t)
+			r := f.run(t, "help", tt.cmd)
+			require.Equal(t, exitOK, r.code, r.stderr)
+			_, flagsPart, ok := strings.Cut(r.stdout, "flags:")
+			require.True(t, ok, r.stdout)
+			for _, fl := range tt.flags {
+				assert.Contains(t, flagsPart, fl, "help %s does not list %s", tt.cmd, fl)
+			}
+		})
+	}
+}
+
+// Registry errors get the hint that fits their cause (the driver's error
+// code, else the text of the innermost errors, never the user's host or
+// keyspace names); an exhausted reservation keeps its own hint.
+func TestDescribeRegistryHints(t *testing.T) {
+	connecting := func(hosts, cause string) error {
+		return fmt.Errorf("snapid: %w: connecting to Cassandra at %s: %w", snapid.ErrRegistry, hosts, errors.New(cause))
+	}
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{connecting("127.0.0.1:1", "dial tcp 127.0.0.1:1: connect: connection refused"), "reachable"},
+		{connecting("tls-x509-permission:9042", "dial tcp: connect: connection refused"), "reachable"},
+		{connecting("db1", `gocql: unable to create session: authentication required (using "PasswordAuthenticator")`), "SNAPID_CASSANDRA_PASSWORD"},
+		{connecting("db1", "gocql: unable to create session: Provided username x and/or password are incorrect"), "--username"},
+		{connecting("db1", "gocql: unable to create session: tls: failed to verify certificate: x509: certificate signed by unknown authority"), "--tls-ca"},
+		{fmt.Errorf("snapid: %w: creating keyspace k: %w", snapid.ErrRegistry, requestError{gocql.ErrCodeUnauthorized, "User x has no CREATE permission"}), "SELECT and MODIFY"},
+		{fmt.Errorf("snapid: %w: claim: %w", snapid.ErrRegistry, requestError{gocql.ErrCodeCredentials, "bad credentials"}), "--username"},
+		{fmt.Errorf("snapid: %w: table permissions_ks.node_names does not exist", snapid.ErrRegistry), "--keyspace"},
+		{fmt.Errorf("snapid: %w: %w: extend: timeout", snapid.ErrReservationExhausted, snapid.ErrRegistry), "reserved range"},
+		{fmt.Errorf("snapid: %w: %w: extend: %w", snapid.ErrReservationExhausted, snapid.ErrRegistry, requestError{gocql.ErrCodeUnauthorized, "no MODIFY"}), "SELECT and MODIFY"},
+	} {
+		got := describe("next", tc.err)
+		assert.Contains(t, got, tc.want, "%v", tc.err)
+		assert.NotContains(t, got, "snapid: ", "the message is not prefixed twice")
+	}
+}
+
+// requestError is an error the server returned with a code, as the driver
+// reports it.
+type requestError struct {
+	code int
+	msg  string
+}
+
+func (e requestError) Code() int       { return e.code }
+func (e requestError) Message() string { return e.msg }
+func (e requestError) Error() string   { return e.msg }
+
+// A command without flags prints no empty "flags:" heading.
+func TestCLIHelpWithoutFlags(t *testing.T) {
+	f := newFakeEnv(t)
+	r := f.run(t, "help", "version")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "usage: snapctl version")
+	assert.NotContains(t, r.stdout, "flags:")
+}
+
+// Hints never repeat what the message already says.
+func TestDescribeSaysThingsOnce(t *testing.T) {
+	for _, err := range []error{
+		fmt.Errorf("snapid: %w: %q was released on this host (x records it); claim it again on purpose (snapctl register, or WithReclaim)", snapid.ErrReleased, "web_1"),
+		fmt.Errorf("snapid: %w: sequence \"a\": max 5 is below 9, which it already handed out; nothing was changed", snapid.ErrInvalidOption),
+		fmt.Errorf("%w: the counter is in use under \"a\"; nothing was changed", snapid.ErrNameMismatch),
+	} {
+		msg := describe("next", err)
+		for _, phrase := range []string{"nothing was changed", "nothing was issued", "claim it again on purpose", "snapctl register"} {
+			assert.LessOrEqual(t, strings.Count(msg, phrase), 1, "%q said twice: %s", phrase, msg)
+		}
+	}
+}

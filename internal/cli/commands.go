@@ -1,0 +1,381 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	iofs "io/fs"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/cassandra"
+)
+
+// cmdNext prints N new ids, taken with one locked counter update.
+func cmdNext(ctx context.Context, c *cli, args []string) error {
+	fs := c.newFlags("next")
+	n := decimalFlag(fs, "n", 1, "how many ids to print")
+	noRegistry := fs.Bool("no-registry", false, "issue from a registered counter without the registry (its reserved range does not bound what is issued)")
+	var ff formFlags
+	ff.add(fs)
+	var rf registryFlags
+	c.addRegistryFlags(&rf)
+	c.addCreateFlags(&rf)
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	if *n == 0 {
+		return usageError{"-n must be at least 1"}
+	}
+	formOpts, err := ff.options(fs)
+	if err != nil {
+		return err
+	}
+	name, path, err := c.target()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
+	defer cancel()
+	opts := append(c.options(), formOpts...)
+	reg, err := c.connect(ctx, &rf, false)
+	if err != nil {
+		return err
+	}
+	if reg != nil {
+		defer reg.Close()
+		opts = append(opts, snapid.WithRegistry(reg))
+	} else if !*noRegistry {
+		switch _, err := snapid.OwnerToken(path); {
+		case err == nil:
+			return usageError{fmt.Sprintf("%s is registered (it has an owner token): give --cassandra or SNAPID_CASSANDRA, or --no-registry to issue without the registry's bounds", path)}
+		case !errors.Is(err, iofs.ErrNotExist):
+			return err // a damaged owner file: registered, and to be repaired first
+		}
+	}
+	if err := c.prepareDefaultDir(); err != nil {
+		return err
+	}
+	g, err := snapid.OpenContext(ctx, path, name, opts...)
+	if err != nil {
+		c.unmakeDefaultDir()
+		return heldHere(ctx, reg, name, path, err)
+	}
+	ids, err := issueIDs(ctx, g, *n)
+	if err != nil {
+		g.Close()
+		return err
+	}
+	if err := g.Close(); err != nil {
+		// The ids are issued and durable; a failed close only leaves a
+		// gap (the unused reservation was not returned).
+		fmt.Fprintf(c.stderr, "snapctl: warning: %s\n", oneLine(err.Error()))
+	}
+	w := bufio.NewWriter(c.stdout)
+	if _, err := w.Write(ids); err != nil {
+		return err
+	}
+	return w.Flush()
+}
+
+// issueIDs issues n ids of g's form, one per line, with one counter
+// update (all of them or none: at the form's bound it takes nothing).
+func issueIDs(ctx context.Context, g *snapid.Generator, n uint64) ([]byte, error) {
+	var out []byte
+	err := g.NextIDsContext(ctx, n, func(id snapid.ID) { out = append(id.AppendTo(out), '\n') })
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// lockTimeoutHelp describes --timeout of the commands that only wait for
+// the counter's locks.
+const lockTimeoutHelp = "time limit for waiting on the counter's lock, which another process may hold"
+
+// cmdShow prints the last issued number and the path.
+func cmdShow(ctx context.Context, c *cli, args []string) error {
+	fs := c.newFlags("show")
+	asJSON := fs.Bool("json", false, jsonHelp)
+	timeout := fs.Duration("timeout", 30*time.Second, lockTimeoutHelp)
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	path, err := c.resolveCounter()
+	if err != nil {
+		return err
+	}
+	if *timeout <= 0 {
+		return usageError{"--timeout must be positive"}
+	}
+	lctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	last, err := snapid.ReadCounterContext(lctx, path)
+	if err != nil {
+		return err
+	}
+	mark, registered, err := snapid.ReadMark(path)
+	if err != nil {
+		return err
+	}
+	var owner string
+	var number uint64
+	if registered {
+		if tok, err := snapid.OwnerToken(path); err == nil {
+			owner = snapid.OwnerID(tok)
+		}
+		if _, number, _, _, err = snapid.ReadNodeNumber(path); err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		out := struct {
+			Path       string `json:"path"`
+			LastIssued string `json:"last_issued"`
+			Reserved   string `json:"cached_reserved_up_to,omitempty"`
+			OwnerID    string `json:"owner_id,omitempty"`
+			NodeNumber uint64 `json:"node_number,omitempty,string"`
+		}{Path: path, LastIssued: strconv.FormatUint(last, 10), OwnerID: owner, NodeNumber: number}
+		if registered {
+			out.Reserved = strconv.FormatUint(mark, 10)
+		}
+		return json.NewEncoder(c.stdout).Encode(out)
+	}
+	if _, err := fmt.Fprintf(c.stdout, "last issued %d\t%s\n", last, path); err != nil {
+		return err
+	}
+	if registered {
+		// The mark as this host last cached it: the registry's may have
+		// moved, or another host may hold the name now ('snapctl status'
+		// reads the registry).
+		_, err = fmt.Fprintf(c.stdout, "reserved up to %d, cached on this host (owner %s; 'snapctl status' reads the registry)\n", mark, owner)
+	}
+	if err == nil && number != 0 {
+		_, err = fmt.Fprintf(c.stdout, "node number %d, as the registry gave it\n", number)
+	}
+	return err
+}
+
+// cmdInit creates or raises the counter, or with --force repairs it.
+func cmdInit(ctx context.Context, c *cli, args []string) error {
+	fs := c.newFlags("init")
+	timeout := fs.Duration("timeout", 30*time.Second, lockTimeoutHelp)
+	start := decimalFlag(fs, "start", 1, "the next number to issue")
+	force := fs.Bool("force", false, "rewrite the counter whatever it holds (repairs a corrupt file; may lower it)")
+	modeFlag := fs.String("mode", "", "permissions, in octal, of a counter file this creates (default 0600; the owner needs read and write)")
+	ownerFlag := fs.String("owner", "", "give the counter file to user[:group] (names or numbers): the user the programs using it run as, when init runs as root")
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	opts := c.options()
+	if *modeFlag != "" {
+		m, err := strconv.ParseUint(*modeFlag, 8, 32)
+		if err != nil || m > 0o777 {
+			return usageError{fmt.Sprintf("--mode %q: want permissions in octal, such as 0600 or 0640", *modeFlag)}
+		}
+		opts = append(opts, snapid.WithFileMode(iofs.FileMode(m)))
+	}
+	uid, gid, err := parseOwner(*ownerFlag)
+	if err != nil {
+		return err
+	}
+	if uid != -1 || gid != -1 {
+		// Given on the descriptor Init or Repair checked and locked,
+		// never by path (see snapid.WithOwner).
+		opts = append(opts, snapid.WithOwner(uid, gid))
+	}
+	startSet := false
+	fs.Visit(func(f *flag.Flag) { startSet = startSet || f.Name == "start" })
+	if *start == 0 {
+		return usageError{"--start must be at least 1: the first number is 1"}
+	}
+	if *timeout <= 0 {
+		return usageError{"--timeout must be positive"}
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	if *force && !startSet {
+		return usageError{"--force needs an explicit --start N above every number this counter issued"}
+	}
+	path, err := c.resolveCounter()
+	if err != nil {
+		return err
+	}
+	if err := c.prepareDefaultDir(); err != nil {
+		return err
+	}
+	if *force {
+		prev, err := snapid.RepairContext(ctx, path, *start, opts...)
+		if err != nil {
+			return err
+		}
+		was := fmt.Sprintf("%d bytes % x", len(prev), prev)
+		if v, err := snapid.DecodeCounter(prev); err == nil {
+			was = fmt.Sprintf("last issued %d", v)
+		}
+		fmt.Fprintf(c.stderr, "snapctl: WARNING: counter %s REWRITTEN by --force (was: %s); the next number is %d, and any number from %d up that was issued before will be issued again\n",
+			path, was, *start, *start)
+		return nil
+	}
+	before, err := snapid.InitContext(ctx, path, *start, opts...)
+	if err != nil {
+		return err
+	}
+	warnForeignOwner(c, path)
+	if before < *start-1 {
+		fmt.Fprintf(c.stdout, "counter %s: next number %d (was %d)\n", path, *start, before+1)
+	} else {
+		fmt.Fprintf(c.stdout, "counter %s: next number %d\n", path, *start)
+	}
+	return nil
+}
+
+// parseOwner reads --owner user[:group]: names or numeric ids; a user
+// name without a group gives the user's primary group. -1 leaves an id
+// unchanged; "" changes neither. Changing the owner to another user needs
+// root, checked here, before anything is created.
+func parseOwner(s string) (uid, gid int, err error) {
+	if s == "" {
+		return -1, -1, nil
+	}
+	userPart, groupPart, hasGroup := strings.Cut(s, ":")
+	bad := func(what string, err error) (int, int, error) {
+		return 0, 0, usageError{fmt.Sprintf("--owner %q: %s: %v", s, what, err)}
+	}
+	uid, gid = -1, -1
+	if userPart != "" {
+		if n, ok, err := parseNumericID(userPart); err != nil {
+			return bad("user id", err)
+		} else if ok {
+			uid = n
+		} else {
+			u, err := user.Lookup(userPart)
+			if err != nil {
+				return bad("no such user", err)
+			}
+			uid, _ = strconv.Atoi(u.Uid)
+			if !hasGroup {
+				gid, _ = strconv.Atoi(u.Gid)
+			}
+		}
+	}
+	if groupPart != "" {
+		if n, ok, err := parseNumericID(groupPart); err != nil {
+			return bad("group id", err)
+		} else if ok {
+			gid = n
+		} else {
+			g, err := user.LookupGroup(groupPart)
+			if err != nil {
+				return bad("no such group", err)
+			}
+			gid, _ = strconv.Atoi(g.Gid)
+		}
+	}
+	if uid == -1 && gid == -1 {
+		return 0, 0, usageError{fmt.Sprintf("--owner %q: want user[:group]", s)}
+	}
+	if euid := os.Geteuid(); euid != 0 && uid != -1 && uid != euid {
+		return 0, 0, usageError{fmt.Sprintf("--owner %q: giving the counter to another user needs root", s)}
+	}
+	return uid, gid, nil
+}
+
+// maxID is the largest user or group id: 2^32-1 means "unchanged" to
+// chown, so it names no one.
+const maxID = 1<<32 - 2
+
+// parseNumericID reads a user or group id given as a number: decimal
+// digits only (no sign, no leading zero), at most maxID. ok is false for
+// a name (anything that does not start with a digit, a sign or a space).
+func parseNumericID(s string) (id int, ok bool, err error) {
+	if s == "" || !strings.ContainsRune("0123456789+- \t", rune(s[0])) {
+		return 0, false, nil
+	}
+	v, err := parseDecimal(s)
+	if err != nil {
+		return 0, true, err
+	}
+	if v > maxID {
+		return 0, true, fmt.Errorf("%d is out of range: the largest id is %d", v, uint64(maxID))
+	}
+	return int(v), true, nil
+}
+
+// warnForeignOwner warns when the counter's owner differs from its
+// directory's (root made it in a service's directory without --owner): the
+// programs running as the directory's owner could not open it.
+func warnForeignOwner(c *cli, path string) {
+	fi, err1 := os.Stat(path)
+	di, err2 := os.Stat(filepath.Dir(path))
+	if err1 != nil || err2 != nil {
+		return
+	}
+	fu, du := fi.Sys().(*syscall.Stat_t).Uid, di.Sys().(*syscall.Stat_t).Uid
+	if fu != du {
+		fmt.Fprintf(c.stderr, "snapctl: warning: the counter %s belongs to uid %d but its directory to uid %d: "+
+			"if the programs using it run as uid %d, give it to them with 'snapctl init --owner %d' (it is mode %s)\n",
+			path, fu, du, du, du, fi.Mode().Perm())
+	}
+}
+
+func cmdVersion(_ context.Context, c *cli, args []string) error {
+	c.newFlags("version")
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(c.stdout, "snapctl %s\n", version())
+	return err
+}
+
+func cmdHelp(ctx context.Context, c *cli, args []string) error {
+	if len(args) == 2 && args[0] == "seq" {
+		return cmdSeq(ctx, c, []string{args[1], "-h"}) // help seq SUBCOMMAND
+	}
+	if len(args) > 1 {
+		return usageError{fmt.Sprintf("unexpected argument %q", args[1])}
+	}
+	if len(args) == 1 {
+		cmd := lookup(args[0])
+		if cmd == nil {
+			return usageError{fmt.Sprintf("unknown command %q", args[0])}
+		}
+		if cmd.name == "help" {
+			printUsage(c.stdout)
+			return nil
+		}
+		fmt.Fprintf(c.stdout, "%s\n\n", cmd.summary)
+		// Each command defines its flags as it parses them: -h makes it
+		// print its usage and flags and stop.
+		return cmd.run(ctx, c, []string{"-h"})
+	}
+	printUsage(c.stdout)
+	return nil
+}
+
+// heldHere gives a refused claim (ErrNameTaken) whose holder is this very
+// machine, under another counter file, the hint that fits: use that
+// counter (--counter, SNAPID_COUNTER), never a forced take-over of one's
+// own name. Any other error, or a holder elsewhere, is returned as it is.
+func heldHere(ctx context.Context, reg *cassandra.Registry, name, path string, err error) error {
+	if reg == nil || !errors.Is(err, snapid.ErrNameTaken) {
+		return err
+	}
+	h, gerr := reg.Get(ctx, name)
+	local := snapid.LocalHostInfo()
+	if gerr != nil || h.State != snapid.StateActive || h.MachineID == "" || h.MachineID != local.MachineID {
+		return err
+	}
+	return hintError{err, fmt.Sprintf("the holder is this very machine, with another counter file (owner %s) than %s: "+
+		"point --counter (or SNAPID_COUNTER) at the counter that holds %q; do not take over your own name with --force",
+		snapid.OwnerID(h.Owner), path, name)}
+}

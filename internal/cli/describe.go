@@ -1,0 +1,187 @@
+package cli
+
+// Error messages: what went wrong, in one line, and what to do.
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+
+	"github.com/gocql/gocql"
+	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/cassandra"
+)
+
+// describe turns an error into the one-line message, with what to do.
+func describe(cmd string, err error) string {
+	msg := strings.TrimPrefix(err.Error(), "snapid: ")
+	var hint string
+	var ue usageError
+	var he hintError
+	switch {
+	case errors.As(err, &ue) && cmd == "help":
+		hint = "run 'snapctl help' for the list of commands"
+	case errors.As(err, &ue):
+		hint = fmt.Sprintf("run 'snapctl help %s'", cmd)
+	case errors.As(err, &he):
+		hint = he.hint
+	case errors.Is(err, snapid.ErrInvalidName):
+		hint = "set a valid name with --name or SNAPID_NAME"
+	case errors.Is(err, snapid.ErrCorruptLease):
+		hint = fmt.Sprintf("nothing was changed; stop the programs of this host using the sequence, then remove %s: the next start takes a new lease "+
+			"(the old lease's unused numbers are skipped, never issued again)", errPath(err, "the .seq. lease file"))
+	case errors.Is(err, snapid.ErrNoSequence):
+		hint = "create it first with 'snapctl seq create NAME [--start N] [--max N]'"
+	case errors.Is(err, snapid.ErrInvalidSequence):
+		hint = "nothing was changed; --start is at least 1 (raised only before the sequence handed out a number), --max at least --start, " +
+			"at most 9223372036854775807, and never below numbers already handed out"
+	case errors.Is(err, snapid.ErrSequencesUnsupported):
+		hint = "sequences need a registry that keeps them (Cassandra: --cassandra or SNAPID_CASSANDRA)"
+	case (errors.Is(err, snapid.ErrExhausted) || errors.Is(err, snapid.ErrSequenceShort)) && cmd == "seq":
+		hint = seqExhaustedHint(err)
+	case errors.Is(err, snapid.ErrCorruptMark):
+		hint = fmt.Sprintf("nothing was changed; stop the programs using this counter, then remove %s: the next start with the registry "+
+			"rebuilds it from the registry's mark (raising the counter to that mark)", errPath(err, "the .mark file"))
+	case errors.Is(err, snapid.ErrCorruptOwner):
+		hint = fmt.Sprintf("nothing was changed; restore %s from a backup of this host; if it is lost, stop the programs using this counter, "+
+			"remove it, and claim the name again with 'snapctl register' (a new token; add --force --start N above the last id issued "+
+			"if the registry still holds the name for the old one)", errPath(err, "the .owner file"))
+	case errors.Is(err, snapid.ErrCorruptSession):
+		hint = fmt.Sprintf("nothing was changed; other processes of this host use the counter with a session file this one cannot use "+
+			"(an earlier version of snapid?): stop them all, then start again (the first one rewrites %s)", errPath(err, "the .session file"))
+	case errors.Is(err, snapid.ErrNameMismatch):
+		hint = "nothing was changed; one counter file serves one node name: give --name the name it is in use under, or use another --counter"
+	case errors.Is(err, snapid.ErrNameBound):
+		hint = "nothing was issued (give that counter with --counter or SNAPID_COUNTER, or another --name)"
+	case errors.Is(err, snapid.ErrCorruptBinding):
+		hint = "nothing was issued"
+	case errors.Is(err, snapid.ErrCorrupt):
+		hint = "nothing was changed; find the last id this host issued, then run 'snapctl init --force --start N' with N above it"
+	case errors.Is(err, snapid.ErrLowered):
+		hint = "nothing was changed; the counter is never lowered except by 'snapctl init --force --start N'"
+	case errors.Is(err, snapid.ErrSymlink):
+		hint = "point --counter at the real file, or remove the link"
+	case errors.Is(err, snapid.ErrNotRegular):
+		hint = "point --counter at a file, not a directory"
+	case errors.Is(err, snapid.ErrReleased):
+		hint = "nothing was issued" // the error says what to do
+	case errors.Is(err, snapid.ErrNameTaken):
+		hint = "choose another --name, or, if that holder is gone for good, 'snapctl release --force --start N' or 'snapctl register --force --start N'"
+	case errors.Is(err, snapid.ErrProbableClone):
+		hint = "this counter directory looks copied from a machine still using it: give this machine its own counter (remove the .owner file) and name"
+	case errors.Is(err, snapid.ErrExhausted):
+		hint = "nothing was issued and the counter did not move (it never passes 2^64-1 or the form's bound): ask for fewer numbers (the error says how many are left), or use a new node name (or a larger --max-id) once it is used up"
+	case errors.Is(err, cassandra.ErrFragileReplication):
+		hint = "check --replication (SNAPID_REPLICATION); nothing was created"
+	case errors.Is(err, cassandra.ErrLocalSerial):
+		hint = "drop --serial-consistency (SNAPID_SERIAL_CONSISTENCY) or set it to serial"
+	case errors.Is(err, snapid.ErrReservationExhausted): // before ErrRegistry, which it may wrap
+		hint = "the registry did not extend this host's reserved range: " + registryHint(err) + "; ids flow again once it does"
+	case errors.Is(err, snapid.ErrRegistry) && readOnly[cmd]:
+		hint = registryHint(err)
+	case errors.Is(err, snapid.ErrRegistry):
+		hint = registryHint(err) + "; nothing was issued"
+	case errors.Is(err, snapid.ErrReplaced):
+		hint = "the counter file was removed or replaced while in use; check it, then start again"
+	case errors.Is(err, snapid.ErrInUse):
+		hint = "stop the programs using this counter first"
+	case errors.Is(err, fs.ErrNotExist) && (cmd == "init" || cmd == "next" || cmd == "register"):
+		hint = "check --counter; its directory must exist: create it, owned by the user the programs using the counter run as"
+	case errors.Is(err, fs.ErrNotExist):
+		hint = "check --counter (its directory must exist), or run 'snapctl init'"
+	case errors.Is(err, fs.ErrPermission):
+		hint = "check the permissions of the counter file and its directory"
+	}
+	if hint == "" {
+		return msg
+	}
+	// A message that already says so does not say it twice.
+	for _, said := range []string{"nothing was changed", "nothing was issued", "nothing was created"} {
+		if strings.Contains(msg, said) {
+			hint = strings.TrimPrefix(strings.TrimPrefix(hint, said+"; "), said+": ")
+			if hint == said {
+				return msg
+			}
+		}
+	}
+	return msg + "; " + hint
+}
+
+// readOnly are the commands that change nothing, anywhere.
+var readOnly = map[string]bool{"show": true, "check-names": true, "status": true, "names": true}
+
+// hintError is an error that carries its own hint.
+type hintError struct {
+	err  error
+	hint string
+}
+
+func (e hintError) Error() string { return e.err.Error() }
+func (e hintError) Unwrap() error { return e.err }
+
+// errPath returns the path of the file err is about, or def.
+func errPath(err error, def string) string {
+	var fe *snapid.FileError
+	if errors.As(err, &fe) && fe.Path != "" {
+		return fe.Path
+	}
+	return def
+}
+
+// registryHint says what to check for a registry error. A statement the
+// server refused keeps its error code; a failed connection keeps only the
+// driver's text, so the text of the innermost errors (never the outer
+// messages, which hold user-given hosts and keyspace names) tells
+// authentication, permission, TLS and a missing table apart.
+func registryHint(err error) string {
+	const (
+		credentials = "check the user name (--username / SNAPID_CASSANDRA_USERNAME) and the password (SNAPID_CASSANDRA_PASSWORD)"
+		permissions = "the Cassandra role needs SELECT and MODIFY on the registry keyspace (and, to make the registry the first time, CREATE on ALL KEYSPACES, or have an administrator make it)"
+	)
+	var re gocql.RequestError
+	if errors.As(err, &re) {
+		switch re.Code() {
+		case gocql.ErrCodeCredentials:
+			return credentials
+		case gocql.ErrCodeUnauthorized:
+			return permissions
+		case gocql.ErrCodeConfig:
+			return "check --replication (SNAPID_REPLICATION): its data-centre names must be the cluster's (see 'nodetool status')"
+		}
+	}
+	m := strings.ToLower(strings.Join(leafMessages(err), "; "))
+	switch {
+	case strings.Contains(m, "authentication") || strings.Contains(m, "password are incorrect"):
+		return credentials
+	case strings.Contains(m, "permission"):
+		return permissions
+	case strings.Contains(m, "tls:") || strings.Contains(m, "x509:"):
+		return "check --tls-ca, --tls-cert and --tls-key (SNAPID_CASSANDRA_TLS_*) against the cluster's certificates"
+	case strings.Contains(strings.ToLower(err.Error()), "does not exist"):
+		return "check --keyspace (SNAPID_KEYSPACE); the registry is made by 'snapctl setup' (or, with no set-up, by the first 'snapctl register' or program that claims a name)"
+	}
+	return "check that Cassandra is reachable (--cassandra / SNAPID_CASSANDRA) and try again"
+}
+
+// leafMessages returns the messages of the innermost errors of err's tree.
+func leafMessages(err error) []string {
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		if inner := u.Unwrap(); inner != nil {
+			return leafMessages(inner)
+		}
+	case interface{ Unwrap() []error }:
+		var out []string
+		for _, e := range u.Unwrap() {
+			out = append(out, leafMessages(e)...)
+		}
+		return out
+	}
+	return []string{err.Error()}
+}
+
+// oneLine folds a message onto one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

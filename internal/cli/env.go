@@ -1,0 +1,57 @@
+package cli
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// env is everything snapctl takes from its surroundings, so that commands
+// run in-process in tests with their own environment and outputs.
+type env struct {
+	getenv   func(string) string
+	hostname func() (string, error)
+	homeDir  func() (string, error)
+	stdin    io.Reader
+	stdout   io.Writer
+	stderr   io.Writer
+	syncDir  func(dir string) error // nil: syncDir
+}
+
+func osEnv() env {
+	return env{
+		getenv:   os.Getenv,
+		hostname: os.Hostname,
+		homeDir:  os.UserHomeDir,
+		stdin:    os.Stdin,
+		stdout:   os.Stdout,
+		stderr:   os.Stderr,
+		syncDir:  syncDir,
+	}
+}
+
+// syncDir fsyncs the directory dir, making the entries made in it durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// defaultCounterPath is the per-user counter file:
+// $XDG_STATE_HOME/snapid/counter.u64, else ~/.local/state/snapid/counter.u64.
+func (e env) defaultCounterPath() (string, error) {
+	if d := e.getenv("XDG_STATE_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "snapid", "counter.u64"), nil
+	}
+	home, err := e.homeDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(home, ".local", "state", "snapid", "counter.u64"), nil
+}

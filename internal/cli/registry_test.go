@@ -1,0 +1,349 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gocql/gocql"
+	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/testcluster"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Tests of the registry commands against the real Cassandra started by
+// scripts/test.sh (or SNAPID_TEST_CASSANDRA). Without one they fail in CI
+// and are skipped elsewhere.
+
+// registryEnv returns a fake environment using a fresh keyspace (dropped at
+// cleanup), the keyspace with its direct session to plant rows, and its
+// name.
+func registryEnv(t *testing.T) (*fakeEnv, *testcluster.Keyspace, string) {
+	t.Helper()
+	return registryEnvAs(t, nil)
+}
+
+// registryEnvAs is registryEnv with the direct session authenticated by
+// auth (nil: none). With auth it waits for the role to exist: a node makes
+// its default superuser shortly after it starts.
+func registryEnvAs(t *testing.T, auth gocql.Authenticator) (*fakeEnv, *testcluster.Keyspace, string) {
+	t.Helper()
+	k := testcluster.NewKeyspaceAs(t, auth)
+	f := newFakeEnv(t)
+	f.vars["SNAPID_CASSANDRA"] = strings.Join(k.Hosts, ",")
+	f.vars["SNAPID_KEYSPACE"] = k.Name
+	return f, k, k.Name
+}
+
+func TestRegistryCommandsTwoHosts(t *testing.T) {
+	a, _, ks := registryEnv(t)
+	a.vars["SNAPID_NAME"] = "web_1"
+	r := a.run(t, "next", "-n", "3")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	requireIDs(t, r.stdout, "web_1", 3)
+	// Without the registry, a registered counter is refused unless asked.
+	unreg := newFakeEnv(t)
+	unreg.home = a.home
+	unreg.vars = map[string]string{"SNAPID_NAME": "web_1"}
+	line := requireOneErrorLine(t, unreg.run(t, "next"))
+	assert.Contains(t, line, "registered")
+	r = unreg.run(t, "next", "--no-registry")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "web_1-4\n", r.stdout)
+
+	r = a.run(t, "show", "--json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, `"last_issued":"4","cached_reserved_up_to":"3"`,
+		"the process returned the unused reservation when it closed")
+
+	// A second host (its own counter, so its own owner token) is refused,
+	// with the holder named, and issues nothing.
+	b := newFakeEnv(t)
+	b.vars = map[string]string{"SNAPID_CASSANDRA": a.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks, "SNAPID_NAME": "web_1"}
+	line = requireOneErrorLine(t, b.run(t, "next"))
+	assert.Contains(t, line, "node name taken")
+	assert.Contains(t, line, "since")
+	bCounter := filepath.Join(b.home, ".local", "state", "snapid", "counter.u64")
+	// The counter it created stays (programs without the registry may be
+	// using it already), holding 0: nothing was issued.
+	assert.Equal(t, uint64(0), counterValue(t, bCounter), "the refused host issued nothing")
+
+	// Release on host a, then b takes over above a's last number.
+	r = a.run(t, "release")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "released web_1 (last number 4)")
+	// The release is final on a: a routine next there does not claim the
+	// name back (b's register would then fail); only 'register' would.
+	line = requireOneErrorLine(t, a.run(t, "next"))
+	assert.Contains(t, line, "released on this host")
+	assert.Contains(t, line, "snapctl register")
+	r = b.run(t, "next")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "web_1-5\n", r.stdout)
+
+	// a cannot come back; after b's holder is declared gone, a forced
+	// register takes it above the floor.
+	requireOneErrorLine(t, a.run(t, "register"))
+	requireOneErrorLine(t, a.run(t, "register", "--force"))
+	r = a.run(t, "register", "--force", "--start", "100")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "WARNING")
+	r = a.run(t, "next")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "web_1-100\n", r.stdout)
+
+	// Forced release on behalf of a gone holder records the floor.
+	r = b.run(t, "release", "--force", "--start", "500")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = b.run(t, "next")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "web_1-500\n", r.stdout)
+}
+
+func TestRegistryCommandsCassandraDown(t *testing.T) {
+	f := newFakeEnv(t)
+	f.vars["SNAPID_CASSANDRA"] = "127.0.0.1:1"
+	f.vars["SNAPID_NAME"] = "web_1"
+	line := requireOneErrorLine(t, f.run(t, "next", "--timeout", "5s"))
+	assert.Contains(t, line, "Cassandra")
+	assert.NoDirExists(t, filepath.Join(f.home, ".local", "state", "snapid"), "nothing created on disk")
+}
+
+type checkReport struct {
+	Rows     int `json:"rows"`
+	Problems []struct {
+		Kind string `json:"kind"`
+		Name string `json:"name"`
+	} `json:"problems"`
+}
+
+func TestCheckNamesFindsPlantedProblems(t *testing.T) {
+	f, s, ks := registryEnv(t)
+	f.vars["SNAPID_NAME"] = "web_1"
+	r := f.run(t, "register")
+	require.Equal(t, exitOK, r.code, r.stderr)
+
+	r = f.run(t, "check-names")
+	require.Equal(t, exitOK, r.code, "a clean registry is clean: %s %s", r.stdout, r.stderr)
+	assert.Contains(t, r.stdout, "no problems")
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	old := time.Now().Add(-72 * time.Hour)
+	plant := func(stmt string, args ...any) {
+		require.NoError(t, s.Admin.Query(fmt.Sprintf(stmt, ks), args...).WithContext(ctx).Exec())
+	}
+	plant(`INSERT INTO %s.node_names (name, owner, hostname, state, last_seen, registered_at, reserved) VALUES ('Bad-Name', 'o1', 'h1', 'active', toTimestamp(now()), toTimestamp(now()), 0)`)
+	plant(`INSERT INTO %s.node_names (name, owner, hostname, state, last_seen, registered_at, reserved) VALUES ('web-1', 'o2', 'h2', 'active', toTimestamp(now()), toTimestamp(now()), 0)`)
+	plant(`INSERT INTO %s.node_names (name, last_seen) VALUES ('partial', toTimestamp(now()))`)
+	plant(`INSERT INTO %s.node_names (name, owner, hostname, state, last_seen, registered_at, reserved) VALUES ('old_host', 'o3', 'h3', 'active', ?, ?, 0)`, old, old)
+	future := time.Now().Add(time.Hour)
+	plant(`INSERT INTO %s.node_names (name, owner, hostname, state, last_seen, registered_at, reserved) VALUES ('fast_clock', 'o4', 'h4', 'active', ?, ?, 0)`, future, future)
+
+	inv := filepath.Join(t.TempDir(), "planned.txt")
+	require.NoError(t, os.WriteFile(inv, []byte("# planned\nnew_a\nnew_a\nold_host\n"), 0o600))
+	f.vars["SNAPID_NAME"] = "ghost"
+	r = f.run(t, "check-names", "--json", "--names", inv)
+	require.Equal(t, exitProblems, r.code, "stdout %s stderr %s", r.stdout, r.stderr)
+	var rep checkReport
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
+	kinds := map[string]bool{}
+	for _, p := range rep.Problems {
+		kinds[p.Kind+":"+p.Name] = true
+	}
+	for _, want := range []string{
+		snapid.ProblemInvalidName + ":Bad-Name",
+		snapid.ProblemNormalisedCollision + ":web_1",
+		snapid.ProblemMissingOwner + ":partial",
+		snapid.ProblemStale + ":old_host",
+		snapid.ProblemClockAhead + ":fast_clock",
+		snapid.ProblemNotRegistered + ":ghost",
+		snapid.ProblemInventoryDuplicate + ":new_a",
+		snapid.ProblemInventoryTaken + ":old_host",
+	} {
+		assert.True(t, kinds[want], "want %s in %v", want, kinds)
+	}
+	assert.Equal(t, 6, rep.Rows)
+
+	// The table form says the same, with exit status 1.
+	r = f.run(t, "check-names", "--stale", "1h")
+	require.Equal(t, exitProblems, r.code)
+	assert.Contains(t, r.stdout, "stale")
+
+	// Held by another owner: this host's name, registered by someone else.
+	g := newFakeEnv(t)
+	g.vars = map[string]string{"SNAPID_CASSANDRA": f.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks, "SNAPID_NAME": "web_9"}
+	r = g.run(t, "register") // gives g's counter an owner token of its own
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = g.run(t, "check-names", "--json", "--name", "web_1")
+	require.Equal(t, exitProblems, r.code)
+	assert.Contains(t, r.stdout, snapid.ProblemHeldByOther)
+}
+
+func TestCheckNamesInventoryWithoutCassandra(t *testing.T) {
+	f := newFakeEnv(t)
+	inv := filepath.Join(t.TempDir(), "planned.txt")
+	require.NoError(t, os.WriteFile(inv, []byte("a_1\nb_2\n"), 0o600))
+	r := f.run(t, "check-names", "--names", inv)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.NoError(t, os.WriteFile(inv, []byte("a_1\na-1\nBad\n"), 0o600))
+	r = f.run(t, "check-names", "--names", inv)
+	require.Equal(t, exitProblems, r.code, r.stderr)
+	assert.Contains(t, r.stdout, snapid.ProblemInventoryDuplicate)
+	assert.Contains(t, r.stdout, snapid.ProblemInventoryInvalid)
+	requireOneErrorLine(t, f.run(t, "check-names"))
+	for _, bad := range [][]string{{"--clock-skew", "0"}, {"--clock-skew", "-1s"}} {
+		r = f.run(t, append([]string{"check-names", "--names", inv}, bad...)...)
+		assert.Equal(t, exitFailure, r.code, "%v", bad)
+		assert.Contains(t, requireOneErrorLine(t, r), strings.TrimPrefix(bad[0], "--")+" must be positive")
+	}
+}
+
+// The TLS flags and environment variables reach the registry: mutual TLS
+// works from either, and a client certificate without its key is refused
+// before anything is done.
+func TestRegistryCommandsTLS(t *testing.T) {
+	f, _, _ := registryEnv(t)
+	tf := testcluster.RequireTLS(t)
+	f.vars["SNAPID_NAME"] = "tls_1"
+	f.vars["SNAPID_CASSANDRA_TLS_CA"] = tf.CA
+	f.vars["SNAPID_CASSANDRA_TLS_CERT"] = tf.Cert
+	f.vars["SNAPID_CASSANDRA_TLS_KEY"] = tf.Key
+	r := f.run(t, "register")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = f.run(t, "next", "-n", "2")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	requireIDs(t, r.stdout, "tls_1", 2)
+
+	g := newFakeEnv(t)
+	g.home = f.home
+	g.vars = map[string]string{"SNAPID_NAME": "tls_1", "SNAPID_CASSANDRA": f.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": f.vars["SNAPID_KEYSPACE"]}
+	tlsFlags := []string{"--tls-ca", tf.CA, "--tls-cert", tf.Cert, "--tls-key", tf.Key}
+	r = g.run(t, append([]string{"check-names"}, tlsFlags...)...)
+	require.Equal(t, exitOK, r.code, r.stdout+r.stderr)
+
+	// The node also takes plain clients, so refusals show that TLS is on.
+	// Only the CA, by flag or by variable: the node requires a client
+	// certificate. A certificate without its key: refused as bad input.
+	// Nothing changes on disk.
+	stateDir := filepath.Join(f.home, ".local", "state", "snapid")
+	before := dirSnapshot(t, stateDir)
+	// (With TLS 1.3 the driver reports the server's alert, or a start-up
+	// without response when its request lost the race with the alert.)
+	noCert := func(line string) {
+		t.Helper()
+		if strings.Contains(line, "certificate required") {
+			assert.Contains(t, line, "--tls-ca", "the hint points at the TLS settings")
+		} else {
+			assert.Contains(t, line, "no response to connection startup")
+		}
+	}
+	noCert(requireOneErrorLine(t, g.run(t, "next", "--tls-ca", tf.CA)))
+	g.vars["SNAPID_CASSANDRA_TLS_CA"] = tf.CA
+	noCert(requireOneErrorLine(t, g.run(t, "next")))
+	delete(g.vars, "SNAPID_CASSANDRA_TLS_CA")
+	r = g.run(t, "next", "--tls-ca", tf.CA, "--tls-cert", tf.Cert)
+	assert.Equal(t, exitFailure, r.code)
+	assert.Contains(t, requireOneErrorLine(t, r), "give both files or neither")
+	assert.Equal(t, before, dirSnapshot(t, stateDir))
+}
+
+// dirSnapshot returns the names and contents of the files in dir.
+func dirSnapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+		out[e.Name()] = string(b)
+	}
+	return out
+}
+
+// A read-only command never creates the registry: a mistyped keyspace is
+// reported, not made.
+func TestCheckNamesNeverCreates(t *testing.T) {
+	f, s, ks := registryEnv(t)
+	line := requireOneErrorLine(t, f.run(t, "check-names"))
+	assert.Contains(t, line, "does not exist")
+	assert.Contains(t, line, "--keyspace")
+	var n int
+	require.NoError(t, s.Admin.Query(`SELECT COUNT(*) FROM system_schema.keyspaces WHERE keyspace_name = ?`, ks).Scan(&n))
+	assert.Zero(t, n, "check-names created the keyspace")
+}
+
+// With a Cassandra that requires passwords (scripts/test.sh runs this in a
+// step of its own, SNAPID_AUTH_TEST=1), the user name comes from the flag or
+// the environment and the password from the environment only; a missing or
+// wrong password is one clear error line, and nothing is created on disk.
+func TestRegistryCommandsPasswordAuth(t *testing.T) {
+	if os.Getenv("SNAPID_AUTH_TEST") != "1" {
+		t.Skip("needs a Cassandra that requires passwords; scripts/test.sh runs it in its own step (SNAPID_AUTH_TEST=1)")
+	}
+	f, _, _ := registryEnvAs(t, gocql.PasswordAuthenticator{Username: "cassandra", Password: "cassandra"})
+	f.vars["SNAPID_NAME"] = "auth_1"
+	stateDir := filepath.Join(f.home, ".local", "state", "snapid")
+
+	line := requireOneErrorLine(t, f.run(t, "next"))
+	assert.Contains(t, line, "authentication")
+	f.vars["SNAPID_CASSANDRA_USERNAME"] = "cassandra"
+	f.vars["SNAPID_CASSANDRA_PASSWORD"] = "wrong"
+	line = requireOneErrorLine(t, f.run(t, "register"))
+	assert.Contains(t, line, "incorrect")
+	assert.NoDirExists(t, stateDir, "nothing created on disk")
+
+	f.vars["SNAPID_CASSANDRA_PASSWORD"] = "cassandra"
+	r := f.run(t, "next", "-n", "2")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	requireIDs(t, r.stdout, "auth_1", 2)
+	delete(f.vars, "SNAPID_CASSANDRA_USERNAME")
+	r = f.run(t, "check-names", "--username", "cassandra")
+	require.Equal(t, exitOK, r.code, r.stdout+r.stderr)
+}
+
+// At 2^64-1 with a registry, next says the counter is used up, not that
+// ids flow again once the registry extends the range.
+func TestRegistryNextAtLastNumber(t *testing.T) {
+	a, _, _ := registryEnv(t)
+	a.vars["SNAPID_NAME"] = "web_1"
+	r := a.run(t, "init", "--start", "18446744073709551615")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = a.run(t, "next")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "web_1-18446744073709551615\n", r.stdout)
+	line := requireOneErrorLine(t, a.run(t, "next"))
+	assert.Contains(t, line, "exhausted")
+	assert.Contains(t, line, "never passes 2^64-1")
+	assert.NotContains(t, line, "flow again")
+}
+
+// Marks are unsigned 64-bit numbers: a forced release with a start above
+// 2^63 records it, and the next holder starts there.
+func TestRegistryForceReleaseAbove2p63(t *testing.T) {
+	a, _, ks := registryEnv(t)
+	a.vars["SNAPID_NAME"] = "web_1"
+	r := a.run(t, "register")
+	require.Equal(t, exitOK, r.code, r.stderr)
+
+	b := newFakeEnv(t)
+	b.vars = map[string]string{"SNAPID_CASSANDRA": a.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks, "SNAPID_NAME": "web_1"}
+	r = b.run(t, "release", "--force", "--start", "9300000000000000000")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "released web_1 (last number 9299999999999999999)")
+	r = b.run(t, "next")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "web_1-9300000000000000000\n", r.stdout)
+
+	// A forced release with a lower start keeps the higher mark.
+	r = a.run(t, "release", "--force", "--start", "5")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "last number 9300000000000000000")
+}

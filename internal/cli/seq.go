@@ -1,0 +1,311 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/snapid/snapid"
+)
+
+// seqSubcommands are the subcommands of "snapctl seq".
+var seqSubcommands = []struct {
+	name, usage, summary string
+	run                  func(ctx context.Context, c *cli, seq string, args []string) error
+}{
+	{"create", "NAME [--start N] [--max N]", "create the sequence NAME (numbers start..max), or raise its max or its next number", seqCreate},
+	{"next", "NAME [-n N]", "print N new numbers of NAME (default 1), one per line, issued under this host's node name", seqNext},
+	{"show", "NAME [--json]", "show GLOBAL, each data centre's ranges, the hosts' leases and this host's lease file", seqShow},
+}
+
+// cmdSeq runs "snapctl seq <create|next|show> NAME [flags]".
+func cmdSeq(ctx context.Context, c *cli, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
+		printSeqUsage(c.stdout)
+		if len(args) == 0 {
+			return usageError{"seq needs a subcommand: create, next or show"}
+		}
+		return flag.ErrHelp
+	}
+	for _, sc := range seqSubcommands {
+		if sc.name != args[0] {
+			continue
+		}
+		rest := args[1:]
+		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
+			if len(rest) > 0 && (rest[0] == "-h" || rest[0] == "-help" || rest[0] == "--help") {
+				// The subcommand's own help: its summary, then its flags.
+				fmt.Fprintf(c.stdout, "snapctl seq %s %s\n  %s\n\n", sc.name, sc.usage, sc.summary)
+				return sc.run(ctx, c, "", []string{"-h"})
+			}
+			return usageError{fmt.Sprintf("seq %s needs the sequence's NAME first: snapctl seq %s %s", sc.name, sc.name, sc.usage)}
+		}
+		name := rest[0]
+		if err := snapid.ValidateName(name); err != nil {
+			return hintError{fmt.Errorf("sequence name: %w", err),
+				"a sequence's NAME follows the node-name rule, like 'articles': 'snapctl seq " + sc.name + " " + sc.usage + "'"}
+		}
+		return sc.run(ctx, c, name, rest[1:])
+	}
+	return usageError{fmt.Sprintf("unknown seq subcommand %q (want create, next or show)", args[0])}
+}
+
+func printSeqUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: snapctl seq <subcommand> NAME [flags]")
+	fmt.Fprintln(w)
+	for _, sc := range seqSubcommands {
+		fmt.Fprintf(w, "  seq %-6s %-28s %s\n", sc.name, sc.usage, sc.summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Sequences hand out plain integers, unique across the cluster, from ranges held in the registry")
+	fmt.Fprintln(w, "(GLOBAL → data centre → host → process). NAME follows the node-name rule. --max defaults to")
+	fmt.Fprintln(w, "2^63-1; use 2147483647 for a signed 32-bit column, 9007199254740991 for JavaScript numbers.")
+	fmt.Fprintln(w, "Every subcommand needs a registry (--cassandra or SNAPID_CASSANDRA); next and show also take")
+	fmt.Fprintln(w, "--name and --counter as 'snapctl next' does. Gaps are normal (unused leases); repeats never happen.")
+	fmt.Fprintln(w, "Re-creating a sequence keeps its max unless --max is given (never below numbers already handed")
+	fmt.Fprintln(w, "to data centres), and raises its start only while no number was handed out: once numbers were,")
+	fmt.Fprintln(w, "a higher --start is refused (their ranges and leases would stay in use); create a new sequence.")
+	fmt.Fprintln(w, "'snapctl help seq SUBCOMMAND' shows a subcommand's flags.")
+}
+
+// seqCreate creates or updates a sequence.
+func seqCreate(ctx context.Context, c *cli, seq string, args []string) error {
+	fs := c.newFlags("seq")
+	start := decimalFlag(fs, "start", 1, "the first number (numbers that already exist stay below it); an existing sequence's start is raised "+
+		"only while it has handed out no number, and a higher --start is refused once it has (create a new sequence instead)")
+	maxN := decimalFlag(fs, "max", snapid.MaxSequence, "the last number (2147483647 for a signed 32-bit column); an existing sequence keeps its max "+
+		"unless --max is given, and a max below numbers already handed to data centres is refused")
+	var rf registryFlags
+	c.addRegistryFlags(&rf)
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	maxGiven := false
+	fs.Visit(func(f *flag.Flag) { maxGiven = maxGiven || f.Name == "max" })
+	// Everything is checked before connecting.
+	if err := snapid.CheckSequenceBounds(seq, *start, *maxN); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
+	defer cancel()
+	reg, err := c.needRegistry(ctx, &rf, "seq create")
+	if err != nil {
+		return err
+	}
+	defer reg.Close()
+	var info snapid.SequenceInfo
+	if maxGiven {
+		info, err = snapid.CreateSequence(ctx, reg, seq, *start, *maxN)
+	} else {
+		// An existing sequence keeps its max (a 32-bit cap stays, even
+		// one set while this runs).
+		info, err = snapid.CreateSequenceKeepMax(ctx, reg, seq, *start)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(c.stdout, "sequence %s: start %d, max %d, next %d\n", info.Name, info.Start, info.Max, info.Next)
+	return err
+}
+
+// seqNext prints N new numbers, taken with one update of the host's lease
+// file (leasing exactly N from the data centre when the file has fewer).
+func seqNext(ctx context.Context, c *cli, seq string, args []string) error {
+	fs := c.newFlags("seq")
+	n := decimalFlag(fs, "n", 1, "how many numbers to print")
+	var rf registryFlags
+	c.addRegistryFlags(&rf)
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	if *n == 0 || *n > 1_000_000 {
+		return usageError{"-n must be from 1 to 1000000"}
+	}
+	name, path, err := c.target()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
+	defer cancel()
+	reg, err := c.needRegistry(ctx, &rf, "seq next")
+	if err != nil {
+		return err
+	}
+	defer reg.Close()
+	// A sequence that does not exist is refused before the name is
+	// claimed or any file created.
+	if _, err := reg.SequenceStatus(ctx, seq); err != nil {
+		return err
+	}
+	if err := c.prepareDefaultDir(); err != nil {
+		return err
+	}
+	g, err := snapid.OpenContext(ctx, path, name, append(c.options(), snapid.WithRegistry(reg))...)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := g.Close(); err != nil {
+			fmt.Fprintf(c.stderr, "snapctl: warning: %s\n", oneLine(err.Error()))
+		}
+	}()
+	// A lease of exactly N: this process takes all of it, so nothing is
+	// left unused when the next start of the host claims anew.
+	s, err := g.SequenceContext(ctx, seq, snapid.SequenceLeaseSize(*n))
+	if err != nil {
+		return err
+	}
+	first, err := s.NextNContext(ctx, *n)
+	if cerr := s.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(c.stdout)
+	var buf []byte
+	for i := uint64(0); i < *n; i++ {
+		buf = strconv.AppendUint(buf[:0], first+i, 10)
+		buf = append(buf, '\n')
+		if _, err := w.Write(buf); err != nil {
+			return err
+		}
+	}
+	return w.Flush()
+}
+
+// seqShowJSON is seq show's JSON; numbers are decimal strings (values
+// above 2^53 do not survive JavaScript numbers).
+type seqShowJSON struct {
+	Name      string        `json:"name"`
+	Start     string        `json:"start"`
+	Max       string        `json:"max"`
+	Next      string        `json:"next"`
+	CreatedAt time.Time     `json:"created_at,omitzero"`
+	Grants    []seqRangeOut `json:"grants"`
+	Ranges    []seqRangeOut `json:"ranges"`
+	Leases    []seqLeaseOut `json:"leases"`
+	ThisHost  *seqLeaseOut  `json:"this_host,omitempty"`
+}
+
+type seqRangeOut struct {
+	DC        string    `json:"dc"`
+	First     string    `json:"first"`
+	Last      string    `json:"last"`
+	Next      string    `json:"next,omitempty"`
+	GrantedAt time.Time `json:"granted_at,omitzero"`
+}
+
+type seqLeaseOut struct {
+	Host     string    `json:"host"`
+	DC       string    `json:"dc,omitempty"`
+	OwnerID  string    `json:"owner_id,omitempty"`
+	First    string    `json:"first"`
+	Last     string    `json:"last"`
+	Position string    `json:"position,omitempty"` // this host's lease file: the next number it hands out
+	Ahead    string    `json:"ahead,omitempty"`    // this host's lease file: the next lease, first-last
+	LeasedAt time.Time `json:"leased_at,omitzero"`
+}
+
+func u(v uint64) string { return strconv.FormatUint(v, 10) }
+
+// seqShow prints a sequence's state in the registry and this host's lease
+// file.
+func seqShow(ctx context.Context, c *cli, seq string, args []string) error {
+	fs := c.newFlags("seq")
+	asJSON := fs.Bool("json", false, "print JSON")
+	var rf registryFlags
+	c.addRegistryFlags(&rf)
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
+	defer cancel()
+	reg, err := c.connect(ctx, &rf, true)
+	if err == nil && reg == nil {
+		err = usageError{"seq show needs a registry: give --cassandra host[:port],… or set SNAPID_CASSANDRA"}
+	}
+	if err != nil {
+		return err
+	}
+	defer reg.Close()
+	st, err := reg.SequenceStatus(ctx, seq)
+	if err != nil {
+		return err
+	}
+	out := seqShowJSON{Name: st.Name, Start: u(st.Start), Max: u(st.Max), Next: u(st.Next), CreatedAt: st.CreatedAt,
+		Grants: []seqRangeOut{}, Ranges: []seqRangeOut{}, Leases: []seqLeaseOut{}}
+	for _, g := range st.Grants {
+		out.Grants = append(out.Grants, seqRangeOut{DC: g.DC, First: u(g.First), Last: u(g.Last), GrantedAt: g.GrantedAt})
+	}
+	for _, r := range st.Ranges {
+		out.Ranges = append(out.Ranges, seqRangeOut{DC: r.DC, First: u(r.First), Last: u(r.Last), Next: u(r.Next), GrantedAt: r.GrantedAt})
+	}
+	for _, l := range st.Leases {
+		out.Leases = append(out.Leases, seqLeaseOut{Host: l.Name, DC: l.DC, OwnerID: snapid.OwnerID(l.Owner), First: u(l.First), Last: u(l.Last), LeasedAt: l.LeasedAt})
+	}
+	if path, err := c.resolveCounter(); err == nil {
+		cur, ahead, pos, ok, err := snapid.ReadLeaseFile(path, seq)
+		if err != nil {
+			return err
+		}
+		if ok {
+			h := &seqLeaseOut{Host: cur.Name, OwnerID: snapid.OwnerID(cur.Owner), First: u(cur.First), Last: u(cur.Last), Position: u(pos)}
+			if ahead.First != 0 {
+				h.Ahead = u(ahead.First) + "-" + u(ahead.Last)
+			}
+			out.ThisHost = h
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	w := c.stdout
+	fmt.Fprintf(w, "sequence %s: start %s, max %s; GLOBAL next %s\n", out.Name, out.Start, out.Max, out.Next)
+	for _, g := range out.Grants {
+		fmt.Fprintf(w, "  granted to %s: %s-%s\n", g.DC, g.First, g.Last)
+	}
+	for _, r := range out.Ranges {
+		fmt.Fprintf(w, "  data centre %s: range %s-%s, next %s\n", r.DC, r.First, r.Last, r.Next)
+	}
+	for _, l := range out.Leases {
+		fmt.Fprintf(w, "  host %s (%s): lease %s-%s\n", l.Host, l.DC, l.First, l.Last)
+	}
+	switch h := out.ThisHost; {
+	case h == nil:
+		fmt.Fprintf(w, "this host: no lease file\n")
+	case h.First == "0":
+		fmt.Fprintf(w, "this host (%s): lease file without a lease\n", h.Host)
+	default:
+		ahead := "none"
+		if h.Ahead != "" {
+			ahead = h.Ahead
+		}
+		fmt.Fprintf(w, "this host (%s): lease %s-%s, next number %s, next lease %s\n", h.Host, h.First, h.Last, h.Position, ahead)
+	}
+	return nil
+}
+
+// seqExhaustedHint says what a lease that could not be had lacks: fewer
+// numbers left than asked, or none left for this data centre.
+func seqExhaustedHint(err error) string {
+	var e *snapid.SequenceExhaustedError
+	if !errors.As(err, &e) {
+		return "nothing was issued: the sequence has fewer numbers left than asked for; ask for fewer, or raise its max with 'snapctl seq create NAME --max M'"
+	}
+	if left := e.DCLeft + e.GlobalLeft; left > 0 {
+		return fmt.Sprintf("nothing was issued: %d numbers are left for this data centre, at most %d of them together, fewer than the %d asked for; "+
+			"ask for at most %d, or raise the max with 'snapctl seq create %s --max M'", left, e.Largest, e.Wanted, e.Largest, e.Sequence)
+	}
+	return fmt.Sprintf("nothing was issued: every number up to max %d was handed to data centres and this one's are leased "+
+		"(other hosts may still hold unissued numbers in their leases); raise the max with 'snapctl seq create %s --max M'", e.Max, e.Sequence)
+}

@@ -1,0 +1,501 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/cassandra"
+	"golang.org/x/sys/unix"
+)
+
+// statusReport is snapctl status's JSON.
+type statusReport struct {
+	Name    string `json:"name"`
+	Counter struct {
+		Path       string `json:"path"`
+		Exists     bool   `json:"exists"`
+		LastIssued string `json:"last_issued,omitempty"`
+		Mode       string `json:"mode,omitempty"`
+		SizeOK     bool   `json:"size_ok"`
+	} `json:"counter"`
+	Files     *snapid.HostFiles `json:"files,omitempty"`
+	Processes *int              `json:"processes,omitempty"` // with a registry, processes using the counter now
+	Registry  *statusRow        `json:"registry,omitempty"`
+	Sequences []statusSequence  `json:"sequences,omitempty"` // the host's lease files
+	Attention []string          `json:"attention"`
+}
+
+// statusSequence is the host's lease of one sequence, from its lease file.
+type statusSequence struct {
+	Sequence     string `json:"sequence"`
+	CurrentFirst uint64 `json:"current_first,string"`
+	CurrentLast  uint64 `json:"current_last,string"`
+	Next         uint64 `json:"next,string"`
+	AheadFirst   uint64 `json:"ahead_first,string"`
+	AheadLast    uint64 `json:"ahead_last,string"`
+	LeftNumbers  uint64 `json:"left_numbers,string"`
+	// CurrentClaim: the lease was taken under the session this host's
+	// files record (else the next start drops it unless the last process
+	// closed cleanly).
+	CurrentClaim bool `json:"current_claim"`
+}
+
+type statusRow struct {
+	Found        bool      `json:"found"`
+	Hostname     string    `json:"hostname,omitempty"`
+	OwnerID      string    `json:"owner_id,omitempty"`
+	State        string    `json:"state,omitempty"`
+	LastSeen     time.Time `json:"last_seen,omitzero"`
+	ReservedUpTo string    `json:"reserved_up_to,omitempty"`
+	NodeNumber   uint64    `json:"node_number,omitempty,string"`
+	Stride       uint64    `json:"stride,omitempty,string"` // the cluster's stride of striped ids, if recorded
+	ThisHost     bool      `json:"this_host"`               // held by this counter's owner token
+	Session      bool      `json:"this_host_session"`       // and under the session recorded on this host
+}
+
+// cmdStatus looks at this host once: the counter, the files beside it, the
+// processes using it and, with a registry, the name's row. Exit 0 healthy,
+// 1 needs attention (each item says what and why), 2 could not look.
+func cmdStatus(ctx context.Context, c *cli, args []string) error {
+	c.newFlags("status")
+	var rf registryFlags
+	c.addRegistryFlags(&rf)
+	asJSON := c.fs.Bool("json", false, jsonHelp)
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	name, path, err := c.target()
+	if err != nil {
+		return err
+	}
+	var st statusReport
+	st.Name, st.Counter.Path = name, path
+	attention := func(format string, a ...any) { st.Attention = append(st.Attention, fmt.Sprintf(format, a...)) }
+
+	info, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		attention("no counter file at %s: run 'snapctl init' (or the first 'snapctl next' creates it)", path)
+	case err != nil:
+		return err
+	default:
+		st.Counter.Exists, st.Counter.Mode = true, info.Mode().Perm().String()
+		rctx, rcancel := context.WithTimeout(ctx, rf.timeout)
+		last, err := snapid.ReadCounterContext(rctx, path) // another process may hold its lock
+		rcancel()
+		switch {
+		case errors.Is(err, snapid.ErrCorrupt):
+			attention("the counter is damaged (%s): %s", oneLine(err.Error()), describeHint("status", err))
+		case err != nil:
+			return err
+		default:
+			st.Counter.SizeOK, st.Counter.LastIssued = true, strconv.FormatUint(last, 10)
+		}
+	}
+	hf, err := snapid.ReadHostFiles(path)
+	if err != nil {
+		if !errors.Is(err, snapid.ErrCorrupt) {
+			return err
+		}
+		attention("%s: %s", oneLine(strings.TrimPrefix(err.Error(), "snapid: ")), describeHint("status", err))
+	}
+	switch {
+	case hf.Released != "" && hf.Released == name:
+		attention("this host released %q: its programs refuse the name until 'snapctl register' claims it again", name)
+	case hf.Released != "":
+		// As next does: a counter whose host released a name refuses
+		// every claim until one is made on purpose.
+		attention("this host released %q with this counter: its programs refuse %q too until 'snapctl register' claims a name on purpose", hf.Released, name)
+	}
+	if hf.OwnerID != "" || hf.MarkFile {
+		st.Files = &hf
+		n, err := presenceHolders(path + ".presence")
+		if err == nil {
+			st.Processes = &n
+		}
+		if hf.SessionName != "" && hf.SessionName != name && n > 0 {
+			attention("the processes of this host use the counter under the name %q, not %q", hf.SessionName, name)
+		}
+	}
+	if err := statusSequences(path, hf.SessionID, &st, attention); err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
+	defer cancel()
+	reg, err := c.connect(ctx, &rf, true)
+	switch {
+	case err != nil:
+		attention("the registry could not be read: %s", oneLine(describe("status", err)))
+	case reg == nil && hf.OwnerID != "":
+		attention("the counter is registered (owner %s) but no registry is configured: give --cassandra or SNAPID_CASSANDRA to check its row", hf.OwnerID)
+	case reg != nil:
+		defer reg.Close()
+		st.Registry = &statusRow{}
+		h, err := reg.Get(ctx, name)
+		switch {
+		case errors.Is(err, snapid.ErrNotRegistered) && hf.OwnerID != "":
+			attention("%q has no row in the registry though this counter has an owner token: 'snapctl register' claims it", name)
+		case errors.Is(err, snapid.ErrNotRegistered):
+			// As check-names says (not_registered): with a registry
+			// configured, a name without a row is not in use safely.
+			attention("%q has no row in the registry (check-names: not_registered): 'snapctl register' claims it", name)
+		case err != nil:
+			attention("the registry row of %q could not be read: %s", name, oneLine(describe("status", err)))
+		}
+		if err == nil || errors.Is(err, snapid.ErrNotRegistered) {
+			secondName(ctx, reg, name, hf, st.Processes, attention)
+		}
+		if s, serr := reg.Stride(ctx); serr != nil {
+			attention("the cluster's stride could not be read: %s", oneLine(describe("status", serr)))
+		} else {
+			st.Registry.Stride = s
+			if s != 0 && err == nil && h.Number >= s {
+				attention("%q has node number %d, not below the cluster's stride %d: this host cannot use the striped form", name, h.Number, s)
+			}
+		}
+		if err == nil {
+			r := st.Registry
+			r.Found, r.Hostname, r.OwnerID, r.State, r.LastSeen = true, h.Hostname, snapid.OwnerID(h.Owner), h.State, h.LastSeen
+			r.ReservedUpTo = strconv.FormatUint(h.Reserved, 10)
+			r.NodeNumber = h.Number
+			r.ThisHost, r.Session = hf.OwnedBy(h), hf.HoldsSession(h)
+			if _, n, _, ok, err := snapid.ReadNodeNumber(path); err == nil && ok && h.Number != 0 && n != h.Number && r.ThisHost {
+				attention("this host recorded node number %d for %q, and the registry holds %d: the next start refuses to issue (ErrNumberMismatch)", n, name, h.Number)
+			}
+			running := st.Processes != nil && *st.Processes > 0
+			switch {
+			case h.State == snapid.StateActive && !r.ThisHost && hf.OwnerID != "":
+				attention("%q is held by another owner (%s, host %s): this host must not issue under it", name, r.OwnerID, h.Hostname)
+			case h.State == snapid.StateActive && !r.ThisHost:
+				attention("%q is held by host %s (owner %s), and this host's counter has no owner token: this host must not issue under it", name, h.Hostname, r.OwnerID)
+			case r.ThisHost && h.State == snapid.StateActive && running && !r.Session:
+				attention("a later claim superseded the session of this host's running processes (a copy of this counter directory?): they issue nothing more beyond their mark")
+			}
+			if c, err := strconv.ParseUint(st.Counter.LastIssued, 10, 64); err == nil && r.ThisHost && h.State == snapid.StateActive && c > h.Reserved {
+				attention("the counter (%d) is above the registry's mark (%d): ids were issued without the registry", c, h.Reserved)
+			}
+		}
+	}
+
+	if *asJSON {
+		if st.Attention == nil {
+			st.Attention = []string{}
+		}
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(st); err != nil {
+			return err
+		}
+	} else if err := printStatus(c, &st); err != nil {
+		return err
+	}
+	if len(st.Attention) > 0 {
+		return errProblems
+	}
+	return nil
+}
+
+// statusSequences adds the host's lease files (<counter>.seq.<sequence>)
+// to st; a damaged one needs attention. session is the fingerprint of the
+// session this host's files record.
+func statusSequences(path, session string, st *statusReport, attention func(string, ...any)) error {
+	files, err := filepath.Glob(globEscape(path) + ".seq.*")
+	if err != nil {
+		return err
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		seq := strings.TrimPrefix(f, path+".seq.")
+		if strings.HasSuffix(seq, ".refill") || strings.HasSuffix(seq, ".floor") || snapid.ValidateName(seq) != nil {
+			continue
+		}
+		cur, ahead, pos, ok, err := snapid.ReadLeaseFile(path, seq)
+		switch {
+		case errors.Is(err, snapid.ErrCorrupt):
+			attention("the lease file of sequence %q is damaged (%s): %s", seq, oneLine(strings.TrimPrefix(err.Error(), "snapid: ")), describeHint("status", err))
+			continue
+		case err != nil:
+			return err
+		case !ok:
+			continue
+		}
+		s := statusSequence{Sequence: seq, CurrentFirst: cur.First, CurrentLast: cur.Last, Next: pos,
+			AheadFirst: ahead.First, AheadLast: ahead.Last, CurrentClaim: session != "" && cur.Session != "" && snapid.OwnerID(cur.Session) == session}
+		if cur.First != 0 && pos <= cur.Last {
+			s.LeftNumbers = cur.Last - pos + 1
+		}
+		if ahead.First != 0 {
+			s.LeftNumbers += ahead.Last - ahead.First + 1
+		}
+		st.Sequences = append(st.Sequences, s)
+	}
+	return nil
+}
+
+// globEscape escapes the pattern characters of a path for filepath.Glob.
+func globEscape(p string) string {
+	var b strings.Builder
+	for _, r := range p {
+		if strings.ContainsRune(`*?[\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// describeHint returns only the hint describe would add to err.
+func describeHint(cmd string, err error) string {
+	full := describe(cmd, err)
+	msg := strings.TrimPrefix(err.Error(), "snapid: ")
+	return strings.TrimPrefix(strings.TrimPrefix(full, msg), "; ")
+}
+
+func printStatus(c *cli, st *statusReport) error {
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "name\t%s\n", st.Name)
+	fmt.Fprintf(tw, "counter\t%s\n", st.Counter.Path)
+	if st.Counter.Exists {
+		last := st.Counter.LastIssued
+		if !st.Counter.SizeOK {
+			last = "unreadable"
+		}
+		fmt.Fprintf(tw, "  last issued\t%s\n", last)
+		fmt.Fprintf(tw, "  mode\t%s\n", st.Counter.Mode)
+	}
+	if f := st.Files; f != nil {
+		fmt.Fprintf(tw, "owner token\t%s\n", orNone(f.OwnerID))
+		if f.MarkFile {
+			fmt.Fprintf(tw, "mark (cached)\t%d\n", f.Mark)
+		}
+		if f.Released != "" {
+			fmt.Fprintf(tw, "released\t%q by this host\n", f.Released)
+		}
+		if f.SessionName != "" {
+			fmt.Fprintf(tw, "session\t%s for %q\n", f.SessionID, f.SessionName)
+		}
+		if st.Processes != nil {
+			fmt.Fprintf(tw, "processes\t%d using the counter with the registry\n", *st.Processes)
+		}
+	}
+	if r := st.Registry; r != nil {
+		if !r.Found {
+			fmt.Fprintf(tw, "registry\tno row for %q\n", st.Name)
+		} else {
+			holder := "another owner"
+			switch {
+			case r.Session:
+				holder = "this host, current session"
+			case r.ThisHost:
+				holder = "this host's owner token, another session"
+			}
+			fmt.Fprintf(tw, "registry\t%s, held by %s (%s, owner %s)\n", r.State, holder, orNone(r.Hostname), r.OwnerID)
+			fmt.Fprintf(tw, "  last seen\t%s\n", r.LastSeen.UTC().Format(time.RFC3339))
+			fmt.Fprintf(tw, "  reserved up to\t%s\n", r.ReservedUpTo)
+			if r.NodeNumber != 0 {
+				fmt.Fprintf(tw, "  node number\t%d\n", r.NodeNumber)
+			}
+		}
+		if r.Stride != 0 {
+			fmt.Fprintf(tw, "  cluster stride\t%d\n", r.Stride)
+		}
+	}
+	for _, q := range st.Sequences {
+		lease := "no lease"
+		if q.CurrentFirst != 0 {
+			lease = fmt.Sprintf("[%d, %d], next %d", q.CurrentFirst, q.CurrentLast, q.Next)
+		}
+		if q.AheadFirst != 0 {
+			lease += fmt.Sprintf(", then [%d, %d]", q.AheadFirst, q.AheadLast)
+		}
+		claim := ""
+		if !q.CurrentClaim && q.CurrentFirst != 0 {
+			claim = " (leased under an earlier claim of this host)"
+		}
+		fmt.Fprintf(tw, "sequence %s\t%s: %d left%s\n", q.Sequence, lease, q.LeftNumbers, claim)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(st.Attention) == 0 {
+		_, err := fmt.Fprintln(c.stdout, "status: healthy")
+		return err
+	}
+	for _, a := range st.Attention {
+		fmt.Fprintf(c.stdout, "attention: %s\n", a)
+	}
+	verb := "needs"
+	if len(st.Attention) > 1 {
+		verb = "need"
+	}
+	_, err := fmt.Fprintf(c.stdout, "status: %s %s attention\n", plural(len(st.Attention), "item"), verb)
+	return err
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// presenceHolders counts the flocks held on the presence file (every
+// process using the counter with the registry holds one), from
+// /proc/locks.
+func presenceHolders(path string) (int, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return 0, err
+	}
+	f, err := os.Open("/proc/locks")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return countFlocks(bufio.NewScanner(f), fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino))
+}
+
+// countFlocks counts the granted FLOCK lines of /proc/locks on the file
+// id ("major:minor:inode", the device in hex as /proc/locks writes it:
+// "1: FLOCK ADVISORY READ 1234 08:01:5678 0 EOF"; waiters have "->").
+// The device counts: an inode number alone repeats across file systems.
+func countFlocks(sc *bufio.Scanner, id string) (int, error) {
+	n := 0
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 6 || f[1] != "FLOCK" {
+			continue
+		}
+		if sameLockID(f[5], id) {
+			n++
+		}
+	}
+	return n, sc.Err()
+}
+
+// sameLockID compares two "major:minor:inode" ids, the device's numbers
+// in hex (with or without leading zeros).
+func sameLockID(a, b string) bool {
+	pa, pb := strings.Split(a, ":"), strings.Split(b, ":")
+	if len(pa) != 3 || len(pb) != 3 {
+		return false
+	}
+	for i := range 3 {
+		base := 16
+		if i == 2 {
+			base = 10
+		}
+		va, ea := strconv.ParseUint(pa[i], base, 64)
+		vb, eb := strconv.ParseUint(pb[i], base, 64)
+		if ea != nil || eb != nil || va != vb {
+			return false
+		}
+	}
+	return true
+}
+
+// cmdNames lists every row of the registry.
+func cmdNames(ctx context.Context, c *cli, args []string) error {
+	c.newFlags("names")
+	var rf registryFlags
+	c.addRegistryFlags(&rf)
+	asJSON := c.fs.Bool("json", false, jsonHelp)
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
+	defer cancel()
+	reg, err := c.connect(ctx, &rf, true)
+	if err != nil {
+		return err
+	}
+	if reg == nil {
+		return usageError{"names needs a registry: give --cassandra host[:port],… or set SNAPID_CASSANDRA"}
+	}
+	defer reg.Close()
+	rows, err := reg.List(ctx)
+	if err != nil {
+		return err
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
+	type row struct {
+		Name         string    `json:"name"`
+		Hostname     string    `json:"hostname"`
+		Address      string    `json:"address"`
+		OwnerID      string    `json:"owner_id"`
+		State        string    `json:"state"`
+		RegisteredAt time.Time `json:"registered_at,omitzero"`
+		LastSeen     time.Time `json:"last_seen,omitzero"`
+		ReservedUpTo string    `json:"reserved_up_to"`
+		NodeNumber   uint64    `json:"node_number,omitempty,string"`
+	}
+	out := make([]row, 0, len(rows))
+	for _, h := range rows {
+		out = append(out, row{h.Name, h.Hostname, h.Address, snapid.OwnerID(h.Owner), h.State, h.RegisteredAt, h.LastSeen,
+			strconv.FormatUint(h.Reserved, 10), h.Number})
+	}
+	stride, err := reg.Stride(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Rows   []row  `json:"rows"`
+			Stride uint64 `json:"stride,omitempty,string"` // the cluster's stride of striped ids, if recorded
+		}{out, stride})
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tHOST\tSTATE\tLAST SEEN\tRESERVED UP TO\tOWNER\tNODE NUMBER")
+	for _, r := range out {
+		seen := "never"
+		if !r.LastSeen.IsZero() {
+			seen = r.LastSeen.UTC().Format(time.RFC3339)
+		}
+		num := "none"
+		if r.NodeNumber != 0 {
+			num = strconv.FormatUint(r.NodeNumber, 10)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, orNone(r.Hostname), orNone(r.State), seen, r.ReservedUpTo, orNone(r.OwnerID), num)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	strideNote := ""
+	if stride != 0 {
+		strideNote = fmt.Sprintf(", cluster stride %d", stride)
+	}
+	_, err = fmt.Fprintf(c.stdout, "names: %s%s\n", plural(len(out), "row"), strideNote)
+	return err
+}
+
+// secondName adds, as next and register refuse it, a name other than the
+// one this counter holds: the session file records another name that the
+// counter's owner holds, active, in the registry (one counter, one name).
+// Processes running under it are reported already.
+func secondName(ctx context.Context, reg *cassandra.Registry, name string, hf snapid.HostFiles, procs *int, attention func(string, ...any)) {
+	if hf.SessionName == "" || hf.SessionName == name || hf.SessionName == hf.Released || (procs != nil && *procs > 0) {
+		return
+	}
+	h, err := reg.Get(ctx, hf.SessionName)
+	if err != nil || h.State != snapid.StateActive || !hf.OwnedBy(h) {
+		return
+	}
+	attention("this counter holds %q in the registry (its session file records it): one counter serves one name, so %q is refused; "+
+		"release %q first, or give %q its own counter", hf.SessionName, name, hf.SessionName, name)
+}

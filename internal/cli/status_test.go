@@ -1,0 +1,321 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/testfs"
+	"github.com/snapid/snapid/snapidtest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// statusJSON runs status --json and decodes it.
+func statusJSON(t *testing.T, f *fakeEnv, args ...string) (statusReport, result) {
+	t.Helper()
+	r := f.run(t, append([]string{"status", "--json"}, args...)...)
+	var st statusReport
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st), "stdout %q stderr %q", r.stdout, r.stderr)
+	return st, r
+}
+
+// status: exit 1 before the counter exists, 0 once registered and held,
+// 1 once another host took the name over (the cached mark of show says
+// it is cached); register prints the owner token's fingerprint.
+func TestStatusAndRegister(t *testing.T) {
+	a, _, ks := registryEnv(t)
+	a.vars["SNAPID_NAME"] = "web_1"
+	st, r := statusJSON(t, a)
+	require.Equal(t, exitProblems, r.code, r.stderr)
+	assert.Contains(t, strings.Join(st.Attention, "|"), "no counter file")
+	assert.Contains(t, strings.Join(st.Attention, "|"), "does not exist; check --keyspace", "no registry yet")
+
+	r = a.run(t, "register")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	path := filepath.Join(a.home, ".local", "state", "snapid", "counter.u64")
+	tok, err := snapid.OwnerToken(path)
+	require.NoError(t, err)
+	assert.Contains(t, r.stdout, "(owner "+snapid.OwnerID(tok)+",")
+	assert.NotContains(t, r.stdout, tok, "the token is a secret")
+
+	st, r = statusJSON(t, a)
+	require.Equal(t, exitOK, r.code, "%s %s", r.stdout, r.stderr)
+	assert.Empty(t, st.Attention)
+	assert.True(t, st.Counter.SizeOK)
+	assert.Equal(t, "0", st.Counter.LastIssued)
+	assert.Equal(t, "-rw-------", st.Counter.Mode)
+	require.NotNil(t, st.Files)
+	assert.Equal(t, snapid.OwnerID(tok), st.Files.OwnerID)
+	assert.Equal(t, "web_1", st.Files.SessionName)
+	require.NotNil(t, st.Processes)
+	assert.Equal(t, 0, *st.Processes)
+	require.NotNil(t, st.Registry)
+	assert.True(t, st.Registry.Found)
+	assert.True(t, st.Registry.ThisHost)
+	assert.True(t, st.Registry.Session)
+	assert.Equal(t, snapid.StateActive, st.Registry.State)
+	r = a.run(t, "status")
+	require.Equal(t, exitOK, r.code)
+	assert.Contains(t, r.stdout, "held by this host, current session")
+	assert.Contains(t, r.stdout, "status: healthy")
+
+	// A copy of the counter directory claims the name on this machine: the
+	// row is this owner token's, under another session. Without running
+	// processes that is no matter (the next start claims again); with
+	// them, they are superseded.
+	cp := t.TempDir()
+	testfs.CopyFiles(t, filepath.Dir(path), cp, "counter.u64", "counter.u64.owner")
+	r = a.run(t, "register", "--counter", filepath.Join(cp, "counter.u64"))
+	require.Equal(t, exitOK, r.code, r.stderr)
+	st, r = statusJSON(t, a)
+	require.Equal(t, exitOK, r.code, "%v", st.Attention)
+	assert.True(t, st.Registry.ThisHost)
+	assert.False(t, st.Registry.Session)
+	fd, err := syscall.Open(path+".presence", syscall.O_RDONLY, 0)
+	require.NoError(t, err)
+	require.NoError(t, syscall.Flock(fd, syscall.LOCK_SH)) // a running process
+	st, r = statusJSON(t, a)
+	syscall.Close(fd)
+	require.Equal(t, exitProblems, r.code)
+	assert.Equal(t, 1, *st.Processes)
+	assert.Contains(t, strings.Join(st.Attention, "|"), "superseded")
+
+	// Host b takes web_1 over.
+	b := newFakeEnv(t)
+	b.vars = map[string]string{"SNAPID_CASSANDRA": a.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks, "SNAPID_NAME": "web_1"}
+	r = b.run(t, "register", "--force", "--start", "1000")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	st, r = statusJSON(t, a)
+	require.Equal(t, exitProblems, r.code)
+	require.Len(t, st.Attention, 1, "%v", st.Attention)
+	assert.Contains(t, st.Attention[0], "held by another owner")
+	assert.False(t, st.Registry.ThisHost)
+	r = a.run(t, "status")
+	require.Equal(t, exitProblems, r.code)
+	assert.Contains(t, r.stdout, "status: 1 item needs attention")
+	r = a.run(t, "show")
+	require.Equal(t, exitOK, r.code)
+	assert.Contains(t, r.stdout, "cached on this host")
+
+	// A host without an owner token configured with the name b holds.
+	c := newFakeEnv(t)
+	c.vars = map[string]string{"SNAPID_CASSANDRA": a.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks, "SNAPID_NAME": "web_1"}
+	writeCounterAt(t, c)
+	st, r = statusJSON(t, c)
+	require.Equal(t, exitProblems, r.code)
+	assert.Contains(t, strings.Join(st.Attention, "|"), "no owner token")
+
+	// b releases the name: its status says its programs refuse it.
+	r = b.run(t, "release")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	st, r = statusJSON(t, b)
+	require.Equal(t, exitProblems, r.code)
+	assert.Equal(t, "web_1", st.Files.Released)
+	assert.Contains(t, strings.Join(st.Attention, "|"), "refuse the name until 'snapctl register'")
+
+	// Registered, but no registry configured: status cannot check the row.
+	delete(a.vars, "SNAPID_CASSANDRA")
+	st, r = statusJSON(t, a)
+	require.Equal(t, exitProblems, r.code)
+	assert.Contains(t, strings.Join(st.Attention, "|"), "no registry is configured")
+}
+
+// writeCounterAt creates f's default counter holding 0.
+func writeCounterAt(t *testing.T, f *fakeEnv) string {
+	t.Helper()
+	dir := filepath.Join(f.home, ".local", "state", "snapid")
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	path := filepath.Join(dir, "counter.u64")
+	writeCounter(t, path, 0)
+	return path
+}
+
+// status sees a damaged counter (exit 1, with the repair), and cannot look
+// at an unusable registry configuration (exit 2).
+func TestStatusDamagedAndUnusable(t *testing.T) {
+	f := newFakeEnv(t)
+	f.vars["SNAPID_NAME"] = "web_1"
+	path := writeCounterAt(t, f)
+	require.NoError(t, os.WriteFile(path, []byte("abc"), 0o600))
+	st, r := statusJSON(t, f)
+	require.Equal(t, exitProblems, r.code)
+	require.Len(t, st.Attention, 1)
+	assert.Contains(t, st.Attention[0], "init --force --start N")
+	assert.False(t, st.Counter.SizeOK)
+
+	f.vars["SNAPID_NAME"] = "Bad-Name"
+	requireOneErrorLine(t, f.run(t, "status"))
+}
+
+// names lists every row; check-names from an administrator's machine does
+// not check its own host name, does with --name or --counter, and
+// --stale 0 turns the stale check off.
+func TestNamesAndCheckNamesFromAdmin(t *testing.T) {
+	a, s, ks := registryEnv(t)
+	for _, name := range []string{"web_2", "web_1"} {
+		a.vars["SNAPID_NAME"] = name
+		a.vars["SNAPID_COUNTER"] = filepath.Join(t.TempDir(), "counter.u64")
+		r := a.run(t, "register")
+		require.Equal(t, exitOK, r.code, r.stderr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	old := time.Now().Add(-72 * time.Hour)
+	require.NoError(t, s.Admin.Query(fmt.Sprintf(`INSERT INTO %s.node_names (name, owner, hostname, state, last_seen, registered_at, reserved) VALUES ('old_host', 'o3', 'h3', 'active', ?, ?, 7)`, ks),
+		old, old).WithContext(ctx).Exec())
+
+	admin := newFakeEnv(t)
+	admin.host = "admin-box"
+	admin.vars = map[string]string{"SNAPID_CASSANDRA": a.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks}
+	r := admin.run(t, "names")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 5, r.stdout)
+	assert.Contains(t, lines[0], "NAME")
+	assert.Contains(t, lines[1], "old_host")
+	assert.Contains(t, lines[1], "h3")
+	assert.Contains(t, lines[1], " 7 ")
+	assert.Contains(t, lines[2], "web_1")
+	assert.Contains(t, lines[3], "web_2")
+	assert.Equal(t, "names: 3 rows", lines[4])
+	r = admin.run(t, "names", "--json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	var out struct {
+		Rows []struct {
+			Name         string `json:"name"`
+			ReservedUpTo string `json:"reserved_up_to"`
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &out))
+	require.Len(t, out.Rows, 3)
+	assert.Equal(t, "7", out.Rows[0].ReservedUpTo)
+	requireOneErrorLine(t, newFakeEnv(t).run(t, "names"))
+
+	kinds := func(args ...string) (int, map[string]bool) {
+		r := admin.run(t, append([]string{"check-names", "--json"}, args...)...)
+		require.NotEqual(t, exitFailure, r.code, r.stderr)
+		var rep checkReport
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
+		k := map[string]bool{}
+		for _, p := range rep.Problems {
+			k[p.Kind+":"+p.Name] = true
+		}
+		return r.code, k
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want map[string]bool
+	}{
+		// old_host was written as a version before node numbers wrote
+		// its rows: no number, while the names registered since have one.
+		{"admin machine", nil, exitProblems, map[string]bool{"stale:old_host": true, "no_number:old_host": true}},
+		{"stale off", []string{"--stale", "0"}, exitProblems, map[string]bool{"no_number:old_host": true}},
+		{"stale off, negative", []string{"--stale", "-1s"}, exitProblems, map[string]bool{"no_number:old_host": true}},
+		{"--counter: the host name is checked", []string{"--stale", "0", "--counter", filepath.Join(t.TempDir(), "c.u64")}, exitProblems,
+			map[string]bool{"not_registered:admin_box": true, "no_number:old_host": true}},
+		{"--name without owner token", []string{"--stale", "0", "--name", "web_1"}, exitProblems,
+			map[string]bool{"held_by_other:web_1": true, "no_number:old_host": true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, k := kinds(tc.args...)
+			assert.Equal(t, tc.code, code)
+			assert.Equal(t, tc.want, k)
+		})
+	}
+}
+
+// release of a counter that never registered says there is nothing to
+// release here, not to run init.
+func TestReleaseNeverRegistered(t *testing.T) {
+	f, _, _ := registryEnv(t)
+	f.vars["SNAPID_NAME"] = "web_1"
+	writeCounterAt(t, f)
+	line := requireOneErrorLine(t, f.run(t, "release"))
+	assert.Contains(t, line, "never registered")
+	assert.Contains(t, line, "release --force --start N")
+	assert.NotContains(t, line, "snapctl init")
+}
+
+// status shows the host's sequence leases from their lease files, and a
+// damaged lease file needs attention.
+func TestStatusSequenceLeases(t *testing.T) {
+	f := newFakeEnv(t)
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	f.vars["SNAPID_COUNTER"], f.vars["SNAPID_NAME"] = path, "web_1"
+	reg := snapidtest.NewRegistry()
+	ctx := context.Background()
+	for _, name := range []string{"orders", "invoices"} {
+		_, err := snapid.CreateSequence(ctx, reg, name, 1, 1_000_000)
+		require.NoError(t, err)
+	}
+	g, err := snapid.Open(path, "web_1", snapid.WithRegistry(reg), snapid.WithSync(false), snapid.WithBindingDir(f.vars["SNAPID_BINDING_DIR"]))
+	require.NoError(t, err)
+	orders, err := g.Sequence("orders", snapid.SequenceLeaseSize(100))
+	require.NoError(t, err)
+	_, err = orders.NextN(30)
+	require.NoError(t, err)
+	invoices, err := g.Sequence("invoices", snapid.SequenceLeaseSize(40))
+	require.NoError(t, err)
+	_, err = invoices.NextN(5)
+	require.NoError(t, err)
+	require.NoError(t, orders.Close())
+	require.NoError(t, invoices.Close())
+	// A lease taken ahead: Next past half of the first one.
+	_, err = snapid.CreateSequence(ctx, reg, "tickets", 1, 1_000_000)
+	require.NoError(t, err)
+	tickets, err := g.Sequence("tickets", snapid.SequenceBlock(10), snapid.SequenceLeaseSize(100))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := tickets.Next()
+		require.NoError(t, err)
+		l, err := tickets.Lease()
+		return err == nil && l.AheadFirst != 0
+	}, 10*time.Second, time.Millisecond)
+	require.NoError(t, tickets.Close())
+	require.NoError(t, g.Close())
+
+	st, r := statusJSON(t, f)
+	require.Len(t, st.Sequences, 3)
+	tk := st.Sequences[2]
+	assert.Equal(t, "tickets", tk.Sequence)
+	assert.Equal(t, [4]uint64{1, 100, 101, tk.AheadLast}, [4]uint64{tk.CurrentFirst, tk.CurrentLast, tk.AheadFirst, tk.AheadLast})
+	assert.Greater(t, tk.AheadLast, uint64(101))
+	assert.Equal(t, 100-tk.Next+1+tk.AheadLast-100, tk.LeftNumbers, "the rest of the current range and the range ahead")
+	st.Sequences = st.Sequences[:2]
+	require.Equal(t, exitProblems, r.code, "registered, and no registry given: %s", r.stdout)
+	assert.Equal(t, []statusSequence{
+		{Sequence: "invoices", CurrentFirst: 1, CurrentLast: 40, Next: 6, LeftNumbers: 35, CurrentClaim: true},
+		{Sequence: "orders", CurrentFirst: 1, CurrentLast: 100, Next: 31, LeftNumbers: 70, CurrentClaim: true},
+	}, st.Sequences)
+	r = f.run(t, "status")
+	assert.Contains(t, r.stdout, "sequence orders")
+	assert.Contains(t, r.stdout, "[1, 100], next 31: 70 left\n")
+
+	// The host starts again (a new claim, a new session) and has not used
+	// the sequences since: their leases are of the earlier claim.
+	g, err = snapid.Open(path, "web_1", snapid.WithRegistry(reg), snapid.WithSync(false), snapid.WithBindingDir(f.vars["SNAPID_BINDING_DIR"]))
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	st, _ = statusJSON(t, f)
+	require.Len(t, st.Sequences, 3)
+	assert.False(t, st.Sequences[1].CurrentClaim)
+	r = f.run(t, "status")
+	assert.Contains(t, r.stdout, "[1, 100], next 31: 70 left (leased under an earlier claim of this host)\n")
+
+	require.NoError(t, os.WriteFile(path+".seq.invoices", []byte("not a lease file"), 0o600))
+	st, r = statusJSON(t, f)
+	require.Equal(t, exitProblems, r.code)
+	assert.Contains(t, strings.Join(st.Attention, "|"), `the lease file of sequence "invoices" is damaged`)
+	require.Len(t, st.Sequences, 2)
+	assert.Equal(t, "orders", st.Sequences[0].Sequence)
+}
