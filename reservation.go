@@ -176,6 +176,14 @@ func (r *reservation) claim(ctx context.Context) error {
 	if err := r.precheckNumber(ctx); err != nil {
 		return err
 	}
+	// The claim covers what the counter already holds (numbers a
+	// standalone host handed out before it joined the registry), in the
+	// same atomic change: an Open failing after the claim leaves no mark
+	// below them.
+	var counted uint64
+	if err := r.withFile(ctx, func(c *counterFile) (err error) { counted, err = c.load(); return err }); err != nil {
+		return err
+	}
 	var h Holder
 	var sent time.Time // when the claim that stood was sent: it refreshed last-seen then
 	err = r.retry(ctx, "claim", func(ctx context.Context) (err error) {
@@ -183,7 +191,7 @@ func (r *reservation) claim(ctx context.Context) error {
 		h, err = r.reg.Claim(ctx, Claim{
 			Name: r.name, Owner: r.host.owner,
 			Hostname: r.o.host.Hostname, Address: r.o.host.Address, MachineID: r.o.host.MachineID,
-			Force: r.o.takeover, Floor: r.o.floor, CloneWindow: r.o.cloneWindow,
+			Force: r.o.takeover, Floor: max(r.o.floor, counted), CloneWindow: r.o.cloneWindow,
 		})
 		return err
 	})
