@@ -8,9 +8,11 @@
 // Each row's key starts with the part of the code that owns the value:
 // "lib." (the root package's options and constants, checked by its
 // tests), "cassandra." (the registry adapter's), "cli." (snapctl's
-// flags, checked through cli.Run). Imported by tests only.
+// flags, checked through cli.Run).
 //
-// Functions are safe for concurrent use.
+// Imports: the standard library only. Imported by tests only (the root
+// package's, cassandra's and internal/docstest's); never by non-test code.
+// Its functions are safe for concurrent use.
 package docdefaults
 
 import (

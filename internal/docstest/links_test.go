@@ -35,12 +35,13 @@ func relativeLinks(f *mdFile) []link {
 			continue
 		}
 		// A link's text may wrap onto the next line: join them.
-		if i+1 < len(f.lines) && !f.inFence[i+1] {
-			l += " " + f.lines[i+1]
-		}
 		l = inlineCodeRe.ReplaceAllString(l, "")
+		first := len(l)
+		if i+1 < len(f.lines) && !f.inFence[i+1] {
+			l += " " + inlineCodeRe.ReplaceAllString(f.lines[i+1], "")
+		}
 		for _, m := range linkRe.FindAllStringSubmatchIndex(l, -1) {
-			if m[0] >= len(f.lines[i]) {
+			if m[0] >= first {
 				continue // starts on the next line: found there
 			}
 			text, target := l[m[2]:m[3]], l[m[4]:m[5]]

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/testcluster"
 )
 
@@ -105,6 +106,17 @@ type shellRun struct {
 }
 
 func runShellBlocks(t *testing.T, f *mdFile) {
+	if f.path == "README.md" {
+		// The README's first command takes the node name from the host
+		// name, as a newcomer's does.
+		h, err := os.Hostname()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := snapid.NameFromHostname(h); err != nil {
+			t.Skipf("this host's name gives no node name, so the README's first command fails here as it would for a newcomer (%v): run on a host whose name starts with a letter", err)
+		}
+	}
 	dir := t.TempDir()
 	r := &shellRun{dir: dir, stateDir: filepath.Join(dir, "session")}
 	for _, d := range []string{"home", "bin", r.stateDir, filepath.Join(dir, hostState)} {
