@@ -113,3 +113,45 @@ func TestDocDefaultLinks(t *testing.T) {
 		t.Error("no doc links to a row of the defaults: the check would pass by checking nothing")
 	}
 }
+
+var (
+	// quantityRe is a number with the unit of a default: ids, numbers or
+	// a duration.
+	quantityRe    = regexp.MustCompile(`\b\d[\d,]*(\.\d+)?\s*(ids|numbers|ms|s|seconds?|minutes?|min|hours?|h)\b`)
+	defaultWordRe = regexp.MustCompile(`\bdefault\b`)
+	sentenceEndRe = regexp.MustCompile(`[.;:]\s+|\s[*-]\s|\|`)
+)
+
+// notOurDefault marks a sentence that quotes a number "by default" that
+// is not one of snapid's defaults (Cassandra's, or one derived from
+// several of ours).
+const notOurDefault = "<!-- not snapid's default -->"
+
+// TestDocQuotedDefaultsLinked looks for defaults quoted without a link to
+// their row: a sentence that says "default" next to a number of ids,
+// numbers or time must link to docs/reference/defaults.md, or say why not
+// (notOurDefault). ARCHITECTURE.md is left out: it describes the code's
+// constants by name, next to them.
+func TestDocQuotedDefaultsLinked(t *testing.T) {
+	for _, p := range mdFiles(t) {
+		if p == "docs/ARCHITECTURE.md" || p == docdefaults.Path {
+			continue
+		}
+		f := readMD(t, p)
+		var text strings.Builder
+		for i, l := range f.lines {
+			if !f.inFence[i] {
+				text.WriteString(inlineCodeRe.ReplaceAllString(l, "") + " ")
+			}
+		}
+		for _, s := range sentenceEndRe.Split(text.String(), -1) {
+			if strings.Contains(s, "defaults.md") || strings.Contains(s, notOurDefault) {
+				continue
+			}
+			if defaultWordRe.MatchString(s) && quantityRe.MatchString(s) {
+				t.Errorf("%s: %q quotes a default without linking to its row: write it as [value](reference/defaults.md#key) (or mark it %s)",
+					p, strings.Join(strings.Fields(s), " "), notOurDefault)
+			}
+		}
+	}
+}
