@@ -1,6 +1,7 @@
 // Package docstest holds the tests that keep the documentation true: every
 // shell block of README.md and docs/tutorial.md runs, its output checked
-// (shell_test.go); every relative link of README.md and docs/ leads to a
+// (shell_test.go); the README's Go examples compile against the tree
+// (gocode_test.go); every relative link of README.md and docs/ leads to a
 // file and heading that exist (links_test.go); every quoted default links
 // to docs/reference/defaults.md and says what its row says, and snapctl's
 // rows match its flags (defaults_test.go); production.md's capacity table
