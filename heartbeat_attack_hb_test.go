@@ -60,7 +60,7 @@ func TestHeartbeatAttackLastSeenOutlivesCloneWindow(t *testing.T) {
 	g := fh.open(path, "web_1", reg, WithHeartbeat(hb), WithRegistryTimeout(to), WithCloneWindow(window))
 	defer fh.close(g)
 	reg.active.Store(true)
-	worst, _ := rvWatchLastSeen(t, fh, mem, 0, 15*hb, hb/40)
+	worst, _ := watchLastSeen(t, fh, mem, 0, 15*hb, hb/40)
 	assert.LessOrEqual(t, worst, window, "last-seen reached %v while the process ran (clone window %v, heartbeat %v, timeout %v)", worst, window, hb, to)
 }
 
@@ -80,7 +80,7 @@ func TestHeartbeatAttackCloneClaimsLiveHost(t *testing.T) {
 	g := fh.open(path, "web_1", reg, WithHeartbeat(hb), WithRegistryTimeout(to), WithCloneWindow(window))
 	defer fh.close(g)
 	reg.active.Store(true)
-	_, claimed := rvWatchLastSeen(t, fh, mem, window, 15*hb, hb/40)
+	_, claimed := watchLastSeen(t, fh, mem, window, 15*hb, hb/40)
 	assert.False(t, claimed, "a clone's claim with the same clone window succeeded while the original host ran")
 	if claimed {
 		fh.until(hb/4, 12, func() bool { _, err := g.Next(); return err != nil }, "the original host never learned of the clone")
