@@ -43,11 +43,11 @@ func (f *flakyTouch) Touch(ctx context.Context, name, owner, session string) err
 }
 
 // One process, a configuration checkCloneWindow accepts (window = 2 x
-// heartbeat + timeout): last-seen must stay within the clone window while
-// the process runs, with one slow reply followed by one timed-out Touch
-// ("a live holder that misses one heartbeat, the next one late by up to a
+// heartbeat + timeout): last-seen stays within the clone window while the
+// process runs, with one slow reply followed by one timed-out Touch ("a
+// live holder that misses one heartbeat, the next one late by up to a
 // registry timeout").
-func TestHeartbeatAttackLastSeenOutlivesCloneWindow(t *testing.T) {
+func TestHeartbeatSlowAndLostRefreshesInsideCloneWindow(t *testing.T) {
 	const (
 		hb     = 20 * time.Second
 		to     = 30 * time.Second
@@ -65,9 +65,9 @@ func TestHeartbeatAttackLastSeenOutlivesCloneWindow(t *testing.T) {
 }
 
 // Same, and the consequence: a copy of the host (same owner token, another
-// machine) claims with the same clone window while the original runs, and
-// the original is stopped.
-func TestHeartbeatAttackCloneClaimsLiveHost(t *testing.T) {
+// machine) claiming with the same clone window while the original runs is
+// refused, and the original goes on.
+func TestHeartbeatCloneRefusedWhileHostRuns(t *testing.T) {
 	const (
 		hb     = 20 * time.Second
 		to     = 30 * time.Second
