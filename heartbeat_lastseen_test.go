@@ -66,7 +66,7 @@ func TestHeartbeatSlowAndLostRefreshesInsideCloneWindow(t *testing.T) {
 
 // Same, and the consequence: a copy of the host (same owner token, another
 // machine) claiming with the same clone window while the original runs is
-// refused, and the original goes on.
+// refused.
 func TestHeartbeatCloneRefusedWhileHostRuns(t *testing.T) {
 	const (
 		hb     = 20 * time.Second
