@@ -12,7 +12,6 @@ import (
 	"github.com/snapid/snapid/snapidtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 )
 
 // Something planted at <counter>.heartbeat: Open refuses promptly.
@@ -97,36 +96,3 @@ func TestHeartbeatAttackNoGoroutineLeak(t *testing.T) {
 }
 
 var runtimeNumGoroutine = runtime.NumGoroutine
-
-// A process that holds the heartbeat record's byte lock and does not let
-// go (stopped by SIGSTOP mid-update, a write hung on the disk) does not
-// stop the host's refreshes of last-seen: updates of the record give up
-// after a bound, and the refresh is sent without them.
-func TestHeartbeatAttackRecordLockHeld(t *testing.T) {
-	const interval = 10 * time.Second
-	reg := snapidtest.NewRegistry()
-	fh := newFakeHost(t, nil)
-	_, path := ctPath(t)
-	g := fh.open(path, "web_1", reg, WithCloneWindow(0), WithHeartbeat(interval))
-	defer g.Close()
-	calls := logCalls(reg)
-	fh.until(interval/4, 8, func() bool { return calls.count("touch") > 0 }, "the heartbeat runs")
-
-	// Another open file description's lock on the record's bytes, as a
-	// stopped process would hold it.
-	f, err := os.OpenFile(path+".heartbeat", os.O_RDWR, 0)
-	require.NoError(t, err)
-	defer f.Close()
-	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: 40}
-	require.NoError(t, unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk))
-	before := calls.count("touch")
-	fh.run(20*interval, interval/4, nil)
-	n := calls.count("touch") - before
-	assert.GreaterOrEqual(t, n, 5, "with the record's lock held for 20 intervals, the host refreshed %d times", n)
-	_, err = g.Next()
-	assert.NoError(t, err, "the process still issues")
-	// The lock goes, and the clock moves on, so that an update waiting for
-	// the lock ends and Close does not wait for it.
-	require.NoError(t, f.Close())
-	fh.step(interval / 4)
-}
