@@ -1,10 +1,8 @@
 package snapid_test
 
 import (
-	"os"
 	"runtime"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -13,44 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// Something planted at <counter>.heartbeat: Open refuses promptly.
-func TestHeartbeatAttackHeartbeatPlanted(t *testing.T) {
-	for _, what := range []string{"fifo", "symlink", "dir"} {
-		t.Run(what, func(t *testing.T) {
-			reg := snapidtest.NewRegistry()
-			dir, path := ctPath(t)
-			g := openReg(t, path, "web_1", reg, WithCloneWindow(0))
-			require.NoError(t, g.Close())
-			hb := path + ".heartbeat"
-			require.NoError(t, os.Remove(hb))
-			switch what {
-			case "fifo":
-				require.NoError(t, syscall.Mkfifo(hb, 0o600))
-			case "symlink":
-				require.NoError(t, os.WriteFile(dir+"/elsewhere", nil, 0o600))
-				require.NoError(t, os.Symlink(dir+"/elsewhere", hb))
-			case "dir":
-				require.NoError(t, os.Mkdir(hb, 0o700))
-			}
-			done := make(chan error, 1)
-			go func() {
-				g, err := Open(path, "web_1", WithRegistry(reg), WithSync(false), WithCloneWindow(0), WithHostInfo(HostInfo{Hostname: "h1", MachineID: "m1"}))
-				if err == nil {
-					g.Close()
-				}
-				done <- err
-			}()
-			select {
-			case err := <-done:
-				assert.Error(t, err)
-				t.Logf("%s: %v", what, err)
-			case <-time.After(5 * time.Second):
-				t.Fatal("Open hangs")
-			}
-		})
-	}
-}
 
 // Stats racing Close, and after it.
 func TestHeartbeatAttackStatsAfterClose(t *testing.T) {
