@@ -12,8 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Stats racing Close, and after it.
-func TestHeartbeatAttackStatsAfterClose(t *testing.T) {
+// Stats, with the heartbeat's last refresh, is safe racing Close and
+// after it.
+func TestHeartbeatStatsAfterClose(t *testing.T) {
 	reg := snapidtest.NewRegistry()
 	_, path := ctPath(t)
 	for range 20 {
@@ -35,7 +36,8 @@ func TestHeartbeatAttackStatsAfterClose(t *testing.T) {
 	}
 }
 
-func TestHeartbeatAttackNoGoroutineLeak(t *testing.T) {
+// The heartbeat's goroutines of closed and crashed Generators end.
+func TestHeartbeatNoGoroutineLeak(t *testing.T) {
 	reg := snapidtest.NewRegistry()
 	_, path := ctPath(t)
 	time.Sleep(50 * time.Millisecond)
