@@ -178,10 +178,10 @@ func TestHeartbeatFailingHolderDoesNotSilenceOthers(t *testing.T) {
 	opts := []Option{WithHeartbeat(hb), WithRegistryTimeout(to), WithCloneWindow(window), WithReserveStep(1 << 20)}
 	wH := newStallTouchReg(reg)
 	H := fh.open(path, "web_1", wH, opts...)
-	defer H.Close()
+	defer fh.close(H)
 	fh.until(poll, 8, H.ExportHeartbeatHolder, "the first process never took the heartbeat role")
 	N := fh.open(path, "web_1", reg, opts...)
-	defer N.Close()
+	defer fh.close(N)
 	fh.run(3*hb, poll, nil)
 	wH.mode.Store(2)
 	worst, cloned := watchLastSeen(t, fh, reg, window, 20*hb, poll/10)

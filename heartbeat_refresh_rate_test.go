@@ -29,7 +29,7 @@ func TestHeartbeatNoTouchStormDuringOutage(t *testing.T) {
 	_, path := ctPath(t)
 	for range procs {
 		g := fh.open(path, "web_1", reg, WithHeartbeat(interval), WithCloneWindow(0))
-		defer g.Close()
+		defer fh.close(g)
 	}
 	var touches atomic.Int64
 	reg.SetHook(func(_ context.Context, op, _ string) error {
@@ -65,7 +65,7 @@ func TestHeartbeatFutureLastOneRefreshPerInterval(t *testing.T) {
 			opts := []Option{WithHeartbeat(interval), WithCloneWindow(0), WithReserveStep(1 << 20)}
 			for range 3 {
 				g := fh.open(path, "web_1", reg, opts...)
-				defer g.Close()
+				defer fh.close(g)
 			}
 			fh.run(3*interval, interval/4, nil)
 			if how == "clock set back an hour" {
@@ -149,7 +149,7 @@ func TestHeartbeatRecordLockHeldRefreshesGoOn(t *testing.T) {
 	fh := newFakeHost(t, nil)
 	_, path := ctPath(t)
 	g := fh.open(path, "web_1", reg, WithCloneWindow(0), WithHeartbeat(interval))
-	defer g.Close()
+	defer fh.close(g)
 	calls := logCalls(reg)
 	fh.until(interval/4, 8, func() bool { return calls.count("touch") > 0 }, "the heartbeat runs")
 
