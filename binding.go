@@ -420,6 +420,17 @@ func checkHostWide(path, name, counterPath string, o *options) error {
 				"making it, and two counter files under one name issue the same ids; use another name, or, if that counter is retired, "+
 				"have root remove %s", ErrNameBound, name, bound, p, p)}
 	}
+	if errors.Is(err, ErrNameBound) && os.Geteuid() != 0 {
+		// Advice this user can follow: not root's counter, not root's
+		// binding.
+		b, _, _ := dir.ReadFile(name, 0)
+		bound, _ := parseBinding(b)
+		err = &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
+			"%w: root bound %q on this host to its counter %s (recorded in %s), and two counter files under one name issue the "+
+				"same ids; this user can neither use root's counter nor change root's binding: use another name (--name or "+
+				"SNAPID_NAME), or, for a private trial whose ids never meet root's, set SNAPID_BINDING_DIR to a directory of your own",
+			ErrNameBoundByRoot, name, bound, filepath.Join(path, name))}
+	}
 	return err
 }
 

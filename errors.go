@@ -51,6 +51,13 @@ var (
 	// counter files under one name would issue the same ids.
 	ErrNameBound = errors.New("node name in use on this host with another counter file")
 
+	// ErrNameBoundByRoot is the ErrNameBound (errors.Is holds for both) a
+	// user other than root gets for a name root bound host-wide: that user
+	// can neither use root's counter nor remove root's binding, so the
+	// error says what it can do (another name, or SNAPID_BINDING_DIR for
+	// a private trial).
+	ErrNameBoundByRoot = fmt.Errorf("%w (root's)", ErrNameBound)
+
 	// ErrNumberBound is returned by Open without a registry when the host
 	// uses the node number (WithNodeNumber) under another node name that
 	// is in use: two names under one number hand out the same numeric ids.
