@@ -238,10 +238,7 @@ func (c *cli) parse(args []string) error {
 // resolveName returns the node name: --name, then $SNAPID_NAME, then the
 // host name made into a name as Snap! does, with a notice on stderr.
 func (c *cli) resolveName() (string, error) {
-	name := c.name
-	if name == "" {
-		name = c.getenv("SNAPID_NAME")
-	}
+	name := c.orEnv("name", c.name, "SNAPID_NAME")
 	if name != "" {
 		return name, snapid.ValidateName(name)
 	}
@@ -274,7 +271,7 @@ func (c *cli) resolveCounter() (string, error) {
 	if c.counter != "" {
 		return c.counter, nil
 	}
-	if p := c.getenv("SNAPID_COUNTER"); p != "" {
+	if p := c.getenv("SNAPID_COUNTER"); p != "" && !c.flagGiven("counter") {
 		c.counter = p
 		return p, nil
 	}
@@ -293,6 +290,23 @@ func (c *cli) target() (name, path string, err error) {
 	}
 	path, err = c.resolveCounter()
 	return name, path, err
+}
+
+// auditTarget is target for the commands that look at a name (status,
+// check-names): without --name or SNAPID_NAME, the name the counter is in
+// use under (its session file records the claim), if any, rather than
+// one derived from the host name, so that both look at the same name.
+func (c *cli) auditTarget() (name, path string, err error) {
+	if c.orEnv("name", c.name, "SNAPID_NAME") == "" {
+		if path, err = c.resolveCounter(); err != nil {
+			return "", "", err
+		}
+		if hf, err := snapid.ReadHostFiles(path); err == nil && hf.SessionName != "" && hf.Released == "" {
+			fmt.Fprintf(c.stderr, "snapctl: notice: no --name or SNAPID_NAME; using %q, the name the counter %s is in use under\n", hf.SessionName, path)
+			return hf.SessionName, path, nil
+		}
+	}
+	return c.target()
 }
 
 // prepareDefaultDir creates the per-user state directory when the counter
