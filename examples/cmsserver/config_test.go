@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid/internal/testcluster"
@@ -53,7 +54,10 @@ func TestRunHonoursLocalDC(t *testing.T) {
 		"SNAPID_COUNTER": filepath.Join(t.TempDir(), "counter.u64"), "SNAPID_NAME": "web_1",
 		"SNAPID_CASSANDRA": strings.Join(k.Hosts, ","), "SNAPID_KEYSPACE": k.Name, "SNAPID_LOCAL_DC": "nowhere",
 	}
-	err := run(context.Background(), "127.0.0.1:0", func(key string) string { return vars[key] }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	// Bounded: a server that ignored the variable would serve until then.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err := run(ctx, "127.0.0.1:0", func(key string) string { return vars[key] }, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `local data centre "nowhere" is not one of the cluster's data centres`)
 }
