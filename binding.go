@@ -325,8 +325,13 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 	return nil
 }
 
-// lockError turns the layer's lock error into this package's.
+// lockError turns the layer's lock error into this package's, saying once
+// what happened (the path is the caller's to name).
 func lockError(err error) error {
+	var le *statefile.LockedError
+	if errors.As(err, &le) {
+		return fmt.Errorf("%w (%s) for as long as allowed: %w", ErrLocked, le.Holder, le.Cause)
+	}
 	if errors.Is(err, statefile.ErrLocked) {
 		return fmt.Errorf("%w: %w", ErrLocked, err)
 	}

@@ -3,6 +3,7 @@ package snapid
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 )
 
 // Errors returned by this package. Match them with errors.Is: the values
@@ -282,7 +283,15 @@ type FileError struct {
 }
 
 func (e *FileError) Error() string {
-	return fmt.Sprintf("snapid: %s %s: %v", e.Op, e.Path, e.Err)
+	inner := e.Err
+	// "open P: no such file", not "open P: open P: no such file".
+	if pe, ok := inner.(*fs.PathError); ok && pe.Path == e.Path {
+		inner = pe.Err
+		if pe.Op != e.Op {
+			inner = fmt.Errorf("%s: %w", pe.Op, pe.Err)
+		}
+	}
+	return fmt.Sprintf("snapid: %s %s: %v", e.Op, e.Path, inner)
 }
 
 func (e *FileError) Unwrap() error { return e.Err }

@@ -10,8 +10,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/statefile"
@@ -123,7 +125,53 @@ func lookup(name string) *command {
 // boolFlags are the flags that take no value ("--json", not "--json x"),
 // for commandFirst.
 var boolFlags = map[string]bool{"sync": true, "json": true, "force": true, "no-registry": true,
-	"allow-fragile-replication": true, "h": true, "help": true, "version": true}
+	"allow-fragile-replication": true, "max-safe-integer": true, "uint32": true, "h": true, "help": true, "version": true}
+
+// positionals takes the first n words that are not flags (nor flags'
+// values) out of args, wherever they stand among the flags ("seq create
+// --keyspace k s1" as "seq create s1 --keyspace k"), and returns them and
+// the rest, in order. After "--" every word is a word.
+func positionals(args []string, n int) (words, rest []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case len(words) == n:
+			rest = append(rest, a)
+		case a == "--":
+			for _, w := range args[i+1:] {
+				if len(words) < n {
+					words = append(words, w)
+				} else {
+					rest = append(rest, w)
+				}
+			}
+			return words, rest
+		case strings.HasPrefix(a, "-") && len(a) > 1:
+			rest = append(rest, a)
+			name := strings.TrimLeft(a, "-")
+			if !strings.Contains(name, "=") && !boolFlags[name] && i+1 < len(args) {
+				i++
+				rest = append(rest, args[i])
+			}
+		default:
+			words = append(words, a)
+		}
+	}
+	return words, rest
+}
+
+// helpAsked reports whether args ask for help (-h, -help, --help).
+func helpAsked(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "-h", "-help", "--help":
+			return true
+		case "--":
+			return false
+		}
+	}
+	return false
+}
 
 // commandFirst moves flags given before the command ("snapctl --name web
 // next") after it, where the command's own flags parse them.
@@ -217,22 +265,78 @@ func (c *cli) newFlags(cmd string) *flag.FlagSet {
 func (c *cli) parse(args []string) error {
 	if err := c.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			c.fs.SetOutput(c.stdout)
 			fmt.Fprintf(c.stdout, "usage: %s %s\n", c.fs.Name(), lookup(strings.TrimPrefix(c.fs.Name(), "snapctl ")).usage)
 			hasFlags := false
 			c.fs.VisitAll(func(*flag.Flag) { hasFlags = true })
 			if hasFlags {
 				fmt.Fprintf(c.stdout, "\nflags:\n")
-				c.fs.PrintDefaults()
+				printFlags(c.stdout, c.fs)
 			}
 			return err
 		}
-		return usageError{err.Error()}
+		return usageError{flagError(c.fs, err)}
 	}
 	if c.fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("unexpected argument %q", c.fs.Arg(0))}
 	}
 	return nil
+}
+
+// flagForm is how snapctl writes a flag: -n (one letter), --name.
+func flagForm(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// printFlags lists fs's flags as the documentation writes them
+// ("--name string"), with their usage and default.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		kind, usage := flag.UnquoteUsage(f)
+		if kind == "value" { // the decimal flags (-n, --start, --max-id…)
+			kind = "N"
+		}
+		line := "  " + flagForm(f.Name)
+		if kind != "" {
+			line += " " + kind
+		}
+		line += "\n    \t" + strings.ReplaceAll(usage, "\n", "\n    \t")
+		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
+			line += fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		fmt.Fprintln(w, line)
+	})
+}
+
+// flagErrorRE matches the flag package's refusal of a value.
+var flagErrorRE = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-([^:]+): (.*)$`)
+
+// flagError rewrites the flag package's errors in snapctl's words: flags
+// as --flag, and a duration that is not one (--stale 10) with what is
+// wanted.
+func flagError(fs *flag.FlagSet, err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return fmt.Sprintf("unknown flag %s", flagForm(name))
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return fmt.Sprintf("flag %s needs a value", flagForm(name))
+	}
+	m := flagErrorRE.FindStringSubmatch(msg)
+	if m == nil {
+		return msg
+	}
+	value, name, why := m[1], m[2], m[3]
+	if f := fs.Lookup(name); f != nil {
+		if g, ok := f.Value.(flag.Getter); ok {
+			if _, isDuration := g.Get().(time.Duration); isDuration {
+				return fmt.Sprintf("%s %q: want a duration with its unit, such as 10m, 90s or 1h30m", flagForm(name), value)
+			}
+		}
+	}
+	return fmt.Sprintf("%s %q: %s", flagForm(name), value, why)
 }
 
 // resolveName returns the node name: --name, then $SNAPID_NAME, then the

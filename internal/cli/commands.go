@@ -345,6 +345,10 @@ func cmdVersion(_ context.Context, c *cli, args []string) error {
 }
 
 func cmdHelp(ctx context.Context, c *cli, args []string) error {
+	if helpAsked(args) { // snapctl help --help
+		printUsage(c.stdout)
+		return nil
+	}
 	if len(args) == 2 && args[0] == "seq" {
 		return cmdSeq(ctx, c, []string{args[1], "-h"}) // help seq SUBCOMMAND
 	}

@@ -91,6 +91,8 @@ func describe(cmd string, err error) string {
 		hint = registryHint(err) + "; nothing was issued"
 	case errors.Is(err, snapid.ErrReplaced):
 		hint = "the counter file was removed or replaced while in use; check it, then start again"
+	case errors.Is(err, snapid.ErrLocked):
+		hint = "wait until that process lets the lock go, or allow longer with --timeout"
 	case errors.Is(err, snapid.ErrInUse):
 		hint = "stop the programs using this counter first"
 	case errors.Is(err, fs.ErrNotExist) && (cmd == "init" || cmd == "next" || cmd == "register"):

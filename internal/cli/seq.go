@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/snapid/snapid"
@@ -27,34 +26,35 @@ var seqSubcommands = []struct {
 
 // cmdSeq runs "snapctl seq <create|next|show> NAME [flags]".
 func cmdSeq(ctx context.Context, c *cli, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
+	// The subcommand and NAME may stand anywhere among the flags.
+	words, flags := positionals(args, 2)
+	if len(words) == 0 {
 		printSeqUsage(c.stdout)
-		if len(args) == 0 {
-			return usageError{"seq needs a subcommand: create, next or show"}
+		if helpAsked(flags) {
+			return flag.ErrHelp
 		}
-		return flag.ErrHelp
+		return usageError{"seq needs a subcommand: create, next or show"}
 	}
 	for _, sc := range seqSubcommands {
-		if sc.name != args[0] {
+		if sc.name != words[0] {
 			continue
 		}
-		rest := args[1:]
-		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
-			if len(rest) > 0 && (rest[0] == "-h" || rest[0] == "-help" || rest[0] == "--help") {
-				// The subcommand's own help: its summary, then its flags.
-				fmt.Fprintf(c.stdout, "snapctl seq %s %s\n  %s\n\n", sc.name, sc.usage, sc.summary)
-				return sc.run(ctx, c, "", []string{"-h"})
-			}
-			return usageError{fmt.Sprintf("seq %s needs the sequence's NAME first: snapctl seq %s %s", sc.name, sc.name, sc.usage)}
+		if helpAsked(flags) {
+			// The subcommand's own help: its summary, then its flags.
+			fmt.Fprintf(c.stdout, "snapctl seq %s %s\n  %s\n\n", sc.name, sc.usage, sc.summary)
+			return sc.run(ctx, c, "", []string{"-h"})
 		}
-		name := rest[0]
+		if len(words) < 2 {
+			return usageError{fmt.Sprintf("seq %s needs the sequence's NAME: snapctl seq %s %s", sc.name, sc.name, sc.usage)}
+		}
+		name := words[1]
 		if err := snapid.ValidateName(name); err != nil {
 			return hintError{fmt.Errorf("sequence name: %w", err),
 				"a sequence's NAME follows the node-name rule, like 'articles': 'snapctl seq " + sc.name + " " + sc.usage + "'"}
 		}
-		return sc.run(ctx, c, name, rest[1:])
+		return sc.run(ctx, c, name, flags)
 	}
-	return usageError{fmt.Sprintf("unknown seq subcommand %q (want create, next or show)", args[0])}
+	return usageError{fmt.Sprintf("unknown seq subcommand %q (want create, next or show)", words[0])}
 }
 
 func printSeqUsage(w io.Writer) {

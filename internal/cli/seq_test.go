@@ -33,7 +33,7 @@ func TestSeqCommands(t *testing.T) {
 	a.vars["SNAPID_NAME"] = "web_1"
 	// Bad input: exit 2, one line, nothing created.
 	for _, args := range [][]string{
-		{"seq"}, {"seq", "frob", "x"}, {"seq", "create"}, {"seq", "create", "--start", "5", "x"},
+		{"seq"}, {"seq", "frob", "x"}, {"seq", "create"}, {"seq", "create", "--start", "5"},
 		{"seq", "create", "Bad-Name"}, {"seq", "create", "articles", "--start", "0"},
 		{"seq", "create", "articles", "--start", "10", "--max", "9"},
 		{"seq", "create", "articles", "--max", "9223372036854775808"},
