@@ -319,7 +319,7 @@ var flagErrorRE = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:
 func flagError(fs *flag.FlagSet, err error) string {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
-		return fmt.Sprintf("unknown flag %s", flagForm(name))
+		return fmt.Sprintf("%s has no flag %s", strings.TrimPrefix(fs.Name(), "snapctl "), flagForm(name))
 	}
 	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
 		return fmt.Sprintf("flag %s needs a value", flagForm(name))
@@ -514,8 +514,9 @@ func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "  --cassandra host[:port],…, --keyspace, --username, --tls-ca, --tls-cert, --tls-key, --timeout (default 30s),")
 	fmt.Fprintln(w, "  --local-dc DC, --consistency quorum|local_quorum|each_quorum, --serial-consistency serial")
 	fmt.Fprintln(w, "  (local_serial is refused: two data centres cut apart could both win one name)")
-	fmt.Fprintln(w, "creating the keyspace (setup, and next/register/release when it is missing): --replication dc1:3,dc2:3|N,")
-	fmt.Fprintln(w, "  --allow-fragile-replication (a cluster of several nodes refuses a replication that cannot lose a node)")
+	fmt.Fprintln(w, "creating the keyspace (setup; next/register/release create only the default one, snapid, when it is missing):")
+	fmt.Fprintln(w, "  --replication dc1:3,dc2:3|N, --allow-fragile-replication (a cluster of several nodes refuses a replication")
+	fmt.Fprintln(w, "  that cannot lose a node); a flag beats its variable, even empty (--cassandra '' is no registry)")
 	fmt.Fprintln(w, "environment: SNAPID_NAME, SNAPID_COUNTER, XDG_STATE_HOME, SNAPID_CASSANDRA, SNAPID_KEYSPACE,")
 	fmt.Fprintln(w, "  SNAPID_CASSANDRA_USERNAME, SNAPID_CASSANDRA_PASSWORD, SNAPID_CASSANDRA_TLS_CA, _TLS_CERT, _TLS_KEY,")
 	fmt.Fprintln(w, "  SNAPID_LOCAL_DC, SNAPID_CONSISTENCY, SNAPID_SERIAL_CONSISTENCY, SNAPID_REPLICATION, SNAPID_BINDING_DIR")

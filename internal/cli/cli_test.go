@@ -698,7 +698,7 @@ func TestCLIFlagWording(t *testing.T) {
 	}{
 		{[]string{"check-names", "--stale", "10"}, `--stale "10": want a duration with its unit, such as 10m, 90s or 1h30m`},
 		{[]string{"show", "--timeout", "30"}, `--timeout "30": want a duration with its unit`},
-		{[]string{"next", "--bogus"}, "unknown flag --bogus"},
+		{[]string{"next", "--bogus"}, "next has no flag --bogus"},
 		{[]string{"next", "--sync=maybe"}, `--sync "maybe"`},
 	} {
 		line := requireOneErrorLine(t, f.run(t, tc.args...))

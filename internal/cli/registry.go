@@ -43,7 +43,7 @@ func (c *cli) addRegistryFlags(r *registryFlags) {
 // addCreateFlags adds the flags of the keyspace's creation, for commands
 // that create it when it is missing.
 func (c *cli) addCreateFlags(r *registryFlags) {
-	c.fs.StringVar(&r.replication, "replication", "", "replication if the keyspace is created: dc1:3,dc2:3 (NetworkTopologyStrategy) or 3 (SimpleStrategy) (default $SNAPID_REPLICATION, else 1 replica, which only a one-node cluster accepts)")
+	c.fs.StringVar(&r.replication, "replication", "", "replication if the keyspace is created (by setup; other commands create only the default keyspace): dc1:3,dc2:3 (NetworkTopologyStrategy) or 3 (SimpleStrategy) (default $SNAPID_REPLICATION, else 1 replica, which only a one-node cluster accepts)")
 	c.fs.BoolVar(&r.allowFragile, "allow-fragile-replication", false, "create the keyspace even with a replication that cannot survive the loss of one node (refused otherwise on a cluster of several nodes)")
 }
 
