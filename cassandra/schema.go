@@ -141,20 +141,20 @@ func (r *Registry) createMissing(ctx context.Context, cfg Config, rep *SchemaRep
 		return r.noKeyspaceError(ctx)
 	}
 	if !ksExists {
-		// Refused before any DDL: nothing is created.
-		if err := r.checkDataCentres(ctx, cfg.replication()); err != nil {
-			return err
-		}
-	}
-	if !ksExists && !cfg.AllowFragileReplication {
+		// Refused before any DDL: nothing is created. One settled view
+		// of the cluster's nodes serves both checks.
 		repl := cfg.replication()
 		view, err := r.settledNodes(ctx, func(nodes map[string]int) bool {
-			return assessReplication(r.ks, repl, nodes, r.cons, cfg.LocalDC).Status != ReplicationAttention
+			return len(unknownDataCentres(repl, nodes)) == 0 &&
+				(cfg.AllowFragileReplication || assessReplication(r.ks, repl, nodes, r.cons, cfg.LocalDC).Status != ReplicationAttention)
 		})
 		if err != nil {
 			return fail("reading the cluster's nodes (system.local, system.peers)", err)
 		}
-		if a := assessReplication(r.ks, repl, view.nodes, r.cons, cfg.LocalDC); a.Status == ReplicationAttention {
+		if err := r.dataCentresError(repl, view); err != nil {
+			return err
+		}
+		if a := assessReplication(r.ks, repl, view.nodes, r.cons, cfg.LocalDC); !cfg.AllowFragileReplication && a.Status == ReplicationAttention {
 			return fragileError(a, view, r.cons)
 		}
 	}
@@ -223,31 +223,27 @@ func (r *Registry) noKeyspaceError(ctx context.Context) error {
 	return fmt.Errorf("snapid: %w: %w: keyspace %s does not exist (%s); nothing was created", snapid.ErrInvalidOption, ErrNoKeyspace, r.ks, have)
 }
 
-// checkDataCentres refuses a NetworkTopologyStrategy replication naming a
-// data centre the cluster does not have (a misspelt name), naming the
-// cluster's data centres: Cassandra would refuse it too, and no
-// AllowFragileReplication makes it work.
-func (r *Registry) checkDataCentres(ctx context.Context, repl map[string]string) error {
+// unknownDataCentres returns the data centres of a NetworkTopologyStrategy
+// replication that nodes (the cluster's nodes per data centre) lacks.
+func unknownDataCentres(repl map[string]string, nodes map[string]int) []string {
 	if strings.TrimPrefix(repl["class"], "org.apache.cassandra.locator.") != "NetworkTopologyStrategy" {
 		return nil
 	}
 	var unknown []string
-	view, err := r.settledNodes(ctx, func(nodes map[string]int) bool {
-		for dc := range repl {
-			if dc != "class" && dc != "replication_factor" && nodes[dc] == 0 {
-				return false
-			}
-		}
-		return true
-	})
-	if err != nil {
-		return fmt.Errorf("snapid: %w: reading the cluster's data centres (system.local, system.peers): %w", snapid.ErrRegistry, err)
-	}
 	for _, dc := range sortedKeys(repl) {
-		if dc != "class" && dc != "replication_factor" && view.nodes[dc] == 0 {
+		if dc != "class" && dc != "replication_factor" && nodes[dc] == 0 {
 			unknown = append(unknown, dc)
 		}
 	}
+	return unknown
+}
+
+// dataCentresError refuses a replication naming a data centre the cluster
+// does not have (a misspelt name), naming the cluster's data centres:
+// Cassandra would refuse it too, and no AllowFragileReplication makes it
+// work.
+func (r *Registry) dataCentresError(repl map[string]string, view nodeView) error {
+	unknown := unknownDataCentres(repl, view.nodes)
 	if len(unknown) == 0 {
 		return nil
 	}
