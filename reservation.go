@@ -184,6 +184,13 @@ func (r *reservation) claim(ctx context.Context) error {
 	if err := r.withFile(ctx, func(c *counterFile) (err error) { counted, err = c.load(); return err }); err != nil {
 		return err
 	}
+	// A counter that never claimed this name (no session file, or one of
+	// another name) starts at the name's mark on the planned path: the
+	// name was released by its previous holder (a hand-over) or never
+	// used. Raising it then is no alarm; raising a counter that did claim
+	// the name, or in a take-over, is.
+	prev, perr := r.host.readSession()
+	firstClaim := !r.o.takeover && (errors.Is(perr, fs.ErrNotExist) || (perr == nil && prev.name != r.name))
 	var h Holder
 	var sent time.Time // when the claim that stood was sent: it refreshed last-seen then
 	err = r.retry(ctx, "claim", func(ctx context.Context) (err error) {
@@ -230,8 +237,13 @@ func (r *reservation) claim(ctx context.Context) error {
 			if err := c.store(target); err != nil {
 				return err
 			}
-			r.log.Warn("snapid: counter raised to the registry's reserved mark (after a crash, a restore or a take-over)",
-				"path", c.path, "from", cur, "to", target)
+			if firstClaim {
+				r.log.Info("snapid: first claim of the name with this counter: it starts at the name's mark in the registry",
+					"name", r.name, "path", c.path, "from", cur, "to", target)
+			} else {
+				r.log.Warn("snapid: counter raised to the registry's reserved mark (after a crash, a restore or a take-over)",
+					"path", c.path, "from", cur, "to", target)
+			}
 		}
 		return r.host.writeMark(markState{mark: h.Reserved, floor: max(cur, target)})
 	})

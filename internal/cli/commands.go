@@ -47,9 +47,16 @@ func cmdNext(ctx context.Context, c *cli, args []string) error {
 	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
 	defer cancel()
 	opts := append(c.options(), formOpts...)
-	reg, err := c.connect(ctx, &rf, false)
-	if err != nil {
-		return err
+	if *noRegistry && rf.cassandra != "" {
+		return usageError{"--no-registry and --cassandra contradict each other: give one"}
+	}
+	var reg *cassandra.Registry
+	if !*noRegistry {
+		// --no-registry beats SNAPID_CASSANDRA, which production hosts
+		// export: it is the fallback during a registry outage.
+		if reg, err = c.connect(ctx, &rf, false); err != nil {
+			return err
+		}
 	}
 	if reg != nil {
 		defer reg.Close()
@@ -338,6 +345,10 @@ func cmdVersion(_ context.Context, c *cli, args []string) error {
 }
 
 func cmdHelp(ctx context.Context, c *cli, args []string) error {
+	if helpAsked(args) { // snapctl help --help
+		printUsage(c.stdout)
+		return nil
+	}
 	if len(args) == 2 && args[0] == "seq" {
 		return cmdSeq(ctx, c, []string{args[1], "-h"}) // help seq SUBCOMMAND
 	}
