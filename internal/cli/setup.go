@@ -33,6 +33,9 @@ func cmdSetup(ctx context.Context, c *cli, args []string) error {
 	if _, err := parseReplication(spec); err != nil {
 		return err
 	}
+	if c.inproc != nil && c.inproc.Registry != nil {
+		return c.setupInProcess(ctx, *stride, strideSet)
+	}
 	cfg, ok, err := c.registryConfig(&rf)
 	if err != nil {
 		return err
