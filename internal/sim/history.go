@@ -417,6 +417,7 @@ func Generate(seed uint64, steps int) History {
 	addCases(&h)
 	addCassandra(&h)
 	addCLI(&h)
+	addRollback(&h)
 	return h
 }
 
