@@ -56,6 +56,7 @@ func (d *disk) pauseFlush(f *os.File) {
 	until := time.Now().Add(burstWaitLimit)
 	for !s.queued() && s.running.Load() > 1 && time.Now().Before(until) {
 		runtime.Gosched()
+		time.Sleep(5 * time.Microsecond)
 	}
 }
 
