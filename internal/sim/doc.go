@@ -18,7 +18,9 @@
 // under a host's name, the counter replaced by rename under running
 // processes, a host's stride or node number changed, snapctl's
 // register, register --force, release, release --force and setup run
-// in-process by an operator: cli.go) or a
+// in-process by an operator: cli.go; in every history with a standalone
+// strict host, its counter put back in place from a copy under its one
+// running process, which then takes the next number: rollback.go) or a
 // fault
 // (a process killed, a power cut forgetting every unsynced write or
 // keeping some, EIO or ENOSPC on the n-th next write, fsync, directory
