@@ -130,6 +130,9 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 		if err := checkHostFiles(counterPath, &o); err != nil {
 			return nil, err
 		}
+		if err := precheckBeforeHostFiles(ctx, counterPath, name, &o); err != nil {
+			return nil, err
+		}
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("snapid: open %s: the context ended before the name could be claimed: %w", counterPath, err)
 		}

@@ -103,6 +103,19 @@ func startReservation(ctx context.Context, path, name string, o *options,
 	return r, nil
 }
 
+// precheckBeforeHostFiles refuses a form this host cannot use (another
+// stride or node number than the registry's or the number file's, see
+// precheckNumber) before the counter and the files beside it are made, so that
+// bad input on a host's very first Open leaves nothing behind. It only
+// reads; the claim checks again under the gate, where it counts.
+func precheckBeforeHostFiles(ctx context.Context, path, name string, o *options) error {
+	if o.reg.numbers == nil {
+		return nil
+	}
+	r := &reservation{name: name, host: &hostState{sessionPath: path + sessionSuffix}, o: o.reg, log: o.logger, form: o.form}
+	return r.precheckNumber(ctx)
+}
+
 // enter takes this process's shared presence lock under the gate; the
 // first process of the host claims the name first, the others join its
 // claim (after checking that the session file records it for this name
@@ -163,6 +176,14 @@ func (r *reservation) claim(ctx context.Context) error {
 	if err := r.precheckNumber(ctx); err != nil {
 		return err
 	}
+	// The claim covers what the counter already holds (numbers a
+	// standalone host handed out before it joined the registry), in the
+	// same atomic change: an Open failing after the claim leaves no mark
+	// below them.
+	var counted uint64
+	if err := r.withFile(ctx, func(c *counterFile) (err error) { counted, err = c.load(); return err }); err != nil {
+		return err
+	}
 	var h Holder
 	var sent time.Time // when the claim that stood was sent: it refreshed last-seen then
 	err = r.retry(ctx, "claim", func(ctx context.Context) (err error) {
@@ -170,7 +191,7 @@ func (r *reservation) claim(ctx context.Context) error {
 		h, err = r.reg.Claim(ctx, Claim{
 			Name: r.name, Owner: r.host.owner,
 			Hostname: r.o.host.Hostname, Address: r.o.host.Address, MachineID: r.o.host.MachineID,
-			Force: r.o.takeover, Floor: r.o.floor, CloneWindow: r.o.cloneWindow,
+			Force: r.o.takeover, Floor: max(r.o.floor, counted), CloneWindow: r.o.cloneWindow,
 		})
 		return err
 	})

@@ -274,7 +274,7 @@ func assessReplication(ks string, repl map[string]string, nodes map[string]int, 
 		rep.Status = ReplicationWarning
 		rep.Detail = fmt.Sprintf("keyspace %s has %d replica(s) on a one-node cluster: nothing survives the loss of that node (while it is down no name can be claimed, extended or released; losing its disk loses every claim and mark); fine for development and tests, not for production",
 			ks, rep.Replicas)
-		rep.Fix = "for production use at least 3 nodes per data centre and 3 replicas in each (snapctl setup --replication dc1:3,dc2:3); see \"Running on a production cluster\" in the README"
+		rep.Fix = "for production use at least 3 nodes per data centre and 3 replicas in each (snapctl setup --replication dc1:3,dc2:3); see docs/production.md"
 	}
 	return rep
 }
