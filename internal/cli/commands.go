@@ -75,7 +75,7 @@ func cmdNext(ctx context.Context, c *cli, args []string) error {
 	g, err := snapid.OpenContext(ctx, path, name, opts...)
 	if err != nil {
 		c.unmakeDefaultDir()
-		return heldHere(ctx, reg, name, path, err)
+		return heldHere(ctx, orNil(reg), name, path, err)
 	}
 	ids, err := issueIDs(ctx, g, *n)
 	if err != nil {
@@ -377,7 +377,7 @@ func cmdHelp(ctx context.Context, c *cli, args []string) error {
 // machine, under another counter file, the hint that fits: use that
 // counter (--counter, SNAPID_COUNTER), never a forced take-over of one's
 // own name. Any other error, or a holder elsewhere, is returned as it is.
-func heldHere(ctx context.Context, reg *cassandra.Registry, name, path string, err error) error {
+func heldHere(ctx context.Context, reg snapid.Registry, name, path string, err error) error {
 	if reg == nil || !errors.Is(err, snapid.ErrNameTaken) {
 		return err
 	}

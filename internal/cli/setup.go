@@ -29,6 +29,9 @@ func cmdSetup(ctx context.Context, c *cli, args []string) error {
 	if strideSet && (*stride < 2 || *stride > snapid.MaxNodeNumber+1) {
 		return usageError{fmt.Sprintf("--stride %d: want 2 to %d (node numbers are 1 to the stride - 1)", *stride, uint64(snapid.MaxNodeNumber)+1)}
 	}
+	if c.inproc != nil && c.inproc.Registry != nil {
+		return c.setupInProcess(ctx, *stride, strideSet)
+	}
 	cfg, ok, err := c.registryConfig(&rf)
 	if err != nil {
 		return err

@@ -21,9 +21,10 @@ type checker struct {
 	high       map[string]uint64 // the highest number handed out per name
 	seqs       []*seqCheck
 	violations []string
-	numberOf   map[string]uint64 // node number of each name, as its ids carry it
-	nameOf     map[uint64]string // name of each node number
-	values     map[string]string // numeric ids as exact decimals, and where handed out
+	numberOf   map[string]uint64   // node number of each name, as its ids carry it
+	nameOf     map[uint64]string   // name of each node number
+	values     map[string]string   // numeric ids as exact decimals, and where handed out
+	gaps       map[*host]*gapState // the crash-gap check's (checkgap.go)
 }
 
 // seqCheck is what a history showed of one sequence.

@@ -16,7 +16,11 @@
 // a host's processes with a take-over at the same moment, bad input, a
 // released name reopened without WithReclaim, a second counter opened
 // under a host's name, the counter replaced by rename under running
-// processes, a host's stride or node number changed) or a
+// processes, a host's stride or node number changed, snapctl's
+// register, register --force, release, release --force and setup run
+// in-process by an operator: cli.go; in every history with a standalone
+// strict host, its counter put back in place from a copy under its one
+// running process, which then takes the next number: rollback.go) or a
 // fault
 // (a process killed, a power cut forgetting every unsynced write or
 // keeping some, EIO or ENOSPC on the n-th next write, fsync, directory
@@ -45,7 +49,11 @@
 // the simulator waits for background extensions and prefetches between
 // them, so a seed replays the same history, except for the concurrent
 // bursts and storms, whose interleaving the scheduler decides (the checks hold for
-// every interleaving).
+// every interleaving). In a burst (groups.go) one process has three
+// callers, and the first few counter writes of the burst wait until
+// another caller has queued behind them (at most 2 ms of wall time
+// each), so that group commit forms groups with members as it does on a
+// disk whose fsync takes time; serial steps never wait.
 //
 // What is checked (check.go), after every step and at the end:
 //
@@ -64,12 +72,25 @@
 //     2^63-1; a host that took a name over with a floor hands out nothing
 //     below it;
 //  4. a Release or ForceRelease reported done shows in the registry, and
-//     its final value is at or above the mark it had (and next-1); one
+//     its final value is at or above the mark it had (and next-1: with
+//     the in-memory registry, which refuses a lower one first, this
+//     checks the Cassandra adapter); one
 //     refused as below the mark while the mark did not move asked to lower
-//     it; one that failed without an unknown outcome left the registry as
+//     it (how a Release or ForceRelease recording too little is found);
+//     snapctl's commands did what they printed: "released NAME (last
+//     number F)" is in the registry at F, above every number handed out
+//     under the name; "registered NAME … next number K" holds the name
+//     under this counter's owner token, with K above every number handed
+//     out under it (and at or above --start when forced); "stride S
+//     recorded" is the registry's stride, and a refused setup moved none; one that failed without an unknown outcome left the registry as
 //     it was; a name released on a host is refused there (ErrReleased)
 //     until reclaimed, and the refusal changes nothing;
-//  5. the registry's mark of every name stays at or above every number
+//  5. when the last process of a registered host is killed, the
+//     registry's mark stands at most one step above its counter (the
+//     gap a crash leaves, SPEC §5: the configured step, or what the
+//     counter moved since the host's first running process opened, plus
+//     the largest request made meanwhile and a block; checkgap.go);
+//     the registry's mark of every name stays at or above every number
 //     handed out under it, and what the registry reported done keeps its
 //     contract, checked against its rows as they settle: an Extend only
 //     under the caller's session, a claim refused as taken only while
@@ -109,7 +130,9 @@
 // a proposal was completed after its client got an error, "stale-read": a
 // read did not show the settled state; "released-reopened": a released
 // name's Open refused; "second-counter", "counter-renamed",
-// "stride-change": the cases of that name ran); a test fails if a run of
+// "stride-change": the cases of that name ran; "group-member": a call's
+// numbers came from another caller's counter update, seam.GroupMembers;
+// "snapctl": a snapctl command run in-process succeeded); a test fails if a run of
 // histories never reaches one, and TestSimulation prints the histories
 // that reached each of the events named in reachedEvents
 // ("sim: reached: …").
@@ -125,14 +148,35 @@
 // synced by the library and checked by the power-loss tests), what the
 // simulated CQL cluster leaves out (replicas one by one, cell timestamps,
 // the system tables and schema changes, time: see cassandra/simcql.go),
-// other users of the host (the multi-user tests do), time moving while a
+// other users of the host (the multi-user tests do: see below), the step's
+// 16-fold growth cap (the bound of check 5 holds with or without it: the
+// cap binds only when one process's step would grow more than 16-fold
+// at one extension, and which process extends is not visible at the
+// registry, so no observable bound tells the cap from the rate),
+// time moving while a
 // step runs, a counter with its mark restored together in place under
 // running processes, and a lease file with its floor restored together
 // and read first by a process that never saw a later position in the same
 // lease (neither is covered by the guarantees; a lease file and its floor
 // are restored, and the process that moved past the copy takes next).
 //
+// Root and another user on one host are not modelled, on purpose: the
+// library decides by the process's effective uid (os.Geteuid) and by the
+// owners of the files and directories it finds (the state directory,
+// the bindings directory and each user's binding, the counter), and a
+// history runs in one process as root. Linux keeps credentials per
+// thread but Go applies setuid to every thread of the process, so one
+// process cannot run one host's calls as root and another's as another
+// user; files chowned to another uid, opened by a process that is root,
+// take root's paths (root reads other users' bindings), not that user's;
+// and a seam replacing the euid the library compares with would replace
+// the very check that decides trust, so the simulator would test the
+// seam instead of the check. The multi-user tests run other users as
+// child processes under setpriv (otheruser_helpers_test.go,
+// multiprocess_test.go).
+//
 // Only its own tests import it; it imports snapid, snapidtest,
+// internal/cli (snapctl's commands, with cli.InProcess),
 // snapid/cassandra (for the simulated cluster it registers in
 // internal/simcql), internal/simcql, internal/seam and internal/statefile.
 package sim

@@ -120,12 +120,13 @@ const (
 	KForm                    // every process of the host closes, and p0 opens with another stride (striped) or node number (decimal)
 	KCloseOpen               // process Proc closes while the next process of the host opens, at the same moment; then the new one takes N numbers
 	KJoin                    // a standalone host stops, and its processes claim its name in the registry from then on
+	KCLI                     // an operator runs the snapctl command Arg in-process (cli.go; N: release --force's start, register --force's floor, setup's stride)
 )
 
 var kindNames = [...]string{"open", "next", "close", "crash", "power-cut", "release", "force-release", "takeover",
 	"reclaim", "backup", "restore", "clone", "corrupt", "clock", "registry-fault", "registry-down", "disk-fault", "bad-input",
 	"seq-next", "seq-create", "restore-live", "concurrent", "storm", "init", "move", "dc-cut", "repair", "seq-open",
-	"second-counter", "counter-renamed", "form-change", "close-racing-open", "join-registry"}
+	"second-counter", "counter-renamed", "form-change", "close-racing-open", "join-registry", "snapctl"}
 
 func (k Kind) String() string { return kindNames[k] }
 
@@ -211,6 +212,8 @@ func (s Step) String() string {
 		}
 	case KCloseOpen:
 		fmt.Fprintf(&b, " p%d closes while p%d opens, n=%d", s.Proc, (s.Proc+1)%3, s.N)
+	case KCLI:
+		fmt.Fprintf(&b, " %s (n=%d)", s.Arg, s.N)
 	case KConcurrent:
 		fmt.Fprintf(&b, " n=%d", s.N)
 		if s.Keep {
@@ -413,6 +416,8 @@ func Generate(seed uint64, steps int) History {
 	addForms(&h)
 	addCases(&h)
 	addCassandra(&h)
+	addCLI(&h)
+	addRollback(&h)
 	return h
 }
 

@@ -166,6 +166,8 @@ func (w *world) do(s Step) {
 		w.contract.setOff(false)
 	case KJoin:
 		w.joinRegistry(ho)
+	case KCLI:
+		w.snapctl(ho, s)
 	case KSeqOpen:
 		if ho.cfg.Registry && ho.procs[s.Proc] != nil && s.Seq < len(w.h.Sequences) && ho.seqs[s.Proc][s.Seq] == nil {
 			if _, err := w.sequence(ho, s.Proc, s.Seq); err == nil {

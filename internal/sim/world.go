@@ -271,6 +271,7 @@ func (w *world) crash(ho *host, p int) {
 	if g := ho.procs[p]; g != nil {
 		_ = seam.Crash(g)
 		ho.procs[p], ho.seqs[p] = nil, nil
+		w.check.crashGap(ho)
 	}
 }
 
@@ -314,10 +315,12 @@ func (w *world) open(ho *host, p int, extra ...snapid.Option) error {
 	if ho.procs[p] != nil {
 		return nil
 	}
+	running := w.running(ho)
 	g, err := snapid.OpenContext(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho, extra...)...)
 	if err != nil {
 		return err
 	}
+	w.check.opened(ho, running)
 	ho.procs[p] = g
 	ho.joinPending = false
 	ho.opened = true
@@ -404,6 +407,7 @@ func (w *world) next(ho *host, s Step) {
 	if g == nil {
 		return
 	}
+	w.check.requested(ho, s.N)
 	ctx := w.stepCtx(s)
 	var before []byte
 	if s.Cancelled {
