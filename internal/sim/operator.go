@@ -253,7 +253,9 @@ func (w *world) clone(ho *host, started bool, dc int) {
 	nh.damaged, nh.damage = ho.damaged, ho.damage
 	w.did(1)
 	if started {
-		w.clock.add(3*time.Hour + time.Minute)
+		// The original's machine is suspended meanwhile (its heartbeat
+		// does not run): its last-seen ages past the clone window.
+		w.passTime(cloneWindow+time.Minute, ho)
 		if w.open(nh, 0) == nil {
 			w.did(1)
 		}
