@@ -446,6 +446,7 @@ func (w *world) finish() {
 	}
 	for _, ho := range w.hosts {
 		ho.disk.fault.disarm()
+		w.holderDown(ho, false)
 	}
 	for _, ho := range w.hosts {
 		w.closeAll(ho)
