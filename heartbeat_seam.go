@@ -6,6 +6,12 @@ import "github.com/snapid/snapid/internal/seam"
 // moves each host's clock itself and, after each move, waits until every
 // heartbeat loop the move woke is back waiting on the clock.
 func init() {
+	seam.Step = func(g any) uint64 {
+		if r := g.(*Generator).res; r != nil {
+			return r.step()
+		}
+		return 0
+	}
 	seam.Heartbeat = func(g any) seam.HeartbeatState {
 		r := g.(*Generator).res
 		if r == nil {

@@ -14,3 +14,8 @@ type HeartbeatState struct {
 // Heartbeat returns the heartbeat state of a *snapid.Generator; the zero
 // state for one without a registry.
 var Heartbeat func(g any) HeartbeatState
+
+// Step returns the size of a *snapid.Generator's current reservation
+// step (0 without a registry): the simulator checks it against the
+// step's growth cap at every extension.
+var Step func(g any) uint64

@@ -49,6 +49,14 @@ func addClockCases(h *History) {
 	}
 	pick := func() int { return regs[rng.IntN(len(regs))] }
 	if rng.IntN(4) == 0 {
+		// A burst far above the step (50): the next extensions size the
+		// step by the rate, at most 16-fold from one to the next.
+		ho := pick()
+		insert(Step{Kind: KOpen, Host: ho, Proc: 0}, Step{Kind: KNext, Host: ho, Proc: 0, N: 5000},
+			Step{Kind: KNext, Host: ho, Proc: 0, N: 1}, Step{Kind: KNext, Host: ho, Proc: 0, N: 100},
+			Step{Kind: KNext, Host: ho, Proc: 0, N: 100})
+	}
+	if rng.IntN(4) == 0 {
 		ho := pick()
 		insert(Step{Kind: KOpen, Host: ho, Proc: 0}, Step{Kind: KOpen, Host: ho, Proc: 1},
 			Step{Kind: KRegDown, Host: ho, Arg: "holder", Keep: true},

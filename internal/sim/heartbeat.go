@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -251,7 +252,10 @@ func (w *world) beforeOpen(ho *host) joinState {
 
 // afterOpen checks a join (see above) and counts a join refused because
 // the record says the name was taken.
-func (w *world) afterOpen(ho *host, p int, g *snapid.Generator, err error, pre joinState) {
+func (w *world) afterOpen(ho *host, p int, g *snapid.Generator, err error, pre joinState, ext *extensions) {
+	if err == nil {
+		ext.g.Store(g)
+	}
 	if err != nil && strings.Contains(err.Error(), "the registry told another process of this host") {
 		w.reached["taken-propagated"]++
 	}
@@ -280,6 +284,39 @@ func (w *world) afterOpen(ho *host, p int, g *snapid.Generator, err error, pre j
 type procRegistry struct {
 	*faultyRegistry
 	down *atomic.Bool
+	ext  *extensions
+}
+
+// extensions is what one process's extensions showed: the Generator
+// (set once its Open returned) and the step of its last extension.
+type extensions struct {
+	w    *world
+	ho   *host
+	p    int
+	g    atomic.Pointer[snapid.Generator]
+	mu   sync.Mutex
+	last uint64
+}
+
+// extended checks an extension of the process: its step (the library's
+// current step, set just before the call) is at most 16 times the step of
+// its previous one (the configured step before any): the growth cap that
+// bounds the gap a crash leaves after a burst (docs/guarantees.md).
+func (e *extensions) extended() {
+	g := e.g.Load()
+	if g == nil {
+		return
+	}
+	step := seam.Step(g)
+	e.mu.Lock()
+	prev := e.last
+	e.last = step
+	e.mu.Unlock()
+	if step > 16*prev && e.w.contract.on() {
+		// (From the extension's goroutine: reported with the registry's
+		// contract, after the step.)
+		e.w.contract.broken("h%d/p%d extended its reservation by a step of %d after one of %d: more than 16 times (the step's growth cap)", e.ho.i, e.p, step, prev)
+	}
 }
 
 func (r procRegistry) cutOff(op string) error {
@@ -300,6 +337,7 @@ func (r procRegistry) Extend(ctx context.Context, name, owner, session string, o
 	if err := r.cutOff("extend"); err != nil {
 		return snapid.Holder{}, err
 	}
+	r.ext.extended()
 	return r.faultyRegistry.Extend(ctx, name, owner, session, old, new)
 }
 
@@ -318,12 +356,12 @@ func (r procRegistry) Get(ctx context.Context, name string) (snapid.Holder, erro
 }
 
 // procOptions are the options of process slot p of ho: the registry as
-// that slot reaches it.
-func (w *world) procOptions(ho *host, p int) []snapid.Option {
+// that slot reaches it, and what ext records of its extensions.
+func (w *world) procOptions(ho *host, p int, ext *extensions) []snapid.Option {
 	if !ho.cfg.Registry {
 		return nil
 	}
-	return []snapid.Option{snapid.WithRegistry(procRegistry{w.regs[ho.cfg.DC], &ho.hb.down[p]})}
+	return []snapid.Option{snapid.WithRegistry(procRegistry{w.regs[ho.cfg.DC], &ho.hb.down[p], ext})}
 }
 
 // holderDown cuts the process holding ho's heartbeat role off from the

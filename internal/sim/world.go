@@ -301,9 +301,9 @@ func (w *world) open(ho *host, p int, extra ...snapid.Option) error {
 	if ho.procs[p] != nil {
 		return nil
 	}
-	pre := w.beforeOpen(ho)
-	g, err := snapid.OpenContext(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho, append(w.procOptions(ho, p), extra...)...)...)
-	w.afterOpen(ho, p, g, err, pre)
+	pre, ext := w.beforeOpen(ho), &extensions{w: w, ho: ho, p: p, last: reserveStep}
+	g, err := snapid.OpenContext(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho, append(w.procOptions(ho, p, ext), extra...)...)...)
+	w.afterOpen(ho, p, g, err, pre, ext)
 	if err != nil {
 		return err
 	}
