@@ -110,7 +110,9 @@
 //     joining its host's claim is refused while the record says the name
 //     was taken, and, without a refresh of the claim in the record less
 //     than an interval old, while the registry (reachable) shows the
-//     claim no longer stands (another owner or session, not active);
+//     claim no longer stands (another owner or session, not active); and
+//     every extension's step is at most 16 times the one before (the
+//     growth cap that bounds the gap a crash leaves after a burst);
 //  9. with every fault stopped, every host that nothing was done to (or
 //     whose damaged counter an operator repaired) and that still holds
 //     its name opens and issues again, and takes a number of every
