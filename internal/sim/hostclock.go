@@ -227,10 +227,10 @@ func (w *world) settleHost(ho *host) {
 		if ho.clk.Waiters() >= running+busy && busy == 0 {
 			return
 		}
-		if spins < 100 {
+		if spins < 20 {
 			runtime.Gosched()
 		} else {
-			time.Sleep(20 * time.Microsecond)
+			time.Sleep(50 * time.Microsecond)
 		}
 	}
 }
