@@ -246,7 +246,7 @@ func (w *world) beforeOpen(ho *host) joinState {
 	return joinState{
 		join: true, rec: readHBRecord(ho), hostNow: w.hostClock(ho).Now(), row: row, rowOK: ok,
 		reachable: !w.down && !w.cut[ho.cfg.DC] && !ho.hb.down[0].Load() && !ho.hb.down[1].Load() && !ho.hb.down[2].Load() &&
-			w.reg.fault.count() == 0 && !(w.h.Cassandra && w.h.CQLFaults > 0),
+			!w.reg.fault.pending() && !(w.h.Cassandra && w.h.CQLFaults > 0),
 	}
 }
 
@@ -381,4 +381,11 @@ func (w *world) holderDown(ho *host, down bool) {
 			return
 		}
 	}
+}
+
+// pending reports whether a fault is armed and has not fired.
+func (a *armed[T]) pending() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.set
 }
