@@ -406,6 +406,11 @@ func (w *world) corrupt(ho *host, which string) {
 		how = "a torn counter"
 	case which == "mark":
 		b = append(b, 0) // a size no mark file has
+	case which == "owner" && len(b) > 0:
+		// Not a hex digit, whatever the (random) token: XORed, one
+		// token in eight would stay a valid one, and a seed would not
+		// replay the same.
+		b[len(b)/2] = 'x'
 	case len(b) > 0:
 		b[len(b)/2] ^= 0x5a
 	default:
