@@ -321,6 +321,14 @@ func (g *Generator) next(ctx context.Context) (uint64, error) {
 	if g.closed.Load() {
 		return 0, ErrClosed
 	}
+	if g.res != nil {
+		// The name was taken (the registry said so, to this process or,
+		// through the heartbeat record, to another of the host): no more
+		// ids, not even from a block taken from the counter before.
+		if errp := g.res.lost.Load(); errp != nil {
+			return 0, *errp
+		}
+	}
 	if ctx.Done() != nil {
 		if err := contextError(ctx); err != nil {
 			return 0, err // an ended context reserves nothing

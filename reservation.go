@@ -40,6 +40,8 @@ type reservation struct {
 	curStep   atomic.Uint64
 	extending atomic.Bool // a background extension is running
 	touching  atomic.Bool // a heartbeat refresh of this process is in flight
+	hbHolder  atomic.Bool // the heartbeat loop holds the host's heartbeat role (for the simulator)
+	hbDone    atomic.Bool // the heartbeat loop has returned (for the simulator)
 	lost      atomic.Pointer[error]
 
 	extendLog    *failureLog // background extensions failing, then working again

@@ -79,6 +79,7 @@ func (c *checker) issued(ho *host, p int, name string, first, n uint64) {
 	if ho.issuers != nil {
 		ho.issuers[ho.procs[p]] = true
 	}
+	c.issuedAfterTaken(ho, p)
 	if ho.takeSet && first < ho.takeover {
 		c.violation("h%d/p%d took %s over with floor %d but handed out %d", ho.i, p, name, ho.takeover, first)
 	}

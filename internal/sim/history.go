@@ -100,9 +100,9 @@ const (
 	KRestore                 // every process of the host is killed; its files are put back from the copy
 	KClone                   // a new host with a copy of the host's files (same owner token) on another machine
 	KCorrupt                 // a byte of the counter is changed while no process runs (Arg: which file)
-	KClock                   // the clock moves by D (negative: back)
+	KClock                   // time passes by D (negative: every clock steps back); Arg "skew": host Host's clock alone steps by D
 	KRegFault                // the N-th next registry change (Arg: of which kind) fails, applied or not
-	KRegDown                 // the registry is down (Keep: true) or up
+	KRegDown                 // the registry is down (Keep: true) or up; Arg "holder": for host Host's heartbeat holder alone (up: for all its processes)
 	KDiskFault               // the N-th next file operation (Arg: of which kind) on the host fails with Errno
 	KBadInput                // a call with bad input (Arg: which); nothing may change
 	KSeqNext                 // the process takes N numbers of sequence Seq (N 1: Next, else NextN)
@@ -186,10 +186,16 @@ func (s Step) String() string {
 		fmt.Fprintf(&b, " in %s", dcName(s.DC))
 	case KClock:
 		fmt.Fprintf(&b, " %+v", s.D)
+		if s.Arg == "skew" {
+			b.WriteString(" (this host's clock alone)")
+		}
 	case KRegFault:
 		fmt.Fprintf(&b, " %s after %d, applied=%v", orAny(s.Arg), s.N, s.Applied)
 	case KRegDown:
 		fmt.Fprintf(&b, " down=%v", s.Keep)
+		if s.Arg == "holder" {
+			b.WriteString(" (for the host's heartbeat holder alone; up: for all its processes)")
+		}
 	case KDiskFault:
 		fmt.Fprintf(&b, " %s after %d: %v", orAny(s.Arg), s.N, s.Errno)
 	case KSeqNext:
@@ -415,6 +421,7 @@ func Generate(seed uint64, steps int) History {
 	addDataCentres(&h)
 	addForms(&h)
 	addCases(&h)
+	addClockCases(&h)
 	addCassandra(&h)
 	addCLI(&h)
 	addRollback(&h)

@@ -264,7 +264,9 @@ func (w *world) clone(ho *host, started bool, dc int) {
 	nh.damaged, nh.damage = ho.damaged, ho.damage
 	w.did(1)
 	if started {
-		w.clock.add(3*time.Hour + time.Minute)
+		// The original's machine is suspended meanwhile (its heartbeat
+		// does not run): its last-seen ages past the clone window.
+		w.passTime(cloneWindow+time.Minute, ho)
 		if w.open(nh, 0) == nil {
 			w.did(1)
 		}
@@ -415,6 +417,11 @@ func (w *world) corrupt(ho *host, which string) {
 		how = "a torn counter"
 	case which == "mark":
 		b = append(b, 0) // a size no mark file has
+	case which == "owner" && len(b) > 0:
+		// Not a hex digit, whatever the (random) token: XORed, one
+		// token in eight would stay a valid one, and a seed would not
+		// replay the same.
+		b[len(b)/2] = 'x'
 	case len(b) > 0:
 		b[len(b)/2] ^= 0x5a
 	default:

@@ -128,10 +128,14 @@ func (w *world) do(s Step) {
 	case KRepair:
 		w.repair(ho, s.Arg == "next-0")
 	case KClock:
-		w.clock.add(s.D)
+		w.moveClock(s)
 	case KRegFault:
 		w.reg.fault.arm(s.Arg, int(s.N), s.Applied)
 	case KRegDown:
+		if s.Arg == "holder" {
+			w.holderDown(ho, s.Keep)
+			return
+		}
 		if s.Keep && !w.down {
 			w.faulted()
 		}
