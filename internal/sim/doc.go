@@ -60,10 +60,13 @@
 // refreshes last-seen, hands its role over, and tells a host's processes
 // that their name was taken. Steps run one at a time and
 // the simulator waits for background extensions and prefetches between
-// them, and after every firing for the heartbeat's work, so a seed replays the same history (known exception, not
-// yet explained: serial seed 19, a history on the Cassandra adapter, in
-// which a Sequence's lease prefetch is sent in some replays and not in
-// others, so later fault draws differ), except for the concurrent
+// them, and after every firing for the heartbeat's work, so a seed
+// replays the same history, with two exceptions: a few serial seeds
+// (TestSimulationSerialReplays allows 6 of 60; seeds 19, 46 and 99 were
+// seen) replay with other counts, because a Sequence's lease prefetch
+// is sent in one run and not in the other (the scheduler decides when
+// it starts), which moves the later fault draws — their violations must
+// still be the same; and the concurrent
 // bursts and storms, whose interleaving the scheduler decides (the checks hold for
 // every interleaving). In a burst (groups.go) one process has three
 // callers, and the first few counter writes of the burst wait until
@@ -177,7 +180,8 @@
 // the steps that still break a guarantee (Shrink), and the command that
 // replays it: SNAPID_SIM_SEED=N go test -run TestSimulation -v
 // ./internal/sim. SNAPID_SIM_SERIAL=1 leaves out the concurrent steps
-// (Serial): then a seed replays exactly.
+// (Serial): then a seed replays (see above for the few whose counts
+// drift).
 //
 // What it does not model: directories lost in a power cut (the simulator
 // makes them before a history starts; the bindings directory's levels are
