@@ -432,9 +432,10 @@ func checkHostWide(path, name, counterPath string, o *options) error {
 		bound, _ := parseBinding(b)
 		err = &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
 			"%w: root bound %q on this host to its counter %s (recorded in %s), and two counter files under one name issue the "+
-				"same ids; this user can neither use root's counter nor change root's binding: use another name (--name or "+
-				"SNAPID_NAME), or, for a private trial whose ids never meet root's, set SNAPID_BINDING_DIR to a directory of your own",
-			ErrNameBoundByRoot, name, bound, filepath.Join(path, name))}
+				"same ids; this user can neither use root's counter nor change root's binding: choose another name (--name or "+
+				"SNAPID_NAME); a SNAPID_BINDING_DIR of your own only suits a throwaway trial under %q, whose ids may repeat "+
+				"root's (root's counter reaches the same numbers) and must never be kept",
+			ErrNameBoundByRoot, name, bound, filepath.Join(path, name), name)}
 	}
 	return err
 }
