@@ -153,7 +153,7 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 	// A counter whose directory is missing fails to open: nothing is made
 	// for it, neither the bindings directory nor its lock file.
 	if dir := filepath.Dir(counterPath); !dirExists(dir) {
-		err := fmt.Errorf("the directory %s does not exist: %w", dir, fs.ErrNotExist)
+		err := missingDirError(dir)
 		if st, serr := os.Stat(dir); serr == nil && !st.IsDir() {
 			err = fmt.Errorf("%s is not a directory: %w", dir, unix.ENOTDIR)
 		}
