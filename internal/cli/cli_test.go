@@ -326,7 +326,8 @@ func TestCLIBadCounter(t *testing.T) {
 			assert.Contains(t, line, filepath.Join(dir, "no", "counter.u64"))
 			assert.Contains(t, line, "the directory "+filepath.Join(dir, "no")+" does not exist", "the directory is named")
 			assert.NotContains(t, line, ".tmp-", "not the temporary file")
-			assert.Contains(t, line, "its directory must exist: create it")
+			assert.Contains(t, line, "create it first, owned by the user the programs using the counter run as (e.g. install -d -m 0700 "+filepath.Join(dir, "no")+")")
+			assert.Equal(t, 1, strings.Count(line, "create it"), "said once: %s", line)
 			assert.NotContains(t, line, "snapctl init", "%s: init would not help", cmd)
 			assert.Equal(t, before, listTree(t, dir), "nothing created")
 		}

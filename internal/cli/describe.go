@@ -97,6 +97,8 @@ func describe(cmd string, err error) string {
 		hint = "wait until that process lets the lock go, or allow longer with --timeout"
 	case errors.Is(err, snapid.ErrInUse):
 		hint = "stop the programs using this counter first"
+	case errors.Is(err, fs.ErrNotExist) && (cmd == "init" || cmd == "next" || cmd == "register") && strings.Contains(msg, "create it first"):
+		hint = "or check --counter" // the library's error says how to create the directory
 	case errors.Is(err, fs.ErrNotExist) && (cmd == "init" || cmd == "next" || cmd == "register"):
 		hint = "check --counter; its directory must exist: create it, owned by the user the programs using the counter run as"
 	case errors.Is(err, fs.ErrNotExist):
