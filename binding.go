@@ -367,7 +367,7 @@ func openBindingDir(path string, hostWide bool, owners []uint32, o *options) (*s
 	}
 	if err != nil {
 		return nil, &FileError{Op: "bind", Path: path, Err: fmt.Errorf("no directory for node name bindings: %w; "+
-			"every level must belong to root or this user and not be writable by others (or set SNAPID_BINDING_DIR)", untrusted(err))}
+			"every level must belong to root or this user and not be writable by others (or set SNAPID_BINDING_DIR to one directory that every program of the host uses)", untrusted(err))}
 	}
 	return dir, nil
 }
@@ -408,7 +408,8 @@ func checkHostWide(path, name, counterPath string, o *options) error {
 		return &FileError{Op: "bind", Path: path, Err: fmt.Errorf(
 			"this user cannot read the host-wide name bindings directory (%w), where root records the names its programs use; "+
 				"issuing under %q without it could repeat root's ids. Have an administrator make it and every directory above it "+
-				"readable by every user (chmod 755; only root can write it), or use a registry, or set SNAPID_BINDING_DIR",
+				"readable by every user (chmod 755; only root can write it), or use a registry, or set SNAPID_BINDING_DIR to one directory that every program of the host uses "+
+				"(one of this user's own would not keep its ids apart from root's)",
 			err, name)}
 	case err != nil:
 		o.logger.Warn("snapid: the host-wide name bindings directory is not safe from other users; it is not read", "dir", path, "err", err)
