@@ -153,7 +153,7 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 	// A counter whose directory is missing fails to open: nothing is made
 	// for it, neither the bindings directory nor its lock file.
 	if dir := filepath.Dir(counterPath); !dirExists(dir) {
-		err := fmt.Errorf("the directory %s does not exist: %w", dir, fs.ErrNotExist)
+		err := missingDirError(dir)
 		if st, serr := os.Stat(dir); serr == nil && !st.IsDir() {
 			err = fmt.Errorf("%s is not a directory: %w", dir, unix.ENOTDIR)
 		}
@@ -367,7 +367,7 @@ func openBindingDir(path string, hostWide bool, owners []uint32, o *options) (*s
 	}
 	if err != nil {
 		return nil, &FileError{Op: "bind", Path: path, Err: fmt.Errorf("no directory for node name bindings: %w; "+
-			"every level must belong to root or this user and not be writable by others (or set SNAPID_BINDING_DIR)", untrusted(err))}
+			"every level must belong to root or this user and not be writable by others (or set SNAPID_BINDING_DIR to one directory that every program of the host uses)", untrusted(err))}
 	}
 	return dir, nil
 }
@@ -408,7 +408,8 @@ func checkHostWide(path, name, counterPath string, o *options) error {
 		return &FileError{Op: "bind", Path: path, Err: fmt.Errorf(
 			"this user cannot read the host-wide name bindings directory (%w), where root records the names its programs use; "+
 				"issuing under %q without it could repeat root's ids. Have an administrator make it and every directory above it "+
-				"readable by every user (chmod 755; only root can write it), or use a registry, or set SNAPID_BINDING_DIR",
+				"readable by every user (chmod 755; only root can write it), or use a registry, or set SNAPID_BINDING_DIR to one directory that every program of the host uses "+
+				"(one of this user's own would not keep its ids apart from root's)",
 			err, name)}
 	case err != nil:
 		o.logger.Warn("snapid: the host-wide name bindings directory is not safe from other users; it is not read", "dir", path, "err", err)
@@ -432,9 +433,10 @@ func checkHostWide(path, name, counterPath string, o *options) error {
 		bound, _ := parseBinding(b)
 		err = &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
 			"%w: root bound %q on this host to its counter %s (recorded in %s), and two counter files under one name issue the "+
-				"same ids; this user can neither use root's counter nor change root's binding: use another name (--name or "+
-				"SNAPID_NAME), or, for a private trial whose ids never meet root's, set SNAPID_BINDING_DIR to a directory of your own",
-			ErrNameBoundByRoot, name, bound, filepath.Join(path, name))}
+				"same ids; this user can neither use root's counter nor change root's binding: choose another name (--name or "+
+				"SNAPID_NAME); a SNAPID_BINDING_DIR of your own only suits a throwaway trial under %q, whose ids may repeat "+
+				"root's (root's counter reaches the same numbers) and must never be kept",
+			ErrNameBoundByRoot, name, bound, filepath.Join(path, name), name)}
 	}
 	return err
 }

@@ -21,8 +21,10 @@ const (
 // Root ran the default command on the host (its counter in its own home,
 // which no other user can reach) and bound the name host-wide. A user's
 // run under the same name is refused with advice that user can follow:
-// another name, or SNAPID_BINDING_DIR for a private trial; never "use
-// root's counter" or "remove root's binding".
+// choose another name; never "use root's counter" or "remove root's
+// binding", and never SNAPID_BINDING_DIR as if it made the name safe: a
+// private binding directory lets this user issue vm-5 while root's
+// counter also reaches vm-5 (a duplicate on one host).
 func TestRootBoundNameAdviceForUsers(t *testing.T) {
 	if shared := os.Getenv(envAdviceShared); shared != "" {
 		require.NotEqual(t, 0, os.Geteuid(), "the child runs as another user")
@@ -31,9 +33,11 @@ func TestRootBoundNameAdviceForUsers(t *testing.T) {
 		_, err := Open(filepath.Join(work, "vm.u64"), "vm")
 		require.ErrorIs(t, err, ErrNameBound)
 		require.ErrorIs(t, err, ErrNameBoundByRoot)
-		for _, want := range []string{`root bound "vm"`, "use another name", "SNAPID_BINDING_DIR"} {
+		for _, want := range []string{`root bound "vm"`, "choose another name", "may repeat root's", "must never be kept"} {
 			assert.Contains(t, err.Error(), want)
 		}
+		assert.NotContains(t, err.Error(), "never meet root's", "a private binding directory does not keep the ids apart")
+		assert.NotContains(t, err.Error(), "or, for a private trial", "SNAPID_BINDING_DIR is not an alternative to another name")
 		assert.NotContains(t, err.Error(), "remove")
 		assert.NotContains(t, err.Error(), "use that counter")
 		_, err = os.Stat(filepath.Join(work, "vm.u64"))

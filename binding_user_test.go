@@ -112,6 +112,8 @@ func bindingChild(t *testing.T, shared string) {
 		require.ErrorIs(t, err, os.ErrPermission)
 		require.Contains(t, err.Error(), "cannot read the host-wide name bindings directory")
 		require.Contains(t, err.Error(), "chmod 755")
+		assert.Contains(t, err.Error(), "SNAPID_BINDING_DIR to one directory that every program of the host uses",
+			"a binding directory of this user's own would not keep its ids apart from root's")
 		_, err = Open(filepath.Join(work, "web2.u64"), "web2")
 		require.ErrorIs(t, err, os.ErrPermission, "every name is refused, not only root's")
 	case "race":

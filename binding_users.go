@@ -264,5 +264,5 @@ func unreadableUserDir(u statefile.User, path string, err error) error {
 	return fmt.Errorf("root cannot read the bindings directory %s of the user %s (%w), so it cannot tell whether that user "+
 		"uses the same name, node number or stride with a counter of its own; run as root with CAP_DAC_READ_SEARCH "+
 		"(on NFS, homes exported without root_squash), or have that user make the directory readable by root, "+
-		"or use a registry, or set SNAPID_BINDING_DIR", path, u.Name, err)
+		"or use a registry, or set SNAPID_BINDING_DIR to one directory that every program of the host uses", path, u.Name, err)
 }

@@ -218,10 +218,18 @@ func createIfMissing(path string, v uint64, o *options) error {
 		// Name the missing directory, not the temporary file that could
 		// not be made in it.
 		if dir := filepath.Dir(path); !dirExists(dir) {
-			return &FileError{Op: "create", Path: path, Err: fmt.Errorf("the directory %s does not exist: %w", dir, fs.ErrNotExist)}
+			return &FileError{Op: "create", Path: path, Err: missingDirError(dir)}
 		}
 	}
 	return err
+}
+
+// missingDirError is the error for a counter whose directory dir does not
+// exist: it says what to do (nothing makes the directory: its owner and
+// mode are the caller's choice).
+func missingDirError(dir string) error {
+	return fmt.Errorf("the directory %s does not exist: %w; create it first, owned by the user the programs "+
+		"using the counter run as (e.g. install -d -m 0700 %s)", dir, fs.ErrNotExist, dir)
 }
 
 // checkCounterPath checks the directories leading to the counter at path

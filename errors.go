@@ -55,8 +55,9 @@ var (
 	// ErrNameBoundByRoot is the ErrNameBound (errors.Is holds for both) a
 	// user other than root gets for a name root bound host-wide: that user
 	// can neither use root's counter nor remove root's binding, so the
-	// error says what it can do (another name, or SNAPID_BINDING_DIR for
-	// a private trial).
+	// error says what it can do: choose another name (a private
+	// SNAPID_BINDING_DIR only for a throwaway trial whose ids may repeat
+	// root's and must never be kept).
 	ErrNameBoundByRoot = fmt.Errorf("%w (root's)", ErrNameBound)
 
 	// ErrNumberBound is returned by Open without a registry when the host

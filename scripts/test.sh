@@ -5,7 +5,8 @@
 #   1. starts a real Apache Cassandra 5.0 on 127.0.0.1:9042 (fetched from
 #      Maven Central on first use, cached in ~/.cache/snapid), unless one is
 #      already answering there; stops it at the end, also on failure, if it
-#      started it;
+#      started it (but step 4 stops and restarts whichever node is running,
+#      one already running before too: see step 4);
 #   2. checks formatting (gofmt), go vet and staticcheck, and the alerting
 #      rules with promtool (check rules, and their unit tests in
 #      docs/alerts_test.yml; the Debian package prometheus, which has
@@ -21,7 +22,10 @@
 #      guarantee checked (SNAPID_SIM_HISTORIES, SNAPID_SIM_DURATION change
 #      how many; make soak runs it for 30 minutes);
 #   4. runs the Cassandra outage test on its own (it stops and restarts
-#      Cassandra under a running Generator);
+#      Cassandra under a running Generator, with scripts/cassandra.sh stop
+#      and start: a node that was already running before this script is
+#      stopped too, and the start that brings it back wipes what it stored;
+#      it is left running at the end);
 #   5. restarts Cassandra requiring passwords and permissions and runs the
 #      authentication tests (TLS tests run in step 3: the node always takes
 #      TLS clients beside plain ones);

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/cassandra"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -325,7 +326,8 @@ func TestCLIBadCounter(t *testing.T) {
 			assert.Contains(t, line, filepath.Join(dir, "no", "counter.u64"))
 			assert.Contains(t, line, "the directory "+filepath.Join(dir, "no")+" does not exist", "the directory is named")
 			assert.NotContains(t, line, ".tmp-", "not the temporary file")
-			assert.Contains(t, line, "its directory must exist: create it")
+			assert.Contains(t, line, "create it first, owned by the user the programs using the counter run as (e.g. install -d -m 0700 "+filepath.Join(dir, "no")+")")
+			assert.Equal(t, 1, strings.Count(line, "create it"), "said once: %s", line)
 			assert.NotContains(t, line, "snapctl init", "%s: init would not help", cmd)
 			assert.Equal(t, before, listTree(t, dir), "nothing created")
 		}
@@ -705,4 +707,32 @@ func TestCLIFlagWording(t *testing.T) {
 		assert.Contains(t, line, tc.want, tc.args)
 		assert.NotRegexp(t, `(^|[ (])-[a-z]{2,}`, line, "flags are written --flag: %v", tc.args)
 	}
+}
+
+// next's outage error names the documented fallback (next --no-registry,
+// docs/operations.md's outage section); the other commands', which it
+// would not help, do not. A missing keyspace gets one advice from every
+// command, the one docs/reference/cli.md gives: only setup makes a named
+// keyspace, a first claim only the default one.
+func TestDescribeOutageFallbackAndMissingKeyspace(t *testing.T) {
+	unreachable := fmt.Errorf("snapid: %w: connecting to Cassandra at 127.0.0.1:1: %w", snapid.ErrRegistry,
+		errors.New("dial tcp 127.0.0.1:1: connect: connection refused"))
+	got := describe("next", unreachable)
+	assert.Contains(t, got, "reachable")
+	assert.Contains(t, got, "'snapctl next --no-registry'")
+	assert.Contains(t, got, "docs/operations.md")
+	for _, cmd := range []string{"register", "release", "names", "check-names", "status"} {
+		assert.NotContains(t, describe(cmd, unreachable), "--no-registry", cmd)
+	}
+	missing := fmt.Errorf("snapid: %w: table frtest_nope.node_names does not exist", snapid.ErrRegistry)
+	for _, cmd := range []string{"next", "register", "names", "check-names", "status"} {
+		got := describe(cmd, missing)
+		assert.Contains(t, got, "check --keyspace (SNAPID_KEYSPACE)", cmd)
+		assert.Contains(t, got, "'snapctl setup --keyspace NAME", cmd)
+		assert.NotContains(t, got, "first 'snapctl register'", "%s: a first claim makes no named keyspace", cmd)
+	}
+	advice := func(msg string) string { _, a, _ := strings.Cut(msg, "does not exist; "); return a }
+	assert.Equal(t, advice(describe("names", missing)),
+		advice(describe("next", fmt.Errorf("%w: %w", cassandra.ErrNoKeyspace, errors.New("keyspace frtest_nope does not exist")))),
+		"the same advice as next's for cassandra.ErrNoKeyspace")
 }

@@ -376,7 +376,7 @@ func cmdHelp(ctx context.Context, c *cli, args []string) error {
 // heldHere gives a refused claim (ErrNameTaken) whose holder is this very
 // machine, under another counter file, the hint that fits: use that
 // counter (--counter, SNAPID_COUNTER), never a forced take-over of one's
-// own name. Any other error, or a holder elsewhere, is returned as it is.
+// own name; if that counter is gone, a forced release first. Any other error, or a holder elsewhere, is returned as it is.
 func heldHere(ctx context.Context, reg snapid.Registry, name, path string, err error) error {
 	if reg == nil || !errors.Is(err, snapid.ErrNameTaken) {
 		return err
@@ -387,6 +387,8 @@ func heldHere(ctx context.Context, reg snapid.Registry, name, path string, err e
 		return err
 	}
 	return hintError{err, fmt.Sprintf("the holder is this very machine, with another counter file (owner %s) than %s: "+
-		"point --counter (or SNAPID_COUNTER) at the counter that holds %q; do not take over your own name with --force",
+		"point --counter (or SNAPID_COUNTER) at the counter that holds %q; do not take over your own name with --force; "+
+		"if that counter is gone (removed), release the name first with 'snapctl release --force --start N', N above every "+
+		"number it issued (its RESERVED UP TO in 'snapctl names'), then claim it again",
 		snapid.OwnerID(h.Owner), path, name)}
 }

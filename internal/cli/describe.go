@@ -75,8 +75,7 @@ func describe(cmd string, err error) string {
 	case errors.Is(err, snapid.ErrExhausted):
 		hint = "nothing was issued and the counter did not move (it never passes 2^64-1 or the form's bound): ask for fewer numbers (the error says how many are left), or use a new node name (or a larger --max-id) once it is used up"
 	case errors.Is(err, cassandra.ErrNoKeyspace):
-		hint = "check --keyspace (SNAPID_KEYSPACE); a keyspace other than the default (snapid, which a first claim creates for a trial) " +
-			"is made once with 'snapctl setup --keyspace NAME --replication dc1:3,…'"
+		hint = noKeyspaceHint
 	case errors.Is(err, cassandra.ErrUnknownDataCentre):
 		hint = "check --replication (SNAPID_REPLICATION)"
 	case errors.Is(err, cassandra.ErrFragileReplication):
@@ -89,12 +88,17 @@ func describe(cmd string, err error) string {
 		hint = registryHint(err)
 	case errors.Is(err, snapid.ErrRegistry):
 		hint = registryHint(err) + "; nothing was issued"
+		if cmd == "next" && registryHint(err) == unreachableHint {
+			hint += "; " + noRegistryFallback
+		}
 	case errors.Is(err, snapid.ErrReplaced):
 		hint = "the counter file was removed or replaced while in use; check it, then start again"
 	case errors.Is(err, snapid.ErrLocked):
 		hint = "wait until that process lets the lock go, or allow longer with --timeout"
 	case errors.Is(err, snapid.ErrInUse):
 		hint = "stop the programs using this counter first"
+	case errors.Is(err, fs.ErrNotExist) && (cmd == "init" || cmd == "next" || cmd == "register") && strings.Contains(msg, "create it first"):
+		hint = "or check --counter" // the library's error says how to create the directory
 	case errors.Is(err, fs.ErrNotExist) && (cmd == "init" || cmd == "next" || cmd == "register"):
 		hint = "check --counter; its directory must exist: create it, owned by the user the programs using the counter run as"
 	case errors.Is(err, fs.ErrNotExist):
@@ -168,10 +172,24 @@ func registryHint(err error) string {
 	case strings.Contains(m, "tls:") || strings.Contains(m, "x509:"):
 		return "check --tls-ca, --tls-cert and --tls-key (SNAPID_CASSANDRA_TLS_*) against the cluster's certificates"
 	case strings.Contains(strings.ToLower(err.Error()), "does not exist"):
-		return "check --keyspace (SNAPID_KEYSPACE); the registry is made by 'snapctl setup' (or, with no set-up, by the first 'snapctl register' or program that claims a name)"
+		return noKeyspaceHint
 	}
-	return "check that Cassandra is reachable (--cassandra / SNAPID_CASSANDRA) and try again"
+	return unreachableHint
 }
+
+const (
+	// noKeyspaceHint is the advice on a keyspace that does not exist, the
+	// same from every command: only setup makes a named keyspace (a first
+	// claim makes only the default one).
+	noKeyspaceHint = "check --keyspace (SNAPID_KEYSPACE); a keyspace other than the default (snapid, which a first claim creates for a trial) " +
+		"is made once with 'snapctl setup --keyspace NAME --replication dc1:3,…'"
+	// unreachableHint is the advice on a registry that could not be
+	// reached, for want of a better one.
+	unreachableHint = "check that Cassandra is reachable (--cassandra / SNAPID_CASSANDRA) and try again"
+	// noRegistryFallback is next's documented way through an outage.
+	noRegistryFallback = "if ids must be issued meanwhile, 'snapctl next --no-registry' issues from this host's registered counter " +
+		"(see docs/operations.md, \"Keep issuing while the registry is down\", for what it no longer bounds)"
+)
 
 // leafMessages returns the messages of the innermost errors of err's tree.
 func leafMessages(err error) []string {

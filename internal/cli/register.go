@@ -136,7 +136,7 @@ func cmdRelease(ctx context.Context, c *cli, args []string) error {
 		}
 		final, err = snapid.Release(ctx, path, name, append([]snapid.Option{snapid.WithRegistry(reg), c.logOption()}, c.inprocOptions()...)...)
 		if errors.Is(err, fs.ErrNotExist) {
-			return hintError{err, fmt.Sprintf("nothing was changed; this host never registered %q with the counter %s (check --counter): "+
+			return hintError{err, fmt.Sprintf("nothing was changed; this host never registered %q with the counter %s, or that counter is gone (check --counter): "+
 				"there is nothing to release here; to release a name whose holder is gone for good, 'snapctl release --force --start N'", name, path)}
 		}
 		if err != nil {

@@ -25,7 +25,8 @@ func TestRegisterForceStartBelowCounterSaysWhy(t *testing.T) {
 
 // next without --counter on the machine that holds the name with another
 // counter says the holder is this machine and points at --counter, not at
-// a forced take-over of its own name.
+// a forced take-over of its own name; and, for a counter that is gone, at
+// a forced release (the way docs/operations.md gives).
 func TestNextHeldByThisMachineHint(t *testing.T) {
 	a, _, _ := registryEnv(t)
 	a.vars["SNAPID_NAME"] = "web_1"
@@ -39,6 +40,7 @@ func TestNextHeldByThisMachineHint(t *testing.T) {
 		assert.Contains(t, line, "this very machine")
 		assert.Contains(t, line, "--counter (or SNAPID_COUNTER)")
 		assert.NotContains(t, line, "'snapctl register --force", "no take-over of its own name")
+		assert.Contains(t, line, "if that counter is gone (removed), release the name first with 'snapctl release --force --start N'")
 	}
 }
 

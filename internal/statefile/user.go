@@ -242,8 +242,8 @@ func checkDirs(path string, anyLeafOwner bool) error {
 		var lst unix.Stat_t
 		if unix.Lstat(filepath.Join(dir, filepath.Base(path)), &lst) != nil || lst.Uid != dst.Uid {
 			return fmt.Errorf("%w: the directory %s belongs to %s, who could replace what %s keeps in it; "+
-				"keep the counter in a directory owned by %s or root, or give the counter to %s (snapctl init --owner)",
-				ErrWrongOwner, dir, UserName(dst.Uid), UserName(euid), UserName(euid), UserName(dst.Uid))
+				"keep the counter in a directory owned by %s, or give the counter to %s (snapctl init --owner)",
+				ErrWrongOwner, dir, UserName(dst.Uid), UserName(euid), trustedOwners(euid), UserName(dst.Uid))
 		}
 	}
 	if writableByOthers(dst) && !sticky(dst) {
@@ -252,6 +252,15 @@ func checkDirs(path string, anyLeafOwner bool) error {
 			ErrUnsafeDir, dir, dst.Mode&0o7777, UserName(dst.Uid), dir)
 	}
 	return nil
+}
+
+// trustedOwners names the owners a counter's directories may have for
+// the user euid: "root or <user>", or "root" once when the user is root.
+func trustedOwners(euid uint32) string {
+	if euid == 0 {
+		return "root"
+	}
+	return "root or " + UserName(euid)
 }
 
 // maxLinks bounds the symbolic links walkTrusted follows (as the
@@ -287,8 +296,8 @@ func walkTrusted(path string, euid uint32) (string, unix.Stat_t, error) {
 		}
 		// cur is passed through: its entries must be safe from others.
 		if !ok(st.Uid) {
-			return "", st, fmt.Errorf("%w: %s belongs to %s, who could replace the directories below it; keep the counter under directories owned by root or %s",
-				ErrWrongOwner, cur, UserName(st.Uid), UserName(euid))
+			return "", st, fmt.Errorf("%w: %s belongs to %s, who could replace the directories below it; keep the counter under directories owned by %s",
+				ErrWrongOwner, cur, UserName(st.Uid), trustedOwners(euid))
 		}
 		if writableByOthers(st) && !sticky(st) {
 			return "", st, fmt.Errorf("%w: %s (mode %#o) can be written by users other than its owner, who could replace the directories below it",
@@ -301,8 +310,8 @@ func walkTrusted(path string, euid uint32) (string, unix.Stat_t, error) {
 			return "", lst, nil
 		}
 		if inSticky && !ok(lst.Uid) {
-			return "", lst, fmt.Errorf("%w: %s belongs to %s and lies in the sticky directory %s; keep the counter under directories owned by root or %s",
-				ErrWrongOwner, next, UserName(lst.Uid), cur, UserName(euid))
+			return "", lst, fmt.Errorf("%w: %s belongs to %s and lies in the sticky directory %s; keep the counter under directories owned by %s",
+				ErrWrongOwner, next, UserName(lst.Uid), cur, trustedOwners(euid))
 		}
 		if lst.Mode&unix.S_IFMT == unix.S_IFLNK {
 			if links++; links > maxLinks {
