@@ -282,10 +282,33 @@ func decodeMark(b []byte, size int64) (markState, error) {
 	return markState{}, fmt.Errorf("%w: it is %d bytes; a mark file is %d bytes or empty", ErrCorruptMark, size, markSize)
 }
 
+// io is the seam the mark and heartbeat files are read and written
+// through: the counter's (WithIO), so that a fault or a power cut the
+// simulator models reaches them as it reaches the counter.
+func (h *hostState) io() fileIO {
+	if h.opts == nil {
+		return fileMethods{}
+	}
+	switch h.opts.io.(type) {
+	case nil, osIO, *osIO:
+		return fileMethods{}
+	}
+	return h.opts.io
+}
+
+// fileMethods is the real I/O of the mark and heartbeat files: os.File's
+// own methods, which a concurrent Close cannot race (Stats reads the
+// heartbeat of a Generator that may be closing).
+type fileMethods struct{}
+
+func (fileMethods) ReadAt(f *os.File, b []byte, off int64) (int, error)  { return f.ReadAt(b, off) }
+func (fileMethods) WriteAt(f *os.File, b []byte, off int64) (int, error) { return f.WriteAt(b, off) }
+func (fileMethods) Sync(f *os.File) error                                { return f.Sync() }
+
 // readMark reads the mark file; the caller holds the counter lock.
 func (h *hostState) readMark() (markState, error) {
 	var b [markSize + 1]byte
-	n, err := h.mark.ReadAt(b[:], 0)
+	n, err := h.io().ReadAt(h.mark, b[:], 0)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return markState{}, &FileError{Op: "read", Path: h.markPath, Err: err}
 	}
@@ -307,7 +330,7 @@ func (h *hostState) writeMark(m markState) error {
 	var b [markSize]byte
 	binary.LittleEndian.PutUint64(b[:], m.mark)
 	binary.LittleEndian.PutUint64(b[8:], m.floor)
-	if _, err := h.mark.WriteAt(b[:], 0); err != nil {
+	if _, err := h.io().WriteAt(h.mark, b[:], 0); err != nil {
 		return &FileError{Op: "write", Path: h.markPath, Err: err}
 	}
 	return nil
