@@ -121,7 +121,8 @@ func TestSimulation(t *testing.T) {
 // of histories that reached each; a run of 1,000 histories or more fails
 // if one of them was never reached.
 var reachedEvents = []string{"cassandra", "applied-later", "stale-read",
-	"released-reopened", "second-counter", "counter-renamed", "stride-change"}
+	"released-reopened", "second-counter", "counter-renamed", "stride-change",
+	"fault-inside-op", "cut-inside-op", "kill-inside-op", "lease-refill-cut", "takeover-while-running"}
 
 // printReached prints "sim: reached: <event>=<histories> …".
 func printReached(reached map[string]int) {

@@ -256,6 +256,7 @@ func (w *world) options(ho *host, extra ...snapid.Option) []snapid.Option {
 			o = append(o, snapid.WithTakeover(ho.takeover))
 		}
 	}
+	o = append(o, w.procOptions(ho, -1)...) // through the host's freezer (freeze.go)
 	return append(o, extra...)
 }
 
@@ -314,6 +315,7 @@ func (w *world) open(ho *host, p int, extra ...snapid.Option) error {
 	if ho.procs[p] != nil {
 		return nil
 	}
+	extra = append(w.procOptions(ho, p), extra...) // its own way through the freezer
 	g, err := snapid.OpenContext(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho, extra...)...)
 	if err != nil {
 		return err
@@ -341,6 +343,7 @@ func (w *world) run() (hung string) {
 			w.reg0.tick()
 			w.do(s)
 			w.settle()
+			w.afterFreeze()
 		}) {
 			return fmt.Sprintf("step %d: %s made no progress for %v: a hang", i, s, stepLimit)
 		}
@@ -455,6 +458,7 @@ func (w *world) finish() {
 	}
 	for _, ho := range w.hosts {
 		ho.disk.fault.disarm()
+		ho.disk.freeze.disarm()
 	}
 	for _, ho := range w.hosts {
 		w.closeAll(ho)
