@@ -352,7 +352,7 @@ func (w *world) afterFreeze() {
 		f := &ho.disk.freeze
 		f.mu.Lock()
 		fired, kill, proc, keep, st, at, refill, step := f.fired, f.kill, f.proc, f.keep, f.state, f.at, f.refill, f.step
-		if !fired && f.armed && w.step-f.step >= freezeSteps {
+		if !fired && f.armed && (f.only != "lease" || w.step-f.step >= leaseFreezeSteps) && w.step-f.step >= freezeSteps {
 			f.armed = false
 		}
 		f.mu.Unlock()
@@ -393,5 +393,10 @@ func (w *world) afterFreeze() {
 	}
 }
 
-// freezeSteps is how many steps an armed freeze waits for its call.
-const freezeSteps = 3
+// freezeSteps is how many steps an armed freeze waits for its call;
+// leaseFreezeSteps, one waiting for a lease refill (which comes only
+// when a lease is used up).
+const (
+	freezeSteps      = 3
+	leaseFreezeSteps = 30
+)
