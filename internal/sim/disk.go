@@ -131,6 +131,19 @@ func (d *disk) Link(oldname, newname string) error {
 	return os.Link(oldname, newname)
 }
 
+// LinkNoReplace names a new file as the real file system does
+// (statefile.NoReplaceLinker): one rename that never replaces, so the
+// file never has two names.
+func (d *disk) LinkNoReplace(oldname, newname string) error {
+	if err := d.hit("link"); err != nil {
+		return &os.LinkError{Op: "link", Old: oldname, New: newname, Err: err}
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, oldname, unix.AT_FDCWD, newname, unix.RENAME_NOREPLACE); err != nil {
+		return &os.LinkError{Op: "link", Old: oldname, New: newname, Err: err}
+	}
+	return nil
+}
+
 func (d *disk) Rename(oldname, newname string) error {
 	if err := d.hit("rename"); err != nil {
 		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: err}
@@ -166,6 +179,7 @@ func (d *disk) Check(op, path, to string) error {
 }
 
 var _ statefile.FS = (*disk)(nil)
+var _ statefile.NoReplaceLinker = (*disk)(nil)
 var _ statefile.Checker = (*disk)(nil)
 
 // listDir returns the names in dir and their inodes (a directory's with

@@ -173,6 +173,13 @@ func (s procSeam) Link(oldname, newname string) error {
 	return s.d.Link(oldname, newname)
 }
 
+func (s procSeam) LinkNoReplace(oldname, newname string) error {
+	if err := s.enter("link", newname); err != nil {
+		return err
+	}
+	return s.d.LinkNoReplace(oldname, newname)
+}
+
 func (s procSeam) Rename(oldname, newname string) error {
 	if err := s.enter("rename", newname); err != nil {
 		return err
@@ -205,7 +212,9 @@ var (
 	_ statefile.FS      = procSeam{}
 	_ statefile.Checker = procSeam{}
 	_ statefile.Writer  = procSeam{}
-	_ seam.FileIO       = procSeam{}
+
+	_ statefile.NoReplaceLinker = procSeam{}
+	_ seam.FileIO               = procSeam{}
 )
 
 // procRegistry is process p's way to the registry, through its host's

@@ -222,6 +222,8 @@ func CreateAtomically(fsys FS, path string, b []byte, mode fs.FileMode) error {
 		} else if err != nil {
 			err = &os.LinkError{Op: "link", Old: tmpName, New: path, Err: err}
 		}
+	} else if l, ok := fsys.(NoReplaceLinker); ok {
+		err = l.LinkNoReplace(tmpName, path)
 	} else {
 		err = fsys.Link(tmpName, path)
 	}

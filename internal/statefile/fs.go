@@ -42,6 +42,15 @@ type Writer interface {
 	WriteAt(f *os.File, b []byte, off int64) (int, error)
 }
 
+// NoReplaceLinker is implemented by a seam that gives a file its name
+// without replacing anything and removes the temporary name in one step,
+// as OS does (rename with RENAME_NOREPLACE): CreateAtomically then never
+// leaves the file with two names, even if the process dies there. A seam
+// without it gets Link, then Remove of the temporary name.
+type NoReplaceLinker interface {
+	LinkNoReplace(oldname, newname string) error
+}
+
 // OS is the real file system.
 type OS struct{}
 
