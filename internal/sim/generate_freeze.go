@@ -5,14 +5,14 @@ import (
 	"math/rand/v2"
 )
 
-// addFreezes arms, in about three histories of five, one to three faults
+// addFreezes arms, in about four histories of five, one to three faults
 // inside an operation (KFreeze, freeze.go): each just before an operation
 // of its host, at one of its first few I/O or registry calls (or those
 // of a sequence lease refill), which then kills the process making it or
 // cuts the host's power.
 func addFreezes(h *History) {
 	rng := rand.New(rand.NewPCG(h.Seed, 0xf5ee2e))
-	if rng.IntN(5) >= 3 {
+	if rng.IntN(5) >= 4 {
 		return
 	}
 	for range 1 + rng.IntN(3) {
