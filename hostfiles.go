@@ -282,18 +282,19 @@ func decodeMark(b []byte, size int64) (markState, error) {
 	return markState{}, fmt.Errorf("%w: it is %d bytes; a mark file is %d bytes or empty", ErrCorruptMark, size, markSize)
 }
 
-// io is the seam the mark and heartbeat files are read and written
-// through: the counter's (WithIO), so that a fault or a power cut the
-// simulator models reaches them as it reaches the counter.
+// io is how the mark and heartbeat files are read and written: through
+// the file-system seam (WithFS) when it also does file I/O (pread,
+// pwrite, fsync: the simulator's disk, so that its faults and its
+// power-cut model reach them), else with os.File's own methods. Not the
+// counter's I/O seam: a fault injected there is meant for the counter
+// and lease files.
 func (h *hostState) io() fileIO {
-	if h.opts == nil {
-		return fileMethods{}
+	if h.opts != nil {
+		if x, ok := h.opts.fs.(fileIO); ok {
+			return x
+		}
 	}
-	switch h.opts.io.(type) {
-	case nil, osIO, *osIO:
-		return fileMethods{}
-	}
-	return h.opts.io
+	return fileMethods{}
 }
 
 // fileMethods is the real I/O of the mark and heartbeat files: os.File's

@@ -1,5 +1,12 @@
 package snapid
 
-// ExportWithFileIO replaces the counter's I/O seam (the lease, mark and
-// heartbeat files' too).
-var ExportWithFileIO = func(x fileIO) Option { return withIO(x) }
+import "github.com/snapid/snapid/internal/statefile"
+
+// ExportWithFileFS replaces the file-system seam with one that also does
+// file I/O (the mark and heartbeat files' reads and writes go through it).
+func ExportWithFileFS(x interface {
+	statefile.FS
+	fileIO
+}) Option {
+	return withFS(x)
+}
