@@ -325,8 +325,13 @@ func withNameBound(ctx context.Context, name, counterPath string, o *options, op
 	return nil
 }
 
-// lockError turns the layer's lock error into this package's.
+// lockError turns the layer's lock error into this package's, saying once
+// what happened (the path is the caller's to name).
 func lockError(err error) error {
+	var le *statefile.LockedError
+	if errors.As(err, &le) {
+		return fmt.Errorf("%w (%s) for as long as allowed: %w", ErrLocked, le.Holder, le.Cause)
+	}
 	if errors.Is(err, statefile.ErrLocked) {
 		return fmt.Errorf("%w: %w", ErrLocked, err)
 	}
@@ -419,6 +424,17 @@ func checkHostWide(path, name, counterPath string, o *options) error {
 			"%w: root bound %q on this host to the counter %s (recorded in %s), which is not there now: root's program may be "+
 				"making it, and two counter files under one name issue the same ids; use another name, or, if that counter is retired, "+
 				"have root remove %s", ErrNameBound, name, bound, p, p)}
+	}
+	if errors.Is(err, ErrNameBound) && os.Geteuid() != 0 {
+		// Advice this user can follow: not root's counter, not root's
+		// binding.
+		b, _, _ := dir.ReadFile(name, 0)
+		bound, _ := parseBinding(b)
+		err = &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
+			"%w: root bound %q on this host to its counter %s (recorded in %s), and two counter files under one name issue the "+
+				"same ids; this user can neither use root's counter nor change root's binding: use another name (--name or "+
+				"SNAPID_NAME), or, for a private trial whose ids never meet root's, set SNAPID_BINDING_DIR to a directory of your own",
+			ErrNameBoundByRoot, name, bound, filepath.Join(path, name))}
 	}
 	return err
 }

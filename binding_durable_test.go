@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	. "github.com/snapid/snapid"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -95,4 +96,26 @@ func TestBindingFoundOursSyncFailureFailsOpen(t *testing.T) {
 	require.Error(t, err)
 	var fe *FileError
 	require.ErrorAs(t, err, &fe)
+}
+
+// Root's host-wide directory: each new level synced into its parent, in
+// order, before the next is made, and the directory itself after the
+// binding is linked in it.
+func TestBindingHostWideDurable(t *testing.T) {
+	requireRoot(t)
+	base := t.TempDir()
+	shared := filepath.Join(base, "var", "lib", "snapid", "names")
+	ExportBindingDefaults(t, shared)
+	rec := &syncRecorder{}
+	counter := filepath.Join(t.TempDir(), "vm.u64")
+	g, err := Open(counter, "vm", ExportWithFS(rec))
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	want := []string{base, filepath.Join(base, "var"), filepath.Join(base, "var", "lib"), filepath.Join(base, "var", "lib", "snapid"), shared}
+	require.GreaterOrEqual(t, len(rec.dirs), len(want), "%v", rec.dirs)
+	got := make([]string, len(want))
+	for i := range want {
+		got[i] = filepath.Clean(rec.dirs[i])
+	}
+	assert.Equal(t, want, got)
 }

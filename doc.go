@@ -49,6 +49,15 @@
 // Generator reserves a block of numbers at a time and serves it from
 // memory.
 //
+// # Logging
+//
+// A Generator reports what an operator should know and no error returns —
+// a counter raised to the registry's mark after a crash, a restore or a
+// take-over, a background extension of the reserved range that failed, a
+// name binding moved — as records of a *slog.Logger: slog.Default() (as it
+// is when Open is called) unless WithLogger gives another. A program that
+// wants none passes WithLogger(slog.New(slog.DiscardHandler)).
+//
 // # Guarantees
 //
 // No number is issued twice from one counter file, across goroutines,

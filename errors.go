@@ -3,6 +3,7 @@ package snapid
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 )
 
 // Errors returned by this package. Match them with errors.Is: the values
@@ -50,6 +51,13 @@ var (
 	// uses the name with another counter file (see DefaultBindingDir): two
 	// counter files under one name would issue the same ids.
 	ErrNameBound = errors.New("node name in use on this host with another counter file")
+
+	// ErrNameBoundByRoot is the ErrNameBound (errors.Is holds for both) a
+	// user other than root gets for a name root bound host-wide: that user
+	// can neither use root's counter nor remove root's binding, so the
+	// error says what it can do (another name, or SNAPID_BINDING_DIR for
+	// a private trial).
+	ErrNameBoundByRoot = fmt.Errorf("%w (root's)", ErrNameBound)
 
 	// ErrNumberBound is returned by Open without a registry when the host
 	// uses the node number (WithNodeNumber) under another node name that
@@ -275,7 +283,15 @@ type FileError struct {
 }
 
 func (e *FileError) Error() string {
-	return fmt.Sprintf("snapid: %s %s: %v", e.Op, e.Path, e.Err)
+	inner := e.Err
+	// "open P: no such file", not "open P: open P: no such file".
+	if pe, ok := inner.(*fs.PathError); ok && pe.Path == e.Path {
+		inner = pe.Err
+		if pe.Op != e.Op {
+			inner = fmt.Errorf("%s: %w", pe.Op, pe.Err)
+		}
+	}
+	return fmt.Sprintf("snapid: %s %s: %v", e.Op, e.Path, inner)
 }
 
 func (e *FileError) Unwrap() error { return e.Err }

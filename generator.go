@@ -130,6 +130,9 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 		if err := checkHostFiles(counterPath, &o); err != nil {
 			return nil, err
 		}
+		if err := precheckBeforeHostFiles(ctx, counterPath, name, &o); err != nil {
+			return nil, err
+		}
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("snapid: open %s: the context ended before the name could be claimed: %w", counterPath, err)
 		}
@@ -317,6 +320,14 @@ func (g *Generator) NextContext(ctx context.Context) (uint64, error) {
 func (g *Generator) next(ctx context.Context) (uint64, error) {
 	if g.closed.Load() {
 		return 0, ErrClosed
+	}
+	if g.res != nil {
+		// The name was taken (the registry said so, to this process or,
+		// through the heartbeat record, to another of the host): no more
+		// ids, not even from a block taken from the counter before.
+		if errp := g.res.lost.Load(); errp != nil {
+			return 0, *errp
+		}
 	}
 	if ctx.Done() != nil {
 		if err := contextError(ctx); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // groupCommit turns concurrent reservations into as few counter file
@@ -33,6 +34,11 @@ type groupCommit struct {
 	flushing bool
 	open     *group // the group new callers join, nil if none
 	spare    *group // a group whose leader stayed alone, for the next leader
+
+	// members counts the calls whose numbers came from another caller's
+	// update (a member of a group, not its leader); read by the
+	// simulator through package internal/seam.
+	members atomic.Uint64
 }
 
 type group struct {
@@ -126,7 +132,11 @@ func (gc *groupCommit) reserve(ctx context.Context, k uint64) (uint64, error) {
 			g.ctxs = append(g.ctxs, nil)
 		}
 		gc.mu.Unlock()
-		return wait(ctx, g, i, off)
+		first, err := wait(ctx, g, i, off)
+		if err == nil {
+			gc.members.Add(1)
+		}
+		return first, err
 	}
 	// While a flush runs, the group open is this leader's: the flushing
 	// leader closes it when done and hands the flush over.

@@ -156,6 +156,8 @@ func heartbeatDue(rec heartbeatRecord, now time.Time, interval time.Duration, ho
 // above), and every process's watch for the name being taken over.
 func (r *reservation) heartbeat() {
 	defer r.wg.Done()
+	defer r.hbDone.Store(true) // after the timer is stopped
+	defer r.hbHolder.Store(false)
 	poll := heartbeatPoll(r.o.heartbeat)
 	// A timer armed again once a poll is done (not a ticker): a fake
 	// clock's test sees the loop idle when its timer is armed.
@@ -184,11 +186,13 @@ func (r *reservation) heartbeat() {
 		case replaced:
 			r.log.Info("snapid: the heartbeat file was removed or replaced; this process uses the one at its path now", "name", r.name)
 			holder, rejoinFailed = false, false
+			r.hbHolder.Store(false)
 		default:
 			rejoinFailed = false
 		}
 		if !holder {
 			holder = r.host.tryHeartbeatRole()
+			r.hbHolder.Store(holder)
 		}
 		rec, ok := r.host.readHeartbeat()
 		if ok && rec.taken && rec.session == mine {

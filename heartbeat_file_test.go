@@ -10,6 +10,7 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/testfs"
 	"github.com/snapid/snapid/snapidtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -139,6 +140,90 @@ func TestHeartbeatFilePlantedNamed(t *testing.T) {
 			require.True(t, waitFor(10*time.Second, func() bool { return calls.count("touch") > n+1 }), "the running process stopped refreshing")
 			_, err = g.Next()
 			assert.NoError(t, err)
+		})
+	}
+}
+
+// A refused Open (a second name on a counter) changes nothing, as its
+// message says: it does not create <counter>.heartbeat when it is missing
+// (a counter last used by an earlier version).
+func TestHeartbeatRefusedOpenCreatesNoHeartbeatFile(t *testing.T) {
+	reg := snapidtest.NewRegistry()
+	dir, path := ctPath(t)
+	g := openReg(t, path, "web_a", reg, WithCloneWindow(0))
+	require.NoError(t, g.Close())
+	require.NoError(t, os.Remove(path+".heartbeat"))
+	before := testfs.Snapshot(t, dir)
+	_, err := Open(path, "web_b", WithRegistry(reg), WithSync(false), WithCloneWindow(0), WithHostInfo(HostInfo{Hostname: "h1", MachineID: "m1"}))
+	require.ErrorIs(t, err, ErrNameMismatch)
+	t.Logf("%v", err)
+	testfs.RequireUnchanged(t, dir, before)
+}
+
+// A heartbeat file that belongs to another user is refused at Open,
+// promptly, and nothing changes.
+func TestHeartbeatOtherUsersHeartbeatRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to chown")
+	}
+	reg := snapidtest.NewRegistry()
+	dir, path := ctPath(t)
+	g := openReg(t, path, "web_1", reg, WithCloneWindow(0))
+	require.NoError(t, g.Close())
+	require.NoError(t, os.Chown(path+".heartbeat", nobody, nobody))
+	before := testfs.Snapshot(t, dir)
+	done := make(chan error, 1)
+	go func() {
+		g, err := Open(path, "web_1", WithRegistry(reg), WithSync(false), WithCloneWindow(0), WithHostInfo(HostInfo{Hostname: "h1", MachineID: "m1"}))
+		if err == nil {
+			g.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.Error(t, err)
+		t.Log(err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Open hangs")
+	}
+	testfs.RequireUnchanged(t, dir, before)
+}
+
+// Something planted at <counter>.heartbeat: Open refuses promptly.
+func TestHeartbeatPlantedRefusedPromptly(t *testing.T) {
+	for _, what := range []string{"fifo", "symlink", "dir"} {
+		t.Run(what, func(t *testing.T) {
+			reg := snapidtest.NewRegistry()
+			dir, path := ctPath(t)
+			g := openReg(t, path, "web_1", reg, WithCloneWindow(0))
+			require.NoError(t, g.Close())
+			hb := path + ".heartbeat"
+			require.NoError(t, os.Remove(hb))
+			switch what {
+			case "fifo":
+				require.NoError(t, syscall.Mkfifo(hb, 0o600))
+			case "symlink":
+				require.NoError(t, os.WriteFile(dir+"/elsewhere", nil, 0o600))
+				require.NoError(t, os.Symlink(dir+"/elsewhere", hb))
+			case "dir":
+				require.NoError(t, os.Mkdir(hb, 0o700))
+			}
+			done := make(chan error, 1)
+			go func() {
+				g, err := Open(path, "web_1", WithRegistry(reg), WithSync(false), WithCloneWindow(0), WithHostInfo(HostInfo{Hostname: "h1", MachineID: "m1"}))
+				if err == nil {
+					g.Close()
+				}
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				assert.Error(t, err)
+				t.Logf("%s: %v", what, err)
+			case <-time.After(5 * time.Second):
+				t.Fatal("Open hangs")
+			}
 		})
 	}
 }

@@ -164,7 +164,7 @@ func TestHeartbeatTakeOverStopsEveryProcess(t *testing.T) {
 	for range 4 {
 		// A step no extension is needed for: only the heartbeat tells.
 		g := fh.open(path, "web_1", reg, WithHeartbeat(interval), WithCloneWindow(0), WithReserveStep(1<<20))
-		defer g.Close()
+		defer fh.close(g)
 		gs = append(gs, g)
 	}
 	fh.run(2*interval, interval/4, nil)

@@ -1,9 +1,15 @@
 package snapid_test
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	. "github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/testfs"
@@ -211,4 +217,208 @@ func TestNumberBindingOfRegistryNumber(t *testing.T) {
 		require.Equal(t, "vm1-1", id)
 		require.NoError(t, g2.Close())
 	})
+}
+
+// holdCounterFS holds the creation (link) of one counter file until
+// released: root's Open is then past bindNumber (and its re-check of the
+// users' number bindings) but its counter does not exist yet.
+type holdCounterFS struct {
+	ExportOSFS
+	counter string
+	waiting chan struct{}
+	release chan struct{}
+}
+
+func (f *holdCounterFS) Link(oldname, newname string) error {
+	if newname == f.counter {
+		close(f.waiting)
+		<-f.release
+	}
+	return f.ExportOSFS.Link(oldname, newname)
+}
+
+const envNumberRaceChild = "SNAPID_NUMBER_RACE_CHILD"
+
+// Root's and a user's first Opens of one node number (42) under two
+// names, root held between its bindNumber and its counter's creation and
+// the user opening meanwhile: each re-checks the other's number binding
+// after recording its own, so they do not both succeed and issue 42.1.
+func TestNumberRootUserRace(t *testing.T) {
+	if work := os.Getenv(envNumberRaceChild); work != "" {
+		require.NotEqual(t, 0, os.Geteuid())
+		ExportBindingDefaults(t, os.Getenv("SNAPID_NUMBER_RACE_SHARED"))
+		g, err := Open(filepath.Join(work, "vm.u64"), "vm", WithFormat(FormatDecimal), WithNodeNumber(42))
+		if err != nil {
+			fmt.Printf("CHILD refused: %v\n", err)
+			return
+		}
+		id, err := g.UniqueID()
+		require.NoError(t, err)
+		require.NoError(t, g.Close())
+		fmt.Printf("CHILD id %s\n", id)
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run another user")
+	}
+	root, shared, home, work, bin := raceWithNobody(t, "snapid-numrace-")
+	mine := filepath.Join(root, "mine")
+	require.NoError(t, os.Mkdir(mine, 0o755)) // root's counters' directory, readable by others (as /var/lib/app usually is)
+	rootCounter := filepath.Join(mine, "db.u64")
+
+	hold := &holdCounterFS{counter: rootCounter, waiting: make(chan struct{}), release: make(chan struct{})}
+	type result struct {
+		g   *Generator
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		g, err := Open(rootCounter, "db", WithFormat(FormatDecimal), WithNodeNumber(42), ExportWithFS(hold))
+		res <- result{g, err}
+	}()
+	<-hold.waiting
+
+	cmd := exec.Command(bin, "-test.run", "^TestNumberRootUserRace$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), envNumberRaceChild+"="+work, "SNAPID_NUMBER_RACE_SHARED="+shared,
+		"HOME="+home, "XDG_STATE_HOME=", "TMPDIR="+filepath.Join(work, "tmp"), "SNAPID_BINDING_DIR=")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	close(hold.release)
+	r := <-res
+	t.Logf("child: %s", strings.TrimSpace(string(out)))
+	if r.err != nil {
+		t.Logf("root refused: %v", r.err)
+		return
+	}
+	defer r.g.Close()
+	rootID, err := r.g.UniqueID()
+	require.NoError(t, err)
+	assert.NotContains(t, string(out), "CHILD id "+rootID, "root and uid %d both issued %s under node number 42", nobody, rootID)
+}
+
+// A registry that gives no node numbers (any Registry that is not a
+// NumberRegistry) with WithNodeNumber: the configured number is bound on
+// the host, so two names on one host under one number are not both
+// accepted to issue the same decimal ids.
+func TestNumberConfiguredWithPlainRegistry(t *testing.T) {
+	reg := noNumbers{snapidtest.NewRegistry()}
+	a, b := newSeqHost(t, "pl_a"), newSeqHost(t, "pl_b")
+	bind := t.TempDir()
+	ga, err := Open(a.path, a.name, WithRegistry(reg), WithHostInfo(a.info), WithBindingDir(bind), WithFormat(FormatDecimal), WithNodeNumber(42))
+	require.NoError(t, err)
+	defer ga.Close()
+	gb, err := Open(b.path, b.name, WithRegistry(reg), WithHostInfo(b.info), WithBindingDir(bind), WithFormat(FormatDecimal), WithNodeNumber(42))
+	if err != nil {
+		require.ErrorIs(t, err, ErrNumberBound)
+		return
+	}
+	defer gb.Close()
+	ida, err := ga.UniqueID()
+	require.NoError(t, err)
+	idb, err := gb.UniqueID()
+	require.NoError(t, err)
+	assert.NotEqual(t, ida, idb, "two names on one host (one binding directory) under node number 42 both issued %s", ida)
+}
+
+// fileHoldFS holds the creation (link) of one counter file until a file
+// appears, telling that it waits by creating another: it holds a child
+// process, which a channel cannot reach.
+type fileHoldFS struct {
+	ExportOSFS
+	counter, waiting, release string
+}
+
+func (f *fileHoldFS) Link(oldname, newname string) error {
+	if newname == f.counter {
+		if err := os.WriteFile(f.waiting, nil, 0o644); err != nil {
+			return err
+		}
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if _, err := os.Stat(f.release); err == nil {
+				break
+			}
+		}
+	}
+	return f.ExportOSFS.Link(oldname, newname)
+}
+
+const envNumberRaceUserFirst = "SNAPID_NUMBER_RACE_USER_FIRST"
+
+// The other order of TestNumberRootUserRace: the user's first Open of
+// node number 42 is held after it bound the number but before its counter
+// exists, and root opens 42 under another name meanwhile. Root judges the
+// user's binding stale (no counter) and goes on; the user, checking root's
+// binding again once its counter exists, must refuse.
+func TestNumberRootUserRaceUserFirst(t *testing.T) {
+	if work := os.Getenv(envNumberRaceUserFirst); work != "" {
+		require.NotEqual(t, 0, os.Geteuid())
+		ExportBindingDefaults(t, os.Getenv("SNAPID_NUMBER_RACE_SHARED"))
+		counter := filepath.Join(work, "vm.u64")
+		hold := &fileHoldFS{counter: counter, waiting: filepath.Join(work, "waiting"), release: filepath.Join(work, "release")}
+		g, err := Open(counter, "vm", WithFormat(FormatDecimal), WithNodeNumber(42), ExportWithFS(hold))
+		if err != nil {
+			fmt.Printf("CHILD refused: %v\n", err)
+			return
+		}
+		id, err := g.UniqueID()
+		require.NoError(t, err)
+		require.NoError(t, g.Close())
+		fmt.Printf("CHILD id %s\n", id)
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run another user")
+	}
+	root, shared, home, work, bin := raceWithNobody(t, "snapid-numrace2-")
+
+	cmd := exec.Command(bin, "-test.run", "^TestNumberRootUserRaceUserFirst$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), envNumberRaceUserFirst+"="+work, "SNAPID_NUMBER_RACE_SHARED="+shared,
+		"HOME="+home, "XDG_STATE_HOME=", "TMPDIR="+filepath.Join(work, "tmp"), "SNAPID_BINDING_DIR=")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	var out lockedBuffer // written by the command's copying goroutine
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Start())
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(work, "waiting")); err == nil {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the child never reached its counter's creation: %s", out.String())
+	}
+
+	mine := filepath.Join(root, "mine")
+	require.NoError(t, os.Mkdir(mine, 0o755))
+	g, rootErr := Open(filepath.Join(mine, "db.u64"), "db", WithFormat(FormatDecimal), WithNodeNumber(42))
+	var rootID string
+	if rootErr == nil {
+		var err error
+		rootID, err = g.UniqueID()
+		require.NoError(t, err)
+		defer g.Close()
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(work, "release"), nil, 0o644))
+	require.NoError(t, cmd.Wait(), "%s", out.String())
+	t.Logf("root: id %q, error %v; child: %s", rootID, rootErr, strings.TrimSpace(out.String()))
+	if rootErr == nil {
+		assert.NotContains(t, out.String(), "CHILD id ", "root and uid %d both issued under node number 42 (root %s)", nobody, rootID)
+	}
+	assert.True(t, rootErr != nil || strings.Contains(out.String(), "CHILD refused"), "neither Open was refused")
+}
+
+// lockedBuffer is a strings.Builder safe for one writer and readers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

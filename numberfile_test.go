@@ -281,3 +281,125 @@ func TestNumberFileJoinerChecksTheClaim(t *testing.T) {
 	require.Equal(t, na, n2)
 	require.NoError(t, g2.Close())
 }
+
+// A counter whose <counter>.number records the registry's number 1,
+// opened without the registry (Open without WithRegistry, as `snapctl next
+// --no-registry --format decimal --node-number N` does) with another
+// number: the Open is refused, and the host never issues under a number
+// the registry gave another name.
+func TestNumberFileWithoutNumberingRegistry(t *testing.T) {
+	reg := snapidtest.NewRegistry()
+	a, b := newSeqHost(t, "nm_a"), newSeqHost(t, "nm_b")
+	ga := a.open(t, reg, WithFormat(FormatDecimal))
+	_, na, _ := ga.Form()
+	require.NoError(t, ga.Close())
+	gb := b.open(t, reg, WithFormat(FormatDecimal))
+	defer gb.Close()
+	_, nb, _ := gb.Form()
+	require.NotEqual(t, na, nb)
+	idb, err := gb.UniqueID()
+	require.NoError(t, err)
+
+	name, recorded, _, ok, err := ReadNodeNumber(a.path)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, a.name, name)
+	require.Equal(t, na, recorded)
+
+	g, err := Open(a.path, a.name, WithFormat(FormatDecimal), WithNodeNumber(nb), WithBindingDir(t.TempDir()))
+	if err != nil {
+		t.Logf("refused: %v", err)
+		return
+	}
+	defer g.Close()
+	ida, err := g.UniqueID()
+	require.NoError(t, err)
+	assert.NotEqual(t, idb, ida, "host a (registry number %d, recorded in %s.number) issued %s under host b's registry number: the same id as host b", na, a.path, ida)
+}
+
+// The striped form with the stride coming from the registry (no
+// WithStride) and a WithMaxID below every striped id: refused before the
+// claim, so the bad bound neither claims the name nor gets it a number in
+// the registry, and writes no number file.
+func TestNumberBadBoundRefusedBeforeClaim(t *testing.T) {
+	ctx := context.Background()
+	reg := snapidtest.NewRegistry()
+	_, err := reg.SetStride(ctx, 1000)
+	require.NoError(t, err)
+	d := newSeqHost(t, "nm_d")
+	_, err = Open(d.path, d.name, WithRegistry(reg), WithHostInfo(d.info), WithFormat(FormatStriped), WithMaxID(5))
+	require.ErrorIs(t, err, ErrInvalidOption)
+	row, ok := reg.Row("nm_d")
+	assert.False(t, ok, "a refused bound (5 < 1000+node) claimed the name: %+v", row)
+	_, serr := os.Stat(d.path + ".number")
+	assert.True(t, os.IsNotExist(serr), "a refused bound wrote the number file")
+}
+
+// An existing name whose registry number is not below the cluster's
+// stride, opened striped without WithStride/WithNodeNumber: the form is
+// refused before the claim, so the registry's row (its session, its mark)
+// is left as it was.
+func TestNumberAboveStrideRefusedBeforeClaim(t *testing.T) {
+	ctx := context.Background()
+	reg := snapidtest.NewRegistry()
+	x, y := newSeqHost(t, "nm_x"), newSeqHost(t, "nm_y")
+	g := x.open(t, reg) // number 1
+	require.NoError(t, g.Close())
+	g = y.open(t, reg) // number 2
+	require.NoError(t, g.Close())
+	_, err := reg.SetStride(ctx, 2)
+	require.NoError(t, err)
+	before, ok := reg.Row("nm_y")
+	require.True(t, ok)
+	require.Equal(t, uint64(2), before.Number)
+	_, err = Open(y.path, y.name, WithRegistry(reg), WithHostInfo(y.info), WithFormat(FormatStriped))
+	require.ErrorIs(t, err, ErrInvalidOption)
+	after, _ := reg.Row("nm_y")
+	assert.Equal(t, before, after, "a form refused for its node number (2, stride 2) changed the registry's row")
+}
+
+// Without a numbering registry, a counter's number file gives the numeric
+// forms their number and stride when none is given, and refuses others,
+// and another name's number, before anything is made.
+func TestNumberFileDefaultsWithoutRegistry(t *testing.T) {
+	ctx := context.Background()
+	reg := snapidtest.NewRegistry()
+	_, err := reg.SetStride(ctx, 100)
+	require.NoError(t, err)
+	a := newSeqHost(t, "nd_a")
+	g := a.open(t, reg, WithFormat(FormatStriped))
+	_, n, _ := g.Form()
+	require.NoError(t, g.Close())
+	before, err := ReadCounter(a.path)
+	require.NoError(t, err)
+
+	bind := t.TempDir()
+	for _, c := range []struct {
+		what string
+		name string
+		opts []Option
+		want error
+	}{
+		{"another number", a.name, []Option{WithFormat(FormatStriped), WithNodeNumber(n + 1), WithStride(100)}, ErrNumberMismatch},
+		{"another stride", a.name, []Option{WithFormat(FormatStriped), WithStride(50)}, ErrStrideMismatch},
+		{"the number under another name", "nd_other", []Option{WithFormat(FormatDecimal), WithNodeNumber(n)}, ErrNumberMismatch},
+	} {
+		_, err := Open(a.path, c.name, append(c.opts, WithBindingDir(bind))...)
+		require.ErrorIs(t, err, c.want, c.what)
+		after, rerr := ReadCounter(a.path)
+		require.NoError(t, rerr)
+		require.Equal(t, before, after, "%s changed the counter", c.what)
+		entries, _ := os.ReadDir(bind)
+		require.Empty(t, entries, "%s made bindings", c.what)
+	}
+	g, err = Open(a.path, a.name, WithFormat(FormatStriped), WithBindingDir(bind))
+	require.NoError(t, err, "the recorded number and stride")
+	defer g.Close()
+	form, node, stride := g.Form()
+	require.Equal(t, FormatStriped, form)
+	require.Equal(t, n, node)
+	require.Equal(t, uint64(100), stride)
+	v, err := g.UniqueUint64()
+	require.NoError(t, err)
+	require.Equal(t, n, v%100)
+}

@@ -44,7 +44,7 @@ func defaultOptions() options {
 	return options{
 		sync:     true,
 		fileMode: 0o600,
-		logger:   slog.New(slog.DiscardHandler),
+		logger:   slog.Default(),
 		clock:    clock.Real{},
 		io:       osIO{},
 		fs:       osFS{},
@@ -183,8 +183,11 @@ func WithFollowSymlinks(on bool) Option {
 	}
 }
 
-// WithLogger sets the logger for notices (a counter raised, a background
-// reservation that failed). The default discards them.
+// WithLogger sets the logger for notices (a counter raised to the
+// registry's mark, a background reservation that failed, a name binding
+// moved). The default is slog.Default() as it is when Open is called, so
+// that these notices reach the program's log unless it chooses otherwise;
+// pass slog.New(slog.DiscardHandler) to silence them.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) error {
 		if l == nil {

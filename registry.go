@@ -65,9 +65,15 @@ type Claim struct {
 	Address   string
 	MachineID string
 	// Force takes the name over even from an active holder of another
-	// owner. The new holder's counter starts at least at Floor and at least
-	// at the old holder's mark.
+	// owner. The new holder's counter starts at least at the old holder's
+	// mark.
 	Force bool
+	// Floor: a claim that stands leaves the registry's mark at least at
+	// Floor, in the same atomic change (new row or not, forced or not).
+	// The library sends the highest of its counter and WithTakeover's
+	// floor, so that numbers a host handed out before its first claim (a
+	// standalone host joining a registry) are covered by the mark even if
+	// the Open fails right after the claim.
 	Floor uint64
 	// CloneWindow: a claim with this Owner from another machine (machine id
 	// or hostname differ) is refused with ErrProbableClone while the row is

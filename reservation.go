@@ -40,6 +40,8 @@ type reservation struct {
 	curStep   atomic.Uint64
 	extending atomic.Bool // a background extension is running
 	touching  atomic.Bool // a heartbeat refresh of this process is in flight
+	hbHolder  atomic.Bool // the heartbeat loop holds the host's heartbeat role (for the simulator)
+	hbDone    atomic.Bool // the heartbeat loop has returned (for the simulator)
 	lost      atomic.Pointer[error]
 
 	extendLog    *failureLog // background extensions failing, then working again
@@ -103,6 +105,19 @@ func startReservation(ctx context.Context, path, name string, o *options,
 	return r, nil
 }
 
+// precheckBeforeHostFiles refuses a form this host cannot use (another
+// stride or node number than the registry's or the number file's, see
+// precheckNumber) before the counter and the files beside it are made, so that
+// bad input on a host's very first Open leaves nothing behind. It only
+// reads; the claim checks again under the gate, where it counts.
+func precheckBeforeHostFiles(ctx context.Context, path, name string, o *options) error {
+	if o.reg.numbers == nil {
+		return nil
+	}
+	r := &reservation{name: name, host: &hostState{sessionPath: path + sessionSuffix}, o: o.reg, log: o.logger, form: o.form}
+	return r.precheckNumber(ctx)
+}
+
 // enter takes this process's shared presence lock under the gate; the
 // first process of the host claims the name first, the others join its
 // claim (after checking that the session file records it for this name
@@ -163,6 +178,21 @@ func (r *reservation) claim(ctx context.Context) error {
 	if err := r.precheckNumber(ctx); err != nil {
 		return err
 	}
+	// The claim covers what the counter already holds (numbers a
+	// standalone host handed out before it joined the registry), in the
+	// same atomic change: an Open failing after the claim leaves no mark
+	// below them.
+	var counted uint64
+	if err := r.withFile(ctx, func(c *counterFile) (err error) { counted, err = c.load(); return err }); err != nil {
+		return err
+	}
+	// A counter that never claimed this name (no session file, or one of
+	// another name) starts at the name's mark on the planned path: the
+	// name was released by its previous holder (a hand-over) or never
+	// used. Raising it then is no alarm; raising a counter that did claim
+	// the name, or in a take-over, is.
+	prev, perr := r.host.readSession()
+	firstClaim := !r.o.takeover && (errors.Is(perr, fs.ErrNotExist) || (perr == nil && prev.name != r.name))
 	var h Holder
 	var sent time.Time // when the claim that stood was sent: it refreshed last-seen then
 	err = r.retry(ctx, "claim", func(ctx context.Context) (err error) {
@@ -170,7 +200,7 @@ func (r *reservation) claim(ctx context.Context) error {
 		h, err = r.reg.Claim(ctx, Claim{
 			Name: r.name, Owner: r.host.owner,
 			Hostname: r.o.host.Hostname, Address: r.o.host.Address, MachineID: r.o.host.MachineID,
-			Force: r.o.takeover, Floor: r.o.floor, CloneWindow: r.o.cloneWindow,
+			Force: r.o.takeover, Floor: max(r.o.floor, counted), CloneWindow: r.o.cloneWindow,
 		})
 		return err
 	})
@@ -209,8 +239,13 @@ func (r *reservation) claim(ctx context.Context) error {
 			if err := c.store(target); err != nil {
 				return err
 			}
-			r.log.Warn("snapid: counter raised to the registry's reserved mark (after a crash, a restore or a take-over)",
-				"path", c.path, "from", cur, "to", target)
+			if firstClaim {
+				r.log.Info("snapid: first claim of the name with this counter: it starts at the name's mark in the registry",
+					"name", r.name, "path", c.path, "from", cur, "to", target)
+			} else {
+				r.log.Warn("snapid: counter raised to the registry's reserved mark (after a crash, a restore or a take-over)",
+					"path", c.path, "from", cur, "to", target)
+			}
 		}
 		return r.host.writeMark(markState{mark: h.Reserved, floor: max(cur, target)})
 	})

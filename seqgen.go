@@ -21,6 +21,12 @@ const (
 	DefaultSequenceLease = 10_000
 )
 
+// defaultSeqOptions is what a Sequence uses unless its options say
+// otherwise.
+func defaultSeqOptions() seqOptions {
+	return seqOptions{block: DefaultSequenceBlock, lease: DefaultSequenceLease}
+}
+
 // SequenceOption configures Generator.Sequence.
 type SequenceOption func(*seqOptions) error
 
@@ -144,7 +150,7 @@ func (g *Generator) SequenceContext(ctx context.Context, name string, opts ...Se
 	if err := ValidateName(name); err != nil {
 		return nil, fmt.Errorf("sequence name: %w", err)
 	}
-	o := seqOptions{block: DefaultSequenceBlock, lease: DefaultSequenceLease}
+	o := defaultSeqOptions()
 	for _, opt := range opts {
 		if opt == nil {
 			continue

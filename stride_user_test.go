@@ -7,6 +7,7 @@ import (
 
 	. "github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/testfs"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -49,4 +50,37 @@ func TestStrideUserFileWithoutCounterBlocksNothing(t *testing.T) {
 
 	testfs.AsOtherUser(t, "printf 'garbage\\n' > "+filepath.Join(names, ".stride"))
 	require.NoError(t, open(), "a user's stride file that cannot be parsed blocks root's restarts")
+}
+
+// Without a registry, root's first striped Open checks the users' .stride
+// files as well as the host-wide one: a user's node using stride 5 and
+// root's using stride 10 on one host never issue the same integer.
+func TestStrideRootChecksUsers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run another user")
+	}
+	root, home := hostWithNobody(t, "snapid-stride-")
+
+	// The user's node "vm", number 1, stride 5, has issued 6, 11 and 16
+	// (counter 3), as its own Open would have recorded it.
+	userCounter := filepath.Join(home, "c.u64")
+	names := filepath.Join(home, ".local", "state", "snapid", "names")
+	testfs.AsOtherUser(t, "mkdir -p "+names+" && chmod 700 "+filepath.Join(home, ".local", "state", "snapid")+" "+names+
+		" && printf '\\0\\0\\0\\0\\0\\0\\0\\3' > "+userCounter+
+		" && printf 'snapid-binding 1\\n\"%s\"\\n' "+userCounter+" > "+filepath.Join(names, "vm")+
+		" && printf 'snapid-number 1\\nvm\\n' > "+filepath.Join(names, "1")+
+		" && printf 'snapid-stride 1\\n5\\n' > "+filepath.Join(names, ".stride"))
+
+	rootCounter := filepath.Join(root, "rootc", "c.u64")
+	require.NoError(t, os.Mkdir(filepath.Dir(rootCounter), 0o700))
+	g, err := Open(rootCounter, "db", WithFormat(FormatStriped), WithNodeNumber(6), WithStride(10))
+	if err != nil {
+		require.ErrorIs(t, err, ErrStrideMismatch)
+		return
+	}
+	defer g.Close()
+	v, err := g.UniqueUint64()
+	require.NoError(t, err)
+	userIDs := map[uint64]bool{1*5 + 1: true, 2*5 + 1: true, 3*5 + 1: true}
+	assert.False(t, userIDs[v], "root's first striped id %d (node 6, stride 10) is one the user's node 1 (stride 5) issued", v)
 }

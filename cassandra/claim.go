@@ -22,7 +22,8 @@ func newClaimToken() string {
 
 // Claim implements snapid.Registry.Claim (see there).
 //
-// It sends "INSERT … IF NOT EXISTS"; a new name is then held. Otherwise the
+// It sends "INSERT … IF NOT EXISTS" with Reserved = c.Floor; a new name is
+// then held. Otherwise the
 // failed insert returns the row, and Claim decides from it:
 //
 //   - same owner: refused with snapid.ErrProbableClone if c.CloneWindow > 0, the
@@ -34,8 +35,11 @@ func newClaimToken() string {
 //     recorded final value, which the new holder's counter must start at.
 //   - another owner, active (or a partial row without owner or state):
 //     refused with an error wrapping snapid.ErrNameTaken that describes the
-//     holder, unless c.Force; then taken over with Reserved = max(the old
-//     mark, c.Floor).
+//     holder, unless c.Force; then taken over.
+//
+// A claim that stands leaves Reserved at max(the row's mark, c.Floor): the
+// mark never goes down, and a claimer's counter (c.Floor) is covered from
+// the claim on.
 //
 // The update is conditional on the row as read, so two claimers never both
 // win; a claimer whose update fails looks at the row again. Each claim
@@ -111,7 +115,7 @@ func (r *Registry) claimOnce(ctx context.Context, c snapid.Claim, lastRow *snapi
 		return outcomeLost
 	}
 	res, err := r.runCAS(ctx, "claim", c.Name, mine, r.stmts.insert,
-		c.Name, c.Owner, c.Hostname, c.Address, c.MachineID, now, now, int64(0), snapid.StateActive, token)
+		c.Name, c.Owner, c.Hostname, c.Address, c.MachineID, now, now, int64(c.Floor), snapid.StateActive, token)
 	if err != nil {
 		return snapid.Holder{}, true, err
 	}
@@ -121,7 +125,7 @@ func (r *Registry) claimOnce(ctx context.Context, c snapid.Claim, lastRow *snapi
 		}
 		r.log.Debug("snapid: name claimed", "name", c.Name)
 		return snapid.Holder{Name: c.Name, Owner: c.Owner, Hostname: c.Hostname, Address: c.Address, MachineID: c.MachineID,
-			State: snapid.StateActive, RegisteredAt: now, LastSeen: now, Session: token}, true, nil
+			State: snapid.StateActive, RegisteredAt: now, LastSeen: now, Reserved: c.Floor, Session: token}, true, nil
 	}
 	// The whole row: INSERT IF NOT EXISTS returns it, as does the serial
 	// read that resolved a lost reply.
@@ -135,7 +139,7 @@ func (r *Registry) claimOnce(ctx context.Context, c snapid.Claim, lastRow *snapi
 	}
 
 	next := snapid.Holder{Name: c.Name, Owner: c.Owner, Hostname: c.Hostname, Address: c.Address, MachineID: c.MachineID,
-		State: snapid.StateActive, RegisteredAt: old.RegisteredAt, LastSeen: now, Reserved: old.Reserved, Session: token}
+		State: snapid.StateActive, RegisteredAt: old.RegisteredAt, LastSeen: now, Reserved: max(old.Reserved, c.Floor), Session: token}
 	switch {
 	case old.Owner == c.Owner:
 		otherMachine := old.MachineID != c.MachineID || old.Hostname != c.Hostname
@@ -151,7 +155,6 @@ func (r *Registry) claimOnce(ctx context.Context, c snapid.Claim, lastRow *snapi
 		r.log.Info("snapid: taking over a released name", "name", c.Name, "previous", old.String(), "final", old.Reserved)
 	case c.Force:
 		next.RegisteredAt = now
-		next.Reserved = max(old.Reserved, c.Floor)
 		r.log.Warn("snapid: forced take-over of a name held by another owner", "name", c.Name, "previous", old.String(),
 			"reserved", next.Reserved)
 	default:

@@ -60,6 +60,14 @@ type Config struct {
 	// either way.
 	NoCreate bool
 
+	// NoCreateKeyspace refuses a missing keyspace (ErrNoKeyspace, naming
+	// the keyspaces that hold a registry) instead of creating it; missing
+	// tables of an existing keyspace are still created (unless NoCreate).
+	// snapctl sets it for a keyspace named explicitly, so that a misspelt
+	// --keyspace is reported rather than created: such a keyspace is made
+	// by SetUpSchema (snapctl setup).
+	NoCreateKeyspace bool
+
 	// Username and Password turn on password authentication.
 	Username string
 	Password string

@@ -20,4 +20,16 @@ var (
 	// LOCAL_SERIAL: a name is global, and LOCAL_SERIAL lets two data
 	// centres cut off from each other both win one name.
 	ErrLocalSerial = errors.New("LOCAL_SERIAL cannot protect node names")
+
+	// ErrNoKeyspace is returned by NewRegistry and SetUpSchema with
+	// Config.NoCreateKeyspace when the registry keyspace does not exist
+	// (a misspelt name, or a cluster not set up yet). The message names
+	// the keyspaces that hold a registry. Nothing is created.
+	ErrNoKeyspace = errors.New("registry keyspace missing")
+
+	// ErrUnknownDataCentre is returned by NewRegistry and SetUpSchema
+	// when the replication of a keyspace to create names a data centre
+	// the cluster does not have; the message names the cluster's data
+	// centres. Nothing is created.
+	ErrUnknownDataCentre = errors.New("data centre unknown to the cluster")
 )

@@ -207,7 +207,7 @@ func assessReplication(ks string, repl map[string]string, nodes map[string]int, 
 		rep.Replicas = rf[""]
 		live = min(rf[""], total)
 		if live < rf[""] {
-			short = append(short, fmt.Sprintf("the cluster has %d nodes for %d replicas", total, rf[""]))
+			short = append(short, fmt.Sprintf("the cluster has %s for %d replicas", countOf(total, "node"), rf[""]))
 		}
 	} else {
 		for _, dc := range sortedKeys(rf) {
@@ -217,7 +217,7 @@ func assessReplication(ks string, repl map[string]string, nodes map[string]int, 
 			case rf[dc] > 0 && nodes[dc] == 0:
 				short = append(short, fmt.Sprintf("data centre %s is not in the cluster (its data centres: %s)", dc, strings.Join(sortedKeys(nodes), ", ")))
 			case nodes[dc] < rf[dc]:
-				short = append(short, fmt.Sprintf("data centre %s has %d nodes for %d replicas", dc, nodes[dc], rf[dc]))
+				short = append(short, fmt.Sprintf("data centre %s has %s for %d replicas", dc, countOf(nodes[dc], "node"), rf[dc]))
 			}
 		}
 	}
@@ -274,7 +274,7 @@ func assessReplication(ks string, repl map[string]string, nodes map[string]int, 
 		rep.Status = ReplicationWarning
 		rep.Detail = fmt.Sprintf("keyspace %s has %d replica(s) on a one-node cluster: nothing survives the loss of that node (while it is down no name can be claimed, extended or released; losing its disk loses every claim and mark); fine for development and tests, not for production",
 			ks, rep.Replicas)
-		rep.Fix = "for production use at least 3 nodes per data centre and 3 replicas in each (snapctl setup --replication dc1:3,dc2:3); see \"Running on a production cluster\" in the README"
+		rep.Fix = "for production use at least 3 nodes per data centre and 3 replicas in each (snapctl setup --replication dc1:3,dc2:3); see docs/production.md"
 	}
 	return rep
 }
@@ -393,4 +393,12 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// countOf renders n things: "1 node", "2 nodes".
+func countOf(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }

@@ -40,6 +40,7 @@ func TestAssessReplication(t *testing.T) {
 		{"one node, one replica", simple("1"), one, 0, "", ReplicationWarning, 1, 1, "one-node cluster", "3 nodes per data centre"},
 		{"one node, nts one replica", nts("dc1", "1"), one, 0, "", ReplicationWarning, 1, 1, "one-node cluster", ""},
 		{"one node, three replicas", simple("3"), one, 0, "", ReplicationAttention, 3, 2, "only 1 exist", "add nodes"},
+		{"one node, three replicas: 1 node", simple("3"), one, 0, "", ReplicationAttention, 3, 2, "the cluster has 1 node for 3 replicas", "add nodes"},
 		{"three nodes, one replica", simple("1"), three, 0, "", ReplicationAttention, 1, 1, "one replica on a cluster of 3 nodes",
 			`ALTER KEYSPACE "ks" WITH replication = {'class': 'NetworkTopologyStrategy', 'dc1': '3'}`},
 		{"three nodes, two replicas", simple("2"), three, 0, "", ReplicationAttention, 2, 2, "with one of the nodes holding them down", "nodetool repair --full ks"},

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/gocql/gocql"
@@ -63,15 +65,22 @@ func newStatements(ks, tbl string) statements {
 // keyspace and the table if they are missing (when create is set) and
 // checks the table's columns. It reports whether it created anything.
 func (r *Registry) setUp(ctx context.Context, cfg Config, create bool) (created bool, err error) {
+	rep, err := r.setUpReport(ctx, cfg, create)
+	return rep.KeyspaceCreated || len(rep.TablesCreated) > 0, err
+}
+
+// setUpReport is setUp, saying what it created.
+func (r *Registry) setUpReport(ctx context.Context, cfg Config, create bool) (rep SchemaReport, err error) {
+	rep.Keyspace, rep.Table = r.ks, r.tbl
 	if err := r.checkCluster(ctx, cfg); err != nil {
-		return false, err
+		return rep, err
 	}
 	if create {
-		if created, err = r.createMissing(ctx, cfg); err != nil {
-			return created, err
+		if err = r.createMissing(ctx, cfg, &rep); err != nil {
+			return rep, err
 		}
 	}
-	return created, r.checkColumns(ctx)
+	return rep, r.checkColumns(ctx)
 }
 
 // checkCluster checks what of cfg depends on the cluster, before anything
@@ -114,53 +123,146 @@ func (r *Registry) checkCluster(ctx context.Context, cfg Config) error {
 // role allowed only to read and write the table (no CREATE permission)
 // needs no NoCreate, and a role with CREATE on the keyspace alone can make
 // the table.
-func (r *Registry) createMissing(ctx context.Context, cfg Config) (created bool, err error) {
+func (r *Registry) createMissing(ctx context.Context, cfg Config, rep *SchemaReport) (err error) {
 	fail := func(what string, err error) error {
 		return fmt.Errorf("snapid: %w: %s: %w", snapid.ErrRegistry, what, err)
 	}
 	ksExists, err := r.schemaHas(ctx, `SELECT COUNT(*) FROM system_schema.keyspaces WHERE keyspace_name = ?`, r.ks)
 	if err != nil {
-		return false, fail("reading the schema", err)
+		return fail("reading the schema", err)
 	}
 	tblExists := false
 	if ksExists {
 		if tblExists, err = r.schemaHas(ctx, `SELECT COUNT(*) FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?`, r.ks, r.tbl); err != nil {
-			return false, fail("reading the schema", err)
+			return fail("reading the schema", err)
 		}
 	}
-	if !ksExists && !cfg.AllowFragileReplication {
-		// Refused before any DDL: nothing is created.
+	if !ksExists && cfg.NoCreateKeyspace {
+		return r.noKeyspaceError(ctx)
+	}
+	if !ksExists {
+		// Refused before any DDL: nothing is created. One settled view
+		// of the cluster's nodes serves both checks.
 		repl := cfg.replication()
 		view, err := r.settledNodes(ctx, func(nodes map[string]int) bool {
-			return assessReplication(r.ks, repl, nodes, r.cons, cfg.LocalDC).Status != ReplicationAttention
+			return len(unknownDataCentres(repl, nodes)) == 0 &&
+				(cfg.AllowFragileReplication || assessReplication(r.ks, repl, nodes, r.cons, cfg.LocalDC).Status != ReplicationAttention)
 		})
 		if err != nil {
-			return false, fail("reading the cluster's nodes (system.local, system.peers)", err)
+			return fail("reading the cluster's nodes (system.local, system.peers)", err)
 		}
-		if rep := assessReplication(r.ks, repl, view.nodes, r.cons, cfg.LocalDC); rep.Status == ReplicationAttention {
-			return false, fragileError(rep, view, r.cons)
+		if err := r.dataCentresError(repl, view); err != nil {
+			return err
+		}
+		if a := assessReplication(r.ks, repl, view.nodes, r.cons, cfg.LocalDC); !cfg.AllowFragileReplication && a.Status == ReplicationAttention {
+			return fragileError(a, view, r.cons)
 		}
 	}
+	created := false
 	if !ksExists {
 		repl, _ := replicationCQL(cfg.Replication) // validated already
 		stmt := `CREATE KEYSPACE IF NOT EXISTS "` + r.ks + `" WITH replication = ` + repl
 		if err := r.session.Query(stmt).WithContext(ctx).Exec(); err != nil {
-			return false, fail("keyspace "+r.ks+" does not exist and creating it failed (wrong keyspace name?)", err)
+			return fail("keyspace "+r.ks+" does not exist and creating it failed (wrong keyspace name?)", err)
 		}
-		created = true
+		rep.KeyspaceCreated, created = true, true
 	}
 	if !tblExists {
 		if err := r.session.Query(r.stmts.createTable).WithContext(ctx).Exec(); err != nil {
-			return created, fail("table "+r.ks+"."+r.tbl+" does not exist and creating it failed", err)
+			return fail("table "+r.ks+"."+r.tbl+" does not exist and creating it failed", err)
 		}
+		rep.TablesCreated = append(rep.TablesCreated, r.tbl)
 		created = true
 	}
 	if created {
 		if err := r.awaitSchema(ctx); err != nil {
-			return created, fail("waiting for the cluster to agree on the schema", err)
+			return fail("waiting for the cluster to agree on the schema", err)
 		}
 	}
-	return created, nil
+	return nil
+}
+
+// noKeyspaceError is the refusal of a missing keyspace under
+// NoCreateKeyspace: it names the keyspaces that hold a table of this name
+// (the registries that exist), so that a misspelt name is seen as one.
+func (r *Registry) noKeyspaceError(ctx context.Context) error {
+	var found []string
+	iter := r.session.Query(`SELECT keyspace_name, table_name FROM system_schema.tables`).WithContext(ctx).Iter()
+	var ks, tbl string
+	for iter.Scan(&ks, &tbl) {
+		if tbl == r.tbl && !strings.HasPrefix(ks, "system") {
+			found = append(found, ks)
+		}
+	}
+	if err := iter.Close(); err != nil {
+		return fmt.Errorf("snapid: %w: %w: keyspace %s does not exist (listing the keyspaces failed: %w)", snapid.ErrInvalidOption, ErrNoKeyspace, r.ks, err)
+	}
+	// The names closest to the one asked for first (a misspelling),
+	// at most maxListed of them.
+	common := func(a string) int {
+		n := 0
+		for n < len(a) && n < len(r.ks) && a[n] == r.ks[n] {
+			n++
+		}
+		return n
+	}
+	sort.Slice(found, func(i, j int) bool {
+		if ci, cj := common(found[i]), common(found[j]); ci != cj {
+			return ci > cj
+		}
+		return found[i] < found[j]
+	})
+	have := "no keyspace holds a registry yet"
+	const maxListed = 8
+	if len(found) > maxListed {
+		found = append(found[:maxListed], fmt.Sprintf("and %d more", len(found)-maxListed))
+	}
+	if len(found) > 0 {
+		have = "the registries are in keyspace " + strings.Join(found, ", ")
+	}
+	return fmt.Errorf("snapid: %w: %w: keyspace %s does not exist (%s); nothing was created", snapid.ErrInvalidOption, ErrNoKeyspace, r.ks, have)
+}
+
+// unknownDataCentres returns the data centres of a NetworkTopologyStrategy
+// replication that nodes (the cluster's nodes per data centre) lacks.
+func unknownDataCentres(repl map[string]string, nodes map[string]int) []string {
+	if strings.TrimPrefix(repl["class"], "org.apache.cassandra.locator.") != "NetworkTopologyStrategy" {
+		return nil
+	}
+	var unknown []string
+	for _, dc := range sortedKeys(repl) {
+		if dc != "class" && dc != "replication_factor" && nodes[dc] == 0 {
+			unknown = append(unknown, dc)
+		}
+	}
+	return unknown
+}
+
+// dataCentresError refuses a replication naming a data centre the cluster
+// does not have (a misspelt name), naming the cluster's data centres:
+// Cassandra would refuse it too, and no AllowFragileReplication makes it
+// work.
+func (r *Registry) dataCentresError(repl map[string]string, view nodeView) error {
+	unknown := unknownDataCentres(repl, view.nodes)
+	if len(unknown) == 0 {
+		return nil
+	}
+	why := ""
+	if view.incomplete != "" {
+		why = "; " + incompleteAdvice(view) + " and try again"
+	}
+	return fmt.Errorf("snapid: %w: Cassandra registry: %w: %s in the replication of keyspace %s; the cluster's data centres are %s "+
+		"(nodetool status lists them)%s; nothing was created",
+		snapid.ErrInvalidOption, ErrUnknownDataCentre, quoteList(unknown), r.ks, strings.Join(sortedKeys(view.nodes), ", "), why)
+}
+
+// quoteList renders names as "a", "b".
+func quoteList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return strings.Join(q, ", ")
 }
 
 // schemaHas runs a COUNT(*) query on system_schema (readable by every
@@ -211,17 +313,41 @@ func (r *Registry) checkColumns(ctx context.Context) error {
 	return nil
 }
 
-// CreateSchema creates the registry's keyspace (with
+// SchemaReport says what SetUpSchema found and did.
+type SchemaReport struct {
+	Keyspace, Table string
+	// KeyspaceCreated is set when the keyspace was created (with
+	// Config.Replication); otherwise it existed and was left as it was.
+	KeyspaceCreated bool
+	// Replication is the keyspace's replication as the cluster stores it
+	// after the set-up (for a keyspace that existed: its own, whatever
+	// Config.Replication asked for).
+	Replication map[string]string
+	// TablesCreated lists the tables created; the others existed.
+	TablesCreated []string
+}
+
+// CreateSchema is SetUpSchema reporting only whether it created
+// anything (the keyspace or one of the tables).
+func CreateSchema(ctx context.Context, cfg Config) (created bool, err error) {
+	rep, err := SetUpSchema(ctx, cfg)
+	return rep.KeyspaceCreated || len(rep.TablesCreated) > 0, err
+}
+
+// SetUpSchema creates the registry's keyspace (with
 // cfg.Replication), its table and the table of integer sequences if they
 // do not exist (a Registry creates the sequences' table itself only when
 // a sequence is first created), waits for the cluster to
 // agree on the schema if it created anything, and checks the table's
-// columns. It reports whether it created anything; running it again
-// changes nothing and reports false. A keyspace that exists is used as it
-// is, whatever its replication (Registry.CheckReplication reports on it);
-// one to create whose replication cannot survive the loss of one node is
-// refused before anything is created (ErrFragileReplication) unless
-// cfg.AllowFragileReplication. cfg.NoCreate is ignored. Errors wrap
+// columns. Its report says what it created and the keyspace's
+// replication; running it again creates nothing. A keyspace that exists is
+// used as it is, whatever its replication (Registry.CheckReplication
+// reports on it); one to create whose replication cannot survive the loss
+// of one node is refused before anything is created
+// (ErrFragileReplication) unless cfg.AllowFragileReplication, and one
+// naming a data centre the cluster does not have is refused
+// (ErrUnknownDataCentre). With cfg.NoCreateKeyspace a missing keyspace is
+// refused (ErrNoKeyspace). cfg.NoCreate is ignored. Errors wrap
 // snapid.ErrInvalidOption (invalid cfg, refused before anything is
 // created) or snapid.ErrRegistry.
 //
@@ -230,24 +356,36 @@ func (r *Registry) checkColumns(ctx context.Context) error {
 // keyspace gets the replication it needs and is not created concurrently
 // by every host's first start. It is safe to run concurrently with itself
 // and with NewRegistry (every statement is IF NOT EXISTS).
-func CreateSchema(ctx context.Context, cfg Config) (created bool, err error) {
+func SetUpSchema(ctx context.Context, cfg Config) (rep SchemaReport, err error) {
 	r, err := dial(ctx, cfg)
 	if err != nil {
-		return false, err
+		return rep, err
 	}
 	defer r.Close()
-	if created, err = r.setUp(ctx, cfg, true); err != nil {
-		return created, err
+	if rep, err = r.setUpReport(ctx, cfg, true); err != nil {
+		return rep, err
 	}
 	_, seqCreated, err := r.ensureTableCreated(ctx, true)
+	if seqCreated {
+		rep.TablesCreated = append(rep.TablesCreated, seqTable)
+	}
 	if err != nil {
-		return created || seqCreated, err
+		return rep, err
 	}
 	_, _, numCreated, err := r.numbersCreated(ctx, true)
+	if numCreated {
+		rep.TablesCreated = append(rep.TablesCreated, r.tbl+numbersSuffix)
+	}
 	if errors.Is(err, snapid.ErrInvalidOption) {
 		// A table name too long for the numbers' table: node numbers
 		// are not available with it; names and sequences are.
 		err = nil
 	}
-	return created || seqCreated || numCreated, err
+	if err != nil {
+		return rep, err
+	}
+	if rep.Replication, err = r.keyspaceReplication(ctx); err != nil {
+		return rep, fmt.Errorf("snapid: %w: reading the replication of keyspace %s: %w", snapid.ErrRegistry, r.ks, err)
+	}
+	return rep, nil
 }

@@ -11,7 +11,9 @@
 #      docs/alerts_test.yml; the Debian package prometheus, which has
 #      promtool, is installed with apt-get if promtool is missing);
 #   3. runs every test with the race detector, CI=true so that a missing
-#      Cassandra fails instead of skipping; then builds, vets and tests the
+#      Cassandra fails instead of skipping (internal/docstest among them:
+#      every shell block of README.md and docs/tutorial.md, its output
+#      checked, and the docs' links, defaults and capacity arithmetic); then builds, vets and tests the
 #      library again with the oldest Go it declares (go.mod's go line,
 #      go1.25.0: the toolchain is fetched from the module proxy once);
 #   3a. runs the simulator (internal/sim) in full without the race

@@ -58,6 +58,7 @@ var conformanceCases = []struct {
 	{"ClaimAgainSameOwner", (*suite).claimAgainSameOwner},
 	{"ClaimHeldByAnotherOwner", (*suite).claimHeldByAnotherOwner},
 	{"ForcedTakeoverFloor", (*suite).forcedTakeoverFloor},
+	{"ClaimFloor", (*suite).claimFloor},
 	{"ReleasedNameTakenOver", (*suite).releasedNameTakenOver},
 	{"ProbableClone", (*suite).probableClone},
 	{"ExtendConditionalOnMark", (*suite).extendConditionalOnMark},
@@ -194,6 +195,34 @@ func (s *suite) forcedTakeoverFloor() {
 		s.wantErr("Extend by the holder taken over", err, snapid.ErrNameTaken)
 		s.wantErr("Touch by the holder taken over", s.r.Touch(s.ctx(), name, owner(1), old.Session), snapid.ErrNameTaken)
 		s.same("the old holder's refused calls", snapid.Holder{Name: name, Owner: owner(2), Session: h.Session, State: snapid.StateActive, Reserved: tc.want})
+	}
+}
+
+// claimFloor: a claim that stands leaves the mark at least at its Floor
+// (a new name, and the same owner claiming again), and never lowers it.
+func (s *suite) claimFloor() {
+	name := s.name()
+	c := claimOf(name, owner(1))
+	c.Floor = 500
+	h, err := s.r.Claim(s.ctx(), c)
+	if err != nil {
+		s.t.Fatalf("a new name claimed with floor 500: %v", err)
+	}
+	if h.Reserved != 500 {
+		s.t.Errorf("a new name claimed with floor 500: mark %d, want 500", h.Reserved)
+	}
+	if got := s.get(name).Reserved; got != 500 {
+		s.t.Errorf("a new name claimed with floor 500: the row's mark is %d, want 500", got)
+	}
+	for _, tc := range []struct{ floor, want uint64 }{{700, 700}, {10, 700}} {
+		c.Floor = tc.floor
+		h, err = s.r.Claim(s.ctx(), c)
+		if err != nil {
+			s.t.Fatalf("the same owner claiming again with floor %d: %v", tc.floor, err)
+		}
+		if h.Reserved != tc.want || s.get(name).Reserved != tc.want {
+			s.t.Errorf("the same owner claiming again with floor %d: mark %d (row %d), want %d", tc.floor, h.Reserved, s.get(name).Reserved, tc.want)
+		}
 	}
 }
 

@@ -217,7 +217,7 @@ func (r *Registry) Claim(ctx context.Context, c snapid.Claim) (snapid.Holder, er
 	h, ok := r.rows[c.Name]
 	switch {
 	case !ok:
-		h = snapid.Holder{Name: c.Name, Owner: c.Owner, RegisteredAt: now}
+		h = snapid.Holder{Name: c.Name, Owner: c.Owner, RegisteredAt: now, Reserved: c.Floor}
 	case h.Owner == c.Owner:
 		other := h.MachineID != c.MachineID || h.Hostname != c.Hostname
 		if other && h.State == snapid.StateActive && c.CloneWindow > 0 && now.Sub(h.LastSeen) < c.CloneWindow {
@@ -227,11 +227,11 @@ func (r *Registry) Claim(ctx context.Context, c snapid.Claim) (snapid.Holder, er
 		h.Owner, h.RegisteredAt = c.Owner, now
 	case c.Force:
 		h.Owner, h.RegisteredAt = c.Owner, now
-		h.Reserved = max(h.Reserved, c.Floor)
 	default:
 		return h, fmt.Errorf("snapidtest: %w: %q is %s", snapid.ErrNameTaken, c.Name, h)
 	}
 	h.State, h.LastSeen = snapid.StateActive, now
+	h.Reserved = max(h.Reserved, c.Floor)
 	h.Hostname, h.Address, h.MachineID = c.Hostname, c.Address, c.MachineID
 	h.Session = newSession()
 	r.rows[c.Name] = h

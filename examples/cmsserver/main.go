@@ -9,7 +9,12 @@
 //	SNAPID_COUNTER    the counter file (default ./cms-counter.u64)
 //	SNAPID_NAME       the node name (default: derived from the host name)
 //	SNAPID_CASSANDRA  host[:port],… of the registry; none: standalone
-//	SNAPID_KEYSPACE   the registry's keyspace (default snapid)
+//
+// and every other registry variable snapctl reads, from the same place
+// (cassandra.ConfigFromEnv): SNAPID_KEYSPACE, SNAPID_LOCAL_DC,
+// SNAPID_CASSANDRA_USERNAME with SNAPID_CASSANDRA_PASSWORD,
+// SNAPID_CASSANDRA_TLS_CA, _TLS_CERT and _TLS_KEY, SNAPID_CONSISTENCY,
+// SNAPID_SERIAL_CONSISTENCY and SNAPID_REPLICATION;
 //
 // and -addr (default 127.0.0.1:8080). Try it:
 //
@@ -29,7 +34,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -72,9 +76,13 @@ func run(ctx context.Context, addr string, getenv func(string) string, log *slog
 		}
 	}
 	opts := []snapid.Option{snapid.WithLogger(log)}
-	if hosts := getenv("SNAPID_CASSANDRA"); hosts != "" {
+	cfg, ok, err := registryConfig(getenv, log)
+	if err != nil {
+		return err
+	}
+	if ok {
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		reg, rerr := cassandra.NewRegistry(rctx, cassandra.Config{Hosts: strings.Split(hosts, ","), Keyspace: getenv("SNAPID_KEYSPACE")})
+		reg, rerr := cassandra.NewRegistry(rctx, cfg)
 		cancel()
 		if rerr != nil {
 			return rerr
@@ -113,6 +121,15 @@ func run(ctx context.Context, addr string, getenv func(string) string, log *slog
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return srv.Shutdown(sctx)
+}
+
+// registryConfig is the registry's configuration from the same variables
+// snapctl reads (cassandra.ConfigFromEnv), or ok=false without
+// SNAPID_CASSANDRA; the driver's notices go to log.
+func registryConfig(getenv func(string) string, log *slog.Logger) (cfg cassandra.Config, ok bool, err error) {
+	cfg, ok, err = cassandra.ConfigFromEnv(getenv)
+	cfg.Logger = log
+	return cfg, ok, err
 }
 
 // article is what the server stores.

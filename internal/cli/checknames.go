@@ -116,24 +116,25 @@ var checkReplication = (*cassandra.Registry).CheckReplication
 // (--name, --counter, SNAPID_NAME, SNAPID_COUNTER) is an administrator's:
 // its host name is no node name to check.
 func (c *cli) thisHost(cfg *snapid.AuditConfig) error {
-	name := c.orEnv(c.name, "SNAPID_NAME")
-	if name == "" && c.orEnv(c.counter, "SNAPID_COUNTER") == "" {
+	name := c.orEnv("name", c.name, "SNAPID_NAME")
+	if name == "" && c.orEnv("counter", c.counter, "SNAPID_COUNTER") == "" {
 		return nil
 	}
+	var path string
+	var err error
 	if name == "" {
-		host, err := c.hostname()
-		if err != nil {
-			return nil
-		}
-		if name, _, err = snapid.NameFromHostname(host); err != nil {
+		// As status: the name the counter is in use under, else the
+		// one derived from the host name.
+		if name, path, err = c.auditTarget(); err != nil {
+			if _, perr := c.resolveCounter(); perr != nil {
+				return perr
+			}
 			return nil // no configured name to check
 		}
-	}
-	cfg.ThisName = name
-	path, err := c.resolveCounter()
-	if err != nil {
+	} else if path, err = c.resolveCounter(); err != nil {
 		return err
 	}
+	cfg.ThisName = name
 	owner, err := snapid.OwnerToken(path)
 	switch {
 	case err == nil:
@@ -154,7 +155,7 @@ type checkOutput struct {
 }
 
 func printReport(c *cli, r snapid.Report, repl *cassandra.ReplicationReport) error {
-	what := fmt.Sprintf("%d registry rows", r.Rows)
+	what := plural(r.Rows, "registry row")
 	if repl == nil {
 		what = "the inventory (no registry configured)"
 	} else if repl.Status == cassandra.ReplicationWarning {

@@ -10,8 +10,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/statefile"
@@ -123,7 +125,53 @@ func lookup(name string) *command {
 // boolFlags are the flags that take no value ("--json", not "--json x"),
 // for commandFirst.
 var boolFlags = map[string]bool{"sync": true, "json": true, "force": true, "no-registry": true,
-	"allow-fragile-replication": true, "h": true, "help": true, "version": true}
+	"allow-fragile-replication": true, "max-safe-integer": true, "uint32": true, "h": true, "help": true, "version": true}
+
+// positionals takes the first n words that are not flags (nor flags'
+// values) out of args, wherever they stand among the flags ("seq create
+// --keyspace k s1" as "seq create s1 --keyspace k"), and returns them and
+// the rest, in order. After "--" every word is a word.
+func positionals(args []string, n int) (words, rest []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case len(words) == n:
+			rest = append(rest, a)
+		case a == "--":
+			for _, w := range args[i+1:] {
+				if len(words) < n {
+					words = append(words, w)
+				} else {
+					rest = append(rest, w)
+				}
+			}
+			return words, rest
+		case strings.HasPrefix(a, "-") && len(a) > 1:
+			rest = append(rest, a)
+			name := strings.TrimLeft(a, "-")
+			if !strings.Contains(name, "=") && !boolFlags[name] && i+1 < len(args) {
+				i++
+				rest = append(rest, args[i])
+			}
+		default:
+			words = append(words, a)
+		}
+	}
+	return words, rest
+}
+
+// helpAsked reports whether args ask for help (-h, -help, --help).
+func helpAsked(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "-h", "-help", "--help":
+			return true
+		case "--":
+			return false
+		}
+	}
+	return false
+}
 
 // commandFirst moves flags given before the command ("snapctl --name web
 // next") after it, where the command's own flags parse them.
@@ -217,17 +265,16 @@ func (c *cli) newFlags(cmd string) *flag.FlagSet {
 func (c *cli) parse(args []string) error {
 	if err := c.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			c.fs.SetOutput(c.stdout)
 			fmt.Fprintf(c.stdout, "usage: %s %s\n", c.fs.Name(), lookup(strings.TrimPrefix(c.fs.Name(), "snapctl ")).usage)
 			hasFlags := false
 			c.fs.VisitAll(func(*flag.Flag) { hasFlags = true })
 			if hasFlags {
 				fmt.Fprintf(c.stdout, "\nflags:\n")
-				c.fs.PrintDefaults()
+				printFlags(c.stdout, c.fs)
 			}
 			return err
 		}
-		return usageError{err.Error()}
+		return usageError{flagError(c.fs, err)}
 	}
 	if c.fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("unexpected argument %q", c.fs.Arg(0))}
@@ -235,13 +282,67 @@ func (c *cli) parse(args []string) error {
 	return nil
 }
 
+// flagForm is how snapctl writes a flag: -n (one letter), --name.
+func flagForm(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// printFlags lists fs's flags as the documentation writes them
+// ("--name string"), with their usage and default.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		kind, usage := flag.UnquoteUsage(f)
+		if kind == "value" { // the decimal flags (-n, --start, --max-id…)
+			kind = "N"
+		}
+		line := "  " + flagForm(f.Name)
+		if kind != "" {
+			line += " " + kind
+		}
+		line += "\n    \t" + strings.ReplaceAll(usage, "\n", "\n    \t")
+		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
+			line += fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		fmt.Fprintln(w, line)
+	})
+}
+
+// flagErrorRE matches the flag package's refusal of a value.
+var flagErrorRE = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-([^:]+): (.*)$`)
+
+// flagError rewrites the flag package's errors in snapctl's words: flags
+// as --flag, and a duration that is not one (--stale 10) with what is
+// wanted.
+func flagError(fs *flag.FlagSet, err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return fmt.Sprintf("%s has no flag %s", strings.TrimPrefix(fs.Name(), "snapctl "), flagForm(name))
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return fmt.Sprintf("flag %s needs a value", flagForm(name))
+	}
+	m := flagErrorRE.FindStringSubmatch(msg)
+	if m == nil {
+		return msg
+	}
+	value, name, why := m[1], m[2], m[3]
+	if f := fs.Lookup(name); f != nil {
+		if g, ok := f.Value.(flag.Getter); ok {
+			if _, isDuration := g.Get().(time.Duration); isDuration {
+				return fmt.Sprintf("%s %q: want a duration with its unit, such as 10m, 90s or 1h30m", flagForm(name), value)
+			}
+		}
+	}
+	return fmt.Sprintf("%s %q: %s", flagForm(name), value, why)
+}
+
 // resolveName returns the node name: --name, then $SNAPID_NAME, then the
 // host name made into a name as Snap! does, with a notice on stderr.
 func (c *cli) resolveName() (string, error) {
-	name := c.name
-	if name == "" {
-		name = c.getenv("SNAPID_NAME")
-	}
+	name := c.orEnv("name", c.name, "SNAPID_NAME")
 	if name != "" {
 		return name, snapid.ValidateName(name)
 	}
@@ -274,7 +375,7 @@ func (c *cli) resolveCounter() (string, error) {
 	if c.counter != "" {
 		return c.counter, nil
 	}
-	if p := c.getenv("SNAPID_COUNTER"); p != "" {
+	if p := c.getenv("SNAPID_COUNTER"); p != "" && !c.flagGiven("counter") {
 		c.counter = p
 		return p, nil
 	}
@@ -293,6 +394,23 @@ func (c *cli) target() (name, path string, err error) {
 	}
 	path, err = c.resolveCounter()
 	return name, path, err
+}
+
+// auditTarget is target for the commands that look at a name (status,
+// check-names): without --name or SNAPID_NAME, the name the counter is in
+// use under (its session file records the claim), if any, rather than
+// one derived from the host name, so that both look at the same name.
+func (c *cli) auditTarget() (name, path string, err error) {
+	if c.orEnv("name", c.name, "SNAPID_NAME") == "" {
+		if path, err = c.resolveCounter(); err != nil {
+			return "", "", err
+		}
+		if hf, err := snapid.ReadHostFiles(path); err == nil && hf.SessionName != "" && hf.Released == "" {
+			fmt.Fprintf(c.stderr, "snapctl: notice: no --name or SNAPID_NAME; using %q, the name the counter %s is in use under\n", hf.SessionName, path)
+			return hf.SessionName, path, nil
+		}
+	}
+	return c.target()
 }
 
 // prepareDefaultDir creates the per-user state directory when the counter
@@ -396,8 +514,9 @@ func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "  --cassandra host[:port],…, --keyspace, --username, --tls-ca, --tls-cert, --tls-key, --timeout (default 30s),")
 	fmt.Fprintln(w, "  --local-dc DC, --consistency quorum|local_quorum|each_quorum, --serial-consistency serial")
 	fmt.Fprintln(w, "  (local_serial is refused: two data centres cut apart could both win one name)")
-	fmt.Fprintln(w, "creating the keyspace (setup, and next/register/release when it is missing): --replication dc1:3,dc2:3|N,")
-	fmt.Fprintln(w, "  --allow-fragile-replication (a cluster of several nodes refuses a replication that cannot lose a node)")
+	fmt.Fprintln(w, "creating the keyspace (setup; next/register/release create only the default one, snapid, when it is missing):")
+	fmt.Fprintln(w, "  --replication dc1:3,dc2:3|N, --allow-fragile-replication (a cluster of several nodes refuses a replication")
+	fmt.Fprintln(w, "  that cannot lose a node); a flag beats its variable, even empty (--cassandra '' is no registry)")
 	fmt.Fprintln(w, "environment: SNAPID_NAME, SNAPID_COUNTER, XDG_STATE_HOME, SNAPID_CASSANDRA, SNAPID_KEYSPACE,")
 	fmt.Fprintln(w, "  SNAPID_CASSANDRA_USERNAME, SNAPID_CASSANDRA_PASSWORD, SNAPID_CASSANDRA_TLS_CA, _TLS_CERT, _TLS_KEY,")
 	fmt.Fprintln(w, "  SNAPID_LOCAL_DC, SNAPID_CONSISTENCY, SNAPID_SERIAL_CONSISTENCY, SNAPID_REPLICATION, SNAPID_BINDING_DIR")

@@ -575,9 +575,11 @@ func TestCLIHelpCommandListsFlags(t *testing.T) {
 		cmd   string
 		flags []string
 	}{
-		{"next", []string{"-n", "-name", "-counter", "-sync"}},
-		{"init", []string{"-start", "-force", "-counter"}},
-		{"show", []string{"-json", "-counter"}},
+		{"next", []string{"  -n N", "  --name string", "  --counter string", "  --sync", "  --no-registry", "  --cassandra string"}},
+		{"init", []string{"  --start N", "  --force", "  --counter string"}},
+		{"show", []string{"  --json", "  --counter string"}},
+		{"check-names", []string{"  --stale duration", "  --json"}},
+		{"setup", []string{"  --replication string", "  --stride N"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.cmd, func(t *testing.T) {
@@ -588,6 +590,13 @@ func TestCLIHelpCommandListsFlags(t *testing.T) {
 			require.True(t, ok, r.stdout)
 			for _, fl := range tt.flags {
 				assert.Contains(t, flagsPart, fl, "help %s does not list %s", tt.cmd, fl)
+			}
+			// Flags are written as the documentation writes them:
+			// --flag, and -n for the one-letter one.
+			for _, line := range strings.Split(flagsPart, "\n") {
+				if strings.HasPrefix(line, "  -") && !strings.HasPrefix(line, "  --") {
+					assert.True(t, strings.HasPrefix(line, "  -n "), "help %s: %q", tt.cmd, line)
+				}
 			}
 		})
 	}
@@ -652,5 +661,48 @@ func TestDescribeSaysThingsOnce(t *testing.T) {
 		for _, phrase := range []string{"nothing was changed", "nothing was issued", "claim it again on purpose", "snapctl register"} {
 			assert.LessOrEqual(t, strings.Count(msg, phrase), 1, "%q said twice: %s", phrase, msg)
 		}
+	}
+}
+
+// Every command's --help writes its flags as --flag; snapctl help --help
+// is the help; a value a flag cannot take says what is wanted, with the
+// flag as --flag.
+func TestCLIFlagWording(t *testing.T) {
+	f := newFakeEnv(t)
+	for _, cmd := range commands {
+		if cmd.name == "help" || cmd.name == "seq" {
+			continue
+		}
+		r := f.run(t, cmd.name, "--help")
+		require.Equal(t, exitOK, r.code, "%s: %s", cmd.name, r.stderr)
+		for _, line := range strings.Split(r.stdout, "\n") {
+			if strings.HasPrefix(line, "  -") && !strings.HasPrefix(line, "  --") {
+				assert.True(t, strings.HasPrefix(line, "  -n "), "%s --help: %q", cmd.name, line)
+			}
+		}
+	}
+	for _, sub := range []string{"create", "next", "show"} {
+		r := f.run(t, "seq", sub, "--help")
+		require.Equal(t, exitOK, r.code, r.stderr)
+		assert.Contains(t, r.stdout, "  --cassandra string", sub)
+		assert.NotContains(t, r.stdout, "  -cassandra", sub)
+	}
+	for _, args := range [][]string{{"help", "--help"}, {"help", "-h"}} {
+		r := f.run(t, args...)
+		require.Equal(t, exitOK, r.code, "%v: %s", args, r.stderr)
+		assert.Contains(t, r.stdout, "usage: snapctl <command> [flags]", args)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"check-names", "--stale", "10"}, `--stale "10": want a duration with its unit, such as 10m, 90s or 1h30m`},
+		{[]string{"show", "--timeout", "30"}, `--timeout "30": want a duration with its unit`},
+		{[]string{"next", "--bogus"}, "next has no flag --bogus"},
+		{[]string{"next", "--sync=maybe"}, `--sync "maybe"`},
+	} {
+		line := requireOneErrorLine(t, f.run(t, tc.args...))
+		assert.Contains(t, line, tc.want, tc.args)
+		assert.NotRegexp(t, `(^|[ (])-[a-z]{2,}`, line, "flags are written --flag: %v", tc.args)
 	}
 }

@@ -47,9 +47,16 @@ func cmdNext(ctx context.Context, c *cli, args []string) error {
 	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
 	defer cancel()
 	opts := append(c.options(), formOpts...)
-	reg, err := c.connect(ctx, &rf, false)
-	if err != nil {
-		return err
+	if *noRegistry && rf.cassandra != "" {
+		return usageError{"--no-registry and --cassandra contradict each other: give one"}
+	}
+	var reg *cassandra.Registry
+	if !*noRegistry {
+		// --no-registry beats SNAPID_CASSANDRA, which production hosts
+		// export: it is the fallback during a registry outage.
+		if reg, err = c.connect(ctx, &rf, false); err != nil {
+			return err
+		}
 	}
 	if reg != nil {
 		defer reg.Close()
@@ -68,7 +75,7 @@ func cmdNext(ctx context.Context, c *cli, args []string) error {
 	g, err := snapid.OpenContext(ctx, path, name, opts...)
 	if err != nil {
 		c.unmakeDefaultDir()
-		return heldHere(ctx, reg, name, path, err)
+		return heldHere(ctx, orNil(reg), name, path, err)
 	}
 	ids, err := issueIDs(ctx, g, *n)
 	if err != nil {
@@ -338,6 +345,10 @@ func cmdVersion(_ context.Context, c *cli, args []string) error {
 }
 
 func cmdHelp(ctx context.Context, c *cli, args []string) error {
+	if helpAsked(args) { // snapctl help --help
+		printUsage(c.stdout)
+		return nil
+	}
 	if len(args) == 2 && args[0] == "seq" {
 		return cmdSeq(ctx, c, []string{args[1], "-h"}) // help seq SUBCOMMAND
 	}
@@ -366,7 +377,7 @@ func cmdHelp(ctx context.Context, c *cli, args []string) error {
 // machine, under another counter file, the hint that fits: use that
 // counter (--counter, SNAPID_COUNTER), never a forced take-over of one's
 // own name. Any other error, or a holder elsewhere, is returned as it is.
-func heldHere(ctx context.Context, reg *cassandra.Registry, name, path string, err error) error {
+func heldHere(ctx context.Context, reg snapid.Registry, name, path string, err error) error {
 	if reg == nil || !errors.Is(err, snapid.ErrNameTaken) {
 		return err
 	}

@@ -52,6 +52,8 @@ func describe(cmd string, err error) string {
 			"(an earlier version of snapid?): stop them all, then start again (the first one rewrites %s)", errPath(err, "the .session file"))
 	case errors.Is(err, snapid.ErrNameMismatch):
 		hint = "nothing was changed; one counter file serves one node name: give --name the name it is in use under, or use another --counter"
+	case errors.Is(err, snapid.ErrNameBoundByRoot):
+		hint = "nothing was issued" // the error says what this user can do
 	case errors.Is(err, snapid.ErrNameBound):
 		hint = "nothing was issued (give that counter with --counter or SNAPID_COUNTER, or another --name)"
 	case errors.Is(err, snapid.ErrCorruptBinding):
@@ -72,6 +74,11 @@ func describe(cmd string, err error) string {
 		hint = "this counter directory looks copied from a machine still using it: give this machine its own counter (remove the .owner file) and name"
 	case errors.Is(err, snapid.ErrExhausted):
 		hint = "nothing was issued and the counter did not move (it never passes 2^64-1 or the form's bound): ask for fewer numbers (the error says how many are left), or use a new node name (or a larger --max-id) once it is used up"
+	case errors.Is(err, cassandra.ErrNoKeyspace):
+		hint = "check --keyspace (SNAPID_KEYSPACE); a keyspace other than the default (snapid, which a first claim creates for a trial) " +
+			"is made once with 'snapctl setup --keyspace NAME --replication dc1:3,…'"
+	case errors.Is(err, cassandra.ErrUnknownDataCentre):
+		hint = "check --replication (SNAPID_REPLICATION)"
 	case errors.Is(err, cassandra.ErrFragileReplication):
 		hint = "check --replication (SNAPID_REPLICATION); nothing was created"
 	case errors.Is(err, cassandra.ErrLocalSerial):
@@ -84,6 +91,8 @@ func describe(cmd string, err error) string {
 		hint = registryHint(err) + "; nothing was issued"
 	case errors.Is(err, snapid.ErrReplaced):
 		hint = "the counter file was removed or replaced while in use; check it, then start again"
+	case errors.Is(err, snapid.ErrLocked):
+		hint = "wait until that process lets the lock go, or allow longer with --timeout"
 	case errors.Is(err, snapid.ErrInUse):
 		hint = "stop the programs using this counter first"
 	case errors.Is(err, fs.ErrNotExist) && (cmd == "init" || cmd == "next" || cmd == "register"):

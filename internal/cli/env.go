@@ -16,6 +16,7 @@ type env struct {
 	stdout   io.Writer
 	stderr   io.Writer
 	syncDir  func(dir string) error // nil: syncDir
+	inproc   *InProcess             // nil: none (see InProcess)
 }
 
 func osEnv() env {

@@ -15,14 +15,24 @@ import (
 // --format striped and decimal use the name's node number, names lists
 // it and show prints the host's.
 func TestNodeNumbersWithRegistry(t *testing.T) {
-	f, s, ks := registryEnv(t)
+	f, s, ks := registryEnvBare(t, nil)
 	dc := s.LocalDC(t)
 	line := requireOneErrorLine(t, f.run(t, "setup", "--replication", dc+":1", "--stride", "1"))
 	assert.Contains(t, line, "--stride")
 	assert.Nil(t, s.Replication(t, ks), "a bad stride created the keyspace")
-	r := f.run(t, "setup", "--replication", dc+":1", "--stride", "1000")
+	// No keyspace yet: --stride alone cannot create it, and says what
+	// is missing.
+	line = requireOneErrorLine(t, f.run(t, "setup", "--stride", "1000"))
+	assert.Contains(t, line, "keyspace "+ks+" does not exist")
+	assert.Contains(t, line, "setup needs --replication")
+	assert.Nil(t, s.Replication(t, ks))
+	r := f.run(t, "setup", "--replication", dc+":1")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	// The keyspace exists: the stride is recorded without --replication.
+	r = f.run(t, "setup", "--stride", "1000")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "stride 1000 recorded")
+	assert.Contains(t, r.stdout, "keyspace "+ks+" exists: left as it was (replication "+dc+":1)")
 	r = f.run(t, "setup", "--replication", dc+":1", "--stride", "100")
 	require.NotEqual(t, exitOK, r.code)
 	assert.Contains(t, r.stderr, "stride")

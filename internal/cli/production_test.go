@@ -18,45 +18,45 @@ import (
 func TestRegistryConfigFlagsAndEnvironment(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		flags registryFlags
+		args  []string
 		vars  map[string]string
 		check func(t *testing.T, cfg cassandra.Config)
 	}{
-		{"defaults", registryFlags{}, nil, func(t *testing.T, cfg cassandra.Config) {
+		{"defaults", nil, nil, func(t *testing.T, cfg cassandra.Config) {
 			assert.Equal(t, gocql.Consistency(0), cfg.Consistency)
 			assert.Equal(t, gocql.SerialConsistency(0), cfg.SerialConsistency)
 			assert.Empty(t, cfg.LocalDC)
 			assert.Nil(t, cfg.Replication)
 			assert.False(t, cfg.AllowFragileReplication)
 		}},
-		{"local dc flag", registryFlags{localDC: "dc1"}, map[string]string{"SNAPID_LOCAL_DC": "dc2"}, func(t *testing.T, cfg cassandra.Config) {
+		{"local dc flag", []string{"--local-dc", "dc1"}, map[string]string{"SNAPID_LOCAL_DC": "dc2"}, func(t *testing.T, cfg cassandra.Config) {
 			assert.Equal(t, "dc1", cfg.LocalDC)
 		}},
-		{"local dc env", registryFlags{}, map[string]string{"SNAPID_LOCAL_DC": "dc2"}, func(t *testing.T, cfg cassandra.Config) {
+		{"local dc env", nil, map[string]string{"SNAPID_LOCAL_DC": "dc2"}, func(t *testing.T, cfg cassandra.Config) {
 			assert.Equal(t, "dc2", cfg.LocalDC)
 		}},
-		{"consistency flag", registryFlags{consistency: "local_quorum"}, map[string]string{"SNAPID_CONSISTENCY": "each_quorum"}, func(t *testing.T, cfg cassandra.Config) {
+		{"consistency flag", []string{"--consistency", "local_quorum"}, map[string]string{"SNAPID_CONSISTENCY": "each_quorum"}, func(t *testing.T, cfg cassandra.Config) {
 			assert.Equal(t, gocql.LocalQuorum, cfg.Consistency)
 		}},
-		{"consistency env, any case, hyphen", registryFlags{}, map[string]string{"SNAPID_CONSISTENCY": "Each-Quorum"}, func(t *testing.T, cfg cassandra.Config) {
+		{"consistency env, any case, hyphen", nil, map[string]string{"SNAPID_CONSISTENCY": "Each-Quorum"}, func(t *testing.T, cfg cassandra.Config) {
 			assert.Equal(t, gocql.EachQuorum, cfg.Consistency)
 		}},
-		{"consistency quorum", registryFlags{consistency: "QUORUM"}, nil, func(t *testing.T, cfg cassandra.Config) {
+		{"consistency quorum", []string{"--consistency", "QUORUM"}, nil, func(t *testing.T, cfg cassandra.Config) {
 			assert.Equal(t, gocql.Quorum, cfg.Consistency)
 		}},
-		{"serial flag", registryFlags{serial: "serial"}, map[string]string{"SNAPID_SERIAL_CONSISTENCY": "local_serial"}, func(t *testing.T, cfg cassandra.Config) {
+		{"serial flag", []string{"--serial-consistency", "serial"}, map[string]string{"SNAPID_SERIAL_CONSISTENCY": "local_serial"}, func(t *testing.T, cfg cassandra.Config) {
 			assert.Equal(t, gocql.Serial, cfg.SerialConsistency)
 		}},
-		{"serial env", registryFlags{}, map[string]string{"SNAPID_SERIAL_CONSISTENCY": "local_serial"}, func(t *testing.T, cfg cassandra.Config) {
+		{"serial env", nil, map[string]string{"SNAPID_SERIAL_CONSISTENCY": "local_serial"}, func(t *testing.T, cfg cassandra.Config) {
 			assert.Equal(t, gocql.LocalSerial, cfg.SerialConsistency) // refused by Validate, with the reason
 		}},
-		{"replication flag", registryFlags{replication: "dc1:3,dc2:3"}, map[string]string{"SNAPID_REPLICATION": "1"}, func(t *testing.T, cfg cassandra.Config) {
+		{"replication flag", []string{"--replication", "dc1:3,dc2:3"}, map[string]string{"SNAPID_REPLICATION": "1"}, func(t *testing.T, cfg cassandra.Config) {
 			assert.Equal(t, map[string]string{"class": "NetworkTopologyStrategy", "dc1": "3", "dc2": "3"}, cfg.Replication)
 		}},
-		{"replication env", registryFlags{}, map[string]string{"SNAPID_REPLICATION": "3"}, func(t *testing.T, cfg cassandra.Config) {
+		{"replication env", nil, map[string]string{"SNAPID_REPLICATION": "3"}, func(t *testing.T, cfg cassandra.Config) {
 			assert.Equal(t, map[string]string{"class": "SimpleStrategy", "replication_factor": "3"}, cfg.Replication)
 		}},
-		{"allow fragile", registryFlags{allowFragile: true}, nil, func(t *testing.T, cfg cassandra.Config) {
+		{"allow fragile", []string{"--allow-fragile-replication"}, nil, func(t *testing.T, cfg cassandra.Config) {
 			assert.True(t, cfg.AllowFragileReplication)
 		}},
 	} {
@@ -65,31 +65,85 @@ func TestRegistryConfigFlagsAndEnvironment(t *testing.T) {
 			for k, v := range tc.vars {
 				vars[k] = v
 			}
-			c := &cli{env: env{getenv: func(k string) string { return vars[k] }}}
-			cfg, ok, err := c.registryConfig(&tc.flags)
+			cfg, ok, err := parsedConfig(t, vars, tc.args...)
 			require.NoError(t, err)
 			require.True(t, ok)
 			assert.Equal(t, []string{"db1", "db2"}, cfg.Hosts)
 			tc.check(t, cfg)
 		})
 	}
-	for _, bad := range []registryFlags{{consistency: "serial"}, {consistency: "most"}, {serial: "quorum"}, {serial: "local"}, {replication: "dc1:0"}} {
-		c := &cli{env: env{getenv: func(k string) string {
-			if k == "SNAPID_CASSANDRA" {
-				return "db1"
-			}
-			return ""
-		}}}
-		_, _, err := c.registryConfig(&bad)
+	for _, bad := range [][]string{{"--consistency", "serial"}, {"--consistency", "most"}, {"--serial-consistency", "quorum"},
+		{"--serial-consistency", "local"}, {"--replication", "dc1:0"}, {"--username", "u"}} {
+		_, _, err := parsedConfig(t, map[string]string{"SNAPID_CASSANDRA": "db1"}, bad...)
 		var ue usageError
-		assert.ErrorAs(t, err, &ue, "%+v", bad)
+		assert.ErrorAs(t, err, &ue, "%v", bad)
 	}
+}
+
+// parsedConfig is the registry configuration of a command line of next
+// (args: its flags) in an environment of vars.
+func parsedConfig(t *testing.T, vars map[string]string, args ...string) (cassandra.Config, bool, error) {
+	t.Helper()
+	c := &cli{env: env{getenv: func(k string) string { return vars[k] }}}
+	var rf registryFlags
+	c.newFlags("next")
+	c.addRegistryFlags(&rf)
+	c.addCreateFlags(&rf)
+	require.NoError(t, c.parse(args))
+	return c.registryConfig(&rf)
+}
+
+// A flag beats the environment, even empty: --cassandra ” means no
+// registry whatever SNAPID_CASSANDRA says, --keyspace ” the default one.
+func TestRegistryFlagBeatsEnvironment(t *testing.T) {
+	env := map[string]string{"SNAPID_CASSANDRA": "db1", "SNAPID_KEYSPACE": "other", "SNAPID_LOCAL_DC": "dc9"}
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		ok     bool
+		ks, dc string
+	}{
+		{"environment", nil, true, "other", "dc9"},
+		{"empty cassandra", []string{"--cassandra", ""}, false, "", ""},
+		{"empty cassandra, = form", []string{"--cassandra="}, false, "", ""},
+		{"empty keyspace", []string{"--keyspace", ""}, true, "", "dc9"},
+		{"empty local dc", []string{"--local-dc="}, true, "other", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, ok, err := parsedConfig(t, env, tc.args...)
+			require.NoError(t, err)
+			require.Equal(t, tc.ok, ok)
+			if ok {
+				assert.Equal(t, tc.ks, cfg.Keyspace)
+				assert.Equal(t, tc.dc, cfg.LocalDC)
+			}
+		})
+	}
+}
+
+// next --no-registry and --cassandra ” issue without the registry while
+// SNAPID_CASSANDRA names one (here one that cannot answer): the
+// documented fallback of an outage.
+func TestNextNoRegistryBeatsEnvironment(t *testing.T) {
+	for _, args := range [][]string{{"--no-registry"}, {"--cassandra", ""}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			f := newFakeEnv(t)
+			f.vars["SNAPID_NAME"] = "web_1"
+			f.vars["SNAPID_CASSANDRA"] = "127.0.0.1:1" // nothing listens there
+			r := f.run(t, append([]string{"next", "--timeout", "3s"}, args...)...)
+			require.Equal(t, exitOK, r.code, r.stderr)
+			assert.Equal(t, "web_1-1\n", r.stdout)
+		})
+	}
+	f := newFakeEnv(t)
+	line := requireOneErrorLine(t, f.run(t, "next", "--name", "web_1", "--no-registry", "--cassandra", "db1"))
+	assert.Contains(t, line, "--no-registry and --cassandra")
 }
 
 // Bad settings on every command that talks to the registry: exit 2 with
 // one line that says why, and nothing is created, in Cassandra or on disk.
 func TestRegistrySettingsRefusedChangeNothing(t *testing.T) {
-	f, s, ks := registryEnv(t)
+	f, s, ks := registryEnvBare(t, nil)
 	dc := s.LocalDC(t)
 	f.vars["SNAPID_NAME"] = "web_1"
 	counterDir := filepath.Join(f.home, ".local", "state", "snapid")
@@ -136,15 +190,26 @@ func TestRegistrySettingsRefusedChangeNothing(t *testing.T) {
 	}
 }
 
-// --replication (and SNAPID_REPLICATION) wherever the keyspace may be
-// created; a replication the cluster's nodes can never serve is refused
-// (on this one-node cluster: 3 replicas), before anything is created.
+// --replication (and SNAPID_REPLICATION) on setup; a replication the
+// cluster's nodes can never serve is refused (on this one-node cluster: 3
+// replicas), before anything is created. The commands that issue ids
+// never create a keyspace named explicitly (a misspelt --keyspace): they
+// refuse it, pointing at setup, and create nothing.
 func TestRegistryReplicationWhereverCreated(t *testing.T) {
 	for _, cmd := range []string{"next", "register", "setup"} {
 		t.Run(cmd, func(t *testing.T) {
-			f, s, ks := registryEnv(t)
+			f, s, ks := registryEnvBare(t, nil)
 			dc := s.LocalDC(t)
 			f.vars["SNAPID_NAME"] = "web_1"
+			if cmd != "setup" {
+				f.vars["SNAPID_REPLICATION"] = dc + ":1"
+				line := requireOneErrorLine(t, f.run(t, cmd))
+				assert.Contains(t, line, "keyspace "+ks+" does not exist")
+				assert.Contains(t, line, "snapctl setup")
+				assert.Nil(t, s.Replication(t, ks))
+				assert.NoDirExists(t, filepath.Join(f.home, ".local", "state", "snapid"))
+				return
+			}
 			line := requireOneErrorLine(t, f.run(t, cmd, "--replication", dc+":3"))
 			assert.Contains(t, line, "cannot survive the loss of one node")
 			assert.Contains(t, line, "check --replication")
@@ -166,7 +231,7 @@ func TestRegistryReplicationWhereverCreated(t *testing.T) {
 		})
 	}
 	// Asked for explicitly, a fragile keyspace is created.
-	f, s, ks := registryEnv(t)
+	f, s, ks := registryEnvBare(t, nil)
 	dc := s.LocalDC(t)
 	r := f.run(t, "setup", "--replication", dc+":3", "--allow-fragile-replication")
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -199,7 +264,7 @@ func TestCheckNamesReportsReplication(t *testing.T) {
 	r = f.run(t, "check-names")
 	require.Equal(t, exitOK, r.code, r.stdout+r.stderr)
 	assert.Contains(t, r.stdout, "check-names: warning: keyspace "+ks+" has 1 replica(s) on a one-node cluster")
-	assert.Contains(t, r.stdout, "no problems in 1 registry rows")
+	assert.Contains(t, r.stdout, "no problems in 1 registry row\n")
 	r = f.run(t, "check-names", "--json")
 	require.Equal(t, exitOK, r.code, r.stdout+r.stderr)
 	var out replicationJSON
@@ -213,7 +278,7 @@ func TestCheckNamesReportsReplication(t *testing.T) {
 	// A keyspace made with two replicas on the one node: its quorum
 	// cannot be reached, so its rows cannot be listed; the one line says
 	// why and how to fix it.
-	g, s2, ks2 := registryEnv(t)
+	g, s2, ks2 := registryEnvBare(t, nil)
 	s2.Exec(t, `CREATE KEYSPACE "`+ks2+`" WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 2}`)
 	r = g.run(t, "setup", "--replication", "1") // makes the table; the keyspace keeps its replication
 	require.Equal(t, exitOK, r.code, r.stderr)

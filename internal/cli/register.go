@@ -63,16 +63,17 @@ func cmdRegister(ctx context.Context, c *cli, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
 	defer cancel()
-	reg, err := c.needRegistry(ctx, &rf, "register")
+	reg, done, err := c.claimRegistry(ctx, &rf, "register")
 	if err != nil {
 		return err
 	}
-	defer reg.Close()
+	defer done()
 	if err := c.prepareDefaultDir(); err != nil {
 		return err
 	}
 	// register is how a host claims on purpose, also a name it released.
 	opts := append(c.options(), snapid.WithRegistry(reg), snapid.WithReclaim())
+	opts = append(opts, c.inprocOptions()...)
 	if sf.force {
 		opts = append(opts, snapid.WithTakeover(sf.start-1))
 	}
@@ -116,11 +117,11 @@ func cmdRelease(ctx context.Context, c *cli, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
 	defer cancel()
-	reg, err := c.needRegistry(ctx, &rf, "release")
+	reg, done, err := c.claimRegistry(ctx, &rf, "release")
 	if err != nil {
 		return err
 	}
-	defer reg.Close()
+	defer done()
 	var final uint64
 	if sf.force {
 		final, err = snapid.ForceRelease(ctx, reg, name, sf.start)
@@ -133,7 +134,7 @@ func cmdRelease(ctx context.Context, c *cli, args []string) error {
 		if err != nil {
 			return err
 		}
-		final, err = snapid.Release(ctx, path, name, snapid.WithRegistry(reg), c.logOption())
+		final, err = snapid.Release(ctx, path, name, append([]snapid.Option{snapid.WithRegistry(reg), c.logOption()}, c.inprocOptions()...)...)
 		if errors.Is(err, fs.ErrNotExist) {
 			return hintError{err, fmt.Sprintf("nothing was changed; this host never registered %q with the counter %s (check --counter): "+
 				"there is nothing to release here; to release a name whose holder is gone for good, 'snapctl release --force --start N'", name, path)}

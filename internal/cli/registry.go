@@ -2,11 +2,11 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
-	"strings"
 	"time"
 
-	"github.com/gocql/gocql"
 	"github.com/snapid/snapid/cassandra"
 )
 
@@ -43,80 +43,74 @@ func (c *cli) addRegistryFlags(r *registryFlags) {
 // addCreateFlags adds the flags of the keyspace's creation, for commands
 // that create it when it is missing.
 func (c *cli) addCreateFlags(r *registryFlags) {
-	c.fs.StringVar(&r.replication, "replication", "", "replication if the keyspace is created: dc1:3,dc2:3 (NetworkTopologyStrategy) or 3 (SimpleStrategy) (default $SNAPID_REPLICATION, else 1 replica, which only a one-node cluster accepts)")
+	c.fs.StringVar(&r.replication, "replication", "", "replication if the keyspace is created (by setup; other commands create only the default keyspace): dc1:3,dc2:3 (NetworkTopologyStrategy) or 3 (SimpleStrategy) (default $SNAPID_REPLICATION, else 1 replica, which only a one-node cluster accepts)")
 	c.fs.BoolVar(&r.allowFragile, "allow-fragile-replication", false, "create the keyspace even with a replication that cannot survive the loss of one node (refused otherwise on a cluster of several nodes)")
 }
 
-func (c *cli) orEnv(v, key string) string {
-	if v != "" {
+// orEnv returns the flag's value v when the flag was given on the command
+// line (even empty: a flag beats the environment), else the variable key.
+func (c *cli) orEnv(flagName, v, key string) string {
+	if c.flagGiven(flagName) {
 		return v
 	}
 	return c.getenv(key)
 }
 
+// flagGiven reports whether the flag name was given on the command line.
+func (c *cli) flagGiven(name string) bool {
+	given := false
+	c.fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
+// envFlags maps the variables cassandra.ConfigFromEnv reads to the flags
+// that override them.
+var envFlags = map[string]string{
+	cassandra.EnvHosts:             "cassandra",
+	cassandra.EnvKeyspace:          "keyspace",
+	cassandra.EnvUsername:          "username",
+	cassandra.EnvTLSCA:             "tls-ca",
+	cassandra.EnvTLSCert:           "tls-cert",
+	cassandra.EnvTLSKey:            "tls-key",
+	cassandra.EnvLocalDC:           "local-dc",
+	cassandra.EnvConsistency:       "consistency",
+	cassandra.EnvSerialConsistency: "serial-consistency",
+	cassandra.EnvReplication:       "replication",
+}
+
+// lookup reads a registry setting: the flag that overrides variable key
+// when it was given (even empty), else the environment.
+func (c *cli) lookup(key string) string {
+	if name, ok := envFlags[key]; ok && c.flagGiven(name) {
+		return c.fs.Lookup(name).Value.String()
+	}
+	return c.getenv(key)
+}
+
 // registryConfig returns the Cassandra configuration, or ok=false when no
-// Cassandra is configured. Values it cannot read are usage errors;
-// cassandra.Config.Validate judges the rest before anything connects.
+// Cassandra is configured. It is cassandra.ConfigFromEnv (the variables
+// every program embedding the registry reads) with the flags given on the
+// command line put before the environment. Values it cannot read are
+// usage errors naming the flag and the variable; cassandra.Config.Validate
+// judges the rest before anything connects.
 func (c *cli) registryConfig(r *registryFlags) (cfg cassandra.Config, ok bool, err error) {
-	hosts := c.orEnv(r.cassandra, "SNAPID_CASSANDRA")
-	if strings.TrimSpace(hosts) == "" {
-		return cfg, false, nil
-	}
-	for _, h := range strings.Split(hosts, ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			cfg.Hosts = append(cfg.Hosts, h)
+	cfg, ok, err = cassandra.ConfigFromEnv(c.lookup)
+	var ee *cassandra.EnvError
+	if errors.As(err, &ee) {
+		if name, has := envFlags[ee.Key]; has {
+			return cfg, ok, usageError{fmt.Sprintf("--%s %q (or %s): %s", name, ee.Value, ee.Key, ee.Want)}
 		}
-	}
-	cfg.Keyspace = c.orEnv(r.keyspace, "SNAPID_KEYSPACE")
-	cfg.Username = c.orEnv(r.username, "SNAPID_CASSANDRA_USERNAME")
-	cfg.Password = c.getenv("SNAPID_CASSANDRA_PASSWORD")
-	cfg.TLSCAFile = c.orEnv(r.tlsCA, "SNAPID_CASSANDRA_TLS_CA")
-	cfg.TLSCertFile = c.orEnv(r.tlsCert, "SNAPID_CASSANDRA_TLS_CERT")
-	cfg.TLSKeyFile = c.orEnv(r.tlsKey, "SNAPID_CASSANDRA_TLS_KEY")
-	cfg.LocalDC = strings.TrimSpace(c.orEnv(r.localDC, "SNAPID_LOCAL_DC"))
-	if cfg.Consistency, err = parseConsistency(c.orEnv(r.consistency, "SNAPID_CONSISTENCY")); err != nil {
-		return cfg, true, err
-	}
-	if cfg.SerialConsistency, err = parseSerialConsistency(c.orEnv(r.serial, "SNAPID_SERIAL_CONSISTENCY")); err != nil {
-		return cfg, true, err
-	}
-	if spec := c.orEnv(r.replication, "SNAPID_REPLICATION"); strings.TrimSpace(spec) != "" {
-		if cfg.Replication, err = parseReplication(spec); err != nil {
-			return cfg, true, err
+		if ee.Key == cassandra.EnvPassword {
+			return cfg, ok, usageError{fmt.Sprintf("--username %q (or %s) is given but %s is not set: export the user's password in %s (it is never a flag)",
+				cfg.Username, cassandra.EnvUsername, cassandra.EnvPassword, cassandra.EnvPassword)}
 		}
+		return cfg, ok, usageError{ee.Error()}
+	}
+	if err != nil || !ok {
+		return cfg, ok, err
 	}
 	cfg.AllowFragileReplication = r.allowFragile
 	return cfg, true, nil
-}
-
-// parseConsistency reads --consistency: a consistency level's name in
-// any case, "-" or "_" between words; "" is the default (QUORUM). Levels
-// that are names but not allowed are left to cassandra.Config.Validate,
-// which says why.
-func parseConsistency(s string) (gocql.Consistency, error) {
-	s = strings.ToUpper(strings.ReplaceAll(strings.TrimSpace(s), "-", "_"))
-	if s == "" {
-		return 0, nil
-	}
-	cons, err := gocql.ParseConsistencyWrapper(s)
-	if err != nil {
-		return 0, usageError{fmt.Sprintf("--consistency %q (or SNAPID_CONSISTENCY): want quorum (the default), local_quorum or each_quorum", s)}
-	}
-	return cons, nil
-}
-
-// parseSerialConsistency reads --serial-consistency: serial, or
-// local_serial, which cassandra.Config.Validate refuses with the reason.
-func parseSerialConsistency(s string) (gocql.SerialConsistency, error) {
-	switch strings.ToUpper(strings.ReplaceAll(strings.TrimSpace(s), "-", "_")) {
-	case "":
-		return 0, nil
-	case "SERIAL":
-		return gocql.Serial, nil
-	case "LOCAL_SERIAL":
-		return gocql.LocalSerial, nil
-	}
-	return 0, usageError{fmt.Sprintf("--serial-consistency %q (or SNAPID_SERIAL_CONSISTENCY): the only one is serial", s)}
 }
 
 // connect opens the registry, or returns nil when none is configured. A
@@ -128,11 +122,22 @@ func (c *cli) connect(ctx context.Context, r *registryFlags, readOnly bool) (*ca
 		return nil, err
 	}
 	cfg.NoCreate = readOnly
+	// Only the default keyspace is created by a command that is not
+	// setup (the trial on one node, with no configuration): a keyspace
+	// named with --keyspace or SNAPID_KEYSPACE is made by setup, so that
+	// a misspelt name is refused, naming the registries that exist.
+	cfg.NoCreateKeyspace = refuseNewKeyspace(cfg)
 	reg, err := cassandra.NewRegistry(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	return reg, nil
+}
+
+// refuseNewKeyspace reports whether a command other than setup must refuse
+// to create cfg's keyspace: any but the default one.
+func refuseNewKeyspace(cfg cassandra.Config) bool {
+	return cfg.Keyspace != "" && cfg.Keyspace != cassandra.DefaultKeyspace
 }
 
 // needRegistry is connect for commands that cannot work without one.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/cassandra"
 	"github.com/snapid/snapid/internal/testcluster"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -33,6 +34,24 @@ func registryEnv(t *testing.T) (*fakeEnv, *testcluster.Keyspace, string) {
 // auth (nil: none). With auth it waits for the role to exist: a node makes
 // its default superuser shortly after it starts.
 func registryEnvAs(t *testing.T, auth gocql.Authenticator) (*fakeEnv, *testcluster.Keyspace, string) {
+	t.Helper()
+	f, k, ks := registryEnvBare(t, auth)
+	// A keyspace named explicitly is made by setup (the commands that
+	// issue ids create only the default one).
+	cfg := cassandra.Config{Hosts: k.Hosts, Keyspace: ks, AllowFragileReplication: true}
+	if pa, ok := auth.(gocql.PasswordAuthenticator); ok {
+		cfg.Username, cfg.Password = pa.Username, pa.Password
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := cassandra.CreateSchema(ctx, cfg)
+	require.NoError(t, err)
+	return f, k, ks
+}
+
+// registryEnvBare is registryEnvAs without the set-up: the keyspace does
+// not exist.
+func registryEnvBare(t *testing.T, auth gocql.Authenticator) (*fakeEnv, *testcluster.Keyspace, string) {
 	t.Helper()
 	k := testcluster.NewKeyspaceAs(t, auth)
 	f := newFakeEnv(t)
@@ -271,7 +290,7 @@ func dirSnapshot(t *testing.T, dir string) map[string]string {
 // A read-only command never creates the registry: a mistyped keyspace is
 // reported, not made.
 func TestCheckNamesNeverCreates(t *testing.T) {
-	f, s, ks := registryEnv(t)
+	f, s, ks := registryEnvBare(t, nil)
 	line := requireOneErrorLine(t, f.run(t, "check-names"))
 	assert.Contains(t, line, "does not exist")
 	assert.Contains(t, line, "--keyspace")
@@ -346,4 +365,57 @@ func TestRegistryForceReleaseAbove2p63(t *testing.T) {
 	r = a.run(t, "release", "--force", "--start", "5")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "last number 9300000000000000000")
+}
+
+// A misspelt --keyspace (or SNAPID_KEYSPACE) on a command that issues or
+// claims is refused, naming the registries that exist and pointing at
+// setup; no keyspace is created and nothing is written on disk.
+func TestIssuingCommandsNeverCreateANamedKeyspace(t *testing.T) {
+	f, s, ks := registryEnv(t)
+	f.vars["SNAPID_NAME"] = "web_1"
+	typo := ks + "x"
+	for _, args := range [][]string{
+		{"next", "--keyspace", typo},
+		{"register", "--keyspace", typo},
+		{"release", "--keyspace", typo},
+		{"seq", "next", "articles", "--keyspace", typo},
+	} {
+		t.Run(strings.Join(args[:len(args)-1], " "), func(t *testing.T) {
+			line := requireOneErrorLine(t, f.run(t, args...))
+			assert.Contains(t, line, "keyspace "+typo+" does not exist (the registries are in keyspace "+ks)
+			assert.Contains(t, line, "snapctl setup --keyspace NAME")
+			assert.Nil(t, s.Replication(t, typo), "the misspelt keyspace was created")
+			assert.NoDirExists(t, filepath.Join(f.home, ".local", "state", "snapid"), "something was created on disk")
+		})
+	}
+	// The keyspace setup made works.
+	r := f.run(t, "next")
+	require.Equal(t, exitOK, r.code, r.stderr)
+}
+
+// Only the default keyspace may be created by a command other than setup:
+// the trial with no configuration (the README's quick start) keeps
+// working; a keyspace named explicitly is setup's.
+func TestOnlyTheDefaultKeyspaceIsCreatedOnFirstClaim(t *testing.T) {
+	for _, tc := range []struct {
+		vars   map[string]string
+		args   []string
+		refuse bool
+	}{
+		{nil, nil, false},
+		{map[string]string{"SNAPID_KEYSPACE": "snapid"}, nil, false},
+		{nil, []string{"--keyspace", "snapid"}, false},
+		{map[string]string{"SNAPID_KEYSPACE": "snapid_typo"}, nil, true},
+		{nil, []string{"--keyspace", "registry"}, true},
+		{map[string]string{"SNAPID_KEYSPACE": "other"}, []string{"--keyspace", ""}, false},
+	} {
+		vars := map[string]string{"SNAPID_CASSANDRA": "db1"}
+		for k, v := range tc.vars {
+			vars[k] = v
+		}
+		cfg, ok, err := parsedConfig(t, vars, tc.args...)
+		require.NoError(t, err)
+		require.True(t, ok)
+		assert.Equal(t, tc.refuse, refuseNewKeyspace(cfg), "%v %v", tc.vars, tc.args)
+	}
 }

@@ -16,6 +16,9 @@ type Env struct {
 	Stdin    io.Reader
 	Stdout   io.Writer
 	Stderr   io.Writer
+	// InProcess, for drivers running the commands inside their own
+	// process only (nil for snapctl): see InProcess.
+	InProcess *InProcess
 }
 
 // ExitOK is the exit status of a command that did what it was asked.
@@ -49,5 +52,6 @@ func Run(ctx context.Context, args []string, e Env) int {
 	if e.Stderr != nil {
 		in.stderr = e.Stderr
 	}
+	in.inproc = e.InProcess
 	return run(ctx, args, in)
 }

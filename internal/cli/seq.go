@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/snapid/snapid"
@@ -27,34 +26,35 @@ var seqSubcommands = []struct {
 
 // cmdSeq runs "snapctl seq <create|next|show> NAME [flags]".
 func cmdSeq(ctx context.Context, c *cli, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
+	// The subcommand and NAME may stand anywhere among the flags.
+	words, flags := positionals(args, 2)
+	if len(words) == 0 {
 		printSeqUsage(c.stdout)
-		if len(args) == 0 {
-			return usageError{"seq needs a subcommand: create, next or show"}
+		if helpAsked(flags) {
+			return flag.ErrHelp
 		}
-		return flag.ErrHelp
+		return usageError{"seq needs a subcommand: create, next or show"}
 	}
 	for _, sc := range seqSubcommands {
-		if sc.name != args[0] {
+		if sc.name != words[0] {
 			continue
 		}
-		rest := args[1:]
-		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
-			if len(rest) > 0 && (rest[0] == "-h" || rest[0] == "-help" || rest[0] == "--help") {
-				// The subcommand's own help: its summary, then its flags.
-				fmt.Fprintf(c.stdout, "snapctl seq %s %s\n  %s\n\n", sc.name, sc.usage, sc.summary)
-				return sc.run(ctx, c, "", []string{"-h"})
-			}
-			return usageError{fmt.Sprintf("seq %s needs the sequence's NAME first: snapctl seq %s %s", sc.name, sc.name, sc.usage)}
+		if helpAsked(flags) {
+			// The subcommand's own help: its summary, then its flags.
+			fmt.Fprintf(c.stdout, "snapctl seq %s %s\n  %s\n\n", sc.name, sc.usage, sc.summary)
+			return sc.run(ctx, c, "", []string{"-h"})
 		}
-		name := rest[0]
+		if len(words) < 2 {
+			return usageError{fmt.Sprintf("seq %s needs the sequence's NAME: snapctl seq %s %s", sc.name, sc.name, sc.usage)}
+		}
+		name := words[1]
 		if err := snapid.ValidateName(name); err != nil {
 			return hintError{fmt.Errorf("sequence name: %w", err),
 				"a sequence's NAME follows the node-name rule, like 'articles': 'snapctl seq " + sc.name + " " + sc.usage + "'"}
 		}
-		return sc.run(ctx, c, name, rest[1:])
+		return sc.run(ctx, c, name, flags)
 	}
-	return usageError{fmt.Sprintf("unknown seq subcommand %q (want create, next or show)", args[0])}
+	return usageError{fmt.Sprintf("unknown seq subcommand %q (want create, next or show)", words[0])}
 }
 
 func printSeqUsage(w io.Writer) {
@@ -111,8 +111,29 @@ func seqCreate(ctx context.Context, c *cli, seq string, args []string) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(c.stdout, "sequence %s: start %d, max %d, next %d\n", info.Name, info.Start, info.Max, info.Next)
-	return err
+	// Two figures that differ once numbers were handed out: the
+	// registry's global position (numbers below it went to data centres,
+	// some still unissued in leases) and the next number this host hands
+	// out from its own lease.
+	fmt.Fprintf(c.stdout, "sequence %s: start %d, max %d\n", info.Name, info.Start, info.Max)
+	if info.Next > info.Max {
+		fmt.Fprintf(c.stdout, "registry (GLOBAL): every number up to max was handed to data centres\n")
+	} else {
+		fmt.Fprintf(c.stdout, "registry (GLOBAL): the next range handed to a data centre starts at %d (not a number a host hands out next)\n", info.Next)
+	}
+	if st, err := reg.SequenceStatus(ctx, seq); err == nil {
+		for _, r := range st.Ranges {
+			if r.Next <= r.Last {
+				fmt.Fprintf(c.stdout, "data centre %s: next number leased to a host %d (its range %d-%d)\n", r.DC, r.Next, r.First, r.Last)
+			}
+		}
+	}
+	if path, err := c.resolveCounter(); err == nil {
+		if cur, _, pos, ok, err := snapid.ReadLeaseFile(path, seq); err == nil && ok && cur.First != 0 && pos <= cur.Last {
+			fmt.Fprintf(c.stdout, "this host (%s): next number it hands out %d (its lease %d-%d)\n", cur.Name, pos, cur.First, cur.Last)
+		}
+	}
+	return nil
 }
 
 // seqNext prints N new numbers, taken with one update of the host's lease
@@ -204,7 +225,7 @@ type seqRangeOut struct {
 }
 
 type seqLeaseOut struct {
-	Host     string    `json:"host"`
+	NodeName string    `json:"node_name"` // the node name the lease was taken under`
 	DC       string    `json:"dc,omitempty"`
 	OwnerID  string    `json:"owner_id,omitempty"`
 	First    string    `json:"first"`
@@ -249,7 +270,7 @@ func seqShow(ctx context.Context, c *cli, seq string, args []string) error {
 		out.Ranges = append(out.Ranges, seqRangeOut{DC: r.DC, First: u(r.First), Last: u(r.Last), Next: u(r.Next), GrantedAt: r.GrantedAt})
 	}
 	for _, l := range st.Leases {
-		out.Leases = append(out.Leases, seqLeaseOut{Host: l.Name, DC: l.DC, OwnerID: snapid.OwnerID(l.Owner), First: u(l.First), Last: u(l.Last), LeasedAt: l.LeasedAt})
+		out.Leases = append(out.Leases, seqLeaseOut{NodeName: l.Name, DC: l.DC, OwnerID: snapid.OwnerID(l.Owner), First: u(l.First), Last: u(l.Last), LeasedAt: l.LeasedAt})
 	}
 	if path, err := c.resolveCounter(); err == nil {
 		cur, ahead, pos, ok, err := snapid.ReadLeaseFile(path, seq)
@@ -257,7 +278,7 @@ func seqShow(ctx context.Context, c *cli, seq string, args []string) error {
 			return err
 		}
 		if ok {
-			h := &seqLeaseOut{Host: cur.Name, OwnerID: snapid.OwnerID(cur.Owner), First: u(cur.First), Last: u(cur.Last), Position: u(pos)}
+			h := &seqLeaseOut{NodeName: cur.Name, OwnerID: snapid.OwnerID(cur.Owner), First: u(cur.First), Last: u(cur.Last), Position: u(pos)}
 			if ahead.First != 0 {
 				h.Ahead = u(ahead.First) + "-" + u(ahead.Last)
 			}
@@ -278,19 +299,19 @@ func seqShow(ctx context.Context, c *cli, seq string, args []string) error {
 		fmt.Fprintf(w, "  data centre %s: range %s-%s, next %s\n", r.DC, r.First, r.Last, r.Next)
 	}
 	for _, l := range out.Leases {
-		fmt.Fprintf(w, "  host %s (%s): lease %s-%s\n", l.Host, l.DC, l.First, l.Last)
+		fmt.Fprintf(w, "  node %s (%s): lease %s-%s\n", l.NodeName, l.DC, l.First, l.Last)
 	}
 	switch h := out.ThisHost; {
 	case h == nil:
 		fmt.Fprintf(w, "this host: no lease file\n")
 	case h.First == "0":
-		fmt.Fprintf(w, "this host (%s): lease file without a lease\n", h.Host)
+		fmt.Fprintf(w, "this host (%s): lease file without a lease\n", h.NodeName)
 	default:
 		ahead := "none"
 		if h.Ahead != "" {
 			ahead = h.Ahead
 		}
-		fmt.Fprintf(w, "this host (%s): lease %s-%s, next number %s, next lease %s\n", h.Host, h.First, h.Last, h.Position, ahead)
+		fmt.Fprintf(w, "this host (%s): lease %s-%s, next number %s, next lease %s\n", h.NodeName, h.First, h.Last, h.Position, ahead)
 	}
 	return nil
 }

@@ -33,7 +33,7 @@ func TestSeqCommands(t *testing.T) {
 	a.vars["SNAPID_NAME"] = "web_1"
 	// Bad input: exit 2, one line, nothing created.
 	for _, args := range [][]string{
-		{"seq"}, {"seq", "frob", "x"}, {"seq", "create"}, {"seq", "create", "--start", "5", "x"},
+		{"seq"}, {"seq", "frob", "x"}, {"seq", "create"}, {"seq", "create", "--start", "5"},
 		{"seq", "create", "Bad-Name"}, {"seq", "create", "articles", "--start", "0"},
 		{"seq", "create", "articles", "--start", "10", "--max", "9"},
 		{"seq", "create", "articles", "--max", "9223372036854775808"},
@@ -50,7 +50,8 @@ func TestSeqCommands(t *testing.T) {
 	// that exist.
 	r = a.run(t, "seq", "create", "articles", "--start", "1000001", "--max", "2147483647")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	assert.Equal(t, "sequence articles: start 1000001, max 2147483647, next 1000001\n", r.stdout)
+	assert.Equal(t, "sequence articles: start 1000001, max 2147483647\n"+
+		"registry (GLOBAL): the next range handed to a data centre starts at 1000001 (not a number a host hands out next)\n", r.stdout)
 	got := seqNumbers(t, a.run(t, "seq", "next", "articles", "-n", "3"), 3)
 	assert.Equal(t, []uint64{1000001, 1000002, 1000003}, got)
 	got = seqNumbers(t, a.run(t, "seq", "next", "articles"), 1)
@@ -74,10 +75,21 @@ func TestSeqCommands(t *testing.T) {
 	r = a.run(t, "seq", "create", "articles", "--start", "1", "--max", "2147483647")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.NotContains(t, r.stdout, "next 1\n")
+	// Run again, each figure says what it is: GLOBAL's position is no
+	// number a host hands out next; the data centre's next is.
+	rs := a.run(t, "seq", "show", "articles", "--json")
+	require.Equal(t, exitOK, rs.code, rs.stderr)
+	var st seqShowJSON
+	require.NoError(t, json.Unmarshal([]byte(rs.stdout), &st))
+	require.Len(t, st.Ranges, 1)
+	assert.NotEqual(t, "1000012", st.Next, "GLOBAL is ahead of what the hosts hand out")
+	assert.Contains(t, r.stdout, "registry (GLOBAL): the next range handed to a data centre starts at "+st.Next+" (not a number a host hands out next)\n")
+	assert.Contains(t, r.stdout, "data centre "+st.Ranges[0].DC+": next number leased to a host 1000012 (its range 1000001-")
+	assert.NotContains(t, r.stdout, "next "+st.Next+"\n")
 	// Without --max an existing sequence keeps its max (its 32-bit cap).
 	r = a.run(t, "seq", "create", "articles", "--start", "5")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	assert.Contains(t, r.stdout, "max 2147483647,")
+	assert.Contains(t, r.stdout, "max 2147483647\n")
 	// A raised start once numbers were handed out is refused.
 	line = requireOneErrorLine(t, a.run(t, "seq", "create", "articles", "--start", "5000000"))
 	assert.Contains(t, line, "start 5000000 is above numbers already handed")
@@ -97,7 +109,9 @@ func TestSeqCommands(t *testing.T) {
 	require.Len(t, show.Leases, 2)
 	require.NotEmpty(t, show.Grants)
 	require.NotNil(t, show.ThisHost)
-	assert.Equal(t, "web_1", show.ThisHost.Host)
+	assert.Equal(t, "web_1", show.ThisHost.NodeName)
+	assert.Contains(t, r.stdout, `"node_name": "web_1"`, "the key names what it holds: the node name")
+	assert.NotContains(t, r.stdout, `"host":`)
 	r = a.run(t, "seq", "show", "articles")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "sequence articles: start 1000001, max 2147483647")

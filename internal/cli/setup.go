@@ -2,10 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
-	"regexp"
-	"strconv"
+	"sort"
 	"strings"
 
 	"github.com/snapid/snapid"
@@ -29,9 +29,8 @@ func cmdSetup(ctx context.Context, c *cli, args []string) error {
 	if strideSet && (*stride < 2 || *stride > snapid.MaxNodeNumber+1) {
 		return usageError{fmt.Sprintf("--stride %d: want 2 to %d (node numbers are 1 to the stride - 1)", *stride, uint64(snapid.MaxNodeNumber)+1)}
 	}
-	spec := c.orEnv(rf.replication, "SNAPID_REPLICATION")
-	if _, err := parseReplication(spec); err != nil {
-		return err
+	if c.inproc != nil && c.inproc.Registry != nil {
+		return c.setupInProcess(ctx, *stride, strideSet)
 	}
 	cfg, ok, err := c.registryConfig(&rf)
 	if err != nil {
@@ -40,18 +39,23 @@ func cmdSetup(ctx context.Context, c *cli, args []string) error {
 	if !ok {
 		return usageError{"setup needs a registry: give --cassandra host[:port],… or set SNAPID_CASSANDRA"}
 	}
+	asked := cfg.Replication
+	// Without a replication, setup works on a keyspace that exists (its
+	// missing tables, --stride) and refuses to create one.
+	cfg.NoCreateKeyspace = len(asked) == 0
 	if err := cfg.Validate(); err != nil { // before connecting
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
 	defer cancel()
-	created, err := cassandra.CreateSchema(ctx, cfg)
+	rep, err := cassandra.SetUpSchema(ctx, cfg)
+	if errors.Is(err, cassandra.ErrNoKeyspace) {
+		return usageError{fmt.Sprintf("%s; setup needs --replication (or SNAPID_REPLICATION) to create it: "+
+			"dc1:3,dc2:3 (NetworkTopologyStrategy, a factor per data centre) or a bare factor such as 3 (SimpleStrategy); "+
+			"or check --keyspace (SNAPID_KEYSPACE)", strings.TrimPrefix(err.Error(), "snapid: "))}
+	}
 	if err != nil {
 		return err
-	}
-	ks, tbl := cfg.Keyspace, cassandra.DefaultTable
-	if ks == "" {
-		ks = cassandra.DefaultKeyspace
 	}
 	if strideSet {
 		reg, err := cassandra.NewRegistry(ctx, cfg)
@@ -66,57 +70,42 @@ func cmdSetup(ctx context.Context, c *cli, args []string) error {
 			return err
 		}
 	}
-	if !created {
-		_, err = fmt.Fprintf(c.stdout, "registry %s.%s already exists; nothing created (an existing keyspace keeps its replication: 'snapctl check-names' says whether it survives the loss of a node)\n", ks, tbl)
-		return err
+	have := replicationSpec(rep.Replication)
+	if rep.KeyspaceCreated {
+		fmt.Fprintf(c.stdout, "keyspace %s created (replication %s)\n", rep.Keyspace, have)
+	} else {
+		fmt.Fprintf(c.stdout, "keyspace %s exists: left as it was (replication %s)\n", rep.Keyspace, have)
 	}
-	_, err = fmt.Fprintf(c.stdout, "registry %s.%s created (replication %s)\n", ks, tbl, spec)
-	return err
+	if len(rep.TablesCreated) > 0 {
+		fmt.Fprintf(c.stdout, "tables created: %s\n", strings.Join(rep.TablesCreated, ", "))
+	} else {
+		fmt.Fprintf(c.stdout, "tables: all existed; nothing created\n")
+	}
+	if len(asked) > 0 && !rep.KeyspaceCreated && replicationSpec(asked) != have {
+		fmt.Fprintf(c.stderr, "snapctl: warning: keyspace %s keeps its replication %s, not the %s asked for: setup never changes an existing keyspace "+
+			"('snapctl check-names' says whether it survives the loss of a node, and how to change it)\n", rep.Keyspace, have, replicationSpec(asked))
+	}
+	return nil
 }
 
-// replicationDCRE is the rule for data-centre names in --replication.
-var replicationDCRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$`)
-
-// parseReplication turns --replication into the keyspace's replication
-// map: "dc1:3,dc2:3" is NetworkTopologyStrategy with a factor per data
-// centre, a bare "3" is SimpleStrategy with that factor.
-func parseReplication(spec string) (map[string]string, error) {
-	const want = "want dc1:3,dc2:3 (NetworkTopologyStrategy, a factor per data centre) or a bare factor such as 3 (SimpleStrategy)"
-	spec = strings.TrimSpace(spec)
-	if spec == "" {
-		return nil, usageError{"setup needs --replication (or SNAPID_REPLICATION): " + want}
+// replicationSpec renders a replication map as --replication takes it:
+// dc1:3,dc2:3 for NetworkTopologyStrategy, a bare factor for
+// SimpleStrategy, else the map as the cluster stores it.
+func replicationSpec(m map[string]string) string {
+	switch strings.TrimPrefix(m["class"], "org.apache.cassandra.locator.") {
+	case "SimpleStrategy":
+		if len(m) == 2 && m["replication_factor"] != "" {
+			return m["replication_factor"]
+		}
+	case "NetworkTopologyStrategy":
+		var parts []string
+		for k, v := range m {
+			if k != "class" {
+				parts = append(parts, k+":"+v)
+			}
+		}
+		sort.Strings(parts)
+		return strings.Join(parts, ",")
 	}
-	factor := func(s string) (string, error) {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 99 || strconv.Itoa(n) != s {
-			return "", usageError{fmt.Sprintf("--replication %q: %q is not a replication factor (a whole number from 1 to 99); %s", spec, s, want)}
-		}
-		return s, nil
-	}
-	if !strings.Contains(spec, ":") {
-		f, err := factor(spec)
-		if err != nil {
-			return nil, err
-		}
-		return map[string]string{"class": "SimpleStrategy", "replication_factor": f}, nil
-	}
-	m := map[string]string{"class": "NetworkTopologyStrategy"}
-	for _, part := range strings.Split(spec, ",") {
-		dc, n, ok := strings.Cut(strings.TrimSpace(part), ":")
-		if !ok {
-			return nil, usageError{fmt.Sprintf("--replication %q: %q has no data centre; %s", spec, part, want)}
-		}
-		if !replicationDCRE.MatchString(dc) || dc == "class" || dc == "replication_factor" {
-			return nil, usageError{fmt.Sprintf("--replication %q: %q is not a data-centre name; %s", spec, dc, want)}
-		}
-		if _, dup := m[dc]; dup {
-			return nil, usageError{fmt.Sprintf("--replication %q: data centre %q given twice", spec, dc)}
-		}
-		f, err := factor(n)
-		if err != nil {
-			return nil, err
-		}
-		m[dc] = f
-	}
-	return m, nil
+	return fmt.Sprint(m)
 }

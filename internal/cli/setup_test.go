@@ -8,32 +8,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestParseReplication(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want map[string]string
-	}{
-		{"3", map[string]string{"class": "SimpleStrategy", "replication_factor": "3"}},
-		{"dc1:3", map[string]string{"class": "NetworkTopologyStrategy", "dc1": "3"}},
-		{" dc1:3, eu-west.2:5 ", map[string]string{"class": "NetworkTopologyStrategy", "dc1": "3", "eu-west.2": "5"}},
-	} {
-		got, err := parseReplication(tc.in)
-		require.NoError(t, err, tc.in)
-		assert.Equal(t, tc.want, got, tc.in)
-	}
-	for _, bad := range []string{"", "0", "03", "100", "three", "-1", "dc1", "dc1:", "dc1:0", "dc1:x", ":3", "dc1:3,", "dc1:3,3",
-		"dc1:3,dc1:3", "dc'1:3", "class:3", "replication_factor:3", "dc1:3:3"} {
-		_, err := parseReplication(bad)
-		assert.Error(t, err, "%q", bad)
-	}
-}
-
 func TestSetupCreatesRegistryOnce(t *testing.T) {
-	f, s, ks := registryEnv(t)
+	f, s, ks := registryEnvBare(t, nil)
 	dc := s.LocalDC(t)
 
 	// Bad replication: one clear line, exit 2, nothing created.
 	for _, bad := range [][]string{
+		{"setup", "--replication", ""},
 		{"setup"},
 		{"setup", "--replication", "0"},
 		{"setup", "--replication", dc + ":three"},
@@ -45,11 +26,17 @@ func TestSetupCreatesRegistryOnce(t *testing.T) {
 		assert.Contains(t, line, "replication", "%v", bad)
 		assert.Nil(t, s.Replication(t, ks), "%v created the keyspace", bad)
 	}
-	// A data centre the cluster does not have: Cassandra refuses it, and
-	// the hint points at --replication.
-	line := requireOneErrorLine(t, f.run(t, "setup", "--replication", "no_such_dc:1"))
-	assert.Contains(t, line, "check --replication")
-	assert.Nil(t, s.Replication(t, ks))
+	// A data centre the cluster does not have (a misspelt name): refused
+	// naming the cluster's data centres, not as a fragile replication
+	// that --allow-fragile-replication would let through.
+	for _, args := range [][]string{{"--replication", "no_such_dc:1"}, {"--replication", "no_such_dc:1", "--allow-fragile-replication"}} {
+		line := requireOneErrorLine(t, f.run(t, append([]string{"setup"}, args...)...))
+		assert.Contains(t, line, `"no_such_dc" in the replication of keyspace `+ks)
+		assert.Contains(t, line, "the cluster's data centres are "+dc)
+		assert.Contains(t, line, "check --replication")
+		assert.NotContains(t, line, "allow-fragile")
+		assert.Nil(t, s.Replication(t, ks))
+	}
 
 	f.vars["SNAPID_REPLICATION"] = "x:y"
 	requireOneErrorLine(t, f.run(t, "setup"))
@@ -58,7 +45,7 @@ func TestSetupCreatesRegistryOnce(t *testing.T) {
 	// The flag wins over the environment.
 	r := f.run(t, "setup", "--replication", dc+":1")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	assert.Contains(t, r.stdout, "created")
+	assert.Equal(t, "keyspace "+ks+" created (replication "+dc+":1)\ntables created: node_names, sequences, node_names_numbers\n", r.stdout)
 	assert.Equal(t, map[string]string{"class": "org.apache.cassandra.locator.NetworkTopologyStrategy", dc: "1"},
 		s.Replication(t, ks))
 	var n int
@@ -69,7 +56,13 @@ func TestSetupCreatesRegistryOnce(t *testing.T) {
 	f.vars["SNAPID_REPLICATION"] = "1"
 	r = f.run(t, "setup")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	assert.Contains(t, r.stdout, "already exists")
+	assert.Equal(t, "keyspace "+ks+" exists: left as it was (replication "+dc+":1)\ntables: all existed; nothing created\n", r.stdout)
+	assert.Equal(t, "snapctl: warning: keyspace "+ks+" keeps its replication "+dc+":1, not the 1 asked for: setup never changes an existing keyspace "+
+		"('snapctl check-names' says whether it survives the loss of a node, and how to change it)\n", r.stderr)
+	delete(f.vars, "SNAPID_REPLICATION")
+	r = f.run(t, "setup", "--replication", dc+":1")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Empty(t, r.stderr, "the replication asked for is the keyspace's")
 	assert.Equal(t, map[string]string{"class": "org.apache.cassandra.locator.NetworkTopologyStrategy", dc: "1"},
 		s.Replication(t, ks), "an existing keyspace keeps its replication")
 
@@ -77,8 +70,19 @@ func TestSetupCreatesRegistryOnce(t *testing.T) {
 	r = f.run(t, "register")
 	require.Equal(t, exitOK, r.code, r.stderr)
 
+	// A keyspace made beforehand (here by hand, with SimpleStrategy) is
+	// left as it was: setup says so, makes the missing tables, and names
+	// the replication that differs from the one asked for.
+	h, s3, ks3 := registryEnvBare(t, nil)
+	s3.Exec(t, `CREATE KEYSPACE "`+ks3+`" WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}`)
+	r = h.run(t, "setup", "--replication", dc+":1")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "keyspace "+ks3+" exists: left as it was (replication 1)\ntables created: node_names, sequences, node_names_numbers\n", r.stdout)
+	assert.Contains(t, r.stderr, "keeps its replication 1, not the "+dc+":1 asked for")
+	assert.NotContains(t, r.stdout, "created (replication")
+
 	// A bare factor is SimpleStrategy.
-	g, s2, ks2 := registryEnv(t)
+	g, s2, ks2 := registryEnvBare(t, nil)
 	r = g.run(t, "setup", "--replication", "1")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Equal(t, map[string]string{"class": "org.apache.cassandra.locator.SimpleStrategy", "replication_factor": "1"},

@@ -77,7 +77,7 @@ func cmdStatus(ctx context.Context, c *cli, args []string) error {
 	if err := c.parse(args); err != nil {
 		return err
 	}
-	name, path, err := c.target()
+	name, path, err := c.auditTarget()
 	if err != nil {
 		return err
 	}

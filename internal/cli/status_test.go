@@ -31,13 +31,15 @@ func statusJSON(t *testing.T, f *fakeEnv, args ...string) (statusReport, result)
 // 1 once another host took the name over (the cached mark of show says
 // it is cached); register prints the owner token's fingerprint.
 func TestStatusAndRegister(t *testing.T) {
-	a, _, ks := registryEnv(t)
+	a, _, ks := registryEnvBare(t, nil)
 	a.vars["SNAPID_NAME"] = "web_1"
 	st, r := statusJSON(t, a)
 	require.Equal(t, exitProblems, r.code, r.stderr)
 	assert.Contains(t, strings.Join(st.Attention, "|"), "no counter file")
 	assert.Contains(t, strings.Join(st.Attention, "|"), "does not exist; check --keyspace", "no registry yet")
 
+	r = a.run(t, "setup", "--replication", "1")
+	require.Equal(t, exitOK, r.code, r.stderr)
 	r = a.run(t, "register")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	path := filepath.Join(a.home, ".local", "state", "snapid", "counter.u64")

@@ -95,3 +95,35 @@ func TestSecondNameOnCounterOneVerdict(t *testing.T) {
 	require.Equal(t, exitProblems, r.code, r.stdout+r.stderr)
 	assert.Contains(t, strings.Join(st.Attention, "|"), `released "web_2"`)
 }
+
+// check-names with SNAPID_COUNTER set and no name audits the name that
+// counter is in use under, as status does, not one derived from the host
+// name (which it would call not registered, advising a register that is
+// then refused): one verdict.
+func TestCheckNamesAuditsTheCounterName(t *testing.T) {
+	a, _, _ := registryEnv(t)
+	a.vars["SNAPID_COUNTER"] = filepath.Join(t.TempDir(), "counter.u64")
+	r := a.run(t, "register", "--name", "web_2")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = a.run(t, "check-names")
+	require.Equal(t, exitOK, r.code, r.stdout+r.stderr)
+	assert.NotContains(t, r.stdout, "not_registered")
+	assert.NotContains(t, r.stdout, a.host)
+	assert.Contains(t, r.stderr, `using "web_2", the name the counter`)
+	st, r := statusJSON(t, a)
+	require.Equal(t, exitOK, r.code, r.stdout+r.stderr)
+	assert.Equal(t, "web_2", st.Name)
+}
+
+// --username without the password variable says the variable is
+// missing, before anything connects.
+func TestUsernameWithoutPasswordVariable(t *testing.T) {
+	f := newFakeEnv(t)
+	f.vars["SNAPID_CASSANDRA"] = "127.0.0.1:1"
+	for _, cmd := range [][]string{{"next", "--name", "web_1"}, {"names"}, {"setup", "--replication", "1"}} {
+		line := requireOneErrorLine(t, f.run(t, append(cmd, "--username", "alice")...))
+		assert.Contains(t, line, "SNAPID_CASSANDRA_PASSWORD is not set", cmd)
+		assert.NotContains(t, line, "reachable", cmd)
+	}
+	requireEmptyDir(t, f.home)
+}

@@ -78,28 +78,38 @@ func (w *world) renameCounter(ho *host) {
 }
 
 // changeForm closes every process of ho and opens p0 with another stride
-// (striped ids) or node number (decimal ids, standalone): either Open
+// (striped ids; for a registered host, once the registry records the
+// cluster's, and on the host's very first Open too) or node number
+// (decimal ids, standalone): either Open
 // refuses it (ErrStrideMismatch, ErrNumberMismatch) and changes nothing,
 // or what the host hands out afterwards never equals, as a number, an id
-// handed out before (checked by issuedID).
+// handed out before (checked by issuedID). A registered host's Open with
+// another stride than the cluster's must be refused.
 func (w *world) changeForm(ho *host) {
+	first := false // a registered host's very first Open, with another stride than the cluster's
 	switch {
+	case ho.cfg.Registry && ho.cfg.Form == snapid.FormatStriped:
+		// The cluster's stride is the registry's once a registered host
+		// opened with it: another one is refused, before anything is
+		// made, even on the host's first Open.
+		if !w.strideRecorded() || ho.released || ho.joinPending {
+			return
+		}
+		_, err := os.Stat(ho.counter)
+		first = err != nil && !ho.opened
+		ho.altStride = !ho.altStride
 	case ho.cfg.Registry:
-		// (A registered host's Open refused on another stride leaves
-		// work running after it returns, which a fault armed on the
-		// disk may meet or not: the history would not replay.)
-		return
+		return // the registry gives the node number
 	case ho.cfg.Form == snapid.FormatStriped:
 		ho.altStride = !ho.altStride
-	case ho.cfg.Form == snapid.FormatDecimal && !ho.cfg.Registry:
+	case ho.cfg.Form == snapid.FormatDecimal:
 		ho.nodeShift = 50 - ho.nodeShift
 	default:
 		return
 	}
-	if _, err := os.Stat(ho.counter); err != nil || !ho.opened || ho.released {
-		// A host's first Open makes its files before the registry
-		// tells the cluster's stride: a change is one of a form the
-		// host had (an Open of it succeeded).
+	if _, err := os.Stat(ho.counter); !first && (err != nil || !ho.opened || ho.released) {
+		// Standalone, a change is one of a form the host had (an Open
+		// of it succeeded).
 		if ho.cfg.Form == snapid.FormatStriped {
 			ho.altStride = !ho.altStride
 		} else {
@@ -114,11 +124,13 @@ func (w *world) changeForm(ho *host) {
 	// The name's node number may change with it (now or at a later
 	// Open, if this one failed on a fault).
 	delete(w.check.numberOf, ho.cfg.Name)
-	if err == nil {
+	switch {
+	case err == nil && ho.cfg.Registry:
+		w.check.violation("h%d opened with stride %d while the cluster's is %d", ho.i, simStride2, simStride)
+	case err == nil:
 		w.did(1)
 		return
-	}
-	if errors.Is(err, snapid.ErrStrideMismatch) || errors.Is(err, snapid.ErrNumberMismatch) {
+	case errors.Is(err, snapid.ErrStrideMismatch) || errors.Is(err, snapid.ErrNumberMismatch):
 		w.check.unchanged(ho, before, fmt.Sprintf("an Open with another form refused (%v)", err))
 	}
 	// Refused, or failed on a fault before it could tell: the operator
@@ -195,4 +207,15 @@ func (w *world) joinRegistry(ho *host) {
 	}
 	w.did(1)
 	w.reached["standalone hosts joining the registry"]++
+}
+
+// strideRecorded reports whether a registered host opened with the
+// cluster's stride (simStride), which the registry then records.
+func (w *world) strideRecorded() bool {
+	for _, o := range w.hosts {
+		if o.cfg.Registry && o.cfg.Form == snapid.FormatStriped && o.opened && !o.altStride {
+			return true
+		}
+	}
+	return false
 }

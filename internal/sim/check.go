@@ -21,9 +21,10 @@ type checker struct {
 	high       map[string]uint64 // the highest number handed out per name
 	seqs       []*seqCheck
 	violations []string
-	numberOf   map[string]uint64 // node number of each name, as its ids carry it
-	nameOf     map[uint64]string // name of each node number
-	values     map[string]string // numeric ids as exact decimals, and where handed out
+	numberOf   map[string]uint64   // node number of each name, as its ids carry it
+	nameOf     map[uint64]string   // name of each node number
+	values     map[string]string   // numeric ids as exact decimals, and where handed out
+	gaps       map[*host]*gapState // the crash-gap check's (checkgap.go)
 }
 
 // seqCheck is what a history showed of one sequence.
@@ -78,6 +79,7 @@ func (c *checker) issued(ho *host, p int, name string, first, n uint64) {
 	if ho.issuers != nil {
 		ho.issuers[ho.procs[p]] = true
 	}
+	c.issuedAfterTaken(ho, p)
 	if ho.takeSet && first < ho.takeover {
 		c.violation("h%d/p%d took %s over with floor %d but handed out %d", ho.i, p, name, ho.takeover, first)
 	}
@@ -171,17 +173,12 @@ func (c *checker) afterStep(Step) {
 	for _, v := range c.w.contract.take() {
 		c.violation("%s", v)
 	}
-	pending := map[string]bool{}
-	for _, ho := range c.w.hosts {
-		if ho.joinPending {
-			// Its standalone numbers are the registry's only once one
-			// of its processes claimed the name.
-			pending[ho.cfg.Name] = true
-		}
-	}
 	for name, high := range c.high {
+		// A standalone name's numbers are the registry's from the moment
+		// a claim of it stood, even if the Open that claimed it failed
+		// right after: the claim covers the counter (Claim.Floor).
 		row, ok := c.w.reg0.Row(name)
-		if !ok || pending[name] {
+		if !ok {
 			continue // a standalone name
 		}
 		if row.Reserved < high {

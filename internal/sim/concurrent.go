@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 
 	"github.com/snapid/snapid"
 )
@@ -25,6 +26,18 @@ func (w *world) concurrent(ho *host, s Step) {
 		results []got
 		wg      sync.WaitGroup
 	)
+	// The first open process gets a third caller: with two, each caller
+	// leads a group of its own while the other's update runs; a third
+	// joins the group waiting (groups.go).
+	var procs []*snapid.Generator
+	for _, g := range ho.procs {
+		if g != nil {
+			procs = append(procs, g)
+		}
+	}
+	var running atomic.Int32
+	members := groupMembers(procs)
+	defer w.slowBurst(ho, procs, &running)()
 	for p, g := range ho.procs {
 		if g == nil {
 			continue
@@ -33,9 +46,15 @@ func (w *world) concurrent(ho *host, s Step) {
 		for i, sq := range ho.seqs[p] {
 			seqs[i] = sq
 		}
-		for k := range 2 {
-			rng := rand.New(rand.NewPCG(w.h.Seed, uint64(w.step*16+p*2+k)))
+		callers := 2
+		if g == procs[0] {
+			callers = 3
+		}
+		for k := range callers {
+			rng := rand.New(rand.NewPCG(w.h.Seed, uint64(w.step*16+p*3+k)))
+			running.Add(1)
 			wg.Go(func() {
+				defer running.Add(-1)
 				for range s.N {
 					n := 1 + uint64(rng.IntN(3))
 					first, err := g.NextNContext(context.Background(), n)
@@ -68,6 +87,9 @@ func (w *world) concurrent(ho *host, s Step) {
 		ho.procs[0], ho.seqs[0] = nil, nil
 	}
 	wg.Wait()
+	if groupMembers(procs) > members {
+		w.reached["group-member"]++
+	}
 	for _, r := range results {
 		w.did(int(r.n))
 		if r.uncovered != "" {

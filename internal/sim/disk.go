@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/snapid/snapid/internal/statefile"
 	"golang.org/x/sys/unix"
@@ -45,6 +46,7 @@ type disk struct {
 	fault   armed[error]                 // the next operation of a kind that fails (write, sync, syncdir, link, rename)
 	lied    map[uint64]unix.Timespec     // inode → its modification time when an fsync of it failed
 	lies    int                          // fsyncs that reported success with nothing written
+	slow    atomic.Pointer[slowFlush]    // set during a burst: counter writes wait for callers to queue (groups.go)
 	freeze  freezer                      // a power cut or kill at the k-th call (freeze.go)
 }
 
@@ -72,6 +74,7 @@ func (d *disk) WriteAt(f *os.File, b []byte, off int64) (int, error) {
 	if err := d.hit("write"); err != nil {
 		return 0, &fs.PathError{Op: "write", Path: f.Name(), Err: err}
 	}
+	d.pauseFlush(f)
 	return unix.Pwrite(int(f.Fd()), b, off)
 }
 

@@ -20,7 +20,7 @@ import (
 // lease refill).
 //
 // Every process of a host reaches the disk and the registry through a
-// gate of its own (procSeam, procRegistry), the host's other users (an
+// gate of its own (procSeam, freezeRegistry), the host's other users (an
 // operator's Release, Init, Repair) through the host's gate (process -1).
 // When the chosen call comes, the host freezes at that instant: for a
 // power cut the disk's state is taken (what is durable, and what is in
@@ -65,6 +65,14 @@ func (f *freezer) disarm() {
 	f.mu.Lock()
 	f.armed = false
 	f.mu.Unlock()
+}
+
+// hasFired reports whether the freeze fired and its processes are not
+// abandoned yet (afterFreeze).
+func (f *freezer) hasFired() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fired
 }
 
 // frozen reports whether process p's calls fail.
@@ -217,92 +225,92 @@ var (
 	_ seam.FileIO               = procSeam{}
 )
 
-// procRegistry is process p's way to the registry, through its host's
+// freezeRegistry is process p's way to the registry, through its host's
 // freezer: a frozen process's calls fail and change nothing.
-type procRegistry struct {
+type freezeRegistry struct {
 	backend
 	d *disk
 	p int
 }
 
-func (r procRegistry) enter(op, name string) error {
+func (r freezeRegistry) enter(op, name string) error {
 	if r.d.freeze.enter(r.d, r.p, "reg:"+op, name) != nil {
 		return fmt.Errorf("sim: %w: %s %q: the host is down", snapid.ErrRegistry, op, name)
 	}
 	return nil
 }
 
-func (r procRegistry) Claim(ctx context.Context, c snapid.Claim) (snapid.Holder, error) {
+func (r freezeRegistry) Claim(ctx context.Context, c snapid.Claim) (snapid.Holder, error) {
 	if err := r.enter("claim", c.Name); err != nil {
 		return snapid.Holder{}, err
 	}
 	return r.backend.Claim(ctx, c)
 }
 
-func (r procRegistry) Extend(ctx context.Context, name, owner, session string, old, new uint64) (snapid.Holder, error) {
+func (r freezeRegistry) Extend(ctx context.Context, name, owner, session string, old, new uint64) (snapid.Holder, error) {
 	if err := r.enter("extend", name); err != nil {
 		return snapid.Holder{}, err
 	}
 	return r.backend.Extend(ctx, name, owner, session, old, new)
 }
 
-func (r procRegistry) Touch(ctx context.Context, name, owner, session string) error {
+func (r freezeRegistry) Touch(ctx context.Context, name, owner, session string) error {
 	if err := r.enter("touch", name); err != nil {
 		return err
 	}
 	return r.backend.Touch(ctx, name, owner, session)
 }
 
-func (r procRegistry) Release(ctx context.Context, name, owner string, final uint64) error {
+func (r freezeRegistry) Release(ctx context.Context, name, owner string, final uint64) error {
 	if err := r.enter("release", name); err != nil {
 		return err
 	}
 	return r.backend.Release(ctx, name, owner, final)
 }
 
-func (r procRegistry) Get(ctx context.Context, name string) (snapid.Holder, error) {
+func (r freezeRegistry) Get(ctx context.Context, name string) (snapid.Holder, error) {
 	if err := r.enter("get", name); err != nil {
 		return snapid.Holder{}, err
 	}
 	return r.backend.Get(ctx, name)
 }
 
-func (r procRegistry) List(ctx context.Context) ([]snapid.Holder, error) {
+func (r freezeRegistry) List(ctx context.Context) ([]snapid.Holder, error) {
 	if err := r.enter("list", ""); err != nil {
 		return nil, err
 	}
 	return r.backend.List(ctx)
 }
 
-func (r procRegistry) AssignNumber(ctx context.Context, name, owner, session string) (uint64, error) {
+func (r freezeRegistry) AssignNumber(ctx context.Context, name, owner, session string) (uint64, error) {
 	if err := r.enter("assign", name); err != nil {
 		return 0, err
 	}
 	return r.backend.AssignNumber(ctx, name, owner, session)
 }
 
-func (r procRegistry) SetStride(ctx context.Context, stride uint64) (uint64, error) {
+func (r freezeRegistry) SetStride(ctx context.Context, stride uint64) (uint64, error) {
 	if err := r.enter("stride", ""); err != nil {
 		return 0, err
 	}
 	return r.backend.SetStride(ctx, stride)
 }
 
-func (r procRegistry) Stride(ctx context.Context) (uint64, error) {
+func (r freezeRegistry) Stride(ctx context.Context) (uint64, error) {
 	if err := r.enter("stride", ""); err != nil {
 		return 0, err
 	}
 	return r.backend.Stride(ctx)
 }
 
-func (r procRegistry) CreateSequence(ctx context.Context, name string, start, max uint64) (snapid.SequenceInfo, error) {
+func (r freezeRegistry) CreateSequence(ctx context.Context, name string, start, max uint64) (snapid.SequenceInfo, error) {
 	if err := r.enter("createsequence", name); err != nil {
 		return snapid.SequenceInfo{}, err
 	}
 	return r.backend.CreateSequence(ctx, name, start, max)
 }
 
-func (r procRegistry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (snapid.SequenceLease, error) {
+func (r freezeRegistry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (snapid.SequenceLease, error) {
 	if err := r.enter("lease", req.Sequence); err != nil {
 		return snapid.SequenceLease{}, err
 	}
@@ -313,36 +321,50 @@ func (r procRegistry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest
 	return l, err
 }
 
-func (r procRegistry) CloseLease(ctx context.Context, l snapid.SequenceLease, pos uint64) error {
+func (r freezeRegistry) CloseLease(ctx context.Context, l snapid.SequenceLease, pos uint64) error {
 	if err := r.enter("closelease", l.Name); err != nil {
 		return err
 	}
 	return r.backend.CloseLease(ctx, l, pos)
 }
 
-func (r procRegistry) AdoptLease(ctx context.Context, a snapid.LeaseAdoption) (snapid.SequenceLease, error) {
+func (r freezeRegistry) AdoptLease(ctx context.Context, a snapid.LeaseAdoption) (snapid.SequenceLease, error) {
 	if err := r.enter("adopt", a.Name); err != nil {
 		return snapid.SequenceLease{}, err
 	}
 	return r.backend.AdoptLease(ctx, a)
 }
 
-func (r procRegistry) HostLease(ctx context.Context, sequence, name string) (snapid.SequenceLease, error) {
+func (r freezeRegistry) HostLease(ctx context.Context, sequence, name string) (snapid.SequenceLease, error) {
 	if err := r.enter("hostlease", name); err != nil {
 		return snapid.SequenceLease{}, err
 	}
 	return r.backend.HostLease(ctx, sequence, name)
 }
 
-var _ backend = procRegistry{}
+var _ backend = freezeRegistry{}
 
-// procOptions are the seams of process p of ho (-1: the host's other
-// users), through the host's freezer.
-func (w *world) procOptions(ho *host, p int) []snapid.Option {
+// freezeHost are the seams of ho's other users (an operator's Release,
+// Init, Repair), through the host's freezer (process -1).
+func (w *world) freezeHost(ho *host) []snapid.Option {
+	ps := procSeam{d: ho.disk, p: -1}
+	o := []snapid.Option{seam.WithIO(ps).(snapid.Option), seam.WithFS(ps).(snapid.Option)}
+	if ho.cfg.Registry {
+		o = append(o, snapid.WithRegistry(freezeRegistry{backend: w.regs[ho.cfg.DC], d: ho.disk, p: -1}))
+	}
+	return o
+}
+
+// freezeProc are the seams of process p of ho, through the host's
+// freezer: its registry is the process slot's (procRegistry, as
+// procOptions gives it) behind the freezer's gate; given after
+// procOptions, it replaces that registry.
+func (w *world) freezeProc(ho *host, p int, ext *extensions) []snapid.Option {
 	ps := procSeam{d: ho.disk, p: p}
 	o := []snapid.Option{seam.WithIO(ps).(snapid.Option), seam.WithFS(ps).(snapid.Option)}
 	if ho.cfg.Registry {
-		o = append(o, snapid.WithRegistry(procRegistry{backend: w.regs[ho.cfg.DC], d: ho.disk, p: p}))
+		inner := procRegistry{w.regs[ho.cfg.DC], &ho.hb.down[p], ext}
+		o = append(o, snapid.WithRegistry(freezeRegistry{backend: inner, d: ho.disk, p: p}))
 	}
 	return o
 }

@@ -109,6 +109,23 @@ func addCases(h *History) {
 			break
 		}
 	}
+	// Registered hosts with striped ids: one tries another stride than
+	// the cluster's, after its first Open or (while another host already
+	// opened with the cluster's) at its very first Open.
+	var striped []int
+	for i, c := range h.Hosts {
+		if c.Registry && c.Form == snapid.FormatStriped {
+			striped = append(striped, i)
+		}
+	}
+	switch {
+	case len(striped) > 1 && rng.IntN(2) == 0:
+		a, b := striped[0], striped[1]
+		insert(0, Step{Kind: KOpen, Host: a, Proc: 0}, Step{Kind: KForm, Host: b}, Step{Kind: KNext, Host: b, Proc: 0, N: 1})
+	case len(striped) > 0:
+		i := striped[rng.IntN(len(striped))]
+		insert(rng.IntN(len(h.Steps)+1), Step{Kind: KForm, Host: i}, Step{Kind: KNext, Host: i, Proc: 0, N: 1})
+	}
 }
 
 // addDataCentres puts the hosts of half the histories in two data

@@ -100,9 +100,9 @@ const (
 	KRestore                 // every process of the host is killed; its files are put back from the copy
 	KClone                   // a new host with a copy of the host's files (same owner token) on another machine
 	KCorrupt                 // a byte of the counter is changed while no process runs (Arg: which file)
-	KClock                   // the clock moves by D (negative: back)
+	KClock                   // time passes by D (negative: every clock steps back); Arg "skew": host Host's clock alone steps by D
 	KRegFault                // the N-th next registry change (Arg: of which kind) fails, applied or not
-	KRegDown                 // the registry is down (Keep: true) or up
+	KRegDown                 // the registry is down (Keep: true) or up; Arg "holder": for host Host's heartbeat holder alone (up: for all its processes)
 	KDiskFault               // the N-th next file operation (Arg: of which kind) on the host fails with Errno
 	KBadInput                // a call with bad input (Arg: which); nothing may change
 	KSeqNext                 // the process takes N numbers of sequence Seq (N 1: Next, else NextN)
@@ -120,13 +120,14 @@ const (
 	KForm                    // every process of the host closes, and p0 opens with another stride (striped) or node number (decimal)
 	KCloseOpen               // process Proc closes while the next process of the host opens, at the same moment; then the new one takes N numbers
 	KJoin                    // a standalone host stops, and its processes claim its name in the registry from then on
+	KCLI                     // an operator runs the snapctl command Arg in-process (cli.go; N: release --force's start, register --force's floor, setup's stride)
 	KFreeze                  // the N-th next I/O or registry call on the host (Arg "lease": of a sequence lease refill) kills the process making it (Applied) or cuts the host's power (Keep: keep-some); see freeze.go
 )
 
 var kindNames = [...]string{"open", "next", "close", "crash", "power-cut", "release", "force-release", "takeover",
 	"reclaim", "backup", "restore", "clone", "corrupt", "clock", "registry-fault", "registry-down", "disk-fault", "bad-input",
 	"seq-next", "seq-create", "restore-live", "concurrent", "storm", "init", "move", "dc-cut", "repair", "seq-open",
-	"second-counter", "counter-renamed", "form-change", "close-racing-open", "join-registry", "freeze"}
+	"second-counter", "counter-renamed", "form-change", "close-racing-open", "join-registry", "snapctl", "freeze"}
 
 func (k Kind) String() string { return kindNames[k] }
 
@@ -186,10 +187,16 @@ func (s Step) String() string {
 		fmt.Fprintf(&b, " in %s", dcName(s.DC))
 	case KClock:
 		fmt.Fprintf(&b, " %+v", s.D)
+		if s.Arg == "skew" {
+			b.WriteString(" (this host's clock alone)")
+		}
 	case KRegFault:
 		fmt.Fprintf(&b, " %s after %d, applied=%v", orAny(s.Arg), s.N, s.Applied)
 	case KRegDown:
 		fmt.Fprintf(&b, " down=%v", s.Keep)
+		if s.Arg == "holder" {
+			b.WriteString(" (for the host's heartbeat holder alone; up: for all its processes)")
+		}
 	case KDiskFault:
 		fmt.Fprintf(&b, " %s after %d: %v", orAny(s.Arg), s.N, s.Errno)
 	case KFreeze:
@@ -214,6 +221,8 @@ func (s Step) String() string {
 		}
 	case KCloseOpen:
 		fmt.Fprintf(&b, " p%d closes while p%d opens, n=%d", s.Proc, (s.Proc+1)%3, s.N)
+	case KCLI:
+		fmt.Fprintf(&b, " %s (n=%d)", s.Arg, s.N)
 	case KConcurrent:
 		fmt.Fprintf(&b, " n=%d", s.N)
 		if s.Keep {
@@ -415,7 +424,10 @@ func Generate(seed uint64, steps int) History {
 	addDataCentres(&h)
 	addForms(&h)
 	addCases(&h)
+	addClockCases(&h)
 	addCassandra(&h)
+	addCLI(&h)
+	addRollback(&h)
 	addFreezes(&h)
 	return h
 }

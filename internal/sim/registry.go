@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/snapid/snapid"
 )
@@ -31,6 +32,7 @@ type faultyRegistry struct {
 	// sent (a holder moving its mark while an operator releases it).
 	hookMu        sync.Mutex
 	beforeRelease func()
+	touched       atomic.Int64 // Touch calls that succeeded (heartbeat refreshes)
 }
 
 // onNextRelease makes fn run just before the next Release is sent.
@@ -152,6 +154,9 @@ func (r *faultyRegistry) Extend(ctx context.Context, name, owner, session string
 
 func (r *faultyRegistry) Touch(ctx context.Context, name, owner, session string) error {
 	_, err := faulty(r, "touch", name, none(func() error { return r.backend.Touch(ctx, name, owner, session) }))
+	if err == nil {
+		r.touched.Add(1)
+	}
 	return err
 }
 

@@ -128,10 +128,14 @@ func (w *world) do(s Step) {
 	case KRepair:
 		w.repair(ho, s.Arg == "next-0")
 	case KClock:
-		w.clock.add(s.D)
+		w.moveClock(s)
 	case KRegFault:
 		w.reg.fault.arm(s.Arg, int(s.N), s.Applied)
 	case KRegDown:
+		if s.Arg == "holder" {
+			w.holderDown(ho, s.Keep)
+			return
+		}
 		if s.Keep && !w.down {
 			w.faulted()
 		}
@@ -168,6 +172,8 @@ func (w *world) do(s Step) {
 		w.contract.setOff(false)
 	case KJoin:
 		w.joinRegistry(ho)
+	case KCLI:
+		w.snapctl(ho, s)
 	case KSeqOpen:
 		if ho.cfg.Registry && ho.procs[s.Proc] != nil && s.Seq < len(w.h.Sequences) && ho.seqs[s.Proc][s.Seq] == nil {
 			if _, err := w.sequence(ho, s.Proc, s.Seq); err == nil {

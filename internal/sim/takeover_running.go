@@ -12,10 +12,13 @@ func (w *world) oldHolderIssues(ho *host) bool {
 			continue
 		}
 		running = true
-		if id, err := g.UniqueIDContext(w.opCtx()); err == nil {
-			w.did(1)
-			w.check.issuedID(ho, p, id)
+		id, err := g.UniqueIDContext(w.opCtx())
+		if err != nil {
+			ho.dense = false // a call that failed may leave a gap
+			continue
 		}
+		w.did(1)
+		w.check.issuedID(ho, p, id)
 	}
 	return running
 }

@@ -98,29 +98,19 @@ type host struct {
 	// its processes has claimed the name yet.
 	joinPending bool
 	opened      bool // an Open of it succeeded
+	// clk is the host's clock (hostclock.go), hb what the simulator
+	// knows of its heartbeat (heartbeat.go).
+	clk *libclock.Fake
+	hb  hostHeartbeat
 }
 
-// clock is the simulated clock of the registry and of the library's
-// registry side.
+// clock is the simulator's true time: the registry's and the registry
+// side's of the library (each host's own clock is skewed from it, see
+// hostclock.go).
 type clock struct{ ns atomic.Int64 }
 
-func (c *clock) now() time.Time { return time.Unix(0, c.ns.Load()) }
-
-// libraryClock is the simulated clock as the library's clock of one
-// simulated host: the time it reads is the simulator's; its timers,
-// tickers, sleeps and context deadlines stay the wall clock's, and none
-// decides anything in a history (no retry waits, an hour's heartbeat,
-// registry calls that answer at once).
-func (c *clock) libraryClock() libclock.Clock { return simClock{c: c} }
-
-type simClock struct {
-	libclock.Real
-	c *clock
-}
-
-func (s simClock) Now() time.Time                  { return s.c.now() }
-func (s simClock) Since(t time.Time) time.Duration { return s.c.now().Sub(t) }
-func (c *clock) add(d time.Duration)               { c.ns.Add(int64(d)) }
+func (c *clock) now() time.Time      { return time.Unix(0, c.ns.Load()) }
+func (c *clock) add(d time.Duration) { c.ns.Add(int64(d)) }
 func newClock() *clock {
 	c := &clock{}
 	c.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
@@ -224,6 +214,7 @@ func (w *world) options(ho *host, extra ...snapid.Option) []snapid.Option {
 		snapid.WithLogger(w.log),
 		seam.WithIO(ho.disk).(snapid.Option),
 		seam.WithFS(ho.disk).(snapid.Option),
+		seam.WithClock(w.hostClock(ho)).(snapid.Option),
 	}
 	if ho.cfg.Block > 0 {
 		o = append(o, snapid.WithBlock(ho.cfg.Block), snapid.WithCPUShards(ho.cfg.Shards))
@@ -241,22 +232,18 @@ func (w *world) options(ho *host, extra ...snapid.Option) []snapid.Option {
 		o = append(o,
 			snapid.WithRegistry(w.regs[ho.cfg.DC]),
 			snapid.WithHostInfo(ho.info),
-			seam.WithClock(w.clock.libraryClock()).(snapid.Option),
-			// Retries of a start-up's registry calls do not wait: the
-			// wall clock decides nothing here.
+			// Retries of a start-up's registry calls do not wait.
 			seam.WithRetryWait(func(int) time.Duration { return 0 }).(snapid.Option),
-			// No heartbeat fires while a history runs (it would run on
-			// the real clock, at a moment no seed decides): liveness is
-			// decided by the simulated clock alone.
-			snapid.WithHeartbeat(time.Hour),
-			snapid.WithCloneWindow(3*time.Hour),
+			// The heartbeat runs on the host's clock (hostclock.go).
+			snapid.WithHeartbeat(hbInterval),
+			snapid.WithCloneWindow(cloneWindow),
 			snapid.WithReserveStep(reserveStep),
 		)
 		if ho.takeSet {
 			o = append(o, snapid.WithTakeover(ho.takeover))
 		}
 	}
-	o = append(o, w.procOptions(ho, -1)...) // through the host's freezer (freeze.go)
+	o = append(o, w.freezeHost(ho)...) // through the host's freezer (freeze.go)
 	return append(o, extra...)
 }
 
@@ -272,6 +259,7 @@ func (w *world) crash(ho *host, p int) {
 	if g := ho.procs[p]; g != nil {
 		_ = seam.Crash(g)
 		ho.procs[p], ho.seqs[p] = nil, nil
+		w.check.crashGap(ho)
 	}
 }
 
@@ -315,11 +303,14 @@ func (w *world) open(ho *host, p int, extra ...snapid.Option) error {
 	if ho.procs[p] != nil {
 		return nil
 	}
-	extra = append(w.procOptions(ho, p), extra...) // its own way through the freezer
-	g, err := snapid.OpenContext(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho, extra...)...)
+	running := w.running(ho)
+	pre, ext := w.beforeOpen(ho), &extensions{w: w, ho: ho, p: p, last: reserveStep}
+	g, err := snapid.OpenContext(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho, append(append(w.procOptions(ho, p, ext), w.freezeProc(ho, p, ext)...), extra...)...)...)
+	w.afterOpen(ho, p, g, err, pre, ext)
 	if err != nil {
 		return err
 	}
+	w.check.opened(ho, running)
 	ho.procs[p] = g
 	ho.joinPending = false
 	ho.opened = true
@@ -344,6 +335,7 @@ func (w *world) run() (hung string) {
 			w.do(s)
 			w.settle()
 			w.afterFreeze()
+			w.passTime(stepTime) // time passes between steps (hostclock.go)
 		}) {
 			return fmt.Sprintf("step %d: %s made no progress for %v: a hang", i, s, stepLimit)
 		}
@@ -389,6 +381,7 @@ func (w *world) settle() {
 		}
 	}
 	w.reg0.settle()
+	w.settleClocks()
 }
 
 // next takes numbers from process s.Proc of ho: UniqueIDContext for one,
@@ -407,6 +400,7 @@ func (w *world) next(ho *host, s Step) {
 	if g == nil {
 		return
 	}
+	w.check.requested(ho, s.N)
 	ctx := w.stepCtx(s)
 	var before []byte
 	if s.Cancelled {
@@ -458,6 +452,7 @@ func (w *world) finish() {
 	}
 	for _, ho := range w.hosts {
 		ho.disk.fault.disarm()
+		w.holderDown(ho, false)
 		ho.disk.freeze.disarm()
 	}
 	for _, ho := range w.hosts {

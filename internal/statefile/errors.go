@@ -1,6 +1,9 @@
 package statefile
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors of the layer; callers match them with errors.Is and
 // wrap them into their own.
@@ -25,3 +28,21 @@ var (
 	// ErrTooLarge: a file larger than the reader accepts.
 	ErrTooLarge = errors.New("larger than such a file can be")
 )
+
+// LockedError is a lock another process held for as long as the caller's
+// context allowed: it matches ErrLocked, names the holder, and wraps the
+// context's cause.
+type LockedError struct {
+	Path   string
+	Holder string // "held by pid 123 (snapctl, user nobody)", or "holder unknown"
+	Cause  error  // the context's cause
+}
+
+func (e *LockedError) Error() string {
+	return fmt.Sprintf("%s: %v (%s) for as long as allowed: %v", e.Path, ErrLocked, e.Holder, e.Cause)
+}
+
+// Is makes errors.Is(err, ErrLocked) hold.
+func (e *LockedError) Is(target error) bool { return target == ErrLocked }
+
+func (e *LockedError) Unwrap() error { return e.Cause }

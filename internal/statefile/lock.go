@@ -45,7 +45,7 @@ func lock(ctx context.Context, fd int, path string, how int) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("%s: %w (%s) for as long as allowed: %w", path, ErrLocked, Holder(fd), context.Cause(ctx))
+			return &LockedError{Path: path, Holder: Holder(fd), Cause: context.Cause(ctx)}
 		case <-t.C:
 		}
 		if wait *= 2; wait > 50*time.Millisecond {

@@ -43,11 +43,11 @@ func (f *flakyTouch) Touch(ctx context.Context, name, owner, session string) err
 }
 
 // One process, a configuration checkCloneWindow accepts (window = 2 x
-// heartbeat + timeout): last-seen must stay within the clone window while
-// the process runs, with one slow reply followed by one timed-out Touch
-// ("a live holder that misses one heartbeat, the next one late by up to a
+// heartbeat + timeout): last-seen stays within the clone window while the
+// process runs, with one slow reply followed by one timed-out Touch ("a
+// live holder that misses one heartbeat, the next one late by up to a
 // registry timeout").
-func TestHeartbeatAttackLastSeenOutlivesCloneWindow(t *testing.T) {
+func TestHeartbeatSlowAndLostRefreshesInsideCloneWindow(t *testing.T) {
 	const (
 		hb     = 20 * time.Second
 		to     = 30 * time.Second
@@ -60,14 +60,14 @@ func TestHeartbeatAttackLastSeenOutlivesCloneWindow(t *testing.T) {
 	g := fh.open(path, "web_1", reg, WithHeartbeat(hb), WithRegistryTimeout(to), WithCloneWindow(window))
 	defer fh.close(g)
 	reg.active.Store(true)
-	worst, _ := rvWatchLastSeen(t, fh, mem, 0, 15*hb, hb/40)
+	worst, _ := watchLastSeen(t, fh, mem, 0, 15*hb, hb/40)
 	assert.LessOrEqual(t, worst, window, "last-seen reached %v while the process ran (clone window %v, heartbeat %v, timeout %v)", worst, window, hb, to)
 }
 
 // Same, and the consequence: a copy of the host (same owner token, another
-// machine) claims with the same clone window while the original runs, and
-// the original is stopped.
-func TestHeartbeatAttackCloneClaimsLiveHost(t *testing.T) {
+// machine) claiming with the same clone window while the original runs is
+// refused.
+func TestHeartbeatCloneRefusedWhileHostRuns(t *testing.T) {
 	const (
 		hb     = 20 * time.Second
 		to     = 30 * time.Second
@@ -80,7 +80,7 @@ func TestHeartbeatAttackCloneClaimsLiveHost(t *testing.T) {
 	g := fh.open(path, "web_1", reg, WithHeartbeat(hb), WithRegistryTimeout(to), WithCloneWindow(window))
 	defer fh.close(g)
 	reg.active.Store(true)
-	_, claimed := rvWatchLastSeen(t, fh, mem, window, 15*hb, hb/40)
+	_, claimed := watchLastSeen(t, fh, mem, window, 15*hb, hb/40)
 	assert.False(t, claimed, "a clone's claim with the same clone window succeeded while the original host ran")
 	if claimed {
 		fh.until(hb/4, 12, func() bool { _, err := g.Next(); return err != nil }, "the original host never learned of the clone")

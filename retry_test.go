@@ -14,8 +14,8 @@ import (
 
 // A start-up storm's transient failure of one of the other registry calls
 // a first start makes (the name's row for its node number, the cluster's
-// stride): the caller has 10 s left, yet Open fails at once.
-func TestStartUpAttackCallsRetried(t *testing.T) {
+// stride) is sent again within the caller's 10 s: Open succeeds.
+func TestStartUpCallsRetried(t *testing.T) {
 	for _, op := range []string{"get", "stride"} {
 		t.Run(op, func(t *testing.T) {
 			reg := snapidtest.NewRegistry()
@@ -42,8 +42,8 @@ func TestStartUpAttackCallsRetried(t *testing.T) {
 
 // The registry answers a definite condition ("the registry's mark is
 // below this host's") wrapped in ErrRegistry only: the first extension is
-// sent again and again.
-func TestStartUpAttackDefiniteNotRetried(t *testing.T) {
+// not sent again.
+func TestStartUpDefiniteNotRetried(t *testing.T) {
 	reg := snapidtest.NewRegistry()
 	_, path := ctPath(t)
 	g := openReg(t, path, "web_1", reg, WithCloneWindow(0))

@@ -30,11 +30,11 @@ func (g *gatedTouch) Touch(ctx context.Context, name, owner, session string) err
 	return g.touch(ctx, inner)
 }
 
-// A take-over learned by one process (M) is written to the record, then
-// overwritten by another process's (N) refresh that was applied before the
-// take-over but answered after it: the host's other processes, and new
-// joins, go on as if the claim stood.
-func TestHeartbeatAttackTakenRecordOverwritten(t *testing.T) {
+// A take-over learned by one process (M) is written to the record, and
+// another process's (N) refresh that was applied before the take-over but
+// answered after it does not overwrite it: the host's other processes stop
+// at one of their next polls, and new joins are refused.
+func TestHeartbeatTakenRecordNotOverwritten(t *testing.T) {
 	const hb = 100 * time.Millisecond
 	reg := snapidtest.NewRegistry()
 	dir := t.TempDir()
@@ -107,4 +107,41 @@ func TestHeartbeatAttackTakenRecordOverwritten(t *testing.T) {
 		J.Close()
 	}
 	assert.ErrorIs(t, err, ErrNameTaken, "a new process joined the claim the host knew was taken over")
+}
+
+// A take-over learned by an extension rather than a refresh stops every
+// process of the host too: the others stop issuing within two of their
+// polls, not an interval and a half later.
+func TestHeartbeatTakeoverLearnedByExtendShared(t *testing.T) {
+	const interval = 10 * time.Second
+	reg := snapidtest.NewRegistry()
+	fh := newFakeHost(t, nil)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a", "c.u64")
+	require.NoError(t, os.Mkdir(filepath.Dir(path), 0o755))
+	opts := []Option{WithHeartbeat(interval), WithCloneWindow(0), WithReserveStep(1 << 20)}
+	A := fh.open(path, "web_1", reg, opts...)
+	defer fh.close(A)
+	fh.until(interval/4, 8, A.ExportHeartbeatHolder, "the first process never took the heartbeat role")
+	B := fh.open(path, "web_1", reg, opts...)
+	defer fh.close(B)
+	other := filepath.Join(dir, "b", "c.u64")
+	require.NoError(t, os.Mkdir(filepath.Dir(other), 0o755))
+	// Take over just after the host's refresh: the test does not depend on
+	// where in the interval it falls.
+	calls := logCalls(reg)
+	n := calls.count("touch")
+	fh.until(interval/4, 12, func() bool { return calls.count("touch") > n }, "the host did not refresh")
+	taker, err := Open(other, "web_1", WithRegistry(reg), WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithTakeover(0), WithSync(false), WithCloneWindow(0))
+	require.NoError(t, err)
+	defer taker.Close()
+	mark, _, err := ReadMark(path)
+	require.NoError(t, err)
+	require.ErrorIs(t, A.ExportExtend(context.Background(), mark+1), ErrNameTaken)
+	_, err = A.Next()
+	require.ErrorIs(t, err, ErrNameTaken)
+	fh.step(interval / 4) // two of B's polls
+	fh.step(interval / 4)
+	_, err = B.Next()
+	assert.ErrorIs(t, err, ErrNameTaken, "B still issues two polls after A learned of the take-over")
 }

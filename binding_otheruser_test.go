@@ -12,8 +12,6 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/internal/testfs"
-	"github.com/snapid/snapid/snapidtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -325,51 +323,4 @@ func waitFile(t *testing.T, path string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("%s did not appear", path)
-}
-
-// Root's host-wide directory: each new level synced into its parent, in
-// order, before the next is made, and the directory itself after the
-// binding is linked in it.
-func TestBindingHostWideDurable(t *testing.T) {
-	requireRoot(t)
-	base := t.TempDir()
-	shared := filepath.Join(base, "var", "lib", "snapid", "names")
-	ExportBindingDefaults(t, shared)
-	rec := &syncRecorder{}
-	counter := filepath.Join(t.TempDir(), "vm.u64")
-	g, err := Open(counter, "vm", ExportWithFS(rec))
-	require.NoError(t, err)
-	require.NoError(t, g.Close())
-	want := []string{base, filepath.Join(base, "var"), filepath.Join(base, "var", "lib"), filepath.Join(base, "var", "lib", "snapid"), shared}
-	require.GreaterOrEqual(t, len(rec.dirs), len(want), "%v", rec.dirs)
-	got := make([]string, len(want))
-	for i := range want {
-		got[i] = filepath.Clean(rec.dirs[i])
-	}
-	assert.Equal(t, want, got)
-}
-
-// The host's start-up gate held by another process (here a lock of this
-// test's own, as another process's would be): a registered Open waits at
-// most as long as its context, and the error names the holder.
-func TestGateWaitBoundedAndNamesHolder(t *testing.T) {
-	requireRoot(t)
-	// The gate held by another user's process, which could read it
-	// (the state files 0644, in a directory it can reach).
-	path := filepath.Join(testfs.SharedTempDir(t, "snapid-gate-"), "counter.u64")
-	reg := snapidtest.NewRegistry()
-	opts := []Option{WithRegistry(reg), WithSync(false), WithFileMode(0o644), WithHostInfo(HostInfo{Hostname: "host1", MachineID: "m1"})}
-	g, err := Open(path, "web_1", opts...)
-	require.NoError(t, err)
-	require.NoError(t, g.Close())
-	testfs.HoldFlock(t, path+ExportOwnerSuffix)
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	_, err = OpenContext(ctx, path, "web_1", opts...)
-	assert.Less(t, time.Since(start), 3*time.Second)
-	require.ErrorIs(t, err, ErrLocked)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.Contains(t, err.Error(), "pid ")
-	assert.Contains(t, err.Error(), "user nobody", "the holder, another user, is named")
 }

@@ -1,0 +1,394 @@
+package sim
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/seam"
+)
+
+// What the simulator watches of the hosts' heartbeats, now that their
+// clocks run it (hostclock.go): the events it reaches and the checks of
+// what the heartbeat guarantees (SPEC §5, docs/guarantees.md):
+//
+//   - a live host's last-seen stays fresh: while a host's processes run
+//     under the registry's current session of its name and the host can
+//     reach the registry (no outage, its data centre not cut off, its
+//     heartbeat holder or else every other process reaching it), the row's
+//     last-seen is at most an interval and seven eighths plus the registry
+//     timeout old (freshLimit): so a live host's name is never taken as
+//     stale by a claim of its owner token from another machine (the clone
+//     window is longer);
+//   - once a host's heartbeat record says the name was taken, and the
+//     host has run a poll's time since, no process of that session hands
+//     out another id;
+//   - a process joining its host's claim (other processes of the host
+//     run) is refused while the record says the name was taken, and,
+//     unless the record shows a refresh of the claim less than an interval
+//     ago by the host's clock, it is refused when the registry (reachable)
+//     shows the claim no longer stands: another owner, another session, not
+//     active.
+
+// hostHeartbeat is what the simulator knows of one host's heartbeat.
+type hostHeartbeat struct {
+	holder   *snapid.Generator // the last process seen holding the role
+	down     [3]atomic.Bool    // the registry is unreachable for that process slot
+	ran      time.Duration     // host time its clock ran through (timers firing), not jumped
+	liveFrom time.Time         // true time since which the host has held its name reachably (zero: not now)
+	asleep   time.Time         // true time until which the host's machine is suspended
+	taken    uint64            // sessionHash of a session the record says was taken (0: none seen)
+	takenRan time.Duration     // ran when it was first seen
+	learned  map[*snapid.Generator]bool
+}
+
+// sessionHash is the library's hash of a session in the heartbeat record
+// (FNV-1a, 64 bits).
+func sessionHash(session string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(session))
+	return h.Sum64()
+}
+
+// hbRecord is the heartbeat record as the library writes it (see
+// heartbeat.go in package snapid): magic, session hash, last, tried,
+// state (bit 0: taken).
+type hbRecord struct {
+	session uint64
+	last    int64
+	taken   bool
+	ok      bool
+}
+
+func readHBRecord(ho *host) hbRecord {
+	b, err := os.ReadFile(ho.counter + ".heartbeat")
+	if err != nil || len(b) != 40 || string(b[:8]) != "snaphb02" {
+		return hbRecord{}
+	}
+	st := binary.LittleEndian.Uint64(b[32:])
+	return hbRecord{
+		session: binary.LittleEndian.Uint64(b[8:]),
+		last:    int64(binary.LittleEndian.Uint64(b[16:])),
+		taken:   st&1 != 0,
+		ok:      true,
+	}
+}
+
+// fresh reports whether rec shows a refresh of session less than an
+// interval ago at now (the library's freshClaim).
+func (rec hbRecord) fresh(session string, now time.Time) bool {
+	if !rec.ok || rec.taken || rec.session != sessionHash(session) || rec.last <= 0 {
+		return false
+	}
+	d := now.Sub(time.Unix(0, rec.last))
+	return d >= 0 && d < hbInterval
+}
+
+// suspended notes that ho's machine does not run until the true time
+// until (its clock jumped): its last-seen may rightly be old.
+func (w *world) suspended(ho *host, until time.Time) {
+	ho.hb.liveFrom = time.Time{}
+	if until.After(ho.hb.asleep) {
+		ho.hb.asleep = until
+	}
+}
+
+// watchHeartbeats looks at every host after its clock moved or a step
+// ran: the events reached, and the checks above.
+func (w *world) watchHeartbeats() {
+	var lo, hi time.Duration
+	first := true
+	for _, ho := range w.hosts {
+		if !w.running(ho) {
+			ho.hb.liveFrom = time.Time{}
+			continue
+		}
+		if ho.clk != nil {
+			sk := w.skew(ho)
+			if first || sk < lo {
+				lo = sk
+			}
+			if first || sk > hi {
+				hi = sk
+			}
+			first = false
+		}
+		if !ho.cfg.Registry {
+			continue
+		}
+		w.watchHost(ho)
+	}
+	if !first && hi-lo > skewLimit {
+		w.reached["clock-skew"]++
+	}
+	if n := int(w.regs[0].touched.Load() + w.regs[1].touched.Load()); n > 0 {
+		w.reached["heartbeat-refresh"] = n
+	}
+}
+
+// watchFired is watchHeartbeats after a firing on ho's clock: only ho
+// can have changed.
+func (w *world) watchFired(ho *host) {
+	if ho.cfg.Registry && w.running(ho) {
+		w.watchHost(ho)
+	}
+}
+
+func (w *world) watchHost(ho *host) {
+	var holder *snapid.Generator
+	sessions := map[string]bool{}
+	running, down := 0, 0
+	holderDown, lost := false, false
+	for p, g := range ho.procs {
+		if g == nil {
+			continue
+		}
+		st := seam.Heartbeat(g)
+		if st.Holder {
+			holder = g
+		}
+		lost = lost || st.Lost != nil
+		if st.Lost != nil && strings.Contains(st.Lost.Error(), "another process of this host was told so") && !ho.hb.learned[g] {
+			if ho.hb.learned == nil {
+				ho.hb.learned = map[*snapid.Generator]bool{}
+			}
+			ho.hb.learned[g] = true
+			w.reached["taken-propagated"]++
+		}
+		if st.Running && st.Lost == nil {
+			sessions[st.Session] = true
+			running++
+			if ho.hb.down[p].Load() {
+				down++
+				holderDown = holderDown || st.Holder
+			}
+		}
+	}
+	if holder != nil {
+		if ho.hb.holder != nil && ho.hb.holder != holder {
+			w.reached["heartbeat-handover"]++
+		}
+		ho.hb.holder = holder
+	}
+	// The record says "taken" only once a process of the host was told
+	// (it stops first, then writes the record).
+	if lost {
+		if rec := readHBRecord(ho); rec.ok && rec.taken && ho.hb.taken != rec.session {
+			ho.hb.taken, ho.hb.takenRan = rec.session, ho.hb.ran
+		}
+	}
+	// A live host's last-seen stays fresh.
+	row, ok := w.reg0.Row(ho.cfg.Name)
+	reachable := !w.down && !w.cut[ho.cfg.DC] && (down == 0 || down == 1 && holderDown && running >= 2)
+	if w.h.Cassandra && w.h.CQLFaults > 0 {
+		reachable = false // random timeouts: the registry may fail any refresh
+	}
+	if ho.disk.freeze.hasFired() {
+		reachable = false // frozen by a fault inside an operation (freeze.go): its processes are dead, abandoned at the step's end
+	}
+	// (A session is made by one claim of one owner: a running process
+	// under the row's session holds the name.)
+	holding := ok && row.State == snapid.StateActive && sessions[row.Session]
+	now := w.clock.now()
+	switch {
+	case !holding || !reachable || now.Before(ho.hb.asleep):
+		ho.hb.liveFrom = time.Time{}
+	case ho.hb.liveFrom.IsZero():
+		ho.hb.liveFrom = now
+	default:
+		since := ho.hb.liveFrom
+		if row.LastSeen.After(since) {
+			since = row.LastSeen
+		}
+		if age := now.Sub(since); age > freshLimit {
+			w.check.violation("h%d runs under %s's current session and can reach the registry, but the registry last saw it %v ago (last-seen %v, reachable since %v): more than the heartbeat allows (%v); a claim of its owner token from another machine would take the live host's name after the clone window",
+				ho.i, ho.cfg.Name, age, row.LastSeen.Format(time.TimeOnly), ho.hb.liveFrom.Format(time.TimeOnly), freshLimit)
+			ho.hb.liveFrom = now // once per stretch
+		}
+	}
+}
+
+// issuedAfterTaken checks that process p of ho, which just handed out
+// numbers, had not been told by its host's heartbeat record, a poll's
+// time ago or more, that its name was taken.
+func (c *checker) issuedAfterTaken(ho *host, p int) {
+	g := ho.procs[p]
+	if g == nil || ho.hb.taken == 0 || c.w.parallel {
+		return
+	}
+	st := seam.Heartbeat(g)
+	if sessionHash(st.Session) == ho.hb.taken && ho.hb.ran-ho.hb.takenRan > hbPoll {
+		c.violation("h%d/p%d handed out a number %v (of its host's running time) after the host's heartbeat record said its name %s was taken: every process stops at its next poll (%v)",
+			ho.i, p, ho.hb.ran-ho.hb.takenRan, ho.cfg.Name, hbPoll)
+	}
+}
+
+// joinState is what the simulator saw of a registered host just before
+// one of its processes opened.
+type joinState struct {
+	join      bool // other processes of the host run: the Open joins their claim
+	rec       hbRecord
+	hostNow   time.Time
+	row       snapid.Holder
+	rowOK     bool
+	reachable bool
+}
+
+func (w *world) beforeOpen(ho *host) joinState {
+	if !ho.cfg.Registry || !w.running(ho) {
+		return joinState{}
+	}
+	row, ok := w.reg0.Row(ho.cfg.Name)
+	return joinState{
+		join: true, rec: readHBRecord(ho), hostNow: w.hostClock(ho).Now(), row: row, rowOK: ok,
+		reachable: !w.down && !w.cut[ho.cfg.DC] && !ho.hb.down[0].Load() && !ho.hb.down[1].Load() && !ho.hb.down[2].Load() &&
+			!w.reg.fault.pending() && !(w.h.Cassandra && w.h.CQLFaults > 0),
+	}
+}
+
+// afterOpen checks a join (see above) and counts a join refused because
+// the record says the name was taken.
+func (w *world) afterOpen(ho *host, p int, g *snapid.Generator, err error, pre joinState, ext *extensions) {
+	if err == nil {
+		ext.g.Store(g)
+	}
+	if err != nil && strings.Contains(err.Error(), "the registry told another process of this host") {
+		w.reached["taken-propagated"]++
+	}
+	if err != nil || !pre.join || w.parallel {
+		return
+	}
+	st := seam.Heartbeat(g)
+	if pre.rec.ok && pre.rec.taken && pre.rec.session == sessionHash(st.Session) {
+		w.check.violation("h%d/p%d joined its host's claim of %s although the host's heartbeat record says the name was taken", ho.i, p, ho.cfg.Name)
+		return
+	}
+	if pre.rec.fresh(st.Session, pre.hostNow) || !pre.reachable || !pre.rowOK {
+		return
+	}
+	owner, oerr := snapid.OwnerToken(ho.counter)
+	if oerr == nil && (pre.row.Owner != owner || pre.row.Session != st.Session || pre.row.State != snapid.StateActive) {
+		w.check.violation("h%d/p%d joined its host's claim of %s (session %.8s) while the registry's row was %s and the heartbeat record did not show a refresh of the claim within an interval: the claim no longer stood",
+			ho.i, p, ho.cfg.Name, st.Session, pre.row)
+	}
+}
+
+// procRegistry is the registry as one process slot of a host reaches it:
+// unreachable (every call fails with ErrRegistry) while the slot is cut
+// off (a holder whose own calls fail while the host's other processes
+// reach the registry).
+type procRegistry struct {
+	*faultyRegistry
+	down *atomic.Bool
+	ext  *extensions
+}
+
+// extensions is what one process's extensions showed: the Generator
+// (set once its Open returned) and the step of its last extension.
+type extensions struct {
+	w    *world
+	ho   *host
+	p    int
+	g    atomic.Pointer[snapid.Generator]
+	mu   sync.Mutex
+	last uint64
+}
+
+// extended checks an extension of the process: its step (the library's
+// current step, set just before the call) is at most 16 times the step of
+// its previous one (the configured step before any): the growth cap that
+// bounds the gap a crash leaves after a burst (docs/guarantees.md).
+func (e *extensions) extended() {
+	g := e.g.Load()
+	if g == nil {
+		return
+	}
+	step := seam.Step(g)
+	e.mu.Lock()
+	prev := e.last
+	e.last = step
+	e.mu.Unlock()
+	if step > 16*prev && e.w.contract.on() {
+		// (From the extension's goroutine: reported with the registry's
+		// contract, after the step.)
+		e.w.contract.broken("h%d/p%d extended its reservation by a step of %d after one of %d: more than 16 times (the step's growth cap)", e.ho.i, e.p, step, prev)
+	}
+}
+
+func (r procRegistry) cutOff(op string) error {
+	if r.down.Load() {
+		return fmt.Errorf("sim: %w: %s: this process cannot reach the registry (connection refused)", snapid.ErrRegistry, op)
+	}
+	return nil
+}
+
+func (r procRegistry) Claim(ctx context.Context, c snapid.Claim) (snapid.Holder, error) {
+	if err := r.cutOff("claim"); err != nil {
+		return snapid.Holder{}, err
+	}
+	return r.faultyRegistry.Claim(ctx, c)
+}
+
+func (r procRegistry) Extend(ctx context.Context, name, owner, session string, old, new uint64) (snapid.Holder, error) {
+	if err := r.cutOff("extend"); err != nil {
+		return snapid.Holder{}, err
+	}
+	r.ext.extended()
+	return r.faultyRegistry.Extend(ctx, name, owner, session, old, new)
+}
+
+func (r procRegistry) Touch(ctx context.Context, name, owner, session string) error {
+	if err := r.cutOff("touch"); err != nil {
+		return err
+	}
+	return r.faultyRegistry.Touch(ctx, name, owner, session)
+}
+
+func (r procRegistry) Get(ctx context.Context, name string) (snapid.Holder, error) {
+	if err := r.cutOff("get"); err != nil {
+		return snapid.Holder{}, err
+	}
+	return r.faultyRegistry.Get(ctx, name)
+}
+
+// procOptions are the options of process slot p of ho: the registry as
+// that slot reaches it, and what ext records of its extensions.
+func (w *world) procOptions(ho *host, p int, ext *extensions) []snapid.Option {
+	if !ho.cfg.Registry {
+		return nil
+	}
+	return []snapid.Option{snapid.WithRegistry(procRegistry{w.regs[ho.cfg.DC], &ho.hb.down[p], ext})}
+}
+
+// holderDown cuts the process holding ho's heartbeat role off from the
+// registry (down), or lets every process of ho reach it again.
+func (w *world) holderDown(ho *host, down bool) {
+	if !down {
+		for p := range ho.hb.down {
+			ho.hb.down[p].Store(false)
+		}
+		return
+	}
+	for p, g := range ho.procs {
+		if g != nil && seam.Heartbeat(g).Holder {
+			if !ho.hb.down[p].Swap(true) {
+				w.faulted()
+			}
+			return
+		}
+	}
+}
+
+// pending reports whether a fault is armed and has not fired.
+func (a *armed[T]) pending() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.set
+}
