@@ -262,8 +262,8 @@ func (w *world) afterOpen(ho *host, p int, g *snapid.Generator, err error, pre j
 	if err != nil && strings.Contains(err.Error(), "the registry told another process of this host") {
 		w.reached["taken-propagated"]++
 	}
-	if err != nil || !pre.join || w.parallel {
-		return
+	if err != nil || !pre.join || w.parallel || ho.disk.freeze.hasFired() {
+		return // (a process frozen by a fault inside an operation reads no record: it is dead, abandoned at the step's end)
 	}
 	st := seam.Heartbeat(g)
 	if pre.rec.ok && pre.rec.taken && pre.rec.session == sessionHash(st.Session) {
