@@ -141,7 +141,7 @@ func (h *hostState) readHeartbeat() (heartbeatRecord, bool) {
 		return heartbeatRecord{}, false
 	}
 	b := make([]byte, heartbeatSize+1)
-	n, err := h.hb.ReadAt(b, 0)
+	n, err := h.io().ReadAt(h.hb, b, 0)
 	if err != nil && n != heartbeatSize {
 		return heartbeatRecord{}, false
 	}
@@ -153,7 +153,7 @@ func (h *hostState) writeHeartbeat(r heartbeatRecord) error {
 	if h.hb == nil {
 		return nil
 	}
-	if _, err := h.hb.WriteAt(encodeHeartbeat(r), 0); err != nil {
+	if _, err := h.io().WriteAt(h.hb, encodeHeartbeat(r), 0); err != nil {
 		return &FileError{Op: "write", Path: h.hb.Name(), Err: err}
 	}
 	return nil

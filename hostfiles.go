@@ -282,10 +282,34 @@ func decodeMark(b []byte, size int64) (markState, error) {
 	return markState{}, fmt.Errorf("%w: it is %d bytes; a mark file is %d bytes or empty", ErrCorruptMark, size, markSize)
 }
 
+// io is how the mark and heartbeat files are read and written: through
+// the file-system seam (WithFS) when it also does file I/O (pread,
+// pwrite, fsync: the simulator's disk, so that its faults and its
+// power-cut model reach them), else with os.File's own methods. Not the
+// counter's I/O seam: a fault injected there is meant for the counter
+// and lease files.
+func (h *hostState) io() fileIO {
+	if h.opts != nil {
+		if x, ok := h.opts.fs.(fileIO); ok {
+			return x
+		}
+	}
+	return fileMethods{}
+}
+
+// fileMethods is the real I/O of the mark and heartbeat files: os.File's
+// own methods, which a concurrent Close cannot race (Stats reads the
+// heartbeat of a Generator that may be closing).
+type fileMethods struct{}
+
+func (fileMethods) ReadAt(f *os.File, b []byte, off int64) (int, error)  { return f.ReadAt(b, off) }
+func (fileMethods) WriteAt(f *os.File, b []byte, off int64) (int, error) { return f.WriteAt(b, off) }
+func (fileMethods) Sync(f *os.File) error                                { return f.Sync() }
+
 // readMark reads the mark file; the caller holds the counter lock.
 func (h *hostState) readMark() (markState, error) {
 	var b [markSize + 1]byte
-	n, err := h.mark.ReadAt(b[:], 0)
+	n, err := h.io().ReadAt(h.mark, b[:], 0)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return markState{}, &FileError{Op: "read", Path: h.markPath, Err: err}
 	}
@@ -307,7 +331,7 @@ func (h *hostState) writeMark(m markState) error {
 	var b [markSize]byte
 	binary.LittleEndian.PutUint64(b[:], m.mark)
 	binary.LittleEndian.PutUint64(b[8:], m.floor)
-	if _, err := h.mark.WriteAt(b[:], 0); err != nil {
+	if _, err := h.io().WriteAt(h.mark, b[:], 0); err != nil {
 		return &FileError{Op: "write", Path: h.markPath, Err: err}
 	}
 	return nil

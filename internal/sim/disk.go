@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"sort"
 	"sync"
 	"sync/atomic"
 
@@ -48,6 +47,7 @@ type disk struct {
 	lied    map[uint64]unix.Timespec     // inode → its modification time when an fsync of it failed
 	lies    int                          // fsyncs that reported success with nothing written
 	slow    atomic.Pointer[slowFlush]    // set during a burst: counter writes wait for callers to queue (groups.go)
+	freeze  freezer                      // a power cut or kill at the k-th call (freeze.go)
 }
 
 func newDisk(root string) *disk {
@@ -134,6 +134,19 @@ func (d *disk) Link(oldname, newname string) error {
 	return os.Link(oldname, newname)
 }
 
+// LinkNoReplace names a new file as the real file system does
+// (statefile.NoReplaceLinker): one rename that never replaces, so the
+// file never has two names.
+func (d *disk) LinkNoReplace(oldname, newname string) error {
+	if err := d.hit("link"); err != nil {
+		return &os.LinkError{Op: "link", Old: oldname, New: newname, Err: err}
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, oldname, unix.AT_FDCWD, newname, unix.RENAME_NOREPLACE); err != nil {
+		return &os.LinkError{Op: "link", Old: oldname, New: newname, Err: err}
+	}
+	return nil
+}
+
 func (d *disk) Rename(oldname, newname string) error {
 	if err := d.hit("rename"); err != nil {
 		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: err}
@@ -169,10 +182,11 @@ func (d *disk) Check(op, path, to string) error {
 }
 
 var _ statefile.FS = (*disk)(nil)
+var _ statefile.NoReplaceLinker = (*disk)(nil)
 var _ statefile.Checker = (*disk)(nil)
 
-// listDir returns the names in dir (directories left out) and their
-// inodes.
+// listDir returns the names in dir and their inodes (a directory's with
+// dirBit).
 func listDir(dir string) (map[string]uint64, error) {
 	des, err := os.ReadDir(dir)
 	if err != nil {
@@ -180,12 +194,11 @@ func listDir(dir string) (map[string]uint64, error) {
 	}
 	m := make(map[string]uint64, len(des))
 	for _, de := range des {
-		if de.IsDir() {
-			continue
-		}
-		var st unix.Stat_t
-		if err := unix.Lstat(filepath.Join(dir, de.Name()), &st); err == nil {
-			m[de.Name()] = st.Ino
+		if ino, isDir, err := isDirEntry(dir, de.Name()); err == nil {
+			if isDir {
+				ino |= dirBit
+			}
+			m[de.Name()] = ino
 		}
 	}
 	return m, nil
@@ -213,6 +226,9 @@ func (d *disk) settle() error {
 		}
 		d.entries[p] = ents
 		for name, ino := range ents {
+			if ino&dirBit != 0 {
+				continue
+			}
 			b, err := os.ReadFile(filepath.Join(p, name))
 			if err != nil {
 				return err
@@ -223,75 +239,16 @@ func (d *disk) settle() error {
 	})
 }
 
-// powerCut puts the host's files back to what a power cut leaves (see
-// disk); every process of the host must be gone already. keepSome: each
-// file's content and each name survive as they are now with probability
-// 1/2 (drawn from rng), instead of all going back.
+// powerCut puts the host's files back to what a power cut now leaves
+// (cut.go); every process of the host must be gone already. keepSome:
+// each name and each file's content may survive as it is now, go back,
+// or (content) be torn, drawn from rng, instead of all going back.
 func (d *disk) powerCut(rng *rand.Rand, keepSome bool) error {
-	d.mu.Lock()
-	entries, content := d.entries, d.content
-	d.mu.Unlock()
-	d.fault.disarm()
-	var dirs []string
-	if err := filepath.WalkDir(d.root, func(p string, de fs.DirEntry, err error) error {
-		if err == nil && de.IsDir() {
-			dirs = append(dirs, p)
-		}
-		return err
-	}); err != nil {
+	st, err := d.capture()
+	if err != nil {
 		return err
 	}
-	sort.Strings(dirs)
-	keep := func() bool { return keepSome && rng.IntN(2) == 0 }
-	for _, dir := range dirs {
-		now, err := listDir(dir)
-		if err != nil {
-			return err
-		}
-		was := entries[dir]
-		names := make([]string, 0, len(now)+len(was))
-		for n := range now {
-			names = append(names, n)
-		}
-		for n := range was {
-			if _, ok := now[n]; !ok {
-				names = append(names, n)
-			}
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			p := filepath.Join(dir, n)
-			curIno, present := now[n]
-			oldIno, durable := was[n]
-			if keep() {
-				// The name stays as it is; its content may still go back.
-				if present && !keep() {
-					if err := rewrite(p, content[curIno]); err != nil {
-						return err
-					}
-				}
-				continue
-			}
-			// The name goes back to its last directory sync.
-			if !durable {
-				if present {
-					if err := os.Remove(p); err != nil {
-						return err
-					}
-				}
-				continue
-			}
-			var b []byte
-			if present && curIno == oldIno && keep() {
-				continue // same file, content kept as it is
-			}
-			b = content[oldIno]
-			if err := rewrite(p, b); err != nil {
-				return err
-			}
-		}
-	}
-	return d.settle()
+	return d.applyCut(st, rng, keepSome)
 }
 
 // rewrite puts a file holding exactly b at p (a new inode: every process

@@ -23,7 +23,9 @@
 // running process, which then takes the next number: rollback.go) or a
 // fault
 // (a process killed, a power cut forgetting every unsynced write or
-// keeping some, EIO or ENOSPC on the n-th next write, fsync, directory
+// keeping some, either of them inside an operation: at the k-th I/O or
+// registry call the seed chose on the host, a background extension's,
+// block prefetch's or sequence lease refill's included (freeze.go), EIO or ENOSPC on the n-th next write, fsync, directory
 // sync, link or rename, a failed fsync whose pages a later fsync reports
 // clean, a registry answer lost before or after the change was applied, a
 // registry outage, a data centre cut off from the cluster's quorum, a
@@ -37,8 +39,19 @@
 //
 // The library runs unchanged; the simulator reaches it through its seams
 // (package internal/seam): every host's files go through a disk (disk.go)
-// that is the counter and lease files' I/O and the file-system layer, and
-// keeps, by inode and by directory entry, what a power cut would leave;
+// that is the counter and lease files' I/O (the mark and heartbeat
+// files' too) and the file-system layer (new files' content, links,
+// renames, removals, file and directory syncs, the bindings directory's
+// included), and keeps, by inode and by directory entry, what a power
+// cut would leave (cut.go: each file's content as of its last fsync,
+// each directory's entries, subdirectories included, as of its last
+// directory sync; in keep-some mode a file's content may also be torn,
+// whole sectors of 512 bytes old and others new, and its size either);
+// every process reaches the disk and the registry through a gate of its
+// own (freeze.go), at which a power cut or a kill inside an operation
+// stops it: from that call on its calls (all the host's, for a cut) fail
+// and change nothing, the step ends, the processes are abandoned and the
+// cut's state, taken at that instant, is put in place;
 // the registry (cassandra.go) is, in two histories of three, snapidtest's
 // in-memory one, and in the third the real Cassandra adapter
 // (cassandra.Registry) on a simulated CQL cluster (package
@@ -171,7 +184,11 @@
 // its host's heartbeat record that its name was taken (at a poll, or
 // refused at a join), "clock-skew": hosts running processes had clocks
 // more than skewLimit apart, 2 min 52.5 s, the tolerance
-// docs/guarantees.md states for the clone check); a test fails if a run of
+// docs/guarantees.md states for the clone check;
+// "fault-inside-op", "cut-inside-op", "kill-inside-op": a power cut or
+// a kill fired inside an operation, "lease-refill-cut": one during a
+// sequence lease refill; "takeover-while-running": a name taken over
+// while its old holder's processes ran, which then asked for numbers); a test fails if a run of
 // histories never reaches one, and TestSimulation prints the histories
 // that reached each of the events named in reachedEvents
 // ("sim: reached: …").
@@ -183,9 +200,9 @@
 // (Serial): then a seed replays (see above for the few whose counts
 // drift).
 //
-// What it does not model: directories lost in a power cut (the simulator
-// makes them before a history starts; the bindings directory's levels are
-// synced by the library and checked by the power-loss tests), what the
+// What it does not model: a write torn within a sector (the counter's 8
+// bytes and a lease record's 512 sit in one; SNAPID_SIM_SECTOR=1 tears at
+// every byte), what the
 // simulated CQL cluster leaves out (replicas one by one, cell timestamps,
 // the system tables and schema changes, time: see cassandra/simcql.go),
 // other users of the host (the multi-user tests do: see below), the step's

@@ -190,6 +190,9 @@ func (w *world) watchHost(ho *host) {
 	if w.h.Cassandra && w.h.CQLFaults > 0 {
 		reachable = false // random timeouts: the registry may fail any refresh
 	}
+	if ho.disk.freeze.hasFired() {
+		reachable = false // frozen by a fault inside an operation (freeze.go): its processes are dead, abandoned at the step's end
+	}
 	// (A session is made by one claim of one owner: a running process
 	// under the row's session holds the name.)
 	holding := ok && row.State == snapid.StateActive && sessions[row.Session]
@@ -259,8 +262,8 @@ func (w *world) afterOpen(ho *host, p int, g *snapid.Generator, err error, pre j
 	if err != nil && strings.Contains(err.Error(), "the registry told another process of this host") {
 		w.reached["taken-propagated"]++
 	}
-	if err != nil || !pre.join || w.parallel {
-		return
+	if err != nil || !pre.join || w.parallel || ho.disk.freeze.hasFired() {
+		return // (a process frozen by a fault inside an operation reads no record: it is dead, abandoned at the step's end)
 	}
 	st := seam.Heartbeat(g)
 	if pre.rec.ok && pre.rec.taken && pre.rec.session == sessionHash(st.Session) {

@@ -121,12 +121,13 @@ const (
 	KCloseOpen               // process Proc closes while the next process of the host opens, at the same moment; then the new one takes N numbers
 	KJoin                    // a standalone host stops, and its processes claim its name in the registry from then on
 	KCLI                     // an operator runs the snapctl command Arg in-process (cli.go; N: release --force's start, register --force's floor, setup's stride)
+	KFreeze                  // the N-th next I/O or registry call on the host (Arg "lease": of a sequence lease refill) kills the process making it (Applied) or cuts the host's power (Keep: keep-some); see freeze.go
 )
 
 var kindNames = [...]string{"open", "next", "close", "crash", "power-cut", "release", "force-release", "takeover",
 	"reclaim", "backup", "restore", "clone", "corrupt", "clock", "registry-fault", "registry-down", "disk-fault", "bad-input",
 	"seq-next", "seq-create", "restore-live", "concurrent", "storm", "init", "move", "dc-cut", "repair", "seq-open",
-	"second-counter", "counter-renamed", "form-change", "close-racing-open", "join-registry", "snapctl"}
+	"second-counter", "counter-renamed", "form-change", "close-racing-open", "join-registry", "snapctl", "freeze"}
 
 func (k Kind) String() string { return kindNames[k] }
 
@@ -198,6 +199,8 @@ func (s Step) String() string {
 		}
 	case KDiskFault:
 		fmt.Fprintf(&b, " %s after %d: %v", orAny(s.Arg), s.N, s.Errno)
+	case KFreeze:
+		b.WriteString(freezeString(s))
 	case KSeqNext:
 		fmt.Fprintf(&b, "/p%d s%d n=%d", s.Proc, s.Seq, s.N)
 		if s.Arg == "nextn" {
@@ -425,6 +428,7 @@ func Generate(seed uint64, steps int) History {
 	addCassandra(&h)
 	addCLI(&h)
 	addRollback(&h)
+	addFreezes(&h)
 	return h
 }
 

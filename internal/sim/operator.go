@@ -68,6 +68,9 @@ func (w *world) takeover(ho *host, floor uint64, dc int) {
 	if w.open(nh, 0) == nil {
 		w.did(1)
 	}
+	if w.oldHolderIssues(ho) {
+		w.reached["takeover-while-running"]++
+	}
 }
 
 // backup copies ho's files aside, as they are (processes may run).

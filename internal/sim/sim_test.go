@@ -122,7 +122,8 @@ func TestSimulation(t *testing.T) {
 // if one of them was never reached.
 var reachedEvents = []string{"cassandra", "applied-later", "stale-read",
 	"released-reopened", "second-counter", "counter-renamed", "stride-change", "group-member", "snapctl",
-	"heartbeat-refresh", "heartbeat-handover", "taken-propagated", "clock-skew"}
+	"heartbeat-refresh", "heartbeat-handover", "taken-propagated", "clock-skew",
+	"fault-inside-op", "cut-inside-op", "kill-inside-op", "lease-refill-cut", "takeover-while-running"}
 
 // printReached prints "sim: reached: <event>=<histories> …".
 func printReached(reached map[string]int) {

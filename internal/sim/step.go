@@ -17,7 +17,7 @@ func (w *world) do(s Step) {
 		return
 	}
 	switch s.Kind {
-	case KNext, KOpen, KClose, KSeqNext, KSeqOpen, KSeqCreate, KBackup, KBadInput, KClock, KMove:
+	case KNext, KOpen, KClose, KSeqNext, KSeqOpen, KSeqCreate, KBackup, KBadInput, KClock, KMove, KFreeze:
 	default:
 		// What else a step does may rightly leave a gap in a strict
 		// host's numbers (a death, a raise, a roll-back, a failure).
@@ -147,6 +147,8 @@ func (w *world) do(s Step) {
 		}
 		w.reg0.setCut(s.DC, s.Keep, s.Arg == "one-way")
 		w.cut[s.DC] = s.Keep
+	case KFreeze:
+		w.freezeArm(ho, s)
 	case KDiskFault:
 		ho.disk.fault.arm(s.Arg, int(s.N), error(s.Errno))
 	case KBadInput:

@@ -243,6 +243,7 @@ func (w *world) options(ho *host, extra ...snapid.Option) []snapid.Option {
 			o = append(o, snapid.WithTakeover(ho.takeover))
 		}
 	}
+	o = append(o, w.freezeHost(ho)...) // through the host's freezer (freeze.go)
 	return append(o, extra...)
 }
 
@@ -304,7 +305,7 @@ func (w *world) open(ho *host, p int, extra ...snapid.Option) error {
 	}
 	running := w.running(ho)
 	pre, ext := w.beforeOpen(ho), &extensions{w: w, ho: ho, p: p, last: reserveStep}
-	g, err := snapid.OpenContext(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho, append(w.procOptions(ho, p, ext), extra...)...)...)
+	g, err := snapid.OpenContext(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho, append(append(w.procOptions(ho, p, ext), w.freezeProc(ho, p, ext)...), extra...)...)...)
 	w.afterOpen(ho, p, g, err, pre, ext)
 	if err != nil {
 		return err
@@ -333,6 +334,7 @@ func (w *world) run() (hung string) {
 			w.reg0.tick()
 			w.do(s)
 			w.settle()
+			w.afterFreeze()
 			w.passTime(stepTime) // time passes between steps (hostclock.go)
 		}) {
 			return fmt.Sprintf("step %d: %s made no progress for %v: a hang", i, s, stepLimit)
@@ -451,6 +453,7 @@ func (w *world) finish() {
 	for _, ho := range w.hosts {
 		ho.disk.fault.disarm()
 		w.holderDown(ho, false)
+		ho.disk.freeze.disarm()
 	}
 	for _, ho := range w.hosts {
 		w.closeAll(ho)

@@ -161,7 +161,15 @@ func openat(dirfd int, name string, flags int, mode uint32) (int, error) {
 // WriteTemp writes a new temporary file, sets its mode, syncs it (through
 // fsys) and closes it.
 func WriteTemp(fsys FS, f *os.File, b []byte, mode fs.FileMode) error {
-	_, err := f.Write(b)
+	var err error
+	if w, ok := fsys.(Writer); ok {
+		var n int
+		if n, err = w.WriteAt(f, b, 0); err == nil && n < len(b) {
+			err = io.ErrShortWrite
+		}
+	} else {
+		_, err = f.Write(b)
+	}
 	if err == nil {
 		err = f.Chmod(mode)
 	}
@@ -214,6 +222,8 @@ func CreateAtomically(fsys FS, path string, b []byte, mode fs.FileMode) error {
 		} else if err != nil {
 			err = &os.LinkError{Op: "link", Old: tmpName, New: path, Err: err}
 		}
+	} else if l, ok := fsys.(NoReplaceLinker); ok {
+		err = l.LinkNoReplace(tmpName, path)
 	} else {
 		err = fsys.Link(tmpName, path)
 	}
@@ -259,13 +269,26 @@ func ReplaceAtomically(fsys FS, path string, b []byte, mode fs.FileMode) error {
 	return nil
 }
 
-// WriteInPlace writes b at offset 0 of f and, if sync, syncs it.
-func WriteInPlace(f *os.File, b []byte, sync bool) error {
-	if _, err := f.WriteAt(b, 0); err != nil {
+// WriteInPlace writes b at offset 0 of f and, if sync, syncs it, through
+// fsys (its Writer if it is one, and SyncFile).
+func WriteInPlace(fsys FS, f *os.File, b []byte, sync bool) error {
+	if fsys == nil {
+		fsys = OS{}
+	}
+	var err error
+	if w, ok := fsys.(Writer); ok {
+		var n int
+		if n, err = w.WriteAt(f, b, 0); err == nil && n < len(b) {
+			err = io.ErrShortWrite
+		}
+	} else {
+		_, err = f.WriteAt(b, 0)
+	}
+	if err != nil {
 		return err
 	}
 	if sync {
-		return f.Sync()
+		return fsys.SyncFile(f)
 	}
 	return nil
 }

@@ -33,6 +33,24 @@ type Checker interface {
 	Check(op, path, to string) error
 }
 
+// Writer is implemented by a seam that also makes the content writes of
+// state files (a new file's content before it is synced and named, an
+// in-place rewrite): a pwrite of b at off. Without it they are the
+// file's own writes. It is the counter's I/O seam's WriteAt, so one value
+// can be both.
+type Writer interface {
+	WriteAt(f *os.File, b []byte, off int64) (int, error)
+}
+
+// NoReplaceLinker is implemented by a seam that gives a file its name
+// without replacing anything and removes the temporary name in one step,
+// as OS does (rename with RENAME_NOREPLACE): CreateAtomically then never
+// leaves the file with two names, even if the process dies there. A seam
+// without it gets Link, then Remove of the temporary name.
+type NoReplaceLinker interface {
+	LinkNoReplace(oldname, newname string) error
+}
+
 // OS is the real file system.
 type OS struct{}
 
