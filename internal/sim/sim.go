@@ -1,9 +1,13 @@
 package sim
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"os"
-	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -25,8 +29,16 @@ type Result struct {
 
 var warmPoller sync.Once
 
-// Run runs h in a new directory under base and checks it.
-func Run(h History, base string) (Result, error) {
+// simLabel is the profiler label every goroutine of a history carries
+// (the library's goroutines inherit it from the calls that start them),
+// with the history's directory as its value: so that histories may run
+// side by side and each still counts what it left behind.
+const simLabel = "snapid-sim"
+
+// Run runs h in a new directory under base and checks it. Several Runs
+// may run at once (each has its own directory, disks, clocks and
+// registry).
+func Run(h History, base string) (res Result, err error) {
 	dir, err := os.MkdirTemp(base, fmt.Sprintf("sim-%d-", h.Seed))
 	if err != nil {
 		return Result{}, err
@@ -40,7 +52,11 @@ func Run(h History, base string) (Result, error) {
 			f.Close()
 		}
 	})
-	goroutines, fds := runtime.NumGoroutine(), openFDs()
+	pprof.Do(context.Background(), pprof.Labels(simLabel, dir), func(context.Context) { res, err = run(h, dir) })
+	return res, err
+}
+
+func run(h History, dir string) (Result, error) {
 	w, err := newWorld(h, dir)
 	if err != nil {
 		return Result{}, err
@@ -63,15 +79,16 @@ func Run(h History, base string) (Result, error) {
 		}
 		ho.disk.mu.Unlock()
 	}
-	// 7: after every Close, no goroutine or descriptor is left.
+	// 7: after every Close, no goroutine of the history (but this one)
+	// and no descriptor of a file under its directory is left.
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		g, f := runtime.NumGoroutine(), openFDs()
-		if g <= goroutines && f <= fds {
+		g, f := goroutinesOf(dir)-1, fdsUnder(dir)
+		if g <= 0 && len(f) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			res.Violations = append(res.Violations, fmt.Sprintf("after every process closed: %d goroutines (%d before), %d descriptors (%d before)", g, goroutines, f, fds))
+			res.Violations = append(res.Violations, fmt.Sprintf("after every process closed: %d goroutines and %d descriptors (%q) of the history left", g, len(f), f))
 			break
 		}
 		time.Sleep(time.Millisecond)
@@ -79,13 +96,40 @@ func Run(h History, base string) (Result, error) {
 	return res, nil
 }
 
-// openFDs counts this process's open descriptors.
-func openFDs() int {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
+// goroutinesOf counts the goroutines labelled with the history of dir.
+func goroutinesOf(dir string) int {
+	var b bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&b, 1); err != nil {
 		return 0
 	}
-	return len(ents)
+	// Records: "N @ pc…", then, for labelled goroutines, "# labels: {…}".
+	want := strconv.Quote(simLabel) + ":" + strconv.Quote(dir)
+	n, count := 0, 0
+	for _, line := range strings.Split(b.String(), "\n") {
+		if i := strings.Index(line, " @ "); i > 0 && !strings.HasPrefix(line, "#") {
+			count, _ = strconv.Atoi(line[:i])
+			continue
+		}
+		if strings.HasPrefix(line, "# labels: ") && strings.Contains(line, want) {
+			n += count
+		}
+	}
+	return n
+}
+
+// fdsUnder lists this process's descriptors open on files under dir.
+func fdsUnder(dir string) []string {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		if t, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && (t == dir || strings.HasPrefix(t, dir+"/")) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // Shrink returns a shorter history of h that still breaks a guarantee

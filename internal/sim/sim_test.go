@@ -1,11 +1,14 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -82,13 +85,45 @@ func TestSimulation(t *testing.T) {
 	first := uint64(envInt(t, "SNAPID_SIM_FIRST", 1))
 	var runs, ops, faults, violations int
 	reached := map[string]int{} // histories that reached each event
+	// Histories run side by side, one per core (each is a world of its
+	// own); their results are taken in seed order, so the first
+	// violation reported is the lowest seed's, as in a serial run.
+	type done struct {
+		h   History
+		res Result
+		err error
+	}
+	var stop atomic.Bool
+	next := atomic.Int64{}
+	results := make([]chan done, histories)
+	for i := range results {
+		results[i] = make(chan done, 1)
+	}
+	for range workers() {
+		go func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= histories {
+					return
+				}
+				if stop.Load() || !until.IsZero() && time.Now().After(until) {
+					results[i] <- done{err: errSkipped}
+					continue
+				}
+				h := generate(first+uint64(i), steps)
+				res, err := Run(h, dir)
+				results[i] <- done{h, res, err}
+			}
+		}()
+	}
 	for i := 0; i < histories; i++ {
-		if !until.IsZero() && time.Now().After(until) {
+		d := <-results[i]
+		if errors.Is(d.err, errSkipped) {
 			break
 		}
-		h := generate(first+uint64(i), steps)
-		res, err := Run(h, dir)
+		h, res, err := d.h, d.res, d.err
 		if err != nil {
+			stop.Store(true)
 			t.Fatalf("seed %d: %v", h.Seed, err)
 		}
 		runs++
@@ -100,11 +135,16 @@ func TestSimulation(t *testing.T) {
 			}
 		}
 		if len(res.Violations) > 0 {
+			stop.Store(true)
+			for j := i + 1; j < histories; j++ {
+				<-results[j] // the histories still running finish before the report
+			}
 			violations += len(res.Violations)
 			report(t, dir, h, res)
 			break
 		}
 	}
+	stop.Store(true)
 	printReached(reached)
 	if violations == 0 && runs >= 1000 {
 		// A run that never reached an event did not test it.
@@ -115,6 +155,19 @@ func TestSimulation(t *testing.T) {
 		}
 	}
 	fmt.Printf("sim: %d histories, %d operations, %d faults, %d violations\n", runs, ops, faults, violations)
+}
+
+// errSkipped: a history not run, because one before it failed or the
+// run's time was up.
+var errSkipped = errors.New("not run")
+
+// workers is how many histories run at once: one per core
+// (SNAPID_SIM_WORKERS changes it; 1 runs them one after another).
+func workers() int {
+	if v, err := strconv.Atoi(os.Getenv("SNAPID_SIM_WORKERS")); err == nil && v > 0 {
+		return v
+	}
+	return runtime.GOMAXPROCS(0)
 }
 
 // reachedEvents are the events the reached line names, with the number
