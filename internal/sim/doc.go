@@ -71,7 +71,10 @@
 // at a time as simulated time passes them, so the heartbeat (the
 // library's defaults: a one-minute interval, a five-minute clone window)
 // refreshes last-seen, hands its role over, and tells a host's processes
-// that their name was taken. Steps run one at a time and
+// that their name was taken. Histories run side by side, one per core
+// (each a world of its own: directory, disks, clocks, registry; what one
+// left behind is counted by a profiler label on its goroutines and by its
+// directory for descriptors); within a history, steps run one at a time and
 // the simulator waits for background extensions and prefetches between
 // them, and after every firing for the heartbeat's work, so a seed
 // replays the same history, with two exceptions: a few serial seeds
