@@ -43,27 +43,7 @@ func (d *disk) capture() (*diskState, error) {
 		st.content[k] = v
 	}
 	d.mu.Unlock()
-	err := filepath.WalkDir(d.root, func(p string, de fs.DirEntry, err error) error {
-		if err != nil || !de.IsDir() {
-			return err
-		}
-		ents, err := listDir(p)
-		if err != nil {
-			return err
-		}
-		st.now[p] = ents
-		for name, ino := range ents {
-			if ino&dirBit != 0 {
-				continue
-			}
-			b, err := os.ReadFile(filepath.Join(p, name))
-			if err != nil {
-				return err
-			}
-			st.cur[ino] = b
-		}
-		return nil
-	})
+	err := walkTree(d.root, st.now, st.cur)
 	return st, err
 }
 

@@ -213,18 +213,21 @@ func (d *disk) settle() error {
 	d.content = map[uint64][]byte{}
 	d.entries = map[string]map[string]uint64{}
 	d.lied = map[uint64]unix.Timespec{}
-	return filepath.WalkDir(d.root, func(p string, de fs.DirEntry, err error) error {
-		if err != nil {
+	return walkTree(d.root, d.entries, d.content)
+}
+
+// walkTree reads every directory under root into entries (its names, by
+// inode) and every file's content into content (by inode).
+func walkTree(root string, entries map[string]map[string]uint64, content map[uint64][]byte) error {
+	return filepath.WalkDir(root, func(p string, de fs.DirEntry, err error) error {
+		if err != nil || !de.IsDir() {
 			return err
-		}
-		if !de.IsDir() {
-			return nil
 		}
 		ents, err := listDir(p)
 		if err != nil {
 			return err
 		}
-		d.entries[p] = ents
+		entries[p] = ents
 		for name, ino := range ents {
 			if ino&dirBit != 0 {
 				continue
@@ -233,7 +236,7 @@ func (d *disk) settle() error {
 			if err != nil {
 				return err
 			}
-			d.content[ino] = b
+			content[ino] = b
 		}
 		return nil
 	})
