@@ -195,6 +195,19 @@ func (r *reservation) claimNumber(ctx context.Context, h Holder) error {
 	return nil
 }
 
+// precheckBeforeHostFiles refuses a form this host cannot use (another
+// stride or node number than the registry's or the number file's, see
+// precheckNumber) before the counter and the files beside it are made, so that
+// bad input on a host's very first Open leaves nothing behind. It only
+// reads; the claim checks again under the gate, where it counts.
+func precheckBeforeHostFiles(ctx context.Context, path, name string, o *options) error {
+	if o.reg.numbers == nil {
+		return nil
+	}
+	r := &reservation{name: name, host: &hostState{sessionPath: path + sessionSuffix}, o: o.reg, log: o.logger, form: o.form}
+	return r.precheckNumber(ctx)
+}
+
 // precheckNumber refuses, before the claim changes anything in the
 // registry, a form this host cannot use (bad input changes nothing): a
 // WithNodeNumber or WithStride that is not what the number file or the

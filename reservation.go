@@ -105,19 +105,6 @@ func startReservation(ctx context.Context, path, name string, o *options,
 	return r, nil
 }
 
-// precheckBeforeHostFiles refuses a form this host cannot use (another
-// stride or node number than the registry's or the number file's, see
-// precheckNumber) before the counter and the files beside it are made, so that
-// bad input on a host's very first Open leaves nothing behind. It only
-// reads; the claim checks again under the gate, where it counts.
-func precheckBeforeHostFiles(ctx context.Context, path, name string, o *options) error {
-	if o.reg.numbers == nil {
-		return nil
-	}
-	r := &reservation{name: name, host: &hostState{sessionPath: path + sessionSuffix}, o: o.reg, log: o.logger, form: o.form}
-	return r.precheckNumber(ctx)
-}
-
 // enter takes this process's shared presence lock under the gate; the
 // first process of the host claims the name first, the others join its
 // claim (after checking that the session file records it for this name
