@@ -171,3 +171,31 @@ func TestFormRefusedAfterClaimClosesFiles(t *testing.T) {
 	}
 	require.Equal(t, before, openFDs(t), "a refused Open left descriptors open")
 }
+
+// The form left is refused whichever of its parts changed: the stride
+// alone (same node number: 30×10+3 = 3×100+3), the node number alone, or
+// both.
+func TestFormChangeRefusesTheFormLeftEitherPart(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		node, stride uint64
+	}{
+		{"stride", 3, 10},
+		{"node number", 7, 100},
+		{"both", 7, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "c")
+			g1, err := Open(path, "vm1", WithBindingDir(t.TempDir()), WithSync(false), WithFormat(FormatStriped), WithNodeNumber(3), WithStride(100))
+			require.NoError(t, err)
+			defer g1.Close()
+			stripedIDs(t, g1, 5)
+			g2, err := Open(path, "vm1", WithBindingDir(t.TempDir()), WithSync(false), WithFormat(FormatStriped), WithNodeNumber(tc.node), WithStride(tc.stride))
+			require.NoError(t, err)
+			defer g2.Close()
+			stripedIDs(t, g2, 40)
+			_, err = g1.UniqueUint64()
+			require.ErrorIs(t, err, ErrFormChanged)
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/seam"
@@ -85,7 +86,11 @@ func (w *world) renameCounter(ho *host) {
 // or what the host hands out afterwards never equals, as a number, an id
 // handed out before (checked by issuedID). A registered host's Open with
 // another stride than the cluster's must be refused.
-func (w *world) changeForm(ho *host) {
+func (w *world) changeForm(ho *host, s Step) {
+	if s.Arg == "live" {
+		w.changeFormLive(ho)
+		return
+	}
 	first := false // a registered host's very first Open, with another stride than the cluster's
 	switch {
 	case ho.cfg.Registry && ho.cfg.Form == snapid.FormatStriped:
@@ -142,9 +147,55 @@ func (w *world) changeForm(ho *host) {
 	}
 }
 
+// changeFormLive closes p0 of a standalone host with striped ids and
+// opens it again with the other stride, and another binding directory,
+// while the host's other processes run on with theirs: the new Generator raises the counter above every id
+// of the form it leaves, and from then on a process of the form left
+// hands out no number above the counter's value when it was left (it
+// may still hand out the numbers it had reserved below it); checked by
+// issued (formLeftAt).
+func (w *world) changeFormLive(ho *host) {
+	if ho.cfg.Registry || ho.cfg.Form != snapid.FormatStriped || ho.procs[0] == nil {
+		return
+	}
+	others := false
+	for p := 1; p < len(ho.procs); p++ {
+		others = others || ho.procs[p] != nil
+	}
+	if !others {
+		return
+	}
+	w.closeProc(ho, 0)
+	cur, ok := readCounter(ho.counter)
+	if !ok {
+		return
+	}
+	old := ho.stride()
+	ho.altStride = !ho.altStride
+	// The host's binding directory refuses another stride while its
+	// processes run; a process started with another one (a second
+	// SNAPID_BINDING_DIR, a mistake), as the host's processes are from
+	// now on, meets only the counter's own defence, its form history.
+	bindings := ho.bindings
+	ho.bindings += "-other"
+	if err := w.open(ho, 0); err != nil {
+		ho.altStride = !ho.altStride
+		ho.bindings = bindings
+		return
+	}
+	if ho.formLeftAt == nil {
+		ho.formLeftAt = map[uint64]uint64{}
+	}
+	ho.formLeftAt[old] = cur
+	w.did(1)
+	w.reached["stride-change-while-running"]++
+}
+
 // closeRacingOpen closes process s.Proc of ho while the host's next
 // process opens, at the same moment (the host's gate and its presence
 // lock decide which goes first), then the new process takes s.N numbers.
+// With s.Arg "held", the closing process is held at its close's read of
+// the name's row (holdClose).
 func (w *world) closeRacingOpen(ho *host, s Step) {
 	p, q := s.Proc, (s.Proc+1)%3
 	g := ho.procs[p]
@@ -156,7 +207,13 @@ func (w *world) closeRacingOpen(ho *host, s Step) {
 	opts := w.options(ho)
 	var opened *snapid.Generator
 	var wg sync.WaitGroup
+	var h *hold
+	if s.Arg == "held" && ho.cfg.Registry {
+		h = ho.disk.freeze.holdAt(p, "reg:get")
+	}
+	closed := make(chan struct{})
 	wg.Go(func() {
+		defer close(closed)
 		failed := false
 		for _, sq := range sqs {
 			if sq.Close() != nil {
@@ -167,11 +224,16 @@ func (w *world) closeRacingOpen(ho *host, s Step) {
 			_ = seam.Crash(g)
 		}
 	})
-	wg.Go(func() {
+	open := func() {
 		if ng, err := snapid.OpenContext(context.Background(), ho.counter, ho.cfg.Name, opts...); err == nil {
 			opened = ng
 		}
-	})
+	}
+	if h == nil {
+		wg.Go(open)
+	} else {
+		w.holdClose(ho, h, closed, open)
+	}
 	wg.Wait()
 	w.did(1)
 	w.reached["close-racing-open"]++
@@ -179,13 +241,55 @@ func (w *world) closeRacingOpen(ho *host, s Step) {
 		return
 	}
 	ho.procs[q] = opened
+	ho.procStride[q] = ho.stride()
 	w.did(1)
 	w.settle()
-	if first, err := opened.NextNContext(context.Background(), s.N); err == nil {
+	if first, err := opened.NextNContext(w.opCtx(), s.N); err == nil {
 		w.did(int(s.N))
 		w.check.issued(ho, q, ho.cfg.Name, first, s.N)
 	}
 }
+
+// holdClose runs open while the closing process is held at its close's
+// read of the name's row (it decided it is the host's last process, and
+// is about to set the name's mark back), if the host's gate lets an
+// opening process in at that instant; the hold is let go once open
+// returns or, if open waits for the closing process, after holdWait of
+// wall time. With the gate held (as it must be), open runs once the close
+// is done: it would wait for the gate until then.
+func (w *world) holdClose(ho *host, h *hold, closed <-chan struct{}, open func()) {
+	select {
+	case <-h.reached:
+	case <-closed:
+		ho.disk.freeze.let(h) // not the host's last process, or a fault: never held
+		open()
+		return
+	}
+	w.reached["close-held"]++
+	if !gateFree(ho.counter) {
+		ho.disk.freeze.let(h)
+		<-closed
+		open()
+		return
+	}
+	w.reached["close-held-gate-free"]++
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		open()
+	}()
+	select {
+	case <-done:
+	case <-time.After(holdWait):
+	}
+	ho.disk.freeze.let(h)
+	<-done
+}
+
+// holdWait is how long, on the wall clock, a process opening while
+// another is held closing is given before the hold is let go (it makes
+// no call the simulator sees while it waits for a lock).
+const holdWait = 100 * time.Millisecond
 
 // joinRegistry stops a standalone host (ids in the name form) and has its
 // processes claim its name in the registry from then on, p0 at once:

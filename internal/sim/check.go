@@ -76,6 +76,12 @@ func (c *checker) issued(ho *host, p int, name string, first, n uint64) {
 	if last > c.high[name] {
 		c.high[name] = last
 	}
+	c.withinBound(ho, p, name, last)
+	if st := ho.strideOf(p); ho.cfg.Form == snapid.FormatStriped && st != ho.stride() {
+		if left, ok := ho.formLeftAt[st]; ok && last > left {
+			c.violation("h%d/p%d handed out number %d with stride %d, whose form the counter left at %d for stride %d: two striped forms issued from one counter at once", ho.i, p, last, st, left, ho.stride())
+		}
+	}
 	if ho.issuers != nil {
 		ho.issuers[ho.procs[p]] = true
 	}
@@ -203,7 +209,7 @@ func (c *checker) issuedID(ho *host, p int, id string) {
 		return
 	}
 	if parsed.Form == snapid.FormatStriped {
-		if parsed, err = parsed.Unstripe(ho.stride()); err != nil {
+		if parsed, err = parsed.Unstripe(ho.strideOf(p)); err != nil {
 			c.violation("h%d/p%d returned %q: %v", ho.i, p, id, err)
 			return
 		}
@@ -228,6 +234,9 @@ func (c *checker) issuedID(ho *host, p int, id string) {
 	if parsed.Form == snapid.FormatStriped && r.Cmp(maxInt64) > 0 {
 		c.violation("h%d/p%d returned striped id %s, above the form's bound 2^63-1", ho.i, p, id)
 	}
+	if b := ho.cfg.MaxID; b != 0 && r.Cmp(new(big.Rat).SetUint64(b)) > 0 {
+		c.violation("h%d/p%d returned id %s, above its WithMaxID bound %d", ho.i, p, id, b)
+	}
 	where := fmt.Sprintf("h%d/p%d at step %d", ho.i, p, c.w.step)
 	if prev, dup := c.values[r.RatString()]; dup {
 		c.violation("id %s is, as a number, one handed out before: by %s, and by %s", id, prev, where)
@@ -235,6 +244,30 @@ func (c *checker) issuedID(ho *host, p int, id string) {
 	c.values[r.RatString()] = where
 	c.w.reached["ids handed out in the "+parsed.Form.String()+" form"]++
 	c.issued(ho, p, name, parsed.Number, 1)
+}
+
+// withinBound checks that number last of a striped host's process p is
+// an id within the host's WithMaxID bound: last×stride + node, computed
+// without overflow, at most the bound.
+func (c *checker) withinBound(ho *host, p int, name string, last uint64) {
+	b := ho.cfg.MaxID
+	if b == 0 || ho.cfg.Form != snapid.FormatStriped {
+		return
+	}
+	node := standaloneNumber(ho)
+	if ho.cfg.Registry {
+		n, ok := c.numberOf[name]
+		if !ok {
+			return // not known yet: the id's own check (issuedID) covers a first UniqueID
+		}
+		node = n
+	}
+	id := new(big.Int).SetUint64(last)
+	id.Mul(id, new(big.Int).SetUint64(ho.strideOf(p)))
+	id.Add(id, new(big.Int).SetUint64(node))
+	if id.Cmp(new(big.Int).SetUint64(b)) > 0 {
+		c.violation("h%d/p%d handed out number %d: id %s (stride %d, node %d), above its WithMaxID bound %d", ho.i, p, last, id, ho.strideOf(p), node, b)
+	}
 }
 
 // maxInt64 is 2^63-1, the striped form's default bound.

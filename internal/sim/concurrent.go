@@ -57,7 +57,7 @@ func (w *world) concurrent(ho *host, s Step) {
 				defer running.Add(-1)
 				for range s.N {
 					n := 1 + uint64(rng.IntN(3))
-					first, err := g.NextNContext(context.Background(), n)
+					first, err := g.NextNContext(w.opCtx(), n)
 					if err == nil {
 						r := got{p: p, seq: -1, first: first, n: n}
 						r.uncovered = w.check.covered(ho, p, ho.cfg.Name, first+n-1)
@@ -66,7 +66,7 @@ func (w *world) concurrent(ho *host, s Step) {
 						mu.Unlock()
 					}
 					for i, sq := range seqs {
-						if v, err := sq.NextContext(context.Background()); err == nil {
+						if v, err := sq.NextContext(w.opCtx()); err == nil {
 							mu.Lock()
 							results = append(results, got{p: p, seq: i, first: v, n: 1})
 							mu.Unlock()
@@ -150,10 +150,11 @@ func (w *world) storm(ho *host, takeover bool, dc int) {
 	for i, sl := range slots {
 		if g := opened[i]; g != nil {
 			sl.h.procs[sl.p] = g
+			sl.h.procStride[sl.p] = sl.h.stride()
 			sl.h.opened = true
 			w.settle()
 			w.did(1)
-			if id, err := g.UniqueIDContext(context.Background()); err == nil {
+			if id, err := g.UniqueIDContext(w.opCtx()); err == nil {
 				w.did(1)
 				w.check.issuedID(sl.h, sl.p, id)
 			}

@@ -6,7 +6,9 @@
 // data centres), strict, block or CPU-shard mode, sync on or off, one to
 // three processes; one or two
 // integer sequences at the edges (a few numbers, ending at 2^31-1, ending
-// at 2^63-1); then about a hundred steps. A step is an operation (open,
+// at 2^63-1); then about a hundred steps. A striped host brought to its
+// bound may have a WithMaxID bound of its own; every other step's calls
+// pass a context that can end but does not. A step is an operation (open,
 // UniqueIDContext, NextNContext, a context already ended, Close, Release,
 // ForceRelease, a take-over by a new host, WithReclaim, Init and Repair
 // by an operator, a damaged lease file or floor removed by an operator,
@@ -16,7 +18,10 @@
 // a host's processes with a take-over at the same moment, bad input, a
 // released name reopened without WithReclaim, a second counter opened
 // under a host's name, the counter replaced by rename under running
-// processes, a host's stride or node number changed, snapctl's
+// processes, a host's stride or node number changed (a stride also by
+// one process while others run on with the old one), a host's last
+// process held closing at its read of the name's row while another
+// opens (hold.go), snapctl's
 // register, register --force, release, release --force and setup run
 // in-process by an operator: cli.go; in every history with a standalone
 // strict host, its counter put back in place from a copy under its one

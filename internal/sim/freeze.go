@@ -48,6 +48,7 @@ type freezer struct {
 	refill  bool        // it fired during a sequence lease refill
 	state   *diskState  // what the disk held at the instant (a cut)
 	leasing map[int]int // process → the lease refills it has in flight (a LeaseSequence answered, its lease file not yet written)
+	hold    *hold       // a process to hold at a call (hold.go)
 }
 
 // arm makes the after-th next call (of the kind only says) freeze the
@@ -234,6 +235,7 @@ type freezeRegistry struct {
 }
 
 func (r freezeRegistry) enter(op, name string) error {
+	r.d.freeze.held(r.p, "reg:"+op)
 	if r.d.freeze.enter(r.d, r.p, "reg:"+op, name) != nil {
 		return fmt.Errorf("sim: %w: %s %q: the host is down", snapid.ErrRegistry, op, name)
 	}

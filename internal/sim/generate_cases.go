@@ -90,14 +90,35 @@ func addCases(h *History) {
 			nextn(0, 1), Step{Kind: KRestoreLive, Host: 0, Arg: "leases"}, Step{Kind: KClose, Host: 0, Proc: 1},
 			Step{Kind: KOpen, Host: 0, Proc: 1}, nextn(1, 1))
 	}
+	if h.Hosts[0].Registry && len(h.Sequences) > 0 && rng.IntN(4) == 0 {
+		// The host's last process closing (held as it is about to set
+		// the name's mark back, after recording where the host's
+		// sequence lease stands) while another opens; the new one takes
+		// sequence numbers and dies, the host's files are restored from
+		// a copy made at the recorded position, and a third process
+		// starts: it must not take the second one's numbers again.
+		seq := func(p int) Step { return Step{Kind: KSeqNext, Host: 0, Proc: p, Seq: 0, N: 2 + uint64(rng.IntN(3))} }
+		insert(rng.IntN(len(h.Steps)+1), Step{Kind: KClose, Host: 0, Proc: 1}, Step{Kind: KClose, Host: 0, Proc: 2},
+			Step{Kind: KOpen, Host: 0, Proc: 0}, seq(0), Step{Kind: KBackup, Host: 0},
+			Step{Kind: KCloseOpen, Host: 0, Proc: 0, N: 1, Arg: "held"}, seq(1),
+			Step{Kind: KRestore, Host: 0}, Step{Kind: KOpen, Host: 0, Proc: 2}, seq(2))
+	}
 	for i, c := range h.Hosts {
 		if c.Form == snapid.FormatStriped && rng.IntN(2) == 0 {
 			// The counter near the striped form's bound (2^63-1 over
 			// the stride): the last ids below 2^63, then ErrExhausted,
-			// never one between 2^63 and 2^64.
+			// never one between 2^63 and 2^64. In half of them the
+			// bound is WithMaxID's, a multiple of both strides plus
+			// less than 200, often below the node number (the last id
+			// of the bound's own multiple is then above it).
+			bound := uint64(1<<63 - 1)
+			if rng.IntN(2) == 0 {
+				bound = simStride*simStride2*10_000_000_000 + uint64(rng.IntN(200))
+				h.Hosts[i].MaxID = bound
+			}
 			insert(rng.IntN(len(h.Steps)+1),
 				Step{Kind: KClose, Host: i, Proc: 0}, Step{Kind: KClose, Host: i, Proc: 1}, Step{Kind: KClose, Host: i, Proc: 2},
-				Step{Kind: KInit, Host: i, N: (1<<63-1)/simStride - 5},
+				Step{Kind: KInit, Host: i, N: bound/simStride - 5},
 				Step{Kind: KOpen, Host: i, Proc: 0}, Step{Kind: KNext, Host: i, Proc: 0, N: 1},
 				Step{Kind: KNext, Host: i, Proc: 0, N: 1}, Step{Kind: KNext, Host: i, Proc: 0, N: 8},
 				Step{Kind: KNext, Host: i, Proc: 0, N: 1})
@@ -106,6 +127,18 @@ func addCases(h *History) {
 	for i, c := range h.Hosts {
 		if c.Form != snapid.FormatName && !c.Registry {
 			insert(rng.IntN(len(h.Steps)+1), Step{Kind: KForm, Host: i}, Step{Kind: KNext, Host: i, Proc: 0, N: 1})
+			break
+		}
+	}
+	for i, c := range h.Hosts {
+		if c.Form == snapid.FormatStriped && !c.Registry && rng.IntN(2) == 0 {
+			// The stride changed by one process while another runs on
+			// with the one it had; both then take numbers, the new form
+			// first, more than the counter had reached (so that, if
+			// both issued, their ids would meet: 16×1000 = 25×640).
+			next := func(p int) Step { return Step{Kind: KNext, Host: i, Proc: p, N: 1 + uint64(rng.IntN(40))} }
+			insert(rng.IntN(len(h.Steps)+1), Step{Kind: KOpen, Host: i, Proc: 0}, Step{Kind: KOpen, Host: i, Proc: 1}, next(1),
+				Step{Kind: KForm, Host: i, Arg: "live"}, next(0), next(1), next(0), next(1), next(1))
 			break
 		}
 	}

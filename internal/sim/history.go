@@ -50,6 +50,7 @@ type HostConfig struct {
 	Procs    int    // processes (Generators on the host's counter)
 	DC       int    // data centre (0 or 1) its registry calls come from
 	Form     snapid.Format
+	MaxID    uint64 // WithMaxID (0: the form's default bound)
 }
 
 // in returns c in data centre dc.
@@ -79,6 +80,9 @@ func (c HostConfig) String() string {
 	}
 	if c.Form != snapid.FormatName {
 		mode += ", " + c.Form.String() + " ids"
+	}
+	if c.MaxID != 0 {
+		mode += fmt.Sprintf(" up to %d", c.MaxID)
 	}
 	return fmt.Sprintf("%s: %s, %s, %s, %d processes", c.Name, reg, mode, sync, c.Procs)
 }
@@ -117,8 +121,8 @@ const (
 	KSeqOpen                 // the process opens its Sequence Seq without taking a number
 	KSecond                  // a second counter file on the host opened under the host's name (refused while the first exists)
 	KRename                  // the counter replaced by a copy renamed over it while processes run (they must stop using the old file)
-	KForm                    // every process of the host closes, and p0 opens with another stride (striped) or node number (decimal)
-	KCloseOpen               // process Proc closes while the next process of the host opens, at the same moment; then the new one takes N numbers
+	KForm                    // every process of the host closes, and p0 opens with another stride (striped) or node number (decimal); Arg "live": only p0 closes, and opens with the other stride while the others run on (striped, standalone)
+	KCloseOpen               // process Proc closes while the next process of the host opens, at the same moment; then the new one takes N numbers; Arg "held": the closing one held at its close's read of the name's row (hold.go)
 	KJoin                    // a standalone host stops, and its processes claim its name in the registry from then on
 	KCLI                     // an operator runs the snapctl command Arg in-process (cli.go; N: release --force's start, register --force's floor, setup's stride)
 	KFreeze                  // the N-th next I/O or registry call on the host (Arg "lease": of a sequence lease refill) kills the process making it (Applied) or cuts the host's power (Keep: keep-some); see freeze.go
@@ -155,6 +159,10 @@ func (s Step) String() string {
 	switch s.Kind {
 	case KOpen, KClose, KCrash:
 		fmt.Fprintf(&b, "/p%d", s.Proc)
+	case KForm:
+		if s.Arg != "" {
+			fmt.Fprintf(&b, " (%s)", s.Arg)
+		}
 	case KNext:
 		fmt.Fprintf(&b, "/p%d n=%d", s.Proc, s.N)
 		if s.Cancelled {
@@ -221,6 +229,9 @@ func (s Step) String() string {
 		}
 	case KCloseOpen:
 		fmt.Fprintf(&b, " p%d closes while p%d opens, n=%d", s.Proc, (s.Proc+1)%3, s.N)
+		if s.Arg == "held" {
+			b.WriteString(", held at its close's read of the name's row")
+		}
 	case KCLI:
 		fmt.Fprintf(&b, " %s (n=%d)", s.Arg, s.N)
 	case KConcurrent:

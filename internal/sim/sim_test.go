@@ -174,9 +174,9 @@ func workers() int {
 // of histories that reached each; a run of 1,000 histories or more fails
 // if one of them was never reached.
 var reachedEvents = []string{"cassandra", "applied-later", "stale-read",
-	"released-reopened", "second-counter", "counter-renamed", "stride-change", "group-member", "snapctl",
+	"released-reopened", "second-counter", "counter-renamed", "stride-change", "stride-change-while-running", "group-member", "snapctl",
 	"heartbeat-refresh", "heartbeat-handover", "taken-propagated", "clock-skew",
-	"fault-inside-op", "cut-inside-op", "kill-inside-op", "lease-refill-cut", "takeover-while-running"}
+	"fault-inside-op", "cut-inside-op", "kill-inside-op", "lease-refill-cut", "takeover-while-running", "close-held"}
 
 // printReached prints "sim: reached: <event>=<histories> …".
 func printReached(reached map[string]int) {

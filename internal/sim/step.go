@@ -162,7 +162,7 @@ func (w *world) do(s Step) {
 	case KRename:
 		w.renameCounter(ho)
 	case KForm:
-		w.changeForm(ho)
+		w.changeForm(ho, s)
 	case KCloseOpen:
 		w.contract.setOff(true)
 		w.parallel = true

@@ -37,6 +37,7 @@ type world struct {
 	down     bool           // the registry is down
 	reached  map[string]int // events reached (Result.Reached)
 	step     int            // index of the step running
+	never    chan struct{}  // a channel never closed: the Done of opCtx's contexts that can end
 	parallel bool           // a step whose calls run concurrently is running
 	ops      int            // operations that did something (see did)
 	faults   int            // faults the steps made (a process killed, a power cut, files restored or damaged, a data centre cut, an outage); armed faults count as they fire
@@ -92,8 +93,13 @@ type host struct {
 	// altStride, nodeShift: a form change moved the host to simStride2,
 	// or its standalone node number up by nodeShift.
 	altStride bool
-	nodeShift uint64
-	moved     bool // an operator moved its counter directory
+	// procStride: the stride each process opened with (0: ho.stride()).
+	procStride [3]uint64
+	// formLeftAt: for each stride a form change left while processes of
+	// it ran on, the counter's value then.
+	formLeftAt map[uint64]uint64
+	nodeShift  uint64
+	moved      bool // an operator moved its counter directory
 	// joinPending: a standalone host joined the registry and none of
 	// its processes has claimed the name yet.
 	joinPending bool
@@ -116,7 +122,27 @@ func newClock() *clock {
 	c.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
 	return c
 }
-func (w *world) opCtx() context.Context      { return context.Background() }
+
+// opCtx is the context of an operation's calls: in every other step, one
+// that can end (it has a Done channel) but does not, so that the
+// library's paths for callers who may leave (group commit's leader
+// waiting apart from its flush) run as often as those for callers who
+// cannot.
+func (w *world) opCtx() context.Context {
+	if (w.h.Seed+uint64(w.step))%2 == 0 {
+		return context.Background()
+	}
+	return liveCtx{context.Background(), w.never}
+}
+
+// liveCtx is a context that can end but never does.
+type liveCtx struct {
+	context.Context
+	done chan struct{}
+}
+
+func (c liveCtx) Done() <-chan struct{} { return c.done }
+
 func (w *world) hostOf(s Step) (*host, bool) { return w.host(s.Host) }
 
 func (w *world) host(i int) (*host, bool) {
@@ -133,6 +159,7 @@ func newWorld(h History, dir string) (*world, error) {
 		clock:   newClock(),
 		rng:     rand.New(rand.NewPCG(h.Seed, 0x5eed)),
 		reached: map[string]int{},
+		never:   make(chan struct{}),
 		log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	if h.Cassandra {
@@ -206,6 +233,15 @@ func (ho *host) stride() uint64 {
 	return simStride
 }
 
+// strideOf is the stride process p of ho opened with (a form change
+// while others run leaves them on the stride they had).
+func (ho *host) strideOf(p int) uint64 {
+	if s := ho.procStride[p]; s != 0 {
+		return s
+	}
+	return ho.stride()
+}
+
 // options are the Options of a process of ho.
 func (w *world) options(ho *host, extra ...snapid.Option) []snapid.Option {
 	o := []snapid.Option{
@@ -227,6 +263,9 @@ func (w *world) options(ho *host, extra ...snapid.Option) []snapid.Option {
 		if f == snapid.FormatStriped {
 			o = append(o, snapid.WithStride(ho.stride()))
 		}
+	}
+	if ho.cfg.MaxID != 0 {
+		o = append(o, snapid.WithMaxID(ho.cfg.MaxID))
 	}
 	if ho.cfg.Registry {
 		o = append(o,
@@ -312,6 +351,7 @@ func (w *world) open(ho *host, p int, extra ...snapid.Option) error {
 	}
 	w.check.opened(ho, running)
 	ho.procs[p] = g
+	ho.procStride[p] = ho.stride()
 	ho.joinPending = false
 	ho.opened = true
 	return nil
