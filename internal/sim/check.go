@@ -270,6 +270,29 @@ func (c *checker) withinBound(ho *host, p int, name string, last uint64) {
 	}
 }
 
+// issuedParsed records an id returned parsed (NextID, NextIDsContext):
+// its string form as issuedID does, and its fields must be the string's.
+func (c *checker) issuedParsed(ho *host, p int, id snapid.ID) {
+	s := id.String()
+	c.issuedID(ho, p, s)
+	parsed, err := snapid.ParseID(s)
+	if err != nil {
+		return // issuedID reported it
+	}
+	if parsed.Form == snapid.FormatStriped {
+		if parsed, err = parsed.Unstripe(ho.strideOf(p)); err != nil {
+			return
+		}
+		if id.Stride != ho.strideOf(p) {
+			c.violation("h%d/p%d returned id %s with stride %d, not its %d", ho.i, p, s, id.Stride, ho.strideOf(p))
+		}
+	}
+	if id.Form != parsed.Form || id.Name != parsed.Name || id.Node != parsed.Node || id.Number != parsed.Number {
+		c.violation("h%d/p%d returned id %s whose fields (form %s, name %q, node %d, number %d) are not its string's (form %s, name %q, node %d, number %d)",
+			ho.i, p, s, id.Form, id.Name, id.Node, id.Number, parsed.Form, parsed.Name, parsed.Node, parsed.Number)
+	}
+}
+
 // maxInt64 is 2^63-1, the striped form's default bound.
 var maxInt64 = new(big.Rat).SetUint64(1<<63 - 1)
 

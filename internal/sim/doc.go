@@ -9,7 +9,9 @@
 // at 2^63-1); then about a hundred steps. A striped host brought to its
 // bound may have a WithMaxID bound of its own; every other step's calls
 // pass a context that can end but does not. A step is an operation (open,
-// UniqueIDContext, NextNContext, a context already ended, Close, Release,
+// taking ids (UniqueIDContext, AppendUniqueIDContext,
+// UniqueUint64Context, NextID, NextNContext or NextIDsContext, as the
+// step picks), a context already ended, Close, Release,
 // ForceRelease, a take-over by a new host, WithReclaim, Init and Repair
 // by an operator, a damaged lease file or floor removed by an operator,
 // a counter directory moved, a Sequence opened, Sequence.Next and
