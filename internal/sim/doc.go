@@ -39,6 +39,8 @@
 // host's heartbeat holder cut off from the registry while its other
 // processes reach it, time passing for every host or every clock stepped
 // back, one host's clock stepped forward or back alone (skew), a host's
+// heartbeat file removed by an operator the moment its record says its
+// name was taken, a host's
 // files restored from an earlier
 // copy while stopped or, for the counter or the lease files (alone or
 // with their floors), in place while running, a host cloned onto another machine, a file beside the
@@ -198,7 +200,12 @@
 // "fault-inside-op", "cut-inside-op", "kill-inside-op": a power cut or
 // a kill fired inside an operation, "lease-refill-cut": one during a
 // sequence lease refill; "takeover-while-running": a name taken over
-// while its old holder's processes ran, which then asked for numbers); a test fails if a run of
+// while its old holder's processes ran, which then asked for numbers;
+// "stride-change-while-running": a stride changed by one process while
+// another ran on with the old one; "close-held": a host's last process
+// held closing while another opened; "heartbeat-removed-when-taken": a
+// host's heartbeat file removed the moment its record said "taken",
+// before the other processes polled it); a test fails if a run of
 // histories never reaches one, and TestSimulation prints the histories
 // that reached each of the events named in reachedEvents
 // ("sim: reached: …").

@@ -66,8 +66,15 @@ func addClockCases(h *History) {
 	}
 	if rng.IntN(4) == 0 {
 		ho := pick()
+		// In half of them an operator removes the host's heartbeat file
+		// as soon as its record says "taken", before the other
+		// processes poll it.
+		rmHB := ""
+		if h.Seed%2 == 0 {
+			rmHB = "rm-heartbeat"
+		}
 		insert(Step{Kind: KOpen, Host: ho, Proc: 0}, Step{Kind: KOpen, Host: ho, Proc: 1}, Step{Kind: KOpen, Host: ho, Proc: 2},
-			Step{Kind: KTakeover, Host: ho, DC: h.Hosts[ho].DC}, Step{Kind: KClock, Host: ho, D: 90 * time.Second},
+			Step{Kind: KTakeover, Host: ho, DC: h.Hosts[ho].DC}, Step{Kind: KClock, Host: ho, D: 90 * time.Second, Arg: rmHB},
 			Step{Kind: KNext, Host: ho, Proc: 1, N: 1},
 			Step{Kind: KClose, Host: ho, Proc: 2}, Step{Kind: KRegDown, Host: ho, Keep: true},
 			Step{Kind: KOpen, Host: ho, Proc: 2}, Step{Kind: KNext, Host: ho, Proc: 2, N: 1},

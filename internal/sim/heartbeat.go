@@ -47,6 +47,11 @@ type hostHeartbeat struct {
 	taken    uint64            // sessionHash of a session the record says was taken (0: none seen)
 	takenRan time.Duration     // ran when it was first seen
 	learned  map[*snapid.Generator]bool
+	// rmOnTaken: an operator removes the host's heartbeat file the
+	// moment its record first says "taken" (within one clock step,
+	// KClock with Arg "rm-heartbeat"), before the other processes poll.
+	rmOnTaken bool
+	removed   int // heartbeat files removed so
 }
 
 // sessionHash is the library's hash of a session in the heartbeat record
@@ -182,6 +187,15 @@ func (w *world) watchHost(ho *host) {
 	if lost {
 		if rec := readHBRecord(ho); rec.ok && rec.taken && ho.hb.taken != rec.session {
 			ho.hb.taken, ho.hb.takenRan = rec.session, ho.hb.ran
+			if ho.hb.rmOnTaken {
+				// The processes that have the file open carry the
+				// record into the one the first of them makes again.
+				if os.Remove(ho.counter+".heartbeat") == nil {
+					ho.hb.removed++
+					w.reached["heartbeat-removed-when-taken"]++
+				}
+				_ = ho.disk.settle()
+			}
 		}
 	}
 	// A live host's last-seen stays fresh.

@@ -104,7 +104,7 @@ const (
 	KRestore                 // every process of the host is killed; its files are put back from the copy
 	KClone                   // a new host with a copy of the host's files (same owner token) on another machine
 	KCorrupt                 // a byte of the counter is changed while no process runs (Arg: which file)
-	KClock                   // time passes by D (negative: every clock steps back); Arg "skew": host Host's clock alone steps by D
+	KClock                   // time passes by D (negative: every clock steps back); Arg "skew": host Host's clock alone steps by D; Arg "rm-heartbeat": host Host's heartbeat file removed when its record first says taken
 	KRegFault                // the N-th next registry change (Arg: of which kind) fails, applied or not
 	KRegDown                 // the registry is down (Keep: true) or up; Arg "holder": for host Host's heartbeat holder alone (up: for all its processes)
 	KDiskFault               // the N-th next file operation (Arg: of which kind) on the host fails with Errno
@@ -197,6 +197,9 @@ func (s Step) String() string {
 		fmt.Fprintf(&b, " %+v", s.D)
 		if s.Arg == "skew" {
 			b.WriteString(" (this host's clock alone)")
+		}
+		if s.Arg == "rm-heartbeat" {
+			b.WriteString(" (this host's heartbeat file removed when its record says taken)")
 		}
 	case KRegFault:
 		fmt.Fprintf(&b, " %s after %d, applied=%v", orAny(s.Arg), s.N, s.Applied)

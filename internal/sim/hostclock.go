@@ -185,8 +185,16 @@ func (w *world) stepClock(ho *host, d time.Duration) {
 
 // moveClock is a clock step of a history: s.Arg "skew" steps host s.Host's
 // clock alone by s.D; otherwise time passes by s.D for every host, or,
-// with s.D negative, every clock (the registry's too) steps back.
+// with s.D negative, every clock (the registry's too) steps back. With
+// s.Arg "rm-heartbeat", an operator removes host s.Host's heartbeat file
+// the moment its record first says "taken" meanwhile.
 func (w *world) moveClock(s Step) {
+	if s.Arg == "rm-heartbeat" {
+		if ho, ok := w.hostOf(s); ok {
+			ho.hb.rmOnTaken = true
+			defer func() { ho.hb.rmOnTaken = false }()
+		}
+	}
 	switch {
 	case s.Arg == "skew":
 		if ho, ok := w.hostOf(s); ok {
