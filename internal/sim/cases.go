@@ -134,6 +134,9 @@ func (w *world) changeForm(ho *host, s Step) {
 		w.check.violation("h%d opened with stride %d while the cluster's is %d", ho.i, simStride2, simStride)
 	case err == nil:
 		w.did(1)
+		if ho.cfg.Form == snapid.FormatStriped {
+			ho.procFloor[0] = ho.maxStriped
+		}
 		return
 	case errors.Is(err, snapid.ErrStrideMismatch) || errors.Is(err, snapid.ErrNumberMismatch):
 		w.check.unchanged(ho, before, fmt.Sprintf("an Open with another form refused (%v)", err))
@@ -187,6 +190,7 @@ func (w *world) changeFormLive(ho *host) {
 		ho.formLeftAt = map[uint64]uint64{}
 	}
 	ho.formLeftAt[old] = cur
+	ho.procFloor[0] = ho.maxStriped
 	w.did(1)
 	w.reached["stride-change-while-running"]++
 }

@@ -77,6 +77,12 @@ func (c *checker) issued(ho *host, p int, name string, first, n uint64) {
 		c.high[name] = last
 	}
 	c.withinBound(ho, p, name, last)
+	if v, ok := c.stripedValue(ho, p, name, first); ok {
+		c.aboveEarlierForms(ho, p, v)
+		if v, ok := c.stripedValue(ho, p, name, last); ok {
+			ho.maxStriped = max(ho.maxStriped, v)
+		}
+	}
 	if st := ho.strideOf(p); ho.cfg.Form == snapid.FormatStriped && st != ho.stride() {
 		if left, ok := ho.formLeftAt[st]; ok && last > left {
 			c.violation("h%d/p%d handed out number %d with stride %d, whose form the counter left at %d for stride %d: two striped forms issued from one counter at once", ho.i, p, last, st, left, ho.stride())
@@ -242,8 +248,42 @@ func (c *checker) issuedID(ho *host, p int, id string) {
 		c.violation("id %s is, as a number, one handed out before: by %s, and by %s", id, prev, where)
 	}
 	c.values[r.RatString()] = where
+
 	c.w.reached["ids handed out in the "+parsed.Form.String()+" form"]++
 	c.issued(ho, p, name, parsed.Number, 1)
+}
+
+// stripedValue is the striped id of number n of process p of ho, if ho
+// hands out striped ids, its node number is known and the id fits in 64
+// bits.
+func (c *checker) stripedValue(ho *host, p int, name string, n uint64) (uint64, bool) {
+	if ho.cfg.Form != snapid.FormatStriped {
+		return 0, false
+	}
+	node := standaloneNumber(ho)
+	if ho.cfg.Registry {
+		var ok bool
+		if node, ok = c.numberOf[name]; !ok {
+			return 0, false
+		}
+	}
+	st := ho.strideOf(p)
+	if n > (1<<64-1-node)/st {
+		return 0, false
+	}
+	return n*st + node, true
+}
+
+// aboveEarlierForms checks that striped id v of process p of ho is above
+// every id the counter issued under its earlier forms, if p opened with a
+// new stride (a counter opened with another stride is raised first, so
+// that its first id is above them all), and records v.
+func (c *checker) aboveEarlierForms(ho *host, p int, v uint64) {
+	if f := ho.procFloor[p]; f != 0 && v <= f {
+		c.violation("h%d/p%d handed out striped id %d after its counter's stride changed to %d, not above %d, which the counter handed out under its earlier forms",
+			ho.i, p, v, ho.strideOf(p), f)
+	}
+	ho.maxStriped = max(ho.maxStriped, v)
 }
 
 // withinBound checks that number last of a striped host's process p is

@@ -99,6 +99,12 @@ type host struct {
 	// formLeftAt: for each stride a form change left while processes of
 	// it ran on, the counter's value then.
 	formLeftAt map[uint64]uint64
+	// maxStriped is the highest striped id the host handed out;
+	// procFloor[p], if not 0, an id process p (opened with a new stride)
+	// must hand out only ids above: the highest striped id when its form
+	// changed.
+	maxStriped uint64
+	procFloor  [3]uint64
 	nodeShift  uint64
 	moved      bool // an operator moved its counter directory
 	// joinPending: a standalone host joined the registry and none of
@@ -353,6 +359,7 @@ func (w *world) open(ho *host, p int, extra ...snapid.Option) error {
 	w.check.opened(ho, running)
 	ho.procs[p] = g
 	ho.procStride[p] = ho.stride()
+	ho.procFloor[p] = 0
 	ho.joinPending = false
 	ho.opened = true
 	return nil
