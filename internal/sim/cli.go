@@ -211,6 +211,7 @@ func (w *world) cliRegister(ho *host, floor uint64, force bool) {
 	}
 	code, out, _ := w.runCLI(ho, w.regs[ho.cfg.DC], args...)
 	if code != cli.ExitOK {
+		w.reclaimFailed(ho)
 		return
 	}
 	w.did(1)

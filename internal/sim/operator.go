@@ -109,6 +109,18 @@ func (w *world) restore(ho *host) {
 	ho.damaged, ho.damage = ho.backupDamage != "", ho.backupDamage
 }
 
+// reclaimFailed follows a claim of a released name on purpose
+// (WithReclaim, snapctl register) that failed: one that failed after
+// removing the host's record of the release leaves the name as any host
+// may claim it. Only a reclaim removes that record: a Release reported
+// done leaves it durable, and an Open without WithReclaim must then
+// refuse the name.
+func (w *world) reclaimFailed(ho *host) {
+	if _, err := os.Stat(ho.counter + ".released"); errors.Is(err, fs.ErrNotExist) {
+		ho.released = false
+	}
+}
+
 // restoreLive puts ho's counter back in place from the copy (same file,
 // so running processes keep it open): what a backup tool restoring over a
 // live host does. The running processes must notice and never repeat; a

@@ -31,12 +31,6 @@ func (w *world) do(s Step) {
 			return
 		}
 		before := w.check.snapshot(ho)
-		if _, ok := before.files[ho.counter+".released"]; !ok {
-			// A reclaim that failed after removing the record, or a
-			// power cut before it lasted: the host claims the name as
-			// any host may.
-			ho.released = false
-		}
 		err := w.open(ho, s.Proc)
 		switch {
 		case ho.released && err == nil:
@@ -107,6 +101,8 @@ func (w *world) do(s Step) {
 		if err := w.open(ho, s.Proc, snapid.WithReclaim()); err == nil {
 			ho.released = false
 			w.did(1)
+		} else {
+			w.reclaimFailed(ho)
 		}
 	case KBackup:
 		w.backup(ho)
