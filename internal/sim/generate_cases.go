@@ -91,6 +91,17 @@ func addCases(h *History) {
 			Step{Kind: KOpen, Host: 0, Proc: 1}, nextn(1, 1))
 	}
 	if h.Hosts[0].Registry && len(h.Sequences) > 0 && rng.IntN(4) == 0 {
+		// The host's files copied while its sequence lease stands at one
+		// position, the host then taking more and closing cleanly (its
+		// last process records where the lease stands), the copy put back
+		// and the host started: the copy's position is behind the one
+		// recorded, and the numbers between must not come again.
+		seq := func(p int) Step { return Step{Kind: KSeqNext, Host: 0, Proc: p, Seq: 0, N: 2 + uint64(rng.IntN(3))} }
+		insert(rng.IntN(len(h.Steps)+1), Step{Kind: KOpen, Host: 0, Proc: 0}, seq(0), Step{Kind: KBackup, Host: 0}, seq(0),
+			Step{Kind: KClose, Host: 0, Proc: 0}, Step{Kind: KClose, Host: 0, Proc: 1}, Step{Kind: KClose, Host: 0, Proc: 2},
+			Step{Kind: KRestore, Host: 0}, Step{Kind: KOpen, Host: 0, Proc: 1}, seq(1))
+	}
+	if h.Hosts[0].Registry && len(h.Sequences) > 0 && rng.IntN(4) == 0 {
 		// The host's last process closing (held as it is about to set
 		// the name's mark back, after recording where the host's
 		// sequence lease stands) while another opens; the new one takes
