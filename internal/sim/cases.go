@@ -246,6 +246,7 @@ func (w *world) closeRacingOpen(ho *host, s Step) {
 	}
 	ho.procs[q] = opened
 	ho.procStride[q] = ho.stride()
+	ho.exts[q] = nil
 	w.did(1)
 	w.settle()
 	if first, err := opened.NextNContext(w.opCtx(), s.N); err == nil {

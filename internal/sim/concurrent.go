@@ -151,6 +151,7 @@ func (w *world) storm(ho *host, takeover bool, dc int) {
 		if g := opened[i]; g != nil {
 			sl.h.procs[sl.p] = g
 			sl.h.procStride[sl.p] = sl.h.stride()
+			sl.h.exts[sl.p] = nil
 			sl.h.opened = true
 			w.settle()
 			w.did(1)

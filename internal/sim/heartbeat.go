@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"os"
@@ -234,7 +235,18 @@ func (w *world) watchHost(ho *host) {
 // time ago or more, that its name was taken.
 func (c *checker) issuedAfterTaken(ho *host, p int) {
 	g := ho.procs[p]
-	if g == nil || ho.hb.taken == 0 || c.w.parallel {
+	if g == nil || c.w.parallel {
+		return
+	}
+	// A process the registry told itself stops at once (it marks its
+	// name lost before it tells the others through the record).
+	if e := ho.exts[p]; e != nil {
+		if told := e.told.Load(); told != 0 && int(told-1) < c.w.step {
+			c.violation("h%d/p%d handed out a number at step %d, after the registry told it at step %d that its name %s was another owner's: it stops at once",
+				ho.i, p, c.w.step, told-1, ho.cfg.Name)
+		}
+	}
+	if ho.hb.taken == 0 {
 		return
 	}
 	st := seam.Heartbeat(g)
@@ -313,6 +325,18 @@ type extensions struct {
 	g    atomic.Pointer[snapid.Generator]
 	mu   sync.Mutex
 	last uint64
+	// told: one more than the step at which the registry first answered
+	// the process's extension or refresh that the name is another
+	// owner's (ErrNameTaken); 0: never.
+	told atomic.Int64
+}
+
+// answered records a registry answer to the process's extension or
+// refresh.
+func (e *extensions) answered(err error) {
+	if errors.Is(err, snapid.ErrNameTaken) {
+		e.told.CompareAndSwap(0, int64(e.w.step)+1)
+	}
 }
 
 // extended checks an extension of the process: its step (the library's
@@ -355,14 +379,18 @@ func (r procRegistry) Extend(ctx context.Context, name, owner, session string, o
 		return snapid.Holder{}, err
 	}
 	r.ext.extended()
-	return r.faultyRegistry.Extend(ctx, name, owner, session, old, new)
+	h, err := r.faultyRegistry.Extend(ctx, name, owner, session, old, new)
+	r.ext.answered(err)
+	return h, err
 }
 
 func (r procRegistry) Touch(ctx context.Context, name, owner, session string) error {
 	if err := r.cutOff("touch"); err != nil {
 		return err
 	}
-	return r.faultyRegistry.Touch(ctx, name, owner, session)
+	err := r.faultyRegistry.Touch(ctx, name, owner, session)
+	r.ext.answered(err)
+	return err
 }
 
 func (r procRegistry) Get(ctx context.Context, name string) (snapid.Holder, error) {

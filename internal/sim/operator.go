@@ -275,6 +275,15 @@ func (w *world) clone(ho *host, started bool, dc int) {
 	}
 	ho.exempt = "it was cloned"
 	nh.exempt = "it is a clone"
+	nh.cloneOf = ho
+	// A clone of a virtual machine often keeps one of its identities:
+	// its host name (the image's), or its machine id (copied with it).
+	switch w.pick(0xc10e, 3) {
+	case 1:
+		nh.info.Hostname = ho.info.Hostname
+	case 2:
+		nh.info.MachineID = ho.info.MachineID
+	}
 	nh.released = ho.released
 	nh.damaged, nh.damage = ho.damaged, ho.damage
 	w.did(1)

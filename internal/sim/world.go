@@ -105,8 +105,14 @@ type host struct {
 	// changed.
 	maxStriped uint64
 	procFloor  [3]uint64
-	nodeShift  uint64
-	moved      bool // an operator moved its counter directory
+	// cloneOf: the host this one is a copy of (same owner token, another
+	// machine), if it is one.
+	cloneOf *host
+	// exts: what the simulator records of each open process's
+	// registry calls (heartbeat.go).
+	exts      [3]*extensions
+	nodeShift uint64
+	moved     bool // an operator moved its counter directory
 	// joinPending: a standalone host joined the registry and none of
 	// its processes has claimed the name yet.
 	joinPending bool
@@ -350,19 +356,53 @@ func (w *world) open(ho *host, p int, extra ...snapid.Option) error {
 		return nil
 	}
 	running := w.running(ho)
+	clone := w.cloneClaim(ho, running)
 	pre, ext := w.beforeOpen(ho), &extensions{w: w, ho: ho, p: p, last: reserveStep}
 	g, err := snapid.OpenContext(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho, append(append(w.procOptions(ho, p, ext), w.freezeProc(ho, p, ext)...), extra...)...)...)
 	w.afterOpen(ho, p, g, err, pre, ext)
 	if err != nil {
 		return err
 	}
+	if clone != "" {
+		w.check.violation("h%d claimed %s, though %s", ho.i, ho.cfg.Name, clone)
+	}
 	w.check.opened(ho, running)
 	ho.procs[p] = g
 	ho.procStride[p] = ho.stride()
 	ho.procFloor[p] = 0
+	ho.exts[p] = ext
 	ho.joinPending = false
 	ho.opened = true
 	return nil
+}
+
+// cloneClaim says why an Open of ho about to claim its name must be
+// refused as a probable clone ("" if it need not): the row is active,
+// with this counter's owner token, from another machine (its host name
+// or its machine id differs), and was seen within the clone window, less
+// a step of slack, on the registry's clock.
+func (w *world) cloneClaim(ho *host, running bool) string {
+	if ho.cloneOf == nil || !ho.cfg.Registry || running || ho.takeSet {
+		return ""
+	}
+	row, ok := w.reg0.Row(ho.cfg.Name)
+	if !ok || row.State != snapid.StateActive || row.Owner != w.ownerToken(ho) ||
+		row.Hostname == ho.info.Hostname && row.MachineID == ho.info.MachineID {
+		return ""
+	}
+	if age := w.clock.now().Sub(row.LastSeen); age < cloneWindow-stepTime {
+		return fmt.Sprintf("the row is active with its owner token on another machine (%s, %s), seen %v ago: a probable clone", row.Hostname, row.MachineID, age)
+	}
+	return ""
+}
+
+// ownerToken is the owner token of ho's counter ("" if unreadable).
+func (w *world) ownerToken(ho *host) string {
+	tok, err := snapid.OwnerToken(ho.counter)
+	if err != nil {
+		return ""
+	}
+	return tok
 }
 
 // stepLimit is how long, on the wall clock, a step (with the settling
