@@ -113,8 +113,12 @@
 //     numbers go up, one call after another, and are dense unless a
 //     process died, a call failed or the counter may have been raised or
 //     put back meanwhile (SPEC §4, guarantee 3); a striped id stays within
-//     2^63-1; a host that took a name over with a floor hands out nothing
-//     below it;
+//     2^63-1 and within its WithMaxID bound; a process that changed its
+//     counter's stride hands out only ids above every id the counter
+//     handed out under its earlier forms, and a process of the form left
+//     nothing past the counter's value when it was left; an id returned
+//     parsed (NextID, NextIDsContext) has its string's fields; a host
+//     that took a name over with a floor hands out nothing below it;
 //  4. a Release or ForceRelease reported done shows in the registry, and
 //     its final value is at or above the mark it had (and next-1: with
 //     the in-memory registry, which refuses a lower one first, this
@@ -128,7 +132,8 @@
 //     out under it (and at or above --start when forced); "stride S
 //     recorded" is the registry's stride, and a refused setup moved none; one that failed without an unknown outcome left the registry as
 //     it was; a name released on a host is refused there (ErrReleased)
-//     until reclaimed, and the refusal changes nothing;
+//     until a reclaim (WithReclaim, snapctl register) removes its record,
+//     and the refusal changes nothing;
 //  5. when the last process of a registered host is killed, the
 //     registry's mark stands at most one step above its counter (the
 //     gap a crash leaves, SPEC §5: the configured step, or what the
@@ -158,7 +163,12 @@
 //     most an interval and seven eighths plus the registry timeout old,
 //     so a live host's name is never taken as stale; once a host's
 //     heartbeat record says the name was taken and a poll's time has run
-//     on the host, no process of that session hands out an id; a process
+//     on the host, no process of that session hands out an id, and a
+//     process the registry itself told (an extension or refresh refused
+//     as another owner's) hands out none after that step; a claim by a
+//     clone (same owner token; another host name or machine id) while
+//     the row is active and was seen within the clone window is refused
+//     as a probable clone; a process
 //     joining its host's claim is refused while the record says the name
 //     was taken, and, without a refresh of the claim in the record less
 //     than an interval old, while the registry (reachable) shows the
