@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/snapidtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -333,4 +335,31 @@ func TestNextIDsOneUpdateAllOrNothing(t *testing.T) {
 		_, err = g.UniqueID()
 		require.ErrorIs(t, err, ErrExhausted)
 	})
+}
+
+// The decimal form skips numbers ending in 0, so a request of k ids takes
+// more than k numbers: the registry is asked for room for all of them
+// first, and no number is handed out above the registry's mark, up to the
+// last one an outage leaves.
+func TestDecimalIDsStayWithinTheRegistryMark(t *testing.T) {
+	for k := uint64(1); k <= 19; k++ {
+		reg := snapidtest.NewRegistry()
+		_, path := ctPath(t)
+		g := openReg(t, path, "web_1", reg, WithFormat(FormatDecimal), WithReserveStep(10), WithOutageHorizon(0), WithRegistryTimeout(time.Second))
+		reg.SetDown(true)
+		var last uint64
+		for range 100 {
+			if g.NextIDsContext(context.Background(), k, func(id ID) { last = id.Number }) != nil {
+				break
+			}
+		}
+		row, ok := reg.Row("web_1")
+		require.True(t, ok)
+		if k == 1 {
+			require.NotZero(t, last, "one id at a time is handed out up to the mark")
+		}
+		require.LessOrEqual(t, last, row.Reserved, "requests of %d ids: number %d handed out above the registry's mark %d", k, last, row.Reserved)
+		reg.SetDown(false)
+		require.NoError(t, g.Close())
+	}
 }

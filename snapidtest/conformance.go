@@ -251,6 +251,20 @@ func (s *suite) probableClone() {
 	_, err := s.r.Claim(s.ctx(), clone)
 	s.wantErr("a claim with the owner token from another machine, recently seen", err, snapid.ErrProbableClone)
 	s.same("a refused clone", h)
+	// A clone of a virtual machine often keeps one of its identities:
+	// either differing is another machine.
+	for _, keep := range []string{"host name", "machine id"} {
+		c := claimOf(name, owner(1))
+		c.CloneWindow = time.Hour
+		if keep == "host name" {
+			c.MachineID = "other-machine"
+		} else {
+			c.Hostname = "other-host"
+		}
+		_, err := s.r.Claim(s.ctx(), c)
+		s.wantErr("a claim with the owner token from another machine that kept the "+keep+", recently seen", err, snapid.ErrProbableClone)
+		s.same("a refused clone that kept the "+keep, h)
+	}
 
 	clone.CloneWindow = 0 // no clone check
 	moved, err := s.r.Claim(s.ctx(), clone)
