@@ -47,6 +47,12 @@ type hostHeartbeat struct {
 	asleep   time.Time         // true time until which the host's machine is suspended
 	taken    uint64            // sessionHash of a session the record says was taken (0: none seen)
 	takenRan time.Duration     // ran when it was first seen
+	// toldSession, toldRan: the session of a process of the host the
+	// registry told its name is another owner's, and ran when the
+	// simulator first saw it: every process of that session stops within
+	// a poll, whether or not the record says so.
+	toldSession string
+	toldRan     time.Duration
 	learned  map[*snapid.Generator]bool
 	// rmOnTaken: an operator removes the host's heartbeat file the
 	// moment its record first says "taken" (within one clock step,
@@ -160,6 +166,9 @@ func (w *world) watchHost(ho *host) {
 		if st.Holder {
 			holder = g
 		}
+		if e := ho.exts[p]; e != nil && e.told.Load() != 0 && ho.hb.toldSession != st.Session {
+			ho.hb.toldSession, ho.hb.toldRan = st.Session, ho.hb.ran
+		}
 		lost = lost || st.Lost != nil
 		if st.Lost != nil && strings.Contains(st.Lost.Error(), "another process of this host was told so") && !ho.hb.learned[g] {
 			if ho.hb.learned == nil {
@@ -246,10 +255,14 @@ func (c *checker) issuedAfterTaken(ho *host, p int) {
 				ho.i, p, c.w.step, told-1, ho.cfg.Name)
 		}
 	}
+	st := seam.Heartbeat(g)
+	if ho.hb.toldSession != "" && st.Session == ho.hb.toldSession && ho.hb.ran-ho.hb.toldRan > hbPoll {
+		c.violation("h%d/p%d handed out a number %v (of its host's running time) after another process of its host was told by the registry that its name %s was another owner's: every process stops at its next poll (%v)",
+			ho.i, p, ho.hb.ran-ho.hb.toldRan, ho.cfg.Name, hbPoll)
+	}
 	if ho.hb.taken == 0 {
 		return
 	}
-	st := seam.Heartbeat(g)
 	if sessionHash(st.Session) == ho.hb.taken && ho.hb.ran-ho.hb.takenRan > hbPoll {
 		c.violation("h%d/p%d handed out a number %v (of its host's running time) after the host's heartbeat record said its name %s was taken: every process stops at its next poll (%v)",
 			ho.i, p, ho.hb.ran-ho.hb.takenRan, ho.cfg.Name, hbPoll)
