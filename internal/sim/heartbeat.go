@@ -53,7 +53,7 @@ type hostHeartbeat struct {
 	// a poll, whether or not the record says so.
 	toldSession string
 	toldRan     time.Duration
-	learned  map[*snapid.Generator]bool
+	learned     map[*snapid.Generator]bool
 	// rmOnTaken: an operator removes the host's heartbeat file the
 	// moment its record first says "taken" (within one clock step,
 	// KClock with Arg "rm-heartbeat"), before the other processes poll.
