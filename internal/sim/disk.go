@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -48,6 +49,9 @@ type disk struct {
 	lies    int                          // fsyncs that reported success with nothing written
 	slow    atomic.Pointer[slowFlush]    // set during a burst: counter writes wait for callers to queue (groups.go)
 	freeze  freezer                      // a power cut or kill at the k-th call (freeze.go)
+	// hbFailed: a fault hit a write of the host's heartbeat record (its
+	// processes may then not have been told what it would have said).
+	hbFailed atomic.Bool
 }
 
 func newDisk(root string) *disk {
@@ -72,6 +76,9 @@ func (d *disk) ReadAt(f *os.File, b []byte, off int64) (int, error) {
 
 func (d *disk) WriteAt(f *os.File, b []byte, off int64) (int, error) {
 	if err := d.hit("write"); err != nil {
+		if strings.HasSuffix(f.Name(), ".heartbeat") {
+			d.hbFailed.Store(true)
+		}
 		return 0, &fs.PathError{Op: "write", Path: f.Name(), Err: err}
 	}
 	d.pauseFlush(f)

@@ -165,7 +165,11 @@
 //     heartbeat record says the name was taken and a poll's time has run
 //     on the host, no process of that session hands out an id, and a
 //     process the registry itself told (an extension or refresh refused
-//     as another owner's) hands out none after that step; a claim by a
+//     as another owner's) hands out none after that step, and every other
+//     process of its session none a poll after, unless the told process
+//     could not write the host's record (a fault on the write, or it was
+//     stopped inside an operation: the others then learn only from the
+//     registry, below the old mark meanwhile); a claim by a
 //     clone (same owner token; another host name or machine id) while
 //     the row is active and was seen within the clone window is refused
 //     as a probable clone; a process

@@ -167,7 +167,14 @@ func (w *world) watchHost(ho *host) {
 			holder = g
 		}
 		if e := ho.exts[p]; e != nil && e.told.Load() != 0 && ho.hb.toldSession != st.Session {
-			ho.hb.toldSession, ho.hb.toldRan = st.Session, ho.hb.ran
+			// Unless the told process could not write the host's record
+			// (a fault on the write, or it was stopped inside an
+			// operation): then the others learn only from the registry,
+			// which may be out of reach.
+			if rec := readHBRecord(ho); rec.ok && rec.taken && rec.session == sessionHash(st.Session) ||
+				!ho.disk.hbFailed.Load() && !ho.disk.freeze.hasFired() {
+				ho.hb.toldSession, ho.hb.toldRan = st.Session, ho.hb.ran
+			}
 		}
 		lost = lost || st.Lost != nil
 		if st.Lost != nil && strings.Contains(st.Lost.Error(), "another process of this host was told so") && !ho.hb.learned[g] {
