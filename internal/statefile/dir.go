@@ -367,3 +367,63 @@ func (d *Dir) Tighten(name string, owner, mode uint32) (uint32, error) {
 	}
 	return st.Mode & 0o7777, fsync(fd)
 }
+
+// OpenFile opens the existing file name in d, for reading and writing when
+// write is set, without following a link or blocking, and checks on the
+// descriptor that it is a regular file with one name (any owner: the
+// caller judges the owner from the returned status).
+func (d *Dir) OpenFile(name string, write bool) (*os.File, unix.Stat_t, error) {
+	flags := unix.O_RDONLY
+	if write {
+		flags = unix.O_RDWR
+	}
+	fd, err := openat(d.fd, name, flags|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, unix.Stat_t{}, &fs.PathError{Op: "open", Path: d.join(name), Err: openErr(err)}
+	}
+	st, err := CheckRegular(fd)
+	if err != nil {
+		unix.Close(fd)
+		return nil, st, &fs.PathError{Op: "open", Path: d.join(name), Err: err}
+	}
+	return os.NewFile(uintptr(fd), d.join(name)), st, nil
+}
+
+// CreateGroup is Create giving the new file the group gid first (-1
+// keeps the creator's group); a group the creator cannot give is an
+// error, and nothing is created.
+func (d *Dir) CreateGroup(name string, b []byte, mode uint32, gid int) error {
+	if gid < 0 {
+		return d.Create(name, b, mode)
+	}
+	tmp, err := d.writeTemp(name, b, mode)
+	if err != nil {
+		return err
+	}
+	if err := unix.Fchownat(d.fd, tmp, -1, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		_ = unix.Unlinkat(d.fd, tmp, 0)
+		return &fs.PathError{Op: "chown", Path: d.join(tmp), Err: err}
+	}
+	// chown may clear set-id bits but never the permission bits given.
+	err = d.check("link", tmp, name)
+	if err == nil {
+		err = linkNoReplace(d.fd, tmp, d.fd, name)
+		if errors.Is(err, unix.EEXIST) {
+			err = fs.ErrExist
+		} else if err != nil {
+			err = &fs.PathError{Op: "link", Path: d.join(name), Err: err}
+		}
+	}
+	_ = unix.Unlinkat(d.fd, tmp, 0)
+	if err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if serr := d.Sync(); serr != nil {
+		return fmt.Errorf("sync directory %s: %w", d.path, serr)
+	}
+	return err
+}
+
+// Fd returns the directory's descriptor, for *at calls the layer has no
+// method for; it stays the Dir's.
+func (d *Dir) Fd() int { return d.fd }

@@ -1,0 +1,251 @@
+package hoststate
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/snapid/snapid/internal/statefile"
+	"golang.org/x/sys/unix"
+)
+
+// DefaultDir is the host's one place for records: a directory root makes
+// with mode 1777 (every user may add a record, and the sticky bit lets
+// only a record's owner, or root, remove or replace it), under a
+// root-owned /var/lib/snapid that only root can write.
+const DefaultDir = "/var/lib/snapid/records"
+
+// Place is a directory of records, opened once (every level without
+// following links) and reached through its descriptor.
+type Place struct {
+	dir *statefile.Dir
+}
+
+// PlaceOptions says how to open a place.
+type PlaceOptions struct {
+	// Create makes the place if it is missing: its parents with mode
+	// 0755 and the place itself with Mode.
+	Create bool
+	Mode   uint32
+	// Owners are the users the place and every level above it may belong
+	// to (root and the caller, say).
+	Owners []uint32
+	// FS is the file-system seam (nil: the real one).
+	FS statefile.FS
+}
+
+// OpenPlace opens the place at the absolute path. The place may be
+// writable by others only with the sticky bit: no one then replaces
+// another user's record. Nothing here ever reads as "no records": a place
+// that cannot be reached is an error (fs.ErrNotExist when it does not
+// exist and Create is not set).
+func OpenPlace(path string, o PlaceOptions) (*Place, error) {
+	mode := o.Mode
+	if mode == 0 {
+		mode = 0o700
+	}
+	if o.Create {
+		parent := filepath.Dir(path)
+		d, err := statefile.OpenDir(parent, statefile.DirOptions{Create: true, Perm: 0o755, Owners: o.Owners, AllowSticky: true, FS: o.FS})
+		if err != nil {
+			return nil, err
+		}
+		err = unix.Mkdirat(dirFd(d), filepath.Base(path), mode&0o777)
+		if err == nil {
+			// mkdir masks the mode with the umask and never sets the
+			// sticky bit: set it whole on the new directory.
+			if cerr := chmodAt(d, filepath.Base(path), mode); cerr != nil {
+				d.Close()
+				return nil, cerr
+			}
+			if serr := d.Sync(); serr != nil {
+				d.Close()
+				return nil, fmt.Errorf("sync directory %s: %w", parent, serr)
+			}
+		}
+		d.Close()
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return nil, &fs.PathError{Op: "mkdir", Path: path, Err: err}
+		}
+	}
+	d, err := statefile.OpenDir(path, statefile.DirOptions{Owners: o.Owners, AllowSticky: true, FS: o.FS})
+	if err != nil {
+		return nil, err
+	}
+	if m := d.Mode(); m&0o022 != 0 && m&unix.S_ISVTX == 0 {
+		d.Close()
+		return nil, &fs.PathError{Op: "open", Path: path, Err: statefile.ErrUnsafeDir}
+	}
+	return &Place{dir: d}, nil
+}
+
+// Path returns the place's path.
+func (p *Place) Path() string { return p.dir.Path() }
+
+// Close closes the place.
+func (p *Place) Close() error { return p.dir.Close() }
+
+// RecordPath returns the path of name's record.
+func (p *Place) RecordPath(name string) string { return filepath.Join(p.dir.Path(), name) }
+
+// Read returns name's record; ok is false when there is none. A record
+// that cannot be read or is damaged is an error, never "none".
+func (p *Place) Read(name string) (r Record, ok bool, err error) {
+	for range 3 {
+		f, st, err := p.dir.OpenFile(name, false)
+		if errors.Is(err, fs.ErrNotExist) {
+			return Record{}, false, nil
+		}
+		if errors.Is(err, statefile.ErrLinked) && st.Nlink == 0 {
+			continue // removed as it was opened: look again
+		}
+		if err != nil {
+			return Record{}, false, err
+		}
+		r, _, err = readOpen(f, st, name)
+		f.Close()
+		return r, err == nil, err
+	}
+	return Record{}, false, fmt.Errorf("%s: removed and made again while read, three times", p.RecordPath(name))
+}
+
+// readOpen reads the record in the open file f (status st).
+func readOpen(f *os.File, st unix.Stat_t, name string) (Record, int, error) {
+	b := make([]byte, FileSize+1)
+	n, err := f.ReadAt(b, 0)
+	if err != nil && n < len(b) && !errors.Is(err, io.EOF) {
+		return Record{}, 0, &fs.PathError{Op: "read", Path: f.Name(), Err: err}
+	}
+	r, slot, err := decode(b[:n], name)
+	if err != nil {
+		return Record{}, 0, &fs.PathError{Op: "read", Path: f.Name(), Err: err}
+	}
+	r.Owner, r.Group = st.Uid, st.Gid
+	return r, slot, nil
+}
+
+// Create makes name's record holding r (both slots, generation 1 unless
+// r has one), with mode and group gid (-1: the creator's). It fails with
+// fs.ErrExist when the name has a record: never replaced.
+func (p *Place) Create(r Record, mode uint32, gid int) error {
+	if r.Gen == 0 {
+		r.Gen = 1
+	}
+	b, err := encode(r)
+	if err != nil {
+		return err
+	}
+	return p.dir.CreateGroup(r.Name, b, mode, gid)
+}
+
+// Replace puts r in place of name's record (a new file renamed over it):
+// only its owner or root can, in a sticky place.
+func (p *Place) Replace(r Record, mode uint32) error {
+	if r.Gen == 0 {
+		r.Gen = 1
+	}
+	b, err := encode(r)
+	if err != nil {
+		return err
+	}
+	return p.dir.Replace(r.Name, b, mode)
+}
+
+// Remove removes name's record.
+func (p *Place) Remove(name string) error { return p.dir.Remove(name) }
+
+// All returns every record in the place, by name. Entries that are not
+// node names (temporary files start with ".") are skipped; a record that
+// cannot be read is returned in errs, which the caller must not take for
+// "no record".
+func (p *Place) All(valid func(string) bool) (recs []Record, errs []error) {
+	names, err := p.dir.Names()
+	if err != nil {
+		return nil, []error{err}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if !valid(n) {
+			continue
+		}
+		r, ok, err := p.Read(n)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case ok:
+			recs = append(recs, r)
+		}
+	}
+	return recs, errs
+}
+
+// Handle is a record opened for writing, kept open while a program uses
+// the name: the newest copy it read, and the slot that copy is in.
+type Handle struct {
+	f    *os.File
+	st   unix.Stat_t
+	name string
+	rec  Record
+	slot int
+	sync func(*os.File) error
+}
+
+// OpenHandle opens name's record for reading and writing.
+func (p *Place) OpenHandle(name string) (*Handle, error) {
+	f, st, err := p.dir.OpenFile(name, true)
+	if err != nil {
+		return nil, err
+	}
+	h := &Handle{f: f, st: st, name: name, sync: func(f *os.File) error { return f.Sync() }}
+	if _, err := h.Read(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return h, nil
+}
+
+// Read reads the record again (another process of the host may have
+// written it) and returns it.
+func (h *Handle) Read() (Record, error) {
+	r, slot, err := readOpen(h.f, h.st, h.name)
+	if err != nil {
+		return Record{}, err
+	}
+	h.rec, h.slot = r, slot
+	return r, nil
+}
+
+// Record returns the copy last read or written.
+func (h *Handle) Record() Record { return h.rec }
+
+// Write writes r as the next generation into the slot the newest copy is
+// not in, and syncs it: a write torn by a crash leaves the newest copy
+// whole. Callers serialise writes (the counter's lock).
+func (h *Handle) Write(r Record) error {
+	r.Name = h.name
+	r.Gen = h.rec.Gen + 1
+	b, err := encodeSlot(r)
+	if err != nil {
+		return err
+	}
+	slot := 1 - h.slot
+	if _, err := h.f.WriteAt(b, int64(slot*SlotSize)); err != nil {
+		return &fs.PathError{Op: "write", Path: h.f.Name(), Err: err}
+	}
+	if err := h.sync(h.f); err != nil {
+		return &fs.PathError{Op: "sync", Path: h.f.Name(), Err: err}
+	}
+	r.Owner, r.Group = h.rec.Owner, h.rec.Group
+	h.rec, h.slot = r, slot
+	return nil
+}
+
+// Path returns the record's path.
+func (h *Handle) Path() string { return h.f.Name() }
+
+// Close closes the record.
+func (h *Handle) Close() error { return h.f.Close() }
