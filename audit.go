@@ -27,7 +27,7 @@ const (
 	// A row whose state is neither "active" nor "released".
 	ProblemInvalidState = "invalid_state"
 	// Two or more active rows with one owner token: one counter holds
-	// several names (SPEC §3: one counter, one name); its processes refuse
+	// several names (one counter serves one name); its processes refuse
 	// every name but the one its session file records.
 	ProblemSharedOwner = "shared_owner"
 	// An active row not seen for longer than AuditConfig.Stale: its holder

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// reservation is a Generator's side of the registry (SPEC §5): the claim
+// reservation is a Generator's side of the registry: the claim
 // made at Open, the reserved-up-to mark that bounds issuance, the
 // background extension of that mark and the heartbeat, and the return of
 // the unused reservation by the last process out.
@@ -244,7 +244,7 @@ func (r *reservation) claim(ctx context.Context) error {
 
 // oneNamePerCounter refuses, before anything is written, a claim of a
 // second name on a counter whose session file records another name that
-// this counter's owner still holds, active, in the registry (SPEC §3: one
+// this counter's owner still holds, active, in the registry (one
 // counter, one name): the two rows would share one owner token, and each
 // name's processes would refuse the other's session. A name the host
 // released (released names it), or that is no longer this owner's, may be

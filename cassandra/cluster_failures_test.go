@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestClusterNodeFailures kills nodes of the three (SPEC §5a): with one
+// TestClusterNodeFailures kills nodes of the three: with one
 // replica of three down (and noticed by the others), claims, extensions, heartbeats and releases
 // succeed; with two down (no quorum) they fail with snapid.ErrRegistry, a
 // process that has not claimed issues nothing, and a running Generator

@@ -11,7 +11,7 @@ import (
 )
 
 // TestClusterLocalSerialSplitBrain shows why name rows are
-// read-compare-written at SERIAL only (SPEC §5a). With the two data
+// read-compare-written at SERIAL only (LOCAL_SERIAL would let two cut-off data centres both win one name). With the two data
 // centres cut apart, raw claims of one new name (INSERT … IF NOT EXISTS,
 // as the registry's) through a coordinator on each side both apply at
 // LOCAL_SERIAL: each side's Paxos round involves only its own replicas,

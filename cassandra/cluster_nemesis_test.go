@@ -51,7 +51,7 @@ func outcomeKind(err error) string {
 	return "other error"
 }
 
-// TestClusterNemesis is the history test of SPEC §5a: rounds of
+// TestClusterNemesis is the registry's history test on a real cluster: rounds of
 // nemesisClaimers concurrent claimers of one new name (each its own
 // session and owner token, coordinated by different nodes: claimer k
 // sends its statements to node k mod 3 + 1 first), while a nemesis

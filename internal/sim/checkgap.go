@@ -6,7 +6,7 @@ import (
 	"github.com/snapid/snapid"
 )
 
-// The gap a crash leaves (SPEC §5, docs/guarantees.md "Steps, outages and
+// The gap a crash leaves (docs/guarantees.md "Steps, outages and
 // the gap a crash leaves"): a registered host's numbers are bounded by the
 // registry's mark M, which runs at most one step ahead of its counter; a
 // crash skips what lies between. A step is the configured one

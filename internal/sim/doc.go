@@ -112,7 +112,7 @@
 //     whose context had ended takes nothing; in strict mode a host's
 //     numbers go up, one call after another, and are dense unless a
 //     process died, a call failed or the counter may have been raised or
-//     put back meanwhile (SPEC §4, guarantee 3); a striped id stays within
+//     put back meanwhile (docs/guarantees.md); a striped id stays within
 //     2^63-1 and within its WithMaxID bound; a process that changed its
 //     counter's stride hands out only ids above every id the counter
 //     handed out under its earlier forms, and a process of the form left
@@ -136,7 +136,7 @@
 //     and the refusal changes nothing;
 //  5. when the last process of a registered host is killed, the
 //     registry's mark stands at most one step above its counter (the
-//     gap a crash leaves, SPEC §5: the configured step, or what the
+//     gap a crash leaves: the configured step, or what the
 //     counter moved since the host's first running process opened, plus
 //     the largest request made meanwhile and a block; checkgap.go);
 //     the registry's mark of every name stays at or above every number

@@ -18,7 +18,7 @@ import (
 
 // What the simulator watches of the hosts' heartbeats, now that their
 // clocks run it (hostclock.go): the events it reaches and the checks of
-// what the heartbeat guarantees (SPEC §5, docs/guarantees.md):
+// what the heartbeat guarantees (docs/guarantees.md):
 //
 //   - a live host's last-seen stays fresh: while a host's processes run
 //     under the registry's current session of its name and the host can

@@ -92,7 +92,7 @@ func (w *world) backup(ho *host) {
 func (w *world) restore(ho *host) {
 	if ho.backup == nil || !ho.cfg.Registry {
 		// Without a registry a counter restored from an earlier copy
-		// while nothing runs repeats by design (SPEC §5).
+		// while nothing runs repeats by design (docs/guarantees.md).
 		return
 	}
 	w.crashAll(ho)

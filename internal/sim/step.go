@@ -73,7 +73,7 @@ func (w *world) do(s Step) {
 		w.crashAll(ho)
 		if !ho.cfg.Sync && !ho.cfg.Registry {
 			// Without sync and without a registry, numbers after a power
-			// cut repeat by design (SPEC §4, guarantee 2): a crash only.
+			// cut repeat by design (docs/guarantees.md): a crash only.
 			return
 		}
 		if err := ho.disk.powerCut(w.rng, s.Keep); err != nil {

@@ -216,27 +216,7 @@ func (d *Dir) writeTemp(base string, b []byte, mode uint32) (string, error) {
 // place, the temporary name removed, the directory synced). It fails with
 // fs.ErrExist if name exists, which is never replaced.
 func (d *Dir) Create(name string, b []byte, mode uint32) error {
-	tmp, err := d.writeTemp(name, b, mode)
-	if err != nil {
-		return err
-	}
-	err = d.check("link", tmp, name)
-	if err == nil {
-		err = linkNoReplace(d.fd, tmp, d.fd, name)
-		if errors.Is(err, unix.EEXIST) {
-			err = fs.ErrExist
-		} else if err != nil {
-			err = &fs.PathError{Op: "link", Path: d.join(name), Err: err}
-		}
-	}
-	_ = unix.Unlinkat(d.fd, tmp, 0)
-	if err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	if serr := d.Sync(); serr != nil {
-		return fmt.Errorf("sync directory %s: %w", d.path, serr)
-	}
-	return err
+	return d.CreateGroup(name, b, mode, -1)
 }
 
 // Replace puts b at name in d, replacing what is there (a synced
@@ -393,18 +373,17 @@ func (d *Dir) OpenFile(name string, write bool) (*os.File, unix.Stat_t, error) {
 // keeps the creator's group); a group the creator cannot give is an
 // error, and nothing is created.
 func (d *Dir) CreateGroup(name string, b []byte, mode uint32, gid int) error {
-	if gid < 0 {
-		return d.Create(name, b, mode)
-	}
 	tmp, err := d.writeTemp(name, b, mode)
 	if err != nil {
 		return err
 	}
-	if err := unix.Fchownat(d.fd, tmp, -1, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		_ = unix.Unlinkat(d.fd, tmp, 0)
-		return &fs.PathError{Op: "chown", Path: d.join(tmp), Err: err}
+	if gid >= 0 {
+		// chown may clear set-id bits but never the permission bits.
+		if err := unix.Fchownat(d.fd, tmp, -1, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			_ = unix.Unlinkat(d.fd, tmp, 0)
+			return &fs.PathError{Op: "chown", Path: d.join(tmp), Err: err}
+		}
 	}
-	// chown may clear set-id bits but never the permission bits given.
 	err = d.check("link", tmp, name)
 	if err == nil {
 		err = linkNoReplace(d.fd, tmp, d.fd, name)
