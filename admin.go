@@ -167,6 +167,11 @@ func RepairContext(ctx context.Context, path string, next uint64, opts ...Option
 		if err := c.io.Sync(c.f); err != nil {
 			return &FileError{Op: "repair", Path: path, Err: err}
 		}
+		// The host's records of the counter follow it down: a repair is
+		// the one lowering they must not refuse.
+		if err := lowerRecords(ctx, c, next-1, &o); err != nil {
+			return err
+		}
 		return c.giveTo(o.owner)
 	})
 	return previous, err

@@ -74,7 +74,11 @@ type counterFile struct {
 	wbuf   [CounterSize]byte     // writes
 	broken error                 // set when a torn write could not be repaired
 	high   uint64                // the highest value read or written: the counter must not go below it
-	log    *slog.Logger
+	// durable is the highest value this process wrote and synced: the
+	// counter is known to have reached it (the host's record's floor);
+	// a value read may be another writer's whose sync failed.
+	durable uint64
+	log     *slog.Logger
 	// form, when not nil, bounds every update: numbers past its limit
 	// are refused before anything is taken (see advance). Set at Open,
 	// then read-only.
@@ -83,6 +87,9 @@ type counterFile struct {
 	// (a striped Generator's: its form must still be the counter's, see
 	// formhistory.go). Set at Open, then read-only.
 	formCheck func() error
+	// host, when not nil, is the host's record of the name: its mark
+	// must cover every value stored (see hostRecord.cover). Set at Open.
+	host *hostRecord
 }
 
 // openFlags are the flags for every open of an existing counter file.
@@ -422,6 +429,7 @@ func (c *counterFile) store(v uint64) error {
 		if err := c.io.Sync(c.f); err != nil {
 			return &FileError{Op: "sync", Path: c.path, Err: err}
 		}
+		c.durable = max(c.durable, v)
 	}
 	c.high = max(c.high, v)
 	return nil
@@ -499,6 +507,11 @@ func (c *counterFile) advance(k uint64, decimal bool, hook advanceHook, gone, cl
 	}
 	if decimal {
 		k, _ = decimalSpan(base, k)
+	}
+	if c.host != nil {
+		if err := c.host.cover(c.durable, base+k); err != nil {
+			return 0, err
+		}
 	}
 	if err := c.store(base + k); err != nil {
 		return 0, err

@@ -3,6 +3,7 @@ package snapid
 import (
 	"errors"
 	"fmt"
+	"github.com/snapid/snapid/internal/statefile"
 	"io/fs"
 )
 
@@ -47,18 +48,11 @@ var (
 	// one name. The error names the name the counter is in use under.
 	ErrNameMismatch = errors.New("counter in use under another node name")
 
-	// ErrNameBound is returned by Open without a registry when the host
-	// uses the name with another counter file (see DefaultBindingDir): two
-	// counter files under one name would issue the same ids.
+	// ErrNameBound is returned by Open when the host's record of the name
+	// (see DefaultBindingDir) names another counter file, or a counter
+	// that is not there now or was replaced: two counter files under one
+	// name would issue the same ids.
 	ErrNameBound = errors.New("node name in use on this host with another counter file")
-
-	// ErrNameBoundByRoot is the ErrNameBound (errors.Is holds for both) a
-	// user other than root gets for a name root bound host-wide: that user
-	// can neither use root's counter nor remove root's binding, so the
-	// error says what it can do: choose another name (a private
-	// SNAPID_BINDING_DIR only for a throwaway trial whose ids may repeat
-	// root's and must never be kept).
-	ErrNameBoundByRoot = fmt.Errorf("%w (root's)", ErrNameBound)
 
 	// ErrNumberBound is returned by Open without a registry when the host
 	// uses the node number (WithNodeNumber) under another node name that
@@ -125,6 +119,11 @@ var (
 	// by another file while a Generator had it open. A replaced file would
 	// leave lockers of the old file unprotected, so the Generator stops.
 	ErrReplaced = errors.New("counter file was removed or replaced while in use")
+
+	// ErrRolledBack is returned by Open when the counter file holds less
+	// than the host's record of its name says it reached: it was restored
+	// from a backup, copied over or zeroed. Nothing is issued from it.
+	ErrRolledBack = errors.New("counter file below what it had reached")
 
 	// ErrExhausted is returned when the counter cannot advance without
 	// passing 2^64-1, and by a sequence lease that cannot be had: the
@@ -304,3 +303,16 @@ type corruptError struct{ msg string }
 func (e *corruptError) Error() string { return e.msg }
 
 func (e *corruptError) Is(target error) bool { return target == ErrCorrupt }
+
+// lockError turns the layer's lock error into this package's, saying once
+// what happened (the path is the caller's to name).
+func lockError(err error) error {
+	var le *statefile.LockedError
+	if errors.As(err, &le) {
+		return fmt.Errorf("%w (%s) for as long as allowed: %w", ErrLocked, le.Holder, le.Cause)
+	}
+	if errors.Is(err, statefile.ErrLocked) {
+		return fmt.Errorf("%w: %w", ErrLocked, err)
+	}
+	return err
+}

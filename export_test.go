@@ -88,24 +88,24 @@ const (
 // ExportExtending reports whether a background extension is running.
 func (g *Generator) ExportExtending() bool { return g.res != nil && g.res.extending.Load() }
 
-// Each test is its own host for name bindings: a counter in a test's
-// temporary directory ($TMPDIR/TestName123/001/...) is bound in
-// $TMPDIR/TestName123/bindings, which the test's cleanup removes. Tests
-// running in parallel under one name then do not refuse each other, and
-// the processes a test starts (children of this binary, with its TMPDIR)
-// share the test's bindings as programs of one host do. A test that
-// simulates several hosts gives each its own WithBindingDir.
+// Each temporary directory of a test is a host of its own for the
+// records of names: a counter in $TMPDIR/TestName123/001/... is recorded
+// in $TMPDIR/TestName123/records-001, which the test's cleanup removes.
+// Tests running in parallel under one name then do not refuse each other,
+// a test's second host is a second t.TempDir(), and the processes a test
+// starts (children of this binary, with its TMPDIR) share the records of
+// the directory they use as programs of one host do.
 func init() {
 	testBindingDir = func(counterPath string) string {
 		rel, err := filepath.Rel(os.TempDir(), counterPath)
 		if err != nil || !filepath.IsLocal(rel) {
 			return ""
 		}
-		first, _, ok := strings.Cut(rel, string(filepath.Separator))
-		if !ok {
+		parts := strings.SplitN(rel, string(filepath.Separator), 3)
+		if len(parts) < 3 {
 			return ""
 		}
-		return filepath.Join(os.TempDir(), first, "bindings")
+		return filepath.Join(os.TempDir(), parts[0], "records-"+parts[1])
 	}
 }
 
@@ -180,21 +180,6 @@ func ExportNumberFileFor(counterPath, name string, number, stride uint64) ([]byt
 	f := numberRecord{name: name, number: number, stride: stride}
 	f.check = numberCheck(s.session, f)
 	return encodeNumberFile(f), nil
-}
-
-// ExportUserLockWait sets how long root waits for a user's bindings lock
-// (see checkUsersBindings) until the test ends.
-func ExportUserLockWait(t interface{ Cleanup(func()) }, d time.Duration) {
-	old := userLockWait
-	userLockWait = d
-	t.Cleanup(func() { userLockWait = old })
-}
-
-// ExportAfterHostWideCheck runs f in a user's Open right after its first
-// check of the host-wide bindings, until the test ends.
-func ExportAfterHostWideCheck(t interface{ Cleanup(func()) }, f func()) {
-	testAfterHostWideCheck = f
-	t.Cleanup(func() { testAfterHostWideCheck = nil })
 }
 
 // ExportHeartbeatBusy reports whether a heartbeat refresh of g is in

@@ -17,7 +17,7 @@ import (
 // other copy still records stride 100 node 11, and the return to stride
 // 10 starts above its ids: without that, 611 (61×10+1 = 6×100+11) and
 // its like would be handed out twice by one counter. Each form's
-// .stride binding is removed first, as an operator changing a host's
+// #stride entry of the records' place is removed first, as an operator changing a host's
 // stride does.
 func TestFormHistoryCopyRestoredFromBackup(t *testing.T) {
 	for _, restore := range []string{"none", ".forms", ".forms.copy"} {
@@ -26,7 +26,7 @@ func TestFormHistoryCopyRestoredFromBackup(t *testing.T) {
 			bind := filepath.Join(dir, "names")
 			open := func(stride, node uint64) *Generator {
 				t.Helper()
-				require.NoError(t, os.RemoveAll(filepath.Join(bind, ".stride")))
+				require.NoError(t, os.RemoveAll(filepath.Join(bind, "#stride")))
 				g, err := Open(path, "vm", WithBindingDir(bind), WithSync(false),
 					WithFormat(FormatStriped), WithStride(stride), WithNodeNumber(node))
 				require.NoError(t, err)

@@ -28,6 +28,7 @@ import (
 // In block mode (WithBlock) numbers increase per Generator and are served
 // from memory; see WithBlock.
 type Generator struct {
+	host   *hostRecord // the host's record of the name (nil: records off)
 	name   string
 	path   string
 	log    *slog.Logger
@@ -150,26 +151,24 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 		}
 		return nil
 	}
-	if o.reg.registry == nil {
-		// One counter file per name on the host (see DefaultBindingDir):
-		// checked before the counter is created, so that a refused name
-		// changes nothing.
-		err = withNameBound(ctx, name, counterPath, &o, openFile)
-	} else if o.reg.numbers == nil && o.form.node != 0 {
-		// A registry that gives no node numbers: a configured one is
-		// bound on the host as without a registry, with the name (a
-		// number's binding is in use while its name's counter exists).
-		err = withNameBound(ctx, name, counterPath, &o, openFile)
-	} else {
-		err = openFile()
-	}
+	// Every path keeps the host's record of the name (see
+	// DefaultBindingDir): judged before the counter is created, so that a
+	// refused name changes nothing.
+	hr, err := withRecord(ctx, name, counterPath, form, &o, openFile, func() *counterFile { return file })
 	if err != nil {
 		if file != nil {
-			file.close() // opened, then the binding was refused
+			file.close() // opened, then the record refused it
 		}
 		return nil, err
 	}
 	g := &Generator{name: name, path: counterPath, log: o.logger, file: file, stats: newGenStats(), form: form, clock: o.clock}
+	g.host = hr
+	fail := func() {
+		if hr != nil {
+			hr.close(file) // as a clean close: the name's record left as found
+		}
+		file.close()
+	}
 	if o.reg.registry != nil {
 		if _, ok := ctx.Deadline(); !ok {
 			var cancel context.CancelFunc
@@ -178,22 +177,26 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 		}
 		g.res, err = startReservation(ctx, counterPath, name, &o, g.withFile)
 		if err != nil {
-			file.close()
+			fail()
 			return nil, err
 		}
 		g.form, err = numberedForm(&o, g.res)
 		if err == nil {
 			err = useForm(ctx, file, counterPath, g.form, &o)
 		}
+		if err == nil && hr != nil {
+			err = hr.setNode(ctx, file, g.form, g.res.number)
+		}
 		if err != nil {
 			// As Close: leave the host's presence, then close the files
 			// beside the counter.
 			_ = g.res.close()
 			g.res.host.close()
-			file.close()
+			fail()
 			return nil, err
 		}
 	}
+	file.host = hr
 	g.file.form = &g.form
 	g.gc = newGroupCommit(g.flush)
 	if o.block > 0 {
@@ -538,6 +541,9 @@ func (g *Generator) Close() error {
 	g.fileClosed = true
 	if g.res != nil {
 		g.res.host.close()
+	}
+	if g.host != nil {
+		g.host.close(g.file)
 	}
 	if cerr := g.file.close(); err == nil {
 		err = cerr

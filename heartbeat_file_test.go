@@ -89,7 +89,7 @@ func TestHeartbeatFileReplacedRejoined(t *testing.T) {
 			// A take-over learned by the holder reaches every process.
 			other := filepath.Join(dir, "b", "c.u64")
 			require.NoError(t, os.Mkdir(filepath.Dir(other), 0o755))
-			taker, err := Open(other, "web_1", WithRegistry(reg), WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}),
+			taker, err := Open(other, "web_1", WithRegistry(reg), WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithBindingDir(t.TempDir()),
 				WithTakeover(0), WithSync(false), WithCloneWindow(0))
 			require.NoError(t, err)
 			defer taker.Close()

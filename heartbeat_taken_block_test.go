@@ -29,7 +29,7 @@ func TestHeartbeatTakenStopsBlockIDs(t *testing.T) {
 		require.NoError(t, err)
 	}
 	taker, err := Open(filepath.Join(dir, "other.u64"), "web_1", WithRegistry(reg),
-		WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithTakeover(0), WithSync(false), WithCloneWindow(0))
+		WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithBindingDir(t.TempDir()), WithTakeover(0), WithSync(false), WithCloneWindow(0))
 	require.NoError(t, err)
 	defer taker.Close()
 	fh.until(interval/4, 40, func() bool { return !a.ExportHeartbeatRunning() && !b.ExportHeartbeatRunning() },

@@ -87,7 +87,7 @@ func TestHeartbeatTakenRecordNotOverwritten(t *testing.T) {
 	defer M.Close()
 	close(armed)
 	<-nInFlight
-	taker, err := Open(filepath.Join(dir, "c2.u64"), "web_1", WithRegistry(reg), WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}),
+	taker, err := Open(filepath.Join(dir, "c2.u64"), "web_1", WithRegistry(reg), WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithBindingDir(t.TempDir()),
 		WithTakeover(0), WithSync(false), WithCloneWindow(0))
 	require.NoError(t, err)
 	defer taker.Close()
@@ -132,7 +132,7 @@ func TestHeartbeatTakeoverLearnedByExtendShared(t *testing.T) {
 	calls := logCalls(reg)
 	n := calls.count("touch")
 	fh.until(interval/4, 12, func() bool { return calls.count("touch") > n }, "the host did not refresh")
-	taker, err := Open(other, "web_1", WithRegistry(reg), WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithTakeover(0), WithSync(false), WithCloneWindow(0))
+	taker, err := Open(other, "web_1", WithRegistry(reg), WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithBindingDir(t.TempDir()), WithTakeover(0), WithSync(false), WithCloneWindow(0))
 	require.NoError(t, err)
 	defer taker.Close()
 	mark, _, err := ReadMark(path)

@@ -171,7 +171,7 @@ func TestHeartbeatTakeOverStopsEveryProcess(t *testing.T) {
 	other := filepath.Join(dir, "b", "c.u64")
 	require.NoError(t, os.Mkdir(filepath.Dir(other), 0o755))
 	calls := logCalls(reg)
-	taker, err := Open(other, "web_1", WithRegistry(reg), WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithTakeover(0), WithSync(false), WithCloneWindow(0))
+	taker, err := Open(other, "web_1", WithRegistry(reg), WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithBindingDir(t.TempDir()), WithTakeover(0), WithSync(false), WithCloneWindow(0))
 	require.NoError(t, err)
 	defer taker.Close()
 	stopped := func() bool {

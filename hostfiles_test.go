@@ -163,7 +163,7 @@ func TestJoinUnderAnotherNameRefused(t *testing.T) {
 			}
 			require.ErrorIs(t, err, ErrNameMismatch)
 			assert.Nil(t, g)
-			assert.Contains(t, err.Error(), `under the name "web_a"`, "the error says which name the counter is in use under")
+			assert.Contains(t, err.Error(), `holds the name "web_a"`, "the error says which name the counter is in use under")
 			assert.Contains(t, err.Error(), tc.other)
 			assert.Equal(t, uint64(3), ctValue(t, path), "nothing was issued under the other name")
 

@@ -31,12 +31,17 @@ type HostFiles struct {
 }
 
 // ReadHostFiles reads the owner, mark and session files beside the counter
-// at counterPath. A missing file is reported as absent; a damaged one is
-// an error that matches ErrCorrupt (ErrCorruptOwner, ErrCorruptMark,
-// ErrCorruptSession). It changes nothing.
-func ReadHostFiles(counterPath string) (HostFiles, error) {
+// at counterPath, and whether the host's records (WithBindingDir names
+// their place) say a name of that counter was released. A missing file is
+// reported as absent; a damaged one is an error that matches ErrCorrupt
+// (ErrCorruptOwner, ErrCorruptMark, ErrCorruptSession). It changes
+// nothing.
+func ReadHostFiles(counterPath string, opts ...Option) (HostFiles, error) {
 	var hf HostFiles
-	o := defaultOptions()
+	o, err := buildOptions(opts)
+	if err != nil {
+		return hf, err
+	}
 	owner, err := loadOwner(counterPath, false, &o)
 	switch {
 	case err == nil:
@@ -51,6 +56,9 @@ func ReadHostFiles(counterPath string) (HostFiles, error) {
 	hf.MarkFile, hf.Mark, hf.Floor = ok, m.mark, m.floor
 	if hf.Released, err = (&hostState{releasedPath: counterPath + releasedSuffix}).released(); err != nil {
 		return hf, err
+	}
+	if hf.Released == "" {
+		hf.Released = releasedInRecords(counterPath, &o)
 	}
 	path := counterPath + sessionSuffix
 	b, err := readSmallFile(path, false)

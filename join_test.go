@@ -31,7 +31,7 @@ func TestJoinRefusesNameTheRecordSaysTaken(t *testing.T) {
 
 	other := filepath.Join(dir, "b", "c.u64")
 	require.NoError(t, os.Mkdir(filepath.Dir(other), 0o755))
-	taker, err := Open(other, "web_1", WithRegistry(reg), WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}),
+	taker, err := Open(other, "web_1", WithRegistry(reg), WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithBindingDir(t.TempDir()),
 		WithTakeover(0), WithSync(false), WithCloneWindow(0))
 	require.NoError(t, err)
 	defer taker.Close()
@@ -77,7 +77,7 @@ func TestJoinRefusesRowOfAnotherSession(t *testing.T) {
 
 	testfs.CopyFiles(t, filepath.Join(dir, "a"), filepath.Join(dir, "clone"), "c.u64", "c.u64.owner")
 	clone, err := Open(filepath.Join(dir, "clone", "c.u64"), "web_1", WithRegistry(reg), WithSync(false),
-		WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithCloneWindow(0))
+		WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithBindingDir(t.TempDir()), WithCloneWindow(0))
 	require.NoError(t, err)
 	defer clone.Close()
 	row, _ := reg.Row("web_1")

@@ -21,7 +21,11 @@ func lockDir(t *testing.T) string {
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(root) })
 	require.NoError(t, os.Chmod(root, 0o755))
-	return root
+	// A level below: the test's own host for the records of names (see
+	// export_test.go).
+	host := filepath.Join(root, "host")
+	require.NoError(t, os.Mkdir(host, 0o755))
+	return host
 }
 
 // requireLockedWithin runs fn and checks that it returns, within limit,

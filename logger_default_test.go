@@ -8,14 +8,15 @@ import (
 	"testing"
 
 	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/snapidtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // Without WithLogger the library's notices go to slog.Default(), so that
 // an embedder sees them; WithLogger with a discarding handler silences
-// them. The notice here: a name whose bound counter is gone moves to
-// another counter.
+// them. The notice here: a counter found below the host's record of how
+// far it went, under a registry, is raised to it.
 func TestDefaultLoggerIsSlogDefault(t *testing.T) {
 	var buf bytes.Buffer
 	prev := slog.Default()
@@ -25,19 +26,22 @@ func TestDefaultLoggerIsSlogDefault(t *testing.T) {
 	moveName := func(opts ...Option) {
 		t.Helper()
 		dir, bind := t.TempDir(), t.TempDir()
-		a, b := filepath.Join(dir, "a.u64"), filepath.Join(dir, "b.u64")
-		opts = append(opts, WithBindingDir(bind))
+		a := filepath.Join(dir, "a.u64")
+		opts = append(opts, WithBindingDir(bind), WithRegistry(snapidtest.NewRegistry()))
 		g, err := Open(a, "vm", opts...)
 		require.NoError(t, err)
+		_, err = g.NextN(3)
+		require.NoError(t, err)
 		require.NoError(t, g.Close())
-		require.NoError(t, os.Remove(a))
-		g, err = Open(b, "vm", opts...)
+		zero := EncodeCounter(0)
+		require.NoError(t, os.WriteFile(a, zero[:], 0o600))
+		g, err = Open(a, "vm", opts...)
 		require.NoError(t, err)
 		require.NoError(t, g.Close())
 	}
 	moveName()
 	assert.Contains(t, buf.String(), "level=WARN")
-	assert.Contains(t, buf.String(), "the counter file this node name went with on this host is gone")
+	assert.Contains(t, buf.String(), "below the host's record of how far it went")
 
 	buf.Reset()
 	moveName(WithLogger(slog.New(slog.DiscardHandler)))

@@ -176,14 +176,6 @@ func (r *reservation) claimNumber(ctx context.Context, h Holder) error {
 	if err := r.checkGivenNumber(n, stride); err != nil {
 		return err
 	}
-	if r.form.form != FormatName {
-		// Only the numeric forms carry the number: a name-form host
-		// binds it when it first uses one (and is refused then if the
-		// host uses the number with another name).
-		if err := bindRegistryNumber(ctx, r.name, r.host.counterPath, n, r.host.opts); err != nil {
-			return err
-		}
-	}
 	want := numberRecord{name: r.name, number: n, stride: stride}
 	want.check = numberCheck(h.Session, want)
 	if !ok || f != want {

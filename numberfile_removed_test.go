@@ -34,7 +34,7 @@ func TestNumberFileRemovedFormHistoryKeepsRegistryNumber(t *testing.T) {
 	require.NoError(t, vm.Close())
 
 	web := openReg(t, webCounter, "web", reg, WithFormat(FormatDecimal), WithBindingDir(""),
-		WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}))
+		WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithBindingDir(t.TempDir()))
 	_, webNum, _ := web.Form()
 	require.NotEqual(t, vmNum, webNum)
 	require.NoError(t, web.Close())

@@ -79,7 +79,7 @@ func TestForceReleaseKeepsTheHoldersMark(t *testing.T) {
 			assert.Equal(t, final, got.Reserved)
 
 			// The next holder starts above the crashed holder's mark.
-			b := openReg(t, filepath.Join(dir, "b.u64"), "web_1", reg, WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}))
+			b := openReg(t, filepath.Join(dir, "b.u64"), "web_1", reg, WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithBindingDir(t.TempDir()))
 			defer b.Close()
 			v, err := b.Next()
 			require.NoError(t, err)

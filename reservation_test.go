@@ -129,7 +129,7 @@ func TestReservationNameTakenIssuesNothing(t *testing.T) {
 
 	bPath := filepath.Join(dir, "b.u64")
 	require.NoError(t, os.WriteFile(bPath, []byte{41, 0, 0, 0, 0, 0, 0, 0}, 0o600))
-	_, err := Open(bPath, "web_1", WithRegistry(reg), WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}))
+	_, err := Open(bPath, "web_1", WithRegistry(reg), WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithBindingDir(t.TempDir()))
 	require.ErrorIs(t, err, ErrNameTaken)
 	assert.Contains(t, err.Error(), "h1")
 	b, err := os.ReadFile(bPath)
@@ -149,7 +149,7 @@ func TestReservationTakeoverAfterReleaseContinuesAbove(t *testing.T) {
 	assert.Equal(t, uint64(37), final)
 
 	b, err := Open(filepath.Join(dir, "b.u64"), "web_1", WithRegistry(reg), WithSync(false),
-		WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}))
+		WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithBindingDir(t.TempDir()))
 	require.NoError(t, err)
 	defer b.Close()
 	v, err := b.Next()
@@ -165,9 +165,10 @@ func TestReservationForcedTakeover(t *testing.T) {
 	crash(t, a) // the old host is gone without releasing
 
 	other := WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"})
-	_, err := Open(filepath.Join(dir, "b.u64"), "web_1", WithRegistry(reg), other)
+	place2 := WithBindingDir(t.TempDir())
+	_, err := Open(filepath.Join(dir, "b.u64"), "web_1", WithRegistry(reg), other, place2)
 	require.ErrorIs(t, err, ErrNameTaken)
-	b, err := Open(filepath.Join(dir, "b.u64"), "web_1", WithRegistry(reg), other, WithTakeover(1000))
+	b, err := Open(filepath.Join(dir, "b.u64"), "web_1", WithRegistry(reg), other, place2, WithTakeover(1000))
 	require.NoError(t, err)
 	defer b.Close()
 	v, err := b.Next()
@@ -185,7 +186,7 @@ func TestReservationCloneRefused(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "clone"), 0o700))
 	testfs.CopyFiles(t, filepath.Join(dir, "a"), filepath.Join(dir, "clone"), "c.u64", "c.u64.owner")
 	_, err := Open(filepath.Join(dir, "clone", "c.u64"), "web_1", WithRegistry(reg),
-		WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}))
+		WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithBindingDir(t.TempDir()))
 	require.ErrorIs(t, err, ErrProbableClone)
 }
 
@@ -203,9 +204,10 @@ func TestReservationCloneWindowAndHeartbeat(t *testing.T) {
 	testfs.CopyFiles(t, filepath.Join(dir, "a"), filepath.Join(dir, "clone"), "c.u64", "c.u64.owner")
 	clonePath := filepath.Join(dir, "clone", "c.u64")
 	cloneHost := WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"})
+	clonePlace := WithBindingDir(t.TempDir())
 
 	before, _ := reg.Row("web_1")
-	_, err := Open(clonePath, "web_1", WithRegistry(reg), cloneHost, WithHeartbeat(time.Second), WithRegistryTimeout(time.Second),
+	_, err := Open(clonePath, "web_1", WithRegistry(reg), cloneHost, clonePlace, WithHeartbeat(time.Second), WithRegistryTimeout(time.Second),
 		WithCloneWindow(2999*time.Millisecond))
 	require.ErrorIs(t, err, ErrInvalidOption)
 	assert.Contains(t, err.Error(), "the clone window (2.999s) must be at least twice the heartbeat (1s) plus the registry timeout (1s)")
@@ -217,10 +219,10 @@ func TestReservationCloneWindowAndHeartbeat(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, g.Close())
 
-	_, err = Open(clonePath, "web_1", WithRegistry(reg), cloneHost, WithHeartbeat(time.Hour), WithCloneWindow(3*time.Hour))
+	_, err = Open(clonePath, "web_1", WithRegistry(reg), cloneHost, clonePlace, WithHeartbeat(time.Hour), WithCloneWindow(3*time.Hour))
 	require.ErrorIs(t, err, ErrProbableClone)
 
-	c, err := Open(clonePath, "web_1", WithRegistry(reg), cloneHost, WithHeartbeat(time.Hour), WithCloneWindow(0))
+	c, err := Open(clonePath, "web_1", WithRegistry(reg), cloneHost, clonePlace, WithHeartbeat(time.Hour), WithCloneWindow(0))
 	require.NoError(t, err, "a window of 0 turns the clone check off, whatever the heartbeat")
 	defer c.Close()
 	h, _ = reg.Row("web_1")
@@ -278,43 +280,56 @@ func TestReservationProcessesShareMark(t *testing.T) {
 }
 
 // A copy of a counter directory used on the same machine (same owner
-// token, same host info) claims the name with a new session: the original
-// can no longer extend, stops at its mark, and the two never share a
-// number.
+// token, same host info) is a second counter under the name: the host's
+// record refuses it before the registry is asked. Where the copy keeps
+// records of its own (a container sharing the machine's identity), it
+// claims the name with a new session: the original can no longer extend,
+// stops at its mark, and the two never share a number.
 func TestReservationCopiedDirectorySameMachine(t *testing.T) {
-	reg := snapidtest.NewRegistry()
-	dir := t.TempDir()
-	for _, d := range []string{"a", "b"} {
-		require.NoError(t, os.MkdirAll(filepath.Join(dir, d), 0o700))
-	}
-	g1 := openReg(t, filepath.Join(dir, "a", "c.u64"), "web_1", reg, WithReserveStep(10), WithOutageHorizon(0))
-	defer g1.Close()
-	from1 := draw(t, g1, 2)
-	entries, err := os.ReadDir(filepath.Join(dir, "a"))
-	require.NoError(t, err)
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(dir, "a", e.Name()))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "b", e.Name()), b, 0o600))
-	}
-	g2 := openReg(t, filepath.Join(dir, "b", "c.u64"), "web_1", reg, WithReserveStep(10), WithOutageHorizon(0))
-	defer g2.Close()
-	from2 := draw(t, g2, 30)
-	for {
-		v, err := g1.Next()
-		if err != nil {
-			require.ErrorIs(t, err, ErrNameTaken)
-			break
+	for _, ownRecords := range []bool{false, true} {
+		reg := snapidtest.NewRegistry()
+		dir := t.TempDir()
+		for _, d := range []string{"a", "b"} {
+			require.NoError(t, os.MkdirAll(filepath.Join(dir, d), 0o700))
 		}
-		from1 = append(from1, v)
-		require.Less(t, len(from1), 100)
-	}
-	seen := map[uint64]bool{}
-	for _, v := range from1 {
-		seen[v] = true
-	}
-	for _, v := range from2 {
-		require.False(t, seen[v], "number %d issued from both copies", v)
+		g1 := openReg(t, filepath.Join(dir, "a", "c.u64"), "web_1", reg, WithReserveStep(10), WithOutageHorizon(0))
+		defer g1.Close()
+		from1 := draw(t, g1, 2)
+		entries, err := os.ReadDir(filepath.Join(dir, "a"))
+		require.NoError(t, err)
+		for _, e := range entries {
+			b, err := os.ReadFile(filepath.Join(dir, "a", e.Name()))
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "b", e.Name()), b, 0o600))
+		}
+		if !ownRecords {
+			before, _ := reg.Row("web_1")
+			_, err := Open(filepath.Join(dir, "b", "c.u64"), "web_1", WithRegistry(reg), WithReserveStep(10), WithOutageHorizon(0))
+			require.ErrorIs(t, err, ErrNameBound)
+			after, _ := reg.Row("web_1")
+			require.Equal(t, before, after, "refused before the registry is asked")
+			draw(t, g1, 30)
+			continue
+		}
+		g2 := openReg(t, filepath.Join(dir, "b", "c.u64"), "web_1", reg, WithReserveStep(10), WithOutageHorizon(0), WithBindingDir(t.TempDir()))
+		defer g2.Close()
+		from2 := draw(t, g2, 30)
+		for {
+			v, err := g1.Next()
+			if err != nil {
+				require.ErrorIs(t, err, ErrNameTaken)
+				break
+			}
+			from1 = append(from1, v)
+			require.Less(t, len(from1), 100)
+		}
+		seen := map[uint64]bool{}
+		for _, v := range from1 {
+			seen[v] = true
+		}
+		for _, v := range from2 {
+			require.False(t, seen[v], "number %d issued from both copies", v)
+		}
 	}
 }
 
@@ -815,7 +830,7 @@ func TestTakeoverFloorBoundaries(t *testing.T) {
 			before, _ := reg.Row("web_1")
 			bPath := filepath.Join(dir, "b.u64")
 			b, err := Open(bPath, "web_1", WithRegistry(reg), WithSync(false),
-				WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithTakeover(floor))
+				WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithBindingDir(t.TempDir()), WithTakeover(floor))
 			if floor == math.MaxUint64 {
 				require.ErrorIs(t, err, ErrInvalidOption)
 				after, _ := reg.Row("web_1")
@@ -871,7 +886,7 @@ func TestBackgroundExtensionNameTakenLogsTheTruth(t *testing.T) {
 	defer a.Close()
 	draw(t, a, 3)
 	b, err := Open(filepath.Join(dir, "b.u64"), "web_1", WithRegistry(reg), WithSync(false),
-		WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithTakeover(100))
+		WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithBindingDir(t.TempDir()), WithTakeover(100))
 	require.NoError(t, err)
 	defer b.Close()
 	draw(t, a, 3) // the 6th leaves less than half a step: a background extension
@@ -898,7 +913,8 @@ func TestBackgroundExtensionNameTakenLogsTheTruth(t *testing.T) {
 // One counter, one name: a counter whose host holds web_2 is refused a
 // claim of web_1 (ErrNameMismatch) before anything is written, even with
 // WithReclaim (snapctl register); once web_2 is released, or taken over
-// by another owner, the counter may take another name.
+// by another owner and its record removed from this host, the counter may
+// take another name.
 func TestSecondNameOnCounterRefused(t *testing.T) {
 	reg := snapidtest.NewRegistry()
 	dir := t.TempDir()
@@ -919,9 +935,14 @@ func TestSecondNameOnCounterRefused(t *testing.T) {
 	// Taken over by another owner: the counter no longer holds web_2.
 	other := filepath.Join(dir, "b.u64")
 	b, err := Open(other, "web_2", WithRegistry(reg), WithSync(false),
-		WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithTakeover(100))
+		WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithBindingDir(t.TempDir()), WithTakeover(100))
 	require.NoError(t, err)
 	require.NoError(t, b.Close())
+	// This host's record still ties the counter to web_2 (a take-over
+	// elsewhere changes no file here): refused, naming the way out.
+	_, err = Open(path, "web_1", WithRegistry(reg), WithSync(false), WithReclaim())
+	require.ErrorIs(t, err, ErrNameMismatch)
+	require.NoError(t, os.Remove(filepath.Join(ExportTestBindingDir(path), "web_2")))
 	g, err = Open(path, "web_1", WithRegistry(reg), WithSync(false), WithReclaim())
 	require.NoError(t, err, "web_2 is no longer this counter's")
 	require.NoError(t, g.Close())

@@ -72,6 +72,9 @@ func crash(g *Generator) error {
 			return err
 		}
 	}
+	if g.host != nil {
+		g.host.drop() // its presence lock goes, nothing is written
+	}
 	return g.file.close()
 }
 

@@ -96,7 +96,7 @@ func TestClusterNodeFailures(t *testing.T) {
 
 	require.NoError(t, gB.Close())
 	require.NoError(t, timed("one down: release fail_b", func() error {
-		_, err := snapid.Release(ctx, pathB, "fail_b", snapid.WithRegistry(reg))
+		_, err := snapid.Release(ctx, pathB, "fail_b", snapid.WithRegistry(reg), onHost(t, pathB)) // openGen's host of pathB
 		return err
 	}))
 	hB, err := reg.Get(ctx, "fail_b")

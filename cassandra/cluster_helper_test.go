@@ -197,12 +197,14 @@ func (l *idLog) duplicates() []string {
 
 // openGen opens a Generator on a counter of its own under dir with the
 // registry, small reservation steps (so the mark moves often) and a quick
-// heartbeat.
+// heartbeat. Each counter path is a host of its own: its records place is
+// hostRecords(t, path), the same on every Open of that path.
 func openGen(t *testing.T, path, name string, reg snapid.Registry, step uint64, opts ...snapid.Option) (*snapid.Generator, error) {
 	t.Helper()
 	all := append([]snapid.Option{snapid.WithRegistry(reg), snapid.WithReserveStep(step), snapid.WithOutageHorizon(0),
 		snapid.WithHeartbeat(500 * time.Millisecond), snapid.WithRegistryTimeout(30 * time.Second),
-		snapid.WithHostInfo(snapid.HostInfo{Hostname: name + ".example", Address: "192.0.2.7", MachineID: "m-" + name})}, opts...)
+		snapid.WithHostInfo(snapid.HostInfo{Hostname: name + ".example", Address: "192.0.2.7", MachineID: "m-" + name}),
+		onHost(t, path)}, opts...)
 	return snapid.Open(path, name, all...)
 }
 

@@ -33,11 +33,16 @@ func init() {
 // "ready", waits for the go file, opens a snapid.Generator with the registry,
 // prints "won" and draws SNAPID_T_N numbers (one per line), or prints
 // "taken" if the name is held by another owner. With SNAPID_T_HANG=1 it
-// then prints "drawn" and waits, holding everything open, to be killed.
+// then prints "drawn" and waits, holding everything open, to be killed. Its
+// host's records place is SNAPID_T_RECORDS (see hostRecords).
 func clusterHostChild() int {
 	fail := func(err error) int {
 		fmt.Printf("error %v\n", err)
 		return 1
+	}
+	records := os.Getenv("SNAPID_T_RECORDS")
+	if records == "" {
+		return fail(errors.New("no SNAPID_T_RECORDS: a host needs its own records place"))
 	}
 	n, _ := strconv.Atoi(os.Getenv("SNAPID_T_N"))
 	step, _ := strconv.ParseUint(os.Getenv("SNAPID_T_STEP"), 10, 64)
@@ -58,7 +63,8 @@ func clusterHostChild() int {
 	}
 	g, err := snapid.OpenContext(ctx, os.Getenv("SNAPID_T_COUNTER"), os.Getenv("SNAPID_T_NAME"),
 		snapid.WithRegistry(reg), snapid.WithSync(false), snapid.WithReserveStep(max(step, 2)), snapid.WithOutageHorizon(0),
-		snapid.WithHostInfo(snapid.HostInfo{Hostname: "host-" + os.Getenv("SNAPID_T_MACHINE"), MachineID: os.Getenv("SNAPID_T_MACHINE")}))
+		snapid.WithHostInfo(snapid.HostInfo{Hostname: "host-" + os.Getenv("SNAPID_T_MACHINE"), MachineID: os.Getenv("SNAPID_T_MACHINE")}),
+		snapid.WithBindingDir(records))
 	if errors.Is(err, snapid.ErrNameTaken) {
 		fmt.Println("taken")
 		return 0
@@ -92,11 +98,20 @@ type hostProc struct {
 
 // startHost starts a clusterHostChild on ks with the extra environment
 // env, waiting for goFile, and returns once it is connected, with its
-// output after "ready".
+// output after "ready". The child is on the host of its SNAPID_T_MACHINE:
+// it uses that host's records place (hostRecords).
 func startHost(t *testing.T, ks *testKeyspace, goFile string, env ...string) (*exec.Cmd, *bufio.Scanner) {
 	t.Helper()
+	machine := ""
+	for _, e := range env {
+		if m, ok := strings.CutPrefix(e, "SNAPID_T_MACHINE="); ok {
+			machine = m
+		}
+	}
+	require.NotEmpty(t, machine, "a child host needs SNAPID_T_MACHINE")
 	cmd := childCommand(t, "cluster-host", append([]string{
 		"SNAPID_T_HOSTS=" + strings.Join(ks.Hosts, ","), "SNAPID_T_KS=" + ks.Name, "SNAPID_T_GO=" + goFile,
+		"SNAPID_T_RECORDS=" + hostRecords(t, machine),
 	}, env...)...)
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -144,7 +159,8 @@ func TestClusterTwoHostsOneName(t *testing.T) {
 	ks := newTestKeyspace(t)
 	reg := ks.registry(t)
 	dir := t.TempDir()
-	a, err := snapid.Open(filepath.Join(dir, "a.u64"), "web_1", snapid.WithRegistry(reg), snapid.WithHostInfo(snapid.HostInfo{Hostname: "host-a", Address: "192.0.2.1", MachineID: "ma"}))
+	a, err := snapid.Open(filepath.Join(dir, "a.u64"), "web_1", snapid.WithRegistry(reg), snapid.WithHostInfo(snapid.HostInfo{Hostname: "host-a", Address: "192.0.2.1", MachineID: "ma"}),
+		onHost(t, "ma"))
 	require.NoError(t, err)
 	defer a.Close()
 	id, err := a.UniqueID()
@@ -152,7 +168,8 @@ func TestClusterTwoHostsOneName(t *testing.T) {
 	assert.Equal(t, "web_1-1", id)
 
 	bPath := filepath.Join(dir, "b.u64")
-	_, err = snapid.Open(bPath, "web_1", snapid.WithRegistry(ks.registry(t)), snapid.WithHostInfo(snapid.HostInfo{Hostname: "host-b", MachineID: "mb"}))
+	_, err = snapid.Open(bPath, "web_1", snapid.WithRegistry(ks.registry(t)), snapid.WithHostInfo(snapid.HostInfo{Hostname: "host-b", MachineID: "mb"}),
+		onHost(t, "mb"))
 	require.ErrorIs(t, err, snapid.ErrNameTaken)
 	for _, want := range []string{"host-a", "192.0.2.1", "since"} {
 		assert.Contains(t, err.Error(), want)
@@ -185,8 +202,10 @@ func TestClusterSixteenClaims(t *testing.T) {
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		regs := make([]*Registry, 8)
+		hosts := make([]snapid.Option, 8) // each goroutine a machine of its own
 		for i := range regs {
 			regs[i] = ks.registry(t)
+			hosts[i] = onHost(t, fmt.Sprintf("g%d", i))
 		}
 		start := make(chan struct{})
 		goErrs := make(chan error, 8)
@@ -196,7 +215,7 @@ func TestClusterSixteenClaims(t *testing.T) {
 				defer wg.Done()
 				<-start
 				g, err := snapid.Open(filepath.Join(dir, fmt.Sprintf("g%d.u64", i)), name, snapid.WithRegistry(regs[i]),
-					snapid.WithHostInfo(snapid.HostInfo{Hostname: fmt.Sprintf("g%d", i), MachineID: fmt.Sprintf("g%d", i)}))
+					snapid.WithHostInfo(snapid.HostInfo{Hostname: fmt.Sprintf("g%d", i), MachineID: fmt.Sprintf("g%d", i)}), hosts[i])
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
@@ -306,7 +325,9 @@ func TestClusterRestartReleaseTakeoverBackup(t *testing.T) {
 	reg := ks.registry(t)
 	dir := t.TempDir()
 	aPath := filepath.Join(dir, "a.u64")
-	hostA := snapid.WithHostInfo(snapid.HostInfo{Hostname: "host-a", MachineID: "a"}) // as crashedHost's machine "a"
+	// Host A is crashedHost's machine "a": its host info and records place.
+	hostA := snapid.WithHostInfo(snapid.HostInfo{Hostname: "host-a", MachineID: "a"})
+	onA := onHost(t, "a")
 	open := func(path string, opts ...snapid.Option) *snapid.Generator {
 		g, err := snapid.Open(path, "web_1", append([]snapid.Option{snapid.WithRegistry(reg), snapid.WithReserveStep(100), snapid.WithOutageHorizon(0)}, opts...)...)
 		require.NoError(t, err)
@@ -314,7 +335,7 @@ func TestClusterRestartReleaseTakeoverBackup(t *testing.T) {
 	}
 
 	// Restart of the same host passes, without a gap after a clean close.
-	g := open(aPath, hostA)
+	g := open(aPath, hostA, onA)
 	first := draw(t, g, 10)
 	backup, err := os.ReadFile(aPath)
 	require.NoError(t, err)
@@ -326,25 +347,25 @@ func TestClusterRestartReleaseTakeoverBackup(t *testing.T) {
 	// After the crash, the counter restored from the old backup: raised to
 	// the registry's mark, no repeat.
 	require.NoError(t, os.WriteFile(aPath, backup, 0o600))
-	g = open(aPath, hostA)
+	g = open(aPath, hostA, onA)
 	v := draw(t, g, 1)[0]
 	assert.Greater(t, v, issued[len(issued)-1])
 	assert.LessOrEqual(t, v, issued[len(issued)-1]+100+1, "a crash costs at most one step")
 	require.NoError(t, g.Close())
 
 	// Release, then another host takes the name over and continues above.
-	final, err := snapid.Release(t.Context(), aPath, "web_1", snapid.WithRegistry(reg))
+	final, err := snapid.Release(t.Context(), aPath, "web_1", snapid.WithRegistry(reg), onA)
 	require.NoError(t, err)
 	assert.Equal(t, v, final)
-	b := open(filepath.Join(dir, "b.u64"), snapid.WithHostInfo(snapid.HostInfo{Hostname: "host-b", MachineID: "mb"}))
+	b := open(filepath.Join(dir, "b.u64"), snapid.WithHostInfo(snapid.HostInfo{Hostname: "host-b", MachineID: "mb"}), onHost(t, "mb"))
 	defer b.Close()
 	assert.Equal(t, []uint64{v + 1}, draw(t, b, 1))
 
 	// The old host refuses the name it released, and cannot claim it back
 	// on purpose either while the new one holds it.
-	_, err = snapid.Open(aPath, "web_1", snapid.WithRegistry(reg), hostA)
+	_, err = snapid.Open(aPath, "web_1", snapid.WithRegistry(reg), hostA, onA)
 	require.ErrorIs(t, err, snapid.ErrReleased)
-	_, err = snapid.Open(aPath, "web_1", snapid.WithRegistry(reg), hostA, snapid.WithReclaim())
+	_, err = snapid.Open(aPath, "web_1", snapid.WithRegistry(reg), hostA, onA, snapid.WithReclaim())
 	require.ErrorIs(t, err, snapid.ErrNameTaken)
 }
 
@@ -354,13 +375,15 @@ func TestClusterCloneRefused(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "orig"), 0o700))
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "clone"), 0o700))
-	g, err := snapid.Open(filepath.Join(dir, "orig", "c.u64"), "web_1", snapid.WithRegistry(reg), snapid.WithHostInfo(snapid.HostInfo{Hostname: "orig", MachineID: "m-orig"}))
+	g, err := snapid.Open(filepath.Join(dir, "orig", "c.u64"), "web_1", snapid.WithRegistry(reg), snapid.WithHostInfo(snapid.HostInfo{Hostname: "orig", MachineID: "m-orig"}),
+		onHost(t, "m-orig"))
 	require.NoError(t, err)
 	defer g.Close()
 	draw(t, g, 5)
 	testfs.CopyFiles(t, filepath.Join(dir, "orig"), filepath.Join(dir, "clone"), "c.u64", "c.u64.owner", "c.u64.mark")
 	clonePath := filepath.Join(dir, "clone", "c.u64")
-	_, err = snapid.Open(clonePath, "web_1", snapid.WithRegistry(reg), snapid.WithHostInfo(snapid.HostInfo{Hostname: "clone", MachineID: "m-clone"}))
+	_, err = snapid.Open(clonePath, "web_1", snapid.WithRegistry(reg), snapid.WithHostInfo(snapid.HostInfo{Hostname: "clone", MachineID: "m-clone"}),
+		onHost(t, "m-clone"))
 	require.ErrorIs(t, err, snapid.ErrProbableClone)
 	v, err := snapid.ReadCounter(clonePath)
 	require.NoError(t, err)
@@ -380,7 +403,7 @@ func TestClusterCloneAfterWindowNeverSharesRange(t *testing.T) {
 		require.NoError(t, os.MkdirAll(filepath.Join(dir, d), 0o700))
 	}
 	orig, err := snapid.Open(filepath.Join(dir, "orig", "c.u64"), "web_1", snapid.WithRegistry(reg), snapid.WithReserveStep(50), snapid.WithOutageHorizon(0),
-		snapid.WithHostInfo(snapid.HostInfo{Hostname: "orig", MachineID: "m-orig"}))
+		snapid.WithHostInfo(snapid.HostInfo{Hostname: "orig", MachineID: "m-orig"}), onHost(t, "m-orig"))
 	require.NoError(t, err)
 	defer orig.Close()
 	fromOrig := draw(t, orig, 10)
@@ -388,7 +411,7 @@ func TestClusterCloneAfterWindowNeverSharesRange(t *testing.T) {
 	later := ks.registry(t)
 	later.now = func() time.Time { return time.Now().Add(10 * time.Minute) }
 	clone, err := snapid.Open(filepath.Join(dir, "clone", "c.u64"), "web_1", snapid.WithRegistry(later), snapid.WithReserveStep(50), snapid.WithOutageHorizon(0),
-		snapid.WithHostInfo(snapid.HostInfo{Hostname: "clone", MachineID: "m-clone"}))
+		snapid.WithHostInfo(snapid.HostInfo{Hostname: "clone", MachineID: "m-clone"}), onHost(t, "m-clone"))
 	require.NoError(t, err)
 	defer clone.Close()
 	fromClone := draw(t, clone, 200)

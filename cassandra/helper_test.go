@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,6 +107,50 @@ func (rec *record) values() map[string]any {
 		out[columns[i].name] = v
 	}
 	return out
+}
+
+// Each simulated host keeps its own record of the names it uses (see
+// snapid.DefaultBindingDir), as each machine has its own
+// /var/lib/snapid/records. The place TestMain sets for the whole binary is
+// shared by every test, whose keyspaces give the same node numbers to other
+// names and whose hosts reuse names with fresh counter files; so every Open
+// and Release here names its host's place, and every child gets it in
+// SNAPID_T_RECORDS.
+var (
+	hostRecordsMu   sync.Mutex
+	hostRecordsDirs = map[testing.TB]map[string]string{}
+)
+
+// hostRecords is the records place of the host key in the test tb: the same
+// directory for the same key, a new one in the test's temporary directory
+// for a new key.
+func hostRecords(tb testing.TB, key string) string {
+	tb.Helper()
+	hostRecordsMu.Lock()
+	defer hostRecordsMu.Unlock()
+	dirs, ok := hostRecordsDirs[tb]
+	if !ok {
+		dirs = map[string]string{}
+		hostRecordsDirs[tb] = dirs
+		tb.Cleanup(func() {
+			hostRecordsMu.Lock()
+			defer hostRecordsMu.Unlock()
+			delete(hostRecordsDirs, tb)
+		})
+	}
+	if d, ok := dirs[key]; ok {
+		return d
+	}
+	d := tb.TempDir()
+	dirs[key] = d
+	return d
+}
+
+// onHost is the option that puts an Open or a Release on the host key of
+// the test tb (see hostRecords).
+func onHost(tb testing.TB, key string) snapid.Option {
+	tb.Helper()
+	return snapid.WithBindingDir(hostRecords(tb, key))
 }
 
 // testName returns a fresh valid node name.

@@ -246,7 +246,7 @@ func TestCassandraResolvedOutcomeCounted(t *testing.T) {
 		return p
 	})
 	path := filepath.Join(t.TempDir(), "counter.u64")
-	g, err := snapid.OpenContext(testCtx(t), path, testName(t), snapid.WithRegistry(r), snapid.WithSync(false))
+	g, err := snapid.OpenContext(testCtx(t), path, testName(t), snapid.WithRegistry(r), snapid.WithSync(false), onHost(t, "host"))
 	require.NoError(t, err)
 	defer g.Close()
 	counts := map[string]uint64{}

@@ -43,7 +43,7 @@ func TestCassandraOutage(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "counter.u64")
 	g, err := snapid.Open(path, "web_1", snapid.WithRegistry(reg), snapid.WithReserveStep(100), snapid.WithOutageHorizon(0),
-		snapid.WithRegistryTimeout(5*time.Second), snapid.WithHeartbeat(500*time.Millisecond))
+		snapid.WithRegistryTimeout(5*time.Second), snapid.WithHeartbeat(500*time.Millisecond), onHost(t, "host"))
 	require.NoError(t, err)
 	defer g.Close()
 	assert.Equal(t, []uint64{1, 2, 3}, draw(t, g, 3))
@@ -71,7 +71,7 @@ func TestCassandraOutage(t *testing.T) {
 	t.Logf("with Cassandra down, past the mark: %v", err)
 
 	otherPath := filepath.Join(dir, "other.u64")
-	_, err = snapid.Open(otherPath, "web_2", snapid.WithRegistry(reg), snapid.WithRegistryTimeout(5*time.Second))
+	_, err = snapid.Open(otherPath, "web_2", snapid.WithRegistry(reg), snapid.WithRegistryTimeout(5*time.Second), onHost(t, "host"))
 	require.ErrorIs(t, err, snapid.ErrRegistry, "a claim fails clearly")
 	if v, err := snapid.ReadCounter(otherPath); err == nil {
 		assert.Zero(t, v, "a failed claim issues nothing (its new counter and token stay for the retry)")
@@ -97,6 +97,6 @@ func TestCassandraOutage(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "no ids two minutes after Cassandra came back: %v", err)
 		time.Sleep(500 * time.Millisecond)
 	}
-	_, err = snapid.Open(otherPath, "web_2", snapid.WithRegistry(reg))
+	_, err = snapid.Open(otherPath, "web_2", snapid.WithRegistry(reg), onHost(t, "host"))
 	require.NoError(t, err, "claims work again")
 }

@@ -30,7 +30,7 @@ func TestReleaseAfterCrashCoversTheMark(t *testing.T) {
 	mark := h.Reserved
 	require.Less(t, ctValue(t, path), mark)
 
-	final, err := snapid.Release(ctx, path, "web_1", snapid.WithRegistry(reg))
+	final, err := snapid.Release(ctx, path, "web_1", snapid.WithRegistry(reg), onHost(t, "m1")) // the crashed host's
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, final, mark)
 	got, err := reg.Get(ctx, "web_1")
@@ -59,7 +59,7 @@ func TestForceReleaseKeepsTheHoldersMark(t *testing.T) {
 
 	// The next holder starts above the crashed holder's mark.
 	b, err := snapid.Open(filepath.Join(dir, "b.u64"), "web_1", snapid.WithRegistry(reg),
-		snapid.WithHostInfo(snapid.HostInfo{Hostname: "h2", MachineID: "m2"}))
+		snapid.WithHostInfo(snapid.HostInfo{Hostname: "h2", MachineID: "m2"}), onHost(t, "m2"))
 	require.NoError(t, err)
 	defer b.Close()
 	v, err := b.Next()

@@ -191,7 +191,7 @@ func TestSequenceRestoredAndClonedOnCassandra(t *testing.T) {
 	path := filepath.Join(dir, "counter.u64")
 	open := func(path, machine string) *snapid.Generator {
 		g, err := snapid.Open(path, "shop", snapid.WithRegistry(reg), snapid.WithSync(false), snapid.WithCloneWindow(0),
-			snapid.WithHostInfo(snapid.HostInfo{Hostname: machine, MachineID: machine}))
+			snapid.WithHostInfo(snapid.HostInfo{Hostname: machine, MachineID: machine}), onHost(t, machine))
 		require.NoError(t, err)
 		return g
 	}
@@ -279,7 +279,7 @@ func TestSequenceCleanRestartOnCassandra(t *testing.T) {
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	open := func() (*snapid.Generator, *snapid.Sequence) {
-		g, err := snapid.Open(path, "web", snapid.WithRegistry(reg), snapid.WithSync(false))
+		g, err := snapid.Open(path, "web", snapid.WithRegistry(reg), snapid.WithSync(false), onHost(t, "host"))
 		require.NoError(t, err)
 		s, err := g.Sequence("ids", snapid.SequenceBlock(5), snapid.SequenceLeaseSize(1000))
 		require.NoError(t, err)

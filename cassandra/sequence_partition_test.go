@@ -65,7 +65,7 @@ func TestSequenceTwoDCPartition(t *testing.T) {
 		for h := range 2 {
 			name := fmt.Sprintf("host_%s_%d", dc, h)
 			g, err := snapid.Open(filepath.Join(t.TempDir(), "counter.u64"), name, snapid.WithRegistry(r), snapid.WithSync(false),
-				snapid.WithHostInfo(snapid.HostInfo{Hostname: name, MachineID: name}))
+				snapid.WithHostInfo(snapid.HostInfo{Hostname: name, MachineID: name}), onHost(t, name))
 			require.NoError(t, err)
 			t.Cleanup(func() { g.Close() })
 			s, err := g.Sequence("orders", snapid.SequenceBlock(10), snapid.SequenceLeaseSize(100))

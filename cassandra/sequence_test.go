@@ -32,7 +32,8 @@ func init() {
 // prints "ready", waits for the go file, opens a Generator and the
 // sequence SNAPID_T_SEQ, and draws with SNAPID_T_G goroutines
 // SNAPID_T_N numbers each (one line each: the number), or until the
-// sequence is exhausted ("exhausted"), then closes and prints "done".
+// sequence is exhausted ("exhausted"), then closes and prints "done". Its
+// host's records place is SNAPID_T_RECORDS (see hostRecords).
 func seqHostChild() int {
 	out := bufio.NewWriter(os.Stdout)
 	var mu sync.Mutex
@@ -47,6 +48,10 @@ func seqHostChild() int {
 		return 1
 	}
 	env := func(k string) uint64 { v, _ := strconv.ParseUint(os.Getenv(k), 10, 64); return v }
+	records := os.Getenv("SNAPID_T_RECORDS")
+	if records == "" {
+		return fail(errors.New("no SNAPID_T_RECORDS: a host needs its own records place"))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	reg, err := NewRegistry(ctx, Config{Hosts: strings.Split(os.Getenv("SNAPID_T_HOSTS"), ","), Keyspace: os.Getenv("SNAPID_T_KS")})
@@ -66,7 +71,8 @@ func seqHostChild() int {
 	}
 	g, err := snapid.OpenContext(ctx, os.Getenv("SNAPID_T_COUNTER"), os.Getenv("SNAPID_T_NAME"),
 		snapid.WithRegistry(reg), snapid.WithSync(os.Getenv("SNAPID_T_SYNC") == "1"), snapid.WithCloneWindow(0),
-		snapid.WithHostInfo(snapid.HostInfo{Hostname: "host-" + os.Getenv("SNAPID_T_NAME"), MachineID: "m-" + os.Getenv("SNAPID_T_NAME")}))
+		snapid.WithHostInfo(snapid.HostInfo{Hostname: "host-" + os.Getenv("SNAPID_T_NAME"), MachineID: "m-" + os.Getenv("SNAPID_T_NAME")}),
+		snapid.WithBindingDir(records))
 	if err != nil {
 		return fail(err)
 	}
@@ -120,14 +126,24 @@ type seqProc struct {
 }
 
 // startSeqProcs starts one child per environment, waits until all are
-// connected, and lets them go at once.
+// connected, and lets them go at once. A child is on the host of its node
+// name (machine "m-" + SNAPID_T_NAME, as seqHostChild says to the
+// registry): it uses that host's records place (hostRecords).
 func startSeqProcs(t *testing.T, ks *testKeyspace, envs [][]string) []*seqProc {
 	t.Helper()
 	goFile := filepath.Join(t.TempDir(), "go")
 	procs := make([]*seqProc, len(envs))
 	for i, env := range envs {
+		name := ""
+		for _, e := range env {
+			if n, ok := strings.CutPrefix(e, "SNAPID_T_NAME="); ok {
+				name = n
+			}
+		}
+		require.NotEmpty(t, name, "child %d: no SNAPID_T_NAME", i)
 		cmd := childCommand(t, "seq-host", append([]string{
 			"SNAPID_T_HOSTS=" + strings.Join(ks.Hosts, ","), "SNAPID_T_KS=" + ks.Name, "SNAPID_T_GO=" + goFile,
+			"SNAPID_T_RECORDS=" + hostRecords(t, "m-"+name),
 		}, env...)...)
 		out, err := cmd.StdoutPipe()
 		require.NoError(t, err)
@@ -414,7 +430,7 @@ func TestSequence32BitRunToMax(t *testing.T) {
 	require.Len(t, issued, 2000, "every number from start to max")
 	// A host's next process: still exhausted.
 	g, err := snapid.Open(counters[0], "app_0", snapid.WithRegistry(reg), snapid.WithSync(false), snapid.WithCloneWindow(0),
-		snapid.WithHostInfo(snapid.HostInfo{Hostname: "host-app_0", MachineID: "m-app_0"}))
+		snapid.WithHostInfo(snapid.HostInfo{Hostname: "host-app_0", MachineID: "m-app_0"}), onHost(t, "m-app_0"))
 	require.NoError(t, err)
 	defer g.Close()
 	s, err := g.Sequence("ticket")

@@ -130,7 +130,7 @@ func TestCassandraTLS(t *testing.T) {
 		r := k.registry(t, func(c *Config) {
 			c.TLSCAFile, c.TLSCertFile, c.TLSKeyFile = f.CA, f.Cert, f.Key
 		})
-		g, err := snapid.Open(filepath.Join(t.TempDir(), "counter.u64"), "tls_host", snapid.WithRegistry(r), snapid.WithSync(false))
+		g, err := snapid.Open(filepath.Join(t.TempDir(), "counter.u64"), "tls_host", snapid.WithRegistry(r), snapid.WithSync(false), onHost(t, "host"))
 		require.NoError(t, err)
 		defer g.Close()
 		id, err := g.NextID()

@@ -114,7 +114,7 @@ func openWithRegistry(t *testing.T) (*snapid.Generator, *snapidtest.Registry, st
 	t.Helper()
 	reg := snapidtest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
-	g, err := snapid.Open(path, "web_1", snapid.WithRegistry(reg), snapid.WithSync(false),
+	g, err := snapid.Open(path, "web_1", snapid.WithBindingDir(t.TempDir()), snapid.WithRegistry(reg), snapid.WithSync(false),
 		snapid.WithReserveStep(100), snapid.WithOutageHorizon(0), snapid.WithHeartbeat(time.Hour), snapid.WithCloneWindow(0))
 	require.NoError(t, err)
 	t.Cleanup(func() { g.Close() })
@@ -125,7 +125,7 @@ func openWithRegistry(t *testing.T) (*snapid.Generator, *snapidtest.Registry, st
 // issued; no reservation metric is there.
 func TestCollectorStandalone(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "counter.u64")
-	g, err := snapid.Open(path, "web_1", snapid.WithSync(false))
+	g, err := snapid.Open(path, "web_1", snapid.WithBindingDir(t.TempDir()), snapid.WithSync(false))
 	require.NoError(t, err)
 	defer g.Close()
 	c := snapidprom.NewCollector(g, snapidprom.Opts{ConstLabels: prom.Labels{"app": "cms"}})
@@ -247,7 +247,7 @@ func TestCollectorCassandra(t *testing.T) {
 	require.NoError(t, err)
 	defer reg.Close()
 	path := filepath.Join(t.TempDir(), "counter.u64")
-	g, err := snapid.OpenContext(ctx, path, "web_1", snapid.WithRegistry(reg), snapid.WithSync(false),
+	g, err := snapid.OpenContext(ctx, path, "web_1", snapid.WithBindingDir(t.TempDir()), snapid.WithRegistry(reg), snapid.WithSync(false),
 		snapid.WithReserveStep(20), snapid.WithOutageHorizon(0))
 	require.NoError(t, err)
 	defer g.Close()

@@ -104,7 +104,7 @@ func TestCollectorCassandraOutage(t *testing.T) {
 	require.NoError(t, err)
 	defer reg.Close()
 	g, err := snapid.OpenContext(ctx, filepath.Join(t.TempDir(), "counter.u64"), "web_1", snapid.WithRegistry(reg),
-		snapid.WithSync(false), snapid.WithReserveStep(20), snapid.WithOutageHorizon(0), snapid.WithRegistryTimeout(2*time.Second))
+		snapid.WithBindingDir(t.TempDir()), snapid.WithSync(false), snapid.WithReserveStep(20), snapid.WithOutageHorizon(0), snapid.WithRegistryTimeout(2*time.Second))
 	require.NoError(t, err)
 	defer g.Close()
 	c := snapidprom.NewCollector(g, snapidprom.Opts{})

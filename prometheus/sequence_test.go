@@ -200,7 +200,7 @@ func TestCollectorSequenceCassandra(t *testing.T) {
 	_, err = snapid.CreateSequence(ctx, reg, "orders", 1<<31-10_000, max)
 	require.NoError(t, err)
 	g, err := snapid.OpenContext(ctx, filepath.Join(t.TempDir(), "counter.u64"), "web_1", snapid.WithRegistry(reg),
-		snapid.WithSync(false), snapid.WithOutageHorizon(0))
+		snapid.WithBindingDir(t.TempDir()), snapid.WithSync(false), snapid.WithOutageHorizon(0))
 	require.NoError(t, err)
 	defer g.Close()
 	s, err := g.Sequence("orders", snapid.SequenceLeaseSize(1000))

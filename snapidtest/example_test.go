@@ -19,8 +19,11 @@ func ExampleRegistry() {
 	}
 	defer os.RemoveAll(dir)
 
+	// The host's record of the name is kept in the example's directory
+	// too, not in the machine's place (snapid.DefaultBindingDir).
 	reg := snapidtest.NewRegistry()
-	g, err := snapid.Open(filepath.Join(dir, "counter.u64"), "web_1", snapid.WithRegistry(reg), snapid.WithReserveStep(100))
+	g, err := snapid.Open(filepath.Join(dir, "counter.u64"), "web_1", snapid.WithRegistry(reg), snapid.WithReserveStep(100),
+		snapid.WithBindingDir(filepath.Join(dir, "records")))
 	if err != nil {
 		panic(err)
 	}
@@ -52,12 +55,16 @@ func ExampleRegistry_nameTaken() {
 	defer os.RemoveAll(dirA)
 	defer os.RemoveAll(dirB)
 
-	a, err := snapid.Open(filepath.Join(dirA, "counter.u64"), "web_1", snapid.WithRegistry(reg))
+	// Each simulated host keeps its record of the name in a place of its
+	// own, as two machines do.
+	a, err := snapid.Open(filepath.Join(dirA, "counter.u64"), "web_1", snapid.WithRegistry(reg),
+		snapid.WithBindingDir(filepath.Join(dirA, "records")))
 	if err != nil {
 		panic(err)
 	}
 	defer a.Close()
-	_, err = snapid.Open(filepath.Join(dirB, "counter.u64"), "web_1", snapid.WithRegistry(reg))
+	_, err = snapid.Open(filepath.Join(dirB, "counter.u64"), "web_1", snapid.WithRegistry(reg),
+		snapid.WithBindingDir(filepath.Join(dirB, "records")))
 	fmt.Println(errors.Is(err, snapid.ErrNameTaken))
 	// Output: true
 }

@@ -405,7 +405,7 @@ func (c *cli) auditTarget() (name, path string, err error) {
 		if path, err = c.resolveCounter(); err != nil {
 			return "", "", err
 		}
-		if hf, err := snapid.ReadHostFiles(path); err == nil && hf.SessionName != "" && hf.Released == "" {
+		if hf, err := snapid.ReadHostFiles(path, c.options()...); err == nil && hf.SessionName != "" && hf.Released == "" {
 			fmt.Fprintf(c.stderr, "snapctl: notice: no --name or SNAPID_NAME; using %q, the name the counter %s is in use under\n", hf.SessionName, path)
 			return hf.SessionName, path, nil
 		}

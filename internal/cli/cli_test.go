@@ -226,11 +226,18 @@ func TestCLIEnvAndFlagPrecedence(t *testing.T) {
 	assert.Equal(t, uint64(1), counterValue(t, envPath), "the environment's counter is not touched")
 	assert.Equal(t, uint64(1), counterValue(t, flagPath))
 
-	// (flag_name goes with flagPath now: one name, one counter per host.)
+	// (flag_name goes with flagPath now, env_name with envPath: one name,
+	// one counter, and one counter, one name, per host.)
+	r = f.run(t, "next", "--name", "other_name")
+	require.Equal(t, exitFailure, r.code, "a second name on the environment's counter")
+	assert.Contains(t, r.stderr, `holds the name "env_name"`)
+	otherPath := filepath.Join(dir, "other.u64")
+	f.vars["SNAPID_COUNTER"] = otherPath
 	r = f.run(t, "next", "--name", "other_name")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	assert.Equal(t, "other_name-2\n", r.stdout, "--name with SNAPID_COUNTER")
-	assert.Equal(t, uint64(2), counterValue(t, envPath))
+	assert.Equal(t, "other_name-1\n", r.stdout, "--name with SNAPID_COUNTER")
+	assert.Equal(t, uint64(1), counterValue(t, envPath), "the refused name issued nothing")
+	f.vars["SNAPID_COUNTER"] = envPath
 
 	r = f.run(t, "show", "--counter", flagPath)
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -240,7 +247,7 @@ func TestCLIEnvAndFlagPrecedence(t *testing.T) {
 	f.vars["SNAPID_NAME"] = "Env-Name"
 	line := requireOneErrorLine(t, f.run(t, "next"))
 	assert.Contains(t, line, snapid.NameRule)
-	assert.Equal(t, uint64(2), counterValue(t, envPath))
+	assert.Equal(t, uint64(1), counterValue(t, envPath))
 }
 
 func TestCLINameFromHostname(t *testing.T) {

@@ -52,8 +52,6 @@ func describe(cmd string, err error) string {
 			"(an earlier version of snapid?): stop them all, then start again (the first one rewrites %s)", errPath(err, "the .session file"))
 	case errors.Is(err, snapid.ErrNameMismatch):
 		hint = "nothing was changed; one counter file serves one node name: give --name the name it is in use under, or use another --counter"
-	case errors.Is(err, snapid.ErrNameBoundByRoot):
-		hint = "nothing was issued" // the error says what this user can do
 	case errors.Is(err, snapid.ErrNameBound):
 		hint = "nothing was issued (give that counter with --counter or SNAPID_COUNTER, or another --name)"
 	case errors.Is(err, snapid.ErrCorruptBinding):

@@ -134,7 +134,7 @@ func cmdRelease(ctx context.Context, c *cli, args []string) error {
 		if err != nil {
 			return err
 		}
-		final, err = snapid.Release(ctx, path, name, append([]snapid.Option{snapid.WithRegistry(reg), c.logOption()}, c.inprocOptions()...)...)
+		final, err = snapid.Release(ctx, path, name, append(append(c.options(), snapid.WithRegistry(reg)), c.inprocOptions()...)...)
 		if errors.Is(err, fs.ErrNotExist) {
 			return hintError{err, fmt.Sprintf("nothing was changed; this host never registered %q with the counter %s, or that counter is gone (check --counter): "+
 				"there is nothing to release here; to release a name whose holder is gone for good, 'snapctl release --force --start N'", name, path)}

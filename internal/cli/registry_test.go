@@ -69,7 +69,7 @@ func TestRegistryCommandsTwoHosts(t *testing.T) {
 	// Without the registry, a registered counter is refused unless asked.
 	unreg := newFakeEnv(t)
 	unreg.home = a.home
-	unreg.vars = map[string]string{"SNAPID_NAME": "web_1"}
+	unreg.vars = map[string]string{"SNAPID_NAME": "web_1", "SNAPID_BINDING_DIR": a.vars["SNAPID_BINDING_DIR"]} // host a, its counter
 	line := requireOneErrorLine(t, unreg.run(t, "next"))
 	assert.Contains(t, line, "registered")
 	r = unreg.run(t, "next", "--no-registry")
@@ -84,7 +84,7 @@ func TestRegistryCommandsTwoHosts(t *testing.T) {
 	// A second host (its own counter, so its own owner token) is refused,
 	// with the holder named, and issues nothing.
 	b := newFakeEnv(t)
-	b.vars = map[string]string{"SNAPID_CASSANDRA": a.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks, "SNAPID_NAME": "web_1"}
+	b.vars = map[string]string{"SNAPID_BINDING_DIR": b.vars["SNAPID_BINDING_DIR"], "SNAPID_CASSANDRA": a.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks, "SNAPID_NAME": "web_1"}
 	line = requireOneErrorLine(t, b.run(t, "next"))
 	assert.Contains(t, line, "node name taken")
 	assert.Contains(t, line, "since")
@@ -197,7 +197,7 @@ func TestCheckNamesFindsPlantedProblems(t *testing.T) {
 
 	// Held by another owner: this host's name, registered by someone else.
 	g := newFakeEnv(t)
-	g.vars = map[string]string{"SNAPID_CASSANDRA": f.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks, "SNAPID_NAME": "web_9"}
+	g.vars = map[string]string{"SNAPID_BINDING_DIR": g.vars["SNAPID_BINDING_DIR"], "SNAPID_CASSANDRA": f.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks, "SNAPID_NAME": "web_9"}
 	r = g.run(t, "register") // gives g's counter an owner token of its own
 	require.Equal(t, exitOK, r.code, r.stderr)
 	r = g.run(t, "check-names", "--json", "--name", "web_1")
@@ -242,7 +242,8 @@ func TestRegistryCommandsTLS(t *testing.T) {
 
 	g := newFakeEnv(t)
 	g.home = f.home
-	g.vars = map[string]string{"SNAPID_NAME": "tls_1", "SNAPID_CASSANDRA": f.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": f.vars["SNAPID_KEYSPACE"]}
+	g.vars = map[string]string{"SNAPID_NAME": "tls_1", "SNAPID_CASSANDRA": f.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": f.vars["SNAPID_KEYSPACE"],
+		"SNAPID_BINDING_DIR": f.vars["SNAPID_BINDING_DIR"]} // host f, its counter
 	tlsFlags := []string{"--tls-ca", tf.CA, "--tls-cert", tf.Cert, "--tls-key", tf.Key}
 	r = g.run(t, append([]string{"check-names"}, tlsFlags...)...)
 	require.Equal(t, exitOK, r.code, r.stdout+r.stderr)
@@ -353,7 +354,7 @@ func TestRegistryForceReleaseAbove2p63(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 
 	b := newFakeEnv(t)
-	b.vars = map[string]string{"SNAPID_CASSANDRA": a.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks, "SNAPID_NAME": "web_1"}
+	b.vars = map[string]string{"SNAPID_BINDING_DIR": b.vars["SNAPID_BINDING_DIR"], "SNAPID_CASSANDRA": a.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks, "SNAPID_NAME": "web_1"}
 	r = b.run(t, "release", "--force", "--start", "9300000000000000000")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "released web_1 (last number 9299999999999999999)")

@@ -58,7 +58,7 @@ func TestSeqCommands(t *testing.T) {
 	assert.Equal(t, []uint64{1000004}, got, "each run leases what it prints: no gap between runs")
 
 	b := newFakeEnv(t)
-	b.vars = map[string]string{"SNAPID_CASSANDRA": a.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks, "SNAPID_NAME": "web_2"}
+	b.vars = map[string]string{"SNAPID_BINDING_DIR": b.vars["SNAPID_BINDING_DIR"], "SNAPID_CASSANDRA": a.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks, "SNAPID_NAME": "web_2"}
 	got = append(got, seqNumbers(t, b.run(t, "seq", "next", "articles", "-n", "5"), 5)...)
 	got = append(got, seqNumbers(t, a.run(t, "seq", "next", "articles", "-n", "2"), 2)...)
 	seen := map[uint64]bool{}
@@ -178,7 +178,7 @@ func TestSeqNextMissingSequenceCreatesNothing(t *testing.T) {
 	a, k, ks := registryEnv(t)
 	a.vars["SNAPID_NAME"] = "web_1"
 	b := newFakeEnv(t)
-	b.vars = map[string]string{"SNAPID_CASSANDRA": a.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks, "SNAPID_NAME": "web_2"}
+	b.vars = map[string]string{"SNAPID_BINDING_DIR": b.vars["SNAPID_BINDING_DIR"], "SNAPID_CASSANDRA": a.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks, "SNAPID_NAME": "web_2"}
 	r := b.run(t, "seq", "create", "other")
 	require.Equal(t, exitOK, r.code, r.stderr)
 

@@ -105,7 +105,7 @@ func cmdStatus(ctx context.Context, c *cli, args []string) error {
 			st.Counter.SizeOK, st.Counter.LastIssued = true, strconv.FormatUint(last, 10)
 		}
 	}
-	hf, err := snapid.ReadHostFiles(path)
+	hf, err := snapid.ReadHostFiles(path, c.options()...)
 	if err != nil {
 		if !errors.Is(err, snapid.ErrCorrupt) {
 			return err

@@ -73,9 +73,17 @@ func TestStatusAndRegister(t *testing.T) {
 	// row is this owner token's, under another session. Without running
 	// processes that is no matter (the next start claims again); with
 	// them, they are superseded.
+	// (In the place that holds this host's record of web_1 the copy is
+	// another counter file under the name, refused; it claims from a
+	// place of its own, as a program of this machine keeping its records
+	// elsewhere.)
 	cp := t.TempDir()
 	testfs.CopyFiles(t, filepath.Dir(path), cp, "counter.u64", "counter.u64.owner")
+	assert.Contains(t, requireOneErrorLine(t, a.run(t, "register", "--counter", filepath.Join(cp, "counter.u64"))), "another counter file")
+	place := a.vars["SNAPID_BINDING_DIR"]
+	a.vars["SNAPID_BINDING_DIR"] = t.TempDir()
 	r = a.run(t, "register", "--counter", filepath.Join(cp, "counter.u64"))
+	a.vars["SNAPID_BINDING_DIR"] = place
 	require.Equal(t, exitOK, r.code, r.stderr)
 	st, r = statusJSON(t, a)
 	require.Equal(t, exitOK, r.code, "%v", st.Attention)
@@ -92,7 +100,7 @@ func TestStatusAndRegister(t *testing.T) {
 
 	// Host b takes web_1 over.
 	b := newFakeEnv(t)
-	b.vars = map[string]string{"SNAPID_CASSANDRA": a.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks, "SNAPID_NAME": "web_1"}
+	b.vars = map[string]string{"SNAPID_BINDING_DIR": b.vars["SNAPID_BINDING_DIR"], "SNAPID_CASSANDRA": a.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks, "SNAPID_NAME": "web_1"}
 	r = b.run(t, "register", "--force", "--start", "1000")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	st, r = statusJSON(t, a)
@@ -109,7 +117,7 @@ func TestStatusAndRegister(t *testing.T) {
 
 	// A host without an owner token configured with the name b holds.
 	c := newFakeEnv(t)
-	c.vars = map[string]string{"SNAPID_CASSANDRA": a.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks, "SNAPID_NAME": "web_1"}
+	c.vars = map[string]string{"SNAPID_BINDING_DIR": c.vars["SNAPID_BINDING_DIR"], "SNAPID_CASSANDRA": a.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks, "SNAPID_NAME": "web_1"}
 	writeCounterAt(t, c)
 	st, r = statusJSON(t, c)
 	require.Equal(t, exitProblems, r.code)
@@ -176,7 +184,7 @@ func TestNamesAndCheckNamesFromAdmin(t *testing.T) {
 
 	admin := newFakeEnv(t)
 	admin.host = "admin-box"
-	admin.vars = map[string]string{"SNAPID_CASSANDRA": a.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks}
+	admin.vars = map[string]string{"SNAPID_BINDING_DIR": admin.vars["SNAPID_BINDING_DIR"], "SNAPID_CASSANDRA": a.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks}
 	r := admin.run(t, "names")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")

@@ -18,18 +18,19 @@ import (
 func TestCLILibraryWarningsOnStderr(t *testing.T) {
 	f := newFakeEnv(t)
 	dir := t.TempDir()
-	a, b := filepath.Join(dir, "a.u64"), filepath.Join(dir, "b.u64")
-	r := f.run(t, "next", "--name", "vm", "--counter", a)
+	a := filepath.Join(dir, "a.u64")
+	r := f.run(t, "next", "--name", "vm", "--counter", a, "--format", "striped", "--node-number", "1", "--stride", "100")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Empty(t, r.stderr)
-	require.NoError(t, os.Remove(a))
-	r = f.run(t, "next", "--name", "vm", "--counter", b)
+	// An operator changing the host's stride removes its claim first.
+	require.NoError(t, os.Remove(filepath.Join(f.vars["SNAPID_BINDING_DIR"], "#stride")))
+	r = f.run(t, "next", "--name", "vm", "--counter", a, "--format", "striped", "--node-number", "1", "--stride", "10")
 	require.Equal(t, 0, r.code, r.stderr)
 	lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
 	require.Len(t, lines, 1, "one line: %q", r.stderr)
-	assert.True(t, strings.HasPrefix(lines[0], "snapctl: warning: the counter file this node name went with on this host is gone"), lines[0])
-	assert.Contains(t, lines[0], "name=vm")
-	assert.Contains(t, lines[0], "counter="+b)
+	assert.True(t, strings.HasPrefix(lines[0], "snapctl: warning: counter raised above the striped ids it handed out under another stride"), lines[0])
+	assert.Contains(t, lines[0], "stride=10")
+	assert.Contains(t, lines[0], "path="+a)
 	assert.NotContains(t, lines[0], "snapid:")
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/snapid/snapid/internal/statefile"
 	"golang.org/x/sys/unix"
@@ -191,7 +192,7 @@ type Handle struct {
 	name string
 	rec  Record
 	slot int
-	sync func(*os.File) error
+	fs   statefile.FS // writes and syncs go through it
 }
 
 // OpenHandle opens name's record for reading and writing.
@@ -200,7 +201,7 @@ func (p *Place) OpenHandle(name string) (*Handle, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Handle{f: f, st: st, name: name, sync: func(f *os.File) error { return f.Sync() }}
+	h := &Handle{f: f, st: st, name: name, fs: p.dir.FS()}
 	if _, err := h.Read(); err != nil {
 		f.Close()
 		return nil, err
@@ -233,11 +234,8 @@ func (h *Handle) Write(r Record) error {
 		return err
 	}
 	slot := 1 - h.slot
-	if _, err := h.f.WriteAt(b, int64(slot*SlotSize)); err != nil {
+	if err := statefile.WriteInPlaceAt(h.fs, h.f, b, int64(slot*SlotSize), true); err != nil {
 		return &fs.PathError{Op: "write", Path: h.f.Name(), Err: err}
-	}
-	if err := h.sync(h.f); err != nil {
-		return &fs.PathError{Op: "sync", Path: h.f.Name(), Err: err}
 	}
 	r.Owner, r.Group = h.rec.Owner, h.rec.Group
 	h.rec, h.slot = r, slot
@@ -249,3 +247,47 @@ func (h *Handle) Path() string { return h.f.Name() }
 
 // Close closes the record.
 func (h *Handle) Close() error { return h.f.Close() }
+
+// Claim gives key (a name no node name can have: "#node-7", "#stride") the
+// value, unless the place already gives it one: the first claim decides,
+// atomically (created without replacing), and every later one gets the
+// value and the owner of the entry that decided. A value taken by a claim
+// of the same caller's that then failed can be given back with Remove.
+func (p *Place) Claim(key, value string) (got string, owner uint32, created bool, err error) {
+	b := []byte(claimHeader + "\n" + value + "\n")
+	for range 3 {
+		err := p.dir.Create(key, b, 0o644)
+		if err == nil {
+			return value, uint32(os.Geteuid()), true, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", 0, false, err
+		}
+		c, st, err := p.dir.ReadFile(key)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed as it was read: claim again
+		}
+		if err != nil {
+			return "", st.Uid, false, err
+		}
+		h, v, ok := strings.Cut(strings.TrimSuffix(string(c), "\n"), "\n")
+		if h != claimHeader || !ok || strings.Contains(v, "\n") {
+			return "", st.Uid, false, &fs.PathError{Op: "read", Path: filepath.Join(p.Path(), key), Err: ErrCorrupt}
+		}
+		return v, st.Uid, false, nil
+	}
+	return "", 0, false, fmt.Errorf("%s: removed and made again while claimed, three times", filepath.Join(p.Path(), key))
+}
+
+const claimHeader = "snapid-claim 1"
+
+// Lock takes the record's presence lock: shared while a program uses the
+// name, exclusive to learn that no other program does. It never waits:
+// false when another process holds a lock that conflicts.
+func (h *Handle) Lock(exclusive bool) bool {
+	how := unix.LOCK_SH
+	if exclusive {
+		how = unix.LOCK_EX
+	}
+	return unix.Flock(int(h.f.Fd()), how|unix.LOCK_NB) == nil
+}

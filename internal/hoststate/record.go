@@ -61,6 +61,9 @@ type Record struct {
 	// step ahead of the counter, raised before the counter passes it, so
 	// that the hot path writes the record once a step.
 	Mark uint64 `json:"mark"`
+	// Registry: the mark was last raised by a program with a registry,
+	// whose own mark covers what a crash leaves.
+	Registry bool `json:"registry,omitempty"`
 	// Gen is raised at every write.
 	Gen uint64 `json:"gen"`
 	// Owner and Group are the record file's (from its status: not
@@ -80,16 +83,6 @@ func (r *Record) HasForm(f Form) bool {
 		}
 	}
 	return false
-}
-
-// Stride returns the stride the record's striped forms use (0: none).
-func (r *Record) Stride() uint64 {
-	for _, f := range r.Forms {
-		if f.Kind == "striped" {
-			return f.Stride
-		}
-	}
-	return 0
 }
 
 // encodeSlot returns one slot holding r.

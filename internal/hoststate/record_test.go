@@ -16,7 +16,6 @@ func TestRecordRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 0, slot)
 	require.Equal(t, r, got)
-	require.Equal(t, uint64(10), got.Stride())
 	require.True(t, got.HasForm(Form{Kind: "striped", Node: 3, Stride: 10}))
 }
 

@@ -62,6 +62,42 @@ func (w *world) renameCounter(ho *host) {
 	if err != nil {
 		return
 	}
+	// A copy at the old value is another file under the name: a new
+	// process must be refused (a counter made again, re-pointed or
+	// swapped, never issued from). Then the operator does as the refusal
+	// says and raises the copy past the host's record of how far the
+	// counter may have gone, after which it takes the name over.
+	v, derr := snapid.DecodeCounter(b)
+	rec, recorded := hostRecord(ho)
+	m := rec.Mark
+	if derr == nil && recorded && m > v {
+		if err := writeReplacement(ho.counter, b); err != nil {
+			w.check.violation("rename over the counter of h%d: %v", ho.i, err)
+			return
+		}
+		before := w.check.snapshot(ho)
+		g, err := snapid.OpenContext(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho)...)
+		w.did(1)
+		switch {
+		case err == nil:
+			w.check.violation("h%d opened a replacement of its counter at the old value %d below the record's mark %d", ho.i, v, m)
+			_ = g.Close()
+		case errors.Is(err, snapid.ErrNameBound):
+			w.reached["replaced-counter-refused"]++
+			w.check.unchanged(ho, before, fmt.Sprintf("a replaced counter refused (%v)", err))
+		}
+		e := snapid.EncodeCounter(m)
+		b = e[:]
+		if err := writeInPlace(ho.counter, b); err != nil {
+			w.check.violation("raise of the replaced counter of h%d: %v", ho.i, err)
+		}
+		w.faulted()
+		w.reached["counter-renamed"]++
+		if err := ho.disk.settle(); err != nil {
+			w.check.violation("rename over the counter of h%d: %v", ho.i, err)
+		}
+		return
+	}
 	tmp := ho.counter + ".new"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		w.check.violation("rename over the counter of h%d: %v", ho.i, err)
@@ -327,4 +363,13 @@ func (w *world) strideRecorded() bool {
 		}
 	}
 	return false
+}
+
+// writeReplacement puts a new file holding b at p by renaming it over p.
+func writeReplacement(p string, b []byte) error {
+	tmp := p + ".new"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
 }

@@ -261,21 +261,25 @@ func (d *disk) powerCut(rng *rand.Rand, keepSome bool) error {
 	return d.applyCut(st, rng, keepSome)
 }
 
-// rewrite puts a file holding exactly b at p (a new inode: every process
-// is gone, so nothing holds the old one).
+// rewrite puts a file holding exactly b at p: in place, keeping its inode,
+// as a power cut leaves a file that existed (the host's record of a name
+// knows its counter by device and inode); a new file otherwise.
 func rewrite(p string, b []byte) error {
-	mode := os.FileMode(0o600)
-	if st, err := os.Lstat(p); err == nil {
-		mode = st.Mode().Perm()
+	if st, err := os.Lstat(p); err == nil && st.Mode().IsRegular() {
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
+		if err != nil {
+			return fmt.Errorf("power cut: %w", err)
+		}
+		_, err = f.Write(b)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("power cut: %w", err)
+		}
+		return nil
 	}
-	tmp := p + ".cut"
-	if err := os.WriteFile(tmp, b, mode); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp, mode); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, p); err != nil {
+	if err := os.WriteFile(p, b, 0o600); err != nil {
 		return fmt.Errorf("power cut: %w", err)
 	}
 	return nil

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/snapid/snapid/internal/hoststate"
+	"golang.org/x/sys/unix"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -90,9 +92,11 @@ func (w *world) backup(ho *host) {
 
 // restore kills ho's processes and puts its files back from the copy.
 func (w *world) restore(ho *host) {
-	if ho.backup == nil || !ho.cfg.Registry {
-		// Without a registry a counter restored from an earlier copy
-		// while nothing runs repeats by design (docs/guarantees.md).
+	if ho.backup != nil && !ho.cfg.Registry {
+		w.restoreCounter(ho)
+		return
+	}
+	if ho.backup == nil {
 		return
 	}
 	w.crashAll(ho)
@@ -116,9 +120,74 @@ func (w *world) restore(ho *host) {
 // done leaves it durable, and an Open without WithReclaim must then
 // refuse the name.
 func (w *world) reclaimFailed(ho *host) {
-	if _, err := os.Stat(ho.counter + ".released"); errors.Is(err, fs.ErrNotExist) {
+	if r, ok := hostRecord(ho); !ok || !r.Released {
 		ho.released = false
 	}
+}
+
+// restoreCounter puts a standalone host's counter alone back from the
+// copy, in place, while nothing runs (its whole directory, records
+// included, restored together would go back unseen: docs/guarantees.md).
+// A counter below what the host's record saw it reach must be refused
+// (ErrRolledBack), changing nothing; the operator then does what the
+// refusal says and raises it past the record's mark. One above the floor
+// is raised to the mark by the first start after a crash, or was left by
+// a clean close, which records where it stood.
+func (w *world) restoreCounter(ho *host) {
+	b, ok := ho.backup[ho.counter]
+	if !ok {
+		return
+	}
+	if w.pick(0x7e57, 2) == 0 {
+		w.crashAll(ho)
+	} else {
+		w.closeAll(ho)
+	}
+	old, err := snapid.DecodeCounter(b)
+	r, recorded := hostRecord(ho)
+	if err != nil || !recorded || old >= r.Floor {
+		return
+	}
+	if err := writeInPlace(ho.counter, b); err != nil {
+		w.check.violation("restore of the counter of h%d: %v", ho.i, err)
+		return
+	}
+	w.faulted()
+	if err := ho.disk.settle(); err != nil {
+		w.check.violation("restore of the counter of h%d: %v", ho.i, err)
+		return
+	}
+	before := w.check.snapshot(ho)
+	g, err := snapid.OpenContext(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho)...)
+	w.did(1)
+	switch {
+	case err == nil:
+		// Only if another defence raised it first (a form history
+		// raising past ids of another stride): never issued from below.
+		if v, rerr := snapid.ReadCounter(ho.counter); rerr != nil || v < r.Floor {
+			w.check.violation("h%d opened its counter restored to %d, below the %d its record saw it reach (now %d, %v)", ho.i, old, r.Floor, v, rerr)
+		}
+		_ = g.Close()
+	case errors.Is(err, snapid.ErrRolledBack):
+		w.reached["rolled-back-refused"]++
+		w.check.unchanged(ho, before, fmt.Sprintf("a rolled-back counter refused (%v)", err))
+	}
+	ho.disk.fault.disarm() // the operator's raise lands: a fault here would only leave the refusal
+	if _, err := snapid.Init(ho.counter, r.Mark+1, w.options(ho)...); err != nil && !errors.Is(err, snapid.ErrLowered) {
+		w.check.violation("raising the restored counter of h%d past the record's mark: %v", ho.i, err)
+	}
+}
+
+// hostRecord is ho's record of its name (ok false if there is none or it
+// cannot be read).
+func hostRecord(ho *host) (hoststate.Record, bool) {
+	p, err := hoststate.OpenPlace(ho.bindings, hoststate.PlaceOptions{})
+	if err != nil {
+		return hoststate.Record{}, false
+	}
+	defer p.Close()
+	r, ok, err := p.Read(ho.cfg.Name)
+	return r, ok && err == nil
 }
 
 // restoreLive puts ho's counter back in place from the copy (same file,
@@ -264,6 +333,9 @@ func (w *world) clone(ho *host, started bool, dc int) {
 		nh.counter = filepath.Join(nh.dir, rel)
 		if err = os.MkdirAll(filepath.Dir(nh.counter), 0o700); err == nil {
 			err = writeTree(nh.dir, rebase(files, ho.dir, nh.dir))
+		}
+		if err == nil {
+			err = cloneRecords(nh, ho.counter)
 		}
 	}
 	if err == nil {
@@ -512,4 +584,34 @@ func rebase(files map[string][]byte, from, to string) map[string][]byte {
 		out[filepath.Join(to, rel)] = b
 	}
 	return out
+}
+
+// cloneRecords makes the records copied to the clone nh name its own
+// counter, as on a cloned machine's disk, whose files keep their device
+// and inode numbers (the hosts of a history share one file system, where
+// the copy is another file at another path).
+func cloneRecords(nh *host, orig string) error {
+	p, err := hoststate.OpenPlace(nh.bindings, hoststate.PlaceOptions{})
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	var st unix.Stat_t
+	if err := unix.Stat(nh.counter, &st); err != nil {
+		return nil // no counter copied: nothing to name
+	}
+	recs, _ := p.All(func(n string) bool { return snapid.ValidateName(n) == nil })
+	for _, r := range recs {
+		if r.Path != orig {
+			continue
+		}
+		r.Dev, r.Ino, r.Path, r.Gen = st.Dev, st.Ino, nh.counter, 0
+		if err := p.Replace(r, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }

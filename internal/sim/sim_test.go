@@ -174,7 +174,7 @@ func workers() int {
 // of histories that reached each; a run of 1,000 histories or more fails
 // if one of them was never reached.
 var reachedEvents = []string{"cassandra", "applied-later", "stale-read",
-	"released-reopened", "second-counter", "counter-renamed", "stride-change", "stride-change-while-running", "group-member", "snapctl",
+	"released-reopened", "second-counter", "counter-renamed", "replaced-counter-refused", "rolled-back-refused", "stride-change", "stride-change-while-running", "group-member", "snapctl",
 	"heartbeat-refresh", "heartbeat-handover", "taken-propagated", "clock-skew",
 	"fault-inside-op", "cut-inside-op", "kill-inside-op", "lease-refill-cut", "takeover-while-running", "close-held", "heartbeat-removed-when-taken"}
 

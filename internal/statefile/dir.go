@@ -403,6 +403,9 @@ func (d *Dir) CreateGroup(name string, b []byte, mode uint32, gid int) error {
 	return err
 }
 
+// FS returns the seam the Dir's operations go through.
+func (d *Dir) FS() FS { return d.fs }
+
 // Fd returns the directory's descriptor, for *at calls the layer has no
 // method for; it stays the Dir's.
 func (d *Dir) Fd() int { return d.fd }

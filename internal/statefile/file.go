@@ -272,17 +272,22 @@ func ReplaceAtomically(fsys FS, path string, b []byte, mode fs.FileMode) error {
 // WriteInPlace writes b at offset 0 of f and, if sync, syncs it, through
 // fsys (its Writer if it is one, and SyncFile).
 func WriteInPlace(fsys FS, f *os.File, b []byte, sync bool) error {
+	return WriteInPlaceAt(fsys, f, b, 0, sync)
+}
+
+// WriteInPlaceAt is WriteInPlace at offset off.
+func WriteInPlaceAt(fsys FS, f *os.File, b []byte, off int64, sync bool) error {
 	if fsys == nil {
 		fsys = OS{}
 	}
 	var err error
 	if w, ok := fsys.(Writer); ok {
 		var n int
-		if n, err = w.WriteAt(f, b, 0); err == nil && n < len(b) {
+		if n, err = w.WriteAt(f, b, off); err == nil && n < len(b) {
 			err = io.ErrShortWrite
 		}
 	} else {
-		_, err = f.WriteAt(b, 0)
+		_, err = f.WriteAt(b, off)
 	}
 	if err != nil {
 		return err

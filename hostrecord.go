@@ -1,0 +1,929 @@
+package snapid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/snapid/snapid/internal/hoststate"
+	"github.com/snapid/snapid/internal/statefile"
+	"golang.org/x/sys/unix"
+)
+
+// The host's record of names. Every Open, with a registry or without, as
+// root or any user, in every id form, reads and writes the one record of
+// its name in one place (see DefaultBindingDir): which counter file issues
+// under the name (by device and inode), the forms, node number and stride
+// used under it, whether it was released, and a floor and a mark (see
+// hoststate.Record). An Open is refused, before it creates anything, when
+// the record names another counter file, or a counter that is no longer
+// there (an unmounted file system, a re-pointed link: it is never made
+// again at 0), or when the counter is below the record's floor (rolled
+// back, zeroed, restored). Node numbers and the stride are checked against
+// every record of the place. Nothing here reads another user's directory,
+// and nothing that cannot be read reads as "no record".
+
+// DefaultBindingDir is the host's place for records of node names, made by
+// root's first Open (mode 1777 under a root-owned /var/lib/snapid, like
+// /tmp: every user adds its own records, and only a record's owner, or
+// root, can remove or replace it). A user's Open uses it when it exists;
+// on a host where root has not made it yet, the user's records are kept in
+// its own state directory (~/.local/state/snapid/records) and moved into
+// the place by the user's first Open after root made it. SNAPID_BINDING_DIR
+// (an absolute path) or WithBindingDir names another place: one every
+// program of the host uses, root-owned and 1777 if several users share it.
+const DefaultBindingDir = hoststate.DefaultDir
+
+// defaultBindingDir is DefaultBindingDir; tests point it elsewhere.
+var defaultBindingDir = DefaultBindingDir
+
+// testBindingDir, set by this package's tests only, gives each test its own
+// host (a place in the test's temporary directory). It returns "" for a
+// counter outside a test's temporary directory.
+var testBindingDir func(counterPath string) string
+
+// recordStep is how far the record's mark is kept ahead of the counter: one
+// record write (synced) per step of numbers.
+const recordStep = 1024
+
+// recordPlace opens the place of this Open's records; nil when records
+// are off (WithBindingDir("")). own is, for a user's Open in the host's
+// place, the user's own place kept while the host had none (its records
+// are moved into the host's place as they are used).
+func recordPlace(ctx context.Context, counterPath string, o *options) (p *hoststate.Place, own string, err error) {
+	euid := uint32(os.Geteuid())
+	mine := []uint32{0, euid}
+	open := func(dir string, mode uint32, owners []uint32) (*hoststate.Place, error) {
+		p, err := hoststate.OpenPlace(dir, hoststate.PlaceOptions{Create: true, Mode: mode, Owners: owners, FS: o.fs})
+		if err != nil {
+			return nil, &FileError{Op: "record", Path: dir, Err: placeError(err, dir)}
+		}
+		return p, nil
+	}
+	if o.bindingSet {
+		if o.binding == "" {
+			return nil, "", nil
+		}
+		p, err = open(o.binding, 0o700, mine)
+		return p, "", err
+	}
+	d := os.Getenv("SNAPID_BINDING_DIR")
+	if d != "" {
+		if err := CheckBindingDir(d); err != nil {
+			return nil, "", fmt.Errorf("%w: SNAPID_BINDING_DIR=%q: %w", ErrInvalidOption, d, err)
+		}
+	}
+	if testBindingDir != nil {
+		if td := testBindingDir(counterPath); td != "" {
+			p, err = open(td, 0o700, mine)
+			return p, "", err
+		}
+	}
+	if d != "" {
+		p, err = open(d, 0o700, mine)
+		return p, "", err
+	}
+	if euid == 0 {
+		p, err = open(defaultBindingDir, 0o1777, []uint32{0})
+		return p, "", err
+	}
+	ownDir, oerr := ownRecordDir(ctx)
+	p, err = hoststate.OpenPlace(defaultBindingDir, hoststate.PlaceOptions{Owners: []uint32{0}, FS: o.fs})
+	if err == nil {
+		if oerr != nil {
+			ownDir = ""
+		}
+		return p, ownDir, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		// Refused, unreadable, not safe: never "no records".
+		return nil, "", &FileError{Op: "record", Path: defaultBindingDir, Err: placeError(err, defaultBindingDir)}
+	}
+	// Root has not made the host's place: this user's own, with a
+	// warning (root's programs do not see it until this user's next Open
+	// after root made the place moves its records there).
+	if oerr != nil {
+		return nil, "", &FileError{Op: "record", Path: defaultBindingDir, Err: oerr}
+	}
+	o.logger.Warn("snapid: the host's place for node name records does not exist; this user's records are kept in its own state directory "+
+		"until it does, and root's programs do not read them: have root make the place (install -d -m 0755 /var/lib/snapid && install -d -m 1777 "+defaultBindingDir+
+		", or run any snapid program as root once) before root's programs use this user's names",
+		"place", defaultBindingDir, "own", ownDir)
+	p, err = open(ownDir, 0o700, mine)
+	return p, "", err
+}
+
+// ownRecordDir is the user's own place for records when the host has
+// none: in the home the user database gives (whatever $HOME says), else
+// $XDG_STATE_HOME or $HOME.
+func ownRecordDir(ctx context.Context) (string, error) {
+	if u, ok := statefile.ByUID(ctx, uint32(os.Geteuid())); ok && filepath.IsAbs(u.Home) {
+		var st unix.Stat_t
+		if unix.Stat(u.Home, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Uid == u.Uid {
+			return filepath.Join(u.Home, ".local", "state", "snapid", "records"), nil
+		}
+	}
+	state := os.Getenv("XDG_STATE_HOME")
+	if state == "" || !filepath.IsAbs(state) {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("no place for node name records (root has not made %s, and this user has no home directory): %w", defaultBindingDir, err)
+		}
+		state = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(state, "snapid", "records"), nil
+}
+
+// placeError says what to do about a place that cannot be used.
+func placeError(err error, dir string) error {
+	switch {
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("%w: this user cannot read the place where every program of the host records the node names it uses, "+
+			"and issuing without it could repeat another program's ids; have root make it and every directory above it searchable by every user "+
+			"(chmod 755 on the parents, 1777 on %s)", err, dir)
+	case errors.Is(err, statefile.ErrWrongOwner), errors.Is(err, statefile.ErrUnsafeDir), errors.Is(err, statefile.ErrSymlink):
+		return fmt.Errorf("%w: %w: the place for node name records, and every directory above it, must belong to root (or this user, for a place of its own) "+
+			"and be writable by no one else, unless sticky (mode 1777); fix its owner and mode", ErrUntrustedDir, err)
+	}
+	return err
+}
+
+// hostRecord is a Generator's hold on its name's record.
+type hostRecord struct {
+	p        *hoststate.Place
+	h        *hoststate.Handle
+	mu       sync.Mutex
+	mark     uint64 // the mark last read or written: updates up to it need no write
+	dev, ino uint64 // the counter's identity
+	registry bool   // the Generator has a registry, whose mark covers a crash
+	// present: this process holds the record's shared presence lock, so
+	// no other process sets the mark back under it (see close).
+	present bool
+	log     interface {
+		Warn(string, ...any)
+	}
+}
+
+// recordForm is f as a record keeps it; complete is false for a numeric
+// form whose node number or stride a registry has not given yet.
+func recordForm(f idForm) (_ hoststate.Form, complete bool) {
+	switch f.form {
+	case FormatDecimal:
+		return hoststate.Form{Kind: "decimal", Node: f.node}, f.node != 0
+	case FormatStriped:
+		return hoststate.Form{Kind: "striped", Node: f.node, Stride: f.stride}, f.node != 0 && f.stride != 0
+	}
+	return hoststate.Form{Kind: "name"}, true
+}
+
+// counterIdentity is the device and inode of the file at path, not
+// followed through a link unless follow; ok is false when nothing is
+// there.
+func counterIdentity(path string, follow bool) (dev, ino uint64, ok bool, err error) {
+	var st unix.Stat_t
+	if follow {
+		err = unix.Stat(path, &st)
+	} else {
+		err = unix.Lstat(path, &st)
+	}
+	if errors.Is(err, unix.ENOENT) {
+		return 0, 0, false, nil
+	}
+	if err != nil {
+		return 0, 0, false, err
+	}
+	return st.Dev, st.Ino, true, nil
+}
+
+// trustedRecord reports whether a record owned by uid may speak for the
+// counter owned by counterUID: root's, the counter owner's, or this
+// user's own. A record another user made for a counter not theirs (they
+// can read its device and inode) is never adopted: it could later be
+// rewritten by that user.
+func trustedRecord(uid, counterUID uint32) bool {
+	return uid == 0 || uid == counterUID || uid == uint32(os.Geteuid())
+}
+
+// judgeRecord refuses the record r of name for the counter at counterPath
+// (identity dev, ino and owner uid; exists is false when there is no file
+// there yet).
+func judgeRecord(ctx context.Context, p *hoststate.Place, r hoststate.Record, name, counterPath string, dev, ino uint64, uid uint32, exists bool, o *options) error {
+	rp := p.RecordPath(name)
+	who := statefile.UserName(r.Owner)
+	remover := "user " + who + " or root"
+	if r.Owner == 0 {
+		remover = "root"
+	}
+	if !trustedRecord(r.Owner, uid) {
+		// Another user's record: it denies the name, and nothing it
+		// says is followed (no path of it is looked at).
+		return &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
+			"%w: user %s recorded %q on this host (%s) for a counter of its own; two counter files under one name issue the same ids: "+
+				"use another name, or have %s remove the record if that user no longer uses the name", ErrNameBound, who, name, rp, remover)}
+	}
+	if r.Released && !o.reg.reclaim {
+		return &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
+			"%w: %q was released on this host (recorded in %s); claim it again on purpose (snapctl register, or WithReclaim)", ErrReleased, name, rp)}
+	}
+	if exists && r.Dev == dev && r.Ino == ino {
+		return nil
+	}
+	odev, oino, there, serr := counterIdentity(r.Path, false)
+	switch {
+	case there && odev == r.Dev && oino == r.Ino:
+		return &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
+			"%w: this host issues %q from the counter %s (user %s recorded it in %s), and two counter files under one name issue the same ids; "+
+				"use that counter or another name", ErrNameBound, name, r.Path, who, rp)}
+	case serr != nil:
+		return &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
+			"%w: this host issues %q from the counter %s (user %s recorded it in %s), which this user cannot look at (%w); "+
+				"two counter files under one name issue the same ids: use that counter or another name", ErrNameBound, name, r.Path, who, rp, serr)}
+	case r.Path == counterPath && exists && counterAtLeast(ctx, counterPath, r.Mark, o):
+		// A replacement at the recorded path raised past every number the
+		// record's counter may have handed out: it takes the name over
+		// (see hostRecord.open); the old file's programs stop at the mark.
+		return nil
+	case r.Path == counterPath && exists:
+		return &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
+			"%w: %s is not the counter file this host issued %q from (recorded in %s, device %d inode %d, up to at most %d): it was replaced or made again, "+
+				"or another file system is mounted there. Put the recorded counter back (mount its file system); if it is lost for good, raise this one past "+
+				"every id issued (snapctl init --start %d), then have %s remove %s",
+			ErrNameBound, counterPath, name, rp, r.Dev, r.Ino, r.Mark, r.Mark+1, remover, rp)}
+	default:
+		return &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
+			"%w: this host issued %q from the counter %s (recorded in %s by user %s, up to at most %d), which is not there now "+
+				"(a file system not mounted, a link re-pointed, a file moved?): a new counter would repeat its ids. Make that counter reachable again; "+
+				"if it is lost for good, create this one past every id issued (snapctl init --start %d) and have %s remove %s",
+			ErrNameBound, name, r.Path, rp, who, r.Mark, r.Mark+1, remover, rp)}
+	}
+}
+
+// claimNumbers claims, for name, form's node number (node) and the
+// host's stride in the place: each is an entry created without replacing
+// ("#node-7", "#stride"), so of two Opens at the same moment one decides
+// and the other is refused. A stride of 0 (a registry's form before its
+// claim) claims nothing. It returns the entries it made, for undo.
+func claimNumbers(p *hoststate.Place, name string, f idForm, node uint64) (made []string, err error) {
+	if node != 0 {
+		key := "#node-" + strconv.FormatUint(node, 10)
+		got, owner, created, err := p.Claim(key, name)
+		if created {
+			made = append(made, key)
+		}
+		if err != nil {
+			return made, recordError(p, key, err)
+		}
+		if got != name {
+			return made, &FileError{Op: "open", Path: p.RecordPath(key), Err: fmt.Errorf(
+				"%w: node number %d is %q's on this host (user %s claimed it), and two names under one number issue the same ids; use another number",
+				ErrNumberBound, node, got, statefile.UserName(owner))}
+		}
+	}
+	if f.form == FormatStriped && f.stride != 0 {
+		want := strconv.FormatUint(f.stride, 10)
+		got, owner, created, err := p.Claim("#stride", want)
+		if created {
+			made = append(made, "#stride")
+		}
+		if err != nil {
+			return made, recordError(p, "#stride", err)
+		}
+		if got != want {
+			return made, &FileError{Op: "open", Path: p.RecordPath("#stride"), Err: fmt.Errorf(
+				"%w: this host's striped ids use stride %s (user %s claimed it), and ids of two strides collide (3021 is 302×10+1 and 30×100+21); use stride %s",
+				ErrStrideMismatch, got, statefile.UserName(owner), got)}
+		}
+	}
+	return made, nil
+}
+
+// withRecord runs open (which creates or opens the counter file) with the
+// name's record judged first, before anything is created, and made or
+// updated after: the returned hold keeps it. file returns the counter open
+// has opened.
+func withRecord(ctx context.Context, name, counterPath string, f idForm, o *options, open func() error, file func() *counterFile) (*hostRecord, error) {
+	// A counter whose directory is missing, or whose path another user
+	// could change, fails before anything is made for it, the place
+	// included.
+	if dir := filepath.Dir(counterPath); !dirExists(dir) {
+		err := missingDirError(dir)
+		if st, serr := os.Stat(dir); serr == nil && !st.IsDir() {
+			err = fmt.Errorf("%s is not a directory: %w", dir, unix.ENOTDIR)
+		}
+		return nil, &FileError{Op: "create", Path: counterPath, Err: err}
+	}
+	if err := checkCounterPath(counterPath, o); err != nil {
+		return nil, &FileError{Op: "open", Path: counterPath, Err: err}
+	}
+	p, own, err := recordPlace(ctx, counterPath, o)
+	if err != nil {
+		return nil, err
+	}
+	if p == nil {
+		return nil, open()
+	}
+	hr, err := withRecordIn(ctx, p, own, name, counterPath, f, o, open, file)
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	hr.p = p
+	return hr, nil
+}
+
+func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPath string, f idForm, o *options, open func() error, file func() *counterFile) (_ *hostRecord, err error) {
+	r, ok, err := p.Read(name)
+	if errors.Is(err, fs.ErrPermission) {
+		// Another user's record, which only that user (and the
+		// counter's writers) may read: the name is that user's.
+		who := "another user"
+		var st unix.Stat_t
+		if unix.Lstat(p.RecordPath(name), &st) == nil {
+			who = "user " + statefile.UserName(st.Uid)
+		}
+		return nil, &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
+			"%w: %s recorded %q on this host (%s) for a counter this user cannot read; two counter files under one name issue the same ids: "+
+				"use another name, or have that user or root remove the record if the name is no longer used", ErrNameBound, who, name, p.RecordPath(name))}
+	}
+	if err != nil {
+		return nil, recordError(p, name, err)
+	}
+	if !ok && own != "" {
+		if r, ok, err = adoptOwnRecord(p, own, name); err != nil {
+			return nil, err
+		}
+	}
+	if !ok {
+		if r, ok, err = migrateBinding(p, name, o); err != nil {
+			return nil, err
+		}
+	}
+	dev, ino, exists, err := counterIdentity(counterPath, o.followSymlinks)
+	if err != nil {
+		return nil, &FileError{Op: "open", Path: counterPath, Err: err}
+	}
+	uid := uint32(os.Geteuid())
+	if exists {
+		var st unix.Stat_t
+		if unix.Lstat(counterPath, &st) == nil {
+			uid = st.Uid
+		}
+	}
+	if ok {
+		if err := judgeRecord(ctx, p, r, name, counterPath, dev, ino, uid, exists, o); err != nil {
+			return nil, err
+		}
+	} else if exists {
+		if err := oneNamePerCounter(p, name, counterPath, dev, ino, o.reg.reclaim); err != nil {
+			return nil, err
+		}
+	}
+	if ok && exists && o.reg.registry == nil && r.Dev == dev && r.Ino == ino {
+		// Below the floor: refused before anything is opened or written
+		// (the form's checks included); hostRecord.open checks again
+		// under the lock.
+		if v, err := readCounterAt(ctx, counterPath, o); err == nil && v < r.Floor {
+			return nil, rolledBack(counterPath, v, r, p.RecordPath(name))
+		}
+	}
+	made, err := claimNumbers(p, name, f, f.node)
+	defer func() {
+		if err != nil {
+			for _, k := range made {
+				_ = p.Remove(k) // this Open's claim, given back
+			}
+		}
+	}()
+	if err != nil {
+		return nil, err
+	}
+	if err := open(); err != nil {
+		return nil, err
+	}
+	c := file()
+	st, err := statefile.CheckRegular(c.fd)
+	if err != nil {
+		return nil, &FileError{Op: "open", Path: counterPath, Err: err}
+	}
+	if !ok {
+		v, err := c.readContext(ctx)
+		if err != nil {
+			return nil, err
+		}
+		nr := hoststate.Record{Name: name, Dev: c.dev, Ino: c.ino, Path: counterPath, Floor: v, Mark: v}
+		err = p.Create(nr, recordMode(st), recordGroup(st))
+		if errors.Is(err, fs.ErrExist) {
+			// Another Open made it first: judged as any record.
+			if r, ok, err = p.Read(name); err == nil && ok {
+				err = judgeRecord(ctx, p, r, name, counterPath, c.dev, c.ino, st.Uid, true, o)
+			}
+		}
+		if err != nil {
+			return nil, recordError(p, name, err)
+		}
+	} else if (r.Dev != c.dev || r.Ino != c.ino) && !(r.Path == counterPath && counterAtLeast(ctx, counterPath, r.Mark, o)) || !trustedRecord(r.Owner, st.Uid) {
+		// Made or replaced between the check and the open.
+		return nil, judgeRecord(ctx, p, r, name, counterPath, c.dev, c.ino, st.Uid, true, o)
+	}
+	h, err := p.OpenHandle(name)
+	if err != nil {
+		if errors.Is(err, fs.ErrPermission) {
+			rr, _, _ := p.Read(name)
+			err = fmt.Errorf("%w: the record belongs to %s and this user cannot write it; the counter's writers must be able to "+
+				"(a record is made writable by the counter's group when the counter is)", err, statefile.UserName(rr.Owner))
+		}
+		return nil, recordError(p, name, err)
+	}
+	hr := &hostRecord{h: h, log: o.logger, dev: c.dev, ino: c.ino, registry: o.reg.registry != nil}
+	if err := hr.open(ctx, c, f, o); err != nil {
+		h.Close()
+		return nil, err
+	}
+	return hr, nil
+}
+
+// recordMode is the mode of a new record for a counter of mode st: its
+// owner's alone (no other user can read it, and so none can hold its
+// presence lock, see hostRecord.open), and its group's or everyone's too
+// when they may write the counter (they keep the record, as its writers).
+func recordMode(st unix.Stat_t) uint32 {
+	m := uint32(0o600)
+	if st.Mode&0o020 != 0 {
+		m |= 0o060
+	}
+	if st.Mode&0o002 != 0 {
+		m |= 0o006
+	}
+	return m
+}
+
+// recordGroup is the group a new record gets: the counter's when its
+// group may write it (so that the group's programs can keep the record),
+// else the creator's.
+func recordGroup(st unix.Stat_t) int {
+	if st.Mode&0o020 != 0 {
+		return int(st.Gid)
+	}
+	return -1
+}
+
+func recordError(p *hoststate.Place, name string, err error) error {
+	if errors.Is(err, hoststate.ErrCorrupt) || errors.Is(err, statefile.ErrNotRegular) || errors.Is(err, statefile.ErrSymlink) ||
+		errors.Is(err, statefile.ErrLinked) || errors.Is(err, statefile.ErrTooLarge) {
+		rp := p.RecordPath(name)
+		owner := "its owner"
+		var st unix.Stat_t
+		if unix.Lstat(rp, &st) == nil {
+			owner = "user " + statefile.UserName(st.Uid)
+		}
+		err = fmt.Errorf("%w: %w; nothing is issued under it until it is fixed: check which counter file issues under the name and how far it went, "+
+			"then have %s or root remove %s (the next Open records the counter it is given, from its value)", ErrCorruptBinding, err, owner, rp)
+	}
+	return &FileError{Op: "record", Path: p.RecordPath(name), Err: err}
+}
+
+// open takes the record's presence lock and checks the counter against the
+// record under the counter's lock. Below the floor it was rolled back:
+// refused (with a registry, raised; the registry's mark covers the rest).
+// The first program of the name finding the counter below the mark (no
+// clean close since: a crash, or a restore within the last step) raises it
+// to the mark. Then the form and the counter's value are recorded.
+func (hr *hostRecord) open(ctx context.Context, c *counterFile, f idForm, o *options) error {
+	first := hr.h.Lock(true)
+	if !first {
+		// Others use the name. Without a shared lock (another user holds
+		// the record exclusively) this process does not count at a
+		// close, and so never trusts the mark it read: every update
+		// reads the record again.
+		hr.present = hr.h.Lock(false)
+	} else {
+		hr.present = true
+		defer hr.h.Lock(false) // not atomic: another opener may also count itself first, and raise (a gap)
+	}
+	return c.withLockContext(ctx, func() error {
+		v, err := c.load()
+		if err != nil {
+			return err
+		}
+		r, err := hr.h.Read()
+		if err != nil {
+			return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+		}
+		replaced := r.Dev != c.dev || r.Ino != c.ino
+		if replaced && (r.Path != c.path || v < r.Mark) {
+			return &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf("%w: the record now names another counter (%s)", ErrNameBound, r.Path)}
+		}
+		if replaced {
+			o.logger.Warn("snapid: the counter file at the recorded path was replaced by one past every number the old one may have handed out; the name goes with the new one",
+				"path", c.path, "counter", v, "mark", r.Mark)
+			r.Dev, r.Ino = c.dev, c.ino
+			r.Floor, r.Mark = v, v
+		}
+		if v < r.Floor && o.reg.registry == nil {
+			return rolledBack(c.path, v, r, hr.h.Path())
+		}
+		// After a crash the registry's own mark, a step of its own
+		// ahead, covers a mark a registered program kept: the record's
+		// raise is for a mark kept without one (standalone, then a
+		// registry: the registry never saw those numbers).
+		if v < r.Floor || (first && v < r.Mark && !(o.reg.registry != nil && r.Registry)) {
+			to := max(r.Floor, r.Mark)
+			if err := c.store(to); err != nil {
+				return err
+			}
+			o.logger.Warn("snapid: the counter was below the host's record of how far it went (after a crash, or restored or copied over); raised to it",
+				"path", c.path, "counter", v, "to", to)
+			v = to
+		}
+		nf, complete := recordForm(f)
+		moved := r.Path != c.path // the same file at another path: the record follows it
+		r.Path = c.path
+		changed := replaced || moved || v > r.Mark || (complete && !r.HasForm(nf)) || (f.node != 0 && r.Node == 0) || r.Released
+		r.Released = false // judged before: only a reclaim gets here
+		if !changed {
+			hr.mark = r.Mark
+			return nil
+		}
+		// The floor moves only with values known to be on disk (see
+		// counterFile.durable): one read here may be lost by a power cut.
+		r.Mark = max(r.Mark, v)
+		if complete && !r.HasForm(nf) {
+			r.Forms = append(r.Forms, nf)
+		}
+		if r.Node == 0 {
+			r.Node = f.node
+		}
+		if err := hr.h.Write(r); err != nil {
+			return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+		}
+		hr.mark = r.Mark
+		return nil
+	})
+}
+
+// cover makes the record's mark cover upTo before the counter is stored at
+// it (the caller holds the counter's lock): a write only when the counter
+// passes the mark, which then goes a step ahead, and the floor to base,
+// the highest value this process synced.
+func (hr *hostRecord) cover(base, upTo uint64) error {
+	hr.mu.Lock()
+	defer hr.mu.Unlock()
+	if hr.present && upTo <= hr.mark {
+		return nil
+	}
+	r, err := hr.h.Read()
+	if err != nil {
+		return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+	}
+	if r.Dev != hr.dev || r.Ino != hr.ino {
+		// The name went with another counter (a replacement raised past
+		// the mark): this one hands out nothing above it.
+		return &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf("%w: the host's record of the name now names another counter file (%s)", ErrNameBound, r.Path)}
+	}
+	if r.Mark >= upTo && r.Floor >= base {
+		hr.mark = r.Mark
+		return nil
+	}
+	r.Floor = max(r.Floor, base)
+	r.Mark = max(r.Mark, upTo+recordStep)
+	r.Registry = hr.registry
+	if upTo > MaxNumber-recordStep {
+		r.Mark = MaxNumber
+	}
+	if err := hr.h.Write(r); err != nil {
+		return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+	}
+	hr.mark = r.Mark
+	return nil
+}
+
+// setNode claims the node number and stride a registry gave the name,
+// refused when another name of the host holds the number or the host
+// uses another stride, and records them.
+func (hr *hostRecord) setNode(ctx context.Context, c *counterFile, f idForm, node uint64) error {
+	if _, err := claimNumbers(hr.p, hr.h.Record().Name, f, node); err != nil {
+		return err
+	}
+	return c.withLockContext(ctx, func() error {
+		hr.mu.Lock()
+		defer hr.mu.Unlock()
+		r, err := hr.h.Read()
+		if err != nil {
+			return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+		}
+		nf, complete := recordForm(f)
+		if r.Node == node && (!complete || r.HasForm(nf)) {
+			return nil
+		}
+		if r.Node != 0 && node != 0 && r.Node != node {
+			return &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf(
+				"%w: the registry gave %q node number %d, but this host recorded %d for it", ErrNumberMismatch, r.Name, node, r.Node)}
+		}
+		if node != 0 {
+			r.Node = node
+		}
+		if complete && !r.HasForm(nf) {
+			r.Forms = append(r.Forms, nf)
+		}
+		return hr.h.Write(r)
+	})
+}
+
+// close records the counter's value as the floor (what this process
+// synced of it); the last program of the name (no other holds the presence lock) also sets the mark back to it,
+// so that the next start finds a clean close. It never waits for the
+// counter's lock: when another process holds it, the record stays as it is
+// (the next first start raises the counter to the mark: a gap).
+func (hr *hostRecord) close(c *counterFile) {
+	last := hr.present && hr.h.Lock(true)
+	_ = c.tryWithLock(func() error {
+		v, err := c.load()
+		if err != nil {
+			return err
+		}
+		hr.mu.Lock()
+		defer hr.mu.Unlock()
+		r, err := hr.h.Read()
+		if err != nil || r.Dev != c.dev || r.Ino != c.ino || v < r.Floor {
+			return err
+		}
+		floor := max(r.Floor, min(c.durable, v))
+		if floor == r.Floor && (!last || r.Mark == v) {
+			return nil
+		}
+		r.Floor = floor
+		if last {
+			r.Mark = v // a clean close: the next start goes on from v
+		}
+		r.Mark = max(r.Mark, v)
+		return hr.h.Write(r)
+	})
+	hr.drop()
+}
+
+// drop closes the record and its place.
+func (hr *hostRecord) drop() {
+	hr.h.Close()
+	hr.p.Close()
+}
+
+// adoptOwnRecord moves name's record from own, the user's own place kept
+// while the host had none, into the host's place p (created there, as
+// any record; then removed from own).
+func adoptOwnRecord(p *hoststate.Place, own, name string) (hoststate.Record, bool, error) {
+	op, err := hoststate.OpenPlace(own, hoststate.PlaceOptions{Owners: []uint32{0, uint32(os.Geteuid())}})
+	if errors.Is(err, fs.ErrNotExist) {
+		return hoststate.Record{}, false, nil
+	}
+	if err != nil {
+		return hoststate.Record{}, false, &FileError{Op: "record", Path: own, Err: err}
+	}
+	defer op.Close()
+	r, ok, err := op.Read(name)
+	if err != nil {
+		return r, false, recordError(op, name, err)
+	}
+	if !ok {
+		return r, false, nil
+	}
+	r.Gen = 0
+	if err := p.Create(r, 0o600, -1); err != nil && !errors.Is(err, fs.ErrExist) {
+		return r, false, recordError(p, name, err)
+	}
+	_ = op.Remove(name)
+	r, ok, err = p.Read(name)
+	if err != nil {
+		return r, false, recordError(p, name, err)
+	}
+	return r, ok, nil
+}
+
+// migrateBinding makes name's record from a binding an earlier version
+// kept (/var/lib/snapid/names/<name> for root, the user's own
+// ~/.local/state/snapid/names/<name>): the counter it names, from that
+// counter's value, so that the name stays with it.
+func migrateBinding(p *hoststate.Place, name string, o *options) (hoststate.Record, bool, error) {
+	var dirs []string
+	if o.bindingSet || os.Getenv("SNAPID_BINDING_DIR") != "" || testBindingDir != nil {
+		return hoststate.Record{}, false, nil
+	}
+	if os.Geteuid() == 0 {
+		dirs = []string{"/var/lib/snapid/names"}
+	} else if home, err := os.UserHomeDir(); err == nil {
+		dirs = []string{filepath.Join(home, ".local", "state", "snapid", "names")}
+	}
+	for _, d := range dirs {
+		b, _, err := statefile.ReadSmall(filepath.Join(d, name), false)
+		if err != nil {
+			continue
+		}
+		header, rest, _ := strings.Cut(string(b), "\n")
+		quoted, _, _ := strings.Cut(rest, "\n")
+		if header != "snapid-binding 1" || len(quoted) < 2 {
+			continue
+		}
+		path := strings.Trim(quoted, `"`)
+		var st unix.Stat_t
+		if unix.Lstat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || !trustedRecord(st.Uid, uint32(os.Geteuid())) {
+			continue
+		}
+		v, _ := ReadCounter(path)
+		r := hoststate.Record{Name: name, Dev: st.Dev, Ino: st.Ino, Path: path, Floor: v, Mark: v}
+		if err := p.Create(r, recordMode(st), -1); err != nil && !errors.Is(err, fs.ErrExist) {
+			return hoststate.Record{}, false, recordError(p, name, err)
+		}
+		o.logger.Warn("snapid: the node name binding of an earlier version is now the host's record of the name", "binding", filepath.Join(d, name), "record", p.RecordPath(name))
+		r, ok, err := p.Read(name)
+		if err != nil {
+			return r, false, recordError(p, name, err)
+		}
+		return r, ok, nil
+	}
+	return hoststate.Record{}, false, nil
+}
+
+// markRecordReleased records in the host's record of name that it was
+// released, with final as its floor: every program of the host, with a
+// registry or not, then refuses the name until it is claimed again on
+// purpose (WithReclaim).
+func markRecordReleased(ctx context.Context, c *counterFile, name string, final uint64, o *options) error {
+	p, _, err := recordPlace(ctx, c.path, o)
+	if err != nil {
+		return err
+	}
+	if p == nil {
+		// Records off (WithBindingDir("")): the file beside the counter
+		// says it, for the registry's Opens of this counter.
+		hs, err := openHostState(c.path, o)
+		if err != nil {
+			return err
+		}
+		defer hs.close()
+		return hs.markReleased(name)
+	}
+	defer p.Close()
+	if _, ok, err := p.Read(name); err != nil {
+		return recordError(p, name, err)
+	} else if !ok {
+		// No record yet (made before records were kept, or with records
+		// off): one is made, released, for this counter.
+		st, err := statefile.CheckRegular(c.fd)
+		if err != nil {
+			return &FileError{Op: "release", Path: c.path, Err: err}
+		}
+		r := hoststate.Record{Name: name, Dev: c.dev, Ino: c.ino, Path: c.path, Released: true, Mark: min(final, MaxNumber)}
+		if err := p.Create(r, recordMode(st), recordGroup(st)); err != nil && !errors.Is(err, fs.ErrExist) {
+			return recordError(p, name, err)
+		}
+	}
+	h, err := p.OpenHandle(name)
+	if err != nil {
+		return recordError(p, name, err)
+	}
+	defer h.Close()
+	return c.withLockContext(ctx, func() error {
+		r, err := h.Read()
+		if err != nil {
+			return err
+		}
+		// The name is released on this host, whichever counter the
+		// record names (a replacement not adopted yet, say).
+		r.Released = true
+		if r.Dev == c.dev && r.Ino == c.ino {
+			r.Floor = max(r.Floor, min(c.durable, final))
+			r.Mark = max(r.Mark, min(final, MaxNumber))
+		}
+		return h.Write(r)
+	})
+}
+
+// tryWithLock runs fn under the counter's lock if it can be had at once.
+func (c *counterFile) tryWithLock(fn func() error) error {
+	if c.broken != nil {
+		return c.broken
+	}
+	if err := unix.Flock(c.fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return err
+	}
+	defer c.unlock()
+	if err := c.checkIdentity(); err != nil {
+		return err
+	}
+	return fn()
+}
+
+// counterAtLeast reports whether the counter file at path holds at least
+// v (read under its lock, waiting no longer than ctx allows; false when it
+// cannot be read).
+func counterAtLeast(ctx context.Context, path string, v uint64, o *options) bool {
+	got, err := readCounterAt(ctx, path, o)
+	return err == nil && got >= v
+}
+
+// oneNamePerCounter refuses a name for an existing counter that the host
+// records under another name: one counter serves one name; one whose name
+// was released takes another only on purpose (reclaim). (Two names on
+// one counter would not repeat each other's ids, so records that cannot
+// be read are passed over here: they deny no other name.)
+func oneNamePerCounter(p *hoststate.Place, name, counterPath string, dev, ino uint64, reclaim bool) error {
+	recs, _ := p.All(func(n string) bool { return ValidateName(n) == nil })
+	for _, r := range recs {
+		if r.Name == name || r.Dev != dev || r.Ino != ino {
+			continue
+		}
+		if r.Released && !reclaim {
+			return &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
+				"%w: this counter's name %q was released on this host (recorded in %s); the counter takes a name again only on purpose (snapctl register, or WithReclaim)",
+				ErrReleased, r.Name, p.RecordPath(r.Name))}
+		}
+		if !r.Released {
+			return &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
+				"%w: this counter holds the name %q on this host (recorded in %s); one counter serves one name: use another counter for %q, "+
+					"or, if %q is no longer this host's (taken over by another host), remove %s",
+				ErrNameMismatch, r.Name, p.RecordPath(r.Name), name, r.Name, p.RecordPath(r.Name))}
+		}
+	}
+	return nil
+}
+
+// lowerRecords sets the floor and the mark of every record of the host
+// naming the counter c, or its path, to v, and their counter to c (a
+// repair; the caller holds c's lock).
+func lowerRecords(ctx context.Context, c *counterFile, v uint64, o *options) error {
+	p, _, err := recordPlace(ctx, c.path, o)
+	if err != nil || p == nil {
+		return err
+	}
+	defer p.Close()
+	recs, _ := p.All(func(n string) bool { return ValidateName(n) == nil })
+	for _, r := range recs {
+		if (r.Dev != c.dev || r.Ino != c.ino) && r.Path != c.path {
+			continue
+		}
+		h, err := p.OpenHandle(r.Name)
+		if err != nil {
+			return recordError(p, r.Name, err)
+		}
+		r, err = h.Read()
+		if err == nil {
+			// A counter replaced at the recorded path is the repaired
+			// one now: the operator vouched for its value.
+			r.Dev, r.Ino, r.Path = c.dev, c.ino, c.path
+			r.Floor, r.Mark = min(r.Floor, v), v
+			err = h.Write(r)
+		}
+		h.Close()
+		if err != nil {
+			return recordError(p, r.Name, err)
+		}
+	}
+	return nil
+}
+
+// rolledBack is the refusal of a counter found at v, below the floor of
+// its record r (at recordPath).
+func rolledBack(path string, v uint64, r hoststate.Record, recordPath string) error {
+	return &FileError{Op: "open", Path: path, Err: fmt.Errorf(
+		"%w: the counter holds %d, but it had reached %d (recorded in %s): it was restored from a backup, copied over or zeroed, "+
+			"and issuing from it would repeat ids; raise it past every id issued (snapctl init --start %d)",
+		ErrRolledBack, v, r.Floor, recordPath, r.Mark+1)}
+}
+
+// readCounterAt reads the counter file at path under its lock, waiting no
+// longer than ctx allows.
+func readCounterAt(ctx context.Context, path string, o *options) (uint64, error) {
+	c, err := openReadOnly(path, o)
+	if err != nil {
+		return 0, err
+	}
+	defer c.close()
+	return c.readContext(ctx)
+}
+
+// releasedInRecords returns the name the host's records say was released
+// with the counter at path ("" if none, or if they cannot be read: it
+// reports, and decides nothing).
+func releasedInRecords(path string, o *options) string {
+	dev, ino, ok, err := counterIdentity(path, o.followSymlinks)
+	if err != nil || !ok {
+		return ""
+	}
+	p, _, err := recordPlace(context.Background(), path, o)
+	if err != nil || p == nil {
+		return ""
+	}
+	defer p.Close()
+	recs, _ := p.All(func(n string) bool { return ValidateName(n) == nil })
+	for _, r := range recs {
+		if r.Released && r.Dev == dev && r.Ino == ino {
+			return r.Name
+		}
+	}
+	return ""
+}

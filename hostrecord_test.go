@@ -1,0 +1,332 @@
+package snapid_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/snapidtest"
+	"github.com/stretchr/testify/require"
+)
+
+// recordHost is a host of its own: a place for records and a directory
+// for counters.
+func recordHost(t *testing.T) (place, dir string) {
+	t.Helper()
+	root := t.TempDir()
+	place, dir = filepath.Join(root, "records"), filepath.Join(root, "state")
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	return place, dir
+}
+
+// issue opens counter under name with opts, takes n ids and closes.
+func issue(t *testing.T, counter, name string, n int, opts ...Option) []string {
+	t.Helper()
+	g, err := Open(counter, name, opts...)
+	require.NoError(t, err)
+	var ids []string
+	for range n {
+		id, err := g.UniqueID()
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	require.NoError(t, g.Close())
+	return ids
+}
+
+// A counter missing at the path its record names (a file system not
+// mounted, a link re-pointed) is never made again at 0: the Open is
+// refused, creates nothing, and says how far the lost counter went.
+func TestRecordRefusesACounterMissingAtItsPath(t *testing.T) {
+	place, dir := recordHost(t)
+	c := filepath.Join(dir, "counter.u64")
+	require.Equal(t, []string{"vm1-1", "vm1-2", "vm1-3"}, issue(t, c, "vm1", 3, WithBindingDir(place)))
+	require.NoError(t, os.Remove(c))
+	_, err := Open(c, "vm1", WithBindingDir(place))
+	require.ErrorIs(t, err, ErrNameBound)
+	require.Contains(t, err.Error(), "init --start")
+	_, serr := os.Lstat(c)
+	require.True(t, errors.Is(serr, os.ErrNotExist), "nothing was made at the path")
+}
+
+// A counter replaced at its path by another file (re-made, another disk
+// mounted there, swapped by whoever owns the directory) is refused.
+func TestRecordRefusesAReplacedCounter(t *testing.T) {
+	place, dir := recordHost(t)
+	c := filepath.Join(dir, "counter.u64")
+	issue(t, c, "vm1", 3, WithBindingDir(place))
+	zero := EncodeCounter(0)
+	require.NoError(t, os.WriteFile(c+".new", zero[:], 0o600))
+	require.NoError(t, os.Rename(c+".new", c))
+	_, err := Open(c, "vm1", WithBindingDir(place))
+	require.ErrorIs(t, err, ErrNameBound)
+	require.Contains(t, err.Error(), "replaced or made again")
+}
+
+// Eight zero bytes written over a counter, or a copy from an older
+// backup, are below the record's floor: refused, never issued from; the
+// way out (init past the floor) works.
+func TestRecordRefusesACounterBelowItsFloor(t *testing.T) {
+	for _, back := range []uint64{0, 1, 2} {
+		place, dir := recordHost(t)
+		c := filepath.Join(dir, "counter.u64")
+		issue(t, c, "vm1", 3, WithBindingDir(place))
+		f, err := os.OpenFile(c, os.O_WRONLY, 0)
+		require.NoError(t, err)
+		b := EncodeCounter(back)
+		_, err = f.WriteAt(b[:], 0)
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+		_, err = Open(c, "vm1", WithBindingDir(place))
+		require.ErrorIs(t, err, ErrRolledBack, "rolled back to %d", back)
+		got, err := ReadCounter(c)
+		require.NoError(t, err)
+		require.Equal(t, back, got, "nothing changed")
+
+		_, err = Init(c, 4)
+		require.NoError(t, err)
+		require.Equal(t, []string{"vm1-4"}, issue(t, c, "vm1", 1, WithBindingDir(place)))
+	}
+}
+
+// The floor follows the counter through the mark a step ahead: a restore
+// to a value the record has seen pass is refused even while the counter
+// ran far.
+func TestRecordFloorFollowsTheCounter(t *testing.T) {
+	place, dir := recordHost(t)
+	c := filepath.Join(dir, "counter.u64")
+	g, err := Open(c, "vm1", WithBindingDir(place))
+	require.NoError(t, err)
+	_, err = g.NextN(5000)
+	require.NoError(t, err)
+	_, err = g.NextN(5000)
+	require.NoError(t, err)
+	// Not closed: as if killed. The record saw the counter pass 5000.
+	f, err := os.OpenFile(c, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	b := EncodeCounter(100)
+	_, err = f.WriteAt(b[:], 0)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	_, err = Open(c, "vm1", WithBindingDir(place))
+	require.ErrorIs(t, err, ErrRolledBack)
+	require.NoError(t, g.Close())
+}
+
+// A registry-backed Open and a standalone one keep the same record: a
+// second counter under the name is refused whichever comes first.
+func TestRecordSharedByRegistryAndStandalone(t *testing.T) {
+	place, dir := recordHost(t)
+	a, b := filepath.Join(dir, "a.u64"), filepath.Join(dir, "b.u64")
+	reg := snapidtest.NewRegistry()
+	g, err := Open(a, "vm1", WithBindingDir(place), WithRegistry(reg))
+	require.NoError(t, err)
+	_, err = g.UniqueID()
+	require.NoError(t, err)
+	_, err = Open(b, "vm1", WithBindingDir(place))
+	require.ErrorIs(t, err, ErrNameBound, "a standalone Open beside a registry one")
+	require.NoError(t, g.Close())
+
+	place2, dir2 := recordHost(t)
+	a, b = filepath.Join(dir2, "a.u64"), filepath.Join(dir2, "b.u64")
+	issue(t, a, "vm1", 3, WithBindingDir(place2))
+	_, err = Open(b, "vm1", WithBindingDir(place2), WithRegistry(snapidtest.NewRegistry()))
+	require.ErrorIs(t, err, ErrNameBound, "a registry Open beside a standalone one")
+}
+
+// Two names of a host with striped ids of two strides would collide
+// (3021 is 302×10+1 and 30×100+21), whatever path each came by; and two
+// names with one node number too.
+func TestRecordStrideAndNumberAcrossNames(t *testing.T) {
+	place, dir := recordHost(t)
+	issue(t, filepath.Join(dir, "a.u64"), "a", 1, WithBindingDir(place), WithFormat(FormatStriped), WithNodeNumber(1), WithStride(10))
+	_, err := Open(filepath.Join(dir, "b.u64"), "b", WithBindingDir(place), WithFormat(FormatStriped), WithNodeNumber(21), WithStride(100))
+	require.ErrorIs(t, err, ErrStrideMismatch)
+	_, err = Open(filepath.Join(dir, "c.u64"), "c", WithBindingDir(place), WithFormat(FormatDecimal), WithNodeNumber(1))
+	require.ErrorIs(t, err, ErrNumberBound)
+	issue(t, filepath.Join(dir, "d.u64"), "d", 1, WithBindingDir(place), WithFormat(FormatStriped), WithNodeNumber(2), WithStride(10))
+}
+
+// A damaged record refuses the name (never "no record"), and so does one
+// the place cannot tell from a record.
+func TestRecordDamagedRefuses(t *testing.T) {
+	place, dir := recordHost(t)
+	c := filepath.Join(dir, "counter.u64")
+	issue(t, c, "vm1", 1, WithBindingDir(place))
+	require.NoError(t, os.WriteFile(filepath.Join(place, "vm1"), []byte("junk"), 0o644))
+	_, err := Open(c, "vm1", WithBindingDir(place))
+	require.ErrorIs(t, err, ErrCorruptBinding)
+	require.NoError(t, os.Remove(filepath.Join(place, "vm1")))
+	require.NoError(t, os.Mkdir(filepath.Join(place, "vm1"), 0o755))
+	_, err = Open(c, "vm1", WithBindingDir(place))
+	require.Error(t, err)
+}
+
+// A name released on the host is refused by every path until it is
+// claimed again on purpose.
+func TestRecordReleasedHonouredWithoutRegistry(t *testing.T) {
+	place, dir := recordHost(t)
+	c := filepath.Join(dir, "counter.u64")
+	reg := snapidtest.NewRegistry()
+	issue(t, c, "vm1", 3, WithBindingDir(place), WithRegistry(reg))
+	_, err := Release(t.Context(), c, "vm1", WithBindingDir(place), WithRegistry(reg))
+	require.NoError(t, err)
+	_, err = Open(c, "vm1", WithBindingDir(place))
+	require.ErrorIs(t, err, ErrReleased)
+}
+
+// writeCounter writes v over the counter at path in place, as a restore
+// from an older copy (cp over the file) does.
+func writeCounter(t *testing.T, path string, v uint64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	b := EncodeCounter(v)
+	_, err = f.WriteAt(b[:], 0)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+}
+
+// After a crash (no clean close since), a counter found below the
+// record's mark, restored or not, is raised to the mark before anything is
+// issued: every number handed out is at most the mark. With or without a
+// registry, and from one to the other.
+func TestRecordCrashThenRestoreRaisedToTheMark(t *testing.T) {
+	for _, reg := range []bool{false, true} {
+		place, dir := recordHost(t)
+		c := filepath.Join(dir, "counter.u64")
+		g, err := Open(c, "vm1", WithBindingDir(place))
+		require.NoError(t, err)
+		_, err = g.NextN(500)
+		require.NoError(t, err)
+		crash(t, g)
+		writeCounter(t, c, 100)
+		opts := []Option{WithBindingDir(place)}
+		if reg {
+			opts = append(opts, WithRegistry(snapidtest.NewRegistry()))
+		}
+		ids := issue(t, c, "vm1", 1, opts...)
+		id, err := ParseID(ids[0])
+		require.NoError(t, err)
+		require.Greater(t, id.Number, uint64(500), "registry %v: %s repeats an id issued before the crash", reg, ids[0])
+	}
+}
+
+// A clean close leaves no gap: the last program out sets the mark back to
+// the counter, and the next start goes on from it.
+func TestRecordCleanRestartLeavesNoGap(t *testing.T) {
+	place, dir := recordHost(t)
+	c := filepath.Join(dir, "counter.u64")
+	require.Equal(t, []string{"vm1-1", "vm1-2"}, issue(t, c, "vm1", 2, WithBindingDir(place)))
+	a, err := Open(c, "vm1", WithBindingDir(place))
+	require.NoError(t, err)
+	b, err := Open(c, "vm1", WithBindingDir(place))
+	require.NoError(t, err, "a second process of the same counter joins")
+	_, err = a.NextN(3)
+	require.NoError(t, err)
+	require.NoError(t, a.Close())
+	require.NoError(t, b.Close())
+	require.Equal(t, []string{"vm1-6"}, issue(t, c, "vm1", 1, WithBindingDir(place)))
+}
+
+// Two names opened at the same moment with one node number, or with two
+// strides: one wins, the other is refused (each claim is one entry created
+// without replacing, not a read of the others' records).
+func TestRecordNumberAndStrideClaimsRace(t *testing.T) {
+	for round := range 20 {
+		place, dir := recordHost(t)
+		forms := [][]Option{
+			{WithFormat(FormatDecimal), WithNodeNumber(7)},
+			{WithFormat(FormatDecimal), WithNodeNumber(7)},
+		}
+		if round%2 == 1 {
+			forms = [][]Option{
+				{WithFormat(FormatStriped), WithNodeNumber(1), WithStride(10)},
+				{WithFormat(FormatStriped), WithNodeNumber(2), WithStride(100)},
+			}
+		}
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for i, name := range []string{"a", "b"} {
+			wg.Go(func() {
+				g, err := Open(filepath.Join(dir, name), name, append(forms[i], WithBindingDir(place))...)
+				if err == nil {
+					g.Close()
+				}
+				errs[i] = err
+			})
+		}
+		wg.Wait()
+		require.True(t, (errs[0] == nil) != (errs[1] == nil), "round %d: exactly one opens: %v", round, errs)
+	}
+}
+
+// A registry's striped form has no stride before its claim: the stride it
+// is given then is the host's, and a standalone name with another is
+// refused; a standalone name's stride refuses a registry name's other one.
+func TestRecordRegistryStrideIsTheHosts(t *testing.T) {
+	place, dir := recordHost(t)
+	reg := snapidtest.NewRegistry()
+	_, err := reg.SetStride(t.Context(), 10)
+	require.NoError(t, err)
+	issue(t, filepath.Join(dir, "a.u64"), "a", 1, WithBindingDir(place), WithRegistry(reg), WithFormat(FormatStriped))
+	_, err = Open(filepath.Join(dir, "b.u64"), "b", WithBindingDir(place), WithFormat(FormatStriped), WithNodeNumber(21), WithStride(100))
+	require.ErrorIs(t, err, ErrStrideMismatch)
+	issue(t, filepath.Join(dir, "c.u64"), "c", 1, WithBindingDir(place), WithFormat(FormatStriped), WithNodeNumber(3), WithStride(10))
+}
+
+// A record another user made for a counter not theirs (device and inode
+// can be read by anyone) denies the name but is never adopted: root does
+// not write it, and its path is not followed.
+func TestRecordOfAnotherUserNotAdopted(t *testing.T) {
+	requireRoot(t)
+	place, dir := recordHost(t)
+	c := filepath.Join(dir, "counter.u64")
+	issue(t, c, "vm1", 3, WithBindingDir(place))
+	rec := filepath.Join(place, "vm1")
+	b, err := os.ReadFile(rec)
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(rec))
+	require.NoError(t, os.WriteFile(rec, b, 0o644))
+	require.NoError(t, os.Chown(rec, nobody, nobody))
+	_, err = Open(c, "vm1", WithBindingDir(place))
+	require.ErrorIs(t, err, ErrNameBound)
+	require.Contains(t, err.Error(), "user nobody")
+	after, err := os.ReadFile(rec)
+	require.NoError(t, err)
+	require.Equal(t, b, after, "not written")
+}
+
+// A record is readable by its counter's writers alone: no other user can
+// hold its presence lock (and so keep a start from raising a counter
+// after a crash) or read what it says.
+func TestRecordModeFollowsTheCounter(t *testing.T) {
+	for _, tc := range []struct{ counter, record os.FileMode }{{0o600, 0o600}, {0o660, 0o660}, {0o640, 0o600}} {
+		place, dir := recordHost(t)
+		c := filepath.Join(dir, "counter.u64")
+		issue(t, c, "vm1", 1, WithBindingDir(place), WithFileMode(tc.counter))
+		st, err := os.Stat(filepath.Join(place, "vm1"))
+		require.NoError(t, err)
+		require.Equal(t, tc.record, st.Mode().Perm(), "counter %o", tc.counter)
+	}
+}
+
+// A released name is refused on the host whichever counter comes: also a
+// replacement at the recorded path raised past the mark, which would
+// otherwise take the name over.
+func TestRecordReleasedRefusesAReplacement(t *testing.T) {
+	place, dir := recordHost(t)
+	c := filepath.Join(dir, "counter.u64")
+	reg := snapidtest.NewRegistry()
+	issue(t, c, "vm1", 3, WithBindingDir(place), WithRegistry(reg))
+	_, err := Release(t.Context(), c, "vm1", WithBindingDir(place), WithRegistry(reg))
+	require.NoError(t, err)
+	high := EncodeCounter(1 << 40)
+	require.NoError(t, os.WriteFile(c+".new", high[:], 0o600))
+	require.NoError(t, os.Rename(c+".new", c))
+	_, err = Open(c, "vm1", WithBindingDir(place))
+	require.ErrorIs(t, err, ErrReleased)
+}
