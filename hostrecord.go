@@ -161,7 +161,8 @@ type hostRecord struct {
 	mu       sync.Mutex
 	mark     uint64 // the mark last read or written: updates up to it need no write
 	dev, ino uint64 // the counter's identity
-	registry bool   // the Generator has a registry, whose mark covers a crash
+	step     uint64 // how far the mark goes ahead of the counter
+	uid      uint32 // the counter's owner
 	// present: this process holds the record's shared presence lock, so
 	// no other process sets the mark back under it (see close).
 	present bool
@@ -267,40 +268,38 @@ func judgeRecord(ctx context.Context, p *hoststate.Place, r hoststate.Record, na
 // claimNumbers claims, for name, form's node number (node) and the
 // host's stride in the place: each is an entry created without replacing
 // ("#node-7", "#stride"), so of two Opens at the same moment one decides
-// and the other is refused. A stride of 0 (a registry's form before its
-// claim) claims nothing. It returns the entries it made, for undo.
-func claimNumbers(p *hoststate.Place, name string, f idForm, node uint64) (made []string, err error) {
+// and the other is refused; a claim counts only if root, the caller or the
+// counter's owner (counterUID) made it. A stride of 0 (a registry's form
+// before its claim) claims nothing.
+func claimNumbers(p *hoststate.Place, name string, f idForm, node uint64, counterUID uint32) error {
 	if node != 0 {
 		key := "#node-" + strconv.FormatUint(node, 10)
-		got, owner, created, err := p.Claim(key, name)
-		if created {
-			made = append(made, key)
-		}
+		got, owner, _, err := p.Claim(key, name)
 		if err != nil {
-			return made, recordError(p, key, err)
+			return recordError(p, key, err)
 		}
-		if got != name {
-			return made, &FileError{Op: "open", Path: p.RecordPath(key), Err: fmt.Errorf(
-				"%w: node number %d is %q's on this host (user %s claimed it), and two names under one number issue the same ids; use another number",
-				ErrNumberBound, node, got, statefile.UserName(owner))}
+		if got != name || !trustedRecord(owner, counterUID) {
+			// Another name's, or a claim of a user this Open cannot
+			// trust with its number (one that user could remove or
+			// rewrite at will): denied, never taken.
+			return &FileError{Op: "open", Path: p.RecordPath(key), Err: fmt.Errorf(
+				"%w: node number %d is claimed on this host for %q by user %s, and two names under one number issue the same ids; use another number, "+
+					"or have that user or root remove %s if it is not in use", ErrNumberBound, node, got, statefile.UserName(owner), p.RecordPath(key))}
 		}
 	}
 	if f.form == FormatStriped && f.stride != 0 {
 		want := strconv.FormatUint(f.stride, 10)
-		got, owner, created, err := p.Claim("#stride", want)
-		if created {
-			made = append(made, "#stride")
-		}
+		got, owner, _, err := p.Claim("#stride", want)
 		if err != nil {
-			return made, recordError(p, "#stride", err)
+			return recordError(p, "#stride", err)
 		}
-		if got != want {
-			return made, &FileError{Op: "open", Path: p.RecordPath("#stride"), Err: fmt.Errorf(
-				"%w: this host's striped ids use stride %s (user %s claimed it), and ids of two strides collide (3021 is 302×10+1 and 30×100+21); use stride %s",
-				ErrStrideMismatch, got, statefile.UserName(owner), got)}
+		if got != want || !trustedRecord(owner, counterUID) {
+			return &FileError{Op: "open", Path: p.RecordPath("#stride"), Err: fmt.Errorf(
+				"%w: this host's striped ids use stride %s (claimed by user %s), and ids of two strides collide (3021 is 302×10+1 and 30×100+21); use stride %s, "+
+					"or have that user or root remove %s if no program uses it", ErrStrideMismatch, got, statefile.UserName(owner), got, p.RecordPath("#stride"))}
 		}
 	}
-	return made, nil
+	return nil
 }
 
 // withRecord runs open (which creates or opens the counter file) with the
@@ -320,6 +319,13 @@ func withRecord(ctx context.Context, name, counterPath string, f idForm, o *opti
 	}
 	if err := checkCounterPath(counterPath, o); err != nil {
 		return nil, &FileError{Op: "open", Path: counterPath, Err: err}
+	}
+	// An existing counter that cannot be used fails before anything is
+	// made for it, the place included.
+	if _, err := os.Lstat(counterPath); err == nil {
+		if _, err := readCounterAt(ctx, counterPath, o); err != nil {
+			return nil, err
+		}
 	}
 	p, own, err := recordPlace(ctx, counterPath, o)
 	if err != nil {
@@ -392,15 +398,10 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 			return nil, rolledBack(counterPath, v, r, p.RecordPath(name))
 		}
 	}
-	made, err := claimNumbers(p, name, f, f.node)
-	defer func() {
-		if err != nil {
-			for _, k := range made {
-				_ = p.Remove(k) // this Open's claim, given back
-			}
-		}
-	}()
-	if err != nil {
+	// A claim made here is never given back, even if this Open fails:
+	// another Open of the name may rely on it already, and an unused
+	// claim only keeps the number for the name.
+	if err := claimNumbers(p, name, f, f.node, uid); err != nil {
 		return nil, err
 	}
 	if err := open(); err != nil {
@@ -440,7 +441,13 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 		}
 		return nil, recordError(p, name, err)
 	}
-	hr := &hostRecord{h: h, log: o.logger, dev: c.dev, ino: c.ino, registry: o.reg.registry != nil}
+	step := uint64(recordStep)
+	if o.reg.registry != nil {
+		// No more than the registry's step: a crash's gap stays within
+		// the registry's bound.
+		step = min(step, o.reg.step)
+	}
+	hr := &hostRecord{h: h, log: o.logger, dev: c.dev, ino: c.ino, step: step, uid: st.Uid}
 	if err := hr.open(ctx, c, f, o); err != nil {
 		h.Close()
 		return nil, err
@@ -503,8 +510,10 @@ func (hr *hostRecord) open(ctx context.Context, c *counterFile, f idForm, o *opt
 		// reads the record again.
 		hr.present = hr.h.Lock(false)
 	} else {
-		hr.present = true
-		defer hr.h.Lock(false) // not atomic: another opener may also count itself first, and raise (a gap)
+		// Exclusive now, shared once the checks are done: the change is
+		// not atomic (another opener may also count itself first, and
+		// raise: a gap); one that fails leaves this process uncounted.
+		defer func() { hr.present = hr.h.Lock(false) }()
 	}
 	return c.withLockContext(ctx, func() error {
 		v, err := c.load()
@@ -528,11 +537,7 @@ func (hr *hostRecord) open(ctx context.Context, c *counterFile, f idForm, o *opt
 		if v < r.Floor && o.reg.registry == nil {
 			return rolledBack(c.path, v, r, hr.h.Path())
 		}
-		// After a crash the registry's own mark, a step of its own
-		// ahead, covers a mark a registered program kept: the record's
-		// raise is for a mark kept without one (standalone, then a
-		// registry: the registry never saw those numbers).
-		if v < r.Floor || (first && v < r.Mark && !(o.reg.registry != nil && r.Registry)) {
+		if v < r.Floor || (first && v < r.Mark) {
 			to := max(r.Floor, r.Mark)
 			if err := c.store(to); err != nil {
 				return err
@@ -591,9 +596,8 @@ func (hr *hostRecord) cover(base, upTo uint64) error {
 		return nil
 	}
 	r.Floor = max(r.Floor, base)
-	r.Mark = max(r.Mark, upTo+recordStep)
-	r.Registry = hr.registry
-	if upTo > MaxNumber-recordStep {
+	r.Mark = max(r.Mark, upTo+hr.step)
+	if upTo > MaxNumber-hr.step {
 		r.Mark = MaxNumber
 	}
 	if err := hr.h.Write(r); err != nil {
@@ -607,7 +611,7 @@ func (hr *hostRecord) cover(base, upTo uint64) error {
 // refused when another name of the host holds the number or the host
 // uses another stride, and records them.
 func (hr *hostRecord) setNode(ctx context.Context, c *counterFile, f idForm, node uint64) error {
-	if _, err := claimNumbers(hr.p, hr.h.Record().Name, f, node); err != nil {
+	if err := claimNumbers(hr.p, hr.h.Record().Name, f, node, hr.uid); err != nil {
 		return err
 	}
 	return c.withLockContext(ctx, func() error {

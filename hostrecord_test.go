@@ -330,3 +330,52 @@ func TestRecordReleasedRefusesAReplacement(t *testing.T) {
 	_, err = Open(c, "vm1", WithBindingDir(place))
 	require.ErrorIs(t, err, ErrReleased)
 }
+
+// A node number claimed by another user for a name of root's is not taken
+// as root's claim (that user could remove or rewrite it at will): root's
+// Open is denied, naming the user, and no second name gets the number.
+func TestRecordClaimOfAnotherUserDenies(t *testing.T) {
+	requireRoot(t)
+	place, dir := recordHost(t)
+	require.NoError(t, os.Mkdir(place, 0o755))
+	forged := filepath.Join(place, "#node-7")
+	require.NoError(t, os.WriteFile(forged, []byte("snapid-claim 1\nvm1\n"), 0o644))
+	require.NoError(t, os.Chown(forged, nobody, nobody))
+	dec := []Option{WithBindingDir(place), WithFormat(FormatDecimal), WithNodeNumber(7)}
+	_, err := Open(filepath.Join(dir, "c1"), "vm1", dec...)
+	require.ErrorIs(t, err, ErrNumberBound)
+	require.Contains(t, err.Error(), "user nobody")
+}
+
+// A standalone program issuing under a mark a registered program raised,
+// then a crash, then the counter restored while nothing runs: the first
+// program after the crash, registered or not, raises the counter to the
+// record's mark, which covers every number handed out.
+func TestRecordCrashRaiseWhateverPathKeptTheMark(t *testing.T) {
+	place, dir := recordHost(t)
+	c := filepath.Join(dir, "c")
+	reg := snapidtest.NewRegistry()
+	ropts := []Option{WithBindingDir(place), WithRegistry(reg), WithReserveStep(100)}
+	r, err := Open(c, "vm1", ropts...)
+	require.NoError(t, err)
+	_, err = r.UniqueID()
+	require.NoError(t, err)
+	s, err := Open(c, "vm1", WithBindingDir(place))
+	require.NoError(t, err)
+	seen := map[string]bool{}
+	var copyAt []byte
+	for i := range 90 {
+		id, err := s.UniqueID()
+		require.NoError(t, err)
+		seen[id] = true
+		if i == 40 {
+			copyAt, err = os.ReadFile(c)
+			require.NoError(t, err)
+		}
+	}
+	crash(t, s)
+	crash(t, r)
+	require.NoError(t, os.WriteFile(c, copyAt, 0o600)) // in place: same file
+	ids := issue(t, c, "vm1", 1, ropts...)
+	require.False(t, seen[ids[0]], "%s handed out again", ids[0])
+}

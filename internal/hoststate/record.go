@@ -61,9 +61,6 @@ type Record struct {
 	// step ahead of the counter, raised before the counter passes it, so
 	// that the hot path writes the record once a step.
 	Mark uint64 `json:"mark"`
-	// Registry: the mark was last raised by a program with a registry,
-	// whose own mark covers what a crash leaves.
-	Registry bool `json:"registry,omitempty"`
 	// Gen is raised at every write.
 	Gen uint64 `json:"gen"`
 	// Owner and Group are the record file's (from its status: not
