@@ -509,7 +509,7 @@ func (c *counterFile) advance(k uint64, decimal bool, hook advanceHook, gone, cl
 		k, _ = decimalSpan(base, k)
 	}
 	if c.host != nil {
-		if err := c.host.cover(c.durable, base+k); err != nil {
+		if err := c.host.cover(c.durable, cur, base+k); err != nil {
 			return 0, err
 		}
 	}

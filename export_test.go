@@ -102,10 +102,15 @@ func init() {
 			return ""
 		}
 		parts := strings.SplitN(rel, string(filepath.Separator), 3)
-		if len(parts) < 3 {
-			return ""
+		switch len(parts) {
+		case 3:
+			return filepath.Join(os.TempDir(), parts[0], "records-"+parts[1])
+		case 2:
+			// A directory of its own ($TMPDIR/snapid-example-123/c), as
+			// the examples make: its own host too.
+			return filepath.Join(os.TempDir(), parts[0], "records")
 		}
-		return filepath.Join(os.TempDir(), parts[0], "records-"+parts[1])
+		return ""
 	}
 }
 

@@ -52,15 +52,15 @@ var testBindingDir func(counterPath string) string
 // record write (synced) per step of numbers.
 const recordStep = 1024
 
-// recordPlace opens the place of this Open's records; nil when records
-// are off (WithBindingDir("")). own is, for a user's Open in the host's
+// recordPlace opens (with create, making it if missing) the place of this
+// Open's records; nil when records are off (WithBindingDir("")). own is, for a user's Open in the host's
 // place, the user's own place kept while the host had none (its records
 // are moved into the host's place as they are used).
-func recordPlace(ctx context.Context, counterPath string, o *options) (p *hoststate.Place, own string, err error) {
+func recordPlace(ctx context.Context, counterPath string, o *options, create bool) (p *hoststate.Place, own string, err error) {
 	euid := uint32(os.Geteuid())
 	mine := []uint32{0, euid}
 	open := func(dir string, mode uint32, owners []uint32) (*hoststate.Place, error) {
-		p, err := hoststate.OpenPlace(dir, hoststate.PlaceOptions{Create: true, Mode: mode, Owners: owners, FS: o.fs})
+		p, err := hoststate.OpenPlace(dir, hoststate.PlaceOptions{Create: create, Mode: mode, Owners: owners, FS: o.fs})
 		if err != nil {
 			return nil, &FileError{Op: "record", Path: dir, Err: placeError(err, dir)}
 		}
@@ -327,7 +327,7 @@ func withRecord(ctx context.Context, name, counterPath string, f idForm, o *opti
 			return nil, err
 		}
 	}
-	p, own, err := recordPlace(ctx, counterPath, o)
+	p, own, err := recordPlace(ctx, counterPath, o, true)
 	if err != nil {
 		return nil, err
 	}
@@ -502,20 +502,22 @@ func recordError(p *hoststate.Place, name string, err error) error {
 // clean close since: a crash, or a restore within the last step) raises it
 // to the mark. Then the form and the counter's value are recorded.
 func (hr *hostRecord) open(ctx context.Context, c *counterFile, f idForm, o *options) error {
-	first := hr.h.Lock(true)
-	if !first {
-		// Others use the name. Without a shared lock (another user holds
-		// the record exclusively) this process does not count at a
-		// close, and so never trusts the mark it read: every update
-		// reads the record again.
-		hr.present = hr.h.Lock(false)
-	} else {
-		// Exclusive now, shared once the checks are done: the change is
-		// not atomic (another opener may also count itself first, and
-		// raise: a gap); one that fails leaves this process uncounted.
-		defer func() { hr.present = hr.h.Lock(false) }()
-	}
 	return c.withLockContext(ctx, func() error {
+		// Presence, decided under the counter's lock, which every
+		// opener takes: the first holds the record exclusively while it
+		// checks, and shared before the lock is let go, so the next
+		// opener sees it. Only the counter's writers can open the record
+		// (its mode), so none of these waits on a stranger.
+		first := hr.h.Lock(true)
+		if first {
+			defer func() { hr.present = hr.h.LockShared(ctx) == nil }()
+		} else {
+			// Others use the name (a closer may hold it exclusively for
+			// a moment). Without the shared lock this process does not
+			// count at a close, and never trusts the mark it read:
+			// every update reads the record again.
+			hr.present = hr.h.LockShared(ctx) == nil
+		}
 		v, err := c.load()
 		if err != nil {
 			return err
@@ -576,7 +578,7 @@ func (hr *hostRecord) open(ctx context.Context, c *counterFile, f idForm, o *opt
 // it (the caller holds the counter's lock): a write only when the counter
 // passes the mark, which then goes a step ahead, and the floor to base,
 // the highest value this process synced.
-func (hr *hostRecord) cover(base, upTo uint64) error {
+func (hr *hostRecord) cover(base, cur, upTo uint64) error {
 	hr.mu.Lock()
 	defer hr.mu.Unlock()
 	if hr.present && upTo <= hr.mark {
@@ -596,8 +598,12 @@ func (hr *hostRecord) cover(base, upTo uint64) error {
 		return nil
 	}
 	r.Floor = max(r.Floor, base)
-	r.Mark = max(r.Mark, upTo+hr.step)
-	if upTo > MaxNumber-hr.step {
+	// A step ahead of the counter as it was (cur), and at least upTo: a
+	// crash leaves a gap of at most a step.
+	r.Mark = max(r.Mark, upTo)
+	if cur <= MaxNumber-hr.step {
+		r.Mark = max(r.Mark, cur+hr.step)
+	} else {
 		r.Mark = MaxNumber
 	}
 	if err := hr.h.Write(r); err != nil {
@@ -757,7 +763,7 @@ func migrateBinding(p *hoststate.Place, name string, o *options) (hoststate.Reco
 // registry or not, then refuses the name until it is claimed again on
 // purpose (WithReclaim).
 func markRecordReleased(ctx context.Context, c *counterFile, name string, final uint64, o *options) error {
-	p, _, err := recordPlace(ctx, c.path, o)
+	p, _, err := recordPlace(ctx, c.path, o, true)
 	if err != nil {
 		return err
 	}
@@ -860,7 +866,10 @@ func oneNamePerCounter(p *hoststate.Place, name, counterPath string, dev, ino ui
 // naming the counter c, or its path, to v, and their counter to c (a
 // repair; the caller holds c's lock).
 func lowerRecords(ctx context.Context, c *counterFile, v uint64, o *options) error {
-	p, _, err := recordPlace(ctx, c.path, o)
+	p, _, err := recordPlace(ctx, c.path, o, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // no records: nothing to lower
+	}
 	if err != nil || p == nil {
 		return err
 	}
@@ -918,7 +927,7 @@ func releasedInRecords(path string, o *options) string {
 	if err != nil || !ok {
 		return ""
 	}
-	p, _, err := recordPlace(context.Background(), path, o)
+	p, _, err := recordPlace(context.Background(), path, o, false)
 	if err != nil || p == nil {
 		return ""
 	}

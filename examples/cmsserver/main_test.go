@@ -28,7 +28,9 @@ import (
 
 func newTestServer(t *testing.T) (*httptest.Server, *snapid.Generator) {
 	t.Helper()
-	g, err := snapid.Open(filepath.Join(t.TempDir(), "counter.u64"), "web_1", snapid.WithSync(false))
+	// Each test's server is a host of its own: its own place for the
+	// records of names.
+	g, err := snapid.Open(filepath.Join(t.TempDir(), "counter.u64"), "web_1", snapid.WithSync(false), snapid.WithBindingDir(t.TempDir()))
 	require.NoError(t, err)
 	t.Cleanup(func() { g.Close() })
 	metrics := prometheus.NewRegistry()
@@ -136,7 +138,7 @@ func TestBinarySIGTERM(t *testing.T) {
 
 	counter := filepath.Join(t.TempDir(), "counter.u64")
 	cmd := exec.Command(bin, "-addr", "127.0.0.1:0")
-	cmd.Env = append(os.Environ(), "SNAPID_COUNTER="+counter, "SNAPID_NAME=web_1",
+	cmd.Env = append(os.Environ(), "SNAPID_COUNTER="+counter, "SNAPID_NAME=web_1", "SNAPID_BINDING_DIR="+t.TempDir(),
 		"SNAPID_CASSANDRA="+strings.Join(k.Hosts, ","), "SNAPID_KEYSPACE="+k.Name)
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)

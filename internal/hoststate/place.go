@@ -1,6 +1,7 @@
 package hoststate
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -290,4 +291,10 @@ func (h *Handle) Lock(exclusive bool) bool {
 		how = unix.LOCK_EX
 	}
 	return unix.Flock(int(h.f.Fd()), how|unix.LOCK_NB) == nil
+}
+
+// LockShared takes the record's presence lock shared, waiting while
+// another process holds it exclusively, no longer than ctx allows.
+func (h *Handle) LockShared(ctx context.Context) error {
+	return statefile.LockShared(ctx, int(h.f.Fd()), h.f.Name())
 }
