@@ -355,7 +355,7 @@ type extensions struct {
 // refresh.
 func (e *extensions) answered(err error) {
 	if errors.Is(err, snapid.ErrNameTaken) {
-		e.told.CompareAndSwap(0, int64(e.w.step)+1)
+		e.told.CompareAndSwap(0, e.w.stepNow.Load()+1)
 	}
 }
 

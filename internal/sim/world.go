@@ -37,6 +37,7 @@ type world struct {
 	down     bool           // the registry is down
 	reached  map[string]int // events reached (Result.Reached)
 	step     int            // index of the step running
+	stepNow  atomic.Int64   // step, for the library's background goroutines (heartbeats) to read
 	never    chan struct{}  // a channel never closed: the Done of opCtx's contexts that can end
 	parallel bool           // a step whose calls run concurrently is running
 	ops      int            // operations that did something (see did)
@@ -388,6 +389,7 @@ var stepLimit = 20 * time.Second
 func (w *world) run() (hung string) {
 	for i, s := range w.h.Steps {
 		w.step = i
+		w.stepNow.Store(int64(i))
 		if !guard(stepLimit, func() {
 			w.reg0.tick()
 			w.do(s)
@@ -400,6 +402,7 @@ func (w *world) run() (hung string) {
 		w.check.afterStep(s)
 	}
 	w.step = len(w.h.Steps)
+	w.stepNow.Store(int64(w.step))
 	if !guard(stepLimit, w.finish) {
 		return fmt.Sprintf("the end of the history (faults stopped, every host asked to issue, every process closed) made no progress for %v: a hang", stepLimit)
 	}
