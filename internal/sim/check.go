@@ -352,7 +352,7 @@ func (c *checker) released(ho *host, final uint64, err error, before state) {
 		// the host must not issue again until reclaimed (checked by the
 		// ids and by its Opens), unless it failed before that.
 		ho.exempt = "its release's outcome is unknown"
-		if _, statErr := os.Stat(ho.counter + ".released"); statErr == nil {
+		if rec, ok := hostRecord(ho); ok && rec.Released {
 			ho.released = true
 		}
 	default:
@@ -372,7 +372,7 @@ func (c *checker) released(ho *host, final uint64, err error, before state) {
 				c.violation("Release of %s on h%d failed (%v) but the registry shows it released", ho.cfg.Name, ho.i, err)
 			}
 		}
-		if _, statErr := os.Stat(ho.counter + ".released"); statErr == nil {
+		if rec, ok := hostRecord(ho); ok && rec.Released {
 			ho.released = true
 			ho.exempt = "its release failed after being recorded on the host"
 		}
