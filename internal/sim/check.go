@@ -339,6 +339,7 @@ func (c *checker) released(ho *host, final uint64, err error, before state) {
 	switch {
 	case err == nil:
 		ho.released = true
+		ho.releaseUnsynced = false
 		if ho.cfg.Registry && (!ok || row.State != snapid.StateReleased || row.Reserved != final) {
 			c.violation("Release of %s on h%d reported done (final %d) but the registry shows %+v", ho.cfg.Name, ho.i, final, row)
 		}
@@ -352,8 +353,9 @@ func (c *checker) released(ho *host, final uint64, err error, before state) {
 		// the host must not issue again until reclaimed (checked by the
 		// ids and by its Opens), unless it failed before that.
 		ho.exempt = "its release's outcome is unknown"
-		if rec, ok := hostRecord(ho); ok && rec.Released {
+		if rec, ok := hostRecord(ho); ok && rec.Released && !ho.released {
 			ho.released = true
+			ho.releaseUnsynced = true
 		}
 	default:
 		var was snapid.Holder
@@ -372,8 +374,9 @@ func (c *checker) released(ho *host, final uint64, err error, before state) {
 				c.violation("Release of %s on h%d failed (%v) but the registry shows it released", ho.cfg.Name, ho.i, err)
 			}
 		}
-		if rec, ok := hostRecord(ho); ok && rec.Released {
+		if rec, ok := hostRecord(ho); ok && rec.Released && !ho.released {
 			ho.released = true
+			ho.releaseUnsynced = true
 			ho.exempt = "its release failed after being recorded on the host"
 		}
 	}

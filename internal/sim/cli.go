@@ -216,6 +216,7 @@ func (w *world) cliRegister(ho *host, floor uint64, force bool) {
 	}
 	w.did(1)
 	ho.released = false
+	ho.releaseUnsynced = false
 	ho.opened = true
 	var name, path, ownerID string
 	var next uint64

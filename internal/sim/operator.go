@@ -110,6 +110,7 @@ func (w *world) restore(ho *host) {
 	}
 	ho.exempt = "its files were restored from a copy"
 	ho.released = false
+	ho.releaseUnsynced = false
 	ho.damaged, ho.damage = ho.backupDamage != "", ho.backupDamage
 }
 
@@ -122,6 +123,7 @@ func (w *world) restore(ho *host) {
 func (w *world) reclaimFailed(ho *host) {
 	if r, ok := hostRecord(ho); !ok || !r.Released {
 		ho.released = false
+		ho.releaseUnsynced = false
 	}
 }
 

@@ -79,6 +79,13 @@ func (w *world) do(s Step) {
 		if err := ho.disk.powerCut(w.rng, s.Keep); err != nil {
 			w.check.violation("power cut on h%d: %v", ho.i, err)
 		}
+		if ho.releaseUnsynced {
+			// A failed Release's record may be lost with the cache:
+			// the name is then the host's again, as the failure said.
+			rec, ok := hostRecord(ho)
+			ho.released = ok && rec.Released
+			ho.releaseUnsynced = ho.released
+		}
 	case KRelease:
 		if !ho.cfg.Registry {
 			return
@@ -100,6 +107,7 @@ func (w *world) do(s Step) {
 		}
 		if err := w.open(ho, s.Proc, snapid.WithReclaim()); err == nil {
 			ho.released = false
+			ho.releaseUnsynced = false
 			w.did(1)
 		} else {
 			w.reclaimFailed(ho)

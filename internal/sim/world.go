@@ -81,8 +81,12 @@ type host struct {
 	// released: its name was released on this host (Release reported
 	// done); it issues again only when reclaimed.
 	released bool
-	takeover uint64 // WithTakeover floor for its opens, if takeoverSet
-	takeSet  bool
+	// releaseUnsynced: released is known only from the host's record,
+	// written by a Release that then failed: the write may not have
+	// reached the disk, so a power cut may take it back.
+	releaseUnsynced bool
+	takeover        uint64 // WithTakeover floor for its opens, if takeoverSet
+	takeSet         bool
 	// lastNum is the last number the host handed out (strict mode);
 	// dense: nothing since then may rightly leave a gap before the next
 	// (a process died, a call failed, the counter was raised or put back).
