@@ -86,16 +86,15 @@ func (w *world) renameCounter(ho *host) {
 			w.reached["replaced-counter-refused"]++
 			w.check.unchanged(ho, before, fmt.Sprintf("a replaced counter refused (%v)", err))
 		}
-		e := snapid.EncodeCounter(m)
-		b = e[:]
-		if err := writeInPlace(ho.counter, b); err != nil {
-			w.check.violation("raise of the replaced counter of h%d: %v", ho.i, err)
-		}
 		w.faulted()
 		w.reached["counter-renamed"]++
-		if err := ho.disk.settle(); err != nil {
-			w.check.violation("rename over the counter of h%d: %v", ho.i, err)
+		if ho.disk.freeze.hasFired() {
+			// The power went inside the Open: the operator raises the
+			// replacement once the cut is applied (raiseReplacement).
+			ho.raisePending = true
+			return
 		}
+		w.raiseReplacement(ho)
 		return
 	}
 	tmp := ho.counter + ".new"
@@ -366,6 +365,31 @@ func (w *world) strideRecorded() bool {
 }
 
 // writeReplacement puts a new file holding b at p by renaming it over p.
+// raiseReplacement is the operator doing as a replaced counter's refusal
+// says: the replacement raised to the host's record's mark, after which
+// it takes the name over.
+func (w *world) raiseReplacement(ho *host) {
+	ho.raisePending = false
+	rec, ok := hostRecord(ho)
+	if !ok {
+		return
+	}
+	b, err := os.ReadFile(ho.counter)
+	if err != nil {
+		return
+	}
+	if v, err := snapid.DecodeCounter(b); err != nil || v >= rec.Mark {
+		return
+	}
+	e := snapid.EncodeCounter(rec.Mark)
+	if err := writeInPlace(ho.counter, e[:]); err != nil {
+		w.check.violation("raise of the replaced counter of h%d: %v", ho.i, err)
+	}
+	if err := ho.disk.settle(); err != nil {
+		w.check.violation("rename over the counter of h%d: %v", ho.i, err)
+	}
+}
+
 func writeReplacement(p string, b []byte) error {
 	tmp := p + ".new"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {

@@ -420,6 +420,9 @@ func (w *world) afterFreeze() {
 				}
 			}
 		}
+		if ho.raisePending {
+			w.raiseReplacement(ho)
+		}
 		f.mu.Lock()
 		f.fired, f.state, f.leasing = false, nil, nil
 		f.mu.Unlock()

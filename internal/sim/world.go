@@ -85,8 +85,11 @@ type host struct {
 	// written by a Release that then failed: the write may not have
 	// reached the disk, so a power cut may take it back.
 	releaseUnsynced bool
-	takeover        uint64 // WithTakeover floor for its opens, if takeoverSet
-	takeSet         bool
+	// raisePending: a replaced counter's raise waits for a power cut
+	// that came inside the Open that was refused on it.
+	raisePending bool
+	takeover     uint64 // WithTakeover floor for its opens, if takeoverSet
+	takeSet      bool
 	// lastNum is the last number the host handed out (strict mode);
 	// dense: nothing since then may rightly leave a gap before the next
 	// (a process died, a call failed, the counter was raised or put back).
