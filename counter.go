@@ -509,12 +509,35 @@ func (c *counterFile) advance(k uint64, decimal bool, hook advanceHook, gone, cl
 		k, _ = decimalSpan(base, k)
 	}
 	if c.host != nil {
+		if !c.sync && cur > c.durable && c.host.due(base+k) {
+			// Sync off: the counter is synced once a step, as the
+			// record is written, so that the record's floor moves with
+			// it (a counter restored or zeroed below it is refused).
+			if err := c.io.Sync(c.f); err != nil {
+				return 0, &FileError{Op: "sync", Path: c.path, Err: err}
+			}
+			c.durable = cur
+		}
 		if err := c.host.cover(c.durable, cur, base+k); err != nil {
 			return 0, err
 		}
 	}
 	if err := c.store(base + k); err != nil {
 		return 0, err
+	}
+	if c.host != nil && k > c.host.step {
+		// A jump of more than a step: the record's floor follows at
+		// once, so that the counter is never more than about a step
+		// above what a restore is judged against.
+		if !c.sync {
+			if err := c.io.Sync(c.f); err != nil {
+				return 0, &FileError{Op: "sync", Path: c.path, Err: err}
+			}
+			c.durable = max(c.durable, base+k)
+		}
+		if err := c.host.raiseFloor(c.durable); err != nil {
+			return 0, err
+		}
 	}
 	if hook != nil {
 		hook.committed(base + k)

@@ -90,14 +90,28 @@ func recordPlace(ctx context.Context, counterPath string, o *options, create boo
 		return p, "", err
 	}
 	if euid == 0 {
-		p, err = open(defaultBindingDir, 0o1777, []uint32{0})
-		return p, "", err
+		if create {
+			// Root makes the place and its parent, never more: a /var
+			// not mounted yet has no /var/lib, and a place made on the
+			// file system under it would hide the host's records.
+			if lib := filepath.Dir(filepath.Dir(defaultBindingDir)); !dirExists(lib) {
+				return nil, "", &FileError{Op: "record", Path: defaultBindingDir, Err: fmt.Errorf(
+					"%w: %s does not exist (is its file system mounted?): the host's records of node names are kept under it", fs.ErrNotExist, lib)}
+			}
+		}
+		if p, err = open(defaultBindingDir, 0o1777, []uint32{0}); err != nil {
+			return nil, "", err
+		}
+		return p, "", lastingPlace(p)
 	}
 	ownDir, oerr := ownRecordDir(ctx)
 	p, err = hoststate.OpenPlace(defaultBindingDir, hoststate.PlaceOptions{Owners: []uint32{0}, FS: o.fs})
 	if err == nil {
 		if oerr != nil {
 			ownDir = ""
+		}
+		if err := lastingPlace(p); err != nil {
+			return nil, "", err
 		}
 		return p, ownDir, nil
 	}
@@ -117,6 +131,24 @@ func recordPlace(ctx context.Context, counterPath string, o *options, create boo
 		"place", defaultBindingDir, "own", ownDir)
 	p, err = open(ownDir, 0o700, mine)
 	return p, "", err
+}
+
+// lastingPlace refuses (and closes) the host's default place when it is
+// on a file system that does not outlive its mount (a service's
+// TemporaryFileSystem over /var/lib, a tmpfs mounted over the place):
+// what it lacks is hidden, not absent, and records made there are lost.
+func lastingPlace(p *hoststate.Place) error {
+	v, err := p.Volatile()
+	if err == nil && !v {
+		return nil
+	}
+	path := p.Path()
+	p.Close()
+	if err == nil {
+		err = errors.New("it is on a tmpfs or ramfs, which hides the host's records (a service's TemporaryFileSystem= or a mount over it?) and loses those made there at a reboot: " +
+			"give the program the host's place (BindPaths=/var/lib/snapid under systemd), or name a lasting one (SNAPID_BINDING_DIR)")
+	}
+	return &FileError{Op: "record", Path: path, Err: err}
 }
 
 // ownRecordDir is the user's own place for records when the host has
@@ -159,10 +191,10 @@ type hostRecord struct {
 	p        *hoststate.Place
 	h        *hoststate.Handle
 	mu       sync.Mutex
-	mark     uint64 // the mark last read or written: updates up to it need no write
-	dev, ino uint64 // the counter's identity
-	step     uint64 // how far the mark goes ahead of the counter
-	uid      uint32 // the counter's owner
+	mark     uint64                // the mark last read or written: updates up to it need no write
+	dev, ino uint64                // the counter's identity
+	step     uint64                // how far the mark goes ahead of the counter
+	trust    func(uid uint32) bool // whose claims speak for the counter (see claimNumbers)
 	// present: this process holds the record's shared presence lock, so
 	// no other process sets the mark back under it (see close).
 	present bool
@@ -211,17 +243,29 @@ func trustedRecord(uid, counterUID uint32) bool {
 	return uid == 0 || uid == counterUID || uid == uint32(os.Geteuid())
 }
 
+// trusts is trustedRecord for the record r and the counter of status st,
+// which also trusts a record that names this very counter made by one of
+// its writers (its group, when group-writable; anyone, when writable by
+// all): a writer of the counter can change the counter itself.
+func trusts(r hoststate.Record, st unix.Stat_t) bool {
+	if trustedRecord(r.Owner, st.Uid) {
+		return true
+	}
+	return r.Dev == uint64(st.Dev) && r.Ino == st.Ino && st.Nlink > 0 &&
+		(st.Mode&0o002 != 0 || st.Mode&0o020 != 0 && r.Group == st.Gid)
+}
+
 // judgeRecord refuses the record r of name for the counter at counterPath
 // (identity dev, ino and owner uid; exists is false when there is no file
 // there yet).
-func judgeRecord(ctx context.Context, p *hoststate.Place, r hoststate.Record, name, counterPath string, dev, ino uint64, uid uint32, exists bool, o *options) error {
+func judgeRecord(ctx context.Context, p *hoststate.Place, r hoststate.Record, name, counterPath string, dev, ino uint64, cst unix.Stat_t, exists bool, o *options) error {
 	rp := p.RecordPath(name)
 	who := statefile.UserName(r.Owner)
 	remover := "user " + who + " or root"
 	if r.Owner == 0 {
 		remover = "root"
 	}
-	if !trustedRecord(r.Owner, uid) {
+	if !trusts(r, cst) {
 		// Another user's record: it denies the name, and nothing it
 		// says is followed (no path of it is looked at).
 		return &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
@@ -268,17 +312,18 @@ func judgeRecord(ctx context.Context, p *hoststate.Place, r hoststate.Record, na
 // claimNumbers claims, for name, form's node number (node) and the
 // host's stride in the place: each is an entry created without replacing
 // ("#node-7", "#stride"), so of two Opens at the same moment one decides
-// and the other is refused; a claim counts only if root, the caller or the
-// counter's owner (counterUID) made it. A stride of 0 (a registry's form
-// before its claim) claims nothing.
-func claimNumbers(p *hoststate.Place, name string, f idForm, node uint64, counterUID uint32) error {
+// and the other is refused; a claim counts only if trust says its maker
+// may speak for the counter (root, the caller, the counter's owner, or
+// the writer of the counter who made the name's record). A stride of 0 (a
+// registry's form before its claim) claims nothing.
+func claimNumbers(p *hoststate.Place, name string, f idForm, node uint64, trust func(uid uint32) bool) error {
 	if node != 0 {
 		key := "#node-" + strconv.FormatUint(node, 10)
 		got, owner, _, err := p.Claim(key, name)
 		if err != nil {
 			return recordError(p, key, err)
 		}
-		if got != name || !trustedRecord(owner, counterUID) {
+		if got != name || !trust(owner) {
 			// Another name's, or a claim of a user this Open cannot
 			// trust with its number (one that user could remove or
 			// rewrite at will): denied, never taken.
@@ -293,7 +338,7 @@ func claimNumbers(p *hoststate.Place, name string, f idForm, node uint64, counte
 		if err != nil {
 			return recordError(p, "#stride", err)
 		}
-		if got != want || !trustedRecord(owner, counterUID) {
+		if got != want || !trust(owner) {
 			return &FileError{Op: "open", Path: p.RecordPath("#stride"), Err: fmt.Errorf(
 				"%w: this host's striped ids use stride %s (claimed by user %s), and ids of two strides collide (3021 is 302×10+1 and 30×100+21); use stride %s, "+
 					"or have that user or root remove %s if no program uses it", ErrStrideMismatch, got, statefile.UserName(owner), got, p.RecordPath("#stride"))}
@@ -374,15 +419,12 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 	if err != nil {
 		return nil, &FileError{Op: "open", Path: counterPath, Err: err}
 	}
-	uid := uint32(os.Geteuid())
-	if exists {
-		var st unix.Stat_t
-		if unix.Lstat(counterPath, &st) == nil {
-			uid = st.Uid
-		}
+	cst := unix.Stat_t{Uid: uint32(os.Geteuid())}
+	if exists && unix.Lstat(counterPath, &cst) != nil {
+		cst = unix.Stat_t{Uid: uint32(os.Geteuid())}
 	}
 	if ok {
-		if err := judgeRecord(ctx, p, r, name, counterPath, dev, ino, uid, exists, o); err != nil {
+		if err := judgeRecord(ctx, p, r, name, counterPath, dev, ino, cst, exists, o); err != nil {
 			return nil, err
 		}
 	} else if exists {
@@ -401,7 +443,8 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 	// A claim made here is never given back, even if this Open fails:
 	// another Open of the name may rely on it already, and an unused
 	// claim only keeps the number for the name.
-	if err := claimNumbers(p, name, f, f.node, uid); err != nil {
+	trust := func(uid uint32) bool { return trustedRecord(uid, cst.Uid) || ok && uid == r.Owner && trusts(r, cst) }
+	if err := claimNumbers(p, name, f, f.node, trust); err != nil {
 		return nil, err
 	}
 	if err := open(); err != nil {
@@ -422,15 +465,15 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 		if errors.Is(err, fs.ErrExist) {
 			// Another Open made it first: judged as any record.
 			if r, ok, err = p.Read(name); err == nil && ok {
-				err = judgeRecord(ctx, p, r, name, counterPath, c.dev, c.ino, st.Uid, true, o)
+				err = judgeRecord(ctx, p, r, name, counterPath, c.dev, c.ino, st, true, o)
 			}
 		}
 		if err != nil {
 			return nil, recordError(p, name, err)
 		}
-	} else if (r.Dev != c.dev || r.Ino != c.ino) && !(r.Path == counterPath && counterAtLeast(ctx, counterPath, r.Mark, o)) || !trustedRecord(r.Owner, st.Uid) {
+	} else if (r.Dev != c.dev || r.Ino != c.ino) && !(r.Path == counterPath && counterAtLeast(ctx, counterPath, r.Mark, o)) || !trusts(r, st) {
 		// Made or replaced between the check and the open.
-		return nil, judgeRecord(ctx, p, r, name, counterPath, c.dev, c.ino, st.Uid, true, o)
+		return nil, judgeRecord(ctx, p, r, name, counterPath, c.dev, c.ino, st, true, o)
 	}
 	h, err := p.OpenHandle(name)
 	if err != nil {
@@ -447,7 +490,7 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 		// the registry's bound.
 		step = min(step, o.reg.step)
 	}
-	hr := &hostRecord{h: h, log: o.logger, dev: c.dev, ino: c.ino, step: step, uid: st.Uid}
+	hr := &hostRecord{h: h, log: o.logger, dev: c.dev, ino: c.ino, step: step, trust: trust}
 	if err := hr.open(ctx, c, f, o); err != nil {
 		h.Close()
 		return nil, err
@@ -536,6 +579,10 @@ func (hr *hostRecord) open(ctx context.Context, c *counterFile, f idForm, o *opt
 			r.Dev, r.Ino = c.dev, c.ino
 			r.Floor, r.Mark = v, v
 		}
+		if r.Released && !o.reg.reclaim {
+			// Released since this Open judged the record.
+			return &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf("%w: %q was released on this host meanwhile", ErrReleased, r.Name)}
+		}
 		if v < r.Floor && o.reg.registry == nil {
 			return rolledBack(c.path, v, r, hr.h.Path())
 		}
@@ -574,6 +621,13 @@ func (hr *hostRecord) open(ctx context.Context, c *counterFile, f idForm, o *opt
 	})
 }
 
+// due reports whether cover(…, upTo) writes the record.
+func (hr *hostRecord) due(upTo uint64) bool {
+	hr.mu.Lock()
+	defer hr.mu.Unlock()
+	return !hr.present || upTo > hr.mark
+}
+
 // cover makes the record's mark cover upTo before the counter is stored at
 // it (the caller holds the counter's lock): a write only when the counter
 // passes the mark, which then goes a step ahead, and the floor to base,
@@ -592,6 +646,9 @@ func (hr *hostRecord) cover(base, cur, upTo uint64) error {
 		// The name went with another counter (a replacement raised past
 		// the mark): this one hands out nothing above it.
 		return &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf("%w: the host's record of the name now names another counter file (%s)", ErrNameBound, r.Path)}
+	}
+	if r.Released {
+		return &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf("%w: %q was released on this host while this process used it", ErrReleased, r.Name)}
 	}
 	if r.Mark >= upTo && r.Floor >= base {
 		hr.mark = r.Mark
@@ -613,11 +670,32 @@ func (hr *hostRecord) cover(base, cur, upTo uint64) error {
 	return nil
 }
 
+// raiseFloor records v, a value synced to the counter, as the floor (the
+// caller holds the counter's lock).
+func (hr *hostRecord) raiseFloor(v uint64) error {
+	hr.mu.Lock()
+	defer hr.mu.Unlock()
+	r, err := hr.h.Read()
+	if err != nil {
+		return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+	}
+	if r.Dev != hr.dev || r.Ino != hr.ino || r.Floor >= v {
+		return nil
+	}
+	r.Floor = v
+	r.Mark = max(r.Mark, v)
+	if err := hr.h.Write(r); err != nil {
+		return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+	}
+	hr.mark = r.Mark
+	return nil
+}
+
 // setNode claims the node number and stride a registry gave the name,
 // refused when another name of the host holds the number or the host
 // uses another stride, and records them.
 func (hr *hostRecord) setNode(ctx context.Context, c *counterFile, f idForm, node uint64) error {
-	if err := claimNumbers(hr.p, hr.h.Record().Name, f, node, hr.uid); err != nil {
+	if err := claimNumbers(hr.p, hr.h.Record().Name, f, node, hr.trust); err != nil {
 		return err
 	}
 	return c.withLockContext(ctx, func() error {
@@ -645,13 +723,19 @@ func (hr *hostRecord) setNode(ctx context.Context, c *counterFile, f idForm, nod
 	})
 }
 
-// close records the counter's value as the floor (what this process
-// synced of it); the last program of the name (no other holds the presence lock) also sets the mark back to it,
-// so that the next start finds a clean close. It never waits for the
-// counter's lock: when another process holds it, the record stays as it is
-// (the next first start raises the counter to the mark: a gap).
+// close: the last program of the name (no other holds the presence lock)
+// records the counter's value as the mark, and as the floor as far as it
+// synced it, so that the next start finds a clean close. It never waits
+// for the counter's lock: when another process holds it (one opening now,
+// which then closes the record in its turn), the record stays as it is.
 func (hr *hostRecord) close(c *counterFile) {
-	last := hr.present && hr.h.Lock(true)
+	if !hr.present || !hr.h.Lock(true) {
+		// Others use the name: the last of them closes the record. (A
+		// closer that is not the last holds no lock here, so that it
+		// never keeps the last one from its write.)
+		hr.drop()
+		return
+	}
 	_ = c.tryWithLock(func() error {
 		v, err := c.load()
 		if err != nil {
@@ -664,14 +748,11 @@ func (hr *hostRecord) close(c *counterFile) {
 			return err
 		}
 		floor := max(r.Floor, min(c.durable, v))
-		if floor == r.Floor && (!last || r.Mark == v) {
+		if floor == r.Floor && r.Mark == v {
 			return nil
 		}
 		r.Floor = floor
-		if last {
-			r.Mark = v // a clean close: the next start goes on from v
-		}
-		r.Mark = max(r.Mark, v)
+		r.Mark = v // a clean close: the next start goes on from v
 		return hr.h.Write(r)
 	})
 	hr.drop()
@@ -756,6 +837,45 @@ func migrateBinding(p *hoststate.Place, name string, o *options) (hoststate.Reco
 		return r, ok, nil
 	}
 	return hoststate.Record{}, false, nil
+}
+
+// holdRecordAlone takes the host's record of name for the counter c
+// exclusively, refused (ErrInUse) while any program of the host uses the
+// name, with a registry or not; it returns the record's mark when the
+// record names c (0 otherwise, or when there is no record) and the
+// function that lets the record go.
+func holdRecordAlone(ctx context.Context, c *counterFile, name string, o *options) (mark uint64, done func(), err error) {
+	p, _, err := recordPlace(ctx, c.path, o, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, func() {}, nil
+	}
+	if err != nil || p == nil {
+		return 0, func() {}, err
+	}
+	h, err := p.OpenHandle(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		p.Close()
+		return 0, func() {}, nil
+	}
+	if err != nil {
+		err = recordError(p, name, err)
+		p.Close()
+		return 0, nil, err
+	}
+	done = func() { h.Close(); p.Close() }
+	if !h.Lock(true) {
+		done()
+		return 0, nil, fmt.Errorf("snapid: cannot release %q: %w: a program of this host uses the name (it holds %s); stop it first", name, ErrInUse, h.Path())
+	}
+	r, err := h.Read()
+	if err != nil {
+		done()
+		return 0, nil, recordError(p, name, err)
+	}
+	if r.Dev == c.dev && r.Ino == c.ino {
+		mark = r.Mark
+	}
+	return mark, done, nil
 }
 
 // markRecordReleased records in the host's record of name that it was

@@ -10,6 +10,7 @@ import (
 	. "github.com/snapid/snapid"
 	"github.com/snapid/snapid/snapidtest"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // recordHost is a host of its own: a place for records and a directory
@@ -378,4 +379,89 @@ func TestRecordCrashRaiseWhateverPathKeptTheMark(t *testing.T) {
 	require.NoError(t, os.WriteFile(c, copyAt, 0o600)) // in place: same file
 	ids := issue(t, c, "vm1", 1, ropts...)
 	require.False(t, seen[ids[0]], "%s handed out again", ids[0])
+}
+
+// A record made by a writer of the counter (its group, the counter being
+// group-writable) speaks for that counter: its owner and root use it, as
+// the writer does. A record of a user who cannot write the counter still
+// only denies the name.
+func TestRecordOfAGroupWriterTrusted(t *testing.T) {
+	requireRoot(t)
+	for _, tc := range []struct {
+		mode    os.FileMode
+		trusted bool
+	}{{0o660, true}, {0o640, false}} {
+		place, dir := recordHost(t)
+		c := filepath.Join(dir, "counter.u64")
+		issue(t, c, "grp", 2, WithBindingDir(place), WithFileMode(0o660))
+		require.NoError(t, os.Chmod(c, tc.mode))
+		require.NoError(t, os.Chown(dir, 1234, 4321))
+		require.NoError(t, os.Chown(c, 1234, 4321))
+		require.NoError(t, os.Chown(filepath.Join(place, "grp"), nobody, 4321))
+		g, err := Open(c, "grp", WithBindingDir(place))
+		if !tc.trusted {
+			require.ErrorIs(t, err, ErrNameBound, "mode %o", tc.mode)
+			require.Contains(t, err.Error(), "user nobody")
+			continue
+		}
+		require.NoError(t, err, "mode %o", tc.mode)
+		id, err := g.UniqueID()
+		require.NoError(t, err)
+		require.Equal(t, "grp-3", id)
+		require.NoError(t, g.Close())
+	}
+}
+
+// With sync off the counter is synced once a step, with the record, so
+// the record's floor follows it: a counter restored far back while a
+// program uses it is refused to the next program, not issued from again.
+func TestRecordFloorFollowsWithSyncOff(t *testing.T) {
+	for _, per := range []uint64{1, 2900} { // ids per call: a step at a time, or one jump
+		place, dir := recordHost(t)
+		c := filepath.Join(dir, "counter.u64")
+		g, err := Open(c, "so", WithBindingDir(place), WithSync(false))
+		require.NoError(t, err)
+		_, err = g.NextN(100)
+		require.NoError(t, err)
+		old, err := os.ReadFile(c)
+		require.NoError(t, err)
+		for range 2900 / per {
+			_, err = g.NextN(per)
+			require.NoError(t, err)
+		}
+		require.NoError(t, os.WriteFile(c, old, 0o600)) // in place, while g runs
+		_, err = Open(c, "so", WithBindingDir(place))
+		require.ErrorIs(t, err, ErrRolledBack, "%d per call", per)
+		require.NoError(t, g.Close())
+	}
+}
+
+// The host's default place is never one on a tmpfs (a service's
+// TemporaryFileSystem over /var/lib, a mount over the place), whose
+// emptiness would read as "no records"; nor is it made where its parent's
+// parent is missing (a /var not mounted yet).
+func TestRecordDefaultPlaceMustLast(t *testing.T) {
+	requireRoot(t)
+	root := t.TempDir()
+	lib := filepath.Join(root, "lib")
+	require.NoError(t, os.Mkdir(lib, 0o755))
+	require.NoError(t, unix.Mount("tmpfs", lib, "tmpfs", 0, "mode=0755"))
+	t.Cleanup(func() { _ = unix.Unmount(lib, unix.MNT_DETACH) })
+	dir := filepath.Join(root, "state")
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	c := filepath.Join(dir, "counter.u64")
+
+	ExportBindingDefaults(t, filepath.Join(lib, "snapid", "records"))
+	_, err := Open(c, "vm1")
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "tmpfs")
+	_, serr := os.Stat(c)
+	require.ErrorIs(t, serr, os.ErrNotExist, "nothing made for the counter")
+
+	ExportBindingDefaults(t, filepath.Join(root, "var", "lib", "snapid", "records"))
+	_, err = Open(c, "vm1")
+	require.ErrorIs(t, err, os.ErrNotExist)
+	require.Contains(t, err.Error(), "mounted")
+	_, serr = os.Stat(filepath.Join(root, "var"))
+	require.ErrorIs(t, serr, os.ErrNotExist, "nothing made under a missing parent")
 }

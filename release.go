@@ -58,6 +58,12 @@ func Release(ctx context.Context, counterPath, name string, opts ...Option) (fin
 		return 0, fmt.Errorf("snapid: cannot release %q: %w (%s); stop it first", name, ErrInUse, counterPath)
 	}
 	defer hs.presence.Unlock()
+	// Programs without the registry show only in the host's record.
+	recMark, done, err := holdRecordAlone(ctx, c, name, &o)
+	if err != nil {
+		return 0, err
+	}
+	defer done()
 	h, err := o.reg.registry.Get(ctx, name)
 	if err != nil {
 		return 0, err
@@ -76,8 +82,10 @@ func Release(ctx context.Context, counterPath, name string, opts ...Option) (fin
 		return 0, err
 	}
 	// Above every number this host may have issued: the counter, its
-	// floor (if it went backwards), and what was reserved.
-	final = max(cur, m.floor, m.mark, h.Reserved)
+	// floor (if it went backwards), what was reserved, and the host's
+	// record's mark (after a crash, a program without the registry may
+	// have handed out numbers up to it).
+	final = max(cur, m.floor, m.mark, h.Reserved, recMark)
 	// Recorded first: from here on this host's processes refuse the name
 	// until it is claimed again on purpose, also if the release's outcome
 	// turns out unknown.

@@ -155,3 +155,27 @@ func TestReleaseRecordedBeforeTheRegistry(t *testing.T) {
 	_, err = Open(path, "web_1", WithRegistry(reg), WithSync(false))
 	require.ErrorIs(t, err, ErrReleased)
 }
+
+// A program without the registry shows only in the host's record: Release
+// waits for it to stop (ErrInUse), and then records a last number at or
+// above everything it may have handed out, its record's mark included.
+func TestReleaseRefusedWhileAProgramWithoutTheRegistryRuns(t *testing.T) {
+	reg := snapidtest.NewRegistry()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	g := openReg(t, path, "web_1", reg)
+	draw(t, g, 3)
+	require.NoError(t, g.Close())
+	plain, err := Open(path, "web_1")
+	require.NoError(t, err)
+	got := draw(t, plain, 2)
+	_, err = Release(ctx, path, "web_1", WithRegistry(reg))
+	require.ErrorIs(t, err, ErrInUse)
+	row, err := reg.Get(ctx, "web_1")
+	require.NoError(t, err)
+	require.NotEqual(t, StateReleased, row.State, "refused: nothing changed")
+	crash(t, plain) // its record's mark stays a step ahead
+	final, err := Release(ctx, path, "web_1", WithRegistry(reg))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, final, got[len(got)-1]+1000, "the mark of the crashed program is covered")
+}
