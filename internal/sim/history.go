@@ -92,7 +92,7 @@ type Kind int
 
 const (
 	KOpen        Kind = iota // process opens its Generator (OpenContext)
-	KNext                    // NextNContext(N) (N 1: UniqueIDContext); Cancelled: with a context already ended; Arg "any-open": by the first open process if Proc is not open
+	KNext                    // NextNContext(N) (N 1: UniqueIDContext); Cancelled: with a context already ended (Keep: one that ends while the call waits for the counter's lock, which an outsider holds); Arg "any-open": by the first open process if Proc is not open
 	KClose                   // Close
 	KCrash                   // the process is killed
 	KPowerCut                // every process of the host is killed, then the power is cut (Keep: keep-some)
@@ -165,7 +165,10 @@ func (s Step) String() string {
 		}
 	case KNext:
 		fmt.Fprintf(&b, "/p%d n=%d", s.Proc, s.N)
-		if s.Cancelled {
+		switch {
+		case s.Cancelled && s.Keep:
+			b.WriteString(" (context ends while it waits for the counter's lock)")
+		case s.Cancelled:
 			b.WriteString(" (context ended)")
 		}
 		if s.Arg == "any-open" {
@@ -372,6 +375,7 @@ func Generate(seed uint64, steps int) History {
 				s.N = 1 + uint64(rng.IntN(200))
 			}
 			s.Cancelled = rng.IntN(40) == 0
+			s.Keep = s.Cancelled && rng.IntN(2) == 0
 		case r < 63:
 			s.Kind = KClose
 		case r < 68:

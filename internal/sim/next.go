@@ -30,6 +30,10 @@ func (w *world) next(ho *host, s Step) {
 		return
 	}
 	w.check.requested(ho, s.N)
+	if s.Cancelled && s.Keep {
+		w.nextCancelledWaiting(ho, s, g)
+		return
+	}
 	ctx := w.stepCtx(s)
 	var before []byte
 	if s.Cancelled {
