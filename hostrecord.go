@@ -1039,24 +1039,24 @@ func readCounterAt(ctx context.Context, path string, o *options) (uint64, error)
 	return c.readContext(ctx)
 }
 
-// releasedInRecords returns the name the host's records say was released
-// with the counter at path ("" if none, or if they cannot be read: it
-// reports, and decides nothing).
-func releasedInRecords(path string, o *options) string {
+// nameInRecords is the name the host's records give the counter at path
+// (by device and inode), and whether it was released there; "" if none
+// does or the records cannot be read.
+func nameInRecords(path string, o *options) (name string, released bool) {
 	dev, ino, ok, err := counterIdentity(path, o.followSymlinks)
 	if err != nil || !ok {
-		return ""
+		return "", false
 	}
 	p, _, err := recordPlace(context.Background(), path, o, false)
 	if err != nil || p == nil {
-		return ""
+		return "", false
 	}
 	defer p.Close()
 	recs, _ := p.All(func(n string) bool { return ValidateName(n) == nil })
 	for _, r := range recs {
-		if r.Released && r.Dev == dev && r.Ino == ino {
-			return r.Name
+		if r.Dev == dev && r.Ino == ino {
+			return r.Name, r.Released
 		}
 	}
-	return ""
+	return "", false
 }

@@ -26,6 +26,9 @@ type HostFiles struct {
 	// Released is the name this host released (Release, snapctl release),
 	// which its processes refuse until it is claimed again; "" if none.
 	Released string `json:"released,omitempty"`
+	// Name is the node name the host's record gives this counter file
+	// (by device and inode), "" if none does.
+	Name string `json:"name,omitempty"`
 
 	owner, session string
 }
@@ -57,8 +60,9 @@ func ReadHostFiles(counterPath string, opts ...Option) (HostFiles, error) {
 	if hf.Released, err = (&hostState{releasedPath: counterPath + releasedSuffix}).released(); err != nil {
 		return hf, err
 	}
-	if hf.Released == "" {
-		hf.Released = releasedInRecords(counterPath, &o)
+	var released bool
+	if hf.Name, released = nameInRecords(counterPath, &o); released && hf.Released == "" {
+		hf.Released = hf.Name
 	}
 	path := counterPath + sessionSuffix
 	b, err := readSmallFile(path, false)

@@ -12,11 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The sequence seen on a host: a server with its own counter and the
-// host-derived name "vm" issues vm-1; then the README's first command,
-// 'snapctl next' (per-user default counter, the same derived name), must
-// not print vm-1 again. It is refused with one line that names the
-// server's counter and what to do, issues nothing and creates nothing.
+// A server with its own counter issues under "vm"; then snapctl under
+// that name with its per-user default counter must not print vm-1 again.
+// It is refused with one line that names the server's counter and what
+// to do, issues nothing and creates nothing.
 func TestNextRefusesNameBoundToAnotherCounter(t *testing.T) {
 	bind := t.TempDir() // the host's binding directory
 	serverDir := t.TempDir()
@@ -32,13 +31,12 @@ func TestNextRefusesNameBoundToAnotherCounter(t *testing.T) {
 	f.host = "vm"
 	f.vars["SNAPID_BINDING_DIR"] = bind
 	beforeHome, beforeBind := testfs.Snapshot(t, f.home), testfs.Snapshot(t, bind)
-	r := f.run(t, "next")
+	r := f.run(t, "next", "--name", "vm")
 	require.Equal(t, exitFailure, r.code, "stdout: %q\nstderr: %q", r.stdout, r.stderr)
 	assert.Empty(t, r.stdout, "no id printed")
 	lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
-	require.Len(t, lines, 2, "the name notice and one error line: %q", r.stderr)
-	assert.Contains(t, lines[0], "notice")
-	line := lines[1]
+	require.Len(t, lines, 1, "one error line: %q", r.stderr)
+	line := lines[0]
 	t.Log(line)
 	require.True(t, strings.HasPrefix(line, "snapctl: "), line)
 	for _, want := range []string{`"vm"`, serverCounter, filepath.Join(bind, "vm"), "nothing was issued", "--counter", "--name"} {
@@ -58,4 +56,36 @@ func TestNextRefusesNameBoundToAnotherCounter(t *testing.T) {
 	r = f.run(t, "next", "--counter", serverCounter)
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Equal(t, "vm-3\n", r.stdout)
+}
+
+// The README's first command, run before a service is set up (as root or
+// any user: snapctl's own counter, no name given), takes a name of the
+// user's own, so that it stops no configured program from using the host
+// name; and a default counter that already issued under a name goes on
+// under it.
+func TestTrialLeavesTheHostName(t *testing.T) {
+	f := newFakeEnv(t)
+	f.host = "vm"
+	r := f.run(t, "next", "-n", "3")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "vm_tester-1\nvm_tester-2\nvm_tester-3\n", r.stdout)
+	assert.Contains(t, r.stderr, `"vm_tester"`)
+
+	server, err := snapid.Open(filepath.Join(t.TempDir(), "counter.u64"), "vm", snapid.WithBindingDir(f.vars["SNAPID_BINDING_DIR"]))
+	require.NoError(t, err, "the host name is free for a configured program")
+	id, err := server.UniqueID()
+	require.NoError(t, err)
+	assert.Equal(t, "vm-1", id)
+	require.NoError(t, server.Close())
+
+	// A default counter recorded under the host name (made before the
+	// user's name was added) keeps it.
+	g := newFakeEnv(t)
+	g.host = "db"
+	r = g.run(t, "next", "--name", "db")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = g.run(t, "next")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "db-2\n", r.stdout)
+	assert.Contains(t, r.stderr, "the name the host's record gives")
 }

@@ -346,6 +346,16 @@ func (c *cli) resolveName() (string, error) {
 	if name != "" {
 		return name, snapid.ValidateName(name)
 	}
+	// The name the host's records give the counter, if any: the one it
+	// issued under.
+	path, err := c.resolveCounter()
+	if err != nil {
+		return "", err
+	}
+	if hf, err := snapid.ReadHostFiles(path, c.options()...); err == nil && hf.Name != "" {
+		fmt.Fprintf(c.stderr, "snapctl: notice: no --name or SNAPID_NAME; using %q, the name the host's record gives %s\n", hf.Name, path)
+		return hf.Name, nil
+	}
 	host, err := c.hostname()
 	if err != nil {
 		return "", fmt.Errorf("no --name or SNAPID_NAME, and the host name is unknown: %w", err)
@@ -357,6 +367,26 @@ func (c *cli) resolveName() (string, error) {
 	notice := fmt.Sprintf("node name %q from the host name", name)
 	if changed != "" {
 		notice = fmt.Sprintf("node name %q (%s)", name, changed)
+	}
+	if c.defaultDir != "" {
+		// snapctl's own per-user counter: a name of the user's own, so
+		// that a trial leaves the host name to the programs an operator
+		// configures (and to other users' trials).
+		who, err := c.userName()
+		if err != nil {
+			return "", fmt.Errorf("no --name or SNAPID_NAME, and the user's name is unknown: %w", err)
+		}
+		user := []byte(strings.ToLower(who))
+		for i, b := range user {
+			if (b < 'a' || b > 'z') && (b < '0' || b > '9') {
+				user[i] = '_'
+			}
+		}
+		if snapid.ValidateName(name+"_"+string(user)) != nil {
+			return "", fmt.Errorf("no --name or SNAPID_NAME, and the user name %q does not make a node name with %q (%s): give --name", who, name, snapid.NameRule)
+		}
+		name += "_" + string(user)
+		notice = fmt.Sprintf("node name %q from the host name and the user's (snapctl's own counter; the host name is left for configured programs)", name)
 	}
 	fmt.Fprintf(c.stderr, "snapctl: notice: no --name or SNAPID_NAME; using %s\n", notice)
 	return name, nil

@@ -52,6 +52,7 @@ func (f *fakeEnv) run(t *testing.T, args ...string) result {
 		getenv:   func(k string) string { return f.vars[k] },
 		hostname: func() (string, error) { return f.host, f.hostErr },
 		homeDir:  func() (string, error) { return f.home, f.homeErr },
+		userName: func() (string, error) { return "tester", nil },
 		stdin:    strings.NewReader(""),
 		stdout:   &stdout,
 		stderr:   &stderr,

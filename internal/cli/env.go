@@ -3,7 +3,9 @@ package cli
 import (
 	"io"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 )
 
 // env is everything snapctl takes from its surroundings, so that commands
@@ -12,6 +14,7 @@ type env struct {
 	getenv   func(string) string
 	hostname func() (string, error)
 	homeDir  func() (string, error)
+	userName func() (string, error) // the user running (for the default node name)
 	stdin    io.Reader
 	stdout   io.Writer
 	stderr   io.Writer
@@ -24,6 +27,7 @@ func osEnv() env {
 		getenv:   os.Getenv,
 		hostname: os.Hostname,
 		homeDir:  os.UserHomeDir,
+		userName: currentUserName,
 		stdin:    os.Stdin,
 		stdout:   os.Stdout,
 		stderr:   os.Stderr,
@@ -55,4 +59,14 @@ func (e env) defaultCounterPath() (string, error) {
 		return "", err
 	}
 	return filepath.Join(home, ".local", "state", "snapid", "counter.u64"), nil
+}
+
+// currentUserName is the name of the user running (its uid when the user
+// database has none).
+func currentUserName() (string, error) {
+	u, err := user.LookupId(strconv.Itoa(os.Geteuid()))
+	if err != nil {
+		return strconv.Itoa(os.Geteuid()), nil
+	}
+	return u.Username, nil
 }

@@ -60,7 +60,7 @@ func TestNodeNumbersWithRegistry(t *testing.T) {
 	r = f.run(t, "names")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "NODE NUMBER")
-	assert.Regexp(t, `web_1 .* `+num+`\n`, r.stdout)
+	assert.Regexp(t, `web_1_tester .* `+num+`\n`, r.stdout) // snapctl's own counter: the host's and the user's name
 	r = f.run(t, "show")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "node number "+num+",")

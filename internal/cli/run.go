@@ -8,11 +8,12 @@ import (
 // Env is everything snapctl takes from its surroundings: its environment
 // variables, the host's name, the user's home, and its three streams. A
 // nil field is the process's own (os.Getenv, os.Hostname,
-// os.UserHomeDir, os.Stdin, os.Stdout, os.Stderr).
+// os.UserHomeDir, the user's name, os.Stdin, os.Stdout, os.Stderr).
 type Env struct {
 	Getenv   func(string) string
 	Hostname func() (string, error)
 	HomeDir  func() (string, error)
+	UserName func() (string, error)
 	Stdin    io.Reader
 	Stdout   io.Writer
 	Stderr   io.Writer
@@ -42,6 +43,9 @@ func Run(ctx context.Context, args []string, e Env) int {
 	}
 	if e.HomeDir != nil {
 		in.homeDir = e.HomeDir
+	}
+	if e.UserName != nil {
+		in.userName = e.UserName
 	}
 	if e.Stdin != nil {
 		in.stdin = e.Stdin
