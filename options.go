@@ -83,7 +83,11 @@ func buildOptions(opts []Option) (options, error) {
 // WithSync turns fdatasync after each counter update on (the default) or
 // off. With sync on, a number is handed out only after the counter value
 // covering it is on stable storage, so ids survive an OS crash or a power
-// loss. With sync off they survive a killed process, not a crashed host.
+// loss. With sync off the counter is synced only once a step of numbers,
+// when the host's record of the name is written ahead of it: after a
+// crash of the host the first start raises the counter to the record's
+// mark, so a power loss leaves a gap of up to a step (1024), never a
+// repeat; sequences' leases are not covered so (they need sync on).
 func WithSync(on bool) Option {
 	return func(o *options) error {
 		o.sync = on

@@ -409,9 +409,6 @@ func (w *world) afterFreeze() {
 			w.reached["cut-inside-op"]++
 			w.crashAll(ho)
 			switch {
-			case !ho.cfg.Sync && !ho.cfg.Registry:
-				// Numbers after a power cut repeat by design here (sync
-				// off, docs/guarantees.md): a crash only.
 			case st == nil:
 				w.check.violation("power cut on h%d at %s (step %d): its state could not be taken", ho.i, at, step)
 			default:

@@ -71,11 +71,6 @@ func (w *world) do(s Step) {
 	case KPowerCut:
 		w.faulted()
 		w.crashAll(ho)
-		if !ho.cfg.Sync && !ho.cfg.Registry {
-			// Without sync and without a registry, numbers after a power
-			// cut repeat by design (docs/guarantees.md): a crash only.
-			return
-		}
 		if err := ho.disk.powerCut(w.rng, s.Keep); err != nil {
 			w.check.violation("power cut on h%d: %v", ho.i, err)
 		}
