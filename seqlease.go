@@ -61,7 +61,8 @@ import (
 // file to what it last saw itself (an earlier generation to the record of
 // its last update, an earlier position in the same ranges to the highest
 // it saw; see Sequence.updateContext), and a process opening the
-// sequence afterwards drops an earlier lease (Sequence.verify), but what
+// sequence afterwards drops an earlier lease (Sequence.verify; not a
+// copy whose lease taken in advance is the registry's record), but what
 // other processes took beyond what a process saw can repeat.
 //
 // Strings are ASCII, zero-padded. The ranges are trusted only while the

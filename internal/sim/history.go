@@ -447,6 +447,7 @@ func Generate(seed uint64, steps int) History {
 	addCLI(&h)
 	addRollback(&h)
 	addFreezes(&h)
+	addSeqRestores(&h)
 	return h
 }
 
