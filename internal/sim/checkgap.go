@@ -48,6 +48,9 @@ func (c *checker) opened(ho *host, running bool) {
 
 // requested notes a request of n numbers on ho.
 func (c *checker) requested(ho *host, n uint64) {
+	if ho.cfg.Form == snapid.FormatDecimal {
+		n += n/9 + 1 // decimal ids skip the numbers ending in 0
+	}
 	if g := c.gaps[ho]; g != nil {
 		g.req = max(g.req, n)
 	}

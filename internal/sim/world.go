@@ -477,6 +477,9 @@ func (w *world) finish() {
 		w.holderDown(ho, false)
 		ho.disk.freeze.disarm()
 	}
+	// A freeze that fired after the last step's end (a background call
+	// as time passed) is applied first: its processes are gone.
+	w.afterFreeze()
 	for _, ho := range w.hosts {
 		w.closeAll(ho)
 	}
