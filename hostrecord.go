@@ -405,6 +405,14 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 	if err != nil {
 		return nil, recordError(p, name, err)
 	}
+	if ok {
+		// Found: it may be there only in the cache, made by an Open
+		// that failed at its sync of the place. Made durable before
+		// anything is issued under it.
+		if err := p.Sync(); err != nil {
+			return nil, recordError(p, name, err)
+		}
+	}
 	if !ok && own != "" {
 		if r, ok, err = adoptOwnRecord(p, own, name); err != nil {
 			return nil, err

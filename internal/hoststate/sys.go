@@ -23,3 +23,7 @@ func (p *Place) Volatile() (bool, error) {
 	}
 	return st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC, nil
 }
+
+// Sync makes the place's entries durable: a record found there may have
+// been made by an Open whose own sync of the place failed.
+func (p *Place) Sync() error { return p.dir.Sync() }
