@@ -216,3 +216,7 @@ func (c nowClock) Until(t time.Time) time.Duration { return t.Sub(c.now()) }
 // while its waits stay real (tests that set the time by hand between real
 // polls).
 func ExportWithNow(now func() time.Time) Option { return withClock(nowClock{now: now}) }
+
+// ExportPlaceCanBeMade is placeCanBeMade: whether a user's Open may take
+// the host's default place for missing (and keep records of its own).
+func ExportPlaceCanBeMade() error { return placeCanBeMade() }

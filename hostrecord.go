@@ -94,9 +94,8 @@ func recordPlace(ctx context.Context, counterPath string, o *options, create boo
 			// Root makes the place and its parent, never more: a /var
 			// not mounted yet has no /var/lib, and a place made on the
 			// file system under it would hide the host's records.
-			if lib := filepath.Dir(filepath.Dir(defaultBindingDir)); !dirExists(lib) {
-				return nil, "", &FileError{Op: "record", Path: defaultBindingDir, Err: fmt.Errorf(
-					"%w: %s does not exist (is its file system mounted?): the host's records of node names are kept under it", fs.ErrNotExist, lib)}
+			if err := placeCanBeMade(); err != nil {
+				return nil, "", err
 			}
 		}
 		if p, err = open(defaultBindingDir, 0o1777, []uint32{0}); err != nil {
@@ -118,6 +117,12 @@ func recordPlace(ctx context.Context, counterPath string, o *options, create boo
 	if !errors.Is(err, fs.ErrNotExist) {
 		// Refused, unreadable, not safe: never "no records".
 		return nil, "", &FileError{Op: "record", Path: defaultBindingDir, Err: placeError(err, defaultBindingDir)}
+	}
+	// Missing: only where root could make it now. A /var not mounted
+	// yet, or a tmpfs over /var/lib, hides the place rather than lacks
+	// it.
+	if err := placeCanBeMade(); err != nil {
+		return nil, "", err
 	}
 	// Root has not made the host's place: this user's own, with a
 	// warning (root's programs do not see it until this user's next Open
@@ -149,6 +154,33 @@ func lastingPlace(p *hoststate.Place) error {
 			"give the program the host's place (BindPaths=/var/lib/snapid under systemd), or name a lasting one (SNAPID_BINDING_DIR)")
 	}
 	return &FileError{Op: "record", Path: path, Err: err}
+}
+
+// placeCanBeMade refuses to take the host's default place for missing
+// when what it would be made in is not the host's lasting /var/lib: the
+// directory above /var/lib/snapid missing (a /var not mounted yet), or
+// the nearest existing level on a tmpfs or ramfs (a service's
+// TemporaryFileSystem=/var/lib): the real place may be hidden there.
+func placeCanBeMade() error {
+	lib := filepath.Dir(filepath.Dir(defaultBindingDir))
+	if !dirExists(lib) {
+		return &FileError{Op: "record", Path: defaultBindingDir, Err: fmt.Errorf(
+			"%w: %s does not exist (is its file system mounted?): the host's records of node names are kept under it", fs.ErrNotExist, lib)}
+	}
+	for d := defaultBindingDir; ; d = filepath.Dir(d) {
+		var st unix.Statfs_t
+		if err := unix.Statfs(d, &st); errors.Is(err, unix.ENOENT) {
+			continue
+		} else if err != nil {
+			return &FileError{Op: "record", Path: defaultBindingDir, Err: err}
+		}
+		if st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC {
+			return &FileError{Op: "record", Path: defaultBindingDir, Err: fmt.Errorf(
+				"%w: %s is on a tmpfs or ramfs, which hides the host's records (a service's TemporaryFileSystem= or a mount over it?) and loses those made there at a reboot: "+
+					"give the program the host's place (BindPaths=/var/lib/snapid under systemd), or name a lasting one (SNAPID_BINDING_DIR)", fs.ErrNotExist, d)}
+		}
+		return nil
+	}
 }
 
 // ownRecordDir is the user's own place for records when the host has
@@ -555,24 +587,27 @@ func recordError(p *hoststate.Place, name string, err error) error {
 func (hr *hostRecord) open(ctx context.Context, c *counterFile, f idForm, o *options) error {
 	return c.withLockContext(ctx, func() error {
 		// Presence, decided under the counter's lock, which every
-		// opener takes: the first holds the record exclusively while it
-		// checks, and shared before the lock is let go, so the next
-		// opener sees it. Only the counter's writers can open the record
-		// (its mode), so none of these waits on a stranger.
+		// opener takes: the first is the one whose exclusive try
+		// succeeds (no other program holds the record). Only the
+		// counter's writers can open the record (its mode), so none of
+		// these waits on a stranger.
 		first := hr.h.Lock(true)
-		if first {
-			defer func() { hr.present = hr.h.LockShared(ctx) == nil }()
-		} else {
-			// Others use the name (a closer may hold it exclusively for
-			// a moment). Without the shared lock this process does not
-			// count at a close, and never trusts the mark it read:
-			// every update reads the record again.
-			hr.present = hr.h.LockShared(ctx) == nil
+		// Then its share, before the record is read: a Release (or a
+		// closer) holding the lock exclusively meanwhile is waited for,
+		// and this process counts from here on, so a Release sees it.
+		if err := hr.h.LockShared(ctx); err != nil {
+			return &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf("%w: waiting for the name's presence lock (a Release, or a program closing): %w", ErrInUse, err)}
 		}
+		hr.present = true
 		v, err := c.load()
 		if err != nil {
 			return err
 		}
+		unlock, err := hr.h.WriteLock()
+		if err != nil {
+			return err
+		}
+		defer unlock()
 		r, err := hr.h.Read()
 		if err != nil {
 			return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
@@ -646,6 +681,11 @@ func (hr *hostRecord) cover(base, cur, upTo uint64) error {
 	if hr.present && upTo <= hr.mark {
 		return nil
 	}
+	unlock, err := hr.h.WriteLock()
+	if err != nil {
+		return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+	}
+	defer unlock()
 	r, err := hr.h.Read()
 	if err != nil {
 		return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
@@ -683,6 +723,11 @@ func (hr *hostRecord) cover(base, cur, upTo uint64) error {
 func (hr *hostRecord) raiseFloor(v uint64) error {
 	hr.mu.Lock()
 	defer hr.mu.Unlock()
+	unlock, err := hr.h.WriteLock()
+	if err != nil {
+		return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+	}
+	defer unlock()
 	r, err := hr.h.Read()
 	if err != nil {
 		return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
@@ -709,6 +754,11 @@ func (hr *hostRecord) setNode(ctx context.Context, c *counterFile, f idForm, nod
 	return c.withLockContext(ctx, func() error {
 		hr.mu.Lock()
 		defer hr.mu.Unlock()
+		unlock, err := hr.h.WriteLock()
+		if err != nil {
+			return err
+		}
+		defer unlock()
 		r, err := hr.h.Read()
 		if err != nil {
 			return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
@@ -751,6 +801,11 @@ func (hr *hostRecord) close(c *counterFile) {
 		}
 		hr.mu.Lock()
 		defer hr.mu.Unlock()
+		unlock, err := hr.h.WriteLock()
+		if err != nil {
+			return err
+		}
+		defer unlock()
 		r, err := hr.h.Read()
 		if err != nil || r.Dev != c.dev || r.Ino != c.ino || v < r.Floor {
 			return err
@@ -887,58 +942,72 @@ func holdRecordAlone(ctx context.Context, c *counterFile, name string, o *option
 }
 
 // markRecordReleased records in the host's record of name that it was
-// released, with final as its floor: every program of the host, with a
+// released, with final as its floor (raised to the counter's value and the
+// record's mark, read under the counter's lock; the value it returns): every program of the host, with a
 // registry or not, then refuses the name until it is claimed again on
 // purpose (WithReclaim).
-func markRecordReleased(ctx context.Context, c *counterFile, name string, final uint64, o *options) error {
+func markRecordReleased(ctx context.Context, c *counterFile, name string, final uint64, o *options) (uint64, error) {
 	p, _, err := recordPlace(ctx, c.path, o, true)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if p == nil {
 		// Records off (WithBindingDir("")): the file beside the counter
 		// says it, for the registry's Opens of this counter.
 		hs, err := openHostState(c.path, o)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		defer hs.close()
-		return hs.markReleased(name)
+		return final, hs.markReleased(name)
 	}
 	defer p.Close()
 	if _, ok, err := p.Read(name); err != nil {
-		return recordError(p, name, err)
+		return 0, recordError(p, name, err)
 	} else if !ok {
 		// No record yet (made before records were kept, or with records
 		// off): one is made, released, for this counter.
 		st, err := statefile.CheckRegular(c.fd)
 		if err != nil {
-			return &FileError{Op: "release", Path: c.path, Err: err}
+			return 0, &FileError{Op: "release", Path: c.path, Err: err}
 		}
 		r := hoststate.Record{Name: name, Dev: c.dev, Ino: c.ino, Path: c.path, Released: true, Mark: min(final, MaxNumber)}
 		if err := p.Create(r, recordMode(st), recordGroup(st)); err != nil && !errors.Is(err, fs.ErrExist) {
-			return recordError(p, name, err)
+			return 0, recordError(p, name, err)
 		}
 	}
 	h, err := p.OpenHandle(name)
 	if err != nil {
-		return recordError(p, name, err)
+		return 0, recordError(p, name, err)
 	}
 	defer h.Close()
-	return c.withLockContext(ctx, func() error {
+	err = c.withLockContext(ctx, func() error {
+		unlock, err := h.WriteLock()
+		if err != nil {
+			return err
+		}
+		defer unlock()
 		r, err := h.Read()
 		if err != nil {
 			return err
 		}
 		// The name is released on this host, whichever counter the
-		// record names (a replacement not adopted yet, say).
+		// record names (a replacement not adopted yet, say). The last
+		// number is read again under the lock: at or above the
+		// counter now and the record's mark.
 		r.Released = true
 		if r.Dev == c.dev && r.Ino == c.ino {
+			cur, err := c.load()
+			if err != nil {
+				return err
+			}
+			final = max(final, cur, r.Mark)
 			r.Floor = max(r.Floor, min(c.durable, final))
 			r.Mark = max(r.Mark, min(final, MaxNumber))
 		}
 		return h.Write(r)
 	})
+	return final, err
 }
 
 // tryWithLock runs fn under the counter's lock if it can be had at once.
@@ -1011,7 +1080,10 @@ func lowerRecords(ctx context.Context, c *counterFile, v uint64, o *options) err
 		if err != nil {
 			return recordError(p, r.Name, err)
 		}
-		r, err = h.Read()
+		unlock, err := h.WriteLock()
+		if err == nil {
+			r, err = h.Read()
+		}
 		if err == nil {
 			// A counter replaced at the recorded path is the repaired
 			// one now: the operator vouched for its value.
@@ -1019,6 +1091,7 @@ func lowerRecords(ctx context.Context, c *counterFile, v uint64, o *options) err
 			r.Floor, r.Mark = min(r.Floor, v), v
 			err = h.Write(r)
 		}
+		unlock()
 		h.Close()
 		if err != nil {
 			return recordError(p, r.Name, err)
@@ -1060,9 +1133,13 @@ func nameInRecords(path string, o *options) (name string, released bool) {
 		return "", false
 	}
 	defer p.Close()
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return "", false
+	}
 	recs, _ := p.All(func(n string) bool { return ValidateName(n) == nil })
 	for _, r := range recs {
-		if r.Dev == dev && r.Ino == ino {
+		if r.Dev == dev && r.Ino == ino && trusts(r, st) {
 			return r.Name, r.Released
 		}
 	}

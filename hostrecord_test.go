@@ -1,6 +1,7 @@
 package snapid_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -455,13 +456,37 @@ func TestRecordDefaultPlaceMustLast(t *testing.T) {
 	_, err := Open(c, "vm1")
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "tmpfs")
+	require.ErrorContains(t, ExportPlaceCanBeMade(), "tmpfs", "a user's Open takes it for hidden, not missing")
 	_, serr := os.Stat(c)
 	require.ErrorIs(t, serr, os.ErrNotExist, "nothing made for the counter")
 
 	ExportBindingDefaults(t, filepath.Join(root, "var", "lib", "snapid", "records"))
+	require.ErrorContains(t, ExportPlaceCanBeMade(), "mounted", "a user's Open takes it for hidden, not missing")
 	_, err = Open(c, "vm1")
 	require.ErrorIs(t, err, os.ErrNotExist)
 	require.Contains(t, err.Error(), "mounted")
 	_, serr = os.Stat(filepath.Join(root, "var"))
 	require.ErrorIs(t, serr, os.ErrNotExist, "nothing made under a missing parent")
+}
+
+// A program starting while a Release holds the name's record (exclusive)
+// waits for it, within its context: it never starts uncounted, which the
+// Release would not see.
+func TestRecordOpenWaitsForARelease(t *testing.T) {
+	place, dir := recordHost(t)
+	c := filepath.Join(dir, "counter.u64")
+	issue(t, c, "vm1", 1, WithBindingDir(place))
+	f, err := os.Open(filepath.Join(place, "vm1"))
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)) // as Release holds it
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	g, err := OpenContext(ctx, c, "vm1", WithBindingDir(place))
+	if err == nil {
+		g.Close()
+	}
+	require.ErrorIs(t, err, ErrInUse)
+	require.NoError(t, unix.Flock(int(f.Fd()), unix.LOCK_UN))
+	issue(t, c, "vm1", 1, WithBindingDir(place))
 }

@@ -89,7 +89,7 @@ func Release(ctx context.Context, counterPath, name string, opts ...Option) (fin
 	// Recorded first: from here on this host's processes refuse the name
 	// until it is claimed again on purpose, also if the release's outcome
 	// turns out unknown.
-	if err := markRecordReleased(ctx, c, name, final, &o); err != nil {
+	if final, err = markRecordReleased(ctx, c, name, final, &o); err != nil {
 		return 0, err
 	}
 	if err := o.reg.registry.Release(ctx, name, owner, final); err != nil {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -376,16 +377,16 @@ func (c *cli) resolveName() (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("no --name or SNAPID_NAME, and the user's name is unknown: %w", err)
 		}
-		user := []byte(strings.ToLower(who))
-		for i, b := range user {
-			if (b < 'a' || b > 'z') && (b < '0' || b > '9') {
-				user[i] = '_'
-			}
+		user := who
+		if strings.Trim(who, "abcdefghijklmnopqrstuvwxyz0123456789_") != "" || snapid.ValidateName(name+"_"+who) != nil {
+			// Not a node name as it is: the uid, which no two users
+			// share (a mapping of the name could make two alike).
+			user = "uid" + strconv.Itoa(os.Geteuid())
 		}
-		if snapid.ValidateName(name+"_"+string(user)) != nil {
-			return "", fmt.Errorf("no --name or SNAPID_NAME, and the user name %q does not make a node name with %q (%s): give --name", who, name, snapid.NameRule)
+		if snapid.ValidateName(name+"_"+user) != nil {
+			return "", fmt.Errorf("no --name or SNAPID_NAME, and the host name %q with the user's does not make a node name (%s): give --name", name, snapid.NameRule)
 		}
-		name += "_" + string(user)
+		name += "_" + user
 		notice = fmt.Sprintf("node name %q from the host name and the user's (snapctl's own counter; the host name is left for configured programs)", name)
 	}
 	fmt.Fprintf(c.stderr, "snapctl: notice: no --name or SNAPID_NAME; using %s\n", notice)

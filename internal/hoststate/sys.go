@@ -1,6 +1,8 @@
 package hoststate
 
 import (
+	"io/fs"
+
 	"github.com/snapid/snapid/internal/statefile"
 	"golang.org/x/sys/unix"
 )
@@ -27,3 +29,27 @@ func (p *Place) Volatile() (bool, error) {
 // Sync makes the place's entries durable: a record found there may have
 // been made by an Open whose own sync of the place failed.
 func (p *Place) Sync() error { return p.dir.Sync() }
+
+// WriteLock takes the record's write lock, an open file description lock
+// on its first byte (apart from the presence flock), and returns what
+// lets it go: a read and the write that follows it are one step for every
+// program of the host, also for two using two counter files under the
+// name (a replacement taking it over, while the old file's programs run).
+// Only the counter's writers can open the record, so it waits on no
+// stranger.
+func (h *Handle) WriteLock() (unlock func(), err error) {
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: 1}
+	for {
+		err = unix.FcntlFlock(h.f.Fd(), unix.F_OFD_SETLKW, &lk)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return func() {}, &fs.PathError{Op: "lock", Path: h.f.Name(), Err: err}
+	}
+	return func() {
+		un := unix.Flock_t{Type: unix.F_UNLCK, Whence: 0, Start: 0, Len: 1}
+		_ = unix.FcntlFlock(h.f.Fd(), unix.F_OFD_SETLK, &un)
+	}, nil
+}
