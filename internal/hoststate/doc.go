@@ -24,9 +24,13 @@
 // pages: each a whole copy with a generation and a CRC-32C. Writes go to
 // the slot the newest copy is not in, in place (the file keeps its inode,
 // owner and mode), and are synced; a write torn by a crash leaves the
-// other copy. Writes are serialised by the counter file's own lock: only
-// programs that issue from the counter write its record. Readers take no
-// lock at all, so no lock another user can hold stops a program.
+// other copy. A read and the write that follows it are one step under
+// Handle.WriteLock (an open file description lock on the record's first
+// byte, apart from the presence flock): two programs on two counter files
+// under one name (a replacement taking it over while the old file's
+// programs run) never interleave. Only the counter's writers can open the
+// record for writing, so the lock waits on no stranger. Readers take no
+// lock at all.
 //
 // Files are opened without following links and without blocking, and
 // checked on the descriptor: a regular file with one name. A record made

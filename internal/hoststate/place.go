@@ -226,7 +226,7 @@ func (h *Handle) Record() Record { return h.rec }
 
 // Write writes r as the next generation into the slot the newest copy is
 // not in, and syncs it: a write torn by a crash leaves the newest copy
-// whole. Callers serialise writes (the counter's lock).
+// whole. Callers hold WriteLock from the Read this write follows.
 func (h *Handle) Write(r Record) error {
 	r.Name = h.name
 	r.Gen = h.rec.Gen + 1
