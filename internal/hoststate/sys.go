@@ -1,6 +1,7 @@
 package hoststate
 
 import (
+	"fmt"
 	"io/fs"
 
 	"github.com/snapid/snapid/internal/statefile"
@@ -28,7 +29,12 @@ func (p *Place) Volatile() (bool, error) {
 
 // Sync makes the place's entries durable: a record found there may have
 // been made by an Open whose own sync of the place failed.
-func (p *Place) Sync() error { return p.dir.Sync() }
+func (p *Place) Sync() error {
+	if err := p.dir.Sync(); err != nil {
+		return fmt.Errorf("sync directory %s: %w", p.Path(), err)
+	}
+	return nil
+}
 
 // WriteLock takes the record's write lock, an open file description lock
 // on its first byte (apart from the presence flock), and returns what
