@@ -384,6 +384,16 @@ func (w *world) move(ho *host) {
 	if w.running(ho) {
 		return
 	}
+	if rec, ok := hostRecord(ho); ok {
+		var st unix.Stat_t
+		if unix.Stat(ho.counter, &st) != nil || rec.Dev != uint64(st.Dev) || rec.Ino != st.Ino {
+			// The record names another file (a replacement not taken
+			// over yet, or none there): only at the recorded path can
+			// the host tell the counter is its own; an operator moves
+			// the counter the record names.
+			return
+		}
+	}
 	from := filepath.Dir(ho.counter)
 	to := filepath.Join(ho.dir, fmt.Sprintf("state%d", w.step))
 	if err := os.Rename(from, to); err != nil {
