@@ -437,13 +437,11 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 	if err != nil {
 		return nil, recordError(p, name, err)
 	}
-	if ok {
-		// Found: it may be there only in the cache, made by an Open
-		// that failed at its sync of the place. Made durable before
-		// anything is issued under it.
-		if err := p.Sync(); err != nil {
-			return nil, recordError(p, name, err)
-		}
+	// The place and a record found in it may be there only in the
+	// cache, made by an Open that failed at its sync: made durable
+	// before anything is issued under them.
+	if err := p.Sync(); err != nil {
+		return nil, recordError(p, name, err)
 	}
 	if !ok && own != "" {
 		if r, ok, err = adoptOwnRecord(p, own, name); err != nil {

@@ -3,6 +3,7 @@ package hoststate
 import (
 	"fmt"
 	"io/fs"
+	"path/filepath"
 
 	"github.com/snapid/snapid/internal/statefile"
 	"golang.org/x/sys/unix"
@@ -27,11 +28,23 @@ func (p *Place) Volatile() (bool, error) {
 	return st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC, nil
 }
 
-// Sync makes the place's entries durable: a record found there may have
-// been made by an Open whose own sync of the place failed.
+// Sync makes the place durable, its entries and its own entry in its
+// parent: what is found there may have been made by an Open whose own
+// sync failed.
 func (p *Place) Sync() error {
 	if err := p.dir.Sync(); err != nil {
 		return fmt.Errorf("sync directory %s: %w", p.Path(), err)
+	}
+	// And the place's own entry: an Open whose sync of it failed may
+	// have made it.
+	fsys := p.dir.FS()
+	if fsys == nil {
+		fsys = statefile.OS{}
+	}
+	if parent := filepath.Dir(p.Path()); parent != p.Path() {
+		if err := fsys.SyncDir(parent); err != nil {
+			return fmt.Errorf("sync directory %s: %w", parent, err)
+		}
 	}
 	return nil
 }
