@@ -221,7 +221,9 @@ func addDataCentres(h *History) {
 			if floors {
 				other = s.Proc
 			}
-			steps = append(steps, Step{Kind: KBackup, Host: s.Host},
+			// (The process that moves is open: else another process
+			// moves, unseen by the one that takes next.)
+			steps = append(steps, Step{Kind: KOpen, Host: s.Host, Proc: s.Proc}, Step{Kind: KBackup, Host: s.Host},
 				Step{Kind: KSeqNext, Host: s.Host, Proc: s.Proc, Seq: s.Seq, N: 1 + uint64(rng.IntN(60))})
 			if rng.IntN(2) == 0 {
 				steps = append(steps, Step{Kind: KOpen, Host: s.Host, Proc: other}, Step{Kind: KSeqOpen, Host: s.Host, Proc: other, Seq: s.Seq})
