@@ -27,11 +27,7 @@
 // register, register --force, release, release --force and setup run
 // in-process by an operator: cli.go; in every history with a standalone
 // strict host, its counter put back in place from a copy under its one
-// running process, which then takes the next number: rollback.go; a
-// host's sequence lease file, alone or with its floor, put back in place
-// from a copy most often exactly one generation behind, then a take, the
-// process closed and opened again, or the host's next start, before any
-// other take: sequences.go) or a
+// running process, which then takes the next number: rollback.go) or a
 // fault
 // (a process killed, a power cut forgetting every unsynced write or
 // keeping some, either of them inside an operation: at the k-th I/O or

@@ -447,7 +447,6 @@ func Generate(seed uint64, steps int) History {
 	addCLI(&h)
 	addRollback(&h)
 	addFreezes(&h)
-	addSeqRestores(&h)
 	return h
 }
 

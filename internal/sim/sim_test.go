@@ -292,7 +292,6 @@ func TestSimulationReaches(t *testing.T) {
 		"counters repaired",
 		"sequence lease files restored in place while in use",
 		"sequence lease files restored in place with their floors while in use",
-		"sequence lease files restored in place one generation behind",
 		"damaged lease files removed by an operator",
 		"ids handed out in the decimal form",
 		"ids handed out in the striped form",
