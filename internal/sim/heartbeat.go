@@ -59,6 +59,10 @@ type hostHeartbeat struct {
 	// KClock with Arg "rm-heartbeat"), before the other processes poll.
 	rmOnTaken bool
 	removed   int // heartbeat files removed so
+	// regFaults is how many injected registry faults had fired when the
+	// host was last looked at: one that fired since may have failed a
+	// refresh of its holder, whose next try then comes after a back-off.
+	regFaults int
 }
 
 // sessionHash is the library's hash of a session in the heartbeat record
@@ -223,6 +227,13 @@ func (w *world) watchHost(ho *host) {
 	}
 	if ho.disk.freeze.hasFired() {
 		reachable = false // frozen by a fault inside an operation (freeze.go): its processes are dead, abandoned at the step's end
+	}
+	if n := w.reg.fault.count(); n != ho.hb.regFaults {
+		// An injected fault fired (on any host's call): it may have
+		// failed this host's refresh, which the heartbeat then retries
+		// after a back-off; the stretch starts again.
+		ho.hb.regFaults = n
+		reachable = false
 	}
 	// (A session is made by one claim of one owner: a running process
 	// under the row's session holds the name.)
