@@ -28,7 +28,7 @@ import (
 // In block mode (WithBlock) numbers increase per Generator and are served
 // from memory; see WithBlock.
 type Generator struct {
-	host   *hostRecord // the host's record of the name (nil: records off)
+	host   *hostRecord // the host's record of the name
 	name   string
 	path   string
 	log    *slog.Logger
@@ -164,9 +164,7 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 	g := &Generator{name: name, path: counterPath, log: o.logger, file: file, stats: newGenStats(), form: form, clock: o.clock}
 	g.host = hr
 	fail := func() {
-		if hr != nil {
-			hr.close(file) // as a clean close: the name's record left as found
-		}
+		hr.close(file) // as a clean close: the name's record left as found
 		file.close()
 	}
 	if o.reg.registry != nil {
@@ -184,7 +182,7 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 		if err == nil {
 			err = useForm(ctx, file, counterPath, g.form, &o)
 		}
-		if err == nil && hr != nil {
+		if err == nil {
 			err = hr.setNode(ctx, file, g.form, g.res.number)
 		}
 		if err != nil {
@@ -542,9 +540,7 @@ func (g *Generator) Close() error {
 	if g.res != nil {
 		g.res.host.close()
 	}
-	if g.host != nil {
-		g.host.close(g.file)
-	}
+	g.host.close(g.file)
 	if cerr := g.file.close(); err == nil {
 		err = cerr
 	}

@@ -53,9 +53,9 @@ var testBindingDir func(counterPath string) string
 const recordStep = 1024
 
 // recordPlace opens (with create, making it if missing) the place of this
-// Open's records; nil when records are off (WithBindingDir("")). own is, for a user's Open in the host's
-// place, the user's own place kept while the host had none (its records
-// are moved into the host's place as they are used).
+// Open's records. own is, for a user's Open in the host's place, the
+// user's own place kept while the host had none (its records are moved
+// into the host's place as they are used).
 func recordPlace(ctx context.Context, counterPath string, o *options, create bool) (p *hoststate.Place, own string, err error) {
 	euid := uint32(os.Geteuid())
 	mine := []uint32{0, euid}
@@ -67,9 +67,6 @@ func recordPlace(ctx context.Context, counterPath string, o *options, create boo
 		return p, nil
 	}
 	if o.bindingSet {
-		if o.binding == "" {
-			return nil, "", nil
-		}
 		p, err = open(o.binding, 0o700, mine)
 		return p, "", err
 	}
@@ -330,9 +327,6 @@ func withRecord(ctx context.Context, name, counterPath string, f idForm, o *opti
 	p, own, err := recordPlace(ctx, counterPath, o, true)
 	if err != nil {
 		return nil, err
-	}
-	if p == nil {
-		return nil, open()
 	}
 	hr, err := withRecordIn(ctx, p, own, name, counterPath, f, o, open, file)
 	if err != nil {
@@ -767,22 +761,12 @@ func markRecordReleased(ctx context.Context, c *counterFile, name string, final 
 	if err != nil {
 		return err
 	}
-	if p == nil {
-		// Records off (WithBindingDir("")): the file beside the counter
-		// says it, for the registry's Opens of this counter.
-		hs, err := openHostState(c.path, o)
-		if err != nil {
-			return err
-		}
-		defer hs.close()
-		return hs.markReleased(name)
-	}
 	defer p.Close()
 	if _, ok, err := p.Read(name); err != nil {
 		return recordError(p, name, err)
 	} else if !ok {
-		// No record yet (made before records were kept, or with records
-		// off): one is made, released, for this counter.
+		// No record yet (made before records were kept): one is made,
+		// released, for this counter.
 		st, err := statefile.CheckRegular(c.fd)
 		if err != nil {
 			return &FileError{Op: "release", Path: c.path, Err: err}
@@ -870,7 +854,7 @@ func lowerRecords(ctx context.Context, c *counterFile, v uint64, o *options) err
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil // no records: nothing to lower
 	}
-	if err != nil || p == nil {
+	if err != nil {
 		return err
 	}
 	defer p.Close()
@@ -928,7 +912,7 @@ func releasedInRecords(path string, o *options) string {
 		return ""
 	}
 	p, _, err := recordPlace(context.Background(), path, o, false)
-	if err != nil || p == nil {
+	if err != nil {
 		return ""
 	}
 	defer p.Close()

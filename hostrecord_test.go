@@ -379,3 +379,14 @@ func TestRecordCrashRaiseWhateverPathKeptTheMark(t *testing.T) {
 	ids := issue(t, c, "vm1", 1, ropts...)
 	require.False(t, seen[ids[0]], "%s handed out again", ids[0])
 }
+
+// Records cannot be turned off: WithBindingDir("") is refused before
+// anything is made, and the message says to name a place.
+func TestRecordPlaceRequired(t *testing.T) {
+	_, dir := recordHost(t)
+	counter := filepath.Join(dir, "c")
+	_, err := Open(counter, "vm", WithBindingDir(""))
+	require.ErrorIs(t, err, ErrInvalidOption)
+	require.Contains(t, err.Error(), "name a directory")
+	require.NoFileExists(t, counter)
+}

@@ -33,7 +33,7 @@ func TestNumberFileRemovedFormHistoryKeepsRegistryNumber(t *testing.T) {
 	}
 	require.NoError(t, vm.Close())
 
-	web := openReg(t, webCounter, "web", reg, WithFormat(FormatDecimal), WithBindingDir(""),
+	web := openReg(t, webCounter, "web", reg, WithFormat(FormatDecimal),
 		WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}), WithBindingDir(t.TempDir()))
 	_, webNum, _ := web.Form()
 	require.NotEqual(t, vmNum, webNum)
