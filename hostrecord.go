@@ -19,13 +19,15 @@ import (
 // The host's record of names. Every Open, with a registry or without, as
 // root or any user, in every id form, reads and writes the one record of
 // its name in one place (see DefaultBindingDir): which counter file issues
-// under the name (by device and inode), the forms, node number and stride
-// used under it, whether it was released, and a floor and a mark (see
-// hoststate.Record). An Open is refused, before it creates anything, when
-// the record names another counter file, or a counter that is no longer
-// there (an unmounted file system, a re-pointed link: it is never made
-// again at 0), or when the counter is below the record's floor (rolled
-// back, zeroed, restored). Node numbers and the stride are checked against
+// under the name (by device and inode), the counter's form history (see
+// formhistory.go), the node number and stride a registry gave the name,
+// whether it was released, and a floor and a mark (see hoststate.Record).
+// It is the one place these are kept: files earlier versions kept beside
+// the counter for them are taken in and removed (see migrate.go). An Open
+// is refused, before it creates anything, when the record names another
+// counter file, or a counter that is no longer there (an unmounted file
+// system, a re-pointed link: it is never made again at 0), or when the
+// counter is below the record's floor (rolled back, zeroed, restored). Node numbers and the stride are checked against
 // every record of the place. Nothing here reads another user's directory,
 // and nothing that cannot be read reads as "no record".
 
@@ -163,7 +165,12 @@ type hostRecord struct {
 	// present: this process holds the record's shared presence lock, so
 	// no other process sets the mark back under it (see close).
 	present bool
-	log     interface {
+	// formGen is the generation of the record in which stillCurrent last
+	// found this Generator's striped form in use; formLeft, once set, is
+	// its refusal (the form was left).
+	formGen  uint64
+	formLeft error
+	log      interface {
 		Warn(string, ...any)
 	}
 }
@@ -173,11 +180,11 @@ type hostRecord struct {
 func recordForm(f idForm) (_ hoststate.Form, complete bool) {
 	switch f.form {
 	case FormatDecimal:
-		return hoststate.Form{Kind: "decimal", Node: f.node}, f.node != 0
+		return hoststate.Form{Kind: formDecimal, Node: f.node}, f.node != 0
 	case FormatStriped:
-		return hoststate.Form{Kind: "striped", Node: f.node, Stride: f.stride}, f.node != 0 && f.stride != 0
+		return hoststate.Form{Kind: formStriped, Node: f.node, Stride: f.stride}, f.node != 0 && f.stride != 0
 	}
-	return hoststate.Form{Kind: "name"}, true
+	return hoststate.Form{Kind: formName}, true
 }
 
 // counterIdentity is the device and inode of the file at path, not
@@ -333,11 +340,13 @@ func withRecord(ctx context.Context, name, counterPath string, f idForm, o *opti
 		p.Close()
 		return nil, err
 	}
-	hr.p = p
 	return hr, nil
 }
 
 func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPath string, f idForm, o *options, open func() error, file func() *counterFile) (_ *hostRecord, err error) {
+	if err := migrateReleased(ctx, p, counterPath, o); err != nil {
+		return nil, err
+	}
 	r, ok, err := p.Read(name)
 	if errors.Is(err, fs.ErrPermission) {
 		// Another user's record, which only that user (and the
@@ -388,8 +397,16 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 		// Below the floor: refused before anything is opened or written
 		// (the form's checks included); hostRecord.open checks again
 		// under the lock.
-		if v, err := readCounterAt(ctx, counterPath, o); err == nil && v < r.Floor {
+		v, err := readCounterAt(ctx, counterPath, o)
+		if err == nil && v < r.Floor {
 			return nil, rolledBack(counterPath, v, r, p.RecordPath(name))
+		}
+		if err == nil && f.form == FormatStriped {
+			// A form the counter's history refuses (a raise past its
+			// bound) claims no number or stride either.
+			if _, err := stripedRaise(r.Forms, f, v, counterPath); err != nil {
+				return nil, err
+			}
 		}
 	}
 	// A claim made here is never given back, even if this Open fails:
@@ -411,7 +428,13 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 		if err != nil {
 			return nil, err
 		}
-		nr := hoststate.Record{Name: name, Dev: c.dev, Ino: c.ino, Path: counterPath, Floor: v, Mark: v}
+		nr := hoststate.Record{Name: name, Dev: c.dev, Ino: c.ino, Path: counterPath, Floor: v, Mark: v, Forms: counterForms(p, c, st.Uid, v)}
+		if f.form == FormatStriped && o.reg.registry == nil {
+			// A form the counter's history refuses leaves no record.
+			if _, err := stripedRaise(nr.Forms, f, v, counterPath); err != nil {
+				return nil, err
+			}
+		}
 		err = p.Create(nr, recordMode(st), recordGroup(st))
 		if errors.Is(err, fs.ErrExist) {
 			// Another Open made it first: judged as any record.
@@ -441,7 +464,7 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 		// the registry's bound.
 		step = min(step, o.reg.step)
 	}
-	hr := &hostRecord{h: h, log: o.logger, dev: c.dev, ino: c.ino, step: step, uid: st.Uid}
+	hr := &hostRecord{p: p, h: h, log: o.logger, dev: c.dev, ino: c.ino, step: step, uid: st.Uid}
 	if err := hr.open(ctx, c, f, o); err != nil {
 		h.Close()
 		return nil, err
@@ -542,30 +565,73 @@ func (hr *hostRecord) open(ctx context.Context, c *counterFile, f idForm, o *opt
 				"path", c.path, "counter", v, "to", to)
 			v = to
 		}
-		nf, complete := recordForm(f)
 		moved := r.Path != c.path // the same file at another path: the record follows it
 		r.Path = c.path
-		changed := replaced || moved || v > r.Mark || (complete && !r.HasForm(nf)) || (f.node != 0 && r.Node == 0) || r.Released
+		changed := replaced || moved || v > r.Mark || r.Released
 		r.Released = false // judged before: only a reclaim gets here
+		// Files an earlier version kept beside the counter: taken into
+		// the record, then removed (see migrate.go).
+		old, err := readOldFiles(c.path, max(v, c.high))
+		if err != nil {
+			return err
+		}
+		if len(old.ours) > 0 {
+			old.merge(&r, r.Name, max(v, c.high))
+			old.claimOthers(hr.p, r.Name)
+			changed = true
+		}
+		if o.reg.registry == nil || f.form == FormatName {
+			// With a registry, the numeric forms once it gave the number
+			// (see useRegistryForm).
+			raised, adopted, err := adoptForm(c, &r, f)
+			if err != nil {
+				return err
+			}
+			logRaise(o, c.path, raised, f)
+			changed = changed || adopted
+		}
 		if !changed {
 			hr.mark = r.Mark
+			old.remove(o, hr.h.Path())
 			return nil
 		}
 		// The floor moves only with values known to be on disk (see
 		// counterFile.durable): one read here may be lost by a power cut.
 		r.Mark = max(r.Mark, v)
-		if complete && !r.HasForm(nf) {
-			r.Forms = append(r.Forms, nf)
-		}
-		if r.Node == 0 {
-			r.Node = f.node
-		}
 		if err := hr.h.Write(r); err != nil {
 			return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
 		}
 		hr.mark = r.Mark
+		old.remove(o, hr.h.Path())
 		return nil
 	})
+}
+
+// counterForms returns the forms the host's records of other names say
+// the counter c (at v now) issued under, for a new record of a name for
+// it (a name released and the counter taken for another on purpose): the
+// history is the counter's. Records another user made for it are passed
+// over (trustedRecord); a form in use there is taken as left at v.
+func counterForms(p *hoststate.Place, c *counterFile, counterUID uint32, v uint64) []hoststate.Form {
+	var forms []hoststate.Form
+	recs, _ := p.All(func(n string) bool { return ValidateName(n) == nil })
+	for _, r := range recs {
+		if r.Dev != c.dev || r.Ino != c.ino || !trustedRecord(r.Owner, counterUID) {
+			continue
+		}
+		for _, e := range r.Forms {
+			if e.Current {
+				e.Current, e.Upto = false, max(e.Upto, v)
+			}
+			h := hoststate.Record{Forms: forms}
+			if i := h.FormIndex(e); i >= 0 {
+				forms[i].Upto = max(forms[i].Upto, e.Upto)
+			} else {
+				forms = append(forms, e)
+			}
+		}
+	}
+	return forms
 }
 
 // cover makes the record's mark cover upTo before the counter is stored at
@@ -607,36 +673,95 @@ func (hr *hostRecord) cover(base, cur, upTo uint64) error {
 	return nil
 }
 
-// setNode claims the node number and stride a registry gave the name,
-// refused when another name of the host holds the number or the host
-// uses another stride, and records them.
-func (hr *hostRecord) setNode(ctx context.Context, c *counterFile, f idForm, node uint64) error {
+// useRegistryForm, once the registry gave the name its node number (0:
+// a registry that gives none) and the form its stride, claims them on
+// the host (refused when another name of the host holds the number or
+// the host uses another stride) and records the form (see adoptForm)
+// before any id is handed out.
+func (hr *hostRecord) useRegistryForm(ctx context.Context, c *counterFile, f idForm, node uint64, o *options) error {
 	if err := claimNumbers(hr.p, hr.h.Record().Name, f, node, hr.uid); err != nil {
 		return err
 	}
-	return c.withLockContext(ctx, func() error {
+	err := c.withLockContext(ctx, func() error {
 		hr.mu.Lock()
 		defer hr.mu.Unlock()
 		r, err := hr.h.Read()
 		if err != nil {
 			return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
 		}
-		nf, complete := recordForm(f)
-		if r.Node == node && (!complete || r.HasForm(nf)) {
-			return nil
-		}
 		if r.Node != 0 && node != 0 && r.Node != node {
 			return &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf(
 				"%w: the registry gave %q node number %d, but this host recorded %d for it", ErrNumberMismatch, r.Name, node, r.Node)}
 		}
+		changed := node != 0 && r.Node != node
 		if node != 0 {
 			r.Node = node
 		}
-		if complete && !r.HasForm(nf) {
-			r.Forms = append(r.Forms, nf)
+		raised, adopted, err := adoptForm(c, &r, f)
+		if err != nil {
+			return err
 		}
-		return hr.h.Write(r)
+		logRaise(o, c.path, raised, f)
+		if !changed && !adopted {
+			return nil
+		}
+		if err := hr.h.Write(r); err != nil {
+			return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+		}
+		hr.mark = r.Mark
+		return nil
 	})
+	if err != nil {
+		return err
+	}
+	hr.watchForm(c, f)
+	return nil
+}
+
+// setNumber records in the name's record the node number and stride (0:
+// not known) a registry gave the name, for the host's processes that
+// join its claim; another number than the one recorded is refused
+// (ErrNumberMismatch), and another stride (ErrStrideMismatch). with runs
+// a function under the counter's lock.
+func (hr *hostRecord) setNumber(ctx context.Context, with func(context.Context, func(*counterFile) error) error, node, stride uint64) error {
+	return with(ctx, func(*counterFile) error {
+		hr.mu.Lock()
+		defer hr.mu.Unlock()
+		r, err := hr.h.Read()
+		if err != nil {
+			return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+		}
+		if r.Node != 0 && r.Node != node {
+			return &FileError{Op: "open", Path: hr.h.Path(), Err: fmt.Errorf(
+				"%w: the registry gives %q node number %d, and this host recorded %d; was the registry's row or this record replaced? Nothing was issued",
+				ErrNumberMismatch, r.Name, node, r.Node)}
+		}
+		if r.Stride != 0 && stride != 0 && r.Stride != stride {
+			return &FileError{Op: "open", Path: hr.h.Path(), Err: fmt.Errorf(
+				"%w: the cluster's stride is %d, and this host recorded %d", ErrStrideMismatch, stride, r.Stride)}
+		}
+		if r.Node == node && (stride == 0 || r.Stride == stride) {
+			return nil
+		}
+		r.Node, r.Stride = node, max(r.Stride, stride)
+		if err := hr.h.Write(r); err != nil {
+			return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+		}
+		hr.mark = r.Mark
+		return nil
+	})
+}
+
+// number returns the node number and stride the name's record holds
+// (see setNumber), read again.
+func (hr *hostRecord) number() (node, stride uint64, err error) {
+	hr.mu.Lock()
+	defer hr.mu.Unlock()
+	r, err := hr.h.Read()
+	if err != nil {
+		return 0, 0, &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+	}
+	return r.Node, r.Stride, nil
 }
 
 // close records the counter's value as the floor (what this process
@@ -762,6 +887,11 @@ func markRecordReleased(ctx context.Context, c *counterFile, name string, final 
 		return err
 	}
 	defer p.Close()
+	return markReleasedIn(ctx, p, c, name, final)
+}
+
+// markReleasedIn is markRecordReleased in the place p.
+func markReleasedIn(ctx context.Context, p *hoststate.Place, c *counterFile, name string, final uint64) error {
 	if _, ok, err := p.Read(name); err != nil {
 		return recordError(p, name, err)
 	} else if !ok {

@@ -54,12 +54,7 @@ func ReadHostFiles(counterPath string, opts ...Option) (HostFiles, error) {
 		return hf, err
 	}
 	hf.MarkFile, hf.Mark, hf.Floor = ok, m.mark, m.floor
-	if hf.Released, err = (&hostState{releasedPath: counterPath + releasedSuffix}).released(); err != nil {
-		return hf, err
-	}
-	if hf.Released == "" {
-		hf.Released = releasedInRecords(counterPath, &o)
-	}
+	hf.Released = releasedInRecords(counterPath, &o)
 	path := counterPath + sessionSuffix
 	b, err := readSmallFile(path, false)
 	switch {
