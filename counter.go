@@ -87,8 +87,10 @@ type counterFile struct {
 	// (a striped Generator's: its form must still be the counter's, see
 	// formhistory.go). Set at Open, then read-only.
 	formCheck func() error
-	// host, when not nil, is the host's record of the name: its mark
-	// must cover every value stored (see hostRecord.cover). Set at Open.
+	// host is the host's record of the name: its mark must cover every
+	// value a Generator's update stores (see hostRecord.cover). Set at
+	// Open, before any update; nil on a counter opened to be read or
+	// initialised, which advance is never called on.
 	host *hostRecord
 }
 
@@ -508,10 +510,8 @@ func (c *counterFile) advance(k uint64, decimal bool, hook advanceHook, gone, cl
 	if decimal {
 		k, _ = decimalSpan(base, k)
 	}
-	if c.host != nil {
-		if err := c.host.cover(c.durable, cur, base+k); err != nil {
-			return 0, err
-		}
+	if err := c.host.cover(c.durable, cur, base+k); err != nil {
+		return 0, err
 	}
 	if err := c.store(base + k); err != nil {
 		return 0, err
