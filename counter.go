@@ -87,8 +87,10 @@ type counterFile struct {
 	// (a striped Generator's: its form must still be the counter's, see
 	// formhistory.go). Set at Open, then read-only.
 	formCheck func() error
-	// host, when not nil, is the host's record of the name: its mark
-	// must cover every value stored (see hostRecord.cover). Set at Open.
+	// host is the host's record of the name: its mark must cover every
+	// value a Generator's update stores (see hostRecord.cover). Set at
+	// Open, before any update; nil on a counter opened to be read or
+	// initialised, which advance is never called on.
 	host *hostRecord
 }
 
@@ -508,24 +510,22 @@ func (c *counterFile) advance(k uint64, decimal bool, hook advanceHook, gone, cl
 	if decimal {
 		k, _ = decimalSpan(base, k)
 	}
-	if c.host != nil {
-		if !c.sync && cur > c.durable && c.host.due(base+k) {
-			// Sync off: the counter is synced once a step, as the
-			// record is written, so that the record's floor moves with
-			// it (a counter restored or zeroed below it is refused).
-			if err := c.io.Sync(c.f); err != nil {
-				return 0, &FileError{Op: "sync", Path: c.path, Err: err}
-			}
-			c.durable = cur
+	if !c.sync && cur > c.durable && c.host.due(base+k) {
+		// Sync off: the counter is synced once a step, as the record is
+		// written, so that the record's floor moves with it (a counter
+		// restored or zeroed below it is refused).
+		if err := c.io.Sync(c.f); err != nil {
+			return 0, &FileError{Op: "sync", Path: c.path, Err: err}
 		}
-		if err := c.host.cover(c.durable, cur, base+k); err != nil {
-			return 0, err
-		}
+		c.durable = cur
+	}
+	if err := c.host.cover(c.durable, cur, base+k); err != nil {
+		return 0, err
 	}
 	if err := c.store(base + k); err != nil {
 		return 0, err
 	}
-	if c.host != nil && k > c.host.step {
+	if k > c.host.step {
 		// A jump of more than a step: the record's floor follows at
 		// once, so that the counter is never more than about a step
 		// above what a restore is judged against.

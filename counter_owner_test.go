@@ -43,7 +43,7 @@ func TestCounterOfAnotherUserRefused(t *testing.T) {
 	after, err := os.ReadFile(counter)
 	require.NoError(t, err)
 	require.Equal(t, before, after, "the refused counter was written")
-	for _, s := range []string{".owner", ".mark", ".session", ".released"} {
+	for _, s := range []string{".owner", ".mark", ".session"} {
 		_, err := os.Lstat(counter + s)
 		require.True(t, errors.Is(err, os.ErrNotExist), "%s was created beside a refused counter", s)
 	}
@@ -178,7 +178,7 @@ func TestCounterPathThroughUntrustedLevelRefused(t *testing.T) {
 				for _, p := range []string{counter} {
 					require.NoError(t, os.Remove(p))
 				}
-				for _, s := range []string{".owner", ".mark", ".session", ".released", ".presence"} {
+				for _, s := range []string{".owner", ".mark", ".session", ".presence"} {
 					_ = os.Remove(counter + s)
 				}
 				return

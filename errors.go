@@ -59,16 +59,18 @@ var (
 	// is in use: two names under one number hand out the same numeric ids.
 	ErrNumberBound = errors.New("node number in use on this host under another node name")
 
-	// ErrCorruptNumber is returned for a number file (<counter>.number)
-	// this version did not write. It matches ErrCorrupt. The numeric id
-	// forms refuse to start; the name form starts, with a warning.
+	// ErrCorruptNumber is returned by Open for a number file an earlier
+	// version kept beside the counter (<counter>.number) that cannot be
+	// read, when it is to be taken into the host's record of the name. It
+	// matches ErrCorrupt. Nothing is issued until it is removed.
 	ErrCorruptNumber error = &corruptError{"corrupt number file"}
 
-	// ErrCorruptForms is returned when both copies of a counter's form
-	// history (<counter>.forms, <counter>.forms.copy: the striped and
-	// decimal forms it issued under) are damaged. It matches ErrCorrupt.
-	// The numeric id forms refuse to start; the name form is not
-	// affected. One damaged copy is restored from the other.
+	// ErrCorruptForms is returned by Open when both copies of the form
+	// history an earlier version kept beside the counter
+	// (<counter>.forms, <counter>.forms.copy: the striped and decimal
+	// forms it issued under) are damaged, when they are to be taken into
+	// the host's record of the name. It matches ErrCorrupt. One damaged
+	// copy beside a whole one is read from the whole one.
 	ErrCorruptForms error = &corruptError{"corrupt form history"}
 
 	// ErrFormChanged is returned by a striped Generator's calls once
@@ -79,16 +81,16 @@ var (
 	ErrFormChanged = errors.New("the counter's striped form changed")
 
 	// ErrNumberMismatch is returned by Open when the node number the
-	// registry holds for the name is not the one recorded beside the
-	// counter (<counter>.number) or given with WithNodeNumber: ids of two
-	// numbers under one name, or one number under two names, could meet.
-	// Nothing is issued.
+	// registry holds for the name is not the one the host's record of the
+	// name holds or given with WithNodeNumber: ids of two numbers under
+	// one name, or one number under two names, could meet. Nothing is
+	// issued.
 	ErrNumberMismatch = errors.New("node number does not match")
 
 	// ErrStrideMismatch is returned when the stride given for
-	// FormatStriped is not the one the cluster's registry records (or
-	// beside the counter): striped ids of two strides could meet.
-	// Nothing is changed.
+	// FormatStriped is not the one the cluster's registry records (or the
+	// host's record of the name, or the host's claim): striped ids of two
+	// strides could meet. Nothing is changed.
 	ErrStrideMismatch = errors.New("stride does not match the cluster's")
 
 	// ErrCorruptBinding is returned by Open without a registry when the
@@ -106,7 +108,7 @@ var (
 	ErrSymlink = errors.New("counter path is a symbolic link")
 
 	// ErrUntrustedOwner is returned when the counter file, or a file
-	// beside it (.owner, .mark, .session, .released, sequence leases), is
+	// beside it (.owner, .mark, .session, sequence leases), is
 	// owned by a user other than the one running, and that user does not
 	// own a directory holding it that only its owner can write: another
 	// user could have planted or rewritten it (in /tmp, say). The error

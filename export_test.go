@@ -174,19 +174,6 @@ func (g *Generator) ExportHeartbeatInode() uint64 {
 	return st.Ino
 }
 
-// ExportNumberFileFor returns a number file for name, number and stride
-// whose claim line matches the session of the claim recorded beside the
-// counter at counterPath (as that claim's first process writes it).
-func ExportNumberFileFor(counterPath, name string, number, stride uint64) ([]byte, error) {
-	s, err := (&hostState{sessionPath: counterPath + sessionSuffix}).readSession()
-	if err != nil {
-		return nil, err
-	}
-	f := numberRecord{name: name, number: number, stride: stride}
-	f.check = numberCheck(s.session, f)
-	return encodeNumberFile(f), nil
-}
-
 // ExportHeartbeatBusy reports whether a heartbeat refresh of g is in
 // flight (tests on a fake clock wait for it before moving the clock).
 func (g *Generator) ExportHeartbeatBusy() bool { return g.res != nil && g.res.touching.Load() }

@@ -37,12 +37,15 @@ func TestFormChangeNoRegistryThenRegistry(t *testing.T) {
 	_, err := reg.SetStride(context.Background(), 10)
 	require.NoError(t, err)
 	h := newSeqHost(t, "vm1")
-	g, err := Open(h.path, h.name, WithBindingDir(t.TempDir()), WithSync(false), WithFormat(FormatStriped), WithNodeNumber(13), WithStride(100))
+	g, err := Open(h.path, h.name, WithSync(false), WithFormat(FormatStriped), WithNodeNumber(13), WithStride(100))
 	require.NoError(t, err)
 	old := stripedIDs(t, g, 30)
 	require.Equal(t, uint64(3013), old[29])
 	require.NoError(t, g.Close())
 
+	// The host takes the cluster's stride: the operator removes the
+	// host's claim of its own.
+	require.NoError(t, os.Remove(filepath.Join(ExportTestBindingDir(h.path), "#stride")))
 	g = h.open(t, reg, WithFormat(FormatStriped))
 	defer g.Close()
 	_, node, stride := g.Form()
@@ -59,11 +62,10 @@ func TestFormChangeNoRegistryThenRegistry(t *testing.T) {
 }
 
 // A counter that issued striped ids under the registry's stride 100
-// (node 3: 103 … 4003), then lost its number file (removed, as
-// ErrCorruptNumber advises) and is opened without a registry with stride
-// 10 and node number 3: the form history, not the number file, remembers
-// stride 100, and no id repeats (4003 = 400×10+3 without the raise).
-func TestFormChangeNumberFileRemovedThenNoRegistry(t *testing.T) {
+// (node 3: 103 … 4003) keeps the registry's number and stride without
+// it: opened without a registry with stride 10, it is refused
+// (ErrStrideMismatch), and nothing is issued.
+func TestFormChangeRegistryStrideKeptWithoutRegistry(t *testing.T) {
 	reg := snapidtest.NewRegistry()
 	for _, other := range []string{"other_1", "other_2"} {
 		h := newSeqHost(t, other)
@@ -74,22 +76,25 @@ func TestFormChangeNumberFileRemovedThenNoRegistry(t *testing.T) {
 	g := h.open(t, reg, WithFormat(FormatStriped), WithStride(100))
 	_, node, _ := g.Form()
 	require.Equal(t, uint64(3), node)
-	old := stripedIDs(t, g, 40)
-	require.Equal(t, uint64(4003), old[39])
+	stripedIDs(t, g, 40)
 	require.NoError(t, g.Close())
-	require.NoError(t, os.Remove(h.path+".number"))
-
-	g, err := Open(h.path, h.name, WithBindingDir(t.TempDir()), WithSync(false), WithFormat(FormatStriped), WithNodeNumber(3), WithStride(10))
+	before, err := ReadCounter(h.path)
 	require.NoError(t, err)
-	defer g.Close()
-	seen := map[uint64]bool{}
-	for _, v := range old {
-		seen[v] = true
-	}
-	for _, v := range stripedIDs(t, g, 400) {
-		require.False(t, seen[v], "id %d handed out twice", v)
-		seen[v] = true
-	}
+
+	_, err = Open(h.path, h.name, WithSync(false), WithFormat(FormatStriped), WithNodeNumber(3), WithStride(10))
+	require.ErrorIs(t, err, ErrStrideMismatch)
+	after, err := ReadCounter(h.path)
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+}
+
+// openStriped opens the counter at path as vm1 with the striped form
+// (stride, node), in the test's host, the host's stride claim removed
+// first (as an operator changing the host's stride does).
+func openStriped(t *testing.T, path string, stride, node uint64, opts ...Option) (*Generator, error) {
+	t.Helper()
+	require.NoError(t, os.RemoveAll(filepath.Join(ExportTestBindingDir(path), "#stride")))
+	return Open(path, "vm1", append([]Option{WithSync(false), WithFormat(FormatStriped), WithNodeNumber(node), WithStride(stride)}, opts...)...)
 }
 
 // A striped Generator whose counter another Generator opened with
@@ -98,11 +103,11 @@ func TestFormChangeNumberFileRemovedThenNoRegistry(t *testing.T) {
 // once.
 func TestFormChangeRefusesTheFormLeft(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c")
-	g1, err := Open(path, "vm1", WithBindingDir(t.TempDir()), WithSync(false), WithFormat(FormatStriped), WithNodeNumber(13), WithStride(100))
+	g1, err := openStriped(t, path, 100, 13)
 	require.NoError(t, err)
 	defer g1.Close()
 	stripedIDs(t, g1, 30)
-	g2, err := Open(path, "vm1", WithBindingDir(t.TempDir()), WithSync(false), WithFormat(FormatStriped), WithNodeNumber(3), WithStride(10))
+	g2, err := openStriped(t, path, 10, 3)
 	require.NoError(t, err)
 	defer g2.Close()
 	v := stripedIDs(t, g2, 1)[0]
@@ -115,7 +120,7 @@ func TestFormChangeRefusesTheFormLeft(t *testing.T) {
 
 	// A name-form or decimal Generator on the same counter does not
 	// change the striped form in use.
-	g3, err := Open(path, "vm1", WithBindingDir(t.TempDir()), WithSync(false), WithFormat(FormatDecimal), WithNodeNumber(3))
+	g3, err := Open(path, "vm1", WithSync(false), WithFormat(FormatDecimal), WithNodeNumber(3))
 	require.NoError(t, err)
 	defer g3.Close()
 	_, err = g3.UniqueID()
@@ -124,28 +129,26 @@ func TestFormChangeRefusesTheFormLeft(t *testing.T) {
 }
 
 // A new striped form whose raise would pass its bound is refused before
-// any id (ErrExhausted), and leaves no record of the name.
+// any id (ErrExhausted), and leaves the counter and the record's forms
+// as they were.
 func TestFormChangePastTheBoundRefused(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c")
-	g, err := Open(path, "vm1", WithBindingDir(t.TempDir()), WithSync(false), WithFormat(FormatStriped), WithNodeNumber(13), WithStride(100))
+	g, err := openStriped(t, path, 100, 13)
 	require.NoError(t, err)
 	stripedIDs(t, g, 30) // up to 3013
 	require.NoError(t, g.Close())
-	bind := t.TempDir()
-	_, err = Open(path, "vm1", WithBindingDir(bind), WithSync(false), WithFormat(FormatStriped), WithNodeNumber(3), WithStride(10), WithMaxID(3000))
+	record := filepath.Join(ExportTestBindingDir(path), "vm1")
+	before, err := os.ReadFile(record)
+	require.NoError(t, err)
+	_, err = openStriped(t, path, 10, 3, WithMaxID(3000))
 	require.ErrorIs(t, err, ErrExhausted)
 	require.Contains(t, err.Error(), "up to 3013")
 	v, err := ReadCounter(path)
 	require.NoError(t, err)
 	require.Equal(t, uint64(30), v, "a refused form moved the counter")
-	ents, err := os.ReadDir(bind)
+	after, err := os.ReadFile(record)
 	require.NoError(t, err)
-	for _, e := range ents {
-		// The number and the stride stay claimed for vm1 (a claim is
-		// never given back: another Open of the name may rely on it);
-		// no record of the name is left.
-		require.Contains(t, []string{"#node-3", "#stride"}, e.Name(), "a refused Open left %s in the records' place", e.Name())
-	}
+	require.Equal(t, before, after, "a refused form changed the record")
 }
 
 // openFDs counts this process's open descriptors.
@@ -156,21 +159,23 @@ func openFDs(t *testing.T) int {
 	return len(ents)
 }
 
-// An Open with a registry refused after its claim because the form
-// history cannot be used closes every file it opened (the counter and
-// the files beside it).
+// An Open with a registry refused after its claim because the counter's
+// form history cannot take its form (the raise past its bound) closes
+// every file it opened (the counter and the files beside it).
 func TestFormRefusedAfterClaimClosesFiles(t *testing.T) {
 	reg := snapidtest.NewRegistry()
+	_, err := reg.SetStride(context.Background(), 10)
+	require.NoError(t, err)
 	h := newSeqHost(t, "vm1")
-	g := h.open(t, reg, WithFormat(FormatStriped), WithStride(10))
+	g, err := openStriped(t, h.path, 100, 13)
+	require.NoError(t, err)
+	stripedIDs(t, g, 30) // up to 3013
 	require.NoError(t, g.Close())
-	for _, p := range []string{h.path + ".forms", h.path + ".forms.copy"} {
-		require.NoError(t, os.WriteFile(p, []byte("damaged"), 0o600))
-	}
+	require.NoError(t, os.Remove(filepath.Join(ExportTestBindingDir(h.path), "#stride")))
 	before := openFDs(t)
 	for range 3 {
-		_, err := Open(h.path, h.name, WithRegistry(reg), WithSync(false), WithHostInfo(h.info), WithFormat(FormatStriped))
-		require.ErrorIs(t, err, ErrCorruptForms)
+		_, err := Open(h.path, h.name, WithRegistry(reg), WithSync(false), WithHostInfo(h.info), WithFormat(FormatStriped), WithMaxID(3000))
+		require.ErrorIs(t, err, ErrExhausted)
 	}
 	require.Equal(t, before, openFDs(t), "a refused Open left descriptors open")
 }
@@ -189,11 +194,11 @@ func TestFormChangeRefusesTheFormLeftEitherPart(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "c")
-			g1, err := Open(path, "vm1", WithBindingDir(t.TempDir()), WithSync(false), WithFormat(FormatStriped), WithNodeNumber(3), WithStride(100))
+			g1, err := openStriped(t, path, 100, 3)
 			require.NoError(t, err)
 			defer g1.Close()
 			stripedIDs(t, g1, 5)
-			g2, err := Open(path, "vm1", WithBindingDir(t.TempDir()), WithSync(false), WithFormat(FormatStriped), WithNodeNumber(tc.node), WithStride(tc.stride))
+			g2, err := openStriped(t, path, tc.stride, tc.node)
 			require.NoError(t, err)
 			defer g2.Close()
 			stripedIDs(t, g2, 40)

@@ -4,14 +4,14 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
+	"github.com/snapid/snapid/internal/hoststate"
 	"github.com/stretchr/testify/require"
 )
 
 // openTestCounter opens a counter file holding v, for adoptForm.
-func openTestCounter(t *testing.T, v uint64) (*counterFile, *formsFiles) {
+func openTestCounter(t *testing.T, v uint64) *counterFile {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "c")
 	b := EncodeCounter(v)
@@ -21,18 +21,18 @@ func openTestCounter(t *testing.T, v uint64) (*counterFile, *formsFiles) {
 	c, err := openCounter(context.Background(), path, &o)
 	require.NoError(t, err)
 	t.Cleanup(func() { c.close() })
-	return c, newFormsFiles(path, &o)
+	return c
 }
 
-// adopt runs adoptForm for the striped form (stride, node) under the
-// counter's lock and returns the counter's value afterwards.
-func adopt(t *testing.T, c *counterFile, f *formsFiles, stride, node uint64) uint64 {
+// adopt runs adoptForm for the striped form (stride, node) on the record
+// r under the counter's lock and returns the counter's value afterwards.
+func adopt(t *testing.T, c *counterFile, r *hoststate.Record, stride, node uint64) uint64 {
 	t.Helper()
 	fm, err := newIDForm(FormatStriped, node, stride, 0)
 	require.NoError(t, err)
 	var v uint64
 	require.NoError(t, c.withLock(func() (err error) {
-		if _, err = adoptForm(c, f, fm); err != nil {
+		if _, _, err = adoptForm(c, r, fm); err != nil {
 			return err
 		}
 		v, err = c.load()
@@ -62,8 +62,8 @@ func TestFormHistoryRaiseTable(t *testing.T) {
 					continue
 				}
 				oldHigh := c*a.s + a.k
-				h := formHistory{{form: FormatStriped, stride: a.s, node: a.k, current: true}}
-				high, ok := h.highestStriped(b.s, b.k, c)
+				h := []hoststate.Form{{Kind: formStriped, Stride: a.s, Node: a.k, Current: true}}
+				high, ok := highestStriped(h, b.s, b.k, c)
 				if !ok || high != oldHigh {
 					t.Fatalf("counter %d, %v then %v: highest old id %d (ok %v), want %d", c, a, b, high, ok, oldHigh)
 				}
@@ -89,86 +89,80 @@ func TestFormHistoryRaiseTable(t *testing.T) {
 	}
 }
 
-// The case and a round trip through three forms: stride 100 node
-// 13 issued 30 (3013), then stride 10 node 3 starts above 3013; back to
-// stride 100 node 13 starts above every id of stride 10; the history
-// records each form, and a same-form Open changes nothing.
+// A round trip through three forms: stride 100 node 13 issued 30 (3013),
+// then stride 10 node 3 starts above 3013; back to stride 100 node 13
+// starts above every id of stride 10; the record keeps each form, the one
+// left with the counter's value then, and a same-form Open changes
+// nothing.
 func TestFormHistoryAdopt(t *testing.T) {
-	c, f := openTestCounter(t, 0)
-	require.Equal(t, uint64(0), adopt(t, c, f, 100, 13))
+	c := openTestCounter(t, 0)
+	var r hoststate.Record
+	require.Equal(t, uint64(0), adopt(t, c, &r, 100, 13))
 	require.NoError(t, c.withLock(func() error { return c.store(30) })) // issued 113 … 3013
-	v := adopt(t, c, f, 10, 3)
+	v := adopt(t, c, &r, 10, 3)
 	require.Equal(t, uint64(301), v, "the first id of stride 10 node 3 must be 3023 (302×10+3), above 3013")
 	require.Greater(t, (v+1)*10+3, uint64(3013))
-	require.Equal(t, v, adopt(t, c, f, 10, 3), "the form in use: nothing raised")
+	before := append([]hoststate.Form(nil), r.Forms...)
+	require.Equal(t, v, adopt(t, c, &r, 10, 3), "the form in use: nothing raised")
+	require.Equal(t, before, r.Forms, "the form in use: nothing recorded")
 	require.NoError(t, c.withLock(func() error { return c.store(500) })) // up to 5003
-	v = adopt(t, c, f, 100, 13)
+	v = adopt(t, c, &r, 100, 13)
 	require.Greater(t, (v+1)*100+13, uint64(5003))
 	require.Equal(t, uint64(500), v)
-	h, repair, err := f.read()
-	require.NoError(t, err)
-	require.False(t, repair)
-	require.Equal(t, formHistory{
-		{form: FormatStriped, stride: 10, node: 3, upto: 500},
-		{form: FormatStriped, stride: 100, node: 13, current: true},
-	}, h)
+	require.Equal(t, []hoststate.Form{
+		{Kind: formStriped, Stride: 10, Node: 3, Upto: 500},
+		{Kind: formStriped, Stride: 100, Node: 13, Current: true},
+	}, r.Forms)
 }
 
-// One damaged or removed copy of the history is restored from the other;
-// both damaged refuse the numeric forms (ErrCorruptForms), and the advice
-// does not say to remove them.
-func TestFormHistoryCopies(t *testing.T) {
-	for _, damage := range []string{"removed", "damaged"} {
-		for i := range 2 {
-			t.Run(damage+"/"+formsSuffix+map[int]string{0: "", 1: ".copy"}[i], func(t *testing.T) {
-				c, f := openTestCounter(t, 0)
-				adopt(t, c, f, 100, 13)
-				require.NoError(t, c.withLock(func() error { return c.store(30) }))
-				if damage == "removed" {
-					require.NoError(t, os.Remove(f.paths[i]))
-				} else {
-					b, err := os.ReadFile(f.paths[i])
-					require.NoError(t, err)
-					b[strings.Index(string(b), "striped 1")+len("striped 1")] = '7'
-					require.NoError(t, os.WriteFile(f.paths[i], b, 0o600))
-				}
-				require.Equal(t, uint64(301), adopt(t, c, f, 10, 3), "the history did not survive one copy %s", damage)
-				for _, p := range f.paths {
-					b, err := os.ReadFile(p)
-					require.NoError(t, err)
-					h, err := decodeForms(b)
-					require.NoError(t, err, "copy %s not restored", p)
-					require.Len(t, h, 2)
-				}
-			})
-		}
-	}
-	c, f := openTestCounter(t, 0)
-	adopt(t, c, f, 100, 13)
-	for _, p := range f.paths {
-		require.NoError(t, os.WriteFile(p, []byte("snapid-forms 1\ngarbage\n"), 0o600))
-	}
-	fm, err := newIDForm(FormatStriped, 3, 10, 0)
+// A decimal or name form is recorded once, and leaves the striped form
+// in use as it is.
+func TestFormHistoryDecimalRecorded(t *testing.T) {
+	c := openTestCounter(t, 7)
+	r := hoststate.Record{Forms: []hoststate.Form{{Kind: formStriped, Stride: 10, Node: 3, Current: true}}}
+	fm, err := newIDForm(FormatDecimal, 4, 0, 0)
 	require.NoError(t, err)
-	err = c.withLock(func() error { _, err := adoptForm(c, f, fm); return err })
-	require.ErrorIs(t, err, ErrCorruptForms)
-	require.ErrorIs(t, err, ErrCorrupt)
-	require.Contains(t, err.Error(), "restore one from a backup")
+	for range 2 {
+		require.NoError(t, c.withLock(func() error { _, _, err := adoptForm(c, &r, fm); return err }))
+	}
+	require.Equal(t, []hoststate.Form{
+		{Kind: formStriped, Stride: 10, Node: 3, Current: true},
+		{Kind: formDecimal, Node: 4},
+	}, r.Forms)
 }
 
-// A counter with no history (a version that kept none) whose number file
-// records a registry's stride 100 and node number 3 starts its history
-// from it: opened with stride 10 and node 3, it starts above 4003.
-func TestFormHistorySeededFromNumberFile(t *testing.T) {
-	c, f := openTestCounter(t, 40) // issued 103 … 4003
-	require.NoError(t, os.WriteFile(f.counterPath+numberSuffix, encodeNumberFile(numberRecord{name: "vm1", number: 3, stride: 100}), 0o600))
-	v := adopt(t, c, f, 10, 3)
-	require.Greater(t, (v+1)*10+3, uint64(4003))
-	h, _, err := f.read()
+// The history is the counter's: a new name for a counter whose name was
+// released (and the counter taken for another on purpose) starts from
+// the forms the released name's record holds, so a new striped form
+// starts above their ids, and one whose raise passes its bound is
+// refused before a record of the new name is made.
+func TestFormHistoryIsTheCounters(t *testing.T) {
+	_, path := ctPath(t)
+	g, err := Open(path, "vm1", WithSync(false), WithFormat(FormatStriped), WithNodeNumber(13), WithStride(100))
 	require.NoError(t, err)
-	require.Equal(t, formHistory{
-		{registry: "vm1", node: 3, stride: 100},
-		{form: FormatStriped, stride: 100, node: 3, upto: 40},
-		{form: FormatStriped, stride: 10, node: 3, current: true},
-	}, h)
+	for range 30 { // up to 3013
+		_, err := g.UniqueUint64()
+		require.NoError(t, err)
+	}
+	require.NoError(t, g.Close())
+	o, err := buildOptions(nil)
+	require.NoError(t, err)
+	c, err := openExisting(path, &o)
+	require.NoError(t, err)
+	_, err = markRecordReleased(context.Background(), c, "vm1", 30, &o)
+	require.NoError(t, err)
+	c.close()
+	place := testBindingDir(path)
+	require.NoError(t, os.Remove(filepath.Join(place, "#stride")))
+
+	opts := []Option{WithSync(false), WithReclaim(), WithFormat(FormatStriped), WithNodeNumber(3), WithStride(10)}
+	_, err = Open(path, "web", append(opts, WithMaxID(3000))...)
+	require.ErrorIs(t, err, ErrExhausted)
+	require.NoFileExists(t, filepath.Join(place, "web"))
+	g, err = Open(path, "web", opts...)
+	require.NoError(t, err)
+	defer g.Close()
+	v, err := g.UniqueUint64()
+	require.NoError(t, err)
+	require.Equal(t, uint64(302*10+3), v, "above 3013")
 }

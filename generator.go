@@ -28,7 +28,7 @@ import (
 // In block mode (WithBlock) numbers increase per Generator and are served
 // from memory; see WithBlock.
 type Generator struct {
-	host   *hostRecord // the host's record of the name (nil: records off)
+	host   *hostRecord // the host's record of the name
 	name   string
 	path   string
 	log    *slog.Logger
@@ -112,7 +112,7 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 		return nil, &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf("%w: empty counter path", ErrInvalidOption)}
 	}
 	if o.reg.numbers == nil {
-		if err := useRecordedNumber(counterPath, name, &o); err != nil {
+		if err := useRecordedNumber(ctx, counterPath, name, &o); err != nil {
 			return nil, err
 		}
 	}
@@ -140,20 +140,14 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 	}
 	var file *counterFile
 	openFile := func() (err error) {
-		if file, err = openCounter(ctx, counterPath, &o); err != nil {
-			return err
-		}
-		if o.reg.registry == nil {
-			// The form is known: recorded before the bindings are kept,
-			// so that a refusal takes them back. (With a registry, once
-			// the claim gave the number.)
-			return useForm(ctx, file, counterPath, form, &o)
-		}
-		return nil
+		file, err = openCounter(ctx, counterPath, &o)
+		return err
 	}
 	// Every path keeps the host's record of the name (see
 	// DefaultBindingDir): judged before the counter is created, so that a
-	// refused name changes nothing.
+	// refused name changes nothing. Without a registry it records the
+	// form too (see formhistory.go); with one, once the claim gave the
+	// node number.
 	hr, err := withRecord(ctx, name, counterPath, form, &o, openFile, func() *counterFile { return file })
 	if err != nil {
 		if file != nil {
@@ -163,10 +157,11 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 	}
 	g := &Generator{name: name, path: counterPath, log: o.logger, file: file, stats: newGenStats(), form: form, clock: o.clock}
 	g.host = hr
+	if o.reg.registry == nil {
+		hr.watchForm(file, form)
+	}
 	fail := func() {
-		if hr != nil {
-			hr.close(file) // as a clean close: the name's record left as found
-		}
+		hr.close(file) // as a clean close: the name's record left as found
 		file.close()
 	}
 	if o.reg.registry != nil {
@@ -175,17 +170,14 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 			ctx, cancel = o.clock.WithTimeout(ctx, o.reg.timeout)
 			defer cancel()
 		}
-		g.res, err = startReservation(ctx, counterPath, name, &o, g.withFile)
+		g.res, err = startReservation(ctx, counterPath, name, &o, hr, g.withFile)
 		if err != nil {
 			fail()
 			return nil, err
 		}
 		g.form, err = numberedForm(&o, g.res)
 		if err == nil {
-			err = useForm(ctx, file, counterPath, g.form, &o)
-		}
-		if err == nil && hr != nil {
-			err = hr.setNode(ctx, file, g.form, g.res.number)
+			err = hr.useRegistryForm(ctx, file, g.form, g.res.number, &o)
 		}
 		if err != nil {
 			// As Close: leave the host's presence, then close the files
@@ -542,9 +534,7 @@ func (g *Generator) Close() error {
 	if g.res != nil {
 		g.res.host.close()
 	}
-	if g.host != nil {
-		g.host.close(g.file)
-	}
+	g.host.close(g.file)
 	if cerr := g.file.close(); err == nil {
 		err = cerr
 	}

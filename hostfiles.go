@@ -65,7 +65,6 @@ const (
 	markSuffix     = ".mark"
 	presenceSuffix = ".presence"
 	sessionSuffix  = ".session"
-	releasedSuffix = ".released"
 )
 
 // HostInfo identifies the machine in the registry.
@@ -171,18 +170,17 @@ func fileSize(f *os.File, n int) int64 {
 
 // hostState is a Generator's handle on the files beside the counter.
 type hostState struct {
-	owner        string
-	gate         *flock.Flock
-	presence     *flock.Flock
-	mark         *os.File
-	hb           *os.File // the heartbeat file (see heartbeat.go); nil until it exists
-	counterPath  string
-	opts         *options // for creating the heartbeat file later
-	markPath     string
-	sessionPath  string
-	releasedPath string
-	mode         fs.FileMode
-	fs           fsOps
+	owner       string
+	gate        *flock.Flock
+	presence    *flock.Flock
+	mark        *os.File
+	hb          *os.File // the heartbeat file (see heartbeat.go); nil until it exists
+	counterPath string
+	opts        *options // for creating the heartbeat file later
+	markPath    string
+	sessionPath string
+	mode        fs.FileMode
+	fs          fsOps
 }
 
 func openHostState(counterPath string, o *options) (*hostState, error) {
@@ -220,18 +218,17 @@ func openHostState(counterPath string, o *options) (*hostState, error) {
 		return nil, err
 	}
 	return &hostState{
-		owner:        owner,
-		counterPath:  counterPath,
-		opts:         o,
-		hb:           hb,
-		gate:         flock.New(counterPath+ownerSuffix, flock.SetFlag(openFlags(o.followSymlinks))),
-		presence:     flock.New(presencePath, flock.SetFlag(openFlags(o.followSymlinks))),
-		mark:         mark,
-		markPath:     markPath,
-		sessionPath:  counterPath + sessionSuffix,
-		releasedPath: counterPath + releasedSuffix,
-		mode:         o.fileMode,
-		fs:           o.fs,
+		owner:       owner,
+		counterPath: counterPath,
+		opts:        o,
+		hb:          hb,
+		gate:        flock.New(counterPath+ownerSuffix, flock.SetFlag(openFlags(o.followSymlinks))),
+		presence:    flock.New(presencePath, flock.SetFlag(openFlags(o.followSymlinks))),
+		mark:        mark,
+		markPath:    markPath,
+		sessionPath: counterPath + sessionSuffix,
+		mode:        o.fileMode,
+		fs:          o.fs,
 	}, nil
 }
 

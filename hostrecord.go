@@ -19,13 +19,15 @@ import (
 // The host's record of names. Every Open, with a registry or without, as
 // root or any user, in every id form, reads and writes the one record of
 // its name in one place (see DefaultBindingDir): which counter file issues
-// under the name (by device and inode), the forms, node number and stride
-// used under it, whether it was released, and a floor and a mark (see
-// hoststate.Record). An Open is refused, before it creates anything, when
-// the record names another counter file, or a counter that is no longer
-// there (an unmounted file system, a re-pointed link: it is never made
-// again at 0), or when the counter is below the record's floor (rolled
-// back, zeroed, restored). Node numbers and the stride are checked against
+// under the name (by device and inode), the counter's form history (see
+// formhistory.go), the node number and stride a registry gave the name,
+// whether it was released, and a floor and a mark (see hoststate.Record).
+// It is the one place these are kept: files earlier versions kept beside
+// the counter for them are taken in and removed (see migrate.go). An Open
+// is refused, before it creates anything, when the record names another
+// counter file, or a counter that is no longer there (an unmounted file
+// system, a re-pointed link: it is never made again at 0), or when the
+// counter is below the record's floor (rolled back, zeroed, restored). Node numbers and the stride are checked against
 // every record of the place. Nothing here reads another user's directory,
 // and nothing that cannot be read reads as "no record".
 
@@ -53,9 +55,9 @@ var testBindingDir func(counterPath string) string
 const recordStep = 1024
 
 // recordPlace opens (with create, making it if missing) the place of this
-// Open's records; nil when records are off (WithBindingDir("")). own is, for a user's Open in the host's
-// place, the user's own place kept while the host had none (its records
-// are moved into the host's place as they are used).
+// Open's records. own is, for a user's Open in the host's place, the
+// user's own place kept while the host had none (its records are moved
+// into the host's place as they are used).
 func recordPlace(ctx context.Context, counterPath string, o *options, create bool) (p *hoststate.Place, own string, err error) {
 	euid := uint32(os.Geteuid())
 	mine := []uint32{0, euid}
@@ -67,9 +69,6 @@ func recordPlace(ctx context.Context, counterPath string, o *options, create boo
 		return p, nil
 	}
 	if o.bindingSet {
-		if o.binding == "" {
-			return nil, "", nil
-		}
 		p, err = open(o.binding, 0o700, mine)
 		return p, "", err
 	}
@@ -230,7 +229,12 @@ type hostRecord struct {
 	// present: this process holds the record's shared presence lock, so
 	// no other process sets the mark back under it (see close).
 	present bool
-	log     interface {
+	// formGen is the generation of the record in which stillCurrent last
+	// found this Generator's striped form in use; formLeft, once set, is
+	// its refusal (the form was left).
+	formGen  uint64
+	formLeft error
+	log      interface {
 		Warn(string, ...any)
 	}
 }
@@ -240,11 +244,11 @@ type hostRecord struct {
 func recordForm(f idForm) (_ hoststate.Form, complete bool) {
 	switch f.form {
 	case FormatDecimal:
-		return hoststate.Form{Kind: "decimal", Node: f.node}, f.node != 0
+		return hoststate.Form{Kind: formDecimal, Node: f.node}, f.node != 0
 	case FormatStriped:
-		return hoststate.Form{Kind: "striped", Node: f.node, Stride: f.stride}, f.node != 0 && f.stride != 0
+		return hoststate.Form{Kind: formStriped, Node: f.node, Stride: f.stride}, f.node != 0 && f.stride != 0
 	}
-	return hoststate.Form{Kind: "name"}, true
+	return hoststate.Form{Kind: formName}, true
 }
 
 // counterIdentity is the device and inode of the file at path, not
@@ -408,19 +412,18 @@ func withRecord(ctx context.Context, name, counterPath string, f idForm, o *opti
 	if err != nil {
 		return nil, err
 	}
-	if p == nil {
-		return nil, open()
-	}
 	hr, err := withRecordIn(ctx, p, own, name, counterPath, f, o, open, file)
 	if err != nil {
 		p.Close()
 		return nil, err
 	}
-	hr.p = p
 	return hr, nil
 }
 
 func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPath string, f idForm, o *options, open func() error, file func() *counterFile) (_ *hostRecord, err error) {
+	if err := migrateReleased(ctx, p, counterPath, o); err != nil {
+		return nil, err
+	}
 	r, ok, err := p.Read(name)
 	if errors.Is(err, fs.ErrPermission) {
 		// Another user's record, which only that user (and the
@@ -474,8 +477,16 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 		// Below the floor: refused before anything is opened or written
 		// (the form's checks included); hostRecord.open checks again
 		// under the lock.
-		if v, err := readCounterAt(ctx, counterPath, o); err == nil && v < r.Floor {
+		v, err := readCounterAt(ctx, counterPath, o)
+		if err == nil && v < r.Floor {
 			return nil, rolledBack(counterPath, v, r, p.RecordPath(name))
+		}
+		if err == nil && f.form == FormatStriped {
+			// A form the counter's history refuses (a raise past its
+			// bound) claims no number or stride either.
+			if _, err := stripedRaise(r.Forms, f, v, counterPath); err != nil {
+				return nil, err
+			}
 		}
 	}
 	// A claim made here is never given back, even if this Open fails:
@@ -498,7 +509,13 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 		if err != nil {
 			return nil, err
 		}
-		nr := hoststate.Record{Name: name, Dev: c.dev, Ino: c.ino, Path: counterPath, Floor: v, Mark: v}
+		nr := hoststate.Record{Name: name, Dev: c.dev, Ino: c.ino, Path: counterPath, Floor: v, Mark: v, Forms: counterForms(p, c, st, v)}
+		if f.form == FormatStriped && o.reg.registry == nil {
+			// A form the counter's history refuses leaves no record.
+			if _, err := stripedRaise(nr.Forms, f, v, counterPath); err != nil {
+				return nil, err
+			}
+		}
 		err = p.Create(nr, recordMode(st), recordGroup(st))
 		if errors.Is(err, fs.ErrExist) {
 			// Another Open made it first: judged as any record.
@@ -528,7 +545,7 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 		// the registry's bound.
 		step = min(step, o.reg.step)
 	}
-	hr := &hostRecord{h: h, log: o.logger, dev: c.dev, ino: c.ino, step: step, trust: trust}
+	hr := &hostRecord{p: p, h: h, log: o.logger, dev: c.dev, ino: c.ino, step: step, trust: trust}
 	if err := hr.open(ctx, c, f, o); err != nil {
 		h.Close()
 		return nil, err
@@ -636,28 +653,44 @@ func (hr *hostRecord) open(ctx context.Context, c *counterFile, f idForm, o *opt
 				"path", c.path, "counter", v, "to", to)
 			v = to
 		}
-		nf, complete := recordForm(f)
 		moved := r.Path != c.path // the same file at another path: the record follows it
 		r.Path = c.path
-		changed := replaced || moved || v > r.Mark || (complete && !r.HasForm(nf)) || (f.node != 0 && r.Node == 0) || r.Released
+		changed := replaced || moved || v > r.Mark || r.Released
 		r.Released = false // judged before: only a reclaim gets here
+		// Files an earlier version kept beside the counter: taken into
+		// the record, then removed (see migrate.go).
+		old, err := readOldFiles(c.path, max(v, c.high))
+		if err != nil {
+			return err
+		}
+		if len(old.ours) > 0 {
+			old.merge(&r, r.Name, max(v, c.high))
+			old.claimOthers(hr.p, r.Name)
+			changed = true
+		}
+		if o.reg.registry == nil || f.form == FormatName {
+			// With a registry, the numeric forms once it gave the number
+			// (see useRegistryForm).
+			raised, adopted, err := adoptForm(c, &r, f)
+			if err != nil {
+				return err
+			}
+			logRaise(o, c.path, raised, f)
+			changed = changed || adopted
+		}
 		if !changed {
 			hr.mark = r.Mark
+			old.remove(o, hr.h.Path())
 			return nil
 		}
 		// The floor moves only with values known to be on disk (see
 		// counterFile.durable): one read here may be lost by a power cut.
 		r.Mark = max(r.Mark, v)
-		if complete && !r.HasForm(nf) {
-			r.Forms = append(r.Forms, nf)
-		}
-		if r.Node == 0 {
-			r.Node = f.node
-		}
 		if err := hr.h.Write(r); err != nil {
 			return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
 		}
 		hr.mark = r.Mark
+		old.remove(o, hr.h.Path())
 		return nil
 	})
 }
@@ -667,6 +700,34 @@ func (hr *hostRecord) due(upTo uint64) bool {
 	hr.mu.Lock()
 	defer hr.mu.Unlock()
 	return !hr.present || upTo > hr.mark
+}
+
+// counterForms returns the forms the host's records of other names say
+// the counter c (at v now) issued under, for a new record of a name for
+// it (a name released and the counter taken for another on purpose): the
+// history is the counter's. Records that do not speak for the counter
+// (st, see trusts) are passed over; a form in use there is taken as left
+// at v.
+func counterForms(p *hoststate.Place, c *counterFile, st unix.Stat_t, v uint64) []hoststate.Form {
+	var forms []hoststate.Form
+	recs, _ := p.All(func(n string) bool { return ValidateName(n) == nil })
+	for _, r := range recs {
+		if r.Dev != c.dev || r.Ino != c.ino || !trusts(r, st) {
+			continue
+		}
+		for _, e := range r.Forms {
+			if e.Current {
+				e.Current, e.Upto = false, max(e.Upto, v)
+			}
+			h := hoststate.Record{Forms: forms}
+			if i := h.FormIndex(e); i >= 0 {
+				forms[i].Upto = max(forms[i].Upto, e.Upto)
+			} else {
+				forms = append(forms, e)
+			}
+		}
+	}
+	return forms
 }
 
 // cover makes the record's mark cover upTo before the counter is stored at
@@ -742,14 +803,16 @@ func (hr *hostRecord) raiseFloor(v uint64) error {
 	return nil
 }
 
-// setNode claims the node number and stride a registry gave the name,
-// refused when another name of the host holds the number or the host
-// uses another stride, and records them.
-func (hr *hostRecord) setNode(ctx context.Context, c *counterFile, f idForm, node uint64) error {
+// useRegistryForm, once the registry gave the name its node number (0:
+// a registry that gives none) and the form its stride, claims them on
+// the host (refused when another name of the host holds the number or
+// the host uses another stride) and records the form (see adoptForm)
+// before any id is handed out.
+func (hr *hostRecord) useRegistryForm(ctx context.Context, c *counterFile, f idForm, node uint64, o *options) error {
 	if err := claimNumbers(hr.p, hr.h.Record().Name, f, node, hr.trust); err != nil {
 		return err
 	}
-	return c.withLockContext(ctx, func() error {
+	err := c.withLockContext(ctx, func() error {
 		hr.mu.Lock()
 		defer hr.mu.Unlock()
 		unlock, err := hr.h.WriteLock()
@@ -761,22 +824,84 @@ func (hr *hostRecord) setNode(ctx context.Context, c *counterFile, f idForm, nod
 		if err != nil {
 			return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
 		}
-		nf, complete := recordForm(f)
-		if r.Node == node && (!complete || r.HasForm(nf)) {
-			return nil
-		}
 		if r.Node != 0 && node != 0 && r.Node != node {
 			return &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf(
 				"%w: the registry gave %q node number %d, but this host recorded %d for it", ErrNumberMismatch, r.Name, node, r.Node)}
 		}
+		changed := node != 0 && r.Node != node
 		if node != 0 {
 			r.Node = node
 		}
-		if complete && !r.HasForm(nf) {
-			r.Forms = append(r.Forms, nf)
+		raised, adopted, err := adoptForm(c, &r, f)
+		if err != nil {
+			return err
 		}
-		return hr.h.Write(r)
+		logRaise(o, c.path, raised, f)
+		if !changed && !adopted {
+			return nil
+		}
+		if err := hr.h.Write(r); err != nil {
+			return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+		}
+		hr.mark = r.Mark
+		return nil
 	})
+	if err != nil {
+		return err
+	}
+	hr.watchForm(c, f)
+	return nil
+}
+
+// setNumber records in the name's record the node number and stride (0:
+// not known) a registry gave the name, for the host's processes that
+// join its claim; another number than the one recorded is refused
+// (ErrNumberMismatch), and another stride (ErrStrideMismatch). with runs
+// a function under the counter's lock.
+func (hr *hostRecord) setNumber(ctx context.Context, with func(context.Context, func(*counterFile) error) error, node, stride uint64) error {
+	return with(ctx, func(*counterFile) error {
+		hr.mu.Lock()
+		defer hr.mu.Unlock()
+		unlock, err := hr.h.WriteLock()
+		if err != nil {
+			return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+		}
+		defer unlock()
+		r, err := hr.h.Read()
+		if err != nil {
+			return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+		}
+		if r.Node != 0 && r.Node != node {
+			return &FileError{Op: "open", Path: hr.h.Path(), Err: fmt.Errorf(
+				"%w: the registry gives %q node number %d, and this host recorded %d; was the registry's row or this record replaced? Nothing was issued",
+				ErrNumberMismatch, r.Name, node, r.Node)}
+		}
+		if r.Stride != 0 && stride != 0 && r.Stride != stride {
+			return &FileError{Op: "open", Path: hr.h.Path(), Err: fmt.Errorf(
+				"%w: the cluster's stride is %d, and this host recorded %d", ErrStrideMismatch, stride, r.Stride)}
+		}
+		if r.Node == node && (stride == 0 || r.Stride == stride) {
+			return nil
+		}
+		r.Node, r.Stride = node, max(r.Stride, stride)
+		if err := hr.h.Write(r); err != nil {
+			return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+		}
+		hr.mark = r.Mark
+		return nil
+	})
+}
+
+// number returns the node number and stride the name's record holds
+// (see setNumber), read again.
+func (hr *hostRecord) number() (node, stride uint64, err error) {
+	hr.mu.Lock()
+	defer hr.mu.Unlock()
+	r, err := hr.h.Read()
+	if err != nil {
+		return 0, 0, &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+	}
+	return r.Node, r.Stride, nil
 }
 
 // close: the last program of the name (no other holds the presence lock)
@@ -910,7 +1035,7 @@ func holdRecordAlone(ctx context.Context, c *counterFile, name string, o *option
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, func() {}, nil
 	}
-	if err != nil || p == nil {
+	if err != nil {
 		return 0, func() {}, err
 	}
 	h, err := p.OpenHandle(name)
@@ -940,31 +1065,26 @@ func holdRecordAlone(ctx context.Context, c *counterFile, name string, o *option
 }
 
 // markRecordReleased records in the host's record of name that it was
-// released, with final as its floor (raised to the counter's value and the
-// record's mark, read under the counter's lock; the value it returns): every program of the host, with a
-// registry or not, then refuses the name until it is claimed again on
-// purpose (WithReclaim).
+// released, with final as its floor (raised to the counter's value and
+// the record's mark, read under the counter's lock; the value it
+// returns): every program of the host, with a registry or not, then
+// refuses the name until it is claimed again on purpose (WithReclaim).
 func markRecordReleased(ctx context.Context, c *counterFile, name string, final uint64, o *options) (uint64, error) {
 	p, _, err := recordPlace(ctx, c.path, o, true)
 	if err != nil {
 		return 0, err
 	}
-	if p == nil {
-		// Records off (WithBindingDir("")): the file beside the counter
-		// says it, for the registry's Opens of this counter.
-		hs, err := openHostState(c.path, o)
-		if err != nil {
-			return 0, err
-		}
-		defer hs.close()
-		return final, hs.markReleased(name)
-	}
 	defer p.Close()
+	return markReleasedIn(ctx, p, c, name, final)
+}
+
+// markReleasedIn is markRecordReleased in the place p.
+func markReleasedIn(ctx context.Context, p *hoststate.Place, c *counterFile, name string, final uint64) (uint64, error) {
 	if _, ok, err := p.Read(name); err != nil {
 		return 0, recordError(p, name, err)
 	} else if !ok {
-		// No record yet (made before records were kept, or with records
-		// off): one is made, released, for this counter.
+		// No record yet (made before records were kept): one is made,
+		// released, for this counter.
 		st, err := statefile.CheckRegular(c.fd)
 		if err != nil {
 			return 0, &FileError{Op: "release", Path: c.path, Err: err}
@@ -1065,7 +1185,7 @@ func lowerRecords(ctx context.Context, c *counterFile, v uint64, o *options) err
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil // no records: nothing to lower
 	}
-	if err != nil || p == nil {
+	if err != nil {
 		return err
 	}
 	defer p.Close()
@@ -1122,24 +1242,47 @@ func readCounterAt(ctx context.Context, path string, o *options) (uint64, error)
 // (by device and inode), and whether it was released there; "" if none
 // does or the records cannot be read.
 func nameInRecords(path string, o *options) (name string, released bool) {
+	if recs := recordsOfCounter(path, o); len(recs) > 0 {
+		return recs[0].Name, recs[0].Released
+	}
+	return "", false
+}
+
+// releasedInRecords returns the name the host's records say was released
+// with the counter at path ("" if none, or if they cannot be read: it
+// reports, and decides nothing).
+func releasedInRecords(path string, o *options) string {
+	for _, r := range recordsOfCounter(path, o) {
+		if r.Released {
+			return r.Name
+		}
+	}
+	return ""
+}
+
+// recordsOfCounter returns the host's records that name the counter at
+// path (by device and inode) and speak for it (see trusts); none if the
+// records cannot be read.
+func recordsOfCounter(path string, o *options) []hoststate.Record {
 	dev, ino, ok, err := counterIdentity(path, o.followSymlinks)
 	if err != nil || !ok {
-		return "", false
+		return nil
 	}
 	p, _, err := recordPlace(context.Background(), path, o, false)
-	if err != nil || p == nil {
-		return "", false
+	if err != nil {
+		return nil
 	}
 	defer p.Close()
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
-		return "", false
+		return nil
 	}
+	var of []hoststate.Record
 	recs, _ := p.All(func(n string) bool { return ValidateName(n) == nil })
 	for _, r := range recs {
 		if r.Dev == dev && r.Ino == ino && trusts(r, st) {
-			return r.Name, r.Released
+			of = append(of, r)
 		}
 	}
-	return "", false
+	return of
 }

@@ -490,3 +490,14 @@ func TestRecordOpenWaitsForARelease(t *testing.T) {
 	require.NoError(t, unix.Flock(int(f.Fd()), unix.LOCK_UN))
 	issue(t, c, "vm1", 1, WithBindingDir(place))
 }
+
+// Records cannot be turned off: WithBindingDir("") is refused before
+// anything is made, and the message says to name a place.
+func TestRecordPlaceRequired(t *testing.T) {
+	_, dir := recordHost(t)
+	counter := filepath.Join(dir, "c")
+	_, err := Open(counter, "vm", WithBindingDir(""))
+	require.ErrorIs(t, err, ErrInvalidOption)
+	require.Contains(t, err.Error(), "name a directory")
+	require.NoFileExists(t, counter)
+}

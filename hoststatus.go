@@ -34,8 +34,8 @@ type HostFiles struct {
 }
 
 // ReadHostFiles reads the owner, mark and session files beside the counter
-// at counterPath, and whether the host's records (WithBindingDir names
-// their place) say a name of that counter was released. A missing file is
+// at counterPath, and the name the host's records (WithBindingDir names
+// their place) give that counter and whether it was released. A missing file is
 // reported as absent; a damaged one is an error that matches ErrCorrupt
 // (ErrCorruptOwner, ErrCorruptMark, ErrCorruptSession). It changes
 // nothing.
@@ -57,13 +57,8 @@ func ReadHostFiles(counterPath string, opts ...Option) (HostFiles, error) {
 		return hf, err
 	}
 	hf.MarkFile, hf.Mark, hf.Floor = ok, m.mark, m.floor
-	if hf.Released, err = (&hostState{releasedPath: counterPath + releasedSuffix}).released(); err != nil {
-		return hf, err
-	}
-	var released bool
-	if hf.Name, released = nameInRecords(counterPath, &o); released && hf.Released == "" {
-		hf.Released = hf.Name
-	}
+	hf.Name, _ = nameInRecords(counterPath, &o)
+	hf.Released = releasedInRecords(counterPath, &o)
 	path := counterPath + sessionSuffix
 	b, err := readSmallFile(path, false)
 	switch {

@@ -14,9 +14,9 @@ import (
 // The Cassandra registry and snapidtest's in-memory one implement it;
 // snapidtest.TestNumberRegistry is its conformance suite. Open, with a
 // registry that implements it, has the name's number assigned at the
-// first claim and records it beside the counter (<counter>.number), so
-// that later starts and the host's other processes need no extra round
-// trip; a claim whose row shows another number than the file is refused
+// first claim and records it in the host's record of the name, so that
+// later starts and the host's other processes need no extra round trip; a
+// claim whose row shows another number than the record is refused
 // (ErrNumberMismatch).
 type NumberRegistry interface {
 	Registry

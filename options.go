@@ -19,7 +19,7 @@ type options struct {
 	block          uint64
 	cpuShards      bool
 	fileMode       fs.FileMode
-	binding        string // name bindings' directory when bindingSet ("": none)
+	binding        string // the place of the host's records of names, when bindingSet
 	bindingSet     bool
 	followSymlinks bool
 	// initDir: Init, an administrator's step, may make a counter in a
@@ -347,18 +347,20 @@ func WithTakeover(floor uint64) Option {
 	}
 }
 
-// WithBindingDir sets the directory of name bindings for this Open
-// (default: see DefaultBindingDir): an absolute path, created (mode 0700)
-// if missing. "" turns bindings off, which only a program that simulates
-// several hosts on one machine (a test) should do: two counter files under
-// one name then issue the same ids. Programs of one host must use one
-// directory to protect each other.
+// WithBindingDir names the place of the host's records of node names for
+// this Open (default: see DefaultBindingDir): an absolute path, created
+// (mode 0700) if missing. Every program of a host must name the same
+// place to protect the others. There is no turning the records off: a
+// program that simulates several hosts on one machine (a test) gives
+// each host a place of its own (a directory under t.TempDir()).
 func WithBindingDir(dir string) Option {
 	return func(o *options) error {
-		if dir != "" {
-			if err := CheckBindingDir(dir); err != nil {
-				return fmt.Errorf("snapid: %w: WithBindingDir(%q): %w, or \"\" for none", ErrInvalidOption, dir, err)
-			}
+		if dir == "" {
+			return fmt.Errorf("snapid: %w: WithBindingDir(\"\"): name a directory; every Open keeps the host's record of its name, "+
+				"and there is no turning that off: a test, or each host it simulates, uses a place of its own (a directory under t.TempDir())", ErrInvalidOption)
+		}
+		if err := CheckBindingDir(dir); err != nil {
+			return fmt.Errorf("snapid: %w: WithBindingDir(%q): %w", ErrInvalidOption, dir, err)
 		}
 		o.binding, o.bindingSet = dir, true
 		return nil

@@ -27,10 +27,17 @@ type reservation struct {
 	o        registryOptions
 	log      *slog.Logger
 	withFile func(ctx context.Context, fn func(c *counterFile) error) error // runs fn under the Generator's file mutex, waiting for the file's lock no longer than ctx allows
+	rec      *hostRecord                                                    // the host's record of the name
+	// recorded returns the node number and stride the host's record of
+	// the name holds (see nodenumber.go).
+	recorded func() (node, stride uint64, err error)
+	// released is the name the host's records say was released with
+	// this counter, "" if none.
+	released string
 
 	session  string // the session of the host's claim (Holder.Session)
 	form     formOptions
-	number   uint64    // the name's node number (see numberfile.go), 0 if none
+	number   uint64    // the name's node number (see nodenumber.go), 0 if none
 	stride   uint64    // the cluster's stride, if the form needs it
 	seen     markState // the mark file as check read it, for committed (under the counter lock)
 	maxFloor uint64    // the highest floor this process saw or wrote (under the counter lock)
@@ -69,13 +76,14 @@ func (e *needMarkError) Unwrap() error { return ErrReservationExhausted }
 // startReservation claims the name and prepares the mark. It runs before
 // the Generator issues anything; on error nothing has been issued and the
 // counter is unchanged.
-func startReservation(ctx context.Context, path, name string, o *options,
+func startReservation(ctx context.Context, path, name string, o *options, rec *hostRecord,
 	withFile func(context.Context, func(*counterFile) error) error) (*reservation, error) {
 	hs, err := openHostState(path, o)
 	if err != nil {
 		return nil, err
 	}
-	r := &reservation{reg: o.reg.registry, name: name, host: hs, o: o.reg, log: o.logger, withFile: withFile, form: o.form}
+	r := &reservation{reg: o.reg.registry, name: name, host: hs, o: o.reg, log: o.logger, withFile: withFile, form: o.form,
+		rec: rec, recorded: rec.number, released: releasedInRecords(path, o)}
 	r.extendLog = newFailureLog(r.log, r.o.clock.Now, "extending the reserved range", "ids keep flowing until the mark")
 	r.heartbeatLog = newFailureLog(r.log, r.o.clock.Now, "heartbeat", "")
 	if !r.o.hostSet {
@@ -151,15 +159,9 @@ func (r *reservation) enter(ctx context.Context) (first bool, err error) {
 // the host do not claim again (that would replace the session the running
 // ones hold): they join it (see verifyJoin).
 func (r *reservation) claim(ctx context.Context) error {
-	released, err := r.host.released()
-	if err != nil {
-		return err
-	}
-	if released != "" && !r.o.reclaim {
-		return fmt.Errorf("snapid: %w: %q was released on this host (%s records it); claim it again on purpose (snapctl register, or WithReclaim)",
-			ErrReleased, released, r.host.releasedPath)
-	}
-	if err := r.oneNamePerCounter(ctx, released); err != nil {
+	// A name released on this host was refused before (see withRecord)
+	// unless claimed again on purpose.
+	if err := r.oneNamePerCounter(ctx, r.released); err != nil {
 		return err
 	}
 	if err := r.precheckNumber(ctx); err != nil {
@@ -182,7 +184,7 @@ func (r *reservation) claim(ctx context.Context) error {
 	firstClaim := !r.o.takeover && (errors.Is(perr, fs.ErrNotExist) || (perr == nil && prev.name != r.name))
 	var h Holder
 	var sent time.Time // when the claim that stood was sent: it refreshed last-seen then
-	err = r.retry(ctx, "claim", func(ctx context.Context) (err error) {
+	err := r.retry(ctx, "claim", func(ctx context.Context) (err error) {
 		sent = r.o.clock.Now()
 		h, err = r.reg.Claim(ctx, Claim{
 			Name: r.name, Owner: r.host.owner,
@@ -210,11 +212,6 @@ func (r *reservation) claim(ctx context.Context) error {
 	}
 	if err := r.host.writeHeartbeat(heartbeatRecord{session: sessionHash(h.Session), last: claimed, tried: claimed}); err != nil {
 		return err
-	}
-	if released != "" {
-		if err := r.host.clearReleased(); err != nil {
-			return err
-		}
 	}
 	target := max(h.Reserved, r.o.floor)
 	err = r.withFile(ctx, func(c *counterFile) error {

@@ -72,9 +72,7 @@ func crash(g *Generator) error {
 			return err
 		}
 	}
-	if g.host != nil {
-		g.host.drop() // its presence lock goes, nothing is written
-	}
+	g.host.drop() // its presence lock goes, nothing is written
 	return g.file.close()
 }
 

@@ -47,7 +47,8 @@ func (w workload) name() string { return w.impl + "/" + w.mode }
 
 func openSnapid(opts ...snapid.Option) func(testing.TB) func() (string, error) {
 	return func(tb testing.TB) func() (string, error) {
-		g, err := snapid.Open(filepath.Join(tb.TempDir(), "counter.u64"), nodeName, append(opts, snapid.WithBindingDir(""))...) // each workload is a host of its own
+		dir := tb.TempDir() // each workload is a host of its own, with its own records of names
+		g, err := snapid.Open(filepath.Join(dir, "counter.u64"), nodeName, append(opts, snapid.WithBindingDir(filepath.Join(dir, "records")))...)
 		if err != nil {
 			tb.Fatal(err)
 		}

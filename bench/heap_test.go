@@ -106,8 +106,9 @@ var sink struct {
 // openSnapidGenerator opens a block-mode Generator of its own, released at
 // the end of the test or benchmark.
 func openSnapidGenerator(tb testing.TB, opts ...snapid.Option) *snapid.Generator {
-	g, err := snapid.Open(filepath.Join(tb.TempDir(), "counter.u64"), nodeName,
-		append([]snapid.Option{snapid.WithBindingDir(""), snapid.WithBlock(blockSize)}, opts...)...)
+	dir := tb.TempDir() // a host of its own, with its own records of names
+	g, err := snapid.Open(filepath.Join(dir, "counter.u64"), nodeName,
+		append([]snapid.Option{snapid.WithBindingDir(filepath.Join(dir, "records")), snapid.WithBlock(blockSize)}, opts...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}

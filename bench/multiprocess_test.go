@@ -40,6 +40,7 @@ const (
 	envMode   = "SNAPID_BENCH_MODE"
 	envCount  = "SNAPID_BENCH_COUNT"
 	envOut    = "SNAPID_BENCH_OUT"
+	envPlace  = "SNAPID_BENCH_RECORDS" // the round's place of records of names
 )
 
 func TestMain(m *testing.M) {
@@ -97,7 +98,7 @@ func worker() error {
 	if err != nil || count < 1 {
 		return fmt.Errorf("bad %s %q", envCount, os.Getenv(envCount))
 	}
-	g, err := snapid.Open(os.Getenv(envPath), nodeName, append(opts, snapid.WithBindingDir(""))...) // each run is a host of its own
+	g, err := snapid.Open(os.Getenv(envPath), nodeName, append(opts, snapid.WithBindingDir(os.Getenv(envPlace)))...)
 	if err != nil {
 		return err
 	}
@@ -183,9 +184,15 @@ func round(dir, mode string, procs, count int) (rr roundResult, err error) {
 	}
 	counter := filepath.Join(dir, "counter.u64")
 	os.Remove(counter)
+	// Each round is a host of its own, with a fresh counter and its own
+	// records of names (the last round's record names a counter removed).
+	place := filepath.Join(dir, "records")
+	if err := os.RemoveAll(place); err != nil {
+		return rr, err
+	}
 	// The counter exists before the children start: they measure drawing,
 	// not creating the file.
-	g, err := snapid.Open(counter, nodeName, snapid.WithBindingDir(""))
+	g, err := snapid.Open(counter, nodeName, snapid.WithBindingDir(place))
 	if err != nil {
 		return rr, err
 	}
@@ -205,7 +212,7 @@ func round(dir, mode string, procs, count int) (rr roundResult, err error) {
 		c := &child{out: filepath.Join(dir, fmt.Sprintf("numbers.%d", i))}
 		c.cmd = exec.Command(exe)
 		c.cmd.Env = append(os.Environ(), workerEnv+"=1", envPath+"="+counter, envMode+"="+mode,
-			envCount+"="+strconv.Itoa(count), envOut+"="+c.out)
+			envCount+"="+strconv.Itoa(count), envOut+"="+c.out, envPlace+"="+place)
 		c.cmd.Stderr = &c.stderr
 		if c.stdin, err = c.cmd.StdinPipe(); err != nil {
 			return rr, err

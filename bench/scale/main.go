@@ -323,7 +323,8 @@ type SteadyRun struct {
 func runSteady(ctx context.Context, c config, regs []*timedRegistry, rec *recorder, dir string, n int) (SteadyRun, error) {
 	interval := time.Minute / time.Duration(c.compress)
 	opts := func(reg snapid.Registry, host int) []snapid.Option {
-		return []snapid.Option{snapid.WithRegistry(reg), snapid.WithSync(false), snapid.WithBindingDir(""),
+		// Each host keeps its records of names in a place of its own.
+		return []snapid.Option{snapid.WithRegistry(reg), snapid.WithSync(false), snapid.WithBindingDir(filepath.Join(dir, strconv.Itoa(host), "records")),
 			snapid.WithHostInfo(snapid.HostInfo{Hostname: fmt.Sprintf("h%d", host), MachineID: fmt.Sprintf("m-%s-%d", filepath.Base(dir), host)}),
 			snapid.WithHeartbeat(interval), snapid.WithCloneWindow(0)}
 	}
@@ -442,7 +443,8 @@ func runStorm(ctx context.Context, c config, regs []*timedRegistry, rec *recorde
 	paths := make([]string, n)
 	names := make([]string, n)
 	opts := func(h int) []snapid.Option {
-		return []snapid.Option{snapid.WithRegistry(regs[h%len(regs)]), snapid.WithSync(false), snapid.WithBindingDir(""),
+		// Each host keeps its records of names in a place of its own.
+		return []snapid.Option{snapid.WithRegistry(regs[h%len(regs)]), snapid.WithSync(false), snapid.WithBindingDir(filepath.Join(dir, strconv.Itoa(h), "records")),
 			snapid.WithHostInfo(snapid.HostInfo{Hostname: fmt.Sprintf("s%d", h), MachineID: fmt.Sprintf("storm-%d", h)})}
 	}
 	// Before: every host ran once (claimed, issued an id) and stopped.

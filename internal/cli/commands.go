@@ -140,7 +140,7 @@ func cmdShow(ctx context.Context, c *cli, args []string) error {
 		if tok, err := snapid.OwnerToken(path); err == nil {
 			owner = snapid.OwnerID(tok)
 		}
-		if _, number, _, _, err = snapid.ReadNodeNumber(path); err != nil {
+		if _, number, _, _, err = snapid.ReadNodeNumber(path, c.options()...); err != nil {
 			return err
 		}
 	}

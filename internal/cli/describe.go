@@ -54,8 +54,8 @@ func describe(cmd string, err error) string {
 		hint = "nothing was changed; one counter file serves one node name: give --name the name it is in use under, or use another --counter"
 	case errors.Is(err, snapid.ErrNameBound):
 		hint = "nothing was issued (give that counter with --counter or SNAPID_COUNTER, or another --name)"
-	case errors.Is(err, snapid.ErrCorruptBinding):
-		hint = "nothing was issued"
+	case errors.Is(err, snapid.ErrCorruptBinding), errors.Is(err, snapid.ErrCorruptForms), errors.Is(err, snapid.ErrCorruptNumber):
+		hint = "nothing was issued" // the error says what to do
 	case errors.Is(err, snapid.ErrCorrupt):
 		hint = "nothing was changed; find the last id this host issued, then run 'snapctl init --force --start N' with N above it"
 	case errors.Is(err, snapid.ErrLowered):

@@ -173,7 +173,7 @@ func cmdStatus(ctx context.Context, c *cli, args []string) error {
 			r.ReservedUpTo = strconv.FormatUint(h.Reserved, 10)
 			r.NodeNumber = h.Number
 			r.ThisHost, r.Session = hf.OwnedBy(h), hf.HoldsSession(h)
-			if _, n, _, ok, err := snapid.ReadNodeNumber(path); err == nil && ok && h.Number != 0 && n != h.Number && r.ThisHost {
+			if _, n, _, ok, err := snapid.ReadNodeNumber(path, c.options()...); err == nil && ok && h.Number != 0 && n != h.Number && r.ThisHost {
 				attention("this host recorded node number %d for %q, and the registry holds %d: the next start refuses to issue (ErrNumberMismatch)", n, name, h.Number)
 			}
 			running := st.Processes != nil && *st.Processes > 0

@@ -1,7 +1,9 @@
 // Package hoststate keeps the host's one record of each node name: which
 // counter file issues under it (device and inode, and the path it was
-// opened at), the id forms, stride and node number used under it, whether
-// it was released, and a floor and a mark for the counter's value. Every
+// opened at), the id forms used under it (the striped form in use, and the
+// counter's value when each other one was left), the node number and
+// stride a registry gave the name, whether it was released, and a floor
+// and a mark for the counter's value. Every
 // program of the host reads and writes the same record, whatever its user,
 // whether it uses a registry, and whatever its id form.
 //

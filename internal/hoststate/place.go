@@ -1,6 +1,7 @@
 package hoststate
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -117,7 +118,11 @@ func (p *Place) Read(name string) (r Record, ok bool, err error) {
 
 // readOpen reads the record in the open file f (status st).
 func readOpen(f *os.File, st unix.Stat_t, name string) (Record, int, error) {
-	b := make([]byte, FileSize+1)
+	return readOpenInto(f, st, name, make([]byte, FileSize+1))
+}
+
+// readOpenInto is readOpen reading into b (FileSize+1 bytes).
+func readOpenInto(f *os.File, st unix.Stat_t, name string, b []byte) (Record, int, error) {
 	n, err := f.ReadAt(b, 0)
 	if err != nil && n < len(b) && !errors.Is(err, io.EOF) {
 		return Record{}, 0, &fs.PathError{Op: "read", Path: f.Name(), Err: err}
@@ -194,6 +199,10 @@ type Handle struct {
 	rec  Record
 	slot int
 	fs   statefile.FS // writes and syncs go through it
+	// img is the file as last read or written (see Unchanged); buf is
+	// where it is read.
+	img [FileSize]byte
+	buf [FileSize + 1]byte
 }
 
 // OpenHandle opens name's record for reading and writing.
@@ -213,12 +222,25 @@ func (p *Place) OpenHandle(name string) (*Handle, error) {
 // Read reads the record again (another process of the host may have
 // written it) and returns it.
 func (h *Handle) Read() (Record, error) {
-	r, slot, err := readOpen(h.f, h.st, h.name)
+	r, slot, err := readOpenInto(h.f, h.st, h.name, h.buf[:])
 	if err != nil {
 		return Record{}, err
 	}
 	h.rec, h.slot = r, slot
+	copy(h.img[:], h.buf[:FileSize])
 	return r, nil
+}
+
+// Unchanged reports whether the record file holds exactly what was last
+// read or written through h: one read of the file and a comparison, no
+// decoding, nothing allocated. false (changed, or not a whole record)
+// calls for Read.
+func (h *Handle) Unchanged() (bool, error) {
+	n, err := h.f.ReadAt(h.buf[:], 0)
+	if err != nil && n < len(h.buf) && !errors.Is(err, io.EOF) {
+		return false, &fs.PathError{Op: "read", Path: h.f.Name(), Err: err}
+	}
+	return n == FileSize && bytes.Equal(h.buf[:FileSize], h.img[:]), nil
 }
 
 // Record returns the copy last read or written.
@@ -240,6 +262,7 @@ func (h *Handle) Write(r Record) error {
 	}
 	r.Owner, r.Group = h.rec.Owner, h.rec.Group
 	h.rec, h.slot = r, slot
+	copy(h.img[slot*SlotSize:], b)
 	return nil
 }
 

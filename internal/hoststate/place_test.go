@@ -112,3 +112,38 @@ func TestHandleWritesTheOtherSlot(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, uint64(2), got.Floor)
 }
+
+// Unchanged tells, without decoding, whether the record is still what
+// the handle last read or wrote: its own writes keep it so, another
+// handle's write does not, and a read makes it so again. It allocates
+// nothing.
+func TestHandleUnchanged(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "records")
+	p, err := OpenPlace(dir, PlaceOptions{Create: true, Owners: own()})
+	require.NoError(t, err)
+	defer p.Close()
+	require.NoError(t, p.Create(Record{Name: "vm1", Floor: 1}, 0o644, -1))
+	a, err := p.OpenHandle("vm1")
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := p.OpenHandle("vm1")
+	require.NoError(t, err)
+	defer b.Close()
+	same := func(h *Handle) bool {
+		t.Helper()
+		ok, err := h.Unchanged()
+		require.NoError(t, err)
+		return ok
+	}
+	require.True(t, same(a))
+	r := a.Record()
+	r.Floor = 2
+	require.NoError(t, a.Write(r))
+	require.True(t, same(a), "its own write")
+	require.False(t, same(b), "another handle's write")
+	got, err := b.Read()
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), got.Floor)
+	require.True(t, same(b))
+	require.Zero(t, testing.AllocsPerRun(100, func() { _, _ = a.Unchanged() }))
+}

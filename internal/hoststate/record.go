@@ -27,11 +27,14 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Form is one id form a counter issued under a name: "name" (the default,
 // name-number), "decimal" (node number.number) or "striped" (number ×
-// stride + node number).
+// stride + node number). Kind, Node and Stride identify it; a striped form
+// is the one in use (Current) or was left when the counter held Upto.
 type Form struct {
-	Kind   string `json:"kind"`
-	Node   uint64 `json:"node,omitempty"`
-	Stride uint64 `json:"stride,omitempty"`
+	Kind    string `json:"kind"`
+	Node    uint64 `json:"node,omitempty"`
+	Stride  uint64 `json:"stride,omitempty"`
+	Upto    uint64 `json:"upto,omitempty"`
+	Current bool   `json:"current,omitempty"`
 }
 
 // Record is what the host knows about one node name: which counter file
@@ -45,11 +48,13 @@ type Record struct {
 	Dev  uint64 `json:"dev"`
 	Ino  uint64 `json:"ino"`
 	Path string `json:"path"`
-	// Forms the counter issued under this name, oldest first.
+	// Forms the counter issued under this name, oldest first; at most
+	// one striped form is Current.
 	Forms []Form `json:"forms,omitempty"`
-	// Node is the node number the name holds on this host (configured,
-	// or given by a registry), 0 if none.
-	Node uint64 `json:"node,omitempty"`
+	// Node is the node number a registry gave the name, 0 if none; Stride
+	// the cluster's stride a registry gave with it, 0 if not known.
+	Node   uint64 `json:"node,omitempty"`
+	Stride uint64 `json:"stride,omitempty"`
 	// Released: the name was released on this host; its processes do not
 	// issue under it until it is claimed again on purpose.
 	Released bool `json:"released,omitempty"`
@@ -72,15 +77,20 @@ type Record struct {
 // ErrCorrupt: a record file with no valid copy, or of another size.
 var ErrCorrupt = errors.New("damaged host record")
 
-// HasForm reports whether f is among the record's forms.
-func (r *Record) HasForm(f Form) bool {
-	for _, g := range r.Forms {
-		if g == f {
-			return true
+// FormIndex returns the index of the form f is (same Kind, Node and
+// Stride) among the record's forms, -1 if none.
+func (r *Record) FormIndex(f Form) int {
+	for i, g := range r.Forms {
+		if g.Kind == f.Kind && g.Node == f.Node && g.Stride == f.Stride {
+			return i
 		}
 	}
-	return false
+	return -1
 }
+
+// HasForm reports whether f (its Kind, Node and Stride) is among the
+// record's forms.
+func (r *Record) HasForm(f Form) bool { return r.FormIndex(f) >= 0 }
 
 // encodeSlot returns one slot holding r.
 func encodeSlot(r Record) ([]byte, error) {
@@ -89,7 +99,8 @@ func encodeSlot(r Record) ([]byte, error) {
 		return nil, err
 	}
 	if header+len(p) > SlotSize {
-		return nil, fmt.Errorf("host record of %q: %d bytes, more than a slot holds (%d): too many forms", r.Name, len(p), SlotSize-header)
+		return nil, fmt.Errorf("host record of %q: %d bytes, more than a slot holds (%d): too many forms (%d) used under the name; "+
+			"a counter of its own for a new form, or a new name, starts a record afresh", r.Name, len(p), SlotSize-header, len(r.Forms))
 	}
 	b := make([]byte, SlotSize)
 	copy(b, magic)

@@ -8,7 +8,8 @@ import (
 )
 
 func TestRecordRoundTrip(t *testing.T) {
-	r := Record{Name: "vm1", Dev: 7, Ino: 9, Path: "/c", Forms: []Form{{Kind: "striped", Node: 3, Stride: 10}}, Node: 3, Floor: 5, Mark: 1029, Gen: 4}
+	r := Record{Name: "vm1", Dev: 7, Ino: 9, Path: "/c", Forms: []Form{{Kind: "striped", Node: 3, Stride: 100, Upto: 40}, {Kind: "striped", Node: 3, Stride: 10, Current: true}},
+		Node: 3, Stride: 10, Floor: 5, Mark: 1029, Gen: 4}
 	b, err := encode(r)
 	require.NoError(t, err)
 	require.Len(t, b, FileSize)
@@ -16,7 +17,9 @@ func TestRecordRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 0, slot)
 	require.Equal(t, r, got)
-	require.True(t, got.HasForm(Form{Kind: "striped", Node: 3, Stride: 10}))
+	require.True(t, got.HasForm(Form{Kind: "striped", Node: 3, Stride: 10}), "a form is found by its kind, node and stride")
+	require.Equal(t, 0, got.FormIndex(Form{Kind: "striped", Node: 3, Stride: 100, Current: true}))
+	require.Equal(t, -1, got.FormIndex(Form{Kind: "decimal", Node: 3}))
 }
 
 // The newer whole copy wins; a torn newer copy leaves the older one, and
@@ -56,4 +59,5 @@ func TestRecordTooLarge(t *testing.T) {
 	}
 	_, err := encodeSlot(r)
 	require.Error(t, err)
+	require.Contains(t, err.Error(), "too many forms (200)")
 }

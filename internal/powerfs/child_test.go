@@ -12,6 +12,7 @@ import (
 	"net/rpc"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,7 +38,8 @@ const (
 	envStep       = "POWERFS_TEST_STEP"  // WithReserveStep
 	envInit       = "POWERFS_TEST_INIT"  // > 0: Init(path, this) first
 	envGoroutines = "POWERFS_TEST_GOROUTINES"
-	envForm       = "POWERFS_TEST_FORM" // "decimal" or "striped" (stride 1024): node number 7; else the name form
+	envForm       = "POWERFS_TEST_FORM"    // "decimal" or "striped" (stride 1024): node number 7; else the name form
+	envRecords    = "POWERFS_TEST_RECORDS" // the simulated host's place of records (WithBindingDir)
 )
 
 func TestMain(m *testing.M) {
@@ -70,7 +72,8 @@ func child() int {
 	path, name := os.Getenv(envPath), os.Getenv(envName)
 	syncOn := os.Getenv(envSync) != "false"
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	opts := []snapid.Option{snapid.WithSync(syncOn), snapid.WithLogger(quiet)}
+	records := snapid.WithBindingDir(os.Getenv(envRecords))
+	opts := []snapid.Option{snapid.WithSync(syncOn), snapid.WithLogger(quiet), records}
 	if b := atoi(envBlock); b > 0 {
 		opts = append(opts, snapid.WithBlock(uint64(b)))
 	}
@@ -92,13 +95,13 @@ func child() int {
 		opts = append(opts, registryOptions(reg, uint64(atoi(envStep)))...)
 	}
 	if n := atoi(envInit); n > 0 {
-		if _, err := snapid.Init(path, uint64(n), snapid.WithSync(syncOn)); err != nil {
+		if _, err := snapid.Init(path, uint64(n), snapid.WithSync(syncOn), records); err != nil {
 			say("E init: %v", err)
 			return 3
 		}
 		say("INIT")
 	}
-	g, err := snapid.Open(path, name, append(opts, snapid.WithBindingDir(""))...) // each test is a host of its own; bindings are not what is tested here
+	g, err := snapid.Open(path, name, opts...)
 	if err != nil {
 		say("E open: %v", err)
 		return 3
@@ -151,6 +154,21 @@ type childConfig struct {
 	init       int
 	goroutines int
 	form       string // "decimal": numbers ending in 0 are never handed out; "striped": the child reports ids, not numbers
+	// records is the simulated host's place of records of names (see
+	// bootPlace); cutRound gives each round's children one.
+	records string
+}
+
+// bootPlace returns a new place of records of names for one boot of a
+// simulated host: a directory of the test's own, never the machine's. A
+// power cut rebuilds powerfs's files (a counter comes back with another
+// inode number, which a real file system keeps), and the host's record of
+// a name would refuse the counter as replaced: so every boot after a cut
+// is a host with a place of its own, and the programs of one boot share
+// it, as the programs of a host do.
+func bootPlace(t *testing.T) string {
+	t.Helper()
+	return filepath.Join(t.TempDir(), "records")
 }
 
 // proc is a running child and what it reported.
@@ -178,7 +196,7 @@ func startChild(t *testing.T, c childConfig) *proc {
 		envRole+"=draw", envPath+"="+c.path, envName+"="+c.name,
 		envBlock+"="+strconv.Itoa(c.block), envSync+"="+strconv.FormatBool(c.sync),
 		envSock+"="+c.sock, envStep+"="+strconv.Itoa(c.step), envInit+"="+strconv.Itoa(c.init),
-		envGoroutines+"="+strconv.Itoa(c.goroutines), envForm+"="+c.form)
+		envGoroutines+"="+strconv.Itoa(c.goroutines), envForm+"="+c.form, envRecords+"="+c.records)
 	p := &proc{cmd: cmd, done: make(chan struct{})}
 	cmd.Stderr = &p.stderr
 	out, err := cmd.StdoutPipe()

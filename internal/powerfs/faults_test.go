@@ -52,7 +52,7 @@ func TestFailedUpdate(t *testing.T) {
 			if c.block > 0 {
 				opts = append(opts, snapid.WithBlock(c.block))
 			}
-			g, err := snapid.Open(path, "faults", append(opts, snapid.WithBindingDir(""))...)
+			g, err := snapid.Open(path, "faults", append(opts, snapid.WithBindingDir(bootPlace(t)))...)
 			require.NoError(t, err)
 			t.Cleanup(func() { g.Close() }) // before the unmount, if the test fails
 			var got []uint64
@@ -104,7 +104,7 @@ func TestFailedUpdate(t *testing.T) {
 			v, err := snapid.ReadCounter(path)
 			require.NoError(t, err)
 			require.GreaterOrEqual(t, v, n)
-			g, err = snapid.Open(path, "faults", append(opts, snapid.WithBindingDir(""))...)
+			g, err = snapid.Open(path, "faults", append(opts, snapid.WithBindingDir(bootPlace(t)))...) // after the cut
 			require.NoError(t, err)
 			m, err := g.Next()
 			require.NoError(t, err)
@@ -131,13 +131,14 @@ func TestFailedCreation(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := newDir(t, f, fmt.Sprintf("d%d", i))
 			path := filepath.Join(dir, "counter.u64")
+			records := snapid.WithBindingDir(bootPlace(t))
 			f.Inject(c.fault)
-			_, err := snapid.Open(path, "faults", snapid.WithBindingDir(""))
+			_, err := snapid.Open(path, "faults", records)
 			f.Clear()
 			require.ErrorIs(t, err, syscall.EIO)
 			require.Contains(t, err.Error(), path)
 
-			g, err := snapid.Open(path, "faults", snapid.WithBindingDir(""))
+			g, err := snapid.Open(path, "faults", records)
 			require.NoError(t, err)
 			t.Cleanup(func() { g.Close() })
 			var last uint64
@@ -147,7 +148,7 @@ func TestFailedCreation(t *testing.T) {
 			}
 			require.NoError(t, g.Close())
 			require.NoError(t, f.PowerCut(powerfs.ForgetAll, nil, nil))
-			g, err = snapid.Open(path, "faults", snapid.WithBindingDir(""))
+			g, err = snapid.Open(path, "faults", snapid.WithBindingDir(bootPlace(t))) // after the cut
 			require.NoError(t, err)
 			n, err := g.Next()
 			require.NoError(t, err)

@@ -55,7 +55,7 @@ func heartbeatChild() int {
 	defer reg.Close()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	opts := append(registryOptions(reg, 0), snapid.WithLogger(quiet), snapid.WithHeartbeat(interval),
-		snapid.WithBindingDir(""))
+		snapid.WithBindingDir(os.Getenv(envRecords)))
 	g, err := snapid.Open(os.Getenv(envPath), os.Getenv(envName), opts...)
 	if err != nil {
 		say("E open: %v", err)
@@ -80,13 +80,13 @@ type hbProc struct {
 	stdin io.WriteCloser
 }
 
-func startHeartbeatChild(t *testing.T, path, sock string, interval time.Duration) *hbProc {
+func startHeartbeatChild(t *testing.T, path, sock, records string, interval time.Duration) *hbProc {
 	t.Helper()
 	self, err := os.Executable()
 	require.NoError(t, err)
 	cmd := exec.Command(self, "-test.run=^$")
 	cmd.Env = append(os.Environ(), envRole+"="+roleHeartbeat, envPath+"="+path, envName+"=web_1",
-		envSock+"="+sock, envInterval+"="+interval.String())
+		envSock+"="+sock, envInterval+"="+interval.String(), envRecords+"="+records)
 	p := &proc{cmd: cmd, done: make(chan struct{})}
 	cmd.Stderr = &p.stderr
 	out, err := cmd.StdoutPipe()
@@ -183,8 +183,9 @@ func TestHeartbeatProcesses(t *testing.T) {
 			}
 		}
 	}()
+	records := filepath.Join(dir, "records") // the children are one host
 	for i := range children {
-		children[i] = startHeartbeatChild(t, path, sock, interval)
+		children[i] = startHeartbeatChild(t, path, sock, records, interval)
 		children[i].waitReady(t) // one at a time: the first claims, the others join
 	}
 	hbPath := path + ".heartbeat"

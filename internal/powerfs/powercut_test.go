@@ -99,7 +99,9 @@ type powerMode struct {
 func cutRound(t *testing.T, f *powerfs.FS, rng *rand.Rand, cfgs []childConfig, cutMode powerfs.CutMode, wait time.Duration) ([]uint64, []*proc) {
 	t.Helper()
 	procs := make([]*proc, len(cfgs))
+	records := bootPlace(t) // the children of a round are one host
 	for i, c := range cfgs {
+		c.records = records
 		procs[i] = startChild(t, c)
 	}
 	// Until one of them has drawn (or a second has passed), then a random
@@ -258,13 +260,14 @@ func checkFiles(t *testing.T, path string, maxIssued uint64, syncOn, registry bo
 	}
 }
 
-// openParent opens a Generator in this process (on reg if not nil).
+// openParent opens a Generator in this process (on reg if not nil), a
+// boot of the host after a cut (see bootPlace).
 func openParent(t *testing.T, path, name string, reg *snapidtest.Registry, opts ...snapid.Option) *snapid.Generator {
 	t.Helper()
 	if reg != nil {
 		opts = append(opts, registryOptions(reg, 200)...)
 	}
-	g, err := snapid.Open(path, name, append(opts, snapid.WithBindingDir(""))...)
+	g, err := snapid.Open(path, name, append(opts, snapid.WithBindingDir(bootPlace(t)))...)
 	require.NoError(t, err)
 	return g
 }
@@ -345,7 +348,7 @@ func TestPowerCutCreation(t *testing.T) {
 		syncDir(t, f.Dir())
 		path := filepath.Join(dir, "counter.u64")
 		name := fmt.Sprintf("create%d", round)
-		cfg := childConfig{path: path, name: name, sync: true, init: v.init, goroutines: 1}
+		cfg := childConfig{path: path, name: name, sync: true, init: v.init, goroutines: 1, records: bootPlace(t)}
 		var r *snapidtest.Registry
 		if v.registry {
 			cfg.sock, r = sock, reg

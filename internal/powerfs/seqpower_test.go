@@ -59,7 +59,7 @@ func seqChild() int {
 	defer reg.Close()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	opts := append([]snapid.Option{snapid.WithSync(os.Getenv(envSync) != "false"), snapid.WithLogger(quiet),
-		snapid.WithBindingDir("")}, registryOptions(reg, uint64(atoi(envStep)))...)
+		snapid.WithBindingDir(os.Getenv(envRecords))}, registryOptions(reg, uint64(atoi(envStep)))...)
 	g, err := snapid.Open(os.Getenv(envPath), os.Getenv(envName), opts...)
 	if err != nil {
 		say("E open: %v", err)
@@ -124,7 +124,7 @@ func startSeqChild(t *testing.T, c seqChildConfig) *proc {
 		envBlock+"="+strconv.Itoa(c.block), envSync+"="+strconv.FormatBool(c.sync),
 		envSock+"="+c.sock, envStep+"="+strconv.Itoa(c.step),
 		envGoroutines+"="+strconv.Itoa(c.goroutines),
-		envSeq+"="+c.seq, envSeqLease+"="+strconv.Itoa(c.lease))
+		envSeq+"="+c.seq, envSeqLease+"="+strconv.Itoa(c.lease), envRecords+"="+c.records)
 	p := &proc{cmd: cmd, done: make(chan struct{})}
 	cmd.Stderr = &p.stderr
 	out, err := cmd.StdoutPipe()
@@ -177,9 +177,11 @@ func TestPowerCutSequence(t *testing.T) {
 			asClosed := 0 // clean rounds whose lease file after the cut is as recorded at close
 			for round := range rounds {
 				procs := make([]*proc, 3)
+				records := bootPlace(t) // the children of a round are one host
 				for i := range procs {
 					c := cfg
 					c.goroutines = 1 + i
+					c.records = records
 					procs[i] = startSeqChild(t, c)
 				}
 				for start := time.Now(); time.Since(start) < 2*time.Second; time.Sleep(time.Millisecond) {

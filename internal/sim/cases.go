@@ -186,12 +186,13 @@ func (w *world) changeForm(ho *host, s Step) {
 }
 
 // changeFormLive closes p0 of a standalone host with striped ids and
-// opens it again with the other stride, and another binding directory,
-// while the host's other processes run on with theirs: the new Generator raises the counter above every id
-// of the form it leaves, and from then on a process of the form left
-// hands out no number above the counter's value when it was left (it
-// may still hand out the numbers it had reserved below it); checked by
-// issued (formLeftAt).
+// opens it again with the other stride, the host's claim of its stride
+// removed first (as an operator changing the host's stride does), while
+// the host's other processes run on with theirs: the new Generator raises
+// the counter above every id of the form it leaves, and from then on a
+// process of the form left hands out no number above the counter's value
+// when it was left (it may still hand out the numbers it had reserved
+// below it); checked by issued (formLeftAt).
 func (w *world) changeFormLive(ho *host) {
 	if ho.cfg.Registry || ho.cfg.Form != snapid.FormatStriped || ho.procs[0] == nil {
 		return
@@ -210,15 +211,20 @@ func (w *world) changeFormLive(ho *host) {
 	}
 	old := ho.stride()
 	ho.altStride = !ho.altStride
-	// The host's binding directory refuses another stride while its
-	// processes run; a process started with another one (a second
-	// SNAPID_BINDING_DIR, a mistake), as the host's processes are from
-	// now on, meets only the counter's own defence, its form history.
-	bindings := ho.bindings
-	ho.bindings += "-other"
+	// The host's claim refuses another stride; the operator removes it.
+	// The form history in the host's record of the name is what keeps
+	// the two strides' ids apart then.
+	if err := os.Remove(filepath.Join(ho.bindings, "#stride")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		w.check.violation("removing the stride claim of h%d: %v", ho.i, err)
+		return
+	}
 	if err := w.open(ho, 0); err != nil {
+		// The operator goes back to the host's stride: the claim the
+		// failed Open may have made is removed too.
 		ho.altStride = !ho.altStride
-		ho.bindings = bindings
+		if err := os.Remove(filepath.Join(ho.bindings, "#stride")); err != nil && !errors.Is(err, os.ErrNotExist) {
+			w.check.violation("removing the stride claim of h%d: %v", ho.i, err)
+		}
 		return
 	}
 	if ho.formLeftAt == nil {

@@ -6,21 +6,21 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/hoststate"
 	"github.com/snapid/snapid/snapidtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // With a registry that gives node numbers, two hosts' decimal ids carry
-// their numbers and never meet as decimals; the number is recorded beside
-// the counter, kept across restarts, and read by the host's other
-// processes.
+// their numbers and never meet as decimals; the number is recorded in the
+// host's record of the name, kept across restarts, and read by the host's
+// other processes.
 func TestRegistryNodeNumbersDecimal(t *testing.T) {
 	reg := snapidtest.NewRegistry()
 	a, b := newSeqHost(t, "web_a"), newSeqHost(t, "web_b")
@@ -40,11 +40,13 @@ func TestRegistryNodeNumbersDecimal(t *testing.T) {
 			seen[r.RatString()] = id
 		}
 	}
-	b1, err := os.ReadFile(a.path + ".number")
+	name, n, s, ok, err := ReadNodeNumber(a.path)
 	require.NoError(t, err)
-	assert.Regexp(t, "^snapid-number 2\nname web_a\nnumber "+strconv.FormatUint(na, 10)+"\nstride 0\nclaim [0-9a-f]{16}\n$", string(b1))
+	require.True(t, ok)
+	assert.Equal(t, "web_a", name)
+	assert.Equal(t, []uint64{na, 0}, []uint64{n, s})
 
-	ga2 := a.open(t, reg, WithFormat(FormatDecimal)) // joins: reads the file
+	ga2 := a.open(t, reg, WithFormat(FormatDecimal)) // joins: reads the record
 	_, n2, _ := ga2.Form()
 	assert.Equal(t, na, n2)
 	require.NoError(t, ga2.Close())
@@ -78,14 +80,15 @@ func TestRegistryStride(t *testing.T) {
 	v, err := gc.UniqueUint64()
 	require.NoError(t, err)
 	assert.Equal(t, 100+nc, v)
-	gc2 := c.open(t, reg, WithFormat(FormatStriped)) // joins: stride from the file
+	gc2 := c.open(t, reg, WithFormat(FormatStriped)) // joins: stride from the record
 	defer gc2.Close()
 	_, _, sc2 := gc2.Form()
 	assert.Equal(t, uint64(100), sc2)
 }
 
-// A number the registry does not give (WithNodeNumber), or a number file
-// that records another, is refused: nothing is issued.
+// A number the registry does not give (WithNodeNumber), or a host's
+// record of the name that records another, is refused: nothing is
+// issued.
 func TestRegistryNodeNumberMismatch(t *testing.T) {
 	reg := snapidtest.NewRegistry()
 	a := newSeqHost(t, "m_a")
@@ -95,7 +98,7 @@ func TestRegistryNodeNumberMismatch(t *testing.T) {
 	_, err := Open(a.path, a.name, WithRegistry(reg), WithHostInfo(a.info), WithFormat(FormatDecimal), WithNodeNumber(n+1))
 	require.ErrorIs(t, err, ErrNumberMismatch)
 
-	require.NoError(t, os.WriteFile(a.path+".number", []byte("snapid-number 1\nname m_a\nnumber "+strconv.FormatUint(n+7, 10)+"\nstride 0\n"), 0o600))
+	setRecordedNumber(t, a.path, a.name, n+7)
 	before, err := os.ReadFile(a.path)
 	require.NoError(t, err)
 	_, err = Open(a.path, a.name, WithRegistry(reg), WithHostInfo(a.info), WithFormat(FormatDecimal))
@@ -103,17 +106,32 @@ func TestRegistryNodeNumberMismatch(t *testing.T) {
 	after, err := os.ReadFile(a.path)
 	require.NoError(t, err)
 	assert.Equal(t, before, after, "a refused Open changed the counter")
+}
 
-	// A damaged number file: the numeric forms refuse to start, naming
-	// the file; the name form, which needs no number, starts.
-	require.NoError(t, os.WriteFile(a.path+".number", []byte("garbage"), 0o600))
-	_, err = Open(a.path, a.name, WithRegistry(reg), WithHostInfo(a.info), WithFormat(FormatDecimal))
-	require.ErrorIs(t, err, ErrCorruptNumber)
-	require.ErrorIs(t, err, ErrCorrupt)
-	require.Contains(t, err.Error(), ".number")
-	g, err = Open(a.path, a.name, WithRegistry(reg), WithHostInfo(a.info))
+// setRecordedNumber sets the node number the host's record of name (for
+// the counter at path) holds, as a record replaced or edited would.
+func setRecordedNumber(t *testing.T, path, name string, n uint64) {
+	t.Helper()
+	p, err := hoststate.OpenPlace(ExportTestBindingDir(path), hoststate.PlaceOptions{})
 	require.NoError(t, err)
-	require.NoError(t, g.Close())
+	defer p.Close()
+	h, err := p.OpenHandle(name)
+	require.NoError(t, err)
+	defer h.Close()
+	r := h.Record()
+	r.Node = n
+	require.NoError(t, h.Write(r))
+}
+
+// recordedNumber returns the node number the host's record of name holds.
+func recordedNumber(t *testing.T, path, name string) uint64 {
+	t.Helper()
+	p, err := hoststate.OpenPlace(ExportTestBindingDir(path), hoststate.PlaceOptions{})
+	require.NoError(t, err)
+	defer p.Close()
+	r, _, err := p.Read(name)
+	require.NoError(t, err)
+	return r.Node
 }
 
 // A name-form host starts when the registry is slow to give a number
@@ -151,8 +169,7 @@ func TestRegistryWithoutNumbers(t *testing.T) {
 	id, err := g.UniqueID()
 	require.NoError(t, err)
 	assert.Equal(t, "42.", id[:3])
-	_, err = os.Stat(filepath.Join(filepath.Dir(a.path), filepath.Base(a.path)+".number"))
-	assert.True(t, os.IsNotExist(err), "a number file without registry numbers")
+	assert.Zero(t, recordedNumber(t, a.path, a.name), "a registry's number recorded without registry numbers")
 }
 
 // A WithNodeNumber or WithStride that is not the registry's is refused
@@ -169,12 +186,11 @@ func TestRegistryNumberRefusedBeforeClaim(t *testing.T) {
 		{WithFormat(FormatDecimal), WithNodeNumber(n + 1)},
 		{WithFormat(FormatStriped), WithStride(60)},
 	} {
-		require.NoError(t, os.Remove(a.path+".number")) // the registry's word alone
 		_, err := Open(a.path, a.name, append([]Option{WithRegistry(reg), WithHostInfo(a.info)}, opts...)...)
 		require.Error(t, err)
 		after, _ := reg.Row("p_a")
 		assert.Equal(t, before, after, "a refused number or stride changed the registry's row")
-		g := a.open(t, reg) // writes the number file back
+		g := a.open(t, reg)
 		require.NoError(t, g.Close())
 		before, _ = reg.Row("p_a")
 	}
@@ -211,78 +227,7 @@ func TestRegistryBadFormOptionsChangeNothing(t *testing.T) {
 	assert.False(t, ok, "a refused bound claimed the name")
 }
 
-// A joining process uses the number file only when it was written by the
-// claim it joins, for its name: a file copied from another host, one
-// edited to another host's number, one left by a released name, and one
-// naming another name (even with this claim's line) are refused
-// (nothing is issued); the file as the first process wrote it is used.
-func TestNumberFileJoinerChecksTheClaim(t *testing.T) {
-	reg := snapidtest.NewRegistry()
-	b := newSeqHost(t, "join_b")
-	gb := b.open(t, reg, WithFormat(FormatDecimal))
-	defer gb.Close()
-	_, nb, _ := gb.Form()
-	fromB, err := os.ReadFile(b.path + ".number")
-	require.NoError(t, err)
-
-	// The counter first served "old_name", which was released.
-	a := newSeqHost(t, "join_a")
-	g, err := Open(a.path, "old_name", WithRegistry(reg), WithSync(false), WithHostInfo(a.info), WithFormat(FormatDecimal))
-	require.NoError(t, err)
-	_, nOld, _ := g.Form()
-	require.NoError(t, g.Close())
-	released, err := os.ReadFile(a.path + ".number")
-	require.NoError(t, err)
-	_, err = Release(context.Background(), a.path, "old_name", WithRegistry(reg))
-	require.NoError(t, err)
-
-	ga := a.open(t, reg, WithFormat(FormatDecimal), WithReclaim())
-	defer ga.Close()
-	_, na, _ := ga.Form()
-	require.NotEqual(t, na, nb)
-	require.NotEqual(t, na, nOld)
-	own, err := os.ReadFile(a.path + ".number")
-	require.NoError(t, err)
-	edited := []byte(strings.Replace(string(own), "number "+strconv.FormatUint(na, 10)+"\n", "number "+strconv.FormatUint(nb, 10)+"\n", 1))
-	require.NotEqual(t, own, edited)
-	otherName, err := ExportNumberFileFor(a.path, "old_name", nOld, 0)
-	require.NoError(t, err)
-
-	for _, tc := range []struct {
-		name string
-		file []byte
-		want error
-	}{
-		{"copied from another host", fromB, ErrNumberMismatch},
-		{"edited to another host's number", edited, ErrNumberMismatch},
-		{"left by a released name", released, ErrNumberMismatch},
-		{"another name, this claim's line", otherName, ErrNumberMismatch},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			require.NoError(t, os.WriteFile(a.path+".number", tc.file, 0o600))
-			before, err := os.ReadFile(a.path)
-			require.NoError(t, err)
-			g, err := Open(a.path, a.name, WithRegistry(reg), WithSync(false), WithHostInfo(a.info), WithFormat(FormatDecimal))
-			if err == nil {
-				_, n, _ := g.Form()
-				id, _ := g.UniqueID()
-				g.Close()
-				t.Fatalf("a joining process used the number file (node number %d, id %s): ids of another node", n, id)
-			}
-			require.ErrorIs(t, err, tc.want)
-			after, err := os.ReadFile(a.path)
-			require.NoError(t, err)
-			require.Equal(t, before, after, "a refused join changed the counter")
-		})
-	}
-	require.NoError(t, os.WriteFile(a.path+".number", own, 0o600))
-	g2 := a.open(t, reg, WithFormat(FormatDecimal))
-	_, n2, _ := g2.Form()
-	require.Equal(t, na, n2)
-	require.NoError(t, g2.Close())
-}
-
-// A counter whose <counter>.number records the registry's number 1,
+// A counter whose host records the registry's number 1 for its name,
 // opened without the registry (Open without WithRegistry, as `snapctl next
 // --no-registry --format decimal --node-number N` does) with another
 // number: the Open is refused, and the host never issues under a number
@@ -306,21 +251,19 @@ func TestNumberFileWithoutNumberingRegistry(t *testing.T) {
 	require.Equal(t, a.name, name)
 	require.Equal(t, na, recorded)
 
-	g, err := Open(a.path, a.name, WithFormat(FormatDecimal), WithNodeNumber(nb), WithBindingDir(t.TempDir()))
-	if err != nil {
-		t.Logf("refused: %v", err)
-		return
-	}
-	defer g.Close()
-	ida, err := g.UniqueID()
+	before, err := os.ReadFile(a.path)
 	require.NoError(t, err)
-	assert.NotEqual(t, idb, ida, "host a (registry number %d, recorded in %s.number) issued %s under host b's registry number: the same id as host b", na, a.path, ida)
+	_, err = Open(a.path, a.name, WithFormat(FormatDecimal), WithNodeNumber(nb))
+	require.ErrorIs(t, err, ErrNumberMismatch, "host a (registry number %d) issues under host b's registry number %d, as host b (%s)", na, nb, idb)
+	after, err := os.ReadFile(a.path)
+	require.NoError(t, err)
+	require.Equal(t, before, after)
 }
 
 // The striped form with the stride coming from the registry (no
 // WithStride) and a WithMaxID below every striped id: refused before the
 // claim, so the bad bound neither claims the name nor gets it a number in
-// the registry, and writes no number file.
+// the registry, and records none.
 func TestNumberBadBoundRefusedBeforeClaim(t *testing.T) {
 	ctx := context.Background()
 	reg := snapidtest.NewRegistry()
@@ -331,8 +274,7 @@ func TestNumberBadBoundRefusedBeforeClaim(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidOption)
 	row, ok := reg.Row("nm_d")
 	assert.False(t, ok, "a refused bound (5 < 1000+node) claimed the name: %+v", row)
-	_, serr := os.Stat(d.path + ".number")
-	assert.True(t, os.IsNotExist(serr), "a refused bound wrote the number file")
+	assert.NoFileExists(t, filepath.Join(ExportTestBindingDir(d.path), d.name), "a refused bound recorded the name")
 }
 
 // An existing name whose registry number is not below the cluster's
@@ -358,9 +300,10 @@ func TestNumberAboveStrideRefusedBeforeClaim(t *testing.T) {
 	assert.Equal(t, before, after, "a form refused for its node number (2, stride 2) changed the registry's row")
 }
 
-// Without a numbering registry, a counter's number file gives the numeric
-// forms their number and stride when none is given, and refuses others,
-// and another name's number, before anything is made.
+// Without a numbering registry, the host's record of the name gives the
+// numeric forms the number and stride a registry gave it when none is
+// given, and refuses others before anything is made; the host's claim
+// of the number refuses it to another name.
 func TestNumberFileDefaultsWithoutRegistry(t *testing.T) {
 	ctx := context.Background()
 	reg := snapidtest.NewRegistry()
@@ -373,26 +316,34 @@ func TestNumberFileDefaultsWithoutRegistry(t *testing.T) {
 	before, err := ReadCounter(a.path)
 	require.NoError(t, err)
 
-	bind := t.TempDir()
+	place := ExportTestBindingDir(a.path)
+	entries := func() []string {
+		es, err := os.ReadDir(place)
+		require.NoError(t, err)
+		var names []string
+		for _, e := range es {
+			names = append(names, e.Name())
+		}
+		return names
+	}
+	was := entries()
 	for _, c := range []struct {
-		what string
-		name string
-		opts []Option
-		want error
+		what, path, name string
+		opts             []Option
+		want             error
 	}{
-		{"another number", a.name, []Option{WithFormat(FormatStriped), WithNodeNumber(n + 1), WithStride(100)}, ErrNumberMismatch},
-		{"another stride", a.name, []Option{WithFormat(FormatStriped), WithStride(50)}, ErrStrideMismatch},
-		{"the number under another name", "nd_other", []Option{WithFormat(FormatDecimal), WithNodeNumber(n)}, ErrNumberMismatch},
+		{"another number", a.path, a.name, []Option{WithFormat(FormatStriped), WithNodeNumber(n + 1), WithStride(100)}, ErrNumberMismatch},
+		{"another stride", a.path, a.name, []Option{WithFormat(FormatStriped), WithStride(50)}, ErrStrideMismatch},
+		{"the number under another name", filepath.Join(filepath.Dir(a.path), "other"), "nd_other", []Option{WithFormat(FormatDecimal), WithNodeNumber(n)}, ErrNumberBound},
 	} {
-		_, err := Open(a.path, c.name, append(c.opts, WithBindingDir(bind))...)
+		_, err := Open(c.path, c.name, c.opts...)
 		require.ErrorIs(t, err, c.want, c.what)
 		after, rerr := ReadCounter(a.path)
 		require.NoError(t, rerr)
 		require.Equal(t, before, after, "%s changed the counter", c.what)
-		entries, _ := os.ReadDir(bind)
-		require.Empty(t, entries, "%s made bindings", c.what)
+		require.Equal(t, was, entries(), "%s made records", c.what)
 	}
-	g, err = Open(a.path, a.name, WithFormat(FormatStriped), WithBindingDir(bind))
+	g, err = Open(a.path, a.name, WithFormat(FormatStriped))
 	require.NoError(t, err, "the recorded number and stride")
 	defer g.Close()
 	form, node, stride := g.Form()
@@ -402,4 +353,51 @@ func TestNumberFileDefaultsWithoutRegistry(t *testing.T) {
 	v, err := g.UniqueUint64()
 	require.NoError(t, err)
 	require.Equal(t, n, v%100)
+}
+
+// The registry gave "vm" node number 1 and "web" (another host) node
+// number 2. vm's counter is then opened without the registry: its host's
+// record of vm keeps the number the registry gave, so WithNodeNumber(2)
+// for vm is refused (ErrNumberMismatch) and nothing is issued (vm handing
+// out 2.4, 2.5, … would repeat web's ids), an Open giving no number takes
+// vm's, and the host's claim refuses vm's number to another name.
+func TestNumberWithoutRegistryKeepsTheRegistrysNumber(t *testing.T) {
+	reg := snapidtest.NewRegistry()
+	dirA, vmCounter := ctPath(t)
+	bindA := filepath.Join(dirA, "names")
+	_, webCounter := ctPath(t)
+
+	vm := openReg(t, vmCounter, "vm", reg, WithFormat(FormatDecimal), WithBindingDir(bindA))
+	_, vmNum, _ := vm.Form()
+	for range 3 {
+		_, err := vm.UniqueID()
+		require.NoError(t, err)
+	}
+	require.NoError(t, vm.Close())
+
+	web := openReg(t, webCounter, "web", reg, WithFormat(FormatDecimal), WithHostInfo(HostInfo{Hostname: "h2", MachineID: "m2"}))
+	_, webNum, _ := web.Form()
+	require.NotEqual(t, vmNum, webNum)
+	require.NoError(t, web.Close())
+
+	before, err := os.ReadFile(vmCounter)
+	require.NoError(t, err)
+	_, err = Open(vmCounter, "vm", WithBindingDir(bindA), WithSync(false), WithFormat(FormatDecimal), WithNodeNumber(webNum))
+	require.ErrorIs(t, err, ErrNumberMismatch, "web's number taken for vm")
+	after, err := os.ReadFile(vmCounter)
+	require.NoError(t, err)
+	require.Equal(t, before, after, "a refused Open changed the counter")
+
+	_, err = Open(filepath.Join(dirA, "db.u64"), "db", WithBindingDir(bindA), WithSync(false), WithFormat(FormatDecimal), WithNodeNumber(vmNum))
+	require.ErrorIs(t, err, ErrNumberBound, "vm's number taken for another name")
+
+	// Without a number given, the numeric form takes vm's.
+	g, err := Open(vmCounter, "vm", WithBindingDir(bindA), WithSync(false), WithFormat(FormatDecimal))
+	require.NoError(t, err)
+	defer g.Close()
+	_, n, _ := g.Form()
+	require.Equal(t, vmNum, n)
+	id, err := g.UniqueID()
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(id, fmt.Sprintf("%d.", vmNum)), "id %s does not carry vm's number %d", id, vmNum)
 }
