@@ -501,3 +501,29 @@ func TestRecordPlaceRequired(t *testing.T) {
 	require.Contains(t, err.Error(), "name a directory")
 	require.NoFileExists(t, counter)
 }
+
+// Status reads the host's records: the name they give the counter, and a
+// name released with it, also once the counter took another name on
+// purpose (whose record comes first).
+func TestReadHostFilesFromTheRecords(t *testing.T) {
+	reg := snapidtest.NewRegistry()
+	place, dir := recordHost(t)
+	c := filepath.Join(dir, "counter.u64")
+	issue(t, c, "web_1", 1, WithBindingDir(place), WithRegistry(reg))
+	hf, err := ReadHostFiles(c, WithBindingDir(place))
+	require.NoError(t, err)
+	require.Equal(t, "web_1", hf.Name)
+	require.Empty(t, hf.Released)
+
+	_, err = Release(t.Context(), c, "web_1", WithBindingDir(place), WithRegistry(reg))
+	require.NoError(t, err)
+	hf, err = ReadHostFiles(c, WithBindingDir(place))
+	require.NoError(t, err)
+	require.Equal(t, "web_1", hf.Released)
+
+	issue(t, c, "a_web", 1, WithBindingDir(place), WithReclaim())
+	hf, err = ReadHostFiles(c, WithBindingDir(place))
+	require.NoError(t, err)
+	require.Equal(t, "a_web", hf.Name)
+	require.Equal(t, "web_1", hf.Released)
+}
