@@ -781,18 +781,24 @@ func (hr *hostRecord) setNode(ctx context.Context, c *counterFile, f idForm, nod
 
 // close: the last program of the name (no other holds the presence lock)
 // records the counter's value as the mark, and as the floor as far as it
-// synced it, so that the next start finds a clean close. It never waits
-// for the counter's lock: when another process holds it (one opening now,
-// which then closes the record in its turn), the record stays as it is.
+// synced it, so that the next start finds a clean close.
+//
+// Holding the presence lock alone is what makes the counter still: every
+// program of the name holds it shared while it issues. The counter's lock
+// is taken when it can be had at once; when it cannot, its holder is one
+// opening the name (it waits for the presence lock next, and must find
+// the clean close, not a crash) or an operator raising the counter, and
+// the record is closed without it: a value raised meanwhile is above the
+// mark written, which reads as clean.
 func (hr *hostRecord) close(c *counterFile) {
+	defer hr.drop()
 	if !hr.present || !hr.h.Lock(true) {
 		// Others use the name: the last of them closes the record. (A
 		// closer that is not the last holds no lock here, so that it
 		// never keeps the last one from its write.)
-		hr.drop()
 		return
 	}
-	_ = c.tryWithLock(func() error {
+	write := func() error {
 		v, err := c.load()
 		if err != nil {
 			return err
@@ -815,8 +821,10 @@ func (hr *hostRecord) close(c *counterFile) {
 		r.Floor = floor
 		r.Mark = v // a clean close: the next start goes on from v
 		return hr.h.Write(r)
-	})
-	hr.drop()
+	}
+	if err := c.tryWithLock(write); errors.Is(err, unix.EWOULDBLOCK) {
+		_ = write()
+	}
 }
 
 // drop closes the record and its place.

@@ -1,8 +1,10 @@
 package snapid_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -489,4 +491,33 @@ func TestRecordOpenWaitsForARelease(t *testing.T) {
 	require.ErrorIs(t, err, ErrInUse)
 	require.NoError(t, unix.Flock(int(f.Fd()), unix.LOCK_UN))
 	issue(t, c, "vm1", 1, WithBindingDir(place))
+}
+
+// The last program of a name closes the record cleanly even while another
+// process holds the counter's lock (one opening the name, which waits for
+// this program's presence lock next): the opener finds a clean close, so
+// it neither raises the counter nor warns of a crash.
+func TestRecordClosedCleanlyWhileAnOpenerHoldsTheCounterLock(t *testing.T) {
+	place, dir := recordHost(t)
+	c := filepath.Join(dir, "counter.u64")
+	g, err := Open(c, "vm1", WithBindingDir(place))
+	require.NoError(t, err)
+	_, err = g.NextN(3)
+	require.NoError(t, err)
+
+	f, err := os.Open(c)
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, unix.Flock(int(f.Fd()), unix.LOCK_EX))
+	require.NoError(t, g.Close())
+	require.NoError(t, unix.Flock(int(f.Fd()), unix.LOCK_UN))
+
+	var log bytes.Buffer
+	g, err = Open(c, "vm1", WithBindingDir(place), WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
+	require.NoError(t, err)
+	id, err := g.Next()
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	require.Equal(t, uint64(4), id, "the next number follows the last one")
+	require.NotContains(t, log.String(), "raised", "a clean close reads as one")
 }
