@@ -180,6 +180,11 @@ func TestRecordReleasedHonouredWithoutRegistry(t *testing.T) {
 	require.NoError(t, err)
 	_, err = Open(c, "vm1", WithBindingDir(place))
 	require.ErrorIs(t, err, ErrReleased)
+	other := filepath.Join(dir, "other.u64")
+	_, err = Open(other, "vm1", WithBindingDir(place))
+	require.ErrorIs(t, err, ErrReleased, "another counter under the released name")
+	_, err = os.Stat(other)
+	require.ErrorIs(t, err, os.ErrNotExist, "the refused Open makes nothing")
 }
 
 // writeCounter writes v over the counter at path in place, as a restore
@@ -520,4 +525,25 @@ func TestRecordClosedCleanlyWhileAnOpenerHoldsTheCounterLock(t *testing.T) {
 	require.NoError(t, g.Close())
 	require.Equal(t, uint64(4), id, "the next number follows the last one")
 	require.NotContains(t, log.String(), "raised", "a clean close reads as one")
+}
+
+// A program whose counter was replaced at its path by one raised past the
+// record's mark (the name went with the replacement) hands out nothing
+// more from the old file.
+func TestRecordReplacedCounterStopsTheOldProgram(t *testing.T) {
+	place, dir := recordHost(t)
+	c := filepath.Join(dir, "counter.u64")
+	g, err := Open(c, "vm1", WithBindingDir(place))
+	require.NoError(t, err)
+	defer g.Close()
+	_, err = g.NextN(3)
+	require.NoError(t, err)
+	high := EncodeCounter(1 << 40)
+	require.NoError(t, os.WriteFile(c+".new", high[:], 0o600))
+	require.NoError(t, os.Rename(c+".new", c))
+	g2, err := Open(c, "vm1", WithBindingDir(place))
+	require.NoError(t, err, "the replacement takes the name over")
+	defer g2.Close()
+	_, err = g.NextN(1 << 20)
+	require.ErrorIs(t, err, ErrReplaced, "the old file hands out nothing more")
 }
