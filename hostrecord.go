@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/snapid/snapid/internal/hoststate"
 	"github.com/snapid/snapid/internal/statefile"
@@ -601,7 +602,7 @@ func (hr *hostRecord) open(ctx context.Context, c *counterFile, f idForm, o *opt
 		if err != nil {
 			return err
 		}
-		unlock, err := hr.h.WriteLock()
+		unlock, err := writeLock(hr.h)
 		if err != nil {
 			return err
 		}
@@ -679,9 +680,9 @@ func (hr *hostRecord) cover(base, cur, upTo uint64) error {
 	if hr.present && upTo <= hr.mark {
 		return nil
 	}
-	unlock, err := hr.h.WriteLock()
+	unlock, err := writeLock(hr.h)
 	if err != nil {
-		return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+		return err
 	}
 	defer unlock()
 	r, err := hr.h.Read()
@@ -721,9 +722,9 @@ func (hr *hostRecord) cover(base, cur, upTo uint64) error {
 func (hr *hostRecord) raiseFloor(v uint64) error {
 	hr.mu.Lock()
 	defer hr.mu.Unlock()
-	unlock, err := hr.h.WriteLock()
+	unlock, err := writeLock(hr.h)
 	if err != nil {
-		return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+		return err
 	}
 	defer unlock()
 	r, err := hr.h.Read()
@@ -752,7 +753,7 @@ func (hr *hostRecord) setNode(ctx context.Context, c *counterFile, f idForm, nod
 	return c.withLockContext(ctx, func() error {
 		hr.mu.Lock()
 		defer hr.mu.Unlock()
-		unlock, err := hr.h.WriteLock()
+		unlock, err := writeLock(hr.h)
 		if err != nil {
 			return err
 		}
@@ -777,6 +778,24 @@ func (hr *hostRecord) setNode(ctx context.Context, c *counterFile, f idForm, nod
 		}
 		return hr.h.Write(r)
 	})
+}
+
+// recordLockWait bounds every wait for a record's write lock: a program
+// holds it for one read and one write (a sync), so a longer wait is a
+// process holding it on purpose, and the caller gets ErrLocked instead of
+// hanging, whatever its context.
+const recordLockWait = 10 * time.Second
+
+// writeLock takes h's write lock (see hoststate.Handle.WriteLock),
+// waiting no longer than recordLockWait.
+func writeLock(h *hoststate.Handle) (unlock func(), err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), recordLockWait)
+	defer cancel()
+	unlock, err = h.WriteLock(ctx)
+	if err != nil {
+		return unlock, &FileError{Op: "record", Path: h.Path(), Err: fmt.Errorf("%w: %w", ErrLocked, err)}
+	}
+	return unlock, nil
 }
 
 // close: the last program of the name (no other holds the presence lock)
@@ -805,7 +824,7 @@ func (hr *hostRecord) close(c *counterFile) {
 		}
 		hr.mu.Lock()
 		defer hr.mu.Unlock()
-		unlock, err := hr.h.WriteLock()
+		unlock, err := writeLock(hr.h)
 		if err != nil {
 			return err
 		}
@@ -988,7 +1007,7 @@ func markRecordReleased(ctx context.Context, c *counterFile, name string, final 
 	}
 	defer h.Close()
 	err = c.withLockContext(ctx, func() error {
-		unlock, err := h.WriteLock()
+		unlock, err := writeLock(h)
 		if err != nil {
 			return err
 		}
@@ -1086,7 +1105,7 @@ func lowerRecords(ctx context.Context, c *counterFile, v uint64, o *options) err
 		if err != nil {
 			return recordError(p, r.Name, err)
 		}
-		unlock, err := h.WriteLock()
+		unlock, err := writeLock(h)
 		if err == nil {
 			r, err = h.Read()
 		}
