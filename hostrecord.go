@@ -602,7 +602,7 @@ func (hr *hostRecord) open(ctx context.Context, c *counterFile, f idForm, o *opt
 		if err != nil {
 			return err
 		}
-		unlock, err := writeLock(hr.h)
+		unlock, err := writeLock(ctx, hr.h)
 		if err != nil {
 			return err
 		}
@@ -680,7 +680,7 @@ func (hr *hostRecord) cover(base, cur, upTo uint64) error {
 	if hr.present && upTo <= hr.mark {
 		return nil
 	}
-	unlock, err := writeLock(hr.h)
+	unlock, err := writeLock(context.Background(), hr.h)
 	if err != nil {
 		return err
 	}
@@ -722,7 +722,7 @@ func (hr *hostRecord) cover(base, cur, upTo uint64) error {
 func (hr *hostRecord) raiseFloor(v uint64) error {
 	hr.mu.Lock()
 	defer hr.mu.Unlock()
-	unlock, err := writeLock(hr.h)
+	unlock, err := writeLock(context.Background(), hr.h)
 	if err != nil {
 		return err
 	}
@@ -753,7 +753,7 @@ func (hr *hostRecord) setNode(ctx context.Context, c *counterFile, f idForm, nod
 	return c.withLockContext(ctx, func() error {
 		hr.mu.Lock()
 		defer hr.mu.Unlock()
-		unlock, err := writeLock(hr.h)
+		unlock, err := writeLock(ctx, hr.h)
 		if err != nil {
 			return err
 		}
@@ -787,9 +787,9 @@ func (hr *hostRecord) setNode(ctx context.Context, c *counterFile, f idForm, nod
 const recordLockWait = 10 * time.Second
 
 // writeLock takes h's write lock (see hoststate.Handle.WriteLock),
-// waiting no longer than recordLockWait.
-func writeLock(h *hoststate.Handle) (unlock func(), err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), recordLockWait)
+// waiting no longer than ctx allows, and never longer than recordLockWait.
+func writeLock(ctx context.Context, h *hoststate.Handle) (unlock func(), err error) {
+	ctx, cancel := context.WithTimeout(ctx, recordLockWait)
 	defer cancel()
 	unlock, err = h.WriteLock(ctx)
 	if err != nil {
@@ -824,7 +824,7 @@ func (hr *hostRecord) close(c *counterFile) {
 		}
 		hr.mu.Lock()
 		defer hr.mu.Unlock()
-		unlock, err := writeLock(hr.h)
+		unlock, err := writeLock(context.Background(), hr.h)
 		if err != nil {
 			return err
 		}
@@ -1007,7 +1007,7 @@ func markRecordReleased(ctx context.Context, c *counterFile, name string, final 
 	}
 	defer h.Close()
 	err = c.withLockContext(ctx, func() error {
-		unlock, err := writeLock(h)
+		unlock, err := writeLock(ctx, h)
 		if err != nil {
 			return err
 		}
@@ -1105,7 +1105,7 @@ func lowerRecords(ctx context.Context, c *counterFile, v uint64, o *options) err
 		if err != nil {
 			return recordError(p, r.Name, err)
 		}
-		unlock, err := writeLock(h)
+		unlock, err := writeLock(ctx, h)
 		if err == nil {
 			r, err = h.Read()
 		}
