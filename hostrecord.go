@@ -380,6 +380,33 @@ func claimNumbers(p *hoststate.Place, name string, f idForm, node uint64, trust 
 	return nil
 }
 
+// canIssue refuses, before anything is made or claimed, a counter at path
+// that this user cannot write (or, missing, create), and one from which
+// form f, when it claims a node number or stride, has no number left to
+// hand out.
+func canIssue(ctx context.Context, path string, exists bool, f idForm, o *options) error {
+	if !exists {
+		dir := filepath.Dir(path)
+		if err := unix.Faccessat(unix.AT_FDCWD, dir, unix.W_OK|unix.X_OK, unix.AT_EACCESS); err != nil {
+			return &FileError{Op: "create", Path: path, Err: fmt.Errorf("this user cannot create files in %s: %w", dir, err)}
+		}
+		return nil
+	}
+	if err := unix.Faccessat(unix.AT_FDCWD, path, unix.R_OK|unix.W_OK, unix.AT_EACCESS); err != nil {
+		return &FileError{Op: "open", Path: path, Err: fmt.Errorf("this user cannot read and write the counter: %w", err)}
+	}
+	if f.limit == 0 || f.node == 0 && f.stride == 0 {
+		// Nothing to claim (an exhausted counter opens, and its first
+		// update fails), or a form the registry completes at its claim.
+		return nil
+	}
+	v, err := readCounterAt(ctx, path, o)
+	if err != nil {
+		return err
+	}
+	return (&counterFile{path: path, form: &f}).fits(v, 1, f.form == FormatDecimal)
+}
+
 // withRecord runs open (which creates or opens the counter file) with the
 // name's record judged first, before anything is created, and made or
 // updated after: the returned hold keeps it. file returns the counter open
@@ -481,7 +508,12 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 	}
 	// A claim made here is never given back, even if this Open fails:
 	// another Open of the name may rely on it already, and an unused
-	// claim only keeps the number for the name.
+	// claim only keeps the number for the name. So what would fail the
+	// Open after it is found first: a counter this user cannot write or
+	// create, or one already past the last number the form carries.
+	if err := canIssue(ctx, counterPath, exists, f, o); err != nil {
+		return nil, err
+	}
 	trust := func(uid uint32) bool { return trustedRecord(uid, cst.Uid) || ok && uid == r.Owner && trusts(r, cst) }
 	if err := claimNumbers(p, name, f, f.node, trust); err != nil {
 		return nil, err

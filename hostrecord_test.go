@@ -547,3 +547,57 @@ func TestRecordReplacedCounterStopsTheOldProgram(t *testing.T) {
 	_, err = g.NextN(1 << 20)
 	require.ErrorIs(t, err, ErrReplaced, "the old file hands out nothing more")
 }
+
+// An Open that would fail after claiming (a counter the form has no number
+// left in, one this user cannot write) is refused first: no record, no
+// node number and no stride is claimed for it.
+func TestRecordRefusedOpenClaimsNothing(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup func(t *testing.T, c string)
+		opts  []Option
+		want  error
+	}{
+		{"exhausted decimal", func(t *testing.T, c string) {
+			_, err := Init(c, 101)
+			require.NoError(t, err)
+		}, []Option{WithFormat(FormatDecimal), WithNodeNumber(171), WithMaxID(50)}, ErrExhausted},
+		{"exhausted striped", func(t *testing.T, c string) {
+			_, err := Init(c, 101)
+			require.NoError(t, err)
+		}, []Option{WithFormat(FormatStriped), WithStride(100), WithNodeNumber(17), WithMaxID(5000)}, ErrExhausted},
+		{"counter on a read-only mount", func(t *testing.T, c string) {
+			_, err := Init(c, 1)
+			require.NoError(t, err)
+			readOnly(t, filepath.Dir(c))
+		}, []Option{WithFormat(FormatStriped), WithStride(100), WithNodeNumber(17)}, unix.EROFS},
+		{"missing counter in a read-only directory", func(t *testing.T, c string) {
+			readOnly(t, filepath.Dir(c))
+		}, []Option{WithFormat(FormatDecimal), WithNodeNumber(17)}, unix.EROFS},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			place, dir := recordHost(t)
+			c := filepath.Join(dir, "counter.u64")
+			tc.setup(t, c)
+			_, err := Open(c, "vm1", append([]Option{WithBindingDir(place)}, tc.opts...)...)
+			require.ErrorIs(t, err, tc.want)
+			entries, rerr := os.ReadDir(place)
+			if !errors.Is(rerr, os.ErrNotExist) {
+				require.NoError(t, rerr)
+			}
+			for _, e := range entries {
+				require.True(t, e.Name()[0] == '.', "nothing claimed or recorded: %s", e.Name())
+			}
+		})
+	}
+}
+
+// readOnly bind-mounts dir read-only over itself for the rest of the test.
+func readOnly(t *testing.T, dir string) {
+	t.Helper()
+	requireRoot(t)
+	require.NoError(t, unix.Mount(dir, dir, "", unix.MS_BIND, ""))
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	require.NoError(t, unix.Mount("", dir, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""))
+}
