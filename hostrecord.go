@@ -472,7 +472,7 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 		return nil, recordError(p, name, err)
 	}
 	if !ok && own != "" {
-		if r, ok, err = adoptOwnRecord(p, own, name); err != nil {
+		if r, ok, err = adoptOwnRecord(p, own, name, o); err != nil {
 			return nil, err
 		}
 	}
@@ -532,7 +532,7 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 			return nil, err
 		}
 		nr := hoststate.Record{Name: name, Dev: c.dev, Ino: c.ino, Path: counterPath, Floor: v, Mark: v}
-		err = p.Create(nr, recordMode(st), recordGroup(st))
+		err = p.Create(nr, recordPerm(st))
 		if errors.Is(err, fs.ErrExist) {
 			// Another Open made it first: judged as any record.
 			if r, ok, err = p.Read(name); err == nil && ok {
@@ -555,6 +555,13 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 		}
 		return nil, recordError(p, name, err)
 	}
+	if euid := uint32(os.Geteuid()); euid == 0 || euid == h.Record().Owner {
+		// A record made before the counter's owner, group or mode
+		// changed follows them: its writers alone may open it.
+		if err := h.Conform(recordPerm(st)); err != nil {
+			o.logger.Warn("snapid: the record's owner and mode could not be made to follow the counter's", "record", h.Path(), "err", err)
+		}
+	}
 	step := uint64(recordStep)
 	if o.reg.registry != nil {
 		// No more than the registry's step: a crash's gap stays within
@@ -569,29 +576,26 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 	return hr, nil
 }
 
-// recordMode is the mode of a new record for a counter of mode st: its
-// owner's alone (no other user can read it, and so none can hold its
-// presence lock, see hostRecord.open), and its group's or everyone's too
-// when they may write the counter (they keep the record, as its writers).
-func recordMode(st unix.Stat_t) uint32 {
-	m := uint32(0o600)
+// recordPerm is who the record of a counter of status st belongs to: the
+// counter's owner (root gives it; any other maker is one of the
+// counter's writers and keeps it), so that a service's programs keep the
+// record root made for the service's counter; and its writers alone may
+// open it: its owner, its group when the group may write the counter
+// (the group's programs keep the record), everyone when everyone may. No
+// other user can read it, and so none can lock it (see hostRecord.open).
+func recordPerm(st unix.Stat_t) hoststate.Perm {
+	p := hoststate.Perm{Mode: 0o600, UID: -1, GID: -1}
+	if os.Geteuid() == 0 {
+		p.UID = int(st.Uid)
+	}
 	if st.Mode&0o020 != 0 {
-		m |= 0o060
+		p.Mode |= 0o060
+		p.GID = int(st.Gid)
 	}
 	if st.Mode&0o002 != 0 {
-		m |= 0o006
+		p.Mode |= 0o006
 	}
-	return m
-}
-
-// recordGroup is the group a new record gets: the counter's when its
-// group may write it (so that the group's programs can keep the record),
-// else the creator's.
-func recordGroup(st unix.Stat_t) int {
-	if st.Mode&0o020 != 0 {
-		return int(st.Gid)
-	}
-	return -1
+	return p
 }
 
 func recordError(p *hoststate.Place, name string, err error) error {
@@ -887,9 +891,16 @@ func (hr *hostRecord) drop() {
 // adoptOwnRecord moves name's record from own, the user's own place kept
 // while the host had none, into the host's place p (created there, as
 // any record; then removed from own).
-func adoptOwnRecord(p *hoststate.Place, own, name string) (hoststate.Record, bool, error) {
+func adoptOwnRecord(p *hoststate.Place, own, name string, o *options) (hoststate.Record, bool, error) {
 	op, err := hoststate.OpenPlace(own, hoststate.PlaceOptions{Owners: []uint32{0, uint32(os.Geteuid())}})
 	if errors.Is(err, fs.ErrNotExist) {
+		return hoststate.Record{}, false, nil
+	}
+	if errors.Is(err, fs.ErrPermission) {
+		// The home hidden from a hardened service (ProtectHome=yes): a
+		// record kept there while the host had no place stays there.
+		o.logger.Warn("snapid: this user's own place of records cannot be looked at (a home hidden from a service?); the host's place alone is used",
+			"place", own, "err", err)
 		return hoststate.Record{}, false, nil
 	}
 	if err != nil {
@@ -904,7 +915,12 @@ func adoptOwnRecord(p *hoststate.Place, own, name string) (hoststate.Record, boo
 		return r, false, nil
 	}
 	r.Gen = 0
-	if err := p.Create(r, 0o600, -1); err != nil && !errors.Is(err, fs.ErrExist) {
+	perm := hoststate.Perm{Mode: 0o600, UID: -1, GID: -1}
+	var st unix.Stat_t
+	if unix.Lstat(r.Path, &st) == nil && uint64(st.Dev) == r.Dev && st.Ino == r.Ino {
+		perm = recordPerm(st) // the counter's writers keep it, as any record
+	}
+	if err := p.Create(r, perm); err != nil && !errors.Is(err, fs.ErrExist) {
 		return r, false, recordError(p, name, err)
 	}
 	_ = op.Remove(name)
@@ -946,7 +962,7 @@ func migrateBinding(p *hoststate.Place, name string, o *options) (hoststate.Reco
 		}
 		v, _ := ReadCounter(path)
 		r := hoststate.Record{Name: name, Dev: st.Dev, Ino: st.Ino, Path: path, Floor: v, Mark: v}
-		if err := p.Create(r, recordMode(st), -1); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := p.Create(r, recordPerm(st)); err != nil && !errors.Is(err, fs.ErrExist) {
 			return hoststate.Record{}, false, recordError(p, name, err)
 		}
 		o.logger.Warn("snapid: the node name binding of an earlier version is now the host's record of the name", "binding", filepath.Join(d, name), "record", p.RecordPath(name))
@@ -1029,7 +1045,7 @@ func markRecordReleased(ctx context.Context, c *counterFile, name string, final 
 			return 0, &FileError{Op: "release", Path: c.path, Err: err}
 		}
 		r := hoststate.Record{Name: name, Dev: c.dev, Ino: c.ino, Path: c.path, Released: true, Mark: min(final, MaxNumber)}
-		if err := p.Create(r, recordMode(st), recordGroup(st)); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := p.Create(r, recordPerm(st)); err != nil && !errors.Is(err, fs.ErrExist) {
 			return 0, recordError(p, name, err)
 		}
 	}

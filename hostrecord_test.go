@@ -601,3 +601,39 @@ func readOnly(t *testing.T, dir string) {
 	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
 	require.NoError(t, unix.Mount("", dir, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""))
 }
+
+// A record belongs to its counter's owner, and only the counter's writers
+// may open it, as they change: root using a service's counter leaves the
+// service its own record, and a group that may no longer write the
+// counter can no longer open (and lock) its record.
+func TestRecordFollowsTheCounterOwnerAndMode(t *testing.T) {
+	requireRoot(t)
+	place, dir := recordHost(t)
+	c := filepath.Join(dir, "counter.u64")
+	_, err := Init(c, 1)
+	require.NoError(t, err)
+	const svc, grp = 65534, 65534
+	require.NoError(t, os.Chown(dir, svc, 0)) // the service's own directory
+	require.NoError(t, os.Chown(c, svc, 0))
+	rec := filepath.Join(place, "svc")
+	perm := func() (uid, gid, mode uint32) {
+		var st unix.Stat_t
+		require.NoError(t, unix.Stat(rec, &st))
+		return st.Uid, st.Gid, st.Mode & 0o7777
+	}
+	issue(t, c, "svc", 1, WithBindingDir(place))
+	uid, _, mode := perm()
+	require.Equal(t, uint32(svc), uid, "root made it for the service's counter: the service's")
+	require.Equal(t, uint32(0o600), mode)
+
+	require.NoError(t, os.Chown(c, svc, grp))
+	require.NoError(t, os.Chmod(c, 0o660))
+	issue(t, c, "svc", 1, WithBindingDir(place))
+	uid, gid, mode := perm()
+	require.Equal(t, []uint32{svc, grp, 0o660}, []uint32{uid, gid, mode}, "the group writes the counter: it keeps the record")
+
+	require.NoError(t, os.Chmod(c, 0o640))
+	issue(t, c, "svc", 1, WithBindingDir(place))
+	_, _, mode = perm()
+	require.Equal(t, uint32(0o600), mode, "the group only reads the counter now: it cannot open the record")
+}

@@ -18,7 +18,7 @@ func TestWriteLockWaitsNoLongerThanItsContext(t *testing.T) {
 	p, err := OpenPlace(dir, PlaceOptions{Create: true, Owners: own()})
 	require.NoError(t, err)
 	defer p.Close()
-	require.NoError(t, p.Create(Record{Name: "vm1", Floor: 1}, 0o644, -1))
+	require.NoError(t, p.Create(Record{Name: "vm1", Floor: 1}, Perm{Mode: 0o644, UID: -1, GID: -1}))
 	h, err := p.OpenHandle("vm1")
 	require.NoError(t, err)
 	defer h.Close()
