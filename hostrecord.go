@@ -159,14 +159,18 @@ func lastingPlace(p *hoststate.Place) error {
 
 // placeCanBeMade refuses to take the host's default place for missing
 // when what it would be made in is not the host's lasting /var/lib: the
-// directory above /var/lib/snapid missing (a /var not mounted yet), or
-// the nearest existing level on a tmpfs or ramfs (a service's
+// directory above /var/lib/snapid missing (a /var not mounted yet), a
+// mount point /etc/fstab lists at or above the place not mounted, or the
+// nearest existing level on a tmpfs or ramfs (a service's
 // TemporaryFileSystem=/var/lib): the real place may be hidden there.
 func placeCanBeMade() error {
 	lib := filepath.Dir(filepath.Dir(defaultBindingDir))
 	if !dirExists(lib) {
 		return &FileError{Op: "record", Path: defaultBindingDir, Err: fmt.Errorf(
 			"%w: %s does not exist (is its file system mounted?): the host's records of node names are kept under it", fs.ErrNotExist, lib)}
+	}
+	if at := hoststate.NotMounted(defaultBindingDir); at != "" {
+		return &FileError{Op: "record", Path: defaultBindingDir, Err: fmt.Errorf("%w: %w", fs.ErrNotExist, hoststate.NotMountedError(defaultBindingDir, at))}
 	}
 	for d := defaultBindingDir; ; d = filepath.Dir(d) {
 		var st unix.Statfs_t
