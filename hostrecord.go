@@ -228,7 +228,7 @@ type hostRecord struct {
 	p        *hoststate.Place
 	h        *hoststate.Handle
 	mu       sync.Mutex
-	mark     uint64                // the mark last read or written: updates up to it need no write
+	mark     uint64                // the mark this process last wrote and synced: updates up to it need no write
 	dev, ino uint64                // the counter's identity
 	step     uint64                // how far the mark goes ahead of the counter
 	trust    func(uid uint32) bool // whose claims speak for the counter (see claimNumbers)
@@ -683,7 +683,8 @@ func (hr *hostRecord) open(ctx context.Context, c *counterFile, f idForm, o *opt
 		changed := replaced || moved || v > r.Mark || (complete && !r.HasForm(nf)) || (f.node != 0 && r.Node == 0) || r.Released
 		r.Released = false // judged before: only a reclaim gets here
 		if !changed {
-			hr.mark = r.Mark
+			// (hr.mark stays 0: the first update writes the record, see
+			// cover.)
 			return nil
 		}
 		// The floor moves only with values known to be on disk (see
@@ -712,8 +713,8 @@ func (hr *hostRecord) due(upTo uint64) bool {
 
 // cover makes the record's mark cover upTo before the counter is stored at
 // it (the caller holds the counter's lock): a write only when the counter
-// passes the mark, which then goes a step ahead, and the floor to base,
-// the highest value this process synced.
+// passes the mark this process last wrote, which then goes a step ahead,
+// and the floor to base, the highest value this process synced.
 func (hr *hostRecord) cover(base, cur, upTo uint64) error {
 	hr.mu.Lock()
 	defer hr.mu.Unlock()
@@ -737,10 +738,11 @@ func (hr *hostRecord) cover(base, cur, upTo uint64) error {
 	if r.Released {
 		return &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf("%w: %q was released on this host while this process used it", ErrReleased, r.Name)}
 	}
-	if r.Mark >= upTo && r.Floor >= base {
-		hr.mark = r.Mark
-		return nil
-	}
+	// Written even when the record read covers upTo already: what was
+	// read may be a write whose sync failed (visible, not durable, and a
+	// later sync may report success without writing it), so a process
+	// issues only under a mark it wrote and synced itself: one write a
+	// step for each process.
 	r.Floor = max(r.Floor, base)
 	// A step ahead of the counter as it was (cur), and at least upTo: a
 	// crash leaves a gap of at most a step.

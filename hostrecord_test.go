@@ -7,10 +7,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/statefile"
 	"github.com/snapid/snapid/snapidtest"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -636,4 +639,44 @@ func TestRecordFollowsTheCounterOwnerAndMode(t *testing.T) {
 	issue(t, c, "svc", 1, WithBindingDir(place))
 	_, _, mode = perm()
 	require.Equal(t, uint32(0o600), mode, "the group only reads the counter now: it cannot open the record")
+}
+
+// recordSyncFaults fails the next syncs of records in place (fail of
+// them) and counts them.
+type recordSyncFaults struct {
+	statefile.OS
+	place       string
+	fail, syncs int
+}
+
+func (x *recordSyncFaults) SyncFile(f *os.File) error {
+	if strings.HasPrefix(f.Name(), x.place+string(filepath.Separator)) {
+		x.syncs++
+		if x.fail > 0 {
+			x.fail--
+			return syscall.EIO
+		}
+	}
+	return x.OS.SyncFile(f)
+}
+
+// A record write whose sync failed is visible but not durable: the next
+// update writes and syncs the record again rather than issue under the
+// mark it reads (with sync off, a power cut would take both the counter
+// and that mark, and the ids would be handed out again).
+func TestRecordWriteWhoseSyncFailedIsWrittenAgain(t *testing.T) {
+	place, dir := recordHost(t)
+	c := filepath.Join(dir, "counter.u64")
+	x := &recordSyncFaults{place: place}
+	g, err := Open(c, "vm1", WithBindingDir(place), WithSync(false), ExportWithFS(x))
+	require.NoError(t, err)
+	defer g.Close()
+	before := x.syncs
+	x.fail = 1
+	_, err = g.Next()
+	require.ErrorIs(t, err, syscall.EIO)
+	n, err := g.Next()
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), n)
+	require.Equal(t, 2, x.syncs-before, "the record synced again before the number was handed out")
 }
