@@ -69,6 +69,10 @@ func InitContext(ctx context.Context, path string, next uint64, opts ...Option) 
 		return 0, err
 	}
 	defer c.close()
+	// An operator's raise lasts whatever sync the programs run with: a
+	// power cut taking it would bring back what it raised the counter
+	// past (Repair does the same).
+	c.sync = true
 	err = c.withLockContext(ctx, func() error {
 		before, err = c.load()
 		switch {

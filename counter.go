@@ -409,6 +409,14 @@ func (c *counterFile) load() (uint64, error) {
 // store writes v in place at offset 0 and, when sync is on, waits for
 // fdatasync; the caller holds the lock.
 func (c *counterFile) store(v uint64) error {
+	return c.storeSynced(v, c.sync)
+}
+
+// storeSynced is store, waiting for fdatasync when sync says so. Only a
+// sync that follows this process's own write counts as durable (see
+// durable): after a sync of another's write failed, its pages are clean,
+// and a sync alone reports success without writing them.
+func (c *counterFile) storeSynced(v uint64, sync bool) error {
 	b := c.wbuf[:] // a field, so that passing it through fileIO allocates nothing
 	binary.LittleEndian.PutUint64(b, v)
 	if n, err := c.io.WriteAt(c.f, b, 0); err != nil || n != CounterSize {
@@ -427,7 +435,7 @@ func (c *counterFile) store(v uint64) error {
 		}
 		return &FileError{Op: "write", Path: c.path, Err: err}
 	}
-	if c.sync {
+	if sync {
 		if err := c.io.Sync(c.f); err != nil {
 			return &FileError{Op: "sync", Path: c.path, Err: err}
 		}
@@ -511,13 +519,12 @@ func (c *counterFile) advance(k uint64, decimal bool, hook advanceHook, gone, cl
 		k, _ = decimalSpan(base, k)
 	}
 	if !c.sync && cur > c.durable && c.host.due(base+k) {
-		// Sync off: the counter is synced once a step, as the record is
-		// written, so that the record's floor moves with it (a counter
-		// restored or zeroed below it is refused).
-		if err := c.io.Sync(c.f); err != nil {
-			return 0, &FileError{Op: "sync", Path: c.path, Err: err}
+		// Sync off: the counter is written again and synced once a step,
+		// as the record is written, so that the record's floor moves
+		// with it (a counter restored or zeroed below it is refused).
+		if err := c.storeSynced(cur, true); err != nil {
+			return 0, err
 		}
-		c.durable = cur
 	}
 	if err := c.host.cover(c.durable, cur, base+k); err != nil {
 		return 0, err
@@ -530,7 +537,7 @@ func (c *counterFile) advance(k uint64, decimal bool, hook advanceHook, gone, cl
 		// once, so that the counter is never more than about a step
 		// above what a restore is judged against.
 		if !c.sync {
-			if err := c.io.Sync(c.f); err != nil {
+			if err := c.io.Sync(c.f); err != nil { // of this process's own write, just made
 				return 0, &FileError{Op: "sync", Path: c.path, Err: err}
 			}
 			c.durable = max(c.durable, base+k)

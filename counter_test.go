@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapid/snapid/internal/hoststate"
 	"github.com/snapid/snapid/internal/testfs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -1557,4 +1558,75 @@ func ctHeldGroup(g *Generator, x *ctFaultIO, members int, beforeRelease func()) 
 	<-leaderDone
 	wg.Wait()
 	return ctGroupResult{leaderN: leaderN, leaderErr: leaderErr, nums: nums, errs: errs}
+}
+
+// lyingIO is the kernel's page cache after a failed fdatasync: the pages
+// it failed to write are marked clean, so a later fdatasync reports
+// success without writing them, until the file is written again. durable
+// is what a power cut would leave.
+type lyingIO struct {
+	mu      sync.Mutex
+	fail    int // syncs to fail
+	clean   bool
+	written uint64
+	durable uint64
+}
+
+func (x *lyingIO) ReadAt(f *os.File, b []byte, off int64) (int, error) { return f.ReadAt(b, off) }
+
+func (x *lyingIO) WriteAt(f *os.File, b []byte, off int64) (int, error) {
+	n, err := f.WriteAt(b, off)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if err == nil && len(b) == CounterSize {
+		x.written, _ = DecodeCounter(b)
+		x.clean = false
+	}
+	return n, err
+}
+
+func (x *lyingIO) Sync(f *os.File) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	switch {
+	case x.fail > 0:
+		x.fail--
+		x.clean = true
+		return syscall.EIO
+	case !x.clean:
+		x.durable = x.written
+	}
+	return nil
+}
+
+// With sync off, the floor the host's record keeps moves only with a
+// value synced after this process wrote it: a sync of a value another
+// process wrote, whose own sync failed, would report success and leave
+// the floor above what a power cut keeps (a restart then refused).
+func TestSyncOffFloorFollowsOnlyOwnWrites(t *testing.T) {
+	_, path := ctPath(t)
+	x := &lyingIO{}
+	opts := []Option{WithSync(false), withIO(x)}
+	g1 := ctOpen(t, path, opts...)
+	_, err := g1.Next()
+	require.NoError(t, err)
+	g2 := ctOpen(t, path, opts...)
+	x.mu.Lock()
+	x.fail = 1
+	x.mu.Unlock()
+	_, err = g2.Next()
+	require.ErrorIs(t, err, syscall.EIO)
+	g3 := ctOpen(t, path, opts...)
+	_, err = g3.Next()
+	require.NoError(t, err)
+
+	p, err := hoststate.OpenPlace(testBindingDir(path), hoststate.PlaceOptions{})
+	require.NoError(t, err)
+	defer p.Close()
+	r, ok, err := p.Read(ctName)
+	require.NoError(t, err)
+	require.True(t, ok)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	require.LessOrEqual(t, r.Floor, x.durable, "the floor is at most what a power cut keeps")
 }

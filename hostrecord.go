@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/snapid/snapid/internal/hoststate"
 	"github.com/snapid/snapid/internal/statefile"
@@ -157,14 +158,18 @@ func lastingPlace(p *hoststate.Place) error {
 
 // placeCanBeMade refuses to take the host's default place for missing
 // when what it would be made in is not the host's lasting /var/lib: the
-// directory above /var/lib/snapid missing (a /var not mounted yet), or
-// the nearest existing level on a tmpfs or ramfs (a service's
+// directory above /var/lib/snapid missing (a /var not mounted yet), a
+// mount point /etc/fstab lists at or above the place not mounted, or the
+// nearest existing level on a tmpfs or ramfs (a service's
 // TemporaryFileSystem=/var/lib): the real place may be hidden there.
 func placeCanBeMade() error {
 	lib := filepath.Dir(filepath.Dir(defaultBindingDir))
 	if !dirExists(lib) {
 		return &FileError{Op: "record", Path: defaultBindingDir, Err: fmt.Errorf(
 			"%w: %s does not exist (is its file system mounted?): the host's records of node names are kept under it", fs.ErrNotExist, lib)}
+	}
+	if at := hoststate.NotMounted(defaultBindingDir); at != "" {
+		return &FileError{Op: "record", Path: defaultBindingDir, Err: fmt.Errorf("%w: %w", fs.ErrNotExist, hoststate.NotMountedError(defaultBindingDir, at))}
 	}
 	for d := defaultBindingDir; ; d = filepath.Dir(d) {
 		var st unix.Statfs_t
@@ -222,7 +227,7 @@ type hostRecord struct {
 	p        *hoststate.Place
 	h        *hoststate.Handle
 	mu       sync.Mutex
-	mark     uint64                // the mark last read or written: updates up to it need no write
+	mark     uint64                // the mark this process last wrote and synced: updates up to it need no write
 	dev, ino uint64                // the counter's identity
 	step     uint64                // how far the mark goes ahead of the counter
 	trust    func(uid uint32) bool // whose claims speak for the counter (see claimNumbers)
@@ -383,6 +388,33 @@ func claimNumbers(p *hoststate.Place, name string, f idForm, node uint64, trust 
 	return nil
 }
 
+// canIssue refuses, before anything is made or claimed, a counter at path
+// that this user cannot write (or, missing, create), and one from which
+// form f, when it claims a node number or stride, has no number left to
+// hand out.
+func canIssue(ctx context.Context, path string, exists bool, f idForm, o *options) error {
+	if !exists {
+		dir := filepath.Dir(path)
+		if err := unix.Faccessat(unix.AT_FDCWD, dir, unix.W_OK|unix.X_OK, unix.AT_EACCESS); err != nil {
+			return &FileError{Op: "create", Path: path, Err: fmt.Errorf("this user cannot create files in %s: %w", dir, err)}
+		}
+		return nil
+	}
+	if err := unix.Faccessat(unix.AT_FDCWD, path, unix.R_OK|unix.W_OK, unix.AT_EACCESS); err != nil {
+		return &FileError{Op: "open", Path: path, Err: fmt.Errorf("this user cannot read and write the counter: %w", err)}
+	}
+	if f.limit == 0 || f.node == 0 && f.stride == 0 {
+		// Nothing to claim (an exhausted counter opens, and its first
+		// update fails), or a form the registry completes at its claim.
+		return nil
+	}
+	v, err := readCounterAt(ctx, path, o)
+	if err != nil {
+		return err
+	}
+	return (&counterFile{path: path, form: &f}).fits(v, 1, f.form == FormatDecimal)
+}
+
 // withRecord runs open (which creates or opens the counter file) with the
 // name's record judged first, before anything is created, and made or
 // updated after: the returned hold keeps it. file returns the counter open
@@ -447,7 +479,7 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 		return nil, recordError(p, name, err)
 	}
 	if !ok && own != "" {
-		if r, ok, err = adoptOwnRecord(p, own, name); err != nil {
+		if r, ok, err = adoptOwnRecord(p, own, name, o); err != nil {
 			return nil, err
 		}
 	}
@@ -491,7 +523,12 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 	}
 	// A claim made here is never given back, even if this Open fails:
 	// another Open of the name may rely on it already, and an unused
-	// claim only keeps the number for the name.
+	// claim only keeps the number for the name. So what would fail the
+	// Open after it is found first: a counter this user cannot write or
+	// create, or one already past the last number the form carries.
+	if err := canIssue(ctx, counterPath, exists, f, o); err != nil {
+		return nil, err
+	}
 	trust := func(uid uint32) bool { return trustedRecord(uid, cst.Uid) || ok && uid == r.Owner && trusts(r, cst) }
 	if err := claimNumbers(p, name, f, f.node, trust); err != nil {
 		return nil, err
@@ -516,7 +553,7 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 				return nil, err
 			}
 		}
-		err = p.Create(nr, recordMode(st), recordGroup(st))
+		err = p.Create(nr, recordPerm(st))
 		if errors.Is(err, fs.ErrExist) {
 			// Another Open made it first: judged as any record.
 			if r, ok, err = p.Read(name); err == nil && ok {
@@ -539,6 +576,13 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 		}
 		return nil, recordError(p, name, err)
 	}
+	if euid := uint32(os.Geteuid()); euid == 0 || euid == h.Record().Owner {
+		// A record made before the counter's owner, group or mode
+		// changed follows them: its writers alone may open it.
+		if err := h.Conform(recordPerm(st)); err != nil {
+			o.logger.Warn("snapid: the record's owner and mode could not be made to follow the counter's", "record", h.Path(), "err", err)
+		}
+	}
 	step := uint64(recordStep)
 	if o.reg.registry != nil {
 		// No more than the registry's step: a crash's gap stays within
@@ -553,29 +597,26 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 	return hr, nil
 }
 
-// recordMode is the mode of a new record for a counter of mode st: its
-// owner's alone (no other user can read it, and so none can hold its
-// presence lock, see hostRecord.open), and its group's or everyone's too
-// when they may write the counter (they keep the record, as its writers).
-func recordMode(st unix.Stat_t) uint32 {
-	m := uint32(0o600)
+// recordPerm is who the record of a counter of status st belongs to: the
+// counter's owner (root gives it; any other maker is one of the
+// counter's writers and keeps it), so that a service's programs keep the
+// record root made for the service's counter; and its writers alone may
+// open it: its owner, its group when the group may write the counter
+// (the group's programs keep the record), everyone when everyone may. No
+// other user can read it, and so none can lock it (see hostRecord.open).
+func recordPerm(st unix.Stat_t) hoststate.Perm {
+	p := hoststate.Perm{Mode: 0o600, UID: -1, GID: -1}
+	if os.Geteuid() == 0 {
+		p.UID = int(st.Uid)
+	}
 	if st.Mode&0o020 != 0 {
-		m |= 0o060
+		p.Mode |= 0o060
+		p.GID = int(st.Gid)
 	}
 	if st.Mode&0o002 != 0 {
-		m |= 0o006
+		p.Mode |= 0o006
 	}
-	return m
-}
-
-// recordGroup is the group a new record gets: the counter's when its
-// group may write it (so that the group's programs can keep the record),
-// else the creator's.
-func recordGroup(st unix.Stat_t) int {
-	if st.Mode&0o020 != 0 {
-		return int(st.Gid)
-	}
-	return -1
+	return p
 }
 
 func recordError(p *hoststate.Place, name string, err error) error {
@@ -618,7 +659,7 @@ func (hr *hostRecord) open(ctx context.Context, c *counterFile, f idForm, o *opt
 		if err != nil {
 			return err
 		}
-		unlock, err := hr.h.WriteLock()
+		unlock, err := writeLock(ctx, hr.h)
 		if err != nil {
 			return err
 		}
@@ -679,7 +720,8 @@ func (hr *hostRecord) open(ctx context.Context, c *counterFile, f idForm, o *opt
 			changed = changed || adopted
 		}
 		if !changed {
-			hr.mark = r.Mark
+			// (hr.mark stays 0: the first update writes the record, see
+			// cover.)
 			old.remove(o, hr.h.Path())
 			return nil
 		}
@@ -732,17 +774,17 @@ func counterForms(p *hoststate.Place, c *counterFile, st unix.Stat_t, v uint64) 
 
 // cover makes the record's mark cover upTo before the counter is stored at
 // it (the caller holds the counter's lock): a write only when the counter
-// passes the mark, which then goes a step ahead, and the floor to base,
-// the highest value this process synced.
+// passes the mark this process last wrote, which then goes a step ahead,
+// and the floor to base, the highest value this process synced.
 func (hr *hostRecord) cover(base, cur, upTo uint64) error {
 	hr.mu.Lock()
 	defer hr.mu.Unlock()
 	if hr.present && upTo <= hr.mark {
 		return nil
 	}
-	unlock, err := hr.h.WriteLock()
+	unlock, err := writeLock(context.Background(), hr.h)
 	if err != nil {
-		return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+		return err
 	}
 	defer unlock()
 	r, err := hr.h.Read()
@@ -757,10 +799,11 @@ func (hr *hostRecord) cover(base, cur, upTo uint64) error {
 	if r.Released {
 		return &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf("%w: %q was released on this host while this process used it", ErrReleased, r.Name)}
 	}
-	if r.Mark >= upTo && r.Floor >= base {
-		hr.mark = r.Mark
-		return nil
-	}
+	// Written even when the record read covers upTo already: what was
+	// read may be a write whose sync failed (visible, not durable, and a
+	// later sync may report success without writing it), so a process
+	// issues only under a mark it wrote and synced itself: one write a
+	// step for each process.
 	r.Floor = max(r.Floor, base)
 	// A step ahead of the counter as it was (cur), and at least upTo: a
 	// crash leaves a gap of at most a step.
@@ -782,9 +825,9 @@ func (hr *hostRecord) cover(base, cur, upTo uint64) error {
 func (hr *hostRecord) raiseFloor(v uint64) error {
 	hr.mu.Lock()
 	defer hr.mu.Unlock()
-	unlock, err := hr.h.WriteLock()
+	unlock, err := writeLock(context.Background(), hr.h)
 	if err != nil {
-		return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+		return err
 	}
 	defer unlock()
 	r, err := hr.h.Read()
@@ -815,7 +858,7 @@ func (hr *hostRecord) useRegistryForm(ctx context.Context, c *counterFile, f idF
 	err := c.withLockContext(ctx, func() error {
 		hr.mu.Lock()
 		defer hr.mu.Unlock()
-		unlock, err := hr.h.WriteLock()
+		unlock, err := writeLock(ctx, hr.h)
 		if err != nil {
 			return err
 		}
@@ -862,9 +905,9 @@ func (hr *hostRecord) setNumber(ctx context.Context, with func(context.Context, 
 	return with(ctx, func(*counterFile) error {
 		hr.mu.Lock()
 		defer hr.mu.Unlock()
-		unlock, err := hr.h.WriteLock()
+		unlock, err := writeLock(ctx, hr.h)
 		if err != nil {
-			return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+			return err
 		}
 		defer unlock()
 		r, err := hr.h.Read()
@@ -904,27 +947,51 @@ func (hr *hostRecord) number() (node, stride uint64, err error) {
 	return r.Node, r.Stride, nil
 }
 
+// recordLockWait bounds every wait for a record's write lock: a program
+// holds it for one read and one write (a sync), so a longer wait is a
+// process holding it on purpose, and the caller gets ErrLocked instead of
+// hanging, whatever its context.
+const recordLockWait = 10 * time.Second
+
+// writeLock takes h's write lock (see hoststate.Handle.WriteLock),
+// waiting no longer than ctx allows, and never longer than recordLockWait.
+func writeLock(ctx context.Context, h *hoststate.Handle) (unlock func(), err error) {
+	ctx, cancel := context.WithTimeout(ctx, recordLockWait)
+	defer cancel()
+	unlock, err = h.WriteLock(ctx)
+	if err != nil {
+		return unlock, &FileError{Op: "record", Path: h.Path(), Err: fmt.Errorf("%w: %w", ErrLocked, err)}
+	}
+	return unlock, nil
+}
+
 // close: the last program of the name (no other holds the presence lock)
 // records the counter's value as the mark, and as the floor as far as it
-// synced it, so that the next start finds a clean close. It never waits
-// for the counter's lock: when another process holds it (one opening now,
-// which then closes the record in its turn), the record stays as it is.
+// synced it, so that the next start finds a clean close.
+//
+// Holding the presence lock alone is what makes the counter still: every
+// program of the name holds it shared while it issues. The counter's lock
+// is taken when it can be had at once; when it cannot, its holder is one
+// opening the name (it waits for the presence lock next, and must find
+// the clean close, not a crash) or an operator raising the counter, and
+// the record is closed without it: a value raised meanwhile is above the
+// mark written, which reads as clean.
 func (hr *hostRecord) close(c *counterFile) {
+	defer hr.drop()
 	if !hr.present || !hr.h.Lock(true) {
 		// Others use the name: the last of them closes the record. (A
 		// closer that is not the last holds no lock here, so that it
 		// never keeps the last one from its write.)
-		hr.drop()
 		return
 	}
-	_ = c.tryWithLock(func() error {
+	write := func() error {
 		v, err := c.load()
 		if err != nil {
 			return err
 		}
 		hr.mu.Lock()
 		defer hr.mu.Unlock()
-		unlock, err := hr.h.WriteLock()
+		unlock, err := writeLock(context.Background(), hr.h)
 		if err != nil {
 			return err
 		}
@@ -940,8 +1007,10 @@ func (hr *hostRecord) close(c *counterFile) {
 		r.Floor = floor
 		r.Mark = v // a clean close: the next start goes on from v
 		return hr.h.Write(r)
-	})
-	hr.drop()
+	}
+	if err := c.tryWithLock(write); errors.Is(err, unix.EWOULDBLOCK) {
+		_ = write()
+	}
 }
 
 // drop closes the record and its place.
@@ -953,9 +1022,16 @@ func (hr *hostRecord) drop() {
 // adoptOwnRecord moves name's record from own, the user's own place kept
 // while the host had none, into the host's place p (created there, as
 // any record; then removed from own).
-func adoptOwnRecord(p *hoststate.Place, own, name string) (hoststate.Record, bool, error) {
+func adoptOwnRecord(p *hoststate.Place, own, name string, o *options) (hoststate.Record, bool, error) {
 	op, err := hoststate.OpenPlace(own, hoststate.PlaceOptions{Owners: []uint32{0, uint32(os.Geteuid())}})
 	if errors.Is(err, fs.ErrNotExist) {
+		return hoststate.Record{}, false, nil
+	}
+	if errors.Is(err, fs.ErrPermission) {
+		// The home hidden from a hardened service (ProtectHome=yes): a
+		// record kept there while the host had no place stays there.
+		o.logger.Warn("snapid: this user's own place of records cannot be looked at (a home hidden from a service?); the host's place alone is used",
+			"place", own, "err", err)
 		return hoststate.Record{}, false, nil
 	}
 	if err != nil {
@@ -970,7 +1046,12 @@ func adoptOwnRecord(p *hoststate.Place, own, name string) (hoststate.Record, boo
 		return r, false, nil
 	}
 	r.Gen = 0
-	if err := p.Create(r, 0o600, -1); err != nil && !errors.Is(err, fs.ErrExist) {
+	perm := hoststate.Perm{Mode: 0o600, UID: -1, GID: -1}
+	var st unix.Stat_t
+	if unix.Lstat(r.Path, &st) == nil && uint64(st.Dev) == r.Dev && st.Ino == r.Ino {
+		perm = recordPerm(st) // the counter's writers keep it, as any record
+	}
+	if err := p.Create(r, perm); err != nil && !errors.Is(err, fs.ErrExist) {
 		return r, false, recordError(p, name, err)
 	}
 	_ = op.Remove(name)
@@ -1012,7 +1093,7 @@ func migrateBinding(p *hoststate.Place, name string, o *options) (hoststate.Reco
 		}
 		v, _ := ReadCounter(path)
 		r := hoststate.Record{Name: name, Dev: st.Dev, Ino: st.Ino, Path: path, Floor: v, Mark: v}
-		if err := p.Create(r, recordMode(st), -1); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := p.Create(r, recordPerm(st)); err != nil && !errors.Is(err, fs.ErrExist) {
 			return hoststate.Record{}, false, recordError(p, name, err)
 		}
 		o.logger.Warn("snapid: the node name binding of an earlier version is now the host's record of the name", "binding", filepath.Join(d, name), "record", p.RecordPath(name))
@@ -1090,7 +1171,7 @@ func markReleasedIn(ctx context.Context, p *hoststate.Place, c *counterFile, nam
 			return 0, &FileError{Op: "release", Path: c.path, Err: err}
 		}
 		r := hoststate.Record{Name: name, Dev: c.dev, Ino: c.ino, Path: c.path, Released: true, Mark: min(final, MaxNumber)}
-		if err := p.Create(r, recordMode(st), recordGroup(st)); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := p.Create(r, recordPerm(st)); err != nil && !errors.Is(err, fs.ErrExist) {
 			return 0, recordError(p, name, err)
 		}
 	}
@@ -1100,7 +1181,7 @@ func markReleasedIn(ctx context.Context, p *hoststate.Place, c *counterFile, nam
 	}
 	defer h.Close()
 	err = c.withLockContext(ctx, func() error {
-		unlock, err := h.WriteLock()
+		unlock, err := writeLock(ctx, h)
 		if err != nil {
 			return err
 		}
@@ -1198,7 +1279,7 @@ func lowerRecords(ctx context.Context, c *counterFile, v uint64, o *options) err
 		if err != nil {
 			return recordError(p, r.Name, err)
 		}
-		unlock, err := h.WriteLock()
+		unlock, err := writeLock(ctx, h)
 		if err == nil {
 			r, err = h.Read()
 		}

@@ -1,14 +1,19 @@
 package snapid_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/statefile"
 	"github.com/snapid/snapid/snapidtest"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -178,6 +183,11 @@ func TestRecordReleasedHonouredWithoutRegistry(t *testing.T) {
 	require.NoError(t, err)
 	_, err = Open(c, "vm1", WithBindingDir(place))
 	require.ErrorIs(t, err, ErrReleased)
+	other := filepath.Join(dir, "other.u64")
+	_, err = Open(other, "vm1", WithBindingDir(place))
+	require.ErrorIs(t, err, ErrReleased, "another counter under the released name")
+	_, err = os.Stat(other)
+	require.ErrorIs(t, err, os.ErrNotExist, "the refused Open makes nothing")
 }
 
 // writeCounter writes v over the counter at path in place, as a restore
@@ -526,4 +536,184 @@ func TestReadHostFilesFromTheRecords(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "a_web", hf.Name)
 	require.Equal(t, "web_1", hf.Released)
+}
+
+// The last program of a name closes the record cleanly even while another
+// process holds the counter's lock (one opening the name, which waits for
+// this program's presence lock next): the opener finds a clean close, so
+// it neither raises the counter nor warns of a crash.
+func TestRecordClosedCleanlyWhileAnOpenerHoldsTheCounterLock(t *testing.T) {
+	place, dir := recordHost(t)
+	c := filepath.Join(dir, "counter.u64")
+	g, err := Open(c, "vm1", WithBindingDir(place))
+	require.NoError(t, err)
+	_, err = g.NextN(3)
+	require.NoError(t, err)
+
+	f, err := os.Open(c)
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, unix.Flock(int(f.Fd()), unix.LOCK_EX))
+	require.NoError(t, g.Close())
+	require.NoError(t, unix.Flock(int(f.Fd()), unix.LOCK_UN))
+
+	var log bytes.Buffer
+	g, err = Open(c, "vm1", WithBindingDir(place), WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
+	require.NoError(t, err)
+	id, err := g.Next()
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	require.Equal(t, uint64(4), id, "the next number follows the last one")
+	require.NotContains(t, log.String(), "raised", "a clean close reads as one")
+}
+
+// A program whose counter was replaced at its path by one raised past the
+// record's mark (the name went with the replacement) hands out nothing
+// more from the old file.
+func TestRecordReplacedCounterStopsTheOldProgram(t *testing.T) {
+	place, dir := recordHost(t)
+	c := filepath.Join(dir, "counter.u64")
+	g, err := Open(c, "vm1", WithBindingDir(place))
+	require.NoError(t, err)
+	defer g.Close()
+	_, err = g.NextN(3)
+	require.NoError(t, err)
+	high := EncodeCounter(1 << 40)
+	require.NoError(t, os.WriteFile(c+".new", high[:], 0o600))
+	require.NoError(t, os.Rename(c+".new", c))
+	g2, err := Open(c, "vm1", WithBindingDir(place))
+	require.NoError(t, err, "the replacement takes the name over")
+	defer g2.Close()
+	_, err = g.NextN(1 << 20)
+	require.ErrorIs(t, err, ErrReplaced, "the old file hands out nothing more")
+}
+
+// An Open that would fail after claiming (a counter the form has no number
+// left in, one this user cannot write) is refused first: no record, no
+// node number and no stride is claimed for it.
+func TestRecordRefusedOpenClaimsNothing(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup func(t *testing.T, c string)
+		opts  []Option
+		want  error
+	}{
+		{"exhausted decimal", func(t *testing.T, c string) {
+			_, err := Init(c, 101)
+			require.NoError(t, err)
+		}, []Option{WithFormat(FormatDecimal), WithNodeNumber(171), WithMaxID(50)}, ErrExhausted},
+		{"exhausted striped", func(t *testing.T, c string) {
+			_, err := Init(c, 101)
+			require.NoError(t, err)
+		}, []Option{WithFormat(FormatStriped), WithStride(100), WithNodeNumber(17), WithMaxID(5000)}, ErrExhausted},
+		{"counter on a read-only mount", func(t *testing.T, c string) {
+			_, err := Init(c, 1)
+			require.NoError(t, err)
+			readOnly(t, filepath.Dir(c))
+		}, []Option{WithFormat(FormatStriped), WithStride(100), WithNodeNumber(17)}, unix.EROFS},
+		{"missing counter in a read-only directory", func(t *testing.T, c string) {
+			readOnly(t, filepath.Dir(c))
+		}, []Option{WithFormat(FormatDecimal), WithNodeNumber(17)}, unix.EROFS},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			place, dir := recordHost(t)
+			c := filepath.Join(dir, "counter.u64")
+			tc.setup(t, c)
+			_, err := Open(c, "vm1", append([]Option{WithBindingDir(place)}, tc.opts...)...)
+			require.ErrorIs(t, err, tc.want)
+			entries, rerr := os.ReadDir(place)
+			if !errors.Is(rerr, os.ErrNotExist) {
+				require.NoError(t, rerr)
+			}
+			for _, e := range entries {
+				require.True(t, e.Name()[0] == '.', "nothing claimed or recorded: %s", e.Name())
+			}
+		})
+	}
+}
+
+// readOnly bind-mounts dir read-only over itself for the rest of the test.
+func readOnly(t *testing.T, dir string) {
+	t.Helper()
+	requireRoot(t)
+	require.NoError(t, unix.Mount(dir, dir, "", unix.MS_BIND, ""))
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	require.NoError(t, unix.Mount("", dir, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""))
+}
+
+// A record belongs to its counter's owner, and only the counter's writers
+// may open it, as they change: root using a service's counter leaves the
+// service its own record, and a group that may no longer write the
+// counter can no longer open (and lock) its record.
+func TestRecordFollowsTheCounterOwnerAndMode(t *testing.T) {
+	requireRoot(t)
+	place, dir := recordHost(t)
+	c := filepath.Join(dir, "counter.u64")
+	_, err := Init(c, 1)
+	require.NoError(t, err)
+	const svc, grp = 65534, 65534
+	require.NoError(t, os.Chown(dir, svc, 0)) // the service's own directory
+	require.NoError(t, os.Chown(c, svc, 0))
+	rec := filepath.Join(place, "svc")
+	perm := func() (uid, gid, mode uint32) {
+		var st unix.Stat_t
+		require.NoError(t, unix.Stat(rec, &st))
+		return st.Uid, st.Gid, st.Mode & 0o7777
+	}
+	issue(t, c, "svc", 1, WithBindingDir(place))
+	uid, _, mode := perm()
+	require.Equal(t, uint32(svc), uid, "root made it for the service's counter: the service's")
+	require.Equal(t, uint32(0o600), mode)
+
+	require.NoError(t, os.Chown(c, svc, grp))
+	require.NoError(t, os.Chmod(c, 0o660))
+	issue(t, c, "svc", 1, WithBindingDir(place))
+	uid, gid, mode := perm()
+	require.Equal(t, []uint32{svc, grp, 0o660}, []uint32{uid, gid, mode}, "the group writes the counter: it keeps the record")
+
+	require.NoError(t, os.Chmod(c, 0o640))
+	issue(t, c, "svc", 1, WithBindingDir(place))
+	_, _, mode = perm()
+	require.Equal(t, uint32(0o600), mode, "the group only reads the counter now: it cannot open the record")
+}
+
+// recordSyncFaults fails the next syncs of records in place (fail of
+// them) and counts them.
+type recordSyncFaults struct {
+	statefile.OS
+	place       string
+	fail, syncs int
+}
+
+func (x *recordSyncFaults) SyncFile(f *os.File) error {
+	if strings.HasPrefix(f.Name(), x.place+string(filepath.Separator)) {
+		x.syncs++
+		if x.fail > 0 {
+			x.fail--
+			return syscall.EIO
+		}
+	}
+	return x.OS.SyncFile(f)
+}
+
+// A record write whose sync failed is visible but not durable: the next
+// update writes and syncs the record again rather than issue under the
+// mark it reads (with sync off, a power cut would take both the counter
+// and that mark, and the ids would be handed out again).
+func TestRecordWriteWhoseSyncFailedIsWrittenAgain(t *testing.T) {
+	place, dir := recordHost(t)
+	c := filepath.Join(dir, "counter.u64")
+	x := &recordSyncFaults{place: place}
+	g, err := Open(c, "vm1", WithBindingDir(place), WithSync(false), ExportWithFS(x))
+	require.NoError(t, err)
+	defer g.Close()
+	before := x.syncs
+	x.fail = 1
+	_, err = g.Next()
+	require.ErrorIs(t, err, syscall.EIO)
+	n, err := g.Next()
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), n)
+	require.Equal(t, 2, x.syncs-before, "the record synced again before the number was handed out")
 }

@@ -135,10 +135,17 @@ func readOpenInto(f *os.File, st unix.Stat_t, name string, b []byte) (Record, in
 	return r, slot, nil
 }
 
+// Perm is who a record belongs to: its mode, owner and group (-1: the
+// creator's).
+type Perm struct {
+	Mode     uint32
+	UID, GID int
+}
+
 // Create makes name's record holding r (both slots, generation 1 unless
-// r has one), with mode and group gid (-1: the creator's). It fails with
-// fs.ErrExist when the name has a record: never replaced.
-func (p *Place) Create(r Record, mode uint32, gid int) error {
+// r has one), with perm. It fails with fs.ErrExist when the name has a
+// record: never replaced.
+func (p *Place) Create(r Record, perm Perm) error {
 	if r.Gen == 0 {
 		r.Gen = 1
 	}
@@ -146,7 +153,7 @@ func (p *Place) Create(r Record, mode uint32, gid int) error {
 	if err != nil {
 		return err
 	}
-	return p.dir.CreateGroup(r.Name, b, mode, gid)
+	return p.dir.CreateOwned(r.Name, b, perm.Mode, perm.UID, perm.GID)
 }
 
 // Replace puts r in place of name's record (a new file renamed over it):
@@ -217,6 +224,39 @@ func (p *Place) OpenHandle(name string) (*Handle, error) {
 		return nil, err
 	}
 	return h, nil
+}
+
+// Conform gives the record perm where it differs (an owner or group of -1
+// is left as it is): as far as this user may, which is all of it for
+// root and the mode and group for the record's owner.
+func (h *Handle) Conform(perm Perm) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(h.f.Fd()), &st); err != nil {
+		return &fs.PathError{Op: "stat", Path: h.f.Name(), Err: err}
+	}
+	uid, gid := -1, -1
+	if perm.UID >= 0 && uint32(perm.UID) != st.Uid {
+		uid = perm.UID
+	}
+	if perm.GID >= 0 && uint32(perm.GID) != st.Gid {
+		gid = perm.GID
+	}
+	if uid >= 0 || gid >= 0 {
+		if err := unix.Fchown(int(h.f.Fd()), uid, gid); err != nil {
+			return &fs.PathError{Op: "chown", Path: h.f.Name(), Err: err}
+		}
+	}
+	if st.Mode&0o7777 != perm.Mode || uid >= 0 || gid >= 0 {
+		// (chown may clear set-id bits; the mode is set after it.)
+		if err := unix.Fchmod(int(h.f.Fd()), perm.Mode); err != nil {
+			return &fs.PathError{Op: "chmod", Path: h.f.Name(), Err: err}
+		}
+	}
+	if err := unix.Fstat(int(h.f.Fd()), &h.st); err != nil {
+		return &fs.PathError{Op: "stat", Path: h.f.Name(), Err: err}
+	}
+	h.rec.Owner, h.rec.Group = h.st.Uid, h.st.Gid
+	return nil
 }
 
 // Read reads the record again (another process of the host may have

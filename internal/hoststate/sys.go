@@ -1,9 +1,11 @@
 package hoststate
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"time"
 
 	"github.com/snapid/snapid/internal/statefile"
 	"golang.org/x/sys/unix"
@@ -54,15 +56,29 @@ func (p *Place) Sync() error {
 // lets it go: a read and the write that follows it are one step for every
 // program of the host, also for two using two counter files under the
 // name (a replacement taking it over, while the old file's programs run).
-// Only the counter's writers can open the record, so it waits on no
-// stranger.
-func (h *Handle) WriteLock() (unlock func(), err error) {
+// A program holds it for one read and one write; WriteLock waits for it no
+// longer than ctx allows (a process that can open the record could hold
+// it for ever), and then returns an error wrapping ctx's cause.
+func (h *Handle) WriteLock(ctx context.Context) (unlock func(), err error) {
 	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: 1}
+	wait := 50 * time.Microsecond
 	for {
-		err = unix.FcntlFlock(h.f.Fd(), unix.F_OFD_SETLKW, &lk)
-		if err != unix.EINTR {
+		err = unix.FcntlFlock(h.f.Fd(), unix.F_OFD_SETLK, &lk)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != unix.EAGAIN && err != unix.EACCES {
 			break
 		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return func() {}, &fs.PathError{Op: "lock", Path: h.f.Name(), Err: fmt.Errorf(
+				"another process holds the record's write lock (a program of the name holds it for one read and one write): %w", context.Cause(ctx))}
+		case <-t.C:
+		}
+		wait = min(wait*2, 10*time.Millisecond)
 	}
 	if err != nil {
 		return func() {}, &fs.PathError{Op: "lock", Path: h.f.Name(), Err: err}

@@ -82,7 +82,19 @@ func (d *disk) WriteAt(f *os.File, b []byte, off int64) (int, error) {
 		return 0, &fs.PathError{Op: "write", Path: f.Name(), Err: err}
 	}
 	d.pauseFlush(f)
-	return unix.Pwrite(int(f.Fd()), b, off)
+	n, err := unix.Pwrite(int(f.Fd()), b, off)
+	if n > 0 {
+		// Written again: its pages are dirty, and the next fsync writes
+		// them (a modification time, coarse as the clock's tick, may not
+		// have moved).
+		var st unix.Stat_t
+		if unix.Fstat(int(f.Fd()), &st) == nil {
+			d.mu.Lock()
+			delete(d.lied, st.Ino)
+			d.mu.Unlock()
+		}
+	}
+	return n, err
 }
 
 func (d *disk) Sync(f *os.File) error { return d.sync(f) }

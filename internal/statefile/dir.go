@@ -216,7 +216,7 @@ func (d *Dir) writeTemp(base string, b []byte, mode uint32) (string, error) {
 // place, the temporary name removed, the directory synced). It fails with
 // fs.ErrExist if name exists, which is never replaced.
 func (d *Dir) Create(name string, b []byte, mode uint32) error {
-	return d.CreateGroup(name, b, mode, -1)
+	return d.CreateOwned(name, b, mode, -1, -1)
 }
 
 // Replace puts b at name in d, replacing what is there (a synced
@@ -369,17 +369,17 @@ func (d *Dir) OpenFile(name string, write bool) (*os.File, unix.Stat_t, error) {
 	return os.NewFile(uintptr(fd), d.join(name)), st, nil
 }
 
-// CreateGroup is Create giving the new file the group gid first (-1
-// keeps the creator's group); a group the creator cannot give is an
-// error, and nothing is created.
-func (d *Dir) CreateGroup(name string, b []byte, mode uint32, gid int) error {
+// CreateOwned is Create giving the new file the owner uid and group gid
+// first (-1 keeps the creator's); an owner or group the creator cannot
+// give is an error, and nothing is created.
+func (d *Dir) CreateOwned(name string, b []byte, mode uint32, uid, gid int) error {
 	tmp, err := d.writeTemp(name, b, mode)
 	if err != nil {
 		return err
 	}
-	if gid >= 0 {
+	if uid >= 0 || gid >= 0 {
 		// chown may clear set-id bits but never the permission bits.
-		if err := unix.Fchownat(d.fd, tmp, -1, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err := unix.Fchownat(d.fd, tmp, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			_ = unix.Unlinkat(d.fd, tmp, 0)
 			return &fs.PathError{Op: "chown", Path: d.join(tmp), Err: err}
 		}
