@@ -83,10 +83,6 @@ type counterFile struct {
 	// are refused before anything is taken (see advance). Set at Open,
 	// then read-only.
 	form *idForm
-	// formCheck, when not nil, is run under the lock before every update
-	// (a striped Generator's: its form must still be the counter's, see
-	// formhistory.go). Set at Open, then read-only.
-	formCheck func() error
 	// host is the host's record of the name: its mark must cover every
 	// value a Generator's update stores (see hostRecord.cover). Set at
 	// Open, before any update; nil on a counter opened to be read or
@@ -489,10 +485,15 @@ func (c *counterFile) advance(k uint64, decimal bool, hook advanceHook, gone, cl
 	if err != nil {
 		return 0, err
 	}
-	if c.formCheck != nil {
-		if err := c.formCheck(); err != nil {
+	// How far it is known to have gone: what this process saw, and the
+	// host's record (see hostRecord.check).
+	high := c.high
+	if c.host != nil {
+		up, err := c.host.check(cur)
+		if err != nil {
 			return 0, err
 		}
+		high = max(high, up)
 	}
 	if err := c.fits(cur, k, decimal); err != nil {
 		return 0, err // before the registry is asked for room
@@ -502,14 +503,14 @@ func (c *counterFile) advance(k uint64, decimal bool, hook advanceHook, gone, cl
 	case hook != nil:
 		// A decimal request's numbers are not known before base is: the
 		// registry is asked for room for the most it can take.
-		if base, err = hook.check(cur, spanBound(k, decimal), c.high); err != nil {
+		if base, err = hook.check(cur, spanBound(k, decimal), high); err != nil {
 			return 0, err
 		}
-	case cur < c.high:
-		base = c.high
+	case cur < high:
+		base = high
 		c.log.Error("snapid: the counter went backwards while in use (restored from a backup or copied over?); "+
-			"raising it above the highest value this process read or wrote. Other processes that started since may have "+
-			"issued numbers again: without a registry nothing records how far they went",
+			"raising it above the highest value this process read or wrote, and above the host's record of how far the name's programs went "+
+			"when it went below the record's floor. A process that started since may have issued numbers again if it went back less than a step",
 			"path", c.path, "counter", cur, "to", base)
 	}
 	if err := c.fits(base, k, decimal); err != nil {

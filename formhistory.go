@@ -153,26 +153,13 @@ func adoptForm(c *counterFile, r *hoststate.Record, fm idForm) (raised uint64, c
 	return raised, true, nil
 }
 
-// stillCurrent refuses, under the counter's lock at each update of a
-// striped Generator, a counter whose record another Generator changed to
-// another striped form since this one adopted its own. The record is
-// read once (a 4 KiB read compared with the copy last read, decoded only
-// when it changed: one write a step of the counter, see cover).
-func (hr *hostRecord) stillCurrent(fm idForm) error {
-	hr.mu.Lock()
-	defer hr.mu.Unlock()
+// stillCurrent refuses a striped Generator's update when the record r
+// shows that another Generator changed the counter to another striped
+// form since this one adopted its own (see hostRecord.check, which holds
+// hr.mu).
+func (hr *hostRecord) stillCurrent(r hoststate.Record, fm idForm) error {
 	if hr.formLeft != nil {
 		return hr.formLeft // refused at every later update too
-	}
-	same, err := hr.h.Unchanged()
-	if err != nil {
-		return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
-	}
-	r := hr.h.Record()
-	if !same {
-		if r, err = hr.h.Read(); err != nil {
-			return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
-		}
 	}
 	if r.Gen == hr.formGen {
 		return nil
@@ -197,10 +184,12 @@ func logRaise(o *options, path string, raised uint64, fm idForm) {
 	}
 }
 
-// watchForm has every update of a striped Generator on c check that its
-// form is still the counter's (see stillCurrent).
-func (hr *hostRecord) watchForm(c *counterFile, fm idForm) {
+// watchForm has every update of a striped Generator check that its form
+// is still the counter's (see stillCurrent).
+func (hr *hostRecord) watchForm(fm idForm) {
 	if fm.form == FormatStriped {
-		c.formCheck = func() error { return hr.stillCurrent(fm) }
+		hr.mu.Lock()
+		hr.striped = &fm
+		hr.mu.Unlock()
 	}
 }

@@ -158,7 +158,7 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 	g := &Generator{name: name, path: counterPath, log: o.logger, file: file, stats: newGenStats(), form: form, clock: o.clock}
 	g.host = hr
 	if o.reg.registry == nil {
-		hr.watchForm(file, form)
+		hr.watchForm(form)
 	}
 	fail := func() {
 		hr.close(file) // as a clean close: the name's record left as found

@@ -239,6 +239,7 @@ type hostRecord struct {
 	// its refusal (the form was left).
 	formGen  uint64
 	formLeft error
+	striped  *idForm // a striped Generator's form, checked at every update (see watchForm)
 	log      interface {
 		Warn(string, ...any)
 	}
@@ -737,6 +738,42 @@ func (hr *hostRecord) open(ctx context.Context, c *counterFile, f idForm, o *opt
 	})
 }
 
+// check runs under the counter's lock before every update from cur. The
+// record is read once (a 4 KiB read compared with the copy last read,
+// decoded only when it changed: one write a step of each process, see
+// cover). A striped Generator's form must still be the counter's (see
+// stillCurrent). A counter below the record's floor went back (restored
+// or copied over in place while this process runs) further than what
+// this process saw itself can tell: check returns the record's mark, at
+// or above every number any program of the name may have handed out, to
+// raise it to (0: no raise).
+func (hr *hostRecord) check(cur uint64) (raise uint64, err error) {
+	hr.mu.Lock()
+	defer hr.mu.Unlock()
+	if hr.formLeft != nil {
+		return 0, hr.formLeft
+	}
+	same, err := hr.h.Unchanged()
+	if err != nil {
+		return 0, &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+	}
+	r := hr.h.Record()
+	if !same {
+		if r, err = hr.h.Read(); err != nil {
+			return 0, &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+		}
+	}
+	if hr.striped != nil {
+		if err := hr.stillCurrent(r, *hr.striped); err != nil {
+			return 0, err
+		}
+	}
+	if cur < r.Floor && r.Dev == hr.dev && r.Ino == hr.ino {
+		return max(r.Floor, r.Mark), nil
+	}
+	return 0, nil
+}
+
 // due reports whether cover(…, upTo) writes the record.
 func (hr *hostRecord) due(upTo uint64) bool {
 	hr.mu.Lock()
@@ -892,7 +929,7 @@ func (hr *hostRecord) useRegistryForm(ctx context.Context, c *counterFile, f idF
 	if err != nil {
 		return err
 	}
-	hr.watchForm(c, f)
+	hr.watchForm(f)
 	return nil
 }
 

@@ -717,3 +717,26 @@ func TestRecordWriteWhoseSyncFailedIsWrittenAgain(t *testing.T) {
 	require.Equal(t, uint64(1), n)
 	require.Equal(t, 2, x.syncs-before, "the record synced again before the number was handed out")
 }
+
+// A counter restored in place while a program runs, below the record's
+// floor, is raised at that program's next update to the record's mark,
+// whatever that program saw itself: another program of the name went
+// further than it knows.
+func TestRecordRestoreBelowTheFloorRaisedForARunningProgram(t *testing.T) {
+	for _, at := range []uint64{100, 1100} { // below what the running program saw, and above it
+		place, dir := recordHost(t)
+		c := filepath.Join(dir, "counter.u64")
+		issue(t, c, "vm1", 100, WithBindingDir(place))
+		b, err := Open(c, "vm1", WithBindingDir(place))
+		require.NoError(t, err)
+		n, err := b.Next()
+		require.NoError(t, err)
+		require.Equal(t, uint64(101), n)
+		issue(t, c, "vm1", 3000, WithBindingDir(place)) // 102..3101
+		writeCounter(t, c, at)
+		n, err = b.Next()
+		require.NoError(t, err)
+		require.Greater(t, n, uint64(3101), "restored to %d: raised past every number handed out", at)
+		require.NoError(t, b.Close())
+	}
+}

@@ -219,7 +219,9 @@
 // another ran on with the old one; "close-held": a host's last process
 // held closing while another opened; "heartbeat-removed-when-taken": a
 // host's heartbeat file removed the moment its record said "taken",
-// before the other processes polled it); a test fails if a run of
+// before the other processes polled it; "restored-below-floor": a
+// standalone host's counter restored in place, below its record's floor,
+// while its processes ran); a test fails if a run of
 // histories never reaches one, and TestSimulation prints the histories
 // that reached each of the events named in reachedEvents
 // ("sim: reached: …").

@@ -446,6 +446,7 @@ func Generate(seed uint64, steps int) History {
 	addCassandra(&h)
 	addCLI(&h)
 	addRollback(&h)
+	addRollbackBelowFloor(&h)
 	addFreezes(&h)
 	return h
 }

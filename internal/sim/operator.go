@@ -239,14 +239,25 @@ func (w *world) restoreLive(ho *host, leases, floors bool) {
 	}
 	witness := -1
 	if !ho.cfg.Registry {
-		// Without a registry only a process that saw the later value
-		// raises the counter back, at its next update of the counter,
-		// and one that starts before that raise may repeat
-		// (docs/guarantees.md): the history restores a strict host's
-		// counter under one process, which every number since the copy
-		// went through, and that process takes the next number.
-		if witness = w.onlyWitness(ho); witness < 0 || ho.cfg.Block > 0 {
+		// Without a registry a counter restored below the host's
+		// record's floor is raised to its mark by the next update of any
+		// running process, and refused to every Open meanwhile. One
+		// restored less than a step back is raised only by a process that
+		// saw the later value, and one that starts before that raise may
+		// repeat (docs/guarantees.md): the history then restores a strict
+		// host's counter under one process, which every number since the
+		// copy went through, and that process takes the next number.
+		below := false
+		if old, err := snapid.DecodeCounter(ho.backup[ho.counter]); err == nil {
+			r, ok := hostRecord(ho)
+			below = ok && old < r.Floor
+		}
+		if witness = w.onlyWitness(ho); !below && (witness < 0 || ho.cfg.Block > 0) {
 			return
+		}
+		if below {
+			witness = -1
+			w.reached["restored-below-floor"]++
 		}
 	}
 	// The counter only: a whole directory (counter and mark together)

@@ -43,3 +43,41 @@ func addRollback(h *History) {
 	at := rng.IntN(len(h.Steps) + 1)
 	h.Steps = append(h.Steps[:at], append(steps, h.Steps[at:]...)...)
 }
+
+// addRollbackBelowFloor gives a history with a standalone host in the
+// name or striped form a counter put back in place from a copy more than
+// a step behind, below the host's record's floor, while a process that
+// never saw the later value runs: p1 takes over two steps of numbers after the
+// copy and closes, the counter is put back, and p0, which took one number
+// before the copy, takes the next: the record's floor, not what p0 saw,
+// raises it (hostRecord.check). Then p1 opens again and takes one. One
+// history in four (rng from the history's seed).
+func addRollbackBelowFloor(h *History) {
+	rng := rand.New(rand.NewPCG(h.Seed, 0xf100))
+	if rng.IntN(4) != 0 {
+		return
+	}
+	host := -1
+	for i, c := range h.Hosts {
+		if !c.Registry && c.Form != snapid.FormatDecimal {
+			host = i
+			break
+		}
+	}
+	if host < 0 {
+		return
+	}
+	steps := []Step{
+		{Kind: KClose, Host: host, Proc: 1}, {Kind: KClose, Host: host, Proc: 2},
+		{Kind: KOpen, Host: host, Proc: 0}, {Kind: KOpen, Host: host, Proc: 1},
+		{Kind: KNext, Host: host, Proc: 0, N: 1},
+		{Kind: KBackup, Host: host},
+		{Kind: KNext, Host: host, Proc: 1, N: 2100 + uint64(rng.IntN(1000))},
+		{Kind: KClose, Host: host, Proc: 1},
+		{Kind: KRestoreLive, Host: host},
+		{Kind: KNext, Host: host, Proc: 0, N: 1},
+		{Kind: KOpen, Host: host, Proc: 1}, {Kind: KNext, Host: host, Proc: 1, N: 1},
+	}
+	at := rng.IntN(len(h.Steps) + 1)
+	h.Steps = append(h.Steps[:at], append(steps, h.Steps[at:]...)...)
+}
