@@ -531,6 +531,15 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 		return nil, err
 	}
 	trust := func(uid uint32) bool { return trustedRecord(uid, cst.Uid) || ok && uid == r.Owner && trusts(r, cst) }
+	if exists {
+		v, err := readCounterAt(ctx, counterPath, o)
+		if err != nil {
+			return nil, err
+		}
+		if err := precheckOldFiles(p, r, name, counterPath, v, f, o, trust); err != nil {
+			return nil, err
+		}
+	}
 	if err := claimNumbers(p, name, f, f.node, trust); err != nil {
 		return nil, err
 	}

@@ -275,9 +275,10 @@ func notOurs(err error) bool {
 }
 
 // readOld reads the file at path: nil when it is not there or not ours
-// (then listed in skipped).
+// (then listed in skipped). Root's files are ours too: root ran the
+// earlier version with this counter.
 func (of *oldFiles) readOld(path string) ([]byte, error) {
-	b, err := readSmallFile(path, false)
+	b, _, err := statefile.ReadSmallOwnedOrRoot(path, false)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, nil
@@ -410,6 +411,57 @@ func (of *oldFiles) claimOthers(p *hoststate.Place, name string) {
 			_, _, _, _ = p.Claim("#node-"+strconv.FormatUint(n.number, 10), n.name)
 		}
 	}
+}
+
+// ownNumbers returns the node numbers and the stride the files say name
+// issued under (the forms in them were the counter's, and so the name's):
+// the node number a registry gave name, each decimal form's, and the
+// striped form in use's node number and stride (0: none).
+func (of *oldFiles) ownNumbers(name string) (nodes []uint64, stride uint64) {
+	for _, e := range of.forms {
+		switch {
+		case e.registry != "" && e.registry != name:
+		case e.registry != "" || e.form == FormatDecimal:
+			nodes = append(nodes, e.node)
+		case e.form == FormatStriped && e.current:
+			nodes, stride = append(nodes, e.node), e.stride
+		}
+	}
+	return nodes, stride
+}
+
+// precheckOldFiles reads the files an earlier version kept beside the
+// counter at path (at v now) before anything is made for name: a damaged
+// one refuses the Open, a striped form f their history refuses (a raise
+// past its bound) too, and the node numbers and stride they say name
+// issued under are claimed for it, as its own Opens claimed them then
+// (another name taking them would repeat its ids). rec is the name's
+// record, if it has one.
+func precheckOldFiles(p *hoststate.Place, rec hoststate.Record, name, path string, v uint64, f idForm, o *options, trust func(uint32) bool) error {
+	of, err := readOldFiles(path, v)
+	if err != nil || len(of.ours) == 0 {
+		return err
+	}
+	of.merge(&rec, name, v)
+	if f.form == FormatStriped && o.reg.registry == nil {
+		if _, err := stripedRaise(rec.Forms, f, v, path); err != nil {
+			return err
+		}
+	}
+	nodes, stride := of.ownNumbers(name)
+	if stride != 0 && f.form != FormatStriped {
+		// (A striped Open claims its own stride: the history raises the
+		// counter past the ids of the one it leaves.)
+		if err := claimNumbers(p, name, idForm{form: FormatStriped, stride: stride}, 0, trust); err != nil {
+			return err
+		}
+	}
+	for _, n := range nodes {
+		if err := claimNumbers(p, name, idForm{}, n, trust); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // remove removes the files read (the record holds what they said, synced)

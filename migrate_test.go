@@ -1,8 +1,10 @@
 package snapid
 
 import (
+	"errors"
 	"fmt"
 	"hash/crc32"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -401,4 +403,60 @@ func TestMigrateReadsNumberFile(t *testing.T) {
 	}
 	_, err := decodeNumberFile([]byte("snapid-number 2\nname vm1\nnumber 0\nstride 0\nclaim 0000000000000000\n"))
 	require.ErrorIs(t, err, ErrCorruptNumber)
+}
+
+// The node numbers and stride an earlier version's files say a name
+// issued under are claimed for it at its first Open, whatever form that
+// Open asks for: another name cannot take them and repeat its ids.
+func TestMigrateClaimsTheNamesNumbers(t *testing.T) {
+	t.Run("decimal", func(t *testing.T) {
+		dir, path := oldHost(t, 5, map[string][]byte{
+			numberSuffix: encodeNumberFile(numberRecord{name: "ma", number: 3}),
+			formsSuffix:  encodeForms(formHistory{{registry: "ma", node: 3}, {form: FormatDecimal, node: 3}}, 1),
+		})
+		g, err := Open(path, "ma", WithSync(false))
+		require.NoError(t, err)
+		require.NoError(t, g.Close())
+		_, err = Open(filepath.Join(dir, "b"), "mb", WithFormat(FormatDecimal), WithNodeNumber(3))
+		require.ErrorIs(t, err, ErrNumberBound)
+	})
+	t.Run("striped", func(t *testing.T) {
+		dir, path := oldHost(t, 50, map[string][]byte{formsSuffix: encodeForms(formHistory{stripedCurrent(10, 3)}, 1)})
+		g, err := Open(path, "ma", WithSync(false))
+		require.NoError(t, err)
+		require.NoError(t, g.Close())
+		_, err = Open(filepath.Join(dir, "b"), "mb", WithFormat(FormatStriped), WithStride(100), WithNodeNumber(13))
+		require.ErrorIs(t, err, ErrStrideMismatch)
+	})
+}
+
+// What an earlier version's files refuse is refused before anything is
+// made: a damaged history makes no record of the name, and a history
+// that puts the form asked for past its bound claims no node number or
+// stride.
+func TestMigrateRefusalMakesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		v     uint64
+		files map[string][]byte
+		opts  []Option
+		want  error
+	}{
+		{"damaged history", 5, map[string][]byte{formsSuffix: []byte("garbage\n")}, nil, ErrCorruptForms},
+		{"form past its bound", 100, map[string][]byte{formsSuffix: encodeForms(formHistory{striped(1000, 3, 100)}, 1)},
+			[]Option{WithFormat(FormatStriped), WithStride(10), WithNodeNumber(5), WithMaxID(5000)}, ErrExhausted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, path := oldHost(t, tc.v, tc.files)
+			_, err := Open(path, "vm1", append([]Option{WithSync(false)}, tc.opts...)...)
+			require.ErrorIs(t, err, tc.want)
+			entries, rerr := os.ReadDir(testBindingDir(path))
+			if !errors.Is(rerr, fs.ErrNotExist) {
+				require.NoError(t, rerr)
+			}
+			for _, e := range entries {
+				require.True(t, e.Name()[0] == '.', "nothing recorded or claimed: %s", e.Name())
+			}
+		})
+	}
 }

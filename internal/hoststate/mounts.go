@@ -63,8 +63,9 @@ func fstabPoints(b []byte) []string {
 func unitPoints(b []byte) []string {
 	var out []string
 	for _, l := range strings.Split(string(b), "\n") {
-		if at, ok := strings.CutPrefix(strings.TrimSpace(l), "Where="); ok {
-			out = append(out, strings.TrimSpace(at))
+		// (systemd takes the spaces around "=" away.)
+		if k, v, ok := strings.Cut(l, "="); ok && strings.TrimSpace(k) == "Where" {
+			out = append(out, strings.TrimSpace(v))
 		}
 	}
 	return out

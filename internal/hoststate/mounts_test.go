@@ -17,7 +17,8 @@ UUID=3 none swap sw 0 0
 UUID=4 /srv/with\040space xfs defaults 0 2
 `))
 	points = append(points, unitPoints([]byte("[Unit]\nDescription=data\n\n[Mount]\nWhat=/dev/sdc1\nWhere=/data\nType=xfs\n"))...)
-	require.Equal(t, []string{"/", "/var/lib/snapid", "/srv/with space", "/data"}, points)
+	points = append(points, unitPoints([]byte("[Mount]\nWhat=/dev/sdd1\nWhere = /spaced\n"))...)
+	require.Equal(t, []string{"/", "/var/lib/snapid", "/srv/with space", "/data", "/spaced"}, points)
 	mounted := mountedPoints([]byte(`22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
 30 22 8:4 / /srv/with\040space rw shared:3 - xfs /dev/sdb1 rw
 `))

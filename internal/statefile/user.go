@@ -199,6 +199,16 @@ func ReadSmallOwned(path string, follow bool) ([]byte, int64, error) {
 	return readSmallChecked(unix.AT_FDCWD, path, follow, nil, func(st unix.Stat_t) error { return CheckOwner(path, st) })
 }
 
+// ReadSmallOwnedOrRoot is ReadSmallOwned that also reads a file of root's.
+func ReadSmallOwnedOrRoot(path string, follow bool) ([]byte, int64, error) {
+	return readSmallChecked(unix.AT_FDCWD, path, follow, nil, func(st unix.Stat_t) error {
+		if st.Uid == 0 {
+			return nil
+		}
+		return CheckOwner(path, st)
+	})
+}
+
 // CheckDirOwner checks the directories leading to the counter at path,
 // so that no other user can swap the counter, or the directory it is in,
 // for another one under the same path:
