@@ -288,13 +288,19 @@ func trustedRecord(uid, counterUID uint32) bool {
 // trusts is trustedRecord for the record r and the counter of status st,
 // which also trusts a record that names this very counter made by one of
 // its writers (its group, when group-writable; anyone, when writable by
-// all): a writer of the counter can change the counter itself.
+// all): a writer of the counter can change the counter itself. Root and
+// the counter's owner trust any record that names the very counter they
+// hold (one a former owner or writer made, before a chown or chmod): the
+// record then follows the counter (see hoststate.Handle.Conform).
 func trusts(r hoststate.Record, st unix.Stat_t) bool {
 	if trustedRecord(r.Owner, st.Uid) {
 		return true
 	}
-	return r.Dev == uint64(st.Dev) && r.Ino == st.Ino && st.Nlink > 0 &&
-		(st.Mode&0o002 != 0 || st.Mode&0o020 != 0 && r.Group == st.Gid)
+	same := r.Dev == uint64(st.Dev) && r.Ino == st.Ino && st.Nlink > 0
+	if euid := uint32(os.Geteuid()); same && (euid == 0 || euid == st.Uid) {
+		return true
+	}
+	return same && (st.Mode&0o002 != 0 || st.Mode&0o020 != 0 && r.Group == st.Gid)
 }
 
 // judgeRecord refuses the record r of name for the counter at counterPath

@@ -290,9 +290,10 @@ func TestRecordRegistryStrideIsTheHosts(t *testing.T) {
 	issue(t, filepath.Join(dir, "c.u64"), "c", 1, WithBindingDir(place), WithFormat(FormatStriped), WithNodeNumber(3), WithStride(10))
 }
 
-// A record another user made for a counter not theirs (device and inode
-// can be read by anyone) denies the name but is never adopted: root does
-// not write it, and its path is not followed.
+// A record another user made denies the name for any other counter, and
+// is not written nor its path followed; one that names root's very counter
+// (device and inode can be read by anyone) is taken by root as the
+// counter's, and given to the counter's owner.
 func TestRecordOfAnotherUserNotAdopted(t *testing.T) {
 	requireRoot(t)
 	place, dir := recordHost(t)
@@ -304,12 +305,18 @@ func TestRecordOfAnotherUserNotAdopted(t *testing.T) {
 	require.NoError(t, os.Remove(rec))
 	require.NoError(t, os.WriteFile(rec, b, 0o644))
 	require.NoError(t, os.Chown(rec, nobody, nobody))
-	_, err = Open(c, "vm1", WithBindingDir(place))
+	_, err = Open(filepath.Join(dir, "other.u64"), "vm1", WithBindingDir(place))
 	require.ErrorIs(t, err, ErrNameBound)
 	require.Contains(t, err.Error(), "user nobody")
 	after, err := os.ReadFile(rec)
 	require.NoError(t, err)
 	require.Equal(t, b, after, "not written")
+
+	ids := issue(t, c, "vm1", 1, WithBindingDir(place))
+	require.Equal(t, []string{"vm1-4"}, ids)
+	var st unix.Stat_t
+	require.NoError(t, unix.Stat(rec, &st))
+	require.Equal(t, []uint32{0, 0o600}, []uint32{st.Uid, st.Mode & 0o7777}, "the counter's owner's, for its writers alone")
 }
 
 // A record is readable by its counter's writers alone: no other user can
@@ -394,8 +401,9 @@ func TestRecordCrashRaiseWhateverPathKeptTheMark(t *testing.T) {
 
 // A record made by a writer of the counter (its group, the counter being
 // group-writable) speaks for that counter: its owner and root use it, as
-// the writer does. A record of a user who cannot write the counter still
-// only denies the name.
+// the writer does. Once the group no longer writes the counter, root
+// still takes the record that names the very counter, and gives it to the
+// counter's owner, for its writers alone.
 func TestRecordOfAGroupWriterTrusted(t *testing.T) {
 	requireRoot(t)
 	for _, tc := range []struct {
@@ -410,16 +418,16 @@ func TestRecordOfAGroupWriterTrusted(t *testing.T) {
 		require.NoError(t, os.Chown(c, 1234, 4321))
 		require.NoError(t, os.Chown(filepath.Join(place, "grp"), nobody, 4321))
 		g, err := Open(c, "grp", WithBindingDir(place))
-		if !tc.trusted {
-			require.ErrorIs(t, err, ErrNameBound, "mode %o", tc.mode)
-			require.Contains(t, err.Error(), "user nobody")
-			continue
-		}
 		require.NoError(t, err, "mode %o", tc.mode)
 		id, err := g.UniqueID()
 		require.NoError(t, err)
 		require.Equal(t, "grp-3", id)
 		require.NoError(t, g.Close())
+		var st unix.Stat_t
+		require.NoError(t, unix.Stat(filepath.Join(place, "grp"), &st))
+		if !tc.trusted {
+			require.Equal(t, []uint32{1234, 0o600}, []uint32{st.Uid, st.Mode & 0o7777}, "given to the counter's owner")
+		}
 	}
 }
 
@@ -739,4 +747,29 @@ func TestRecordRestoreBelowTheFloorRaisedForARunningProgram(t *testing.T) {
 		require.Greater(t, n, uint64(3101), "restored to %d: raised past every number handed out", at)
 		require.NoError(t, b.Close())
 	}
+}
+
+// A counter given to another user: root's next Open trusts the record
+// that names that very counter, whoever made it, and gives it to the
+// counter's new owner.
+func TestRecordFollowsACounterGivenToAnotherUser(t *testing.T) {
+	requireRoot(t)
+	place, dir := recordHost(t)
+	c := filepath.Join(dir, "counter.u64")
+	_, err := Init(c, 1)
+	require.NoError(t, err)
+	const alice, bob = 65534, 65533
+	require.NoError(t, os.Chown(dir, alice, alice))
+	require.NoError(t, os.Chown(c, alice, alice))
+	issue(t, c, "svc", 1, WithBindingDir(place))
+	rec := filepath.Join(place, "svc")
+	var st unix.Stat_t
+	require.NoError(t, unix.Stat(rec, &st))
+	require.Equal(t, uint32(alice), st.Uid)
+
+	require.NoError(t, os.Chown(dir, bob, bob))
+	require.NoError(t, os.Chown(c, bob, bob))
+	issue(t, c, "svc", 1, WithBindingDir(place))
+	require.NoError(t, unix.Stat(rec, &st))
+	require.Equal(t, uint32(bob), st.Uid, "the record follows the counter to its new owner")
 }
