@@ -49,6 +49,34 @@
 // Generator reserves a block of numbers at a time and serves it from
 // memory.
 //
+// # The host's record of each name
+//
+// Every Open, with a registry or without, keeps the host's one record of
+// its name (see DefaultBindingDir): which counter file issues under it,
+// the id forms and node number used under it, whether it was released,
+// and a floor and a mark kept a step ahead of the counter. An Open is
+// refused when the record names another counter (ErrNameBound) or the
+// counter is below the floor (ErrRolledBack; with a registry it is raised
+// instead), and after a crash the first program of the name raises the
+// counter to the mark. How: hostrecord.go, and package internal/hoststate.
+//
+// # With a registry
+//
+// The host's first process claims the name and records the claim's
+// session beside the counter; the host's other processes join it. A mark
+// file beside the counter holds the host's reserved-up-to mark, written
+// after the registry's and extended a step at a time; the last process out
+// sets the mark back to the counter. One process of the host refreshes the
+// claim's last-seen for all of them. How: reservation.go, heartbeat.go and
+// hostfiles.go.
+//
+// # Integer sequences
+//
+// A Sequence (Generator.Sequence) hands out plain integers, unique across
+// the cluster, from ranges a SequenceRegistry leases to the host; the
+// host's processes take blocks of them from a lease file beside the
+// counter. How: seqrefill.go, seqlease.go and seqtake.go.
+//
 // # Logging
 //
 // A Generator reports what an operator should know and no error returns —

@@ -8,10 +8,10 @@ import (
 	"time"
 )
 
-// One heartbeat per host. Every process of a host used to refresh the
-// claim's last-seen in the registry once per heartbeat interval, so the
-// registry's load grew with processes; now one process of the host, the
-// holder, does it for all of them.
+// One heartbeat per host. One process of the host, the holder, refreshes
+// the claim's last-seen in the registry once per heartbeat interval for
+// all of the host's processes, so the registry's load grows with hosts,
+// not processes.
 //
 //	<counter>.heartbeat   40 bytes: "snaphb02", a hash of the claim's
 //	                      session, when the last refresh that reached the
@@ -54,9 +54,9 @@ import (
 // refresh that hangs until its timeout does not keep the process from
 // reading the record. A refresh the registry refuses because the name is
 // another owner's (ErrNameTaken) is written to the record, and every
-// process of the host stops issuing at its next poll, as each did at its
-// own refresh before. A success never overwrites that state for the same
-// session (the update reads the record under the byte lock first).
+// process of the host stops issuing at its next poll. A success never
+// overwrites that state for the same session (the update reads the record
+// under the byte lock first).
 //
 // The record is written in place and never synced: it only tells the
 // host's running processes what the registry said, and after a power cut

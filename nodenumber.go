@@ -21,6 +21,19 @@ import (
 // write it, and the first process of every claim checks it against the
 // registry. An Open without a numbering registry takes them from the
 // record too (see useRecordedNumber).
+//
+// Where a name's node number comes from: a registry that gives numbers
+// (NumberRegistry) gives it at the name's first claim, for the claim's
+// holder only, and it never changes (kept across restarts, releases and
+// take-overs); without one, it is configured (WithNodeNumber, snapctl's
+// --node-number). A WithNodeNumber or WithStride that is not the
+// registry's, or a form the name's known number cannot use, is refused
+// before the claim changes anything (precheckNumber). On every path the
+// host claims the number for one name, and the host's stride, in its
+// records' place (claimNumbers in hostrecord.go: entries "#node-<n>" and
+// "#stride" created without replacing, so of two Opens at once one
+// decides and the other is refused with ErrNumberBound or
+// ErrStrideMismatch).
 
 // claimNumber, for the first process of the host after its claim (h),
 // has the name's node number given if the registry gives numbers, learns

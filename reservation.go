@@ -12,6 +12,62 @@ import (
 	"time"
 )
 
+// Claims, sessions and the mark on a host (files: hostfiles.go).
+//
+// Every process using a name with a registry holds a shared flock on
+// <counter>.presence; start-up and close take an exclusive flock on
+// <counter>.owner (the gate), so "I am the first" (enter) and "I am the
+// last" (close) are decided without races.
+//
+// The host's first process claims the name (claim): Registry.Claim covers
+// the counter as it is (Claim.Floor) and writes a fresh random session
+// into the row (Holder.Session); the process records it in
+// <counter>.session with the name and owner token, raises the counter to
+// the registry's mark (and WithTakeover's floor), writes the mark file and
+// extends the mark a step. The host's other processes do not claim again,
+// which would replace the session the running ones hold: they join (join,
+// verifyJoin), refusing another name than the session file's
+// (ErrNameMismatch) or a file of another format or owner token
+// (ErrCorruptSession). Extensions, heartbeats (heartbeat.go) and the
+// return of the reservation are conditional on the session, so a copy of
+// the counter directory (same owner token) that claims the name later, on
+// this machine or another, supersedes the original: the original's next
+// extension fails, it stops at its mark, and the copy starts above it.
+//
+// <counter>.mark holds the host's mark and a floor (markState). The
+// registry is always written before it, so it never exceeds the
+// registry's mark for the session:
+//
+//   - every counter update checks that its numbers stay at or below the
+//     mark (check); past half a step a background extension starts
+//     (extendInBackground); at the mark the caller waits for a synchronous
+//     one (Generator.take), and fails with ErrReservationExhausted if the
+//     registry cannot be reached;
+//   - an extension (extend) moves the registry's mark old → new,
+//     conditional on owner, session and old mark, to a step above the
+//     counter, then the mark file (adopt); a step is the greater of
+//     WithReserveStep and what the host issued in the last
+//     WithOutageHorizon, at most maxStepGrowth times the step before
+//     (nextStep), so that an outage of about half the horizon does not
+//     stop issuance at a steady rate and a crash leaves a gap of at most
+//     a step;
+//   - every update records the counter's new value as the mark file's
+//     floor (committed); a counter found below that floor, or below the
+//     highest value the process saw, was rolled back while in use and is
+//     raised before anything is issued;
+//   - the last process out (close) reads the registry's mark and sets it
+//     back to the counter (to the floor if the counter went backwards),
+//     then the mark file, so a clean restart leaves no gap; it lets its
+//     presence lock go before the gate, so that a process starting
+//     meanwhile cannot take the closing one for a running one.
+//
+// A counter restored together with its mark file (a whole directory)
+// while processes of the host run is raised by any process that saw a
+// later value, and by the host's record of the name when it went below
+// the record's floor (hostrecord.go); one that went back less, read first
+// by a process started after the restore, is trusted until the next
+// first process's claim raises it to the registry's mark.
+
 // reservation is a Generator's side of the registry: the claim
 // made at Open, the reserved-up-to mark that bounds issuance, the
 // background extension of that mark and the heartbeat, and the return of

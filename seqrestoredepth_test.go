@@ -69,7 +69,7 @@ func TestSequenceLeaseRestoredByDepth(t *testing.T) {
 			for _, st := range []step{leaseStep, aheadStep} {
 				for _, th := range []then{takeSame, takeBefore, takeFresh, reopen, restart, restartAll} {
 					if floors && th == takeFresh && st == aheadStep && depth == 1 {
-						// Not covered (docs/ARCHITECTURE.md): the copy's latest
+						// Not covered (seqlease.go): the copy's latest
 						// lease is the one the registry records (the copy
 						// took it in advance), and nothing the new process
 						// can read tells that the copy's current one was

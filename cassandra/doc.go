@@ -102,17 +102,106 @@
 // stayed unknown), snapid.ErrNameTaken, snapid.ErrNotRegistered,
 // snapid.ErrMarkMoved and snapid.ErrProbableClone.
 //
+// # Creating the schema
+//
+// SetUpSchema (snapctl setup --replication dc1:3,dc2:3) creates the
+// keyspace and the tables once, before the hosts start, so that the
+// keyspace gets the replication a production cluster needs and the first
+// starts of many hosts do not all create it at once. Without it a Registry
+// creates what is missing (zero configuration for one node or tests). A
+// Registry waits for schema agreement only after it changed the schema
+// itself: gocql counts nodes that are down, so with one node of three down
+// the wait would last until its timeout on every start. Creating a
+// keyspace whose replication cannot survive the loss of one node (counted
+// per data centre from system.local and system.peers) is refused before
+// any DDL unless Config.AllowFragileReplication; Registry.CheckReplication
+// judges an existing keyspace the same way (replication.go).
+//
+// # Node numbers
+//
+// Registry implements snapid.NumberRegistry in a table of its own beside
+// the names' table, <table>_numbers, whose rows say which name took each
+// number, each name's number and the cluster's stride. A number is taken by
+// INSERT … IF NOT EXISTS on its row, then given to the name the same way,
+// both at SERIAL; a number never changes once given, and one taken by an
+// attempt that lost stays taken (a gap). The rows and the search for a
+// free number: numbers.go.
+//
 // # Sequences
 //
 // Registry also implements snapid.SequenceRegistry, in a table named
-// "sequences" in the same keyspace (created by the first CreateSequence):
-// each sequence's GLOBAL partition is written at SERIAL only, each data
-// centre's partition (its ranges and its hosts' leases) at LOCAL_SERIAL
-// only, through a session that reaches that data centre's nodes alone
-// (Config.LocalDC, or the cluster's only data centre). SetSequenceSizing
-// sizes the ranges a data centre takes. docs/ARCHITECTURE.md ("Sequences")
-// describes the rows, the statements and why the two kinds of Paxos never
-// meet on one partition.
+// "sequences" in the same keyspace (created by the first CreateSequence).
+// Numbers flow in ranges: GLOBAL grants a data centre a range, hosts of
+// that data centre lease smaller ranges from it, and a host's processes
+// take blocks from its lease file (see snapid's seqlease.go).
+//
+//	CREATE TABLE <keyspace>.sequences (
+//	    seq text, part text,               -- partition: the sequence, and 'global' or 'dc:<data centre>'
+//	    kind text, key text, first bigint, -- clustering: the row's kind, its key, a range's first number
+//	    last bigint, next bigint, start bigint, max bigint,
+//	    owner text, session text, lease_first bigint, lease_last bigint,
+//	    at timestamp, lwt_token text, closed_pos bigint,
+//	    PRIMARY KEY ((seq, part), kind, key, first))
+//
+//	part    kind    key, first          columns                                   written
+//	global  global  '', 0               start, max, next (first not granted)      at SERIAL only
+//	global  grant   data centre, first  last                                      at SERIAL only, with GLOBAL
+//	dc:<D>  range   '', first           last, next (first not leased)             at LOCAL_SERIAL only
+//	dc:<D>  host    node name, 0        owner, session, lease_first, lease_last,  at LOCAL_SERIAL only
+//	                                    closed_pos (position at the last clean close)
+//
+// Numbers are at most snapid.MaxSequence (2^63-1), so the signed bigint
+// order is their order.
+//
+// SERIAL and LOCAL_SERIAL never meet on one partition. Paxos at SERIAL
+// uses a quorum of all replicas, at LOCAL_SERIAL a quorum of the
+// coordinator's data centre; the two need not intersect, so an LWT of one
+// kind can miss the other's proposal in progress on the same partition.
+// Each partition is therefore written with one kind only, and a grant
+// moves numbers in two steps: a SERIAL batch on the global partition
+// (GLOBAL's next, old → new, conditional on next and max as read, plus the
+// grant row; grant in seqgrant.go), then a LOCAL_SERIAL INSERT … IF NOT
+// EXISTS of the range in dc:<D> (insertRange). A granter that dies between
+// the two leaves a grant without its range; the next grant for D reads the
+// global partition at SERIAL first and inserts every grant of D its
+// partition lacks (a range is keyed by its first number, so the insert is
+// idempotent). A grant whose range is never inserted is a gap, never a
+// repeat.
+//
+// LOCAL_SERIAL on dc:<D> is safe only with a coordinator in D, so every
+// sequence statement goes through a session of its own whose host filter
+// admits only D's nodes (gocql.DataCentreHostFilter; gocql's DC-aware
+// policy would fail over to remote nodes). D is Config.LocalDC, or without
+// it the cluster's only data centre; a cluster of several without LocalDC
+// is refused for sequences (names are unaffected).
+//
+// LeaseSequence reads dc:<D> at LOCAL_SERIAL and sends one conditional
+// batch: the lowest range with room moves next old → new (IF next = ?),
+// and the host row is written conditional on what was read (IF owner = ?
+// AND session = ? AND lease_first = ? AND lease_last = ?, or IF NOT
+// EXISTS). The range condition alone makes leases disjoint; the host row
+// binds the host's lease to its claim of its node name. A host row of this
+// session whose lease is not the one the caller presents is
+// snapid.ErrLeaseMoved (the caller's file is older than the registry); a
+// missing host row, or one of another session, is taken over only after
+// the name's row, read at SERIAL, shows the caller's owner and session
+// active, so a later claim supersedes an earlier one's host row. While the
+// host row is the caller's no SERIAL read is needed, so a data centre cut
+// off from the others keeps leasing from its own ranges.
+//
+// A data centre whose ranges have less than half of its latest range left
+// takes the next one in the background; one with no room takes it before
+// the lease. Its size is what D's hosts leased from its latest range per
+// second since it was granted, times the horizon, at least the floor, at
+// most what GLOBAL has left (SetSequenceSizing). CloseLease records a
+// lease file's position at a host's clean close (closed_pos), and
+// AdoptLease carries that lease over to the host's next claim when the
+// file is exactly as recorded (seqclose.go).
+//
+// Every LWT writes a fresh lwt_token. An unknown outcome is resolved as for
+// names (runLWT), by a read of the same partition at the same serial
+// consistency: the token there means applied, the condition still holding
+// means send again, anything else means another writer won.
 //
 // # Concurrency
 //
@@ -120,7 +209,7 @@
 // any number of Registry values, in any number of processes and hosts, may
 // use one table at once.
 //
-// Imports: snapid and gocql (its tests also internal/testcluster and
+// Imports: snapid, internal/simcql and gocql (its tests also internal/testcluster and
 // snapidtest). Imported by programs that use the registry and by
 // cmd/snapctl and examples; never by snapid itself, which sees it only
 // through the snapid.Registry interface.

@@ -87,8 +87,7 @@
 // the simulator waits for background extensions and prefetches between
 // them, and after every firing for the heartbeat's work, so a seed
 // replays the same history, with two exceptions: a few serial seeds
-// (TestSimulationSerialReplays allows 6 of 60; seeds 19, 46 and 99 were
-// seen) replay with other counts, because a Sequence's lease prefetch
+// (TestSimulationSerialReplays allows 6 of 60) replay with other counts, because a Sequence's lease prefetch
 // is sent in one run and not in the other (the scheduler decides when
 // it starts), which moves the later fault draws — their violations must
 // still be the same; and the concurrent
@@ -226,6 +225,16 @@
 // that reached each of the events named in reachedEvents
 // ("sim: reached: …").
 //
+// # Running it
+//
+// TestSimulation runs 10,000 histories (2,000 under the race detector)
+// and prints "sim: N histories, M operations, F faults, V violations"
+// last; the test command's simulation step fails unless V is 0.
+// SNAPID_SIM_HISTORIES sets how many, SNAPID_SIM_DURATION runs histories
+// for a while instead (make soak: 30 minutes), SNAPID_SIM_FIRST the first
+// seed, SNAPID_SIM_STEPS the steps per history, SNAPID_SIM_STEP_LIMIT the
+// watchdog's limit; sim_test.go lists them all.
+//
 // A failure prints the seed, the first violation, the history shrunk to
 // the steps that still break a guarantee (Shrink), and the command that
 // replays it: SNAPID_SIM_SEED=N go test -run TestSimulation -v
@@ -233,18 +242,15 @@
 // (Serial): then a seed replays (see above for the few whose counts
 // drift).
 //
-// What it does not model: a write torn within a sector (the counter's 8
+// # What it does not model
+//
+// It does not model a write torn within a sector (the counter's 8
 // bytes and a lease record's 512 sit in one; SNAPID_SIM_SECTOR=1 tears at
 // every byte), what the
 // simulated CQL cluster leaves out (replicas one by one, cell timestamps,
 // the system tables and schema changes, time: see cassandra/simcql.go),
-// other users of the host (the multi-user tests do: see below), the step's
-// 16-fold growth cap (the bound of check 5 holds with or without it: the
-// cap binds only when one process's step would grow more than 16-fold
-// at one extension, and which process extends is not visible at the
-// registry, so no observable bound tells the cap from the rate),
-// time moving while a
-// step runs, a counter with its mark restored together in place under
+// other users of the host (the multi-user tests do: see below), time
+// moving while a step runs, a counter with its mark restored together in place under
 // running processes, and a lease file with its floor restored together
 // and read first by a process that never saw a later position in the same
 // lease (neither is covered by the guarantees; a lease file and its floor
@@ -268,5 +274,6 @@
 // Only its own tests import it; it imports snapid, snapidtest,
 // internal/cli (snapctl's commands, with cli.InProcess),
 // snapid/cassandra (for the simulated cluster it registers in
-// internal/simcql), internal/simcql, internal/seam and internal/statefile.
+// internal/simcql), internal/simcql, internal/seam, internal/statefile,
+// internal/hoststate and internal/clock.
 package sim

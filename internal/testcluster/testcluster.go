@@ -1,15 +1,3 @@
-// Package testcluster finds the Cassandra node that the tests of
-// snapid/cassandra and snapctl run against: the one scripts/cassandra.sh
-// starts on 127.0.0.1:9042, or the comma-separated host[:port] list in
-// SNAPID_TEST_CASSANDRA, and gives each test a keyspace of its own with a
-// direct session to read and plant rows. It is imported by tests only.
-//
-// A node that is not there fails the test in CI (CI=true: a missing
-// Cassandra must never pass silently) and skips it elsewhere, saying how to
-// start one.
-//
-// Imports: gocql. May be imported by the tests of cassandra, prometheus,
-// cmd/snapctl and examples; never by non-test code.
 package testcluster
 
 import (
