@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The tests against real multi-node clusters (SPEC §5a and §7): a step of
+# The tests against real multi-node clusters: a step of
 # scripts/test.sh, also runnable alone.
 #
 #   1. builds the test binary of snapid/cassandra (the namespace below has
