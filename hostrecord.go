@@ -285,22 +285,31 @@ func trustedRecord(uid, counterUID uint32) bool {
 	return uid == 0 || uid == counterUID || uid == uint32(os.Geteuid())
 }
 
-// trusts is trustedRecord for the record r and the counter of status st,
-// which also trusts a record that names this very counter made by one of
-// its writers (its group, when group-writable; anyone, when writable by
-// all): a writer of the counter can change the counter itself. Root and
-// the counter's owner trust any record that names the very counter they
-// hold (one a former owner or writer made, before a chown or chmod): the
-// record then follows the counter (see hoststate.Handle.Conform).
-func trusts(r hoststate.Record, st unix.Stat_t) bool {
+// speaksFor is trustedRecord for the record r and the counter of status
+// st, which also trusts a record that names this very counter made by one
+// of its writers (its group, when group-writable; anyone, when writable
+// by all): a writer of the counter can change the counter itself. What
+// the records of a counter say about it (its name for a default, a node
+// number, a release) is taken only from those.
+func speaksFor(r hoststate.Record, st unix.Stat_t) bool {
 	if trustedRecord(r.Owner, st.Uid) {
 		return true
 	}
-	same := r.Dev == uint64(st.Dev) && r.Ino == st.Ino && st.Nlink > 0
-	if euid := uint32(os.Geteuid()); same && (euid == 0 || euid == st.Uid) {
+	return r.Dev == uint64(st.Dev) && r.Ino == st.Ino && st.Nlink > 0 &&
+		(st.Mode&0o002 != 0 || st.Mode&0o020 != 0 && r.Group == st.Gid)
+}
+
+// trusts is speaksFor for an Open of r's name: root and the counter's
+// owner also take a record of the name that names the very counter they
+// hold, whoever made it (a former owner or writer, before a chown or
+// chmod): the record then follows the counter (hoststate.Handle.Conform).
+// What another user could write there can only deny the name.
+func trusts(r hoststate.Record, st unix.Stat_t) bool {
+	if speaksFor(r, st) {
 		return true
 	}
-	return same && (st.Mode&0o002 != 0 || st.Mode&0o020 != 0 && r.Group == st.Gid)
+	euid := uint32(os.Geteuid())
+	return r.Dev == uint64(st.Dev) && r.Ino == st.Ino && st.Nlink > 0 && (euid == 0 || euid == st.Uid)
 }
 
 // judgeRecord refuses the record r of name for the counter at counterPath
@@ -1413,7 +1422,7 @@ func recordsOfCounter(path string, o *options) []hoststate.Record {
 	var of []hoststate.Record
 	recs, _ := p.All(func(n string) bool { return ValidateName(n) == nil })
 	for _, r := range recs {
-		if r.Dev == dev && r.Ino == ino && trusts(r, st) {
+		if r.Dev == dev && r.Ino == ino && speaksFor(r, st) {
 			of = append(of, r)
 		}
 	}

@@ -773,3 +773,20 @@ func TestRecordFollowsACounterGivenToAnotherUser(t *testing.T) {
 	require.NoError(t, unix.Stat(rec, &st))
 	require.Equal(t, uint32(bob), st.Uid, "the record follows the counter to its new owner")
 }
+
+// What another user's record says about a counter of root's (a name for
+// it, a node number) is never taken as the counter's: a default name
+// taken from it could be another host's.
+func TestRecordOfAnotherUserGivesNoDefaultName(t *testing.T) {
+	requireRoot(t)
+	place, dir := recordHost(t)
+	c := filepath.Join(dir, "counter.u64")
+	issue(t, c, "vm2", 1, WithBindingDir(place), WithFormat(FormatDecimal), WithNodeNumber(7))
+	require.NoError(t, os.Chown(filepath.Join(place, "vm2"), nobody, nobody))
+	hf, err := ReadHostFiles(c, WithBindingDir(place))
+	require.NoError(t, err)
+	require.Empty(t, hf.Name, "no name from another user's record")
+	_, _, _, ok, err := ReadNodeNumber(c, WithBindingDir(place))
+	require.NoError(t, err)
+	require.False(t, ok, "no node number from another user's record")
+}

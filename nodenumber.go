@@ -289,7 +289,7 @@ func ReadNodeNumber(counterPath string, opts ...Option) (name string, number, st
 	recs, _ := p.All(func(n string) bool { return ValidateName(n) == nil })
 	for _, released := range []bool{false, true} {
 		for _, r := range recs {
-			if r.Dev == dev && r.Ino == ino && r.Node != 0 && r.Released == released && trusts(r, st) {
+			if r.Dev == dev && r.Ino == ino && r.Node != 0 && r.Released == released && speaksFor(r, st) {
 				return r.Name, r.Node, r.Stride, true, nil
 			}
 		}
