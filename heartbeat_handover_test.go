@@ -38,44 +38,52 @@ func (r *failOrStallTouchReg) Touch(ctx context.Context, name, owner, session st
 // At the smallest clone window Open accepts (twice the heartbeat plus the
 // timeout), the registry's last-seen of a host whose heartbeat holder
 // fails alone, or stalls in every call, is never older than the window:
-// another process takes over the refreshes. Three Generators on one counter (each its own
-// descriptor of .heartbeat, as three processes); the holder's calls fail
-// or stall from some point on; last-seen is sampled in the registry.
+// another process takes over the refreshes. Three Generators on one
+// counter (each its own descriptor of .heartbeat, as three processes), on
+// one fake clock with the registry; the holder's calls fail or stall from
+// some point on; last-seen is sampled in the registry at every eighth of
+// the heartbeat.
 func TestHeartbeatSmallestCloneWindow(t *testing.T) {
 	const hb, to = 800 * time.Millisecond, 200 * time.Millisecond
 	const window = 2*hb + to
 	for _, mode := range []int32{1, 2} {
 		t.Run(map[int32]string{1: "holder fails alone", 2: "holder stalls"}[mode], func(t *testing.T) {
 			reg := snapidtest.NewRegistry()
+			fh := newFakeHost(t, reg)
 			_, path := ctPath(t)
 			var wraps []*failOrStallTouchReg
 			var gens []*Generator
 			for range 3 {
 				w := &failOrStallTouchReg{Registry: reg}
-				g := openReg(t, path, "vm", w, WithHeartbeat(hb), WithRegistryTimeout(to), WithCloneWindow(window))
-				t.Cleanup(func() { _ = g.Close() })
+				g := fh.open(path, "vm", w, WithHeartbeat(hb), WithRegistryTimeout(to), WithCloneWindow(window))
 				wraps, gens = append(wraps, w), append(gens, g)
 			}
+			defer func() {
+				for _, g := range gens {
+					fh.close(g)
+				}
+			}()
 			holder := -1
-			deadline := time.Now().Add(10 * time.Second)
-			for holder < 0 && time.Now().Before(deadline) {
+			fh.until(hb/4, 16, func() bool {
 				for i, g := range gens {
 					if g.ExportHeartbeatHolder() {
 						holder = i
 					}
 				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			require.GreaterOrEqual(t, holder, 0, "no process took the heartbeat role")
+				return holder >= 0
+			}, "no process took the heartbeat role")
 			wraps[holder].mode.Store(mode)
+			var stalled []*Generator
+			if mode == 2 {
+				stalled = append(stalled, gens[holder])
+			}
 			var worst time.Duration
-			end := time.Now().Add(6 * hb)
-			for time.Now().Before(end) {
+			fh.run(6*hb, hb/8, func() bool {
 				h, err := reg.Get(context.Background(), "vm")
 				require.NoError(t, err)
-				worst = max(worst, time.Since(h.LastSeen))
-				time.Sleep(10 * time.Millisecond)
-			}
+				worst = max(worst, fh.clk.Now().Sub(h.LastSeen))
+				return false
+			}, stalled...)
 			t.Logf("oldest last-seen seen: %v (window %v)", worst, window)
 			require.Less(t, worst, window, "last-seen older than the smallest clone window: a clone could take the live host's name")
 		})
