@@ -58,7 +58,7 @@
 // refused when the record names another counter (ErrNameBound) or the
 // counter is below the floor (ErrRolledBack; with a registry it is raised
 // instead), and after a crash the first program of the name raises the
-// counter to the mark. How: hostrecord.go, and package internal/hoststate.
+// counter to the mark. How: hostrecord.go, recordjudge.go, recordplace.go, recordrelease.go, and package internal/hoststate.
 //
 // # With a registry
 //

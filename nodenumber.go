@@ -30,7 +30,7 @@ import (
 // registry's, or a form the name's known number cannot use, is refused
 // before the claim changes anything (precheckNumber). On every path the
 // host claims the number for one name, and the host's stride, in its
-// records' place (claimNumbers in hostrecord.go: entries "#node-<n>" and
+// records' place (claimNumbers in recordjudge.go: entries "#node-<n>" and
 // "#stride" created without replacing, so of two Opens at once one
 // decides and the other is refused with ErrNumberBound or
 // ErrStrideMismatch).
