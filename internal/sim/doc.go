@@ -42,8 +42,8 @@
 // heartbeat file removed by an operator the moment its record says its
 // name was taken, a host's
 // files restored from an earlier
-// copy while stopped or, for the counter or the lease files (alone or
-// with their floors), in place while running, a host cloned onto another machine, a file beside the
+// copy while stopped or, for the counter or the lease files, in place
+// while running, a host cloned onto another machine, a file beside the
 // counter, a lease file or a floor corrupted).
 //
 // The library runs unchanged; the simulator reaches it through its seams

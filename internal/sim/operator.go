@@ -208,19 +208,16 @@ func hostRecord(ho *host) (hoststate.Record, bool) {
 // on from): processes that saw a later position raise it back, one that
 // opens the sequence later finds the file is not the host's lease the
 // registry records and drops it (a gap).
-func (w *world) restoreLive(ho *host, leases, floors bool) {
+func (w *world) restoreLive(ho *host, leases bool) {
 	if ho.backup == nil || !w.running(ho) || leases && !ho.cfg.Registry {
 		return
 	}
 	if leases {
 		for p, b := range ho.backup {
-			// The lease files alone, or with their floors: then only
-			// what each process saw raises them (the history has the
-			// process that moved past the copy take next; one that never
-			// saw the later position, within the same lease, is not
-			// covered, as the counter with its mark).
-			floor := strings.HasSuffix(p, ".floor")
-			if strings.HasPrefix(p, ho.counter+".seq.") && (!floor || floors) && !strings.HasSuffix(p, ".refill") {
+			// The lease files alone (with their floors, only what each
+			// process saw raises them: the sequence tests'); their floors
+			// raise them for every process.
+			if strings.HasPrefix(p, ho.counter+".seq.") && !strings.HasSuffix(p, ".floor") && !strings.HasSuffix(p, ".refill") {
 				if now, err := os.ReadFile(p); err != nil || bytes.Equal(now, b) {
 					continue // gone, or the same: nothing restored
 				}
@@ -228,11 +225,7 @@ func (w *world) restoreLive(ho *host, leases, floors bool) {
 					w.check.violation("restore of a lease file in place on h%d: %v", ho.i, err)
 				}
 				w.faulted()
-				if floor {
-					w.reached["sequence lease files restored in place with their floors while in use"]++
-				} else {
-					w.reached["sequence lease files restored in place while in use"]++
-				}
+				w.reached["sequence lease files restored in place while in use"]++
 			}
 		}
 		return

@@ -291,7 +291,6 @@ func TestSimulationReaches(t *testing.T) {
 		"sequence numbers taken in a second data centre",
 		"counters repaired",
 		"sequence lease files restored in place while in use",
-		"sequence lease files restored in place with their floors while in use",
 		"damaged lease files removed by an operator",
 		"ids handed out in the decimal form",
 		"ids handed out in the striped form",

@@ -112,7 +112,7 @@ func (w *world) do(s Step) {
 	case KRestore:
 		w.restore(ho)
 	case KRestoreLive:
-		w.restoreLive(ho, s.Arg == "leases" || s.Arg == "leases+floors", s.Arg == "leases+floors")
+		w.restoreLive(ho, s.Arg == "leases")
 	case KClone:
 		w.clone(ho, s.Keep, s.DC)
 	case KCorrupt:
