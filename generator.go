@@ -161,7 +161,7 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 		hr.watchForm(form)
 	}
 	fail := func() {
-		hr.close(file) // as a clean close: the name's record left as found
+		_ = hr.close(file) // as a clean close: the name's record left as found
 		file.close()
 	}
 	if o.reg.registry != nil {
@@ -534,7 +534,9 @@ func (g *Generator) Close() error {
 	if g.res != nil {
 		g.res.host.close()
 	}
-	g.host.close(g.file)
+	if herr := g.host.close(g.file); err == nil {
+		err = herr
+	}
 	if cerr := g.file.close(); err == nil {
 		err = cerr
 	}

@@ -439,14 +439,15 @@ func writeLock(ctx context.Context, h *hoststate.Handle) (unlock func(), err err
 // the clean close, not a crash) or an operator raising the counter, and
 // the record is closed without it: a value raised meanwhile is above the
 // mark written, which reads as clean.
-func (hr *hostRecord) close(c *counterFile) {
+func (hr *hostRecord) close(c *counterFile) error {
 	defer hr.drop()
 	if !hr.present || !hr.h.Lock(true) {
 		// Others use the name: the last of them closes the record. (A
 		// closer that is not the last holds no lock here, so that it
 		// never keeps the last one from its write.)
-		return
+		return nil
 	}
+	var werr error // the clean close's write failed
 	write := func() error {
 		v, err := c.load()
 		if err != nil {
@@ -469,11 +470,17 @@ func (hr *hostRecord) close(c *counterFile) {
 		}
 		r.Floor = floor
 		r.Mark = v // a clean close: the next start goes on from v
-		return hr.h.Write(r)
+		werr = hr.h.Write(r)
+		return werr
 	}
 	if err := c.tryWithLock(write); errors.Is(err, unix.EWOULDBLOCK) {
 		_ = write()
 	}
+	if werr != nil {
+		return &FileError{Op: "close", Path: hr.h.Path(), Err: fmt.Errorf(
+			"the name's record could not be closed cleanly, so the next start raises the counter to its mark (a gap of up to a step): %w", werr)}
+	}
+	return nil
 }
 
 // drop closes the record and its place.

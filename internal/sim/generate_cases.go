@@ -217,6 +217,7 @@ func addDataCentres(h *History) {
 			// process that moved saw tells there, and the orders random
 			// steps make around it include ones the design leaves out.)
 			other := (s.Proc + 1 + rng.IntN(2)) % 3
+			_ = rng.IntN(2) // (drawn as when the floors were restored too: each seed keeps its history)
 			// (The process that moves is open: else another process
 			// moves, unseen by the one that takes next.)
 			steps = append(steps, Step{Kind: KOpen, Host: s.Host, Proc: s.Proc}, Step{Kind: KBackup, Host: s.Host},
