@@ -286,9 +286,28 @@ func (hr *hostRecord) cover(base, cur, upTo uint64) error {
 // raiseFloor records v, a value synced to the counter, as the floor (the
 // caller holds the counter's lock).
 func (hr *hostRecord) raiseFloor(v uint64) error {
+	return hr.update(context.Background(), func(r hoststate.Record) error {
+		if r.Dev != hr.dev || r.Ino != hr.ino || r.Floor >= v {
+			return nil
+		}
+		r.Floor = v
+		r.Mark = max(r.Mark, v)
+		if err := hr.h.Write(r); err != nil {
+			return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+		}
+		hr.mark = r.Mark
+		return nil
+	})
+}
+
+// update runs fn on the record read again under hr.mu and the record's
+// write lock (see writeLock): the read-modify-write of every change of
+// the record but the hot path's (cover, which needs no lock while the
+// mark covers the update) and a close's.
+func (hr *hostRecord) update(ctx context.Context, fn func(r hoststate.Record) error) error {
 	hr.mu.Lock()
 	defer hr.mu.Unlock()
-	unlock, err := writeLock(context.Background(), hr.h)
+	unlock, err := writeLock(ctx, hr.h)
 	if err != nil {
 		return err
 	}
@@ -297,16 +316,7 @@ func (hr *hostRecord) raiseFloor(v uint64) error {
 	if err != nil {
 		return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
 	}
-	if r.Dev != hr.dev || r.Ino != hr.ino || r.Floor >= v {
-		return nil
-	}
-	r.Floor = v
-	r.Mark = max(r.Mark, v)
-	if err := hr.h.Write(r); err != nil {
-		return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
-	}
-	hr.mark = r.Mark
-	return nil
+	return fn(r)
 }
 
 // useRegistryForm, once the registry gave the name its node number (0:
@@ -319,38 +329,29 @@ func (hr *hostRecord) useRegistryForm(ctx context.Context, c *counterFile, f idF
 		return err
 	}
 	err := c.withLockContext(ctx, func() error {
-		hr.mu.Lock()
-		defer hr.mu.Unlock()
-		unlock, err := writeLock(ctx, hr.h)
-		if err != nil {
-			return err
-		}
-		defer unlock()
-		r, err := hr.h.Read()
-		if err != nil {
-			return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
-		}
-		if r.Node != 0 && node != 0 && r.Node != node {
-			return &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf(
-				"%w: the registry gave %q node number %d, but this host recorded %d for it", ErrNumberMismatch, r.Name, node, r.Node)}
-		}
-		changed := node != 0 && r.Node != node
-		if node != 0 {
-			r.Node = node
-		}
-		raised, adopted, err := adoptForm(c, &r, f)
-		if err != nil {
-			return err
-		}
-		logRaise(o, c.path, raised, f)
-		if !changed && !adopted {
+		return hr.update(ctx, func(r hoststate.Record) error {
+			if r.Node != 0 && node != 0 && r.Node != node {
+				return &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf(
+					"%w: the registry gave %q node number %d, but this host recorded %d for it", ErrNumberMismatch, r.Name, node, r.Node)}
+			}
+			changed := node != 0 && r.Node != node
+			if node != 0 {
+				r.Node = node
+			}
+			raised, adopted, err := adoptForm(c, &r, f)
+			if err != nil {
+				return err
+			}
+			logRaise(o, c.path, raised, f)
+			if !changed && !adopted {
+				return nil
+			}
+			if err := hr.h.Write(r); err != nil {
+				return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+			}
+			hr.mark = r.Mark
 			return nil
-		}
-		if err := hr.h.Write(r); err != nil {
-			return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
-		}
-		hr.mark = r.Mark
-		return nil
+		})
 	})
 	if err != nil {
 		return err
@@ -366,35 +367,26 @@ func (hr *hostRecord) useRegistryForm(ctx context.Context, c *counterFile, f idF
 // a function under the counter's lock.
 func (hr *hostRecord) setNumber(ctx context.Context, with func(context.Context, func(*counterFile) error) error, node, stride uint64) error {
 	return with(ctx, func(*counterFile) error {
-		hr.mu.Lock()
-		defer hr.mu.Unlock()
-		unlock, err := writeLock(ctx, hr.h)
-		if err != nil {
-			return err
-		}
-		defer unlock()
-		r, err := hr.h.Read()
-		if err != nil {
-			return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
-		}
-		if r.Node != 0 && r.Node != node {
-			return &FileError{Op: "open", Path: hr.h.Path(), Err: fmt.Errorf(
-				"%w: the registry gives %q node number %d, and this host recorded %d; was the registry's row or this record replaced? Nothing was issued",
-				ErrNumberMismatch, r.Name, node, r.Node)}
-		}
-		if r.Stride != 0 && stride != 0 && r.Stride != stride {
-			return &FileError{Op: "open", Path: hr.h.Path(), Err: fmt.Errorf(
-				"%w: the cluster's stride is %d, and this host recorded %d", ErrStrideMismatch, stride, r.Stride)}
-		}
-		if r.Node == node && (stride == 0 || r.Stride == stride) {
+		return hr.update(ctx, func(r hoststate.Record) error {
+			if r.Node != 0 && r.Node != node {
+				return &FileError{Op: "open", Path: hr.h.Path(), Err: fmt.Errorf(
+					"%w: the registry gives %q node number %d, and this host recorded %d; was the registry's row or this record replaced? Nothing was issued",
+					ErrNumberMismatch, r.Name, node, r.Node)}
+			}
+			if r.Stride != 0 && stride != 0 && r.Stride != stride {
+				return &FileError{Op: "open", Path: hr.h.Path(), Err: fmt.Errorf(
+					"%w: the cluster's stride is %d, and this host recorded %d", ErrStrideMismatch, stride, r.Stride)}
+			}
+			if r.Node == node && (stride == 0 || r.Stride == stride) {
+				return nil
+			}
+			r.Node, r.Stride = node, max(r.Stride, stride)
+			if err := hr.h.Write(r); err != nil {
+				return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+			}
+			hr.mark = r.Mark
 			return nil
-		}
-		r.Node, r.Stride = node, max(r.Stride, stride)
-		if err := hr.h.Write(r); err != nil {
-			return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
-		}
-		hr.mark = r.Mark
-		return nil
+		})
 	})
 }
 
