@@ -148,6 +148,9 @@ func (w *world) clone(ho *host, started bool, dc int) {
 	}
 	nh.released = ho.released
 	nh.damaged, nh.damage = ho.damaged, ho.damage
+	// A copy of a standalone host whose join has not claimed yet holds
+	// numbers the registry never learnt, as the original does.
+	nh.joinPending = ho.joinPending
 	w.did(1)
 	if started {
 		// The original's machine is suspended meanwhile (its heartbeat
