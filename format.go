@@ -3,6 +3,8 @@ package snapid
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/snapid/snapid/registry"
 )
 
 // Format is the form of the ids a Generator hands out (WithFormat). Every
@@ -64,7 +66,7 @@ const (
 
 // MaxNodeNumber is the largest node number: numbers fit a signed 32-bit
 // integer.
-const MaxNodeNumber = 1<<31 - 1
+const MaxNodeNumber = registry.MaxNodeNumber
 
 // idForm is how a Generator forms its ids: the form, the node number and
 // stride it needs, and the largest counter number the form may carry.

@@ -3,49 +3,25 @@ package snapid
 import (
 	"fmt"
 	"strings"
+
+	"github.com/snapid/snapid/internal/nodename"
+	"github.com/snapid/snapid/registry"
 )
 
 // MaxNameLen is the longest valid node name.
-const MaxNameLen = 63
+const MaxNameLen = registry.MaxNameLen
 
 // NameRule is the node name rule in words, as used in error messages.
-const NameRule = "a node name must match ^[a-z_][a-z0-9_]{0,62}$ " +
-	"(lower-case ASCII letters, digits and _, 1 to 63 characters, not starting with a digit)"
+const NameRule = registry.NameRule
 
 // ValidateName reports whether s is a valid node name. The error wraps
 // ErrInvalidName, says what is wrong and states the rule. A name is never
 // altered to make it valid; see NameFromHostname for the one derivation
 // snapid offers.
-func ValidateName(s string) error {
-	if why := nameProblem(s); why != "" {
-		return fmt.Errorf("snapid: %w %q: %s; %s", ErrInvalidName, s, why, NameRule)
-	}
-	return nil
-}
+func ValidateName(s string) error { return registry.ValidateName(s) }
 
 // nameProblem returns what is wrong with s as a node name, or "".
-// It is the only implementation of the rule.
-func nameProblem(s string) string {
-	switch {
-	case s == "":
-		return "it is empty"
-	case len(s) > MaxNameLen:
-		return fmt.Sprintf("it is %d bytes long", len(s))
-	case s[0] >= '0' && s[0] <= '9':
-		return "it starts with a digit"
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !isNameByte(c) {
-			return fmt.Sprintf("byte %d is %q", i, c)
-		}
-	}
-	return ""
-}
-
-func isNameByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_'
-}
+func nameProblem(s string) string { return nodename.Problem(s) }
 
 // NameFromHostname derives a node name from a host name the way Snap!
 // does: cut at the first ".", replace every "-" by "_", lower-case. It

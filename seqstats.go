@@ -2,9 +2,10 @@ package snapid
 
 import (
 	"context"
-	"math"
 	"slices"
 	"strings"
+
+	"github.com/snapid/snapid/registry"
 )
 
 // SequenceStats describes a Sequence's work in this process since it was
@@ -78,39 +79,8 @@ func (s *Sequence) Lease() (SequenceLeaseState, error) {
 	return st, err
 }
 
-// SequenceSpace is how much of a sequence is left to lease, cluster-wide.
-type SequenceSpace struct {
-	Sequence string `json:"sequence"`
-	Start    uint64 `json:"start"`
-	Max      uint64 `json:"max"`
-	// LeftNumbers counts the numbers no host has leased yet: those GLOBAL
-	// has not handed to any data centre, and the rest of the data
-	// centres' ranges. Numbers in hosts' leases are not in it, used or
-	// not: the sequence is exhausted for new leases at 0.
-	LeftNumbers uint64 `json:"left_numbers"`
-	// LeftRatio is LeftNumbers over the sequence's size, Max-Start+1 (at
-	// most 1).
-	LeftRatio float64 `json:"left_ratio"`
-}
-
-// Space returns how much of the sequence st describes is left to lease.
-// It is a pure function of st.
-func (st SequenceStatus) Space() SequenceSpace {
-	sp := SequenceSpace{Sequence: st.Name, Start: st.Start, Max: st.Max}
-	if st.Next <= st.Max {
-		sp.LeftNumbers = st.Max - st.Next + 1
-	}
-	for _, r := range st.Ranges {
-		if r.Next <= r.Last && r.First != 0 {
-			sp.LeftNumbers += r.Last - max(r.Next, r.First) + 1
-		}
-	}
-	if st.Max >= st.Start && st.Start != 0 {
-		size := float64(st.Max-st.Start) + 1
-		sp.LeftRatio = math.Min(1, float64(sp.LeftNumbers)/size)
-	}
-	return sp
-}
+// SequenceSpace is registry.SequenceSpace.
+type SequenceSpace = registry.SequenceSpace
 
 // Space asks the registry how much of the sequence is left to lease (see
 // SequenceStatus.Space). It reads the sequence's whole status

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid/internal/clock"
+	"github.com/snapid/snapid/registry"
 )
 
 // Stats describes a Generator's work since Open, for metrics (package
@@ -332,26 +333,16 @@ func observerOf(r Registry) *observedRegistry {
 	return nil
 }
 
-type resolvedKey struct{}
-
-// NoteOutcomeResolved is for Registry implementations: a call whose
-// outcome was unknown (a timeout, a lost reply) and was then resolved by a
-// read calls it with the context it was given, so that the call is
-// counted as RegistryResolved in the Generator's Stats. Without a
-// Generator watching, it does nothing.
-func NoteOutcomeResolved(ctx context.Context) {
-	if p, ok := ctx.Value(resolvedKey{}).(*atomic.Bool); ok {
-		p.Store(true)
-	}
-}
+// NoteOutcomeResolved is registry.NoteOutcomeResolved.
+func NoteOutcomeResolved(ctx context.Context) { registry.NoteOutcomeResolved(ctx) }
 
 // do runs one call of kind i and counts it.
 func (o *observedRegistry) do(ctx context.Context, i int, call func(ctx context.Context) error) error {
-	var resolved atomic.Bool
-	err := call(context.WithValue(ctx, resolvedKey{}, &resolved))
+	ctx, resolved := registry.WatchOutcome(ctx)
+	err := call(ctx)
 	var outcome int
 	switch {
-	case resolved.Load() && (err == nil || conditionFailed(err)):
+	case resolved() && (err == nil || conditionFailed(err)):
 		outcome = 2
 	case err == nil:
 		outcome = 0

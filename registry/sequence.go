@@ -1,8 +1,7 @@
-package snapid
+package registry
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -201,22 +200,6 @@ func CheckSequenceUpdate(cur SequenceInfo, start, max uint64) error {
 	return nil
 }
 
-// CreateSequence creates the sequence name in reg with the numbers
-// [start, max], or updates an existing one (see
-// SequenceRegistry.CreateSequence): re-creating a sequence never lowers
-// what it handed out. Everything is validated before anything is sent.
-// A registry that does not keep sequences is ErrSequencesUnsupported.
-func CreateSequence(ctx context.Context, reg Registry, name string, start, max uint64) (SequenceInfo, error) {
-	if err := CheckSequenceBounds(name, start, max); err != nil {
-		return SequenceInfo{}, err
-	}
-	sr, err := sequenceRegistry(reg)
-	if err != nil {
-		return SequenceInfo{}, err
-	}
-	return sr.CreateSequence(ctx, name, start, max)
-}
-
 // SequenceMaxKeeper is implemented by a SequenceRegistry that can
 // re-create a sequence keeping its max as it finds it in the same
 // conditional update (MaxSequence for a new sequence), so that a max set
@@ -225,39 +208,36 @@ type SequenceMaxKeeper interface {
 	CreateSequenceKeepMax(ctx context.Context, name string, start uint64) (SequenceInfo, error)
 }
 
-// CreateSequenceKeepMax is CreateSequence keeping an existing sequence's
-// max (MaxSequence for a new one). With a registry that is not a
-// SequenceMaxKeeper it reads the max first, and a max set between the read
-// and the update is undone.
-func CreateSequenceKeepMax(ctx context.Context, reg Registry, name string, start uint64) (SequenceInfo, error) {
-	if err := CheckSequenceBounds(name, start, MaxSequence); err != nil {
-		return SequenceInfo{}, err
-	}
-	sr, err := sequenceRegistry(reg)
-	if err != nil {
-		return SequenceInfo{}, err
-	}
-	if k, ok := sr.(SequenceMaxKeeper); ok {
-		return k.CreateSequenceKeepMax(ctx, name, start)
-	}
-	max := MaxSequence
-	switch st, err := sr.SequenceStatus(ctx, name); {
-	case err == nil:
-		max = st.Max
-	case !errors.Is(err, ErrNoSequence):
-		return SequenceInfo{}, err
-	}
-	return sr.CreateSequence(ctx, name, start, max)
+// SequenceSpace is how much of a sequence is left to lease, cluster-wide.
+type SequenceSpace struct {
+	Sequence string `json:"sequence"`
+	Start    uint64 `json:"start"`
+	Max      uint64 `json:"max"`
+	// LeftNumbers counts the numbers no host has leased yet: those GLOBAL
+	// has not handed to any data centre, and the rest of the data
+	// centres' ranges. Numbers in hosts' leases are not in it, used or
+	// not: the sequence is exhausted for new leases at 0.
+	LeftNumbers uint64 `json:"left_numbers"`
+	// LeftRatio is LeftNumbers over the sequence's size, Max-Start+1 (at
+	// most 1).
+	LeftRatio float64 `json:"left_ratio"`
 }
 
-// sequenceRegistry returns reg as a SequenceRegistry.
-func sequenceRegistry(reg Registry) (SequenceRegistry, error) {
-	if reg == nil {
-		return nil, fmt.Errorf("snapid: %w: no registry (open the Generator WithRegistry)", ErrSequencesUnsupported)
+// Space returns how much of the sequence st describes is left to lease.
+// It is a pure function of st.
+func (st SequenceStatus) Space() SequenceSpace {
+	sp := SequenceSpace{Sequence: st.Name, Start: st.Start, Max: st.Max}
+	if st.Next <= st.Max {
+		sp.LeftNumbers = st.Max - st.Next + 1
 	}
-	sr, ok := reg.(SequenceRegistry)
-	if !ok {
-		return nil, fmt.Errorf("snapid: %w: %T does not implement snapid.SequenceRegistry", ErrSequencesUnsupported, reg)
+	for _, r := range st.Ranges {
+		if r.Next <= r.Last && r.First != 0 {
+			sp.LeftNumbers += r.Last - max(r.Next, r.First) + 1
+		}
 	}
-	return sr, nil
+	if st.Max >= st.Start && st.Start != 0 {
+		size := float64(st.Max-st.Start) + 1
+		sp.LeftRatio = math.Min(1, float64(sp.LeftNumbers)/size)
+	}
+	return sp
 }

@@ -1,4 +1,4 @@
-package snapid
+package registry
 
 import (
 	"context"

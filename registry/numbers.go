@@ -1,8 +1,12 @@
-package snapid
+package registry
 
 import (
 	"context"
 )
+
+// MaxNodeNumber is the largest node number: numbers fit a signed 32-bit
+// integer.
+const MaxNodeNumber = 1<<31 - 1
 
 // NumberRegistry is a Registry that gives every claimed name a node
 // number, for the numeric id forms (see Format): a small positive integer

@@ -1,0 +1,60 @@
+package snapid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// CreateSequence creates the sequence name in reg with the numbers
+// [start, max], or updates an existing one (see
+// SequenceRegistry.CreateSequence): re-creating a sequence never lowers
+// what it handed out. Everything is validated before anything is sent.
+// A registry that does not keep sequences is ErrSequencesUnsupported.
+func CreateSequence(ctx context.Context, reg Registry, name string, start, max uint64) (SequenceInfo, error) {
+	if err := CheckSequenceBounds(name, start, max); err != nil {
+		return SequenceInfo{}, err
+	}
+	sr, err := sequenceRegistry(reg)
+	if err != nil {
+		return SequenceInfo{}, err
+	}
+	return sr.CreateSequence(ctx, name, start, max)
+}
+
+// CreateSequenceKeepMax is CreateSequence keeping an existing sequence's
+// max (MaxSequence for a new one). With a registry that is not a
+// SequenceMaxKeeper it reads the max first, and a max set between the read
+// and the update is undone.
+func CreateSequenceKeepMax(ctx context.Context, reg Registry, name string, start uint64) (SequenceInfo, error) {
+	if err := CheckSequenceBounds(name, start, MaxSequence); err != nil {
+		return SequenceInfo{}, err
+	}
+	sr, err := sequenceRegistry(reg)
+	if err != nil {
+		return SequenceInfo{}, err
+	}
+	if k, ok := sr.(SequenceMaxKeeper); ok {
+		return k.CreateSequenceKeepMax(ctx, name, start)
+	}
+	max := MaxSequence
+	switch st, err := sr.SequenceStatus(ctx, name); {
+	case err == nil:
+		max = st.Max
+	case !errors.Is(err, ErrNoSequence):
+		return SequenceInfo{}, err
+	}
+	return sr.CreateSequence(ctx, name, start, max)
+}
+
+// sequenceRegistry returns reg as a SequenceRegistry.
+func sequenceRegistry(reg Registry) (SequenceRegistry, error) {
+	if reg == nil {
+		return nil, fmt.Errorf("snapid: %w: no registry (open the Generator WithRegistry)", ErrSequencesUnsupported)
+	}
+	sr, ok := reg.(SequenceRegistry)
+	if !ok {
+		return nil, fmt.Errorf("snapid: %w: %T does not implement snapid.SequenceRegistry", ErrSequencesUnsupported, reg)
+	}
+	return sr, nil
+}
