@@ -8,7 +8,7 @@ run:
 test:
 	bash scripts/test.sh
 
-# The root package's, snapidtest's and internal/statefile's tests with the
+# The root package's, registrytest's and internal/statefile's tests with the
 # race detector, 4 rounds in a row while 8 busy loops compete for the CPUs
 # (SNAPID_LOAD_ROUNDS, SNAPID_BUSY_LOOPS change them); see docs/testing.md.
 test-under-load:

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -32,7 +32,7 @@ func TestClaimCoversNumbersHandedOutBeforeTheRegistry(t *testing.T) {
 	require.NoError(t, g.Close())
 	last := first + 299
 
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	_, err = Open(h.path, h.name, WithRegistry(extendFails{reg}), WithHostInfo(h.info), WithRegistryTimeout(2*time.Second))
 	require.Error(t, err, "the Open cannot extend")
 	row, err := reg.Get(context.Background(), h.name)

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -16,7 +16,7 @@ import (
 // still (no wall-clock timer, ticker or deadline drives it).
 func TestGeneratorClockIsTheOnlyTime(t *testing.T) {
 	const interval = 10 * time.Second
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	fh := newFakeHost(t, nil)
 	_, path := ctPath(t)
 	g := fh.open(path, "web_1", reg, WithHeartbeat(interval), WithCloneWindow(0), WithRegistryTimeout(time.Second))

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -19,7 +19,7 @@ import (
 // a lease file made there would be carried over by the next claim and
 // repeat what the joiner took).
 func TestCloseHoldsTheGateUntilTheMarkIsSetBack(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	_, path := ctPath(t)
 	g := openReg(t, path, "web_1", reg)
 	_, err := g.UniqueID()

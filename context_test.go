@@ -10,7 +10,7 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -163,7 +163,7 @@ func TestNextContextEndedReservesNothing(t *testing.T) {
 // timeout; the extension goes on, and once the registry answers ids flow
 // again without a repeat.
 func TestUniqueIDContextWhileRegistryFrozen(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg, WithReserveStep(10), WithOutageHorizon(0), WithRegistryTimeout(time.Minute))
 	defer g.Close()

@@ -10,7 +10,7 @@ import (
 
 	. "github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/testfs"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -305,7 +305,7 @@ func TestLockedFilesBesideCounterChecked(t *testing.T) {
 			require.NoError(t, os.Chmod(stk, os.ModeSticky|0o777))
 			counter := filepath.Join(stk, "c")
 			testfs.AsOtherUser(t, "cd "+stk+" && C=c && "+strings.ReplaceAll(tc.script, "C.", "$C."))
-			reg := snapidtest.NewRegistry()
+			reg := registrytest.NewRegistry()
 			_, err := CreateSequence(context.Background(), reg, "orders", 1, 1000)
 			require.NoError(t, err)
 			g, err := Open(counter, "pr1", WithRegistry(reg))

@@ -10,7 +10,7 @@
 // restored from a backup or copied to a cloned machine cannot repeat ids.
 // The registry on Apache Cassandra lives in package
 // github.com/snapid/snapid/cassandra, so that a program that does not use
-// it links no database driver; package snapidtest has an in-memory one for
+// it links no database driver; package registrytest has an in-memory one for
 // tests, and the conformance suite every Registry must pass.
 //
 // # The counter file

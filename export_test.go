@@ -13,8 +13,8 @@ import (
 )
 
 // Hooks for the external tests (package snapid_test). Tests that open
-// Generators on a registry use the in-memory one of snapidtest, and
-// snapidtest imports snapid, so they cannot be internal tests; what they
+// Generators on a registry use the in-memory one of registrytest, and
+// registrytest imports snapid, so they cannot be internal tests; what they
 // need of the internals is exported here, for tests only.
 
 // ExportCrash abandons g as a killed process would: its locks and

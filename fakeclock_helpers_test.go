@@ -9,7 +9,7 @@ import (
 
 	. "github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/clock"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -32,7 +32,7 @@ type fakeHost struct {
 	gens []*Generator
 }
 
-func newFakeHost(t *testing.T, reg *snapidtest.Registry) *fakeHost {
+func newFakeHost(t *testing.T, reg *registrytest.Registry) *fakeHost {
 	h := &fakeHost{t: t, clk: clock.NewFake(fakeStart)}
 	if reg != nil {
 		reg.SetClock(h.clk.Now)

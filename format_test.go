@@ -11,7 +11,7 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -343,7 +343,7 @@ func TestNextIDsOneUpdateAllOrNothing(t *testing.T) {
 // last one an outage leaves.
 func TestDecimalIDsStayWithinTheRegistryMark(t *testing.T) {
 	for k := uint64(1); k <= 19; k++ {
-		reg := snapidtest.NewRegistry()
+		reg := registrytest.NewRegistry()
 		_, path := ctPath(t)
 		g := openReg(t, path, "web_1", reg, WithFormat(FormatDecimal), WithReserveStep(10), WithOutageHorizon(0), WithRegistryTimeout(time.Second))
 		reg.SetDown(true)

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -28,7 +28,7 @@ func stripedIDs(t *testing.T, g *Generator, n int) []uint64 {
 // (node 3) starts above every id it issued: no id repeats (3013 =
 // 301×10+3 without the raise).
 func TestFormChangeNoRegistryThenRegistry(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	for _, other := range []string{"other_1", "other_2"} {
 		h := newSeqHost(t, other)
 		g := h.open(t, reg, WithFormat(FormatDecimal))
@@ -66,7 +66,7 @@ func TestFormChangeNoRegistryThenRegistry(t *testing.T) {
 // it: opened without a registry with stride 10, it is refused
 // (ErrStrideMismatch), and nothing is issued.
 func TestFormChangeRegistryStrideKeptWithoutRegistry(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	for _, other := range []string{"other_1", "other_2"} {
 		h := newSeqHost(t, other)
 		g := h.open(t, reg, WithFormat(FormatDecimal))
@@ -163,7 +163,7 @@ func openFDs(t *testing.T) int {
 // form history cannot take its form (the raise past its bound) closes
 // every file it opened (the counter and the files beside it).
 func TestFormRefusedAfterClaimClosesFiles(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	_, err := reg.SetStride(context.Background(), 10)
 	require.NoError(t, err)
 	h := newSeqHost(t, "vm1")

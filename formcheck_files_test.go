@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -23,7 +23,7 @@ func TestFormRefusedOnFirstOpenLeavesNoFiles(t *testing.T) {
 		{"a node number the registry did not give", []Option{WithFormat(FormatDecimal), WithNodeNumber(7)}, ErrNumberMismatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			reg := snapidtest.NewRegistry()
+			reg := registrytest.NewRegistry()
 			a := newSeqHost(t, "fa")
 			ga := a.open(t, reg, WithFormat(FormatStriped), WithStride(100))
 			require.NoError(t, ga.Close())

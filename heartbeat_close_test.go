@@ -7,7 +7,7 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -15,7 +15,7 @@ import (
 // Stats, with the heartbeat's last refresh, is safe racing Close and
 // after it.
 func TestHeartbeatStatsAfterClose(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	_, path := ctPath(t)
 	for range 20 {
 		g := openReg(t, path, "web_1", reg, WithCloneWindow(0), WithHeartbeat(5*time.Millisecond))
@@ -38,7 +38,7 @@ func TestHeartbeatStatsAfterClose(t *testing.T) {
 
 // The heartbeat's goroutines of closed and crashed Generators end.
 func TestHeartbeatNoGoroutineLeak(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	_, path := ctPath(t)
 	time.Sleep(50 * time.Millisecond)
 	before := runtimeNumGoroutine()

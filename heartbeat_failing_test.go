@@ -9,7 +9,7 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -38,7 +38,7 @@ func (c *hbClock) Set(t time.Time) {
 // are counted, and fail at once while fail is set (this process's
 // connection is broken; the other processes' work).
 type hbTouchReg struct {
-	*snapidtest.Registry
+	*registrytest.Registry
 	fail  atomic.Bool
 	flap  atomic.Bool  // with fail: every third call goes through
 	hold  atomic.Bool  // calls do not arrive before their timeout
@@ -65,7 +65,7 @@ func (r *hbTouchReg) Touch(ctx context.Context, name, owner, session string) err
 // hbCloneClaim sends a clone's claim of web_1 (this host's owner token,
 // another machine) with the clone window, and reports whether the
 // registry accepted it.
-func hbCloneClaim(t *testing.T, reg *snapidtest.Registry, window time.Duration) bool {
+func hbCloneClaim(t *testing.T, reg *registrytest.Registry, window time.Duration) bool {
 	t.Helper()
 	row, ok := reg.Row("web_1")
 	require.True(t, ok)
@@ -95,7 +95,7 @@ func TestHeartbeatFailingHolderDoesNotHoldOthersBack(t *testing.T) {
 		poll   = hb / 4
 	)
 	clock := newHBClock()
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	reg.SetClock(clock.Now)
 	_, path := ctPath(t)
 	opts := []Option{WithHeartbeat(hb), WithRegistryTimeout(to), WithCloneWindow(window), WithReserveStep(1 << 20), ExportWithNow(clock.Now)}
@@ -151,7 +151,7 @@ func TestHeartbeatFailingHolderLastSeenInsideCloneWindow(t *testing.T) {
 	)
 	for _, flap := range []bool{false, true} {
 		t.Run(map[bool]string{false: "broken", true: "flapping"}[flap], func(t *testing.T) {
-			reg := snapidtest.NewRegistry()
+			reg := registrytest.NewRegistry()
 			_, path := ctPath(t)
 			opts := []Option{WithHeartbeat(hb), WithRegistryTimeout(to), WithCloneWindow(window), WithReserveStep(1 << 20)}
 			wH := &hbTouchReg{Registry: reg}
@@ -188,7 +188,7 @@ func TestHeartbeatFailingHolderLastSeenInsideCloneWindow(t *testing.T) {
 func TestHeartbeatHolderBackOffCapped(t *testing.T) {
 	const hb = 200 * time.Millisecond // real polls every 50 ms; every decision is on the test's clock
 	clock := newHBClock()
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	reg.SetClock(clock.Now)
 	_, path := ctPath(t)
 	w := &hbTouchReg{Registry: reg}
@@ -236,7 +236,7 @@ func TestHeartbeatCloneCheckClockSkewTolerance(t *testing.T) {
 			tolerance := window - (hb + hb/2 + hb/4 + hb/8) - to // window − 1⅞ heartbeats − timeout
 			clock := newHBClock()
 			var skew atomic.Int64
-			reg := snapidtest.NewRegistry()
+			reg := registrytest.NewRegistry()
 			reg.SetClock(func() time.Time { return clock.Now().Add(time.Duration(skew.Load())) })
 			_, path := ctPath(t)
 			opts := []Option{WithHeartbeat(hb), WithRegistryTimeout(to), WithCloneWindow(window), WithReserveStep(1 << 20), ExportWithNow(clock.Now)}

@@ -11,7 +11,7 @@ import (
 
 	. "github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/testfs"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -36,7 +36,7 @@ func TestHeartbeatFileReplacedRejoined(t *testing.T) {
 	const interval = 200 * time.Millisecond
 	for _, how := range []string{"removed", "replaced"} {
 		t.Run(how, func(t *testing.T) {
-			reg := snapidtest.NewRegistry()
+			reg := registrytest.NewRegistry()
 			dir := t.TempDir()
 			path := filepath.Join(dir, "a", "c.u64")
 			require.NoError(t, os.Mkdir(filepath.Dir(path), 0o755))
@@ -113,7 +113,7 @@ func TestHeartbeatFilePlantedNamed(t *testing.T) {
 		want error
 	}{{"fifo", ErrNotRegular}, {"dir", ErrNotRegular}, {"symlink", ErrSymlink}} {
 		t.Run(c.what, func(t *testing.T) {
-			reg := snapidtest.NewRegistry()
+			reg := registrytest.NewRegistry()
 			dir, path := ctPath(t)
 			hb := path + ".heartbeat"
 			calls := logCalls(reg)
@@ -148,7 +148,7 @@ func TestHeartbeatFilePlantedNamed(t *testing.T) {
 // message says: it does not create <counter>.heartbeat when it is missing
 // (a counter last used by an earlier version).
 func TestHeartbeatRefusedOpenCreatesNoHeartbeatFile(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	dir, path := ctPath(t)
 	g := openReg(t, path, "web_a", reg, WithCloneWindow(0))
 	require.NoError(t, g.Close())
@@ -166,7 +166,7 @@ func TestHeartbeatOtherUsersHeartbeatRefused(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to chown")
 	}
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	dir, path := ctPath(t)
 	g := openReg(t, path, "web_1", reg, WithCloneWindow(0))
 	require.NoError(t, g.Close())
@@ -194,7 +194,7 @@ func TestHeartbeatOtherUsersHeartbeatRefused(t *testing.T) {
 func TestHeartbeatPlantedRefusedPromptly(t *testing.T) {
 	for _, what := range []string{"fifo", "symlink", "dir"} {
 		t.Run(what, func(t *testing.T) {
-			reg := snapidtest.NewRegistry()
+			reg := registrytest.NewRegistry()
 			dir, path := ctPath(t)
 			g := openReg(t, path, "web_1", reg, WithCloneWindow(0))
 			require.NoError(t, g.Close())

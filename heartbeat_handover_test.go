@@ -11,7 +11,7 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -48,7 +48,7 @@ func TestHeartbeatSmallestCloneWindow(t *testing.T) {
 	const window = 2*hb + to
 	for _, mode := range []int32{1, 2} {
 		t.Run(map[int32]string{1: "holder fails alone", 2: "holder stalls"}[mode], func(t *testing.T) {
-			reg := snapidtest.NewRegistry()
+			reg := registrytest.NewRegistry()
 			fh := newFakeHost(t, reg)
 			_, path := ctPath(t)
 			var wraps []*failOrStallTouchReg
@@ -94,14 +94,14 @@ func TestHeartbeatSmallestCloneWindow(t *testing.T) {
 // test can make stall (a process stopped mid-refresh: it neither sends
 // nor gives up) or fail at once (this process's connection is broken).
 type stallTouchReg struct {
-	*snapidtest.Registry
+	*registrytest.Registry
 	mode    atomic.Int32 // 0 normal, 1 stall, 2 fail
 	release chan struct{}
 	stalled chan struct{}
 	once    sync.Once
 }
 
-func newStallTouchReg(reg *snapidtest.Registry) *stallTouchReg {
+func newStallTouchReg(reg *registrytest.Registry) *stallTouchReg {
 	return &stallTouchReg{Registry: reg, release: make(chan struct{}), stalled: make(chan struct{})}
 }
 
@@ -130,7 +130,7 @@ func TestHeartbeatStalledHolderMidRefreshHandedOver(t *testing.T) {
 		window = 2*hb + to
 		poll   = hb / 4
 	)
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	fh := newFakeHost(t, reg)
 	_, path := ctPath(t)
 	opts := []Option{WithHeartbeat(hb), WithRegistryTimeout(to), WithCloneWindow(window), WithReserveStep(1 << 20)}
@@ -180,7 +180,7 @@ func TestHeartbeatFailingHolderDoesNotSilenceOthers(t *testing.T) {
 		window = 2*hb + to
 		poll   = hb / 4
 	)
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	fh := newFakeHost(t, reg)
 	_, path := ctPath(t)
 	opts := []Option{WithHeartbeat(hb), WithRegistryTimeout(to), WithCloneWindow(window), WithReserveStep(1 << 20)}
@@ -203,7 +203,7 @@ func TestHeartbeatFailingHolderDoesNotSilenceOthers(t *testing.T) {
 // intervals another process of the host holds it.
 func TestHeartbeatClosingHolderHandsRoleOver(t *testing.T) {
 	const interval = 10 * time.Second
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	fh := newFakeHost(t, nil)
 	_, path := ctPath(t)
 	opts := []Option{WithHeartbeat(interval), WithCloneWindow(0), WithReserveStep(1 << 20), WithRegistryTimeout(30 * interval)}

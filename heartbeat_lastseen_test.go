@@ -9,7 +9,7 @@ import (
 
 	. "github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/clock"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -17,7 +17,7 @@ import (
 // once and answered just before the caller's deadline (a slow reply), even
 // calls time out without being applied.
 type flakyTouch struct {
-	*snapidtest.Registry
+	*registrytest.Registry
 	clk    *clock.Fake // the host's: replies come late on it
 	n      atomic.Int64
 	active atomic.Bool
@@ -53,7 +53,7 @@ func TestHeartbeatSlowAndLostRefreshesInsideCloneWindow(t *testing.T) {
 		to     = 30 * time.Second
 		window = 2*hb + to
 	)
-	mem := snapidtest.NewRegistry()
+	mem := registrytest.NewRegistry()
 	fh := newFakeHost(t, mem)
 	reg := &flakyTouch{Registry: mem, clk: fh.clk}
 	_, path := ctPath(t)
@@ -73,7 +73,7 @@ func TestHeartbeatCloneRefusedWhileHostRuns(t *testing.T) {
 		to     = 30 * time.Second
 		window = 2*hb + to
 	)
-	mem := snapidtest.NewRegistry()
+	mem := registrytest.NewRegistry()
 	fh := newFakeHost(t, mem)
 	reg := &flakyTouch{Registry: mem, clk: fh.clk}
 	_, path := ctPath(t)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -24,7 +24,7 @@ func TestHeartbeatNoTouchStormDuringOutage(t *testing.T) {
 		interval = 10 * time.Second
 		procs    = 8
 	)
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	fh := newFakeHost(t, nil)
 	_, path := ctPath(t)
 	for range procs {
@@ -59,7 +59,7 @@ func TestHeartbeatFutureLastOneRefreshPerInterval(t *testing.T) {
 	const interval = 10 * time.Second
 	for _, how := range []string{"clock set back an hour", "record's last damaged into the future"} {
 		t.Run(how, func(t *testing.T) {
-			reg := snapidtest.NewRegistry()
+			reg := registrytest.NewRegistry()
 			fh := newFakeHost(t, nil)
 			_, path := ctPath(t)
 			opts := []Option{WithHeartbeat(interval), WithCloneWindow(0), WithReserveStep(1 << 20)}
@@ -91,7 +91,7 @@ func TestHeartbeatFutureLastOneRefreshPerInterval(t *testing.T) {
 // yet the host's processes do not all refresh at every poll.
 func TestHeartbeatRecordLockHeldNoRefreshStorm(t *testing.T) {
 	const interval = 10 * time.Second
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	fh := newFakeHost(t, nil)
 	_, path := ctPath(t)
 	for range 4 {
@@ -117,7 +117,7 @@ func TestHeartbeatRecordLockHeldNoRefreshStorm(t *testing.T) {
 // processes go back to about one refresh per interval.
 func TestHeartbeatLongRecordRepaired(t *testing.T) {
 	const interval = 10 * time.Second
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	fh := newFakeHost(t, nil)
 	_, path := ctPath(t)
 	for range 3 {
@@ -145,7 +145,7 @@ func TestHeartbeatLongRecordRepaired(t *testing.T) {
 // after a bound, and the refresh is sent without them.
 func TestHeartbeatRecordLockHeldRefreshesGoOn(t *testing.T) {
 	const interval = 10 * time.Second
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	fh := newFakeHost(t, nil)
 	_, path := ctPath(t)
 	g := fh.open(path, "web_1", reg, WithCloneWindow(0), WithHeartbeat(interval))

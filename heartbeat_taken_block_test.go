@@ -6,7 +6,7 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -16,7 +16,7 @@ import (
 // not even from the block it took from the counter before.
 func TestHeartbeatTakenStopsBlockIDs(t *testing.T) {
 	const interval = 10 * time.Second
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	fh := newFakeHost(t, reg)
 	dir, path := ctPath(t)
 	opts := []Option{WithHeartbeat(interval), WithCloneWindow(0), WithBlock(1000)}

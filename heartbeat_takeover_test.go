@@ -10,7 +10,7 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -18,7 +18,7 @@ import (
 // gatedTouch is one process's view of a shared registry with its Touch
 // shaped by the test.
 type gatedTouch struct {
-	*snapidtest.Registry
+	*registrytest.Registry
 	touch func(ctx context.Context, inner func() error) error
 }
 
@@ -36,7 +36,7 @@ func (g *gatedTouch) Touch(ctx context.Context, name, owner, session string) err
 // at one of their next polls, and new joins are refused.
 func TestHeartbeatTakenRecordNotOverwritten(t *testing.T) {
 	const hb = 100 * time.Millisecond
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a", "c.u64")
 	require.NoError(t, os.Mkdir(filepath.Dir(path), 0o755))
@@ -114,7 +114,7 @@ func TestHeartbeatTakenRecordNotOverwritten(t *testing.T) {
 // polls, not an interval and a half later.
 func TestHeartbeatTakeoverLearnedByExtendShared(t *testing.T) {
 	const interval = 10 * time.Second
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	fh := newFakeHost(t, nil)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a", "c.u64")

@@ -13,7 +13,7 @@ import (
 
 	. "github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/clock"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -25,7 +25,7 @@ type callLog struct {
 	calls map[string][]time.Time
 }
 
-func logCalls(reg *snapidtest.Registry) *callLog {
+func logCalls(reg *registrytest.Registry) *callLog {
 	l := &callLog{calls: map[string][]time.Time{}}
 	reg.SetHook(func(_ context.Context, op, _ string) error {
 		l.mu.Lock()
@@ -71,7 +71,7 @@ func TestHeartbeatOnePerHost(t *testing.T) {
 	const interval = 10 * time.Second
 	for _, procs := range []int{1, 8, 32} {
 		t.Run("processes="+strconv.Itoa(procs), func(t *testing.T) {
-			reg := snapidtest.NewRegistry()
+			reg := registrytest.NewRegistry()
 			fh := newFakeHost(t, nil)
 			_, path := ctPath(t)
 			opts := []Option{WithHeartbeat(interval), WithCloneWindow(0)}
@@ -127,7 +127,7 @@ func TestHeartbeatOnePerHost(t *testing.T) {
 // refreshes without the role.
 func TestHeartbeatHolderStuck(t *testing.T) {
 	const interval = 10 * time.Second
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	fh := newFakeHost(t, nil)
 	_, path := ctPath(t)
 	g := openReg(t, path, "web_1", reg, WithHeartbeat(time.Hour), WithCloneWindow(0))
@@ -155,7 +155,7 @@ func TestHeartbeatTakeOverStopsEveryProcess(t *testing.T) {
 	// On a fake clock: which process learns first, and how, depends on
 	// no scheduler.
 	const interval = 10 * time.Second
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	fh := newFakeHost(t, nil)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a", "c.u64")
@@ -194,7 +194,7 @@ func TestHeartbeatTakeOverStopsEveryProcess(t *testing.T) {
 // host's heartbeat record is not fresh: a host starting all its
 // processes at once reads it once.
 func TestHeartbeatFreshJoinReadsNothing(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	_, path := ctPath(t)
 	calls := logCalls(reg)
 	first := openReg(t, path, "web_1", reg, WithHeartbeat(time.Hour), WithCloneWindow(0))
@@ -224,7 +224,7 @@ func TestHeartbeatFreshJoinReadsNothing(t *testing.T) {
 // registry, and the host's heartbeat writes a good one.
 func TestHeartbeatRecordDamaged(t *testing.T) {
 	const interval = 20 * time.Millisecond
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	_, path := ctPath(t)
 	// Its poll is an hour away: nothing rewrites the record meanwhile.
 	first := openReg(t, path, "web_1", reg, WithHeartbeat(time.Hour), WithCloneWindow(0))
@@ -249,7 +249,7 @@ func TestHeartbeatRecordDamaged(t *testing.T) {
 // at once) find it once the first process's claim has made it, and join
 // without a registry read.
 func TestHeartbeatJoinFindsFileMadeByClaim(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	_, path := ctPath(t)
 	opts := []Option{WithHeartbeat(time.Hour), WithCloneWindow(0)}
 	require.NoError(t, openReg(t, path, "web_1", reg, opts...).Close())

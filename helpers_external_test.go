@@ -10,7 +10,7 @@ import (
 )
 
 // Helpers of the external tests (package snapid_test): the tests that open
-// Generators on snapidtest's in-memory registry.
+// Generators on registrytest's in-memory registry.
 
 var errInjected = errors.New("injected I/O error")
 

@@ -10,7 +10,7 @@ import (
 
 	. "github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/testfs"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -71,7 +71,7 @@ func TestStateFileWithTwoNamesRefused(t *testing.T) {
 			} else {
 				require.NoError(t, os.Link(victim, at)) // root may link anything
 			}
-			g, err := Open(path, "vm", WithRegistry(snapidtest.NewRegistry()), WithHostInfo(HostInfo{Hostname: "h1", MachineID: "m1"}))
+			g, err := Open(path, "vm", WithRegistry(registrytest.NewRegistry()), WithHostInfo(HostInfo{Hostname: "h1", MachineID: "m1"}))
 			if err == nil {
 				_, _ = g.UniqueID()
 				g.Close()

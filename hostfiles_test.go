@@ -14,7 +14,7 @@ import (
 
 	. "github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/testfs"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -23,7 +23,7 @@ import (
 // one: with hold set, the next Claim announces itself on entered and
 // waits for proceed before it is made.
 type hookRegistry struct {
-	*snapidtest.Registry
+	*registrytest.Registry
 	claims  atomic.Int32
 	hold    bool // hold the next claim
 	held    atomic.Bool
@@ -32,7 +32,7 @@ type hookRegistry struct {
 }
 
 func newHookRegistry() *hookRegistry {
-	h := &hookRegistry{Registry: snapidtest.NewRegistry(), entered: make(chan struct{}), proceed: make(chan struct{})}
+	h := &hookRegistry{Registry: registrytest.NewRegistry(), entered: make(chan struct{}), proceed: make(chan struct{})}
 	h.SetHook(func(_ context.Context, op, _ string) error {
 		if op != "claim" {
 			return nil
@@ -112,7 +112,7 @@ func TestRefusedClaimKeepsCounterInUse(t *testing.T) {
 // and hold nothing a later Open misreads.
 func TestRefusedClaimLeavesDocumentedFiles(t *testing.T) {
 	dir, path := ctPath(t)
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	holdByOther(t, reg, "web_1")
 	_, err := Open(path, "web_1", WithRegistry(reg), WithHostInfo(HostInfo{Hostname: "host1", MachineID: "m1"}))
 	require.ErrorIs(t, err, ErrNameTaken)
@@ -149,7 +149,7 @@ func TestJoinUnderAnotherNameRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, path := ctPath(t)
-			reg := snapidtest.NewRegistry()
+			reg := registrytest.NewRegistry()
 			holdByOther(t, reg, "web_b")
 			first, err := openAs(path, "web_a", reg, WithReserveStep(100), WithOutageHorizon(0))
 			require.NoError(t, err)
@@ -180,7 +180,7 @@ func TestJoinUnderAnotherNameRefused(t *testing.T) {
 // joining process refuses one in another format, or for another owner.
 func TestSessionFileFormat(t *testing.T) {
 	_, path := ctPath(t)
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	first, err := openAs(path, "web_a", reg)
 	require.NoError(t, err)
 	defer first.Close()
@@ -227,7 +227,7 @@ func TestSessionFileFormat(t *testing.T) {
 // it: a file of an earlier version does not stop an upgrade.
 func TestFirstProcessReplacesOldSessionFile(t *testing.T) {
 	_, path := ctPath(t)
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	require.NoError(t, os.WriteFile(path+ExportSessionSuffix, []byte("session-0\n"), 0o600))
 	g, err := openAs(path, "web_a", reg)
 	require.NoError(t, err)
@@ -309,7 +309,7 @@ func TestCorruptHostFileRefusedBeforeClaim(t *testing.T) {
 // size, by the Generator and by ReadMark.
 func TestCorruptMarkMessageSizes(t *testing.T) {
 	_, path := ctPath(t)
-	g, err := openAs(path, "web_1", snapidtest.NewRegistry(), WithReserveStep(100), WithOutageHorizon(0))
+	g, err := openAs(path, "web_1", registrytest.NewRegistry(), WithReserveStep(100), WithOutageHorizon(0))
 	require.NoError(t, err)
 	defer g.Close()
 	draw(t, g, 1)
@@ -332,7 +332,7 @@ func TestCorruptMarkMessageSizes(t *testing.T) {
 // the registry and raises the counter to the registry's mark.
 func TestRemovedMarkRebuiltFromRegistry(t *testing.T) {
 	_, path := ctPath(t)
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	g, err := openAs(path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
 	require.NoError(t, err)
 	draw(t, g, 5)
@@ -459,7 +459,7 @@ func (r *recordingFS) snapshot() []fsOp {
 func TestCreateFilesOrderOfOperations(t *testing.T) {
 	dir, path := ctPath(t)
 	rec := &recordingFS{}
-	g, err := openAs(path, "web_1", snapidtest.NewRegistry(), ExportWithFS(rec))
+	g, err := openAs(path, "web_1", registrytest.NewRegistry(), ExportWithFS(rec))
 	require.NoError(t, err)
 	require.NoError(t, g.Close())
 	ops := rec.snapshot()
@@ -510,7 +510,7 @@ func TestCreateFilesDirSyncFailure(t *testing.T) {
 		t.Run("counter"+suffix, func(t *testing.T) {
 			dir, path := ctPath(t)
 			rec := &recordingFS{failAfter: path + suffix}
-			g, err := openAs(path, "web_1", snapidtest.NewRegistry(), ExportWithFS(rec))
+			g, err := openAs(path, "web_1", registrytest.NewRegistry(), ExportWithFS(rec))
 			if g != nil {
 				g.Close()
 			}
@@ -575,7 +575,7 @@ func TestOpenExistingSyncsDirectory(t *testing.T) {
 	for _, withReg := range []bool{false, true} {
 		t.Run(fmt.Sprintf("registry=%v", withReg), func(t *testing.T) {
 			dir, path := ctPath(t)
-			reg := snapidtest.NewRegistry()
+			reg := registrytest.NewRegistry()
 			open := func(fs ExportFS) (*Generator, error) {
 				if withReg {
 					return openAs(path, "web_1", reg, ExportWithFS(fs))

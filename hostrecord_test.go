@@ -14,7 +14,7 @@ import (
 
 	. "github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/statefile"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
@@ -128,7 +128,7 @@ func TestRecordFloorFollowsTheCounter(t *testing.T) {
 func TestRecordSharedByRegistryAndStandalone(t *testing.T) {
 	place, dir := recordHost(t)
 	a, b := filepath.Join(dir, "a.u64"), filepath.Join(dir, "b.u64")
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	g, err := Open(a, "vm1", WithBindingDir(place), WithRegistry(reg))
 	require.NoError(t, err)
 	_, err = g.UniqueID()
@@ -140,7 +140,7 @@ func TestRecordSharedByRegistryAndStandalone(t *testing.T) {
 	place2, dir2 := recordHost(t)
 	a, b = filepath.Join(dir2, "a.u64"), filepath.Join(dir2, "b.u64")
 	issue(t, a, "vm1", 3, WithBindingDir(place2))
-	_, err = Open(b, "vm1", WithBindingDir(place2), WithRegistry(snapidtest.NewRegistry()))
+	_, err = Open(b, "vm1", WithBindingDir(place2), WithRegistry(registrytest.NewRegistry()))
 	require.ErrorIs(t, err, ErrNameBound, "a registry Open beside a standalone one")
 }
 
@@ -177,7 +177,7 @@ func TestRecordDamagedRefuses(t *testing.T) {
 func TestRecordReleasedHonouredWithoutRegistry(t *testing.T) {
 	place, dir := recordHost(t)
 	c := filepath.Join(dir, "counter.u64")
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	issue(t, c, "vm1", 3, WithBindingDir(place), WithRegistry(reg))
 	_, err := Release(t.Context(), c, "vm1", WithBindingDir(place), WithRegistry(reg))
 	require.NoError(t, err)
@@ -218,7 +218,7 @@ func TestRecordCrashThenRestoreRaisedToTheMark(t *testing.T) {
 		writeCounter(t, c, 100)
 		opts := []Option{WithBindingDir(place)}
 		if reg {
-			opts = append(opts, WithRegistry(snapidtest.NewRegistry()))
+			opts = append(opts, WithRegistry(registrytest.NewRegistry()))
 		}
 		ids := issue(t, c, "vm1", 1, opts...)
 		id, err := ParseID(ids[0])
@@ -281,7 +281,7 @@ func TestRecordNumberAndStrideClaimsRace(t *testing.T) {
 // refused; a standalone name's stride refuses a registry name's other one.
 func TestRecordRegistryStrideIsTheHosts(t *testing.T) {
 	place, dir := recordHost(t)
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	_, err := reg.SetStride(t.Context(), 10)
 	require.NoError(t, err)
 	issue(t, filepath.Join(dir, "a.u64"), "a", 1, WithBindingDir(place), WithRegistry(reg), WithFormat(FormatStriped))
@@ -339,7 +339,7 @@ func TestRecordModeFollowsTheCounter(t *testing.T) {
 func TestRecordReleasedRefusesAReplacement(t *testing.T) {
 	place, dir := recordHost(t)
 	c := filepath.Join(dir, "counter.u64")
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	issue(t, c, "vm1", 3, WithBindingDir(place), WithRegistry(reg))
 	_, err := Release(t.Context(), c, "vm1", WithBindingDir(place), WithRegistry(reg))
 	require.NoError(t, err)
@@ -373,7 +373,7 @@ func TestRecordClaimOfAnotherUserDenies(t *testing.T) {
 func TestRecordCrashRaiseWhateverPathKeptTheMark(t *testing.T) {
 	place, dir := recordHost(t)
 	c := filepath.Join(dir, "c")
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	ropts := []Option{WithBindingDir(place), WithRegistry(reg), WithReserveStep(100)}
 	r, err := Open(c, "vm1", ropts...)
 	require.NoError(t, err)
@@ -524,7 +524,7 @@ func TestRecordPlaceRequired(t *testing.T) {
 // name released with it, also once the counter took another name on
 // purpose (whose record comes first).
 func TestReadHostFilesFromTheRecords(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	place, dir := recordHost(t)
 	c := filepath.Join(dir, "counter.u64")
 	issue(t, c, "web_1", 1, WithBindingDir(place), WithRegistry(reg))

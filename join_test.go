@@ -9,7 +9,7 @@ import (
 
 	. "github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/testfs"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -19,7 +19,7 @@ import (
 // it is refused with ErrNameTaken and issues nothing, although a join with
 // the registry down is otherwise let through on the host's reserved range.
 func TestJoinRefusesNameTheRecordSaysTaken(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a", "c.u64")
 	require.NoError(t, os.Mkdir(filepath.Dir(path), 0o755))
@@ -62,7 +62,7 @@ func TestJoinRefusesNameTheRecordSaysTaken(t *testing.T) {
 // and the join is refused with ErrNameTaken; it does not start issuing on
 // a claim that no longer stands.
 func TestJoinRefusesRowOfAnotherSession(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	dir := t.TempDir()
 	for _, d := range []string{"a", "clone"} {
 		require.NoError(t, os.Mkdir(filepath.Join(dir, d), 0o700))

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -16,7 +16,7 @@ import (
 // must be refused while the host runs. It returns the worst age seen and
 // whether the clone's claim went through. stalled are processes whose
 // refresh is stopped mid-call (step does not wait for them).
-func watchLastSeen(t *testing.T, h *fakeHost, reg *snapidtest.Registry, window, d, by time.Duration, stalled ...*Generator) (worst time.Duration, cloned bool) {
+func watchLastSeen(t *testing.T, h *fakeHost, reg *registrytest.Registry, window, d, by time.Duration, stalled ...*Generator) (worst time.Duration, cloned bool) {
 	t.Helper()
 	row, ok := reg.Row("web_1")
 	require.True(t, ok)

@@ -9,7 +9,7 @@ import (
 
 	. "github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/testfs"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -47,7 +47,7 @@ func requireLockedWithin(t *testing.T, limit time.Duration, fn func() error) {
 
 func TestSequenceBoundedWhenLeaseFileLocked(t *testing.T) {
 	counter := filepath.Join(lockDir(t), "c")
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	ctx := context.Background()
 	_, err := CreateSequence(ctx, reg, "orders", 1, 1000000)
 	require.NoError(t, err)
@@ -87,7 +87,7 @@ func TestSequenceBoundedWhenLeaseFileLocked(t *testing.T) {
 
 func TestCloseBoundedWhenCounterLocked(t *testing.T) {
 	counter := filepath.Join(lockDir(t), "c")
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	g, err := Open(counter, "vm", WithRegistry(reg), WithFileMode(0o644), WithRegistryTimeout(time.Second))
 	require.NoError(t, err)
 	_, err = g.Next()
@@ -98,7 +98,7 @@ func TestCloseBoundedWhenCounterLocked(t *testing.T) {
 
 func TestReleaseBoundedWhenCounterLocked(t *testing.T) {
 	counter := filepath.Join(lockDir(t), "c")
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	opts := []Option{WithRegistry(reg), WithFileMode(0o644), WithRegistryTimeout(time.Second)}
 	g, err := Open(counter, "vm", opts...)
 	require.NoError(t, err)
@@ -146,7 +146,7 @@ func TestAdminCallsBoundedWhenCounterLocked(t *testing.T) {
 
 func TestRepairBoundedWhenGateLocked(t *testing.T) {
 	counter := filepath.Join(lockDir(t), "c")
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	g, err := Open(counter, "vm", WithRegistry(reg), WithFileMode(0o644))
 	require.NoError(t, err)
 	require.NoError(t, g.Close())
@@ -183,7 +183,7 @@ func TestUpdateWaitEndsWithCallersAndClose(t *testing.T) {
 			counter := filepath.Join(lockDir(t), "c")
 			opts := append([]Option{WithFileMode(0o644), WithBindingDir(filepath.Join(t.TempDir(), "names"))}, tc.opts...)
 			if tc.reg {
-				opts = append(opts, WithRegistry(snapidtest.NewRegistry()), WithRegistryTimeout(time.Second))
+				opts = append(opts, WithRegistry(registrytest.NewRegistry()), WithRegistryTimeout(time.Second))
 			}
 			g, err := Open(counter, "hangtest", opts...)
 			require.NoError(t, err)
@@ -243,7 +243,7 @@ func TestGateWaitBoundedAndNamesHolder(t *testing.T) {
 	// The gate held by another user's process, which could read it
 	// (the state files 0644, in a directory it can reach).
 	path := filepath.Join(testfs.SharedTempDir(t, "snapid-gate-"), "counter.u64")
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	opts := []Option{WithRegistry(reg), WithSync(false), WithFileMode(0o644), WithHostInfo(HostInfo{Hostname: "host1", MachineID: "m1"})}
 	g, err := Open(path, "web_1", opts...)
 	require.NoError(t, err)

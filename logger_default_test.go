@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -27,7 +27,7 @@ func TestDefaultLoggerIsSlogDefault(t *testing.T) {
 		t.Helper()
 		dir, bind := t.TempDir(), t.TempDir()
 		a := filepath.Join(dir, "a.u64")
-		opts = append(opts, WithBindingDir(bind), WithRegistry(snapidtest.NewRegistry()))
+		opts = append(opts, WithBindingDir(bind), WithRegistry(registrytest.NewRegistry()))
 		g, err := Open(a, "vm", opts...)
 		require.NoError(t, err)
 		_, err = g.NextN(3)

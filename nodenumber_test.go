@@ -12,7 +12,7 @@ import (
 
 	. "github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/hoststate"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -22,7 +22,7 @@ import (
 // host's record of the name, kept across restarts, and read by the host's
 // other processes.
 func TestRegistryNodeNumbersDecimal(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	a, b := newSeqHost(t, "web_a"), newSeqHost(t, "web_b")
 	ga := a.open(t, reg, WithFormat(FormatDecimal))
 	gb := b.open(t, reg, WithFormat(FormatDecimal))
@@ -62,7 +62,7 @@ func TestRegistryNodeNumbersDecimal(t *testing.T) {
 // first host's WithStride records it when none is; another stride is
 // refused (ErrStrideMismatch), none at all is refused too.
 func TestRegistryStride(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	a, b, c := newSeqHost(t, "s_a"), newSeqHost(t, "s_b"), newSeqHost(t, "s_c")
 	_, err := Open(a.path, a.name, WithRegistry(reg), WithHostInfo(a.info), WithFormat(FormatStriped))
 	require.ErrorIs(t, err, ErrInvalidOption, "no stride anywhere")
@@ -90,7 +90,7 @@ func TestRegistryStride(t *testing.T) {
 // record of the name that records another, is refused: nothing is
 // issued.
 func TestRegistryNodeNumberMismatch(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	a := newSeqHost(t, "m_a")
 	g := a.open(t, reg, WithFormat(FormatDecimal))
 	_, n, _ := g.Form()
@@ -137,7 +137,7 @@ func recordedNumber(t *testing.T, path, name string) uint64 {
 // A name-form host starts when the registry is slow to give a number
 // (or never does): it waits a bounded share of the claim's time.
 func TestRegistryNameFormStartsWhenNumbersHang(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	reg.SetHook(func(ctx context.Context, op, name string) error {
 		if op == "assign_number" {
 			<-ctx.Done()
@@ -160,7 +160,7 @@ type noNumbers struct{ Registry }
 // With a registry that gives no numbers, the numeric forms need
 // WithNodeNumber.
 func TestRegistryWithoutNumbers(t *testing.T) {
-	reg := noNumbers{snapidtest.NewRegistry()}
+	reg := noNumbers{registrytest.NewRegistry()}
 	a := newSeqHost(t, "x_a")
 	_, err := Open(a.path, a.name, WithRegistry(reg), WithHostInfo(a.info), WithFormat(FormatDecimal))
 	require.ErrorIs(t, err, ErrInvalidOption)
@@ -175,7 +175,7 @@ func TestRegistryWithoutNumbers(t *testing.T) {
 // A WithNodeNumber or WithStride that is not the registry's is refused
 // before the claim: the registry's row is left as it was.
 func TestRegistryNumberRefusedBeforeClaim(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	a := newSeqHost(t, "p_a")
 	g := a.open(t, reg, WithFormat(FormatStriped), WithStride(50))
 	_, n, _ := g.Form()
@@ -202,7 +202,7 @@ func TestRegistryNumberRefusedBeforeClaim(t *testing.T) {
 // a bound below every striped id is refused before anything.
 func TestRegistryBadFormOptionsChangeNothing(t *testing.T) {
 	ctx := context.Background()
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	first := newSeqHost(t, "first") // takes node number 1
 	g := first.open(t, reg)
 	require.NoError(t, g.Close())
@@ -233,7 +233,7 @@ func TestRegistryBadFormOptionsChangeNothing(t *testing.T) {
 // number: the Open is refused, and the host never issues under a number
 // the registry gave another name.
 func TestNumberFileWithoutNumberingRegistry(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	a, b := newSeqHost(t, "nm_a"), newSeqHost(t, "nm_b")
 	ga := a.open(t, reg, WithFormat(FormatDecimal))
 	_, na, _ := ga.Form()
@@ -266,7 +266,7 @@ func TestNumberFileWithoutNumberingRegistry(t *testing.T) {
 // the registry, and records none.
 func TestNumberBadBoundRefusedBeforeClaim(t *testing.T) {
 	ctx := context.Background()
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	_, err := reg.SetStride(ctx, 1000)
 	require.NoError(t, err)
 	d := newSeqHost(t, "nm_d")
@@ -283,7 +283,7 @@ func TestNumberBadBoundRefusedBeforeClaim(t *testing.T) {
 // is left as it was.
 func TestNumberAboveStrideRefusedBeforeClaim(t *testing.T) {
 	ctx := context.Background()
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	x, y := newSeqHost(t, "nm_x"), newSeqHost(t, "nm_y")
 	g := x.open(t, reg) // number 1
 	require.NoError(t, g.Close())
@@ -306,7 +306,7 @@ func TestNumberAboveStrideRefusedBeforeClaim(t *testing.T) {
 // of the number refuses it to another name.
 func TestNumberFileDefaultsWithoutRegistry(t *testing.T) {
 	ctx := context.Background()
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	_, err := reg.SetStride(ctx, 100)
 	require.NoError(t, err)
 	a := newSeqHost(t, "nd_a")
@@ -362,7 +362,7 @@ func TestNumberFileDefaultsWithoutRegistry(t *testing.T) {
 // out 2.4, 2.5, … would repeat web's ids), an Open giving no number takes
 // vm's, and the host's claim refuses vm's number to another name.
 func TestNumberWithoutRegistryKeepsTheRegistrysNumber(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	dirA, vmCounter := ctPath(t)
 	bindA := filepath.Join(dirA, "names")
 	_, webCounter := ctPath(t)

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -15,7 +15,7 @@ import (
 // the in-memory one (snapid/cassandra runs them on the real Cassandra).
 func releaseRegistries(*testing.T) map[string]func(t *testing.T) Registry {
 	return map[string]func(t *testing.T) Registry{
-		"memory": func(*testing.T) Registry { return snapidtest.NewRegistry() },
+		"memory": func(*testing.T) Registry { return registrytest.NewRegistry() },
 	}
 }
 
@@ -137,7 +137,7 @@ func TestReleaseIsFinalOnTheHost(t *testing.T) {
 // whose outcome is not known (the registry failed) leaves the host
 // refusing the name too.
 func TestReleaseRecordedBeforeTheRegistry(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg)
@@ -160,7 +160,7 @@ func TestReleaseRecordedBeforeTheRegistry(t *testing.T) {
 // waits for it to stop (ErrInUse), and then records a last number at or
 // above everything it may have handed out, its record's mark included.
 func TestReleaseRefusedWhileAProgramWithoutTheRegistryRuns(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -22,7 +22,7 @@ import (
 // minute apart, well within the outage horizon (2 h).
 func TestReservationStepGrowthCappedAfterBurst(t *testing.T) {
 	const step = 1_000
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	var mu sync.Mutex
 	now := time.Unix(1_000_000, 0)

@@ -19,14 +19,14 @@ import (
 	. "github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/clock"
 	"github.com/snapid/snapid/internal/testfs"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
 func TestReservationBoundsAndCleanRestart(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
 	h, _ := reg.Row("web_1")
@@ -42,7 +42,7 @@ func TestReservationBoundsAndCleanRestart(t *testing.T) {
 }
 
 func TestReservationExtendsAheadAndStopsAtMarkWhenRegistryDown(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg, WithReserveStep(10), WithOutageHorizon(0))
 	defer g.Close()
@@ -82,7 +82,7 @@ func TestReservationExtendsAheadAndStopsAtMarkWhenRegistryDown(t *testing.T) {
 }
 
 func TestReservationCrashLeavesAtMostOneStep(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
 	draw(t, g, 7)
@@ -98,7 +98,7 @@ func TestReservationCrashLeavesAtMostOneStep(t *testing.T) {
 
 func TestReservationRestoredBackupNeverRepeats(t *testing.T) {
 	for _, clean := range []bool{true, false} {
-		reg := snapidtest.NewRegistry()
+		reg := registrytest.NewRegistry()
 		path := filepath.Join(t.TempDir(), "counter.u64")
 		g := openReg(t, path, "web_1", reg, WithReserveStep(50), WithOutageHorizon(0))
 		draw(t, g, 5)
@@ -122,7 +122,7 @@ func TestReservationRestoredBackupNeverRepeats(t *testing.T) {
 }
 
 func TestReservationNameTakenIssuesNothing(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	dir := t.TempDir()
 	a := openReg(t, filepath.Join(dir, "a.u64"), "web_1", reg)
 	defer a.Close()
@@ -138,7 +138,7 @@ func TestReservationNameTakenIssuesNothing(t *testing.T) {
 }
 
 func TestReservationTakeoverAfterReleaseContinuesAbove(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	dir := t.TempDir()
 	aPath := filepath.Join(dir, "a.u64")
 	a := openReg(t, aPath, "web_1", reg, WithReserveStep(10), WithOutageHorizon(0))
@@ -158,7 +158,7 @@ func TestReservationTakeoverAfterReleaseContinuesAbove(t *testing.T) {
 }
 
 func TestReservationForcedTakeover(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	dir := t.TempDir()
 	a := openReg(t, filepath.Join(dir, "a.u64"), "web_1", reg, WithReserveStep(10), WithOutageHorizon(0))
 	draw(t, a, 3)
@@ -177,7 +177,7 @@ func TestReservationForcedTakeover(t *testing.T) {
 }
 
 func TestReservationCloneRefused(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	dir := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "a"), 0o700))
 	a := openReg(t, filepath.Join(dir, "a", "c.u64"), "web_1", reg)
@@ -194,7 +194,7 @@ func TestReservationCloneRefused(t *testing.T) {
 // timeout at Open, only with a registry; any window of at least twice the
 // heartbeat plus the timeout works, and a window of 0 turns the check off.
 func TestReservationCloneWindowAndHeartbeat(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	dir := t.TempDir()
 	for _, d := range []string{"a", "clone"} {
 		require.NoError(t, os.MkdirAll(filepath.Join(dir, d), 0o700))
@@ -233,7 +233,7 @@ func TestReservationProcessesShareMark(t *testing.T) {
 	// Two Generators on one counter file stand for two processes: flock
 	// locks belong to open file descriptions, so they exclude each other
 	// as processes do.
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	a := openReg(t, path, "web_1", reg, WithReserveStep(20), WithOutageHorizon(0))
 	b := openReg(t, path, "web_1", reg, WithReserveStep(20), WithOutageHorizon(0))
@@ -287,7 +287,7 @@ func TestReservationProcessesShareMark(t *testing.T) {
 // stops at its mark, and the two never share a number.
 func TestReservationCopiedDirectorySameMachine(t *testing.T) {
 	for _, ownRecords := range []bool{false, true} {
-		reg := snapidtest.NewRegistry()
+		reg := registrytest.NewRegistry()
 		dir := t.TempDir()
 		for _, d := range []string{"a", "b"} {
 			require.NoError(t, os.MkdirAll(filepath.Join(dir, d), 0o700))
@@ -339,7 +339,7 @@ func TestReservationCopiedDirectorySameMachine(t *testing.T) {
 func TestReservationRollbackWhileRunning(t *testing.T) {
 	for _, who := range []string{"running", "joining"} {
 		t.Run(who, func(t *testing.T) {
-			reg := snapidtest.NewRegistry()
+			reg := registrytest.NewRegistry()
 			path := filepath.Join(t.TempDir(), "counter.u64")
 			g1 := openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
 			defer g1.Close()
@@ -399,7 +399,7 @@ func TestRollbackWithoutRegistryRaised(t *testing.T) {
 }
 
 func TestRepairAndReleaseRefusedWhileInUse(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg)
 	defer g.Close()
@@ -422,7 +422,7 @@ func TestRepairAndReleaseRefusedWhileInUse(t *testing.T) {
 // A counter rolled back while in use and then closed cleanly: the set-back
 // must not lower the registry's mark below what was issued.
 func TestReservationRollbackThenCleanClose(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
 	draw(t, g, 5)
@@ -446,7 +446,7 @@ func TestReservationRollbackThenCleanClose(t *testing.T) {
 // A process joining the host's claim while the registry is down starts on
 // the host's reserved range.
 func TestReservationJoinWhileRegistryDown(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	first := openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
 	defer first.Close()
@@ -463,7 +463,7 @@ func TestReservationJoinWhileRegistryDown(t *testing.T) {
 // cannot make a crash's gap much larger than what was issued recently);
 // at a low rate it stays at the configured step.
 func TestReservationStepFollowsRate(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
 	advance := clk.Advance
@@ -502,7 +502,7 @@ func TestReservationStepFollowsRate(t *testing.T) {
 // default step, and a crash then skips at most DefaultReserveStep numbers
 // (the README's promise for hosts issuing under 1,000 ids per 2 h).
 func TestCrashGapAfterBurstIsOneStep(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
 	g := openReg(t, path, "web_1", reg, WithSync(false), ExportWithClock(clk))
@@ -526,7 +526,7 @@ func TestCrashGapAfterBurstIsOneStep(t *testing.T) {
 // With the default step, a low-rate host's crash costs at most
 // DefaultReserveStep numbers: short ids stay short.
 func TestCrashGapAtLowRateIsSmall(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg)
 	issued := draw(t, g, 5)
@@ -571,7 +571,7 @@ func TestStats(t *testing.T) {
 // the registry is touched: the registry's mark, the mark file and the
 // counter stay as they were, and the name can still issue.
 func TestOverflowWithRegistryChangesNothing(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg)
 	defer g.Close()
@@ -597,7 +597,7 @@ func TestOverflowWithRegistryChangesNothing(t *testing.T) {
 // that can: the group is served one by one, so the small request gets its
 // number and only the large one fails, with ErrExhausted.
 func TestOverflowWithRegistryInGroup(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	hold, entered, release := ExportHoldNextWrite()
 	g := openReg(t, path, "web_1", reg, hold)
@@ -631,7 +631,7 @@ func TestOverflowWithRegistryInGroup(t *testing.T) {
 // At exactly 2^64-1 the error is ErrExhausted, not a reservation that
 // might come back.
 func TestExhaustedAtLastNumberWithRegistry(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg, WithTakeover(math.MaxUint64-1))
 	defer g.Close()
@@ -669,7 +669,7 @@ func waitUpdateInFlight(g *Generator) {
 // the registry's mark back to the counter once it can read it, and the
 // mark covers every number issued.
 func TestCloseWithCallInFlight(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g1 := openReg(t, path, "web_1", reg)
 	g2 := openReg(t, path, "web_1", reg)
@@ -717,7 +717,7 @@ func TestCloseWithCallInFlight(t *testing.T) {
 // caller that still wanted room gets ErrClosed and the registry's mark is
 // not raised again: a clean restart leaves no gap.
 func TestNoExtensionAfterClose(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg)
 	draw(t, g, 3)
@@ -736,7 +736,7 @@ func TestNoExtensionAfterClose(t *testing.T) {
 // start-up, in the file itself, before anything is issued: Snap! and
 // 'snapctl show' then see a value at or above what the registry reserved.
 func TestStartRaisesRestoredCounterToRegistryMark(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	backup := EncodeCounter(0)
 	g := openReg(t, path, "web_1", reg, WithReserveStep(100))
@@ -758,7 +758,7 @@ func TestStartRaisesRestoredCounterToRegistryMark(t *testing.T) {
 // counter to 50 and this process read it (a background extension), then
 // both files were put back; the next number must be above 50.
 func TestRegistryCheckUsesHighestSeen(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "counter.u64")
 	g := openReg(t, path, "web_1", reg)
@@ -782,7 +782,7 @@ func TestRegistryCheckUsesHighestSeen(t *testing.T) {
 // one warning, not one per attempt; when the registry is back, one line
 // says so.
 func TestExtensionFailuresLoggedOnce(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	var buf syncBuffer
 	g := openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0), WithSync(false),
@@ -822,7 +822,7 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 func TestTakeoverFloorBoundaries(t *testing.T) {
 	for _, floor := range []uint64{0, 1, 1<<63 - 1, 1 << 63, math.MaxUint64 - 1, math.MaxUint64} {
 		t.Run(strconv.FormatUint(floor, 10), func(t *testing.T) {
-			reg := snapidtest.NewRegistry()
+			reg := registrytest.NewRegistry()
 			dir := t.TempDir()
 			a := openReg(t, filepath.Join(dir, "a.u64"), "web_1", reg, WithReserveStep(10), WithOutageHorizon(0))
 			draw(t, a, 3)
@@ -878,7 +878,7 @@ func (h *recordHandler) messages() []string {
 // happens: nothing more is issued (the next call fails with
 // ErrNameTaken), not that ids keep flowing until the mark.
 func TestBackgroundExtensionNameTakenLogsTheTruth(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	dir := t.TempDir()
 	rec := &recordHandler{}
 	a := openReg(t, filepath.Join(dir, "a.u64"), "web_1", reg, WithReserveStep(10), WithOutageHorizon(0),
@@ -916,7 +916,7 @@ func TestBackgroundExtensionNameTakenLogsTheTruth(t *testing.T) {
 // by another owner and its record removed from this host, the counter may
 // take another name.
 func TestSecondNameOnCounterRefused(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a.u64")
 	g := openReg(t, path, "web_2", reg)

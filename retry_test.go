@@ -8,7 +8,7 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -18,7 +18,7 @@ import (
 func TestStartUpCallsRetried(t *testing.T) {
 	for _, op := range []string{"get", "stride"} {
 		t.Run(op, func(t *testing.T) {
-			reg := snapidtest.NewRegistry()
+			reg := registrytest.NewRegistry()
 			var failed atomic.Bool
 			reg.SetHook(func(_ context.Context, o, _ string) error {
 				if o == op && failed.CompareAndSwap(false, true) {
@@ -44,7 +44,7 @@ func TestStartUpCallsRetried(t *testing.T) {
 // below this host's") wrapped in ErrRegistry only: the first extension is
 // not sent again.
 func TestStartUpDefiniteNotRetried(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	_, path := ctPath(t)
 	g := openReg(t, path, "web_1", reg, WithCloneWindow(0))
 	_, _ = g.Next()

@@ -10,7 +10,7 @@ import (
 
 	. "github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/statefile"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -39,7 +39,7 @@ func (r *recordingIO) WriteAt(f *os.File, b []byte, off int64) (int, error) {
 func TestMarkAndHeartbeatGoThroughTheIOSeam(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "counter")
 	io := &recordingIO{written: map[string]int{}}
-	g, err := OpenContext(context.Background(), path, "seam_node", WithRegistry(snapidtest.NewRegistry()),
+	g, err := OpenContext(context.Background(), path, "seam_node", WithRegistry(registrytest.NewRegistry()),
 		WithBindingDir(t.TempDir()), WithHostInfo(HostInfo{Hostname: "h1", MachineID: "m1"}), ExportWithFileFS(io))
 	require.NoError(t, err)
 	_, err = g.UniqueID()

@@ -5,14 +5,14 @@ import (
 	"testing"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 )
 
 // AuditSequences finds overlapping ranges, ranges beyond GLOBAL and
 // numbers above max, and nothing in a sequence used normally.
 func TestAuditSequences(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "clean", 10, 100_000)
 	for i, name := range []string{"web_a", "web_b"} {
 		h := newSeqHost(t, name)

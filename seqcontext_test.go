@@ -9,7 +9,7 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -26,7 +26,7 @@ func TestSequenceNextContextLeavesWhileLeaseFileLocked(t *testing.T) {
 		{"NextNContext", func(s *Sequence, ctx context.Context) (uint64, error) { return s.NextNContext(ctx, 3) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			reg := snapidtest.NewRegistry()
+			reg := registrytest.NewRegistry()
 			createSeq(t, reg, "orders", 1, 1_000_000)
 			h := newSeqHost(t, "web_1")
 			g := h.open(t, reg)
@@ -68,7 +68,7 @@ func TestSequenceNextContextLeavesWhileLeaseFileLocked(t *testing.T) {
 // the registry call: the call ends too, and the lease is not made for
 // nobody.
 func TestSequenceNextNContextWhileRegistryFrozen(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, 1_000_000)
 	h := newSeqHost(t, "web_1")
 	g := h.open(t, reg, WithRegistryTimeout(time.Minute))
@@ -124,7 +124,7 @@ func TestSequenceNextNContextWhileRegistryFrozen(t *testing.T) {
 // An ended context takes nothing: not a number of the process's block,
 // not from the lease file.
 func TestSequenceNextContextEndedTakesNothing(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, 1_000_000)
 	h := newSeqHost(t, "web_1")
 	g := h.open(t, reg)
@@ -162,7 +162,7 @@ func TestSequenceNextContextEndedTakesNothing(t *testing.T) {
 // overwritten, so concurrent NextN calls leave no gap.
 func TestSequenceConcurrentLeasesInOneProcess(t *testing.T) {
 	for round := range 5 {
-		reg := snapidtest.NewRegistry()
+		reg := registrytest.NewRegistry()
 		createSeq(t, reg, "orders", 1, 1_000_000)
 		h := newSeqHost(t, "web_1")
 		g := h.open(t, reg)
@@ -193,7 +193,7 @@ func TestSequenceConcurrentLeasesInOneProcess(t *testing.T) {
 // another process takes nothing once the lock is free: its call ends
 // without numbers instead of taking them for nobody.
 func TestSequenceNextNContextLeftTakesNothingLater(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, 1_000_000)
 	h := newSeqHost(t, "web_1")
 	g := h.open(t, reg)

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -55,7 +55,7 @@ func takeEach(t *testing.T, s *Sequence, n int, out *[]uint64) {
 // whose floor has a later generation), and reads a "snapseq1" file as
 // generation 0, writing it as "snapseq2" at its next whole write.
 func TestSequenceLeaseFileVersions(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, MaxSequence)
 	h := newSeqHost(t, "web_1")
 	lease := h.path + ".seq.orders"
@@ -91,7 +91,7 @@ func TestSequenceLeaseFileVersions(t *testing.T) {
 // an earlier claim. The process goes on from the current claim's floor;
 // it does not stop, and nothing repeats.
 func TestSequenceFloorRestoreEarlierClaimWhileRunning(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, MaxSequence)
 	h := newSeqHost(t, "web_1")
 	lease := h.path + ".seq.orders"
@@ -121,7 +121,7 @@ func TestSequenceFloorRestoreEarlierClaimWhileRunning(t *testing.T) {
 
 // A damaged lease file without a floor is refused and nothing is made.
 func TestSequenceFloorNothingMadeForDamagedLease(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, MaxSequence)
 	h := newSeqHost(t, "web_1")
 	lease := h.path + ".seq.orders"
@@ -146,7 +146,7 @@ func TestSequenceFloorNothingMadeForDamagedLease(t *testing.T) {
 
 // A damaged floor without its lease file is refused and nothing is made.
 func TestSequenceFloorNothingMadeForDamagedFloor(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, MaxSequence)
 	h := newSeqHost(t, "web_1")
 	lease := h.path + ".seq.orders"
@@ -173,7 +173,7 @@ func TestSequenceFloorNothingMadeForDamagedFloor(t *testing.T) {
 // the others open it again at their next update, not writing the removed
 // one), then the lease file restored in place: nothing repeats.
 func TestSequenceFloorRemovedThenRestore(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, MaxSequence)
 	h := newSeqHost(t, "web_1")
 	lease := h.path + ".seq.orders"
@@ -201,7 +201,7 @@ func TestSequenceFloorRemovedThenRestore(t *testing.T) {
 // numbers out again), and the sequence goes on once writes work again;
 // a restore in place then repeats nothing.
 func TestSequenceFloorWriteFailure(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, MaxSequence)
 	h := newSeqHost(t, "web_1")
 	lease := h.path + ".seq.orders"
@@ -237,7 +237,7 @@ func TestSequenceFloorWriteFailure(t *testing.T) {
 // write is refused, not wrapped to 0 (which would read as behind its
 // floor).
 func TestSequenceLeaseGenerationBound(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, MaxSequence)
 	h := newSeqHost(t, "web_1")
 	lease := h.path + ".seq.orders"
@@ -262,7 +262,7 @@ func TestSequenceLeaseGenerationBound(t *testing.T) {
 // touched by a process that never saw the copy's ranges: raised to the
 // floor's ranges, the one taken in advance included.
 func TestSequenceFloorRestoreWithAhead(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, MaxSequence)
 	h := newSeqHost(t, "web_1")
 	lease := h.path + ".seq.orders"

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -21,7 +21,7 @@ import (
 // (Kept, they would be: the file would hold the copy's range as its
 // current one and the new lease as the next.)
 func TestSequenceLeaseMovedDropsFileRanges(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, MaxSequence)
 	h := newSeqHost(t, "web_1")
 	lease := h.path + ".seq.orders"

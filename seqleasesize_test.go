@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -15,7 +15,7 @@ import (
 func TestSequenceLeaseSizeBounds(t *testing.T) {
 	require.LessOrEqual(t, MaxSequenceLease, MaxSequence/128)
 	require.Greater(t, (MaxSequenceLease+1)*128, MaxSequence)
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "ids", 1, MaxSequence)
 	host := newSeqHost(t, "web")
 	g := host.open(t, reg)

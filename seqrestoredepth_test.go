@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -91,7 +91,7 @@ func TestSequenceLeaseRestoredByDepth(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			reg := snapidtest.NewRegistry()
+			reg := registrytest.NewRegistry()
 			createSeq(t, reg, "orders", 1, MaxSequence)
 			h := newSeqHost(t, "web_1")
 			lease := h.path + ".seq.orders"

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -45,7 +45,7 @@ func TestSequenceLeaseAndFloorRestoredTogether(t *testing.T) {
 		{"to an earlier lease, a process that joined before the restore", 10, before},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			reg := snapidtest.NewRegistry()
+			reg := registrytest.NewRegistry()
 			createSeq(t, reg, "orders", 1, MaxSequence)
 			h := newSeqHost(t, "web_1")
 			lease := h.path + ".seq.orders"
@@ -117,7 +117,7 @@ func TestSequenceLeaseAndFloorRestoredThenClosed(t *testing.T) {
 		{"closed first, Sequence left open", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			reg := snapidtest.NewRegistry()
+			reg := registrytest.NewRegistry()
 			createSeq(t, reg, "orders", 1, MaxSequence)
 			h := newSeqHost(t, "web_1")
 			lease := h.path + ".seq.orders"

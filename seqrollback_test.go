@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -16,7 +16,7 @@ import (
 // cannot see this (its record is the range, not the position), so only the
 // running process can.
 func TestSequenceLeaseRollbackWhileRunning(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, MaxSequence)
 	h := newSeqHost(t, "web_1")
 	g := h.open(t, reg)
@@ -63,7 +63,7 @@ func TestSequenceLeaseRollbackWhileRunning(t *testing.T) {
 // moved on since the backup) while a process uses it: the process does not
 // hand out the numbers of the earlier lease again.
 func TestSequenceLeaseRollbackToEarlierRange(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, MaxSequence)
 	h := newSeqHost(t, "web_1")
 	g := h.open(t, reg)
@@ -116,7 +116,7 @@ func TestSequenceLeaseRollbackSeenByAnotherProcess(t *testing.T) {
 		{"to an earlier lease, opened before", 10, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			reg := snapidtest.NewRegistry()
+			reg := registrytest.NewRegistry()
 			createSeq(t, reg, "orders", 1, MaxSequence)
 			h := newSeqHost(t, "web_1")
 			g1 := h.open(t, reg)
@@ -166,7 +166,7 @@ func TestSequenceLeaseRollbackSeenByAnotherProcess(t *testing.T) {
 // handed out; a lease file without a floor (written before floors
 // existed) is used and gets one.
 func TestSequenceLeaseFloorChecked(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, MaxSequence)
 	h := newSeqHost(t, "web_1")
 	g := h.open(t, reg)

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -14,7 +14,7 @@ import (
 // (every number up to max handed out); the numbers left are then issued,
 // and only after them is the sequence ErrExhausted.
 func TestSequenceNextNShortIsNotExhausted(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, 10)
 	h := newSeqHost(t, "web_1")
 	g := h.open(t, reg)

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -51,7 +51,7 @@ func TestSequenceStatusSpace(t *testing.T) {
 // handed out and leased; Space is what no host leased yet; Sequences lists
 // the open ones.
 func TestSequenceLeaseStatsSpace(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, 50_000)
 	createSeq(t, reg, "invoices", 1, 1000)
 	h := newSeqHost(t, "web_1")

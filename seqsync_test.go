@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -18,7 +18,7 @@ import (
 // Next and NextN at once, small blocks and leases so that blocks, NextN
 // and refills all write the file many times.
 func TestSequenceNoNumberBeforeSync(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, MaxSequence)
 	h := newSeqHost(t, "web_1")
 	x := &ExportLeaseSyncs{}
@@ -75,7 +75,7 @@ func TestSequenceNoNumberBeforeSync(t *testing.T) {
 	assert.Positive(t, x.Syncs())
 
 	t.Run("sync off never syncs a lease file", func(t *testing.T) {
-		reg := snapidtest.NewRegistry()
+		reg := registrytest.NewRegistry()
 		createSeq(t, reg, "orders", 1, MaxSequence)
 		h := newSeqHost(t, "web_2")
 		x := &ExportLeaseSyncs{}

@@ -15,7 +15,7 @@ import (
 
 	. "github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/testfs"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -80,7 +80,7 @@ func drawSeq(t *testing.T, s *Sequence, n int) []uint64 {
 // processes (Generators on one counter), each with goroutines calling Next
 // and NextN at once: every number is unique and in [start, max].
 func TestSequenceUniqueAcrossHostsProcessesGoroutines(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	const start = 1_000_000
 	createSeq(t, reg, "articles", start, MaxSequence)
 	var mu sync.Mutex
@@ -138,7 +138,7 @@ func TestSequenceUniqueAcrossHostsProcessesGoroutines(t *testing.T) {
 // number from start to max is issued exactly once (no process exits, so
 // no gap), then ErrExhausted everywhere, for Next and NextN.
 func TestSequenceRunToMax32Bit(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	const max = 1<<31 - 1
 	const start = max - 2999
 	createSeq(t, reg, "ticket", start, max)
@@ -204,7 +204,7 @@ func TestSequenceRunToMax32Bit(t *testing.T) {
 func TestSequenceRestoredAndClonedLeaseFile(t *testing.T) {
 	for _, tc := range []string{"lease moved on", "restart", "clone"} {
 		t.Run(tc, func(t *testing.T) {
-			reg := snapidtest.NewRegistry()
+			reg := registrytest.NewRegistry()
 			createSeq(t, reg, "orders", 1, MaxSequence)
 			host := newSeqHost(t, "shop")
 			opts := []SequenceOption{SequenceBlock(5), SequenceLeaseSize(20)}
@@ -266,7 +266,7 @@ func TestSequenceRestoredAndClonedLeaseFile(t *testing.T) {
 // The registry goes down: Next goes on from the host's lease, then fails
 // with ErrRegistry at its end, and goes on once the registry is back.
 func TestSequenceRegistryOutage(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "n", 1, MaxSequence)
 	host := newSeqHost(t, "web")
 	g := host.open(t, reg)
@@ -297,7 +297,7 @@ type noSeqRegistry struct{ Registry }
 // registry.
 func TestSequenceBadInputChangesNothing(t *testing.T) {
 	ctx := context.Background()
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	for _, tc := range []struct {
 		what       string
 		name       string
@@ -369,7 +369,7 @@ func TestSequenceBadInputChangesNothing(t *testing.T) {
 // A corrupt lease file, or one of another node name, is refused with
 // ErrCorruptLease (matching ErrCorrupt) and left as it is.
 func TestSequenceCorruptLeaseFileRefused(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "ids", 1, MaxSequence)
 	host := newSeqHost(t, "web")
 	g := host.open(t, reg)
@@ -421,7 +421,7 @@ func TestSequenceCorruptLeaseFileRefused(t *testing.T) {
 // increasing order within a block, and the lease file records the host's
 // lease as the registry does.
 func TestSequenceLeaseFileMatchesRegistry(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "ids", 500, MaxSequence)
 	host := newSeqHost(t, "web")
 	g := host.open(t, reg)
@@ -450,7 +450,7 @@ func TestSequenceLeaseFileMatchesRegistry(t *testing.T) {
 // less than a moment), so that it does not wait for the registry or the
 // disk at every small lease: far fewer leases than at a fixed size.
 func TestSequenceSizesGrowWhenBusy(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	var leases int
 	var mu sync.Mutex
 	reg.SetHook(func(_ context.Context, op, _ string) error {
@@ -477,7 +477,7 @@ func TestSequenceSizesGrowWhenBusy(t *testing.T) {
 // lease is made, as a slow network would: the registry records the lease
 // before the process installs it in the lease file.
 type holdingRegistry struct {
-	*snapidtest.Registry
+	*registrytest.Registry
 	armed   atomic.Bool
 	entered chan SequenceLease
 	release chan struct{}
@@ -497,7 +497,7 @@ func (h *holdingRegistry) LeaseSequence(ctx context.Context, req LeaseRequest) (
 // taking the file for a stale copy and dropping its ranges (and the new
 // lease: a gap).
 func TestSequenceOpenWaitsForLeaseInFlight(t *testing.T) {
-	reg := &holdingRegistry{Registry: snapidtest.NewRegistry(), entered: make(chan SequenceLease, 1), release: make(chan struct{})}
+	reg := &holdingRegistry{Registry: registrytest.NewRegistry(), entered: make(chan SequenceLease, 1), release: make(chan struct{})}
 	createSeq(t, reg, "ids", 1, MaxSequence)
 	host := newSeqHost(t, "web")
 	gA := host.open(t, reg)
@@ -555,7 +555,7 @@ func TestSequenceOpenWaitsForLeaseInFlight(t *testing.T) {
 func TestSequenceFilesCreatedAtomically(t *testing.T) {
 	for _, target := range []string{".seq.ids", ".seq.ids.refill"} {
 		t.Run(target, func(t *testing.T) {
-			reg := snapidtest.NewRegistry()
+			reg := registrytest.NewRegistry()
 			createSeq(t, reg, "ids", 1, MaxSequence)
 			host := newSeqHost(t, "web")
 			rec := &recordingFS{}
@@ -589,7 +589,7 @@ func TestSequenceFilesCreatedAtomically(t *testing.T) {
 // copy of the file made at the recorded position, restored after the next
 // claim used it, is not carried over again.
 func TestSequenceCleanRestartCarriesLeaseOver(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "ids", 1, MaxSequence)
 	host := newSeqHost(t, "web")
 	opts := []SequenceOption{SequenceBlock(5), SequenceLeaseSize(100_000)}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -31,7 +31,7 @@ func calls(t *testing.T, st Stats, call, outcome string) uint64 {
 // the times of the last extension and heartbeat, and the loss of the
 // session shows.
 func TestStatsRegistry(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	_, path := ctPath(t)
 	g := openReg(t, path, "web_1", reg, WithReserveStep(10), WithOutageHorizon(0), WithHeartbeat(time.Hour), WithCloneWindow(0))
 	defer g.Close()
@@ -91,7 +91,7 @@ func TestStatsRegistry(t *testing.T) {
 
 // A heartbeat that reaches the registry is timed.
 func TestStatsHeartbeat(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	_, path := ctPath(t)
 	g := openReg(t, path, "web_1", reg, WithHeartbeat(5*time.Millisecond), WithCloneWindow(0))
 	defer g.Close()
@@ -121,7 +121,7 @@ func TestOpenContextEnded(t *testing.T) {
 	dir, path := ctPath(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := OpenContext(ctx, path, "web_1", WithRegistry(snapidtest.NewRegistry()))
+	_, err := OpenContext(ctx, path, "web_1", WithRegistry(registrytest.NewRegistry()))
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Contains(t, err.Error(), "context ended before the name could be claimed")
 	assert.NotContains(t, err.Error(), "another process")
@@ -133,7 +133,7 @@ func TestOpenContextEnded(t *testing.T) {
 // ReadHostFiles reports the owner's and the session's fingerprints, the
 // cached mark, and whether a row is held by this counter's session.
 func TestReadHostFiles(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	_, path := ctPath(t)
 	hf, err := ReadHostFiles(path)
 	require.NoError(t, err)

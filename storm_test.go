@@ -12,7 +12,7 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -23,7 +23,7 @@ import (
 // or after (the answer lost: an unknown outcome the registry could not
 // resolve in time).
 type contendedRegistry struct {
-	*snapidtest.Registry
+	*registrytest.Registry
 	mu       sync.Mutex
 	rng      *rand.Rand
 	failRate float64
@@ -85,7 +85,7 @@ func (c *contendedRegistry) LeaseSequence(ctx context.Context, req LeaseRequest)
 // is issued twice.
 func TestStartUpStorm(t *testing.T) {
 	const hosts = 60
-	inner := snapidtest.NewRegistry()
+	inner := registrytest.NewRegistry()
 	createSeq(t, inner, "orders", 1, MaxSequence)
 	reg := &contendedRegistry{Registry: inner, rng: rand.New(rand.NewPCG(1, 2)), failRate: 1.0 / 3}
 	ExportRetryWaits(t, func(attempt int) time.Duration { return time.Duration(rand.N(1<<min(attempt, 6))) * time.Millisecond })
@@ -149,7 +149,7 @@ func TestStartUpStorm(t *testing.T) {
 // deadline ends it with the registry's error, and a definite answer is
 // returned at once.
 func TestStartUpRetriesBounded(t *testing.T) {
-	inner := snapidtest.NewRegistry()
+	inner := registrytest.NewRegistry()
 	var claims atomic.Int64
 	inner.SetHook(func(_ context.Context, op, _ string) error {
 		if op == "claim" {

@@ -210,7 +210,7 @@
 // use one table at once.
 //
 // Imports: snapid, internal/simcql and gocql (its tests also internal/testcluster and
-// snapidtest). Imported by programs that use the registry and by
+// registrytest). Imported by programs that use the registry and by
 // cmd/snapctl and examples; never by snapid itself, which sees it only
 // through the snapid.Registry interface.
 package cassandra

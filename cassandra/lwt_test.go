@@ -211,7 +211,7 @@ func testExtendOldSessionRefused(t *testing.T, r snapid.Registry, raw func() any
 }
 
 // The in-memory registry is held to the same by the conformance suite
-// (snapidtest, ExtendConditionalOnSession).
+// (registrytest, ExtendConditionalOnSession).
 func TestExtendOldSessionRefused(t *testing.T) {
 	t.Run("cassandra", func(t *testing.T) {
 		_, _, r := oneRegistry(t)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -22,13 +22,13 @@ func simRegistry(t *testing.T, c *simCluster, dc string) *Registry {
 }
 
 // TestSimClusterConformance: the Registry over the simulated cluster,
-// with no fault, passes snapidtest's conformance suites (names, sequences,
+// with no fault, passes registrytest's conformance suites (names, sequences,
 // node numbers): the statements are interpreted as Cassandra runs them.
 func TestSimClusterConformance(t *testing.T) {
 	c := newSimCluster(rand.New(rand.NewPCG(1, 2)))
 	r := simRegistry(t, c, "dc1")
-	snapidtest.TestRegistry(t, func(*testing.T) snapid.Registry { return r })
-	snapidtest.TestNumberRegistry(t, func(t *testing.T) snapid.NumberRegistry {
+	registrytest.TestRegistry(t, func(*testing.T) snapid.Registry { return r })
+	registrytest.TestNumberRegistry(t, func(t *testing.T) snapid.NumberRegistry {
 		return simRegistry(t, newSimCluster(rand.New(rand.NewPCG(3, 4))), "dc1")
 	})
 }

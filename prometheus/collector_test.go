@@ -19,7 +19,7 @@ import (
 	"github.com/snapid/snapid/cassandra"
 	"github.com/snapid/snapid/internal/testcluster"
 	snapidprom "github.com/snapid/snapid/prometheus"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -110,9 +110,9 @@ var registryCallSeries = func() []string {
 	return out
 }()
 
-func openWithRegistry(t *testing.T) (*snapid.Generator, *snapidtest.Registry, string) {
+func openWithRegistry(t *testing.T) (*snapid.Generator, *registrytest.Registry, string) {
 	t.Helper()
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g, err := snapid.Open(path, "web_1", snapid.WithBindingDir(t.TempDir()), snapid.WithRegistry(reg), snapid.WithSync(false),
 		snapid.WithReserveStep(100), snapid.WithOutageHorizon(0), snapid.WithHeartbeat(time.Hour), snapid.WithCloneWindow(0))

@@ -15,8 +15,8 @@ const MaxNodeNumber = 1<<31 - 1
 // is never given to another name while ids carrying it may exist), and
 // that records the cluster's stride for FormatStriped.
 //
-// The Cassandra registry and snapidtest's in-memory one implement it;
-// snapidtest.TestNumberRegistry is its conformance suite. Open, with a
+// The Cassandra registry and registrytest's in-memory one implement it;
+// registrytest.TestNumberRegistry is its conformance suite. Open, with a
 // registry that implements it, has the name's number assigned at the
 // first claim and records it in the host's record of the name, so that
 // later starts and the host's other processes need no extra round trip; a

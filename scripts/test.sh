@@ -48,7 +48,7 @@
 # shared CI runner; default 0), and those of scripts/cassandra.sh.
 #
 #   bash scripts/test.sh --under-load   (make test-under-load)
-# runs only the root package's, snapidtest's and internal/statefile's
+# runs only the root package's, registrytest's and internal/statefile's
 # tests, with the race detector, SNAPID_LOAD_ROUNDS times in a row
 # (default 4) while SNAPID_BUSY_LOOPS busy loops (default 8) compete for
 # the CPUs; every round must pass. It needs no Cassandra.
@@ -98,8 +98,8 @@ if [[ "${1:-}" == --under-load ]]; then
   all=$SECONDS
   for ((round = 1; round <= rounds; round++)); do
     t=$SECONDS
-    echo "test: under load, round $round of $rounds: go test -race . ./snapidtest ./internal/statefile"
-    if ! CI=true go test -race -count=1 -timeout 30m . ./snapidtest ./internal/statefile; then
+    echo "test: under load, round $round of $rounds: go test -race . ./registry/registrytest ./internal/statefile"
+    if ! CI=true go test -race -count=1 -timeout 30m . ./registry/registrytest ./internal/statefile; then
       echo "test: under load, round $round of $rounds failed" >&2
       exit 1
     fi

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -17,7 +17,7 @@ import (
 // on the registry given (no Cassandra flag needed) with the options
 // given, and what they print is what the registry then shows.
 func TestInProcessRegistry(t *testing.T) {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	dir := t.TempDir()
 	counter := filepath.Join(dir, "counter")
 	bind := t.TempDir()

@@ -13,7 +13,7 @@ import (
 
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/testfs"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -262,7 +262,7 @@ func TestStatusSequenceLeases(t *testing.T) {
 	f := newFakeEnv(t)
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	f.vars["SNAPID_COUNTER"], f.vars["SNAPID_NAME"] = path, "web_1"
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	ctx := context.Background()
 	for _, name := range []string{"orders", "invoices"} {
 		_, err := snapid.CreateSequence(ctx, reg, name, 1, 1_000_000)

@@ -26,7 +26,7 @@ import (
 // envRole) that open a Generator on the mounted powerfs and draw ids until
 // they are killed, reporting each id on stdout only after Next returned.
 // With a registry, the children reach the parent's in-memory registry
-// (snapidtest) over net/rpc on a Unix socket: the registry is not on the
+// (registrytest) over net/rpc on a Unix socket: the registry is not on the
 // disk that loses power, so it lives in the parent and survives every cut.
 const (
 	envRole       = "POWERFS_TEST_ROLE" // "draw"

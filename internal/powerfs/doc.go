@@ -58,7 +58,7 @@
 // The tests of this module re-run the test binary as children that open a
 // snapid Generator on the mount and print each id once Next returned; the
 // parent cuts the power at a random moment, checks the files and starts new
-// children. The registry, when a test uses one, is snapidtest's in-memory
+// children. The registry, when a test uses one, is registrytest's in-memory
 // Registry kept by the parent and reached by the children over net/rpc
 // (TestRPCRegistry runs the conformance suite on that path): it is not on
 // the disk that loses power, so it survives every cut, as Cassandra on
@@ -98,6 +98,6 @@
 // tests alone (as root, with /dev/fuse).
 //
 // A module of its own (so that snapid's module does not require go-fuse).
-// Imports: go-fuse and x/sys; its tests import snapid and snapidtest.
+// Imports: go-fuse and x/sys; its tests import snapid and registrytest.
 // Nothing imports it but its own tests.
 package powerfs

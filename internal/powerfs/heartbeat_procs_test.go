@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -161,7 +161,7 @@ func TestHeartbeatProcesses(t *testing.T) {
 	)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "counter")
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	var mu sync.Mutex
 	var touches []time.Time
 	reg.SetHook(func(_ context.Context, op, _ string) error {

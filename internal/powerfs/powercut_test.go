@@ -12,7 +12,7 @@ import (
 
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/powerfs"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -39,9 +39,9 @@ func mount(t *testing.T) *powerfs.FS {
 }
 
 // registryFor serves a fresh in-memory registry for the children of t.
-func registryFor(t *testing.T) (*snapidtest.Registry, string) {
+func registryFor(t *testing.T) (*registrytest.Registry, string) {
 	t.Helper()
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	// Unix socket paths are short: not under t.TempDir().
 	dir, err := os.MkdirTemp("", "powerfs-reg")
 	require.NoError(t, err)
@@ -177,7 +177,7 @@ func TestPowerCut(t *testing.T) {
 			syncDir(t, f.Dir())
 			path := filepath.Join(dir, "counter.u64")
 			name := fmt.Sprintf("power%d", mi)
-			var reg *snapidtest.Registry
+			var reg *registrytest.Registry
 			cfg := childConfig{path: path, name: name, block: m.block, sync: m.sync, form: m.form}
 			if m.registry {
 				reg, cfg.sock = registryFor(t)
@@ -262,7 +262,7 @@ func checkFiles(t *testing.T, path string, maxIssued uint64, syncOn, registry bo
 
 // openParent opens a Generator in this process (on reg if not nil), a
 // boot of the host after a cut (see bootPlace).
-func openParent(t *testing.T, path, name string, reg *snapidtest.Registry, opts ...snapid.Option) *snapid.Generator {
+func openParent(t *testing.T, path, name string, reg *registrytest.Registry, opts ...snapid.Option) *snapid.Generator {
 	t.Helper()
 	if reg != nil {
 		opts = append(opts, registryOptions(reg, 200)...)
@@ -349,7 +349,7 @@ func TestPowerCutCreation(t *testing.T) {
 		path := filepath.Join(dir, "counter.u64")
 		name := fmt.Sprintf("create%d", round)
 		cfg := childConfig{path: path, name: name, sync: true, init: v.init, goroutines: 1, records: bootPlace(t)}
-		var r *snapidtest.Registry
+		var r *registrytest.Registry
 		if v.registry {
 			cfg.sock, r = sock, reg
 		}
@@ -405,7 +405,7 @@ func TestPowerCutCreation(t *testing.T) {
 // conformance suite, so the power-cut tests exercise the library on a
 // faithful registry.
 func TestRPCRegistry(t *testing.T) {
-	snapidtest.TestRegistry(t, func(t *testing.T) snapid.Registry {
+	registrytest.TestRegistry(t, func(t *testing.T) snapid.Registry {
 		_, sock := registryFor(t)
 		r, err := dialRegistry(sock)
 		require.NoError(t, err)

@@ -21,13 +21,13 @@ import (
 
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/powerfs"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 )
 
 // The sequence power-cut test runs children of its own role ("seqdraw"):
 // each opens a Generator on the mounted powerfs with the parent's
-// in-memory registry (snapidtest, which keeps sequences) over net/rpc, as
+// in-memory registry (registrytest, which keeps sequences) over net/rpc, as
 // the counter's children do, opens a Sequence and draws numbers with Next
 // until killed, reporting each one only after Next returned.
 const (
@@ -240,9 +240,9 @@ func TestPowerCutSequence(t *testing.T) {
 
 // seqRegistryFor serves a fresh in-memory registry, with its sequences,
 // for the children of t.
-func seqRegistryFor(t *testing.T) (*snapidtest.Registry, string) {
+func seqRegistryFor(t *testing.T) (*registrytest.Registry, string) {
 	t.Helper()
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	dir, err := os.MkdirTemp("", "powerfs-seq")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })

@@ -6,11 +6,11 @@ import (
 	"github.com/snapid/snapid"
 	_ "github.com/snapid/snapid/cassandra" // fills simcql.New in
 	"github.com/snapid/snapid/internal/simcql"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 )
 
 // backend is what a history's hosts and operators call: the in-memory
-// registry (snapidtest) or the real cassandra.Registry on a simulated CQL
+// registry (registrytest) or the real cassandra.Registry on a simulated CQL
 // cluster (package internal/simcql; what that cluster models is described
 // in cassandra/simcql.go).
 type backend interface {
@@ -47,7 +47,7 @@ type cluster interface {
 
 // memCluster is the in-memory registry: linearizable, every answer lost
 // settled before the error returns.
-type memCluster struct{ mem *snapidtest.Registry }
+type memCluster struct{ mem *registrytest.Registry }
 
 func (m memCluster) inDC(dc int) backend                   { return m.mem.InDC(dcName(dc)) }
 func (m memCluster) Row(name string) (snapid.Holder, bool) { return m.mem.Row(name) }

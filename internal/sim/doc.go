@@ -61,7 +61,7 @@
 // stops it: from that call on its calls (all the host's, for a cut) fail
 // and change nothing, the step ends, the processes are abandoned and the
 // cut's state, taken at that instant, is put in place;
-// the registry (cassandra.go) is, in two histories of three, snapidtest's
+// the registry (cassandra.go) is, in two histories of three, registrytest's
 // in-memory one, and in the third the real Cassandra adapter
 // (cassandra.Registry) on a simulated CQL cluster (package
 // internal/simcql; cassandra/simcql.go says what it models: Paxos per
@@ -271,7 +271,7 @@
 // child processes under setpriv (otheruser_helpers_test.go,
 // multiprocess_test.go).
 //
-// Only its own tests import it; it imports snapid, snapidtest,
+// Only its own tests import it; it imports snapid, registrytest,
 // internal/cli (snapctl's commands, with cli.InProcess),
 // snapid/cassandra (for the simulated cluster it registers in
 // internal/simcql), internal/simcql, internal/seam, internal/statefile,

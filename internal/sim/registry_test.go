@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 )
 
 // liar is a registry that reports done what it did not do, and refuses
@@ -31,7 +31,7 @@ func (l liar) Claim(ctx context.Context, c snapid.Claim) (snapid.Holder, error) 
 // checked against its rows, and a registry that lies is a violation.
 func TestRegistryContract(t *testing.T) {
 	ctx := context.Background()
-	mem := snapidtest.NewRegistry()
+	mem := registrytest.NewRegistry()
 	owner, other := strings.Repeat("a", 32), strings.Repeat("b", 32)
 	h, err := mem.Claim(ctx, snapid.Claim{Name: "n1", Owner: owner})
 	if err != nil {

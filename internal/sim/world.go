@@ -14,7 +14,7 @@ import (
 	"github.com/snapid/snapid"
 	libclock "github.com/snapid/snapid/internal/clock"
 	"github.com/snapid/snapid/internal/seam"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 )
 
 // world runs one history against the real library: every host a
@@ -185,7 +185,7 @@ func newWorld(h History, dir string) (*world, error) {
 	if h.Cassandra {
 		w.reg0 = newCQLCluster(h, w)
 	} else {
-		mem := snapidtest.NewRegistry()
+		mem := registrytest.NewRegistry()
 		mem.SetClock(w.clock.now)
 		w.reg0 = memCluster{mem}
 	}

@@ -1,4 +1,4 @@
-package snapidtest
+package registrytest
 
 import (
 	"errors"

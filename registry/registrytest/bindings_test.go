@@ -1,4 +1,4 @@
-package snapidtest_test
+package registrytest_test
 
 import (
 	"os"

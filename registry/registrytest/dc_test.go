@@ -1,4 +1,4 @@
-package snapidtest_test
+package registrytest_test
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 )
 
 // TestDataCentres: views of one registry from two data centres share
@@ -16,9 +16,9 @@ import (
 // there and changes nothing.
 func TestDataCentres(t *testing.T) {
 	ctx := t.Context()
-	r := snapidtest.NewRegistry()
+	r := registrytest.NewRegistry()
 	dc1, dc2 := r.InDC("dc1"), r.InDC("dc2")
-	if dc1.DC() != "dc1" || r.DC() != snapidtest.DC {
+	if dc1.DC() != "dc1" || r.DC() != registrytest.DC {
 		t.Fatalf("DC(): %q, %q", dc1.DC(), r.DC())
 	}
 	h1, err := dc1.Claim(ctx, snapid.Claim{Name: "a", Owner: "o1"})
@@ -33,10 +33,10 @@ func TestDataCentres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dc2.CreateSequence(ctx, "s", 1, 3*snapidtest.DCRange); err != nil {
+	if _, err := dc2.CreateSequence(ctx, "s", 1, 3*registrytest.DCRange); err != nil {
 		t.Fatal(err)
 	}
-	lease := func(v *snapidtest.Registry, h snapid.Holder, prev snapid.SequenceLease, n uint64) (snapid.SequenceLease, error) {
+	lease := func(v *registrytest.Registry, h snapid.Holder, prev snapid.SequenceLease, n uint64) (snapid.SequenceLease, error) {
 		return v.LeaseSequence(ctx, snapid.LeaseRequest{Sequence: "s", Name: h.Name, Owner: h.Owner, Session: h.Session,
 			PrevFirst: prev.First, PrevLast: prev.Last, Min: n, Size: n})
 	}
@@ -45,7 +45,7 @@ func TestDataCentres(t *testing.T) {
 		t.Fatalf("dc1's first lease: %+v, %v", l1, err)
 	}
 	l2, err := lease(dc2, h2, snapid.SequenceLease{}, 10)
-	if err != nil || l2.First != snapidtest.DCRange+1 || l2.DC != "dc2" {
+	if err != nil || l2.First != registrytest.DCRange+1 || l2.DC != "dc2" {
 		t.Fatalf("dc2's first lease: %+v, %v (want a range of its own)", l2, err)
 	}
 	if got, err := dc1.HostLease(ctx, "s", "b"); err != nil || got != (snapid.SequenceLease{}) {
@@ -80,7 +80,7 @@ func TestDataCentres(t *testing.T) {
 		t.Fatalf("a lease from the cut data centre's own range: %+v, %v", next, err)
 	}
 	// Its range used up, it cannot take another from GLOBAL while cut.
-	big, err := lease(dc2, h2, next, snapidtest.DCRange)
+	big, err := lease(dc2, h2, next, registrytest.DCRange)
 	if !errors.Is(err, snapid.ErrRegistry) || errors.Is(err, snapid.ErrExhausted) {
 		t.Fatalf("a lease needing a new range while cut: %+v, %v, want ErrRegistry (not exhausted)", big, err)
 	}
@@ -99,8 +99,8 @@ func TestDataCentres(t *testing.T) {
 	}
 
 	r.SetCut("dc2", false)
-	big, err = lease(dc2, h2, next, snapidtest.DCRange)
-	if err != nil || big.First != 2*snapidtest.DCRange+1 || big.DC != "dc2" {
+	big, err = lease(dc2, h2, next, registrytest.DCRange)
+	if err != nil || big.First != 2*registrytest.DCRange+1 || big.DC != "dc2" {
 		t.Fatalf("dc2 healed: %+v, %v (want a new range from GLOBAL)", big, err)
 	}
 	st, err := r.SequenceStatus(ctx, "s")
@@ -121,7 +121,7 @@ func TestDataCentres(t *testing.T) {
 // a stale previous lease is ErrLeaseMoved before anything else.
 func TestLeaseOfSupersededClaim(t *testing.T) {
 	ctx := t.Context()
-	r := snapidtest.NewRegistry()
+	r := registrytest.NewRegistry()
 	if _, err := snapid.CreateSequence(ctx, r, "orders", 1, snapid.MaxSequence); err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestLeaseOfSupersededClaim(t *testing.T) {
 // data centre cannot; a lease is at most an eighth of its range.
 func TestHostLeaseInCutDataCentreAndLeaseCap(t *testing.T) {
 	ctx := t.Context()
-	r := snapidtest.NewRegistry()
+	r := registrytest.NewRegistry()
 	if _, err := snapid.CreateSequence(ctx, r, "orders", 1, snapid.MaxSequence); err != nil {
 		t.Fatal(err)
 	}
@@ -176,8 +176,8 @@ func TestHostLeaseInCutDataCentreAndLeaseCap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := r.LeaseSequence(ctx, snapid.LeaseRequest{Sequence: "orders", Name: "web_1", Owner: "o", Session: h.Session, Size: snapidtest.DCRange, Min: 1})
-	if err != nil || l.Last-l.First+1 != snapidtest.DCRange/8 {
-		t.Fatalf("a lease of a whole range: %+v, %v, want %d numbers (an eighth)", l, err, snapidtest.DCRange/8)
+	l, err := r.LeaseSequence(ctx, snapid.LeaseRequest{Sequence: "orders", Name: "web_1", Owner: "o", Session: h.Session, Size: registrytest.DCRange, Min: 1})
+	if err != nil || l.Last-l.First+1 != registrytest.DCRange/8 {
+		t.Fatalf("a lease of a whole range: %+v, %v, want %d numbers (an eighth)", l, err, registrytest.DCRange/8)
 	}
 }

@@ -1,4 +1,4 @@
-// Package snapidtest helps test programs that embed snapid, and
+// Package registrytest helps test programs that embed snapid, and
 // implementations of snapid.Registry.
 //
 // Registry is an in-memory snapid.Registry with the semantics the interface
@@ -11,7 +11,7 @@
 // Imports: snapid only (no database driver). Imported by tests: snapid's
 // own, those of cassandra and internal/powerfs, and embedders'; never by
 // non-test code of this repository.
-package snapidtest
+package registrytest
 
 import (
 	"context"
@@ -68,7 +68,7 @@ func NewRegistry() *Registry {
 // invalid data centre name (a test's mistake).
 func (r *Registry) InDC(dc string) *Registry {
 	if err := snapid.ValidateName(dc); err != nil {
-		panic("snapidtest: InDC: " + err.Error())
+		panic("registrytest: InDC: " + err.Error())
 	}
 	return &Registry{store: r.store, dc: dc}
 }
@@ -151,12 +151,12 @@ func (r *Registry) begin(ctx context.Context, op, name string) error {
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("snapidtest: %w: %s %q: nothing sent: %w", snapid.ErrRegistry, op, name, err)
+		return fmt.Errorf("registrytest: %w: %s %q: nothing sent: %w", snapid.ErrRegistry, op, name, err)
 	}
 	r.mu.Lock()
 	if r.down {
 		r.mu.Unlock()
-		return fmt.Errorf("snapidtest: %w: %s %q: the test registry is down", snapid.ErrRegistry, op, name)
+		return fmt.Errorf("registrytest: %w: %s %q: the test registry is down", snapid.ErrRegistry, op, name)
 	}
 	return nil
 }
@@ -166,7 +166,7 @@ func (r *Registry) begin(ctx context.Context, op, name string) error {
 func (r *Registry) serial(op, name string) error {
 	if r.cut[r.dc] {
 		r.mu.Unlock()
-		return fmt.Errorf("snapidtest: %w: %s %q: data centre %q is cut off from the cluster's quorum", snapid.ErrRegistry, op, name, r.dc)
+		return fmt.Errorf("registrytest: %w: %s %q: data centre %q is cut off from the cluster's quorum", snapid.ErrRegistry, op, name, r.dc)
 	}
 	return nil
 }
@@ -180,7 +180,7 @@ func (r *Registry) beginSerial(ctx context.Context, op, name string) error {
 }
 
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("snapidtest: %w: %s", snapid.ErrInvalidOption, fmt.Sprintf(format, args...))
+	return fmt.Errorf("registrytest: %w: %s", snapid.ErrInvalidOption, fmt.Sprintf(format, args...))
 }
 
 func checkArgs(name, owner string) error {
@@ -196,7 +196,7 @@ func checkArgs(name, owner string) error {
 func newSession() string {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		panic("snapidtest: crypto/rand failed: " + err.Error())
+		panic("registrytest: crypto/rand failed: " + err.Error())
 	}
 	return hex.EncodeToString(b[:])
 }
@@ -221,14 +221,14 @@ func (r *Registry) Claim(ctx context.Context, c snapid.Claim) (snapid.Holder, er
 	case h.Owner == c.Owner:
 		other := h.MachineID != c.MachineID || h.Hostname != c.Hostname
 		if other && h.State == snapid.StateActive && c.CloneWindow > 0 && now.Sub(h.LastSeen) < c.CloneWindow {
-			return h, fmt.Errorf("snapidtest: %w: %q is active with this owner token on another machine: %s", snapid.ErrProbableClone, c.Name, h)
+			return h, fmt.Errorf("registrytest: %w: %q is active with this owner token on another machine: %s", snapid.ErrProbableClone, c.Name, h)
 		}
 	case h.State == snapid.StateReleased && h.Owner != "":
 		h.Owner, h.RegisteredAt = c.Owner, now
 	case c.Force:
 		h.Owner, h.RegisteredAt = c.Owner, now
 	default:
-		return h, fmt.Errorf("snapidtest: %w: %q is %s", snapid.ErrNameTaken, c.Name, h)
+		return h, fmt.Errorf("registrytest: %w: %q is %s", snapid.ErrNameTaken, c.Name, h)
 	}
 	h.State, h.LastSeen = snapid.StateActive, now
 	h.Reserved = max(h.Reserved, c.Floor)
@@ -244,9 +244,9 @@ func (r *Registry) held(op, name, owner, session string) (snapid.Holder, error) 
 	h, ok := r.rows[name]
 	switch {
 	case !ok:
-		return h, fmt.Errorf("snapidtest: %w: %s %q: the name has no row (%w)", snapid.ErrNameTaken, op, name, snapid.ErrNotRegistered)
+		return h, fmt.Errorf("registrytest: %w: %s %q: the name has no row (%w)", snapid.ErrNameTaken, op, name, snapid.ErrNotRegistered)
 	case h.Owner != owner || h.Session != session || h.State != snapid.StateActive:
-		return h, fmt.Errorf("snapidtest: %w: %s %q: not held by this owner and session: %s", snapid.ErrNameTaken, op, name, h)
+		return h, fmt.Errorf("registrytest: %w: %s %q: not held by this owner and session: %s", snapid.ErrNameTaken, op, name, h)
 	}
 	return h, nil
 }
@@ -265,7 +265,7 @@ func (r *Registry) Extend(ctx context.Context, name, owner, session string, old,
 		return h, err
 	}
 	if h.Reserved != old {
-		return h, fmt.Errorf("snapidtest: %w: %q: the registry's mark is %d, not %d", snapid.ErrMarkMoved, name, h.Reserved, old)
+		return h, fmt.Errorf("registrytest: %w: %q: the registry's mark is %d, not %d", snapid.ErrMarkMoved, name, h.Reserved, old)
 	}
 	h.Reserved, h.LastSeen = new, r.now()
 	r.rows[name] = h
@@ -302,11 +302,11 @@ func (r *Registry) Release(ctx context.Context, name, owner string, final uint64
 	h, ok := r.rows[name]
 	switch {
 	case !ok:
-		return fmt.Errorf("snapidtest: %w: release %q: the name has no row (%w)", snapid.ErrNameTaken, name, snapid.ErrNotRegistered)
+		return fmt.Errorf("registrytest: %w: release %q: the name has no row (%w)", snapid.ErrNameTaken, name, snapid.ErrNotRegistered)
 	case h.Owner != owner:
-		return fmt.Errorf("snapidtest: %w: release %q: another owner has it: %s", snapid.ErrNameTaken, name, h)
+		return fmt.Errorf("registrytest: %w: release %q: another owner has it: %s", snapid.ErrNameTaken, name, h)
 	case final < h.Reserved:
-		return fmt.Errorf("snapidtest: %w: release %q: the registry's mark %d is above the final value %d", snapid.ErrMarkMoved, name, h.Reserved, final)
+		return fmt.Errorf("registrytest: %w: release %q: the registry's mark %d is above the final value %d", snapid.ErrMarkMoved, name, h.Reserved, final)
 	}
 	h.State, h.Reserved, h.LastSeen = snapid.StateReleased, final, r.now()
 	r.rows[name] = h
@@ -324,7 +324,7 @@ func (r *Registry) Get(ctx context.Context, name string) (snapid.Holder, error) 
 	defer r.mu.Unlock()
 	h, ok := r.rows[name]
 	if !ok {
-		return snapid.Holder{}, fmt.Errorf("snapidtest: %w: %q", snapid.ErrNotRegistered, name)
+		return snapid.Holder{}, fmt.Errorf("registrytest: %w: %q", snapid.ErrNotRegistered, name)
 	}
 	return h, nil
 }

@@ -1,4 +1,4 @@
-package snapidtest
+package registrytest
 
 import (
 	"context"
@@ -38,7 +38,7 @@ func (r *Registry) AssignNumber(ctx context.Context, name, owner, session string
 		n++
 	}
 	if n > snapid.MaxNodeNumber {
-		return 0, fmt.Errorf("snapidtest: %w: every node number up to %d is taken", snapid.ErrExhausted, uint64(snapid.MaxNodeNumber))
+		return 0, fmt.Errorf("registrytest: %w: every node number up to %d is taken", snapid.ErrExhausted, uint64(snapid.MaxNodeNumber))
 	}
 	r.numbers[n] = name
 	h.Number = n
@@ -56,7 +56,7 @@ func (r *Registry) SetStride(ctx context.Context, stride uint64) (uint64, error)
 	}
 	defer r.mu.Unlock()
 	if r.stride != 0 && r.stride != stride {
-		return r.stride, fmt.Errorf("snapidtest: %w: the cluster's stride is %d, not %d", snapid.ErrStrideMismatch, r.stride, stride)
+		return r.stride, fmt.Errorf("registrytest: %w: the cluster's stride is %d, not %d", snapid.ErrStrideMismatch, r.stride, stride)
 	}
 	r.stride = stride
 	return stride, nil

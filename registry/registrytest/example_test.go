@@ -1,4 +1,4 @@
-package snapidtest_test
+package registrytest_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 )
 
 // A program's test opens its Generator on an in-memory registry instead of
@@ -21,7 +21,7 @@ func ExampleRegistry() {
 
 	// The host's record of the name is kept in the example's directory
 	// too, not in the machine's place (snapid.DefaultBindingDir).
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	g, err := snapid.Open(filepath.Join(dir, "counter.u64"), "web_1", snapid.WithRegistry(reg), snapid.WithReserveStep(100),
 		snapid.WithBindingDir(filepath.Join(dir, "records")))
 	if err != nil {
@@ -49,7 +49,7 @@ func ExampleRegistry() {
 
 // A second host asking for a name held by the first is refused.
 func ExampleRegistry_nameTaken() {
-	reg := snapidtest.NewRegistry()
+	reg := registrytest.NewRegistry()
 	dirA, _ := os.MkdirTemp("", "host_a")
 	dirB, _ := os.MkdirTemp("", "host_b")
 	defer os.RemoveAll(dirA)

@@ -1,4 +1,4 @@
-package snapidtest_test
+package registrytest_test
 
 import (
 	"context"
@@ -8,15 +8,15 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
-	"github.com/snapid/snapid/snapidtest"
+	"github.com/snapid/snapid/registry/registrytest"
 )
 
 func TestInMemoryRegistryConformance(t *testing.T) {
-	snapidtest.TestRegistry(t, func(*testing.T) snapid.Registry { return snapidtest.NewRegistry() })
+	registrytest.TestRegistry(t, func(*testing.T) snapid.Registry { return registrytest.NewRegistry() })
 }
 
 func TestOutageSwitch(t *testing.T) {
-	r := snapidtest.NewRegistry()
+	r := registrytest.NewRegistry()
 	ctx := t.Context()
 	h, err := r.Claim(ctx, snapid.Claim{Name: "web_1", Owner: "owner1"})
 	if err != nil {
@@ -49,7 +49,7 @@ func TestOutageSwitch(t *testing.T) {
 }
 
 func TestHookHoldsAndFailsCalls(t *testing.T) {
-	r := snapidtest.NewRegistry()
+	r := registrytest.NewRegistry()
 	injected := errors.New("injected")
 	var seen []string
 	r.SetHook(func(_ context.Context, op, name string) error {
@@ -79,7 +79,7 @@ func TestHookHoldsAndFailsCalls(t *testing.T) {
 }
 
 func TestClockAndPlantedRows(t *testing.T) {
-	r := snapidtest.NewRegistry()
+	r := registrytest.NewRegistry()
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	r.SetClock(func() time.Time { return at })
 	h, err := r.Claim(t.Context(), snapid.Claim{Name: "web_1", Owner: "owner1"})
@@ -100,5 +100,5 @@ func TestClockAndPlantedRows(t *testing.T) {
 }
 
 func TestInMemoryNumberRegistryConformance(t *testing.T) {
-	snapidtest.TestNumberRegistry(t, func(*testing.T) snapid.NumberRegistry { return snapidtest.NewRegistry() })
+	registrytest.TestNumberRegistry(t, func(*testing.T) snapid.NumberRegistry { return registrytest.NewRegistry() })
 }

@@ -1,4 +1,4 @@
-package snapidtest
+package registrytest
 
 import (
 	"context"
@@ -117,7 +117,7 @@ func nextAt(next, last uint64) uint64 {
 func storable(seq string, vals ...uint64) error {
 	for _, v := range vals {
 		if v > math.MaxInt64 {
-			return fmt.Errorf("snapidtest: %w: sequence %q: %d does not fit a signed 64-bit column", snapid.ErrRegistry, seq, v)
+			return fmt.Errorf("registrytest: %w: sequence %q: %d does not fit a signed 64-bit column", snapid.ErrRegistry, seq, v)
 		}
 	}
 	return nil
@@ -139,7 +139,7 @@ func leaseKey(dc, name string) string { return dc + "/" + name }
 // claim.
 func (r *Registry) serialHeld(op string, req snapid.LeaseRequest) error {
 	if r.cut[r.dc] {
-		return fmt.Errorf("snapidtest: %w: %s %q: data centre %q is cut off from the cluster's quorum", snapid.ErrRegistry, op, req.Sequence, r.dc)
+		return fmt.Errorf("registrytest: %w: %s %q: data centre %q is cut off from the cluster's quorum", snapid.ErrRegistry, op, req.Sequence, r.dc)
 	}
 	_, err := r.held(op, req.Name, req.Owner, req.Session)
 	return err
@@ -148,7 +148,7 @@ func (r *Registry) serialHeld(op string, req snapid.LeaseRequest) error {
 func (r *Registry) sequence(op, name string) (*memSequence, error) {
 	m, ok := r.seqs[name]
 	if !ok {
-		return nil, fmt.Errorf("snapidtest: %w: %s %q", snapid.ErrNoSequence, op, name)
+		return nil, fmt.Errorf("registrytest: %w: %s %q", snapid.ErrNoSequence, op, name)
 	}
 	return m, nil
 }
@@ -180,7 +180,7 @@ func (r *Registry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (
 	// So a superseded claim goes on leasing until the new one leases.
 	ours := ok && cur.Session == req.Session && cur.Owner == req.Owner
 	if ours && (cur.First != req.PrevFirst || cur.Last != req.PrevLast) {
-		return cur, fmt.Errorf("snapidtest: %w: sequence %q: the host's lease is [%d, %d], not [%d, %d]",
+		return cur, fmt.Errorf("registrytest: %w: sequence %q: the host's lease is [%d, %d], not [%d, %d]",
 			snapid.ErrLeaseMoved, req.Sequence, cur.First, cur.Last, req.PrevFirst, req.PrevLast)
 	}
 	if !ours {
@@ -193,7 +193,7 @@ func (r *Registry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (
 	})
 	if i < 0 {
 		if r.cut[r.dc] {
-			return snapid.SequenceLease{}, fmt.Errorf("snapidtest: %w: lease %q: data centre %q has no range with room and is cut off from GLOBAL",
+			return snapid.SequenceLease{}, fmt.Errorf("registrytest: %w: lease %q: data centre %q has no range with room and is cut off from GLOBAL",
 				snapid.ErrRegistry, req.Sequence, r.dc)
 		}
 		info := m.info
@@ -261,10 +261,10 @@ func (r *Registry) HostLease(ctx context.Context, sequence, name string) (snapid
 	if (m == nil || !m.inDC(r.dc)) && r.cut[r.dc] {
 		// As in Cassandra: with nothing of the sequence in the data
 		// centre, whether it exists is read at SERIAL.
-		return snapid.SequenceLease{}, fmt.Errorf("snapidtest: %w: host lease %q: data centre %q is cut off from the cluster's quorum", snapid.ErrRegistry, sequence, r.dc)
+		return snapid.SequenceLease{}, fmt.Errorf("registrytest: %w: host lease %q: data centre %q is cut off from the cluster's quorum", snapid.ErrRegistry, sequence, r.dc)
 	}
 	if m == nil {
-		return snapid.SequenceLease{}, fmt.Errorf("snapidtest: %w: host lease %q", snapid.ErrNoSequence, sequence)
+		return snapid.SequenceLease{}, fmt.Errorf("registrytest: %w: host lease %q", snapid.ErrNoSequence, sequence)
 	}
 	return snapid.SequenceLease{}, nil
 }
@@ -345,7 +345,7 @@ func (r *Registry) CloseLease(ctx context.Context, l snapid.SequenceLease, pos u
 	}
 	cur, ok := m.leases[leaseKey(r.dc, l.Name)]
 	if !ok || cur.Session != l.Session || cur.First != l.First || cur.Last != l.Last {
-		return fmt.Errorf("snapidtest: %w: sequence %q: the host's lease is not [%d, %d] of this claim", snapid.ErrLeaseMoved, l.Sequence, l.First, l.Last)
+		return fmt.Errorf("registrytest: %w: sequence %q: the host's lease is not [%d, %d] of this claim", snapid.ErrLeaseMoved, l.Sequence, l.First, l.Last)
 	}
 	cur.ClosedAt = pos
 	m.leases[leaseKey(r.dc, l.Name)] = cur
@@ -373,7 +373,7 @@ func (r *Registry) AdoptLease(ctx context.Context, a snapid.LeaseAdoption) (snap
 	}
 	cur, ok := m.leases[leaseKey(r.dc, a.Name)]
 	if !ok || a.Pos == 0 || cur.Session != a.OldSession || cur.First != a.First || cur.Last != a.Last || cur.ClosedAt != a.Pos {
-		return cur, fmt.Errorf("snapidtest: %w: sequence %q: the host's lease record does not match the lease file", snapid.ErrLeaseMoved, a.Sequence)
+		return cur, fmt.Errorf("registrytest: %w: sequence %q: the host's lease record does not match the lease file", snapid.ErrLeaseMoved, a.Sequence)
 	}
 	cur.Session, cur.Owner, cur.ClosedAt = a.Session, a.Owner, 0
 	m.leases[leaseKey(r.dc, a.Name)] = cur
