@@ -3,11 +3,11 @@ package cassandra
 import (
 	"fmt"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
 func invalidArg(format string, args ...any) error {
-	return fmt.Errorf("snapid: %w: %s", snapid.ErrInvalidOption, fmt.Sprintf(format, args...))
+	return fmt.Errorf("snapid: %w: %s", registry.ErrInvalidOption, fmt.Sprintf(format, args...))
 }
 
 // checkOwner validates an owner token: 1 to 128 printable ASCII characters

@@ -9,7 +9,7 @@ import (
 	"math/big"
 	"time"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
 func newClaimToken() string {
@@ -20,13 +20,13 @@ func newClaimToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// Claim implements snapid.Registry.Claim (see there).
+// Claim implements registry.Registry.Claim (see there).
 //
 // It sends "INSERT … IF NOT EXISTS" with Reserved = c.Floor; a new name is
 // then held. Otherwise the
 // failed insert returns the row, and Claim decides from it:
 //
-//   - same owner: refused with snapid.ErrProbableClone if c.CloneWindow > 0, the
+//   - same owner: refused with registry.ErrProbableClone if c.CloneWindow > 0, the
 //     row is active, was last seen less than c.CloneWindow ago, and its
 //     machine id or host name differ from c's; otherwise refreshed (host
 //     name, address, machine id, last seen, state active). Force does not
@@ -34,7 +34,7 @@ func newClaimToken() string {
 //   - another owner, released: taken over; Reserved is the old holder's
 //     recorded final value, which the new holder's counter must start at.
 //   - another owner, active (or a partial row without owner or state):
-//     refused with an error wrapping snapid.ErrNameTaken that describes the
+//     refused with an error wrapping registry.ErrNameTaken that describes the
 //     holder, unless c.Force; then taken over.
 //
 // A claim that stands leaves Reserved at max(the row's mark, c.Floor): the
@@ -45,26 +45,26 @@ func newClaimToken() string {
 // win; a claimer whose update fails looks at the row again. Each claim
 // writes a fresh random claim token, which resolves a claim whose reply was
 // lost (see "Unknown outcomes" in the package documentation).
-func (r *Registry) Claim(ctx context.Context, c snapid.Claim) (snapid.Holder, error) {
-	if err := snapid.ValidateName(c.Name); err != nil {
-		return snapid.Holder{}, err
+func (r *Registry) Claim(ctx context.Context, c registry.Claim) (registry.Holder, error) {
+	if err := registry.ValidateName(c.Name); err != nil {
+		return registry.Holder{}, err
 	}
 	if err := checkOwner(c.Owner); err != nil {
-		return snapid.Holder{}, err
+		return registry.Holder{}, err
 	}
 	for _, f := range [...]struct{ what, v string }{{"host name", c.Hostname}, {"address", c.Address}, {"machine id", c.MachineID}} {
 		if err := checkField(f.what, f.v); err != nil {
-			return snapid.Holder{}, err
+			return registry.Holder{}, err
 		}
 	}
 	if c.CloneWindow < 0 {
-		return snapid.Holder{}, invalidArg("negative clone window %v", c.CloneWindow)
+		return registry.Holder{}, invalidArg("negative clone window %v", c.CloneWindow)
 	}
-	var lastRow snapid.Holder
+	var lastRow registry.Holder
 	for attempt := 0; attempt < claimAttempts; attempt++ {
 		if attempt > 0 {
 			if err := r.backoff(ctx, attempt); err != nil {
-				return snapid.Holder{}, fmt.Errorf("snapid: %w: claim %q: %w", snapid.ErrRegistry, c.Name, err)
+				return registry.Holder{}, fmt.Errorf("snapid: %w: claim %q: %w", registry.ErrRegistry, c.Name, err)
 			}
 		}
 		h, done, err := r.claimOnce(ctx, c, &lastRow)
@@ -79,7 +79,7 @@ func (r *Registry) Claim(ctx context.Context, c snapid.Claim) (snapid.Holder, er
 		}
 	}
 	return lastRow, fmt.Errorf("snapid: %w: claim %q: the row kept changing during %d attempts (last seen: %s)",
-		snapid.ErrRegistry, c.Name, claimAttempts, lastRow)
+		registry.ErrRegistry, c.Name, claimAttempts, lastRow)
 }
 
 // orUnknown is s, or "unknown" if it is empty.
@@ -102,7 +102,7 @@ func (r *Registry) backoff(ctx context.Context, attempt int) error {
 
 // claimOnce makes one attempt: insert, or decide from the row and update
 // it. done false means the row changed under us: try again.
-func (r *Registry) claimOnce(ctx context.Context, c snapid.Claim, lastRow *snapid.Holder) (h snapid.Holder, done bool, err error) {
+func (r *Registry) claimOnce(ctx context.Context, c registry.Claim, lastRow *registry.Holder) (h registry.Holder, done bool, err error) {
 	now := r.timestamp()
 	token := newClaimToken()
 	mine := func(cur *record, found bool) outcome {
@@ -115,17 +115,17 @@ func (r *Registry) claimOnce(ctx context.Context, c snapid.Claim, lastRow *snapi
 		return outcomeLost
 	}
 	res, err := r.runCAS(ctx, "claim", c.Name, mine, r.stmts.insert,
-		c.Name, c.Owner, c.Hostname, c.Address, c.MachineID, now, now, int64(c.Floor), snapid.StateActive, token)
+		c.Name, c.Owner, c.Hostname, c.Address, c.MachineID, now, now, int64(c.Floor), registry.StateActive, token)
 	if err != nil {
-		return snapid.Holder{}, true, err
+		return registry.Holder{}, true, err
 	}
 	if res.applied {
 		if res.reread {
 			return res.cur.holder(), true, nil
 		}
 		r.log.Debug("snapid: name claimed", "name", c.Name)
-		return snapid.Holder{Name: c.Name, Owner: c.Owner, Hostname: c.Hostname, Address: c.Address, MachineID: c.MachineID,
-			State: snapid.StateActive, RegisteredAt: now, LastSeen: now, Reserved: c.Floor, Session: token}, true, nil
+		return registry.Holder{Name: c.Name, Owner: c.Owner, Hostname: c.Hostname, Address: c.Address, MachineID: c.MachineID,
+			State: registry.StateActive, RegisteredAt: now, LastSeen: now, Reserved: c.Floor, Session: token}, true, nil
 	}
 	// The whole row: INSERT IF NOT EXISTS returns it, as does the serial
 	// read that resolved a lost reply.
@@ -138,19 +138,19 @@ func (r *Registry) claimOnce(ctx context.Context, c snapid.Claim, lastRow *snapi
 		return old, true, nil
 	}
 
-	next := snapid.Holder{Name: c.Name, Owner: c.Owner, Hostname: c.Hostname, Address: c.Address, MachineID: c.MachineID,
-		State: snapid.StateActive, RegisteredAt: old.RegisteredAt, LastSeen: now, Reserved: max(old.Reserved, c.Floor), Session: token}
+	next := registry.Holder{Name: c.Name, Owner: c.Owner, Hostname: c.Hostname, Address: c.Address, MachineID: c.MachineID,
+		State: registry.StateActive, RegisteredAt: old.RegisteredAt, LastSeen: now, Reserved: max(old.Reserved, c.Floor), Session: token}
 	switch {
 	case old.Owner == c.Owner:
 		otherMachine := old.MachineID != c.MachineID || old.Hostname != c.Hostname
 		seen := now.Sub(old.LastSeen)
-		if otherMachine && old.State == snapid.StateActive && c.CloneWindow > 0 && seen < c.CloneWindow {
+		if otherMachine && old.State == registry.StateActive && c.CloneWindow > 0 && seen < c.CloneWindow {
 			return old, true, fmt.Errorf("snapid: %w: %q is active with this owner token on %s (machine %s, last seen %s ago), but this claim comes from %s (machine %s); "+
 				"if the other machine is gone, wait %s after its last sighting",
-				snapid.ErrProbableClone, c.Name, orUnknown(old.Hostname), orUnknown(old.MachineID), seen.Round(time.Second),
+				registry.ErrProbableClone, c.Name, orUnknown(old.Hostname), orUnknown(old.MachineID), seen.Round(time.Second),
 				orUnknown(c.Hostname), orUnknown(c.MachineID), c.CloneWindow)
 		}
-	case old.State == snapid.StateReleased && old.Owner != "":
+	case old.State == registry.StateReleased && old.Owner != "":
 		next.RegisteredAt = now
 		r.log.Info("snapid: taking over a released name", "name", c.Name, "previous", old.String(), "final", old.Reserved)
 	case c.Force:
@@ -159,7 +159,7 @@ func (r *Registry) claimOnce(ctx context.Context, c snapid.Claim, lastRow *snapi
 			"reserved", next.Reserved)
 	default:
 		return old, true, fmt.Errorf("snapid: %w: %q is %s; take it over only if that holder is gone for good (force, with a start floor)",
-			snapid.ErrNameTaken, c.Name, old)
+			registry.ErrNameTaken, c.Name, old)
 	}
 
 	// Conditional on the row we decided from.
@@ -178,7 +178,7 @@ func (r *Registry) claimOnce(ctx context.Context, c snapid.Claim, lastRow *snapi
 		int64(next.Reserved), next.State, token, c.Name,
 		decided.owner, decided.state, decided.reserved, decided.token)
 	if err != nil {
-		return snapid.Holder{}, true, err
+		return registry.Holder{}, true, err
 	}
 	switch {
 	case res2.applied && res2.reread:
@@ -190,11 +190,11 @@ func (r *Registry) claimOnce(ctx context.Context, c snapid.Claim, lastRow *snapi
 		var rec record
 		found, err := r.serialRead(ctx, "claim", &rec, c.Name)
 		if err != nil {
-			return snapid.Holder{}, true, fmt.Errorf("snapid: %w: claim %q: reading the claimed row: %w", snapid.ErrRegistry, c.Name, err)
+			return registry.Holder{}, true, fmt.Errorf("snapid: %w: claim %q: reading the claimed row: %w", registry.ErrRegistry, c.Name, err)
 		}
 		if found && str(rec.token) == token {
 			return rec.holder(), true, nil
 		}
 	}
-	return snapid.Holder{}, false, nil
+	return registry.Holder{}, false, nil
 }

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
 // Defaults of Config.
@@ -181,11 +181,11 @@ func (cfg *Config) replication() map[string]string {
 }
 
 func invalidConfig(format string, args ...any) error {
-	return fmt.Errorf("snapid: %w: Cassandra registry: %s", snapid.ErrInvalidOption, fmt.Sprintf(format, args...))
+	return fmt.Errorf("snapid: %w: Cassandra registry: %s", registry.ErrInvalidOption, fmt.Sprintf(format, args...))
 }
 
 // Validate checks cfg without connecting. NewRegistry calls it
-// first; errors wrap snapid.ErrInvalidOption (and ErrLocalSerial for
+// first; errors wrap registry.ErrInvalidOption (and ErrLocalSerial for
 // LOCAL_SERIAL). What depends on the cluster (LocalDC among its data
 // centres, EACH_QUORUM on a NetworkTopologyStrategy keyspace, a
 // replication to create that survives the loss of one node) is checked by
@@ -249,7 +249,7 @@ func (cfg *Config) cluster() (*gocql.ClusterConfig, error) {
 	case gocql.LocalSerial:
 		return nil, fmt.Errorf("snapid: %w: Cassandra registry: serial consistency LOCAL_SERIAL refused: %w: node names are global, and "+
 			"LOCAL_SERIAL serialises only the hosts of one data centre, so two data centres cut off from each other could both "+
-			"win the same name and issue the same ids; use SERIAL (the default)", snapid.ErrInvalidOption, ErrLocalSerial)
+			"win the same name and issue the same ids; use SERIAL (the default)", registry.ErrInvalidOption, ErrLocalSerial)
 	default:
 		return nil, invalidConfig("serial consistency %v: use SERIAL (the default; LOCAL_SERIAL is refused for node names)", serial)
 	}

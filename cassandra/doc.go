@@ -1,4 +1,4 @@
-// Package cassandra is the snapid.Registry on Apache Cassandra: the table
+// Package cassandra is the registry.Registry on Apache Cassandra: the table
 // in which hosts claim their node names and record how far each name's
 // counter may go, shared by every host of a cluster. Open a Registry with
 // NewRegistry, give it to snapid.Open with snapid.WithRegistry, and close
@@ -75,7 +75,7 @@
 // another writer got there first, and the call carries on as if the
 // condition had failed. The outcome is never guessed: if the read fails
 // too, or the caller's context has ended, the call returns an error
-// wrapping snapid.ErrRegistry that says the outcome is unknown.
+// wrapping registry.ErrRegistry that says the outcome is unknown.
 //
 // # No retry policy
 //
@@ -96,11 +96,11 @@
 //
 // # Errors
 //
-// Errors wrap snapid's sentinels, for errors.Is: snapid.ErrInvalidOption
+// Errors wrap package registry's sentinels (snapid's are the same values), for errors.Is: registry.ErrInvalidOption
 // (invalid configuration or arguments, refused before anything is sent),
-// snapid.ErrRegistry (Cassandra unreachable, failing, or an outcome that
-// stayed unknown), snapid.ErrNameTaken, snapid.ErrNotRegistered,
-// snapid.ErrMarkMoved and snapid.ErrProbableClone.
+// registry.ErrRegistry (Cassandra unreachable, failing, or an outcome that
+// stayed unknown), registry.ErrNameTaken, registry.ErrNotRegistered,
+// registry.ErrMarkMoved and registry.ErrProbableClone.
 //
 // # Creating the schema
 //
@@ -119,7 +119,7 @@
 //
 // # Node numbers
 //
-// Registry implements snapid.NumberRegistry in a table of its own beside
+// Registry implements registry.NumberRegistry in a table of its own beside
 // the names' table, <table>_numbers, whose rows say which name took each
 // number, each name's number and the cluster's stride. A number is taken by
 // INSERT … IF NOT EXISTS on its row, then given to the name the same way,
@@ -129,7 +129,7 @@
 //
 // # Sequences
 //
-// Registry also implements snapid.SequenceRegistry, in a table named
+// Registry also implements registry.SequenceRegistry, in a table named
 // "sequences" in the same keyspace (created by the first CreateSequence).
 // Numbers flow in ranges: GLOBAL grants a data centre a range, hosts of
 // that data centre lease smaller ranges from it, and a host's processes
@@ -150,7 +150,7 @@
 //	dc:<D>  host    node name, 0        owner, session, lease_first, lease_last,  at LOCAL_SERIAL only
 //	                                    closed_pos (position at the last clean close)
 //
-// Numbers are at most snapid.MaxSequence (2^63-1), so the signed bigint
+// Numbers are at most registry.MaxSequence (2^63-1), so the signed bigint
 // order is their order.
 //
 // SERIAL and LOCAL_SERIAL never meet on one partition. Paxos at SERIAL
@@ -182,7 +182,7 @@
 // EXISTS). The range condition alone makes leases disjoint; the host row
 // binds the host's lease to its claim of its node name. A host row of this
 // session whose lease is not the one the caller presents is
-// snapid.ErrLeaseMoved (the caller's file is older than the registry); a
+// registry.ErrLeaseMoved (the caller's file is older than the registry); a
 // missing host row, or one of another session, is taken over only after
 // the name's row, read at SERIAL, shows the caller's owner and session
 // active, so a later claim supersedes an earlier one's host row. While the
@@ -212,5 +212,5 @@
 // Imports: snapid, internal/simcql and gocql (its tests also internal/testcluster and
 // registrytest). Imported by programs that use the registry and by
 // cmd/snapctl and examples; never by snapid itself, which sees it only
-// through the snapid.Registry interface.
+// through the registry.Registry interface.
 package cassandra

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/gocql/gocql"
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
 // The environment variables ConfigFromEnv reads: the same for snapctl (whose
@@ -28,7 +28,7 @@ const (
 
 // EnvError is a variable ConfigFromEnv could not read: Key is the
 // variable, Value what it held, Want what is expected. It wraps
-// snapid.ErrInvalidOption.
+// registry.ErrInvalidOption.
 type EnvError struct {
 	Key, Value, Want string
 }
@@ -40,8 +40,8 @@ func (e *EnvError) Error() string {
 	return fmt.Sprintf("%s=%q: %s", e.Key, e.Value, e.Want)
 }
 
-// Unwrap makes errors.Is(err, snapid.ErrInvalidOption) hold.
-func (e *EnvError) Unwrap() error { return snapid.ErrInvalidOption }
+// Unwrap makes errors.Is(err, registry.ErrInvalidOption) hold.
+func (e *EnvError) Unwrap() error { return registry.ErrInvalidOption }
 
 // ConfigFromEnv builds a Config from the variables above, read with
 // lookup (os.Getenv, or a function that puts command-line flags before

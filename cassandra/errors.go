@@ -3,7 +3,7 @@ package cassandra
 import "errors"
 
 // Errors of this package, for errors.Is. They are wrapped with the detail
-// (and also wrap snapid.ErrInvalidOption: each is a configuration this
+// (and also wrap registry.ErrInvalidOption: each is a configuration this
 // package refuses).
 var (
 	// ErrFragileReplication is returned by NewRegistry and CreateSchema

@@ -4,35 +4,35 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
-// Extend implements snapid.Registry.Extend:
+// Extend implements registry.Registry.Extend:
 //
 //	UPDATE … SET reserved = new, last_seen = now WHERE name = ?
 //	IF owner = ? AND state = 'active' AND reserved = old
 //
-// On success the returned snapid.Holder has Name, Owner, State, Reserved (new) and
+// On success the returned registry.Holder has Name, Owner, State, Reserved (new) and
 // LastSeen set; the other fields are zero (an applied LWT returns no row).
 // When the condition fails, the row is read at SERIAL: a missing row, or a
-// row released or held by another owner, is snapid.ErrNameTaken (wrapped with the
-// holder's details; a missing row also matches snapid.ErrNotRegistered), and the
+// row released or held by another owner, is registry.ErrNameTaken (wrapped with the
+// holder's details; a missing row also matches registry.ErrNotRegistered), and the
 // row is not changed or recreated; a row of this owner whose mark is not
-// old is returned with snapid.ErrMarkMoved.
-func (r *Registry) Extend(ctx context.Context, name, owner, session string, old, new uint64) (snapid.Holder, error) {
-	if err := snapid.ValidateName(name); err != nil {
-		return snapid.Holder{}, err
+// old is returned with registry.ErrMarkMoved.
+func (r *Registry) Extend(ctx context.Context, name, owner, session string, old, new uint64) (registry.Holder, error) {
+	if err := registry.ValidateName(name); err != nil {
+		return registry.Holder{}, err
 	}
 	if err := checkOwner(owner); err != nil {
-		return snapid.Holder{}, err
+		return registry.Holder{}, err
 	}
 	if err := checkField("session", session); err != nil {
-		return snapid.Holder{}, err
+		return registry.Holder{}, err
 	}
 	for attempt := 0; attempt < claimAttempts; attempt++ {
 		now := r.timestamp()
 		ours := func(cur *record) bool {
-			return str(cur.owner) == owner && str(cur.token) == session && str(cur.state) == snapid.StateActive
+			return str(cur.owner) == owner && str(cur.token) == session && str(cur.state) == registry.StateActive
 		}
 		judge := func(cur *record, found bool) outcome {
 			switch {
@@ -44,51 +44,51 @@ func (r *Registry) Extend(ctx context.Context, name, owner, session string, old,
 			return outcomeLost
 		}
 		res, err := r.runCAS(ctx, "extend", name, judge, r.stmts.extend,
-			int64(new), now, name, owner, session, snapid.StateActive, int64(old))
+			int64(new), now, name, owner, session, registry.StateActive, int64(old))
 		if err != nil {
-			return snapid.Holder{}, err
+			return registry.Holder{}, err
 		}
 		if res.applied {
-			return snapid.Holder{Name: name, Owner: owner, Session: session, State: snapid.StateActive, Reserved: new, LastSeen: now}, nil
+			return registry.Holder{Name: name, Owner: owner, Session: session, State: registry.StateActive, Reserved: new, LastSeen: now}, nil
 		}
 		cur, found, err := r.fullRow(ctx, "extend", name, res)
 		if err != nil {
-			return snapid.Holder{}, err
+			return registry.Holder{}, err
 		}
 		h := cur.holder()
 		switch {
 		case !found || !ours(&cur):
 			return h, r.notHeld("extend", name, owner, h, found)
 		case cur.reserved == nil || uint64(*cur.reserved) != old:
-			return h, fmt.Errorf("snapid: %w: %q: the registry's mark is %d, not %d", snapid.ErrMarkMoved, name, h.Reserved, old)
+			return h, fmt.Errorf("snapid: %w: %q: the registry's mark is %d, not %d", registry.ErrMarkMoved, name, h.Reserved, old)
 		}
 		// The condition holds again (the row changed back): try again.
 	}
-	return snapid.Holder{}, fmt.Errorf("snapid: %w: extend %q: the row kept changing", snapid.ErrRegistry, name)
+	return registry.Holder{}, fmt.Errorf("snapid: %w: extend %q: the row kept changing", registry.ErrRegistry, name)
 }
 
 // notHeld is the error of a change refused because owner does not hold
 // name.
-func (r *Registry) notHeld(op, name, owner string, h snapid.Holder, found bool) error {
+func (r *Registry) notHeld(op, name, owner string, h registry.Holder, found bool) error {
 	switch {
 	case !found:
-		return fmt.Errorf("snapid: %w: %s %q: the name has no row (%w); nothing was written", snapid.ErrNameTaken, op, name, snapid.ErrNotRegistered)
-	case h.Owner == owner && h.State == snapid.StateActive:
+		return fmt.Errorf("snapid: %w: %s %q: the name has no row (%w); nothing was written", registry.ErrNameTaken, op, name, registry.ErrNotRegistered)
+	case h.Owner == owner && h.State == registry.StateActive:
 		return fmt.Errorf("snapid: %w: %s %q: a later claim with this owner token replaced this host's (%s): "+
-			"a copy of the counter directory in use elsewhere?; nothing was written", snapid.ErrNameTaken, op, name, h)
+			"a copy of the counter directory in use elsewhere?; nothing was written", registry.ErrNameTaken, op, name, h)
 	case h.Owner == owner:
-		return fmt.Errorf("snapid: %w: %s %q: this owner released the name (%s); nothing was written", snapid.ErrNameTaken, op, name, h)
+		return fmt.Errorf("snapid: %w: %s %q: this owner released the name (%s); nothing was written", registry.ErrNameTaken, op, name, h)
 	}
-	return fmt.Errorf("snapid: %w: %s %q: another owner has it: %s; nothing was written", snapid.ErrNameTaken, op, name, h)
+	return fmt.Errorf("snapid: %w: %s %q: another owner has it: %s; nothing was written", registry.ErrNameTaken, op, name, h)
 }
 
-// Touch implements snapid.Registry.Touch:
+// Touch implements registry.Registry.Touch:
 //
 //	UPDATE … SET last_seen = now WHERE name = ? IF owner = ? AND claim_token = ? AND state = 'active'
 //
-// A missing, released or taken-over row is not changed: snapid.ErrNameTaken.
+// A missing, released or taken-over row is not changed: registry.ErrNameTaken.
 func (r *Registry) Touch(ctx context.Context, name, owner, session string) error {
-	if err := snapid.ValidateName(name); err != nil {
+	if err := registry.ValidateName(name); err != nil {
 		return err
 	}
 	if err := checkOwner(owner); err != nil {
@@ -99,7 +99,7 @@ func (r *Registry) Touch(ctx context.Context, name, owner, session string) error
 	}
 	now := r.timestamp()
 	ours := func(cur *record) bool {
-		return str(cur.owner) == owner && str(cur.token) == session && str(cur.state) == snapid.StateActive
+		return str(cur.owner) == owner && str(cur.token) == session && str(cur.state) == registry.StateActive
 	}
 	judge := func(cur *record, found bool) outcome {
 		switch {
@@ -110,7 +110,7 @@ func (r *Registry) Touch(ctx context.Context, name, owner, session string) error
 		}
 		return outcomeLost
 	}
-	res, err := r.runCAS(ctx, "touch", name, judge, r.stmts.touch, now, name, owner, session, snapid.StateActive)
+	res, err := r.runCAS(ctx, "touch", name, judge, r.stmts.touch, now, name, owner, session, registry.StateActive)
 	if err != nil || res.applied {
 		return err
 	}
@@ -126,7 +126,7 @@ func (r *Registry) Touch(ctx context.Context, name, owner, session string) error
 	return r.notHeld("touch", name, owner, cur.holder(), found)
 }
 
-// Release implements snapid.Registry.Release. It reads the row at SERIAL,
+// Release implements registry.Registry.Release. It reads the row at SERIAL,
 // compares the recorded mark with final in Go (as unsigned numbers: CQL
 // compares bigint as signed, which would misorder marks at and above
 // 2^63), then writes
@@ -136,11 +136,11 @@ func (r *Registry) Touch(ctx context.Context, name, owner, session string) error
 //
 // so the condition holds only on the row the decision was made from. If
 // the row changed in between, it reads and decides again (a few times).
-// A missing row or a row of another owner is not changed: snapid.ErrNameTaken. A
-// mark above final is not changed either: snapid.ErrMarkMoved. Releasing a
+// A missing row or a row of another owner is not changed: registry.ErrNameTaken. A
+// mark above final is not changed either: registry.ErrMarkMoved. Releasing a
 // released row of the same owner records final again.
 func (r *Registry) Release(ctx context.Context, name, owner string, final uint64) error {
-	if err := snapid.ValidateName(name); err != nil {
+	if err := registry.ValidateName(name); err != nil {
 		return err
 	}
 	if err := checkOwner(owner); err != nil {
@@ -149,13 +149,13 @@ func (r *Registry) Release(ctx context.Context, name, owner string, final uint64
 	for attempt := 0; attempt < claimAttempts; attempt++ {
 		if attempt > 0 {
 			if err := r.backoff(ctx, attempt); err != nil {
-				return fmt.Errorf("snapid: %w: release %q: %w", snapid.ErrRegistry, name, err)
+				return fmt.Errorf("snapid: %w: release %q: %w", registry.ErrRegistry, name, err)
 			}
 		}
 		var cur record
 		found, err := r.serialRead(ctx, "release", &cur, name)
 		if err != nil {
-			return fmt.Errorf("snapid: %w: release %q: reading the row: %w", snapid.ErrRegistry, name, err)
+			return fmt.Errorf("snapid: %w: release %q: reading the row: %w", registry.ErrRegistry, name, err)
 		}
 		h := cur.holder()
 		switch {
@@ -163,7 +163,7 @@ func (r *Registry) Release(ctx context.Context, name, owner string, final uint64
 			return r.notHeld("release", name, owner, h, found)
 		case h.Reserved > final:
 			return fmt.Errorf("snapid: %w: release %q: the registry's mark %d is above the final value %d; nothing was written",
-				snapid.ErrMarkMoved, name, h.Reserved, final)
+				registry.ErrMarkMoved, name, h.Reserved, final)
 		}
 		read := cur.reserved
 		now := r.timestamp()
@@ -171,7 +171,7 @@ func (r *Registry) Release(ctx context.Context, name, owner string, final uint64
 			switch {
 			case !found || str(row.owner) != owner:
 				return outcomeLost
-			case str(row.state) == snapid.StateReleased && row.reserved != nil && uint64(*row.reserved) == final &&
+			case str(row.state) == registry.StateReleased && row.reserved != nil && uint64(*row.reserved) == final &&
 				row.lastSeen != nil && row.lastSeen.Equal(now):
 				return outcomeApplied
 			case same(row.reserved, read):
@@ -180,11 +180,11 @@ func (r *Registry) Release(ctx context.Context, name, owner string, final uint64
 			return outcomeLost
 		}
 		res, err := r.runCAS(ctx, "release", name, judge, r.stmts.release,
-			snapid.StateReleased, int64(final), now, name, owner, read)
+			registry.StateReleased, int64(final), now, name, owner, read)
 		if err != nil || res.applied {
 			return err
 		}
 		// The row changed since it was read: decide again.
 	}
-	return fmt.Errorf("snapid: %w: release %q: the row kept changing during %d attempts", snapid.ErrRegistry, name, claimAttempts)
+	return fmt.Errorf("snapid: %w: release %q: the row kept changing during %d attempts", registry.ErrRegistry, name, claimAttempts)
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
 // resendAttempts bounds the sends of one LWT whose outcome was unknown and
@@ -56,12 +56,12 @@ func tm(p *time.Time) time.Time {
 	return *p
 }
 
-func (rec *record) holder() snapid.Holder {
+func (rec *record) holder() registry.Holder {
 	var reserved uint64
 	if rec.reserved != nil {
 		reserved = uint64(*rec.reserved) // bit for bit (the column is a signed bigint)
 	}
-	return snapid.Holder{
+	return registry.Holder{
 		Name: str(rec.name), Owner: str(rec.owner),
 		Hostname: str(rec.hostname), Address: str(rec.address), MachineID: str(rec.machineID),
 		State: str(rec.state), RegisteredAt: tm(rec.registeredAt), LastSeen: tm(rec.lastSeen),
@@ -166,10 +166,10 @@ func (r *Registry) runCAS(ctx context.Context, op, name string, judge func(cur *
 // LWT (SERIAL or LOCAL_SERIAL, whichever the LWT used) that says whether
 // the change is there, the condition still holds (send again), or neither.
 // It reports whether the change was applied. It never guesses: an outcome
-// it cannot resolve is an error wrapping snapid.ErrRegistry.
+// it cannot resolve is an error wrapping registry.ErrRegistry.
 func runLWT(ctx context.Context, log *slog.Logger, op, name string, send func() (bool, error), resolve func() (outcome, error)) (bool, error) {
 	if err := ctx.Err(); err != nil {
-		return false, fmt.Errorf("snapid: %w: %s %q: nothing sent: %w", snapid.ErrRegistry, op, name, err)
+		return false, fmt.Errorf("snapid: %w: %s %q: nothing sent: %w", registry.ErrRegistry, op, name, err)
 	}
 	var lastErr error
 	for n := 0; n < resendAttempts; n++ {
@@ -178,34 +178,34 @@ func runLWT(ctx context.Context, log *slog.Logger, op, name string, send func() 
 			return applied, nil
 		}
 		if !outcomeUnknown(err) {
-			return false, fmt.Errorf("snapid: %w: %s %q: %w", snapid.ErrRegistry, op, name, err)
+			return false, fmt.Errorf("snapid: %w: %s %q: %w", registry.ErrRegistry, op, name, err)
 		}
 		lastErr = err
 		if ctx.Err() != nil {
 			return false, fmt.Errorf("snapid: %w: %s %q: the outcome is unknown (%w), and the call's context ended before it could be resolved; %s",
-				snapid.ErrRegistry, op, name, err, unknownAdvice(op))
+				registry.ErrRegistry, op, name, err, unknownAdvice(op))
 		}
 		log.Warn("snapid: registry write outcome unknown; resolving it with a serial read",
 			"op", op, "name", name, "err", err)
 		out, rerr := resolve()
 		if rerr != nil {
 			return false, fmt.Errorf("snapid: %w: %s %q: the outcome is unknown (%w), and the serial read that resolves it failed: %w; %s",
-				snapid.ErrRegistry, op, name, err, rerr, unknownAdvice(op))
+				registry.ErrRegistry, op, name, err, rerr, unknownAdvice(op))
 		}
 		switch out {
 		case outcomeApplied:
-			snapid.NoteOutcomeResolved(ctx)
+			registry.NoteOutcomeResolved(ctx)
 			log.Info("snapid: registry write outcome resolved: applied", "op", op, "name", name)
 			return true, nil
 		case outcomeLost:
-			snapid.NoteOutcomeResolved(ctx)
+			registry.NoteOutcomeResolved(ctx)
 			log.Info("snapid: registry write outcome resolved: not applied, the row changed", "op", op, "name", name)
 			return false, nil
 		}
 		log.Info("snapid: registry write outcome resolved: not applied; sending it again", "op", op, "name", name)
 	}
 	return false, fmt.Errorf("snapid: %w: %s %q: %d attempts ended with an unknown outcome, each resolved as not applied; last error: %w",
-		snapid.ErrRegistry, op, name, resendAttempts, lastErr)
+		registry.ErrRegistry, op, name, resendAttempts, lastErr)
 }
 
 // fullRow returns the whole row after a failed condition, reading it at
@@ -217,7 +217,7 @@ func (r *Registry) fullRow(ctx context.Context, op, name string, res casResult) 
 	var rec record
 	found, err := r.serialRead(ctx, op, &rec, name)
 	if err != nil {
-		return rec, false, fmt.Errorf("snapid: %w: %s %q: reading the row after a failed condition: %w", snapid.ErrRegistry, op, name, err)
+		return rec, false, fmt.Errorf("snapid: %w: %s %q: reading the row after a failed condition: %w", registry.ErrRegistry, op, name, err)
 	}
 	return rec, found, nil
 }

@@ -9,10 +9,10 @@ import (
 	"strings"
 
 	"github.com/gocql/gocql"
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
-// Node numbers (snapid.NumberRegistry) live in a table of their own beside
+// Node numbers (registry.NumberRegistry) live in a table of their own beside
 // the names' table, <table>_numbers (id text PRIMARY KEY, number bigint,
 // name text, attempt text), so that the names' table keeps its columns:
 //
@@ -138,7 +138,7 @@ func (r *Registry) numbersCreated(ctx context.Context, create bool) (q numQuerie
 	}
 	if r.session == nil { // tests that inject a querier of names alone
 		if create {
-			return nil, false, false, fmt.Errorf("snapid: %w: node numbers: no session", snapid.ErrRegistry)
+			return nil, false, false, fmt.Errorf("snapid: %w: node numbers: no session", registry.ErrRegistry)
 		}
 		return nil, false, false, nil
 	}
@@ -151,17 +151,17 @@ func (r *Registry) numbersCreated(ctx context.Context, create bool) (q numQuerie
 	g := newGocqlNumQuerier(r.session, r.cons, r.serial, r.ks, r.tbl)
 	ok, err = r.schemaHas(ctx, `SELECT COUNT(*) FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?`, r.ks, g.tableName)
 	if err != nil {
-		return nil, false, false, fmt.Errorf("snapid: %w: reading the schema: %w", snapid.ErrRegistry, err)
+		return nil, false, false, fmt.Errorf("snapid: %w: reading the schema: %w", registry.ErrRegistry, err)
 	}
 	if !ok {
 		if !create {
 			return nil, false, false, nil
 		}
 		if err := r.session.Query(g.createStmt).WithContext(ctx).Exec(); err != nil {
-			return nil, false, false, fmt.Errorf("snapid: %w: creating table %s.%s (snapctl setup creates it with a role that may): %w", snapid.ErrRegistry, r.ks, g.tableName, err)
+			return nil, false, false, fmt.Errorf("snapid: %w: creating table %s.%s (snapctl setup creates it with a role that may): %w", registry.ErrRegistry, r.ks, g.tableName, err)
 		}
 		if err := r.awaitSchema(ctx); err != nil {
-			return nil, false, true, fmt.Errorf("snapid: %w: waiting for the cluster to agree on the schema: %w", snapid.ErrRegistry, err)
+			return nil, false, true, fmt.Errorf("snapid: %w: waiting for the cluster to agree on the schema: %w", registry.ErrRegistry, err)
 		}
 		created = true
 	}
@@ -169,11 +169,11 @@ func (r *Registry) numbersCreated(ctx context.Context, create bool) (q numQuerie
 	return g, true, created, nil
 }
 
-var _ snapid.NumberRegistry = (*Registry)(nil)
+var _ registry.NumberRegistry = (*Registry)(nil)
 
-// AssignNumber implements snapid.NumberRegistry.AssignNumber.
+// AssignNumber implements registry.NumberRegistry.AssignNumber.
 func (r *Registry) AssignNumber(ctx context.Context, name, owner, session string) (uint64, error) {
-	if err := snapid.ValidateName(name); err != nil {
+	if err := registry.ValidateName(name); err != nil {
 		return 0, err
 	}
 	if err := checkOwner(owner); err != nil {
@@ -184,12 +184,12 @@ func (r *Registry) AssignNumber(ctx context.Context, name, owner, session string
 	}
 	h, err := r.Get(ctx, name)
 	switch {
-	case errors.Is(err, snapid.ErrNotRegistered):
-		return 0, fmt.Errorf("snapid: %w: assign a node number to %q: the name has no row (%w)", snapid.ErrNameTaken, name, snapid.ErrNotRegistered)
+	case errors.Is(err, registry.ErrNotRegistered):
+		return 0, fmt.Errorf("snapid: %w: assign a node number to %q: the name has no row (%w)", registry.ErrNameTaken, name, registry.ErrNotRegistered)
 	case err != nil:
 		return 0, err
-	case h.Owner != owner || h.Session != session || h.State != snapid.StateActive:
-		return 0, fmt.Errorf("snapid: %w: assign a node number to %q: not held by this owner and session: %s", snapid.ErrNameTaken, name, h)
+	case h.Owner != owner || h.Session != session || h.State != registry.StateActive:
+		return 0, fmt.Errorf("snapid: %w: assign a node number to %q: not held by this owner and session: %s", registry.ErrNameTaken, name, h)
 	case h.Number != 0:
 		return h.Number, nil
 	}
@@ -198,7 +198,7 @@ func (r *Registry) AssignNumber(ctx context.Context, name, owner, session string
 		return 0, err
 	}
 	if row, ok, err := q.read(ctx, "name:"+name, true); err != nil {
-		return 0, fmt.Errorf("snapid: %w: reading the node number of %q: %w", snapid.ErrRegistry, name, err)
+		return 0, fmt.Errorf("snapid: %w: reading the node number of %q: %w", registry.ErrRegistry, name, err)
 	} else if ok {
 		return number(name, row)
 	}
@@ -211,8 +211,8 @@ func (r *Registry) AssignNumber(ctx context.Context, name, owner, session string
 
 // number decodes the number of a name's row.
 func number(name string, row numRow) (uint64, error) {
-	if row.number == nil || *row.number <= 0 || *row.number > snapid.MaxNodeNumber {
-		return 0, fmt.Errorf("snapid: %w: the node number row of %q holds %v, not 1 to %d", snapid.ErrRegistry, name, row.number, uint64(snapid.MaxNodeNumber))
+	if row.number == nil || *row.number <= 0 || *row.number > registry.MaxNodeNumber {
+		return 0, fmt.Errorf("snapid: %w: the node number row of %q holds %v, not 1 to %d", registry.ErrRegistry, name, row.number, uint64(registry.MaxNodeNumber))
 	}
 	return uint64(*row.number), nil
 }
@@ -230,7 +230,7 @@ func (r *Registry) takeNumber(ctx context.Context, q numQuerier, name string) (u
 	row, ok, err := q.read(ctx, "next", false)
 	if err != nil {
 		// Starting from 0 instead would walk every number taken.
-		return 0, fmt.Errorf("snapid: %w: assign a node number to %q: reading the hint: %w", snapid.ErrRegistry, name, err)
+		return 0, fmt.Errorf("snapid: %w: assign a node number to %q: reading the hint: %w", registry.ErrRegistry, name, err)
 	}
 	if ok && row.number != nil && *row.number > 0 {
 		start = uint64(*row.number)
@@ -239,11 +239,11 @@ func (r *Registry) takeNumber(ctx context.Context, q numQuerier, name string) (u
 	for attempt := range numberAttempts {
 		if attempt > 0 {
 			if err := r.backoff(ctx, min(attempt, 4)); err != nil {
-				return 0, fmt.Errorf("snapid: %w: assign a node number to %q: %w", snapid.ErrRegistry, name, err)
+				return 0, fmt.Errorf("snapid: %w: assign a node number to %q: %w", registry.ErrRegistry, name, err)
 			}
 		}
-		if n > snapid.MaxNodeNumber {
-			return 0, fmt.Errorf("snapid: %w: assign a node number to %q: every node number up to %d is taken", snapid.ErrExhausted, name, uint64(snapid.MaxNodeNumber))
+		if n > registry.MaxNodeNumber {
+			return 0, fmt.Errorf("snapid: %w: assign a node number to %q: every node number up to %d is taken", registry.ErrExhausted, name, uint64(registry.MaxNodeNumber))
 		}
 		applied, cur, err := r.insertRow(ctx, q, "take node number", name, "number:"+strconv.FormatUint(n, 10), n, name)
 		if err != nil {
@@ -258,7 +258,7 @@ func (r *Registry) takeNumber(ctx context.Context, q numQuerier, name string) (u
 		// hint write, many hosts at once) is passed within the attempts.
 		n += 1 + uint64(rand.IntN(4)) + uint64(attempt*attempt)
 	}
-	return 0, fmt.Errorf("snapid: %w: assign a node number to %q: %d numbers tried were taken; try again", snapid.ErrRegistry, name, numberAttempts)
+	return 0, fmt.Errorf("snapid: %w: assign a node number to %q: %d numbers tried were taken; try again", registry.ErrRegistry, name, numberAttempts)
 }
 
 // giveNumber records n as name's number unless the name has one already
@@ -325,10 +325,10 @@ func (r *Registry) nameNumber(ctx context.Context, name string) (uint64, error) 
 	return number(name, row)
 }
 
-// SetStride implements snapid.NumberRegistry.SetStride.
+// SetStride implements registry.NumberRegistry.SetStride.
 func (r *Registry) SetStride(ctx context.Context, stride uint64) (uint64, error) {
-	if stride < 2 || stride > snapid.MaxNodeNumber+1 {
-		return 0, invalidArg("stride %d: want 2 to %d", stride, uint64(snapid.MaxNodeNumber)+1)
+	if stride < 2 || stride > registry.MaxNodeNumber+1 {
+		return 0, invalidArg("stride %d: want 2 to %d", stride, uint64(registry.MaxNodeNumber)+1)
 	}
 	q, _, err := r.numbers(ctx, true)
 	if err != nil {
@@ -346,12 +346,12 @@ func (r *Registry) SetStride(ctx context.Context, stride uint64) (uint64, error)
 		return 0, err
 	}
 	if s != stride {
-		return s, fmt.Errorf("snapid: %w: the cluster's stride is %d, not %d", snapid.ErrStrideMismatch, s, stride)
+		return s, fmt.Errorf("snapid: %w: the cluster's stride is %d, not %d", registry.ErrStrideMismatch, s, stride)
 	}
 	return s, nil
 }
 
-// Stride implements snapid.NumberRegistry.Stride.
+// Stride implements registry.NumberRegistry.Stride.
 func (r *Registry) Stride(ctx context.Context) (uint64, error) {
 	q, ok, err := r.numbers(ctx, false)
 	if err != nil || !ok {
@@ -359,7 +359,7 @@ func (r *Registry) Stride(ctx context.Context) (uint64, error) {
 	}
 	row, found, err := q.read(ctx, "stride", true)
 	if err != nil {
-		return 0, fmt.Errorf("snapid: %w: reading the stride: %w", snapid.ErrRegistry, err)
+		return 0, fmt.Errorf("snapid: %w: reading the stride: %w", registry.ErrRegistry, err)
 	}
 	if !found {
 		return 0, nil
@@ -368,8 +368,8 @@ func (r *Registry) Stride(ctx context.Context) (uint64, error) {
 }
 
 func strideOf(row numRow) (uint64, error) {
-	if row.number == nil || *row.number < 2 || *row.number > snapid.MaxNodeNumber+1 {
-		return 0, fmt.Errorf("snapid: %w: the stride row holds %v", snapid.ErrRegistry, row.number)
+	if row.number == nil || *row.number < 2 || *row.number > registry.MaxNodeNumber+1 {
+		return 0, fmt.Errorf("snapid: %w: the stride row holds %v", registry.ErrRegistry, row.number)
 	}
 	return uint64(*row.number), nil
 }

@@ -4,23 +4,23 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
-// Get implements snapid.Registry.Get: the row read at SERIAL consistency (which
+// Get implements registry.Registry.Get: the row read at SERIAL consistency (which
 // sees every LWT that completed, and completes one left in flight), or
-// snapid.ErrNotRegistered.
-func (r *Registry) Get(ctx context.Context, name string) (snapid.Holder, error) {
-	if err := snapid.ValidateName(name); err != nil {
-		return snapid.Holder{}, err
+// registry.ErrNotRegistered.
+func (r *Registry) Get(ctx context.Context, name string) (registry.Holder, error) {
+	if err := registry.ValidateName(name); err != nil {
+		return registry.Holder{}, err
 	}
 	var rec record
 	found, err := r.serialRead(ctx, "get", &rec, name)
 	if err != nil {
-		return snapid.Holder{}, fmt.Errorf("snapid: %w: get %q: %w", snapid.ErrRegistry, name, err)
+		return registry.Holder{}, fmt.Errorf("snapid: %w: get %q: %w", registry.ErrRegistry, name, err)
 	}
 	if !found {
-		return snapid.Holder{}, fmt.Errorf("snapid: %w: %q", snapid.ErrNotRegistered, name)
+		return registry.Holder{}, fmt.Errorf("snapid: %w: %q", registry.ErrNotRegistered, name)
 	}
 	h := rec.holder()
 	// The node number, if it can be read (a role may read the names'
@@ -33,15 +33,15 @@ func (r *Registry) Get(ctx context.Context, name string) (snapid.Holder, error) 
 	return h, nil
 }
 
-// List implements snapid.Registry.List: every row, read page by page at the
+// List implements registry.Registry.List: every row, read page by page at the
 // configured consistency (not serial: a row being changed at that moment
 // may show its previous state). Rows are in token order.
-func (r *Registry) List(ctx context.Context) ([]snapid.Holder, error) {
+func (r *Registry) List(ctx context.Context) ([]registry.Holder, error) {
 	l, simulated := r.q.(rowLister)
 	if r.session == nil && !simulated {
-		return nil, fmt.Errorf("snapid: %w: list: no session", snapid.ErrRegistry)
+		return nil, fmt.Errorf("snapid: %w: list: no session", registry.ErrRegistry)
 	}
-	var out []snapid.Holder
+	var out []registry.Holder
 	err := retryReadWait(ctx, r.log, r.wait, "list", r.tbl, func(ctx context.Context) error {
 		out = nil
 		if simulated {
@@ -64,7 +64,7 @@ func (r *Registry) List(ctx context.Context) ([]snapid.Holder, error) {
 		return iter.Close()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("snapid: %w: list: %w", snapid.ErrRegistry, err)
+		return nil, fmt.Errorf("snapid: %w: list: %w", registry.ErrRegistry, err)
 	}
 	nums, err := r.nameNumbers(ctx)
 	if err != nil {

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
-// Registry is the snapid.Registry kept in an Apache Cassandra table; the
+// Registry is the registry.Registry kept in an Apache Cassandra table; the
 // package documentation describes the table and how its rows are kept
 // consistent.
 //
@@ -24,7 +24,7 @@ import (
 //
 // It must outlive the Generators that use it: close them first, then the
 // Registry. A Generator closed after its registry cannot return its unused
-// reservation (its Close fails with snapid.ErrRegistry), and the next start
+// reservation (its Close fails with registry.ErrRegistry), and the next start
 // of that host skips to the registry's mark.
 type Registry struct {
 	session  *gocql.Session // nil in tests that inject q alone
@@ -60,7 +60,7 @@ type Registry struct {
 	}
 }
 
-var _ snapid.Registry = (*Registry)(nil)
+var _ registry.Registry = (*Registry)(nil)
 
 // Bounds of the loops that handle races, and the page size of List.
 const (
@@ -74,11 +74,11 @@ const (
 // table if they do not exist (unless cfg.NoCreate; after creating anything
 // it waits for the cluster to agree on the schema) and checks the table's
 // columns. An invalid cfg is refused with an error wrapping
-// snapid.ErrInvalidOption before any connection is made, or, for what
+// registry.ErrInvalidOption before any connection is made, or, for what
 // depends on the cluster, before anything is created: a keyspace to create
 // whose replication cannot survive the loss of one node is refused with
 // ErrFragileReplication unless cfg.AllowFragileReplication. A connection
-// or schema failure wraps snapid.ErrRegistry. ctx bounds the whole set-up.
+// or schema failure wraps registry.ErrRegistry. ctx bounds the whole set-up.
 //
 // Creating what is missing keeps a single node or a test working with no
 // set-up. On a production cluster, create the schema once with
@@ -109,7 +109,7 @@ func dial(ctx context.Context, cfg Config) (*Registry, error) {
 	cluster.Logger = slogStdLogger{log}
 	session, err := createSession(ctx, cluster)
 	if err != nil {
-		return nil, fmt.Errorf("snapid: %w: connecting to Cassandra at %s: %w", snapid.ErrRegistry, strings.Join(cfg.Hosts, ","), err)
+		return nil, fmt.Errorf("snapid: %w: connecting to Cassandra at %s: %w", registry.ErrRegistry, strings.Join(cfg.Hosts, ","), err)
 	}
 	r := newRegistry(session, &gocqlQuerier{
 		s:      session,
@@ -168,7 +168,7 @@ func createSession(ctx context.Context, cluster *gocql.ClusterConfig) (*gocql.Se
 }
 
 // Close closes the connections. It is idempotent; calls after Close fail
-// with an error wrapping snapid.ErrRegistry.
+// with an error wrapping registry.ErrRegistry.
 func (r *Registry) Close() {
 	r.closed.Do(func() {
 		r.closeSequences()

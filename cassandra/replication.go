@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/gocql/gocql"
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
 // Statuses of a ReplicationReport.
@@ -66,21 +66,21 @@ type ReplicationReport struct {
 // CheckReplication reads the registry keyspace's replication and the
 // cluster's nodes per data centre and reports whether the registry
 // survives the loss of any one node with the registry's consistency
-// (snapctl check-names shows it). Errors wrap snapid.ErrRegistry. It is
+// (snapctl check-names shows it). Errors wrap registry.ErrRegistry. It is
 // safe for concurrent use.
 func (r *Registry) CheckReplication(ctx context.Context) (ReplicationReport, error) {
 	repl, err := r.keyspaceReplication(ctx)
 	if err != nil {
-		return ReplicationReport{}, fmt.Errorf("snapid: %w: reading the replication of keyspace %s: %w", snapid.ErrRegistry, r.ks, err)
+		return ReplicationReport{}, fmt.Errorf("snapid: %w: reading the replication of keyspace %s: %w", registry.ErrRegistry, r.ks, err)
 	}
 	if repl == nil {
-		return ReplicationReport{}, fmt.Errorf("snapid: %w: keyspace %s does not exist", snapid.ErrRegistry, r.ks)
+		return ReplicationReport{}, fmt.Errorf("snapid: %w: keyspace %s does not exist", registry.ErrRegistry, r.ks)
 	}
 	view, err := r.settledNodes(ctx, func(nodes map[string]int) bool {
 		return assessReplication(r.ks, repl, nodes, r.cons, r.localDC).Status != ReplicationAttention
 	})
 	if err != nil {
-		return ReplicationReport{}, fmt.Errorf("snapid: %w: reading the cluster's nodes: %w", snapid.ErrRegistry, err)
+		return ReplicationReport{}, fmt.Errorf("snapid: %w: reading the cluster's nodes: %w", registry.ErrRegistry, err)
 	}
 	rep := assessReplication(r.ks, repl, view.nodes, r.cons, r.localDC)
 	if rep.Status == ReplicationAttention && view.incomplete != "" {
@@ -351,7 +351,7 @@ func fragileError(rep ReplicationReport, view nodeView, cons gocql.Consistency) 
 		advice = fmt.Sprintf("create it with replication %s (snapctl --replication %s)", renderMap(want), flagForm(want))
 	}
 	return fmt.Errorf("snapid: %w: Cassandra registry: %w: not creating %s; %s, or set AllowFragileReplication "+
-		"(snapctl --allow-fragile-replication) to create it anyway", snapid.ErrInvalidOption, ErrFragileReplication, rep.Detail, advice)
+		"(snapctl --allow-fragile-replication) to create it anyway", registry.ErrInvalidOption, ErrFragileReplication, rep.Detail, advice)
 }
 
 // flagForm renders a NetworkTopologyStrategy map as snapctl's

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/gocql/gocql"
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
 // columns are the registry table's columns and CQL types, in the order of
@@ -90,7 +90,7 @@ func (r *Registry) checkCluster(ctx context.Context, cfg Config) error {
 	if cfg.LocalDC != "" {
 		view, err := r.settledNodes(ctx, func(nodes map[string]int) bool { return nodes[cfg.LocalDC] > 0 })
 		if err != nil {
-			return fmt.Errorf("snapid: %w: reading the cluster's data centres (system.local, system.peers): %w", snapid.ErrRegistry, err)
+			return fmt.Errorf("snapid: %w: reading the cluster's data centres (system.local, system.peers): %w", registry.ErrRegistry, err)
 		}
 		if view.nodes[cfg.LocalDC] == 0 {
 			why := ""
@@ -104,7 +104,7 @@ func (r *Registry) checkCluster(ctx context.Context, cfg Config) error {
 	if r.cons == gocql.EachQuorum {
 		repl, err := r.keyspaceReplication(ctx)
 		if err != nil {
-			return fmt.Errorf("snapid: %w: reading the replication of keyspace %s: %w", snapid.ErrRegistry, r.ks, err)
+			return fmt.Errorf("snapid: %w: reading the replication of keyspace %s: %w", registry.ErrRegistry, r.ks, err)
 		}
 		what := "uses"
 		if repl == nil {
@@ -125,7 +125,7 @@ func (r *Registry) checkCluster(ctx context.Context, cfg Config) error {
 // the table.
 func (r *Registry) createMissing(ctx context.Context, cfg Config, rep *SchemaReport) (err error) {
 	fail := func(what string, err error) error {
-		return fmt.Errorf("snapid: %w: %s: %w", snapid.ErrRegistry, what, err)
+		return fmt.Errorf("snapid: %w: %s: %w", registry.ErrRegistry, what, err)
 	}
 	ksExists, err := r.schemaHas(ctx, `SELECT COUNT(*) FROM system_schema.keyspaces WHERE keyspace_name = ?`, r.ks)
 	if err != nil {
@@ -195,7 +195,7 @@ func (r *Registry) noKeyspaceError(ctx context.Context) error {
 		}
 	}
 	if err := iter.Close(); err != nil {
-		return fmt.Errorf("snapid: %w: %w: keyspace %s does not exist (listing the keyspaces failed: %w)", snapid.ErrInvalidOption, ErrNoKeyspace, r.ks, err)
+		return fmt.Errorf("snapid: %w: %w: keyspace %s does not exist (listing the keyspaces failed: %w)", registry.ErrInvalidOption, ErrNoKeyspace, r.ks, err)
 	}
 	// The names closest to the one asked for first (a misspelling),
 	// at most maxListed of them.
@@ -220,7 +220,7 @@ func (r *Registry) noKeyspaceError(ctx context.Context) error {
 	if len(found) > 0 {
 		have = "the registries are in keyspace " + strings.Join(found, ", ")
 	}
-	return fmt.Errorf("snapid: %w: %w: keyspace %s does not exist (%s); nothing was created", snapid.ErrInvalidOption, ErrNoKeyspace, r.ks, have)
+	return fmt.Errorf("snapid: %w: %w: keyspace %s does not exist (%s); nothing was created", registry.ErrInvalidOption, ErrNoKeyspace, r.ks, have)
 }
 
 // unknownDataCentres returns the data centres of a NetworkTopologyStrategy
@@ -253,7 +253,7 @@ func (r *Registry) dataCentresError(repl map[string]string, view nodeView) error
 	}
 	return fmt.Errorf("snapid: %w: Cassandra registry: %w: %s in the replication of keyspace %s; the cluster's data centres are %s "+
 		"(nodetool status lists them)%s; nothing was created",
-		snapid.ErrInvalidOption, ErrUnknownDataCentre, quoteList(unknown), r.ks, strings.Join(sortedKeys(view.nodes), ", "), why)
+		registry.ErrInvalidOption, ErrUnknownDataCentre, quoteList(unknown), r.ks, strings.Join(sortedKeys(view.nodes), ", "), why)
 }
 
 // quoteList renders names as "a", "b".
@@ -290,10 +290,10 @@ func (r *Registry) checkColumns(ctx context.Context) error {
 		have[name] = typ
 	}
 	if err := iter.Close(); err != nil {
-		return fmt.Errorf("snapid: %w: reading the schema of %s.%s: %w", snapid.ErrRegistry, r.ks, r.tbl, err)
+		return fmt.Errorf("snapid: %w: reading the schema of %s.%s: %w", registry.ErrRegistry, r.ks, r.tbl, err)
 	}
 	if len(have) == 0 {
-		return fmt.Errorf("snapid: %w: table %s.%s does not exist", snapid.ErrRegistry, r.ks, r.tbl)
+		return fmt.Errorf("snapid: %w: table %s.%s does not exist", registry.ErrRegistry, r.ks, r.tbl)
 	}
 	var bad []string
 	for i, c := range columns {
@@ -308,7 +308,7 @@ func (r *Registry) checkColumns(ctx context.Context) error {
 		}
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("snapid: %w: table %s.%s has an incompatible schema: %s", snapid.ErrRegistry, r.ks, r.tbl, strings.Join(bad, "; "))
+		return fmt.Errorf("snapid: %w: table %s.%s has an incompatible schema: %s", registry.ErrRegistry, r.ks, r.tbl, strings.Join(bad, "; "))
 	}
 	return nil
 }
@@ -348,8 +348,8 @@ func CreateSchema(ctx context.Context, cfg Config) (created bool, err error) {
 // naming a data centre the cluster does not have is refused
 // (ErrUnknownDataCentre). With cfg.NoCreateKeyspace a missing keyspace is
 // refused (ErrNoKeyspace). cfg.NoCreate is ignored. Errors wrap
-// snapid.ErrInvalidOption (invalid cfg, refused before anything is
-// created) or snapid.ErrRegistry.
+// registry.ErrInvalidOption (invalid cfg, refused before anything is
+// created) or registry.ErrRegistry.
 //
 // This is the explicit, one-time set-up of a production cluster (snapctl
 // setup): run it once, from one place, before the hosts start, so that the
@@ -376,7 +376,7 @@ func SetUpSchema(ctx context.Context, cfg Config) (rep SchemaReport, err error) 
 	if numCreated {
 		rep.TablesCreated = append(rep.TablesCreated, r.tbl+numbersSuffix)
 	}
-	if errors.Is(err, snapid.ErrInvalidOption) {
+	if errors.Is(err, registry.ErrInvalidOption) {
 		// A table name too long for the numbers' table: node numbers
 		// are not available with it; names and sequences are.
 		err = nil
@@ -385,7 +385,7 @@ func SetUpSchema(ctx context.Context, cfg Config) (rep SchemaReport, err error) 
 		return rep, err
 	}
 	if rep.Replication, err = r.keyspaceReplication(ctx); err != nil {
-		return rep, fmt.Errorf("snapid: %w: reading the replication of keyspace %s: %w", snapid.ErrRegistry, r.ks, err)
+		return rep, fmt.Errorf("snapid: %w: reading the replication of keyspace %s: %w", registry.ErrRegistry, r.ks, err)
 	}
 	return rep, nil
 }

@@ -6,28 +6,28 @@ import (
 	"fmt"
 
 	"github.com/gocql/gocql"
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
-// CloseLease implements snapid.SequenceRegistry.CloseLease: at
+// CloseLease implements registry.SequenceRegistry.CloseLease: at
 // LOCAL_SERIAL,
 //
 //	UPDATE … SET closed_pos = pos WHERE <the host's row>
 //	IF session = ? AND lease_first = ? AND lease_last = ?
-func (r *Registry) CloseLease(ctx context.Context, l snapid.SequenceLease, pos uint64) error {
-	if err := snapid.ValidateName(l.Sequence); err != nil {
+func (r *Registry) CloseLease(ctx context.Context, l registry.SequenceLease, pos uint64) error {
+	if err := registry.ValidateName(l.Sequence); err != nil {
 		return fmt.Errorf("sequence name: %w", err)
 	}
-	if err := snapid.ValidateName(l.Name); err != nil {
+	if err := registry.ValidateName(l.Name); err != nil {
 		return err
 	}
 	if err := checkField("session", l.Session); err != nil {
 		return err
 	}
-	if pos > snapid.MaxSequence+1 || l.Last > snapid.MaxSequence {
+	if pos > registry.MaxSequence+1 || l.Last > registry.MaxSequence {
 		return invalidArg("position %d or lease [%d, %d] above 2^63-1", pos, l.First, l.Last)
 	}
-	if pos > snapid.MaxSequence {
+	if pos > registry.MaxSequence {
 		// A lease used up to 2^63-1: 2^63 cannot be stored, and a used-up
 		// lease has nothing left to adopt (the next start leases anew).
 		return nil
@@ -59,46 +59,46 @@ func (r *Registry) CloseLease(ctx context.Context, l snapid.SequenceLease, pos u
 	}
 	if !applied {
 		return fmt.Errorf("snapid: %w: close lease %q of %q: the host's lease record is not [%d, %d] of this claim",
-			snapid.ErrLeaseMoved, l.Sequence, l.Name, l.First, l.Last)
+			registry.ErrLeaseMoved, l.Sequence, l.Name, l.First, l.Last)
 	}
 	return nil
 }
 
-// AdoptLease implements snapid.SequenceRegistry.AdoptLease: the name's
+// AdoptLease implements registry.SequenceRegistry.AdoptLease: the name's
 // row read at SERIAL must show the claim (a.Owner, a.Session), then, at
 // LOCAL_SERIAL,
 //
 //	UPDATE … SET owner = ?, session = ?, closed_pos = null WHERE <the host's row>
 //	IF session = <old> AND lease_first = ? AND lease_last = ? AND closed_pos = <pos>
-func (r *Registry) AdoptLease(ctx context.Context, a snapid.LeaseAdoption) (snapid.SequenceLease, error) {
-	if err := snapid.ValidateName(a.Sequence); err != nil {
-		return snapid.SequenceLease{}, fmt.Errorf("sequence name: %w", err)
+func (r *Registry) AdoptLease(ctx context.Context, a registry.LeaseAdoption) (registry.SequenceLease, error) {
+	if err := registry.ValidateName(a.Sequence); err != nil {
+		return registry.SequenceLease{}, fmt.Errorf("sequence name: %w", err)
 	}
-	if err := snapid.ValidateName(a.Name); err != nil {
-		return snapid.SequenceLease{}, err
+	if err := registry.ValidateName(a.Name); err != nil {
+		return registry.SequenceLease{}, err
 	}
 	if err := checkOwner(a.Owner); err != nil {
-		return snapid.SequenceLease{}, err
+		return registry.SequenceLease{}, err
 	}
 	for _, f := range []string{a.Session, a.OldSession} {
 		if err := checkField("session", f); err != nil {
-			return snapid.SequenceLease{}, err
+			return registry.SequenceLease{}, err
 		}
 	}
-	if a.Pos == 0 || a.Pos > snapid.MaxSequence+1 || a.Last > snapid.MaxSequence {
-		return snapid.SequenceLease{}, invalidArg("position %d or lease [%d, %d] out of range", a.Pos, a.First, a.Last)
+	if a.Pos == 0 || a.Pos > registry.MaxSequence+1 || a.Last > registry.MaxSequence {
+		return registry.SequenceLease{}, invalidArg("position %d or lease [%d, %d] out of range", a.Pos, a.First, a.Last)
 	}
 	q, dc, err := r.seqQuerier(ctx)
 	if err != nil {
-		return snapid.SequenceLease{}, err
+		return registry.SequenceLease{}, err
 	}
 	h, err := r.Get(ctx, a.Name)
-	if errors.Is(err, snapid.ErrNotRegistered) || err == nil && (h.Owner != a.Owner || h.Session != a.Session || h.State != snapid.StateActive) {
-		return snapid.SequenceLease{}, fmt.Errorf("snapid: %w: adopt lease of %q for %q: the name is not held under this claim (%s)",
-			snapid.ErrNameTaken, a.Sequence, a.Name, h)
+	if errors.Is(err, registry.ErrNotRegistered) || err == nil && (h.Owner != a.Owner || h.Session != a.Session || h.State != registry.StateActive) {
+		return registry.SequenceLease{}, fmt.Errorf("snapid: %w: adopt lease of %q for %q: the name is not held under this claim (%s)",
+			registry.ErrNameTaken, a.Sequence, a.Name, h)
 	}
 	if err != nil {
-		return snapid.SequenceLease{}, err
+		return registry.SequenceLease{}, err
 	}
 	token := newClaimToken()
 	stmt := seqStmt{r.seqs.stmts.adoptHost, append(append([]any{a.Owner, a.Session, token}, hostRow(a.Sequence, dc, a.Name)...),
@@ -119,11 +119,11 @@ func (r *Registry) AdoptLease(ctx context.Context, a snapid.LeaseAdoption) (snap
 			return outcomeLost, nil
 		})
 	if err != nil {
-		return snapid.SequenceLease{}, err
+		return registry.SequenceLease{}, err
 	}
 	if !applied {
-		return snapid.SequenceLease{}, fmt.Errorf("snapid: %w: adopt lease %q of %q: the host's lease record is not [%d, %d] closed at %d by the previous claim",
-			snapid.ErrLeaseMoved, a.Sequence, a.Name, a.First, a.Last, a.Pos)
+		return registry.SequenceLease{}, fmt.Errorf("snapid: %w: adopt lease %q of %q: the host's lease record is not [%d, %d] closed at %d by the previous claim",
+			registry.ErrLeaseMoved, a.Sequence, a.Name, a.First, a.Last, a.Pos)
 	}
-	return snapid.SequenceLease{Sequence: a.Sequence, DC: dc, Name: a.Name, Owner: a.Owner, Session: a.Session, First: a.First, Last: a.Last}, nil
+	return registry.SequenceLease{Sequence: a.Sequence, DC: dc, Name: a.Name, Owner: a.Owner, Session: a.Session, First: a.First, Last: a.Last}, nil
 }

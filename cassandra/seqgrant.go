@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
 // Data centres' ranges: taken from the sequence's GLOBAL row at SERIAL and
@@ -43,10 +43,10 @@ func dcRanges(seq string, rows []seqRow) ([]dcRange, error) {
 
 // checkRange refuses a range outside GLOBAL's bounds [gi.Start, gi.Max]
 // (a row the registry cannot have written) as ErrCorruptSequence.
-func checkRange(seq, dc string, gi snapid.SequenceInfo, g *dcRange) error {
+func checkRange(seq, dc string, gi registry.SequenceInfo, g *dcRange) error {
 	if g.first < gi.Start || g.last > gi.Max {
 		return fmt.Errorf("snapid: %w: sequence %q: data centre %q's range [%d, %d] is outside the sequence's [%d, %d]; nothing was leased",
-			snapid.ErrCorruptSequence, seq, dc, g.first, g.last, gi.Start, gi.Max)
+			registry.ErrCorruptSequence, seq, dc, g.first, g.last, gi.Start, gi.Max)
 	}
 	return nil
 }
@@ -163,7 +163,7 @@ func (r *Registry) maybeGrant(seq, dc string, rgs []dcRange, n uint64) {
 				}
 			}
 		}
-		if err != nil && !errors.Is(err, snapid.ErrExhausted) && !errors.Is(err, snapid.ErrSequenceShort) {
+		if err != nil && !errors.Is(err, registry.ErrExhausted) && !errors.Is(err, registry.ErrSequenceShort) {
 			r.log.Warn("snapid: could not take the data centre's next sequence range in advance", "sequence", seq, "dc", dc, "err", err)
 		}
 	}()
@@ -182,14 +182,14 @@ func (r *Registry) grant(ctx context.Context, q seqQuerier, seq, dc string, dcRo
 		return err
 	}
 	if g == nil {
-		return fmt.Errorf("snapid: %w: %q (create it first: snapctl seq create)", snapid.ErrNoSequence, seq)
+		return fmt.Errorf("snapid: %w: %q (create it first: snapctl seq create)", registry.ErrNoSequence, seq)
 	}
 	repaired := false
 	for i := range rows {
 		w := &rows[i]
 		if w.kind == kindGrant && w.key == dc && find(dcRows, kindRange, "", w.first) == nil {
 			if w.first < 1 || w.last == nil || *w.last < w.first {
-				return fmt.Errorf("snapid: %w: sequence %q: GLOBAL's grant to %q starts at %d", snapid.ErrCorruptSequence, seq, dc, w.first)
+				return fmt.Errorf("snapid: %w: sequence %q: GLOBAL's grant to %q starts at %d", registry.ErrCorruptSequence, seq, dc, w.first)
 			}
 			if err := r.insertRange(ctx, q, seq, dc, uint64(w.first), uint64(*w.last), w.at); err != nil {
 				return err
@@ -209,10 +209,10 @@ func (r *Registry) grant(ctx context.Context, q seqQuerier, seq, dc string, dcRo
 		// A null next (used up) is written only by the grant of the last
 		// range, whose grant row reaches max: a lost cell, not exhaustion.
 		return fmt.Errorf("snapid: %w: sequence %q: GLOBAL's next number is null (used up) but no grant reaches its max %d; nothing was handed out",
-			snapid.ErrCorruptSequence, seq, maxN)
+			registry.ErrCorruptSequence, seq, maxN)
 	}
 	if next > maxN || maxN-next+1 < min {
-		e := &snapid.SequenceExhaustedError{Sequence: seq, DC: dc, Max: maxN, Wanted: min}
+		e := &registry.SequenceExhaustedError{Sequence: seq, DC: dc, Max: maxN, Wanted: min}
 		if next <= maxN {
 			e.GlobalLeft = maxN - next + 1
 		}
@@ -297,7 +297,7 @@ func (r *Registry) rangeSize(rgs []dcRange) uint64 {
 	if perHorizon <= float64(floor) {
 		return floor
 	}
-	return uint64(math.Min(perHorizon, float64(snapid.MaxSequence/4)))
+	return uint64(math.Min(perHorizon, float64(registry.MaxSequence/4)))
 }
 
 // checkNoRemnants refuses to create the sequence seq, whose GLOBAL row
@@ -331,7 +331,7 @@ func (r *Registry) checkNoRemnants(ctx context.Context, q seqQuerier, seq, dc st
 	}
 	return fmt.Errorf("snapid: %w: sequence %q: its GLOBAL row is missing but numbers up to %d were granted to data centres; "+
 		"restore the GLOBAL row from a backup, or create a sequence under a new name with a start above %d; nothing was changed",
-		snapid.ErrCorruptSequence, seq, high, high)
+		registry.ErrCorruptSequence, seq, high, high)
 }
 
 // grantedUpTo is whether a grant row of GLOBAL's partition rows ends at

@@ -7,12 +7,12 @@ import (
 	"strings"
 
 	"github.com/gocql/gocql"
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
 // What a sequence has handed out, for audits, metrics and seq show.
 
-// SequenceStatus implements snapid.SequenceRegistry.SequenceStatus: GLOBAL
+// SequenceStatus implements registry.SequenceRegistry.SequenceStatus: GLOBAL
 // read at QUORUM and every data centre's partition at LOCAL_QUORUM, no
 // Paxos round: it feeds metrics, audits and seq show, which every host
 // with a sequence open asks for once a minute, and a serial read per host
@@ -20,26 +20,26 @@ import (
 // it sees is every committed change (LWTs commit at QUORUM here); a
 // change whose Paxos round is still in flight shows at the next read.
 // Nothing that hands out numbers reads it.
-func (r *Registry) SequenceStatus(ctx context.Context, seq string) (snapid.SequenceStatus, error) {
-	if err := snapid.ValidateName(seq); err != nil {
-		return snapid.SequenceStatus{}, fmt.Errorf("sequence name: %w", err)
+func (r *Registry) SequenceStatus(ctx context.Context, seq string) (registry.SequenceStatus, error) {
+	if err := registry.ValidateName(seq); err != nil {
+		return registry.SequenceStatus{}, fmt.Errorf("sequence name: %w", err)
 	}
 	q, dc, err := r.seqQuerier(ctx)
 	if err != nil {
-		return snapid.SequenceStatus{}, err
+		return registry.SequenceStatus{}, err
 	}
 	g, rows, err := r.readGlobalAt(ctx, q, seq, gocql.Quorum)
 	if err != nil {
-		return snapid.SequenceStatus{}, err
+		return registry.SequenceStatus{}, err
 	}
 	if g == nil {
-		return snapid.SequenceStatus{}, fmt.Errorf("snapid: %w: %q", snapid.ErrNoSequence, seq)
+		return registry.SequenceStatus{}, fmt.Errorf("snapid: %w: %q", registry.ErrNoSequence, seq)
 	}
 	gi, err := info(seq, g)
 	if err != nil {
-		return snapid.SequenceStatus{}, err
+		return registry.SequenceStatus{}, err
 	}
-	st := snapid.SequenceStatus{SequenceInfo: gi}
+	st := registry.SequenceStatus{SequenceInfo: gi}
 	dcs := map[string]bool{dc: true}
 	for _, w := range rows {
 		if w.kind == kindGrant {
@@ -55,7 +55,7 @@ func (r *Registry) SequenceStatus(ctx context.Context, seq string) (snapid.Seque
 	for _, d := range names {
 		dcRows, err := q.readPartition(ctx, gocql.LocalQuorum, seq, dcPart(d))
 		if err != nil {
-			return st, fmt.Errorf("snapid: %w: reading sequence %q of data centre %q: %w", snapid.ErrRegistry, seq, d, err)
+			return st, fmt.Errorf("snapid: %w: reading sequence %q of data centre %q: %w", registry.ErrRegistry, seq, d, err)
 		}
 		rgs, err := dcRanges(seq, dcRows)
 		if err != nil {
@@ -79,18 +79,18 @@ func (r *Registry) SequenceStatus(ctx context.Context, seq string) (snapid.Seque
 	return st, nil
 }
 
-func rangeOf(dc string, w seqRow) snapid.SequenceRange {
-	rg := snapid.SequenceRange{DC: dc, First: uint64(w.first), Last: u64(w.last)}
+func rangeOf(dc string, w seqRow) registry.SequenceRange {
+	rg := registry.SequenceRange{DC: dc, First: uint64(w.first), Last: u64(w.last)}
 	if w.at != nil {
 		rg.GrantedAt = *w.at
 	}
 	return rg
 }
 
-// ListSequences implements snapid.SequenceRegistry.ListSequences: the
+// ListSequences implements registry.SequenceRegistry.ListSequences: the
 // status of every sequence (none if the sequences table does not exist),
 // sorted by name.
-func (r *Registry) ListSequences(ctx context.Context) ([]snapid.SequenceStatus, error) {
+func (r *Registry) ListSequences(ctx context.Context) ([]registry.SequenceStatus, error) {
 	q, _, err := r.seqQuerier(ctx)
 	if err != nil {
 		return nil, err
@@ -100,9 +100,9 @@ func (r *Registry) ListSequences(ctx context.Context) ([]snapid.SequenceStatus, 
 	}
 	globals, err := q.readAllGlobal(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("snapid: %w: listing sequences: %w", snapid.ErrRegistry, err)
+		return nil, fmt.Errorf("snapid: %w: listing sequences: %w", registry.ErrRegistry, err)
 	}
-	var out []snapid.SequenceStatus
+	var out []registry.SequenceStatus
 	for _, g := range globals {
 		if g.part != partGlobal {
 			continue

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
 // The sequences table (see "Sequences" in the package documentation):
@@ -39,7 +39,7 @@ var seqColumns = []struct{ name, typ string }{
 }
 
 // seqRow is a row of the sequences table. Numbers are below 2^63 (see
-// snapid.MaxSequence), so the signed bigint order is their order.
+// registry.MaxSequence), so the signed bigint order is their order.
 type seqRow struct {
 	seq, part, kind, key   string
 	first                  int64
@@ -92,7 +92,7 @@ func loadNext(seq, what string, p *int64, last uint64) (uint64, error) {
 		return last + 1, nil
 	case *p < 0 || uint64(*p) > last+1:
 		return 0, fmt.Errorf("snapid: %w: sequence %q: %s's next number is %d, outside [1, %d]; nothing was handed out",
-			snapid.ErrCorruptSequence, seq, what, *p, last+1)
+			registry.ErrCorruptSequence, seq, what, *p, last+1)
 	}
 	return uint64(*p), nil
 }
@@ -104,7 +104,7 @@ func loadNum(seq, what string, p *int64) (uint64, error) {
 		if p != nil {
 			v = fmt.Sprint(*p)
 		}
-		return 0, fmt.Errorf("snapid: %w: sequence %q: %s is %s; nothing was handed out", snapid.ErrCorruptSequence, seq, what, v)
+		return 0, fmt.Errorf("snapid: %w: sequence %q: %s is %s; nothing was handed out", registry.ErrCorruptSequence, seq, what, v)
 	}
 	return uint64(*p), nil
 }
@@ -305,7 +305,7 @@ func (r *Registry) seqQuerier(ctx context.Context) (seqQuerier, string, error) {
 	cluster.Logger = slogStdLogger{r.log}
 	s, err := createSession(ctx, cluster)
 	if err != nil {
-		return nil, "", fmt.Errorf("snapid: %w: connecting to data centre %q for sequences: %w", snapid.ErrRegistry, dc, err)
+		return nil, "", fmt.Errorf("snapid: %w: connecting to data centre %q for sequences: %w", registry.ErrRegistry, dc, err)
 	}
 	st.session, st.dc = s, dc
 	st.stmts = newSeqStatements(r.ks)
@@ -316,12 +316,12 @@ func (r *Registry) seqQuerier(ctx context.Context) (seqQuerier, string, error) {
 // onlyDC returns the cluster's data centre, if it has only one.
 func (r *Registry) onlyDC(ctx context.Context) (string, error) {
 	if r.session == nil {
-		return "", fmt.Errorf("snapid: %w: no session to find the data centre", snapid.ErrRegistry)
+		return "", fmt.Errorf("snapid: %w: no session to find the data centre", registry.ErrRegistry)
 	}
 	dcs := map[string]bool{}
 	var dc string
 	if err := r.session.Query(`SELECT data_center FROM system.local`).WithContext(ctx).Scan(&dc); err != nil {
-		return "", fmt.Errorf("snapid: %w: reading the data centre: %w", snapid.ErrRegistry, err)
+		return "", fmt.Errorf("snapid: %w: reading the data centre: %w", registry.ErrRegistry, err)
 	}
 	dcs[dc] = true
 	iter := r.session.Query(`SELECT data_center FROM system.peers`).WithContext(ctx).Iter()
@@ -330,7 +330,7 @@ func (r *Registry) onlyDC(ctx context.Context) (string, error) {
 		dcs[peer] = true
 	}
 	if err := iter.Close(); err != nil {
-		return "", fmt.Errorf("snapid: %w: reading the data centres: %w", snapid.ErrRegistry, err)
+		return "", fmt.Errorf("snapid: %w: reading the data centres: %w", registry.ErrRegistry, err)
 	}
 	if len(dcs) > 1 {
 		names := make([]string, 0, len(dcs))
@@ -366,14 +366,14 @@ func (r *Registry) ensureTableCreated(ctx context.Context, create bool) (ok, cre
 	}
 	ok, err = r.schemaHas(ctx, `SELECT COUNT(*) FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?`, r.ks, seqTable)
 	if err != nil {
-		return false, false, fmt.Errorf("snapid: %w: reading the schema: %w", snapid.ErrRegistry, err)
+		return false, false, fmt.Errorf("snapid: %w: reading the schema: %w", registry.ErrRegistry, err)
 	}
 	if !ok && create {
 		if err := r.session.Query(newSeqStatements(r.ks).createTable).WithContext(ctx).Exec(); err != nil {
-			return false, false, fmt.Errorf("snapid: %w: creating table %s.%s: %w", snapid.ErrRegistry, r.ks, seqTable, err)
+			return false, false, fmt.Errorf("snapid: %w: creating table %s.%s: %w", registry.ErrRegistry, r.ks, seqTable, err)
 		}
 		if err := r.awaitSchema(ctx); err != nil {
-			return false, true, fmt.Errorf("snapid: %w: waiting for the cluster to agree on the schema: %w", snapid.ErrRegistry, err)
+			return false, true, fmt.Errorf("snapid: %w: waiting for the cluster to agree on the schema: %w", registry.ErrRegistry, err)
 		}
 		ok, created = true, true
 	}

@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
-var _ snapid.SequenceRegistry = (*Registry)(nil)
+var _ registry.SequenceRegistry = (*Registry)(nil)
 
 // globalKey and hostKey are the clustering keys of the GLOBAL row and of a
 // host row.
@@ -60,7 +60,7 @@ func (r *Registry) readGlobalAt(ctx context.Context, q seqQuerier, seq string, c
 		if noTable(err) {
 			return nil, nil, nil
 		}
-		return nil, nil, fmt.Errorf("snapid: %w: reading sequence %q at %s: %w", snapid.ErrRegistry, seq, level, err)
+		return nil, nil, fmt.Errorf("snapid: %w: reading sequence %q at %s: %w", registry.ErrRegistry, seq, level, err)
 	}
 	return find(rows, kindGlobal, "", 0), rows, nil
 }
@@ -68,15 +68,15 @@ func (r *Registry) readGlobalAt(ctx context.Context, q seqQuerier, seq string, c
 func (r *Registry) readDC(ctx context.Context, q seqQuerier, seq, dc string) ([]seqRow, error) {
 	rows, err := q.readPartition(ctx, gocql.Consistency(gocql.LocalSerial), seq, dcPart(dc))
 	if err != nil && !noTable(err) {
-		return nil, fmt.Errorf("snapid: %w: reading sequence %q of data centre %q at LOCAL_SERIAL: %w", snapid.ErrRegistry, seq, dc, err)
+		return nil, fmt.Errorf("snapid: %w: reading sequence %q of data centre %q at LOCAL_SERIAL: %w", registry.ErrRegistry, seq, dc, err)
 	}
 	return rows, nil
 }
 
 // info decodes the GLOBAL row (see storeNext); a row it cannot have
 // written is ErrCorruptSequence.
-func info(seq string, g *seqRow) (snapid.SequenceInfo, error) {
-	i := snapid.SequenceInfo{Name: seq}
+func info(seq string, g *seqRow) (registry.SequenceInfo, error) {
+	i := registry.SequenceInfo{Name: seq}
 	var err error
 	if i.Start, err = loadNum(seq, "GLOBAL's start", g.start); err != nil {
 		return i, err
@@ -85,14 +85,14 @@ func info(seq string, g *seqRow) (snapid.SequenceInfo, error) {
 		return i, err
 	}
 	if i.Start == 0 || i.Max < i.Start {
-		return i, fmt.Errorf("snapid: %w: sequence %q: GLOBAL's bounds [%d, %d]; nothing was handed out", snapid.ErrCorruptSequence, seq, i.Start, i.Max)
+		return i, fmt.Errorf("snapid: %w: sequence %q: GLOBAL's bounds [%d, %d]; nothing was handed out", registry.ErrCorruptSequence, seq, i.Start, i.Max)
 	}
 	if i.Next, err = loadNext(seq, "GLOBAL", g.next, i.Max); err != nil {
 		return i, err
 	}
 	if i.Next < i.Start {
 		return i, fmt.Errorf("snapid: %w: sequence %q: GLOBAL's next number %d is below its start %d; nothing was handed out",
-			snapid.ErrCorruptSequence, seq, i.Next, i.Start)
+			registry.ErrCorruptSequence, seq, i.Next, i.Start)
 	}
 	if g.at != nil {
 		i.CreatedAt = *g.at
@@ -103,7 +103,7 @@ func info(seq string, g *seqRow) (snapid.SequenceInfo, error) {
 // rangeNext decodes a data centre range row's first, last and next.
 func rangeNext(seq string, w *seqRow) (first, last, next uint64, err error) {
 	if w.first < 1 {
-		return 0, 0, 0, fmt.Errorf("snapid: %w: sequence %q: a range starts at %d", snapid.ErrCorruptSequence, seq, w.first)
+		return 0, 0, 0, fmt.Errorf("snapid: %w: sequence %q: a range starts at %d", registry.ErrCorruptSequence, seq, w.first)
 	}
 	if last, err = loadNum(seq, "a range's last", w.last); err != nil {
 		return 0, 0, 0, err
@@ -113,67 +113,67 @@ func rangeNext(seq string, w *seqRow) (first, last, next uint64, err error) {
 		return 0, 0, 0, err
 	}
 	if last < first || next < first {
-		return 0, 0, 0, fmt.Errorf("snapid: %w: sequence %q: range [%d, %d] with next %d", snapid.ErrCorruptSequence, seq, first, last, next)
+		return 0, 0, 0, fmt.Errorf("snapid: %w: sequence %q: range [%d, %d] with next %d", registry.ErrCorruptSequence, seq, first, last, next)
 	}
 	return first, last, next, nil
 }
 
-// CreateSequence implements snapid.SequenceRegistry.CreateSequence. It
+// CreateSequence implements registry.SequenceRegistry.CreateSequence. It
 // creates the sequences table if it is missing, then, at SERIAL, inserts
 // the GLOBAL row (IF NOT EXISTS) or updates an existing one conditional on
 // the next number and the max it read.
-func (r *Registry) CreateSequence(ctx context.Context, seq string, start, max uint64) (snapid.SequenceInfo, error) {
-	if err := snapid.CheckSequenceBounds(seq, start, max); err != nil {
-		return snapid.SequenceInfo{}, err
+func (r *Registry) CreateSequence(ctx context.Context, seq string, start, max uint64) (registry.SequenceInfo, error) {
+	if err := registry.CheckSequenceBounds(seq, start, max); err != nil {
+		return registry.SequenceInfo{}, err
 	}
 	return r.createSequence(ctx, seq, start, max, false)
 }
 
-// CreateSequenceKeepMax implements snapid.SequenceMaxKeeper: CreateSequence
+// CreateSequenceKeepMax implements registry.SequenceMaxKeeper: CreateSequence
 // with the max of the GLOBAL row as read in the same conditional update
 // (MaxSequence for a new sequence).
-func (r *Registry) CreateSequenceKeepMax(ctx context.Context, seq string, start uint64) (snapid.SequenceInfo, error) {
-	if err := snapid.CheckSequenceBounds(seq, start, snapid.MaxSequence); err != nil {
-		return snapid.SequenceInfo{}, err
+func (r *Registry) CreateSequenceKeepMax(ctx context.Context, seq string, start uint64) (registry.SequenceInfo, error) {
+	if err := registry.CheckSequenceBounds(seq, start, registry.MaxSequence); err != nil {
+		return registry.SequenceInfo{}, err
 	}
-	return r.createSequence(ctx, seq, start, snapid.MaxSequence, true)
+	return r.createSequence(ctx, seq, start, registry.MaxSequence, true)
 }
 
-func (r *Registry) createSequence(ctx context.Context, seq string, start, max uint64, keepMax bool) (snapid.SequenceInfo, error) {
+func (r *Registry) createSequence(ctx context.Context, seq string, start, max uint64, keepMax bool) (registry.SequenceInfo, error) {
 	q, dc, err := r.seqQuerier(ctx)
 	if err != nil {
-		return snapid.SequenceInfo{}, err
+		return registry.SequenceInfo{}, err
 	}
 	if _, err := r.ensureTable(ctx, true); err != nil {
-		return snapid.SequenceInfo{}, err
+		return registry.SequenceInfo{}, err
 	}
 	for attempt := 0; attempt < claimAttempts; attempt++ {
 		g, rows, err := r.readGlobal(ctx, q, seq)
 		if err != nil {
-			return snapid.SequenceInfo{}, err
+			return registry.SequenceInfo{}, err
 		}
 		if g == nil {
 			if err := r.checkNoRemnants(ctx, q, seq, dc, rows); err != nil {
-				return snapid.SequenceInfo{}, err
+				return registry.SequenceInfo{}, err
 			}
 		}
 		token := newClaimToken()
 		now := r.timestamp()
 		var stmt seqStmt
-		var want snapid.SequenceInfo
+		var want registry.SequenceInfo
 		if g == nil {
-			want = snapid.SequenceInfo{Name: seq, Start: start, Max: max, Next: start, CreatedAt: now}
+			want = registry.SequenceInfo{Name: seq, Start: start, Max: max, Next: start, CreatedAt: now}
 			stmt = seqStmt{r.seqs.stmts.insertGlobal, append(r.globalRow(seq), i64(start), i64(max), i64(start), now, token)}
 		} else {
 			cur, err := info(seq, g)
 			if err != nil {
-				return snapid.SequenceInfo{}, err
+				return registry.SequenceInfo{}, err
 			}
 			max := max
 			if keepMax {
 				max = cur.Max // the update is conditional on it
 			}
-			if err := snapid.CheckSequenceUpdate(cur, start, max); err != nil {
+			if err := registry.CheckSequenceUpdate(cur, start, max); err != nil {
 				return cur, err
 			}
 			want = cur
@@ -198,13 +198,13 @@ func (r *Registry) createSequence(ctx context.Context, seq string, start, max ui
 				return outcomeLost, nil
 			})
 		if err != nil {
-			return snapid.SequenceInfo{}, err
+			return registry.SequenceInfo{}, err
 		}
 		if applied {
 			return want, nil
 		}
 	}
-	return snapid.SequenceInfo{}, fmt.Errorf("snapid: %w: create sequence %q: the row kept changing", snapid.ErrRegistry, seq)
+	return registry.SequenceInfo{}, fmt.Errorf("snapid: %w: create sequence %q: the row kept changing", registry.ErrRegistry, seq)
 }
 
 func maxU(a, b uint64) uint64 {
@@ -214,7 +214,7 @@ func maxU(a, b uint64) uint64 {
 	return b
 }
 
-// LeaseSequence implements snapid.SequenceRegistry.LeaseSequence. It reads
+// LeaseSequence implements registry.SequenceRegistry.LeaseSequence. It reads
 // the data centre's partition at LOCAL_SERIAL, takes the lease from the
 // lowest range with room with one conditional batch at LOCAL_SERIAL (the
 // range's next number, old → new, and the host's row, conditional on what
@@ -223,71 +223,71 @@ func maxU(a, b uint64) uint64 {
 // range is used. A host row of another claim is taken over only after the
 // name's row, read at SERIAL, shows that the request carries the name's
 // current claim.
-func (r *Registry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (snapid.SequenceLease, error) {
-	if err := snapid.ValidateName(req.Sequence); err != nil {
-		return snapid.SequenceLease{}, fmt.Errorf("sequence name: %w", err)
+func (r *Registry) LeaseSequence(ctx context.Context, req registry.LeaseRequest) (registry.SequenceLease, error) {
+	if err := registry.ValidateName(req.Sequence); err != nil {
+		return registry.SequenceLease{}, fmt.Errorf("sequence name: %w", err)
 	}
-	if err := snapid.ValidateName(req.Name); err != nil {
-		return snapid.SequenceLease{}, err
+	if err := registry.ValidateName(req.Name); err != nil {
+		return registry.SequenceLease{}, err
 	}
 	if err := checkOwner(req.Owner); err != nil {
-		return snapid.SequenceLease{}, err
+		return registry.SequenceLease{}, err
 	}
 	if err := checkField("session", req.Session); err != nil {
-		return snapid.SequenceLease{}, err
+		return registry.SequenceLease{}, err
 	}
-	if req.Min == 0 || req.Size < req.Min || req.Size > snapid.MaxSequence {
-		return snapid.SequenceLease{}, invalidArg("lease of %d to %d numbers", req.Min, req.Size)
+	if req.Min == 0 || req.Size < req.Min || req.Size > registry.MaxSequence {
+		return registry.SequenceLease{}, invalidArg("lease of %d to %d numbers", req.Min, req.Size)
 	}
 	q, dc, err := r.seqQuerier(ctx)
 	if err != nil {
-		return snapid.SequenceLease{}, err
+		return registry.SequenceLease{}, err
 	}
 	nameChecked := false
 	for attempt := 0; attempt < leaseAttempts; attempt++ {
 		if attempt > 0 {
 			if err := leaseBackoffWait(ctx, attempt, r.wait); err != nil {
-				return snapid.SequenceLease{}, fmt.Errorf("snapid: %w: lease %q: %w", snapid.ErrRegistry, req.Sequence, err)
+				return registry.SequenceLease{}, fmt.Errorf("snapid: %w: lease %q: %w", registry.ErrRegistry, req.Sequence, err)
 			}
 		}
 		rows, err := r.readDC(ctx, q, req.Sequence, dc)
 		if err != nil {
-			return snapid.SequenceLease{}, err
+			return registry.SequenceLease{}, err
 		}
 		host := find(rows, kindHost, req.Name, 0)
 		ours := host != nil && str(host.session) == req.Session && str(host.owner) == req.Owner
 		if ours && (u64(host.leaseFirst) != req.PrevFirst || u64(host.leaseLast) != req.PrevLast) {
 			return r.leaseOf(req.Sequence, dc, host), fmt.Errorf("snapid: %w: sequence %q: the registry records this host's lease as [%d, %d], not [%d, %d]",
-				snapid.ErrLeaseMoved, req.Sequence, u64(host.leaseFirst), u64(host.leaseLast), req.PrevFirst, req.PrevLast)
+				registry.ErrLeaseMoved, req.Sequence, u64(host.leaseFirst), u64(host.leaseLast), req.PrevFirst, req.PrevLast)
 		}
 		if !ours && !nameChecked {
 			h, err := r.Get(ctx, req.Name)
-			if errors.Is(err, snapid.ErrNotRegistered) || err == nil && (h.Owner != req.Owner || h.Session != req.Session || h.State != snapid.StateActive) {
-				return snapid.SequenceLease{}, fmt.Errorf("snapid: %w: lease of sequence %q for %q: the name is not held under this claim (%s)",
-					snapid.ErrNameTaken, req.Sequence, req.Name, h)
+			if errors.Is(err, registry.ErrNotRegistered) || err == nil && (h.Owner != req.Owner || h.Session != req.Session || h.State != registry.StateActive) {
+				return registry.SequenceLease{}, fmt.Errorf("snapid: %w: lease of sequence %q for %q: the name is not held under this claim (%s)",
+					registry.ErrNameTaken, req.Sequence, req.Name, h)
 			}
 			if err != nil {
-				return snapid.SequenceLease{}, err
+				return registry.SequenceLease{}, err
 			}
 			nameChecked = true
 		}
 		rgs, err := dcRanges(req.Sequence, rows)
 		if err != nil {
-			return snapid.SequenceLease{}, err
+			return registry.SequenceLease{}, err
 		}
 		pick := pickRange(rgs, req.Min)
 		if pick == nil {
 			if err := r.grant(ctx, q, req.Sequence, dc, rows, rgs, req.Min); err != nil {
-				return snapid.SequenceLease{}, err
+				return registry.SequenceLease{}, err
 			}
 			continue
 		}
 		if err := r.verifyRange(ctx, q, req.Sequence, dc, pick); err != nil {
-			return snapid.SequenceLease{}, err
+			return registry.SequenceLease{}, err
 		}
 		rg, first := pick.row, pick.next
 		n := leaseLen(pick, req.Size, req.Min)
-		l := snapid.SequenceLease{Sequence: req.Sequence, DC: dc, Name: req.Name, Owner: req.Owner, Session: req.Session,
+		l := registry.SequenceLease{Sequence: req.Sequence, DC: dc, Name: req.Name, Owner: req.Owner, Session: req.Session,
 			First: first, Last: first + n - 1, LeasedAt: r.timestamp()}
 		token := newClaimToken()
 		stmts := []seqStmt{{r.seqs.stmts.advanceRange, []any{storeNext(first+n, pick.last), req.Sequence, dcPart(dc), kindRange, "", rg.first, rg.next}}}
@@ -315,14 +315,14 @@ func (r *Registry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (
 				return outcomeLost, nil
 			})
 		if err != nil {
-			return snapid.SequenceLease{}, err
+			return registry.SequenceLease{}, err
 		}
 		if applied {
 			r.maybeGrant(req.Sequence, dc, rgs, n)
 			return l, nil
 		}
 	}
-	return snapid.SequenceLease{}, fmt.Errorf("snapid: %w: lease %q: the data centre's ranges kept changing", snapid.ErrRegistry, req.Sequence)
+	return registry.SequenceLease{}, fmt.Errorf("snapid: %w: lease %q: the data centre's ranges kept changing", registry.ErrRegistry, req.Sequence)
 }
 
 // leaseAttempts bounds the reads and conditional updates of one lease.
@@ -352,8 +352,8 @@ func sameHost(a, b *seqRow) bool {
 	return same(a.owner, b.owner) && same(a.session, b.session) && same(a.leaseFirst, b.leaseFirst) && same(a.leaseLast, b.leaseLast)
 }
 
-func (r *Registry) leaseOf(seq, dc string, h *seqRow) snapid.SequenceLease {
-	l := snapid.SequenceLease{Sequence: seq, DC: dc, Name: h.key, Owner: str(h.owner), Session: str(h.session),
+func (r *Registry) leaseOf(seq, dc string, h *seqRow) registry.SequenceLease {
+	l := registry.SequenceLease{Sequence: seq, DC: dc, Name: h.key, Owner: str(h.owner), Session: str(h.session),
 		First: u64(h.leaseFirst), Last: u64(h.leaseLast), ClosedAt: u64(h.closedPos)}
 	if h.at != nil {
 		l.LeasedAt = *h.at
@@ -361,22 +361,22 @@ func (r *Registry) leaseOf(seq, dc string, h *seqRow) snapid.SequenceLease {
 	return l
 }
 
-// HostLease implements snapid.SequenceRegistry.HostLease: the host's row
+// HostLease implements registry.SequenceRegistry.HostLease: the host's row
 // in its data centre's partition, read at LOCAL_SERIAL.
-func (r *Registry) HostLease(ctx context.Context, seq, name string) (snapid.SequenceLease, error) {
-	if err := snapid.ValidateName(seq); err != nil {
-		return snapid.SequenceLease{}, fmt.Errorf("sequence name: %w", err)
+func (r *Registry) HostLease(ctx context.Context, seq, name string) (registry.SequenceLease, error) {
+	if err := registry.ValidateName(seq); err != nil {
+		return registry.SequenceLease{}, fmt.Errorf("sequence name: %w", err)
 	}
-	if err := snapid.ValidateName(name); err != nil {
-		return snapid.SequenceLease{}, err
+	if err := registry.ValidateName(name); err != nil {
+		return registry.SequenceLease{}, err
 	}
 	q, dc, err := r.seqQuerier(ctx)
 	if err != nil {
-		return snapid.SequenceLease{}, err
+		return registry.SequenceLease{}, err
 	}
 	rows, err := r.readDC(ctx, q, seq, dc)
 	if err != nil {
-		return snapid.SequenceLease{}, err
+		return registry.SequenceLease{}, err
 	}
 	if h := find(rows, kindHost, name, 0); h != nil {
 		return r.leaseOf(seq, dc, h), nil
@@ -385,11 +385,11 @@ func (r *Registry) HostLease(ctx context.Context, seq, name string) (snapid.Sequ
 		// No range in this data centre yet: does the sequence exist?
 		g, _, err := r.readGlobal(ctx, q, seq)
 		if err != nil {
-			return snapid.SequenceLease{}, err
+			return registry.SequenceLease{}, err
 		}
 		if g == nil {
-			return snapid.SequenceLease{}, fmt.Errorf("snapid: %w: %q", snapid.ErrNoSequence, seq)
+			return registry.SequenceLease{}, fmt.Errorf("snapid: %w: %q", registry.ErrNoSequence, seq)
 		}
 	}
-	return snapid.SequenceLease{}, nil
+	return registry.SequenceLease{}, nil
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
 // What the simulator reads of the simulated cluster's state, as the
@@ -19,32 +19,32 @@ const (
 	simSeqs    = "seqs/"
 )
 
-func (c *simCluster) Row(name string) (snapid.Holder, bool) {
+func (c *simCluster) Row(name string) (registry.Holder, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.parts[simNames+name]
 	if p == nil {
-		return snapid.Holder{}, false
+		return registry.Holder{}, false
 	}
 	row, ok := p.truth()[""]
 	if !ok {
-		return snapid.Holder{}, false
+		return registry.Holder{}, false
 	}
 	var rec record
 	simFill(rec.destMap(), row, nil)
 	return rec.holder(), true
 }
 
-func (c *simCluster) HostLease(seq, dc, name string) (snapid.SequenceLease, bool) {
+func (c *simCluster) HostLease(seq, dc, name string) (registry.SequenceLease, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.parts[seqPK(seq, dcPart(dc))]
 	if p == nil {
-		return snapid.SequenceLease{}, false
+		return registry.SequenceLease{}, false
 	}
 	row, ok := p.truth()[seqCK(kindHost, name, 0)]
 	if !ok {
-		return snapid.SequenceLease{}, false
+		return registry.SequenceLease{}, false
 	}
 	w := seqRowOf(row)
 	return (*Registry)(nil).leaseOf(seq, dc, &w), true

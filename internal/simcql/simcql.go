@@ -10,14 +10,14 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
 // Registry is what the simulator runs: the real cassandra.Registry.
 type Registry interface {
-	snapid.Registry
-	snapid.SequenceRegistry
-	snapid.NumberRegistry
+	registry.Registry
+	registry.SequenceRegistry
+	registry.NumberRegistry
 	// Close closes the Registry (waits for its background range grants).
 	Close()
 }
@@ -56,11 +56,11 @@ type Cluster interface {
 	// Row is the name's row as the cluster will settle it (every commit,
 	// and every proposal left in flight that will be completed), and
 	// whether there is one.
-	Row(name string) (snapid.Holder, bool)
+	Row(name string) (registry.Holder, bool)
 	// HostLease is the lease the sequences table records for host name
 	// in data centre dc, as the cluster will settle it, and whether there
 	// is one.
-	HostLease(seq, dc, name string) (snapid.SequenceLease, bool)
+	HostLease(seq, dc, name string) (registry.SequenceLease, bool)
 	// Sequences is the sequences table as the cluster will settle it, in
 	// a form to compare.
 	Sequences() string

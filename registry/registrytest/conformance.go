@@ -10,16 +10,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
-// TestRegistry checks that a Registry keeps the contract snapid.Registry
+// TestRegistry checks that a Registry keeps the contract registry.Registry
 // documents: claims, conflicts, take-overs with floors, extensions
 // conditional on the old mark and on the session, heartbeats, releases
 // that never lower a mark (in unsigned order, 2^63 and above included),
 // calls on names that have no row, invalid input, and concurrent claims of
 // one name with exactly one winner. Every refused call must leave the row
-// as it was. For a registry that implements snapid.SequenceRegistry it
+// as it was. For a registry that implements registry.SequenceRegistry it
 // also checks sequences: creation and re-creation that never lowers what
 // was handed out, leases that never overlap (concurrent ones included),
 // stay in [start, max] and end with ErrExhausted, leases conditional on the
@@ -30,7 +30,7 @@ import (
 // every time (each subtest uses names of its own) or a fresh one. The
 // registry must be empty of the names the suite makes up ("c" followed by
 // random hex digits).
-func TestRegistry(t *testing.T, newRegistry func(t *testing.T) snapid.Registry) {
+func TestRegistry(t *testing.T, newRegistry func(t *testing.T) registry.Registry) {
 	t.Helper()
 	for _, tc := range conformanceCases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -41,9 +41,9 @@ func TestRegistry(t *testing.T, newRegistry func(t *testing.T) snapid.Registry) 
 	for _, tc := range sequenceCases {
 		t.Run("Sequence"+tc.name, func(t *testing.T) {
 			r := newRegistry(t)
-			sr, ok := r.(snapid.SequenceRegistry)
+			sr, ok := r.(registry.SequenceRegistry)
 			if !ok {
-				t.Skipf("%T does not implement snapid.SequenceRegistry", r)
+				t.Skipf("%T does not implement registry.SequenceRegistry", r)
 			}
 			tc.run(&seqSuite{suite: &suite{t: t, r: r}, sr: sr})
 		})
@@ -76,7 +76,7 @@ var conformanceCases = []struct {
 
 type suite struct {
 	t *testing.T
-	r snapid.Registry
+	r registry.Registry
 }
 
 func (s *suite) ctx() context.Context { return s.t.Context() }
@@ -86,12 +86,12 @@ func (s *suite) name() string { return "c" + newSession()[:20] }
 
 func owner(i int) string { return fmt.Sprintf("%032x", 0xa0+i) }
 
-func claimOf(name, owner string) snapid.Claim {
-	return snapid.Claim{Name: name, Owner: owner, Hostname: "host-" + owner[28:], Address: "192.0.2.1", MachineID: "machine-" + owner[28:]}
+func claimOf(name, owner string) registry.Claim {
+	return registry.Claim{Name: name, Owner: owner, Hostname: "host-" + owner[28:], Address: "192.0.2.1", MachineID: "machine-" + owner[28:]}
 }
 
 // claim claims name for owner and fails the test if it is refused.
-func (s *suite) claim(name, owner string) snapid.Holder {
+func (s *suite) claim(name, owner string) registry.Holder {
 	s.t.Helper()
 	h, err := s.r.Claim(s.ctx(), claimOf(name, owner))
 	if err != nil {
@@ -101,7 +101,7 @@ func (s *suite) claim(name, owner string) snapid.Holder {
 }
 
 // get returns the row of name, failing the test if there is none.
-func (s *suite) get(name string) snapid.Holder {
+func (s *suite) get(name string) registry.Holder {
 	s.t.Helper()
 	h, err := s.r.Get(s.ctx(), name)
 	if err != nil {
@@ -111,7 +111,7 @@ func (s *suite) get(name string) snapid.Holder {
 }
 
 // extend moves the mark from old to new, failing the test if refused.
-func (s *suite) extend(h snapid.Holder, old, new uint64) {
+func (s *suite) extend(h registry.Holder, old, new uint64) {
 	s.t.Helper()
 	if _, err := s.r.Extend(s.ctx(), h.Name, h.Owner, h.Session, old, new); err != nil {
 		s.t.Fatalf("Extend(%q, %d → %d): %v", h.Name, old, new, err)
@@ -120,7 +120,7 @@ func (s *suite) extend(h snapid.Holder, old, new uint64) {
 
 // same fails the test unless the row's owner, session, state and mark are
 // as in want: a refused call changed nothing.
-func (s *suite) same(what string, want snapid.Holder) {
+func (s *suite) same(what string, want registry.Holder) {
 	s.t.Helper()
 	got := s.get(want.Name)
 	if got.Owner != want.Owner || got.Session != want.Session || got.State != want.State || got.Reserved != want.Reserved {
@@ -139,11 +139,11 @@ func (s *suite) wantErr(what string, err, target error) {
 func (s *suite) claimNewName() {
 	name := s.name()
 	h := s.claim(name, owner(1))
-	if h.Name != name || h.Owner != owner(1) || h.State != snapid.StateActive || h.Session == "" || h.Reserved != 0 {
+	if h.Name != name || h.Owner != owner(1) || h.State != registry.StateActive || h.Session == "" || h.Reserved != 0 {
 		s.t.Errorf("Claim returned %+v: want the name, the owner, state active, a session and mark 0", h)
 	}
 	got := s.get(name)
-	if got.Owner != owner(1) || got.Session != h.Session || got.State != snapid.StateActive || got.Hostname != "host-"+owner(1)[28:] {
+	if got.Owner != owner(1) || got.Session != h.Session || got.State != registry.StateActive || got.Hostname != "host-"+owner(1)[28:] {
 		s.t.Errorf("Get after Claim: %+v, want the claim's owner, session and host", got)
 	}
 }
@@ -159,7 +159,7 @@ func (s *suite) claimAgainSameOwner() {
 	if again.Reserved != 50 {
 		s.t.Errorf("a new claim by the same owner returned mark %d, want the row's 50", again.Reserved)
 	}
-	s.same("the second claim", snapid.Holder{Name: name, Owner: owner(1), Session: again.Session, State: snapid.StateActive, Reserved: 50})
+	s.same("the second claim", registry.Holder{Name: name, Owner: owner(1), Session: again.Session, State: registry.StateActive, Reserved: 50})
 }
 
 func (s *suite) claimHeldByAnotherOwner() {
@@ -168,7 +168,7 @@ func (s *suite) claimHeldByAnotherOwner() {
 	s.extend(h, 0, 50)
 	h.Reserved = 50
 	_, err := s.r.Claim(s.ctx(), claimOf(name, owner(2)))
-	s.wantErr("a claim of a name held by another owner", err, snapid.ErrNameTaken)
+	s.wantErr("a claim of a name held by another owner", err, registry.ErrNameTaken)
 	s.same("a refused claim", h)
 }
 
@@ -189,12 +189,12 @@ func (s *suite) forcedTakeoverFloor() {
 			s.t.Errorf("forced take-over with floor %d over mark 50: owner %s mark %d, want owner %s mark %d",
 				tc.floor, h.Owner, h.Reserved, owner(2), tc.want)
 		}
-		s.same("the forced take-over", snapid.Holder{Name: name, Owner: owner(2), Session: h.Session, State: snapid.StateActive, Reserved: tc.want})
+		s.same("the forced take-over", registry.Holder{Name: name, Owner: owner(2), Session: h.Session, State: registry.StateActive, Reserved: tc.want})
 		// The old holder can no longer move or refresh the row.
 		_, err = s.r.Extend(s.ctx(), name, owner(1), old.Session, tc.want, tc.want+100)
-		s.wantErr("Extend by the holder taken over", err, snapid.ErrNameTaken)
-		s.wantErr("Touch by the holder taken over", s.r.Touch(s.ctx(), name, owner(1), old.Session), snapid.ErrNameTaken)
-		s.same("the old holder's refused calls", snapid.Holder{Name: name, Owner: owner(2), Session: h.Session, State: snapid.StateActive, Reserved: tc.want})
+		s.wantErr("Extend by the holder taken over", err, registry.ErrNameTaken)
+		s.wantErr("Touch by the holder taken over", s.r.Touch(s.ctx(), name, owner(1), old.Session), registry.ErrNameTaken)
+		s.same("the old holder's refused calls", registry.Holder{Name: name, Owner: owner(2), Session: h.Session, State: registry.StateActive, Reserved: tc.want})
 	}
 }
 
@@ -233,11 +233,11 @@ func (s *suite) releasedNameTakenOver() {
 	if err := s.r.Release(s.ctx(), name, owner(1), 80); err != nil {
 		s.t.Fatalf("Release: %v", err)
 	}
-	if got := s.get(name); got.State != snapid.StateReleased || got.Reserved != 80 {
+	if got := s.get(name); got.State != registry.StateReleased || got.Reserved != 80 {
 		s.t.Errorf("after Release(80): state %s mark %d, want released and 80", got.State, got.Reserved)
 	}
 	h := s.claim(name, owner(2))
-	if h.Owner != owner(2) || h.Reserved != 80 || h.State != snapid.StateActive {
+	if h.Owner != owner(2) || h.Reserved != 80 || h.State != registry.StateActive {
 		s.t.Errorf("claim of a released name: %+v, want owner %s, mark 80 (the final value), active", h, owner(2))
 	}
 }
@@ -249,7 +249,7 @@ func (s *suite) probableClone() {
 	clone.Hostname, clone.MachineID = "other-host", "other-machine"
 	clone.CloneWindow = time.Hour
 	_, err := s.r.Claim(s.ctx(), clone)
-	s.wantErr("a claim with the owner token from another machine, recently seen", err, snapid.ErrProbableClone)
+	s.wantErr("a claim with the owner token from another machine, recently seen", err, registry.ErrProbableClone)
 	s.same("a refused clone", h)
 	// A clone of a virtual machine often keeps one of its identities:
 	// either differing is another machine.
@@ -262,7 +262,7 @@ func (s *suite) probableClone() {
 			c.Hostname = "other-host"
 		}
 		_, err := s.r.Claim(s.ctx(), c)
-		s.wantErr("a claim with the owner token from another machine that kept the "+keep+", recently seen", err, snapid.ErrProbableClone)
+		s.wantErr("a claim with the owner token from another machine that kept the "+keep+", recently seen", err, registry.ErrProbableClone)
 		s.same("a refused clone that kept the "+keep, h)
 	}
 
@@ -281,7 +281,7 @@ func (s *suite) extendConditionalOnMark() {
 	h := s.claim(name, owner(1))
 	s.extend(h, 0, 100)
 	got, err := s.r.Extend(s.ctx(), name, owner(1), h.Session, 40, 200)
-	s.wantErr("Extend from a mark that is not the row's", err, snapid.ErrMarkMoved)
+	s.wantErr("Extend from a mark that is not the row's", err, registry.ErrMarkMoved)
 	if got.Reserved != 100 {
 		s.t.Errorf("Extend refused with ErrMarkMoved returned mark %d, want the row's 100", got.Reserved)
 	}
@@ -298,16 +298,16 @@ func (s *suite) extendConditionalOnSession() {
 	s.extend(old, 0, 100)
 	cur := s.claim(name, owner(1)) // a later claim with the same owner: a new session
 	_, err := s.r.Extend(s.ctx(), name, owner(1), old.Session, 100, 200)
-	s.wantErr("Extend under a session a later claim replaced", err, snapid.ErrNameTaken)
-	s.wantErr("Touch under a session a later claim replaced", s.r.Touch(s.ctx(), name, owner(1), old.Session), snapid.ErrNameTaken)
-	s.same("calls under a replaced session", snapid.Holder{Name: name, Owner: owner(1), Session: cur.Session, State: snapid.StateActive, Reserved: 100})
+	s.wantErr("Extend under a session a later claim replaced", err, registry.ErrNameTaken)
+	s.wantErr("Touch under a session a later claim replaced", s.r.Touch(s.ctx(), name, owner(1), old.Session), registry.ErrNameTaken)
+	s.same("calls under a replaced session", registry.Holder{Name: name, Owner: owner(1), Session: cur.Session, State: registry.StateActive, Reserved: 100})
 }
 
 func (s *suite) extendAnotherOwner() {
 	name := s.name()
 	h := s.claim(name, owner(1))
 	_, err := s.r.Extend(s.ctx(), name, owner(2), h.Session, 0, 100)
-	s.wantErr("Extend by another owner", err, snapid.ErrNameTaken)
+	s.wantErr("Extend by another owner", err, registry.ErrNameTaken)
 	s.same("Extend by another owner", h)
 }
 
@@ -322,14 +322,14 @@ func (s *suite) touch() {
 	if after := s.get(name).LastSeen; !after.After(before) {
 		s.t.Errorf("Touch did not move last-seen: %v, then %v", before, after)
 	}
-	s.wantErr("Touch by another owner", s.r.Touch(s.ctx(), name, owner(2), h.Session), snapid.ErrNameTaken)
+	s.wantErr("Touch by another owner", s.r.Touch(s.ctx(), name, owner(2), h.Session), registry.ErrNameTaken)
 	if err := s.r.Release(s.ctx(), name, owner(1), 0); err != nil {
 		s.t.Fatalf("Release: %v", err)
 	}
-	s.wantErr("Touch of a released name", s.r.Touch(s.ctx(), name, owner(1), h.Session), snapid.ErrNameTaken)
+	s.wantErr("Touch of a released name", s.r.Touch(s.ctx(), name, owner(1), h.Session), registry.ErrNameTaken)
 	_, err := s.r.Extend(s.ctx(), name, owner(1), h.Session, 0, 10)
-	s.wantErr("Extend of a released name", err, snapid.ErrNameTaken)
-	h.State = snapid.StateReleased
+	s.wantErr("Extend of a released name", err, registry.ErrNameTaken)
+	h.State = registry.StateReleased
 	s.same("calls on a released name", h)
 }
 
@@ -338,14 +338,14 @@ func (s *suite) releaseNeverLowers() {
 	h := s.claim(name, owner(1))
 	s.extend(h, 0, 100)
 	h.Reserved = 100
-	s.wantErr("Release below the mark", s.r.Release(s.ctx(), name, owner(1), 5), snapid.ErrMarkMoved)
+	s.wantErr("Release below the mark", s.r.Release(s.ctx(), name, owner(1), 5), registry.ErrMarkMoved)
 	s.same("Release below the mark", h)
-	s.wantErr("Release by another owner", s.r.Release(s.ctx(), name, owner(2), 500), snapid.ErrNameTaken)
+	s.wantErr("Release by another owner", s.r.Release(s.ctx(), name, owner(2), 500), registry.ErrNameTaken)
 	s.same("Release by another owner", h)
 	if err := s.r.Release(s.ctx(), name, owner(1), 100); err != nil {
 		s.t.Fatalf("Release at the mark: %v", err)
 	}
-	h.State = snapid.StateReleased
+	h.State = registry.StateReleased
 	s.same("Release at the mark", h)
 }
 
@@ -362,13 +362,13 @@ func (s *suite) unsignedMarks() {
 	if h.Reserved != high {
 		s.t.Fatalf("forced take-over with floor 2^63+100 gave mark %d", h.Reserved)
 	}
-	s.wantErr("Release(5) below a mark of 2^63+100", s.r.Release(s.ctx(), name, owner(2), 5), snapid.ErrMarkMoved)
-	s.wantErr("Release(2^63+99) below a mark of 2^63+100", s.r.Release(s.ctx(), name, owner(2), high-1), snapid.ErrMarkMoved)
+	s.wantErr("Release(5) below a mark of 2^63+100", s.r.Release(s.ctx(), name, owner(2), 5), registry.ErrMarkMoved)
+	s.wantErr("Release(2^63+99) below a mark of 2^63+100", s.r.Release(s.ctx(), name, owner(2), high-1), registry.ErrMarkMoved)
 	s.same("Releases below an unsigned mark", h)
 	if err := s.r.Release(s.ctx(), name, owner(2), high+100); err != nil {
 		s.t.Fatalf("Release(2^63+200): %v", err)
 	}
-	if got := s.get(name); got.Reserved != high+100 || got.State != snapid.StateReleased {
+	if got := s.get(name); got.Reserved != high+100 || got.State != registry.StateReleased {
 		s.t.Errorf("after Release(2^63+200): mark %d state %s", got.Reserved, got.State)
 	}
 	next := s.claim(name, owner(3))
@@ -380,33 +380,33 @@ func (s *suite) unsignedMarks() {
 func (s *suite) unknownName() {
 	name := s.name()
 	_, err := s.r.Get(s.ctx(), name)
-	s.wantErr("Get of a name without a row", err, snapid.ErrNotRegistered)
+	s.wantErr("Get of a name without a row", err, registry.ErrNotRegistered)
 	_, err = s.r.Extend(s.ctx(), name, owner(1), "session", 0, 100)
-	s.wantErr("Extend of a name without a row", err, snapid.ErrNameTaken)
-	s.wantErr("Touch of a name without a row", s.r.Touch(s.ctx(), name, owner(1), "session"), snapid.ErrNameTaken)
-	s.wantErr("Release of a name without a row", s.r.Release(s.ctx(), name, owner(1), 100), snapid.ErrNameTaken)
+	s.wantErr("Extend of a name without a row", err, registry.ErrNameTaken)
+	s.wantErr("Touch of a name without a row", s.r.Touch(s.ctx(), name, owner(1), "session"), registry.ErrNameTaken)
+	s.wantErr("Release of a name without a row", s.r.Release(s.ctx(), name, owner(1), 100), registry.ErrNameTaken)
 	_, err = s.r.Get(s.ctx(), name)
-	s.wantErr("Get after refused calls on a name without a row (none may create one)", err, snapid.ErrNotRegistered)
+	s.wantErr("Get after refused calls on a name without a row (none may create one)", err, registry.ErrNotRegistered)
 }
 
 func (s *suite) invalidInput() {
 	name := s.name()
 	for _, bad := range []string{"", "Web", "1web", "web-1", strings.Repeat("a", 64)} {
 		_, err := s.r.Claim(s.ctx(), claimOf(bad, owner(1)))
-		s.wantErr(fmt.Sprintf("Claim of name %q", bad), err, snapid.ErrInvalidName)
+		s.wantErr(fmt.Sprintf("Claim of name %q", bad), err, registry.ErrInvalidName)
 		_, err = s.r.Get(s.ctx(), bad)
-		s.wantErr(fmt.Sprintf("Get of name %q", bad), err, snapid.ErrInvalidName)
+		s.wantErr(fmt.Sprintf("Get of name %q", bad), err, registry.ErrInvalidName)
 	}
 	c := claimOf(name, owner(1))
 	c.Owner = ""
 	_, err := s.r.Claim(s.ctx(), c)
-	s.wantErr("Claim with an empty owner", err, snapid.ErrInvalidOption)
+	s.wantErr("Claim with an empty owner", err, registry.ErrInvalidOption)
 	c = claimOf(name, owner(1))
 	c.CloneWindow = -time.Second
 	_, err = s.r.Claim(s.ctx(), c)
-	s.wantErr("Claim with a negative clone window", err, snapid.ErrInvalidOption)
+	s.wantErr("Claim with a negative clone window", err, registry.ErrInvalidOption)
 	_, err = s.r.Get(s.ctx(), name)
-	s.wantErr("Get after refused claims", err, snapid.ErrNotRegistered)
+	s.wantErr("Get after refused claims", err, registry.ErrNotRegistered)
 }
 
 func (s *suite) cancelledContext() {
@@ -417,7 +417,7 @@ func (s *suite) cancelledContext() {
 	if err == nil {
 		s.t.Fatalf("Claim with a cancelled context succeeded")
 	}
-	if _, err := s.r.Get(s.ctx(), name); !errors.Is(err, snapid.ErrNotRegistered) {
+	if _, err := s.r.Get(s.ctx(), name); !errors.Is(err, registry.ErrNotRegistered) {
 		s.t.Errorf("a claim with a cancelled context left a row (Get: %v)", err)
 	}
 	h := s.claim(name, owner(1))
@@ -448,7 +448,7 @@ func (s *suite) concurrentClaims() {
 				s.t.Errorf("round %d: claimers %d and %d both won %q", round, winner, i, name)
 			case err == nil:
 				winner = i
-			case !errors.Is(err, snapid.ErrNameTaken):
+			case !errors.Is(err, registry.ErrNameTaken):
 				s.t.Errorf("round %d: claimer %d: %v, want ErrNameTaken", round, i, err)
 			}
 		}

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
-var _ snapid.NumberRegistry = (*Registry)(nil)
+var _ registry.NumberRegistry = (*Registry)(nil)
 
-// AssignNumber implements snapid.NumberRegistry.AssignNumber: the lowest
+// AssignNumber implements registry.NumberRegistry.AssignNumber: the lowest
 // number no name has, at the first call for a name.
 func (r *Registry) AssignNumber(ctx context.Context, name, owner, session string) (uint64, error) {
 	if err := checkArgs(name, owner); err != nil {
@@ -37,8 +37,8 @@ func (r *Registry) AssignNumber(ctx context.Context, name, owner, session string
 	for used[n] {
 		n++
 	}
-	if n > snapid.MaxNodeNumber {
-		return 0, fmt.Errorf("registrytest: %w: every node number up to %d is taken", snapid.ErrExhausted, uint64(snapid.MaxNodeNumber))
+	if n > registry.MaxNodeNumber {
+		return 0, fmt.Errorf("registrytest: %w: every node number up to %d is taken", registry.ErrExhausted, uint64(registry.MaxNodeNumber))
 	}
 	r.numbers[n] = name
 	h.Number = n
@@ -46,23 +46,23 @@ func (r *Registry) AssignNumber(ctx context.Context, name, owner, session string
 	return n, nil
 }
 
-// SetStride implements snapid.NumberRegistry.SetStride.
+// SetStride implements registry.NumberRegistry.SetStride.
 func (r *Registry) SetStride(ctx context.Context, stride uint64) (uint64, error) {
-	if stride < 2 || stride > snapid.MaxNodeNumber+1 {
-		return 0, invalid("stride %d: want 2 to %d", stride, uint64(snapid.MaxNodeNumber)+1)
+	if stride < 2 || stride > registry.MaxNodeNumber+1 {
+		return 0, invalid("stride %d: want 2 to %d", stride, uint64(registry.MaxNodeNumber)+1)
 	}
 	if err := r.beginSerial(ctx, "set_stride", ""); err != nil {
 		return 0, err
 	}
 	defer r.mu.Unlock()
 	if r.stride != 0 && r.stride != stride {
-		return r.stride, fmt.Errorf("registrytest: %w: the cluster's stride is %d, not %d", snapid.ErrStrideMismatch, r.stride, stride)
+		return r.stride, fmt.Errorf("registrytest: %w: the cluster's stride is %d, not %d", registry.ErrStrideMismatch, r.stride, stride)
 	}
 	r.stride = stride
 	return stride, nil
 }
 
-// Stride implements snapid.NumberRegistry.Stride.
+// Stride implements registry.NumberRegistry.Stride.
 func (r *Registry) Stride(ctx context.Context) (uint64, error) {
 	if err := r.beginSerial(ctx, "stride", ""); err != nil {
 		return 0, err

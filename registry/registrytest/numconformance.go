@@ -7,29 +7,29 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
-// TestNumberRegistry is the conformance suite of snapid.NumberRegistry:
+// TestNumberRegistry is the conformance suite of registry.NumberRegistry:
 // every implementation must pass it. newRegistry returns an empty
 // registry (node numbers and stride included) for each subtest.
-func TestNumberRegistry(t *testing.T, newRegistry func(*testing.T) snapid.NumberRegistry) {
-	claim := func(t *testing.T, r snapid.NumberRegistry, name, owner string, force bool) snapid.Holder {
+func TestNumberRegistry(t *testing.T, newRegistry func(*testing.T) registry.NumberRegistry) {
+	claim := func(t *testing.T, r registry.NumberRegistry, name, owner string, force bool) registry.Holder {
 		t.Helper()
-		h, err := r.Claim(context.Background(), snapid.Claim{Name: name, Owner: owner, Force: force, Hostname: "h-" + owner, MachineID: "m-" + owner})
+		h, err := r.Claim(context.Background(), registry.Claim{Name: name, Owner: owner, Force: force, Hostname: "h-" + owner, MachineID: "m-" + owner})
 		if err != nil {
 			t.Fatalf("claim %s for %s: %v", name, owner, err)
 		}
 		return h
 	}
-	assign := func(t *testing.T, r snapid.NumberRegistry, h snapid.Holder) uint64 {
+	assign := func(t *testing.T, r registry.NumberRegistry, h registry.Holder) uint64 {
 		t.Helper()
 		n, err := r.AssignNumber(context.Background(), h.Name, h.Owner, h.Session)
 		if err != nil {
 			t.Fatalf("AssignNumber(%s): %v", h.Name, err)
 		}
-		if n == 0 || n > snapid.MaxNodeNumber {
-			t.Fatalf("AssignNumber(%s) = %d: not 1 to %d", h.Name, n, uint64(snapid.MaxNodeNumber))
+		if n == 0 || n > registry.MaxNodeNumber {
+			t.Fatalf("AssignNumber(%s) = %d: not 1 to %d", h.Name, n, uint64(registry.MaxNodeNumber))
 		}
 		return n
 	}
@@ -79,11 +79,11 @@ func TestNumberRegistry(t *testing.T, newRegistry func(*testing.T) snapid.Number
 		r := newRegistry(t)
 		h := claim(t, r, "web", "o1", false)
 		for _, tc := range []struct{ owner, session string }{{"o2", h.Session}, {"o1", "not-the-session"}} {
-			if _, err := r.AssignNumber(ctx, "web", tc.owner, tc.session); !errors.Is(err, snapid.ErrNameTaken) {
+			if _, err := r.AssignNumber(ctx, "web", tc.owner, tc.session); !errors.Is(err, registry.ErrNameTaken) {
 				t.Errorf("AssignNumber by owner %s session %s: %v, want ErrNameTaken", tc.owner, tc.session, err)
 			}
 		}
-		if _, err := r.AssignNumber(ctx, "nosuch", "o1", h.Session); !errors.Is(err, snapid.ErrNameTaken) {
+		if _, err := r.AssignNumber(ctx, "nosuch", "o1", h.Session); !errors.Is(err, registry.ErrNameTaken) {
 			t.Errorf("AssignNumber of a name without a row: %v, want ErrNameTaken", err)
 		}
 		if got, err := r.Get(ctx, "web"); err != nil || got.Number != 0 {
@@ -121,7 +121,7 @@ func TestNumberRegistry(t *testing.T, newRegistry func(*testing.T) snapid.Number
 	t.Run("concurrent names", func(t *testing.T) {
 		r := newRegistry(t)
 		const names = 16
-		hs := make([]snapid.Holder, names)
+		hs := make([]registry.Holder, names)
 		for i := range hs {
 			hs[i] = claim(t, r, fmt.Sprintf("c%d", i), "o1", false)
 		}
@@ -153,8 +153,8 @@ func TestNumberRegistry(t *testing.T, newRegistry func(*testing.T) snapid.Number
 		if s, err := r.Stride(ctx); err != nil || s != 0 {
 			t.Fatalf("Stride of a new registry: %d, %v", s, err)
 		}
-		for _, bad := range []uint64{0, 1, snapid.MaxNodeNumber + 2} {
-			if _, err := r.SetStride(ctx, bad); !errors.Is(err, snapid.ErrInvalidOption) {
+		for _, bad := range []uint64{0, 1, registry.MaxNodeNumber + 2} {
+			if _, err := r.SetStride(ctx, bad); !errors.Is(err, registry.ErrInvalidOption) {
 				t.Errorf("SetStride(%d): %v, want ErrInvalidOption", bad, err)
 			}
 		}
@@ -167,7 +167,7 @@ func TestNumberRegistry(t *testing.T, newRegistry func(*testing.T) snapid.Number
 		if s, err := r.SetStride(ctx, 1000); err != nil || s != 1000 {
 			t.Fatalf("SetStride(1000) again: %d, %v", s, err)
 		}
-		if s, err := r.SetStride(ctx, 10); !errors.Is(err, snapid.ErrStrideMismatch) || s != 1000 {
+		if s, err := r.SetStride(ctx, 10); !errors.Is(err, registry.ErrStrideMismatch) || s != 1000 {
 			t.Fatalf("SetStride(10) after 1000: %d, %v, want 1000 and ErrStrideMismatch", s, err)
 		}
 		if s, err := r.Stride(ctx); err != nil || s != 1000 {

@@ -1,14 +1,15 @@
 // Package registrytest helps test programs that embed snapid, and
-// implementations of snapid.Registry.
+// implementations of registry.Registry.
 //
-// Registry is an in-memory snapid.Registry with the semantics the interface
-// documents and an outage switch, so that a program's tests can open
-// Generators with WithRegistry, take the registry away and bring it back,
-// without a Cassandra. TestRegistry is the conformance suite that every
-// Registry implementation must pass; snapid runs it on this in-memory
-// registry and on the Cassandra one.
+// Registry is an in-memory registry.Registry with the semantics the
+// interface documents and an outage switch, so that a program's tests can
+// open Generators with snapid.WithRegistry, take the registry away and
+// bring it back, without a Cassandra. TestRegistry is the conformance suite
+// that every Registry implementation must pass; snapid runs it on this
+// in-memory registry and on the Cassandra one.
 //
-// Imports: snapid only (no database driver). Imported by tests: snapid's
+// Imports: package registry only (no database driver, nothing of snapid's
+// root package). Imported by tests: snapid's
 // own, those of cassandra and internal/powerfs, and embedders'; never by
 // non-test code of this repository.
 package registrytest
@@ -22,10 +23,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
-// Registry is an in-memory snapid.Registry. The zero value is not usable:
+// Registry is an in-memory registry.Registry. The zero value is not usable:
 // call NewRegistry. It is safe for concurrent use; every method call is
 // atomic with respect to the others, which is what the lightweight
 // transactions of a real registry give.
@@ -41,7 +42,7 @@ type Registry struct {
 // store is what a registry's views share.
 type store struct {
 	mu   sync.Mutex
-	rows map[string]snapid.Holder
+	rows map[string]registry.Holder
 	down bool
 	cut  map[string]bool // data centres cut off from the cluster's quorum
 	now  func() time.Time
@@ -53,12 +54,12 @@ type store struct {
 	stride  uint64
 }
 
-var _ snapid.Registry = (*Registry)(nil)
+var _ registry.Registry = (*Registry)(nil)
 
 // NewRegistry returns an empty in-memory registry that is up, seen from
 // data centre DC.
 func NewRegistry() *Registry {
-	return &Registry{store: &store{rows: map[string]snapid.Holder{}, now: time.Now, seqs: map[string]*memSequence{},
+	return &Registry{store: &store{rows: map[string]registry.Holder{}, now: time.Now, seqs: map[string]*memSequence{},
 		cut: map[string]bool{}, numbers: map[uint64]string{}}, dc: DC}
 }
 
@@ -67,7 +68,7 @@ func NewRegistry() *Registry {
 // sequences and everything else are shared with r. It panics on an
 // invalid data centre name (a test's mistake).
 func (r *Registry) InDC(dc string) *Registry {
-	if err := snapid.ValidateName(dc); err != nil {
+	if err := registry.ValidateName(dc); err != nil {
 		panic("registrytest: InDC: " + err.Error())
 	}
 	return &Registry{store: r.store, dc: dc}
@@ -79,7 +80,7 @@ func (r *Registry) DC() string { return r.dc }
 // SetCut cuts data centre dc off from the rest of the cluster (true), as
 // a network partition that leaves it without a quorum of the cluster
 // would, or heals it (false). While it is cut, calls through its views
-// that need that quorum fail with an error wrapping snapid.ErrRegistry
+// that need that quorum fail with an error wrapping registry.ErrRegistry
 // and change nothing: every call on names, creating a sequence, its
 // status, a range granted from the sequence's GLOBAL row, a host's first
 // lease under a claim (which reads the name's row) and adopting a lease.
@@ -93,7 +94,7 @@ func (r *Registry) SetCut(dc string, cut bool) {
 }
 
 // SetDown takes the registry away (true) or brings it back (false). While
-// it is down every call fails with an error wrapping snapid.ErrRegistry and
+// it is down every call fails with an error wrapping registry.ErrRegistry and
 // changes nothing, as an unreachable Cassandra would.
 func (r *Registry) SetDown(down bool) {
 	r.mu.Lock()
@@ -124,7 +125,7 @@ func (r *Registry) SetHook(fn func(ctx context.Context, op, name string) error) 
 }
 
 // Row returns the row of name as stored, and whether there is one.
-func (r *Registry) Row(name string) (snapid.Holder, bool) {
+func (r *Registry) Row(name string) (registry.Holder, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	h, ok := r.rows[name]
@@ -133,7 +134,7 @@ func (r *Registry) Row(name string) (snapid.Holder, bool) {
 
 // Put stores h as the row of h.Name, whatever was there: for planting rows
 // (stale holders, partial rows) in tests of audits.
-func (r *Registry) Put(h snapid.Holder) {
+func (r *Registry) Put(h registry.Holder) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.rows[h.Name] = h
@@ -151,12 +152,12 @@ func (r *Registry) begin(ctx context.Context, op, name string) error {
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("registrytest: %w: %s %q: nothing sent: %w", snapid.ErrRegistry, op, name, err)
+		return fmt.Errorf("registrytest: %w: %s %q: nothing sent: %w", registry.ErrRegistry, op, name, err)
 	}
 	r.mu.Lock()
 	if r.down {
 		r.mu.Unlock()
-		return fmt.Errorf("registrytest: %w: %s %q: the test registry is down", snapid.ErrRegistry, op, name)
+		return fmt.Errorf("registrytest: %w: %s %q: the test registry is down", registry.ErrRegistry, op, name)
 	}
 	return nil
 }
@@ -166,7 +167,7 @@ func (r *Registry) begin(ctx context.Context, op, name string) error {
 func (r *Registry) serial(op, name string) error {
 	if r.cut[r.dc] {
 		r.mu.Unlock()
-		return fmt.Errorf("registrytest: %w: %s %q: data centre %q is cut off from the cluster's quorum", snapid.ErrRegistry, op, name, r.dc)
+		return fmt.Errorf("registrytest: %w: %s %q: data centre %q is cut off from the cluster's quorum", registry.ErrRegistry, op, name, r.dc)
 	}
 	return nil
 }
@@ -180,11 +181,11 @@ func (r *Registry) beginSerial(ctx context.Context, op, name string) error {
 }
 
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("registrytest: %w: %s", snapid.ErrInvalidOption, fmt.Sprintf(format, args...))
+	return fmt.Errorf("registrytest: %w: %s", registry.ErrInvalidOption, fmt.Sprintf(format, args...))
 }
 
 func checkArgs(name, owner string) error {
-	if err := snapid.ValidateName(name); err != nil {
+	if err := registry.ValidateName(name); err != nil {
 		return err
 	}
 	if owner == "" {
@@ -201,36 +202,36 @@ func newSession() string {
 	return hex.EncodeToString(b[:])
 }
 
-// Claim implements snapid.Registry.Claim.
-func (r *Registry) Claim(ctx context.Context, c snapid.Claim) (snapid.Holder, error) {
+// Claim implements registry.Registry.Claim.
+func (r *Registry) Claim(ctx context.Context, c registry.Claim) (registry.Holder, error) {
 	if err := checkArgs(c.Name, c.Owner); err != nil {
-		return snapid.Holder{}, err
+		return registry.Holder{}, err
 	}
 	if c.CloneWindow < 0 {
-		return snapid.Holder{}, invalid("negative clone window %v", c.CloneWindow)
+		return registry.Holder{}, invalid("negative clone window %v", c.CloneWindow)
 	}
 	if err := r.beginSerial(ctx, "claim", c.Name); err != nil {
-		return snapid.Holder{}, err
+		return registry.Holder{}, err
 	}
 	defer r.mu.Unlock()
 	now := r.now()
 	h, ok := r.rows[c.Name]
 	switch {
 	case !ok:
-		h = snapid.Holder{Name: c.Name, Owner: c.Owner, RegisteredAt: now, Reserved: c.Floor}
+		h = registry.Holder{Name: c.Name, Owner: c.Owner, RegisteredAt: now, Reserved: c.Floor}
 	case h.Owner == c.Owner:
 		other := h.MachineID != c.MachineID || h.Hostname != c.Hostname
-		if other && h.State == snapid.StateActive && c.CloneWindow > 0 && now.Sub(h.LastSeen) < c.CloneWindow {
-			return h, fmt.Errorf("registrytest: %w: %q is active with this owner token on another machine: %s", snapid.ErrProbableClone, c.Name, h)
+		if other && h.State == registry.StateActive && c.CloneWindow > 0 && now.Sub(h.LastSeen) < c.CloneWindow {
+			return h, fmt.Errorf("registrytest: %w: %q is active with this owner token on another machine: %s", registry.ErrProbableClone, c.Name, h)
 		}
-	case h.State == snapid.StateReleased && h.Owner != "":
+	case h.State == registry.StateReleased && h.Owner != "":
 		h.Owner, h.RegisteredAt = c.Owner, now
 	case c.Force:
 		h.Owner, h.RegisteredAt = c.Owner, now
 	default:
-		return h, fmt.Errorf("registrytest: %w: %q is %s", snapid.ErrNameTaken, c.Name, h)
+		return h, fmt.Errorf("registrytest: %w: %q is %s", registry.ErrNameTaken, c.Name, h)
 	}
-	h.State, h.LastSeen = snapid.StateActive, now
+	h.State, h.LastSeen = registry.StateActive, now
 	h.Reserved = max(h.Reserved, c.Floor)
 	h.Hostname, h.Address, h.MachineID = c.Hostname, c.Address, c.MachineID
 	h.Session = newSession()
@@ -240,24 +241,24 @@ func (r *Registry) Claim(ctx context.Context, c snapid.Claim) (snapid.Holder, er
 
 // held returns the row if owner holds name active under session; the
 // caller holds r.mu.
-func (r *Registry) held(op, name, owner, session string) (snapid.Holder, error) {
+func (r *Registry) held(op, name, owner, session string) (registry.Holder, error) {
 	h, ok := r.rows[name]
 	switch {
 	case !ok:
-		return h, fmt.Errorf("registrytest: %w: %s %q: the name has no row (%w)", snapid.ErrNameTaken, op, name, snapid.ErrNotRegistered)
-	case h.Owner != owner || h.Session != session || h.State != snapid.StateActive:
-		return h, fmt.Errorf("registrytest: %w: %s %q: not held by this owner and session: %s", snapid.ErrNameTaken, op, name, h)
+		return h, fmt.Errorf("registrytest: %w: %s %q: the name has no row (%w)", registry.ErrNameTaken, op, name, registry.ErrNotRegistered)
+	case h.Owner != owner || h.Session != session || h.State != registry.StateActive:
+		return h, fmt.Errorf("registrytest: %w: %s %q: not held by this owner and session: %s", registry.ErrNameTaken, op, name, h)
 	}
 	return h, nil
 }
 
-// Extend implements snapid.Registry.Extend.
-func (r *Registry) Extend(ctx context.Context, name, owner, session string, old, new uint64) (snapid.Holder, error) {
+// Extend implements registry.Registry.Extend.
+func (r *Registry) Extend(ctx context.Context, name, owner, session string, old, new uint64) (registry.Holder, error) {
 	if err := checkArgs(name, owner); err != nil {
-		return snapid.Holder{}, err
+		return registry.Holder{}, err
 	}
 	if err := r.beginSerial(ctx, "extend", name); err != nil {
-		return snapid.Holder{}, err
+		return registry.Holder{}, err
 	}
 	defer r.mu.Unlock()
 	h, err := r.held("extend", name, owner, session)
@@ -265,14 +266,14 @@ func (r *Registry) Extend(ctx context.Context, name, owner, session string, old,
 		return h, err
 	}
 	if h.Reserved != old {
-		return h, fmt.Errorf("registrytest: %w: %q: the registry's mark is %d, not %d", snapid.ErrMarkMoved, name, h.Reserved, old)
+		return h, fmt.Errorf("registrytest: %w: %q: the registry's mark is %d, not %d", registry.ErrMarkMoved, name, h.Reserved, old)
 	}
 	h.Reserved, h.LastSeen = new, r.now()
 	r.rows[name] = h
 	return h, nil
 }
 
-// Touch implements snapid.Registry.Touch.
+// Touch implements registry.Registry.Touch.
 func (r *Registry) Touch(ctx context.Context, name, owner, session string) error {
 	if err := checkArgs(name, owner); err != nil {
 		return err
@@ -290,7 +291,7 @@ func (r *Registry) Touch(ctx context.Context, name, owner, session string) error
 	return nil
 }
 
-// Release implements snapid.Registry.Release.
+// Release implements registry.Registry.Release.
 func (r *Registry) Release(ctx context.Context, name, owner string, final uint64) error {
 	if err := checkArgs(name, owner); err != nil {
 		return err
@@ -302,40 +303,40 @@ func (r *Registry) Release(ctx context.Context, name, owner string, final uint64
 	h, ok := r.rows[name]
 	switch {
 	case !ok:
-		return fmt.Errorf("registrytest: %w: release %q: the name has no row (%w)", snapid.ErrNameTaken, name, snapid.ErrNotRegistered)
+		return fmt.Errorf("registrytest: %w: release %q: the name has no row (%w)", registry.ErrNameTaken, name, registry.ErrNotRegistered)
 	case h.Owner != owner:
-		return fmt.Errorf("registrytest: %w: release %q: another owner has it: %s", snapid.ErrNameTaken, name, h)
+		return fmt.Errorf("registrytest: %w: release %q: another owner has it: %s", registry.ErrNameTaken, name, h)
 	case final < h.Reserved:
-		return fmt.Errorf("registrytest: %w: release %q: the registry's mark %d is above the final value %d", snapid.ErrMarkMoved, name, h.Reserved, final)
+		return fmt.Errorf("registrytest: %w: release %q: the registry's mark %d is above the final value %d", registry.ErrMarkMoved, name, h.Reserved, final)
 	}
-	h.State, h.Reserved, h.LastSeen = snapid.StateReleased, final, r.now()
+	h.State, h.Reserved, h.LastSeen = registry.StateReleased, final, r.now()
 	r.rows[name] = h
 	return nil
 }
 
-// Get implements snapid.Registry.Get.
-func (r *Registry) Get(ctx context.Context, name string) (snapid.Holder, error) {
-	if err := snapid.ValidateName(name); err != nil {
-		return snapid.Holder{}, err
+// Get implements registry.Registry.Get.
+func (r *Registry) Get(ctx context.Context, name string) (registry.Holder, error) {
+	if err := registry.ValidateName(name); err != nil {
+		return registry.Holder{}, err
 	}
 	if err := r.beginSerial(ctx, "get", name); err != nil {
-		return snapid.Holder{}, err
+		return registry.Holder{}, err
 	}
 	defer r.mu.Unlock()
 	h, ok := r.rows[name]
 	if !ok {
-		return snapid.Holder{}, fmt.Errorf("registrytest: %w: %q", snapid.ErrNotRegistered, name)
+		return registry.Holder{}, fmt.Errorf("registrytest: %w: %q", registry.ErrNotRegistered, name)
 	}
 	return h, nil
 }
 
-// List implements snapid.Registry.List; rows come sorted by name.
-func (r *Registry) List(ctx context.Context) ([]snapid.Holder, error) {
+// List implements registry.Registry.List; rows come sorted by name.
+func (r *Registry) List(ctx context.Context) ([]registry.Holder, error) {
 	if err := r.beginSerial(ctx, "list", ""); err != nil {
 		return nil, err
 	}
 	defer r.mu.Unlock()
-	out := make([]snapid.Holder, 0, len(r.rows))
+	out := make([]registry.Holder, 0, len(r.rows))
 	for _, h := range r.rows {
 		out = append(out, h)
 	}

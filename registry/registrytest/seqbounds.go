@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
 // The conformance suite's sequence cases at the numeric boundaries: 2^63-1
@@ -18,14 +18,14 @@ import (
 // hands out numbers again).
 func (s *seqSuite) exhaustAtMaxInt64() {
 	const count = 40
-	start := uint64(snapid.MaxSequence - count + 1)
-	seq := s.create(start, snapid.MaxSequence)
+	start := uint64(registry.MaxSequence - count + 1)
+	seq := s.create(start, registry.MaxSequence)
 	hosts := []*host{s.newHost(1), s.newHost(2), s.newHost(3)}
 	seen := map[uint64]bool{}
 	var last uint64
 	for i := 0; i < 4*count; i++ {
 		l, err := s.lease(seq, hosts[i%len(hosts)], 3, 1)
-		if errors.Is(err, snapid.ErrExhausted) {
+		if errors.Is(err, registry.ErrExhausted) {
 			break
 		}
 		if err != nil {
@@ -42,15 +42,15 @@ func (s *seqSuite) exhaustAtMaxInt64() {
 			}
 		}
 	}
-	if len(seen) != count || last != snapid.MaxSequence {
+	if len(seen) != count || last != registry.MaxSequence {
 		s.t.Errorf("%d numbers leased before ErrExhausted, the highest %d; want %d, up to 2^63-1", len(seen), last, count)
 	}
 	for _, h := range hosts {
 		_, err := s.lease(seq, h, 3, 1)
-		s.wantErr("a lease of a sequence used up to 2^63-1", err, snapid.ErrExhausted)
+		s.wantErr("a lease of a sequence used up to 2^63-1", err, registry.ErrExhausted)
 	}
 	st := s.status(seq)
-	if st.Next != snapid.MaxSequence+1 || st.Start != start || st.Max != snapid.MaxSequence {
+	if st.Next != registry.MaxSequence+1 || st.Start != start || st.Max != registry.MaxSequence {
 		s.t.Errorf("GLOBAL %+v after exhaustion, want next 2^63", st.SequenceInfo)
 	}
 	for _, rg := range st.Ranges {
@@ -58,18 +58,18 @@ func (s *seqSuite) exhaustAtMaxInt64() {
 			s.t.Errorf("range %+v after exhaustion: next is not last+1", rg)
 		}
 	}
-	info, err := s.sr.CreateSequence(s.ctx(), seq, start, snapid.MaxSequence)
-	if err != nil || info.Next != snapid.MaxSequence+1 {
+	info, err := s.sr.CreateSequence(s.ctx(), seq, start, registry.MaxSequence)
+	if err != nil || info.Next != registry.MaxSequence+1 {
 		s.t.Errorf("re-creating the used-up sequence: %+v, %v; want next 2^63", info, err)
 	}
 	_, err = s.lease(seq, hosts[0], 1, 1)
-	s.wantErr("a lease after re-creating the used-up sequence", err, snapid.ErrExhausted)
+	s.wantErr("a lease after re-creating the used-up sequence", err, registry.ErrExhausted)
 }
 
 // boundaries creates and leases at 0, 1, max-1, max, 2^63-1, 2^63 and
 // 2^64-1.
 func (s *seqSuite) boundaries() {
-	const top = snapid.MaxSequence
+	const top = registry.MaxSequence
 	for _, tc := range []struct {
 		start, max uint64
 		ok         bool
@@ -82,9 +82,9 @@ func (s *seqSuite) boundaries() {
 		name := s.name()
 		info, err := s.sr.CreateSequence(s.ctx(), name, tc.start, tc.max)
 		if !tc.ok {
-			s.wantErr(what, err, snapid.ErrInvalidSequence)
+			s.wantErr(what, err, registry.ErrInvalidSequence)
 			_, err := s.sr.SequenceStatus(s.ctx(), name)
-			s.wantErr(what+" then SequenceStatus", err, snapid.ErrNoSequence)
+			s.wantErr(what+" then SequenceStatus", err, registry.ErrNoSequence)
 			continue
 		}
 		if err != nil || info.Start != tc.start || info.Max != tc.max || info.Next != tc.start {
@@ -95,7 +95,7 @@ func (s *seqSuite) boundaries() {
 		var got []uint64
 		for range 3 {
 			l, err := s.lease(name, h, 1, 1)
-			if errors.Is(err, snapid.ErrExhausted) {
+			if errors.Is(err, registry.ErrExhausted) {
 				break
 			}
 			if err != nil {
@@ -126,7 +126,7 @@ func (s *seqSuite) boundaries() {
 		r := s.req(seq, h, tc.size, 1)
 		l, err := s.sr.LeaseSequence(s.ctx(), r)
 		if !tc.ok {
-			s.wantErr(fmt.Sprintf("a lease of size %d", tc.size), err, snapid.ErrInvalidOption)
+			s.wantErr(fmt.Sprintf("a lease of size %d", tc.size), err, registry.ErrInvalidOption)
 			continue
 		}
 		if err != nil || l.First == 0 || l.Last < l.First || l.Last-l.First+1 > tc.size {
@@ -153,11 +153,11 @@ func (s *seqSuite) recreate() {
 	}
 	before := s.status(seq)
 	_, err = s.sr.CreateSequence(s.ctx(), seq, before.Next+1, math.MaxInt32)
-	s.wantErr("raising start once numbers were handed out", err, snapid.ErrInvalidSequence)
+	s.wantErr("raising start once numbers were handed out", err, registry.ErrInvalidSequence)
 	_, err = s.sr.CreateSequence(s.ctx(), seq, 5_000_001, math.MaxInt32)
-	s.wantErr("raising start within handed-out ranges", err, snapid.ErrInvalidSequence)
+	s.wantErr("raising start within handed-out ranges", err, registry.ErrInvalidSequence)
 	_, err = s.sr.CreateSequence(s.ctx(), seq, 1, before.Next-2)
-	s.wantErr("lowering max below what ranges cover", err, snapid.ErrInvalidSequence)
+	s.wantErr("lowering max below what ranges cover", err, registry.ErrInvalidSequence)
 	if after := s.status(seq); after.SequenceInfo != before.SequenceInfo {
 		s.t.Errorf("refused re-creations changed GLOBAL: %+v, was %+v", after.SequenceInfo, before.SequenceInfo)
 	}
@@ -174,8 +174,8 @@ func (s *seqSuite) exhaustedSaysWhat() {
 	a, b := s.newHost(1), s.newHost(2)
 	s.mustLease(seq, a, 25, 25)
 	_, err := s.lease(seq, b, 10, 10)
-	var e *snapid.SequenceExhaustedError
-	if !errors.As(err, &e) || !errors.Is(err, snapid.ErrSequenceShort) || errors.Is(err, snapid.ErrExhausted) {
+	var e *registry.SequenceExhaustedError
+	if !errors.As(err, &e) || !errors.Is(err, registry.ErrSequenceShort) || errors.Is(err, registry.ErrExhausted) {
 		s.t.Fatalf("a lease of 10 with 5 left: %v, want a *SequenceExhaustedError matching ErrSequenceShort, not ErrExhausted", err)
 	}
 	if e.Sequence != seq || e.Wanted != 10 || e.DCLeft != 5 || e.GlobalLeft != 0 || e.Largest != 5 || e.Max != 30 {
@@ -183,7 +183,7 @@ func (s *seqSuite) exhaustedSaysWhat() {
 	}
 	s.mustLease(seq, b, 5, 5)
 	_, err = s.lease(seq, b, 1, 1)
-	if !errors.As(err, &e) || e.DCLeft != 0 || e.GlobalLeft != 0 || !errors.Is(err, snapid.ErrExhausted) || errors.Is(err, snapid.ErrSequenceShort) {
+	if !errors.As(err, &e) || e.DCLeft != 0 || e.GlobalLeft != 0 || !errors.Is(err, registry.ErrExhausted) || errors.Is(err, registry.ErrSequenceShort) {
 		s.t.Errorf("a lease with none left: %v, want ErrExhausted", err)
 	}
 }

@@ -6,11 +6,11 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
 // The sequence part of the conformance suite, run by TestRegistry on a
-// registry that implements snapid.SequenceRegistry.
+// registry that implements registry.SequenceRegistry.
 var sequenceCases = []struct {
 	name string
 	run  func(s *seqSuite)
@@ -34,13 +34,13 @@ var sequenceCases = []struct {
 
 type seqSuite struct {
 	*suite
-	sr snapid.SequenceRegistry
+	sr registry.SequenceRegistry
 }
 
 // host is a claimed node name that leases.
 type host struct {
-	h    snapid.Holder
-	prev snapid.SequenceLease
+	h    registry.Holder
+	prev registry.SequenceLease
 }
 
 func (s *seqSuite) create(start, max uint64) string {
@@ -61,13 +61,13 @@ func (s *seqSuite) newHost(i int) *host {
 	return &host{h: s.claim(s.name(), owner(i))}
 }
 
-func (s *seqSuite) req(seq string, h *host, size, min uint64) snapid.LeaseRequest {
-	return snapid.LeaseRequest{Sequence: seq, Name: h.h.Name, Owner: h.h.Owner, Session: h.h.Session,
+func (s *seqSuite) req(seq string, h *host, size, min uint64) registry.LeaseRequest {
+	return registry.LeaseRequest{Sequence: seq, Name: h.h.Name, Owner: h.h.Owner, Session: h.h.Session,
 		PrevFirst: h.prev.First, PrevLast: h.prev.Last, Size: size, Min: min}
 }
 
 // lease leases for h and checks the lease's shape.
-func (s *seqSuite) lease(seq string, h *host, size, min uint64) (snapid.SequenceLease, error) {
+func (s *seqSuite) lease(seq string, h *host, size, min uint64) (registry.SequenceLease, error) {
 	s.t.Helper()
 	l, err := s.sr.LeaseSequence(s.ctx(), s.req(seq, h, size, min))
 	if err != nil {
@@ -81,7 +81,7 @@ func (s *seqSuite) lease(seq string, h *host, size, min uint64) (snapid.Sequence
 	return l, nil
 }
 
-func (s *seqSuite) mustLease(seq string, h *host, size, min uint64) snapid.SequenceLease {
+func (s *seqSuite) mustLease(seq string, h *host, size, min uint64) registry.SequenceLease {
 	s.t.Helper()
 	l, err := s.lease(seq, h, size, min)
 	if err != nil {
@@ -90,7 +90,7 @@ func (s *seqSuite) mustLease(seq string, h *host, size, min uint64) snapid.Seque
 	return l
 }
 
-func (s *seqSuite) hostLease(seq, name string) snapid.SequenceLease {
+func (s *seqSuite) hostLease(seq, name string) registry.SequenceLease {
 	s.t.Helper()
 	l, err := s.sr.HostLease(s.ctx(), seq, name)
 	if err != nil {
@@ -99,7 +99,7 @@ func (s *seqSuite) hostLease(seq, name string) snapid.SequenceLease {
 	return l
 }
 
-func (s *seqSuite) status(seq string) snapid.SequenceStatus {
+func (s *seqSuite) status(seq string) registry.SequenceStatus {
 	s.t.Helper()
 	st, err := s.sr.SequenceStatus(s.ctx(), seq)
 	if err != nil {
@@ -114,7 +114,7 @@ func (s *seqSuite) createAndLease() {
 	la := s.mustLease(seq, a, 10, 1)
 	lb := s.mustLease(seq, b, 10, 1)
 	la2 := s.mustLease(seq, a, 10, 1)
-	all := []snapid.SequenceLease{la, lb, la2}
+	all := []registry.SequenceLease{la, lb, la2}
 	for i, x := range all {
 		if x.First < 100 || x.Last > 1_000_000 {
 			s.t.Errorf("lease %d [%d, %d] outside [100, 1000000]", i, x.First, x.Last)
@@ -154,7 +154,7 @@ func (s *seqSuite) createAndLease() {
 	}
 }
 
-func inAny(rs []snapid.SequenceRange, first, last uint64) bool {
+func inAny(rs []registry.SequenceRange, first, last uint64) bool {
 	for _, r := range rs {
 		if r.First <= first && last <= r.Last {
 			return true
@@ -163,7 +163,7 @@ func inAny(rs []snapid.SequenceRange, first, last uint64) bool {
 	return false
 }
 
-func containsSeq(list []snapid.SequenceStatus, name string) bool {
+func containsSeq(list []registry.SequenceStatus, name string) bool {
 	for _, st := range list {
 		if st.Name == name {
 			return true
@@ -177,15 +177,15 @@ func (s *seqSuite) leaseConditionalOnPrev() {
 	a := s.newHost(1)
 	l1 := s.mustLease(seq, a, 10, 1)
 	stale := *a
-	stale.prev = snapid.SequenceLease{} // a lease file that predates l1
+	stale.prev = registry.SequenceLease{} // a lease file that predates l1
 	got, err := s.sr.LeaseSequence(s.ctx(), s.req(seq, &stale, 10, 1))
-	s.wantErr("a lease presenting no previous lease", err, snapid.ErrLeaseMoved)
+	s.wantErr("a lease presenting no previous lease", err, registry.ErrLeaseMoved)
 	if got.First != l1.First || got.Last != l1.Last {
 		s.t.Errorf("ErrLeaseMoved returned %+v, want the recorded lease [%d, %d]", got, l1.First, l1.Last)
 	}
-	stale.prev = snapid.SequenceLease{First: l1.First, Last: l1.Last + 1}
+	stale.prev = registry.SequenceLease{First: l1.First, Last: l1.Last + 1}
 	_, err = s.sr.LeaseSequence(s.ctx(), s.req(seq, &stale, 10, 1))
-	s.wantErr("a lease presenting another previous lease", err, snapid.ErrLeaseMoved)
+	s.wantErr("a lease presenting another previous lease", err, registry.ErrLeaseMoved)
 	if got := s.hostLease(seq, a.h.Name); got.First != l1.First || got.Last != l1.Last {
 		s.t.Errorf("refused leases changed the host's lease: %+v, want [%d, %d]", got, l1.First, l1.Last)
 	}
@@ -201,16 +201,16 @@ func (s *seqSuite) leaseNeedsTheClaim() {
 	l1 := s.mustLease(seq, a, 10, 1)
 	for _, tc := range []struct {
 		what string
-		mod  func(r *snapid.LeaseRequest)
+		mod  func(r *registry.LeaseRequest)
 	}{
-		{"another session", func(r *snapid.LeaseRequest) { r.Session = strings.Repeat("f", 32) }},
-		{"another owner", func(r *snapid.LeaseRequest) { r.Owner = owner(9) }},
-		{"a name nobody claimed", func(r *snapid.LeaseRequest) { r.Name = s.name() }},
+		{"another session", func(r *registry.LeaseRequest) { r.Session = strings.Repeat("f", 32) }},
+		{"another owner", func(r *registry.LeaseRequest) { r.Owner = owner(9) }},
+		{"a name nobody claimed", func(r *registry.LeaseRequest) { r.Name = s.name() }},
 	} {
 		r := s.req(seq, a, 10, 1)
 		tc.mod(&r)
 		_, err := s.sr.LeaseSequence(s.ctx(), r)
-		s.wantErr("a lease with "+tc.what, err, snapid.ErrNameTaken)
+		s.wantErr("a lease with "+tc.what, err, registry.ErrNameTaken)
 	}
 	if got := s.hostLease(seq, a.h.Name); got.First != l1.First || got.Last != l1.Last || got.Session != a.h.Session {
 		s.t.Errorf("refused leases changed the host's lease: %+v", got)
@@ -226,7 +226,7 @@ func (s *seqSuite) leaseNeedsTheClaim() {
 		s.t.Errorf("the new holder's lease [%d, %d] is not above the old holder's [%d, %d]", lb.First, lb.Last, l1.First, l1.Last)
 	}
 	_, err := s.lease(seq, a, 10, 1)
-	s.wantErr("a lease by the name's previous holder", err, snapid.ErrNameTaken)
+	s.wantErr("a lease by the name's previous holder", err, registry.ErrNameTaken)
 }
 
 func (s *seqSuite) newClaimTakesOverHostLease() {
@@ -240,7 +240,7 @@ func (s *seqSuite) newClaimTakesOverHostLease() {
 		s.t.Errorf("the new claim's lease [%d, %d] is not above the old one's [%d, %d]", l2.First, l2.Last, l1.First, l1.Last)
 	}
 	_, err := s.lease(seq, &old, 10, 1)
-	s.wantErr("a lease under the superseded session", err, snapid.ErrNameTaken)
+	s.wantErr("a lease under the superseded session", err, registry.ErrNameTaken)
 	if got := s.hostLease(seq, a.h.Name); got.Session != again.h.Session || got.First != l2.First {
 		s.t.Errorf("host lease %+v, want the new claim's [%d, %d]", got, l2.First, l2.Last)
 	}
@@ -250,11 +250,11 @@ func (s *seqSuite) noSequence() {
 	seq := s.name()
 	a := s.newHost(1)
 	_, err := s.lease(seq, a, 10, 1)
-	s.wantErr("LeaseSequence of a sequence never created", err, snapid.ErrNoSequence)
+	s.wantErr("LeaseSequence of a sequence never created", err, registry.ErrNoSequence)
 	_, err = s.sr.HostLease(s.ctx(), seq, a.h.Name)
-	s.wantErr("HostLease of a sequence never created", err, snapid.ErrNoSequence)
+	s.wantErr("HostLease of a sequence never created", err, registry.ErrNoSequence)
 	_, err = s.sr.SequenceStatus(s.ctx(), seq)
-	s.wantErr("SequenceStatus of a sequence never created", err, snapid.ErrNoSequence)
+	s.wantErr("SequenceStatus of a sequence never created", err, registry.ErrNoSequence)
 }
 
 func (s *seqSuite) recreateNeverLowers() {
@@ -267,7 +267,7 @@ func (s *seqSuite) recreateNeverLowers() {
 		s.t.Errorf("re-creating with the same bounds: %+v, %v; want next %d unchanged", info, err, handed+1)
 	}
 	_, err = s.sr.CreateSequence(s.ctx(), seq, 1, handed-1)
-	s.wantErr("re-creating with a max below what was handed out", err, snapid.ErrInvalidSequence)
+	s.wantErr("re-creating with a max below what was handed out", err, registry.ErrInvalidSequence)
 	if st := s.status(seq); st.Max != 1_000_000 || st.Next != handed+1 {
 		s.t.Errorf("a refused re-creation changed GLOBAL: %+v", st.SequenceInfo)
 	}
@@ -276,7 +276,7 @@ func (s *seqSuite) recreateNeverLowers() {
 		s.t.Errorf("raising max: %+v, %v", info, err)
 	}
 	_, err = s.sr.CreateSequence(s.ctx(), seq, handed+5000, 2_000_000)
-	s.wantErr("raising start above what was handed out (ranges and leases below it stay in use)", err, snapid.ErrInvalidSequence)
+	s.wantErr("raising start above what was handed out (ranges and leases below it stay in use)", err, registry.ErrInvalidSequence)
 	if st := s.status(seq); st.Start != 1 || st.Next != handed+1 {
 		s.t.Errorf("a refused raise of start changed GLOBAL: %+v", st.SequenceInfo)
 	}
@@ -294,27 +294,27 @@ func (s *seqSuite) invalidInput() {
 		start, max uint64
 		want       error
 	}{
-		{"an invalid name", "Bad-Name", 1, 10, snapid.ErrInvalidName},
-		{"an empty name", "", 1, 10, snapid.ErrInvalidName},
-		{"start 0", name, 0, 10, snapid.ErrInvalidSequence},
-		{"max below start", name, 10, 9, snapid.ErrInvalidSequence},
-		{"max above 2^63-1", name, 1, snapid.MaxSequence + 1, snapid.ErrInvalidSequence},
+		{"an invalid name", "Bad-Name", 1, 10, registry.ErrInvalidName},
+		{"an empty name", "", 1, 10, registry.ErrInvalidName},
+		{"start 0", name, 0, 10, registry.ErrInvalidSequence},
+		{"max below start", name, 10, 9, registry.ErrInvalidSequence},
+		{"max above 2^63-1", name, 1, registry.MaxSequence + 1, registry.ErrInvalidSequence},
 	} {
 		_, err := s.sr.CreateSequence(s.ctx(), tc.name, tc.start, tc.max)
 		s.wantErr("CreateSequence with "+tc.what, err, tc.want)
 	}
 	_, err := s.sr.SequenceStatus(s.ctx(), name)
-	s.wantErr("SequenceStatus after refused creations", err, snapid.ErrNoSequence)
+	s.wantErr("SequenceStatus after refused creations", err, registry.ErrNoSequence)
 	seq := s.create(1, 100)
 	a := s.newHost(1)
 	for _, tc := range []struct{ size, min uint64 }{{0, 0}, {5, 6}, {10, 0}} {
 		_, err := s.sr.LeaseSequence(s.ctx(), s.req(seq, a, tc.size, tc.min))
-		s.wantErr(fmt.Sprintf("a lease of size %d min %d", tc.size, tc.min), err, snapid.ErrInvalidOption)
+		s.wantErr(fmt.Sprintf("a lease of size %d min %d", tc.size, tc.min), err, registry.ErrInvalidOption)
 	}
 	r := s.req(seq, a, 10, 1)
 	r.Sequence = "Bad"
 	_, err = s.sr.LeaseSequence(s.ctx(), r)
-	s.wantErr("a lease of an invalid sequence name", err, snapid.ErrInvalidName)
+	s.wantErr("a lease of an invalid sequence name", err, registry.ErrInvalidName)
 	if st := s.status(seq); st.Next != 1 || len(st.Leases) != 0 {
 		s.t.Errorf("refused leases changed the sequence: %+v", st)
 	}
@@ -328,7 +328,7 @@ func (s *seqSuite) exhaustedAtMax() {
 	for i := 0; ; i++ {
 		h := hosts[i%len(hosts)]
 		l, err := s.lease(seq, h, 7, 1)
-		if errors.Is(err, snapid.ErrExhausted) {
+		if errors.Is(err, registry.ErrExhausted) {
 			break
 		}
 		if err != nil {
@@ -346,7 +346,7 @@ func (s *seqSuite) exhaustedAtMax() {
 	}
 	for _, h := range hosts {
 		_, err := s.lease(seq, h, 7, 1)
-		s.wantErr("a lease of an exhausted sequence", err, snapid.ErrExhausted)
+		s.wantErr("a lease of an exhausted sequence", err, registry.ErrExhausted)
 	}
 	if st := s.status(seq); st.Next != max+1 {
 		s.t.Errorf("GLOBAL next %d after exhaustion, want %d", st.Next, max+1)
@@ -362,13 +362,13 @@ func (s *seqSuite) minConsecutive() {
 		s.t.Errorf("lease with min 5: [%d, %d]", l.First, l.Last)
 	}
 	_, err := s.lease(seq, a, 5, 5)
-	s.wantErr("a lease of 5 with none left", err, snapid.ErrExhausted)
+	s.wantErr("a lease of 5 with none left", err, registry.ErrExhausted)
 }
 
 func (s *seqSuite) concurrentLeases() {
-	seq := s.create(1, snapid.MaxSequence)
+	seq := s.create(1, registry.MaxSequence)
 	const hosts, leases = 6, 5
-	got := make([][]snapid.SequenceLease, hosts)
+	got := make([][]registry.SequenceLease, hosts)
 	errs := make([]error, hosts)
 	hs := make([]*host, hosts)
 	for i := range hs {
@@ -391,7 +391,7 @@ func (s *seqSuite) concurrentLeases() {
 		}()
 	}
 	wg.Wait()
-	var all []snapid.SequenceLease
+	var all []registry.SequenceLease
 	for i := range hosts {
 		if errs[i] != nil {
 			s.t.Fatalf("host %d: %v", i, errs[i])
@@ -414,7 +414,7 @@ func (s *seqSuite) closeAndAdopt() {
 	pos := l1.First + 3
 	bad := l1
 	bad.Last++
-	s.wantErr("CloseLease of a lease the registry does not record", s.sr.CloseLease(s.ctx(), bad, pos), snapid.ErrLeaseMoved)
+	s.wantErr("CloseLease of a lease the registry does not record", s.sr.CloseLease(s.ctx(), bad, pos), registry.ErrLeaseMoved)
 	if got := s.hostLease(seq, a.h.Name); got.ClosedAt != 0 {
 		s.t.Errorf("a refused CloseLease recorded %d", got.ClosedAt)
 	}
@@ -425,17 +425,17 @@ func (s *seqSuite) closeAndAdopt() {
 		s.t.Errorf("after CloseLease: %+v, want closed at %d", got, pos)
 	}
 	again := &host{h: s.claim(a.h.Name, owner(1))} // the host's next claim
-	adoption := snapid.LeaseAdoption{Sequence: seq, Name: a.h.Name, Owner: a.h.Owner, Session: again.h.Session,
+	adoption := registry.LeaseAdoption{Sequence: seq, Name: a.h.Name, Owner: a.h.Owner, Session: again.h.Session,
 		OldSession: a.h.Session, First: l1.First, Last: l1.Last, Pos: pos}
 	for _, tc := range []struct {
 		what string
-		mod  func(x *snapid.LeaseAdoption)
+		mod  func(x *registry.LeaseAdoption)
 		want error
 	}{
-		{"another position", func(x *snapid.LeaseAdoption) { x.Pos++ }, snapid.ErrLeaseMoved},
-		{"another range", func(x *snapid.LeaseAdoption) { x.Last++ }, snapid.ErrLeaseMoved},
-		{"another old session", func(x *snapid.LeaseAdoption) { x.OldSession = strings.Repeat("e", 32) }, snapid.ErrLeaseMoved},
-		{"a claim that is not the name's", func(x *snapid.LeaseAdoption) { x.Session = strings.Repeat("d", 32) }, snapid.ErrNameTaken},
+		{"another position", func(x *registry.LeaseAdoption) { x.Pos++ }, registry.ErrLeaseMoved},
+		{"another range", func(x *registry.LeaseAdoption) { x.Last++ }, registry.ErrLeaseMoved},
+		{"another old session", func(x *registry.LeaseAdoption) { x.OldSession = strings.Repeat("e", 32) }, registry.ErrLeaseMoved},
+		{"a claim that is not the name's", func(x *registry.LeaseAdoption) { x.Session = strings.Repeat("d", 32) }, registry.ErrNameTaken},
 	} {
 		x := adoption
 		tc.mod(&x)
@@ -452,9 +452,9 @@ func (s *seqSuite) closeAndAdopt() {
 		s.t.Errorf("after AdoptLease: %+v, want the lease under the new claim, not closed", got)
 	}
 	_, err := s.sr.AdoptLease(s.ctx(), adoption)
-	s.wantErr("a second AdoptLease (the record is no longer closed)", err, snapid.ErrLeaseMoved)
+	s.wantErr("a second AdoptLease (the record is no longer closed)", err, registry.ErrLeaseMoved)
 	_, err = s.lease(seq, a, 10, 1)
-	s.wantErr("a lease under the earlier claim after the adoption", err, snapid.ErrNameTaken)
+	s.wantErr("a lease under the earlier claim after the adoption", err, registry.ErrNameTaken)
 	again.prev = l1
 	l2 := s.mustLease(seq, again, 10, 1)
 	if l2.First <= l1.Last {

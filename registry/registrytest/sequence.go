@@ -6,7 +6,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
 // The in-memory registry keeps sequences as the Cassandra one does: GLOBAL
@@ -22,21 +22,21 @@ const DC = "memory"
 // from GLOBAL at a time.
 const DCRange = 10_000
 
-var _ snapid.SequenceRegistry = (*Registry)(nil)
+var _ registry.SequenceRegistry = (*Registry)(nil)
 
 type memSequence struct {
-	info   snapid.SequenceInfo
-	grants []snapid.SequenceRange
-	ranges []snapid.SequenceRange
-	leases map[string]snapid.SequenceLease // by node name
+	info   registry.SequenceInfo
+	grants []registry.SequenceRange
+	ranges []registry.SequenceRange
+	leases map[string]registry.SequenceLease // by node name
 }
 
-func (m *memSequence) status() snapid.SequenceStatus {
-	st := snapid.SequenceStatus{SequenceInfo: m.info, Grants: slices.Clone(m.grants), Ranges: slices.Clone(m.ranges)}
+func (m *memSequence) status() registry.SequenceStatus {
+	st := registry.SequenceStatus{SequenceInfo: m.info, Grants: slices.Clone(m.grants), Ranges: slices.Clone(m.ranges)}
 	for _, l := range m.leases {
 		st.Leases = append(st.Leases, l)
 	}
-	slices.SortFunc(st.Leases, func(a, b snapid.SequenceLease) int {
+	slices.SortFunc(st.Leases, func(a, b registry.SequenceLease) int {
 		if c := cmpString(a.Name, b.Name); c != 0 {
 			return c
 		}
@@ -70,23 +70,23 @@ func cmpString(a, b string) int {
 	return 0
 }
 
-// CreateSequence implements snapid.SequenceRegistry.CreateSequence.
-func (r *Registry) CreateSequence(ctx context.Context, name string, start, max uint64) (snapid.SequenceInfo, error) {
-	if err := snapid.CheckSequenceBounds(name, start, max); err != nil {
-		return snapid.SequenceInfo{}, err
+// CreateSequence implements registry.SequenceRegistry.CreateSequence.
+func (r *Registry) CreateSequence(ctx context.Context, name string, start, max uint64) (registry.SequenceInfo, error) {
+	if err := registry.CheckSequenceBounds(name, start, max); err != nil {
+		return registry.SequenceInfo{}, err
 	}
 	if err := r.beginSerial(ctx, "create_sequence", name); err != nil {
-		return snapid.SequenceInfo{}, err
+		return registry.SequenceInfo{}, err
 	}
 	defer r.mu.Unlock()
 	m, ok := r.seqs[name]
 	if !ok {
-		m = &memSequence{info: snapid.SequenceInfo{Name: name, Start: start, Max: max, Next: start, CreatedAt: r.now()},
-			leases: map[string]snapid.SequenceLease{}}
+		m = &memSequence{info: registry.SequenceInfo{Name: name, Start: start, Max: max, Next: start, CreatedAt: r.now()},
+			leases: map[string]registry.SequenceLease{}}
 		r.seqs[name] = m
 		return m.info, nil
 	}
-	if err := snapid.CheckSequenceUpdate(m.info, start, max); err != nil {
+	if err := registry.CheckSequenceUpdate(m.info, start, max); err != nil {
 		return m.info, err
 	}
 	next := maxU(m.info.Next, start)
@@ -117,7 +117,7 @@ func nextAt(next, last uint64) uint64 {
 func storable(seq string, vals ...uint64) error {
 	for _, v := range vals {
 		if v > math.MaxInt64 {
-			return fmt.Errorf("registrytest: %w: sequence %q: %d does not fit a signed 64-bit column", snapid.ErrRegistry, seq, v)
+			return fmt.Errorf("registrytest: %w: sequence %q: %d does not fit a signed 64-bit column", registry.ErrRegistry, seq, v)
 		}
 	}
 	return nil
@@ -137,9 +137,9 @@ func leaseKey(dc, name string) string { return dc + "/" + name }
 // serialHeld checks, holding r.mu, that the call's data centre reaches
 // the cluster's quorum and that the request carries the name's current
 // claim.
-func (r *Registry) serialHeld(op string, req snapid.LeaseRequest) error {
+func (r *Registry) serialHeld(op string, req registry.LeaseRequest) error {
 	if r.cut[r.dc] {
-		return fmt.Errorf("registrytest: %w: %s %q: data centre %q is cut off from the cluster's quorum", snapid.ErrRegistry, op, req.Sequence, r.dc)
+		return fmt.Errorf("registrytest: %w: %s %q: data centre %q is cut off from the cluster's quorum", registry.ErrRegistry, op, req.Sequence, r.dc)
 	}
 	_, err := r.held(op, req.Name, req.Owner, req.Session)
 	return err
@@ -148,29 +148,29 @@ func (r *Registry) serialHeld(op string, req snapid.LeaseRequest) error {
 func (r *Registry) sequence(op, name string) (*memSequence, error) {
 	m, ok := r.seqs[name]
 	if !ok {
-		return nil, fmt.Errorf("registrytest: %w: %s %q", snapid.ErrNoSequence, op, name)
+		return nil, fmt.Errorf("registrytest: %w: %s %q", registry.ErrNoSequence, op, name)
 	}
 	return m, nil
 }
 
-// LeaseSequence implements snapid.SequenceRegistry.LeaseSequence.
-func (r *Registry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (snapid.SequenceLease, error) {
-	if err := snapid.ValidateName(req.Sequence); err != nil {
-		return snapid.SequenceLease{}, fmt.Errorf("sequence name: %w", err)
+// LeaseSequence implements registry.SequenceRegistry.LeaseSequence.
+func (r *Registry) LeaseSequence(ctx context.Context, req registry.LeaseRequest) (registry.SequenceLease, error) {
+	if err := registry.ValidateName(req.Sequence); err != nil {
+		return registry.SequenceLease{}, fmt.Errorf("sequence name: %w", err)
 	}
 	if err := checkArgs(req.Name, req.Owner); err != nil {
-		return snapid.SequenceLease{}, err
+		return registry.SequenceLease{}, err
 	}
-	if req.Min == 0 || req.Size < req.Min || req.Size > snapid.MaxSequence {
-		return snapid.SequenceLease{}, invalid("lease of %d to %d numbers", req.Min, req.Size)
+	if req.Min == 0 || req.Size < req.Min || req.Size > registry.MaxSequence {
+		return registry.SequenceLease{}, invalid("lease of %d to %d numbers", req.Min, req.Size)
 	}
 	if err := r.begin(ctx, "lease", req.Sequence); err != nil {
-		return snapid.SequenceLease{}, err
+		return registry.SequenceLease{}, err
 	}
 	defer r.mu.Unlock()
 	m, err := r.sequence("lease", req.Sequence)
 	if err != nil {
-		return snapid.SequenceLease{}, err
+		return registry.SequenceLease{}, err
 	}
 	key := leaseKey(r.dc, req.Name)
 	cur, ok := m.leases[key]
@@ -181,24 +181,24 @@ func (r *Registry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (
 	ours := ok && cur.Session == req.Session && cur.Owner == req.Owner
 	if ours && (cur.First != req.PrevFirst || cur.Last != req.PrevLast) {
 		return cur, fmt.Errorf("registrytest: %w: sequence %q: the host's lease is [%d, %d], not [%d, %d]",
-			snapid.ErrLeaseMoved, req.Sequence, cur.First, cur.Last, req.PrevFirst, req.PrevLast)
+			registry.ErrLeaseMoved, req.Sequence, cur.First, cur.Last, req.PrevFirst, req.PrevLast)
 	}
 	if !ours {
 		if err := r.serialHeld("lease", req); err != nil {
-			return snapid.SequenceLease{}, err
+			return registry.SequenceLease{}, err
 		}
 	}
-	i := slices.IndexFunc(m.ranges, func(g snapid.SequenceRange) bool {
+	i := slices.IndexFunc(m.ranges, func(g registry.SequenceRange) bool {
 		return g.DC == r.dc && g.Next <= g.Last && g.Last-g.Next+1 >= req.Min
 	})
 	if i < 0 {
 		if r.cut[r.dc] {
-			return snapid.SequenceLease{}, fmt.Errorf("registrytest: %w: lease %q: data centre %q has no range with room and is cut off from GLOBAL",
-				snapid.ErrRegistry, req.Sequence, r.dc)
+			return registry.SequenceLease{}, fmt.Errorf("registrytest: %w: lease %q: data centre %q has no range with room and is cut off from GLOBAL",
+				registry.ErrRegistry, req.Sequence, r.dc)
 		}
 		info := m.info
 		if info.Next > info.Max || info.Max-info.Next+1 < req.Min {
-			e := &snapid.SequenceExhaustedError{Sequence: req.Sequence, DC: r.dc, Max: info.Max, Wanted: req.Min}
+			e := &registry.SequenceExhaustedError{Sequence: req.Sequence, DC: r.dc, Max: info.Max, Wanted: req.Min}
 			if info.Next <= info.Max {
 				e.GlobalLeft = info.Max - info.Next + 1
 			}
@@ -209,7 +209,7 @@ func (r *Registry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (
 					e.Largest = maxU(e.Largest, g.Last-g.Next+1)
 				}
 			}
-			return snapid.SequenceLease{}, e
+			return registry.SequenceLease{}, e
 		}
 		size := maxU(DCRange, req.Min)
 		last := info.Max
@@ -217,9 +217,9 @@ func (r *Registry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (
 			last = info.Next + size - 1
 		}
 		if err := storable(req.Sequence, info.Next, last, nextAt(last+1, info.Max)); err != nil {
-			return snapid.SequenceLease{}, err
+			return registry.SequenceLease{}, err
 		}
-		g := snapid.SequenceRange{DC: r.dc, First: info.Next, Last: last, GrantedAt: r.now()}
+		g := registry.SequenceRange{DC: r.dc, First: info.Next, Last: last, GrantedAt: r.now()}
 		m.grants = append(m.grants, g)
 		g.Next = g.First
 		m.ranges = append(m.ranges, g)
@@ -231,25 +231,25 @@ func (r *Registry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (
 	// needs at the least), so that the data centre's hosts share it.
 	n := min(req.Size, g.Last-g.Next+1, max(req.Min, (g.Last-g.First+1)/8))
 	if err := storable(req.Sequence, g.Next, g.Next+n-1, nextAt(g.Next+n, g.Last)); err != nil {
-		return snapid.SequenceLease{}, err
+		return registry.SequenceLease{}, err
 	}
-	l := snapid.SequenceLease{Sequence: req.Sequence, DC: r.dc, Name: req.Name, Owner: req.Owner, Session: req.Session,
+	l := registry.SequenceLease{Sequence: req.Sequence, DC: r.dc, Name: req.Name, Owner: req.Owner, Session: req.Session,
 		First: g.Next, Last: g.Next + n - 1, LeasedAt: r.now()}
 	g.Next += n
 	m.leases[key] = l
 	return l, nil
 }
 
-// HostLease implements snapid.SequenceRegistry.HostLease.
-func (r *Registry) HostLease(ctx context.Context, sequence, name string) (snapid.SequenceLease, error) {
-	if err := snapid.ValidateName(sequence); err != nil {
-		return snapid.SequenceLease{}, fmt.Errorf("sequence name: %w", err)
+// HostLease implements registry.SequenceRegistry.HostLease.
+func (r *Registry) HostLease(ctx context.Context, sequence, name string) (registry.SequenceLease, error) {
+	if err := registry.ValidateName(sequence); err != nil {
+		return registry.SequenceLease{}, fmt.Errorf("sequence name: %w", err)
 	}
-	if err := snapid.ValidateName(name); err != nil {
-		return snapid.SequenceLease{}, err
+	if err := registry.ValidateName(name); err != nil {
+		return registry.SequenceLease{}, err
 	}
 	if err := r.begin(ctx, "host_lease", sequence); err != nil {
-		return snapid.SequenceLease{}, err
+		return registry.SequenceLease{}, err
 	}
 	defer r.mu.Unlock()
 	m := r.seqs[sequence]
@@ -261,75 +261,75 @@ func (r *Registry) HostLease(ctx context.Context, sequence, name string) (snapid
 	if (m == nil || !m.inDC(r.dc)) && r.cut[r.dc] {
 		// As in Cassandra: with nothing of the sequence in the data
 		// centre, whether it exists is read at SERIAL.
-		return snapid.SequenceLease{}, fmt.Errorf("registrytest: %w: host lease %q: data centre %q is cut off from the cluster's quorum", snapid.ErrRegistry, sequence, r.dc)
+		return registry.SequenceLease{}, fmt.Errorf("registrytest: %w: host lease %q: data centre %q is cut off from the cluster's quorum", registry.ErrRegistry, sequence, r.dc)
 	}
 	if m == nil {
-		return snapid.SequenceLease{}, fmt.Errorf("registrytest: %w: host lease %q", snapid.ErrNoSequence, sequence)
+		return registry.SequenceLease{}, fmt.Errorf("registrytest: %w: host lease %q", registry.ErrNoSequence, sequence)
 	}
-	return snapid.SequenceLease{}, nil
+	return registry.SequenceLease{}, nil
 }
 
-// SequenceStatus implements snapid.SequenceRegistry.SequenceStatus.
-func (r *Registry) SequenceStatus(ctx context.Context, name string) (snapid.SequenceStatus, error) {
-	if err := snapid.ValidateName(name); err != nil {
-		return snapid.SequenceStatus{}, fmt.Errorf("sequence name: %w", err)
+// SequenceStatus implements registry.SequenceRegistry.SequenceStatus.
+func (r *Registry) SequenceStatus(ctx context.Context, name string) (registry.SequenceStatus, error) {
+	if err := registry.ValidateName(name); err != nil {
+		return registry.SequenceStatus{}, fmt.Errorf("sequence name: %w", err)
 	}
 	if err := r.beginSerial(ctx, "sequence_status", name); err != nil {
-		return snapid.SequenceStatus{}, err
+		return registry.SequenceStatus{}, err
 	}
 	defer r.mu.Unlock()
 	m, err := r.sequence("status", name)
 	if err != nil {
-		return snapid.SequenceStatus{}, err
+		return registry.SequenceStatus{}, err
 	}
 	return m.status(), nil
 }
 
-// ListSequences implements snapid.SequenceRegistry.ListSequences; sorted
+// ListSequences implements registry.SequenceRegistry.ListSequences; sorted
 // by name.
-func (r *Registry) ListSequences(ctx context.Context) ([]snapid.SequenceStatus, error) {
+func (r *Registry) ListSequences(ctx context.Context) ([]registry.SequenceStatus, error) {
 	if err := r.beginSerial(ctx, "list_sequences", ""); err != nil {
 		return nil, err
 	}
 	defer r.mu.Unlock()
-	out := make([]snapid.SequenceStatus, 0, len(r.seqs))
+	out := make([]registry.SequenceStatus, 0, len(r.seqs))
 	for _, m := range r.seqs {
 		out = append(out, m.status())
 	}
-	slices.SortFunc(out, func(a, b snapid.SequenceStatus) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b registry.SequenceStatus) int { return cmpString(a.Name, b.Name) })
 	return out, nil
 }
 
 // Sequences returns every sequence as stored, sorted by name, whatever
 // the outage switch and cuts say: for checks that a call changed nothing.
-func (r *Registry) Sequences() []snapid.SequenceStatus {
+func (r *Registry) Sequences() []registry.SequenceStatus {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]snapid.SequenceStatus, 0, len(r.seqs))
+	out := make([]registry.SequenceStatus, 0, len(r.seqs))
 	for _, m := range r.seqs {
 		out = append(out, m.status())
 	}
-	slices.SortFunc(out, func(a, b snapid.SequenceStatus) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b registry.SequenceStatus) int { return cmpString(a.Name, b.Name) })
 	return out
 }
 
 // PutSequence stores st as the sequence st.Name, whatever was there: for
 // planting broken state (overlapping ranges, numbers above max) in tests
 // of audits.
-func (r *Registry) PutSequence(st snapid.SequenceStatus) {
+func (r *Registry) PutSequence(st registry.SequenceStatus) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m := &memSequence{info: st.SequenceInfo, grants: slices.Clone(st.Grants), ranges: slices.Clone(st.Ranges),
-		leases: map[string]snapid.SequenceLease{}}
+		leases: map[string]registry.SequenceLease{}}
 	for _, l := range st.Leases {
 		m.leases[leaseKey(l.DC, l.Name)] = l
 	}
 	r.seqs[st.Name] = m
 }
 
-// CloseLease implements snapid.SequenceRegistry.CloseLease.
-func (r *Registry) CloseLease(ctx context.Context, l snapid.SequenceLease, pos uint64) error {
-	if err := snapid.ValidateName(l.Sequence); err != nil {
+// CloseLease implements registry.SequenceRegistry.CloseLease.
+func (r *Registry) CloseLease(ctx context.Context, l registry.SequenceLease, pos uint64) error {
+	if err := registry.ValidateName(l.Sequence); err != nil {
 		return fmt.Errorf("sequence name: %w", err)
 	}
 	if err := checkArgs(l.Name, l.Owner); err != nil {
@@ -345,35 +345,35 @@ func (r *Registry) CloseLease(ctx context.Context, l snapid.SequenceLease, pos u
 	}
 	cur, ok := m.leases[leaseKey(r.dc, l.Name)]
 	if !ok || cur.Session != l.Session || cur.First != l.First || cur.Last != l.Last {
-		return fmt.Errorf("registrytest: %w: sequence %q: the host's lease is not [%d, %d] of this claim", snapid.ErrLeaseMoved, l.Sequence, l.First, l.Last)
+		return fmt.Errorf("registrytest: %w: sequence %q: the host's lease is not [%d, %d] of this claim", registry.ErrLeaseMoved, l.Sequence, l.First, l.Last)
 	}
 	cur.ClosedAt = pos
 	m.leases[leaseKey(r.dc, l.Name)] = cur
 	return nil
 }
 
-// AdoptLease implements snapid.SequenceRegistry.AdoptLease.
-func (r *Registry) AdoptLease(ctx context.Context, a snapid.LeaseAdoption) (snapid.SequenceLease, error) {
-	if err := snapid.ValidateName(a.Sequence); err != nil {
-		return snapid.SequenceLease{}, fmt.Errorf("sequence name: %w", err)
+// AdoptLease implements registry.SequenceRegistry.AdoptLease.
+func (r *Registry) AdoptLease(ctx context.Context, a registry.LeaseAdoption) (registry.SequenceLease, error) {
+	if err := registry.ValidateName(a.Sequence); err != nil {
+		return registry.SequenceLease{}, fmt.Errorf("sequence name: %w", err)
 	}
 	if err := checkArgs(a.Name, a.Owner); err != nil {
-		return snapid.SequenceLease{}, err
+		return registry.SequenceLease{}, err
 	}
 	if err := r.beginSerial(ctx, "adopt_lease", a.Sequence); err != nil {
-		return snapid.SequenceLease{}, err
+		return registry.SequenceLease{}, err
 	}
 	defer r.mu.Unlock()
 	m, err := r.sequence("adopt lease", a.Sequence)
 	if err != nil {
-		return snapid.SequenceLease{}, err
+		return registry.SequenceLease{}, err
 	}
 	if _, err := r.held("adopt lease", a.Name, a.Owner, a.Session); err != nil {
-		return snapid.SequenceLease{}, err
+		return registry.SequenceLease{}, err
 	}
 	cur, ok := m.leases[leaseKey(r.dc, a.Name)]
 	if !ok || a.Pos == 0 || cur.Session != a.OldSession || cur.First != a.First || cur.Last != a.Last || cur.ClosedAt != a.Pos {
-		return cur, fmt.Errorf("registrytest: %w: sequence %q: the host's lease record does not match the lease file", snapid.ErrLeaseMoved, a.Sequence)
+		return cur, fmt.Errorf("registrytest: %w: sequence %q: the host's lease record does not match the lease file", registry.ErrLeaseMoved, a.Sequence)
 	}
 	cur.Session, cur.Owner, cur.ClosedAt = a.Session, a.Owner, 0
 	m.leases[leaseKey(r.dc, a.Name)] = cur

@@ -1,0 +1,106 @@
+package snapid_test
+
+import (
+	"go/build"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// module is this module's path.
+const module = "github.com/snapid/snapid"
+
+// layers is the import rule: for every package of the module (by its
+// directory, "." for the root), the packages of the module its non-test
+// files may import. The registry interface sits at the bottom and imports
+// nothing of the facade; registries (the in-memory one, Cassandra) depend
+// on it alone; the facade composes the internal layers; operators' tools
+// and the simulator sit on top. A package missing here fails the test:
+// a new package states its place.
+var layers = map[string][]string{
+	"internal/nodename":     nil,
+	"internal/clock":        nil,
+	"internal/statefile":    nil,
+	"internal/hoststate":    {"internal/statefile"},
+	"internal/seam":         {"internal/clock", "internal/statefile"},
+	"registry":              {"internal/nodename"},
+	"registry/registrytest": {"registry", "internal/nodename"},
+	"internal/simcql":       {"registry"},
+	"cassandra":             {"registry", "internal/simcql"},
+	".":                     {"registry", "internal/nodename", "internal/clock", "internal/statefile", "internal/hoststate", "internal/seam"},
+	"prometheus":            {"."},
+	"internal/cli":          {".", "registry", "cassandra", "internal/statefile"},
+	"cmd/snapctl":           {"internal/cli"},
+	"examples/cmsserver":    {".", "registry", "cassandra", "prometheus"},
+	"internal/sim": {".", "registry", "registry/registrytest", "cassandra", "internal/cli", "internal/clock",
+		"internal/statefile", "internal/hoststate", "internal/seam", "internal/simcql"},
+	// Tests' helpers and the docs' tests: the standard library and
+	// drivers only.
+	"internal/testcluster": nil,
+	"internal/testfs":      nil,
+	"internal/docdefaults": nil,
+	"internal/docstest":    nil,
+}
+
+// TestImportRule checks every package's imports against layers.
+func TestImportRule(t *testing.T) {
+	seen := map[string]bool{}
+	err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		name := d.Name()
+		if p != "." && (strings.HasPrefix(name, ".") || name == "testdata") {
+			return filepath.SkipDir
+		}
+		if p != "." {
+			if _, err := os.Stat(filepath.Join(p, "go.mod")); err == nil {
+				return filepath.SkipDir // a module of its own
+			}
+		}
+		pkg, err := build.ImportDir(p, 0)
+		if _, none := err.(*build.NoGoError); none {
+			return nil
+		}
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			return nil
+		}
+		dir := filepath.ToSlash(p)
+		seen[dir] = true
+		allowed, ok := layers[dir]
+		if !ok {
+			t.Errorf("package %s is not in the import rule: add it to layers with the packages of the module it may import", dir)
+			return nil
+		}
+		for _, imp := range pkg.Imports {
+			var rel string
+			switch {
+			case imp == module:
+				rel = "."
+			case strings.HasPrefix(imp, module+"/"):
+				rel = strings.TrimPrefix(imp, module+"/")
+			default:
+				continue
+			}
+			if !slices.Contains(allowed, rel) {
+				t.Errorf("package %s imports %s, which the import rule does not allow (it may import %v)", dir, rel, allowed)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for dir := range layers {
+		if !seen[dir] {
+			t.Errorf("the import rule names %s, which is not a package of the module: remove it", dir)
+		}
+	}
+}
