@@ -1,6 +1,8 @@
 package snapid
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
@@ -153,7 +155,7 @@ func OwnerID(owner string) string {
 	return hex.EncodeToString(sum[:6])
 }
 
-func auditRow(h Holder) AuditRow {
+func auditRow(h registry.Holder) AuditRow {
 	return AuditRow{
 		Name: h.Name, OwnerID: OwnerID(h.Owner), Hostname: h.Hostname, Address: h.Address,
 		MachineID: h.MachineID, State: h.State, RegisteredAt: h.RegisteredAt, LastSeen: h.LastSeen,
@@ -180,7 +182,7 @@ func NormaliseName(s string) string {
 // inventory of planned names. It is a pure function: it reads nothing but
 // its arguments. Problems are ordered by kind (in the order of the Problem*
 // constants' documentation) and then by name.
-func Audit(rows []Holder, cfg AuditConfig) Report {
+func Audit(rows []registry.Holder, cfg AuditConfig) Report {
 	now := cfg.Now
 	if now.IsZero() {
 		now = time.Now()
@@ -196,8 +198,8 @@ func Audit(rows []Holder, cfg AuditConfig) Report {
 	rep := Report{Checked: now, Rows: len(rows), Problems: []Problem{}}
 	add := func(p Problem) { rep.Problems = append(rep.Problems, p) }
 
-	byName := map[string]Holder{}
-	byNorm := map[string][]Holder{}
+	byName := map[string]registry.Holder{}
+	byNorm := map[string][]registry.Holder{}
 	for _, h := range rows {
 		byName[h.Name] = h
 		n := NormaliseName(h.Name)
@@ -219,11 +221,11 @@ func Audit(rows []Holder, cfg AuditConfig) Report {
 			add(Problem{Kind: ProblemMissingOwner, Name: h.Name, Rows: []AuditRow{auditRow(h)},
 				Detail: fmt.Sprintf("row %q has no %s: a partial row (left by a write that raced a delete, or by another tool); "+
 					"claims of this name are refused until it is fixed", h.Name, strings.Join(missing, " and no "))})
-		case h.State != StateActive && h.State != StateReleased:
+		case h.State != registry.StateActive && h.State != registry.StateReleased:
 			add(Problem{Kind: ProblemInvalidState, Name: h.Name, Rows: []AuditRow{auditRow(h)},
-				Detail: fmt.Sprintf("row %q has state %q, want %q or %q", h.Name, h.State, StateActive, StateReleased)})
+				Detail: fmt.Sprintf("row %q has state %q, want %q or %q", h.Name, h.State, registry.StateActive, registry.StateReleased)})
 		}
-		if stale > 0 && h.State == StateActive && h.Owner != "" {
+		if stale > 0 && h.State == registry.StateActive && h.Owner != "" {
 			switch {
 			case h.LastSeen.IsZero():
 				add(Problem{Kind: ProblemStale, Name: h.Name, Rows: []AuditRow{auditRow(h)},
@@ -244,9 +246,9 @@ func Audit(rows []Holder, cfg AuditConfig) Report {
 			}
 		}
 	}
-	byOwner := map[string][]Holder{}
+	byOwner := map[string][]registry.Holder{}
 	for _, h := range rows {
-		if h.State == StateActive && h.Owner != "" {
+		if h.State == registry.StateActive && h.Owner != "" {
 			byOwner[h.Owner] = append(byOwner[h.Owner], h)
 		}
 	}
@@ -254,7 +256,7 @@ func Audit(rows []Holder, cfg AuditConfig) Report {
 		if len(hs) < 2 {
 			continue
 		}
-		slices.SortFunc(hs, func(a, b Holder) int { return strings.Compare(a.Name, b.Name) })
+		slices.SortFunc(hs, func(a, b registry.Holder) int { return strings.Compare(a.Name, b.Name) })
 		p := Problem{Kind: ProblemSharedOwner, Name: hs[0].Name}
 		for _, h := range hs {
 			p.Names = append(p.Names, h.Name)
@@ -270,7 +272,7 @@ func Audit(rows []Holder, cfg AuditConfig) Report {
 			continue
 		}
 		p := Problem{Kind: ProblemNormalisedCollision, Name: norm}
-		slices.SortFunc(hs, func(a, b Holder) int { return strings.Compare(a.Name, b.Name) })
+		slices.SortFunc(hs, func(a, b registry.Holder) int { return strings.Compare(a.Name, b.Name) })
 		for _, h := range hs {
 			p.Names = append(p.Names, h.Name)
 			p.Rows = append(p.Rows, auditRow(h))
@@ -297,11 +299,11 @@ func Audit(rows []Holder, cfg AuditConfig) Report {
 
 // held reports whether h blocks a claim by owner (empty: anyone else): it
 // is not released, and not held by owner.
-func held(h Holder, owner string) bool {
-	return h.State != StateReleased && (owner == "" || h.Owner != owner)
+func held(h registry.Holder, owner string) bool {
+	return h.State != registry.StateReleased && (owner == "" || h.Owner != owner)
 }
 
-func auditThisHost(cfg AuditConfig, byName map[string]Holder, byNorm map[string][]Holder, add func(Problem)) {
+func auditThisHost(cfg AuditConfig, byName map[string]registry.Holder, byNorm map[string][]registry.Holder, add func(Problem)) {
 	name := cfg.ThisName
 	if why := nameProblem(name); why != "" {
 		add(Problem{Kind: ProblemInvalidName, Name: name,
@@ -320,7 +322,7 @@ func auditThisHost(cfg AuditConfig, byName map[string]Holder, byNorm map[string]
 		return
 	}
 	switch {
-	case h.State != StateActive:
+	case h.State != registry.StateActive:
 	case cfg.ThisOwner == "" && h.Owner == "":
 		// A partial row: reported as ProblemMissingOwner.
 	case cfg.ThisOwner == "":
@@ -334,7 +336,7 @@ func auditThisHost(cfg AuditConfig, byName map[string]Holder, byNorm map[string]
 	}
 }
 
-func auditInventory(cfg AuditConfig, byNorm map[string][]Holder, add func(Problem)) {
+func auditInventory(cfg AuditConfig, byNorm map[string][]registry.Holder, add func(Problem)) {
 	planned := map[string][]string{} // normalised form -> entries
 	var order []string
 	for _, name := range cfg.Planned {
@@ -419,8 +421,8 @@ func ParseInventory(r io.Reader) ([]string, error) {
 // auditNumbers reports node numbers shared by rows, rows whose number is
 // not below the stride (if one is recorded), and active rows without one
 // when others have one.
-func auditNumbers(rows []Holder, stride uint64, add func(Problem)) {
-	byNumber := map[uint64][]Holder{}
+func auditNumbers(rows []registry.Holder, stride uint64, add func(Problem)) {
+	byNumber := map[uint64][]registry.Holder{}
 	numbered := false
 	for _, h := range rows {
 		if h.Number != 0 {
@@ -438,7 +440,7 @@ func auditNumbers(rows []Holder, stride uint64, add func(Problem)) {
 		if len(hs) < 2 {
 			continue
 		}
-		slices.SortFunc(hs, func(a, b Holder) int { return strings.Compare(a.Name, b.Name) })
+		slices.SortFunc(hs, func(a, b registry.Holder) int { return strings.Compare(a.Name, b.Name) })
 		p := Problem{Kind: ProblemNumberShared, Name: hs[0].Name}
 		for _, h := range hs {
 			p.Names = append(p.Names, h.Name)
@@ -459,7 +461,7 @@ func auditNumbers(rows []Holder, stride uint64, add func(Problem)) {
 		return
 	}
 	for _, h := range rows {
-		if h.Number == 0 && h.State == StateActive && nameProblem(h.Name) == "" {
+		if h.Number == 0 && h.State == registry.StateActive && nameProblem(h.Name) == "" {
 			add(Problem{Kind: ProblemNoNumber, Name: h.Name, Rows: []AuditRow{auditRow(h)},
 				Detail: fmt.Sprintf("%q has no node number (claimed before the registry gave numbers); it gets one at its next start", h.Name)})
 		}

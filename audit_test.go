@@ -1,6 +1,8 @@
 package snapid
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"encoding/json"
 	"errors"
 	"math"
@@ -16,20 +18,23 @@ import (
 var auditNow = time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC)
 
 // row is an active, recently seen row of owner "tok_<name>".
-func row(name string) Holder {
-	return Holder{Name: name, Owner: "tok_" + name, Hostname: name + ".example", Address: "192.0.2.7",
-		MachineID: "m-" + name, State: StateActive, RegisteredAt: auditNow.Add(-48 * time.Hour),
+func row(name string) registry.Holder {
+	return registry.Holder{Name: name, Owner: "tok_" + name, Hostname: name + ".example", Address: "192.0.2.7",
+		MachineID: "m-" + name, State: registry.StateActive, RegisteredAt: auditNow.Add(-48 * time.Hour),
 		LastSeen: auditNow.Add(-time.Minute), Reserved: 1000}
 }
 
-func with(h Holder, f func(*Holder)) Holder {
+func with(h registry.Holder, f func(*registry.Holder)) registry.Holder {
 	f(&h)
 	return h
 }
 
 func TestAuditCleanRegistry(t *testing.T) {
-	rows := []Holder{row("web_1"), row("web_2"),
-		with(row("old_db"), func(h *Holder) { h.State = StateReleased; h.LastSeen = auditNow.Add(-90 * 24 * time.Hour) })}
+	rows := []registry.Holder{row("web_1"), row("web_2"),
+		with(row("old_db"), func(h *registry.Holder) {
+			h.State = registry.StateReleased
+			h.LastSeen = auditNow.Add(-90 * 24 * time.Hour)
+		})}
 	rep := Audit(rows, AuditConfig{Now: auditNow, ThisName: "web_1", ThisOwner: "tok_web_1",
 		Planned: []string{"web_3", "old_db"}})
 	assert.True(t, rep.OK(), "%+v", rep.Problems)
@@ -49,13 +54,13 @@ func TestAudit(t *testing.T) {
 	}
 	cases := []struct {
 		name string
-		rows []Holder
+		rows []registry.Holder
 		cfg  AuditConfig
 		want []want
 	}{
 		{
 			name: "invalid names",
-			rows: []Holder{row("web_1"), row("Web1"), row("db-1"), row("9lives")},
+			rows: []registry.Holder{row("web_1"), row("Web1"), row("db-1"), row("9lives")},
 			want: []want{
 				{kind: ProblemInvalidName, name: "9lives", detail: []string{"starts with a digit", NameRule}},
 				{kind: ProblemInvalidName, name: "Web1", detail: []string{`byte 0 is 'W'`}},
@@ -64,7 +69,7 @@ func TestAudit(t *testing.T) {
 		},
 		{
 			name: "normalised collisions",
-			rows: []Holder{row("web_1"), row("Web_1"), row("web-1"), row("web_1.example"), row("db_1"), row("DB_2")},
+			rows: []registry.Holder{row("web_1"), row("Web_1"), row("web-1"), row("web_1.example"), row("db_1"), row("DB_2")},
 			want: []want{
 				{kind: ProblemInvalidName, name: "DB_2"},
 				{kind: ProblemInvalidName, name: "Web_1"},
@@ -77,10 +82,10 @@ func TestAudit(t *testing.T) {
 		},
 		{
 			name: "missing owner and state",
-			rows: []Holder{
-				with(row("a"), func(h *Holder) { h.Owner = "" }),
-				with(row("b"), func(h *Holder) { h.State = "" }),
-				with(row("c"), func(h *Holder) { h.Owner, h.State = "", "" }),
+			rows: []registry.Holder{
+				with(row("a"), func(h *registry.Holder) { h.Owner = "" }),
+				with(row("b"), func(h *registry.Holder) { h.State = "" }),
+				with(row("c"), func(h *registry.Holder) { h.Owner, h.State = "", "" }),
 			},
 			want: []want{
 				{kind: ProblemMissingOwner, name: "a", detail: []string{"no owner", "partial row"}},
@@ -90,17 +95,17 @@ func TestAudit(t *testing.T) {
 		},
 		{
 			name: "invalid state",
-			rows: []Holder{with(row("a"), func(h *Holder) { h.State = "zombie" })},
+			rows: []registry.Holder{with(row("a"), func(h *registry.Holder) { h.State = "zombie" })},
 			want: []want{{kind: ProblemInvalidState, name: "a", detail: []string{`"zombie"`}}},
 		},
 		{
 			name: "stale holders",
-			rows: []Holder{
-				with(row("fresh"), func(h *Holder) { h.LastSeen = auditNow.Add(-23 * time.Hour) }),
-				with(row("gone"), func(h *Holder) { h.LastSeen = auditNow.Add(-25 * time.Hour) }),
-				with(row("never"), func(h *Holder) { h.LastSeen = time.Time{} }),
-				with(row("released"), func(h *Holder) {
-					h.State = StateReleased
+			rows: []registry.Holder{
+				with(row("fresh"), func(h *registry.Holder) { h.LastSeen = auditNow.Add(-23 * time.Hour) }),
+				with(row("gone"), func(h *registry.Holder) { h.LastSeen = auditNow.Add(-25 * time.Hour) }),
+				with(row("never"), func(h *registry.Holder) { h.LastSeen = time.Time{} }),
+				with(row("released"), func(h *registry.Holder) {
+					h.State = registry.StateReleased
 					h.LastSeen = auditNow.Add(-1000 * time.Hour)
 				}),
 			},
@@ -111,22 +116,22 @@ func TestAudit(t *testing.T) {
 		},
 		{
 			name: "custom stale threshold",
-			rows: []Holder{with(row("a"), func(h *Holder) { h.LastSeen = auditNow.Add(-2 * time.Hour) })},
+			rows: []registry.Holder{with(row("a"), func(h *registry.Holder) { h.LastSeen = auditNow.Add(-2 * time.Hour) })},
 			cfg:  AuditConfig{Stale: time.Hour},
 			want: []want{{kind: ProblemStale, name: "a", detail: []string{"more than 1h0m0s"}}},
 		},
 		{
 			name: "stale check off",
-			rows: []Holder{with(row("a"), func(h *Holder) { h.LastSeen = auditNow.Add(-2000 * time.Hour) })},
+			rows: []registry.Holder{with(row("a"), func(h *registry.Holder) { h.LastSeen = auditNow.Add(-2000 * time.Hour) })},
 			cfg:  AuditConfig{Stale: -1},
 		},
 		{
 			name: "clock ahead",
-			rows: []Holder{
-				with(row("near"), func(h *Holder) { h.LastSeen = auditNow.Add(59 * time.Second) }),
-				with(row("ahead"), func(h *Holder) { h.LastSeen = auditNow.Add(10 * time.Minute) }),
-				with(row("registered_ahead"), func(h *Holder) {
-					h.State = StateReleased
+			rows: []registry.Holder{
+				with(row("near"), func(h *registry.Holder) { h.LastSeen = auditNow.Add(59 * time.Second) }),
+				with(row("ahead"), func(h *registry.Holder) { h.LastSeen = auditNow.Add(10 * time.Minute) }),
+				with(row("registered_ahead"), func(h *registry.Holder) {
+					h.State = registry.StateReleased
 					h.RegisteredAt = auditNow.Add(2 * time.Hour)
 				}),
 			},
@@ -137,18 +142,18 @@ func TestAudit(t *testing.T) {
 		},
 		{
 			name: "custom clock skew",
-			rows: []Holder{with(row("a"), func(h *Holder) { h.LastSeen = auditNow.Add(30 * time.Second) })},
+			rows: []registry.Holder{with(row("a"), func(h *registry.Holder) { h.LastSeen = auditNow.Add(30 * time.Second) })},
 			cfg:  AuditConfig{ClockSkew: 10 * time.Second},
 			want: []want{{kind: ProblemClockAhead, name: "a", detail: []string{"30s ahead"}}},
 		},
 		{
 			name: "clock check off",
-			rows: []Holder{with(row("a"), func(h *Holder) { h.LastSeen = auditNow.Add(100 * time.Hour) })},
+			rows: []registry.Holder{with(row("a"), func(h *registry.Holder) { h.LastSeen = auditNow.Add(100 * time.Hour) })},
 			cfg:  AuditConfig{ClockSkew: -1},
 		},
 		{
 			name: "this host not registered",
-			rows: []Holder{row("web_2"), row("Web-1")},
+			rows: []registry.Holder{row("web_2"), row("Web-1")},
 			cfg:  AuditConfig{ThisName: "web_1", ThisOwner: "tok_web_1"},
 			want: []want{
 				{kind: ProblemInvalidName, name: "Web-1"},
@@ -157,24 +162,24 @@ func TestAudit(t *testing.T) {
 		},
 		{
 			name: "this host's name held by another owner",
-			rows: []Holder{row("web_1")},
+			rows: []registry.Holder{row("web_1")},
 			cfg:  AuditConfig{ThisName: "web_1", ThisOwner: "tok_other"},
 			want: []want{{kind: ProblemHeldByOther, name: "web_1", detail: []string{"web_1.example", "must not issue"}}},
 		},
 		{
 			name: "this host's name released by another owner is free",
-			rows: []Holder{with(row("web_1"), func(h *Holder) { h.State = StateReleased })},
+			rows: []registry.Holder{with(row("web_1"), func(h *registry.Holder) { h.State = registry.StateReleased })},
 			cfg:  AuditConfig{ThisName: "web_1", ThisOwner: "tok_other"},
 		},
 		{
 			name: "this host's name held while this host has no owner token",
-			rows: []Holder{row("web_1")},
+			rows: []registry.Holder{row("web_1")},
 			cfg:  AuditConfig{ThisName: "web_1"},
 			want: []want{{kind: ProblemHeldByOther, name: "web_1", detail: []string{"web_1.example", "no owner token", "must not issue"}}},
 		},
 		{
 			name: "this host's name released while this host has no owner token",
-			rows: []Holder{with(row("web_1"), func(h *Holder) { h.State = StateReleased })},
+			rows: []registry.Holder{with(row("web_1"), func(h *registry.Holder) { h.State = registry.StateReleased })},
 			cfg:  AuditConfig{ThisName: "web_1"},
 		},
 		{
@@ -184,12 +189,12 @@ func TestAudit(t *testing.T) {
 		},
 		{
 			name: "inventory",
-			rows: []Holder{
+			rows: []registry.Holder{
 				row("taken_1"),
-				with(row("free_1"), func(h *Holder) { h.State = StateReleased }),
+				with(row("free_1"), func(h *registry.Holder) { h.State = registry.StateReleased }),
 				row("Mine-1"), // only normalised equal to a planned name
 				row("ours"),
-				with(row("partial"), func(h *Holder) { h.Owner = "" }),
+				with(row("partial"), func(h *registry.Holder) { h.Owner = "" }),
 			},
 			cfg: AuditConfig{ThisOwner: "tok_ours", Planned: []string{
 				"new_1", "taken_1", "free_1", "mine_1", "ours", "partial",
@@ -238,12 +243,12 @@ func TestAudit(t *testing.T) {
 }
 
 func TestAuditJSON(t *testing.T) {
-	h := with(row("web_1"), func(h *Holder) {
+	h := with(row("web_1"), func(h *registry.Holder) {
 		h.Owner = "0123456789abcdef0123456789abcdef"
 		h.Reserved = math.MaxUint64
 		h.LastSeen = auditNow.Add(-48 * time.Hour)
 	})
-	rep := Audit([]Holder{h}, AuditConfig{Now: auditNow})
+	rep := Audit([]registry.Holder{h}, AuditConfig{Now: auditNow})
 	require.Len(t, rep.Problems, 1)
 	b, err := json.Marshal(rep)
 	require.NoError(t, err)
@@ -293,7 +298,7 @@ func TestParseInventory(t *testing.T) {
 func TestAuditSharedOwner(t *testing.T) {
 	a, b, c := row("web_1"), row("web_2"), row("web_3")
 	b.Owner = a.Owner
-	rep := Audit([]Holder{a, b, c}, AuditConfig{Now: auditNow})
+	rep := Audit([]registry.Holder{a, b, c}, AuditConfig{Now: auditNow})
 	require.Len(t, rep.Problems, 1, "%+v", rep.Problems)
 	p := rep.Problems[0]
 	assert.Equal(t, ProblemSharedOwner, p.Kind)
@@ -301,17 +306,17 @@ func TestAuditSharedOwner(t *testing.T) {
 	assert.Contains(t, p.Detail, OwnerID(a.Owner))
 	assert.NotContains(t, p.Detail, a.Owner, "the token is a secret")
 
-	b.State = StateReleased
-	assert.True(t, Audit([]Holder{a, b, c}, AuditConfig{Now: auditNow}).OK())
+	b.State = registry.StateReleased
+	assert.True(t, Audit([]registry.Holder{a, b, c}, AuditConfig{Now: auditNow}).OK())
 }
 
 func TestAuditNumbers(t *testing.T) {
-	rows := []Holder{
-		{Name: "a", Owner: "o1", State: StateActive, Number: 3},
-		{Name: "b", Owner: "o2", State: StateActive, Number: 3},
-		{Name: "c", Owner: "o3", State: StateActive, Number: 4},
-		{Name: "d", Owner: "o4", State: StateActive},
-		{Name: "e", Owner: "o5", State: StateReleased},
+	rows := []registry.Holder{
+		{Name: "a", Owner: "o1", State: registry.StateActive, Number: 3},
+		{Name: "b", Owner: "o2", State: registry.StateActive, Number: 3},
+		{Name: "c", Owner: "o3", State: registry.StateActive, Number: 4},
+		{Name: "d", Owner: "o4", State: registry.StateActive},
+		{Name: "e", Owner: "o5", State: registry.StateReleased},
 	}
 	rep := Audit(rows, AuditConfig{})
 	var kinds []string
@@ -321,7 +326,7 @@ func TestAuditNumbers(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"number_shared:a,a,b", "no_number:d"}, kinds)
-	rep = Audit([]Holder{{Name: "x", Owner: "o", State: StateActive}}, AuditConfig{})
+	rep = Audit([]registry.Holder{{Name: "x", Owner: "o", State: registry.StateActive}}, AuditConfig{})
 	for _, p := range rep.Problems {
 		assert.NotEqual(t, ProblemNoNumber, p.Kind, "a registry that gives no numbers: nothing to report")
 	}

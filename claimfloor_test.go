@@ -1,6 +1,8 @@
 package snapid_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"errors"
 	"testing"
@@ -13,10 +15,10 @@ import (
 
 // extendFails is a registry whose claims stand and whose extensions
 // fail: an Open fails right after its claim.
-type extendFails struct{ Registry }
+type extendFails struct{ registry.Registry }
 
-func (extendFails) Extend(ctx context.Context, name, owner, session string, from, to uint64) (Holder, error) {
-	return Holder{}, errors.New("extendFails: no extension")
+func (extendFails) Extend(ctx context.Context, name, owner, session string, from, to uint64) (registry.Holder, error) {
+	return registry.Holder{}, errors.New("extendFails: no extension")
 }
 
 // A standalone host that handed out numbers joins a registry, and its

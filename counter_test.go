@@ -1,6 +1,8 @@
 package snapid
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"bytes"
 	"errors"
 	"fmt"
@@ -35,7 +37,7 @@ const ctName = "web_1"
 
 // unusedRegistry is a Registry for calls that must be refused before the
 // registry is used: any method call panics.
-type unusedRegistry struct{ Registry }
+type unusedRegistry struct{ registry.Registry }
 
 // ctPath returns a fresh directory and a counter path in it (not created).
 func ctPath(t *testing.T) (dir, path string) {

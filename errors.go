@@ -16,15 +16,11 @@ var (
 	ErrInvalidOption        = registry.ErrInvalidOption
 	ErrExhausted            = registry.ErrExhausted
 	ErrSequenceShort        = registry.ErrSequenceShort
-	ErrCorruptSequence      = registry.ErrCorruptSequence
 	ErrNoSequence           = registry.ErrNoSequence
 	ErrInvalidSequence      = registry.ErrInvalidSequence
 	ErrSequencesUnsupported = registry.ErrSequencesUnsupported
-	ErrLeaseMoved           = registry.ErrLeaseMoved
 	ErrNameTaken            = registry.ErrNameTaken
 	ErrProbableClone        = registry.ErrProbableClone
-	ErrNotRegistered        = registry.ErrNotRegistered
-	ErrMarkMoved            = registry.ErrMarkMoved
 	ErrRegistry             = registry.ErrRegistry
 	ErrStrideMismatch       = registry.ErrStrideMismatch
 )

@@ -1,6 +1,8 @@
 package snapid_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"errors"
 	"slices"
@@ -44,7 +46,7 @@ func newFakeHost(t *testing.T, reg *registrytest.Registry) *fakeHost {
 func (h *fakeHost) opt() Option { return ExportWithClock(h.clk) }
 
 // open is openReg on the host's clock; step waits for its heartbeat.
-func (h *fakeHost) open(path, name string, reg Registry, opts ...Option) *Generator {
+func (h *fakeHost) open(path, name string, reg registry.Registry, opts ...Option) *Generator {
 	h.t.Helper()
 	g := openReg(h.t, path, name, reg, append(slices.Clone(opts), h.opt())...)
 	h.gens = append(h.gens, g)

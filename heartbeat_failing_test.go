@@ -1,6 +1,8 @@
 package snapid_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"fmt"
 	"sync"
@@ -69,7 +71,7 @@ func hbCloneClaim(t *testing.T, reg *registrytest.Registry, window time.Duration
 	t.Helper()
 	row, ok := reg.Row("web_1")
 	require.True(t, ok)
-	_, err := reg.Claim(context.Background(), Claim{Name: "web_1", Owner: row.Owner, Hostname: "h2", MachineID: "m2", CloneWindow: window})
+	_, err := reg.Claim(context.Background(), registry.Claim{Name: "web_1", Owner: row.Owner, Hostname: "h2", MachineID: "m2", CloneWindow: window})
 	return err == nil
 }
 

@@ -1,6 +1,8 @@
 package snapid_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"errors"
 	"fmt"
@@ -20,7 +22,7 @@ import (
 // failOrStallTouchReg makes one process's (Generator's) heartbeat calls
 // fail or stall on demand; the others reach the registry.
 type failOrStallTouchReg struct {
-	Registry
+	registry.Registry
 	mode atomic.Int32 // 0 pass, 1 fail, 2 stall until the call's deadline
 }
 

@@ -1,6 +1,8 @@
 package snapid_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"errors"
 	"fmt"
@@ -116,7 +118,7 @@ func TestHeartbeatOnePerHost(t *testing.T) {
 			}
 			row, ok := reg.Row("web_1")
 			require.True(t, ok)
-			assert.Equal(t, StateActive, row.State)
+			assert.Equal(t, registry.StateActive, row.State)
 		})
 	}
 }

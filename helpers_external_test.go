@@ -1,6 +1,8 @@
 package snapid_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"errors"
 	"path/filepath"
 	"testing"
@@ -36,7 +38,7 @@ func ctValue(t *testing.T, path string) uint64 {
 	return v
 }
 
-func openReg(t *testing.T, path, name string, reg Registry, opts ...Option) *Generator {
+func openReg(t *testing.T, path, name string, reg registry.Registry, opts ...Option) *Generator {
 	t.Helper()
 	opts = append([]Option{WithRegistry(reg), WithSync(false), WithHostInfo(HostInfo{Hostname: "h1", MachineID: "m1"})}, opts...)
 	g, err := Open(path, name, opts...)

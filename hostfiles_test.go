@@ -1,6 +1,8 @@
 package snapid_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"errors"
 	"fmt"
@@ -48,9 +50,9 @@ func newHookRegistry() *hookRegistry {
 }
 
 // holdByOther makes name held, active, by another host's owner.
-func holdByOther(t *testing.T, reg Registry, name string) {
+func holdByOther(t *testing.T, reg registry.Registry, name string) {
 	t.Helper()
-	_, err := reg.Claim(context.Background(), Claim{Name: name, Owner: strings.Repeat("b", 32), Hostname: "host2", MachineID: "m2"})
+	_, err := reg.Claim(context.Background(), registry.Claim{Name: name, Owner: strings.Repeat("b", 32), Hostname: "host2", MachineID: "m2"})
 	require.NoError(t, err)
 }
 
@@ -129,7 +131,7 @@ func TestRefusedClaimLeavesDocumentedFiles(t *testing.T) {
 }
 
 // openAs opens path under name with reg, as a process on host1.
-func openAs(path, name string, reg Registry, opts ...Option) (*Generator, error) {
+func openAs(path, name string, reg registry.Registry, opts ...Option) (*Generator, error) {
 	return Open(path, name, append([]Option{WithRegistry(reg), WithSync(false),
 		WithHostInfo(HostInfo{Hostname: "host1", MachineID: "m1"})}, opts...)...)
 }

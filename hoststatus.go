@@ -1,6 +1,8 @@
 package snapid
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"errors"
 	"fmt"
 	"io/fs"
@@ -81,13 +83,13 @@ func ReadHostFiles(counterPath string, opts ...Option) (HostFiles, error) {
 
 // OwnedBy reports whether h, a registry row, is held by this counter's
 // owner token.
-func (hf HostFiles) OwnedBy(h Holder) bool {
+func (hf HostFiles) OwnedBy(h registry.Holder) bool {
 	return hf.owner != "" && h.Owner == hf.owner
 }
 
 // HoldsSession reports whether h, a registry row, is held active by this
 // counter's owner token under the session recorded on the host: the
 // processes of the host may extend its mark.
-func (hf HostFiles) HoldsSession(h Holder) bool {
-	return hf.OwnedBy(h) && hf.session != "" && h.Session == hf.session && h.State == StateActive
+func (hf HostFiles) HoldsSession(h registry.Holder) bool {
+	return hf.OwnedBy(h) && hf.session != "" && h.Session == hf.session && h.State == registry.StateActive
 }

@@ -31,7 +31,7 @@ var layers = map[string][]string{
 	"internal/simcql":       {"registry"},
 	"cassandra":             {"registry", "internal/simcql"},
 	".":                     {"registry", "internal/nodename", "internal/clock", "internal/statefile", "internal/hoststate", "internal/seam"},
-	"prometheus":            {"."},
+	"prometheus":            {".", "registry"},
 	"internal/cli":          {".", "registry", "cassandra", "internal/statefile"},
 	"cmd/snapctl":           {"internal/cli"},
 	"examples/cmsserver":    {".", "registry", "cassandra", "prometheus"},

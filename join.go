@@ -1,6 +1,8 @@
 package snapid
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"errors"
 	"fmt"
@@ -32,7 +34,7 @@ func (r *reservation) verifyJoin(ctx context.Context) error {
 		return nil
 	case err != nil:
 		return err
-	case h.Owner != r.host.owner || h.Session != r.session || h.State != StateActive:
+	case h.Owner != r.host.owner || h.Session != r.session || h.State != registry.StateActive:
 		return fmt.Errorf("snapid: %w: the claim of %q made by this host's first process no longer stands (%s)",
 			ErrNameTaken, r.name, h)
 	}

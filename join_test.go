@@ -1,6 +1,8 @@
 package snapid_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"os"
 	"path/filepath"
@@ -83,7 +85,7 @@ func TestJoinRefusesRowOfAnotherSession(t *testing.T) {
 	row, _ := reg.Row("web_1")
 	require.Equal(t, before.Owner, row.Owner, "the clone holds the name with this host's owner token")
 	require.NotEqual(t, before.Session, row.Session, "under a session of its own")
-	require.Equal(t, StateActive, row.State)
+	require.Equal(t, registry.StateActive, row.State)
 
 	// The joiner's clock is two intervals on: the host's record is not
 	// fresh, so the join reads the registry's row.

@@ -1,6 +1,8 @@
 package snapid_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"testing"
 	"time"
@@ -27,7 +29,7 @@ func watchLastSeen(t *testing.T, h *fakeHost, reg *registrytest.Registry, window
 		if window == 0 {
 			return false // only watch
 		}
-		_, err := reg.Claim(context.Background(), Claim{Name: "web_1", Owner: owner, Hostname: "h2", MachineID: "m2", CloneWindow: window})
+		_, err := reg.Claim(context.Background(), registry.Claim{Name: "web_1", Owner: owner, Hostname: "h2", MachineID: "m2", CloneWindow: window})
 		return err == nil
 	}, stalled...)
 	return worst, cloned

@@ -1,6 +1,8 @@
 package snapid
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"errors"
 	"fmt"
@@ -40,7 +42,7 @@ import (
 // the cluster's stride if the striped form needs it (recording the one
 // WithStride gave if the cluster has none), checks both against the
 // host's record of the name and WithNodeNumber, and records them there.
-func (r *reservation) claimNumber(ctx context.Context, h Holder) error {
+func (r *reservation) claimNumber(ctx context.Context, h registry.Holder) error {
 	nr := r.o.numbers
 	if nr == nil {
 		return nil
@@ -134,9 +136,9 @@ func (r *reservation) precheckNumber(ctx context.Context) error {
 		return err
 	}
 	if n == 0 && (r.form.node != 0 || r.form.form == FormatStriped) {
-		var h Holder
+		var h registry.Holder
 		err := r.retry(ctx, "get", func(ctx context.Context) (err error) { h, err = nr.Get(ctx, r.name); return err })
-		if err != nil && !errors.Is(err, ErrNotRegistered) {
+		if err != nil && !errors.Is(err, registry.ErrNotRegistered) {
 			return err
 		}
 		if n = h.Number; n == 0 && r.form.node != 0 {
@@ -179,7 +181,7 @@ func (r *reservation) precheckNumber(ctx context.Context) error {
 // The stride is recorded only once this host's form is known to work with
 // it (node number n below it, the bound above the first id): a refused
 // Open never fixes a stride for the cluster.
-func (r *reservation) clusterStride(ctx context.Context, nr NumberRegistry, n uint64) (uint64, error) {
+func (r *reservation) clusterStride(ctx context.Context, nr registry.NumberRegistry, n uint64) (uint64, error) {
 	var s uint64
 	err := r.retry(ctx, "stride", func(ctx context.Context) (err error) { s, err = nr.Stride(ctx); return err })
 	if err != nil {

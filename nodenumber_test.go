@@ -1,6 +1,8 @@
 package snapid_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"fmt"
 	"math/big"
@@ -155,7 +157,7 @@ func TestRegistryNameFormStartsWhenNumbersHang(t *testing.T) {
 }
 
 // noNumbers is a registry that gives no node numbers.
-type noNumbers struct{ Registry }
+type noNumbers struct{ registry.Registry }
 
 // With a registry that gives no numbers, the numeric forms need
 // WithNodeNumber.

@@ -1,6 +1,8 @@
 package snapid
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"errors"
 	"fmt"
 	"io/fs"
@@ -221,8 +223,8 @@ func withFS(fsys fsOps) Option {
 
 // Registry options. They only matter with WithRegistry.
 type registryOptions struct {
-	numbers     NumberRegistry // registry, if it gives node numbers (its calls are not counted)
-	registry    Registry
+	numbers     registry.NumberRegistry // registry, if it gives node numbers (its calls are not counted)
+	registry    registry.Registry
 	step        uint64
 	host        HostInfo
 	hostSet     bool
@@ -263,14 +265,14 @@ const DefaultReserveStep = 1_000
 // anything, and bounds issuance by the registry's reserved-up-to mark.
 // Without it the Generator is standalone: the name is not checked against
 // other hosts.
-func WithRegistry(r Registry) Option {
+func WithRegistry(r registry.Registry) Option {
 	return func(o *options) error {
 		if r == nil {
 			return fmt.Errorf("snapid: %w: WithRegistry(nil)", ErrInvalidOption)
 		}
 		// Each Open gets its own count of the calls (Generator.Stats).
 		o.reg.registry = observe(r)
-		o.reg.numbers, _ = r.(NumberRegistry)
+		o.reg.numbers, _ = r.(registry.NumberRegistry)
 		return nil
 	}
 }

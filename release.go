@@ -1,6 +1,8 @@
 package snapid
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"errors"
 	"fmt"
@@ -104,7 +106,7 @@ func Release(ctx context.Context, counterPath, name string, opts ...Option) (fin
 // next holder starts at next or above. It is conditional on the holder
 // read: if the row changes meanwhile, nothing is changed and an error is
 // returned.
-func ForceRelease(ctx context.Context, r Registry, name string, next uint64) (final uint64, err error) {
+func ForceRelease(ctx context.Context, r registry.Registry, name string, next uint64) (final uint64, err error) {
 	if err := ValidateName(name); err != nil {
 		return 0, err
 	}

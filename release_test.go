@@ -1,6 +1,8 @@
 package snapid_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"path/filepath"
 	"testing"
@@ -13,9 +15,9 @@ import (
 
 // releaseRegistries are the registries the release tests run on here:
 // the in-memory one (snapid/cassandra runs them on the real Cassandra).
-func releaseRegistries(*testing.T) map[string]func(t *testing.T) Registry {
-	return map[string]func(t *testing.T) Registry{
-		"memory": func(*testing.T) Registry { return registrytest.NewRegistry() },
+func releaseRegistries(*testing.T) map[string]func(t *testing.T) registry.Registry {
+	return map[string]func(t *testing.T) registry.Registry{
+		"memory": func(*testing.T) registry.Registry { return registrytest.NewRegistry() },
 	}
 }
 
@@ -49,7 +51,7 @@ func TestReleaseAfterCrashCoversTheMark(t *testing.T) {
 			assert.GreaterOrEqual(t, final, mark)
 			got, err := reg.Get(ctx, "web_1")
 			require.NoError(t, err)
-			assert.Equal(t, StateReleased, got.State)
+			assert.Equal(t, registry.StateReleased, got.State)
 			assert.Equal(t, final, got.Reserved)
 		})
 	}
@@ -75,7 +77,7 @@ func TestForceReleaseKeepsTheHoldersMark(t *testing.T) {
 			assert.GreaterOrEqual(t, final, h.Reserved)
 			got, err := reg.Get(ctx, "web_1")
 			require.NoError(t, err)
-			assert.Equal(t, StateReleased, got.State)
+			assert.Equal(t, registry.StateReleased, got.State)
 			assert.Equal(t, final, got.Reserved)
 
 			// The next holder starts above the crashed holder's mark.
@@ -111,7 +113,7 @@ func TestReleaseIsFinalOnTheHost(t *testing.T) {
 			require.NoError(t, err)
 			before, err := reg.Get(ctx, "web_1")
 			require.NoError(t, err)
-			require.Equal(t, StateReleased, before.State)
+			require.Equal(t, registry.StateReleased, before.State)
 
 			_, err = Open(path, "web_1", WithRegistry(reg), WithSync(false), WithHostInfo(HostInfo{Hostname: "h1", MachineID: "m1"}))
 			require.ErrorIs(t, err, ErrReleased)
@@ -173,7 +175,7 @@ func TestReleaseRefusedWhileAProgramWithoutTheRegistryRuns(t *testing.T) {
 	require.ErrorIs(t, err, ErrInUse)
 	row, err := reg.Get(ctx, "web_1")
 	require.NoError(t, err)
-	require.NotEqual(t, StateReleased, row.State, "refused: nothing changed")
+	require.NotEqual(t, registry.StateReleased, row.State, "refused: nothing changed")
 	crash(t, plain) // its record's mark stays a step ahead
 	final, err := Release(ctx, path, "web_1", WithRegistry(reg))
 	require.NoError(t, err)

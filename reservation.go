@@ -1,6 +1,8 @@
 package snapid
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"errors"
 	"fmt"
@@ -77,7 +79,7 @@ import (
 // the registry's mark for this owner, and no number above the mark file is
 // issued. The registry is always written first, the mark file second.
 type reservation struct {
-	reg      Registry
+	reg      registry.Registry
 	name     string
 	host     *hostState
 	o        registryOptions
@@ -238,11 +240,11 @@ func (r *reservation) claim(ctx context.Context) error {
 	// the name, or in a take-over, is.
 	prev, perr := r.host.readSession()
 	firstClaim := !r.o.takeover && (errors.Is(perr, fs.ErrNotExist) || (perr == nil && prev.name != r.name))
-	var h Holder
+	var h registry.Holder
 	var sent time.Time // when the claim that stood was sent: it refreshed last-seen then
 	err := r.retry(ctx, "claim", func(ctx context.Context) (err error) {
 		sent = r.o.clock.Now()
-		h, err = r.reg.Claim(ctx, Claim{
+		h, err = r.reg.Claim(ctx, registry.Claim{
 			Name: r.name, Owner: r.host.owner,
 			Hostname: r.o.host.Hostname, Address: r.o.host.Address, MachineID: r.o.host.MachineID,
 			Force: r.o.takeover, Floor: max(r.o.floor, counted), CloneWindow: r.o.cloneWindow,
@@ -314,15 +316,15 @@ func (r *reservation) oneNamePerCounter(ctx context.Context, released string) er
 	case s.name == r.name || s.name == released:
 		return nil
 	}
-	var h Holder
+	var h registry.Holder
 	err = r.retry(ctx, "get", func(ctx context.Context) (err error) { h, err = r.reg.Get(ctx, s.name); return err })
 	switch {
-	case errors.Is(err, ErrNotRegistered):
+	case errors.Is(err, registry.ErrNotRegistered):
 		return nil
 	case err != nil:
 		return fmt.Errorf("snapid: checking that the counter %s no longer holds %q before claiming %q: %w",
 			strings.TrimSuffix(r.host.sessionPath, sessionSuffix), s.name, r.name, err)
-	case h.State != StateActive || h.Owner != r.host.owner:
+	case h.State != registry.StateActive || h.Owner != r.host.owner:
 		return nil
 	}
 	return fmt.Errorf("snapid: %w: the counter %s holds the name %q in the registry (its session file records it); one counter file serves one name: "+
@@ -484,7 +486,7 @@ func (r *reservation) close() error {
 	if err != nil {
 		return fmt.Errorf("snapid: returning the unused reservation of %q: %w", r.name, err)
 	}
-	if h.Owner != r.host.owner || h.Session != r.session || h.State != StateActive || h.Reserved <= v {
+	if h.Owner != r.host.owner || h.Session != r.session || h.State != registry.StateActive || h.Reserved <= v {
 		return nil
 	}
 	m := h.Reserved

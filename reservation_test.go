@@ -1,6 +1,8 @@
 package snapid_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"bytes"
 	"context"
 	"errors"
@@ -416,7 +418,7 @@ func TestRepairAndReleaseRefusedWhileInUse(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, before, after, "nothing changed on disk")
 	h, _ := reg.Row("web_1")
-	assert.Equal(t, StateActive, h.State, "nothing changed in the registry")
+	assert.Equal(t, registry.StateActive, h.State, "nothing changed in the registry")
 }
 
 // A counter rolled back while in use and then closed cleanly: the set-back
@@ -930,7 +932,7 @@ func TestSecondNameOnCounterRefused(t *testing.T) {
 		assert.False(t, ok, "no row written for the second name")
 	}
 	h, _ := reg.Row("web_2")
-	assert.Equal(t, StateActive, h.State, "the first name's row is untouched")
+	assert.Equal(t, registry.StateActive, h.State, "the first name's row is untouched")
 
 	// Taken over by another owner: the counter no longer holds web_2.
 	other := filepath.Join(dir, "b.u64")

@@ -1,6 +1,8 @@
 package snapid
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"errors"
 	"fmt"
@@ -90,7 +92,7 @@ func (r *reservation) extend(ctx context.Context, need uint64) error {
 		case err == nil:
 			r.extendLog.succeeded("name", r.name, "mark", next)
 			return r.adopt(ctx, next, cur)
-		case errors.Is(err, ErrMarkMoved) && h.Owner == r.host.owner && h.Session == r.session && h.State == StateActive:
+		case errors.Is(err, registry.ErrMarkMoved) && h.Owner == r.host.owner && h.Session == r.session && h.State == registry.StateActive:
 			if h.Reserved > old.mark {
 				// Another process of this host extended first.
 				if err := r.adopt(ctx, h.Reserved, cur); err != nil {

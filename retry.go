@@ -1,6 +1,8 @@
 package snapid
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"errors"
 	"log/slog"
@@ -34,8 +36,8 @@ const (
 
 // definite are the answers a registry gives on purpose: they are not
 // retried, even when they wrap ErrRegistry.
-var definite = []error{ErrNameTaken, ErrProbableClone, ErrMarkMoved, ErrNotRegistered, ErrLeaseMoved,
-	ErrNoSequence, ErrCorruptSequence, ErrInvalidSequence, ErrExhausted, ErrSequenceShort, ErrInvalidOption,
+var definite = []error{ErrNameTaken, ErrProbableClone, registry.ErrMarkMoved, registry.ErrNotRegistered, registry.ErrLeaseMoved,
+	ErrNoSequence, registry.ErrCorruptSequence, ErrInvalidSequence, ErrExhausted, ErrSequenceShort, ErrInvalidOption,
 	ErrNumberMismatch, ErrStrideMismatch}
 
 // definiteError marks an error that wraps ErrRegistry but is an answer,

@@ -1,6 +1,8 @@
 package snapid
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"fmt"
 	"sort"
 )
@@ -32,7 +34,7 @@ type seqSpan struct {
 // anything that could make two holders issue the same number: overlapping
 // ranges, ranges beyond what GLOBAL handed out, numbers above max or below
 // start. It is a pure function. Problems are ordered by sequence, then kind.
-func AuditSequences(seqs []SequenceStatus) []Problem {
+func AuditSequences(seqs []registry.SequenceStatus) []Problem {
 	var out []Problem
 	for _, st := range seqs {
 		add := func(kind, format string, args ...any) {

@@ -1,6 +1,8 @@
 package snapid_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"testing"
 
@@ -25,46 +27,48 @@ func TestAuditSequences(t *testing.T) {
 	clean, err := reg.SequenceStatus(context.Background(), "clean")
 	require.NoError(t, err)
 	require.Len(t, clean.Leases, 2)
-	require.Empty(t, AuditSequences([]SequenceStatus{clean}), "a sequence used normally")
+	require.Empty(t, AuditSequences([]registry.SequenceStatus{clean}), "a sequence used normally")
 
-	base := SequenceStatus{
-		SequenceInfo: SequenceInfo{Name: "s", Start: 1, Max: 1000, Next: 201},
-		Grants:       []SequenceRange{{DC: "dc1", First: 1, Last: 100}, {DC: "dc2", First: 101, Last: 200}},
-		Ranges:       []SequenceRange{{DC: "dc1", First: 1, Last: 100, Next: 51}, {DC: "dc2", First: 101, Last: 200, Next: 121}},
-		Leases: []SequenceLease{{Name: "h1", DC: "dc1", First: 41, Last: 50},
+	base := registry.SequenceStatus{
+		SequenceInfo: registry.SequenceInfo{Name: "s", Start: 1, Max: 1000, Next: 201},
+		Grants:       []registry.SequenceRange{{DC: "dc1", First: 1, Last: 100}, {DC: "dc2", First: 101, Last: 200}},
+		Ranges:       []registry.SequenceRange{{DC: "dc1", First: 1, Last: 100, Next: 51}, {DC: "dc2", First: 101, Last: 200, Next: 121}},
+		Leases: []registry.SequenceLease{{Name: "h1", DC: "dc1", First: 41, Last: 50},
 			{Name: "h2", DC: "dc2", First: 111, Last: 120}},
 	}
-	require.Empty(t, AuditSequences([]SequenceStatus{base}))
+	require.Empty(t, AuditSequences([]registry.SequenceStatus{base}))
 	for _, tc := range []struct {
 		what string
-		mod  func(s *SequenceStatus)
+		mod  func(s *registry.SequenceStatus)
 		want string
 	}{
-		{"GLOBAL past max", func(s *SequenceStatus) { s.Max = 150 }, ProblemSeqAboveMax},
-		{"next past max+1", func(s *SequenceStatus) { s.Next = 1002 }, ProblemSeqAboveMax},
-		{"range next past its end", func(s *SequenceStatus) { s.Ranges[0].Next = 102 }, ProblemSeqAboveMax},
-		{"lease above max", func(s *SequenceStatus) { s.Max = 115; s.Next = 116 }, ProblemSeqAboveMax},
-		{"next below start", func(s *SequenceStatus) { s.Start = 202 }, ProblemSeqBelowStart},
-		{"grant and range below start", func(s *SequenceStatus) { s.Start = 2 }, ProblemSeqBelowStart},
-		{"lease below start", func(s *SequenceStatus) { s.Start = 42 }, ProblemSeqBelowStart},
-		{"grant at GLOBAL's next", func(s *SequenceStatus) { s.Next = 150 }, ProblemSeqBeyondGlobal},
-		{"range not granted", func(s *SequenceStatus) { s.Ranges[1].DC = "dc1" }, ProblemSeqBeyondGlobal},
-		{"lease beyond the leased part", func(s *SequenceStatus) { s.Leases[0] = SequenceLease{Name: "h1", DC: "dc1", First: 45, Last: 60} }, ProblemSeqBeyondGlobal},
-		{"lease in another DC's range", func(s *SequenceStatus) { s.Leases[0].DC = "dc2" }, ProblemSeqBeyondGlobal},
-		{"grants overlap", func(s *SequenceStatus) { s.Grants[1].First = 100 }, ProblemSeqOverlap},
-		{"ranges overlap", func(s *SequenceStatus) {
-			s.Ranges = append(s.Ranges, SequenceRange{DC: "dc1", First: 90, Last: 95, Next: 90})
+		{"GLOBAL past max", func(s *registry.SequenceStatus) { s.Max = 150 }, ProblemSeqAboveMax},
+		{"next past max+1", func(s *registry.SequenceStatus) { s.Next = 1002 }, ProblemSeqAboveMax},
+		{"range next past its end", func(s *registry.SequenceStatus) { s.Ranges[0].Next = 102 }, ProblemSeqAboveMax},
+		{"lease above max", func(s *registry.SequenceStatus) { s.Max = 115; s.Next = 116 }, ProblemSeqAboveMax},
+		{"next below start", func(s *registry.SequenceStatus) { s.Start = 202 }, ProblemSeqBelowStart},
+		{"grant and range below start", func(s *registry.SequenceStatus) { s.Start = 2 }, ProblemSeqBelowStart},
+		{"lease below start", func(s *registry.SequenceStatus) { s.Start = 42 }, ProblemSeqBelowStart},
+		{"grant at GLOBAL's next", func(s *registry.SequenceStatus) { s.Next = 150 }, ProblemSeqBeyondGlobal},
+		{"range not granted", func(s *registry.SequenceStatus) { s.Ranges[1].DC = "dc1" }, ProblemSeqBeyondGlobal},
+		{"lease beyond the leased part", func(s *registry.SequenceStatus) {
+			s.Leases[0] = registry.SequenceLease{Name: "h1", DC: "dc1", First: 45, Last: 60}
+		}, ProblemSeqBeyondGlobal},
+		{"lease in another DC's range", func(s *registry.SequenceStatus) { s.Leases[0].DC = "dc2" }, ProblemSeqBeyondGlobal},
+		{"grants overlap", func(s *registry.SequenceStatus) { s.Grants[1].First = 100 }, ProblemSeqOverlap},
+		{"ranges overlap", func(s *registry.SequenceStatus) {
+			s.Ranges = append(s.Ranges, registry.SequenceRange{DC: "dc1", First: 90, Last: 95, Next: 90})
 		}, ProblemSeqOverlap},
-		{"leases overlap", func(s *SequenceStatus) {
-			s.Leases = append(s.Leases, SequenceLease{Name: "h3", DC: "dc1", First: 50, Last: 50})
+		{"leases overlap", func(s *registry.SequenceStatus) {
+			s.Leases = append(s.Leases, registry.SequenceLease{Name: "h3", DC: "dc1", First: 50, Last: 50})
 		}, ProblemSeqOverlap},
 	} {
 		st := base
-		st.Grants = append([]SequenceRange(nil), base.Grants...)
-		st.Ranges = append([]SequenceRange(nil), base.Ranges...)
-		st.Leases = append([]SequenceLease(nil), base.Leases...)
+		st.Grants = append([]registry.SequenceRange(nil), base.Grants...)
+		st.Ranges = append([]registry.SequenceRange(nil), base.Ranges...)
+		st.Leases = append([]registry.SequenceLease(nil), base.Leases...)
 		tc.mod(&st)
-		probs := AuditSequences([]SequenceStatus{st})
+		probs := AuditSequences([]registry.SequenceStatus{st})
 		kinds := map[string]bool{}
 		for _, p := range probs {
 			kinds[p.Kind] = true
@@ -79,18 +83,18 @@ func TestAuditSequences(t *testing.T) {
 // [1,100], [10,20], [30,40] the first shares numbers with both others,
 // and the other two share none.
 func TestAuditSequencesEveryOverlappingPair(t *testing.T) {
-	lease := func(name string, first, last uint64) SequenceLease {
-		return SequenceLease{Name: name, DC: "dc1", First: first, Last: last}
+	lease := func(name string, first, last uint64) registry.SequenceLease {
+		return registry.SequenceLease{Name: name, DC: "dc1", First: first, Last: last}
 	}
-	st := SequenceStatus{
-		SequenceInfo: SequenceInfo{Name: "s", Start: 1, Max: 1000, Next: 1001},
-		Grants:       []SequenceRange{{DC: "dc1", First: 1, Last: 1000}},
-		Ranges:       []SequenceRange{{DC: "dc1", First: 1, Last: 1000, Next: 101}},
+	st := registry.SequenceStatus{
+		SequenceInfo: registry.SequenceInfo{Name: "s", Start: 1, Max: 1000, Next: 1001},
+		Grants:       []registry.SequenceRange{{DC: "dc1", First: 1, Last: 1000}},
+		Ranges:       []registry.SequenceRange{{DC: "dc1", First: 1, Last: 1000, Next: 101}},
 		// Listed out of order: the audit sorts them itself.
-		Leases: []SequenceLease{lease("c", 30, 40), lease("a", 1, 100), lease("b", 10, 20)},
+		Leases: []registry.SequenceLease{lease("c", 30, 40), lease("a", 1, 100), lease("b", 10, 20)},
 	}
 	var got []string
-	for _, p := range AuditSequences([]SequenceStatus{st}) {
+	for _, p := range AuditSequences([]registry.SequenceStatus{st}) {
 		require.Equal(t, ProblemSeqOverlap, p.Kind, "%+v", p)
 		got = append(got, p.Detail)
 	}
@@ -102,13 +106,13 @@ func TestAuditSequencesEveryOverlappingPair(t *testing.T) {
 	// The same for data-centre ranges and GLOBAL's grants.
 	st.Leases = nil
 	st.Next = 1001
-	st.Grants = []SequenceRange{{DC: "dc1", First: 1, Last: 100}, {DC: "dc2", First: 10, Last: 20}, {DC: "dc3", First: 30, Last: 40}}
-	st.Ranges = append([]SequenceRange(nil), st.Grants...)
+	st.Grants = []registry.SequenceRange{{DC: "dc1", First: 1, Last: 100}, {DC: "dc2", First: 10, Last: 20}, {DC: "dc3", First: 30, Last: 40}}
+	st.Ranges = append([]registry.SequenceRange(nil), st.Grants...)
 	for i := range st.Ranges {
 		st.Ranges[i].Next = st.Ranges[i].First
 	}
 	n := 0
-	for _, p := range AuditSequences([]SequenceStatus{st}) {
+	for _, p := range AuditSequences([]registry.SequenceStatus{st}) {
 		require.Equal(t, ProblemSeqOverlap, p.Kind, "%+v", p)
 		require.Contains(t, p.Detail, "dc1 [1, 100] and")
 		n++

@@ -1,6 +1,8 @@
 package snapid
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"errors"
 	"fmt"
@@ -11,13 +13,13 @@ import (
 // SequenceRegistry.CreateSequence): re-creating a sequence never lowers
 // what it handed out. Everything is validated before anything is sent.
 // A registry that does not keep sequences is ErrSequencesUnsupported.
-func CreateSequence(ctx context.Context, reg Registry, name string, start, max uint64) (SequenceInfo, error) {
-	if err := CheckSequenceBounds(name, start, max); err != nil {
-		return SequenceInfo{}, err
+func CreateSequence(ctx context.Context, reg registry.Registry, name string, start, max uint64) (registry.SequenceInfo, error) {
+	if err := registry.CheckSequenceBounds(name, start, max); err != nil {
+		return registry.SequenceInfo{}, err
 	}
 	sr, err := sequenceRegistry(reg)
 	if err != nil {
-		return SequenceInfo{}, err
+		return registry.SequenceInfo{}, err
 	}
 	return sr.CreateSequence(ctx, name, start, max)
 }
@@ -26,35 +28,35 @@ func CreateSequence(ctx context.Context, reg Registry, name string, start, max u
 // max (MaxSequence for a new one). With a registry that is not a
 // SequenceMaxKeeper it reads the max first, and a max set between the read
 // and the update is undone.
-func CreateSequenceKeepMax(ctx context.Context, reg Registry, name string, start uint64) (SequenceInfo, error) {
-	if err := CheckSequenceBounds(name, start, MaxSequence); err != nil {
-		return SequenceInfo{}, err
+func CreateSequenceKeepMax(ctx context.Context, reg registry.Registry, name string, start uint64) (registry.SequenceInfo, error) {
+	if err := registry.CheckSequenceBounds(name, start, registry.MaxSequence); err != nil {
+		return registry.SequenceInfo{}, err
 	}
 	sr, err := sequenceRegistry(reg)
 	if err != nil {
-		return SequenceInfo{}, err
+		return registry.SequenceInfo{}, err
 	}
-	if k, ok := sr.(SequenceMaxKeeper); ok {
+	if k, ok := sr.(registry.SequenceMaxKeeper); ok {
 		return k.CreateSequenceKeepMax(ctx, name, start)
 	}
-	max := MaxSequence
+	max := registry.MaxSequence
 	switch st, err := sr.SequenceStatus(ctx, name); {
 	case err == nil:
 		max = st.Max
 	case !errors.Is(err, ErrNoSequence):
-		return SequenceInfo{}, err
+		return registry.SequenceInfo{}, err
 	}
 	return sr.CreateSequence(ctx, name, start, max)
 }
 
 // sequenceRegistry returns reg as a SequenceRegistry.
-func sequenceRegistry(reg Registry) (SequenceRegistry, error) {
+func sequenceRegistry(reg registry.Registry) (registry.SequenceRegistry, error) {
 	if reg == nil {
 		return nil, fmt.Errorf("snapid: %w: no registry (open the Generator WithRegistry)", ErrSequencesUnsupported)
 	}
-	sr, ok := reg.(SequenceRegistry)
+	sr, ok := reg.(registry.SequenceRegistry)
 	if !ok {
-		return nil, fmt.Errorf("snapid: %w: %T does not implement snapid.SequenceRegistry", ErrSequencesUnsupported, reg)
+		return nil, fmt.Errorf("snapid: %w: %T does not implement registry.SequenceRegistry", ErrSequencesUnsupported, reg)
 	}
 	return sr, nil
 }

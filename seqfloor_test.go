@@ -1,6 +1,8 @@
 package snapid_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"encoding/binary"
 	"hash/crc32"
 	"io/fs"
@@ -56,7 +58,7 @@ func takeEach(t *testing.T, s *Sequence, n int, out *[]uint64) {
 // generation 0, writing it as "snapseq2" at its next whole write.
 func TestSequenceLeaseFileVersions(t *testing.T) {
 	reg := registrytest.NewRegistry()
-	createSeq(t, reg, "orders", 1, MaxSequence)
+	createSeq(t, reg, "orders", 1, registry.MaxSequence)
 	h := newSeqHost(t, "web_1")
 	lease := h.path + ".seq.orders"
 	g := h.open(t, reg)
@@ -83,7 +85,7 @@ func TestSequenceLeaseFileVersions(t *testing.T) {
 	b, err = os.ReadFile(lease)
 	require.NoError(t, err)
 	require.Equal(t, "snapseq2", string(b[:8]))
-	requireUnique(t, issued, 1, MaxSequence)
+	requireUnique(t, issued, 1, registry.MaxSequence)
 }
 
 // A lease file restored in place to a copy taken before a clean restart
@@ -92,7 +94,7 @@ func TestSequenceLeaseFileVersions(t *testing.T) {
 // it does not stop, and nothing repeats.
 func TestSequenceFloorRestoreEarlierClaimWhileRunning(t *testing.T) {
 	reg := registrytest.NewRegistry()
-	createSeq(t, reg, "orders", 1, MaxSequence)
+	createSeq(t, reg, "orders", 1, registry.MaxSequence)
 	h := newSeqHost(t, "web_1")
 	lease := h.path + ".seq.orders"
 	var issued []uint64
@@ -122,7 +124,7 @@ func TestSequenceFloorRestoreEarlierClaimWhileRunning(t *testing.T) {
 // A damaged lease file without a floor is refused and nothing is made.
 func TestSequenceFloorNothingMadeForDamagedLease(t *testing.T) {
 	reg := registrytest.NewRegistry()
-	createSeq(t, reg, "orders", 1, MaxSequence)
+	createSeq(t, reg, "orders", 1, registry.MaxSequence)
 	h := newSeqHost(t, "web_1")
 	lease := h.path + ".seq.orders"
 	g := h.open(t, reg)
@@ -147,7 +149,7 @@ func TestSequenceFloorNothingMadeForDamagedLease(t *testing.T) {
 // A damaged floor without its lease file is refused and nothing is made.
 func TestSequenceFloorNothingMadeForDamagedFloor(t *testing.T) {
 	reg := registrytest.NewRegistry()
-	createSeq(t, reg, "orders", 1, MaxSequence)
+	createSeq(t, reg, "orders", 1, registry.MaxSequence)
 	h := newSeqHost(t, "web_1")
 	lease := h.path + ".seq.orders"
 	g := h.open(t, reg)
@@ -174,7 +176,7 @@ func TestSequenceFloorNothingMadeForDamagedFloor(t *testing.T) {
 // one), then the lease file restored in place: nothing repeats.
 func TestSequenceFloorRemovedThenRestore(t *testing.T) {
 	reg := registrytest.NewRegistry()
-	createSeq(t, reg, "orders", 1, MaxSequence)
+	createSeq(t, reg, "orders", 1, registry.MaxSequence)
 	h := newSeqHost(t, "web_1")
 	lease := h.path + ".seq.orders"
 	var issued []uint64
@@ -193,7 +195,7 @@ func TestSequenceFloorRemovedThenRestore(t *testing.T) {
 	takeEach(t, s1, 10, &issued) // s1 must write the new floor
 	writeInPlace(t, lease, backup)
 	takeEach(t, s2, 5, &issued)
-	requireUnique(t, issued, 1, MaxSequence)
+	requireUnique(t, issued, 1, registry.MaxSequence)
 }
 
 // A floor write that fails fails the update: nothing it took is handed
@@ -202,7 +204,7 @@ func TestSequenceFloorRemovedThenRestore(t *testing.T) {
 // a restore in place then repeats nothing.
 func TestSequenceFloorWriteFailure(t *testing.T) {
 	reg := registrytest.NewRegistry()
-	createSeq(t, reg, "orders", 1, MaxSequence)
+	createSeq(t, reg, "orders", 1, registry.MaxSequence)
 	h := newSeqHost(t, "web_1")
 	lease := h.path + ".seq.orders"
 	var issued []uint64
@@ -229,7 +231,7 @@ func TestSequenceFloorWriteFailure(t *testing.T) {
 	writeInPlace(t, lease, backup)
 	takeEach(t, s2, 5, &issued)
 	takeEach(t, s1, 5, &issued)
-	requireUnique(t, issued, 1, MaxSequence)
+	requireUnique(t, issued, 1, registry.MaxSequence)
 }
 
 // A generation above 2^63-1 cannot be reached: a file holding one is
@@ -238,7 +240,7 @@ func TestSequenceFloorWriteFailure(t *testing.T) {
 // floor).
 func TestSequenceLeaseGenerationBound(t *testing.T) {
 	reg := registrytest.NewRegistry()
-	createSeq(t, reg, "orders", 1, MaxSequence)
+	createSeq(t, reg, "orders", 1, registry.MaxSequence)
 	h := newSeqHost(t, "web_1")
 	lease := h.path + ".seq.orders"
 	g := h.open(t, reg)
@@ -255,7 +257,7 @@ func TestSequenceLeaseGenerationBound(t *testing.T) {
 	takeEach(t, s, 7, &issued) // the rest of the lease: the position alone
 	_, err = s.NextN(1)        // a new lease: a whole write
 	require.ErrorIs(t, err, ErrCorruptLease)
-	requireUnique(t, issued, 1, MaxSequence)
+	requireUnique(t, issued, 1, registry.MaxSequence)
 }
 
 // A restore to a copy holding a lease taken in advance (ahead), first
@@ -263,7 +265,7 @@ func TestSequenceLeaseGenerationBound(t *testing.T) {
 // floor's ranges, the one taken in advance included.
 func TestSequenceFloorRestoreWithAhead(t *testing.T) {
 	reg := registrytest.NewRegistry()
-	createSeq(t, reg, "orders", 1, MaxSequence)
+	createSeq(t, reg, "orders", 1, registry.MaxSequence)
 	h := newSeqHost(t, "web_1")
 	lease := h.path + ".seq.orders"
 	var issued []uint64
@@ -294,5 +296,5 @@ func TestSequenceFloorRestoreWithAhead(t *testing.T) {
 	defer s2.Close()
 	writeInPlace(t, lease, backup)
 	takeEach(t, s2, 20, &issued)
-	requireUnique(t, issued, 1, MaxSequence)
+	requireUnique(t, issued, 1, registry.MaxSequence)
 }

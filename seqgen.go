@@ -1,6 +1,8 @@
 package snapid
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"errors"
 	"fmt"
@@ -52,7 +54,7 @@ func SequenceBlock(n uint64) SequenceOption {
 // MaxSequenceLease is the largest SequenceLeaseSize: 128 times it (the
 // most a lease grows to) is at most 2^63-1, the largest lease a registry
 // stores.
-const MaxSequenceLease = MaxSequence / maxLeaseGrowth
+const MaxSequenceLease = registry.MaxSequence / maxLeaseGrowth
 
 // SequenceLeaseSize sets how many numbers the host leases from its data
 // centre at a time (default DefaultSequenceLease). The rest of a lease is
@@ -89,7 +91,7 @@ func SequenceLeaseSize(n uint64) SequenceOption {
 type Sequence struct {
 	g      *Generator
 	name   string
-	reg    SequenceRegistry
+	reg    registry.SequenceRegistry
 	o      seqOptions
 	log    *slog.Logger
 	alloc  *blockAllocator
@@ -162,7 +164,7 @@ func (g *Generator) SequenceContext(ctx context.Context, name string, opts ...Se
 	if g.closed.Load() {
 		return nil, ErrClosed
 	}
-	var reg Registry
+	var reg registry.Registry
 	if g.res != nil {
 		reg = g.res.reg
 	}

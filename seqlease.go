@@ -1,6 +1,8 @@
 package snapid
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"encoding/binary"
 	"errors"
@@ -204,7 +206,7 @@ func decodeLease(b []byte, size int64) (leaseRecord, error) {
 	}
 	l.session, l.node, l.seq, l.ow = strs[0], strs[1], strs[2], strs[3]
 	for _, r := range []seqRange{l.cur, l.ahead} {
-		if !r.none() && (r.last < r.first || r.last > MaxSequence) {
+		if !r.none() && (r.last < r.first || r.last > registry.MaxSequence) {
 			return bad("range [%d, %d] is not a valid range", r.first, r.last)
 		}
 	}
@@ -474,13 +476,13 @@ func (lf *leaseFile) write(b []byte, off int64) error {
 // ReadLeaseFile returns what the lease file of sequence beside the counter
 // at counterPath holds: the current range, the position in it and the
 // next range; ok is false if there is no file. It takes the file's lock.
-func ReadLeaseFile(counterPath, sequence string) (cur, ahead SequenceLease, pos uint64, ok bool, err error) {
+func ReadLeaseFile(counterPath, sequence string) (cur, ahead registry.SequenceLease, pos uint64, ok bool, err error) {
 	return readLeaseFile(context.Background(), counterPath, sequence)
 }
 
 // readLeaseFile is ReadLeaseFile waiting for the lock no longer than ctx
 // allows.
-func readLeaseFile(ctx context.Context, counterPath, sequence string) (cur, ahead SequenceLease, pos uint64, ok bool, err error) {
+func readLeaseFile(ctx context.Context, counterPath, sequence string) (cur, ahead registry.SequenceLease, pos uint64, ok bool, err error) {
 	o := defaultOptions()
 	c, err := openReadOnly(leasePath(counterPath, sequence), &o)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -507,8 +509,8 @@ func readLeaseFile(ctx context.Context, counterPath, sequence string) (cur, ahea
 	if err != nil {
 		return cur, ahead, 0, false, err
 	}
-	mk := func(r seqRange) SequenceLease {
-		return SequenceLease{Sequence: l.seq, Name: l.node, Owner: l.ow, Session: l.session, First: r.first, Last: r.last}
+	mk := func(r seqRange) registry.SequenceLease {
+		return registry.SequenceLease{Sequence: l.seq, Name: l.node, Owner: l.ow, Session: l.session, First: r.first, Last: r.last}
 	}
 	return mk(l.cur), mk(l.ahead), l.pos, true, nil
 }
@@ -519,7 +521,7 @@ func readLeaseFile(ctx context.Context, counterPath, sequence string) (cur, ahea
 // may carry the lease over (see Sequence.verify). Failures only leave a
 // gap: the next claim then drops the lease.
 func (r *reservation) closeLeases(ctx context.Context) {
-	sr, ok := r.reg.(SequenceRegistry)
+	sr, ok := r.reg.(registry.SequenceRegistry)
 	if !ok {
 		return
 	}

@@ -1,6 +1,8 @@
 package snapid
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -15,7 +17,7 @@ import (
 // a used-up range ending at MaxSequence, reads back as written.
 func TestLeaseFileBoundaries(t *testing.T) {
 	const (
-		max   = MaxSequence
+		max   = registry.MaxSequence
 		two63 = uint64(1) << 63
 	)
 	values := []uint64{0, 1, max - 1, max, two63, math.MaxUint64}

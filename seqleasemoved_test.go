@@ -1,6 +1,8 @@
 package snapid_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"os"
 	"testing"
 
@@ -22,7 +24,7 @@ import (
 // current one and the new lease as the next.)
 func TestSequenceLeaseMovedDropsFileRanges(t *testing.T) {
 	reg := registrytest.NewRegistry()
-	createSeq(t, reg, "orders", 1, MaxSequence)
+	createSeq(t, reg, "orders", 1, registry.MaxSequence)
 	h := newSeqHost(t, "web_1")
 	lease := h.path + ".seq.orders"
 	g := h.open(t, reg)
@@ -60,7 +62,7 @@ func TestSequenceLeaseMovedDropsFileRanges(t *testing.T) {
 		}
 	}
 	require.True(t, answered, "no lease was taken in advance at half use")
-	issued := requireUnique(t, before, 1, MaxSequence)
+	issued := requireUnique(t, before, 1, registry.MaxSequence)
 	cur, ahead, _, _, err := ReadLeaseFile(h.path, "orders")
 	require.NoError(t, err)
 	require.NotEqual(t, stale.First, cur.First, "the copy's range is still the file's current one (next lease %d-%d)", ahead.First, ahead.Last)
@@ -70,5 +72,5 @@ func TestSequenceLeaseMovedDropsFileRanges(t *testing.T) {
 		require.False(t, issued[v], "number %d handed out again after the registry said the host's lease moved on", v)
 		require.False(t, v >= stale.First && v <= stale.Last, "number %d of the dropped range %d-%d", v, stale.First, stale.Last)
 	}
-	requireUnique(t, after, 1, MaxSequence)
+	requireUnique(t, after, 1, registry.MaxSequence)
 }

@@ -1,6 +1,8 @@
 package snapid_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"math"
 	"testing"
 
@@ -13,10 +15,10 @@ import (
 // growth (leases grow to 128 times it) passes 2^63-1, the largest lease a
 // registry stores: the option refuses, so every registry behaves alike.
 func TestSequenceLeaseSizeBounds(t *testing.T) {
-	require.LessOrEqual(t, MaxSequenceLease, MaxSequence/128)
-	require.Greater(t, (MaxSequenceLease+1)*128, MaxSequence)
+	require.LessOrEqual(t, MaxSequenceLease, registry.MaxSequence/128)
+	require.Greater(t, (MaxSequenceLease+1)*128, registry.MaxSequence)
 	reg := registrytest.NewRegistry()
-	createSeq(t, reg, "ids", 1, MaxSequence)
+	createSeq(t, reg, "ids", 1, registry.MaxSequence)
 	host := newSeqHost(t, "web")
 	g := host.open(t, reg)
 	defer g.Close()
@@ -25,7 +27,7 @@ func TestSequenceLeaseSizeBounds(t *testing.T) {
 		ok bool
 	}{
 		{0, false}, {1, true}, {MaxSequenceLease - 1, true}, {MaxSequenceLease, true}, {MaxSequenceLease + 1, false},
-		{MaxSequence - 1, false}, {MaxSequence, false}, {MaxSequence + 1, false}, {math.MaxUint64, false},
+		{registry.MaxSequence - 1, false}, {registry.MaxSequence, false}, {registry.MaxSequence + 1, false}, {math.MaxUint64, false},
 	} {
 		s, err := g.Sequence("ids", SequenceLeaseSize(tc.n))
 		if !tc.ok {

@@ -1,6 +1,8 @@
 package snapid
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"errors"
 	"fmt"
@@ -81,7 +83,7 @@ func (s *Sequence) verify(ctx context.Context, reachable bool) error {
 	if err != nil || !check && !earlier {
 		return err
 	}
-	var rec SequenceLease
+	var rec registry.SequenceLease
 	if reachable {
 		ctx, cancel := s.g.clock.WithTimeout(ctx, s.g.res.o.timeout)
 		rec, err = s.reg.HostLease(ctx, s.name, s.g.name)
@@ -115,14 +117,14 @@ func (s *Sequence) verify(ctx context.Context, reachable bool) error {
 // to this claim, if the registry's record rec shows that the host's last
 // process closed cleanly with the file exactly as it is (the same latest
 // range and position); otherwise the file's ranges are dropped (a gap).
-func (s *Sequence) adopt(old leaseRecord, rec SequenceLease, reachable bool) error {
+func (s *Sequence) adopt(old leaseRecord, rec registry.SequenceLease, reachable bool) error {
 	session := s.g.res.session
 	latest := old.latest()
 	adopted := false
 	if reachable && rec.Session == old.session && rec.First == latest.first && rec.Last == latest.last &&
 		rec.ClosedAt != 0 && rec.ClosedAt == old.pos {
 		ctx, cancel := s.g.clock.WithTimeout(context.Background(), s.g.res.o.timeout)
-		_, err := s.reg.AdoptLease(ctx, LeaseAdoption{Sequence: s.name, Name: s.g.name, Owner: s.g.res.host.owner, Session: session,
+		_, err := s.reg.AdoptLease(ctx, registry.LeaseAdoption{Sequence: s.name, Name: s.g.name, Owner: s.g.res.host.owner, Session: session,
 			OldSession: old.session, First: latest.first, Last: latest.last, Pos: old.pos})
 		cancel()
 		adopted = err == nil
@@ -264,13 +266,13 @@ func (s *Sequence) lease(ctx context.Context, prev seqRange, min uint64) error {
 			return *errp
 		}
 		lctx, cancel := s.g.clock.WithTimeout(ctx, s.g.res.o.timeout)
-		got, err := s.reg.LeaseSequence(lctx, LeaseRequest{
+		got, err := s.reg.LeaseSequence(lctx, registry.LeaseRequest{
 			Sequence: s.name, Name: s.g.name, Owner: s.g.res.host.owner, Session: s.g.res.session,
 			PrevFirst: prev.first, PrevLast: prev.last, Size: max(s.nextLeaseSize(), min), Min: min,
 		})
 		cancel()
 		switch {
-		case errors.Is(err, ErrLeaseMoved):
+		case errors.Is(err, registry.ErrLeaseMoved):
 			if retried {
 				// Most likely moved by this host's own lease whose answer
 				// was lost: not a race with another process, so it does

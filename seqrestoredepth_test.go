@@ -1,6 +1,8 @@
 package snapid_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"encoding/binary"
 	"fmt"
 	"log/slog"
@@ -92,7 +94,7 @@ func TestSequenceLeaseRestoredByDepth(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := registrytest.NewRegistry()
-			createSeq(t, reg, "orders", 1, MaxSequence)
+			createSeq(t, reg, "orders", 1, registry.MaxSequence)
 			h := newSeqHost(t, "web_1")
 			lease := h.path + ".seq.orders"
 			floor := lease + ".floor"
@@ -209,7 +211,7 @@ func TestSequenceLeaseRestoredByDepth(t *testing.T) {
 				takeEach(t, s2, 15, &issued)
 				closeProc(g2, s2)
 			}
-			requireUnique(t, issued, 1, MaxSequence)
+			requireUnique(t, issued, 1, registry.MaxSequence)
 
 			after := logs.String()[logged:]
 			if tc.floors && tc.then == takeFresh {

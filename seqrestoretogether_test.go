@@ -1,6 +1,8 @@
 package snapid_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"os"
 	"testing"
 
@@ -46,7 +48,7 @@ func TestSequenceLeaseAndFloorRestoredTogether(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := registrytest.NewRegistry()
-			createSeq(t, reg, "orders", 1, MaxSequence)
+			createSeq(t, reg, "orders", 1, registry.MaxSequence)
 			h := newSeqHost(t, "web_1")
 			lease := h.path + ".seq.orders"
 			floor := lease + ".floor"
@@ -93,7 +95,7 @@ func TestSequenceLeaseAndFloorRestoredTogether(t *testing.T) {
 			takeEach(t, s, 10, &issued)
 			issued = append(issued, drawSeq(t, s, 10)...)
 			takeEach(t, s1, 5, &issued)
-			requireUnique(t, issued, 1, MaxSequence)
+			requireUnique(t, issued, 1, registry.MaxSequence)
 		})
 	}
 }
@@ -118,7 +120,7 @@ func TestSequenceLeaseAndFloorRestoredThenClosed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := registrytest.NewRegistry()
-			createSeq(t, reg, "orders", 1, MaxSequence)
+			createSeq(t, reg, "orders", 1, registry.MaxSequence)
 			h := newSeqHost(t, "web_1")
 			lease := h.path + ".seq.orders"
 			var issued []uint64
@@ -156,7 +158,7 @@ func TestSequenceLeaseAndFloorRestoredThenClosed(t *testing.T) {
 			s := openSeq(t, g, "orders", SequenceBlock(1), SequenceLeaseSize(1000))
 			defer s.Close()
 			takeEach(t, s, 10, &issued)
-			requireUnique(t, issued, 1, MaxSequence)
+			requireUnique(t, issued, 1, registry.MaxSequence)
 		})
 	}
 }

@@ -1,6 +1,8 @@
 package snapid_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"os"
 	"testing"
 
@@ -17,7 +19,7 @@ import (
 // running process can.
 func TestSequenceLeaseRollbackWhileRunning(t *testing.T) {
 	reg := registrytest.NewRegistry()
-	createSeq(t, reg, "orders", 1, MaxSequence)
+	createSeq(t, reg, "orders", 1, registry.MaxSequence)
 	h := newSeqHost(t, "web_1")
 	g := h.open(t, reg)
 	defer g.Close()
@@ -56,7 +58,7 @@ func TestSequenceLeaseRollbackWhileRunning(t *testing.T) {
 
 	issued = append(issued, next1(10)...)
 	issued = append(issued, drawSeq(t, s, 30)...)
-	requireUnique(t, issued, 1, MaxSequence)
+	requireUnique(t, issued, 1, registry.MaxSequence)
 }
 
 // A lease file restored in place to an EARLIER lease (the host's lease has
@@ -64,7 +66,7 @@ func TestSequenceLeaseRollbackWhileRunning(t *testing.T) {
 // hand out the numbers of the earlier lease again.
 func TestSequenceLeaseRollbackToEarlierRange(t *testing.T) {
 	reg := registrytest.NewRegistry()
-	createSeq(t, reg, "orders", 1, MaxSequence)
+	createSeq(t, reg, "orders", 1, registry.MaxSequence)
 	h := newSeqHost(t, "web_1")
 	g := h.open(t, reg)
 	defer g.Close()
@@ -92,7 +94,7 @@ func TestSequenceLeaseRollbackToEarlierRange(t *testing.T) {
 	require.NoError(t, f.Close())
 
 	take(30)
-	requireUnique(t, issued, 1, MaxSequence)
+	requireUnique(t, issued, 1, registry.MaxSequence)
 }
 
 // A lease file restored in place while the host's processes run, and
@@ -117,7 +119,7 @@ func TestSequenceLeaseRollbackSeenByAnotherProcess(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := registrytest.NewRegistry()
-			createSeq(t, reg, "orders", 1, MaxSequence)
+			createSeq(t, reg, "orders", 1, registry.MaxSequence)
 			h := newSeqHost(t, "web_1")
 			g1 := h.open(t, reg)
 			defer g1.Close()
@@ -156,7 +158,7 @@ func TestSequenceLeaseRollbackSeenByAnotherProcess(t *testing.T) {
 			}
 			take(s2, 30)
 			take(s1, 10)
-			requireUnique(t, issued, 1, MaxSequence)
+			requireUnique(t, issued, 1, registry.MaxSequence)
 		})
 	}
 }
@@ -167,7 +169,7 @@ func TestSequenceLeaseRollbackSeenByAnotherProcess(t *testing.T) {
 // existed) is used and gets one.
 func TestSequenceLeaseFloorChecked(t *testing.T) {
 	reg := registrytest.NewRegistry()
-	createSeq(t, reg, "orders", 1, MaxSequence)
+	createSeq(t, reg, "orders", 1, registry.MaxSequence)
 	h := newSeqHost(t, "web_1")
 	g := h.open(t, reg)
 	defer g.Close()

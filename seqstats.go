@@ -79,17 +79,14 @@ func (s *Sequence) Lease() (SequenceLeaseState, error) {
 	return st, err
 }
 
-// SequenceSpace is registry.SequenceSpace.
-type SequenceSpace = registry.SequenceSpace
-
 // Space asks the registry how much of the sequence is left to lease (see
 // SequenceStatus.Space). It reads the sequence's whole status
 // (SequenceRegistry.SequenceStatus): call it every minute or so, not per
 // number. It is safe for concurrent use, and after Close.
-func (s *Sequence) Space(ctx context.Context) (SequenceSpace, error) {
+func (s *Sequence) Space(ctx context.Context) (registry.SequenceSpace, error) {
 	st, err := s.reg.SequenceStatus(ctx, s.name)
 	if err != nil {
-		return SequenceSpace{Sequence: s.name}, err
+		return registry.SequenceSpace{Sequence: s.name}, err
 	}
 	return st.Space(), nil
 }

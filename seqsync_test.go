@@ -1,6 +1,8 @@
 package snapid_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -19,7 +21,7 @@ import (
 // and refills all write the file many times.
 func TestSequenceNoNumberBeforeSync(t *testing.T) {
 	reg := registrytest.NewRegistry()
-	createSeq(t, reg, "orders", 1, MaxSequence)
+	createSeq(t, reg, "orders", 1, registry.MaxSequence)
 	h := newSeqHost(t, "web_1")
 	x := &ExportLeaseSyncs{}
 	var violations atomic.Int64
@@ -71,12 +73,12 @@ func TestSequenceNoNumberBeforeSync(t *testing.T) {
 		require.NoError(t, err)
 	}
 	assert.Zero(t, violations.Load(), "%v", firstViolation.Load())
-	requireUnique(t, all, 1, MaxSequence)
+	requireUnique(t, all, 1, registry.MaxSequence)
 	assert.Positive(t, x.Syncs())
 
 	t.Run("sync off never syncs a lease file", func(t *testing.T) {
 		reg := registrytest.NewRegistry()
-		createSeq(t, reg, "orders", 1, MaxSequence)
+		createSeq(t, reg, "orders", 1, registry.MaxSequence)
 		h := newSeqHost(t, "web_2")
 		x := &ExportLeaseSyncs{}
 		g := h.open(t, reg, ExportWithLeaseSyncs(x))

@@ -1,6 +1,8 @@
 package snapid_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"errors"
 	"fmt"
@@ -31,7 +33,7 @@ func newSeqHost(t *testing.T, name string) seqHost {
 }
 
 // open opens a Generator ("a process") of the host.
-func (h seqHost) open(t *testing.T, reg Registry, opts ...Option) *Generator {
+func (h seqHost) open(t *testing.T, reg registry.Registry, opts ...Option) *Generator {
 	t.Helper()
 	opts = append([]Option{WithRegistry(reg), WithSync(false), WithHostInfo(h.info)}, opts...)
 	g, err := Open(h.path, h.name, opts...)
@@ -46,7 +48,7 @@ func openSeq(t *testing.T, g *Generator, name string, opts ...SequenceOption) *S
 	return s
 }
 
-func createSeq(t *testing.T, reg Registry, name string, start, max uint64) {
+func createSeq(t *testing.T, reg registry.Registry, name string, start, max uint64) {
 	t.Helper()
 	_, err := CreateSequence(context.Background(), reg, name, start, max)
 	require.NoError(t, err)
@@ -82,7 +84,7 @@ func drawSeq(t *testing.T, s *Sequence, n int) []uint64 {
 func TestSequenceUniqueAcrossHostsProcessesGoroutines(t *testing.T) {
 	reg := registrytest.NewRegistry()
 	const start = 1_000_000
-	createSeq(t, reg, "articles", start, MaxSequence)
+	createSeq(t, reg, "articles", start, registry.MaxSequence)
 	var mu sync.Mutex
 	var all []uint64
 	var wg sync.WaitGroup
@@ -131,7 +133,7 @@ func TestSequenceUniqueAcrossHostsProcessesGoroutines(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Len(t, all, 3*2*4*(294+6*5))
-	requireUnique(t, all, start, MaxSequence)
+	requireUnique(t, all, start, registry.MaxSequence)
 }
 
 // A 32-bit sequence run to its max by several hosts and processes: every
@@ -205,7 +207,7 @@ func TestSequenceRestoredAndClonedLeaseFile(t *testing.T) {
 	for _, tc := range []string{"lease moved on", "restart", "clone"} {
 		t.Run(tc, func(t *testing.T) {
 			reg := registrytest.NewRegistry()
-			createSeq(t, reg, "orders", 1, MaxSequence)
+			createSeq(t, reg, "orders", 1, registry.MaxSequence)
 			host := newSeqHost(t, "shop")
 			opts := []SequenceOption{SequenceBlock(5), SequenceLeaseSize(20)}
 			g1 := host.open(t, reg, WithCloneWindow(0))
@@ -256,7 +258,7 @@ func TestSequenceRestoredAndClonedLeaseFile(t *testing.T) {
 				}
 				require.NoError(t, s3.Close())
 			}
-			requireUnique(t, issued, 1, MaxSequence)
+			requireUnique(t, issued, 1, registry.MaxSequence)
 			require.NoError(t, s1.Close())
 			require.NoError(t, g1.Close())
 		})
@@ -267,7 +269,7 @@ func TestSequenceRestoredAndClonedLeaseFile(t *testing.T) {
 // with ErrRegistry at its end, and goes on once the registry is back.
 func TestSequenceRegistryOutage(t *testing.T) {
 	reg := registrytest.NewRegistry()
-	createSeq(t, reg, "n", 1, MaxSequence)
+	createSeq(t, reg, "n", 1, registry.MaxSequence)
 	host := newSeqHost(t, "web")
 	g := host.open(t, reg)
 	defer g.Close()
@@ -287,11 +289,11 @@ func TestSequenceRegistryOutage(t *testing.T) {
 	require.GreaterOrEqual(t, len(issued), 40, "the lease in hand is issued during the outage")
 	reg.SetDown(false)
 	issued = append(issued, drawSeq(t, s, 100)...)
-	requireUnique(t, issued, 1, MaxSequence)
+	requireUnique(t, issued, 1, registry.MaxSequence)
 }
 
 // noSeqRegistry is a Registry that does not keep sequences.
-type noSeqRegistry struct{ Registry }
+type noSeqRegistry struct{ registry.Registry }
 
 // Bad input gets a clear error and changes nothing, on disk or in the
 // registry.
@@ -308,7 +310,7 @@ func TestSequenceBadInputChangesNothing(t *testing.T) {
 		{"name with a dash", "a-b", 1, 10, ErrInvalidName},
 		{"start 0", "a", 0, 10, ErrInvalidSequence},
 		{"max below start", "a", 11, 10, ErrInvalidSequence},
-		{"max above 2^63-1", "a", 1, MaxSequence + 1, ErrInvalidSequence},
+		{"max above 2^63-1", "a", 1, registry.MaxSequence + 1, ErrInvalidSequence},
 	} {
 		_, err := CreateSequence(ctx, reg, tc.name, tc.start, tc.max)
 		require.ErrorIs(t, err, tc.want, tc.what)
@@ -322,7 +324,7 @@ func TestSequenceBadInputChangesNothing(t *testing.T) {
 	require.Empty(t, list, "refused creations created nothing")
 
 	createSeq(t, reg, "ids", 1, 100)
-	_, err = CreateSequence(ctx, reg, "ids", 1, MaxSequence+1)
+	_, err = CreateSequence(ctx, reg, "ids", 1, registry.MaxSequence+1)
 	require.ErrorIs(t, err, ErrInvalidSequence)
 	host := newSeqHost(t, "web")
 	g := host.open(t, reg)
@@ -370,7 +372,7 @@ func TestSequenceBadInputChangesNothing(t *testing.T) {
 // ErrCorruptLease (matching ErrCorrupt) and left as it is.
 func TestSequenceCorruptLeaseFileRefused(t *testing.T) {
 	reg := registrytest.NewRegistry()
-	createSeq(t, reg, "ids", 1, MaxSequence)
+	createSeq(t, reg, "ids", 1, registry.MaxSequence)
 	host := newSeqHost(t, "web")
 	g := host.open(t, reg)
 	defer g.Close()
@@ -422,7 +424,7 @@ func TestSequenceCorruptLeaseFileRefused(t *testing.T) {
 // lease as the registry does.
 func TestSequenceLeaseFileMatchesRegistry(t *testing.T) {
 	reg := registrytest.NewRegistry()
-	createSeq(t, reg, "ids", 500, MaxSequence)
+	createSeq(t, reg, "ids", 500, registry.MaxSequence)
 	host := newSeqHost(t, "web")
 	g := host.open(t, reg)
 	defer g.Close()
@@ -461,13 +463,13 @@ func TestSequenceSizesGrowWhenBusy(t *testing.T) {
 		}
 		return nil
 	})
-	createSeq(t, reg, "ids", 1, MaxSequence)
+	createSeq(t, reg, "ids", 1, registry.MaxSequence)
 	host := newSeqHost(t, "web")
 	g := host.open(t, reg)
 	defer g.Close()
 	s := openSeq(t, g, "ids", SequenceBlock(10), SequenceLeaseSize(100))
 	defer s.Close()
-	requireUnique(t, drawSeq(t, s, 200_000), 1, MaxSequence)
+	requireUnique(t, drawSeq(t, s, 200_000), 1, registry.MaxSequence)
 	mu.Lock()
 	defer mu.Unlock()
 	require.Less(t, leases, 200, "200000 numbers at a fixed lease of 100 would take 2000 leases")
@@ -479,11 +481,11 @@ func TestSequenceSizesGrowWhenBusy(t *testing.T) {
 type holdingRegistry struct {
 	*registrytest.Registry
 	armed   atomic.Bool
-	entered chan SequenceLease
+	entered chan registry.SequenceLease
 	release chan struct{}
 }
 
-func (h *holdingRegistry) LeaseSequence(ctx context.Context, req LeaseRequest) (SequenceLease, error) {
+func (h *holdingRegistry) LeaseSequence(ctx context.Context, req registry.LeaseRequest) (registry.SequenceLease, error) {
 	l, err := h.Registry.LeaseSequence(ctx, req)
 	if err == nil && h.armed.CompareAndSwap(true, false) {
 		h.entered <- l
@@ -497,8 +499,8 @@ func (h *holdingRegistry) LeaseSequence(ctx context.Context, req LeaseRequest) (
 // taking the file for a stale copy and dropping its ranges (and the new
 // lease: a gap).
 func TestSequenceOpenWaitsForLeaseInFlight(t *testing.T) {
-	reg := &holdingRegistry{Registry: registrytest.NewRegistry(), entered: make(chan SequenceLease, 1), release: make(chan struct{})}
-	createSeq(t, reg, "ids", 1, MaxSequence)
+	reg := &holdingRegistry{Registry: registrytest.NewRegistry(), entered: make(chan registry.SequenceLease, 1), release: make(chan struct{})}
+	createSeq(t, reg, "ids", 1, registry.MaxSequence)
 	host := newSeqHost(t, "web")
 	gA := host.open(t, reg)
 	defer gA.Close()
@@ -556,7 +558,7 @@ func TestSequenceFilesCreatedAtomically(t *testing.T) {
 	for _, target := range []string{".seq.ids", ".seq.ids.refill"} {
 		t.Run(target, func(t *testing.T) {
 			reg := registrytest.NewRegistry()
-			createSeq(t, reg, "ids", 1, MaxSequence)
+			createSeq(t, reg, "ids", 1, registry.MaxSequence)
 			host := newSeqHost(t, "web")
 			rec := &recordingFS{}
 			g := host.open(t, reg, ExportWithFS(rec))
@@ -590,7 +592,7 @@ func TestSequenceFilesCreatedAtomically(t *testing.T) {
 // claim used it, is not carried over again.
 func TestSequenceCleanRestartCarriesLeaseOver(t *testing.T) {
 	reg := registrytest.NewRegistry()
-	createSeq(t, reg, "ids", 1, MaxSequence)
+	createSeq(t, reg, "ids", 1, registry.MaxSequence)
 	host := newSeqHost(t, "web")
 	opts := []SequenceOption{SequenceBlock(5), SequenceLeaseSize(100_000)}
 	lease := filepath.Base(host.path) + ".seq.ids"
@@ -616,7 +618,7 @@ func TestSequenceCleanRestartCarriesLeaseOver(t *testing.T) {
 		g := host.open(t, reg)
 		s := openSeq(t, g, "ids", opts...)
 		more := drawSeq(t, s, 20)
-		requireUnique(t, append(append([]uint64(nil), issued...), more...), 1, MaxSequence)
+		requireUnique(t, append(append([]uint64(nil), issued...), more...), 1, registry.MaxSequence)
 		require.NoError(t, s.Close())
 		crash(t, g)
 		testfs.CopyFiles(t, dir, host.dir, lease)
@@ -655,5 +657,5 @@ func TestSequenceCleanRestartCarriesLeaseOver(t *testing.T) {
 	s = openSeq(t, g, "ids", opts...)
 	defer s.Close()
 	issued = append(issued, drawSeq(t, s, 50)...)
-	requireUnique(t, issued, 1, MaxSequence)
+	requireUnique(t, issued, 1, registry.MaxSequence)
 }

@@ -294,7 +294,7 @@ func (g *Generator) Reservation() (ReservationStatus, error) {
 // observedRegistry counts a Generator's registry calls (WithRegistry
 // wraps every registry in one).
 type observedRegistry struct {
-	Registry
+	registry.Registry
 	calls         [len(registryCallKinds)][len(registryOutcomes)]atomic.Uint64
 	lastContact   atomic.Int64 // Unix nanoseconds; 0: never
 	lastExtension atomic.Int64
@@ -310,20 +310,20 @@ func (o *observedRegistry) now() int64 { return clock.OrReal(o.clock).Now().Unix
 // counted).
 type observedSequenceRegistry struct {
 	*observedRegistry
-	SequenceRegistry
+	registry.SequenceRegistry
 }
 
 // observe wraps r to count its calls, keeping its sequences.
-func observe(r Registry) Registry {
+func observe(r registry.Registry) registry.Registry {
 	o := &observedRegistry{Registry: r}
-	if sr, ok := r.(SequenceRegistry); ok {
+	if sr, ok := r.(registry.SequenceRegistry); ok {
 		return &observedSequenceRegistry{o, sr}
 	}
 	return o
 }
 
 // observerOf returns the counts of a registry that observe wrapped.
-func observerOf(r Registry) *observedRegistry {
+func observerOf(r registry.Registry) *observedRegistry {
 	switch o := r.(type) {
 	case *observedRegistry:
 		return o
@@ -332,9 +332,6 @@ func observerOf(r Registry) *observedRegistry {
 	}
 	return nil
 }
-
-// NoteOutcomeResolved is registry.NoteOutcomeResolved.
-func NoteOutcomeResolved(ctx context.Context) { registry.NoteOutcomeResolved(ctx) }
 
 // do runs one call of kind i and counts it.
 func (o *observedRegistry) do(ctx context.Context, i int, call func(ctx context.Context) error) error {
@@ -360,15 +357,15 @@ func (o *observedRegistry) do(ctx context.Context, i int, call func(ctx context.
 
 func conditionFailed(err error) bool {
 	return errors.Is(err, ErrNameTaken) || errors.Is(err, ErrProbableClone) ||
-		errors.Is(err, ErrMarkMoved) || errors.Is(err, ErrNotRegistered)
+		errors.Is(err, registry.ErrMarkMoved) || errors.Is(err, registry.ErrNotRegistered)
 }
 
-func (o *observedRegistry) Claim(ctx context.Context, c Claim) (h Holder, err error) {
+func (o *observedRegistry) Claim(ctx context.Context, c registry.Claim) (h registry.Holder, err error) {
 	err = o.do(ctx, 0, func(ctx context.Context) error { h, err = o.Registry.Claim(ctx, c); return err })
 	return h, err
 }
 
-func (o *observedRegistry) Extend(ctx context.Context, name, owner, session string, old, new uint64) (h Holder, err error) {
+func (o *observedRegistry) Extend(ctx context.Context, name, owner, session string, old, new uint64) (h registry.Holder, err error) {
 	err = o.do(ctx, 1, func(ctx context.Context) error {
 		h, err = o.Registry.Extend(ctx, name, owner, session, old, new)
 		return err
@@ -391,12 +388,12 @@ func (o *observedRegistry) Release(ctx context.Context, name, owner string, fina
 	return o.do(ctx, 3, func(ctx context.Context) error { return o.Registry.Release(ctx, name, owner, final) })
 }
 
-func (o *observedRegistry) Get(ctx context.Context, name string) (h Holder, err error) {
+func (o *observedRegistry) Get(ctx context.Context, name string) (h registry.Holder, err error) {
 	err = o.do(ctx, 4, func(ctx context.Context) error { h, err = o.Registry.Get(ctx, name); return err })
 	return h, err
 }
 
-func (o *observedRegistry) List(ctx context.Context) (hs []Holder, err error) {
+func (o *observedRegistry) List(ctx context.Context) (hs []registry.Holder, err error) {
 	err = o.do(ctx, 5, func(ctx context.Context) error { hs, err = o.Registry.List(ctx); return err })
 	return hs, err
 }

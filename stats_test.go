@@ -1,6 +1,8 @@
 package snapid_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"encoding/json"
 	"os"
@@ -58,7 +60,7 @@ func TestStatsRegistry(t *testing.T) {
 	// A call whose outcome the registry had to resolve.
 	reg.SetHook(func(ctx context.Context, op, _ string) error {
 		if op == "extend" {
-			NoteOutcomeResolved(ctx)
+			registry.NoteOutcomeResolved(ctx)
 		}
 		return nil
 	})
@@ -73,7 +75,7 @@ func TestStatsRegistry(t *testing.T) {
 
 	// Another owner takes the name: the next extension fails its
 	// condition, and the session is no longer this host's.
-	_, err = reg.Claim(context.Background(), Claim{Name: "web_1", Owner: "other-owner-token-0123456789abcdef", Force: true})
+	_, err = reg.Claim(context.Background(), registry.Claim{Name: "web_1", Owner: "other-owner-token-0123456789abcdef", Force: true})
 	require.NoError(t, err)
 	require.ErrorIs(t, g.ExportExtend(context.Background(), rs.Mark+100), ErrNameTaken)
 	st = g.Stats()
@@ -156,12 +158,12 @@ func TestReadHostFiles(t *testing.T) {
 	assert.True(t, hf.HoldsSession(row))
 	for _, tc := range []struct {
 		name  string
-		edit  func(h *Holder)
+		edit  func(h *registry.Holder)
 		owned bool
 	}{
-		{"another session", func(h *Holder) { h.Session = "later-claim" }, true},
-		{"released", func(h *Holder) { h.State = StateReleased }, true},
-		{"another owner", func(h *Holder) { h.Owner = "someone-else" }, false},
+		{"another session", func(h *registry.Holder) { h.Session = "later-claim" }, true},
+		{"released", func(h *registry.Holder) { h.State = registry.StateReleased }, true},
+		{"another owner", func(h *registry.Holder) { h.Owner = "someone-else" }, false},
 	} {
 		h := row
 		tc.edit(&h)

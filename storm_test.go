@@ -1,6 +1,8 @@
 package snapid_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"errors"
 	"fmt"
@@ -62,20 +64,20 @@ func contended[T any](c *contendedRegistry, call func() (T, error)) (T, error) {
 	return v, err
 }
 
-func (c *contendedRegistry) Claim(ctx context.Context, cl Claim) (Holder, error) {
-	return contended(c, func() (Holder, error) { return c.Registry.Claim(ctx, cl) })
+func (c *contendedRegistry) Claim(ctx context.Context, cl registry.Claim) (registry.Holder, error) {
+	return contended(c, func() (registry.Holder, error) { return c.Registry.Claim(ctx, cl) })
 }
 
-func (c *contendedRegistry) Extend(ctx context.Context, name, owner, session string, old, new uint64) (Holder, error) {
-	return contended(c, func() (Holder, error) { return c.Registry.Extend(ctx, name, owner, session, old, new) })
+func (c *contendedRegistry) Extend(ctx context.Context, name, owner, session string, old, new uint64) (registry.Holder, error) {
+	return contended(c, func() (registry.Holder, error) { return c.Registry.Extend(ctx, name, owner, session, old, new) })
 }
 
 func (c *contendedRegistry) AssignNumber(ctx context.Context, name, owner, session string) (uint64, error) {
 	return contended(c, func() (uint64, error) { return c.Registry.AssignNumber(ctx, name, owner, session) })
 }
 
-func (c *contendedRegistry) LeaseSequence(ctx context.Context, req LeaseRequest) (SequenceLease, error) {
-	return contended(c, func() (SequenceLease, error) { return c.Registry.LeaseSequence(ctx, req) })
+func (c *contendedRegistry) LeaseSequence(ctx context.Context, req registry.LeaseRequest) (registry.SequenceLease, error) {
+	return contended(c, func() (registry.SequenceLease, error) { return c.Registry.LeaseSequence(ctx, req) })
 }
 
 // A data centre's hosts all start at once on a registry that fails a third
@@ -86,7 +88,7 @@ func (c *contendedRegistry) LeaseSequence(ctx context.Context, req LeaseRequest)
 func TestStartUpStorm(t *testing.T) {
 	const hosts = 60
 	inner := registrytest.NewRegistry()
-	createSeq(t, inner, "orders", 1, MaxSequence)
+	createSeq(t, inner, "orders", 1, registry.MaxSequence)
 	reg := &contendedRegistry{Registry: inner, rng: rand.New(rand.NewPCG(1, 2)), failRate: 1.0 / 3}
 	ExportRetryWaits(t, func(attempt int) time.Duration { return time.Duration(rand.N(1<<min(attempt, 6))) * time.Millisecond })
 
@@ -186,7 +188,7 @@ func TestStartUpRetriesBounded(t *testing.T) {
 
 	// Definite answers that a registry wraps in ErrRegistry are not sent
 	// again either; failures and lost answers are.
-	for _, d := range []error{ErrNameTaken, ErrProbableClone, ErrMarkMoved, ErrNotRegistered, ErrLeaseMoved, ErrNoSequence, ErrExhausted, ErrInvalidOption, context.Canceled} {
+	for _, d := range []error{ErrNameTaken, ErrProbableClone, registry.ErrMarkMoved, registry.ErrNotRegistered, registry.ErrLeaseMoved, ErrNoSequence, ErrExhausted, ErrInvalidOption, context.Canceled} {
 		require.False(t, ExportTransient(fmt.Errorf("%w: %w", ErrRegistry, d)), "%v", d)
 	}
 	require.True(t, ExportTransient(errContention))

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"fmt"
 	"path/filepath"
@@ -30,7 +32,7 @@ func BenchmarkSequence(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer reg.Close()
-	if _, err := snapid.CreateSequence(ctx, reg, "bench", 1, snapid.MaxSequence); err != nil {
+	if _, err := snapid.CreateSequence(ctx, reg, "bench", 1, registry.MaxSequence); err != nil {
 		b.Fatal(err)
 	}
 	// Each run of a sub-benchmark is a host of its own: its own name and
@@ -61,7 +63,7 @@ func BenchmarkSequence(b *testing.B) {
 		// set-up's context has ended.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		h, err := reg.Claim(ctx, snapid.Claim{Name: "bench_lwt", Owner: "0123456789abcdef0123456789abcdef", Hostname: "bench"})
+		h, err := reg.Claim(ctx, registry.Claim{Name: "bench_lwt", Owner: "0123456789abcdef0123456789abcdef", Hostname: "bench"})
 		if err != nil {
 			b.Fatal(err)
 		}

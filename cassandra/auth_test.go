@@ -1,6 +1,8 @@
 package cassandra
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"os"
 	"path/filepath"
 	"testing"
@@ -120,7 +122,7 @@ func TestCassandraPasswordAuth(t *testing.T) {
 		defer r.Close()
 		h, err := r.Claim(ctx, testClaim("auth_tls_host", "owner_tls"))
 		require.NoError(t, err)
-		assert.Equal(t, snapid.StateActive, h.State)
+		assert.Equal(t, registry.StateActive, h.State)
 	})
 
 	t.Run("read-only role", func(t *testing.T) {
@@ -137,7 +139,7 @@ func TestCassandraPasswordAuth(t *testing.T) {
 		require.ErrorIs(t, err, snapid.ErrRegistry)
 		assert.Contains(t, err.Error(), "permission")
 		_, err = r.Get(ctx, "reader_host")
-		require.ErrorIs(t, err, snapid.ErrNotRegistered, "a refused claim writes nothing")
+		require.ErrorIs(t, err, registry.ErrNotRegistered, "a refused claim writes nothing")
 		after, err := r.Get(ctx, "auth_host")
 		require.NoError(t, err)
 		assert.Equal(t, before, after)

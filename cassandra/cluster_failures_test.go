@@ -1,6 +1,8 @@
 package cassandra
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"path/filepath"
 	"sync"
@@ -101,7 +103,7 @@ func TestClusterNodeFailures(t *testing.T) {
 	}))
 	hB, err := reg.Get(ctx, "fail_b")
 	require.NoError(t, err)
-	assert.Equal(t, snapid.StateReleased, hB.State)
+	assert.Equal(t, registry.StateReleased, hB.State)
 	assert.Equal(t, uint64(1), hB.Reserved, "the final value recorded")
 
 	// Two of three down: no quorum. Let any extension in flight settle,

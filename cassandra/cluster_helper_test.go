@@ -1,6 +1,8 @@
 package cassandra
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"errors"
 	"log/slog"
@@ -199,7 +201,7 @@ func (l *idLog) duplicates() []string {
 // registry, small reservation steps (so the mark moves often) and a quick
 // heartbeat. Each counter path is a host of its own: its records place is
 // hostRecords(t, path), the same on every Open of that path.
-func openGen(t *testing.T, path, name string, reg snapid.Registry, step uint64, opts ...snapid.Option) (*snapid.Generator, error) {
+func openGen(t *testing.T, path, name string, reg registry.Registry, step uint64, opts ...snapid.Option) (*snapid.Generator, error) {
 	t.Helper()
 	all := append([]snapid.Option{snapid.WithRegistry(reg), snapid.WithReserveStep(step), snapid.WithOutageHorizon(0),
 		snapid.WithHeartbeat(500 * time.Millisecond), snapid.WithRegistryTimeout(30 * time.Second),

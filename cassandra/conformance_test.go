@@ -1,22 +1,23 @@
 package cassandra
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"testing"
 
-	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/registry/registrytest"
 )
 
 // TestConformance runs registrytest's conformance suite, which every
-// snapid.Registry must pass, on the real Cassandra. The subtests share one
+// registry.Registry must pass, on the real Cassandra. The subtests share one
 // keyspace and one registry: each uses names of its own.
 func TestConformance(t *testing.T) {
 	_, _, r := oneRegistry(t)
-	registrytest.TestRegistry(t, func(*testing.T) snapid.Registry { return r })
+	registrytest.TestRegistry(t, func(*testing.T) registry.Registry { return r })
 }
 
 // TestNumberConformance runs the node numbers' conformance suite on the
 // real Cassandra, each subtest on a keyspace of its own.
 func TestNumberConformance(t *testing.T) {
-	registrytest.TestNumberRegistry(t, func(t *testing.T) snapid.NumberRegistry { _, _, r := oneRegistry(t); return r })
+	registrytest.TestNumberRegistry(t, func(t *testing.T) registry.NumberRegistry { _, _, r := oneRegistry(t); return r })
 }

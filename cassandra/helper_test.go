@@ -1,6 +1,8 @@
 package cassandra
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -159,8 +161,8 @@ func testName(tb testing.TB) string {
 }
 
 // testClaim is a claim by owner from a host named after it.
-func testClaim(name, owner string) snapid.Claim {
-	return snapid.Claim{Name: name, Owner: owner, Hostname: owner + ".example", Address: "192.0.2.1", MachineID: "machine-" + owner}
+func testClaim(name, owner string) registry.Claim {
+	return registry.Claim{Name: name, Owner: owner, Hostname: owner + ".example", Address: "192.0.2.1", MachineID: "machine-" + owner}
 }
 
 // lossyQuerier wraps a casQuerier and, for chosen CAS calls, loses the

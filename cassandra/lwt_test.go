@@ -1,6 +1,8 @@
 package cassandra
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"errors"
 	"fmt"
@@ -97,7 +99,7 @@ func TestCassandraOverloadedIsUnknown(t *testing.T) {
 			assert.Equal(t, wantCalls, l.casCalls)
 			got, err = r.Get(ctx, name)
 			require.NoError(t, err)
-			assert.Equal(t, snapid.StateReleased, got.State)
+			assert.Equal(t, registry.StateReleased, got.State)
 			assert.Equal(t, uint64(42), got.Reserved)
 		})
 	}
@@ -120,17 +122,17 @@ func TestCassandraMarksAbove2p63(t *testing.T) {
 
 	before, _ := rawRow(t, rb, name)
 	err = rb.Release(ctx, name, "owner_b", 5)
-	require.ErrorIs(t, err, snapid.ErrMarkMoved, "a release cannot record less than the mark")
+	require.ErrorIs(t, err, registry.ErrMarkMoved, "a release cannot record less than the mark")
 	assert.Contains(t, err.Error(), fmt.Sprint(floor))
 	after, _ := rawRow(t, rb, name)
 	assert.Equal(t, before, after, "the mark is unchanged")
 	err = rb.Release(ctx, name, "owner_b", floor-1)
-	require.ErrorIs(t, err, snapid.ErrMarkMoved)
+	require.ErrorIs(t, err, registry.ErrMarkMoved)
 
 	require.NoError(t, rb.Release(ctx, name, "owner_b", floor+100))
 	got, err := rb.Get(ctx, name)
 	require.NoError(t, err)
-	assert.Equal(t, snapid.StateReleased, got.State)
+	assert.Equal(t, registry.StateReleased, got.State)
 	assert.Equal(t, floor+100, got.Reserved)
 
 	// A take-over of the released name starts above it; a forced one with
@@ -168,11 +170,11 @@ func TestCassandraReleaseRereadsChangedRow(t *testing.T) {
 		}}
 	})
 	err = r.Release(ctx, name, "owner_a", 200)
-	require.ErrorIs(t, err, snapid.ErrMarkMoved)
+	require.ErrorIs(t, err, registry.ErrMarkMoved)
 	got, err := r.Get(ctx, name)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(500), got.Reserved)
-	assert.Equal(t, snapid.StateActive, got.State)
+	assert.Equal(t, registry.StateActive, got.State)
 	require.NoError(t, r.Release(ctx, name, "owner_a", 500))
 }
 
@@ -188,7 +190,7 @@ func newTestRegistryLike(t *testing.T, r *Registry) *Registry {
 // A later claim by the same owner (a restart, or a copy of the counter
 // directory) replaces the session: the earlier session can no longer move
 // the mark, even with the right current value.
-func testExtendOldSessionRefused(t *testing.T, r snapid.Registry, raw func() any) {
+func testExtendOldSessionRefused(t *testing.T, r registry.Registry, raw func() any) {
 	ctx := testCtx(t)
 	name := testName(t)
 	h1 := mustClaim(t, ctx, r, name, "owner_a")
@@ -225,11 +227,11 @@ func TestExtendOldSessionRefused(t *testing.T) {
 
 // nameSpy records the name of the last claim, for raw reads of its row.
 type nameSpy struct {
-	snapid.Registry
+	registry.Registry
 	name *string
 }
 
-func (s *nameSpy) Claim(ctx context.Context, c snapid.Claim) (snapid.Holder, error) {
+func (s *nameSpy) Claim(ctx context.Context, c registry.Claim) (registry.Holder, error) {
 	*s.name = c.Name
 	return s.Registry.Claim(ctx, c)
 }

@@ -1,6 +1,8 @@
 package cassandra
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"errors"
 	"fmt"
@@ -39,7 +41,7 @@ func oneRegistry(tb testing.TB) (*testKeyspace, context.Context, *Registry) {
 }
 
 // mustClaim claims name for owner with testClaim's details.
-func mustClaim(tb testing.TB, ctx context.Context, r snapid.Registry, name, owner string) snapid.Holder {
+func mustClaim(tb testing.TB, ctx context.Context, r registry.Registry, name, owner string) registry.Holder {
 	tb.Helper()
 	h, err := r.Claim(ctx, testClaim(name, owner))
 	require.NoError(tb, err)
@@ -257,16 +259,16 @@ func TestCassandraBadInputSendsNothing(t *testing.T) {
 	q := &countingQuerier{}
 	r.q = q
 	ctx := context.Background()
-	good := snapid.Claim{Name: "web_1", Owner: "0123456789abcdef0123456789abcdef"}
+	good := registry.Claim{Name: "web_1", Owner: "0123456789abcdef0123456789abcdef"}
 
-	claims := map[string]func(*snapid.Claim){
-		"invalid name":        func(c *snapid.Claim) { c.Name = "Web-1" },
-		"empty name":          func(c *snapid.Claim) { c.Name = "" },
-		"empty owner":         func(c *snapid.Claim) { c.Owner = "" },
-		"owner with space":    func(c *snapid.Claim) { c.Owner = "a b" },
-		"owner too long":      func(c *snapid.Claim) { c.Owner = strings.Repeat("a", 129) },
-		"host name too long":  func(c *snapid.Claim) { c.Hostname = strings.Repeat("h", 1025) },
-		"negative clone wind": func(c *snapid.Claim) { c.CloneWindow = -time.Second },
+	claims := map[string]func(*registry.Claim){
+		"invalid name":        func(c *registry.Claim) { c.Name = "Web-1" },
+		"empty name":          func(c *registry.Claim) { c.Name = "" },
+		"empty owner":         func(c *registry.Claim) { c.Owner = "" },
+		"owner with space":    func(c *registry.Claim) { c.Owner = "a b" },
+		"owner too long":      func(c *registry.Claim) { c.Owner = strings.Repeat("a", 129) },
+		"host name too long":  func(c *registry.Claim) { c.Hostname = strings.Repeat("h", 1025) },
+		"negative clone wind": func(c *registry.Claim) { c.CloneWindow = -time.Second },
 	}
 	for what, mod := range claims {
 		c := good
@@ -296,19 +298,19 @@ func TestCassandraClaimByTwoOwners(t *testing.T) {
 	ra, rb := k.registry(t), k.registry(t)
 	name := testName(t)
 
-	ca := snapid.Claim{Name: name, Owner: "secret_token_a", Hostname: "web1.example", Address: "192.0.2.1", MachineID: "m1"}
+	ca := registry.Claim{Name: name, Owner: "secret_token_a", Hostname: "web1.example", Address: "192.0.2.1", MachineID: "m1"}
 	ha, err := ra.Claim(ctx, ca)
 	require.NoError(t, err)
 	assert.Equal(t, name, ha.Name)
 	assert.Equal(t, "secret_token_a", ha.Owner)
-	assert.Equal(t, snapid.StateActive, ha.State)
+	assert.Equal(t, registry.StateActive, ha.State)
 	assert.Equal(t, "web1.example", ha.Hostname)
 	assert.Equal(t, "m1", ha.MachineID)
 	assert.Zero(t, ha.Reserved)
 	assert.False(t, ha.RegisteredAt.IsZero())
 	got, err := ra.Get(ctx, name)
 	require.NoError(t, err)
-	assert.Equal(t, ha, got, "snapid.Claim returns the row as stored")
+	assert.Equal(t, ha, got, "registry.Claim returns the row as stored")
 	before, _ := rawRow(t, ra, name)
 
 	_, err = rb.Claim(ctx, testClaim(name, "owner_b"))
@@ -334,7 +336,7 @@ func TestCassandraConcurrentClaims(t *testing.T) {
 	race := func(t *testing.T, name string) {
 		start := make(chan struct{})
 		errs := make([]error, claimers)
-		holders := make([]snapid.Holder, claimers)
+		holders := make([]registry.Holder, claimers)
 		var wg sync.WaitGroup
 		for i, r := range regs {
 			wg.Add(1)
@@ -459,16 +461,16 @@ func TestCassandraReleaseAndTakeOver(t *testing.T) {
 	_, err := ra.Extend(ctx, name, "owner_a", sessionOf(t, ra, name), 0, 5000)
 	require.NoError(t, err)
 	err = ra.Release(ctx, name, "owner_a", 4999)
-	require.ErrorIs(t, err, snapid.ErrMarkMoved, "a release cannot record less than the mark")
+	require.ErrorIs(t, err, registry.ErrMarkMoved, "a release cannot record less than the mark")
 	require.NoError(t, ra.Release(ctx, name, "owner_a", 5042))
 	got, err := ra.Get(ctx, name)
 	require.NoError(t, err)
-	assert.Equal(t, snapid.StateReleased, got.State)
+	assert.Equal(t, registry.StateReleased, got.State)
 	assert.Equal(t, uint64(5042), got.Reserved)
 
 	hb := mustClaim(t, ctx, rb, name, "owner_b")
 	assert.Equal(t, "owner_b", hb.Owner)
-	assert.Equal(t, snapid.StateActive, hb.State)
+	assert.Equal(t, registry.StateActive, hb.State)
 	assert.Equal(t, uint64(5042), hb.Reserved, "the new holder starts above the old holder's final value")
 	assert.Equal(t, "owner_b.example", hb.Hostname)
 	got, err = rb.Get(ctx, name)
@@ -496,7 +498,7 @@ func TestCassandraSameOwnerReclaimsReleased(t *testing.T) {
 	c.MachineID = "other"
 	h, err := r.Claim(ctx, c)
 	require.NoError(t, err)
-	assert.Equal(t, snapid.StateActive, h.State)
+	assert.Equal(t, registry.StateActive, h.State)
 	assert.Equal(t, uint64(77), h.Reserved)
 }
 
@@ -577,13 +579,13 @@ func TestCassandraExtend(t *testing.T) {
 	assert.Equal(t, uint64(1000), got.Reserved)
 	assert.Equal(t, h.LastSeen, got.LastSeen)
 
-	// Wrong old mark: the current row comes back with snapid.ErrMarkMoved.
+	// Wrong old mark: the current row comes back with registry.ErrMarkMoved.
 	before, _ := rawRow(t, r, name)
 	h, err = r.Extend(ctx, name, "owner_a", sessionOf(t, r, name), 500, 2000)
-	require.ErrorIs(t, err, snapid.ErrMarkMoved)
+	require.ErrorIs(t, err, registry.ErrMarkMoved)
 	assert.Equal(t, uint64(1000), h.Reserved)
 	assert.Equal(t, "owner_a.example", h.Hostname, "the whole row is returned")
-	assert.Equal(t, snapid.StateActive, h.State)
+	assert.Equal(t, registry.StateActive, h.State)
 	after, _ := rawRow(t, r, name)
 	assert.Equal(t, before, after)
 
@@ -617,7 +619,7 @@ func TestCassandraNoResurrection(t *testing.T) {
 		assert.ErrorIs(t, r.Touch(ctx, name, "owner_a", sessionOf(t, r, name)), snapid.ErrNameTaken)
 		after, _ := rawRow(t, r, name)
 		assert.Equal(t, before, after, "every column unchanged")
-		assert.Equal(t, snapid.StateReleased, after["state"])
+		assert.Equal(t, registry.StateReleased, after["state"])
 	})
 	t.Run("deleted", func(t *testing.T) {
 		name := testName(t)
@@ -625,13 +627,13 @@ func TestCassandraNoResurrection(t *testing.T) {
 		k.Exec(t, `DELETE FROM "`+k.Name+`".node_names WHERE name = ?`, name)
 		_, err := r.Extend(ctx, name, "owner_a", sessionOf(t, r, name), 0, 100)
 		require.ErrorIs(t, err, snapid.ErrNameTaken)
-		assert.ErrorIs(t, err, snapid.ErrNotRegistered)
+		assert.ErrorIs(t, err, registry.ErrNotRegistered)
 		assert.ErrorIs(t, r.Touch(ctx, name, "owner_a", sessionOf(t, r, name)), snapid.ErrNameTaken)
 		assert.ErrorIs(t, r.Release(ctx, name, "owner_a", 100), snapid.ErrNameTaken)
 		_, found := rawRow(t, r, name)
 		assert.False(t, found, "no partial row was created")
 		_, err = r.Get(ctx, name)
-		assert.ErrorIs(t, err, snapid.ErrNotRegistered)
+		assert.ErrorIs(t, err, registry.ErrNotRegistered)
 	})
 }
 
@@ -665,7 +667,7 @@ func TestCassandraListAndGet(t *testing.T) {
 	for _, h := range rows {
 		got = append(got, h.Name)
 		if h.Name == names[0] {
-			assert.Equal(t, snapid.StateReleased, h.State)
+			assert.Equal(t, registry.StateReleased, h.State)
 			assert.Equal(t, uint64(9), h.Reserved)
 		}
 	}
@@ -674,7 +676,7 @@ func TestCassandraListAndGet(t *testing.T) {
 	assert.Equal(t, names, got)
 
 	_, err = r.Get(ctx, testName(t))
-	assert.ErrorIs(t, err, snapid.ErrNotRegistered)
+	assert.ErrorIs(t, err, registry.ErrNotRegistered)
 }
 
 // ---------------------------------------------------------------------------
@@ -836,7 +838,7 @@ func TestCassandraUnknownOutcomeUpdates(t *testing.T) {
 	assert.Equal(t, 1, l.casCalls)
 	got, err = r.Get(ctx, name)
 	require.NoError(t, err)
-	assert.Equal(t, snapid.StateReleased, got.State)
+	assert.Equal(t, registry.StateReleased, got.State)
 	assert.Equal(t, uint64(250), got.Reserved)
 
 	// Lost reply on a statement whose condition failed: resolved as lost.
@@ -902,7 +904,7 @@ func BenchmarkClaim(b *testing.B) {
 
 // sessionOf returns the session of the row for name as it stands (the
 // latest claim's), or "none" if there is no row.
-func sessionOf(t *testing.T, r snapid.Registry, name string) string {
+func sessionOf(t *testing.T, r registry.Registry, name string) string {
 	t.Helper()
 	h, err := r.Get(context.Background(), name)
 	if err != nil {

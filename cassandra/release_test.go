@@ -1,6 +1,8 @@
 package cassandra
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"path/filepath"
 	"testing"
 
@@ -35,7 +37,7 @@ func TestReleaseAfterCrashCoversTheMark(t *testing.T) {
 	assert.GreaterOrEqual(t, final, mark)
 	got, err := reg.Get(ctx, "web_1")
 	require.NoError(t, err)
-	assert.Equal(t, snapid.StateReleased, got.State)
+	assert.Equal(t, registry.StateReleased, got.State)
 	assert.Equal(t, final, got.Reserved)
 }
 
@@ -54,7 +56,7 @@ func TestForceReleaseKeepsTheHoldersMark(t *testing.T) {
 	assert.GreaterOrEqual(t, final, h.Reserved)
 	got, err := reg.Get(ctx, "web_1")
 	require.NoError(t, err)
-	assert.Equal(t, snapid.StateReleased, got.State)
+	assert.Equal(t, registry.StateReleased, got.State)
 	assert.Equal(t, final, got.Reserved)
 
 	// The next holder starts above the crashed holder's mark.

@@ -1,12 +1,13 @@
 package cassandra
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"testing"
 	"time"
 
 	"github.com/gocql/gocql"
-	"github.com/snapid/snapid"
 	"github.com/stretchr/testify/require"
 )
 
@@ -19,7 +20,7 @@ func TestSequenceStatusReadsWithoutPaxos(t *testing.T) {
 	a := reg.claimForTest(t, "host_a")
 	_, err := reg.CreateSequence(t.Context(), "s", 1, 1000)
 	require.NoError(t, err)
-	got, err := reg.LeaseSequence(t.Context(), snapid.LeaseRequest{Sequence: "s", Name: a.Name, Owner: a.Owner, Session: a.Session, Size: 7, Min: 1})
+	got, err := reg.LeaseSequence(t.Context(), registry.LeaseRequest{Sequence: "s", Name: a.Name, Owner: a.Owner, Session: a.Session, Size: 7, Min: 1})
 	require.NoError(t, err)
 	reg.seqs.wg.Wait()
 	l := lossySeq(t, reg, func(int, []seqStmt) lossPlan { return lossPlan{} })

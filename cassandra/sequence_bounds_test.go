@@ -1,6 +1,8 @@
 package cassandra
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"errors"
 	"fmt"
 	"testing"
@@ -22,18 +24,18 @@ func TestSequenceExhaustMaxInt64OverGrants(t *testing.T) {
 	// 6 ranges of 16, then GLOBAL has one number left: the last grant is
 	// of exactly one number.
 	const count = 97
-	start := snapid.MaxSequence - count + 1
-	_, err := reg.CreateSequence(t.Context(), "top", start, snapid.MaxSequence)
+	start := registry.MaxSequence - count + 1
+	_, err := reg.CreateSequence(t.Context(), "top", start, registry.MaxSequence)
 	require.NoError(t, err)
-	hosts := []snapid.Holder{reg.claimForTest(t, "host_a"), reg.claimForTest(t, "host_b")}
-	prev := map[string]snapid.SequenceLease{}
+	hosts := []registry.Holder{reg.claimForTest(t, "host_a"), reg.claimForTest(t, "host_b")}
+	prev := map[string]registry.SequenceLease{}
 	seen := map[uint64]bool{}
 	var last uint64
 	var exhausted error
 	for i := 0; i < 4*count && exhausted == nil; i++ {
 		h := hosts[i%2]
 		p := prev[h.Name]
-		l, err := reg.LeaseSequence(t.Context(), snapid.LeaseRequest{Sequence: "top", Name: h.Name, Owner: h.Owner, Session: h.Session,
+		l, err := reg.LeaseSequence(t.Context(), registry.LeaseRequest{Sequence: "top", Name: h.Name, Owner: h.Owner, Session: h.Session,
 			PrevFirst: p.First, PrevLast: p.Last, Size: 5, Min: 1})
 		if errors.Is(err, snapid.ErrExhausted) {
 			exhausted = err
@@ -45,20 +47,20 @@ func TestSequenceExhaustMaxInt64OverGrants(t *testing.T) {
 			require.False(t, n < start || seen[n], "lease %v: %d below start or leased twice", l, n)
 			seen[n] = true
 			last = max(last, n)
-			if n == snapid.MaxSequence {
+			if n == registry.MaxSequence {
 				break
 			}
 		}
 	}
 	reg.seqs.wg.Wait()
 	require.Equal(t, count, len(seen), "every number from start to 2^63-1")
-	require.Equal(t, snapid.MaxSequence, last, "the last number leased is 2^63-1")
+	require.Equal(t, registry.MaxSequence, last, "the last number leased is 2^63-1")
 	var e *snapid.SequenceExhaustedError
 	require.ErrorAs(t, exhausted, &e)
 	require.Zero(t, e.DCLeft+e.GlobalLeft, "nothing left: %v", e)
 	st, err := reg.SequenceStatus(t.Context(), "top")
 	require.NoError(t, err)
-	require.Equal(t, snapid.MaxSequence+1, st.Next)
+	require.Equal(t, registry.MaxSequence+1, st.Next)
 	require.GreaterOrEqual(t, len(st.Grants), 5, "used up over several grants")
 }
 
@@ -72,15 +74,15 @@ func TestSequenceLeaseCappedByRange(t *testing.T) {
 	_, err := reg.CreateSequence(t.Context(), "cap", 1, 1_000_000)
 	require.NoError(t, err)
 	h := reg.claimForTest(t, "host_a")
-	var prev snapid.SequenceLease
+	var prev registry.SequenceLease
 	for i, tc := range []struct{ size, min uint64 }{{1000, 1}, {1000, 1}, {1000, 20}, {5, 1}} {
-		l, err := reg.LeaseSequence(t.Context(), snapid.LeaseRequest{Sequence: "cap", Name: h.Name, Owner: h.Owner, Session: h.Session,
+		l, err := reg.LeaseSequence(t.Context(), registry.LeaseRequest{Sequence: "cap", Name: h.Name, Owner: h.Owner, Session: h.Session,
 			PrevFirst: prev.First, PrevLast: prev.Last, Size: tc.size, Min: tc.min})
 		require.NoError(t, err, "lease %d", i)
 		prev = l
 		st, err := reg.SequenceStatus(t.Context(), "cap")
 		require.NoError(t, err)
-		var rg *snapid.SequenceRange
+		var rg *registry.SequenceRange
 		for j := range st.Ranges {
 			if r := &st.Ranges[j]; l.First >= r.First && l.Last <= r.Last {
 				rg = r
@@ -107,10 +109,10 @@ func TestSequenceStoredNextBoundaries(t *testing.T) {
 	_, err = reg.CreateSequence(t.Context(), "first", 1, 10) // creates the table
 	require.NoError(t, err)
 	lease := func(seq string) error {
-		_, err := reg.LeaseSequence(t.Context(), snapid.LeaseRequest{Sequence: seq, Name: h.Name, Owner: h.Owner, Session: h.Session, Size: 1, Min: 1})
+		_, err := reg.LeaseSequence(t.Context(), registry.LeaseRequest{Sequence: seq, Name: h.Name, Owner: h.Owner, Session: h.Session, Size: 1, Min: 1})
 		return err
 	}
-	const top = int64(snapid.MaxSequence)
+	const top = int64(registry.MaxSequence)
 	for i, tc := range []struct {
 		next    *int64 // GLOBAL's stored next, max 2^63-1, start 1
 		corrupt bool
@@ -123,14 +125,14 @@ func TestSequenceStoredNextBoundaries(t *testing.T) {
 		err := lease(seq)
 		_, serr := reg.SequenceStatus(t.Context(), seq)
 		if tc.corrupt {
-			require.ErrorIs(t, err, snapid.ErrCorruptSequence, "GLOBAL next %d", *tc.next)
-			require.ErrorIs(t, serr, snapid.ErrCorruptSequence)
+			require.ErrorIs(t, err, registry.ErrCorruptSequence, "GLOBAL next %d", *tc.next)
+			require.ErrorIs(t, serr, registry.ErrCorruptSequence)
 			continue
 		}
 		if tc.next == nil {
 			// Null is "used up" only when a grant reaches max; on a
 			// sequence that granted nothing it is corruption.
-			require.ErrorIs(t, err, snapid.ErrCorruptSequence, "GLOBAL next null with no grant")
+			require.ErrorIs(t, err, registry.ErrCorruptSequence, "GLOBAL next null with no grant")
 			require.NotErrorIs(t, err, snapid.ErrExhausted)
 			continue
 		}
@@ -143,9 +145,9 @@ func TestSequenceStoredNextBoundaries(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, ks.Admin.Query(`INSERT INTO `+table+` (seq, part, kind, key, first, last, next) VALUES (?, ?, 'range', '', 10, 100, ?)`,
 		seq, dcPart(dc), int64(-1<<63)).Exec())
-	require.ErrorIs(t, lease(seq), snapid.ErrCorruptSequence)
+	require.ErrorIs(t, lease(seq), registry.ErrCorruptSequence)
 	st, err := reg.SequenceStatus(t.Context(), seq)
-	require.ErrorIs(t, err, snapid.ErrCorruptSequence)
+	require.ErrorIs(t, err, registry.ErrCorruptSequence)
 	require.Equal(t, uint64(10), st.Next, "GLOBAL read before the range: unchanged")
 }
 

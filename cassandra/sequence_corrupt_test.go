@@ -1,6 +1,8 @@
 package cassandra
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"errors"
 	"fmt"
 	"testing"
@@ -24,10 +26,10 @@ func TestSequenceCorruptGlobalNextBelowStart(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, ks.Admin.Query(`UPDATE "`+ks.Name+`".sequences SET next = ? WHERE seq = 's' AND part = 'global' AND kind = 'global' AND key = '' AND first = 0`, tc.next).Exec())
 			h := reg.claimForTest(t, "cs_host")
-			_, err = reg.LeaseSequence(t.Context(), snapid.LeaseRequest{Sequence: "s", Name: h.Name, Owner: h.Owner, Session: h.Session, Size: 10, Min: 1})
-			require.ErrorIs(t, err, snapid.ErrCorruptSequence)
+			_, err = reg.LeaseSequence(t.Context(), registry.LeaseRequest{Sequence: "s", Name: h.Name, Owner: h.Owner, Session: h.Session, Size: 10, Min: 1})
+			require.ErrorIs(t, err, registry.ErrCorruptSequence)
 			_, err = reg.SequenceStatus(t.Context(), "s")
-			require.ErrorIs(t, err, snapid.ErrCorruptSequence)
+			require.ErrorIs(t, err, registry.ErrCorruptSequence)
 			var n int
 			require.NoError(t, ks.Admin.Query(`SELECT count(*) FROM "`+ks.Name+`".sequences WHERE seq = 's' ALLOW FILTERING`).Scan(&n))
 			require.Equal(t, 1, n, "nothing written on a corrupt GLOBAL row")
@@ -69,16 +71,16 @@ func TestSequenceCorruptRangeOutsideBounds(t *testing.T) {
 			_, err := reg.CreateSequence(t.Context(), "s", 1, 100)
 			require.NoError(t, err)
 			h := reg.claimForTest(t, "cs_host")
-			l1, err := reg.LeaseSequence(t.Context(), snapid.LeaseRequest{Sequence: "s", Name: h.Name, Owner: h.Owner, Session: h.Session, Size: 10, Min: 10})
+			l1, err := reg.LeaseSequence(t.Context(), registry.LeaseRequest{Sequence: "s", Name: h.Name, Owner: h.Owner, Session: h.Session, Size: 10, Min: 10})
 			require.NoError(t, err)
 			reg.seqs.wg.Wait()
 			require.NoError(t, ks.Admin.Query(`UPDATE "`+ks.Name+`".sequences SET `+tc.set+` = ? WHERE seq = 's' AND part = ? AND kind = 'range' AND key = '' AND first = 1`,
 				tc.v, dcPart(l1.DC)).Exec())
-			l2, err := reg.LeaseSequence(t.Context(), snapid.LeaseRequest{Sequence: "s", Name: h.Name, Owner: h.Owner, Session: h.Session,
+			l2, err := reg.LeaseSequence(t.Context(), registry.LeaseRequest{Sequence: "s", Name: h.Name, Owner: h.Owner, Session: h.Session,
 				PrevFirst: l1.First, PrevLast: l1.Last, Size: 1000, Min: 1})
-			require.ErrorIs(t, err, snapid.ErrCorruptSequence, "lease %d-%d", l2.First, l2.Last)
+			require.ErrorIs(t, err, registry.ErrCorruptSequence, "lease %d-%d", l2.First, l2.Last)
 			_, err = reg.SequenceStatus(t.Context(), "s")
-			require.ErrorIs(t, err, snapid.ErrCorruptSequence)
+			require.ErrorIs(t, err, registry.ErrCorruptSequence)
 		})
 	}
 }
@@ -99,7 +101,7 @@ func TestSequenceGlobalRowLostNotRecreated(t *testing.T) {
 			_, err := reg.CreateSequence(t.Context(), "s", 1, 1000000)
 			require.NoError(t, err)
 			h := reg.claimForTest(t, "cs_host")
-			l1, err := reg.LeaseSequence(t.Context(), snapid.LeaseRequest{Sequence: "s", Name: h.Name, Owner: h.Owner, Session: h.Session, Size: 10, Min: 10})
+			l1, err := reg.LeaseSequence(t.Context(), registry.LeaseRequest{Sequence: "s", Name: h.Name, Owner: h.Owner, Session: h.Session, Size: 10, Min: 10})
 			require.NoError(t, err)
 			reg.seqs.wg.Wait()
 			require.NoError(t, ks.Admin.Query(fmt.Sprintf(tc.del, ks.Name)).Exec())
@@ -107,7 +109,7 @@ func TestSequenceGlobalRowLostNotRecreated(t *testing.T) {
 			require.NoError(t, ks.Admin.Query(`SELECT count(*) FROM "`+ks.Name+`".sequences WHERE seq = 's' ALLOW FILTERING`).Scan(&before))
 			for _, start := range []uint64{1, l1.Last} {
 				_, err = reg.CreateSequence(t.Context(), "s", start, 1000000)
-				require.ErrorIs(t, err, snapid.ErrCorruptSequence, "start %d", start)
+				require.ErrorIs(t, err, registry.ErrCorruptSequence, "start %d", start)
 				require.Contains(t, err.Error(), "restore the GLOBAL row")
 			}
 			var after int
@@ -127,8 +129,8 @@ func TestSequenceCorruptGlobalNextNullNotExhausted(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, ks.Admin.Query(`UPDATE "`+ks.Name+`".sequences SET next = null WHERE seq = 's' AND part = 'global' AND kind = 'global' AND key = '' AND first = 0`).Exec())
 	h := reg.claimForTest(t, "cs_host")
-	_, err = reg.LeaseSequence(t.Context(), snapid.LeaseRequest{Sequence: "s", Name: h.Name, Owner: h.Owner, Session: h.Session, Size: 10, Min: 1})
-	require.ErrorIs(t, err, snapid.ErrCorruptSequence)
+	_, err = reg.LeaseSequence(t.Context(), registry.LeaseRequest{Sequence: "s", Name: h.Name, Owner: h.Owner, Session: h.Session, Size: 10, Min: 1})
+	require.ErrorIs(t, err, registry.ErrCorruptSequence)
 	require.False(t, errors.Is(err, snapid.ErrExhausted))
 }
 
@@ -139,7 +141,7 @@ func TestSequenceCreateKeepMax(t *testing.T) {
 	reg := ks.registry(t)
 	info, err := snapid.CreateSequenceKeepMax(t.Context(), reg, "s", 1)
 	require.NoError(t, err)
-	require.Equal(t, snapid.MaxSequence, info.Max)
+	require.Equal(t, registry.MaxSequence, info.Max)
 	_, err = reg.CreateSequence(t.Context(), "s", 1, 2147483647) // another host's 32-bit cap
 	require.NoError(t, err)
 	info, err = snapid.CreateSequenceKeepMax(t.Context(), reg, "s", 5)

@@ -1,6 +1,8 @@
 package cassandra
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"maps"
 	"path/filepath"
@@ -118,15 +120,15 @@ func TestSequenceUnknownOutcomesResolved(t *testing.T) {
 			info, err := reg.CreateSequence(t.Context(), "s", 1, 1000)
 			require.NoError(t, err)
 			require.Equal(t, uint64(1), info.Next)
-			var leases []snapid.SequenceLease
-			prev := map[string]snapid.SequenceLease{}
+			var leases []registry.SequenceLease
+			prev := map[string]registry.SequenceLease{}
 			for i := range 30 {
 				h := a
 				if i%2 == 1 {
 					h = b
 				}
 				p := prev[h.Name]
-				got, err := reg.LeaseSequence(t.Context(), snapid.LeaseRequest{Sequence: "s", Name: h.Name, Owner: h.Owner, Session: h.Session,
+				got, err := reg.LeaseSequence(t.Context(), registry.LeaseRequest{Sequence: "s", Name: h.Name, Owner: h.Owner, Session: h.Session,
 					PrevFirst: p.First, PrevLast: p.Last, Size: 7, Min: 1})
 				require.NoError(t, err, "lease %d", i)
 				prev[h.Name] = got
@@ -172,7 +174,7 @@ func TestSequenceUnknownOutcomesResolved(t *testing.T) {
 }
 
 // claimForTest claims name with a fresh owner and returns the row.
-func (r *Registry) claimForTest(t *testing.T, name string) snapid.Holder {
+func (r *Registry) claimForTest(t *testing.T, name string) registry.Holder {
 	t.Helper()
 	h, err := r.Claim(t.Context(), testClaim(name, randomHex(t, 16)))
 	require.NoError(t, err)
@@ -185,7 +187,7 @@ func (r *Registry) claimForTest(t *testing.T, name string) snapid.Holder {
 func TestSequenceRestoredAndClonedOnCassandra(t *testing.T) {
 	ks := newTestKeyspace(t)
 	reg := ks.registry(t)
-	_, err := snapid.CreateSequence(t.Context(), reg, "orders", 1, snapid.MaxSequence)
+	_, err := snapid.CreateSequence(t.Context(), reg, "orders", 1, registry.MaxSequence)
 	require.NoError(t, err)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "counter.u64")
@@ -275,7 +277,7 @@ func TestSequenceDataCentre(t *testing.T) {
 func TestSequenceCleanRestartOnCassandra(t *testing.T) {
 	ks := newTestKeyspace(t)
 	reg := ks.registry(t)
-	_, err := snapid.CreateSequence(t.Context(), reg, "ids", 1, snapid.MaxSequence)
+	_, err := snapid.CreateSequence(t.Context(), reg, "ids", 1, registry.MaxSequence)
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	open := func() (*snapid.Generator, *snapid.Sequence) {

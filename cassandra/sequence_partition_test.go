@@ -1,6 +1,8 @@
 package cassandra
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"fmt"
 	"path/filepath"
@@ -51,7 +53,7 @@ func TestSequenceTwoDCPartition(t *testing.T) {
 		return r
 	}
 	regA, regB := regFor(dcA, hostsA), regFor(dcB, hostsB)
-	_, err := snapid.CreateSequence(t.Context(), regA, "orders", 1, snapid.MaxSequence)
+	_, err := snapid.CreateSequence(t.Context(), regA, "orders", 1, registry.MaxSequence)
 	require.NoError(t, err)
 
 	type side struct {

@@ -1,6 +1,8 @@
 package cassandra
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"bufio"
 	"context"
 	"errors"
@@ -310,7 +312,7 @@ func TestSequenceManyHostsAndProcesses(t *testing.T) {
 	ks := newTestKeyspace(t)
 	reg := ks.registry(t)
 	const start = 7_000_000
-	_, err := snapid.CreateSequence(t.Context(), reg, "articles", start, snapid.MaxSequence)
+	_, err := snapid.CreateSequence(t.Context(), reg, "articles", start, registry.MaxSequence)
 	require.NoError(t, err)
 	var envs [][]string
 	for h := range 3 {
@@ -328,7 +330,7 @@ func TestSequenceManyHostsAndProcesses(t *testing.T) {
 		require.Len(t, nums, 800)
 		for _, n := range nums {
 			require.False(t, issued[n], "number %d issued twice", n)
-			require.True(t, n >= start && n <= snapid.MaxSequence)
+			require.True(t, n >= start && n <= registry.MaxSequence)
 			issued[n] = true
 		}
 	}
@@ -343,7 +345,7 @@ func TestSequenceManyHostsAndProcesses(t *testing.T) {
 func TestSequenceKill9Rounds(t *testing.T) {
 	ks := newTestKeyspace(t)
 	reg := ks.registry(t)
-	_, err := snapid.CreateSequence(t.Context(), reg, "orders", 1, snapid.MaxSequence)
+	_, err := snapid.CreateSequence(t.Context(), reg, "orders", 1, registry.MaxSequence)
 	require.NoError(t, err)
 	counters := []string{filepath.Join(t.TempDir(), "counter.u64"), filepath.Join(t.TempDir(), "counter.u64")}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 9))

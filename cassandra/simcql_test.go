@@ -1,6 +1,8 @@
 package cassandra
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -27,8 +29,8 @@ func simRegistry(t *testing.T, c *simCluster, dc string) *Registry {
 func TestSimClusterConformance(t *testing.T) {
 	c := newSimCluster(rand.New(rand.NewPCG(1, 2)))
 	r := simRegistry(t, c, "dc1")
-	registrytest.TestRegistry(t, func(*testing.T) snapid.Registry { return r })
-	registrytest.TestNumberRegistry(t, func(t *testing.T) snapid.NumberRegistry {
+	registrytest.TestRegistry(t, func(*testing.T) registry.Registry { return r })
+	registrytest.TestNumberRegistry(t, func(t *testing.T) registry.NumberRegistry {
 		return simRegistry(t, newSimCluster(rand.New(rand.NewPCG(3, 4))), "dc1")
 	})
 }
@@ -41,14 +43,14 @@ func TestSimClusterInterprets(t *testing.T) {
 	r := simRegistry(t, c, "dc1")
 	ctx := context.Background()
 	owner := strings.Repeat("a", 32)
-	h, err := r.Claim(ctx, snapid.Claim{Name: "n1", Owner: owner})
+	h, err := r.Claim(ctx, registry.Claim{Name: "n1", Owner: owner})
 	require.NoError(t, err)
 	_, err = r.Extend(ctx, "n1", owner, "other-session", 0, 10)
 	require.ErrorIs(t, err, snapid.ErrNameTaken, "the session condition holds")
 
 	q := r.q.(*simQuerier)
 	noSession := strings.Replace(r.stmts.extend, " AND claim_token = ?", "", 1)
-	applied, err := q.cas(ctx, &record{}, noSession, int64(10), time.Now(), "n1", owner, snapid.StateActive, int64(0))
+	applied, err := q.cas(ctx, &record{}, noSession, int64(10), time.Now(), "n1", owner, registry.StateActive, int64(0))
 	require.NoError(t, err)
 	require.True(t, applied, "without its session condition the update is applied")
 	row, _ := c.Row("n1")
@@ -127,7 +129,7 @@ func TestSimClusterFaults(t *testing.T) {
 	owner := strings.Repeat("b", 32)
 	var okN, failN int
 	for i := range 200 {
-		_, err := r.Claim(ctx, snapid.Claim{Name: "n" + string(rune('a'+i%26)), Owner: owner})
+		_, err := r.Claim(ctx, registry.Claim{Name: "n" + string(rune('a'+i%26)), Owner: owner})
 		switch {
 		case err == nil:
 			okN++

@@ -1,6 +1,8 @@
 package cassandra
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -138,7 +140,7 @@ func TestCassandraTLS(t *testing.T) {
 		assert.Equal(t, snapid.ID{Name: "tls_host", Number: 1}, id)
 		h, err := r.Get(testCtx(t), "tls_host")
 		require.NoError(t, err)
-		assert.Equal(t, snapid.StateActive, h.State)
+		assert.Equal(t, registry.StateActive, h.State)
 	})
 
 	t.Run("mutual TLS from a tls.Config", func(t *testing.T) {
@@ -153,6 +155,6 @@ func TestCassandraTLS(t *testing.T) {
 		})
 		h, err := r.Get(testCtx(t), "tls_host")
 		require.NoError(t, err, "the row written over the other TLS connection is visible")
-		assert.Equal(t, snapid.StateActive, h.State)
+		assert.Equal(t, registry.StateActive, h.State)
 	})
 }

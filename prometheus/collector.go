@@ -58,6 +58,8 @@
 package prometheus
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"math"
 	"sync"
@@ -112,7 +114,7 @@ type Collector struct {
 type spaceEntry struct {
 	asked    time.Time // when the registry was last asked, answered or not
 	checked  time.Time // when the question it last answered was asked; zero if never
-	space    snapid.SequenceSpace
+	space    registry.SequenceSpace
 	inFlight chan struct{} // closed when the question in flight is answered or fails; nil if none
 }
 

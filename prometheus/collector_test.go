@@ -1,6 +1,8 @@
 package prometheus_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"bytes"
 	"context"
 	"math"
@@ -214,7 +216,7 @@ func TestCollectorRegistry(t *testing.T) {
 	assert.Equal(t, 1.0, m["snapid_session_held"])
 
 	// Another owner takes the name over: the session is no longer held.
-	_, err = reg.Claim(context.Background(), snapid.Claim{Name: "web_1", Owner: "another-owner-0123456789abcdef", Force: true})
+	_, err = reg.Claim(context.Background(), registry.Claim{Name: "web_1", Owner: "another-owner-0123456789abcdef", Force: true})
 	require.NoError(t, err)
 	for err == nil {
 		_, err = g.Next()

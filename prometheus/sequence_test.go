@@ -1,6 +1,8 @@
 package prometheus_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"errors"
 	"path/filepath"
@@ -20,7 +22,7 @@ import (
 // no host has leased: what GLOBAL has not granted, and what the data
 // centres' ranges have not leased out (a lease is at most an eighth of a
 // range, so a range's tail may stay).
-func unleased(t *testing.T, reg snapid.SequenceRegistry, seq string) uint64 {
+func unleased(t *testing.T, reg registry.SequenceRegistry, seq string) uint64 {
 	t.Helper()
 	st, err := reg.SequenceStatus(context.Background(), seq)
 	require.NoError(t, err)

@@ -30,6 +30,8 @@
 package main
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -169,7 +171,7 @@ func main() {
 		defer r.Close()
 		regs[i] = &timedRegistry{Registry: r, rec: rec}
 	}
-	if _, err := snapid.CreateSequence(ctx, regs[0], "scale", 1, snapid.MaxSequence); err != nil {
+	if _, err := snapid.CreateSequence(ctx, regs[0], "scale", 1, registry.MaxSequence); err != nil {
 		log.Fatal(err)
 	}
 	root, err := os.MkdirTemp("", "snapid-scale-")
@@ -261,7 +263,7 @@ func runCapacity(ctx context.Context, c config, regs []*timedRegistry, rec *reco
 	for i := range claims {
 		owner := fmt.Sprintf("%032x", rand.Uint64())
 		name := fmt.Sprintf("cap_%d", i)
-		h, err := regs[i%len(regs)].Registry.Claim(ctx, snapid.Claim{Name: name, Owner: owner, Hostname: "cap", MachineID: "cap-" + name})
+		h, err := regs[i%len(regs)].Registry.Claim(ctx, registry.Claim{Name: name, Owner: owner, Hostname: "cap", MachineID: "cap-" + name})
 		if err != nil {
 			log.Fatalf("capacity: claiming %s: %v", name, err)
 		}
@@ -322,7 +324,7 @@ type SteadyRun struct {
 // interval, then records the registry's load for c.duration.
 func runSteady(ctx context.Context, c config, regs []*timedRegistry, rec *recorder, dir string, n int) (SteadyRun, error) {
 	interval := time.Minute / time.Duration(c.compress)
-	opts := func(reg snapid.Registry, host int) []snapid.Option {
+	opts := func(reg registry.Registry, host int) []snapid.Option {
 		// Each host keeps its records of names in a place of its own.
 		return []snapid.Option{snapid.WithRegistry(reg), snapid.WithSync(false), snapid.WithBindingDir(filepath.Join(dir, strconv.Itoa(host), "records")),
 			snapid.WithHostInfo(snapid.HostInfo{Hostname: fmt.Sprintf("h%d", host), MachineID: fmt.Sprintf("m-%s-%d", filepath.Base(dir), host)}),

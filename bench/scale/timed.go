@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"errors"
 	"slices"
@@ -85,12 +87,12 @@ func timed[T any](r *recorder, kind string, call func() (T, error)) (T, error) {
 	return v, err
 }
 
-func (t *timedRegistry) Claim(ctx context.Context, c snapid.Claim) (snapid.Holder, error) {
-	return timed(t.rec, "claim", func() (snapid.Holder, error) { return t.Registry.Claim(ctx, c) })
+func (t *timedRegistry) Claim(ctx context.Context, c registry.Claim) (registry.Holder, error) {
+	return timed(t.rec, "claim", func() (registry.Holder, error) { return t.Registry.Claim(ctx, c) })
 }
 
-func (t *timedRegistry) Extend(ctx context.Context, name, owner, session string, old, new uint64) (snapid.Holder, error) {
-	return timed(t.rec, "extend", func() (snapid.Holder, error) { return t.Registry.Extend(ctx, name, owner, session, old, new) })
+func (t *timedRegistry) Extend(ctx context.Context, name, owner, session string, old, new uint64) (registry.Holder, error) {
+	return timed(t.rec, "extend", func() (registry.Holder, error) { return t.Registry.Extend(ctx, name, owner, session, old, new) })
 }
 
 func (t *timedRegistry) Touch(ctx context.Context, name, owner, session string) error {
@@ -103,33 +105,33 @@ func (t *timedRegistry) Release(ctx context.Context, name, owner string, final u
 	return err
 }
 
-func (t *timedRegistry) Get(ctx context.Context, name string) (snapid.Holder, error) {
-	return timed(t.rec, "get", func() (snapid.Holder, error) { return t.Registry.Get(ctx, name) })
+func (t *timedRegistry) Get(ctx context.Context, name string) (registry.Holder, error) {
+	return timed(t.rec, "get", func() (registry.Holder, error) { return t.Registry.Get(ctx, name) })
 }
 
 func (t *timedRegistry) AssignNumber(ctx context.Context, name, owner, session string) (uint64, error) {
 	return timed(t.rec, "assign_number", func() (uint64, error) { return t.Registry.AssignNumber(ctx, name, owner, session) })
 }
 
-func (t *timedRegistry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (snapid.SequenceLease, error) {
-	return timed(t.rec, "lease", func() (snapid.SequenceLease, error) { return t.Registry.LeaseSequence(ctx, req) })
+func (t *timedRegistry) LeaseSequence(ctx context.Context, req registry.LeaseRequest) (registry.SequenceLease, error) {
+	return timed(t.rec, "lease", func() (registry.SequenceLease, error) { return t.Registry.LeaseSequence(ctx, req) })
 }
 
-func (t *timedRegistry) HostLease(ctx context.Context, seq, name string) (snapid.SequenceLease, error) {
-	return timed(t.rec, "host_lease", func() (snapid.SequenceLease, error) { return t.Registry.HostLease(ctx, seq, name) })
+func (t *timedRegistry) HostLease(ctx context.Context, seq, name string) (registry.SequenceLease, error) {
+	return timed(t.rec, "host_lease", func() (registry.SequenceLease, error) { return t.Registry.HostLease(ctx, seq, name) })
 }
 
-func (t *timedRegistry) SequenceStatus(ctx context.Context, seq string) (snapid.SequenceStatus, error) {
-	return timed(t.rec, "status", func() (snapid.SequenceStatus, error) { return t.Registry.SequenceStatus(ctx, seq) })
+func (t *timedRegistry) SequenceStatus(ctx context.Context, seq string) (registry.SequenceStatus, error) {
+	return timed(t.rec, "status", func() (registry.SequenceStatus, error) { return t.Registry.SequenceStatus(ctx, seq) })
 }
 
-func (t *timedRegistry) CloseLease(ctx context.Context, l snapid.SequenceLease, pos uint64) error {
+func (t *timedRegistry) CloseLease(ctx context.Context, l registry.SequenceLease, pos uint64) error {
 	_, err := timed(t.rec, "close_lease", func() (struct{}, error) { return struct{}{}, t.Registry.CloseLease(ctx, l, pos) })
 	return err
 }
 
-func (t *timedRegistry) AdoptLease(ctx context.Context, a snapid.LeaseAdoption) (snapid.SequenceLease, error) {
-	return timed(t.rec, "adopt_lease", func() (snapid.SequenceLease, error) { return t.Registry.AdoptLease(ctx, a) })
+func (t *timedRegistry) AdoptLease(ctx context.Context, a registry.LeaseAdoption) (registry.SequenceLease, error) {
+	return timed(t.rec, "adopt_lease", func() (registry.SequenceLease, error) { return t.Registry.AdoptLease(ctx, a) })
 }
 
 // Latency summarizes durations: quantiles in milliseconds.

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,7 +52,7 @@ func cmdCheckNames(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	var rows []snapid.Holder
+	var rows []registry.Holder
 	var repl *cassandra.ReplicationReport
 	if reg != nil {
 		defer reg.Close()

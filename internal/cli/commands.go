@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"bufio"
 	"context"
 	"encoding/json"
@@ -377,13 +379,13 @@ func cmdHelp(ctx context.Context, c *cli, args []string) error {
 // machine, under another counter file, the hint that fits: use that
 // counter (--counter, SNAPID_COUNTER), never a forced take-over of one's
 // own name; if that counter is gone, a forced release first. Any other error, or a holder elsewhere, is returned as it is.
-func heldHere(ctx context.Context, reg snapid.Registry, name, path string, err error) error {
+func heldHere(ctx context.Context, reg registry.Registry, name, path string, err error) error {
 	if reg == nil || !errors.Is(err, snapid.ErrNameTaken) {
 		return err
 	}
 	h, gerr := reg.Get(ctx, name)
 	local := snapid.LocalHostInfo()
-	if gerr != nil || h.State != snapid.StateActive || h.MachineID == "" || h.MachineID != local.MachineID {
+	if gerr != nil || h.State != registry.StateActive || h.MachineID == "" || h.MachineID != local.MachineID {
 		return err
 	}
 	return hintError{err, fmt.Sprintf("the holder is this very machine, with another counter file (owner %s) than %s: "+

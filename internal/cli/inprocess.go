@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"fmt"
 
@@ -17,7 +19,7 @@ type InProcess struct {
 	// setup use instead of connecting to Cassandra; the registry flags
 	// are then not needed, setup creates no schema (the registry exists)
 	// and records --stride in it. The commands do not close it.
-	Registry snapid.NumberRegistry
+	Registry registry.NumberRegistry
 	// Options are added, last, to the library's options of the commands
 	// that open the counter or release it (the driver's file seams,
 	// clock, host information, binding directory).
@@ -27,7 +29,7 @@ type InProcess struct {
 // claimRegistry is the registry of register and release: the in-process
 // driver's if it gave one, else Cassandra's (needRegistry); done closes
 // what was connected.
-func (c *cli) claimRegistry(ctx context.Context, r *registryFlags, cmd string) (reg snapid.Registry, done func(), err error) {
+func (c *cli) claimRegistry(ctx context.Context, r *registryFlags, cmd string) (reg registry.Registry, done func(), err error) {
 	if c.inproc != nil && c.inproc.Registry != nil {
 		return c.inproc.Registry, func() {}, nil
 	}
@@ -61,8 +63,8 @@ func (c *cli) setupInProcess(ctx context.Context, stride uint64, strideSet bool)
 	return err
 }
 
-// orNil is reg as a snapid.Registry, nil when no registry is configured.
-func orNil(reg *cassandra.Registry) snapid.Registry {
+// orNil is reg as a registry.Registry, nil when no registry is configured.
+func orNil(reg *cassandra.Registry) registry.Registry {
 	if reg == nil {
 		return nil
 	}

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"bytes"
 	"context"
 	"fmt"
@@ -44,12 +46,12 @@ func TestInProcessRegistry(t *testing.T) {
 	owner, err := snapid.OwnerToken(counter)
 	require.NoError(t, err)
 	require.Equal(t, owner, row.Owner)
-	require.Equal(t, snapid.StateActive, row.State)
+	require.Equal(t, registry.StateActive, row.State)
 
 	r = run("release", "--name", "web_1", "--counter", counter)
 	require.Equal(t, exitOK, r.code, "%+v", r)
 	row, _ = reg.Row("web_1")
-	require.Equal(t, snapid.StateReleased, row.State)
+	require.Equal(t, registry.StateReleased, row.State)
 	require.Equal(t, fmt.Sprintf("released web_1 (last number %d)\n", row.Reserved), r.stdout)
 
 	// A forced release of another host's name, with the start given.
@@ -58,7 +60,7 @@ func TestInProcessRegistry(t *testing.T) {
 	r = run("release", "--force", "--start", "5000", "--name", "db_1")
 	require.Equal(t, exitOK, r.code, "%+v", r)
 	row, _ = reg.Row("db_1")
-	require.Equal(t, snapid.StateReleased, row.State)
+	require.Equal(t, registry.StateReleased, row.State)
 	require.Equal(t, uint64(4999), row.Reserved)
 	require.Equal(t, "released db_1 (last number 4999)\n", r.stdout)
 

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"bufio"
 	"context"
 	"encoding/json"
@@ -80,7 +82,7 @@ func seqCreate(ctx context.Context, c *cli, seq string, args []string) error {
 	fs := c.newFlags("seq")
 	start := decimalFlag(fs, "start", 1, "the first number (numbers that already exist stay below it); an existing sequence's start is raised "+
 		"only while it has handed out no number, and a higher --start is refused once it has (create a new sequence instead)")
-	maxN := decimalFlag(fs, "max", snapid.MaxSequence, "the last number (2147483647 for a signed 32-bit column); an existing sequence keeps its max "+
+	maxN := decimalFlag(fs, "max", registry.MaxSequence, "the last number (2147483647 for a signed 32-bit column); an existing sequence keeps its max "+
 		"unless --max is given, and a max below numbers already handed to data centres is refused")
 	var rf registryFlags
 	c.addRegistryFlags(&rf)
@@ -90,7 +92,7 @@ func seqCreate(ctx context.Context, c *cli, seq string, args []string) error {
 	maxGiven := false
 	fs.Visit(func(f *flag.Flag) { maxGiven = maxGiven || f.Name == "max" })
 	// Everything is checked before connecting.
-	if err := snapid.CheckSequenceBounds(seq, *start, *maxN); err != nil {
+	if err := registry.CheckSequenceBounds(seq, *start, *maxN); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
@@ -100,7 +102,7 @@ func seqCreate(ctx context.Context, c *cli, seq string, args []string) error {
 		return err
 	}
 	defer reg.Close()
-	var info snapid.SequenceInfo
+	var info registry.SequenceInfo
 	if maxGiven {
 		info, err = snapid.CreateSequence(ctx, reg, seq, *start, *maxN)
 	} else {

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"bufio"
 	"context"
 	"encoding/json"
@@ -147,16 +149,16 @@ func cmdStatus(ctx context.Context, c *cli, args []string) error {
 		st.Registry = &statusRow{}
 		h, err := reg.Get(ctx, name)
 		switch {
-		case errors.Is(err, snapid.ErrNotRegistered) && hf.OwnerID != "":
+		case errors.Is(err, registry.ErrNotRegistered) && hf.OwnerID != "":
 			attention("%q has no row in the registry though this counter has an owner token: 'snapctl register' claims it", name)
-		case errors.Is(err, snapid.ErrNotRegistered):
+		case errors.Is(err, registry.ErrNotRegistered):
 			// As check-names says (not_registered): with a registry
 			// configured, a name without a row is not in use safely.
 			attention("%q has no row in the registry (check-names: not_registered): 'snapctl register' claims it", name)
 		case err != nil:
 			attention("the registry row of %q could not be read: %s", name, oneLine(describe("status", err)))
 		}
-		if err == nil || errors.Is(err, snapid.ErrNotRegistered) {
+		if err == nil || errors.Is(err, registry.ErrNotRegistered) {
 			secondName(ctx, reg, name, hf, st.Processes, attention)
 		}
 		if s, serr := reg.Stride(ctx); serr != nil {
@@ -178,14 +180,14 @@ func cmdStatus(ctx context.Context, c *cli, args []string) error {
 			}
 			running := st.Processes != nil && *st.Processes > 0
 			switch {
-			case h.State == snapid.StateActive && !r.ThisHost && hf.OwnerID != "":
+			case h.State == registry.StateActive && !r.ThisHost && hf.OwnerID != "":
 				attention("%q is held by another owner (%s, host %s): this host must not issue under it", name, r.OwnerID, h.Hostname)
-			case h.State == snapid.StateActive && !r.ThisHost:
+			case h.State == registry.StateActive && !r.ThisHost:
 				attention("%q is held by host %s (owner %s), and this host's counter has no owner token: this host must not issue under it", name, h.Hostname, r.OwnerID)
-			case r.ThisHost && h.State == snapid.StateActive && running && !r.Session:
+			case r.ThisHost && h.State == registry.StateActive && running && !r.Session:
 				attention("a later claim superseded the session of this host's running processes (a copy of this counter directory?): they issue nothing more beyond their mark")
 			}
-			if c, err := strconv.ParseUint(st.Counter.LastIssued, 10, 64); err == nil && r.ThisHost && h.State == snapid.StateActive && c > h.Reserved {
+			if c, err := strconv.ParseUint(st.Counter.LastIssued, 10, 64); err == nil && r.ThisHost && h.State == registry.StateActive && c > h.Reserved {
 				attention("the counter (%d) is above the registry's mark (%d): ids were issued without the registry", c, h.Reserved)
 			}
 		}
@@ -493,7 +495,7 @@ func secondName(ctx context.Context, reg *cassandra.Registry, name string, hf sn
 		return
 	}
 	h, err := reg.Get(ctx, hf.SessionName)
-	if err != nil || h.State != snapid.StateActive || !hf.OwnedBy(h) {
+	if err != nil || h.State != registry.StateActive || !hf.OwnedBy(h) {
 		return
 	}
 	attention("this counter holds %q in the registry (its session file records it): one counter serves one name, so %q is refused; "+

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -63,7 +65,7 @@ func TestStatusAndRegister(t *testing.T) {
 	assert.True(t, st.Registry.Found)
 	assert.True(t, st.Registry.ThisHost)
 	assert.True(t, st.Registry.Session)
-	assert.Equal(t, snapid.StateActive, st.Registry.State)
+	assert.Equal(t, registry.StateActive, st.Registry.State)
 	r = a.run(t, "status")
 	require.Equal(t, exitOK, r.code)
 	assert.Contains(t, r.stdout, "held by this host, current session")

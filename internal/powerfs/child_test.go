@@ -1,6 +1,8 @@
 package powerfs_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -136,7 +138,7 @@ func child() int {
 
 // registryOptions are the options of every Generator on the registry in
 // these tests: small steps, so that extensions happen within a round.
-func registryOptions(reg snapid.Registry, step uint64) []snapid.Option {
+func registryOptions(reg registry.Registry, step uint64) []snapid.Option {
 	if step == 0 {
 		step = 1000
 	}
@@ -268,7 +270,7 @@ func (p *proc) kill() {
 	p.cmd.Wait()
 }
 
-// The registry over net/rpc: the parent serves a snapid.Registry, the
+// The registry over net/rpc: the parent serves a registry.Registry, the
 // children call it through rpcRegistry. Errors travel as their message and
 // the names of the package's sentinel errors they match, so that the
 // library's errors.Is checks see them as the registry returned them.
@@ -279,8 +281,8 @@ var sentinels = []struct {
 }{
 	{"name-taken", snapid.ErrNameTaken},
 	{"probable-clone", snapid.ErrProbableClone},
-	{"mark-moved", snapid.ErrMarkMoved},
-	{"not-registered", snapid.ErrNotRegistered},
+	{"mark-moved", registry.ErrMarkMoved},
+	{"not-registered", registry.ErrNotRegistered},
 	{"invalid-option", snapid.ErrInvalidOption},
 	{"invalid-name", snapid.ErrInvalidName},
 	{"registry", snapid.ErrRegistry},
@@ -288,8 +290,8 @@ var sentinels = []struct {
 
 // Reply is the answer to every call.
 type Reply struct {
-	Holder  snapid.Holder
-	Holders []snapid.Holder
+	Holder  registry.Holder
+	Holders []registry.Holder
 	Kinds   []string
 	Msg     string
 }
@@ -330,9 +332,9 @@ type ExtendArgs struct {
 }
 
 // RegistryService serves a registry to the children.
-type RegistryService struct{ reg snapid.Registry }
+type RegistryService struct{ reg registry.Registry }
 
-func (s *RegistryService) Claim(c snapid.Claim, r *Reply) error {
+func (s *RegistryService) Claim(c registry.Claim, r *Reply) error {
 	h, err := s.reg.Claim(context.Background(), c)
 	r.Holder = h
 	r.setErr(err)
@@ -371,7 +373,7 @@ func (s *RegistryService) List(_ int, r *Reply) error {
 }
 
 // serveRegistry serves reg on a Unix socket at sock until the test ends.
-func serveRegistry(t *testing.T, reg snapid.Registry, sock string) {
+func serveRegistry(t *testing.T, reg registry.Registry, sock string) {
 	t.Helper()
 	srv := rpc.NewServer()
 	if err := srv.RegisterName("Registry", &RegistryService{reg: reg}); err != nil {
@@ -385,7 +387,7 @@ func serveRegistry(t *testing.T, reg snapid.Registry, sock string) {
 	go srv.Accept(l)
 }
 
-// rpcRegistry is a snapid.Registry that calls the parent's.
+// rpcRegistry is a registry.Registry that calls the parent's.
 type rpcRegistry struct{ c *rpc.Client }
 
 func dialRegistry(sock string) (*rpcRegistry, error) {
@@ -416,18 +418,18 @@ func (r *rpcRegistry) call(ctx context.Context, method string, args any) (*Reply
 	return &rep, rep.err()
 }
 
-func (r *rpcRegistry) Claim(ctx context.Context, c snapid.Claim) (snapid.Holder, error) {
+func (r *rpcRegistry) Claim(ctx context.Context, c registry.Claim) (registry.Holder, error) {
 	rep, err := r.call(ctx, "Claim", c)
 	if rep == nil {
-		return snapid.Holder{}, err
+		return registry.Holder{}, err
 	}
 	return rep.Holder, err
 }
 
-func (r *rpcRegistry) Extend(ctx context.Context, name, owner, session string, old, new uint64) (snapid.Holder, error) {
+func (r *rpcRegistry) Extend(ctx context.Context, name, owner, session string, old, new uint64) (registry.Holder, error) {
 	rep, err := r.call(ctx, "Extend", ExtendArgs{Name: name, Owner: owner, Session: session, Old: old, New: new})
 	if rep == nil {
-		return snapid.Holder{}, err
+		return registry.Holder{}, err
 	}
 	return rep.Holder, err
 }
@@ -442,15 +444,15 @@ func (r *rpcRegistry) Release(ctx context.Context, name, owner string, final uin
 	return err
 }
 
-func (r *rpcRegistry) Get(ctx context.Context, name string) (snapid.Holder, error) {
+func (r *rpcRegistry) Get(ctx context.Context, name string) (registry.Holder, error) {
 	rep, err := r.call(ctx, "Get", name)
 	if rep == nil {
-		return snapid.Holder{}, err
+		return registry.Holder{}, err
 	}
 	return rep.Holder, err
 }
 
-func (r *rpcRegistry) List(ctx context.Context) ([]snapid.Holder, error) {
+func (r *rpcRegistry) List(ctx context.Context) ([]registry.Holder, error) {
 	rep, err := r.call(ctx, "List", 0)
 	if rep == nil {
 		return nil, err

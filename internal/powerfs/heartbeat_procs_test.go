@@ -1,6 +1,8 @@
 package powerfs_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"bufio"
 	"context"
 	"fmt"
@@ -274,5 +276,5 @@ func TestHeartbeatProcesses(t *testing.T) {
 	}
 	row, ok := reg.Row("web_1")
 	require.True(t, ok)
-	assert.Equal(t, snapid.StateActive, row.State, fmt.Sprintf("%+v", row))
+	assert.Equal(t, registry.StateActive, row.State, fmt.Sprintf("%+v", row))
 }

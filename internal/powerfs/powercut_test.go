@@ -1,6 +1,8 @@
 package powerfs_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -405,7 +407,7 @@ func TestPowerCutCreation(t *testing.T) {
 // conformance suite, so the power-cut tests exercise the library on a
 // faithful registry.
 func TestRPCRegistry(t *testing.T) {
-	registrytest.TestRegistry(t, func(t *testing.T) snapid.Registry {
+	registrytest.TestRegistry(t, func(t *testing.T) registry.Registry {
 		_, sock := registryFor(t)
 		r, err := dialRegistry(sock)
 		require.NoError(t, err)

@@ -1,6 +1,8 @@
 package powerfs_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"errors"
 	"fmt"
@@ -167,7 +169,7 @@ func TestPowerCutSequence(t *testing.T) {
 			require.NoError(t, os.Mkdir(dir, 0o755))
 			syncDir(t, f.Dir())
 			reg, sock := seqRegistryFor(t)
-			_, err := snapid.CreateSequence(context.Background(), reg, "orders", 1, snapid.MaxSequence)
+			_, err := snapid.CreateSequence(context.Background(), reg, "orders", 1, registry.MaxSequence)
 			require.NoError(t, err)
 			path := filepath.Join(dir, "counter.u64")
 			name := fmt.Sprintf("seqpower%d", mi)
@@ -266,13 +268,13 @@ var seqSentinels = []struct {
 	{"sequence-short", snapid.ErrSequenceShort},
 	{"no-sequence", snapid.ErrNoSequence},
 	{"invalid-sequence", snapid.ErrInvalidSequence},
-	{"lease-moved", snapid.ErrLeaseMoved},
+	{"lease-moved", registry.ErrLeaseMoved},
 }
 
 // SeqReply is the answer to every sequence call.
 type SeqReply struct {
-	Lease  snapid.SequenceLease
-	Status []snapid.SequenceStatus
+	Lease  registry.SequenceLease
+	Status []registry.SequenceStatus
 	Reply
 }
 
@@ -305,16 +307,16 @@ func (r *SeqReply) err() error {
 
 // CloseLeaseArgs are CloseLease's arguments; NameArgs HostLease's.
 type CloseLeaseArgs struct {
-	Lease snapid.SequenceLease
+	Lease registry.SequenceLease
 	Pos   uint64
 }
 
 type NameArgs struct{ Sequence, Name string }
 
 // SeqRegistryService serves a registry's sequences to the children.
-type SeqRegistryService struct{ reg snapid.SequenceRegistry }
+type SeqRegistryService struct{ reg registry.SequenceRegistry }
 
-func (s *SeqRegistryService) LeaseSequence(req snapid.LeaseRequest, r *SeqReply) error {
+func (s *SeqRegistryService) LeaseSequence(req registry.LeaseRequest, r *SeqReply) error {
 	l, err := s.reg.LeaseSequence(context.Background(), req)
 	r.Lease = l
 	r.setErr(err)
@@ -326,7 +328,7 @@ func (s *SeqRegistryService) CloseLease(a CloseLeaseArgs, r *SeqReply) error {
 	return nil
 }
 
-func (s *SeqRegistryService) AdoptLease(a snapid.LeaseAdoption, r *SeqReply) error {
+func (s *SeqRegistryService) AdoptLease(a registry.LeaseAdoption, r *SeqReply) error {
 	l, err := s.reg.AdoptLease(context.Background(), a)
 	r.Lease = l
 	r.setErr(err)
@@ -342,7 +344,7 @@ func (s *SeqRegistryService) HostLease(a NameArgs, r *SeqReply) error {
 
 func (s *SeqRegistryService) SequenceStatus(name string, r *SeqReply) error {
 	st, err := s.reg.SequenceStatus(context.Background(), name)
-	r.Status = []snapid.SequenceStatus{st}
+	r.Status = []registry.SequenceStatus{st}
 	r.setErr(err)
 	return nil
 }
@@ -354,7 +356,7 @@ func (s *SeqRegistryService) ListSequences(_ int, r *SeqReply) error {
 	return nil
 }
 
-// rpcSeqRegistry is a snapid.Registry and snapid.SequenceRegistry that
+// rpcSeqRegistry is a registry.Registry and registry.SequenceRegistry that
 // calls the parent's.
 type rpcSeqRegistry struct{ *rpcRegistry }
 
@@ -383,48 +385,48 @@ func (r *rpcSeqRegistry) seqCall(ctx context.Context, method string, args any) (
 	return &rep, rep.err()
 }
 
-func (r *rpcSeqRegistry) CreateSequence(ctx context.Context, name string, start, max uint64) (snapid.SequenceInfo, error) {
-	return snapid.SequenceInfo{}, fmt.Errorf("%w: the children do not create sequences", snapid.ErrInvalidSequence)
+func (r *rpcSeqRegistry) CreateSequence(ctx context.Context, name string, start, max uint64) (registry.SequenceInfo, error) {
+	return registry.SequenceInfo{}, fmt.Errorf("%w: the children do not create sequences", snapid.ErrInvalidSequence)
 }
 
-func (r *rpcSeqRegistry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (snapid.SequenceLease, error) {
+func (r *rpcSeqRegistry) LeaseSequence(ctx context.Context, req registry.LeaseRequest) (registry.SequenceLease, error) {
 	rep, err := r.seqCall(ctx, "LeaseSequence", req)
 	if rep == nil {
-		return snapid.SequenceLease{}, err
+		return registry.SequenceLease{}, err
 	}
 	return rep.Lease, err
 }
 
-func (r *rpcSeqRegistry) CloseLease(ctx context.Context, l snapid.SequenceLease, pos uint64) error {
+func (r *rpcSeqRegistry) CloseLease(ctx context.Context, l registry.SequenceLease, pos uint64) error {
 	_, err := r.seqCall(ctx, "CloseLease", CloseLeaseArgs{Lease: l, Pos: pos})
 	return err
 }
 
-func (r *rpcSeqRegistry) AdoptLease(ctx context.Context, a snapid.LeaseAdoption) (snapid.SequenceLease, error) {
+func (r *rpcSeqRegistry) AdoptLease(ctx context.Context, a registry.LeaseAdoption) (registry.SequenceLease, error) {
 	rep, err := r.seqCall(ctx, "AdoptLease", a)
 	if rep == nil {
-		return snapid.SequenceLease{}, err
+		return registry.SequenceLease{}, err
 	}
 	return rep.Lease, err
 }
 
-func (r *rpcSeqRegistry) HostLease(ctx context.Context, sequence, name string) (snapid.SequenceLease, error) {
+func (r *rpcSeqRegistry) HostLease(ctx context.Context, sequence, name string) (registry.SequenceLease, error) {
 	rep, err := r.seqCall(ctx, "HostLease", NameArgs{Sequence: sequence, Name: name})
 	if rep == nil {
-		return snapid.SequenceLease{}, err
+		return registry.SequenceLease{}, err
 	}
 	return rep.Lease, err
 }
 
-func (r *rpcSeqRegistry) SequenceStatus(ctx context.Context, name string) (snapid.SequenceStatus, error) {
+func (r *rpcSeqRegistry) SequenceStatus(ctx context.Context, name string) (registry.SequenceStatus, error) {
 	rep, err := r.seqCall(ctx, "SequenceStatus", name)
 	if rep == nil || len(rep.Status) == 0 {
-		return snapid.SequenceStatus{}, err
+		return registry.SequenceStatus{}, err
 	}
 	return rep.Status[0], err
 }
 
-func (r *rpcSeqRegistry) ListSequences(ctx context.Context) ([]snapid.SequenceStatus, error) {
+func (r *rpcSeqRegistry) ListSequences(ctx context.Context) ([]registry.SequenceStatus, error) {
 	rep, err := r.seqCall(ctx, "ListSequences", 0)
 	if rep == nil {
 		return nil, err
@@ -432,4 +434,4 @@ func (r *rpcSeqRegistry) ListSequences(ctx context.Context) ([]snapid.SequenceSt
 	return rep.Status, err
 }
 
-var _ snapid.SequenceRegistry = (*rpcSeqRegistry)(nil)
+var _ registry.SequenceRegistry = (*rpcSeqRegistry)(nil)

@@ -1,9 +1,10 @@
 package sim
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"math/rand/v2"
 
-	"github.com/snapid/snapid"
 	_ "github.com/snapid/snapid/cassandra" // fills simcql.New in
 	"github.com/snapid/snapid/internal/simcql"
 	"github.com/snapid/snapid/registry/registrytest"
@@ -14,9 +15,9 @@ import (
 // cluster (package internal/simcql; what that cluster models is described
 // in cassandra/simcql.go).
 type backend interface {
-	snapid.Registry
-	snapid.SequenceRegistry
-	snapid.NumberRegistry
+	registry.Registry
+	registry.SequenceRegistry
+	registry.NumberRegistry
 }
 
 // cluster is the registry of a history, whichever it is: a backend per
@@ -25,12 +26,12 @@ type backend interface {
 type cluster interface {
 	inDC(dc int) backend
 	// Row is the name's row as the registry will settle it.
-	Row(name string) (snapid.Holder, bool)
+	Row(name string) (registry.Holder, bool)
 	// Sequences is the registry's sequences, in a form to compare.
 	Sequences() any
 	// hostLease is the lease the registry records for host name of
 	// data centre dc in sequence seq, as it will settle.
-	hostLease(seq string, dc int, name string) (snapid.SequenceLease, bool)
+	hostLease(seq string, dc int, name string) (registry.SequenceLease, bool)
 	setDown(down bool)
 	// setCut cuts data centre dc off from the cluster's quorum (oneWay:
 	// its requests arrive, their replies are lost) or heals it.
@@ -49,11 +50,11 @@ type cluster interface {
 // settled before the error returns.
 type memCluster struct{ mem *registrytest.Registry }
 
-func (m memCluster) inDC(dc int) backend                   { return m.mem.InDC(dcName(dc)) }
-func (m memCluster) Row(name string) (snapid.Holder, bool) { return m.mem.Row(name) }
-func (m memCluster) Sequences() any                        { return m.mem.Sequences() }
-func (m memCluster) setDown(down bool)                     { m.mem.SetDown(down) }
-func (m memCluster) hostLease(seq string, dc int, name string) (snapid.SequenceLease, bool) {
+func (m memCluster) inDC(dc int) backend                     { return m.mem.InDC(dcName(dc)) }
+func (m memCluster) Row(name string) (registry.Holder, bool) { return m.mem.Row(name) }
+func (m memCluster) Sequences() any                          { return m.mem.Sequences() }
+func (m memCluster) setDown(down bool)                       { m.mem.SetDown(down) }
+func (m memCluster) hostLease(seq string, dc int, name string) (registry.SequenceLease, bool) {
 	for _, st := range m.mem.Sequences() {
 		for _, l := range st.Leases {
 			if st.Name == seq && l.DC == dcName(dc) && l.Name == name {
@@ -61,7 +62,7 @@ func (m memCluster) hostLease(seq string, dc int, name string) (snapid.SequenceL
 			}
 		}
 	}
-	return snapid.SequenceLease{}, false
+	return registry.SequenceLease{}, false
 }
 func (m memCluster) setCut(dc int, cut, _ bool) { m.mem.SetCut(dcName(dc), cut) }
 func (m memCluster) tick()                      {}
@@ -87,11 +88,11 @@ func newCQLCluster(h History, w *world) *cqlCluster {
 	return c
 }
 
-func (c *cqlCluster) inDC(dc int) backend                   { return c.regs[dc] }
-func (c *cqlCluster) Row(name string) (snapid.Holder, bool) { return c.c.Row(name) }
-func (c *cqlCluster) Sequences() any                        { return c.c.Sequences() }
-func (c *cqlCluster) setDown(down bool)                     { c.c.SetDown(down) }
-func (c *cqlCluster) hostLease(seq string, dc int, name string) (snapid.SequenceLease, bool) {
+func (c *cqlCluster) inDC(dc int) backend                     { return c.regs[dc] }
+func (c *cqlCluster) Row(name string) (registry.Holder, bool) { return c.c.Row(name) }
+func (c *cqlCluster) Sequences() any                          { return c.c.Sequences() }
+func (c *cqlCluster) setDown(down bool)                       { c.c.SetDown(down) }
+func (c *cqlCluster) hostLease(seq string, dc int, name string) (registry.SequenceLease, bool) {
 	return c.c.HostLease(seq, dcName(dc), name)
 }
 func (c *cqlCluster) setCut(dc int, cut, oneWay bool) {

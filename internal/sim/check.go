@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -270,7 +272,7 @@ func (c *checker) tookNothing(ho *host, before []byte) {
 // registry's rows.
 type state struct {
 	files map[string][]byte
-	rows  []snapid.Holder
+	rows  []registry.Holder
 	seqs  any // the registry's sequences (cluster.Sequences)
 }
 
@@ -280,8 +282,8 @@ func (c *checker) snapshot(ho *host) state {
 }
 
 // rows reads every row of the registry as it stands, outage or not.
-func (c *checker) rows() []snapid.Holder {
-	var rows []snapid.Holder
+func (c *checker) rows() []registry.Holder {
+	var rows []registry.Holder
 	seen := map[string]bool{}
 	for _, ho := range c.w.hosts {
 		if seen[ho.cfg.Name] {
@@ -318,7 +320,7 @@ func (c *checker) unchanged(ho *host, before state, what string) {
 }
 
 // rowsUnchanged checks that the registry's rows are still before.
-func (c *checker) rowsUnchanged(before []snapid.Holder, what string) {
+func (c *checker) rowsUnchanged(before []registry.Holder, what string) {
 	after := c.rows()
 	if len(before) != len(after) {
 		c.violation("%s changed the registry's rows (%d, then %d)", what, len(before), len(after))
@@ -340,7 +342,7 @@ func (c *checker) released(ho *host, final uint64, err error, before state) {
 	case err == nil:
 		ho.released = true
 		ho.releaseUnsynced = false
-		if ho.cfg.Registry && (!ok || row.State != snapid.StateReleased || row.Reserved != final) {
+		if ho.cfg.Registry && (!ok || row.State != registry.StateReleased || row.Reserved != final) {
 			c.violation("Release of %s on h%d reported done (final %d) but the registry shows %+v", ho.cfg.Name, ho.i, final, row)
 		}
 		for _, r := range before.rows {
@@ -358,19 +360,19 @@ func (c *checker) released(ho *host, final uint64, err error, before state) {
 			ho.releaseUnsynced = true
 		}
 	default:
-		var was snapid.Holder
+		var was registry.Holder
 		for _, r := range before.rows {
 			if r.Name == ho.cfg.Name {
 				was = r
 			}
 		}
-		if errors.Is(err, snapid.ErrMarkMoved) && ok && row.Reserved == was.Reserved {
+		if errors.Is(err, registry.ErrMarkMoved) && ok && row.Reserved == was.Reserved {
 			// Nothing ran on the name: the mark did not move, so
 			// Release asked the registry to lower it.
 			c.violation("Release of %s on h%d was refused as below the registry's mark %d, which did not move: it recorded less than the mark (%v)", ho.cfg.Name, ho.i, row.Reserved, err)
 		}
-		if ho.cfg.Registry && ok && row.State == snapid.StateReleased {
-			if was.State != snapid.StateReleased {
+		if ho.cfg.Registry && ok && row.State == registry.StateReleased {
+			if was.State != registry.StateReleased {
 				c.violation("Release of %s on h%d failed (%v) but the registry shows it released", ho.cfg.Name, ho.i, err)
 			}
 		}
@@ -386,15 +388,15 @@ func (c *checker) released(ho *host, final uint64, err error, before state) {
 // done, the registry shows it released at final, at or above the mark it
 // had and next-1; refused as below the mark (ErrMarkMoved), the mark must
 // have moved meanwhile (else ForceRelease asked to lower it).
-func (c *checker) forceReleased(ho *host, next, final uint64, err error, was snapid.Holder, hadRow bool) {
+func (c *checker) forceReleased(ho *host, next, final uint64, err error, was registry.Holder, hadRow bool) {
 	row, ok := c.w.reg0.Row(ho.cfg.Name)
 	if err != nil {
-		if errors.Is(err, snapid.ErrMarkMoved) && hadRow && ok && row.Reserved == was.Reserved && row.Owner == was.Owner {
+		if errors.Is(err, registry.ErrMarkMoved) && hadRow && ok && row.Reserved == was.Reserved && row.Owner == was.Owner {
 			c.violation("ForceRelease of %s (next %d) was refused as below the registry's mark %d, which did not move: it recorded less than the mark (%v)", ho.cfg.Name, next, row.Reserved, err)
 		}
 		return
 	}
-	if !ok || row.State != snapid.StateReleased || row.Reserved != final {
+	if !ok || row.State != registry.StateReleased || row.Reserved != final {
 		c.violation("ForceRelease of %s reported done (final %d) but the registry shows %+v", ho.cfg.Name, final, row)
 	}
 	if final < next-1 || hadRow && was.Owner == row.Owner && final < was.Reserved {
@@ -412,7 +414,7 @@ func (c *checker) live(ho *host) {
 	if ho.cfg.Registry {
 		owner, err := snapid.OwnerToken(ho.counter)
 		row, ok := c.w.reg0.Row(ho.cfg.Name)
-		if err != nil || !ok || row.Owner != owner || row.State != snapid.StateActive {
+		if err != nil || !ok || row.Owner != owner || row.State != registry.StateActive {
 			return // it never claimed its name, or lost it
 		}
 	}
@@ -505,7 +507,7 @@ func (c *checker) seqIssued(ho *host, p, i int, first, n uint64) {
 // seqCreated checks a re-creation: a start raised once numbers were
 // handed out, or a max lowered below them, must be refused; what is
 // accepted bounds every number handed out afterwards.
-func (c *checker) seqCreated(i int, s Step, info snapid.SequenceInfo, err error) {
+func (c *checker) seqCreated(i int, s Step, info registry.SequenceInfo, err error) {
 	sc := c.seqs[i]
 	if err != nil {
 		return

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"fmt"
 
 	"github.com/snapid/snapid"
@@ -18,7 +20,7 @@ func (w *world) cloneClaim(ho *host, running bool) string {
 		return ""
 	}
 	row, ok := w.reg0.Row(ho.cfg.Name)
-	if !ok || row.State != snapid.StateActive || row.Owner != w.ownerToken(ho) ||
+	if !ok || row.State != registry.StateActive || row.Owner != w.ownerToken(ho) ||
 		row.Hostname == ho.info.Hostname && row.MachineID == ho.info.MachineID {
 		return ""
 	}

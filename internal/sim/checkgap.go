@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"os"
 
 	"github.com/snapid/snapid"
@@ -70,7 +72,7 @@ func (c *checker) crashGap(ho *host) {
 	}
 	owner, err := snapid.OwnerToken(ho.counter)
 	row, held := c.w.reg0.Row(ho.cfg.Name)
-	if err != nil || !held || row.Owner != owner || row.State != snapid.StateActive || row.Reserved <= cur {
+	if err != nil || !held || row.Owner != owner || row.State != registry.StateActive || row.Reserved <= cur {
 		return
 	}
 	gap := row.Reserved - cur

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"bytes"
 	"context"
 	"errors"
@@ -84,7 +86,7 @@ func (w *world) snapctl(ho *host, s Step) {
 
 // runCLI runs snapctl with args for ho and returns its exit status and
 // what it printed.
-func (w *world) runCLI(ho *host, reg snapid.NumberRegistry, args ...string) (int, string, string) {
+func (w *world) runCLI(ho *host, reg registry.NumberRegistry, args ...string) (int, string, string) {
 	var out, errOut bytes.Buffer
 	env := cli.Env{
 		Getenv: func(k string) string {
@@ -116,8 +118,8 @@ func (w *world) runCLI(ho *host, reg snapid.NumberRegistry, args ...string) (int
 // registry's mark is definite; anything else may have an unknown
 // outcome (the message does not always say).
 func cliError(stderr string) error {
-	if strings.Contains(stderr, snapid.ErrMarkMoved.Error()) {
-		return fmt.Errorf("%s: %w", strings.TrimSpace(stderr), snapid.ErrMarkMoved)
+	if strings.Contains(stderr, registry.ErrMarkMoved.Error()) {
+		return fmt.Errorf("%s: %w", strings.TrimSpace(stderr), registry.ErrMarkMoved)
 	}
 	return fmt.Errorf("%s: %w", strings.TrimSpace(stderr), snapid.ErrRegistry)
 }
@@ -190,7 +192,7 @@ func (w *world) cliForce(ho *host, next uint64) {
 		}
 	}
 	w.check.forceReleased(ho, next, final, err, was, hadRow)
-	if err == nil || !errors.Is(err, snapid.ErrMarkMoved) {
+	if err == nil || !errors.Is(err, registry.ErrMarkMoved) {
 		w.exempt(ho.cfg.Name, "its name was force-released")
 	}
 }
@@ -226,7 +228,7 @@ func (w *world) cliRegister(ho *host, floor uint64, force bool) {
 	}
 	owner, err := snapid.OwnerToken(ho.counter)
 	row, ok := w.reg0.Row(ho.cfg.Name)
-	if err != nil || !ok || row.Owner != owner || row.State != snapid.StateActive {
+	if err != nil || !ok || row.Owner != owner || row.State != registry.StateActive {
 		w.check.violation("snapctl register of %s on h%d printed success but the registry shows %+v", ho.cfg.Name, ho.i, row)
 	}
 	if high, ok := w.check.high[ho.cfg.Name]; ok && next <= high {

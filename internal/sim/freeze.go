@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"fmt"
 	"io/fs"
@@ -242,16 +244,16 @@ func (r freezeRegistry) enter(op, name string) error {
 	return nil
 }
 
-func (r freezeRegistry) Claim(ctx context.Context, c snapid.Claim) (snapid.Holder, error) {
+func (r freezeRegistry) Claim(ctx context.Context, c registry.Claim) (registry.Holder, error) {
 	if err := r.enter("claim", c.Name); err != nil {
-		return snapid.Holder{}, err
+		return registry.Holder{}, err
 	}
 	return r.backend.Claim(ctx, c)
 }
 
-func (r freezeRegistry) Extend(ctx context.Context, name, owner, session string, old, new uint64) (snapid.Holder, error) {
+func (r freezeRegistry) Extend(ctx context.Context, name, owner, session string, old, new uint64) (registry.Holder, error) {
 	if err := r.enter("extend", name); err != nil {
-		return snapid.Holder{}, err
+		return registry.Holder{}, err
 	}
 	return r.backend.Extend(ctx, name, owner, session, old, new)
 }
@@ -270,14 +272,14 @@ func (r freezeRegistry) Release(ctx context.Context, name, owner string, final u
 	return r.backend.Release(ctx, name, owner, final)
 }
 
-func (r freezeRegistry) Get(ctx context.Context, name string) (snapid.Holder, error) {
+func (r freezeRegistry) Get(ctx context.Context, name string) (registry.Holder, error) {
 	if err := r.enter("get", name); err != nil {
-		return snapid.Holder{}, err
+		return registry.Holder{}, err
 	}
 	return r.backend.Get(ctx, name)
 }
 
-func (r freezeRegistry) List(ctx context.Context) ([]snapid.Holder, error) {
+func (r freezeRegistry) List(ctx context.Context) ([]registry.Holder, error) {
 	if err := r.enter("list", ""); err != nil {
 		return nil, err
 	}
@@ -305,16 +307,16 @@ func (r freezeRegistry) Stride(ctx context.Context) (uint64, error) {
 	return r.backend.Stride(ctx)
 }
 
-func (r freezeRegistry) CreateSequence(ctx context.Context, name string, start, max uint64) (snapid.SequenceInfo, error) {
+func (r freezeRegistry) CreateSequence(ctx context.Context, name string, start, max uint64) (registry.SequenceInfo, error) {
 	if err := r.enter("createsequence", name); err != nil {
-		return snapid.SequenceInfo{}, err
+		return registry.SequenceInfo{}, err
 	}
 	return r.backend.CreateSequence(ctx, name, start, max)
 }
 
-func (r freezeRegistry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (snapid.SequenceLease, error) {
+func (r freezeRegistry) LeaseSequence(ctx context.Context, req registry.LeaseRequest) (registry.SequenceLease, error) {
 	if err := r.enter("lease", req.Sequence); err != nil {
-		return snapid.SequenceLease{}, err
+		return registry.SequenceLease{}, err
 	}
 	l, err := r.backend.LeaseSequence(ctx, req)
 	if err == nil {
@@ -323,23 +325,23 @@ func (r freezeRegistry) LeaseSequence(ctx context.Context, req snapid.LeaseReque
 	return l, err
 }
 
-func (r freezeRegistry) CloseLease(ctx context.Context, l snapid.SequenceLease, pos uint64) error {
+func (r freezeRegistry) CloseLease(ctx context.Context, l registry.SequenceLease, pos uint64) error {
 	if err := r.enter("closelease", l.Name); err != nil {
 		return err
 	}
 	return r.backend.CloseLease(ctx, l, pos)
 }
 
-func (r freezeRegistry) AdoptLease(ctx context.Context, a snapid.LeaseAdoption) (snapid.SequenceLease, error) {
+func (r freezeRegistry) AdoptLease(ctx context.Context, a registry.LeaseAdoption) (registry.SequenceLease, error) {
 	if err := r.enter("adopt", a.Name); err != nil {
-		return snapid.SequenceLease{}, err
+		return registry.SequenceLease{}, err
 	}
 	return r.backend.AdoptLease(ctx, a)
 }
 
-func (r freezeRegistry) HostLease(ctx context.Context, sequence, name string) (snapid.SequenceLease, error) {
+func (r freezeRegistry) HostLease(ctx context.Context, sequence, name string) (registry.SequenceLease, error) {
 	if err := r.enter("hostlease", name); err != nil {
-		return snapid.SequenceLease{}, err
+		return registry.SequenceLease{}, err
 	}
 	return r.backend.HostLease(ctx, sequence, name)
 }

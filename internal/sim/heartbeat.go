@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"encoding/binary"
 	"errors"
@@ -237,7 +239,7 @@ func (w *world) watchHost(ho *host) {
 	}
 	// (A session is made by one claim of one owner: a running process
 	// under the row's session holds the name.)
-	holding := ok && row.State == snapid.StateActive && sessions[row.Session]
+	holding := ok && row.State == registry.StateActive && sessions[row.Session]
 	now := w.clock.now()
 	switch {
 	case !holding || !reachable || now.Before(ho.hb.asleep):
@@ -293,7 +295,7 @@ type joinState struct {
 	join      bool // other processes of the host run: the Open joins their claim
 	rec       hbRecord
 	hostNow   time.Time
-	row       snapid.Holder
+	row       registry.Holder
 	rowOK     bool
 	reachable bool
 }
@@ -331,7 +333,7 @@ func (w *world) afterOpen(ho *host, p int, g *snapid.Generator, err error, pre j
 		return
 	}
 	owner, oerr := snapid.OwnerToken(ho.counter)
-	if oerr == nil && (pre.row.Owner != owner || pre.row.Session != st.Session || pre.row.State != snapid.StateActive) {
+	if oerr == nil && (pre.row.Owner != owner || pre.row.Session != st.Session || pre.row.State != registry.StateActive) {
 		w.check.violation("h%d/p%d joined its host's claim of %s (session %.8s) while the registry's row was %s and the heartbeat record did not show a refresh of the claim within an interval: the claim no longer stood",
 			ho.i, p, ho.cfg.Name, st.Session, pre.row)
 	}
@@ -398,16 +400,16 @@ func (r procRegistry) cutOff(op string) error {
 	return nil
 }
 
-func (r procRegistry) Claim(ctx context.Context, c snapid.Claim) (snapid.Holder, error) {
+func (r procRegistry) Claim(ctx context.Context, c registry.Claim) (registry.Holder, error) {
 	if err := r.cutOff("claim"); err != nil {
-		return snapid.Holder{}, err
+		return registry.Holder{}, err
 	}
 	return r.faultyRegistry.Claim(ctx, c)
 }
 
-func (r procRegistry) Extend(ctx context.Context, name, owner, session string, old, new uint64) (snapid.Holder, error) {
+func (r procRegistry) Extend(ctx context.Context, name, owner, session string, old, new uint64) (registry.Holder, error) {
 	if err := r.cutOff("extend"); err != nil {
-		return snapid.Holder{}, err
+		return registry.Holder{}, err
 	}
 	r.ext.extended()
 	h, err := r.faultyRegistry.Extend(ctx, name, owner, session, old, new)
@@ -424,9 +426,9 @@ func (r procRegistry) Touch(ctx context.Context, name, owner, session string) er
 	return err
 }
 
-func (r procRegistry) Get(ctx context.Context, name string) (snapid.Holder, error) {
+func (r procRegistry) Get(ctx context.Context, name string) (registry.Holder, error) {
 	if err := r.cutOff("get"); err != nil {
-		return snapid.Holder{}, err
+		return registry.Holder{}, err
 	}
 	return r.faultyRegistry.Get(ctx, name)
 }

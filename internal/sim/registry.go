@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"errors"
 	"fmt"
@@ -121,20 +123,20 @@ func none(call func() error) func() (struct{}, error) {
 	return func() (struct{}, error) { return struct{}{}, call() }
 }
 
-func (r *faultyRegistry) Claim(ctx context.Context, c snapid.Claim) (snapid.Holder, error) {
-	var before snapid.Holder
+func (r *faultyRegistry) Claim(ctx context.Context, c registry.Claim) (registry.Holder, error) {
+	var before registry.Holder
 	var had bool
 	check := r.contract != nil && r.contract.on()
 	if check {
 		before, had = r.contract.truth.Row(c.Name)
 	}
-	h, err := faulty(r, "claim", c.Name, func() (snapid.Holder, error) { return r.backend.Claim(ctx, c) })
+	h, err := faulty(r, "claim", c.Name, func() (registry.Holder, error) { return r.backend.Claim(ctx, c) })
 	if check && errors.Is(err, snapid.ErrNameTaken) {
-		if row, ok := r.contract.truth.Row(c.Name); !ok || row.Owner == c.Owner || row.State != snapid.StateActive {
+		if row, ok := r.contract.truth.Row(c.Name); !ok || row.Owner == c.Owner || row.State != registry.StateActive {
 			r.contract.broken("a claim of %s refused as taken (%v), but the row is %+v (found %v)", c.Name, err, row, ok)
 		}
 	}
-	if check && err == nil && c.Force && had && before.Owner != c.Owner && before.State == snapid.StateActive {
+	if check && err == nil && c.Force && had && before.Owner != c.Owner && before.State == registry.StateActive {
 		if want := max(before.Reserved, c.Floor); h.Reserved < want {
 			r.contract.broken("a forced take-over of %s (held by another owner with mark %d, floor %d) starts at %d", c.Name, before.Reserved, c.Floor, h.Reserved)
 		}
@@ -142,8 +144,8 @@ func (r *faultyRegistry) Claim(ctx context.Context, c snapid.Claim) (snapid.Hold
 	return h, err
 }
 
-func (r *faultyRegistry) Extend(ctx context.Context, name, owner, session string, old, new uint64) (snapid.Holder, error) {
-	h, err := faulty(r, "extend", name, func() (snapid.Holder, error) { return r.backend.Extend(ctx, name, owner, session, old, new) })
+func (r *faultyRegistry) Extend(ctx context.Context, name, owner, session string, old, new uint64) (registry.Holder, error) {
+	h, err := faulty(r, "extend", name, func() (registry.Holder, error) { return r.backend.Extend(ctx, name, owner, session, old, new) })
 	if err == nil && r.contract != nil && r.contract.on() {
 		if row, ok := r.contract.truth.Row(name); ok && (row.Session != session || row.Owner != owner) {
 			r.contract.broken("an Extend of %s under session %.8s reported done, but the row is held under session %.8s (owner %.8s)", name, session, row.Session, row.Owner)
@@ -180,14 +182,14 @@ func (r *faultyRegistry) SetStride(ctx context.Context, stride uint64) (uint64, 
 	return faulty(r, "stride", "", func() (uint64, error) { return r.backend.SetStride(ctx, stride) })
 }
 
-func (r *faultyRegistry) LeaseSequence(ctx context.Context, req snapid.LeaseRequest) (snapid.SequenceLease, error) {
-	var before snapid.SequenceLease
+func (r *faultyRegistry) LeaseSequence(ctx context.Context, req registry.LeaseRequest) (registry.SequenceLease, error) {
+	var before registry.SequenceLease
 	var had bool
 	check := r.contract != nil && r.contract.on()
 	if check {
 		before, had = r.contract.truth.hostLease(req.Sequence, r.dc, req.Name)
 	}
-	l, err := faulty(r, "lease", req.Sequence, func() (snapid.SequenceLease, error) { return r.backend.LeaseSequence(ctx, req) })
+	l, err := faulty(r, "lease", req.Sequence, func() (registry.SequenceLease, error) { return r.backend.LeaseSequence(ctx, req) })
 	if check && err == nil && had && before.Owner == req.Owner && before.Session == req.Session &&
 		(before.First != req.PrevFirst || before.Last != req.PrevLast) {
 		r.contract.broken("a lease of %s for %s granted on a previous lease [%d, %d], but the registry recorded [%d, %d] for this claim",
@@ -196,17 +198,17 @@ func (r *faultyRegistry) LeaseSequence(ctx context.Context, req snapid.LeaseRequ
 	return l, err
 }
 
-func (r *faultyRegistry) CloseLease(ctx context.Context, l snapid.SequenceLease, pos uint64) error {
+func (r *faultyRegistry) CloseLease(ctx context.Context, l registry.SequenceLease, pos uint64) error {
 	_, err := faulty(r, "closelease", l.Name, none(func() error { return r.backend.CloseLease(ctx, l, pos) }))
 	return err
 }
 
-func (r *faultyRegistry) AdoptLease(ctx context.Context, a snapid.LeaseAdoption) (snapid.SequenceLease, error) {
-	return faulty(r, "adopt", a.Name, func() (snapid.SequenceLease, error) { return r.backend.AdoptLease(ctx, a) })
+func (r *faultyRegistry) AdoptLease(ctx context.Context, a registry.LeaseAdoption) (registry.SequenceLease, error) {
+	return faulty(r, "adopt", a.Name, func() (registry.SequenceLease, error) { return r.backend.AdoptLease(ctx, a) })
 }
 
 var (
-	_ snapid.Registry         = (*faultyRegistry)(nil)
-	_ snapid.SequenceRegistry = (*faultyRegistry)(nil)
-	_ snapid.NumberRegistry   = (*faultyRegistry)(nil)
+	_ registry.Registry         = (*faultyRegistry)(nil)
+	_ registry.SequenceRegistry = (*faultyRegistry)(nil)
+	_ registry.NumberRegistry   = (*faultyRegistry)(nil)
 )

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"fmt"
 	"strings"
@@ -14,17 +16,17 @@ import (
 // what it should not: the contract checks must catch each.
 type liar struct{ backend }
 
-func (l liar) Extend(_ context.Context, name, owner, session string, _, new uint64) (snapid.Holder, error) {
-	return snapid.Holder{Name: name, Owner: owner, Session: session, Reserved: new, State: snapid.StateActive}, nil
+func (l liar) Extend(_ context.Context, name, owner, session string, _, new uint64) (registry.Holder, error) {
+	return registry.Holder{Name: name, Owner: owner, Session: session, Reserved: new, State: registry.StateActive}, nil
 }
 
-func (l liar) Claim(ctx context.Context, c snapid.Claim) (snapid.Holder, error) {
+func (l liar) Claim(ctx context.Context, c registry.Claim) (registry.Holder, error) {
 	if c.Force {
 		h, err := l.backend.Get(ctx, c.Name)
 		h.Owner, h.Reserved = c.Owner, 0
 		return h, err // the take-over not made, and reported at mark 0
 	}
-	return snapid.Holder{}, fmt.Errorf("%w: %q", snapid.ErrNameTaken, c.Name)
+	return registry.Holder{}, fmt.Errorf("%w: %q", snapid.ErrNameTaken, c.Name)
 }
 
 // TestRegistryContract: what a registry reported done (or refused) is
@@ -33,7 +35,7 @@ func TestRegistryContract(t *testing.T) {
 	ctx := context.Background()
 	mem := registrytest.NewRegistry()
 	owner, other := strings.Repeat("a", 32), strings.Repeat("b", 32)
-	h, err := mem.Claim(ctx, snapid.Claim{Name: "n1", Owner: owner})
+	h, err := mem.Claim(ctx, registry.Claim{Name: "n1", Owner: owner})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +49,7 @@ func TestRegistryContract(t *testing.T) {
 	if _, err := honest.Extend(ctx, "n1", owner, h.Session, 300, 400); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := honest.Claim(ctx, snapid.Claim{Name: "n1", Owner: other}); err == nil {
+	if _, err := honest.Claim(ctx, registry.Claim{Name: "n1", Owner: other}); err == nil {
 		t.Fatal("a claim of a name held by another owner succeeded")
 	}
 	if got := c.take(); len(got) != 0 {
@@ -64,11 +66,11 @@ func TestRegistryContract(t *testing.T) {
 			return err
 		}, "an Extend of n1 under session"},
 		{"a free name refused as taken", func() error {
-			_, err := lying.Claim(ctx, snapid.Claim{Name: "free", Owner: owner})
+			_, err := lying.Claim(ctx, registry.Claim{Name: "free", Owner: owner})
 			return err
 		}, "a claim of free refused as taken"},
 		{"a forced take-over below the mark and the floor", func() error {
-			_, err := lying.Claim(ctx, snapid.Claim{Name: "n1", Owner: other, Force: true, Floor: 1000})
+			_, err := lying.Claim(ctx, registry.Claim{Name: "n1", Owner: other, Force: true, Floor: 1000})
 			return err
 		}, "a forced take-over of n1"},
 	} {

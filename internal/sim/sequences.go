@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"github.com/snapid/snapid"
 )
 
@@ -57,7 +59,7 @@ func (w *world) seqCreate(s Step) {
 		return
 	}
 	name := w.h.Sequences[s.Seq].Name
-	var info snapid.SequenceInfo
+	var info registry.SequenceInfo
 	var err error
 	if s.Max == 0 {
 		info, err = snapid.CreateSequenceKeepMax(w.opCtx(), w.reg, name, s.Start)

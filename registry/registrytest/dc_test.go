@@ -1,6 +1,8 @@
 package registrytest_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"errors"
 	"reflect"
 	"testing"
@@ -21,34 +23,34 @@ func TestDataCentres(t *testing.T) {
 	if dc1.DC() != "dc1" || r.DC() != registrytest.DC {
 		t.Fatalf("DC(): %q, %q", dc1.DC(), r.DC())
 	}
-	h1, err := dc1.Claim(ctx, snapid.Claim{Name: "a", Owner: "o1"})
+	h1, err := dc1.Claim(ctx, registry.Claim{Name: "a", Owner: "o1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h2, err := dc2.Claim(ctx, snapid.Claim{Name: "b", Owner: "o2"})
+	h2, err := dc2.Claim(ctx, registry.Claim{Name: "b", Owner: "o2"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h3, err := dc1.Claim(ctx, snapid.Claim{Name: "c", Owner: "o3"})
+	h3, err := dc1.Claim(ctx, registry.Claim{Name: "c", Owner: "o3"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := dc2.CreateSequence(ctx, "s", 1, 3*registrytest.DCRange); err != nil {
 		t.Fatal(err)
 	}
-	lease := func(v *registrytest.Registry, h snapid.Holder, prev snapid.SequenceLease, n uint64) (snapid.SequenceLease, error) {
-		return v.LeaseSequence(ctx, snapid.LeaseRequest{Sequence: "s", Name: h.Name, Owner: h.Owner, Session: h.Session,
+	lease := func(v *registrytest.Registry, h registry.Holder, prev registry.SequenceLease, n uint64) (registry.SequenceLease, error) {
+		return v.LeaseSequence(ctx, registry.LeaseRequest{Sequence: "s", Name: h.Name, Owner: h.Owner, Session: h.Session,
 			PrevFirst: prev.First, PrevLast: prev.Last, Min: n, Size: n})
 	}
-	l1, err := lease(dc1, h1, snapid.SequenceLease{}, 10)
+	l1, err := lease(dc1, h1, registry.SequenceLease{}, 10)
 	if err != nil || l1.First != 1 || l1.Last != 10 || l1.DC != "dc1" {
 		t.Fatalf("dc1's first lease: %+v, %v", l1, err)
 	}
-	l2, err := lease(dc2, h2, snapid.SequenceLease{}, 10)
+	l2, err := lease(dc2, h2, registry.SequenceLease{}, 10)
 	if err != nil || l2.First != registrytest.DCRange+1 || l2.DC != "dc2" {
 		t.Fatalf("dc2's first lease: %+v, %v (want a range of its own)", l2, err)
 	}
-	if got, err := dc1.HostLease(ctx, "s", "b"); err != nil || got != (snapid.SequenceLease{}) {
+	if got, err := dc1.HostLease(ctx, "s", "b"); err != nil || got != (registry.SequenceLease{}) {
 		t.Fatalf("dc1 sees dc2's host lease: %+v, %v", got, err)
 	}
 
@@ -59,7 +61,7 @@ func TestDataCentres(t *testing.T) {
 	}
 	rowsBefore, _ := dc1.List(ctx)
 	refused := map[string]error{}
-	_, refused["claim"] = dc2.Claim(ctx, snapid.Claim{Name: "d", Owner: "o4"})
+	_, refused["claim"] = dc2.Claim(ctx, registry.Claim{Name: "d", Owner: "o4"})
 	_, refused["extend"] = dc2.Extend(ctx, "b", "o2", h2.Session, 0, 100)
 	refused["touch"] = dc2.Touch(ctx, "b", "o2", h2.Session)
 	refused["release"] = dc2.Release(ctx, "b", "o2", 100)
@@ -67,8 +69,8 @@ func TestDataCentres(t *testing.T) {
 	_, refused["list"] = dc2.List(ctx)
 	_, refused["create"] = dc2.CreateSequence(ctx, "t", 1, 10)
 	_, refused["status"] = dc2.SequenceStatus(ctx, "s")
-	_, refused["first lease of a claim"] = lease(dc2, h3, snapid.SequenceLease{}, 1)
-	_, refused["adopt"] = dc2.AdoptLease(ctx, snapid.LeaseAdoption{Sequence: "s", Name: "b", Owner: "o2", Session: h2.Session,
+	_, refused["first lease of a claim"] = lease(dc2, h3, registry.SequenceLease{}, 1)
+	_, refused["adopt"] = dc2.AdoptLease(ctx, registry.LeaseAdoption{Sequence: "s", Name: "b", Owner: "o2", Session: h2.Session,
 		OldSession: h2.Session, First: l2.First, Last: l2.Last, Pos: l2.First})
 	for op, err := range refused {
 		if !errors.Is(err, snapid.ErrRegistry) {
@@ -110,7 +112,7 @@ func TestDataCentres(t *testing.T) {
 	if n := len(st.Leases); n != 2 {
 		t.Errorf("status lists %d host leases, want 2: %+v", n, st.Leases)
 	}
-	if ps := snapid.AuditSequences([]snapid.SequenceStatus{st}); len(ps) != 0 {
+	if ps := snapid.AuditSequences([]registry.SequenceStatus{st}); len(ps) != 0 {
 		t.Errorf("audit of the two data centres: %v", ps)
 	}
 }
@@ -122,27 +124,27 @@ func TestDataCentres(t *testing.T) {
 func TestLeaseOfSupersededClaim(t *testing.T) {
 	ctx := t.Context()
 	r := registrytest.NewRegistry()
-	if _, err := snapid.CreateSequence(ctx, r, "orders", 1, snapid.MaxSequence); err != nil {
+	if _, err := snapid.CreateSequence(ctx, r, "orders", 1, registry.MaxSequence); err != nil {
 		t.Fatal(err)
 	}
-	r.Put(snapid.Holder{Name: "web_1", Owner: "own1", Session: "s1", State: snapid.StateActive})
-	req := func(owner, session string, prev snapid.SequenceLease) snapid.LeaseRequest {
-		return snapid.LeaseRequest{Sequence: "orders", Name: "web_1", Owner: owner, Session: session,
+	r.Put(registry.Holder{Name: "web_1", Owner: "own1", Session: "s1", State: registry.StateActive})
+	req := func(owner, session string, prev registry.SequenceLease) registry.LeaseRequest {
+		return registry.LeaseRequest{Sequence: "orders", Name: "web_1", Owner: owner, Session: session,
 			PrevFirst: prev.First, PrevLast: prev.Last, Size: 10, Min: 1}
 	}
-	l1, err := r.LeaseSequence(ctx, req("own1", "s1", snapid.SequenceLease{}))
+	l1, err := r.LeaseSequence(ctx, req("own1", "s1", registry.SequenceLease{}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Put(snapid.Holder{Name: "web_1", Owner: "own2", Session: "s2", State: snapid.StateActive}) // taken over
-	if _, err := r.LeaseSequence(ctx, req("own1", "s1", snapid.SequenceLease{})); !errors.Is(err, snapid.ErrLeaseMoved) {
+	r.Put(registry.Holder{Name: "web_1", Owner: "own2", Session: "s2", State: registry.StateActive}) // taken over
+	if _, err := r.LeaseSequence(ctx, req("own1", "s1", registry.SequenceLease{})); !errors.Is(err, registry.ErrLeaseMoved) {
 		t.Fatalf("a stale previous lease: %v, want ErrLeaseMoved", err)
 	}
 	l2, err := r.LeaseSequence(ctx, req("own1", "s1", l1))
 	if err != nil || l2.First != l1.Last+1 {
 		t.Fatalf("the superseded claim before the new one leased: %+v, %v", l2, err)
 	}
-	n1, err := r.LeaseSequence(ctx, req("own2", "s2", snapid.SequenceLease{}))
+	n1, err := r.LeaseSequence(ctx, req("own2", "s2", registry.SequenceLease{}))
 	if err != nil || n1.First != l2.Last+1 {
 		t.Fatalf("the new claim's first lease: %+v, %v", n1, err)
 	}
@@ -157,7 +159,7 @@ func TestLeaseOfSupersededClaim(t *testing.T) {
 func TestHostLeaseInCutDataCentreAndLeaseCap(t *testing.T) {
 	ctx := t.Context()
 	r := registrytest.NewRegistry()
-	if _, err := snapid.CreateSequence(ctx, r, "orders", 1, snapid.MaxSequence); err != nil {
+	if _, err := snapid.CreateSequence(ctx, r, "orders", 1, registry.MaxSequence); err != nil {
 		t.Fatal(err)
 	}
 	dc2 := r.InDC("dc2")
@@ -172,11 +174,11 @@ func TestHostLeaseInCutDataCentreAndLeaseCap(t *testing.T) {
 	if _, err := dc2.HostLease(ctx, "nosuch", "web_1"); !errors.Is(err, snapid.ErrNoSequence) {
 		t.Fatalf("HostLease of a missing sequence: %v, want ErrNoSequence", err)
 	}
-	h, err := r.Claim(ctx, snapid.Claim{Name: "web_1", Owner: "o"})
+	h, err := r.Claim(ctx, registry.Claim{Name: "web_1", Owner: "o"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := r.LeaseSequence(ctx, snapid.LeaseRequest{Sequence: "orders", Name: "web_1", Owner: "o", Session: h.Session, Size: registrytest.DCRange, Min: 1})
+	l, err := r.LeaseSequence(ctx, registry.LeaseRequest{Sequence: "orders", Name: "web_1", Owner: "o", Session: h.Session, Size: registrytest.DCRange, Min: 1})
 	if err != nil || l.Last-l.First+1 != registrytest.DCRange/8 {
 		t.Fatalf("a lease of a whole range: %+v, %v, want %d numbers (an eighth)", l, err, registrytest.DCRange/8)
 	}

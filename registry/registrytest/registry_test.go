@@ -1,6 +1,8 @@
 package registrytest_test
 
 import (
+	"github.com/snapid/snapid/registry"
+
 	"context"
 	"errors"
 	"slices"
@@ -12,19 +14,19 @@ import (
 )
 
 func TestInMemoryRegistryConformance(t *testing.T) {
-	registrytest.TestRegistry(t, func(*testing.T) snapid.Registry { return registrytest.NewRegistry() })
+	registrytest.TestRegistry(t, func(*testing.T) registry.Registry { return registrytest.NewRegistry() })
 }
 
 func TestOutageSwitch(t *testing.T) {
 	r := registrytest.NewRegistry()
 	ctx := t.Context()
-	h, err := r.Claim(ctx, snapid.Claim{Name: "web_1", Owner: "owner1"})
+	h, err := r.Claim(ctx, registry.Claim{Name: "web_1", Owner: "owner1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.SetDown(true)
 	calls := map[string]error{}
-	_, calls["claim"] = r.Claim(ctx, snapid.Claim{Name: "web_2", Owner: "owner1"})
+	_, calls["claim"] = r.Claim(ctx, registry.Claim{Name: "web_2", Owner: "owner1"})
 	_, calls["extend"] = r.Extend(ctx, "web_1", "owner1", h.Session, 0, 100)
 	calls["touch"] = r.Touch(ctx, "web_1", "owner1", h.Session)
 	calls["release"] = r.Release(ctx, "web_1", "owner1", 100)
@@ -40,7 +42,7 @@ func TestOutageSwitch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Reserved != 0 || got.State != snapid.StateActive || got.Session != h.Session {
+	if got.Reserved != 0 || got.State != registry.StateActive || got.Session != h.Session {
 		t.Errorf("calls while down changed the row: %+v", got)
 	}
 	if _, ok := r.Row("web_2"); ok {
@@ -60,10 +62,10 @@ func TestHookHoldsAndFailsCalls(t *testing.T) {
 		return nil
 	})
 	ctx := t.Context()
-	if _, err := r.Claim(ctx, snapid.Claim{Name: "web_1", Owner: "owner1"}); err != nil {
+	if _, err := r.Claim(ctx, registry.Claim{Name: "web_1", Owner: "owner1"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Claim(ctx, snapid.Claim{Name: "web_2", Owner: "owner1"}); !errors.Is(err, injected) {
+	if _, err := r.Claim(ctx, registry.Claim{Name: "web_2", Owner: "owner1"}); !errors.Is(err, injected) {
 		t.Errorf("the hook's error: got %v", err)
 	}
 	if _, ok := r.Row("web_2"); ok {
@@ -82,14 +84,14 @@ func TestClockAndPlantedRows(t *testing.T) {
 	r := registrytest.NewRegistry()
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	r.SetClock(func() time.Time { return at })
-	h, err := r.Claim(t.Context(), snapid.Claim{Name: "web_1", Owner: "owner1"})
+	h, err := r.Claim(t.Context(), registry.Claim{Name: "web_1", Owner: "owner1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !h.LastSeen.Equal(at) || !h.RegisteredAt.Equal(at) {
 		t.Errorf("times %v / %v, want the injected clock's %v", h.RegisteredAt, h.LastSeen, at)
 	}
-	r.Put(snapid.Holder{Name: "a_partial"})
+	r.Put(registry.Holder{Name: "a_partial"})
 	rows, err := r.List(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -100,5 +102,5 @@ func TestClockAndPlantedRows(t *testing.T) {
 }
 
 func TestInMemoryNumberRegistryConformance(t *testing.T) {
-	registrytest.TestNumberRegistry(t, func(*testing.T) snapid.NumberRegistry { return registrytest.NewRegistry() })
+	registrytest.TestNumberRegistry(t, func(*testing.T) registry.NumberRegistry { return registrytest.NewRegistry() })
 }
