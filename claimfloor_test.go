@@ -1,14 +1,13 @@
 package snapid_test
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"errors"
 	"testing"
 	"time"
 
 	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 )

@@ -1,8 +1,6 @@
 package snapid
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"bytes"
 	"errors"
 	"fmt"
@@ -24,6 +22,7 @@ import (
 
 	"github.com/snapid/snapid/internal/hoststate"
 	"github.com/snapid/snapid/internal/testfs"
+	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"

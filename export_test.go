@@ -7,9 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/snapid/snapid/internal/clock"
+	"golang.org/x/sys/unix"
 )
 
 // Hooks for the external tests (package snapid_test). Tests that open

@@ -1,13 +1,12 @@
 package snapid_test
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"errors"
 	"path/filepath"
 	"testing"
 
 	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/require"
 )
 

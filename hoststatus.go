@@ -1,11 +1,11 @@
 package snapid
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"errors"
 	"fmt"
 	"io/fs"
+
+	"github.com/snapid/snapid/registry"
 )
 
 // HostFiles is what the files beside a counter say, for snapctl status:
@@ -50,7 +50,7 @@ func ReadHostFiles(counterPath string, opts ...Option) (HostFiles, error) {
 	owner, err := loadOwner(counterPath, false, &o)
 	switch {
 	case err == nil:
-		hf.owner, hf.OwnerID = owner, OwnerID(owner)
+		hf.owner, hf.OwnerID = owner, registry.OwnerID(owner)
 	case !errors.Is(err, fs.ErrNotExist):
 		return hf, err
 	}
@@ -75,9 +75,9 @@ func ReadHostFiles(counterPath string, opts ...Option) (HostFiles, error) {
 	}
 	if s.owner != hf.owner {
 		return hf, &FileError{Op: "read", Path: path, Err: fmt.Errorf(
-			"%w: it records a claim of owner token %s, not of this counter's (%s)", ErrCorruptSession, OwnerID(s.owner), hf.OwnerID)}
+			"%w: it records a claim of owner token %s, not of this counter's (%s)", ErrCorruptSession, registry.OwnerID(s.owner), hf.OwnerID)}
 	}
-	hf.SessionName, hf.session, hf.SessionID = s.name, s.session, OwnerID(s.session)
+	hf.SessionName, hf.session, hf.SessionID = s.name, s.session, registry.OwnerID(s.session)
 	return hf, nil
 }
 

@@ -1,11 +1,11 @@
 package snapid
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/snapid/snapid/registry"
 )
 
 // verifyJoin checks, for a process that is not the first of its host, that

@@ -41,7 +41,7 @@ func NameFromHostname(h string) (name, changed string, err error) {
 		name = strings.ReplaceAll(name, "-", "_")
 		changes = append(changes, "replaced \"-\" by \"_\"")
 	}
-	if lower := asciiLower(name); lower != name {
+	if lower := nodename.Lower(name); lower != name {
 		name = lower
 		changes = append(changes, "lower-cased")
 	}
@@ -53,16 +53,4 @@ func NameFromHostname(h string) (name, changed string, err error) {
 		changed = fmt.Sprintf("host name %q became %q: %s", h, name, strings.Join(changes, ", "))
 	}
 	return name, changed, nil
-}
-
-// asciiLower lower-cases ASCII letters only, so that no non-ASCII rune is
-// turned into an ASCII one by Unicode case folding.
-func asciiLower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c + ('a' - 'A')
-		}
-	}
-	return string(b)
 }

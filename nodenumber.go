@@ -1,14 +1,13 @@
 package snapid
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"time"
 
+	"github.com/snapid/snapid/registry"
 	"golang.org/x/sys/unix"
 )
 

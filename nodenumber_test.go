@@ -1,8 +1,6 @@
 package snapid_test
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"fmt"
 	"math/big"
@@ -14,6 +12,7 @@ import (
 
 	. "github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/hoststate"
+	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

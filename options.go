@@ -1,8 +1,6 @@
 package snapid
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,6 +9,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid/internal/clock"
+	"github.com/snapid/snapid/registry"
 )
 
 // An Option configures Open, Init, Repair and ReadCounter.

@@ -1,12 +1,12 @@
 package snapid
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
+
+	"github.com/snapid/snapid/registry"
 )
 
 // Release gives up the node name held in the registry by the counter file

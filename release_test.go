@@ -1,13 +1,12 @@
 package snapid_test
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"path/filepath"
 	"testing"
 
 	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

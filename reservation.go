@@ -1,8 +1,6 @@
 package snapid
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/snapid/snapid/registry"
 )
 
 // Claims, sessions and the mark on a host (files: hostfiles.go).
@@ -345,7 +345,7 @@ func (r *reservation) join() error {
 	case s.owner != r.host.owner:
 		return &FileError{Op: "read", Path: r.host.sessionPath, Err: fmt.Errorf(
 			"%w: it records a claim of owner token %s, not of this counter's (%s); was the owner file replaced while processes of this host use the counter?",
-			ErrCorruptSession, OwnerID(s.owner), OwnerID(r.host.owner))}
+			ErrCorruptSession, registry.OwnerID(s.owner), registry.OwnerID(r.host.owner))}
 	case s.name != r.name:
 		return fmt.Errorf("snapid: %w: the counter %s is in use by this host under the name %q, not %q: one counter file serves one name; open it as %q, or give %q its own counter file",
 			ErrNameMismatch, strings.TrimSuffix(r.host.sessionPath, sessionSuffix), s.name, r.name, s.name, r.name)

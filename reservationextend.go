@@ -1,12 +1,12 @@
 package snapid
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/snapid/snapid/registry"
 )
 
 // The reserved range's extension: one step ahead in the background when

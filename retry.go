@@ -1,8 +1,6 @@
 package snapid
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"errors"
 	"log/slog"
@@ -10,6 +8,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid/internal/clock"
+	"github.com/snapid/snapid/registry"
 )
 
 // Retries of the registry calls a start-up needs: the claim, the first

@@ -1,11 +1,11 @@
 package snapid
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/snapid/snapid/registry"
 )
 
 // CreateSequence creates the sequence name in reg with the numbers

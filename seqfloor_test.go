@@ -1,8 +1,6 @@
 package snapid_test
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"encoding/binary"
 	"hash/crc32"
 	"io/fs"
@@ -11,6 +9,7 @@ import (
 	"testing"
 
 	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 )

@@ -1,8 +1,6 @@
 package snapid
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gofrs/flock"
+	"github.com/snapid/snapid/registry"
 )
 
 // Defaults of SequenceOption.

@@ -1,8 +1,6 @@
 package snapid
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"encoding/binary"
 	"errors"
@@ -13,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/snapid/snapid/registry"
 )
 
 // The sequence lease file <counter>.seq.<sequence> holds the host's lease
@@ -350,7 +350,7 @@ func (lf *leaseFile) decode(b []byte, size int64) (leaseRecord, error) {
 	switch {
 	case err != nil:
 	case l.ow != lf.ow:
-		err = fmt.Errorf("%w: it belongs to owner token %s, not this counter's (%s)", ErrCorruptLease, OwnerID(l.ow), OwnerID(lf.ow))
+		err = fmt.Errorf("%w: it belongs to owner token %s, not this counter's (%s)", ErrCorruptLease, registry.OwnerID(l.ow), registry.OwnerID(lf.ow))
 	case l.node != lf.node:
 		err = fmt.Errorf("%w: it belongs to node name %q, not %q", ErrCorruptLease, l.node, lf.node)
 	case l.seq != lf.seq:

@@ -1,13 +1,13 @@
 package snapid
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"testing"
+
+	"github.com/snapid/snapid/registry"
 )
 
 // A lease file's positions and ranges at the boundaries: a range reaching

@@ -1,12 +1,12 @@
 package snapid
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/snapid/snapid/registry"
 )
 
 // A Sequence's lease on the host. The ranges of the host's lease file

@@ -1,12 +1,11 @@
 package snapid_test
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"os"
 	"testing"
 
 	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 )

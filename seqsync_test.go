@@ -1,14 +1,13 @@
 package snapid_test
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

@@ -1,8 +1,6 @@
 package snapid_test
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"errors"
 	"fmt"
@@ -16,7 +14,9 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/internal/testfs"
+	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 )
@@ -658,4 +658,23 @@ func TestSequenceCleanRestartCarriesLeaseOver(t *testing.T) {
 	defer s.Close()
 	issued = append(issued, drawSeq(t, s, 50)...)
 	requireUnique(t, issued, 1, registry.MaxSequence)
+}
+
+// A sequence used normally by two hosts gives the audit nothing to report.
+func TestAuditSequencesCleanAfterNormalUse(t *testing.T) {
+	reg := registrytest.NewRegistry()
+	createSeq(t, reg, "clean", 10, 100_000)
+	for i, name := range []string{"web_a", "web_b"} {
+		h := newSeqHost(t, name)
+		g := h.open(t, reg)
+		s := openSeq(t, g, "clean", SequenceBlock(3), SequenceLeaseSize(50))
+		drawSeq(t, s, 40+i*30)
+		require.NoError(t, s.Close())
+		require.NoError(t, g.Close())
+	}
+	clean, err := reg.SequenceStatus(context.Background(), "clean")
+	require.NoError(t, err)
+	require.Len(t, clean.Leases, 2)
+	require.Empty(t, admin.AuditSequences([]registry.SequenceStatus{clean}), "a sequence used normally")
+
 }

@@ -1,8 +1,6 @@
 package snapid_test
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"encoding/json"
 	"os"
@@ -11,6 +9,7 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -149,9 +148,9 @@ func TestReadHostFiles(t *testing.T) {
 	require.NoError(t, err)
 	row, ok := reg.Row("web_1")
 	require.True(t, ok)
-	assert.Equal(t, OwnerID(owner), hf.OwnerID)
+	assert.Equal(t, registry.OwnerID(owner), hf.OwnerID)
 	assert.Equal(t, "web_1", hf.SessionName)
-	assert.Equal(t, OwnerID(row.Session), hf.SessionID)
+	assert.Equal(t, registry.OwnerID(row.Session), hf.SessionID)
 	assert.True(t, hf.MarkFile)
 	assert.Equal(t, row.Reserved, hf.Mark)
 	assert.True(t, hf.OwnedBy(row))

@@ -1,8 +1,6 @@
 package bench
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"fmt"
 	"path/filepath"
@@ -13,6 +11,7 @@ import (
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/cassandra"
 	"github.com/snapid/snapid/internal/testcluster"
+	"github.com/snapid/snapid/registry"
 )
 
 // BenchmarkSequence measures a sequence's Next in one process on the test

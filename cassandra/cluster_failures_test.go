@@ -1,8 +1,6 @@
 package cassandra
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"path/filepath"
 	"sync"
@@ -10,6 +8,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

@@ -1,8 +1,6 @@
 package cassandra
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"errors"
 	"log/slog"
@@ -16,6 +14,7 @@ import (
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/testcluster"
+	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/require"
 )
 

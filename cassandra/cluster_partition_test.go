@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -164,7 +165,7 @@ func TestClusterPartition(t *testing.T) {
 	assert.Equal(t, strings.TrimSpace(string(owner)), h.Owner, "part_new is held by the claimer on the side with a quorum")
 	rows, err := regQ.List(ctx)
 	require.NoError(t, err)
-	rep := snapid.Audit(rows, snapid.AuditConfig{})
+	rep := admin.Audit(rows, admin.AuditConfig{})
 	assert.True(t, rep.OK(), "audit after healing: %+v", rep.Problems)
 	assert.Equal(t, 3, rep.Rows)
 }

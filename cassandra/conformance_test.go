@@ -1,10 +1,9 @@
 package cassandra
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"testing"
 
+	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
 )
 

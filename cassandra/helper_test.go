@@ -1,8 +1,6 @@
 package cassandra
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/testcluster"
+	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/require"
 )
 

@@ -1,12 +1,11 @@
 package cassandra
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"path/filepath"
 	"testing"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

@@ -28,7 +28,7 @@ const (
 )
 
 // ProblemFragileReplication is the kind of the problem snapctl
-// check-names reports (with the root package's snapid.Problem kinds) for a
+// check-names reports (with package admin's Problem kinds) for a
 // registry keyspace whose ReplicationReport needs attention.
 const ProblemFragileReplication = "fragile_replication"
 

@@ -1,13 +1,12 @@
 package cassandra
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"testing"
 	"time"
 
 	"github.com/gocql/gocql"
+	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/require"
 )
 

@@ -1,14 +1,13 @@
 package cassandra
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/require"
 )
 

@@ -1,13 +1,12 @@
 package cassandra
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"errors"
 	"fmt"
 	"testing"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/require"
 )
 

@@ -1,8 +1,6 @@
 package cassandra
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"maps"
 	"path/filepath"
@@ -13,6 +11,7 @@ import (
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/testfs"
+	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/require"
 )
 

@@ -1,8 +1,6 @@
 package cassandra
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"fmt"
 	"path/filepath"
@@ -10,6 +8,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/require"
 )
 

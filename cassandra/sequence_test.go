@@ -1,8 +1,6 @@
 package cassandra
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"bufio"
 	"context"
 	"errors"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/require"
 )
 

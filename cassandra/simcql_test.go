@@ -1,8 +1,6 @@
 package cassandra
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 )

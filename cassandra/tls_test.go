@@ -1,8 +1,6 @@
 package cassandra
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/testcluster"
+	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

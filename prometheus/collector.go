@@ -58,8 +58,6 @@
 package prometheus
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"math"
 	"sync"
@@ -67,6 +65,7 @@ import (
 
 	prom "github.com/prometheus/client_golang/prometheus"
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
 // Opts configures a Collector.

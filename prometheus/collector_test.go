@@ -1,8 +1,6 @@
 package prometheus_test
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"bytes"
 	"context"
 	"math"
@@ -21,6 +19,7 @@ import (
 	"github.com/snapid/snapid/cassandra"
 	"github.com/snapid/snapid/internal/testcluster"
 	snapidprom "github.com/snapid/snapid/prometheus"
+	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

@@ -1,8 +1,6 @@
 package prometheus_test
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"errors"
 	"path/filepath"
@@ -14,6 +12,7 @@ import (
 	"github.com/snapid/snapid/cassandra"
 	"github.com/snapid/snapid/internal/testcluster"
 	snapidprom "github.com/snapid/snapid/prometheus"
+	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

@@ -30,8 +30,6 @@
 package main
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -52,6 +50,7 @@ import (
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/cassandra"
+	"github.com/snapid/snapid/registry"
 	"golang.org/x/sys/unix"
 )
 

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"errors"
 	"slices"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/cassandra"
+	"github.com/snapid/snapid/registry"
 )
 
 // timedRegistry is a cassandra.Registry whose calls are timed and counted

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,7 +11,9 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/cassandra"
+	"github.com/snapid/snapid/registry"
 )
 
 // cmdCheckNames audits the registry, and an inventory of planned names.
@@ -21,8 +21,8 @@ func cmdCheckNames(ctx context.Context, c *cli, args []string) error {
 	fs := c.newFlags("check-names")
 	var rf registryFlags
 	c.addRegistryFlags(&rf)
-	stale := fs.Duration("stale", snapid.DefaultStale, "report active holders not seen for longer than this (0 or negative: do not check)")
-	skew := fs.Duration("clock-skew", snapid.DefaultClockSkew, "report rows whose times are further ahead of this host's clock than this")
+	stale := fs.Duration("stale", admin.DefaultStale, "report active holders not seen for longer than this (0 or negative: do not check)")
+	skew := fs.Duration("clock-skew", admin.DefaultClockSkew, "report rows whose times are further ahead of this host's clock than this")
 	names := fs.String("names", "", "inventory file of planned node names, one per line (# comments)")
 	asJSON := fs.Bool("json", false, jsonHelp)
 	if err := c.parse(args); err != nil {
@@ -34,13 +34,13 @@ func cmdCheckNames(ctx context.Context, c *cli, args []string) error {
 	if *stale <= 0 {
 		*stale = -1 // the library's "off"
 	}
-	cfg := snapid.AuditConfig{Now: time.Now(), Stale: *stale, ClockSkew: *skew}
+	cfg := admin.AuditConfig{Now: time.Now(), Stale: *stale, ClockSkew: *skew}
 	if *names != "" {
 		f, err := os.Open(*names)
 		if err != nil {
 			return hintError{fmt.Errorf("inventory: %w", err), "check the --names file: one planned node name per line"}
 		}
-		cfg.Planned, err = snapid.ParseInventory(f)
+		cfg.Planned, err = admin.ParseInventory(f)
 		f.Close()
 		if err != nil {
 			return hintError{fmt.Errorf("inventory %s: %w", *names, err), "check the --names file: one planned node name per line"}
@@ -77,9 +77,9 @@ func cmdCheckNames(ctx context.Context, c *cli, args []string) error {
 	} else if *names == "" {
 		return usageError{"nothing to check: give --cassandra (or SNAPID_CASSANDRA) to audit the registry, or --names FILE to check an inventory"}
 	}
-	report := snapid.Audit(rows, cfg)
+	report := admin.Audit(rows, cfg)
 	if repl != nil && repl.Status == cassandra.ReplicationAttention {
-		report.Problems = append([]snapid.Problem{{Kind: cassandra.ProblemFragileReplication,
+		report.Problems = append([]admin.Problem{{Kind: cassandra.ProblemFragileReplication,
 			Detail: repl.Detail + "; to fix: " + repl.Fix}}, report.Problems...)
 	}
 	if reg != nil {
@@ -92,7 +92,7 @@ func cmdCheckNames(ctx context.Context, c *cli, args []string) error {
 		case err != nil:
 			return err
 		}
-		report.Problems = append(report.Problems, snapid.AuditSequences(seqs)...)
+		report.Problems = append(report.Problems, admin.AuditSequences(seqs)...)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(c.stdout)
@@ -117,7 +117,7 @@ var checkReplication = (*cassandra.Registry).CheckReplication
 // there are any. A machine with neither a name nor a counter configured
 // (--name, --counter, SNAPID_NAME, SNAPID_COUNTER) is an administrator's:
 // its host name is no node name to check.
-func (c *cli) thisHost(cfg *snapid.AuditConfig) error {
+func (c *cli) thisHost(cfg *admin.AuditConfig) error {
 	name := c.orEnv("name", c.name, "SNAPID_NAME")
 	if name == "" && c.orEnv("counter", c.counter, "SNAPID_COUNTER") == "" {
 		return nil
@@ -152,11 +152,11 @@ func (c *cli) thisHost(cfg *snapid.AuditConfig) error {
 // "ok", "warning" or "attention", and attention is also a
 // fragile_replication problem, so the exit status is 1).
 type checkOutput struct {
-	snapid.Report
+	admin.Report
 	Replication *cassandra.ReplicationReport `json:"replication,omitempty"`
 }
 
-func printReport(c *cli, r snapid.Report, repl *cassandra.ReplicationReport) error {
+func printReport(c *cli, r admin.Report, repl *cassandra.ReplicationReport) error {
 	what := plural(r.Rows, "registry row")
 	if repl == nil {
 		what = "the inventory (no registry configured)"

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"bufio"
 	"context"
 	"encoding/json"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/cassandra"
+	"github.com/snapid/snapid/registry"
 )
 
 // cmdNext prints N new ids, taken with one locked counter update.
@@ -140,7 +139,7 @@ func cmdShow(ctx context.Context, c *cli, args []string) error {
 	var number uint64
 	if registered {
 		if tok, err := snapid.OwnerToken(path); err == nil {
-			owner = snapid.OwnerID(tok)
+			owner = registry.OwnerID(tok)
 		}
 		if _, number, _, _, err = snapid.ReadNodeNumber(path, c.options()...); err != nil {
 			return err
@@ -392,5 +391,5 @@ func heldHere(ctx context.Context, reg registry.Registry, name, path string, err
 		"point --counter (or SNAPID_COUNTER) at the counter that holds %q; do not take over your own name with --force; "+
 		"if that counter is gone (removed), release the name first with 'snapctl release --force --start N', N above every "+
 		"number it issued (its RESERVED UP TO in 'snapctl names'), then claim it again",
-		snapid.OwnerID(h.Owner), path, name)}
+		registry.OwnerID(h.Owner), path, name)}
 }

@@ -1,13 +1,12 @@
 package cli
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"fmt"
 
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/cassandra"
+	"github.com/snapid/snapid/registry"
 )
 
 // InProcess is what a driver running snapctl's commands inside its own

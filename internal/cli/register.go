@@ -8,6 +8,7 @@ import (
 	"io/fs"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
 // startFlags are --force and --start of register and release.
@@ -103,7 +104,7 @@ func cmdRegister(ctx context.Context, c *cli, args []string) error {
 	}
 	// The token itself is a secret (whoever has it passes a claim as this
 	// host): only its fingerprint is printed.
-	_, err = fmt.Fprintf(c.stdout, "registered %s for %s (owner %s, next number %d)\n", name, path, snapid.OwnerID(owner), last+1)
+	_, err = fmt.Fprintf(c.stdout, "registered %s for %s (owner %s, next number %d)\n", name, path, registry.OwnerID(owner), last+1)
 	return err
 }
 

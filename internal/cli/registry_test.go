@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/cassandra"
 	"github.com/snapid/snapid/internal/testcluster"
 	"github.com/stretchr/testify/assert"
@@ -177,14 +177,14 @@ func TestCheckNamesFindsPlantedProblems(t *testing.T) {
 		kinds[p.Kind+":"+p.Name] = true
 	}
 	for _, want := range []string{
-		snapid.ProblemInvalidName + ":Bad-Name",
-		snapid.ProblemNormalisedCollision + ":web_1",
-		snapid.ProblemMissingOwner + ":partial",
-		snapid.ProblemStale + ":old_host",
-		snapid.ProblemClockAhead + ":fast_clock",
-		snapid.ProblemNotRegistered + ":ghost",
-		snapid.ProblemInventoryDuplicate + ":new_a",
-		snapid.ProblemInventoryTaken + ":old_host",
+		admin.ProblemInvalidName + ":Bad-Name",
+		admin.ProblemNormalisedCollision + ":web_1",
+		admin.ProblemMissingOwner + ":partial",
+		admin.ProblemStale + ":old_host",
+		admin.ProblemClockAhead + ":fast_clock",
+		admin.ProblemNotRegistered + ":ghost",
+		admin.ProblemInventoryDuplicate + ":new_a",
+		admin.ProblemInventoryTaken + ":old_host",
 	} {
 		assert.True(t, kinds[want], "want %s in %v", want, kinds)
 	}
@@ -202,7 +202,7 @@ func TestCheckNamesFindsPlantedProblems(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	r = g.run(t, "check-names", "--json", "--name", "web_1")
 	require.Equal(t, exitProblems, r.code)
-	assert.Contains(t, r.stdout, snapid.ProblemHeldByOther)
+	assert.Contains(t, r.stdout, admin.ProblemHeldByOther)
 }
 
 func TestCheckNamesInventoryWithoutCassandra(t *testing.T) {
@@ -214,8 +214,8 @@ func TestCheckNamesInventoryWithoutCassandra(t *testing.T) {
 	require.NoError(t, os.WriteFile(inv, []byte("a_1\na-1\nBad\n"), 0o600))
 	r = f.run(t, "check-names", "--names", inv)
 	require.Equal(t, exitProblems, r.code, r.stderr)
-	assert.Contains(t, r.stdout, snapid.ProblemInventoryDuplicate)
-	assert.Contains(t, r.stdout, snapid.ProblemInventoryInvalid)
+	assert.Contains(t, r.stdout, admin.ProblemInventoryDuplicate)
+	assert.Contains(t, r.stdout, admin.ProblemInventoryInvalid)
 	requireOneErrorLine(t, f.run(t, "check-names"))
 	for _, bad := range [][]string{{"--clock-skew", "0"}, {"--clock-skew", "-1s"}} {
 		r = f.run(t, append([]string{"check-names", "--names", inv}, bad...)...)

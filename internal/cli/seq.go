@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"bufio"
 	"context"
 	"encoding/json"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
 // seqSubcommands are the subcommands of "snapctl seq".
@@ -272,7 +271,7 @@ func seqShow(ctx context.Context, c *cli, seq string, args []string) error {
 		out.Ranges = append(out.Ranges, seqRangeOut{DC: r.DC, First: u(r.First), Last: u(r.Last), Next: u(r.Next), GrantedAt: r.GrantedAt})
 	}
 	for _, l := range st.Leases {
-		out.Leases = append(out.Leases, seqLeaseOut{NodeName: l.Name, DC: l.DC, OwnerID: snapid.OwnerID(l.Owner), First: u(l.First), Last: u(l.Last), LeasedAt: l.LeasedAt})
+		out.Leases = append(out.Leases, seqLeaseOut{NodeName: l.Name, DC: l.DC, OwnerID: registry.OwnerID(l.Owner), First: u(l.First), Last: u(l.Last), LeasedAt: l.LeasedAt})
 	}
 	if path, err := c.resolveCounter(); err == nil {
 		cur, ahead, pos, ok, err := snapid.ReadLeaseFile(path, seq)
@@ -280,7 +279,7 @@ func seqShow(ctx context.Context, c *cli, seq string, args []string) error {
 			return err
 		}
 		if ok {
-			h := &seqLeaseOut{NodeName: cur.Name, OwnerID: snapid.OwnerID(cur.Owner), First: u(cur.First), Last: u(cur.Last), Position: u(pos)}
+			h := &seqLeaseOut{NodeName: cur.Name, OwnerID: registry.OwnerID(cur.Owner), First: u(cur.First), Last: u(cur.Last), Position: u(pos)}
 			if ahead.First != 0 {
 				h.Ahead = u(ahead.First) + "-" + u(ahead.Last)
 			}

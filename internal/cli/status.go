@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"bufio"
 	"context"
 	"encoding/json"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/cassandra"
+	"github.com/snapid/snapid/registry"
 	"golang.org/x/sys/unix"
 )
 
@@ -171,7 +170,7 @@ func cmdStatus(ctx context.Context, c *cli, args []string) error {
 		}
 		if err == nil {
 			r := st.Registry
-			r.Found, r.Hostname, r.OwnerID, r.State, r.LastSeen = true, h.Hostname, snapid.OwnerID(h.Owner), h.State, h.LastSeen
+			r.Found, r.Hostname, r.OwnerID, r.State, r.LastSeen = true, h.Hostname, registry.OwnerID(h.Owner), h.State, h.LastSeen
 			r.ReservedUpTo = strconv.FormatUint(h.Reserved, 10)
 			r.NodeNumber = h.Number
 			r.ThisHost, r.Session = hf.OwnedBy(h), hf.HoldsSession(h)
@@ -236,7 +235,7 @@ func statusSequences(path, session string, st *statusReport, attention func(stri
 			continue
 		}
 		s := statusSequence{Sequence: seq, CurrentFirst: cur.First, CurrentLast: cur.Last, Next: pos,
-			AheadFirst: ahead.First, AheadLast: ahead.Last, CurrentClaim: session != "" && cur.Session != "" && snapid.OwnerID(cur.Session) == session}
+			AheadFirst: ahead.First, AheadLast: ahead.Last, CurrentClaim: session != "" && cur.Session != "" && registry.OwnerID(cur.Session) == session}
 		if cur.First != 0 && pos <= cur.Last {
 			s.LeftNumbers = cur.Last - pos + 1
 		}
@@ -447,7 +446,7 @@ func cmdNames(ctx context.Context, c *cli, args []string) error {
 	}
 	out := make([]row, 0, len(rows))
 	for _, h := range rows {
-		out = append(out, row{h.Name, h.Hostname, h.Address, snapid.OwnerID(h.Owner), h.State, h.RegisteredAt, h.LastSeen,
+		out = append(out, row{h.Name, h.Hostname, h.Address, registry.OwnerID(h.Owner), h.State, h.RegisteredAt, h.LastSeen,
 			strconv.FormatUint(h.Reserved, 10), h.Number})
 	}
 	stride, err := reg.Stride(ctx)

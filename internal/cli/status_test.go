@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/testfs"
+	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -47,7 +46,7 @@ func TestStatusAndRegister(t *testing.T) {
 	path := filepath.Join(a.home, ".local", "state", "snapid", "counter.u64")
 	tok, err := snapid.OwnerToken(path)
 	require.NoError(t, err)
-	assert.Contains(t, r.stdout, "(owner "+snapid.OwnerID(tok)+",")
+	assert.Contains(t, r.stdout, "(owner "+registry.OwnerID(tok)+",")
 	assert.NotContains(t, r.stdout, tok, "the token is a secret")
 
 	st, r = statusJSON(t, a)
@@ -57,7 +56,7 @@ func TestStatusAndRegister(t *testing.T) {
 	assert.Equal(t, "0", st.Counter.LastIssued)
 	assert.Equal(t, "-rw-------", st.Counter.Mode)
 	require.NotNil(t, st.Files)
-	assert.Equal(t, snapid.OwnerID(tok), st.Files.OwnerID)
+	assert.Equal(t, registry.OwnerID(tok), st.Files.OwnerID)
 	assert.Equal(t, "web_1", st.Files.SessionName)
 	require.NotNil(t, st.Processes)
 	assert.Equal(t, 0, *st.Processes)

@@ -34,3 +34,15 @@ func Problem(s string) string {
 func isNameByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_'
 }
+
+// Lower lower-cases ASCII letters only, so that no non-ASCII rune is
+// turned into an ASCII one by Unicode case folding.
+func Lower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + ('a' - 'A')
+		}
+	}
+	return string(b)
+}

@@ -1,8 +1,6 @@
 package powerfs_test
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"bufio"
 	"bytes"
 	"context"
@@ -22,6 +20,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
 // The power-cut tests re-run this test binary as children (TestMain sees

@@ -1,8 +1,6 @@
 package powerfs_test
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"bufio"
 	"context"
 	"fmt"
@@ -19,6 +17,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

@@ -1,8 +1,6 @@
 package powerfs_test
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +21,7 @@ import (
 
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/powerfs"
+	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 )

@@ -1,12 +1,11 @@
 package sim
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"math/rand/v2"
 
 	_ "github.com/snapid/snapid/cassandra" // fills simcql.New in
 	"github.com/snapid/snapid/internal/simcql"
+	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
 )
 

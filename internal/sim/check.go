@@ -1,8 +1,6 @@
 package sim
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -12,6 +10,7 @@ import (
 	"reflect"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 	"golang.org/x/sys/unix"
 )
 

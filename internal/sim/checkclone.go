@@ -1,11 +1,10 @@
 package sim
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"fmt"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
 // The check of a clone's claim (a probable clone must be refused).

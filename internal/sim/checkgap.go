@@ -1,11 +1,10 @@
 package sim
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"os"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
 // The gap a crash leaves (docs/guarantees.md "Steps, outages and

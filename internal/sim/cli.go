@@ -1,8 +1,6 @@
 package sim
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"bytes"
 	"context"
 	"errors"
@@ -13,6 +11,7 @@ import (
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/cli"
 	"github.com/snapid/snapid/internal/seam"
+	"github.com/snapid/snapid/registry"
 )
 
 // snapctl's commands run in-process (package internal/cli, through

@@ -1,8 +1,6 @@
 package sim
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"fmt"
 	"io/fs"
@@ -14,6 +12,7 @@ import (
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/seam"
 	"github.com/snapid/snapid/internal/statefile"
+	"github.com/snapid/snapid/registry"
 )
 
 // A fault inside an operation: a host's power cut, or one process

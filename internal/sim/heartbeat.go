@@ -1,8 +1,6 @@
 package sim
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"encoding/binary"
 	"errors"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/seam"
+	"github.com/snapid/snapid/registry"
 )
 
 // What the simulator watches of the hosts' heartbeats, now that their

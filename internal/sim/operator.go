@@ -9,11 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/snapid/snapid/internal/hoststate"
-	"golang.org/x/sys/unix"
-
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/hoststate"
 	"github.com/snapid/snapid/internal/seam"
+	"golang.org/x/sys/unix"
 )
 
 // forceRelease has an operator release ho's name for a holder gone for

@@ -1,8 +1,6 @@
 package sim
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
 // faultyRegistry is the history's registry (the in-memory one, or the

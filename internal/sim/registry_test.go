@@ -1,14 +1,13 @@
 package sim
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
 )
 

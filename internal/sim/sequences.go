@@ -1,9 +1,8 @@
 package sim
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 )
 
 // sequence returns process p's Sequence s, opening it if needed.

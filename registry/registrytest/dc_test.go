@@ -1,13 +1,13 @@
 package registrytest_test
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"errors"
 	"reflect"
 	"testing"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
+	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
 )
 
@@ -112,7 +112,7 @@ func TestDataCentres(t *testing.T) {
 	if n := len(st.Leases); n != 2 {
 		t.Errorf("status lists %d host leases, want 2: %+v", n, st.Leases)
 	}
-	if ps := snapid.AuditSequences([]registry.SequenceStatus{st}); len(ps) != 0 {
+	if ps := admin.AuditSequences([]registry.SequenceStatus{st}); len(ps) != 0 {
 		t.Errorf("audit of the two data centres: %v", ps)
 	}
 }

@@ -1,8 +1,6 @@
 package registrytest_test
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"context"
 	"errors"
 	"slices"
@@ -10,6 +8,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
 )
 

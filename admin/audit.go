@@ -1,16 +1,15 @@
-package snapid
+package admin
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"bufio"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/snapid/snapid/internal/nodename"
+	"github.com/snapid/snapid/registry"
 )
 
 // Problem kinds reported by Audit. They are stable: scripts match them in
@@ -145,19 +144,9 @@ type AuditRow struct {
 	NodeNumber uint64 `json:"node_number,omitempty,string"`
 }
 
-// OwnerID returns the fingerprint of an owner token that audits show in
-// its place: the first 12 hex digits of its SHA-256, or "" for no owner.
-func OwnerID(owner string) string {
-	if owner == "" {
-		return ""
-	}
-	sum := sha256.Sum256([]byte(owner))
-	return hex.EncodeToString(sum[:6])
-}
-
 func auditRow(h registry.Holder) AuditRow {
 	return AuditRow{
-		Name: h.Name, OwnerID: OwnerID(h.Owner), Hostname: h.Hostname, Address: h.Address,
+		Name: h.Name, OwnerID: registry.OwnerID(h.Owner), Hostname: h.Hostname, Address: h.Address,
 		MachineID: h.MachineID, State: h.State, RegisteredAt: h.RegisteredAt, LastSeen: h.LastSeen,
 		Reserved: h.Reserved, NodeNumber: h.Number,
 	}
@@ -172,7 +161,7 @@ func NormaliseName(s string) string {
 	if i := strings.IndexByte(s, '.'); i >= 0 {
 		s = s[:i]
 	}
-	return asciiLower(strings.ReplaceAll(s, "-", "_"))
+	return nodename.Lower(strings.ReplaceAll(s, "-", "_"))
 }
 
 // Audit checks registry rows (from Registry.List) for anything that could
@@ -205,9 +194,9 @@ func Audit(rows []registry.Holder, cfg AuditConfig) Report {
 		n := NormaliseName(h.Name)
 		byNorm[n] = append(byNorm[n], h)
 
-		if why := nameProblem(h.Name); why != "" {
+		if why := nodename.Problem(h.Name); why != "" {
 			add(Problem{Kind: ProblemInvalidName, Name: h.Name, Rows: []AuditRow{auditRow(h)},
-				Detail: fmt.Sprintf("row %q: %s; %s", h.Name, why, NameRule)})
+				Detail: fmt.Sprintf("row %q: %s; %s", h.Name, why, nodename.Rule)})
 		}
 		var missing []string
 		if h.Owner == "" {
@@ -263,7 +252,7 @@ func Audit(rows []registry.Holder, cfg AuditConfig) Report {
 			p.Rows = append(p.Rows, auditRow(h))
 		}
 		p.Detail = fmt.Sprintf("rows %s are active with one owner token (%s): one counter holds them all, and its processes refuse every name "+
-			"but the one its session file records; release the names that counter does not use", quoteList(p.Names), OwnerID(owner))
+			"but the one its session file records; release the names that counter does not use", quoteList(p.Names), registry.OwnerID(owner))
 		add(p)
 	}
 	auditNumbers(rows, cfg.Stride, add)
@@ -305,9 +294,9 @@ func held(h registry.Holder, owner string) bool {
 
 func auditThisHost(cfg AuditConfig, byName map[string]registry.Holder, byNorm map[string][]registry.Holder, add func(Problem)) {
 	name := cfg.ThisName
-	if why := nameProblem(name); why != "" {
+	if why := nodename.Problem(name); why != "" {
 		add(Problem{Kind: ProblemInvalidName, Name: name,
-			Detail: fmt.Sprintf("this host's configured name %q: %s; %s", name, why, NameRule)})
+			Detail: fmt.Sprintf("this host's configured name %q: %s; %s", name, why, nodename.Rule)})
 		return
 	}
 	h, ok := byName[name]
@@ -340,9 +329,9 @@ func auditInventory(cfg AuditConfig, byNorm map[string][]registry.Holder, add fu
 	planned := map[string][]string{} // normalised form -> entries
 	var order []string
 	for _, name := range cfg.Planned {
-		if why := nameProblem(name); why != "" {
+		if why := nodename.Problem(name); why != "" {
 			add(Problem{Kind: ProblemInventoryInvalid, Name: name,
-				Detail: fmt.Sprintf("planned name %q: %s; %s", name, why, NameRule)})
+				Detail: fmt.Sprintf("planned name %q: %s; %s", name, why, nodename.Rule)})
 		}
 		n := NormaliseName(name)
 		if _, seen := planned[n]; !seen {
@@ -362,7 +351,7 @@ func auditInventory(cfg AuditConfig, byNorm map[string][]registry.Holder, add fu
 			add(Problem{Kind: ProblemInventoryDuplicate, Name: n, Names: names,
 				Detail: fmt.Sprintf("planned names %s are %s (%q)", quoteList(names), how, n)})
 		}
-		if nameProblem(n) != "" {
+		if nodename.Problem(n) != "" {
 			continue // invalid even normalised: reported as invalid, cannot be claimed
 		}
 		var rows []AuditRow
@@ -461,7 +450,7 @@ func auditNumbers(rows []registry.Holder, stride uint64, add func(Problem)) {
 		return
 	}
 	for _, h := range rows {
-		if h.Number == 0 && h.State == registry.StateActive && nameProblem(h.Name) == "" {
+		if h.Number == 0 && h.State == registry.StateActive && nodename.Problem(h.Name) == "" {
 			add(Problem{Kind: ProblemNoNumber, Name: h.Name, Rows: []AuditRow{auditRow(h)},
 				Detail: fmt.Sprintf("%q has no node number (claimed before the registry gave numbers); it gets one at its next start", h.Name)})
 		}

@@ -1,34 +1,16 @@
-package snapid_test
+package admin_test
 
 import (
-	"github.com/snapid/snapid/registry"
-
-	"context"
 	"testing"
 
-	. "github.com/snapid/snapid"
-	"github.com/snapid/snapid/registry/registrytest"
+	"github.com/snapid/snapid/admin"
+	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/require"
 )
 
 // AuditSequences finds overlapping ranges, ranges beyond GLOBAL and
 // numbers above max, and nothing in a sequence used normally.
 func TestAuditSequences(t *testing.T) {
-	reg := registrytest.NewRegistry()
-	createSeq(t, reg, "clean", 10, 100_000)
-	for i, name := range []string{"web_a", "web_b"} {
-		h := newSeqHost(t, name)
-		g := h.open(t, reg)
-		s := openSeq(t, g, "clean", SequenceBlock(3), SequenceLeaseSize(50))
-		drawSeq(t, s, 40+i*30)
-		require.NoError(t, s.Close())
-		require.NoError(t, g.Close())
-	}
-	clean, err := reg.SequenceStatus(context.Background(), "clean")
-	require.NoError(t, err)
-	require.Len(t, clean.Leases, 2)
-	require.Empty(t, AuditSequences([]registry.SequenceStatus{clean}), "a sequence used normally")
-
 	base := registry.SequenceStatus{
 		SequenceInfo: registry.SequenceInfo{Name: "s", Start: 1, Max: 1000, Next: 201},
 		Grants:       []registry.SequenceRange{{DC: "dc1", First: 1, Last: 100}, {DC: "dc2", First: 101, Last: 200}},
@@ -36,39 +18,39 @@ func TestAuditSequences(t *testing.T) {
 		Leases: []registry.SequenceLease{{Name: "h1", DC: "dc1", First: 41, Last: 50},
 			{Name: "h2", DC: "dc2", First: 111, Last: 120}},
 	}
-	require.Empty(t, AuditSequences([]registry.SequenceStatus{base}))
+	require.Empty(t, admin.AuditSequences([]registry.SequenceStatus{base}))
 	for _, tc := range []struct {
 		what string
 		mod  func(s *registry.SequenceStatus)
 		want string
 	}{
-		{"GLOBAL past max", func(s *registry.SequenceStatus) { s.Max = 150 }, ProblemSeqAboveMax},
-		{"next past max+1", func(s *registry.SequenceStatus) { s.Next = 1002 }, ProblemSeqAboveMax},
-		{"range next past its end", func(s *registry.SequenceStatus) { s.Ranges[0].Next = 102 }, ProblemSeqAboveMax},
-		{"lease above max", func(s *registry.SequenceStatus) { s.Max = 115; s.Next = 116 }, ProblemSeqAboveMax},
-		{"next below start", func(s *registry.SequenceStatus) { s.Start = 202 }, ProblemSeqBelowStart},
-		{"grant and range below start", func(s *registry.SequenceStatus) { s.Start = 2 }, ProblemSeqBelowStart},
-		{"lease below start", func(s *registry.SequenceStatus) { s.Start = 42 }, ProblemSeqBelowStart},
-		{"grant at GLOBAL's next", func(s *registry.SequenceStatus) { s.Next = 150 }, ProblemSeqBeyondGlobal},
-		{"range not granted", func(s *registry.SequenceStatus) { s.Ranges[1].DC = "dc1" }, ProblemSeqBeyondGlobal},
+		{"GLOBAL past max", func(s *registry.SequenceStatus) { s.Max = 150 }, admin.ProblemSeqAboveMax},
+		{"next past max+1", func(s *registry.SequenceStatus) { s.Next = 1002 }, admin.ProblemSeqAboveMax},
+		{"range next past its end", func(s *registry.SequenceStatus) { s.Ranges[0].Next = 102 }, admin.ProblemSeqAboveMax},
+		{"lease above max", func(s *registry.SequenceStatus) { s.Max = 115; s.Next = 116 }, admin.ProblemSeqAboveMax},
+		{"next below start", func(s *registry.SequenceStatus) { s.Start = 202 }, admin.ProblemSeqBelowStart},
+		{"grant and range below start", func(s *registry.SequenceStatus) { s.Start = 2 }, admin.ProblemSeqBelowStart},
+		{"lease below start", func(s *registry.SequenceStatus) { s.Start = 42 }, admin.ProblemSeqBelowStart},
+		{"grant at GLOBAL's next", func(s *registry.SequenceStatus) { s.Next = 150 }, admin.ProblemSeqBeyondGlobal},
+		{"range not granted", func(s *registry.SequenceStatus) { s.Ranges[1].DC = "dc1" }, admin.ProblemSeqBeyondGlobal},
 		{"lease beyond the leased part", func(s *registry.SequenceStatus) {
 			s.Leases[0] = registry.SequenceLease{Name: "h1", DC: "dc1", First: 45, Last: 60}
-		}, ProblemSeqBeyondGlobal},
-		{"lease in another DC's range", func(s *registry.SequenceStatus) { s.Leases[0].DC = "dc2" }, ProblemSeqBeyondGlobal},
-		{"grants overlap", func(s *registry.SequenceStatus) { s.Grants[1].First = 100 }, ProblemSeqOverlap},
+		}, admin.ProblemSeqBeyondGlobal},
+		{"lease in another DC's range", func(s *registry.SequenceStatus) { s.Leases[0].DC = "dc2" }, admin.ProblemSeqBeyondGlobal},
+		{"grants overlap", func(s *registry.SequenceStatus) { s.Grants[1].First = 100 }, admin.ProblemSeqOverlap},
 		{"ranges overlap", func(s *registry.SequenceStatus) {
 			s.Ranges = append(s.Ranges, registry.SequenceRange{DC: "dc1", First: 90, Last: 95, Next: 90})
-		}, ProblemSeqOverlap},
+		}, admin.ProblemSeqOverlap},
 		{"leases overlap", func(s *registry.SequenceStatus) {
 			s.Leases = append(s.Leases, registry.SequenceLease{Name: "h3", DC: "dc1", First: 50, Last: 50})
-		}, ProblemSeqOverlap},
+		}, admin.ProblemSeqOverlap},
 	} {
 		st := base
 		st.Grants = append([]registry.SequenceRange(nil), base.Grants...)
 		st.Ranges = append([]registry.SequenceRange(nil), base.Ranges...)
 		st.Leases = append([]registry.SequenceLease(nil), base.Leases...)
 		tc.mod(&st)
-		probs := AuditSequences([]registry.SequenceStatus{st})
+		probs := admin.AuditSequences([]registry.SequenceStatus{st})
 		kinds := map[string]bool{}
 		for _, p := range probs {
 			kinds[p.Kind] = true
@@ -94,8 +76,8 @@ func TestAuditSequencesEveryOverlappingPair(t *testing.T) {
 		Leases: []registry.SequenceLease{lease("c", 30, 40), lease("a", 1, 100), lease("b", 10, 20)},
 	}
 	var got []string
-	for _, p := range AuditSequences([]registry.SequenceStatus{st}) {
-		require.Equal(t, ProblemSeqOverlap, p.Kind, "%+v", p)
+	for _, p := range admin.AuditSequences([]registry.SequenceStatus{st}) {
+		require.Equal(t, admin.ProblemSeqOverlap, p.Kind, "%+v", p)
 		got = append(got, p.Detail)
 	}
 	require.Equal(t, []string{
@@ -112,8 +94,8 @@ func TestAuditSequencesEveryOverlappingPair(t *testing.T) {
 		st.Ranges[i].Next = st.Ranges[i].First
 	}
 	n := 0
-	for _, p := range AuditSequences([]registry.SequenceStatus{st}) {
-		require.Equal(t, ProblemSeqOverlap, p.Kind, "%+v", p)
+	for _, p := range admin.AuditSequences([]registry.SequenceStatus{st}) {
+		require.Equal(t, admin.ProblemSeqOverlap, p.Kind, "%+v", p)
 		require.Contains(t, p.Detail, "dc1 [1, 100] and")
 		n++
 	}

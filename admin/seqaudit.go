@@ -1,10 +1,10 @@
-package snapid
+package admin
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"fmt"
 	"sort"
+
+	"github.com/snapid/snapid/registry"
 )
 
 // Problem kinds reported by AuditSequences (stable, like the others).

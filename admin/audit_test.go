@@ -1,8 +1,6 @@
-package snapid
+package admin
 
 import (
-	"github.com/snapid/snapid/registry"
-
 	"encoding/json"
 	"errors"
 	"math"
@@ -11,6 +9,7 @@ import (
 	"testing/iotest"
 	"time"
 
+	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -62,7 +61,7 @@ func TestAudit(t *testing.T) {
 			name: "invalid names",
 			rows: []registry.Holder{row("web_1"), row("Web1"), row("db-1"), row("9lives")},
 			want: []want{
-				{kind: ProblemInvalidName, name: "9lives", detail: []string{"starts with a digit", NameRule}},
+				{kind: ProblemInvalidName, name: "9lives", detail: []string{"starts with a digit", registry.NameRule}},
 				{kind: ProblemInvalidName, name: "Web1", detail: []string{`byte 0 is 'W'`}},
 				{kind: ProblemInvalidName, name: "db-1", detail: []string{`byte 2 is '-'`}},
 			},
@@ -255,10 +254,10 @@ func TestAuditJSON(t *testing.T) {
 	s := string(b)
 	assert.Contains(t, s, `"kind":"stale"`)
 	assert.Contains(t, s, `"reserved":"18446744073709551615"`, "uint64 as a string")
-	assert.Contains(t, s, `"owner_id":"`+OwnerID(h.Owner)+`"`)
+	assert.Contains(t, s, `"owner_id":"`+registry.OwnerID(h.Owner)+`"`)
 	assert.NotContains(t, s, h.Owner, "the owner token itself is never shown")
-	assert.Len(t, OwnerID(h.Owner), 12)
-	assert.Empty(t, OwnerID(""))
+	assert.Len(t, registry.OwnerID(h.Owner), 12)
+	assert.Empty(t, registry.OwnerID(""))
 
 	var back Report
 	require.NoError(t, json.Unmarshal(b, &back))
@@ -303,7 +302,7 @@ func TestAuditSharedOwner(t *testing.T) {
 	p := rep.Problems[0]
 	assert.Equal(t, ProblemSharedOwner, p.Kind)
 	assert.Equal(t, []string{"web_1", "web_2"}, p.Names)
-	assert.Contains(t, p.Detail, OwnerID(a.Owner))
+	assert.Contains(t, p.Detail, registry.OwnerID(a.Owner))
 	assert.NotContains(t, p.Detail, a.Owner, "the token is a secret")
 
 	b.State = registry.StateReleased
