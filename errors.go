@@ -25,6 +25,52 @@ var (
 	ErrStrideMismatch       = registry.ErrStrideMismatch
 )
 
+// The kinds of corrupt file, each matching ErrCorrupt (corruptError): the
+// code that reads a file tells them apart; callers see ErrCorrupt and the
+// file's path.
+var (
+	// errCorruptOwner is returned for an owner token file (<counter>.owner)
+	// that does not hold 32 lower-case hex digits and a newline. Nothing is
+	// written anywhere, the registry included.
+	errCorruptOwner error = &corruptError{"corrupt owner token file"}
+
+	// errCorruptMark is returned for a mark file (<counter>.mark) that is
+	// neither empty nor 16 bytes. Nothing is written anywhere, the registry
+	// included.
+	errCorruptMark error = &corruptError{"corrupt mark file"}
+
+	// errCorruptSession is returned to a process joining its host's claim
+	// when the session file (<counter>.session) is not in the format this
+	// version writes (see the list of files in hostfiles.go), was written by
+	// an earlier version, or names another owner token. The first process of
+	// a host does not read the file: it replaces it.
+	errCorruptSession error = &corruptError{"corrupt session file"}
+
+	// errCorruptNumber is returned by Open for a number file an earlier
+	// version kept beside the counter (<counter>.number) that cannot be
+	// read, when it is to be taken into the host's record of the name.
+	// Nothing is issued until it is removed.
+	errCorruptNumber error = &corruptError{"corrupt number file"}
+
+	// errCorruptForms is returned by Open when both copies of the form
+	// history an earlier version kept beside the counter (<counter>.forms,
+	// <counter>.forms.copy: the striped and decimal forms it issued under)
+	// are damaged, when they are to be taken into the host's record of the
+	// name. One damaged copy beside a whole one is read from the whole one.
+	errCorruptForms error = &corruptError{"corrupt form history"}
+
+	// errCorruptBinding is returned by Open without a registry when the
+	// name's binding file (see DefaultBindingDir) is not one this version
+	// writes, or is a symbolic link. Nothing is created or written.
+	errCorruptBinding error = &corruptError{"corrupt name binding file"}
+
+	// errCorruptLease is returned for a sequence lease file
+	// (<counter>.seq.<sequence>) that is not in the format this version
+	// writes, fails its checksum, or belongs to another node name or owner
+	// token. Nothing is written anywhere.
+	errCorruptLease error = &corruptError{"corrupt sequence lease file"}
+)
+
 // SequenceExhaustedError is a sequence lease that cannot be had (see
 // registry.SequenceExhaustedError).
 type SequenceExhaustedError = registry.SequenceExhaustedError
@@ -37,29 +83,14 @@ var (
 	// in any form (see Format).
 	ErrInvalidID = errors.New("invalid id")
 
-	// ErrCorrupt is returned for a counter file whose size is not exactly
-	// 8 bytes. The file is left exactly as it was. ErrCorruptOwner,
-	// ErrCorruptMark and ErrCorruptSession, for the files beside the
-	// counter, match it too.
-	ErrCorrupt = errors.New("corrupt counter file")
-
-	// ErrCorruptOwner is returned for an owner token file (<counter>.owner)
-	// that does not hold 32 lower-case hex digits and a newline. It matches
-	// ErrCorrupt. Nothing is written anywhere, the registry included.
-	ErrCorruptOwner error = &corruptError{"corrupt owner token file"}
-
-	// ErrCorruptMark is returned for a mark file (<counter>.mark) that is
-	// neither empty nor 16 bytes. It matches ErrCorrupt. Nothing is written
+	// ErrCorrupt is returned for a state file that is not as this
+	// version writes it: a counter file whose size is not exactly 8 bytes,
+	// or a file beside it (owner token, mark, session, sequence lease), the
+	// host's record of a name, or a file an earlier version kept. The
+	// error is a *FileError naming the file, and says what is wrong with
+	// it. The file is left exactly as it was, and nothing is written
 	// anywhere, the registry included.
-	ErrCorruptMark error = &corruptError{"corrupt mark file"}
-
-	// ErrCorruptSession is returned to a process joining its host's claim
-	// when the session file (<counter>.session) is not in the format this
-	// version writes (see the list of files in hostfiles.go), was written
-	// by an earlier version, or names another owner token. It matches
-	// ErrCorrupt. The first process of a host does not read the file: it
-	// replaces it.
-	ErrCorruptSession error = &corruptError{"corrupt session file"}
+	ErrCorrupt = errors.New("corrupt counter file")
 
 	// ErrNameMismatch is returned by Open when other processes of the host
 	// use the counter under another node name: one counter file serves
@@ -77,20 +108,6 @@ var (
 	// is in use: two names under one number hand out the same numeric ids.
 	ErrNumberBound = errors.New("node number in use on this host under another node name")
 
-	// ErrCorruptNumber is returned by Open for a number file an earlier
-	// version kept beside the counter (<counter>.number) that cannot be
-	// read, when it is to be taken into the host's record of the name. It
-	// matches ErrCorrupt. Nothing is issued until it is removed.
-	ErrCorruptNumber error = &corruptError{"corrupt number file"}
-
-	// ErrCorruptForms is returned by Open when both copies of the form
-	// history an earlier version kept beside the counter
-	// (<counter>.forms, <counter>.forms.copy: the striped and decimal
-	// forms it issued under) are damaged, when they are to be taken into
-	// the host's record of the name. It matches ErrCorrupt. One damaged
-	// copy beside a whole one is read from the whole one.
-	ErrCorruptForms error = &corruptError{"corrupt form history"}
-
 	// ErrFormChanged is returned by a striped Generator's calls once
 	// another Generator opened its counter with another stride or node
 	// number (and raised the counter past this one's ids): striped ids of
@@ -104,12 +121,6 @@ var (
 	// one name, or one number under two names, could meet. Nothing is
 	// issued.
 	ErrNumberMismatch = errors.New("node number does not match")
-
-	// ErrCorruptBinding is returned by Open without a registry when the
-	// name's binding file (see DefaultBindingDir) is not one this version
-	// writes, or is a symbolic link. It matches ErrCorrupt. Nothing is
-	// created or written.
-	ErrCorruptBinding error = &corruptError{"corrupt name binding file"}
 
 	// ErrNotRegular is returned when the counter path names a directory,
 	// a device, a FIFO or anything else that is not a regular file.
@@ -138,12 +149,6 @@ var (
 	// than the host's record of its name says it reached: it was restored
 	// from a backup, copied over or zeroed. Nothing is issued from it.
 	ErrRolledBack = errors.New("counter file below what it had reached")
-
-	// ErrCorruptLease is returned for a sequence lease file
-	// (<counter>.seq.<sequence>) that is not in the format this version
-	// writes, fails its checksum, or belongs to another node name or owner
-	// token. It matches ErrCorrupt. Nothing is written anywhere.
-	ErrCorruptLease error = &corruptError{"corrupt sequence lease file"}
 
 	// ErrInUse is returned by operations that need every process of the
 	// host to have stopped using the counter (Release, Repair).

@@ -13,7 +13,7 @@ import (
 // use marked current and every other with the counter's value when it was
 // left. The record is written under the counter's lock, synced, in two
 // checksummed copies (see hoststate): a torn write leaves the other copy,
-// and a record with neither copy whole refuses the name (ErrCorruptBinding).
+// and a record with neither copy whole refuses the name (errCorruptBinding).
 //
 // Striped ids of two forms meet (30×100+13 = 301×10+3): so a Generator
 // that opens the counter with another stride or node number than the form

@@ -59,7 +59,7 @@ type Generator struct {
 // ValidateName), the options, and the file (exactly 8 bytes, a regular file,
 // not a symbolic link unless WithFollowSymlinks); with a registry, also the
 // owner token and mark files beside it, before anything is created or
-// written (ErrCorruptOwner, ErrCorruptMark). A failed Open changes nothing
+// written (errCorruptOwner, errCorruptMark). A failed Open changes nothing
 // on disk, with one exception: with a registry, whatever the reason it
 // failed after the files were validated (the claim refused with
 // ErrNameTaken or ErrProbableClone, a registry that could not be reached,
@@ -76,7 +76,7 @@ type Generator struct {
 // Open records the binding (see DefaultBindingDir) and refuses, before
 // anything is created, a name the host uses with another counter file that
 // still exists (ErrNameBound), or whose binding file is damaged
-// (ErrCorruptBinding). An Open that fails after it recorded a binding
+// (errCorruptBinding). An Open that fails after it recorded a binding
 // removes it again. Concurrent Opens serialise on the binding directory's
 // lock: of two first Opens of one name with different counters, exactly one
 // succeeds.

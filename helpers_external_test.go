@@ -55,3 +55,14 @@ func draw(t *testing.T, g *Generator, n int) []uint64 {
 	}
 	return out
 }
+
+// requireCorruptFile checks that err is ErrCorrupt naming (as a
+// FileError's path) a file whose name holds suffix: the counter's own
+// errors name the counter, those of the files beside it that file.
+func requireCorruptFile(t *testing.T, err error, suffix string, msgAndArgs ...any) {
+	t.Helper()
+	require.ErrorIs(t, err, ErrCorrupt, msgAndArgs...)
+	var fe *FileError
+	require.ErrorAs(t, err, &fe, "a corrupt file's error names the file: %v", err)
+	require.Contains(t, filepath.Base(fe.Path), suffix, "the file named: %v", err)
+}

@@ -51,7 +51,7 @@ import (
 // A process joining its host's claim refuses to start under another name
 // than the file's (ErrNameMismatch), and refuses a file in another format,
 // the one-line format of earlier versions included, or for another owner
-// token (ErrCorruptSession). The first process of a host never reads it.
+// token (errCorruptSession). The first process of a host never reads it.
 //
 // Every file here, like the counter, is created atomically and made
 // durable (see createFileAtomically) before it is relied on; owner and
@@ -124,7 +124,7 @@ func loadOwner(counterPath string, create bool, o *options) (string, error) {
 	tok, ok := strings.CutSuffix(string(b), "\n")
 	if !ok || !validOwner(tok) {
 		return "", &FileError{Op: "read", Path: path, Err: fmt.Errorf(
-			"%w: it is %d bytes; an owner token file holds 32 lower-case hex digits and a newline", ErrCorruptOwner, len(b))}
+			"%w: it is %d bytes; an owner token file holds 32 lower-case hex digits and a newline", errCorruptOwner, len(b))}
 	}
 	return tok, nil
 }
@@ -276,7 +276,7 @@ func decodeMark(b []byte, size int64) (markState, error) {
 	case size == markSize && len(b) == markSize:
 		return markState{binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:])}, nil
 	}
-	return markState{}, fmt.Errorf("%w: it is %d bytes; a mark file is %d bytes or empty", ErrCorruptMark, size, markSize)
+	return markState{}, fmt.Errorf("%w: it is %d bytes; a mark file is %d bytes or empty", errCorruptMark, size, markSize)
 }
 
 // io is how the mark and heartbeat files are read and written: through
@@ -354,14 +354,14 @@ func decodeSession(b []byte) (sessionFile, error) {
 	lines := strings.Split(text, "\n")
 	switch {
 	case !ok:
-		return sessionFile{}, fmt.Errorf("%w: it does not end with a newline", ErrCorruptSession)
+		return sessionFile{}, fmt.Errorf("%w: it does not end with a newline", errCorruptSession)
 	case len(lines) == 1 && !strings.HasPrefix(lines[0], "snapid-session"):
 		return sessionFile{}, fmt.Errorf("%w: it holds a session without the name and owner token it belongs to "+
-			"(written by an earlier version of snapid)", ErrCorruptSession)
+			"(written by an earlier version of snapid)", errCorruptSession)
 	case lines[0] != sessionHeader:
-		return sessionFile{}, fmt.Errorf("%w: its first line is not %q", ErrCorruptSession, sessionHeader)
+		return sessionFile{}, fmt.Errorf("%w: its first line is not %q", errCorruptSession, sessionHeader)
 	case len(lines) != 4:
-		return sessionFile{}, fmt.Errorf("%w: it is %d lines, not 4", ErrCorruptSession, len(lines))
+		return sessionFile{}, fmt.Errorf("%w: it is %d lines, not 4", errCorruptSession, len(lines))
 	}
 	var s sessionFile
 	for i, f := range []struct {
@@ -370,15 +370,15 @@ func decodeSession(b []byte) (sessionFile, error) {
 	}{{"name", &s.name}, {"owner", &s.owner}, {"session", &s.session}} {
 		v, ok := strings.CutPrefix(lines[i+1], f.key+" ")
 		if !ok || v == "" {
-			return sessionFile{}, fmt.Errorf("%w: line %d is not %q followed by a value", ErrCorruptSession, i+2, f.key+" ")
+			return sessionFile{}, fmt.Errorf("%w: line %d is not %q followed by a value", errCorruptSession, i+2, f.key+" ")
 		}
 		*f.val = v
 	}
 	if ValidateName(s.name) != nil {
-		return sessionFile{}, fmt.Errorf("%w: it holds an invalid node name", ErrCorruptSession)
+		return sessionFile{}, fmt.Errorf("%w: it holds an invalid node name", errCorruptSession)
 	}
 	if !validOwner(s.owner) {
-		return sessionFile{}, fmt.Errorf("%w: it holds an invalid owner token", ErrCorruptSession)
+		return sessionFile{}, fmt.Errorf("%w: it holds an invalid owner token", errCorruptSession)
 	}
 	return s, nil
 }

@@ -215,7 +215,7 @@ func TestSessionFileFormat(t *testing.T) {
 			if g != nil {
 				g.Close()
 			}
-			require.ErrorIs(t, err, ErrCorruptSession)
+			requireCorruptFile(t, err, ExportSessionSuffix)
 			require.ErrorIs(t, err, ErrCorrupt)
 			assert.Contains(t, err.Error(), path+ExportSessionSuffix)
 			assert.Contains(t, err.Error(), "corrupt session file")
@@ -247,34 +247,34 @@ func TestCorruptHostFileRefusedBeforeClaim(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		spoil   func(t *testing.T, path string)
-		want    error
+		file    string // the suffix of the file the error names
 		message []string
 	}{
 		{"mark too long", func(t *testing.T, path string) {
 			require.NoError(t, os.WriteFile(path+ExportMarkSuffix, make([]byte, 20), 0o600))
-		}, ErrCorruptMark, []string{"corrupt mark file", "it is 20 bytes", "16 bytes or empty"}},
+		}, ExportMarkSuffix, []string{"corrupt mark file", "it is 20 bytes", "16 bytes or empty"}},
 		{"mark of 5000 bytes", func(t *testing.T, path string) {
 			require.NoError(t, os.WriteFile(path+ExportMarkSuffix, make([]byte, 5000), 0o600))
-		}, ErrCorruptMark, []string{"it is 5000 bytes"}},
+		}, ExportMarkSuffix, []string{"it is 5000 bytes"}},
 		{"mark too short", func(t *testing.T, path string) {
 			require.NoError(t, os.WriteFile(path+ExportMarkSuffix, make([]byte, 3), 0o600))
-		}, ErrCorruptMark, []string{"it is 3 bytes"}},
+		}, ExportMarkSuffix, []string{"it is 3 bytes"}},
 		{"owner", func(t *testing.T, path string) {
 			require.NoError(t, os.WriteFile(path+ExportOwnerSuffix, []byte("not a token\n"), 0o600))
-		}, ErrCorruptOwner, []string{"corrupt owner token file", "it is 12 bytes"}},
+		}, ExportOwnerSuffix, []string{"corrupt owner token file", "it is 12 bytes"}},
 		{"owner without newline", func(t *testing.T, path string) {
 			require.NoError(t, os.WriteFile(path+ExportOwnerSuffix, []byte(strings.Repeat("a", 32)), 0o600))
-		}, ErrCorruptOwner, []string{"corrupt owner token file"}},
+		}, ExportOwnerSuffix, []string{"corrupt owner token file"}},
 		{"owner, counter missing", func(t *testing.T, path string) {
 			require.NoError(t, os.Remove(path))
 			require.NoError(t, os.WriteFile(path+ExportOwnerSuffix, []byte("x\n"), 0o600))
-		}, ErrCorruptOwner, nil},
+		}, ExportOwnerSuffix, nil},
 		{"mark, counter and owner missing", func(t *testing.T, path string) {
 			for _, p := range []string{path, path + ExportOwnerSuffix, path + ExportPresenceSuffix, path + ExportSessionSuffix} {
 				require.NoError(t, os.Remove(p))
 			}
 			require.NoError(t, os.WriteFile(path+ExportMarkSuffix, make([]byte, 17), 0o600))
-		}, ErrCorruptMark, nil},
+		}, ExportMarkSuffix, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, path := ctPath(t)
@@ -292,8 +292,7 @@ func TestCorruptHostFileRefusedBeforeClaim(t *testing.T) {
 			if g != nil {
 				g.Close()
 			}
-			require.ErrorIs(t, err, tc.want)
-			require.ErrorIs(t, err, ErrCorrupt)
+			requireCorruptFile(t, err, tc.file)
 			assert.NotContains(t, err.Error(), "corrupt counter file", "the counter is not what is corrupt")
 			for _, m := range tc.message {
 				assert.Contains(t, err.Error(), m)
@@ -321,10 +320,10 @@ func TestCorruptMarkMessageSizes(t *testing.T) {
 	require.NoError(t, f.Close())
 
 	_, err = g.Next()
-	require.ErrorIs(t, err, ErrCorruptMark)
+	requireCorruptFile(t, err, ExportMarkSuffix)
 	assert.Contains(t, err.Error(), "it is 20 bytes; a mark file is 16 bytes or empty")
 	_, _, err = ReadMark(path)
-	require.ErrorIs(t, err, ErrCorruptMark)
+	requireCorruptFile(t, err, ExportMarkSuffix)
 	assert.Contains(t, err.Error(), "it is 20 bytes; a mark file is 16 bytes or empty")
 }
 
@@ -340,7 +339,7 @@ func TestRemovedMarkRebuiltFromRegistry(t *testing.T) {
 	crash(t, g) // the registry keeps the reserved mark (100)
 	require.NoError(t, os.WriteFile(path+ExportMarkSuffix, make([]byte, 20), 0o600))
 	_, err = openAs(path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
-	require.ErrorIs(t, err, ErrCorruptMark)
+	requireCorruptFile(t, err, ExportMarkSuffix)
 
 	require.NoError(t, os.Remove(path+ExportMarkSuffix))
 	g, err = openAs(path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))

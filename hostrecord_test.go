@@ -165,7 +165,7 @@ func TestRecordDamagedRefuses(t *testing.T) {
 	issue(t, c, "vm1", 1, WithBindingDir(place))
 	require.NoError(t, os.WriteFile(filepath.Join(place, "vm1"), []byte("junk"), 0o644))
 	_, err := Open(c, "vm1", WithBindingDir(place))
-	require.ErrorIs(t, err, ErrCorruptBinding)
+	requireCorruptFile(t, err, "")
 	require.NoError(t, os.Remove(filepath.Join(place, "vm1")))
 	require.NoError(t, os.Mkdir(filepath.Join(place, "vm1"), 0o755))
 	_, err = Open(c, "vm1", WithBindingDir(place))

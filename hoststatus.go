@@ -39,7 +39,7 @@ type HostFiles struct {
 // at counterPath, and the name the host's records (WithBindingDir names
 // their place) give that counter and whether it was released. A missing file is
 // reported as absent; a damaged one is an error that matches ErrCorrupt
-// (ErrCorruptOwner, ErrCorruptMark, ErrCorruptSession). It changes
+// (errCorruptOwner, errCorruptMark, errCorruptSession). It changes
 // nothing.
 func ReadHostFiles(counterPath string, opts ...Option) (HostFiles, error) {
 	var hf HostFiles
@@ -75,7 +75,7 @@ func ReadHostFiles(counterPath string, opts ...Option) (HostFiles, error) {
 	}
 	if s.owner != hf.owner {
 		return hf, &FileError{Op: "read", Path: path, Err: fmt.Errorf(
-			"%w: it records a claim of owner token %s, not of this counter's (%s)", ErrCorruptSession, registry.OwnerID(s.owner), hf.OwnerID)}
+			"%w: it records a claim of owner token %s, not of this counter's (%s)", errCorruptSession, registry.OwnerID(s.owner), hf.OwnerID)}
 	}
 	hf.SessionName, hf.session, hf.SessionID = s.name, s.session, registry.OwnerID(s.session)
 	return hf, nil

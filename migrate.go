@@ -40,13 +40,13 @@ import (
 // the one of the copy with the higher generation, and a form one copy
 // records as in use and the other does not is taken as left at the
 // counter's value now. Both damaged (or one damaged, the other missing)
-// is ErrCorruptForms: the forms they record are not known, and are not
+// is errCorruptForms: the forms they record are not known, and are not
 // forgotten either.
 //
 // The number file is "snapid-number 2", then "name <node name>", "number
 // <node number>", "stride <stride, 0 if not known>" and "claim <16 hex
 // digits>" (version 1: no claim line), each on a line; damaged, it is
-// ErrCorruptNumber. The striped form of its stride and number is taken
+// errCorruptNumber. The striped form of its stride and number is taken
 // into the history as left at the counter's value now, when the history
 // lacks it.
 //
@@ -225,7 +225,7 @@ type numberRecord struct {
 func decodeNumberFile(b []byte) (numberRecord, error) {
 	bad := func(why string) (numberRecord, error) {
 		return numberRecord{}, fmt.Errorf("%w: %s; stop the host's programs and remove it: a registry gives the name its number again at the next start, "+
-			"and the host's record of the name keeps it since", ErrCorruptNumber, why)
+			"and the host's record of the name keeps it since", errCorruptNumber, why)
 	}
 	lines := strings.Split(string(b), "\n")
 	var f numberRecord
@@ -331,7 +331,7 @@ func readOldFiles(counterPath string, cur uint64) (of oldFiles, err error) {
 		return of, &FileError{Op: "read", Path: paths[i], Err: fmt.Errorf(
 			"%w: %w, %s; an earlier version recorded there the striped forms this counter issued under, and the host's record of the name takes them over: "+
 				"restore one from a backup, or raise the counter (snapctl init) past every striped id it handed out under another stride or node number than the one it will use, then remove both",
-			ErrCorruptForms, bad[i], other)}
+			errCorruptForms, bad[i], other)}
 	}
 	b, err := of.readOld(counterPath + numberSuffix)
 	if err != nil {

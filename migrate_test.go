@@ -222,9 +222,9 @@ func TestMigrateReleased(t *testing.T) {
 }
 
 // Damaged files are refused with their own errors and left as they are:
-// both copies of the history (ErrCorruptForms: the forms they record are
+// both copies of the history (errCorruptForms: the forms they record are
 // not known, and not forgotten either), one damaged and the other
-// missing, or the number file (ErrCorruptNumber). One damaged copy beside
+// missing, or the number file (errCorruptNumber). One damaged copy beside
 // a whole one is taken from the whole one.
 func TestMigrateDamaged(t *testing.T) {
 	whole := encodeForms(formHistory{stripedCurrent(100, 13)}, 1)
@@ -233,9 +233,9 @@ func TestMigrateDamaged(t *testing.T) {
 		files map[string][]byte
 		want  error
 	}{
-		{"both copies", map[string][]byte{formsSuffix: []byte("garbage"), formsCopySuffix: []byte("snapid-forms 2\n")}, ErrCorruptForms},
-		{"one copy, the other missing", map[string][]byte{formsCopySuffix: []byte("garbage")}, ErrCorruptForms},
-		{"number file", map[string][]byte{numberSuffix: []byte("snapid-number 2\nname vm1\n")}, ErrCorruptNumber},
+		{"both copies", map[string][]byte{formsSuffix: []byte("garbage"), formsCopySuffix: []byte("snapid-forms 2\n")}, errCorruptForms},
+		{"one copy, the other missing", map[string][]byte{formsCopySuffix: []byte("garbage")}, errCorruptForms},
+		{"number file", map[string][]byte{numberSuffix: []byte("snapid-number 2\nname vm1\n")}, errCorruptNumber},
 		{"one copy beside a whole one", map[string][]byte{formsSuffix: []byte("garbage"), formsCopySuffix: whole}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -402,7 +402,7 @@ func TestMigrateReadsNumberFile(t *testing.T) {
 		require.Equal(t, numberRecord{name: "vm1", number: 3, stride: 100}, n)
 	}
 	_, err := decodeNumberFile([]byte("snapid-number 2\nname vm1\nnumber 0\nstride 0\nclaim 0000000000000000\n"))
-	require.ErrorIs(t, err, ErrCorruptNumber)
+	require.ErrorIs(t, err, errCorruptNumber)
 }
 
 // The node numbers and stride an earlier version's files say a name
@@ -442,7 +442,7 @@ func TestMigrateRefusalMakesNothing(t *testing.T) {
 		opts  []Option
 		want  error
 	}{
-		{"damaged history", 5, map[string][]byte{formsSuffix: []byte("garbage\n")}, nil, ErrCorruptForms},
+		{"damaged history", 5, map[string][]byte{formsSuffix: []byte("garbage\n")}, nil, errCorruptForms},
 		{"form past its bound", 100, map[string][]byte{formsSuffix: encodeForms(formHistory{striped(1000, 3, 100)}, 1)},
 			[]Option{WithFormat(FormatStriped), WithStride(10), WithNodeNumber(5), WithMaxID(5000)}, ErrExhausted},
 	} {

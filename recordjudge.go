@@ -416,7 +416,7 @@ func recordError(p *hoststate.Place, name string, err error) error {
 			owner = "user " + statefile.UserName(st.Uid)
 		}
 		err = fmt.Errorf("%w: %w; nothing is issued under it until it is fixed: check which counter file issues under the name and how far it went, "+
-			"then have %s or root remove %s (the next Open records the counter it is given, from its value)", ErrCorruptBinding, err, owner, rp)
+			"then have %s or root remove %s (the next Open records the counter it is given, from its value)", errCorruptBinding, err, owner, rp)
 	}
 	return &FileError{Op: "record", Path: p.RecordPath(name), Err: err}
 }

@@ -30,7 +30,7 @@ import (
 // which would replace the session the running ones hold: they join (join,
 // verifyJoin), refusing another name than the session file's
 // (ErrNameMismatch) or a file of another format or owner token
-// (ErrCorruptSession). Extensions, heartbeats (heartbeat.go) and the
+// (errCorruptSession). Extensions, heartbeats (heartbeat.go) and the
 // return of the reservation are conditional on the session, so a copy of
 // the counter directory (same owner token) that claims the name later, on
 // this machine or another, supersedes the original: the original's next
@@ -309,7 +309,7 @@ func (r *reservation) oneNamePerCounter(ctx context.Context, released string) er
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil // never claimed
-	case errors.Is(err, ErrCorruptSession):
+	case errors.Is(err, errCorruptSession):
 		return nil // an old or damaged file names nothing; the claim replaces it
 	case err != nil:
 		return err
@@ -345,7 +345,7 @@ func (r *reservation) join() error {
 	case s.owner != r.host.owner:
 		return &FileError{Op: "read", Path: r.host.sessionPath, Err: fmt.Errorf(
 			"%w: it records a claim of owner token %s, not of this counter's (%s); was the owner file replaced while processes of this host use the counter?",
-			ErrCorruptSession, registry.OwnerID(s.owner), registry.OwnerID(r.host.owner))}
+			errCorruptSession, registry.OwnerID(s.owner), registry.OwnerID(r.host.owner))}
 	case s.name != r.name:
 		return fmt.Errorf("snapid: %w: the counter %s is in use by this host under the name %q, not %q: one counter file serves one name; open it as %q, or give %q its own counter file",
 			ErrNameMismatch, strings.TrimSuffix(r.host.sessionPath, sessionSuffix), s.name, r.name, s.name, r.name)

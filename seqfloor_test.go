@@ -138,7 +138,7 @@ func TestSequenceFloorNothingMadeForDamagedLease(t *testing.T) {
 	b[100] ^= 0xff
 	writeInPlace(t, lease, b)
 	_, err = g.Sequence("orders")
-	require.ErrorIs(t, err, ErrCorruptLease)
+	requireCorruptFile(t, err, ".seq.")
 	_, ferr := os.Lstat(lease + ".floor")
 	_, rerr := os.Lstat(lease + ".refill")
 	require.ErrorIs(t, ferr, fs.ErrNotExist, "a refused corrupt lease file made the floor file")
@@ -163,7 +163,7 @@ func TestSequenceFloorNothingMadeForDamagedFloor(t *testing.T) {
 	b[100] ^= 0xff
 	writeInPlace(t, lease+".floor", b)
 	_, err = g.Sequence("orders")
-	require.ErrorIs(t, err, ErrCorruptLease)
+	requireCorruptFile(t, err, ".seq.")
 	_, lerr := os.Lstat(lease)
 	_, rerr := os.Lstat(lease + ".refill")
 	require.ErrorIs(t, lerr, fs.ErrNotExist, "a refused corrupt floor made the lease file")
@@ -250,12 +250,12 @@ func TestSequenceLeaseGenerationBound(t *testing.T) {
 	takeEach(t, s, 3, &issued)
 	setLeaseGen(t, lease, 1<<63)
 	_, err := s.NextN(1)
-	require.ErrorIs(t, err, ErrCorruptLease)
+	requireCorruptFile(t, err, ".seq.")
 	setLeaseGen(t, lease, 1<<63-1)
 	setLeaseGen(t, lease+".floor", 1<<63-1)
 	takeEach(t, s, 7, &issued) // the rest of the lease: the position alone
 	_, err = s.NextN(1)        // a new lease: a whole write
-	require.ErrorIs(t, err, ErrCorruptLease)
+	requireCorruptFile(t, err, ".seq.")
 	requireUnique(t, issued, 1, registry.MaxSequence)
 }
 

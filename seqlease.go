@@ -22,7 +22,7 @@ import (
 // number of the block is returned. It follows the counter file's rules:
 // created atomically (createFileAtomically), never replaced, checked on
 // every read (size, magic, checksum, ranges), and a file in another
-// format is refused with ErrCorruptLease and left as it is.
+// format is refused with errCorruptLease and left as it is.
 //
 // Layout (leaseSize bytes, integers unsigned 64-bit little-endian):
 //
@@ -160,7 +160,7 @@ func leaseCRC(b []byte) uint32 {
 // read, size its size).
 func decodeLease(b []byte, size int64) (leaseRecord, error) {
 	bad := func(format string, args ...any) (leaseRecord, error) {
-		return leaseRecord{}, fmt.Errorf("%w: "+format, append([]any{ErrCorruptLease}, args...)...)
+		return leaseRecord{}, fmt.Errorf("%w: "+format, append([]any{errCorruptLease}, args...)...)
 	}
 	if size != leaseSize || len(b) != leaseSize {
 		return bad("it is %d bytes; a lease file is %d", size, leaseSize)
@@ -350,18 +350,18 @@ func (lf *leaseFile) decode(b []byte, size int64) (leaseRecord, error) {
 	switch {
 	case err != nil:
 	case l.ow != lf.ow:
-		err = fmt.Errorf("%w: it belongs to owner token %s, not this counter's (%s)", ErrCorruptLease, registry.OwnerID(l.ow), registry.OwnerID(lf.ow))
+		err = fmt.Errorf("%w: it belongs to owner token %s, not this counter's (%s)", errCorruptLease, registry.OwnerID(l.ow), registry.OwnerID(lf.ow))
 	case l.node != lf.node:
-		err = fmt.Errorf("%w: it belongs to node name %q, not %q", ErrCorruptLease, l.node, lf.node)
+		err = fmt.Errorf("%w: it belongs to node name %q, not %q", errCorruptLease, l.node, lf.node)
 	case l.seq != lf.seq:
-		err = fmt.Errorf("%w: it belongs to sequence %q, not %q", ErrCorruptLease, l.seq, lf.seq)
+		err = fmt.Errorf("%w: it belongs to sequence %q, not %q", errCorruptLease, l.seq, lf.seq)
 	}
 	return l, err
 }
 
 // loadFloor reads the floor file; ok is false if it is empty (no floor
 // yet). A floor that is not a record of this lease file is refused
-// (ErrCorruptLease), as the lease file would be. The caller holds the
+// (errCorruptLease), as the lease file would be. The caller holds the
 // lease file's lock.
 func (lf *leaseFile) loadFloor() (l leaseRecord, ok bool, err error) {
 	c := lf.floor
@@ -446,7 +446,7 @@ func (lf *leaseFile) storePos(pos uint64) error {
 func (lf *leaseFile) store(l *leaseRecord) error {
 	l.node, l.seq, l.ow = lf.node, lf.seq, lf.ow
 	if l.gen >= maxLeaseGen {
-		return &FileError{Op: "write", Path: lf.c.path, Err: fmt.Errorf("%w: generation %d cannot grow", ErrCorruptLease, l.gen)}
+		return &FileError{Op: "write", Path: lf.c.path, Err: fmt.Errorf("%w: generation %d cannot grow", errCorruptLease, l.gen)}
 	}
 	l.gen++
 	b := lf.buf[:leaseSize]

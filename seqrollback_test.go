@@ -163,7 +163,7 @@ func TestSequenceLeaseRollbackSeenByAnotherProcess(t *testing.T) {
 }
 
 // The floor file is checked as the lease file is: one that is not a
-// record of this lease file is refused (ErrCorruptLease) and nothing is
+// record of this lease file is refused (ErrCorrupt, naming the lease file) and nothing is
 // handed out; a lease file without a floor (written before floors
 // existed) is used and gets one.
 func TestSequenceLeaseFloorChecked(t *testing.T) {
@@ -208,7 +208,7 @@ func TestSequenceLeaseFloorChecked(t *testing.T) {
 	lease, err := os.ReadFile(h.path + ".seq.orders")
 	require.NoError(t, err)
 	_, err = g.Sequence("orders")
-	require.ErrorIs(t, err, ErrCorruptLease)
+	requireCorruptFile(t, err, ".seq.")
 	require.Contains(t, err.Error(), ".floor")
 	after, err := os.ReadFile(h.path + ".seq.orders")
 	require.NoError(t, err)

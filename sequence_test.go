@@ -369,7 +369,7 @@ func TestSequenceBadInputChangesNothing(t *testing.T) {
 }
 
 // A corrupt lease file, or one of another node name, is refused with
-// ErrCorruptLease (matching ErrCorrupt) and left as it is.
+// ErrCorrupt, naming the lease file, and left as it is.
 func TestSequenceCorruptLeaseFileRefused(t *testing.T) {
 	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "ids", 1, registry.MaxSequence)
@@ -410,13 +410,13 @@ func TestSequenceCorruptLeaseFileRefused(t *testing.T) {
 		require.NoError(t, os.WriteFile(lease, tc.content, 0o600))
 		before := testfs.Snapshot(t, host.dir)
 		_, err := g.Sequence("ids")
-		require.ErrorIs(t, err, ErrCorruptLease, tc.what)
+		requireCorruptFile(t, err, ".seq.", tc.what)
 		require.ErrorIs(t, err, ErrCorrupt, tc.what)
 		testfs.RequireUnchanged(t, host.dir, before)
 	}
 	require.NoError(t, os.WriteFile(lease, flip(17), 0o600))
 	_, _, _, _, err = ReadLeaseFile(host.path, "ids")
-	require.ErrorIs(t, err, ErrCorruptLease)
+	requireCorruptFile(t, err, ".seq.")
 }
 
 // Numbers of one process come from blocks of its host's lease, in

@@ -176,8 +176,8 @@ func TestReadHostFiles(t *testing.T) {
 	require.NotEqual(t, string(b), other)
 	require.NoError(t, os.WriteFile(path+".session", []byte(other), 0o600))
 	_, err = ReadHostFiles(path)
-	require.ErrorIs(t, err, ErrCorruptSession, "a session of another owner token")
+	requireCorruptFile(t, err, ExportSessionSuffix, "a session of another owner token")
 	require.NoError(t, os.WriteFile(path+".session", []byte("garbage\n"), 0o600))
 	_, err = ReadHostFiles(path)
-	require.ErrorIs(t, err, ErrCorruptSession)
+	requireCorruptFile(t, err, ExportSessionSuffix)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path/filepath"
 	"strings"
 
 	"github.com/gocql/gocql"
@@ -28,9 +29,6 @@ func describe(cmd string, err error) string {
 		hint = he.hint
 	case errors.Is(err, snapid.ErrInvalidName):
 		hint = "set a valid name with --name or SNAPID_NAME"
-	case errors.Is(err, snapid.ErrCorruptLease):
-		hint = fmt.Sprintf("nothing was changed; stop the programs of this host using the sequence, then remove %s: the next start takes a new lease "+
-			"(the old lease's unused numbers are skipped, never issued again)", errPath(err, "the .seq. lease file"))
 	case errors.Is(err, snapid.ErrNoSequence):
 		hint = "create it first with 'snapctl seq create NAME [--start N] [--max N]'"
 	case errors.Is(err, snapid.ErrInvalidSequence):
@@ -40,24 +38,12 @@ func describe(cmd string, err error) string {
 		hint = "sequences need a registry that keeps them (Cassandra: --cassandra or SNAPID_CASSANDRA)"
 	case (errors.Is(err, snapid.ErrExhausted) || errors.Is(err, snapid.ErrSequenceShort)) && cmd == "seq":
 		hint = seqExhaustedHint(err)
-	case errors.Is(err, snapid.ErrCorruptMark):
-		hint = fmt.Sprintf("nothing was changed; stop the programs using this counter, then remove %s: the next start with the registry "+
-			"rebuilds it from the registry's mark (raising the counter to that mark)", errPath(err, "the .mark file"))
-	case errors.Is(err, snapid.ErrCorruptOwner):
-		hint = fmt.Sprintf("nothing was changed; restore %s from a backup of this host; if it is lost, stop the programs using this counter, "+
-			"remove it, and claim the name again with 'snapctl register' (a new token; add --force --start N above the last id issued "+
-			"if the registry still holds the name for the old one)", errPath(err, "the .owner file"))
-	case errors.Is(err, snapid.ErrCorruptSession):
-		hint = fmt.Sprintf("nothing was changed; other processes of this host use the counter with a session file this one cannot use "+
-			"(an earlier version of snapid?): stop them all, then start again (the first one rewrites %s)", errPath(err, "the .session file"))
 	case errors.Is(err, snapid.ErrNameMismatch):
 		hint = "nothing was changed; one counter file serves one node name: give --name the name it is in use under, or use another --counter"
 	case errors.Is(err, snapid.ErrNameBound):
 		hint = "nothing was issued (give that counter with --counter or SNAPID_COUNTER, or another --name)"
-	case errors.Is(err, snapid.ErrCorruptBinding), errors.Is(err, snapid.ErrCorruptForms), errors.Is(err, snapid.ErrCorruptNumber):
-		hint = "nothing was issued" // the error says what to do
 	case errors.Is(err, snapid.ErrCorrupt):
-		hint = "nothing was changed; find the last id this host issued, then run 'snapctl init --force --start N' with N above it"
+		hint = corruptHint(err)
 	case errors.Is(err, snapid.ErrLowered):
 		hint = "nothing was changed; the counter is never lowered except by 'snapctl init --force --start N'"
 	case errors.Is(err, snapid.ErrSymlink):
@@ -209,4 +195,35 @@ func leafMessages(err error) []string {
 // oneLine folds a message onto one line.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// corruptHint says what to do about a corrupt state file. The library's
+// error names the file (ErrCorrupt in a FileError); which file it is tells
+// the remedy: the files beside the counter have their own, the host's
+// record and an earlier version's files say theirs in the error, and only
+// the counter itself is rewritten, by init --force.
+func corruptHint(err error) string {
+	p := errPath(err, "")
+	base := filepath.Base(p)
+	switch {
+	case p == "":
+		return "nothing was issued" // the error says what to do
+	case strings.Contains(base, ".seq."):
+		return fmt.Sprintf("nothing was changed; stop the programs of this host using the sequence, then remove %s: the next start takes a new lease "+
+			"(the old lease's unused numbers are skipped, never issued again)", p)
+	case strings.HasSuffix(base, ".mark"):
+		return fmt.Sprintf("nothing was changed; stop the programs using this counter, then remove %s: the next start with the registry "+
+			"rebuilds it from the registry's mark (raising the counter to that mark)", p)
+	case strings.HasSuffix(base, ".owner"):
+		return fmt.Sprintf("nothing was changed; restore %s from a backup of this host; if it is lost, stop the programs using this counter, "+
+			"remove it, and claim the name again with 'snapctl register' (a new token; add --force --start N above the last id issued "+
+			"if the registry still holds the name for the old one)", p)
+	case strings.HasSuffix(base, ".session"):
+		return fmt.Sprintf("nothing was changed; other processes of this host use the counter with a session file this one cannot use "+
+			"(an earlier version of snapid?): stop them all, then start again (the first one rewrites %s)", p)
+	case strings.HasSuffix(base, ".forms"), strings.HasSuffix(base, ".forms.copy"), strings.HasSuffix(base, ".number"),
+		filepath.Base(filepath.Dir(p)) == "records", filepath.Base(filepath.Dir(p)) == "names":
+		return "nothing was issued" // the error says what to do
+	}
+	return "nothing was changed; find the last id this host issued, then run 'snapctl init --force --start N' with N above it"
 }

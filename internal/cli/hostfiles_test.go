@@ -65,19 +65,25 @@ func TestCLICorruptMarkHint(t *testing.T) {
 	assert.NotContains(t, line, "corrupt counter")
 }
 
-// Each file beside the counter has its own hint; none sends the operator
-// to rewrite the counter.
+// Each file beside the counter has its own hint, told by the file the
+// error names; none sends the operator to rewrite the counter.
 func TestDescribeHostFileHints(t *testing.T) {
 	for _, tc := range []struct {
 		err  error
 		want []string
 	}{
-		{&snapid.FileError{Op: "read", Path: "/c/x.u64.mark", Err: fmt.Errorf("%w: it is 20 bytes", snapid.ErrCorruptMark)},
+		{&snapid.FileError{Op: "read", Path: "/c/x.u64.mark", Err: fmt.Errorf("corrupt mark file: it is 20 bytes: %w", snapid.ErrCorrupt)},
 			[]string{"remove /c/x.u64.mark", "rebuilds it from the registry"}},
-		{&snapid.FileError{Op: "read", Path: "/c/x.u64.owner", Err: fmt.Errorf("%w: it is 3 bytes", snapid.ErrCorruptOwner)},
+		{&snapid.FileError{Op: "read", Path: "/c/x.u64.owner", Err: fmt.Errorf("corrupt owner token file: it is 3 bytes: %w", snapid.ErrCorrupt)},
 			[]string{"restore /c/x.u64.owner", "snapctl register"}},
-		{&snapid.FileError{Op: "read", Path: "/c/x.u64.session", Err: fmt.Errorf("%w: earlier version", snapid.ErrCorruptSession)},
+		{&snapid.FileError{Op: "read", Path: "/c/x.u64.session", Err: fmt.Errorf("corrupt session file: earlier version: %w", snapid.ErrCorrupt)},
 			[]string{"stop them all", "rewrites /c/x.u64.session"}},
+		{&snapid.FileError{Op: "read", Path: "/c/x.u64.seq.orders", Err: fmt.Errorf("corrupt sequence lease file: checksum: %w", snapid.ErrCorrupt)},
+			[]string{"remove /c/x.u64.seq.orders", "takes a new lease"}},
+		{&snapid.FileError{Op: "record", Path: "/var/lib/snapid/records/web_1", Err: fmt.Errorf("corrupt name binding file: %w", snapid.ErrCorrupt)},
+			[]string{"nothing was issued"}},
+		{&snapid.FileError{Op: "read", Path: "/c/x.u64.forms", Err: fmt.Errorf("corrupt form history: %w", snapid.ErrCorrupt)},
+			[]string{"nothing was issued"}},
 		{fmt.Errorf("snapid: %w: in use under the name %q", snapid.ErrNameMismatch, "web_a"),
 			[]string{"one counter file serves one node name", "--name"}},
 	} {
