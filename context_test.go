@@ -153,6 +153,9 @@ func TestNextContextEndedReservesNothing(t *testing.T) {
 		require.ErrorIs(t, err, context.Canceled)
 		_, err = g.UniqueIDContext(ctx)
 		require.ErrorIs(t, err, context.Canceled)
+		_, err = g.NextIDContext(ctx)
+		require.ErrorIs(t, err, context.Canceled)
+		require.ErrorIs(t, g.NextIDsContext(ctx, 3, func(ID) { t.Error("an id was handed out") }), context.Canceled)
 		require.NoError(t, g.Close())
 		assert.Equal(t, uint64(0), ctValue(t, path), "nothing was reserved")
 	}

@@ -275,7 +275,12 @@ func (g *Generator) UniqueUint64Context(ctx context.Context) (uint64, error) {
 
 // NextID is UniqueID returning the parsed form.
 func (g *Generator) NextID() (ID, error) {
-	n, err := g.Next()
+	return g.NextIDContext(context.Background())
+}
+
+// NextIDContext is UniqueIDContext returning the parsed form.
+func (g *Generator) NextIDContext(ctx context.Context) (ID, error) {
+	n, err := g.NextContext(ctx)
 	if err != nil {
 		return ID{}, err
 	}
@@ -368,6 +373,11 @@ func (g *Generator) NextNContext(ctx context.Context, n uint64) (first uint64, e
 		return 0, g.form.exhausted(first + min(n-1, MaxNumber-first))
 	}
 	return first, err
+}
+
+// NextIDs is NextIDsContext with context.Background.
+func (g *Generator) NextIDs(n uint64, fn func(ID)) error {
+	return g.NextIDsContext(context.Background(), n, fn)
 }
 
 // NextIDsContext reserves n ids of the Generator's form with one counter
