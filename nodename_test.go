@@ -8,26 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestValidateNameValid(t *testing.T) {
-	tests := []struct {
-		name string
-		in   string
-	}{
-		{"single letter", "a"},
-		{"single underscore", "_"},
-		{"letters digits underscore", "server_a1"},
-		{"leading underscore then digit", "_9"},
-		{"all underscores", "___"},
-		{"max length 63", "a" + strings.Repeat("0", 62)},
-		{"every allowed byte", "abcdefghijklmnopqrstuvwxyz_0123456789"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			assert.NoError(t, ValidateName(tt.in))
-		})
-	}
-}
-
 // invalidNames are node names that break the rule, one per way to break it.
 // Other tests (Open, snapctl) reuse the table.
 var invalidNames = []struct {
@@ -65,12 +45,6 @@ func TestValidateNameInvalid(t *testing.T) {
 			assert.Contains(t, err.Error(), tt.why, "the error says what is wrong")
 		})
 	}
-}
-
-func TestNameRuleText(t *testing.T) {
-	// The rule in the message is the one of the specification.
-	assert.Contains(t, NameRule, "^[a-z_][a-z0-9_]{0,62}$")
-	assert.Equal(t, 63, MaxNameLen)
 }
 
 func TestNameFromHostname(t *testing.T) {
