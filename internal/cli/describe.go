@@ -17,79 +17,7 @@ import (
 // describe turns an error into the one-line message, with what to do.
 func describe(cmd string, err error) string {
 	msg := strings.TrimPrefix(err.Error(), "snapid: ")
-	var hint string
-	var ue usageError
-	var he hintError
-	switch {
-	case errors.As(err, &ue) && cmd == "help":
-		hint = "run 'snapctl help' for the list of commands"
-	case errors.As(err, &ue):
-		hint = fmt.Sprintf("run 'snapctl help %s'", cmd)
-	case errors.As(err, &he):
-		hint = he.hint
-	case errors.Is(err, snapid.ErrInvalidName):
-		hint = "set a valid name with --name or SNAPID_NAME"
-	case errors.Is(err, snapid.ErrNoSequence):
-		hint = "create it first with 'snapctl seq create NAME [--start N] [--max N]'"
-	case errors.Is(err, snapid.ErrInvalidSequence):
-		hint = "nothing was changed; --start is at least 1 (raised only before the sequence handed out a number), --max at least --start, " +
-			"at most 9223372036854775807, and never below numbers already handed out"
-	case errors.Is(err, snapid.ErrSequencesUnsupported):
-		hint = "sequences need a registry that keeps them (Cassandra: --cassandra or SNAPID_CASSANDRA)"
-	case (errors.Is(err, snapid.ErrExhausted) || errors.Is(err, snapid.ErrSequenceShort)) && cmd == "seq":
-		hint = seqExhaustedHint(err)
-	case errors.Is(err, snapid.ErrNameMismatch):
-		hint = "nothing was changed; one counter file serves one node name: give --name the name it is in use under, or use another --counter"
-	case errors.Is(err, snapid.ErrNameBound):
-		hint = "nothing was issued (give that counter with --counter or SNAPID_COUNTER, or another --name)"
-	case errors.Is(err, snapid.ErrCorrupt):
-		hint = corruptHint(err)
-	case errors.Is(err, snapid.ErrLowered):
-		hint = "nothing was changed; the counter is never lowered except by 'snapctl init --force --start N'"
-	case errors.Is(err, snapid.ErrSymlink):
-		hint = "point --counter at the real file, or remove the link"
-	case errors.Is(err, snapid.ErrNotRegular):
-		hint = "point --counter at a file, not a directory"
-	case errors.Is(err, snapid.ErrReleased):
-		hint = "nothing was issued" // the error says what to do
-	case errors.Is(err, snapid.ErrNameTaken):
-		hint = "choose another --name, or, if that holder is gone for good, 'snapctl release --force --start N' or 'snapctl register --force --start N'"
-	case errors.Is(err, snapid.ErrProbableClone):
-		hint = "this counter directory looks copied from a machine still using it: give this machine its own counter (remove the .owner file) and name"
-	case errors.Is(err, snapid.ErrExhausted):
-		hint = "nothing was issued and the counter did not move (it never passes 2^64-1 or the form's bound): ask for fewer numbers (the error says how many are left), or use a new node name (or a larger --max-id) once it is used up"
-	case errors.Is(err, cassandra.ErrNoKeyspace):
-		hint = noKeyspaceHint
-	case errors.Is(err, cassandra.ErrUnknownDataCentre):
-		hint = "check --replication (SNAPID_REPLICATION)"
-	case errors.Is(err, cassandra.ErrFragileReplication):
-		hint = "check --replication (SNAPID_REPLICATION); nothing was created"
-	case errors.Is(err, cassandra.ErrLocalSerial):
-		hint = "drop --serial-consistency (SNAPID_SERIAL_CONSISTENCY) or set it to serial"
-	case errors.Is(err, snapid.ErrReservationExhausted): // before ErrRegistry, which it may wrap
-		hint = "the registry did not extend this host's reserved range: " + registryHint(err) + "; ids flow again once it does"
-	case errors.Is(err, snapid.ErrRegistry) && readOnly[cmd]:
-		hint = registryHint(err)
-	case errors.Is(err, snapid.ErrRegistry):
-		hint = registryHint(err) + "; nothing was issued"
-		if cmd == "next" && registryHint(err) == unreachableHint {
-			hint += "; " + noRegistryFallback
-		}
-	case errors.Is(err, snapid.ErrReplaced):
-		hint = "the counter file was removed or replaced while in use; check it, then start again"
-	case errors.Is(err, snapid.ErrLocked):
-		hint = "wait until that process lets the lock go, or allow longer with --timeout"
-	case errors.Is(err, snapid.ErrInUse):
-		hint = "stop the programs using this counter first"
-	case errors.Is(err, fs.ErrNotExist) && (cmd == "init" || cmd == "next" || cmd == "register") && strings.Contains(msg, "create it first"):
-		hint = "or check --counter" // the library's error says how to create the directory
-	case errors.Is(err, fs.ErrNotExist) && (cmd == "init" || cmd == "next" || cmd == "register"):
-		hint = "check --counter; its directory must exist: create it, owned by the user the programs using the counter run as"
-	case errors.Is(err, fs.ErrNotExist):
-		hint = "check --counter (its directory must exist), or run 'snapctl init'"
-	case errors.Is(err, fs.ErrPermission):
-		hint = "check the permissions of the counter file and its directory"
-	}
+	hint := hintFor(cmd, err)
 	if hint == "" {
 		return msg
 	}
@@ -103,6 +31,111 @@ func describe(cmd string, err error) string {
 		}
 	}
 	return msg + "; " + hint
+}
+
+// hintFor says what to do about err from command cmd ("" if nothing).
+func hintFor(cmd string, err error) string {
+	var ue usageError
+	var he hintError
+	switch {
+	case errors.As(err, &ue) && cmd == "help":
+		return "run 'snapctl help' for the list of commands"
+	case errors.As(err, &ue):
+		return fmt.Sprintf("run 'snapctl help %s'", cmd)
+	case errors.As(err, &he):
+		return he.hint
+	}
+	for _, r := range hintRules {
+		if !errors.Is(err, r.is) {
+			continue
+		}
+		if h, ok := r.hint(cmd, err); ok {
+			return h
+		}
+	}
+	return ""
+}
+
+// hintRule gives the hint for errors matching is, unless hint declines
+// (false) and leaves the error to the rules after it.
+type hintRule struct {
+	is   error
+	hint func(cmd string, err error) (string, bool)
+}
+
+// says is a rule's hint that is always the same.
+func says(h string) func(string, error) (string, bool) {
+	return func(string, error) (string, bool) { return h, true }
+}
+
+// hintRules are tried in order: an error may match more than one
+// sentinel, and the first rule that gives a hint wins.
+var hintRules = []hintRule{
+	{snapid.ErrInvalidName, says("set a valid name with --name or SNAPID_NAME")},
+	{snapid.ErrNoSequence, says("create it first with 'snapctl seq create NAME [--start N] [--max N]'")},
+	{snapid.ErrInvalidSequence, says("nothing was changed; --start is at least 1 (raised only before the sequence handed out a number), --max at least --start, " +
+		"at most 9223372036854775807, and never below numbers already handed out")},
+	{snapid.ErrSequencesUnsupported, says("sequences need a registry that keeps them (Cassandra: --cassandra or SNAPID_CASSANDRA)")},
+	{snapid.ErrExhausted, seqShortHint},
+	{snapid.ErrSequenceShort, seqShortHint},
+	{snapid.ErrNameMismatch, says("nothing was changed; one counter file serves one node name: give --name the name it is in use under, or use another --counter")},
+	{snapid.ErrNameBound, says("nothing was issued (give that counter with --counter or SNAPID_COUNTER, or another --name)")},
+	{snapid.ErrCorrupt, func(_ string, err error) (string, bool) { return corruptHint(err), true }},
+	{snapid.ErrLowered, says("nothing was changed; the counter is never lowered except by 'snapctl init --force --start N'")},
+	{snapid.ErrSymlink, says("point --counter at the real file, or remove the link")},
+	{snapid.ErrNotRegular, says("point --counter at a file, not a directory")},
+	{snapid.ErrReleased, says("nothing was issued")}, // the error says what to do
+	{snapid.ErrNameTaken, says("choose another --name, or, if that holder is gone for good, 'snapctl release --force --start N' or 'snapctl register --force --start N'")},
+	{snapid.ErrProbableClone, says("this counter directory looks copied from a machine still using it: give this machine its own counter (remove the .owner file) and name")},
+	{snapid.ErrExhausted, says("nothing was issued and the counter did not move (it never passes 2^64-1 or the form's bound): ask for fewer numbers (the error says how many are left), or use a new node name (or a larger --max-id) once it is used up")},
+	{cassandra.ErrNoKeyspace, says(noKeyspaceHint)},
+	{cassandra.ErrUnknownDataCentre, says("check --replication (SNAPID_REPLICATION)")},
+	{cassandra.ErrFragileReplication, says("check --replication (SNAPID_REPLICATION); nothing was created")},
+	{cassandra.ErrLocalSerial, says("drop --serial-consistency (SNAPID_SERIAL_CONSISTENCY) or set it to serial")},
+	// Before ErrRegistry, which it may wrap.
+	{snapid.ErrReservationExhausted, func(_ string, err error) (string, bool) {
+		return "the registry did not extend this host's reserved range: " + registryHint(err) + "; ids flow again once it does", true
+	}},
+	{snapid.ErrRegistry, registryErrorHint},
+	{snapid.ErrReplaced, says("the counter file was removed or replaced while in use; check it, then start again")},
+	{snapid.ErrLocked, says("wait until that process lets the lock go, or allow longer with --timeout")},
+	{snapid.ErrInUse, says("stop the programs using this counter first")},
+	{fs.ErrNotExist, notExistHint},
+	{fs.ErrPermission, says("check the permissions of the counter file and its directory")},
+}
+
+// seqShortHint is the hint of a sequence with too few numbers left, for
+// snapctl seq; other commands' exhaustion is left to the later rule.
+func seqShortHint(cmd string, err error) (string, bool) {
+	if cmd != "seq" {
+		return "", false
+	}
+	return seqExhaustedHint(err), true
+}
+
+// registryErrorHint says what to check when the registry failed, and,
+// for a command that changes something, that nothing was issued.
+func registryErrorHint(cmd string, err error) (string, bool) {
+	if readOnly[cmd] {
+		return registryHint(err), true
+	}
+	hint := registryHint(err) + "; nothing was issued"
+	if cmd == "next" && registryHint(err) == unreachableHint {
+		hint += "; " + noRegistryFallback
+	}
+	return hint, true
+}
+
+// notExistHint points at --counter: the commands that create the counter
+// need its directory; the others need the counter.
+func notExistHint(cmd string, err error) (string, bool) {
+	switch {
+	case (cmd == "init" || cmd == "next" || cmd == "register") && strings.Contains(err.Error(), "create it first"):
+		return "or check --counter", true // the library's error says how to create the directory
+	case cmd == "init" || cmd == "next" || cmd == "register":
+		return "check --counter; its directory must exist: create it, owned by the user the programs using the counter run as", true
+	}
+	return "check --counter (its directory must exist), or run 'snapctl init'", true
 }
 
 // readOnly are the commands that change nothing, anywhere.
