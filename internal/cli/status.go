@@ -86,30 +86,67 @@ func cmdStatus(ctx context.Context, c *cli, args []string) error {
 	st.Name, st.Counter.Path = name, path
 	attention := func(format string, a ...any) { st.Attention = append(st.Attention, fmt.Sprintf(format, a...)) }
 
+	if err := statusCounter(ctx, &st, rf.timeout, attention); err != nil {
+		return err
+	}
+	hf, err := statusHostFiles(c, &st, attention)
+	if err != nil {
+		return err
+	}
+	if err := statusSequences(path, hf.SessionID, &st, attention); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
+	defer cancel()
+	reg, err := c.connect(ctx, &rf, true)
+	switch {
+	case err != nil:
+		attention("the registry could not be read: %s", oneLine(describe("status", err)))
+	case reg == nil && hf.OwnerID != "":
+		attention("the counter is registered (owner %s) but no registry is configured: give --cassandra or SNAPID_CASSANDRA to check its row", hf.OwnerID)
+	case reg != nil:
+		defer reg.Close()
+		statusRegistry(ctx, c, reg, &st, hf, attention)
+	}
+	return printStatusReport(c, &st, *asJSON)
+}
+
+// statusCounter reads the counter file into st.Counter; a missing or
+// damaged one needs attention.
+func statusCounter(ctx context.Context, st *statusReport, timeout time.Duration, attention func(string, ...any)) error {
+	path := st.Counter.Path
 	info, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		attention("no counter file at %s: run 'snapctl init' (or the first 'snapctl next' creates it)", path)
+		return nil
+	case err != nil:
+		return err
+	}
+	st.Counter.Exists, st.Counter.Mode = true, info.Mode().Perm().String()
+	rctx, rcancel := context.WithTimeout(ctx, timeout)
+	last, err := snapid.ReadCounterContext(rctx, path) // another process may hold its lock
+	rcancel()
+	switch {
+	case errors.Is(err, snapid.ErrCorrupt):
+		attention("the counter is damaged (%s): %s", oneLine(err.Error()), describeHint("status", err))
 	case err != nil:
 		return err
 	default:
-		st.Counter.Exists, st.Counter.Mode = true, info.Mode().Perm().String()
-		rctx, rcancel := context.WithTimeout(ctx, rf.timeout)
-		last, err := snapid.ReadCounterContext(rctx, path) // another process may hold its lock
-		rcancel()
-		switch {
-		case errors.Is(err, snapid.ErrCorrupt):
-			attention("the counter is damaged (%s): %s", oneLine(err.Error()), describeHint("status", err))
-		case err != nil:
-			return err
-		default:
-			st.Counter.SizeOK, st.Counter.LastIssued = true, strconv.FormatUint(last, 10)
-		}
+		st.Counter.SizeOK, st.Counter.LastIssued = true, strconv.FormatUint(last, 10)
 	}
+	return nil
+}
+
+// statusHostFiles reads the files beside the counter and the processes
+// using it into st; a damaged file, a released name or processes under
+// another name need attention.
+func statusHostFiles(c *cli, st *statusReport, attention func(string, ...any)) (snapid.HostFiles, error) {
+	name, path := st.Name, st.Counter.Path
 	hf, err := snapid.ReadHostFiles(path, c.options()...)
 	if err != nil {
 		if !errors.Is(err, snapid.ErrCorrupt) {
-			return err
+			return hf, err
 		}
 		attention("%s: %s", oneLine(strings.TrimPrefix(err.Error(), "snapid: ")), describeHint("status", err))
 	}
@@ -131,68 +168,71 @@ func cmdStatus(ctx context.Context, c *cli, args []string) error {
 			attention("the processes of this host use the counter under the name %q, not %q", hf.SessionName, name)
 		}
 	}
-	if err := statusSequences(path, hf.SessionID, &st, attention); err != nil {
-		return err
-	}
+	return hf, nil
+}
 
-	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
-	defer cancel()
-	reg, err := c.connect(ctx, &rf, true)
+// statusRegistry reads the name's row and the cluster's stride into st,
+// and judges them against this host's files.
+func statusRegistry(ctx context.Context, c *cli, reg *cassandra.Registry, st *statusReport, hf snapid.HostFiles, attention func(string, ...any)) {
+	name := st.Name
+	st.Registry = &statusRow{}
+	h, err := reg.Get(ctx, name)
 	switch {
+	case errors.Is(err, registry.ErrNotRegistered) && hf.OwnerID != "":
+		attention("%q has no row in the registry though this counter has an owner token: 'snapctl register' claims it", name)
+	case errors.Is(err, registry.ErrNotRegistered):
+		// As check-names says (not_registered): with a registry
+		// configured, a name without a row is not in use safely.
+		attention("%q has no row in the registry (check-names: not_registered): 'snapctl register' claims it", name)
 	case err != nil:
-		attention("the registry could not be read: %s", oneLine(describe("status", err)))
-	case reg == nil && hf.OwnerID != "":
-		attention("the counter is registered (owner %s) but no registry is configured: give --cassandra or SNAPID_CASSANDRA to check its row", hf.OwnerID)
-	case reg != nil:
-		defer reg.Close()
-		st.Registry = &statusRow{}
-		h, err := reg.Get(ctx, name)
-		switch {
-		case errors.Is(err, registry.ErrNotRegistered) && hf.OwnerID != "":
-			attention("%q has no row in the registry though this counter has an owner token: 'snapctl register' claims it", name)
-		case errors.Is(err, registry.ErrNotRegistered):
-			// As check-names says (not_registered): with a registry
-			// configured, a name without a row is not in use safely.
-			attention("%q has no row in the registry (check-names: not_registered): 'snapctl register' claims it", name)
-		case err != nil:
-			attention("the registry row of %q could not be read: %s", name, oneLine(describe("status", err)))
-		}
-		if err == nil || errors.Is(err, registry.ErrNotRegistered) {
-			secondName(ctx, reg, name, hf, st.Processes, attention)
-		}
-		if s, serr := reg.Stride(ctx); serr != nil {
-			attention("the cluster's stride could not be read: %s", oneLine(describe("status", serr)))
-		} else {
-			st.Registry.Stride = s
-			if s != 0 && err == nil && h.Number >= s {
-				attention("%q has node number %d, not below the cluster's stride %d: this host cannot use the striped form", name, h.Number, s)
-			}
-		}
-		if err == nil {
-			r := st.Registry
-			r.Found, r.Hostname, r.OwnerID, r.State, r.LastSeen = true, h.Hostname, registry.OwnerID(h.Owner), h.State, h.LastSeen
-			r.ReservedUpTo = strconv.FormatUint(h.Reserved, 10)
-			r.NodeNumber = h.Number
-			r.ThisHost, r.Session = hf.OwnedBy(h), hf.HoldsSession(h)
-			if _, n, _, ok, err := snapid.ReadNodeNumber(path, c.options()...); err == nil && ok && h.Number != 0 && n != h.Number && r.ThisHost {
-				attention("this host recorded node number %d for %q, and the registry holds %d: the next start refuses to issue (ErrNumberMismatch)", n, name, h.Number)
-			}
-			running := st.Processes != nil && *st.Processes > 0
-			switch {
-			case h.State == registry.StateActive && !r.ThisHost && hf.OwnerID != "":
-				attention("%q is held by another owner (%s, host %s): this host must not issue under it", name, r.OwnerID, h.Hostname)
-			case h.State == registry.StateActive && !r.ThisHost:
-				attention("%q is held by host %s (owner %s), and this host's counter has no owner token: this host must not issue under it", name, h.Hostname, r.OwnerID)
-			case r.ThisHost && h.State == registry.StateActive && running && !r.Session:
-				attention("a later claim superseded the session of this host's running processes (a copy of this counter directory?): they issue nothing more beyond their mark")
-			}
-			if c, err := strconv.ParseUint(st.Counter.LastIssued, 10, 64); err == nil && r.ThisHost && h.State == registry.StateActive && c > h.Reserved {
-				attention("the counter (%d) is above the registry's mark (%d): ids were issued without the registry", c, h.Reserved)
-			}
+		attention("the registry row of %q could not be read: %s", name, oneLine(describe("status", err)))
+	}
+	if err == nil || errors.Is(err, registry.ErrNotRegistered) {
+		secondName(ctx, reg, name, hf, st.Processes, attention)
+	}
+	if s, serr := reg.Stride(ctx); serr != nil {
+		attention("the cluster's stride could not be read: %s", oneLine(describe("status", serr)))
+	} else {
+		st.Registry.Stride = s
+		if s != 0 && err == nil && h.Number >= s {
+			attention("%q has node number %d, not below the cluster's stride %d: this host cannot use the striped form", name, h.Number, s)
 		}
 	}
+	if err == nil {
+		statusHolder(c, st, h, hf, attention)
+	}
+}
 
-	if *asJSON {
+// statusHolder judges the name's row h against this host's files and
+// processes.
+func statusHolder(c *cli, st *statusReport, h registry.Holder, hf snapid.HostFiles, attention func(string, ...any)) {
+	name, path := st.Name, st.Counter.Path
+	r := st.Registry
+	r.Found, r.Hostname, r.OwnerID, r.State, r.LastSeen = true, h.Hostname, registry.OwnerID(h.Owner), h.State, h.LastSeen
+	r.ReservedUpTo = strconv.FormatUint(h.Reserved, 10)
+	r.NodeNumber = h.Number
+	r.ThisHost, r.Session = hf.OwnedBy(h), hf.HoldsSession(h)
+	if _, n, _, ok, err := snapid.ReadNodeNumber(path, c.options()...); err == nil && ok && h.Number != 0 && n != h.Number && r.ThisHost {
+		attention("this host recorded node number %d for %q, and the registry holds %d: the next start refuses to issue (ErrNumberMismatch)", n, name, h.Number)
+	}
+	running := st.Processes != nil && *st.Processes > 0
+	switch {
+	case h.State == registry.StateActive && !r.ThisHost && hf.OwnerID != "":
+		attention("%q is held by another owner (%s, host %s): this host must not issue under it", name, r.OwnerID, h.Hostname)
+	case h.State == registry.StateActive && !r.ThisHost:
+		attention("%q is held by host %s (owner %s), and this host's counter has no owner token: this host must not issue under it", name, h.Hostname, r.OwnerID)
+	case r.ThisHost && h.State == registry.StateActive && running && !r.Session:
+		attention("a later claim superseded the session of this host's running processes (a copy of this counter directory?): they issue nothing more beyond their mark")
+	}
+	if c, err := strconv.ParseUint(st.Counter.LastIssued, 10, 64); err == nil && r.ThisHost && h.State == registry.StateActive && c > h.Reserved {
+		attention("the counter (%d) is above the registry's mark (%d): ids were issued without the registry", c, h.Reserved)
+	}
+}
+
+// printStatusReport prints st as JSON or as text; a report with items
+// needing attention is errProblems (exit 1).
+func printStatusReport(c *cli, st *statusReport, asJSON bool) error {
+	if asJSON {
 		if st.Attention == nil {
 			st.Attention = []string{}
 		}
@@ -201,7 +241,7 @@ func cmdStatus(ctx context.Context, c *cli, args []string) error {
 		if err := enc.Encode(st); err != nil {
 			return err
 		}
-	} else if err := printStatus(c, &st); err != nil {
+	} else if err := printStatus(c, st); err != nil {
 		return err
 	}
 	if len(st.Attention) > 0 {
