@@ -1,4 +1,4 @@
-package snapid
+package snapid_test
 
 import (
 	"context"
@@ -6,163 +6,242 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/snapid/snapid/internal/hoststate"
+	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 )
 
-// openTestCounter opens a counter file holding v, for adoptForm.
-func openTestCounter(t *testing.T, v uint64) *counterFile {
+// stripedIDs takes n striped ids from g.
+func stripedIDs(t *testing.T, g *Generator, n int) []uint64 {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "c")
-	b := EncodeCounter(v)
-	require.NoError(t, os.WriteFile(path, b[:], 0o600))
-	o, err := buildOptions([]Option{WithSync(false)})
-	require.NoError(t, err)
-	c, err := openCounter(context.Background(), path, &o)
-	require.NoError(t, err)
-	t.Cleanup(func() { c.close() })
-	return c
-}
-
-// adopt runs adoptForm for the striped form (stride, node) on the record
-// r under the counter's lock and returns the counter's value afterwards.
-func adopt(t *testing.T, c *counterFile, r *hoststate.Record, stride, node uint64) uint64 {
-	t.Helper()
-	fm, err := newIDForm(FormatStriped, node, stride, 0)
-	require.NoError(t, err)
-	var v uint64
-	require.NoError(t, c.withLock(func() (err error) {
-		if _, _, err = adoptForm(c, r, fm); err != nil {
-			return err
-		}
-		v, err = c.load()
-		return err
-	}))
-	return v
-}
-
-// Every change of stride or node number on a counter (every pair of
-// striped forms with strides 2 to 12, every node number, counters 0 to
-// 25) raises the counter so that no id of the new form is at or below an
-// id the counter issued under the old one, and by no more than that
-// needs: the id of the last number skipped is at or below the old
-// form's highest id.
-func TestFormHistoryRaiseTable(t *testing.T) {
-	type form struct{ s, k uint64 }
-	var forms []form
-	for s := uint64(2); s <= 12; s++ {
-		for k := uint64(1); k < s; k++ {
-			forms = append(forms, form{s, k})
-		}
-	}
-	for _, c := range []uint64{0, 1, 2, 7, 25} {
-		for _, a := range forms {
-			for _, b := range forms {
-				if a == b {
-					continue
-				}
-				oldHigh := c*a.s + a.k
-				h := []hoststate.Form{{Kind: formStriped, Stride: a.s, Node: a.k, Current: true}}
-				high, ok := highestStriped(h, b.s, b.k, c)
-				if !ok || high != oldHigh {
-					t.Fatalf("counter %d, %v then %v: highest old id %d (ok %v), want %d", c, a, b, high, ok, oldHigh)
-				}
-				n := max(c, raiseFor(high, b.s, b.k))
-				if first := (n+1)*b.s + b.k; c > 0 && first <= oldHigh {
-					t.Fatalf("counter %d, stride %d node %d then stride %d node %d: raised to %d, first new id %d is not above the old form's last %d",
-						c, a.s, a.k, b.s, b.k, n, first, oldHigh)
-				}
-				if n > c && n*b.s+b.k > oldHigh {
-					t.Fatalf("counter %d, %v then %v: raised to %d, one more than needed (%d is above %d already)", c, a, b, n, n*b.s+b.k, oldHigh)
-				}
-				old := map[uint64]bool{}
-				for i := uint64(1); i <= c; i++ {
-					old[i*a.s+a.k] = true
-				}
-				for i := n + 1; i <= n+40; i++ {
-					if old[i*b.s+b.k] {
-						t.Fatalf("counter %d, %v then %v: new number %d gives id %d, issued before", c, a, b, i, i*b.s+b.k)
-					}
-				}
-			}
-		}
-	}
-}
-
-// A round trip through three forms: stride 100 node 13 issued 30 (3013),
-// then stride 10 node 3 starts above 3013; back to stride 100 node 13
-// starts above every id of stride 10; the record keeps each form, the one
-// left with the counter's value then, and a same-form Open changes
-// nothing.
-func TestFormHistoryAdopt(t *testing.T) {
-	c := openTestCounter(t, 0)
-	var r hoststate.Record
-	require.Equal(t, uint64(0), adopt(t, c, &r, 100, 13))
-	require.NoError(t, c.withLock(func() error { return c.store(30) })) // issued 113 … 3013
-	v := adopt(t, c, &r, 10, 3)
-	require.Equal(t, uint64(301), v, "the first id of stride 10 node 3 must be 3023 (302×10+3), above 3013")
-	require.Greater(t, (v+1)*10+3, uint64(3013))
-	before := append([]hoststate.Form(nil), r.Forms...)
-	require.Equal(t, v, adopt(t, c, &r, 10, 3), "the form in use: nothing raised")
-	require.Equal(t, before, r.Forms, "the form in use: nothing recorded")
-	require.NoError(t, c.withLock(func() error { return c.store(500) })) // up to 5003
-	v = adopt(t, c, &r, 100, 13)
-	require.Greater(t, (v+1)*100+13, uint64(5003))
-	require.Equal(t, uint64(500), v)
-	require.Equal(t, []hoststate.Form{
-		{Kind: formStriped, Stride: 10, Node: 3, Upto: 500},
-		{Kind: formStriped, Stride: 100, Node: 13, Current: true},
-	}, r.Forms)
-}
-
-// A decimal or name form is recorded once, and leaves the striped form
-// in use as it is.
-func TestFormHistoryDecimalRecorded(t *testing.T) {
-	c := openTestCounter(t, 7)
-	r := hoststate.Record{Forms: []hoststate.Form{{Kind: formStriped, Stride: 10, Node: 3, Current: true}}}
-	fm, err := newIDForm(FormatDecimal, 4, 0, 0)
-	require.NoError(t, err)
-	for range 2 {
-		require.NoError(t, c.withLock(func() error { _, _, err := adoptForm(c, &r, fm); return err }))
-	}
-	require.Equal(t, []hoststate.Form{
-		{Kind: formStriped, Stride: 10, Node: 3, Current: true},
-		{Kind: formDecimal, Node: 4},
-	}, r.Forms)
-}
-
-// The history is the counter's: a new name for a counter whose name was
-// released (and the counter taken for another on purpose) starts from
-// the forms the released name's record holds, so a new striped form
-// starts above their ids, and one whose raise passes its bound is
-// refused before a record of the new name is made.
-func TestFormHistoryIsTheCounters(t *testing.T) {
-	_, path := ctPath(t)
-	g, err := Open(path, "vm1", WithSync(false), WithFormat(FormatStriped), WithNodeNumber(13), WithStride(100))
-	require.NoError(t, err)
-	for range 30 { // up to 3013
-		_, err := g.UniqueUint64()
+	out := make([]uint64, n)
+	for i := range out {
+		v, err := g.UniqueUint64()
 		require.NoError(t, err)
+		out[i] = v
 	}
-	require.NoError(t, g.Close())
-	o, err := buildOptions(nil)
-	require.NoError(t, err)
-	c, err := openExisting(path, &o)
-	require.NoError(t, err)
-	_, err = markRecordReleased(context.Background(), c, "vm1", 30, &o)
-	require.NoError(t, err)
-	c.close()
-	place := testBindingDir(path)
-	require.NoError(t, os.Remove(filepath.Join(place, "#stride")))
+	return out
+}
 
-	opts := []Option{WithSync(false), WithReclaim(), WithFormat(FormatStriped), WithNodeNumber(3), WithStride(10)}
-	_, err = Open(path, "web", append(opts, WithMaxID(3000))...)
-	require.ErrorIs(t, err, ErrExhausted)
-	require.NoFileExists(t, filepath.Join(place, "web"))
-	g, err = Open(path, "web", opts...)
+// A counter that issued striped ids without a registry (stride 100, node
+// 13: 113 … 3013) and then joins a numbering registry with stride 10
+// (node 3) starts above every id it issued: no id repeats (3013 =
+// 301×10+3 without the raise).
+func TestFormChangeNoRegistryThenRegistry(t *testing.T) {
+	reg := registrytest.NewRegistry()
+	for _, other := range []string{"other_1", "other_2"} {
+		h := newSeqHost(t, other)
+		g := h.open(t, reg, WithFormat(FormatDecimal))
+		require.NoError(t, g.Close())
+	}
+	_, err := reg.SetStride(context.Background(), 10)
 	require.NoError(t, err)
+	h := newSeqHost(t, "vm1")
+	g, err := Open(h.path, h.name, WithSync(false), WithFormat(FormatStriped), WithNodeNumber(13), WithStride(100))
+	require.NoError(t, err)
+	old := stripedIDs(t, g, 30)
+	require.Equal(t, uint64(3013), old[29])
+	require.NoError(t, g.Close())
+
+	// The host takes the cluster's stride: the operator removes the
+	// host's claim of its own.
+	require.NoError(t, os.Remove(filepath.Join(ExportTestBindingDir(h.path), "#stride")))
+	g = h.open(t, reg, WithFormat(FormatStriped))
 	defer g.Close()
-	v, err := g.UniqueUint64()
+	_, node, stride := g.Form()
+	require.Equal(t, []uint64{3, 10}, []uint64{node, stride})
+	seen := map[uint64]bool{}
+	for _, v := range old {
+		seen[v] = true
+	}
+	for _, v := range stripedIDs(t, g, 50) {
+		require.False(t, seen[v], "id %d handed out twice", v)
+		require.Greater(t, v, uint64(3013))
+		seen[v] = true
+	}
+}
+
+// A counter that issued striped ids under the registry's stride 100
+// (node 3: 103 … 4003) keeps the registry's number and stride without
+// it: opened without a registry with stride 10, it is refused
+// (ErrStrideMismatch), and nothing is issued.
+func TestFormChangeRegistryStrideKeptWithoutRegistry(t *testing.T) {
+	reg := registrytest.NewRegistry()
+	for _, other := range []string{"other_1", "other_2"} {
+		h := newSeqHost(t, other)
+		g := h.open(t, reg, WithFormat(FormatDecimal))
+		require.NoError(t, g.Close())
+	}
+	h := newSeqHost(t, "vm1")
+	g := h.open(t, reg, WithFormat(FormatStriped), WithStride(100))
+	_, node, _ := g.Form()
+	require.Equal(t, uint64(3), node)
+	stripedIDs(t, g, 40)
+	require.NoError(t, g.Close())
+	before, err := ReadCounter(h.path)
 	require.NoError(t, err)
-	require.Equal(t, uint64(302*10+3), v, "above 3013")
+
+	_, err = Open(h.path, h.name, WithSync(false), WithFormat(FormatStriped), WithNodeNumber(3), WithStride(10))
+	require.ErrorIs(t, err, ErrStrideMismatch)
+	after, err := ReadCounter(h.path)
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+}
+
+// openStriped opens the counter at path as vm1 with the striped form
+// (stride, node), in the test's host, the host's stride claim removed
+// first (as an operator changing the host's stride does).
+func openStriped(t *testing.T, path string, stride, node uint64, opts ...Option) (*Generator, error) {
+	t.Helper()
+	require.NoError(t, os.RemoveAll(filepath.Join(ExportTestBindingDir(path), "#stride")))
+	return Open(path, "vm1", append([]Option{WithSync(false), WithFormat(FormatStriped), WithNodeNumber(node), WithStride(stride)}, opts...)...)
+}
+
+// A striped Generator whose counter another Generator opened with
+// another stride (and raised) is refused at its next update
+// (ErrFormChanged): two striped forms never issue from one counter at
+// once.
+func TestFormChangeRefusesTheFormLeft(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c")
+	g1, err := openStriped(t, path, 100, 13)
+	require.NoError(t, err)
+	defer g1.Close()
+	stripedIDs(t, g1, 30)
+	g2, err := openStriped(t, path, 10, 3)
+	require.NoError(t, err)
+	defer g2.Close()
+	v := stripedIDs(t, g2, 1)[0]
+	require.Greater(t, v, uint64(3013))
+	_, err = g1.UniqueUint64()
+	require.ErrorIs(t, err, ErrFormChanged)
+	_, err = g1.NextN(5)
+	require.ErrorIs(t, err, ErrFormChanged)
+	stripedIDs(t, g2, 1) // the form in use goes on
+
+	// A name-form or decimal Generator on the same counter does not
+	// change the striped form in use.
+	g3, err := Open(path, "vm1", WithSync(false), WithFormat(FormatDecimal), WithNodeNumber(3))
+	require.NoError(t, err)
+	defer g3.Close()
+	_, err = g3.UniqueID()
+	require.NoError(t, err)
+	stripedIDs(t, g2, 1)
+}
+
+// A new striped form whose raise would pass its bound is refused before
+// any id (ErrExhausted), and leaves the counter and the record's forms
+// as they were.
+func TestFormChangePastTheBoundRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c")
+	g, err := openStriped(t, path, 100, 13)
+	require.NoError(t, err)
+	stripedIDs(t, g, 30) // up to 3013
+	require.NoError(t, g.Close())
+	record := filepath.Join(ExportTestBindingDir(path), "vm1")
+	before, err := os.ReadFile(record)
+	require.NoError(t, err)
+	_, err = openStriped(t, path, 10, 3, WithMaxID(3000))
+	require.ErrorIs(t, err, ErrExhausted)
+	require.Contains(t, err.Error(), "up to 3013")
+	v, err := ReadCounter(path)
+	require.NoError(t, err)
+	require.Equal(t, uint64(30), v, "a refused form moved the counter")
+	after, err := os.ReadFile(record)
+	require.NoError(t, err)
+	require.Equal(t, before, after, "a refused form changed the record")
+}
+
+// openFDs counts this process's open descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	return len(ents)
+}
+
+// An Open with a registry refused after its claim because the counter's
+// form history cannot take its form (the raise past its bound) closes
+// every file it opened (the counter and the files beside it).
+func TestFormRefusedAfterClaimClosesFiles(t *testing.T) {
+	reg := registrytest.NewRegistry()
+	_, err := reg.SetStride(context.Background(), 10)
+	require.NoError(t, err)
+	h := newSeqHost(t, "vm1")
+	g, err := openStriped(t, h.path, 100, 13)
+	require.NoError(t, err)
+	stripedIDs(t, g, 30) // up to 3013
+	require.NoError(t, g.Close())
+	require.NoError(t, os.Remove(filepath.Join(ExportTestBindingDir(h.path), "#stride")))
+	before := openFDs(t)
+	for range 3 {
+		_, err := Open(h.path, h.name, WithRegistry(reg), WithSync(false), WithHostInfo(h.info), WithFormat(FormatStriped), WithMaxID(3000))
+		require.ErrorIs(t, err, ErrExhausted)
+	}
+	require.Equal(t, before, openFDs(t), "a refused Open left descriptors open")
+}
+
+// The form left is refused whichever of its parts changed: the stride
+// alone (same node number: 30×10+3 = 3×100+3), the node number alone, or
+// both.
+func TestFormChangeRefusesTheFormLeftEitherPart(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		node, stride uint64
+	}{
+		{"stride", 3, 10},
+		{"node number", 7, 100},
+		{"both", 7, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "c")
+			g1, err := openStriped(t, path, 100, 3)
+			require.NoError(t, err)
+			defer g1.Close()
+			stripedIDs(t, g1, 5)
+			g2, err := openStriped(t, path, tc.stride, tc.node)
+			require.NoError(t, err)
+			defer g2.Close()
+			stripedIDs(t, g2, 40)
+			_, err = g1.UniqueUint64()
+			require.ErrorIs(t, err, ErrFormChanged)
+		})
+	}
+}
+
+// A registered host's very first Open with a form the cluster refuses
+// (another stride, a node number the registry does not give) is bad
+// input: it is refused and leaves nothing beside the counter.
+func TestFormRefusedOnFirstOpenLeavesNoFiles(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []Option
+		want error
+	}{
+		{"another stride", []Option{WithFormat(FormatStriped), WithStride(10)}, ErrStrideMismatch},
+		{"a node number the registry did not give", []Option{WithFormat(FormatDecimal), WithNodeNumber(7)}, ErrNumberMismatch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := registrytest.NewRegistry()
+			a := newSeqHost(t, "fa")
+			ga := a.open(t, reg, WithFormat(FormatStriped), WithStride(100))
+			require.NoError(t, ga.Close())
+
+			b := newSeqHost(t, "fb")
+			before := dirNames(t, filepath.Dir(b.path))
+			_, err := Open(b.path, b.name, append([]Option{WithRegistry(reg), WithHostInfo(b.info)}, tc.opts...)...)
+			require.ErrorIs(t, err, tc.want)
+			require.Equal(t, before, dirNames(t, filepath.Dir(b.path)), "the refused Open made files beside the counter")
+		})
+	}
+}
+
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range es {
+		names = append(names, e.Name())
+	}
+	return names
 }

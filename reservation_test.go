@@ -955,3 +955,76 @@ func TestSecondNameOnCounterRefused(t *testing.T) {
 	require.NoError(t, err, "a released name may be followed by another")
 	require.NoError(t, g.Close())
 }
+
+// The host's last process holds the host's gate from the moment it finds
+// itself last until it has set the name's mark back and recorded where
+// the host's sequence leases stand: a process starting meanwhile waits at
+// the gate (and then claims anew), never joins the closing claim, whose
+// leases the registry now records as closed at their position (a copy of
+// a lease file made there would be carried over by the next claim and
+// repeat what the joiner took).
+func TestCloseHoldsTheGateUntilTheMarkIsSetBack(t *testing.T) {
+	reg := registrytest.NewRegistry()
+	_, path := ctPath(t)
+	g := openReg(t, path, "web_1", reg)
+	_, err := g.UniqueID()
+	require.NoError(t, err)
+
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	reg.SetHook(func(_ context.Context, op, _ string) error {
+		if op == "get" {
+			once.Do(func() {
+				close(held)
+				<-release
+			})
+		}
+		return nil
+	})
+	closed := make(chan error, 1)
+	go func() { closed <- g.Close() }()
+	<-held // the last process is about to set the mark back
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err = OpenContext(ctx, path, "web_1", WithRegistry(reg), WithSync(false), WithHostInfo(HostInfo{Hostname: "h1", MachineID: "m1"}))
+	require.ErrorIs(t, err, ErrLocked, "an Open while the last process closes must wait at the host's gate")
+	require.ErrorContains(t, err, "finish starting or closing")
+
+	close(release)
+	require.NoError(t, <-closed)
+	reg.SetHook(nil)
+	g2 := openReg(t, path, "web_1", reg)
+	defer g2.Close()
+	_, err = g2.UniqueID()
+	require.NoError(t, err)
+}
+
+// extendFails is a registry whose claims stand and whose extensions
+// fail: an Open fails right after its claim.
+type extendFails struct{ registry.Registry }
+
+func (extendFails) Extend(ctx context.Context, name, owner, session string, from, to uint64) (registry.Holder, error) {
+	return registry.Holder{}, errors.New("extendFails: no extension")
+}
+
+// A standalone host that handed out numbers joins a registry, and its
+// Open fails after the claim stood: the registry's mark already covers
+// the numbers it handed out, so that nobody (a take-over, an audit) reads
+// a mark below them.
+func TestClaimCoversNumbersHandedOutBeforeTheRegistry(t *testing.T) {
+	h := newSeqHost(t, "cf")
+	g, err := Open(h.path, h.name, WithBindingDir(t.TempDir()))
+	require.NoError(t, err)
+	first, err := g.NextN(300)
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	last := first + 299
+
+	reg := registrytest.NewRegistry()
+	_, err = Open(h.path, h.name, WithRegistry(extendFails{reg}), WithHostInfo(h.info), WithRegistryTimeout(2*time.Second))
+	require.Error(t, err, "the Open cannot extend")
+	row, err := reg.Get(context.Background(), h.name)
+	require.NoError(t, err, "the claim stood")
+	require.GreaterOrEqual(t, row.Reserved, last, "the registry's mark is below numbers the host handed out before it joined")
+}

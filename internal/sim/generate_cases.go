@@ -213,7 +213,7 @@ func addDataCentres(h *History) {
 			// moved past, first touched by another process: one that
 			// opened the sequence (without taking) just before, or that
 			// opens it after. (A lease file restored with its floor is
-			// the sequence tests' (seqrestoredepth_test.go): only what the
+			// the sequence tests' (seqlease_test.go): only what the
 			// process that moved saw tells there, and the orders random
 			// steps make around it include ones the design leaves out.)
 			other := (s.Proc + 1 + rng.IntN(2)) % 3

@@ -3,11 +3,14 @@ package snapid
 import (
 	"cmp"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // hbModel runs the host's heartbeat as heartbeat() does, on a model of
@@ -200,4 +203,51 @@ func TestHeartbeatModelBackOffCap(t *testing.T) {
 	if assert.NotEmpty(t, m.sent) {
 		assert.LessOrEqual(t, m.sent[0]-back, interval+poll, "the first refresh after the outage, %v after its end", m.sent[0]-back)
 	}
+}
+
+// A process whose heartbeat file was removed and made again by another
+// process rejoins the file at the path: the role it held on the old file
+// goes, and what the old record said for its session (times, "taken") is
+// carried into the new one, so that a take-over written just before the
+// file was replaced is not lost to the processes on the new file.
+func TestRejoinHeartbeatCarriesRecordAndRole(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.u64")
+	o := defaultOptions()
+	a, err := openHostState(path, &o)
+	require.NoError(t, err)
+	defer a.close()
+	require.NoError(t, a.ensureHeartbeat())
+	require.True(t, a.tryHeartbeatRole())
+	mine := sessionHash("session-1")
+	old := heartbeatRecord{session: mine, last: 1_000, tried: 2_000, taken: true}
+	require.NoError(t, a.writeHeartbeat(old))
+	replaced, err := a.rejoinHeartbeat(mine)
+	require.NoError(t, err)
+	require.False(t, replaced, "the file at the path is the one open")
+
+	require.NoError(t, os.Remove(path+heartbeatSuffix))
+	b, err := openHostState(path, &o)
+	require.NoError(t, err)
+	defer b.close()
+	require.NoError(t, b.ensureHeartbeat()) // a new, empty file
+	require.NoError(t, b.writeHeartbeat(heartbeatRecord{session: mine, last: 1_500, tried: 1_500}))
+	assert.True(t, b.tryHeartbeatRole(), "two holders: one per file")
+
+	replaced, err = a.rejoinHeartbeat(mine)
+	require.NoError(t, err)
+	require.True(t, replaced)
+	got, ok := b.readHeartbeat()
+	require.True(t, ok)
+	assert.Equal(t, heartbeatRecord{session: mine, last: 1_500, tried: 2_000, taken: true}, got,
+		"the later times of both records and the old record's take-over")
+	mineNow, ok := a.readHeartbeat()
+	require.True(t, ok)
+	assert.Equal(t, got, mineNow, "both processes read one record")
+	assert.False(t, a.tryHeartbeatRole(), "the role is the new file's holder's")
+	b.dropHeartbeatRole()
+	assert.True(t, a.tryHeartbeatRole(), "the process that rejoined can take the role on the new file")
+
+	replaced, err = a.rejoinHeartbeat(mine)
+	require.NoError(t, err)
+	assert.False(t, replaced)
 }

@@ -3,16 +3,98 @@ package snapid_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	. "github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/clock"
+	"github.com/snapid/snapid/internal/testfs"
 	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 )
+
+// Helpers of the external tests (package snapid_test): the tests that open
+// Generators on registrytest's in-memory registry.
+
+var errInjected = errors.New("injected I/O error")
+
+// ctPath returns a fresh directory and a counter path in it (not created).
+func ctPath(t *testing.T) (dir, path string) {
+	t.Helper()
+	dir = t.TempDir()
+	return dir, filepath.Join(dir, "counter.u64")
+}
+
+// crash abandons g as a killed process would: its locks and descriptors go
+// away, but nothing is returned to the registry.
+func crash(t *testing.T, g *Generator) {
+	t.Helper()
+	require.NoError(t, ExportCrash(g))
+}
+
+// ctValue reads the counter's last issued number.
+func ctValue(t *testing.T, path string) uint64 {
+	t.Helper()
+	v, err := ReadCounter(path)
+	require.NoError(t, err)
+	return v
+}
+
+func openReg(t *testing.T, path, name string, reg registry.Registry, opts ...Option) *Generator {
+	t.Helper()
+	opts = append([]Option{WithRegistry(reg), WithSync(false), WithHostInfo(HostInfo{Hostname: "h1", MachineID: "m1"})}, opts...)
+	g, err := Open(path, name, opts...)
+	require.NoError(t, err)
+	return g
+}
+
+func draw(t *testing.T, g *Generator, n int) []uint64 {
+	t.Helper()
+	out := make([]uint64, 0, n)
+	for i := 0; i < n; i++ {
+		v, err := g.Next()
+		require.NoError(t, err)
+		out = append(out, v)
+	}
+	return out
+}
+
+// requireCorruptFile checks that err is ErrCorrupt naming (as a
+// FileError's path) a file whose name holds suffix: the counter's own
+// errors name the counter, those of the files beside it that file.
+func requireCorruptFile(t *testing.T, err error, suffix string, msgAndArgs ...any) {
+	t.Helper()
+	require.ErrorIs(t, err, ErrCorrupt, msgAndArgs...)
+	var fe *FileError
+	require.ErrorAs(t, err, &fe, "a corrupt file's error names the file: %v", err)
+	require.Contains(t, filepath.Base(fe.Path), suffix, "the file named: %v", err)
+}
+
+// watchLastSeen moves the host's fake clock d forward in steps of
+// by, and after each samples the row's last-seen age and tries a clone's
+// claim (same owner token, another machine) with the clone window: it
+// must be refused while the host runs. It returns the worst age seen and
+// whether the clone's claim went through. stalled are processes whose
+// refresh is stopped mid-call (step does not wait for them).
+func watchLastSeen(t *testing.T, h *fakeHost, reg *registrytest.Registry, window, d, by time.Duration, stalled ...*Generator) (worst time.Duration, cloned bool) {
+	t.Helper()
+	row, ok := reg.Row("web_1")
+	require.True(t, ok)
+	owner := row.Owner
+	cloned = h.run(d, by, func() bool {
+		row, _ := reg.Row("web_1")
+		worst = max(worst, h.clk.Since(row.LastSeen))
+		if window == 0 {
+			return false // only watch
+		}
+		_, err := reg.Claim(context.Background(), registry.Claim{Name: "web_1", Owner: owner, Hostname: "h2", MachineID: "m2", CloneWindow: window})
+		return err == nil
+	}, stalled...)
+	return worst, cloned
+}
 
 // fakeStart is where fake clocks start: a fixed time, far from the wall
 // clock's, so that a reading of the real clock by mistake shows.
@@ -139,3 +221,13 @@ func (h *fakeHost) close(g *Generator) {
 		}
 	}
 }
+
+// Set-up shared by the tests that put another user (nobody) on the host
+// beside root.
+
+// nobody is the uid (and gid) of the other user.
+const nobody = 65534
+
+// requireRoot skips (or, under the test command, fails) a test that needs
+// root.
+func requireRoot(t *testing.T) { t.Helper(); testfs.RequireRoot(t) }

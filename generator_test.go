@@ -252,3 +252,79 @@ func TestNextNContextLeftTakesNothing(t *testing.T) {
 		})
 	}
 }
+
+// The calls that issue ids allocate no more than the id they return: in
+// strict mode one caller's Next allocates nothing and its UniqueID only
+// the string; in block mode the same. (Counted with testing.AllocsPerRun,
+// which runs the call many times and averages.)
+func TestIssuingAllocatesOnlyTheID(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []Option
+	}{
+		{"strict", []Option{WithSync(false)}},
+		{"block", []Option{WithBlock(1 << 16)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := Open(filepath.Join(t.TempDir(), "counter"), "server_a", tc.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			if _, err := g.Next(); err != nil { // warm up
+				t.Fatal(err)
+			}
+			var callErr error
+			next := testing.AllocsPerRun(200, func() {
+				if _, err := g.Next(); err != nil {
+					callErr = err
+				}
+			})
+			id := testing.AllocsPerRun(200, func() {
+				if _, err := g.UniqueID(); err != nil {
+					callErr = err
+				}
+			})
+			if callErr != nil {
+				t.Fatal(callErr)
+			}
+			if next != 0 {
+				t.Errorf("Next allocates %v times per call, want 0", next)
+			}
+			if id != 1 {
+				t.Errorf("UniqueID allocates %v times per call, want 1 (the string)", id)
+			}
+		})
+	}
+}
+
+// A Generator reads the time from its own clock only: on a fake clock set
+// years from now, the registry statistics, the heartbeat's record and the
+// refreshes follow the fake clock, and nothing moves while it stands
+// still (no wall-clock timer, ticker or deadline drives it).
+func TestGeneratorClockIsTheOnlyTime(t *testing.T) {
+	const interval = 10 * time.Second
+	reg := registrytest.NewRegistry()
+	fh := newFakeHost(t, nil)
+	_, path := ctPath(t)
+	g := fh.open(path, "web_1", reg, WithHeartbeat(interval), WithCloneWindow(0), WithRegistryTimeout(time.Second))
+	defer fh.close(g)
+	calls := logCalls(reg)
+
+	// Standing still for longer than the heartbeat and the registry
+	// timeout of real time: no refresh.
+	fh.settle()
+	time.Sleep(2 * time.Second)
+	assert.Zero(t, calls.count("touch"), "a refresh sent while the Generator's clock stood still")
+
+	fh.until(interval/4, 8, func() bool { return calls.count("touch") > 0 }, "no refresh once the clock moved an interval")
+	st := g.Stats()
+	require.NotNil(t, st.Registry)
+	for what, at := range map[string]time.Time{
+		"last contact":     st.Registry.LastContact,
+		"last heartbeat":   st.Registry.LastHeartbeat,
+		"heartbeat record": g.ExportLastHostHeartbeat(),
+	} {
+		assert.False(t, at.Before(fakeStart) || at.After(fh.clk.Now()), "%s at %v: not on the Generator's clock (%v to %v)", what, at, fakeStart, fh.clk.Now())
+	}
+}

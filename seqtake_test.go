@@ -2,6 +2,8 @@ package snapid_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -9,10 +11,117 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid"
+	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
+
+// NextN asking for more numbers than are left, while some are: the error
+// matches ErrSequenceShort and says how many are left, not ErrExhausted
+// (every number up to max handed out); the numbers left are then issued,
+// and only after them is the sequence ErrExhausted.
+func TestSequenceNextNShortIsNotExhausted(t *testing.T) {
+	reg := registrytest.NewRegistry()
+	createSeq(t, reg, "orders", 1, 10)
+	h := newSeqHost(t, "web_1")
+	g := h.open(t, reg)
+	defer g.Close()
+	s := openSeq(t, g, "orders", SequenceBlock(1), SequenceLeaseSize(8))
+	defer s.Close()
+	first, err := s.NextN(8)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), first)
+	_, err = s.NextN(5)
+	require.ErrorIs(t, err, ErrSequenceShort)
+	require.False(t, errors.Is(err, ErrExhausted), "9 and 10 were never handed out: %v", err)
+	var e *SequenceExhaustedError
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, uint64(2), e.Largest)
+	require.Contains(t, err.Error(), "ask for at most 2")
+	v, err := s.NextN(2)
+	require.NoError(t, err)
+	require.Equal(t, uint64(9), v)
+	_, err = s.NextN(1)
+	require.ErrorIs(t, err, ErrExhausted)
+	require.False(t, errors.Is(err, ErrSequenceShort))
+}
+
+// With sync on, no number of a lease is handed out before a sync of the
+// lease file covering it returned (the sequence twin of
+// TestNoNumberBeforeSync): two processes of a host, goroutines calling
+// Next and NextN at once, small blocks and leases so that blocks, NextN
+// and refills all write the file many times.
+func TestSequenceNoNumberBeforeSync(t *testing.T) {
+	reg := registrytest.NewRegistry()
+	createSeq(t, reg, "orders", 1, registry.MaxSequence)
+	h := newSeqHost(t, "web_1")
+	x := &ExportLeaseSyncs{}
+	var violations atomic.Int64
+	var firstViolation atomic.Value
+	var mu sync.Mutex
+	var all []uint64
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for p := range 2 {
+		g := h.open(t, reg, WithSync(true), ExportWithLeaseSyncs(x))
+		s := openSeq(t, g, "orders", SequenceBlock(2), SequenceLeaseSize(20))
+		t.Cleanup(func() { s.Close(); g.Close() })
+		for w := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var mine []uint64
+				for i := range 150 {
+					k := uint64(1)
+					var first uint64
+					var err error
+					if (p+w+i)%7 == 0 {
+						k = 3
+						first, err = s.NextN(k)
+					} else {
+						first, err = s.Next()
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+					if !x.Covered(first, first+k-1) {
+						violations.Add(1)
+						firstViolation.CompareAndSwap(nil, fmt.Sprintf("numbers [%d, %d] returned before a sync covered them", first, first+k-1))
+					}
+					for n := first; n < first+k; n++ {
+						mine = append(mine, n)
+					}
+				}
+				mu.Lock()
+				all = append(all, mine...)
+				mu.Unlock()
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	assert.Zero(t, violations.Load(), "%v", firstViolation.Load())
+	requireUnique(t, all, 1, registry.MaxSequence)
+	assert.Positive(t, x.Syncs())
+
+	t.Run("sync off never syncs a lease file", func(t *testing.T) {
+		reg := registrytest.NewRegistry()
+		createSeq(t, reg, "orders", 1, registry.MaxSequence)
+		h := newSeqHost(t, "web_2")
+		x := &ExportLeaseSyncs{}
+		g := h.open(t, reg, ExportWithLeaseSyncs(x))
+		defer g.Close()
+		s := openSeq(t, g, "orders", SequenceBlock(1), SequenceLeaseSize(5))
+		defer s.Close()
+		drawSeq(t, s, 20)
+		assert.Zero(t, x.Syncs())
+	})
+}
 
 // A caller whose context ends while the lease file is locked by another
 // process returns the context's error; after the lock is let go, numbers
