@@ -172,6 +172,28 @@ func waitFor(ctx context.Context, cond func() bool) error {
 	return nil
 }
 
+// AdvanceIdle moves the clock only while no context waits on it for its
+// deadline, so that a call in flight is not timed out by the move.
+func TestFakeAdvanceIdleLeavesDeadlinesAlone(t *testing.T) {
+	f := NewFake(start)
+	if !f.AdvanceIdle(time.Second) || !f.Now().Equal(start.Add(time.Second)) {
+		t.Fatalf("idle clock not moved: %v", f.Now())
+	}
+	timer := f.NewTimer(time.Second) // a sleeper does not hold the clock
+	if !f.AdvanceIdle(time.Second) {
+		t.Fatal("a timer kept the clock from moving")
+	}
+	<-timer.C()
+	ctx, cancel := f.WithTimeout(context.Background(), 100*time.Millisecond)
+	if f.AdvanceIdle(time.Second) || !f.Now().Equal(start.Add(2*time.Second)) || ctx.Err() != nil {
+		t.Fatalf("moved while a deadline waits: now %v, ctx %v", f.Now(), ctx.Err())
+	}
+	cancel()
+	if !f.AdvanceIdle(time.Second) || !f.Now().Equal(start.Add(3*time.Second)) {
+		t.Fatalf("not moved once the deadline's context ended: %v", f.Now())
+	}
+}
+
 func TestRealIsTheWallClock(t *testing.T) {
 	var c Clock = OrReal(nil)
 	before := time.Now()

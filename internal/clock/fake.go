@@ -94,6 +94,24 @@ func (f *Fake) BlockUntil(ctx context.Context, n int) error {
 // clock back, as a stepped system clock would: nothing fires.
 func (f *Fake) Advance(d time.Duration) {
 	f.mu.Lock()
+	f.advanceLocked(d)
+}
+
+// AdvanceIdle is Advance unless a context waits on the clock for its
+// deadline (a call in flight that the move could time out); it reports
+// whether the clock moved. The check and the move are one step.
+func (f *Fake) AdvanceIdle(d time.Duration) bool {
+	f.mu.Lock()
+	if len(f.waiters) > f.blocked {
+		f.mu.Unlock()
+		return false
+	}
+	f.advanceLocked(d)
+	return true
+}
+
+// advanceLocked is Advance with f.mu held; it returns with f.mu released.
+func (f *Fake) advanceLocked(d time.Duration) {
 	target := f.now.Add(d)
 	if d < 0 {
 		f.now = target
