@@ -10,7 +10,7 @@ import (
 )
 
 // nameRE is the node name rule of the specification, written independently
-// of nameProblem.
+// of nodename.Problem.
 var nameRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 func FuzzParseID(f *testing.F) {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/snapid/snapid/internal/nodename"
 )
 
 // ID is a parsed id, in one of the forms (see Format): "<name>-<number>",
@@ -106,7 +108,7 @@ func (id *ID) UnmarshalText(b []byte) error {
 func (id ID) validate() error {
 	switch id.Form {
 	case FormatName:
-		if why := nameProblem(id.Name); why != "" {
+		if why := nodename.Problem(id.Name); why != "" {
 			return fmt.Errorf("snapid: %w: name %q: %s", ErrInvalidID, id.Name, why)
 		}
 	case FormatDecimal:
@@ -143,7 +145,7 @@ func (id ID) validate() error {
 func ParseID(s string) (ID, error) {
 	if i := strings.IndexByte(s, '-'); i >= 0 {
 		name, num := s[:i], s[i+1:]
-		if why := nameProblem(name); why != "" {
+		if why := nodename.Problem(name); why != "" {
 			return ID{}, fmt.Errorf("snapid: %w %q: name %q: %s", ErrInvalidID, s, name, why)
 		}
 		n, why := parseNumber(num)

@@ -20,9 +20,6 @@ const NameRule = registry.NameRule
 // snapid offers.
 func ValidateName(s string) error { return registry.ValidateName(s) }
 
-// nameProblem returns what is wrong with s as a node name, or "".
-func nameProblem(s string) string { return nodename.Problem(s) }
-
 // NameFromHostname derives a node name from a host name the way Snap!
 // does: cut at the first ".", replace every "-" by "_", lower-case. It
 // returns the name and, when the result differs from h, a short description
@@ -45,7 +42,7 @@ func NameFromHostname(h string) (name, changed string, err error) {
 		name = lower
 		changes = append(changes, "lower-cased")
 	}
-	if why := nameProblem(name); why != "" {
+	if why := nodename.Problem(name); why != "" {
 		return "", "", fmt.Errorf("snapid: %w: host name %q gives %q: %s; %s",
 			ErrInvalidName, h, name, why, NameRule)
 	}
