@@ -58,7 +58,7 @@
 // refused when the record names another counter (ErrNameBound) or the
 // counter is below the floor (ErrRolledBack; with a registry it is raised
 // instead), and after a crash the first program of the name raises the
-// counter to the mark. How: hostrecord.go, recordjudge.go, recordplace.go, recordrelease.go, and package internal/hoststate.
+// counter to the mark.
 //
 // # With a registry
 //
@@ -67,15 +67,14 @@
 // file beside the counter holds the host's reserved-up-to mark, written
 // after the registry's and extended a step at a time; the last process out
 // sets the mark back to the counter. One process of the host refreshes the
-// claim's last-seen for all of them. How: reservation.go, heartbeat.go and
-// hostfiles.go.
+// claim's last-seen for all of them.
 //
 // # Integer sequences
 //
 // A Sequence (Generator.Sequence) hands out plain integers, unique across
 // the cluster, from ranges a SequenceRegistry leases to the host; the
 // host's processes take blocks of them from a lease file beside the
-// counter. How: seqrefill.go, seqlease.go and seqtake.go.
+// counter.
 //
 // # Logging
 //

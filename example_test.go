@@ -18,7 +18,6 @@ func ExampleOpen() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
 
 	g, err := snapid.Open(filepath.Join(dir, "counter.u64"), "web_1")
 	if err != nil {
@@ -47,9 +46,8 @@ func ExampleGenerator_UniqueIDContext() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
 
-	g, err := snapid.Open(filepath.Join(dir, "counter.u64"), "web_1")
+	g, err := snapid.Open(filepath.Join(dir, "counter.u64"), "web_2")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -67,7 +65,7 @@ func ExampleGenerator_UniqueIDContext() {
 		fmt.Println(id)
 	}
 	// Output:
-	// web_1-1
+	// web_2-1
 }
 
 func ExampleGenerator_NextN() {
@@ -75,7 +73,6 @@ func ExampleGenerator_NextN() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "counter.u64")
 
 	// Continue a counter whose next number is 100.
@@ -166,7 +163,6 @@ func ExampleWithBlock() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "counter.u64")
 
 	// Reserve 100 numbers per counter update and serve them from memory.
@@ -202,9 +198,8 @@ func ExampleWithFormat_decimal() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
 
-	g, err := snapid.Open(filepath.Join(dir, "counter.u64"), "web_1",
+	g, err := snapid.Open(filepath.Join(dir, "counter.u64"), "web_3",
 		snapid.WithFormat(snapid.FormatDecimal), snapid.WithNodeNumber(5),
 		snapid.WithBindingDir(filepath.Join(dir, "names")))
 	if err != nil {
@@ -230,9 +225,8 @@ func ExampleWithFormat_striped() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
 
-	g, err := snapid.Open(filepath.Join(dir, "counter.u64"), "web_1",
+	g, err := snapid.Open(filepath.Join(dir, "counter.u64"), "web_4",
 		snapid.WithFormat(snapid.FormatStriped), snapid.WithNodeNumber(7), snapid.WithStride(1000),
 		snapid.WithMaxID(snapid.MaxSafeInteger), snapid.WithBindingDir(filepath.Join(dir, "names")))
 	if err != nil {

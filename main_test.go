@@ -7,11 +7,17 @@ import (
 	"github.com/snapid/snapid/internal/testfs"
 )
 
-// TestMain keeps the name bindings of the tests' counters (see
-// DefaultBindingDir) out of the host's directory: a counter in a test's
-// temporary directory is bound in that test's own directory (see
-// export_test.go), any other in a directory of this run, which child
-// processes the tests start inherit.
+// TestMain keeps what the examples leave on the host to this run: their
+// counters (in temporary directories under a directory of this run, kept
+// until the run ends, so that no later example's counter takes a removed
+// one's inode) and their names' records (see testfs.RunWithOwnBindings).
 func TestMain(m *testing.M) {
-	os.Exit(testfs.RunWithOwnBindings(m))
+	tmp, err := os.MkdirTemp("", "snapid-examples-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("TMPDIR", tmp)
+	code := testfs.RunWithOwnBindings(m)
+	os.RemoveAll(tmp)
+	os.Exit(code)
 }

@@ -101,8 +101,8 @@ if [[ "${1:-}" == --under-load ]]; then
   all=$SECONDS
   for ((round = 1; round <= rounds; round++)); do
     t=$SECONDS
-    echo "test: under load, round $round of $rounds: go test -race . ./registry/registrytest ./internal/statefile"
-    if ! CI=true go test -race -count=1 -timeout 30m . ./registry/registrytest ./internal/statefile; then
+    echo "test: under load, round $round of $rounds: go test -race ./internal/engine ./registry/registrytest ./internal/statefile"
+    if ! CI=true go test -race -count=1 -timeout 30m ./internal/engine ./registry/registrytest ./internal/statefile; then
       echo "test: under load, round $round of $rounds failed" >&2
       exit 1
     fi
@@ -275,7 +275,7 @@ took "the authentication step" "$t"
 t=$SECONDS
 echo "test: fuzzing each target (-fuzztime $fuzztime)"
 for target in FuzzParseID FuzzValidateName FuzzDecodeCounter; do
-  go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" .
+  go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" ./internal/engine
 done
 took "fuzzing" "$t"
 

@@ -204,7 +204,7 @@ func run(o options) error {
 	rep := &Report{Generated: time.Now().UTC().Format(time.RFC3339), Benchtime: o.benchtime, Count: o.count, Machine: m}
 	rep.Runs = append(rep.Runs, goTest(benchDir, "bench", o.bench, o.benchtime, o.count))
 	if o.rootBench != "" {
-		rep.Runs = append(rep.Runs, goTest(filepath.Dir(benchDir), ".", o.rootBench, o.benchtime, o.count))
+		rep.Runs = append(rep.Runs, goTest(filepath.Join(filepath.Dir(benchDir), "internal", "engine"), "internal/engine", o.rootBench, o.benchtime, o.count))
 	}
 	var raw bytes.Buffer
 	fmt.Fprintf(&raw, "# machine: %s\n# generated: %s, -benchtime %s -count %d\n", m, rep.Generated, o.benchtime, o.count)

@@ -9,7 +9,7 @@ import (
 
 const (
 	benchPkg = "github.com/snapid/snapid/bench"
-	rootPkg  = "github.com/snapid/snapid"
+	rootPkg  = "github.com/snapid/snapid/internal/engine"
 )
 
 // Names of the library's benchmarks that the goals and ratios use.
@@ -232,7 +232,7 @@ func callers(n string) string {
 
 // writeLibrary: every result of the library's benchmarks.
 func writeLibrary(b *strings.Builder, rep *Report) {
-	b.WriteString("\n## The library (`go test -bench` in the repository root)\n\n")
+	b.WriteString("\n## The library (`go test -bench` in `internal/engine`)\n\n")
 	b.WriteString("| benchmark | ns/op | ids/s | ± | B/op | allocs/op |\n|---|--:|--:|--:|--:|--:|\n")
 	for _, r := range rep.Results {
 		if r.Package != rootPkg {

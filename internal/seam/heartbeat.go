@@ -1,7 +1,7 @@
 package seam
 
 // HeartbeatState is what the simulator sees of a Generator's heartbeat
-// (heartbeat.go in package snapid): enough to wait until the loop is idle
+// (heartbeat.go in package internal/engine): enough to wait until the loop is idle
 // on its clock, and to tell which process holds the host's role.
 type HeartbeatState struct {
 	Running bool   // the loop has not returned (a Generator with a registry, not closed, not crashed, its name not lost)

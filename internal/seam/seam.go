@@ -1,5 +1,5 @@
 // Package seam lets the simulator (internal/sim) reach the library's
-// fault seams, which package snapid keeps unexported: the counter file's
+// fault seams, which package internal/engine keeps unexported: the counter file's
 // I/O, the file-system layer that creates and renames state files, the
 // registry side's clock, and a crash that abandons a Generator as a
 // killed process would.

@@ -268,8 +268,8 @@
 // and a seam replacing the euid the library compares with would replace
 // the very check that decides trust, so the simulator would test the
 // seam instead of the check. The multi-user tests run other users as
-// child processes under setpriv (helpers_test.go,
-// multiprocess_test.go).
+// child processes under setpriv (internal/engine/helpers_test.go,
+// internal/engine/multiprocess_test.go).
 //
 // Only its own tests import it; it imports snapid, registrytest,
 // internal/cli (snapctl's commands, with cli.InProcess),

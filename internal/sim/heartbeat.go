@@ -75,7 +75,7 @@ func sessionHash(session string) uint64 {
 }
 
 // hbRecord is the heartbeat record as the library writes it (see
-// heartbeat.go in package snapid): magic, session hash, last, tried,
+// heartbeat.go in package internal/engine): magic, session hash, last, tried,
 // state (bit 0: taken).
 type hbRecord struct {
 	session uint64

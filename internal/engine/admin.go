@@ -1,0 +1,240 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/gofrs/flock"
+
+	"github.com/snapid/snapid/internal/statefile"
+	"golang.org/x/sys/unix"
+)
+
+// ReadCounter returns the last issued number of the counter file at path,
+// read under the lock. It never creates the file.
+func ReadCounter(path string, opts ...Option) (uint64, error) {
+	return ReadCounterContext(context.Background(), path, opts...)
+}
+
+// ReadCounterContext is ReadCounter waiting for the counter's lock no
+// longer than ctx allows: past it, the error wraps ErrLocked and names the
+// process holding the lock.
+func ReadCounterContext(ctx context.Context, path string, opts ...Option) (uint64, error) {
+	path = absPath(path)
+	o, err := buildOptions(opts)
+	if err != nil {
+		return 0, err
+	}
+	if err := o.refuseOwner("ReadCounter"); err != nil {
+		return 0, err
+	}
+	c, err := openReadOnly(path, &o)
+	if err != nil {
+		return 0, err
+	}
+	defer c.close()
+	return c.readContext(ctx)
+}
+
+// Init makes sure the counter file at path exists and that the next number
+// it issues is at least next (next >= 1): it creates the file if it is
+// missing and raises a lower counter. It returns the counter's value as the
+// call found it under the lock: for a file it created, that is next-1. A counter already past next-1
+// is left alone and reported with ErrLowered; use Repair to lower it.
+func Init(path string, next uint64, opts ...Option) (before uint64, err error) {
+	return InitContext(context.Background(), path, next, opts...)
+}
+
+// InitContext is Init waiting for the counter's lock no longer than ctx
+// allows: past it, the error wraps ErrLocked, names the process holding
+// the lock, and the counter is left as it was.
+func InitContext(ctx context.Context, path string, next uint64, opts ...Option) (before uint64, err error) {
+	path = absPath(path)
+	if next == 0 {
+		return 0, fmt.Errorf("snapid: %w: the first number is 1, so the next number cannot be 0", ErrInvalidOption)
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return 0, err
+	}
+	o.initDir = true
+	if err := createIfMissing(path, next-1, &o); err != nil {
+		return 0, err
+	}
+	c, err := openExisting(path, &o)
+	if err != nil {
+		return 0, err
+	}
+	defer c.close()
+	// An operator's raise lasts whatever sync the programs run with: a
+	// power cut taking it would bring back what it raised the counter
+	// past (Repair does the same).
+	c.sync = true
+	err = c.withLockContext(ctx, func() error {
+		before, err = c.load()
+		switch {
+		case err != nil:
+			return err
+		case before > next-1 && before == MaxNumber:
+			return &FileError{Op: "init", Path: path, Err: fmt.Errorf(
+				"%w: it has issued up to %d, the last number there is: it is used up (%w)", ErrLowered, before, ErrExhausted)}
+		case before > next-1:
+			return &FileError{Op: "init", Path: path, Err: fmt.Errorf(
+				"%w: it has issued up to %d, so the next number is %d, not %d", ErrLowered, before, before+1, next)}
+		case before < next-1:
+			if err := c.store(next - 1); err != nil {
+				return err
+			}
+		}
+		return c.giveTo(o.owner)
+	})
+	return before, err
+}
+
+// giveTo gives the counter file to ow (nil: nothing to do), the caller
+// holding its lock: on the descriptor c opened and checked, after checking
+// again on that descriptor that it is a regular file with one name (no
+// hard link another user made to it since) and a trusted owner
+// (statefile.CheckOwner), never by path (see WithOwner).
+func (c *counterFile) giveTo(ow *fileOwner) error {
+	if ow == nil {
+		return nil
+	}
+	st, err := statefile.CheckRegular(c.fd)
+	if err == nil {
+		err = statefile.CheckOwner(c.path, st)
+	}
+	if err != nil {
+		return &FileError{Op: "chown", Path: c.path, Err: classifyOpenError(err)}
+	}
+	if err := ignoringEINTR(func() error { return unix.Fchown(c.fd, ow.uid, ow.gid) }); err != nil {
+		return &FileError{Op: "chown", Path: c.path, Err: fmt.Errorf("giving the counter to uid %d, gid %d: %w", ow.uid, ow.gid, err)}
+	}
+	return nil
+}
+
+// Repair rewrites the counter file at path, whatever it holds, so that the
+// next number is next: it is the only operation that may lower a counter,
+// and the only one that accepts a corrupt file. It writes in place under
+// the lock (the file is never replaced), truncates the file to 8 bytes and
+// syncs it whatever WithSync says. It returns up to 64 bytes of what the
+// file held before, for the operator's record. Numbers issued before and
+// at or above next will be issued again: only repair with a floor you
+// know to be above every number issued.
+func Repair(path string, next uint64, opts ...Option) (previous []byte, err error) {
+	return RepairContext(context.Background(), path, next, opts...)
+}
+
+// RepairContext is Repair waiting for the host's gate and the counter's
+// lock no longer than ctx allows: past it, the error wraps ErrLocked,
+// names the process holding the lock, and the counter is left as it was.
+func RepairContext(ctx context.Context, path string, next uint64, opts ...Option) (previous []byte, err error) {
+	path = absPath(path)
+	if next == 0 {
+		return nil, fmt.Errorf("snapid: %w: the first number is 1, so the next number cannot be 0", ErrInvalidOption)
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	release, err := refuseIfInUse(ctx, path, &o)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	c, err := openExisting(path, &o)
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	c.sync = true
+	err = c.withLockContext(ctx, func() error {
+		prev := make([]byte, 64)
+		n, err := c.f.ReadAt(prev, 0)
+		if err != nil && err != io.EOF {
+			return &FileError{Op: "repair", Path: path, Err: err}
+		}
+		previous = prev[:n]
+		// Write the value before cutting the file to 8 bytes: a crash in
+		// between leaves a file that is still too long, and so still
+		// refused, never a short or zeroed one that reads as a low value.
+		b := EncodeCounter(next - 1)
+		if _, err := c.io.WriteAt(c.f, b[:], 0); err != nil {
+			return &FileError{Op: "repair", Path: path, Err: err}
+		}
+		if err := c.f.Truncate(CounterSize); err != nil {
+			return &FileError{Op: "repair", Path: path, Err: err}
+		}
+		if err := c.io.Sync(c.f); err != nil {
+			return &FileError{Op: "repair", Path: path, Err: err}
+		}
+		// The host's records of the counter follow it down: a repair is
+		// the one lowering they must not refuse.
+		if err := lowerRecords(ctx, c, next-1, &o); err != nil {
+			return err
+		}
+		return c.giveTo(o.owner)
+	})
+	return previous, err
+}
+
+// refuseIfInUse returns ErrInUse if a process uses the counter at path
+// with a registry (it holds the presence lock beside it). Otherwise it
+// returns with the host's gate held, so that no such process starts until
+// release is called. Processes without a registry hold no such lock; a
+// repaired counter below what they saw is raised back above it by their
+// next update.
+func refuseIfInUse(ctx context.Context, path string, o *options) (release func(), err error) {
+	release = func() {}
+	presence := path + presenceSuffix
+	if _, err := os.Lstat(presence); err != nil {
+		return release, nil
+	}
+	// Under the gate, which processes take to start and to close, so that
+	// a closing process (holding the presence lock exclusively for a
+	// moment) is not taken for none, and none starts meanwhile.
+	if _, err := os.Lstat(path + ownerSuffix); err == nil {
+		gate := flock.New(path+ownerSuffix, flock.SetFlag(openFlags(o.followSymlinks)))
+		if err := lockGateFile(ctx, gate); err != nil {
+			return release, err
+		}
+		release = func() { gate.Unlock() }
+	}
+	l := flock.New(presence, flock.SetFlag(openFlags(o.followSymlinks)))
+	ok, err := l.TryLock()
+	if err != nil {
+		release()
+		return func() {}, &FileError{Op: "lock", Path: presence, Err: err}
+	}
+	if !ok {
+		release()
+		return func() {}, &FileError{Op: "repair", Path: path, Err: fmt.Errorf("%w: stop the programs using it first", ErrInUse)}
+	}
+	l.Unlock()
+	return release, nil
+}
+
+// lockGateFile takes the host's gate, waiting no longer than ctx allows (a
+// ctx that is never done waits as long as it takes).
+func lockGateFile(ctx context.Context, gate *flock.Flock) error {
+	if ctx.Done() == nil {
+		if err := gate.Lock(); err != nil {
+			return &FileError{Op: "lock", Path: gate.Path(), Err: err}
+		}
+		return nil
+	}
+	ok, err := gate.TryLockContext(ctx, 5*time.Millisecond)
+	if err == nil && !ok {
+		err = ctx.Err()
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%s): %w", ErrLocked, statefile.HolderOf(gate.Path()), err)
+		}
+		return &FileError{Op: "lock", Path: gate.Path(), Err: err}
+	}
+	return nil
+}

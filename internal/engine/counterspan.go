@@ -1,0 +1,68 @@
+package engine
+
+import (
+	"fmt"
+)
+
+// How many numbers a request takes from the counter, and whether they
+// fit under the form's bound or 2^64-1: the arithmetic advance checks
+// before anything is taken.
+
+// fits refuses, as ErrExhausted, k numbers (decimal: k decimal ids) after
+// base that would pass the form's bound or 2^64-1.
+func (c *counterFile) fits(base, k uint64, decimal bool) error {
+	limit := uint64(MaxNumber)
+	if c.form != nil {
+		limit = c.form.limit
+	}
+	m, ok := k, k <= limit-min(base, limit)
+	if ok && decimal {
+		m, ok = decimalSpan(base, k)
+		ok = ok && m <= limit-base
+	}
+	if base < limit && ok {
+		return nil
+	}
+	what := "2^64-1"
+	if limit < MaxNumber {
+		what = fmt.Sprintf("the last number the %s form can carry (%d)", c.form.form, limit)
+	}
+	left := uint64(0)
+	if base < limit {
+		left = limit - base
+		if decimal {
+			left -= (limit/10 - base/10) // the numbers ending in 0 are not handed out
+		}
+	}
+	return &FileError{Op: "advance", Path: c.path, Err: fmt.Errorf(
+		"%w: last issued %d; %d more would pass %s, and %d are left: nothing was taken", ErrExhausted, base, k, what, left)}
+}
+
+// decimalSpan returns how many numbers after base hold k that do not end
+// in 0 (the decimal form's ids), the last of them one that does not; ok is
+// false past 2^64-1.
+func decimalSpan(base, k uint64) (m uint64, ok bool) {
+	m = k
+	for {
+		if m > MaxNumber-base {
+			return 0, false
+		}
+		tens := (base+m)/10 - base/10
+		if m-tens >= k {
+			return m, true
+		}
+		m = k + tens
+	}
+}
+
+// spanBound is the most numbers a request of k (decimal: k decimal ids)
+// takes, whatever it starts from.
+func spanBound(k uint64, decimal bool) uint64 {
+	if !decimal {
+		return k
+	}
+	if k > MaxNumber/10*9 {
+		return MaxNumber
+	}
+	return k + k/9 + 1
+}

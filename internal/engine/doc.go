@@ -1,0 +1,16 @@
+// Package engine is the code behind package snapid: package snapid gives
+// users its names, and operators' tools and the simulator use it
+// directly. What package snapid's documentation describes is done here:
+//
+//   - the counter file: counter.go, counterio.go, counterspan.go; strict
+//     mode's group commit and block mode: groupcommit.go, block.go;
+//   - id forms: format.go, id.go, nodename.go, nodenumber.go,
+//     formhistory.go;
+//   - the host's record of each name: hostrecord.go, recordjudge.go,
+//     recordplace.go, recordrelease.go, migrate.go, over package
+//     internal/hoststate;
+//   - the claim with a registry: reservation.go, reservationextend.go,
+//     join.go, heartbeat.go, heartbeat_record.go, hostfiles.go;
+//   - integer sequences: seqgen.go, seqrefill.go, seqlease.go, seqtake.go;
+//   - operators' calls: admin.go, release.go, seqcreate.go.
+package engine

@@ -1,0 +1,41 @@
+package engine
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/snapid/snapid/admin"
+	"github.com/snapid/snapid/internal/docdefaults"
+)
+
+// TestDocsDefaults compares the library's rows of docs/reference/defaults.md
+// (the one table every doc quoting a default links to) with the defaults
+// the code uses: the option defaults of a Generator, of a Sequence, and
+// the exported constants.
+func TestDocsDefaults(t *testing.T) {
+	o := defaultOptions()
+	seq := defaultSeqOptions()
+	onOff := map[bool]string{true: "on", false: "off"}
+	docdefaults.Check(t, filepath.Join("..", "..", docdefaults.Path), "lib.", map[string]string{
+		"lib.sync":             onOff[o.sync],
+		"lib.file-mode":        fmt.Sprintf("%04o", uint32(o.fileMode)),
+		"lib.reserve-step":     docdefaults.Count(o.reg.step, "numbers"),
+		"lib.step-growth":      fmt.Sprintf("%d-fold", maxStepGrowth),
+		"lib.outage-horizon":   docdefaults.Duration(o.reg.horizon),
+		"lib.heartbeat":        docdefaults.Duration(o.reg.heartbeat),
+		"lib.clone-window":     docdefaults.Duration(o.reg.cloneWindow),
+		"lib.registry-timeout": docdefaults.Duration(o.reg.timeout),
+		"lib.retry-waits": fmt.Sprintf("%s to %s, at most %d times",
+			docdefaults.Short(retryBase), docdefaults.Short(retryCap), retryAttempts),
+		"lib.sequence-block": docdefaults.Count(seq.block, "numbers"),
+		"lib.sequence-lease": docdefaults.Count(seq.lease, "numbers"),
+		"lib.stale":          docdefaults.Duration(admin.DefaultStale),
+		"lib.clock-skew":     docdefaults.Duration(admin.DefaultClockSkew),
+	})
+	// The exported constants are what the options default to.
+	if o.reg.step != DefaultReserveStep || o.reg.horizon != DefaultOutageHorizon {
+		t.Errorf("defaultOptions: step %d, horizon %v; want DefaultReserveStep %d, DefaultOutageHorizon %v",
+			o.reg.step, o.reg.horizon, DefaultReserveStep, DefaultOutageHorizon)
+	}
+}

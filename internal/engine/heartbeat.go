@@ -1,0 +1,329 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// One heartbeat per host. One process of the host, the holder, refreshes
+// the claim's last-seen in the registry once per heartbeat interval for
+// all of the host's processes, so the registry's load grows with hosts,
+// not processes.
+//
+//	<counter>.heartbeat   40 bytes: "snaphb02", a hash of the claim's
+//	                      session, when the last refresh that reached the
+//	                      registry was sent and when the last one was tried
+//	                      (Unix nanoseconds, by the registry side's clock),
+//	                      and a state (bit 0: the registry said the name is
+//	                      another owner's; bit 1: the last try was the
+//	                      holder's after a failure of its own); every field
+//	                      is 64 bits little-endian. An exclusive flock on it
+//	                      makes its holder the host's heartbeat; updates
+//	                      take a lock on its bytes (an OFD lock, apart from
+//	                      the flock) to read and write the record as one,
+//	                      waiting for it at most heartbeatLockWait: past
+//	                      that (a stopped process holds it) the update is
+//	                      made without it. A record longer than 40 bytes
+//	                      is cut back to them at the next update.
+//
+// Every process polls four times per interval: it tries the flock (a
+// system call, no registry) and reads the record. The holder refreshes
+// last-seen at the first poll after the last refresh was sent an interval
+// ago (less half a poll, for a late tick): one refresh per interval; after
+// a failed refresh it tries again two, then four polls later, not at
+// every poll. When the holder exits, closes or crashes, its flock is
+// dropped and the next poll of another process takes the role. A holder
+// that stalls without exiting (SIGSTOP mid-call, a hung disk), whose own
+// calls fail while others' would not, or a flock held by someone who does
+// not refresh, would leave last-seen stale: a process that finds the last
+// refresh an interval and a half old and the last try half an interval
+// old refreshes whether or not it holds the flock, and a try the holder
+// made after a failure of its own does not hold it back (see
+// heartbeatDue). A try is written to the record before it is sent, under
+// the byte lock, where the process decides again: of processes due at the
+// same poll, one sends. So while the holder, or else every other process
+// of the host, can reach the registry, last-seen is at most an interval
+// and seven eighths plus a timeout old, inside the clone window (at least
+// two intervals plus a timeout, see WithCloneWindow); and during an outage
+// the host tries about twice per interval, not once per poll and process.
+//
+// Each process sends at most one refresh at a time, in the background: a
+// refresh that hangs until its timeout does not keep the process from
+// reading the record. A refresh the registry refuses because the name is
+// another owner's (ErrNameTaken) is written to the record, and every
+// process of the host stops issuing at its next poll. A success never
+// overwrites that state for the same session (the update reads the record
+// under the byte lock first).
+//
+// The record is written in place and never synced: it only tells the
+// host's running processes what the registry said, and after a power cut
+// they are all gone. A damaged or foreign record reads as none (the next
+// poll refreshes). The file is created, checked and opened like the mark
+// file, and never removed. Each poll also checks that the file at the path
+// is still the one the process has open (device and inode): one removed or
+// replaced while the host runs would split its processes into two hosts'
+// worth of records and holders, so each rejoins the file at the path (see
+// rejoinHeartbeat).
+//
+// The record also spares joins a registry read: a process joining its
+// host's claim while the record shows a refresh of this claim's session
+// sent less than an interval ago trusts the session file (see verifyJoin),
+// which is what lets a whole host start at once without a registry read
+// per process. The first process writes the record at its claim.
+const (
+	heartbeatSuffix = ".heartbeat"
+	heartbeatMagic  = "snaphb02"
+	heartbeatSize   = 40
+
+	// heartbeatLockWait bounds the wait for the record's byte lock,
+	// which a running process holds for one read and one write.
+	heartbeatLockWait = 50 * time.Millisecond
+
+	// The record's state bits.
+	heartbeatTaken = 1 // the registry said the name is another owner's
+	heartbeatRetry = 2 // the last try was the holder's, after its own failure
+)
+
+// heartbeatPoll is how often each process looks at the heartbeat role
+// and record.
+func heartbeatPoll(interval time.Duration) time.Duration {
+	return max(interval/4, time.Millisecond)
+}
+
+// age is how long ago the Unix-nanosecond time t was by now; a time in
+// the future (a clock set back) or none is infinitely old.
+func age(now time.Time, t int64) time.Duration {
+	if t <= 0 {
+		return math.MaxInt64
+	}
+	d := now.Sub(time.Unix(0, t))
+	if d < 0 {
+		return math.MaxInt64
+	}
+	return d
+}
+
+// freshClaim reports whether the record shows a refresh of this session
+// sent less than an interval ago (and not in the future: a clock set back
+// makes no record fresh).
+func freshClaim(rec heartbeatRecord, ok bool, session string, now time.Time, interval time.Duration) bool {
+	if !ok || rec.taken || rec.session != sessionHash(session) {
+		return false
+	}
+	return age(now, rec.last) < interval
+}
+
+// heartbeatDue reports whether a process finding rec at now sends a
+// refresh; holder says whether it holds the host's heartbeat role, fails
+// how many of its own refreshes failed in a row.
+//
+// The holder is due at the fourth poll after the last send (half a poll
+// of slack for a late tick): one refresh per interval. After its own
+// failures it tries again 2, then 4 polls after the last try, never
+// further apart (with the cap, a holder alone tries once per interval
+// through an outage and refreshes within an interval of its end).
+//
+// Without the role, a process is due once last-seen is an interval and a
+// half old and no try was sent for half an interval (a try that has not
+// come back by then is treated as lost: its sender may be stopped
+// mid-call). A try the holder made after a failure of its own does not
+// count: a holder whose calls fail while the others' would not (its
+// connection is broken) would otherwise retry just as the others become
+// due, and hold them back half an interval each time. So while the
+// holder, or else every other process, can reach the registry, the last
+// refresh that reached it was sent at most an interval and seven eighths
+// ago (the holder's try sent up to half a poll past the interval, half an
+// interval, and a poll to notice), plus a timeout for it to arrive. Not
+// covered: the holder and another process both unable to reach it (the
+// other's try, not marked, holds the rest back half an interval; marking
+// every process's tries after its own failure would let an outage cost a
+// try per poll). During an outage the others' tries, half an interval
+// apart, keep the holder's back-off from coming due: the host sends about
+// two per interval.
+func heartbeatDue(rec heartbeatRecord, now time.Time, interval time.Duration, holder bool, fails int64) bool {
+	poll := heartbeatPoll(interval)
+	if holder {
+		gap := poll << min(fails, 2) // after failures: 2, then 4 polls apart
+		return age(now, rec.last) >= interval-poll/2 && age(now, rec.tried) >= gap
+	}
+	return age(now, rec.last) >= interval+interval/2 && (rec.retry || age(now, rec.tried) >= interval/2)
+}
+
+// heartbeat runs until close: the host's one refresh of last-seen (see
+// above), and every process's watch for the name being taken over.
+func (r *reservation) heartbeat() {
+	defer r.wg.Done()
+	defer r.hbDone.Store(true) // after the timer is stopped
+	defer r.hbHolder.Store(false)
+	poll := heartbeatPoll(r.o.heartbeat)
+	// A timer armed again once a poll is done (not a ticker): a fake
+	// clock's test sees the loop idle when its timer is armed.
+	t := r.o.clock.NewTimer(poll)
+	defer t.Stop()
+	holder := false
+	mine := sessionHash(r.session)
+	touching := &r.touching // a refresh of this process is in flight
+	var fails atomic.Int64  // the holder's failed refreshes in a row
+	rejoinFailed := false   // the last check of the file's identity failed (logged once)
+	for ; ; t.Reset(poll) {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-t.C():
+		}
+		// The file removed or replaced while the host runs: rejoin the
+		// one at the path, so that the host keeps one record and one
+		// holder.
+		switch replaced, err := r.host.rejoinHeartbeat(mine); {
+		case err != nil:
+			if !rejoinFailed {
+				r.log.Warn("snapid: the heartbeat file was removed or replaced, and the one at its path cannot be used; this process keeps the one it has", "name", r.name, "err", err)
+			}
+			rejoinFailed = true
+		case replaced:
+			r.log.Info("snapid: the heartbeat file was removed or replaced; this process uses the one at its path now", "name", r.name)
+			holder, rejoinFailed = false, false
+			r.hbHolder.Store(false)
+		default:
+			rejoinFailed = false
+		}
+		if !holder {
+			holder = r.host.tryHeartbeatRole()
+			r.hbHolder.Store(holder)
+		}
+		rec, ok := r.host.readHeartbeat()
+		if ok && rec.taken && rec.session == mine {
+			r.loseName(fmt.Errorf("snapid: %w: another process of this host was told so by the registry", ErrNameTaken))
+			return
+		}
+		if errp := r.lost.Load(); errp != nil {
+			return
+		}
+		if touching.Load() {
+			continue
+		}
+		if !ok || rec.session != mine {
+			rec = heartbeatRecord{}
+		}
+		now := r.o.clock.Now()
+		failed := fails.Load()
+		if !heartbeatDue(rec, now, r.o.heartbeat, holder, failed) {
+			continue
+		}
+		// Record the try before sending it, deciding again under the
+		// record's lock: of processes that found the host due at the
+		// same moment, only the first sends.
+		due := true
+		if err := r.host.updateHeartbeat(mine, func(rec *heartbeatRecord) bool {
+			if !holder && !heartbeatDue(*rec, now, r.o.heartbeat, false, 0) {
+				due = false
+				return false
+			}
+			rec.tried = now.UnixNano()
+			rec.retry = holder && failed > 0
+			return true
+		}); err != nil {
+			r.heartbeatLog.failed(err, "name", r.name)
+		}
+		if !due {
+			continue
+		}
+		touching.Store(true)
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			defer touching.Store(false)
+			if r.touch(now) {
+				fails.Store(0)
+			} else {
+				fails.Add(1)
+			}
+		}()
+	}
+}
+
+// touch sends one refresh of last-seen, stamped sent (its try is in the
+// record already), and records the answer for the host's processes; it
+// reports whether the refresh reached the registry.
+func (r *reservation) touch(sent time.Time) bool {
+	mine := sessionHash(r.session)
+	ctx, cancel := r.o.clock.WithTimeout(r.ctx, r.o.timeout)
+	err := r.reg.Touch(ctx, r.name, r.host.owner, r.session)
+	cancel()
+	switch {
+	case errors.Is(err, ErrNameTaken):
+		r.loseName(err)
+		if werr := r.host.updateHeartbeat(mine, func(rec *heartbeatRecord) bool {
+			rec.taken = true
+			return true
+		}); werr != nil {
+			r.log.Warn("snapid: the host's other processes could not be told", "name", r.name, "err", werr)
+		}
+		return false
+	case err != nil:
+		if r.ctx.Err() == nil {
+			r.heartbeatLog.failed(err, "name", r.name)
+		}
+		return false
+	}
+	r.heartbeatLog.succeeded("name", r.name)
+	var taken bool
+	if werr := r.host.updateHeartbeat(mine, func(rec *heartbeatRecord) bool {
+		if rec.taken {
+			taken = true // another process learned of a take-over after this refresh was sent
+			return false
+		}
+		// Later sends of other processes are kept; times in the future
+		// (a clock set back since, a damaged record) are not, or the
+		// record would read as never refreshed until that time.
+		now := r.o.clock.Now().UnixNano()
+		for _, t := range []*int64{&rec.tried, &rec.last} {
+			if *t > now || *t < sent.UnixNano() {
+				*t = sent.UnixNano()
+			}
+		}
+		return true
+	}); werr != nil {
+		r.heartbeatLog.failed(werr, "name", r.name)
+	}
+	if taken {
+		r.loseName(fmt.Errorf("snapid: %w: another process of this host was told so by the registry", ErrNameTaken))
+		return false
+	}
+	return true
+}
+
+// loseName stops issuing under the name for good (the first reason
+// given is kept).
+func (r *reservation) loseName(err error) {
+	if r.lost.CompareAndSwap(nil, &err) {
+		r.log.Error("snapid: node name taken over by another owner; no more ids will be issued", "name", r.name, "err", err)
+	}
+}
+
+// tellTaken stops issuing under the name, as loseName does, and writes
+// "taken" to the host's record so that the host's other processes stop at
+// their next poll: for the registry's ErrNameTaken learned outside the
+// heartbeat (an extension).
+func (r *reservation) tellTaken(err error) {
+	r.lost.CompareAndSwap(nil, &err)
+	if werr := r.host.updateHeartbeat(sessionHash(r.session), func(rec *heartbeatRecord) bool {
+		rec.taken = true
+		return true
+	}); werr != nil {
+		r.log.Warn("snapid: the host's other processes could not be told", "name", r.name, "err", werr)
+	}
+}
+
+// lastHostHeartbeat returns when the host's heartbeat last reached the
+// registry for this process's claim, or the zero time.
+func (r *reservation) lastHostHeartbeat() time.Time {
+	rec, ok := r.host.readHeartbeat()
+	if !ok || rec.taken || rec.session != sessionHash(r.session) || rec.last <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, rec.last)
+}

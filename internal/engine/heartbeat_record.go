@@ -1,0 +1,332 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"time"
+
+	"github.com/snapid/snapid/internal/statefile"
+	"golang.org/x/sys/unix"
+)
+
+// The heartbeat file beside the counter: its record (format in
+// heartbeat.go's comment), how it is opened, read, written under its byte
+// lock, and rejoined when it is replaced.
+
+// heartbeatRecord is the content of the heartbeat file.
+type heartbeatRecord struct {
+	session uint64 // sessionHash of the claim's session
+	last    int64  // Unix nanoseconds: when the last refresh that reached the registry was sent
+	tried   int64  // when the last refresh was sent, whatever its answer
+	taken   bool   // the registry said the name is another owner's
+	// retry: the last try was the holder's after a refresh of its own
+	// failed. It does not hold the host's other processes back (see
+	// heartbeatDue): a holder whose own calls fail must not keep the
+	// others from refreshing.
+	retry bool
+}
+
+// sessionHash identifies a session in the record (FNV-1a, 64 bits).
+func sessionHash(session string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(session))
+	return h.Sum64()
+}
+
+func encodeHeartbeat(r heartbeatRecord) []byte {
+	b := make([]byte, heartbeatSize)
+	copy(b, heartbeatMagic)
+	binary.LittleEndian.PutUint64(b[8:], r.session)
+	binary.LittleEndian.PutUint64(b[16:], uint64(r.last))
+	binary.LittleEndian.PutUint64(b[24:], uint64(r.tried))
+	var state uint64
+	if r.taken {
+		state |= heartbeatTaken
+	}
+	if r.retry {
+		state |= heartbeatRetry
+	}
+	binary.LittleEndian.PutUint64(b[32:], state)
+	return b
+}
+
+// decodeHeartbeat returns the record in b; ok is false for anything but a
+// whole record this version writes.
+func decodeHeartbeat(b []byte) (r heartbeatRecord, ok bool) {
+	if len(b) != heartbeatSize || string(b[:8]) != heartbeatMagic {
+		return heartbeatRecord{}, false
+	}
+	state := binary.LittleEndian.Uint64(b[32:])
+	if state&^(heartbeatTaken|heartbeatRetry) != 0 {
+		return heartbeatRecord{}, false
+	}
+	return heartbeatRecord{
+		session: binary.LittleEndian.Uint64(b[8:]),
+		last:    int64(binary.LittleEndian.Uint64(b[16:])),
+		tried:   int64(binary.LittleEndian.Uint64(b[24:])),
+		taken:   state&heartbeatTaken != 0,
+		retry:   state&heartbeatRetry != 0,
+	}, true
+}
+
+// openHeartbeat opens the heartbeat file beside the counter at
+// counterPath, checked like the mark file; if it is absent, it creates it
+// when create is set, and returns nil otherwise. Open creates it only once
+// the name's claim or join stands, so that an Open refused before (a
+// counter of another name) leaves nothing behind.
+func openHeartbeat(counterPath string, o *options, create bool) (*os.File, error) {
+	path := counterPath + heartbeatSuffix
+	if create {
+		if err := createIfAbsent(path, nil, o); err != nil {
+			return nil, err
+		}
+	}
+	f, err := os.OpenFile(path, openFlags(o.followSymlinks), 0)
+	if !create && errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, &FileError{Op: "open", Path: path, Err: heartbeatFileError(err)}
+	}
+	st, err := statefile.CheckRegular(int(f.Fd()))
+	if err == nil {
+		err = statefile.CheckOwner(path, st)
+	}
+	if err != nil {
+		f.Close()
+		return nil, &FileError{Op: "open", Path: path, Err: heartbeatFileError(err)}
+	}
+	return f, nil
+}
+
+// heartbeatFileError classifies an error opening the heartbeat file as
+// classifyOpenError does (ErrNotRegular, ErrSymlink, ...), in a message
+// that names the heartbeat file, not the counter, and says what to do.
+func heartbeatFileError(err error) error {
+	c := classifyOpenError(err)
+	var what string
+	switch {
+	case errors.Is(c, ErrSymlink):
+		what = "is a symbolic link"
+	case errors.Is(err, unix.EISDIR):
+		what = "is a directory"
+	case errors.Is(c, ErrNotRegular):
+		what = "is " + err.Error() // "is not a regular file (a FIFO)"
+	default:
+		return c
+	}
+	return &heartbeatFileErr{
+		msg: fmt.Sprintf("the heartbeat file %s: remove it, and the next Open makes it again", what),
+		err: c,
+	}
+}
+
+// heartbeatFileErr is heartbeatFileError's error: its own message, and
+// the classified error to match.
+type heartbeatFileErr struct {
+	msg string
+	err error
+}
+
+func (e *heartbeatFileErr) Error() string { return e.msg }
+func (e *heartbeatFileErr) Unwrap() error { return e.err }
+
+// readHeartbeat reads the record; a missing, short or foreign one is ok
+// false.
+func (h *hostState) readHeartbeat() (heartbeatRecord, bool) {
+	if h.hb == nil {
+		return heartbeatRecord{}, false
+	}
+	b := make([]byte, heartbeatSize+1)
+	n, err := h.io().ReadAt(h.hb, b, 0)
+	if err != nil && n != heartbeatSize {
+		return heartbeatRecord{}, false
+	}
+	return decodeHeartbeat(b[:n])
+}
+
+// writeHeartbeat writes the record in place, unsynced.
+func (h *hostState) writeHeartbeat(r heartbeatRecord) error {
+	if h.hb == nil {
+		return nil
+	}
+	if _, err := h.io().WriteAt(h.hb, encodeHeartbeat(r), 0); err != nil {
+		return &FileError{Op: "write", Path: h.hb.Name(), Err: err}
+	}
+	return nil
+}
+
+// tryHeartbeatRole takes the host's heartbeat role if no other process
+// holds it. It never waits.
+func (h *hostState) tryHeartbeatRole() bool {
+	if h.hb == nil {
+		return false
+	}
+	for {
+		err := unix.Flock(int(h.hb.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if !errors.Is(err, unix.EINTR) {
+			return err == nil
+		}
+	}
+}
+
+// ensureHeartbeat creates and opens the heartbeat file if this process
+// has not opened it yet.
+func (h *hostState) ensureHeartbeat() error {
+	if h.hb != nil {
+		return nil
+	}
+	f, err := openHeartbeat(h.counterPath, h.opts, true)
+	if err != nil {
+		return err
+	}
+	h.hb = f
+	return nil
+}
+
+// findHeartbeat opens the heartbeat file if this process has not and it
+// exists now: a process that opened the host's files before the first
+// process's claim made it finds it once that claim stands.
+func (h *hostState) findHeartbeat() error {
+	if h.hb != nil {
+		return nil
+	}
+	f, err := openHeartbeat(h.counterPath, h.opts, false)
+	if err != nil {
+		return err
+	}
+	h.hb = f
+	return nil
+}
+
+// rejoinHeartbeat checks that the heartbeat file this process has open is
+// still the one at its path. If it was removed or replaced (an operator's
+// rm, a process that found it missing and made it again), the host's
+// processes would split in two, each half with a record and a holder of
+// its own; so this process opens the file at the path (making it if it is
+// missing, checked as at Open) and puts it in place of the one it had,
+// under the same descriptor number (dup3), so that any use of the file in
+// flight sees one or the other whole. The role held on the old file goes
+// with it. What the old record said for session (the last refresh and
+// try, and "taken") is carried into the new one. It reports whether the
+// file was replaced; a file at the path that cannot be opened (a FIFO,
+// another user's) is an error, and the old file is kept.
+func (h *hostState) rejoinHeartbeat(session uint64) (bool, error) {
+	if h.hb == nil {
+		return false, nil
+	}
+	var open, at unix.Stat_t
+	if err := unix.Fstat(int(h.hb.Fd()), &open); err != nil {
+		return false, &FileError{Op: "stat", Path: h.hb.Name(), Err: err}
+	}
+	stat := unix.Lstat
+	if h.opts.followSymlinks {
+		stat = unix.Stat
+	}
+	err := stat(h.hb.Name(), &at)
+	switch {
+	case err == nil && at.Dev == open.Dev && at.Ino == open.Ino:
+		return false, nil
+	case err != nil && !errors.Is(err, unix.ENOENT):
+		return false, &FileError{Op: "stat", Path: h.hb.Name(), Err: err}
+	}
+	old, oldOK := h.readHeartbeat()
+	f, err := openHeartbeat(h.counterPath, h.opts, true)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	if err := unix.Dup3(int(f.Fd()), int(h.hb.Fd()), unix.O_CLOEXEC); err != nil {
+		return false, &FileError{Op: "reopen", Path: h.hb.Name(), Err: err}
+	}
+	if !oldOK || old.session != session {
+		return true, nil
+	}
+	return true, h.updateHeartbeat(session, func(rec *heartbeatRecord) bool {
+		if rec.last >= old.last && rec.tried >= old.tried && (rec.taken || !old.taken) {
+			return false
+		}
+		if old.tried > rec.tried {
+			rec.tried, rec.retry = old.tried, old.retry
+		}
+		rec.last = max(rec.last, old.last)
+		rec.taken = rec.taken || old.taken
+		return true
+	})
+}
+
+// dropHeartbeatRole gives up the heartbeat role, if this process holds
+// it, so that another process takes it at its next poll.
+func (h *hostState) dropHeartbeatRole() {
+	if h.hb != nil {
+		_ = unix.Flock(int(h.hb.Fd()), unix.LOCK_UN)
+	}
+}
+
+// updateHeartbeat reads the record and has fn change it, then writes it
+// if fn says to, holding a write lock on the record's bytes: a process's
+// update never lands between another's read and write. fn gets the record
+// if it is session's, else a new one for session.
+func (h *hostState) updateHeartbeat(session uint64, fn func(rec *heartbeatRecord) (write bool)) error {
+	if h.hb == nil {
+		return nil
+	}
+	fd := int(h.hb.Fd())
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: heartbeatSize}
+	// Never wait without end: a process stopped (SIGSTOP, a hung write)
+	// while it holds these bytes would otherwise stop every other
+	// process's refresh of last-seen. Past heartbeatLockWait the update
+	// fails, and the refresh is sent without it.
+	for deadline := h.clock().Now().Add(heartbeatLockWait); ; {
+		err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk)
+		if err == nil {
+			break
+		}
+		busy := errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES)
+		switch {
+		case errors.Is(err, unix.EINTR):
+		case busy && h.clock().Now().Before(deadline):
+			h.clock().Sleep(100 * time.Microsecond)
+		case busy:
+			// Held past any update's length: a stopped process, or
+			// another user's read lock. Updating without the lock keeps
+			// the record moving (else every process would find it stale
+			// and refresh at every poll); what it risks is losing a
+			// "taken" written at the same moment, which the host's other
+			// processes then learn at their own next refresh.
+			return h.applyHeartbeat(session, fn)
+		default:
+			return &FileError{Op: "lock", Path: h.hb.Name(), Err: err}
+		}
+	}
+	defer func() {
+		un := unix.Flock_t{Type: unix.F_UNLCK, Whence: 0, Start: 0, Len: heartbeatSize}
+		_ = unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &un)
+	}()
+	return h.applyHeartbeat(session, fn)
+}
+
+// applyHeartbeat is updateHeartbeat's read, change and write. A record
+// with bytes past its 40 (damage, or another user's writing) is cut back
+// to them, so that it reads as a record again.
+func (h *hostState) applyHeartbeat(session uint64, fn func(rec *heartbeatRecord) (write bool)) error {
+	rec, ok := h.readHeartbeat()
+	if !ok || rec.session != session {
+		rec = heartbeatRecord{session: session}
+	}
+	if !fn(&rec) {
+		return nil
+	}
+	if err := h.writeHeartbeat(rec); err != nil {
+		return err
+	}
+	if st, err := h.hb.Stat(); err == nil && st.Size() != heartbeatSize {
+		if err := h.hb.Truncate(heartbeatSize); err != nil {
+			return &FileError{Op: "truncate", Path: h.hb.Name(), Err: err}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,497 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/snapid/snapid/internal/hoststate"
+	"golang.org/x/sys/unix"
+)
+
+// The host's record of names. Every Open, with a registry or without, as
+// root or any user, in every id form, reads and writes the one record of
+// its name in one place (see DefaultBindingDir): which counter file issues
+// under the name (by device and inode), the counter's form history (see
+// formhistory.go), the node number and stride a registry gave the name,
+// whether it was released, and a floor and a mark (see hoststate.Record).
+// It is the one place these are kept: files earlier versions kept beside
+// the counter for them are taken in and removed (see migrate.go). An Open
+// is refused, before it creates anything, when the record names another
+// counter file, or a counter that is no longer there (an unmounted file
+// system, a re-pointed link: it is never made again at 0), or when the
+// counter is below the record's floor (rolled back, zeroed, restored). Node numbers and the stride are checked against
+// every record of the place. Nothing here reads another user's directory,
+// and nothing that cannot be read reads as "no record".
+
+// hostRecord is a Generator's hold on its name's record.
+type hostRecord struct {
+	p        *hoststate.Place
+	h        *hoststate.Handle
+	mu       sync.Mutex
+	mark     uint64                // the mark this process last wrote and synced: updates up to it need no write
+	dev, ino uint64                // the counter's identity
+	step     uint64                // how far the mark goes ahead of the counter
+	trust    func(uid uint32) bool // whose claims speak for the counter (see claimNumbers)
+	// present: this process holds the record's shared presence lock, so
+	// no other process sets the mark back under it (see close).
+	present bool
+	// formGen is the generation of the record in which stillCurrent last
+	// found this Generator's striped form in use; formLeft, once set, is
+	// its refusal (the form was left).
+	formGen  uint64
+	formLeft error
+	striped  *idForm // a striped Generator's form, checked at every update (see watchForm)
+	log      interface {
+		Warn(string, ...any)
+	}
+}
+
+// recordForm is f as a record keeps it; complete is false for a numeric
+// form whose node number or stride a registry has not given yet.
+func recordForm(f idForm) (_ hoststate.Form, complete bool) {
+	switch f.form {
+	case FormatDecimal:
+		return hoststate.Form{Kind: formDecimal, Node: f.node}, f.node != 0
+	case FormatStriped:
+		return hoststate.Form{Kind: formStriped, Node: f.node, Stride: f.stride}, f.node != 0 && f.stride != 0
+	}
+	return hoststate.Form{Kind: formName}, true
+}
+
+// open takes the record's presence lock and checks the counter against the
+// record under the counter's lock. Below the floor it was rolled back:
+// refused (with a registry, raised; the registry's mark covers the rest).
+// The first program of the name finding the counter below the mark (no
+// clean close since: a crash, or a restore within the last step) raises it
+// to the mark. Then the form and the counter's value are recorded.
+func (hr *hostRecord) open(ctx context.Context, c *counterFile, f idForm, o *options) error {
+	return c.withLockContext(ctx, func() error {
+		// Presence, decided under the counter's lock, which every
+		// opener takes: the first is the one whose exclusive try
+		// succeeds (no other program holds the record). Only the
+		// counter's writers can open the record (its mode), so none of
+		// these waits on a stranger.
+		first := hr.h.Lock(true)
+		// Then its share, before the record is read: a Release (or a
+		// closer) holding the lock exclusively meanwhile is waited for,
+		// and this process counts from here on, so a Release sees it.
+		if err := hr.h.LockShared(ctx); err != nil {
+			return &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf("%w: waiting for the name's presence lock (a Release, or a program closing): %w", ErrInUse, err)}
+		}
+		hr.present = true
+		v, err := c.load()
+		if err != nil {
+			return err
+		}
+		unlock, err := writeLock(ctx, hr.h)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+		r, err := hr.h.Read()
+		if err != nil {
+			return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+		}
+		replaced := r.Dev != c.dev || r.Ino != c.ino
+		if replaced && (r.Path != c.path || v < r.Mark) {
+			return &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf("%w: the record now names another counter (%s)", ErrNameBound, r.Path)}
+		}
+		if replaced {
+			o.logger.Warn("snapid: the counter file at the recorded path was replaced by one past every number the old one may have handed out; the name goes with the new one",
+				"path", c.path, "counter", v, "mark", r.Mark)
+			r.Dev, r.Ino = c.dev, c.ino
+			r.Floor, r.Mark = v, v
+		}
+		if r.Released && !o.reg.reclaim {
+			// Released since this Open judged the record.
+			return &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf("%w: %q was released on this host meanwhile", ErrReleased, r.Name)}
+		}
+		if v < r.Floor && o.reg.registry == nil {
+			return rolledBack(c.path, v, r, hr.h.Path())
+		}
+		if v < r.Floor || (first && v < r.Mark) {
+			to := max(r.Floor, r.Mark)
+			if err := c.store(to); err != nil {
+				return err
+			}
+			o.logger.Warn("snapid: the counter was below the host's record of how far it went (after a crash, or restored or copied over); raised to it",
+				"path", c.path, "counter", v, "to", to)
+			v = to
+		}
+		moved := r.Path != c.path // the same file at another path: the record follows it
+		r.Path = c.path
+		changed := replaced || moved || v > r.Mark || r.Released
+		r.Released = false // judged before: only a reclaim gets here
+		// Files an earlier version kept beside the counter: taken into
+		// the record, then removed (see migrate.go).
+		old, err := readOldFiles(c.path, max(v, c.high))
+		if err != nil {
+			return err
+		}
+		if len(old.ours) > 0 {
+			old.merge(&r, r.Name, max(v, c.high))
+			old.claimOthers(hr.p, r.Name)
+			changed = true
+		}
+		if o.reg.registry == nil || f.form == FormatName {
+			// With a registry, the numeric forms once it gave the number
+			// (see useRegistryForm).
+			raised, adopted, err := adoptForm(c, &r, f)
+			if err != nil {
+				return err
+			}
+			logRaise(o, c.path, raised, f)
+			changed = changed || adopted
+		}
+		if !changed {
+			// (hr.mark stays 0: the first update writes the record, see
+			// cover.)
+			old.remove(o, hr.h.Path())
+			return nil
+		}
+		// The floor moves only with values known to be on disk (see
+		// counterFile.durable): one read here may be lost by a power cut.
+		r.Mark = max(r.Mark, v)
+		if err := hr.h.Write(r); err != nil {
+			return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+		}
+		hr.mark = r.Mark
+		old.remove(o, hr.h.Path())
+		return nil
+	})
+}
+
+// check runs under the counter's lock before every update from cur. The
+// record is read once (a 4 KiB read compared with the copy last read,
+// decoded only when it changed: one write a step of each process, see
+// cover). A striped Generator's form must still be the counter's (see
+// stillCurrent). A counter below the record's floor went back (restored
+// or copied over in place while this process runs) further than what
+// this process saw itself can tell: check returns the record's mark, at
+// or above every number any program of the name may have handed out, to
+// raise it to (0: no raise).
+func (hr *hostRecord) check(cur uint64) (raise uint64, err error) {
+	hr.mu.Lock()
+	defer hr.mu.Unlock()
+	if hr.formLeft != nil {
+		return 0, hr.formLeft
+	}
+	same, err := hr.h.Unchanged()
+	if err != nil {
+		return 0, &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+	}
+	r := hr.h.Record()
+	if !same {
+		if r, err = hr.h.Read(); err != nil {
+			return 0, &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+		}
+	}
+	if hr.striped != nil {
+		if err := hr.stillCurrent(r, *hr.striped); err != nil {
+			return 0, err
+		}
+	}
+	if cur < r.Floor && r.Dev == hr.dev && r.Ino == hr.ino {
+		return max(r.Floor, r.Mark), nil
+	}
+	return 0, nil
+}
+
+// due reports whether cover(…, upTo) writes the record.
+func (hr *hostRecord) due(upTo uint64) bool {
+	hr.mu.Lock()
+	defer hr.mu.Unlock()
+	return !hr.present || upTo > hr.mark
+}
+
+// counterForms returns the forms the host's records of other names say
+// the counter c (at v now) issued under, for a new record of a name for
+// it (a name released and the counter taken for another on purpose): the
+// history is the counter's. Records that do not speak for the counter
+// (st, see trusts) are passed over; a form in use there is taken as left
+// at v.
+func counterForms(p *hoststate.Place, c *counterFile, st unix.Stat_t, v uint64) []hoststate.Form {
+	var forms []hoststate.Form
+	recs, _ := p.All(func(n string) bool { return ValidateName(n) == nil })
+	for _, r := range recs {
+		if r.Dev != c.dev || r.Ino != c.ino || !trusts(r, st) {
+			continue
+		}
+		for _, e := range r.Forms {
+			if e.Current {
+				e.Current, e.Upto = false, max(e.Upto, v)
+			}
+			h := hoststate.Record{Forms: forms}
+			if i := h.FormIndex(e); i >= 0 {
+				forms[i].Upto = max(forms[i].Upto, e.Upto)
+			} else {
+				forms = append(forms, e)
+			}
+		}
+	}
+	return forms
+}
+
+// cover makes the record's mark cover upTo before the counter is stored at
+// it (the caller holds the counter's lock): a write only when the counter
+// passes the mark this process last wrote, which then goes a step ahead,
+// and the floor to base, the highest value this process synced.
+func (hr *hostRecord) cover(base, cur, upTo uint64) error {
+	hr.mu.Lock()
+	defer hr.mu.Unlock()
+	if hr.present && upTo <= hr.mark {
+		return nil
+	}
+	unlock, err := writeLock(context.Background(), hr.h)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	r, err := hr.h.Read()
+	if err != nil {
+		return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+	}
+	if r.Dev != hr.dev || r.Ino != hr.ino {
+		// The name went with another counter (a replacement raised past
+		// the mark): this one hands out nothing above it.
+		return &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf("%w: the host's record of the name now names another counter file (%s)", ErrNameBound, r.Path)}
+	}
+	if r.Released {
+		return &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf("%w: %q was released on this host while this process used it", ErrReleased, r.Name)}
+	}
+	// Written even when the record read covers upTo already: what was
+	// read may be a write whose sync failed (visible, not durable, and a
+	// later sync may report success without writing it), so a process
+	// issues only under a mark it wrote and synced itself: one write a
+	// step for each process.
+	r.Floor = max(r.Floor, base)
+	// A step ahead of the counter as it was (cur), and at least upTo: a
+	// crash leaves a gap of at most a step.
+	r.Mark = max(r.Mark, upTo)
+	if cur <= MaxNumber-hr.step {
+		r.Mark = max(r.Mark, cur+hr.step)
+	} else {
+		r.Mark = MaxNumber
+	}
+	if err := hr.h.Write(r); err != nil {
+		return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+	}
+	hr.mark = r.Mark
+	return nil
+}
+
+// raiseFloor records v, a value synced to the counter, as the floor (the
+// caller holds the counter's lock).
+func (hr *hostRecord) raiseFloor(v uint64) error {
+	return hr.update(context.Background(), func(r hoststate.Record) error {
+		if r.Dev != hr.dev || r.Ino != hr.ino || r.Floor >= v {
+			return nil
+		}
+		r.Floor = v
+		r.Mark = max(r.Mark, v)
+		if err := hr.h.Write(r); err != nil {
+			return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+		}
+		hr.mark = r.Mark
+		return nil
+	})
+}
+
+// update runs fn on the record read again under hr.mu and the record's
+// write lock (see writeLock): the read-modify-write of every change of
+// the record but the hot path's (cover, which needs no lock while the
+// mark covers the update) and a close's.
+func (hr *hostRecord) update(ctx context.Context, fn func(r hoststate.Record) error) error {
+	hr.mu.Lock()
+	defer hr.mu.Unlock()
+	unlock, err := writeLock(ctx, hr.h)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	r, err := hr.h.Read()
+	if err != nil {
+		return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+	}
+	return fn(r)
+}
+
+// useRegistryForm, once the registry gave the name its node number (0:
+// a registry that gives none) and the form its stride, claims them on
+// the host (refused when another name of the host holds the number or
+// the host uses another stride) and records the form (see adoptForm)
+// before any id is handed out.
+func (hr *hostRecord) useRegistryForm(ctx context.Context, c *counterFile, f idForm, node uint64, o *options) error {
+	if err := claimNumbers(hr.p, hr.h.Record().Name, f, node, hr.trust); err != nil {
+		return err
+	}
+	err := c.withLockContext(ctx, func() error {
+		return hr.update(ctx, func(r hoststate.Record) error {
+			if r.Node != 0 && node != 0 && r.Node != node {
+				return &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf(
+					"%w: the registry gave %q node number %d, but this host recorded %d for it", ErrNumberMismatch, r.Name, node, r.Node)}
+			}
+			changed := node != 0 && r.Node != node
+			if node != 0 {
+				r.Node = node
+			}
+			raised, adopted, err := adoptForm(c, &r, f)
+			if err != nil {
+				return err
+			}
+			logRaise(o, c.path, raised, f)
+			if !changed && !adopted {
+				return nil
+			}
+			if err := hr.h.Write(r); err != nil {
+				return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+			}
+			hr.mark = r.Mark
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	hr.watchForm(f)
+	return nil
+}
+
+// setNumber records in the name's record the node number and stride (0:
+// not known) a registry gave the name, for the host's processes that
+// join its claim; another number than the one recorded is refused
+// (ErrNumberMismatch), and another stride (ErrStrideMismatch). with runs
+// a function under the counter's lock.
+func (hr *hostRecord) setNumber(ctx context.Context, with func(context.Context, func(*counterFile) error) error, node, stride uint64) error {
+	return with(ctx, func(*counterFile) error {
+		return hr.update(ctx, func(r hoststate.Record) error {
+			if r.Node != 0 && r.Node != node {
+				return &FileError{Op: "open", Path: hr.h.Path(), Err: fmt.Errorf(
+					"%w: the registry gives %q node number %d, and this host recorded %d; was the registry's row or this record replaced? Nothing was issued",
+					ErrNumberMismatch, r.Name, node, r.Node)}
+			}
+			if r.Stride != 0 && stride != 0 && r.Stride != stride {
+				return &FileError{Op: "open", Path: hr.h.Path(), Err: fmt.Errorf(
+					"%w: the cluster's stride is %d, and this host recorded %d", ErrStrideMismatch, stride, r.Stride)}
+			}
+			if r.Node == node && (stride == 0 || r.Stride == stride) {
+				return nil
+			}
+			r.Node, r.Stride = node, max(r.Stride, stride)
+			if err := hr.h.Write(r); err != nil {
+				return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+			}
+			hr.mark = r.Mark
+			return nil
+		})
+	})
+}
+
+// number returns the node number and stride the name's record holds
+// (see setNumber), read again.
+func (hr *hostRecord) number() (node, stride uint64, err error) {
+	hr.mu.Lock()
+	defer hr.mu.Unlock()
+	r, err := hr.h.Read()
+	if err != nil {
+		return 0, 0, &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+	}
+	return r.Node, r.Stride, nil
+}
+
+// recordLockWait bounds every wait for a record's write lock: a program
+// holds it for one read and one write (a sync), so a longer wait is a
+// process holding it on purpose, and the caller gets ErrLocked instead of
+// hanging, whatever its context.
+const recordLockWait = 10 * time.Second
+
+// writeLock takes h's write lock (see hoststate.Handle.WriteLock),
+// waiting no longer than ctx allows, and never longer than recordLockWait.
+func writeLock(ctx context.Context, h *hoststate.Handle) (unlock func(), err error) {
+	ctx, cancel := context.WithTimeout(ctx, recordLockWait)
+	defer cancel()
+	unlock, err = h.WriteLock(ctx)
+	if err != nil {
+		return unlock, &FileError{Op: "record", Path: h.Path(), Err: fmt.Errorf("%w: %w", ErrLocked, err)}
+	}
+	return unlock, nil
+}
+
+// close: the last program of the name (no other holds the presence lock)
+// records the counter's value as the mark, and as the floor as far as it
+// synced it, so that the next start finds a clean close.
+//
+// Holding the presence lock alone is what makes the counter still: every
+// program of the name holds it shared while it issues. The counter's lock
+// is taken when it can be had at once; when it cannot, its holder is one
+// opening the name (it waits for the presence lock next, and must find
+// the clean close, not a crash) or an operator raising the counter, and
+// the record is closed without it: a value raised meanwhile is above the
+// mark written, which reads as clean.
+func (hr *hostRecord) close(c *counterFile) error {
+	defer hr.drop()
+	if !hr.present || !hr.h.Lock(true) {
+		// Others use the name: the last of them closes the record. (A
+		// closer that is not the last holds no lock here, so that it
+		// never keeps the last one from its write.)
+		return nil
+	}
+	var werr error // the clean close's write failed
+	write := func() error {
+		v, err := c.load()
+		if err != nil {
+			return err
+		}
+		hr.mu.Lock()
+		defer hr.mu.Unlock()
+		unlock, err := writeLock(context.Background(), hr.h)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+		r, err := hr.h.Read()
+		if err != nil || r.Dev != c.dev || r.Ino != c.ino || v < r.Floor {
+			return err
+		}
+		floor := max(r.Floor, min(c.durable, v))
+		if floor == r.Floor && r.Mark == v {
+			return nil
+		}
+		r.Floor = floor
+		r.Mark = v // a clean close: the next start goes on from v
+		werr = hr.h.Write(r)
+		return werr
+	}
+	if err := c.tryWithLock(write); errors.Is(err, unix.EWOULDBLOCK) {
+		_ = write()
+	}
+	if werr != nil {
+		return &FileError{Op: "close", Path: hr.h.Path(), Err: fmt.Errorf(
+			"the name's record could not be closed cleanly, so the next start raises the counter to its mark (a gap of up to a step): %w", werr)}
+	}
+	return nil
+}
+
+// drop closes the record and its place.
+func (hr *hostRecord) drop() {
+	hr.h.Close()
+	hr.p.Close()
+}
+
+// tryWithLock runs fn under the counter's lock if it can be had at once.
+func (c *counterFile) tryWithLock(fn func() error) error {
+	if c.broken != nil {
+		return c.broken
+	}
+	if err := unix.Flock(c.fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return err
+	}
+	defer c.unlock()
+	if err := c.checkIdentity(); err != nil {
+		return err
+	}
+	return fn()
+}

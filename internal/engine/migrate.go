@@ -1,0 +1,533 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/snapid/snapid/internal/hoststate"
+	"github.com/snapid/snapid/internal/statefile"
+	"golang.org/x/sys/unix"
+)
+
+// Files earlier versions kept beside the counter, whose facts the host's
+// record of the name holds now. The first Open of the counter that finds
+// them reads them once, merges what they say into the record (and into
+// the records and claims of the names they name), and removes them once
+// the record holds it, synced. Nothing else reads them.
+//
+//	<counter>.forms, <counter>.forms.copy   the form history, two copies
+//	<counter>.number                        the node number a registry gave
+//	<counter>.released                      the name this host released
+//
+// A copy of the history is
+//
+//	snapid-forms 2
+//	generation <one more than the highest of the copies it replaced>
+//	registry <node name> <node number> <stride, 0 if not known>
+//	striped <stride> <node number> <counter when it was left>
+//	striped <stride> <node number> current
+//	decimal <node number>
+//	crc32c <checksum of the lines above, hex>
+//
+// (version 1: no generation line, no registry lines). The two copies are
+// read together: every form either records is kept, the form in use is
+// the one of the copy with the higher generation, and a form one copy
+// records as in use and the other does not is taken as left at the
+// counter's value now. Both damaged (or one damaged, the other missing)
+// is errCorruptForms: the forms they record are not known, and are not
+// forgotten either.
+//
+// The number file is "snapid-number 2", then "name <node name>", "number
+// <node number>", "stride <stride, 0 if not known>" and "claim <16 hex
+// digits>" (version 1: no claim line), each on a line; damaged, it is
+// errCorruptNumber. The striped form of its stride and number is taken
+// into the history as left at the counter's value now, when the history
+// lacks it.
+//
+// The released file is "snapid-released 1" and the name, each on a line.
+//
+// A file that is not a regular file of the user running (another user's
+// file in a shared directory, a directory, a FIFO, a link) was not made
+// by snapid for this counter: it is neither read nor removed, with a
+// warning.
+const (
+	formsSuffix     = ".forms"
+	formsCopySuffix = ".forms.copy"
+	numberSuffix    = ".number"
+	releasedSuffix  = ".released"
+	formsHeader     = "snapid-forms 2"
+	formsHeaderV1   = "snapid-forms 1"
+	releasedHeader  = "snapid-released 1"
+)
+
+// formEntry is one line of an earlier version's form history.
+type formEntry struct {
+	form         Format // FormatStriped or FormatDecimal
+	stride, node uint64
+	upto         uint64 // striped: the counter's value when the form was left
+	current      bool   // striped: the form in use
+	// unknown (striped): a form one copy records as in use and the other
+	// does not; left at the counter's value now, the most it can have
+	// issued (see resolve).
+	unknown bool
+	// registry (form FormatName): a registry gave the node name registry
+	// node number node and, if known, stride (0: not known).
+	registry string
+}
+
+type formHistory []formEntry
+
+var crc32c = crc32.MakeTable(crc32.Castagnoli)
+
+// decodeFormsGen decodes one copy of the history and its generation (0
+// for a version 1 copy, which has none).
+func decodeFormsGen(b []byte) (formHistory, uint64, error) {
+	s := string(b)
+	i := strings.LastIndex(strings.TrimSuffix(s, "\n"), "\n")
+	if i < 0 || !strings.HasSuffix(s, "\n") {
+		return nil, 0, errors.New("not a form history")
+	}
+	body, sum := s[:i+1], strings.TrimSuffix(s[i+1:], "\n")
+	if sum != fmt.Sprintf("crc32c %08x", crc32.Checksum([]byte(body), crc32c)) {
+		return nil, 0, errors.New("its checksum does not match")
+	}
+	lines := strings.Split(strings.TrimSuffix(body, "\n"), "\n")
+	num := func(s string) (uint64, bool) {
+		v, err := strconv.ParseUint(s, 10, 64)
+		return v, err == nil && strconv.FormatUint(v, 10) == s
+	}
+	var gen uint64
+	switch {
+	case lines[0] == formsHeaderV1:
+		lines = lines[1:]
+	case lines[0] == formsHeader && len(lines) > 1:
+		g, prefixed := strings.CutPrefix(lines[1], "generation ")
+		var ok bool
+		if gen, ok = num(g); !ok || !prefixed {
+			return nil, 0, fmt.Errorf("line %q is not a generation", lines[1])
+		}
+		lines = lines[2:]
+	default:
+		return nil, 0, errors.New("not a form history")
+	}
+	var h formHistory
+	currents := 0
+	for _, l := range lines {
+		f := strings.Fields(l)
+		var e formEntry
+		var ok1, ok2, ok3 bool
+		switch {
+		case len(f) == 4 && f[0] == "registry":
+			e.registry, ok1 = f[1], ValidateName(f[1]) == nil
+			e.node, ok2 = num(f[2])
+			ok2 = ok2 && checkNodeNumber(e.node, 0) == nil
+			e.stride, ok3 = num(f[3])
+			ok3 = ok3 && (e.stride == 0 || checkStride(e.stride) == nil)
+		case len(f) == 2 && f[0] == "decimal":
+			e.form = FormatDecimal
+			e.node, ok1 = num(f[1])
+			ok2, ok3 = checkNodeNumber(e.node, 0) == nil, true
+		case len(f) == 4 && f[0] == "striped":
+			e.form = FormatStriped
+			e.stride, ok1 = num(f[1])
+			e.node, ok2 = num(f[2])
+			if f[3] == "current" {
+				e.current, ok3 = true, true
+				currents++
+			} else {
+				e.upto, ok3 = num(f[3])
+			}
+			ok1 = ok1 && checkStride(e.stride) == nil
+			ok2 = ok2 && checkNodeNumber(e.node, e.stride) == nil
+		}
+		if !ok1 || !ok2 || !ok3 {
+			return nil, 0, fmt.Errorf("line %q is not a form", l)
+		}
+		h = append(h, e)
+	}
+	if currents > 1 {
+		return nil, 0, errors.New("it records two striped forms in use")
+	}
+	return h, gen, nil
+}
+
+// mergeForms returns the history two valid copies record together: a
+// form either records is kept, whichever copy is older. The form in use
+// is the one of the copy with the higher generation (the primary's if
+// equal); a striped form the other copy records as in use is kept as
+// left at the counter's value now (unknown), and a form both record as
+// left keeps the higher of their values.
+func mergeForms(a formHistory, genA uint64, b formHistory, genB uint64) formHistory {
+	if genB > genA {
+		a, b = b, a
+	}
+	h := append(formHistory(nil), a...)
+	for _, e := range b {
+		i := h.find(e)
+		switch {
+		case i < 0 && e.current:
+			e.current, e.unknown = false, true
+			h = append(h, e)
+		case i < 0:
+			h = append(h, e)
+		case e.registry != "":
+			h[i].stride = max(h[i].stride, e.stride)
+		case e.form != FormatStriped || h[i].current:
+		case e.current:
+			h[i].unknown = true
+		default:
+			h[i].upto = max(h[i].upto, e.upto)
+			h[i].unknown = h[i].unknown || e.unknown
+		}
+	}
+	return h
+}
+
+// find returns the index of the entry for e's form (or registry record)
+// in h, -1 if none.
+func (h formHistory) find(e formEntry) int {
+	for i, x := range h {
+		switch {
+		case e.registry != "":
+			if x.registry == e.registry && x.node == e.node {
+				return i
+			}
+		case x.registry == "" && x.form == e.form && x.node == e.node && (e.form != FormatStriped || x.stride == e.stride):
+			return i
+		}
+	}
+	return -1
+}
+
+// resolve gives every form left at an unknown value the counter's value
+// now, cur: the most it can have issued under it.
+func (h formHistory) resolve(cur uint64) {
+	for i := range h {
+		if h[i].unknown {
+			h[i].upto, h[i].unknown = max(h[i].upto, cur), false
+		}
+	}
+}
+
+// numberRecord is what a number file (or a registry line of the
+// history) says: a registry gave name node number number and stride.
+type numberRecord struct {
+	name           string
+	number, stride uint64
+}
+
+func decodeNumberFile(b []byte) (numberRecord, error) {
+	bad := func(why string) (numberRecord, error) {
+		return numberRecord{}, fmt.Errorf("%w: %s; stop the host's programs and remove it: a registry gives the name its number again at the next start, "+
+			"and the host's record of the name keeps it since", errCorruptNumber, why)
+	}
+	lines := strings.Split(string(b), "\n")
+	var f numberRecord
+	switch {
+	case len(lines) == 5 && lines[0] == "snapid-number 1" && lines[4] == "":
+	case len(lines) == 6 && lines[0] == "snapid-number 2" && lines[5] == "":
+		h, ok := strings.CutPrefix(lines[4], "claim ")
+		if _, err := strconv.ParseUint(h, 16, 64); !ok || err != nil || len(h) != 16 {
+			return bad("no valid claim line")
+		}
+	default:
+		return bad("not a number file")
+	}
+	var ok bool
+	if f.name, ok = strings.CutPrefix(lines[1], "name "); !ok || ValidateName(f.name) != nil {
+		return bad("no valid node name")
+	}
+	num, ok := strings.CutPrefix(lines[2], "number ")
+	n, err := strconv.ParseUint(num, 10, 64)
+	if !ok || err != nil || n == 0 || n > MaxNodeNumber || strconv.FormatUint(n, 10) != num {
+		return bad("no valid node number")
+	}
+	str, ok := strings.CutPrefix(lines[3], "stride ")
+	s, err := strconv.ParseUint(str, 10, 64)
+	if !ok || err != nil || (s != 0 && checkStride(s) != nil) || strconv.FormatUint(s, 10) != str {
+		return bad("no valid stride")
+	}
+	f.number, f.stride = n, s
+	return f, nil
+}
+
+// oldFiles is what an earlier version's files beside a counter say.
+type oldFiles struct {
+	forms   formHistory // the history's copies merged, with the number file's form
+	numbers []numberRecord
+	// ours are the files read, removed once the record holds what they
+	// say; skipped those that are not snapid's (see notOurs).
+	ours, skipped []string
+}
+
+// notOurs reports whether err, from reading an earlier version's file,
+// says the thing there is not a regular file of the user running.
+func notOurs(err error) bool {
+	return errors.Is(err, statefile.ErrWrongOwner) || errors.Is(err, statefile.ErrLinked) ||
+		errors.Is(err, statefile.ErrNotRegular) || errors.Is(err, statefile.ErrSymlink) ||
+		errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EISDIR)
+}
+
+// readOld reads the file at path: nil when it is not there or not ours
+// (then listed in skipped). Root's files are ours too: root ran the
+// earlier version with this counter.
+func (of *oldFiles) readOld(path string) ([]byte, error) {
+	b, _, err := statefile.ReadSmallOwnedOrRoot(path, false)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case err != nil && notOurs(err):
+		of.skipped = append(of.skipped, path)
+		return nil, nil
+	case err != nil:
+		return nil, &FileError{Op: "read", Path: path, Err: classifyOpenError(err)}
+	}
+	of.ours = append(of.ours, path)
+	return b, nil
+}
+
+// readOldFiles reads the form history and the number file an earlier
+// version kept beside the counter at counterPath, cur being the counter's
+// value now.
+func readOldFiles(counterPath string, cur uint64) (of oldFiles, err error) {
+	paths := [2]string{counterPath + formsSuffix, counterPath + formsCopySuffix}
+	var got [2]formHistory
+	var gen [2]uint64
+	var bad [2]error
+	var found [2]bool
+	for i, p := range paths {
+		b, err := of.readOld(p)
+		if err != nil {
+			return of, err
+		}
+		if b != nil {
+			found[i] = true
+			got[i], gen[i], bad[i] = decodeFormsGen(b)
+		}
+	}
+	good0, good1 := found[0] && bad[0] == nil, found[1] && bad[1] == nil
+	switch {
+	case good0 && good1:
+		of.forms = mergeForms(got[0], gen[0], got[1], gen[1])
+	case good0:
+		of.forms = got[0]
+	case good1:
+		of.forms = got[1]
+	case found[0] || found[1]:
+		i := 0
+		if !found[0] {
+			i = 1
+		}
+		other := fmt.Sprintf("and its copy %s cannot be used either (%v)", paths[1-i], bad[1-i])
+		if !found[1-i] {
+			other = fmt.Sprintf("and the other copy, %s, is missing", paths[1-i])
+		}
+		return of, &FileError{Op: "read", Path: paths[i], Err: fmt.Errorf(
+			"%w: %w, %s; an earlier version recorded there the striped forms this counter issued under, and the host's record of the name takes them over: "+
+				"restore one from a backup, or raise the counter (snapctl init) past every striped id it handed out under another stride or node number than the one it will use, then remove both",
+			errCorruptForms, bad[i], other)}
+	}
+	b, err := of.readOld(counterPath + numberSuffix)
+	if err != nil {
+		return of, err
+	}
+	if b != nil {
+		n, err := decodeNumberFile(b)
+		if err != nil {
+			return of, &FileError{Op: "read", Path: counterPath + numberSuffix, Err: err}
+		}
+		if i := of.forms.find(formEntry{registry: n.name, node: n.number}); i < 0 {
+			of.forms = append(of.forms, formEntry{registry: n.name, node: n.number, stride: n.stride})
+		} else {
+			of.forms[i].stride = max(of.forms[i].stride, n.stride)
+		}
+		if st := (formEntry{form: FormatStriped, stride: n.stride, node: n.number, unknown: true}); n.stride != 0 && checkNodeNumber(n.number, n.stride) == nil && of.forms.find(st) < 0 {
+			of.forms = append(of.forms, st)
+		}
+	}
+	of.forms.resolve(cur)
+	for _, e := range of.forms {
+		if e.registry != "" {
+			of.numbers = append(of.numbers, numberRecord{name: e.registry, number: e.node, stride: e.stride})
+		}
+	}
+	return of, nil
+}
+
+// merge takes what the files say into r, the record of name: the forms
+// (a striped form the files record as in use stays in use unless the
+// record has one; else it is left at cur, the counter's value now), and
+// the node number and stride a registry gave name.
+func (of *oldFiles) merge(r *hoststate.Record, name string, cur uint64) {
+	current := false
+	for _, e := range r.Forms {
+		current = current || e.Current
+	}
+	for _, e := range of.forms {
+		switch e.form {
+		case FormatDecimal:
+			if f := (hoststate.Form{Kind: formDecimal, Node: e.node}); !r.HasForm(f) {
+				r.Forms = append(r.Forms, f)
+			}
+			continue
+		case FormatStriped:
+		default:
+			if e.registry == name && (r.Node == 0 || r.Node == e.node) {
+				r.Node, r.Stride = e.node, max(r.Stride, e.stride)
+			}
+			continue
+		}
+		f := hoststate.Form{Kind: formStriped, Node: e.node, Stride: e.stride, Upto: e.upto}
+		if e.current {
+			f.Upto = max(f.Upto, cur) // unless it stays in use, below
+		}
+		i := r.FormIndex(f)
+		switch {
+		case i >= 0 && r.Forms[i].Current:
+		case i >= 0:
+			r.Forms[i].Upto = max(r.Forms[i].Upto, f.Upto)
+		case e.current && !current:
+			f.Current, f.Upto, current = true, 0, true
+			r.Forms = append(r.Forms, f)
+		default:
+			r.Forms = append(r.Forms, f)
+		}
+	}
+}
+
+// claimOthers claims, for the other names the files record a registry
+// number of, their numbers (#node-N), as their Opens do: no name of the
+// host takes another's number. A number already claimed is left as it
+// is.
+func (of *oldFiles) claimOthers(p *hoststate.Place, name string) {
+	for _, n := range of.numbers {
+		if n.name != name {
+			_, _, _, _ = p.Claim("#node-"+strconv.FormatUint(n.number, 10), n.name)
+		}
+	}
+}
+
+// ownNumbers returns the node numbers and the stride the files say name
+// issued under (the forms in them were the counter's, and so the name's):
+// the node number a registry gave name, each decimal form's, and the
+// striped form in use's node number and stride (0: none).
+func (of *oldFiles) ownNumbers(name string) (nodes []uint64, stride uint64) {
+	for _, e := range of.forms {
+		switch {
+		case e.registry != "" && e.registry != name:
+		case e.registry != "" || e.form == FormatDecimal:
+			nodes = append(nodes, e.node)
+		case e.form == FormatStriped && e.current:
+			nodes, stride = append(nodes, e.node), e.stride
+		}
+	}
+	return nodes, stride
+}
+
+// precheckOldFiles reads the files an earlier version kept beside the
+// counter at path (at v now) before anything is made for name: a damaged
+// one refuses the Open, a striped form f their history refuses (a raise
+// past its bound) too, and the node numbers and stride they say name
+// issued under are claimed for it, as its own Opens claimed them then
+// (another name taking them would repeat its ids). rec is the name's
+// record, if it has one.
+func precheckOldFiles(p *hoststate.Place, rec hoststate.Record, name, path string, v uint64, f idForm, o *options, trust func(uint32) bool) error {
+	of, err := readOldFiles(path, v)
+	if err != nil || len(of.ours) == 0 {
+		return err
+	}
+	of.merge(&rec, name, v)
+	if f.form == FormatStriped && o.reg.registry == nil {
+		if _, err := stripedRaise(rec.Forms, f, v, path); err != nil {
+			return err
+		}
+	}
+	nodes, stride := of.ownNumbers(name)
+	if stride != 0 && f.form != FormatStriped {
+		// (A striped Open claims its own stride: the history raises the
+		// counter past the ids of the one it leaves.)
+		if err := claimNumbers(p, name, idForm{form: FormatStriped, stride: stride}, 0, trust); err != nil {
+			return err
+		}
+	}
+	for _, n := range nodes {
+		if err := claimNumbers(p, name, idForm{}, n, trust); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// remove removes the files read (the record holds what they said, synced)
+// and tells of those left.
+func (of *oldFiles) remove(o *options, record string) {
+	for _, p := range of.ours {
+		if err := o.fs.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			o.logger.Warn("snapid: could not remove a file an earlier version kept beside the counter; the host's record of the name holds what it said", "path", p, "err", err)
+		}
+	}
+	if len(of.ours) > 0 {
+		dir, _ := statefile.SplitPath(of.ours[0])
+		_ = o.fs.SyncDir(dir)
+		o.logger.Info("snapid: files an earlier version kept beside the counter are now the host's record of the name", "files", of.ours, "record", record)
+	}
+	for _, p := range of.skipped {
+		o.logger.Warn("snapid: something at the path of a file an earlier version kept beside the counter is not a regular file of this user: neither read nor removed; find out who made it", "path", p)
+	}
+}
+
+// migrateReleased makes the release an earlier version recorded beside
+// the counter at counterPath (<counter>.released) the release of the
+// host's record of that name (see markReleasedIn), and removes the file;
+// with WithReclaim a file that cannot be read is removed too.
+func migrateReleased(ctx context.Context, p *hoststate.Place, counterPath string, o *options) error {
+	path := counterPath + releasedSuffix
+	if _, err := os.Lstat(path); err != nil {
+		return nil
+	}
+	of := oldFiles{}
+	b, err := of.readOld(path)
+	if err != nil || b == nil {
+		of.remove(o, "")
+		return err
+	}
+	header, name, ok := strings.Cut(strings.TrimSuffix(string(b), "\n"), "\n")
+	if !ok || header != releasedHeader || ValidateName(name) != nil {
+		if !o.reg.reclaim {
+			return &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
+				"%w: %s says this host released a name with this counter, and it cannot be read; claim a name again on purpose (snapctl register, or WithReclaim)",
+				ErrReleased, path)}
+		}
+		of.remove(o, "")
+		return nil
+	}
+	c, err := openReadOnly(counterPath, o)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // no counter to release: for the Open that makes one
+	}
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	v, err := c.readContext(ctx)
+	if err != nil {
+		return err
+	}
+	if r, ok, err := p.Read(name); err != nil {
+		return recordError(p, name, err)
+	} else if !ok || r.Dev == c.dev && r.Ino == c.ino {
+		// Released with this counter (a record naming another counter
+		// moved on: its name is not released there).
+		if _, err := markReleasedIn(ctx, p, c, name, v); err != nil {
+			return err
+		}
+	}
+	of.remove(o, p.RecordPath(name))
+	return nil
+}

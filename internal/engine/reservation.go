@@ -1,0 +1,497 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/snapid/snapid/registry"
+)
+
+// Claims, sessions and the mark on a host (files: hostfiles.go).
+//
+// Every process using a name with a registry holds a shared flock on
+// <counter>.presence; start-up and close take an exclusive flock on
+// <counter>.owner (the gate), so "I am the first" (enter) and "I am the
+// last" (close) are decided without races.
+//
+// The host's first process claims the name (claim): Registry.Claim covers
+// the counter as it is (Claim.Floor) and writes a fresh random session
+// into the row (Holder.Session); the process records it in
+// <counter>.session with the name and owner token, raises the counter to
+// the registry's mark (and WithTakeover's floor), writes the mark file and
+// extends the mark a step. The host's other processes do not claim again,
+// which would replace the session the running ones hold: they join (join,
+// verifyJoin), refusing another name than the session file's
+// (ErrNameMismatch) or a file of another format or owner token
+// (errCorruptSession). Extensions, heartbeats (heartbeat.go) and the
+// return of the reservation are conditional on the session, so a copy of
+// the counter directory (same owner token) that claims the name later, on
+// this machine or another, supersedes the original: the original's next
+// extension fails, it stops at its mark, and the copy starts above it.
+//
+// <counter>.mark holds the host's mark and a floor (markState). The
+// registry is always written before it, so it never exceeds the
+// registry's mark for the session:
+//
+//   - every counter update checks that its numbers stay at or below the
+//     mark (check); past half a step a background extension starts
+//     (extendInBackground); at the mark the caller waits for a synchronous
+//     one (Generator.take), and fails with ErrReservationExhausted if the
+//     registry cannot be reached;
+//   - an extension (extend) moves the registry's mark old → new,
+//     conditional on owner, session and old mark, to a step above the
+//     counter, then the mark file (adopt); a step is the greater of
+//     WithReserveStep and what the host issued in the last
+//     WithOutageHorizon, at most maxStepGrowth times the step before
+//     (nextStep), so that an outage of about half the horizon does not
+//     stop issuance at a steady rate and a crash leaves a gap of at most
+//     a step;
+//   - every update records the counter's new value as the mark file's
+//     floor (committed); a counter found below that floor, or below the
+//     highest value the process saw, was rolled back while in use and is
+//     raised before anything is issued;
+//   - the last process out (close) reads the registry's mark and sets it
+//     back to the counter (to the floor if the counter went backwards),
+//     then the mark file, so a clean restart leaves no gap; it lets its
+//     presence lock go before the gate, so that a process starting
+//     meanwhile cannot take the closing one for a running one.
+//
+// A counter restored together with its mark file (a whole directory)
+// while processes of the host run is raised by any process that saw a
+// later value, and by the host's record of the name when it went below
+// the record's floor (hostrecord.go); one that went back less, read first
+// by a process started after the restore, is trusted until the next
+// first process's claim raises it to the registry's mark.
+
+// reservation is a Generator's side of the registry: the claim
+// made at Open, the reserved-up-to mark that bounds issuance, the
+// background extension of that mark and the heartbeat, and the return of
+// the unused reservation by the last process out.
+//
+// The invariant it keeps: the host's mark file never holds a value above
+// the registry's mark for this owner, and no number above the mark file is
+// issued. The registry is always written first, the mark file second.
+type reservation struct {
+	reg      registry.Registry
+	name     string
+	host     *hostState
+	o        registryOptions
+	log      *slog.Logger
+	withFile func(ctx context.Context, fn func(c *counterFile) error) error // runs fn under the Generator's file mutex, waiting for the file's lock no longer than ctx allows
+	rec      *hostRecord                                                    // the host's record of the name
+	// recorded returns the node number and stride the host's record of
+	// the name holds (see nodenumber.go).
+	recorded func() (node, stride uint64, err error)
+	// released is the name the host's records say was released with
+	// this counter, "" if none.
+	released string
+
+	session  string // the session of the host's claim (Holder.Session)
+	form     formOptions
+	number   uint64    // the name's node number (see nodenumber.go), 0 if none
+	stride   uint64    // the cluster's stride, if the form needs it
+	seen     markState // the mark file as check read it, for committed (under the counter lock)
+	maxFloor uint64    // the highest floor this process saw or wrote (under the counter lock)
+
+	extendMu  sync.Mutex   // one extension at a time in this process
+	rates     []rateSample // the counter when extensions were sized, oldest first (under extendMu)
+	curStep   atomic.Uint64
+	extending atomic.Bool // a background extension is running
+	touching  atomic.Bool // a heartbeat refresh of this process is in flight
+	hbHolder  atomic.Bool // the heartbeat loop holds the host's heartbeat role (for the simulator)
+	hbDone    atomic.Bool // the heartbeat loop has returned (for the simulator)
+	lost      atomic.Pointer[error]
+
+	extendLog    *failureLog // background extensions failing, then working again
+	heartbeatLog *failureLog
+
+	bgMu     sync.Mutex // guards stopping and wg.Add against close's wg.Wait
+	stopping bool
+	closed   bool // set by close under extendMu: no extension after the set-back
+
+	ctx    context.Context // cancelled at close; parent of background calls
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// needMarkError is returned by check when the next number would pass the
+// mark; flush then extends synchronously and retries.
+type needMarkError struct{ mark, next uint64 }
+
+func (e *needMarkError) Error() string {
+	return fmt.Sprintf("%v: the host's reserved-up-to mark is %d, the next number would be %d", ErrReservationExhausted, e.mark, e.next)
+}
+
+func (e *needMarkError) Unwrap() error { return ErrReservationExhausted }
+
+// startReservation claims the name and prepares the mark. It runs before
+// the Generator issues anything; on error nothing has been issued and the
+// counter is unchanged.
+func startReservation(ctx context.Context, path, name string, o *options, rec *hostRecord,
+	withFile func(context.Context, func(*counterFile) error) error) (*reservation, error) {
+	hs, err := openHostState(path, o)
+	if err != nil {
+		return nil, err
+	}
+	r := &reservation{reg: o.reg.registry, name: name, host: hs, o: o.reg, log: o.logger, withFile: withFile, form: o.form,
+		rec: rec, recorded: rec.number, released: releasedInRecords(path, o)}
+	r.extendLog = newFailureLog(r.log, r.o.clock.Now, "extending the reserved range", "ids keep flowing until the mark")
+	r.heartbeatLog = newFailureLog(r.log, r.o.clock.Now, "heartbeat", "")
+	if !r.o.hostSet {
+		r.o.host = LocalHostInfo()
+	}
+	first, err := r.enter(ctx)
+	if err != nil {
+		hs.close()
+		return nil, err
+	}
+	if !first {
+		// Outside the gate, so that many processes starting at once do
+		// not queue behind each other's registry reads.
+		if err := r.verifyJoin(ctx); err != nil {
+			r.host.close()
+			return nil, err
+		}
+	}
+	// The claim or join stands: the heartbeat file may be made now.
+	if err := hs.ensureHeartbeat(); err != nil {
+		r.host.close()
+		return nil, err
+	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.wg.Add(1)
+	go r.heartbeat()
+	return r, nil
+}
+
+// enter takes this process's shared presence lock under the gate; the
+// first process of the host claims the name first, the others join its
+// claim (after checking that the session file records it for this name
+// and owner token). It reports whether this process was the first.
+//
+// Nothing is removed when the claim fails, not even files this Open
+// created: programs without a registry lock only the counter and may have
+// issued from it meanwhile, and other processes of the host may have
+// opened the files beside it before taking the gate.
+func (r *reservation) enter(ctx context.Context) (first bool, err error) {
+	hs := r.host
+	if err := hs.lockGate(ctx); err != nil {
+		return false, err
+	}
+	defer hs.gate.Unlock()
+	first, err = hs.presence.TryLock()
+	if err != nil {
+		return false, &FileError{Op: "lock", Path: hs.presence.Path(), Err: err}
+	}
+	if first {
+		if err := r.claim(ctx); err != nil {
+			hs.presence.Unlock()
+			return false, err
+		}
+		// Another process can only join through the gate we hold, so the
+		// non-atomic change from exclusive to shared is safe.
+		hs.presence.Unlock()
+	} else if err := r.join(); err != nil {
+		return false, err
+	}
+	ok, err := hs.presence.TryRLockContext(ctx, 5*time.Millisecond)
+	if err == nil && !ok {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return false, &FileError{Op: "lock", Path: hs.presence.Path(), Err: err}
+	}
+	return first, nil
+}
+
+// claim claims the name for the first process of the host: it raises the
+// counter to the registry's mark, records the claim's session and the mark
+// beside the counter, and reserves the first step. The other processes of
+// the host do not claim again (that would replace the session the running
+// ones hold): they join it (see verifyJoin).
+func (r *reservation) claim(ctx context.Context) error {
+	// A name released on this host was refused before (see withRecord)
+	// unless claimed again on purpose.
+	if err := r.oneNamePerCounter(ctx, r.released); err != nil {
+		return err
+	}
+	if err := r.precheckNumber(ctx); err != nil {
+		return err
+	}
+	// The claim covers what the counter already holds (numbers a
+	// standalone host handed out before it joined the registry), in the
+	// same atomic change: an Open failing after the claim leaves no mark
+	// below them.
+	var counted uint64
+	if err := r.withFile(ctx, func(c *counterFile) (err error) { counted, err = c.load(); return err }); err != nil {
+		return err
+	}
+	// A counter that never claimed this name (no session file, or one of
+	// another name) starts at the name's mark on the planned path: the
+	// name was released by its previous holder (a hand-over) or never
+	// used. Raising it then is no alarm; raising a counter that did claim
+	// the name, or in a take-over, is.
+	prev, perr := r.host.readSession()
+	firstClaim := !r.o.takeover && (errors.Is(perr, fs.ErrNotExist) || (perr == nil && prev.name != r.name))
+	var h registry.Holder
+	var sent time.Time // when the claim that stood was sent: it refreshed last-seen then
+	err := r.retry(ctx, "claim", func(ctx context.Context) (err error) {
+		sent = r.o.clock.Now()
+		h, err = r.reg.Claim(ctx, registry.Claim{
+			Name: r.name, Owner: r.host.owner,
+			Hostname: r.o.host.Hostname, Address: r.o.host.Address, MachineID: r.o.host.MachineID,
+			Force: r.o.takeover, Floor: max(r.o.floor, counted), CloneWindow: r.o.cloneWindow,
+		})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := r.claimNumber(ctx, h); err != nil {
+		return err
+	}
+	r.session = h.Session
+	if err := r.host.writeSession(r.name, h.Session); err != nil {
+		return err
+	}
+	// The claim refreshed last-seen: the host's heartbeat is not due for
+	// an interval, and the host's other processes join without a
+	// registry read meanwhile.
+	claimed := sent.UnixNano()
+	if err := r.host.ensureHeartbeat(); err != nil {
+		return err
+	}
+	if err := r.host.writeHeartbeat(heartbeatRecord{session: sessionHash(h.Session), last: claimed, tried: claimed}); err != nil {
+		return err
+	}
+	target := max(h.Reserved, r.o.floor)
+	err = r.withFile(ctx, func(c *counterFile) error {
+		cur, err := c.load()
+		if err != nil {
+			return err
+		}
+		if cur < target {
+			if err := c.store(target); err != nil {
+				return err
+			}
+			if firstClaim {
+				r.log.Info("snapid: first claim of the name with this counter: it starts at the name's mark in the registry",
+					"name", r.name, "path", c.path, "from", cur, "to", target)
+			} else {
+				r.log.Warn("snapid: counter raised to the registry's reserved mark (after a crash, a restore or a take-over)",
+					"path", c.path, "from", cur, "to", target)
+			}
+		}
+		return r.host.writeMark(markState{mark: h.Reserved, floor: max(cur, target)})
+	})
+	if err != nil {
+		return err
+	}
+	return r.retry(ctx, "extend", func(ctx context.Context) error { return r.extend(ctx, 0) })
+}
+
+// oneNamePerCounter refuses, before anything is written, a claim of a
+// second name on a counter whose session file records another name that
+// this counter's owner still holds, active, in the registry (one
+// counter, one name): the two rows would share one owner token, and each
+// name's processes would refuse the other's session. A name the host
+// released (released names it), or that is no longer this owner's, may be
+// followed by another.
+func (r *reservation) oneNamePerCounter(ctx context.Context, released string) error {
+	s, err := r.host.readSession()
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil // never claimed
+	case errors.Is(err, errCorruptSession):
+		return nil // an old or damaged file names nothing; the claim replaces it
+	case err != nil:
+		return err
+	case s.name == r.name || s.name == released:
+		return nil
+	}
+	var h registry.Holder
+	err = r.retry(ctx, "get", func(ctx context.Context) (err error) { h, err = r.reg.Get(ctx, s.name); return err })
+	switch {
+	case errors.Is(err, registry.ErrNotRegistered):
+		return nil
+	case err != nil:
+		return fmt.Errorf("snapid: checking that the counter %s no longer holds %q before claiming %q: %w",
+			strings.TrimSuffix(r.host.sessionPath, sessionSuffix), s.name, r.name, err)
+	case h.State != registry.StateActive || h.Owner != r.host.owner:
+		return nil
+	}
+	return fmt.Errorf("snapid: %w: the counter %s holds the name %q in the registry (its session file records it); one counter file serves one name: "+
+		"release %q first (snapctl release), or give %q its own counter file; nothing was changed",
+		ErrNameMismatch, strings.TrimSuffix(r.host.sessionPath, sessionSuffix), s.name, s.name, r.name)
+}
+
+// join reads the host's claim from the session file, for a process that
+// is not the first of its host; the caller holds the gate. The claim must
+// be for this name and this counter's owner token: a process must not
+// issue under a name its host did not claim, registry or not.
+func (r *reservation) join() error {
+	s, err := r.host.readSession()
+	if err != nil {
+		return err
+	}
+	switch {
+	case s.owner != r.host.owner:
+		return &FileError{Op: "read", Path: r.host.sessionPath, Err: fmt.Errorf(
+			"%w: it records a claim of owner token %s, not of this counter's (%s); was the owner file replaced while processes of this host use the counter?",
+			errCorruptSession, registry.OwnerID(s.owner), registry.OwnerID(r.host.owner))}
+	case s.name != r.name:
+		return fmt.Errorf("snapid: %w: the counter %s is in use by this host under the name %q, not %q: one counter file serves one name; open it as %q, or give %q its own counter file",
+			ErrNameMismatch, strings.TrimSuffix(r.host.sessionPath, sessionSuffix), s.name, r.name, s.name, r.name)
+	}
+	r.session = s.session
+	return r.joinNumber()
+}
+
+// check is called under the counter lock before a counter update of k
+// numbers from cur; it returns the value to count from. It refuses numbers
+// above the mark and starts an extension when half of the step is used.
+//
+// A counter that went backwards while the host uses it (restored from a
+// backup or copied over in place) is raised to the floor in the mark file,
+// the value the last update of any process of the host wrote, or to high,
+// the highest value this process saw: every number the host issued is at
+// or below the greater of the two.
+func (r *reservation) check(cur, k, high uint64) (uint64, error) {
+	if errp := r.lost.Load(); errp != nil {
+		return 0, *errp
+	}
+	m, err := r.host.readMark()
+	if err != nil {
+		return 0, err
+	}
+	r.seen = m
+	// maxFloor: a mark file restored together with the counter (a whole
+	// directory) reads an old floor; this process still knows a newer one.
+	r.maxFloor = max(r.maxFloor, m.floor)
+	base := max(cur, r.maxFloor, high)
+	if base > cur {
+		r.log.Warn("snapid: the counter went backwards while in use (restored or copied over?); raising it",
+			"name", r.name, "counter", cur, "to", base)
+	}
+	if k > MaxNumber-base {
+		// No mark can make room past 2^64-1: advance refuses it with
+		// ErrExhausted, and the registry and the mark file are not touched.
+		return base, nil
+	}
+	if base+k > m.mark {
+		return 0, &needMarkError{mark: m.mark, next: base + k}
+	}
+	if m.mark-(base+k) < r.step()/2 {
+		r.extendInBackground()
+	}
+	return base, nil
+}
+
+// committed records the counter's new value as the floor in the mark
+// file, so that every process of the host, new ones included, finds a
+// counter rolled back below it. It runs under the counter lock, after
+// check.
+func (r *reservation) committed(v uint64) {
+	r.maxFloor = max(r.maxFloor, v)
+	if err := r.host.writeMark(markState{mark: r.seen.mark, floor: v}); err != nil {
+		r.log.Warn("snapid: could not record the counter's floor", "name", r.name, "err", err)
+	}
+}
+
+// maxStepGrowth bounds how much larger than the current step the next one
+// may be: a steady high rate reaches its horizon's worth within a few
+// extensions, while a short burst cannot make the step (and so the gap a
+// crash leaves) much larger than what the host issued recently.
+const maxStepGrowth = 16
+
+// maxRateSamples bounds the samples kept; dropping the oldest shortens
+// the window measured, which only makes the step smaller.
+const maxRateSamples = 64
+
+// adopt raises the mark file to v, which the registry holds for this
+// host's session, and its floor to the counter value seen before v was
+// reserved.
+func (r *reservation) adopt(ctx context.Context, v, floor uint64) error {
+	return r.withFile(ctx, func(c *counterFile) error {
+		m, err := r.host.readMark()
+		if err != nil || m.mark >= v {
+			return err
+		}
+		return r.host.writeMark(markState{mark: v, floor: max(m.floor, floor)})
+	})
+}
+
+// close stops the background work and, if this is the last process on the
+// host using the name, returns the unused reservation: the registry's mark
+// is set back to the counter's value, then the mark file.
+func (r *reservation) close() error {
+	r.bgMu.Lock()
+	r.stopping = true
+	r.bgMu.Unlock()
+	r.cancel()
+	r.wg.Wait()
+	// Another process takes the heartbeat now, not once this one has
+	// waited for the gate and returned its reservation.
+	r.host.dropHeartbeatRole()
+	// A synchronous extension a caller was waiting for has been cancelled;
+	// let it finish before deciding what to set back, and start none.
+	r.extendMu.Lock()
+	defer r.extendMu.Unlock()
+	r.closed = true
+	ctx, cancel := r.o.clock.WithTimeout(context.Background(), r.o.timeout)
+	defer cancel()
+	if err := r.host.lockGate(ctx); err != nil {
+		return err
+	}
+	defer r.host.gate.Unlock()
+	// Every presence lock of this process is gone before the gate is.
+	defer r.host.presence.Unlock()
+	r.host.presence.Unlock()
+	last, err := r.host.presence.TryLock()
+	if err != nil || !last || r.lost.Load() != nil {
+		return err
+	}
+	r.closeLeases(ctx)
+	// The value to set back to: the counter, or, if it went backwards
+	// while in use, the floor or the highest value this process saw
+	// (raised in the file first, so a restart finds it).
+	var v uint64
+	err = r.withFile(ctx, func(c *counterFile) error {
+		cur, err := c.load()
+		if err != nil {
+			return err
+		}
+		m, err := r.host.readMark()
+		if err != nil {
+			return err
+		}
+		if v = max(cur, m.floor, c.high); v > cur {
+			return c.store(v)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// The registry's mark, not the mark file's, is set back: an extension
+	// whose caller gave up may still have been applied.
+	h, err := r.reg.Get(ctx, r.name)
+	if err != nil {
+		return fmt.Errorf("snapid: returning the unused reservation of %q: %w", r.name, err)
+	}
+	if h.Owner != r.host.owner || h.Session != r.session || h.State != registry.StateActive || h.Reserved <= v {
+		return nil
+	}
+	m := h.Reserved
+	if _, err := r.reg.Extend(ctx, r.name, r.host.owner, r.session, m, v); err != nil {
+		return fmt.Errorf("snapid: returning the unused reservation of %q (%d..%d): %w", r.name, v+1, m, err)
+	}
+	return r.withFile(ctx, func(c *counterFile) error { return r.host.writeMark(markState{mark: v, floor: v}) })
+}

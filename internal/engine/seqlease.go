@@ -1,0 +1,561 @@
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/snapid/snapid/registry"
+)
+
+// The sequence lease file <counter>.seq.<sequence> holds the host's lease
+// of a sequence, shared by the host's processes: each takes blocks of
+// numbers from it under an exclusive flock on the file itself (as for the
+// counter), writing the new position in place and syncing it before any
+// number of the block is returned. It follows the counter file's rules:
+// created atomically (createFileAtomically), never replaced, checked on
+// every read (size, magic, checksum, ranges), and a file in another
+// format is refused with errCorruptLease and left as it is.
+//
+// Layout (leaseSize bytes, integers unsigned 64-bit little-endian):
+//
+//	  0  8  magic "snapseq2" ("snapseq1": written by a version without
+//	        generations, read as generation 0; this version writes
+//	        "snapseq2", which that version refuses, so that it never
+//	        rewrites a file whose floor has a later generation)
+//	  8  8  pos: the next number to hand out from cur (cur.last+1 when
+//	        used up; 0 without cur). The hot path writes these 8 bytes
+//	        alone, so the checksum does not cover them.
+//	 16  8  cur first (0: no current range)
+//	 24  8  cur last
+//	 32  8  ahead first (0: none): the next lease, taken in advance
+//	 40  8  ahead last
+//	 48 64  session of the host's claim the ranges were leased under
+//	112 64  node name
+//	176 64  sequence name
+//	240 32  owner token
+//	272  8  generation: one more at every write of the whole record (a
+//	        new lease, a new claim, ranges dropped); at most 2^63-1
+//	280 ..  zero
+//	508  4  CRC-32C of bytes 0..507, bytes 8..15 (pos) read as zero
+//
+// The floor file <lease file>.floor holds, in the same format, the
+// record as the host's last update left it (written after the lease
+// file, before any number is handed out, and not synced: it is a floor
+// for a lease file restored or copied over in place while the host runs,
+// not a durable record). Every update checks that the floor it has open
+// is still the one at its path (reopening it if not) and reads it under
+// the lease file's lock: a lease file at an earlier generation than a
+// floor of the same claim, or of the host's current claim, or at the
+// same generation and ranges with an earlier position, went backwards,
+// and is raised back to the floor before anything is taken, by whichever
+// process of the host comes first (the twin of the counter's floor in
+// the mark file). A floor write that fails fails the update: nothing is
+// handed out. Empty or all zeros: no floor. A lease file and its floor
+// restored together are not caught in general: each process raises the
+// file to what it last saw itself (an earlier generation to the record of
+// its last update, an earlier position in the same ranges to the highest
+// it saw; see Sequence.updateContext), and a process opening the
+// sequence afterwards drops an earlier lease (Sequence.verify; not a
+// copy whose lease taken in advance is the registry's record), but what
+// other processes took beyond what a process saw can repeat.
+//
+// Strings are ASCII, zero-padded. The ranges are trusted only while the
+// session is the host's current claim and the latest range (ahead, else
+// cur) is the lease the registry records for the host (see
+// Sequence.verify); otherwise they are void: a gap, never a repeat.
+const (
+	leaseSize    = 512
+	leaseMagic   = "snapseq2" // written by this version; "snapseq1" (no generation) is read as generation 0
+	leaseMagicV1 = "snapseq1"
+	maxLeaseGen  = 1<<63 - 1 // a generation above it is refused as damaged (it cannot be reached)
+	leaseSuffix  = ".seq."
+	refillSuffix = ".refill" // beside the lease file: an empty file whose flock one leasing process holds
+	floorSuffix  = ".floor"  // beside the lease file: the record as the host's last update left it
+	leaseCRCAt   = leaseSize - 4
+	leaseStrSize = 64
+	leaseGenAt   = 272
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// seqRange is an inclusive range; first 0 means none.
+type seqRange struct{ first, last uint64 }
+
+func (r seqRange) none() bool { return r.first == 0 }
+
+// leaseRecord is the content of a lease file.
+type leaseRecord struct {
+	pos                    uint64
+	gen                    uint64 // see leaseGenAt
+	cur, ahead             seqRange
+	session, node, seq, ow string
+}
+
+// latest is the most recent lease the file holds.
+func (l *leaseRecord) latest() seqRange {
+	if !l.ahead.none() {
+		return l.ahead
+	}
+	return l.cur
+}
+
+// left is how many numbers cur still has.
+func (l *leaseRecord) left() uint64 {
+	if l.cur.none() || l.pos > l.cur.last {
+		return 0
+	}
+	return l.cur.last - l.pos + 1
+}
+
+// void drops the ranges (a gap) and binds the file to session.
+func (l *leaseRecord) void(session string) {
+	l.cur, l.ahead, l.pos, l.session = seqRange{}, seqRange{}, 0, session
+}
+
+func encodeLease(l *leaseRecord) ([]byte, error) {
+	b := make([]byte, leaseSize)
+	return b, encodeLeaseTo(b, l)
+}
+
+// encodeLeaseTo encodes l into b (leaseSize bytes, zero).
+func encodeLeaseTo(b []byte, l *leaseRecord) error {
+	copy(b, leaseMagic)
+	binary.LittleEndian.PutUint64(b[8:], l.pos)
+	for i, v := range []uint64{l.cur.first, l.cur.last, l.ahead.first, l.ahead.last} {
+		binary.LittleEndian.PutUint64(b[16+8*i:], v)
+	}
+	for i, s := range []string{l.session, l.node, l.seq, l.ow} {
+		size := leaseStrSize
+		if i == 3 {
+			size = 32
+		}
+		if len(s) > size {
+			return fmt.Errorf("snapid: %w: %q does not fit a lease file (%d bytes at most)", ErrInvalidOption, s, size)
+		}
+		copy(b[48+leaseStrSize*i:], s)
+	}
+	binary.LittleEndian.PutUint64(b[leaseGenAt:], l.gen)
+	binary.LittleEndian.PutUint32(b[leaseCRCAt:], leaseCRC(b))
+	return nil
+}
+
+func leaseCRC(b []byte) uint32 {
+	var zero [8]byte
+	h := crc32.New(castagnoli)
+	h.Write(b[:8])
+	h.Write(zero[:])
+	h.Write(b[16:leaseCRCAt])
+	return h.Sum32()
+}
+
+// decodeLease checks and decodes a lease file's content (n bytes of it
+// read, size its size).
+func decodeLease(b []byte, size int64) (leaseRecord, error) {
+	bad := func(format string, args ...any) (leaseRecord, error) {
+		return leaseRecord{}, fmt.Errorf("%w: "+format, append([]any{errCorruptLease}, args...)...)
+	}
+	if size != leaseSize || len(b) != leaseSize {
+		return bad("it is %d bytes; a lease file is %d", size, leaseSize)
+	}
+	v1 := string(b[:8]) == leaseMagicV1
+	if string(b[:8]) != leaseMagic && !v1 {
+		return bad("it does not start with %q", leaseMagic)
+	}
+	if binary.LittleEndian.Uint32(b[leaseCRCAt:]) != leaseCRC(b) {
+		return bad("checksum mismatch (damaged, or a torn write)")
+	}
+	var l leaseRecord
+	l.pos = binary.LittleEndian.Uint64(b[8:])
+	u := func(i int) uint64 { return binary.LittleEndian.Uint64(b[16+8*i:]) }
+	l.cur, l.ahead = seqRange{u(0), u(1)}, seqRange{u(2), u(3)}
+	l.gen = binary.LittleEndian.Uint64(b[leaseGenAt:])
+	if v1 {
+		l.gen = 0
+	}
+	if l.gen > maxLeaseGen {
+		return bad("generation %d is above %d", l.gen, uint64(maxLeaseGen))
+	}
+	strs := make([]string, 4)
+	for i := range strs {
+		size := leaseStrSize
+		if i == 3 {
+			size = 32
+		}
+		f := b[48+leaseStrSize*i : 48+leaseStrSize*i+size]
+		n := 0
+		for n < len(f) && f[n] != 0 {
+			if f[n] < ' ' || f[n] > '~' {
+				return bad("field %d holds a byte that is not printable ASCII", i)
+			}
+			n++
+		}
+		for _, c := range f[n:] {
+			if c != 0 {
+				return bad("field %d is not zero-padded", i)
+			}
+		}
+		strs[i] = string(f[:n])
+	}
+	l.session, l.node, l.seq, l.ow = strs[0], strs[1], strs[2], strs[3]
+	for _, r := range []seqRange{l.cur, l.ahead} {
+		if !r.none() && (r.last < r.first || r.last > registry.MaxSequence) {
+			return bad("range [%d, %d] is not a valid range", r.first, r.last)
+		}
+	}
+	switch {
+	case l.cur.none() && (l.pos != 0 || !l.ahead.none()):
+		return bad("position %d or a next lease without a current one", l.pos)
+	case !l.cur.none() && (l.pos < l.cur.first || l.pos > l.cur.last+1):
+		return bad("position %d is outside its range [%d, %d]", l.pos, l.cur.first, l.cur.last)
+	}
+	return l, nil
+}
+
+// leaseFile is an open lease file. Its methods are called with the
+// Sequence's mutex held (the flock is per open file description, not per
+// goroutine).
+type leaseFile struct {
+	c     *counterFile // the descriptor, lock, identity check and I/O of the counter file
+	floor *counterFile // the floor file (its descriptor and I/O; never locked: the lease file's lock covers it)
+	buf   [leaseSize + 1]byte
+	fbuf  [leaseSize + 1]byte
+	o     options // how files beside it are made (the floor again, if replaced)
+	node  string
+	seq   string
+	ow    string
+}
+
+// close closes the lease file and its floor.
+func (lf *leaseFile) close() error {
+	err := lf.c.close()
+	if lf.floor != nil {
+		err = errors.Join(err, lf.floor.close())
+	}
+	return err
+}
+
+// leasePath is the lease file of sequence beside the counter.
+func leasePath(counterPath, sequence string) string {
+	return counterPath + leaseSuffix + sequence
+}
+
+// openLeaseFile opens (creating it atomically if missing, with no ranges)
+// and checks the lease file of sequence for this host's node name and
+// owner token.
+//
+// Every file that exists is checked before anything is created: a
+// refused call (a damaged lease file or floor) changes nothing on disk.
+func openLeaseFile(ctx context.Context, counterPath, sequence, node, owner string, o *options) (*leaseFile, error) {
+	path := leasePath(counterPath, sequence)
+	floorPath := path + floorSuffix
+	init, err := encodeLease(&leaseRecord{node: node, seq: sequence, ow: owner})
+	if err != nil {
+		return nil, err
+	}
+	lf := &leaseFile{node: node, seq: sequence, ow: owner, o: *o}
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		// No lease file, so no process of the host writes the floor: it
+		// is read without the lease file's lock.
+		if err := lf.checkFloorAlone(floorPath, o); err != nil {
+			return nil, err
+		}
+		if err := createIfAbsent(path, init, o); err != nil {
+			return nil, err
+		}
+	}
+	if lf.c, err = openExisting(path, o); err != nil {
+		return nil, err
+	}
+	err = lf.c.withLockContext(ctx, func() error {
+		if _, err := lf.load(); err != nil {
+			return err
+		}
+		if err := lf.openFloor(floorPath, o); err != nil {
+			return err
+		}
+		_, _, err := lf.loadFloor()
+		return err
+	})
+	if err != nil {
+		lf.close()
+		return nil, err
+	}
+	return lf, nil
+}
+
+// openFloor opens the floor file at path, creating it empty if it is
+// missing; the caller holds the lease file's lock.
+func (lf *leaseFile) openFloor(path string, o *options) error {
+	if lf.floor != nil {
+		lf.floor.close()
+		lf.floor = nil
+	}
+	if err := createIfAbsent(path, nil, o); err != nil {
+		return err
+	}
+	f, err := openExisting(path, o)
+	if err != nil {
+		return err
+	}
+	lf.floor = f
+	return nil
+}
+
+// checkFloorAlone checks a floor file at path, if there is one, for a
+// lease file that does not exist.
+func (lf *leaseFile) checkFloorAlone(path string, o *options) error {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	f, err := openReadOnly(path, o)
+	if err != nil {
+		return err
+	}
+	lf.floor = f
+	_, _, err = lf.loadFloor()
+	f.close()
+	lf.floor = nil
+	return err
+}
+
+// load reads and checks the file; the caller holds the lock.
+func (lf *leaseFile) load() (leaseRecord, error) {
+	c := lf.c
+	n, err := c.io.ReadAt(c.f, lf.buf[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return leaseRecord{}, &FileError{Op: "read", Path: c.path, Err: err}
+	}
+	size := int64(n)
+	if n > leaseSize {
+		size = fileSize(c.f, n)
+	}
+	l, err := lf.decode(lf.buf[:n], size)
+	if err != nil {
+		return leaseRecord{}, &FileError{Op: "read", Path: c.path, Err: err}
+	}
+	return l, nil
+}
+
+// decode decodes a record of this file (or of its floor).
+func (lf *leaseFile) decode(b []byte, size int64) (leaseRecord, error) {
+	l, err := decodeLease(b, size)
+	switch {
+	case err != nil:
+	case l.ow != lf.ow:
+		err = fmt.Errorf("%w: it belongs to owner token %s, not this counter's (%s)", errCorruptLease, registry.OwnerID(l.ow), registry.OwnerID(lf.ow))
+	case l.node != lf.node:
+		err = fmt.Errorf("%w: it belongs to node name %q, not %q", errCorruptLease, l.node, lf.node)
+	case l.seq != lf.seq:
+		err = fmt.Errorf("%w: it belongs to sequence %q, not %q", errCorruptLease, l.seq, lf.seq)
+	}
+	return l, err
+}
+
+// loadFloor reads the floor file; ok is false if it is empty (no floor
+// yet). A floor that is not a record of this lease file is refused
+// (errCorruptLease), as the lease file would be. The caller holds the
+// lease file's lock.
+func (lf *leaseFile) loadFloor() (l leaseRecord, ok bool, err error) {
+	c := lf.floor
+	n, err := c.io.ReadAt(c.f, lf.fbuf[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return leaseRecord{}, false, &FileError{Op: "read", Path: c.path, Err: err}
+	}
+	if allZero(lf.fbuf[:n]) {
+		// Empty, or zeros: a floor never written, or its first write
+		// lost to a power cut on a file system that shows an unsynced
+		// extension as zeros (the floor is not synced).
+		return leaseRecord{}, false, nil
+	}
+	size := int64(n)
+	if n > leaseSize {
+		size = fileSize(c.f, n)
+	}
+	if l, err = lf.decode(lf.fbuf[:n], size); err != nil {
+		return leaseRecord{}, false, &FileError{Op: "read", Path: c.path, Err: fmt.Errorf("the lease file's floor: %w", err)}
+	}
+	return l, true, nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// floorCurrent makes sure the floor file open is the one at its path
+// (another process or an operator may have removed or replaced it: the
+// processes of the host must all read and write the same floor), opening
+// it again if not; the caller holds the lease file's lock.
+func (lf *leaseFile) floorCurrent() error {
+	if lf.floor.checkIdentity() == nil {
+		return nil
+	}
+	return lf.openFloor(lf.floor.path, &lf.o)
+}
+
+// storeFloor writes l to the floor file, not synced: the whole record,
+// or with posOnly its position alone (the floor then holds l's
+// generation and ranges already). The caller holds the lease file's lock.
+func (lf *leaseFile) storeFloor(l *leaseRecord, posOnly bool) error {
+	c := lf.floor
+	var b []byte
+	off := int64(0)
+	if posOnly {
+		b = lf.fbuf[8:16]
+		binary.LittleEndian.PutUint64(b, l.pos)
+		off = 8
+	} else {
+		b = lf.fbuf[:leaseSize]
+		clear(b)
+		if err := encodeLeaseTo(b, l); err != nil {
+			return err
+		}
+	}
+	if n, err := c.io.WriteAt(c.f, b, off); err != nil || n != len(b) {
+		if err == nil {
+			err = io.ErrShortWrite
+		}
+		return &FileError{Op: "write", Path: c.path, Err: err}
+	}
+	return nil
+}
+
+// storePos writes the position alone (8 bytes in place) and syncs; the
+// caller holds the lock.
+func (lf *leaseFile) storePos(pos uint64) error {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], pos)
+	return lf.write(b[:], 8)
+}
+
+// store writes the whole record in place and syncs; the caller holds the
+// lock. A torn write fails the checksum: the file is then refused as
+// corrupt (its ranges are lost, a gap), never read wrong.
+func (lf *leaseFile) store(l *leaseRecord) error {
+	l.node, l.seq, l.ow = lf.node, lf.seq, lf.ow
+	if l.gen >= maxLeaseGen {
+		return &FileError{Op: "write", Path: lf.c.path, Err: fmt.Errorf("%w: generation %d cannot grow", errCorruptLease, l.gen)}
+	}
+	l.gen++
+	b := lf.buf[:leaseSize]
+	clear(b)
+	if err := encodeLeaseTo(b, l); err != nil {
+		return err
+	}
+	return lf.write(b, 0)
+}
+
+func (lf *leaseFile) write(b []byte, off int64) error {
+	c := lf.c
+	if n, err := c.io.WriteAt(c.f, b, off); err != nil || n != len(b) {
+		if err == nil {
+			err = io.ErrShortWrite
+		}
+		return &FileError{Op: "write", Path: c.path, Err: err}
+	}
+	if c.sync {
+		if err := c.io.Sync(c.f); err != nil {
+			return &FileError{Op: "sync", Path: c.path, Err: err}
+		}
+	}
+	return nil
+}
+
+// ReadLeaseFile returns what the lease file of sequence beside the counter
+// at counterPath holds: the current range, the position in it and the
+// next range; ok is false if there is no file. It takes the file's lock.
+func ReadLeaseFile(counterPath, sequence string) (cur, ahead registry.SequenceLease, pos uint64, ok bool, err error) {
+	return readLeaseFile(context.Background(), counterPath, sequence)
+}
+
+// readLeaseFile is ReadLeaseFile waiting for the lock no longer than ctx
+// allows.
+func readLeaseFile(ctx context.Context, counterPath, sequence string) (cur, ahead registry.SequenceLease, pos uint64, ok bool, err error) {
+	o := defaultOptions()
+	c, err := openReadOnly(leasePath(counterPath, sequence), &o)
+	if errors.Is(err, fs.ErrNotExist) {
+		return cur, ahead, 0, false, nil
+	}
+	if err != nil {
+		return cur, ahead, 0, false, err
+	}
+	defer c.close()
+	lf := &leaseFile{c: c}
+	var l leaseRecord
+	err = c.withLockContext(ctx, func() error {
+		var err error
+		n, rerr := c.io.ReadAt(c.f, lf.buf[:], 0)
+		if rerr != nil && !errors.Is(rerr, io.EOF) {
+			return &FileError{Op: "read", Path: c.path, Err: rerr}
+		}
+		l, err = decodeLease(lf.buf[:n], fileSize(c.f, n))
+		if err != nil {
+			return &FileError{Op: "read", Path: c.path, Err: err}
+		}
+		return nil
+	})
+	if err != nil {
+		return cur, ahead, 0, false, err
+	}
+	mk := func(r seqRange) registry.SequenceLease {
+		return registry.SequenceLease{Sequence: l.seq, Name: l.node, Owner: l.ow, Session: l.session, First: r.first, Last: r.last}
+	}
+	return mk(l.cur), mk(l.ahead), l.pos, true, nil
+}
+
+// closeLeases records, for the last process of the host (under the gate,
+// so that no process of this claim takes numbers afterwards), where each
+// of the host's sequence lease files stands, so that the host's next claim
+// may carry the lease over (see Sequence.verify). Failures only leave a
+// gap: the next claim then drops the lease.
+func (r *reservation) closeLeases(ctx context.Context) {
+	sr, ok := r.reg.(registry.SequenceRegistry)
+	if !ok {
+		return
+	}
+	counterPath := strings.TrimSuffix(r.host.sessionPath, sessionSuffix)
+	files, _ := filepath.Glob(globEscape(counterPath) + leaseSuffix + "*")
+	for _, f := range files {
+		seq := strings.TrimPrefix(f, counterPath+leaseSuffix)
+		if ValidateName(seq) != nil {
+			continue // the refill lock files, and anything else
+		}
+		cur, ahead, pos, ok, err := readLeaseFile(ctx, counterPath, seq)
+		if err != nil || !ok || cur.First == 0 || cur.Session != r.session || cur.Name != r.name {
+			continue
+		}
+		latest := cur
+		if ahead.First != 0 {
+			latest = ahead
+		}
+		latest.Sequence, latest.Name, latest.Owner, latest.Session = seq, r.name, r.host.owner, r.session
+		if err := sr.CloseLease(ctx, latest, pos); err != nil {
+			r.log.Warn("snapid: could not record where the host's sequence lease stands; the next start drops it (a gap)",
+				"sequence", seq, "err", err)
+		}
+	}
+}
+
+// globEscape escapes the glob metacharacters of a path.
+func globEscape(p string) string {
+	var b strings.Builder
+	for _, c := range p {
+		if strings.ContainsRune(`*?[\`, c) {
+			b.WriteRune('\\')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}

@@ -1,0 +1,350 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/snapid/snapid/registry"
+)
+
+// A Sequence's lease on the host. The ranges of the host's lease file
+// (seqlease.go) are trusted only while the file's session is the host's
+// current claim and its latest range is the lease the registry records
+// for the host: verify reads that record (SequenceRegistry.HostLease)
+// under the host's refill lock, so that no other process's lease can come
+// between the registry and the file meanwhile, and drops the ranges
+// otherwise (a gap, never a repeat). The refill lock, an flock on
+// <lease file>.refill, lets one process of the host lease at a time
+// (the others go on taking blocks, and a background prefetch gives up
+// while another process leases); since a flock is held per open file, a
+// one-slot semaphore in front of it keeps the process's own goroutines to
+// one lease at a time too (two leases at once would each be conditional
+// on the same previous lease, and all but one would be dropped). A lease
+// the registry refuses as ErrLeaseMoved means the file is older than the
+// registry: its ranges are dropped and the next lease is asked for against
+// the registry's record (lease).
+//
+// A clean restart carries the host's lease over, as the last process sets
+// a name's mark back: the host's last process, under the gate, records
+// each lease file's position in its host row (closeLeases,
+// SequenceRegistry.CloseLease), and the next claim adopts a file whose
+// latest range and position are exactly the recorded ones (adopt,
+// AdoptLease); any other file of an earlier claim is dropped. Recording at
+// every Sequence.Close would not do: another process of the same claim may
+// take blocks afterwards and die, and a copy of the file made at the
+// recorded position would then be adopted and repeat those blocks.
+//
+//	situation                                      outcome
+//	a clean restart of the host (a new claim)      carried over
+//	a restart after a crash                        dropped: a gap of at most two leases
+//	the lease file rolled back, the host running   raised back to its floor (seqlease.go)
+//	the lease file restored after a restart        another session or position: dropped
+//	the state directory cloned to another machine  the clone claims anew and drops it; the
+//	                                               original's next lease after the clone's
+//	                                               is refused (ErrNameTaken)
+//	the file and its floor rolled back together    not caught in general (seqlease.go)
+//	the lease file lost                            a new lease: a gap
+//	the registry unreachable at Sequence open      a file of the current claim used unchecked,
+//	                                               with a warning
+//
+// Leases start at SequenceLeaseSize, double while each lasts less than
+// fastLease (up to maxLeaseGrowth times it) and halve back once one lasts
+// longer than slowLease (nextLeaseSize); blocks within a lease are sized
+// likewise (seqtake.go).
+
+// verify checks the lease file against the registry's record of this
+// host's lease, and drops its ranges if they are not the host's current
+// lease. It holds the host's refill lock, so that no lease of another
+// process of the host is between the registry and the file meanwhile, and
+// reads the registry's record under it. reachable is false if the
+// registry could not be reached at open.
+func (s *Sequence) verify(ctx context.Context, reachable bool) error {
+	if err := s.lockRefill(ctx); err != nil {
+		return err
+	}
+	defer s.unlockRefill()
+	session := s.g.res.session
+	var old leaseRecord // the file as an earlier claim left it
+	check, earlier := false, false
+	err := s.updateContext(ctx, false, func(l *leaseRecord) (bool, error) {
+		switch {
+		case l.session != session && l.cur.none() && l.session != "":
+			l.void(session)
+			return true, nil
+		case l.session != session && !l.cur.none():
+			old, earlier = *l, true
+		case !l.cur.none():
+			check = true
+		}
+		return false, nil
+	})
+	if err != nil || !check && !earlier {
+		return err
+	}
+	var rec registry.SequenceLease
+	if reachable {
+		ctx, cancel := s.g.clock.WithTimeout(ctx, s.g.res.o.timeout)
+		rec, err = s.reg.HostLease(ctx, s.name, s.g.name)
+		cancel()
+		if err != nil && !errors.Is(err, ErrRegistry) {
+			return err
+		}
+		reachable = err == nil
+	}
+	if earlier {
+		return s.adopt(old, rec, reachable)
+	}
+	if !reachable {
+		s.log.Warn("snapid: registry unreachable; using this host's sequence lease file unchecked",
+			"sequence", s.name, "err", err)
+		return nil
+	}
+	return s.update(false, func(l *leaseRecord) (bool, error) {
+		latest := l.latest()
+		if !l.cur.none() && (rec.Session != session || rec.First != latest.first || rec.Last != latest.last) {
+			s.log.Warn("snapid: the sequence lease file is not the host's lease the registry records (restored or copied?); its ranges are dropped (a gap)",
+				"sequence", s.name, "file", latest, "registry_first", rec.First, "registry_last", rec.Last)
+			l.void(session)
+			return true, nil
+		}
+		return false, nil
+	})
+}
+
+// adopt carries the lease file of an earlier claim of the host (old) over
+// to this claim, if the registry's record rec shows that the host's last
+// process closed cleanly with the file exactly as it is (the same latest
+// range and position); otherwise the file's ranges are dropped (a gap).
+func (s *Sequence) adopt(old leaseRecord, rec registry.SequenceLease, reachable bool) error {
+	session := s.g.res.session
+	latest := old.latest()
+	adopted := false
+	if reachable && rec.Session == old.session && rec.First == latest.first && rec.Last == latest.last &&
+		rec.ClosedAt != 0 && rec.ClosedAt == old.pos {
+		ctx, cancel := s.g.clock.WithTimeout(context.Background(), s.g.res.o.timeout)
+		_, err := s.reg.AdoptLease(ctx, registry.LeaseAdoption{Sequence: s.name, Name: s.g.name, Owner: s.g.res.host.owner, Session: session,
+			OldSession: old.session, First: latest.first, Last: latest.last, Pos: old.pos})
+		cancel()
+		adopted = err == nil
+		if err != nil {
+			s.log.Warn("snapid: could not carry the host's sequence lease over; it is dropped (a gap)", "sequence", s.name, "err", err)
+		}
+	}
+	return s.update(false, func(l *leaseRecord) (bool, error) {
+		if adopted && l.session == old.session && l.cur == old.cur && l.ahead == old.ahead && l.pos == old.pos {
+			l.session = session
+			return true, nil
+		}
+		if l.session != session {
+			s.log.Info("snapid: sequence lease file of an earlier claim of this host; its ranges are dropped (a gap)",
+				"sequence", s.name, "cur", l.cur, "ahead", l.ahead)
+			l.void(session)
+			return true, nil
+		}
+		return false, nil
+	})
+}
+
+// lockRefill takes the host's refill lock, waiting at most the registry
+// timeout, and no longer than ctx allows: first the process's own (a flock
+// is held per open file, so it does not keep the process's goroutines
+// apart), then the host's.
+func (s *Sequence) lockRefill(ctx context.Context) error {
+	ctx, cancel := s.g.clock.WithTimeout(ctx, s.g.res.o.timeout)
+	defer cancel()
+	select {
+	case s.refillSem <- struct{}{}:
+	case <-ctx.Done():
+		return &FileError{Op: "lock", Path: s.refill.Path(), Err: fmt.Errorf("waiting for another caller of this process to take the next lease: %w", contextError(ctx))}
+	}
+	ok, err := s.refill.TryLockContext(ctx, 2*time.Millisecond)
+	if err == nil && !ok {
+		err = ctx.Err()
+	}
+	if err != nil {
+		<-s.refillSem
+		return &FileError{Op: "lock", Path: s.refill.Path(), Err: fmt.Errorf("waiting for another process of this host to take the next lease: %w", err)}
+	}
+	return nil
+}
+
+// tryLockRefill takes the refill locks if no one holds them.
+func (s *Sequence) tryLockRefill() (bool, error) {
+	select {
+	case s.refillSem <- struct{}{}:
+	default:
+		return false, nil
+	}
+	ok, err := s.refill.TryLock()
+	if err != nil || !ok {
+		<-s.refillSem
+	}
+	return ok, err
+}
+
+// unlockRefill lets the refill locks go.
+func (s *Sequence) unlockRefill() {
+	s.refill.Unlock()
+	<-s.refillSem
+}
+
+// Leases grow likewise (up to maxLeaseGrowth times SequenceLeaseSize)
+// while they last less than fastLease, and shrink back once they last
+// longer than slowLease: a busy host does not wait for the registry, an
+// idle one loses little when its claim changes.
+const (
+	fastLease      = time.Second
+	slowLease      = time.Minute
+	maxLeaseGrowth = 128
+)
+
+// nextLeaseSize returns the size of the next lease (see fastLease).
+func (s *Sequence) nextLeaseSize() uint64 {
+	now := s.g.clock.Now().UnixNano()
+	last := s.lastLease.Swap(now)
+	size := s.leaseSize.Load()
+	switch elapsed := time.Duration(now - last); {
+	case last == 0:
+	case elapsed < fastLease && size < s.o.lease*maxLeaseGrowth:
+		size *= 2
+	case elapsed > slowLease && size > s.o.lease:
+		size = max(size/2, s.o.lease)
+	}
+	s.leaseSize.Store(size)
+	return size
+}
+
+// refillLease takes the host's next lease from the registry, if the file
+// still needs one: for prefetch, when the current range is half used and
+// there is no next one; otherwise, when the file has fewer than min
+// numbers left. It holds the host's refill lock meanwhile, so that one
+// process of the host leases at a time, but not the lease file's lock:
+// other processes go on taking from the file. A prefetch gives up if
+// another process is leasing.
+func (s *Sequence) refillLease(ctx context.Context, min uint64, prefetch bool) error {
+	if prefetch {
+		ok, err := s.tryLockRefill()
+		if err != nil || !ok {
+			return err
+		}
+	} else if err := s.lockRefill(ctx); err != nil {
+		return err
+	}
+	defer s.unlockRefill()
+	var prev seqRange
+	need := false
+	err := s.withFile(func(l *leaseRecord) (bool, error) {
+		if prefetch {
+			need = l.ahead.none() && !l.cur.none() && l.left() < s.leaseSize.Load()/2
+		} else {
+			need = l.left() < min && l.ahead.none()
+		}
+		prev = l.latest()
+		return false, nil
+	})
+	if err != nil || !need {
+		return err
+	}
+	return s.lease(ctx, prev, min)
+}
+
+// lease takes the host's next lease from the registry and installs it in
+// the file, whose latest range is prev; the caller holds the refill lock.
+// The registry leases only if its record of this host's lease is prev
+// (ErrLeaseMoved otherwise): then the file is older than the registry
+// (restored or copied, or a process died between a lease and recording it)
+// and its ranges are dropped, and the next lease is asked for against the
+// registry's record.
+func (s *Sequence) lease(ctx context.Context, prev seqRange, min uint64) error {
+	inFile := prev   // the file's latest range; prev is what the registry is shown
+	failures := 0    // transient failures so far (see retryRegistry)
+	retried := false // the last attempt failed transiently
+	for attempt := 0; attempt < 3; attempt++ {
+		if errp := s.g.res.lost.Load(); errp != nil {
+			return *errp
+		}
+		lctx, cancel := s.g.clock.WithTimeout(ctx, s.g.res.o.timeout)
+		got, err := s.reg.LeaseSequence(lctx, registry.LeaseRequest{
+			Sequence: s.name, Name: s.g.name, Owner: s.g.res.host.owner, Session: s.g.res.session,
+			PrevFirst: prev.first, PrevLast: prev.last, Size: max(s.nextLeaseSize(), min), Min: min,
+		})
+		cancel()
+		switch {
+		case errors.Is(err, registry.ErrLeaseMoved):
+			if retried {
+				// Most likely moved by this host's own lease whose answer
+				// was lost: not a race with another process, so it does
+				// not count (failures bounds these).
+				attempt--
+				retried = false
+			}
+			recorded := seqRange{got.First, got.Last}
+			s.log.Warn("snapid: the host's sequence lease in the registry is not the lease file's; dropping the file's ranges (a gap)",
+				"sequence", s.name, "file", prev, "registry", recorded)
+			err := s.withFile(func(l *leaseRecord) (bool, error) {
+				if l.latest() == inFile {
+					l.void(s.g.res.session)
+				}
+				inFile = l.latest()
+				return true, nil
+			})
+			if err != nil {
+				return err
+			}
+			prev = recorded
+			continue
+		case transient(err) && failures < retryAttempts-1 && pauseBeforeRetry(ctx, s.g.clock, s.g.res.o.retryWait, failures, s.log, "op", "lease", "sequence", s.name, "err", err):
+			// Contention or an overloaded registry (a data centre's hosts
+			// all taking their first lease at once): again, after a wait.
+			// A lease whose answer was lost shows as moved next time.
+			failures++
+			attempt--
+			retried = true
+			continue
+		case err != nil:
+			if cerr := contextError(ctx); cerr != nil {
+				return fmt.Errorf("snapid: sequence %q: %w: %w", s.name, cerr, err)
+			}
+			return fmt.Errorf("snapid: sequence %q: %w", s.name, err)
+		}
+		s.leases.Add(1)
+		next := seqRange{got.First, got.Last}
+		return s.withFile(func(l *leaseRecord) (bool, error) {
+			switch {
+			case l.latest() != inFile:
+				// Cannot happen under the refill lock, short of a file
+				// replaced by hand meanwhile: next stays unused (a gap).
+				s.log.Warn("snapid: the sequence lease file changed while a lease was taken; the lease is left unused (a gap)",
+					"sequence", s.name, "lease", next)
+			case l.left() == 0:
+				l.cur, l.ahead, l.pos = next, seqRange{}, next.first
+			default:
+				l.ahead = next
+			}
+			return true, nil
+		})
+	}
+	return fmt.Errorf("snapid: %w: sequence %q: the host's lease in the registry kept moving", ErrRegistry, s.name)
+}
+
+// prefetch takes the host's next lease in the background, one at a time
+// in this process.
+func (s *Sequence) prefetch() {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if s.stopping || !s.prefetching.CompareAndSwap(false, true) {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.prefetching.Store(false)
+		err := s.refillLease(context.Background(), 1, true)
+		if err != nil && !errors.Is(err, ErrExhausted) && !errors.Is(err, ErrSequenceShort) {
+			s.log.Warn("snapid: could not take the host's next sequence lease in advance; numbers keep flowing from the current one",
+				"sequence", s.name, "err", err)
+		}
+	}()
+}
