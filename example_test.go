@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 )
 
 func ExampleOpen() {
@@ -76,7 +77,7 @@ func ExampleGenerator_NextN() {
 	path := filepath.Join(dir, "counter.u64")
 
 	// Continue a counter whose next number is 100.
-	if _, err := snapid.Init(path, 100); err != nil {
+	if _, err := admin.Init(path, 100); err != nil {
 		log.Fatal(err)
 	}
 	g, err := snapid.Open(path, "batch")
@@ -91,7 +92,7 @@ func ExampleGenerator_NextN() {
 	for n := first; n < first+3; n++ {
 		fmt.Println(snapid.ID{Name: g.Name(), Number: n})
 	}
-	last, _ := snapid.ReadCounter(path)
+	last, _ := admin.ReadCounter(path)
 	fmt.Println("last issued:", last)
 	// Output:
 	// batch-100
@@ -181,7 +182,7 @@ func ExampleWithBlock() {
 		log.Fatal(err)
 	}
 	// The unused rest of the block is a gap, never a repeat.
-	last, _ := snapid.ReadCounter(path)
+	last, _ := admin.ReadCounter(path)
 	fmt.Println("last reserved:", last)
 	// Output:
 	// fast-1

@@ -18,7 +18,6 @@ type (
 	Format                 = engine.Format
 	Generator              = engine.Generator
 	Histogram              = engine.Histogram
-	HostFiles              = engine.HostFiles
 	HostInfo               = engine.HostInfo
 	ID                     = engine.ID
 	Option                 = engine.Option
@@ -34,7 +33,6 @@ type (
 )
 
 const (
-	CounterSize             = engine.CounterSize
 	DefaultBindingDir       = engine.DefaultBindingDir
 	DefaultOutageHorizon    = engine.DefaultOutageHorizon
 	DefaultReserveStep      = engine.DefaultReserveStep
@@ -90,32 +88,6 @@ var (
 	ErrUntrustedOwner       = engine.ErrUntrustedOwner
 )
 
-func CheckBindingDir(dir string) error { return engine.CheckBindingDir(dir) }
-
-func CreateSequence(ctx context.Context, reg registry.Registry, name string, start uint64, max uint64) (registry.SequenceInfo, error) {
-	return engine.CreateSequence(ctx, reg, name, start, max)
-}
-
-func CreateSequenceKeepMax(ctx context.Context, reg registry.Registry, name string, start uint64) (registry.SequenceInfo, error) {
-	return engine.CreateSequenceKeepMax(ctx, reg, name, start)
-}
-
-func DecodeCounter(b []byte) (uint64, error) { return engine.DecodeCounter(b) }
-
-func EncodeCounter(v uint64) [8]byte { return engine.EncodeCounter(v) }
-
-func ForceRelease(ctx context.Context, r registry.Registry, name string, next uint64) (final uint64, err error) {
-	return engine.ForceRelease(ctx, r, name, next)
-}
-
-func Init(path string, next uint64, opts ...Option) (before uint64, err error) {
-	return engine.Init(path, next, opts...)
-}
-
-func InitContext(ctx context.Context, path string, next uint64, opts ...Option) (before uint64, err error) {
-	return engine.InitContext(ctx, path, next, opts...)
-}
-
 func LocalHostInfo() HostInfo { return engine.LocalHostInfo() }
 
 func NameFromHostname(h string) (name string, changed string, err error) {
@@ -130,49 +102,9 @@ func OpenContext(ctx context.Context, counterPath string, name string, opts ...O
 	return engine.OpenContext(ctx, counterPath, name, opts...)
 }
 
-func OwnerToken(counterPath string, opts ...Option) (string, error) {
-	return engine.OwnerToken(counterPath, opts...)
-}
-
 func ParseFormat(s string) (Format, error) { return engine.ParseFormat(s) }
 
 func ParseID(s string) (ID, error) { return engine.ParseID(s) }
-
-func ReadCounter(path string, opts ...Option) (uint64, error) {
-	return engine.ReadCounter(path, opts...)
-}
-
-func ReadCounterContext(ctx context.Context, path string, opts ...Option) (uint64, error) {
-	return engine.ReadCounterContext(ctx, path, opts...)
-}
-
-func ReadHostFiles(counterPath string, opts ...Option) (HostFiles, error) {
-	return engine.ReadHostFiles(counterPath, opts...)
-}
-
-func ReadLeaseFile(counterPath string, sequence string) (cur registry.SequenceLease, ahead registry.SequenceLease, pos uint64, ok bool, err error) {
-	return engine.ReadLeaseFile(counterPath, sequence)
-}
-
-func ReadMark(counterPath string) (mark uint64, ok bool, err error) {
-	return engine.ReadMark(counterPath)
-}
-
-func ReadNodeNumber(counterPath string, opts ...Option) (name string, number uint64, stride uint64, ok bool, err error) {
-	return engine.ReadNodeNumber(counterPath, opts...)
-}
-
-func Release(ctx context.Context, counterPath string, name string, opts ...Option) (final uint64, err error) {
-	return engine.Release(ctx, counterPath, name, opts...)
-}
-
-func Repair(path string, next uint64, opts ...Option) (previous []byte, err error) {
-	return engine.Repair(path, next, opts...)
-}
-
-func RepairContext(ctx context.Context, path string, next uint64, opts ...Option) (previous []byte, err error) {
-	return engine.RepairContext(ctx, path, next, opts...)
-}
 
 func SequenceBlock(n uint64) SequenceOption { return engine.SequenceBlock(n) }
 

@@ -34,10 +34,10 @@ var layers = map[string][]string{
 	".":                     {"internal/engine", "registry"},
 	"prometheus":            {".", "registry"},
 	"internal/cli":          {".", "registry", "admin", "cassandra", "internal/statefile"},
-	"admin":                 {"registry", "internal/nodename"},
+	"admin":                 {".", "internal/engine", "registry", "internal/nodename"},
 	"cmd/snapctl":           {"internal/cli"},
 	"examples/cmsserver":    {".", "registry", "cassandra", "prometheus"},
-	"internal/sim": {".", "registry", "registry/registrytest", "cassandra", "internal/cli", "internal/clock",
+	"internal/sim": {".", "admin", "registry", "registry/registrytest", "cassandra", "internal/cli", "internal/clock",
 		"internal/statefile", "internal/hoststate", "internal/seam", "internal/simcql"},
 	// Tests' helpers and the docs' tests: the standard library and
 	// drivers only.

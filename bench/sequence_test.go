@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/cassandra"
 	"github.com/snapid/snapid/internal/testcluster"
 	"github.com/snapid/snapid/registry"
@@ -31,7 +32,7 @@ func BenchmarkSequence(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer reg.Close()
-	if _, err := snapid.CreateSequence(ctx, reg, "bench", 1, registry.MaxSequence); err != nil {
+	if _, err := admin.CreateSequence(ctx, reg, "bench", 1, registry.MaxSequence); err != nil {
 		b.Fatal(err)
 	}
 	// Each run of a sub-benchmark is a host of its own: its own name and

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -97,7 +98,7 @@ func TestClusterNodeFailures(t *testing.T) {
 
 	require.NoError(t, gB.Close())
 	require.NoError(t, timed("one down: release fail_b", func() error {
-		_, err := snapid.Release(ctx, pathB, "fail_b", snapid.WithRegistry(reg), onHost(t, pathB)) // openGen's host of pathB
+		_, err := admin.Release(ctx, pathB, "fail_b", snapid.WithRegistry(reg), onHost(t, pathB)) // openGen's host of pathB
 		return err
 	}))
 	hB, err := reg.Get(ctx, "fail_b")

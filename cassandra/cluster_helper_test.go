@@ -13,6 +13,7 @@ import (
 
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/internal/testcluster"
 	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/require"
@@ -212,7 +213,7 @@ func openGen(t *testing.T, path, name string, reg registry.Registry, step uint64
 // counterOf is the counter's value, 0 if it does not exist.
 func counterOf(t *testing.T, path string) uint64 {
 	t.Helper()
-	v, err := snapid.ReadCounter(path)
+	v, err := admin.ReadCounter(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0
 	}

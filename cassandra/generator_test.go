@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/internal/testfs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -310,7 +311,7 @@ func TestClusterProcessesShareMark(t *testing.T) {
 		}
 	}
 	assert.Len(t, seen, 4*per)
-	last, err := snapid.ReadCounter(path)
+	last, err := admin.ReadCounter(path)
 	require.NoError(t, err)
 	h, err := ks.registry(t).Get(t.Context(), "shared")
 	require.NoError(t, err)
@@ -354,7 +355,7 @@ func TestClusterRestartReleaseTakeoverBackup(t *testing.T) {
 	require.NoError(t, g.Close())
 
 	// Release, then another host takes the name over and continues above.
-	final, err := snapid.Release(t.Context(), aPath, "web_1", snapid.WithRegistry(reg), onA)
+	final, err := admin.Release(t.Context(), aPath, "web_1", snapid.WithRegistry(reg), onA)
 	require.NoError(t, err)
 	assert.Equal(t, v, final)
 	b := open(filepath.Join(dir, "b.u64"), snapid.WithHostInfo(snapid.HostInfo{Hostname: "host-b", MachineID: "mb"}), onHost(t, "mb"))
@@ -385,7 +386,7 @@ func TestClusterCloneRefused(t *testing.T) {
 	_, err = snapid.Open(clonePath, "web_1", snapid.WithRegistry(reg), snapid.WithHostInfo(snapid.HostInfo{Hostname: "clone", MachineID: "m-clone"}),
 		onHost(t, "m-clone"))
 	require.ErrorIs(t, err, snapid.ErrProbableClone)
-	v, err := snapid.ReadCounter(clonePath)
+	v, err := admin.ReadCounter(clonePath)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(5), v, "the refused clone's counter is unchanged")
 }
@@ -503,7 +504,7 @@ func TestClusterCrashKill9(t *testing.T) {
 	h, err := reg.Get(t.Context(), "crashy")
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, h.Reserved, highest, "the registry's mark covers every number issued")
-	last, err := snapid.ReadCounter(path)
+	last, err := admin.ReadCounter(path)
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, last, highest)
 	t.Logf("%d rounds, %d numbers, highest %d, counter %d, mark %d", rounds, len(seen), highest, last, h.Reserved)

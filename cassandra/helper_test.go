@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/internal/testcluster"
 	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/require"
@@ -245,7 +246,7 @@ func draw(t *testing.T, g *snapid.Generator, n int) []uint64 {
 // ctValue reads the counter's last issued number.
 func ctValue(t *testing.T, path string) uint64 {
 	t.Helper()
-	v, err := snapid.ReadCounter(path)
+	v, err := admin.ReadCounter(path)
 	require.NoError(t, err)
 	return v
 }

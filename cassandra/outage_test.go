@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -73,14 +74,14 @@ func TestCassandraOutage(t *testing.T) {
 	otherPath := filepath.Join(dir, "other.u64")
 	_, err = snapid.Open(otherPath, "web_2", snapid.WithRegistry(reg), snapid.WithRegistryTimeout(5*time.Second), onHost(t, "host"))
 	require.ErrorIs(t, err, snapid.ErrRegistry, "a claim fails clearly")
-	if v, err := snapid.ReadCounter(otherPath); err == nil {
+	if v, err := admin.ReadCounter(otherPath); err == nil {
 		assert.Zero(t, v, "a failed claim issues nothing (its new counter and token stay for the retry)")
 	}
 
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
-	require.Len(t, b, snapid.CounterSize, "the counter is intact")
-	v, err := snapid.DecodeCounter(b)
+	require.Len(t, b, admin.CounterSize, "the counter is intact")
+	v, err := admin.DecodeCounter(b)
 	require.NoError(t, err)
 	assert.Equal(t, mark, v, "refused numbers were not taken from the counter")
 

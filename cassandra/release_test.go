@@ -5,12 +5,13 @@ import (
 	"testing"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// snapid.Release and snapid.ForceRelease on the real Cassandra, after a
+// admin.Release and admin.ForceRelease on the real Cassandra, after a
 // holder killed with SIGKILL (a child process) while it held a reservation.
 
 // After a crash the counter is below the mark the host reserved (and
@@ -31,7 +32,7 @@ func TestReleaseAfterCrashCoversTheMark(t *testing.T) {
 	mark := h.Reserved
 	require.Less(t, ctValue(t, path), mark)
 
-	final, err := snapid.Release(ctx, path, "web_1", snapid.WithRegistry(reg), onHost(t, "m1")) // the crashed host's
+	final, err := admin.Release(ctx, path, "web_1", snapid.WithRegistry(reg), onHost(t, "m1")) // the crashed host's
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, final, mark)
 	got, err := reg.Get(ctx, "web_1")
@@ -50,7 +51,7 @@ func TestForceReleaseKeepsTheHoldersMark(t *testing.T) {
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, h.Reserved, uint64(100), "the holder reserved up to 100")
 
-	final, err := snapid.ForceRelease(ctx, reg, "web_1", 3)
+	final, err := admin.ForceRelease(ctx, reg, "web_1", 3)
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, final, h.Reserved)
 	got, err := reg.Get(ctx, "web_1")
@@ -69,7 +70,7 @@ func TestForceReleaseKeepsTheHoldersMark(t *testing.T) {
 
 	// A larger next wins over the mark.
 	require.NoError(t, b.Close())
-	final, err = snapid.ForceRelease(ctx, reg, "web_1", h.Reserved+1000)
+	final, err = admin.ForceRelease(ctx, reg, "web_1", h.Reserved+1000)
 	require.NoError(t, err)
 	assert.Equal(t, h.Reserved+999, final)
 }

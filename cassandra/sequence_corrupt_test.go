@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/require"
 )
@@ -138,18 +139,18 @@ func TestSequenceCorruptGlobalNextNullNotExhausted(t *testing.T) {
 func TestSequenceCreateKeepMax(t *testing.T) {
 	ks := newTestKeyspace(t)
 	reg := ks.registry(t)
-	info, err := snapid.CreateSequenceKeepMax(t.Context(), reg, "s", 1)
+	info, err := admin.CreateSequenceKeepMax(t.Context(), reg, "s", 1)
 	require.NoError(t, err)
 	require.Equal(t, registry.MaxSequence, info.Max)
 	_, err = reg.CreateSequence(t.Context(), "s", 1, 2147483647) // another host's 32-bit cap
 	require.NoError(t, err)
-	info, err = snapid.CreateSequenceKeepMax(t.Context(), reg, "s", 5)
+	info, err = admin.CreateSequenceKeepMax(t.Context(), reg, "s", 5)
 	require.NoError(t, err)
 	require.Equal(t, uint64(2147483647), info.Max)
 	st, err := reg.SequenceStatus(t.Context(), "s")
 	require.NoError(t, err)
 	require.Equal(t, uint64(2147483647), st.Max, "the cap stays")
 	require.Equal(t, uint64(5), st.Start)
-	_, err = snapid.CreateSequenceKeepMax(t.Context(), reg, "s", 0)
+	_, err = admin.CreateSequenceKeepMax(t.Context(), reg, "s", 0)
 	require.ErrorIs(t, err, snapid.ErrInvalidSequence)
 }

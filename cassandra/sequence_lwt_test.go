@@ -10,6 +10,7 @@ import (
 
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/internal/testfs"
 	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/require"
@@ -186,7 +187,7 @@ func (r *Registry) claimForTest(t *testing.T, name string) registry.Holder {
 func TestSequenceRestoredAndClonedOnCassandra(t *testing.T) {
 	ks := newTestKeyspace(t)
 	reg := ks.registry(t)
-	_, err := snapid.CreateSequence(t.Context(), reg, "orders", 1, registry.MaxSequence)
+	_, err := admin.CreateSequence(t.Context(), reg, "orders", 1, registry.MaxSequence)
 	require.NoError(t, err)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "counter.u64")
@@ -276,7 +277,7 @@ func TestSequenceDataCentre(t *testing.T) {
 func TestSequenceCleanRestartOnCassandra(t *testing.T) {
 	ks := newTestKeyspace(t)
 	reg := ks.registry(t)
-	_, err := snapid.CreateSequence(t.Context(), reg, "ids", 1, registry.MaxSequence)
+	_, err := admin.CreateSequence(t.Context(), reg, "ids", 1, registry.MaxSequence)
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	open := func() (*snapid.Generator, *snapid.Sequence) {
@@ -291,7 +292,7 @@ func TestSequenceCleanRestartOnCassandra(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 	require.NoError(t, g.Close())
-	_, _, pos, _, err := snapid.ReadLeaseFile(path, "ids")
+	_, _, pos, _, err := admin.ReadLeaseFile(path, "ids")
 	require.NoError(t, err)
 	require.Equal(t, uint64(8), pos)
 	g, s = open()

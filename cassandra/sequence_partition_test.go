@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/require"
 )
@@ -52,7 +53,7 @@ func TestSequenceTwoDCPartition(t *testing.T) {
 		return r
 	}
 	regA, regB := regFor(dcA, hostsA), regFor(dcB, hostsB)
-	_, err := snapid.CreateSequence(t.Context(), regA, "orders", 1, registry.MaxSequence)
+	_, err := admin.CreateSequence(t.Context(), regA, "orders", 1, registry.MaxSequence)
 	require.NoError(t, err)
 
 	type side struct {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/require"
 )
@@ -311,7 +312,7 @@ func TestSequenceManyHostsAndProcesses(t *testing.T) {
 	ks := newTestKeyspace(t)
 	reg := ks.registry(t)
 	const start = 7_000_000
-	_, err := snapid.CreateSequence(t.Context(), reg, "articles", start, registry.MaxSequence)
+	_, err := admin.CreateSequence(t.Context(), reg, "articles", start, registry.MaxSequence)
 	require.NoError(t, err)
 	var envs [][]string
 	for h := range 3 {
@@ -344,7 +345,7 @@ func TestSequenceManyHostsAndProcesses(t *testing.T) {
 func TestSequenceKill9Rounds(t *testing.T) {
 	ks := newTestKeyspace(t)
 	reg := ks.registry(t)
-	_, err := snapid.CreateSequence(t.Context(), reg, "orders", 1, registry.MaxSequence)
+	_, err := admin.CreateSequence(t.Context(), reg, "orders", 1, registry.MaxSequence)
 	require.NoError(t, err)
 	counters := []string{filepath.Join(t.TempDir(), "counter.u64"), filepath.Join(t.TempDir(), "counter.u64")}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 9))
@@ -405,7 +406,7 @@ func TestSequence32BitRunToMax(t *testing.T) {
 	reg := ks.registry(t)
 	const max32 = 1<<31 - 1
 	const start = max32 - 1999
-	_, err := snapid.CreateSequence(t.Context(), reg, "ticket", start, max32)
+	_, err := admin.CreateSequence(t.Context(), reg, "ticket", start, max32)
 	require.NoError(t, err)
 	var envs [][]string
 	counters := make([]string, 3)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	prom "github.com/prometheus/client_golang/prometheus"
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
@@ -40,7 +40,7 @@ func TestAlertRules(t *testing.T) {
 	require.Len(t, rf.Groups, 1)
 
 	g, sreg, _ := openWithRegistry(t)
-	_, err = snapid.CreateSequence(context.Background(), sreg, "orders", 1, 1<<31-1)
+	_, err = admin.CreateSequence(context.Background(), sreg, "orders", 1, 1<<31-1)
 	require.NoError(t, err)
 	s, err := g.Sequence("orders")
 	require.NoError(t, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/cassandra"
 	"github.com/snapid/snapid/internal/testcluster"
 	snapidprom "github.com/snapid/snapid/prometheus"
@@ -46,7 +47,7 @@ const seqKey = "{sequence=orders}"
 func TestCollectorSequence(t *testing.T) {
 	g, reg, _ := openWithRegistry(t)
 	const max = 20_000
-	_, err := snapid.CreateSequence(context.Background(), reg, "orders", 1, max)
+	_, err := admin.CreateSequence(context.Background(), reg, "orders", 1, max)
 	require.NoError(t, err)
 	clk := &clock{t: time.Unix(1_700_000_000, 0)}
 	c := snapidprom.NewCollector(g, snapidprom.Opts{Now: clk.now, SequenceSpaceInterval: time.Minute})
@@ -145,7 +146,7 @@ func TestCollectorSequenceSlowRegistry(t *testing.T) {
 	g, reg, _ := openWithRegistry(t)
 	names := []string{"a", "b", "c", "d", "e"}
 	for _, n := range names {
-		_, err := snapid.CreateSequence(context.Background(), reg, n, 1, 1000)
+		_, err := admin.CreateSequence(context.Background(), reg, n, 1, 1000)
 		require.NoError(t, err)
 		s, err := g.Sequence(n)
 		require.NoError(t, err)
@@ -198,7 +199,7 @@ func TestCollectorSequenceCassandra(t *testing.T) {
 	defer reg.Close()
 	require.NoError(t, reg.SetSequenceSizing(time.Hour, 3000))
 	const max = 1<<31 - 1 // a signed 32-bit column
-	_, err = snapid.CreateSequence(ctx, reg, "orders", 1<<31-10_000, max)
+	_, err = admin.CreateSequence(ctx, reg, "orders", 1<<31-10_000, max)
 	require.NoError(t, err)
 	g, err := snapid.OpenContext(ctx, filepath.Join(t.TempDir(), "counter.u64"), "web_1", snapid.WithRegistry(reg),
 		snapid.WithBindingDir(t.TempDir()), snapid.WithSync(false), snapid.WithOutageHorizon(0))

@@ -49,6 +49,7 @@ import (
 
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/cassandra"
 	"github.com/snapid/snapid/registry"
 	"golang.org/x/sys/unix"
@@ -170,7 +171,7 @@ func main() {
 		defer r.Close()
 		regs[i] = &timedRegistry{Registry: r, rec: rec}
 	}
-	if _, err := snapid.CreateSequence(ctx, regs[0], "scale", 1, registry.MaxSequence); err != nil {
+	if _, err := admin.CreateSequence(ctx, regs[0], "scale", 1, registry.MaxSequence); err != nil {
 		log.Fatal(err)
 	}
 	root, err := os.MkdirTemp("", "snapid-scale-")

@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/cassandra"
 	"github.com/snapid/snapid/internal/testcluster"
 	snapidprom "github.com/snapid/snapid/prometheus"
@@ -199,7 +200,7 @@ func TestBinarySIGTERM(t *testing.T) {
 	h, err = reg.Get(context.Background(), "web_1")
 	require.NoError(t, err)
 	assert.Equal(t, uint64(3), h.Reserved, "the unused reservation was returned")
-	v, err := snapid.ReadCounter(counter)
+	v, err := admin.ReadCounter(counter)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(3), v)
 }

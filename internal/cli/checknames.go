@@ -137,7 +137,7 @@ func (c *cli) thisHost(cfg *admin.AuditConfig) error {
 		return err
 	}
 	cfg.ThisName = name
-	owner, err := snapid.OwnerToken(path)
+	owner, err := admin.OwnerToken(path)
 	switch {
 	case err == nil:
 		cfg.ThisOwner = owner

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/cassandra"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -106,14 +107,14 @@ func counterValue(t *testing.T, path string) uint64 {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
-	v, err := snapid.DecodeCounter(b)
+	v, err := admin.DecodeCounter(b)
 	require.NoError(t, err)
 	return v
 }
 
 func writeCounter(t *testing.T, path string, v uint64) {
 	t.Helper()
-	b := snapid.EncodeCounter(v)
+	b := admin.EncodeCounter(v)
 	require.NoError(t, os.WriteFile(path, b[:], 0o600))
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/cassandra"
 	"github.com/snapid/snapid/registry"
 )
@@ -63,7 +64,7 @@ func cmdNext(ctx context.Context, c *cli, args []string) error {
 		defer reg.Close()
 		opts = append(opts, snapid.WithRegistry(reg))
 	} else if !*noRegistry {
-		switch _, err := snapid.OwnerToken(path); {
+		switch _, err := admin.OwnerToken(path); {
 		case err == nil:
 			return usageError{fmt.Sprintf("%s is registered (it has an owner token): give --cassandra or SNAPID_CASSANDRA, or --no-registry to issue without the registry's bounds", path)}
 		case !errors.Is(err, iofs.ErrNotExist):
@@ -127,21 +128,21 @@ func cmdShow(ctx context.Context, c *cli, args []string) error {
 	}
 	lctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	last, err := snapid.ReadCounterContext(lctx, path)
+	last, err := admin.ReadCounterContext(lctx, path)
 	if err != nil {
 		return err
 	}
-	mark, registered, err := snapid.ReadMark(path)
+	mark, registered, err := admin.ReadMark(path)
 	if err != nil {
 		return err
 	}
 	var owner string
 	var number uint64
 	if registered {
-		if tok, err := snapid.OwnerToken(path); err == nil {
+		if tok, err := admin.OwnerToken(path); err == nil {
 			owner = registry.OwnerID(tok)
 		}
-		if _, number, _, _, err = snapid.ReadNodeNumber(path, c.options()...); err != nil {
+		if _, number, _, _, err = admin.ReadNodeNumber(path, c.options()...); err != nil {
 			return err
 		}
 	}
@@ -222,19 +223,19 @@ func cmdInit(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	if *force {
-		prev, err := snapid.RepairContext(ctx, path, *start, opts...)
+		prev, err := admin.RepairContext(ctx, path, *start, opts...)
 		if err != nil {
 			return err
 		}
 		was := fmt.Sprintf("%d bytes % x", len(prev), prev)
-		if v, err := snapid.DecodeCounter(prev); err == nil {
+		if v, err := admin.DecodeCounter(prev); err == nil {
 			was = fmt.Sprintf("last issued %d", v)
 		}
 		fmt.Fprintf(c.stderr, "snapctl: WARNING: counter %s REWRITTEN by --force (was: %s); the next number is %d, and any number from %d up that was issued before will be issued again\n",
 			path, was, *start, *start)
 		return nil
 	}
-	before, err := snapid.InitContext(ctx, path, *start, opts...)
+	before, err := admin.InitContext(ctx, path, *start, opts...)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -110,7 +111,7 @@ func TestCLINextCorruptOwnerWithoutRegistry(t *testing.T) {
 	assert.Contains(t, line, "restore "+path+".owner")
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
-	assert.Equal(t, snapid.EncodeCounter(0), [8]byte(b), "nothing issued")
+	assert.Equal(t, admin.EncodeCounter(0), [8]byte(b), "nothing issued")
 }
 
 // With the registry: a corrupt mark stops next before the claim, the hint

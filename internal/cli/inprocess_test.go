@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
@@ -42,7 +43,7 @@ func TestInProcessRegistry(t *testing.T) {
 	require.Contains(t, r.stdout, "registered web_1 for "+counter)
 	row, ok := reg.Row("web_1")
 	require.True(t, ok)
-	owner, err := snapid.OwnerToken(counter)
+	owner, err := admin.OwnerToken(counter)
 	require.NoError(t, err)
 	require.Equal(t, owner, row.Owner)
 	require.Equal(t, registry.StateActive, row.State)

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -85,11 +86,11 @@ func cmdRegister(ctx context.Context, c *cli, args []string) error {
 	if err := g.Close(); err != nil {
 		return err
 	}
-	owner, err := snapid.OwnerToken(path)
+	owner, err := admin.OwnerToken(path)
 	if err != nil {
 		return err
 	}
-	last, err := snapid.ReadCounterContext(ctx, path)
+	last, err := admin.ReadCounterContext(ctx, path)
 	if err != nil {
 		return err
 	}
@@ -125,7 +126,7 @@ func cmdRelease(ctx context.Context, c *cli, args []string) error {
 	defer done()
 	var final uint64
 	if sf.force {
-		final, err = snapid.ForceRelease(ctx, reg, name, sf.start)
+		final, err = admin.ForceRelease(ctx, reg, name, sf.start)
 		if err != nil {
 			return err
 		}
@@ -135,7 +136,7 @@ func cmdRelease(ctx context.Context, c *cli, args []string) error {
 		if err != nil {
 			return err
 		}
-		final, err = snapid.Release(ctx, path, name, append(append(c.options(), snapid.WithRegistry(reg)), c.inprocOptions()...)...)
+		final, err = admin.Release(ctx, path, name, append(append(c.options(), snapid.WithRegistry(reg)), c.inprocOptions()...)...)
 		if errors.Is(err, fs.ErrNotExist) {
 			return hintError{err, fmt.Sprintf("nothing was changed; this host never registered %q with the counter %s, or that counter is gone (check --counter): "+
 				"there is nothing to release here; to release a name whose holder is gone for good, 'snapctl release --force --start N'", name, path)}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -103,11 +104,11 @@ func seqCreate(ctx context.Context, c *cli, seq string, args []string) error {
 	defer reg.Close()
 	var info registry.SequenceInfo
 	if maxGiven {
-		info, err = snapid.CreateSequence(ctx, reg, seq, *start, *maxN)
+		info, err = admin.CreateSequence(ctx, reg, seq, *start, *maxN)
 	} else {
 		// An existing sequence keeps its max (a 32-bit cap stays, even
 		// one set while this runs).
-		info, err = snapid.CreateSequenceKeepMax(ctx, reg, seq, *start)
+		info, err = admin.CreateSequenceKeepMax(ctx, reg, seq, *start)
 	}
 	if err != nil {
 		return err
@@ -130,7 +131,7 @@ func seqCreate(ctx context.Context, c *cli, seq string, args []string) error {
 		}
 	}
 	if path, err := c.resolveCounter(); err == nil {
-		if cur, _, pos, ok, err := snapid.ReadLeaseFile(path, seq); err == nil && ok && cur.First != 0 && pos <= cur.Last {
+		if cur, _, pos, ok, err := admin.ReadLeaseFile(path, seq); err == nil && ok && cur.First != 0 && pos <= cur.Last {
 			fmt.Fprintf(c.stdout, "this host (%s): next number it hands out %d (its lease %d-%d)\n", cur.Name, pos, cur.First, cur.Last)
 		}
 	}
@@ -274,7 +275,7 @@ func seqShow(ctx context.Context, c *cli, seq string, args []string) error {
 		out.Leases = append(out.Leases, seqLeaseOut{NodeName: l.Name, DC: l.DC, OwnerID: registry.OwnerID(l.Owner), First: u(l.First), Last: u(l.Last), LeasedAt: l.LeasedAt})
 	}
 	if path, err := c.resolveCounter(); err == nil {
-		cur, ahead, pos, ok, err := snapid.ReadLeaseFile(path, seq)
+		cur, ahead, pos, ok, err := admin.ReadLeaseFile(path, seq)
 		if err != nil {
 			return err
 		}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/cassandra"
 	"github.com/snapid/snapid/registry"
 	"golang.org/x/sys/unix"
@@ -32,11 +33,11 @@ type statusReport struct {
 		Mode       string `json:"mode,omitempty"`
 		SizeOK     bool   `json:"size_ok"`
 	} `json:"counter"`
-	Files     *snapid.HostFiles `json:"files,omitempty"`
-	Processes *int              `json:"processes,omitempty"` // with a registry, processes using the counter now
-	Registry  *statusRow        `json:"registry,omitempty"`
-	Sequences []statusSequence  `json:"sequences,omitempty"` // the host's lease files
-	Attention []string          `json:"attention"`
+	Files     *admin.HostFiles `json:"files,omitempty"`
+	Processes *int             `json:"processes,omitempty"` // with a registry, processes using the counter now
+	Registry  *statusRow       `json:"registry,omitempty"`
+	Sequences []statusSequence `json:"sequences,omitempty"` // the host's lease files
+	Attention []string         `json:"attention"`
 }
 
 // statusSequence is the host's lease of one sequence, from its lease file.
@@ -125,7 +126,7 @@ func statusCounter(ctx context.Context, st *statusReport, timeout time.Duration,
 	}
 	st.Counter.Exists, st.Counter.Mode = true, info.Mode().Perm().String()
 	rctx, rcancel := context.WithTimeout(ctx, timeout)
-	last, err := snapid.ReadCounterContext(rctx, path) // another process may hold its lock
+	last, err := admin.ReadCounterContext(rctx, path) // another process may hold its lock
 	rcancel()
 	switch {
 	case errors.Is(err, snapid.ErrCorrupt):
@@ -141,9 +142,9 @@ func statusCounter(ctx context.Context, st *statusReport, timeout time.Duration,
 // statusHostFiles reads the files beside the counter and the processes
 // using it into st; a damaged file, a released name or processes under
 // another name need attention.
-func statusHostFiles(c *cli, st *statusReport, attention func(string, ...any)) (snapid.HostFiles, error) {
+func statusHostFiles(c *cli, st *statusReport, attention func(string, ...any)) (admin.HostFiles, error) {
 	name, path := st.Name, st.Counter.Path
-	hf, err := snapid.ReadHostFiles(path, c.options()...)
+	hf, err := admin.ReadHostFiles(path, c.options()...)
 	if err != nil {
 		if !errors.Is(err, snapid.ErrCorrupt) {
 			return hf, err
@@ -173,7 +174,7 @@ func statusHostFiles(c *cli, st *statusReport, attention func(string, ...any)) (
 
 // statusRegistry reads the name's row and the cluster's stride into st,
 // and judges them against this host's files.
-func statusRegistry(ctx context.Context, c *cli, reg *cassandra.Registry, st *statusReport, hf snapid.HostFiles, attention func(string, ...any)) {
+func statusRegistry(ctx context.Context, c *cli, reg *cassandra.Registry, st *statusReport, hf admin.HostFiles, attention func(string, ...any)) {
 	name := st.Name
 	st.Registry = &statusRow{}
 	h, err := reg.Get(ctx, name)
@@ -205,14 +206,14 @@ func statusRegistry(ctx context.Context, c *cli, reg *cassandra.Registry, st *st
 
 // statusHolder judges the name's row h against this host's files and
 // processes.
-func statusHolder(c *cli, st *statusReport, h registry.Holder, hf snapid.HostFiles, attention func(string, ...any)) {
+func statusHolder(c *cli, st *statusReport, h registry.Holder, hf admin.HostFiles, attention func(string, ...any)) {
 	name, path := st.Name, st.Counter.Path
 	r := st.Registry
 	r.Found, r.Hostname, r.OwnerID, r.State, r.LastSeen = true, h.Hostname, registry.OwnerID(h.Owner), h.State, h.LastSeen
 	r.ReservedUpTo = strconv.FormatUint(h.Reserved, 10)
 	r.NodeNumber = h.Number
 	r.ThisHost, r.Session = hf.OwnedBy(h), hf.HoldsSession(h)
-	if _, n, _, ok, err := snapid.ReadNodeNumber(path, c.options()...); err == nil && ok && h.Number != 0 && n != h.Number && r.ThisHost {
+	if _, n, _, ok, err := admin.ReadNodeNumber(path, c.options()...); err == nil && ok && h.Number != 0 && n != h.Number && r.ThisHost {
 		attention("this host recorded node number %d for %q, and the registry holds %d: the next start refuses to issue (ErrNumberMismatch)", n, name, h.Number)
 	}
 	running := st.Processes != nil && *st.Processes > 0
@@ -264,7 +265,7 @@ func statusSequences(path, session string, st *statusReport, attention func(stri
 		if strings.HasSuffix(seq, ".refill") || strings.HasSuffix(seq, ".floor") || snapid.ValidateName(seq) != nil {
 			continue
 		}
-		cur, ahead, pos, ok, err := snapid.ReadLeaseFile(path, seq)
+		cur, ahead, pos, ok, err := admin.ReadLeaseFile(path, seq)
 		switch {
 		case errors.Is(err, snapid.ErrCorrupt):
 			attention("the lease file of sequence %q is damaged (%s): %s", seq, oneLine(strings.TrimPrefix(err.Error(), "snapid: ")), describeHint("status", err))
@@ -529,7 +530,7 @@ func cmdNames(ctx context.Context, c *cli, args []string) error {
 // one this counter holds: the session file records another name that the
 // counter's owner holds, active, in the registry (one counter, one name).
 // Processes running under it are reported already.
-func secondName(ctx context.Context, reg *cassandra.Registry, name string, hf snapid.HostFiles, procs *int, attention func(string, ...any)) {
+func secondName(ctx context.Context, reg *cassandra.Registry, name string, hf admin.HostFiles, procs *int, attention func(string, ...any)) {
 	if hf.SessionName == "" || hf.SessionName == name || hf.SessionName == hf.Released || (procs != nil && *procs > 0) {
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/internal/testfs"
 	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
@@ -44,7 +45,7 @@ func TestStatusAndRegister(t *testing.T) {
 	r = a.run(t, "register")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	path := filepath.Join(a.home, ".local", "state", "snapid", "counter.u64")
-	tok, err := snapid.OwnerToken(path)
+	tok, err := admin.OwnerToken(path)
 	require.NoError(t, err)
 	assert.Contains(t, r.stdout, "(owner "+registry.OwnerID(tok)+",")
 	assert.NotContains(t, r.stdout, tok, "the token is a secret")
@@ -266,7 +267,7 @@ func TestStatusSequenceLeases(t *testing.T) {
 	reg := registrytest.NewRegistry()
 	ctx := context.Background()
 	for _, name := range []string{"orders", "invoices"} {
-		_, err := snapid.CreateSequence(ctx, reg, name, 1, 1_000_000)
+		_, err := admin.CreateSequence(ctx, reg, name, 1, 1_000_000)
 		require.NoError(t, err)
 	}
 	g, err := snapid.Open(path, "web_1", snapid.WithRegistry(reg), snapid.WithSync(false), snapid.WithBindingDir(f.vars["SNAPID_BINDING_DIR"]))
@@ -282,7 +283,7 @@ func TestStatusSequenceLeases(t *testing.T) {
 	require.NoError(t, orders.Close())
 	require.NoError(t, invoices.Close())
 	// A lease taken ahead: Next past half of the first one.
-	_, err = snapid.CreateSequence(ctx, reg, "tickets", 1, 1_000_000)
+	_, err = admin.CreateSequence(ctx, reg, "tickets", 1, 1_000_000)
 	require.NoError(t, err)
 	tickets, err := g.Sequence("tickets", snapid.SequenceBlock(10), snapid.SequenceLeaseSize(100))
 	require.NoError(t, err)

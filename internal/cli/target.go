@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/internal/statefile"
 )
 
@@ -30,7 +31,7 @@ func (c *cli) resolveName() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if hf, err := snapid.ReadHostFiles(path, c.options()...); err == nil && hf.Name != "" {
+	if hf, err := admin.ReadHostFiles(path, c.options()...); err == nil && hf.Name != "" {
 		fmt.Fprintf(c.stderr, "snapctl: notice: no --name or SNAPID_NAME; using %q, the name the host's record gives %s\n", hf.Name, path)
 		return hf.Name, nil
 	}
@@ -76,7 +77,7 @@ func (c *cli) resolveCounter() (string, error) {
 	// SNAPID_BINDING_DIR goes to the library as WithBindingDir: a bad
 	// value is named here by its variable.
 	if d := c.getenv("SNAPID_BINDING_DIR"); d != "" {
-		if err := snapid.CheckBindingDir(d); err != nil {
+		if err := admin.CheckBindingDir(d); err != nil {
 			return "", fmt.Errorf("SNAPID_BINDING_DIR=%q: %w", d, err)
 		}
 	}
@@ -113,7 +114,7 @@ func (c *cli) auditTarget() (name, path string, err error) {
 		if path, err = c.resolveCounter(); err != nil {
 			return "", "", err
 		}
-		if hf, err := snapid.ReadHostFiles(path, c.options()...); err == nil && hf.SessionName != "" && hf.Released == "" {
+		if hf, err := admin.ReadHostFiles(path, c.options()...); err == nil && hf.SessionName != "" && hf.Released == "" {
 			fmt.Fprintf(c.stderr, "snapctl: notice: no --name or SNAPID_NAME; using %q, the name the counter %s is in use under\n", hf.SessionName, path)
 			return hf.SessionName, path, nil
 		}

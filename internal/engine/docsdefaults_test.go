@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/internal/docdefaults"
 )
 
@@ -30,8 +29,6 @@ func TestDocsDefaults(t *testing.T) {
 			docdefaults.Short(retryBase), docdefaults.Short(retryCap), retryAttempts),
 		"lib.sequence-block": docdefaults.Count(seq.block, "numbers"),
 		"lib.sequence-lease": docdefaults.Count(seq.lease, "numbers"),
-		"lib.stale":          docdefaults.Duration(admin.DefaultStale),
-		"lib.clock-skew":     docdefaults.Duration(admin.DefaultClockSkew),
 	})
 	// The exported constants are what the options default to.
 	if o.reg.step != DefaultReserveStep || o.reg.horizon != DefaultOutageHorizon {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -96,7 +97,7 @@ func child() int {
 		opts = append(opts, registryOptions(reg, uint64(atoi(envStep)))...)
 	}
 	if n := atoi(envInit); n > 0 {
-		if _, err := snapid.Init(path, uint64(n), snapid.WithSync(syncOn), records); err != nil {
+		if _, err := admin.Init(path, uint64(n), snapid.WithSync(syncOn), records); err != nil {
 			say("E init: %v", err)
 			return 3
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/internal/powerfs"
 	"github.com/stretchr/testify/require"
 )
@@ -101,7 +102,7 @@ func TestFailedUpdate(t *testing.T) {
 
 			// The power goes: nothing returned is lost.
 			require.NoError(t, f.PowerCut(powerfs.ForgetAll, nil, nil))
-			v, err := snapid.ReadCounter(path)
+			v, err := admin.ReadCounter(path)
 			require.NoError(t, err)
 			require.GreaterOrEqual(t, v, n)
 			g, err = snapid.Open(path, "faults", append(opts, snapid.WithBindingDir(bootPlace(t)))...) // after the cut

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/internal/powerfs"
 	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
@@ -243,7 +244,7 @@ func unstripe(t *testing.T, round int, ids []uint64) []uint64 {
 // valid.
 func checkFiles(t *testing.T, path string, maxIssued uint64, syncOn, registry bool) {
 	t.Helper()
-	v, err := snapid.ReadCounter(path)
+	v, err := admin.ReadCounter(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist) && maxIssued == 0:
 	case err != nil:
@@ -252,11 +253,11 @@ func checkFiles(t *testing.T, path string, maxIssued uint64, syncOn, registry bo
 		t.Fatalf("after the cut the counter reads %d, below %d, an id returned before it", v, maxIssued)
 	}
 	if registry {
-		_, err := snapid.OwnerToken(path)
+		_, err := admin.OwnerToken(path)
 		if !errors.Is(err, os.ErrNotExist) {
 			require.NoError(t, err, "after the cut")
 		}
-		_, _, err = snapid.ReadMark(path)
+		_, _, err = admin.ReadMark(path)
 		require.NoError(t, err, "after the cut")
 	}
 }
@@ -380,7 +381,7 @@ func TestPowerCutCreation(t *testing.T) {
 		if p.inited {
 			floor = max(floor, uint64(v.init-1))
 		}
-		cv, err := snapid.ReadCounter(path)
+		cv, err := admin.ReadCounter(path)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			require.Zero(t, floor, "round %d (%s): the counter is gone after Init returned or ids were issued", round, v.name)

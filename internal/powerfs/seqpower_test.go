@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/internal/powerfs"
 	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
@@ -168,7 +169,7 @@ func TestPowerCutSequence(t *testing.T) {
 			require.NoError(t, os.Mkdir(dir, 0o755))
 			syncDir(t, f.Dir())
 			reg, sock := seqRegistryFor(t)
-			_, err := snapid.CreateSequence(context.Background(), reg, "orders", 1, registry.MaxSequence)
+			_, err := admin.CreateSequence(context.Background(), reg, "orders", 1, registry.MaxSequence)
 			require.NoError(t, err)
 			path := filepath.Join(dir, "counter.u64")
 			name := fmt.Sprintf("seqpower%d", mi)
@@ -208,7 +209,7 @@ func TestPowerCutSequence(t *testing.T) {
 				for _, p := range procs {
 					h.add(round, p.nums)
 				}
-				_, _, pos, ok, err := snapid.ReadLeaseFile(path, "orders")
+				_, _, pos, ok, err := admin.ReadLeaseFile(path, "orders")
 				if err != nil && !errors.Is(err, os.ErrNotExist) {
 					t.Fatalf("round %d: after the cut: %v", round, err)
 				}

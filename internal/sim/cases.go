@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/internal/seam"
 )
 
@@ -67,7 +68,7 @@ func (w *world) renameCounter(ho *host) {
 	// swapped, never issued from). Then the operator does as the refusal
 	// says and raises the copy past the host's record of how far the
 	// counter may have gone, after which it takes the name over.
-	v, derr := snapid.DecodeCounter(b)
+	v, derr := admin.DecodeCounter(b)
 	rec, recorded := hostRecord(ho)
 	m := rec.Mark
 	if derr == nil && recorded && m > v {
@@ -384,10 +385,10 @@ func (w *world) raiseReplacement(ho *host) {
 	if err != nil {
 		return
 	}
-	if v, err := snapid.DecodeCounter(b); err != nil || v >= rec.Mark {
+	if v, err := admin.DecodeCounter(b); err != nil || v >= rec.Mark {
 		return
 	}
-	e := snapid.EncodeCounter(rec.Mark)
+	e := admin.EncodeCounter(rec.Mark)
 	if err := writeInPlace(ho.counter, e[:]); err != nil {
 		w.check.violation("raise of the replaced counter of h%d: %v", ho.i, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"reflect"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/registry"
 	"golang.org/x/sys/unix"
 )
@@ -173,7 +174,7 @@ func (d *disk) durableCounter(path string) (uint64, bool) {
 	if !ok {
 		return 0, false
 	}
-	v, err := snapid.DecodeCounter(b)
+	v, err := admin.DecodeCounter(b)
 	return v, err == nil
 }
 
@@ -411,7 +412,7 @@ func (c *checker) live(ho *host) {
 		return
 	}
 	if ho.cfg.Registry {
-		owner, err := snapid.OwnerToken(ho.counter)
+		owner, err := admin.OwnerToken(ho.counter)
 		row, ok := c.w.reg0.Row(ho.cfg.Name)
 		if err != nil || !ok || row.Owner != owner || row.State != registry.StateActive {
 			return // it never claimed its name, or lost it

@@ -3,7 +3,7 @@ package sim
 import (
 	"fmt"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -31,7 +31,7 @@ func (w *world) cloneClaim(ho *host, running bool) string {
 
 // ownerToken is the owner token of ho's counter ("" if unreadable).
 func (w *world) ownerToken(ho *host) string {
-	tok, err := snapid.OwnerToken(ho.counter)
+	tok, err := admin.OwnerToken(ho.counter)
 	if err != nil {
 		return ""
 	}

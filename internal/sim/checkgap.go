@@ -4,6 +4,7 @@ import (
 	"os"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -69,7 +70,7 @@ func (c *checker) crashGap(ho *host) {
 	if !ok || cur < g.from {
 		return // put back meanwhile: not this check's case
 	}
-	owner, err := snapid.OwnerToken(ho.counter)
+	owner, err := admin.OwnerToken(ho.counter)
 	row, held := c.w.reg0.Row(ho.cfg.Name)
 	if err != nil || !held || row.Owner != owner || row.State != registry.StateActive || row.Reserved <= cur {
 		return
@@ -89,6 +90,6 @@ func readCounter(path string) (uint64, bool) {
 	if err != nil {
 		return 0, false
 	}
-	v, err := snapid.DecodeCounter(b)
+	v, err := admin.DecodeCounter(b)
 	return v, err == nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/internal/cli"
 	"github.com/snapid/snapid/internal/seam"
 	"github.com/snapid/snapid/registry"
@@ -225,7 +226,7 @@ func (w *world) cliRegister(ho *host, floor uint64, force bool) {
 		w.check.violation("snapctl register of %s on h%d succeeded but printed %q", ho.cfg.Name, ho.i, out)
 		return
 	}
-	owner, err := snapid.OwnerToken(ho.counter)
+	owner, err := admin.OwnerToken(ho.counter)
 	row, ok := w.reg0.Row(ho.cfg.Name)
 	if err != nil || !ok || row.Owner != owner || row.State != registry.StateActive {
 		w.check.violation("snapctl register of %s on h%d printed success but the registry shows %+v", ho.cfg.Name, ho.i, row)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/internal/seam"
 	"github.com/snapid/snapid/registry"
 )
@@ -331,7 +332,7 @@ func (w *world) afterOpen(ho *host, p int, g *snapid.Generator, err error, pre j
 	if pre.rec.fresh(st.Session, pre.hostNow) || !pre.reachable || !pre.rowOK {
 		return
 	}
-	owner, oerr := snapid.OwnerToken(ho.counter)
+	owner, oerr := admin.OwnerToken(ho.counter)
 	if oerr == nil && (pre.row.Owner != owner || pre.row.Session != st.Session || pre.row.State != registry.StateActive) {
 		w.check.violation("h%d/p%d joined its host's claim of %s (session %.8s) while the registry's row was %s and the heartbeat record did not show a refresh of the claim within an interval: the claim no longer stood",
 			ho.i, p, ho.cfg.Name, st.Session, pre.row)

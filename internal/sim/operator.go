@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/internal/hoststate"
 	"github.com/snapid/snapid/internal/seam"
 	"golang.org/x/sys/unix"
@@ -41,7 +42,7 @@ func (w *world) forceRelease(ho *host, next uint64) {
 		break
 	}
 	was, hadRow := w.reg0.Row(ho.cfg.Name)
-	final, err := snapid.ForceRelease(w.opCtx(), w.reg, ho.cfg.Name, next)
+	final, err := admin.ForceRelease(w.opCtx(), w.reg, ho.cfg.Name, next)
 	w.reg.onNextRelease(nil)
 	if err == nil {
 		w.did(1)
@@ -204,12 +205,12 @@ func (w *world) initCounter(ho *host, next uint64) {
 	if w.running(ho) {
 		return
 	}
-	before, err := snapid.Init(ho.counter, next, w.options(ho)...)
+	before, err := admin.Init(ho.counter, next, w.options(ho)...)
 	if err != nil {
 		return
 	}
 	w.did(1)
-	if v, rerr := snapid.ReadCounter(ho.counter); rerr != nil || v < max(before, next-1) {
+	if v, rerr := admin.ReadCounter(ho.counter); rerr != nil || v < max(before, next-1) {
 		w.check.violation("Init of h%d with next %d reported done, but the counter reads %d (%v), below %d", ho.i, next, v, rerr, max(before, next-1))
 	}
 }
@@ -229,7 +230,7 @@ func (w *world) repair(ho *host, zero bool) {
 		if zero {
 			next = 0
 		}
-		_, err := snapid.Repair(ho.counter, next, w.options(ho)...)
+		_, err := admin.Repair(ho.counter, next, w.options(ho)...)
 		switch {
 		case err == nil:
 			w.check.violation("Repair of h%d with next %d (in use: %v) was accepted", ho.i, next, running)
@@ -275,7 +276,7 @@ func (w *world) repair(ho *host, zero bool) {
 	if high == snapid.MaxNumber {
 		return
 	}
-	if _, err := snapid.Repair(ho.counter, high+1, w.options(ho)...); err != nil {
+	if _, err := admin.Repair(ho.counter, high+1, w.options(ho)...); err != nil {
 		return
 	}
 	w.did(1)

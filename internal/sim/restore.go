@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/internal/hoststate"
 
 	"github.com/snapid/snapid"
@@ -64,7 +65,7 @@ func (w *world) restoreCounter(ho *host) {
 	} else {
 		w.closeAll(ho)
 	}
-	old, err := snapid.DecodeCounter(b)
+	old, err := admin.DecodeCounter(b)
 	r, recorded := hostRecord(ho)
 	if err != nil || !recorded || old >= r.Floor {
 		return
@@ -85,7 +86,7 @@ func (w *world) restoreCounter(ho *host) {
 	case err == nil:
 		// Only if another defence raised it first (a form history
 		// raising past ids of another stride): never issued from below.
-		if v, rerr := snapid.ReadCounter(ho.counter); rerr != nil || v < r.Floor {
+		if v, rerr := admin.ReadCounter(ho.counter); rerr != nil || v < r.Floor {
 			w.check.violation("h%d opened its counter restored to %d, below the %d its record saw it reach (now %d, %v)", ho.i, old, r.Floor, v, rerr)
 		}
 		_ = g.Close()
@@ -94,7 +95,7 @@ func (w *world) restoreCounter(ho *host) {
 		w.check.unchanged(ho, before, fmt.Sprintf("a rolled-back counter refused (%v)", err))
 	}
 	ho.disk.fault.disarm() // the operator's raise lands: a fault here would only leave the refusal
-	if _, err := snapid.Init(ho.counter, r.Mark+1, w.options(ho)...); err != nil && !errors.Is(err, snapid.ErrLowered) {
+	if _, err := admin.Init(ho.counter, r.Mark+1, w.options(ho)...); err != nil && !errors.Is(err, snapid.ErrLowered) {
 		w.check.violation("raising the restored counter of h%d past the record's mark: %v", ho.i, err)
 	}
 }
@@ -156,7 +157,7 @@ func (w *world) restoreLive(ho *host, leases bool) {
 		// host's counter under one process, which every number since the
 		// copy went through, and that process takes the next number.
 		below := false
-		if old, err := snapid.DecodeCounter(ho.backup[ho.counter]); err == nil {
+		if old, err := admin.DecodeCounter(ho.backup[ho.counter]); err == nil {
 			r, ok := hostRecord(ho)
 			below = ok && old < r.Floor
 		}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -61,9 +62,9 @@ func (w *world) seqCreate(s Step) {
 	var info registry.SequenceInfo
 	var err error
 	if s.Max == 0 {
-		info, err = snapid.CreateSequenceKeepMax(w.opCtx(), w.reg, name, s.Start)
+		info, err = admin.CreateSequenceKeepMax(w.opCtx(), w.reg, name, s.Start)
 	} else {
-		info, err = snapid.CreateSequence(w.opCtx(), w.reg, name, s.Start, s.Max)
+		info, err = admin.CreateSequence(w.opCtx(), w.reg, name, s.Start, s.Max)
 	}
 	if err == nil {
 		w.did(1)

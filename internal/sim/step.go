@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 )
 
 // One step of a history run against the world: the dispatch from a
@@ -87,7 +88,7 @@ func (w *world) do(s Step) {
 		}
 		w.closeAll(ho)
 		before := w.check.snapshot(ho)
-		final, err := snapid.Release(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho)...)
+		final, err := admin.Release(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho)...)
 		if err == nil {
 			w.did(1)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	libclock "github.com/snapid/snapid/internal/clock"
 	"github.com/snapid/snapid/internal/seam"
 	"github.com/snapid/snapid/registry/registrytest"
@@ -197,7 +198,7 @@ func newWorld(h History, dir string) (*world, error) {
 	w.reg = w.regs[0]
 	w.check = newChecker(w)
 	for _, c := range h.Sequences {
-		if _, err := snapid.CreateSequence(context.Background(), w.reg0.inDC(0), c.Name, c.Start, c.Max); err != nil {
+		if _, err := admin.CreateSequence(context.Background(), w.reg0.inDC(0), c.Name, c.Start, c.Max); err != nil {
 			w.reg0.close()
 			return nil, fmt.Errorf("sequence %s: %w", c.Name, err)
 		}

@@ -233,7 +233,7 @@ func ReadSmallOwnedOrRoot(path string, follow bool) ([]byte, int64, error) {
 func CheckDirOwner(path string) error { return checkDirs(path, false) }
 
 // CheckDirsForInit is CheckDirOwner for an administrator making a
-// counter to give to a service user (snapid.Init): the counter's own
+// counter to give to a service user (admin.Init): the counter's own
 // directory may belong to any user (the service), but every directory
 // above it is checked as CheckDirOwner checks it, so that no other user
 // can lead the new file somewhere else.

@@ -124,7 +124,7 @@ func TestDataCentres(t *testing.T) {
 func TestLeaseOfSupersededClaim(t *testing.T) {
 	ctx := t.Context()
 	r := registrytest.NewRegistry()
-	if _, err := snapid.CreateSequence(ctx, r, "orders", 1, registry.MaxSequence); err != nil {
+	if _, err := admin.CreateSequence(ctx, r, "orders", 1, registry.MaxSequence); err != nil {
 		t.Fatal(err)
 	}
 	r.Put(registry.Holder{Name: "web_1", Owner: "own1", Session: "s1", State: registry.StateActive})
@@ -159,7 +159,7 @@ func TestLeaseOfSupersededClaim(t *testing.T) {
 func TestHostLeaseInCutDataCentreAndLeaseCap(t *testing.T) {
 	ctx := t.Context()
 	r := registrytest.NewRegistry()
-	if _, err := snapid.CreateSequence(ctx, r, "orders", 1, registry.MaxSequence); err != nil {
+	if _, err := admin.CreateSequence(ctx, r, "orders", 1, registry.MaxSequence); err != nil {
 		t.Fatal(err)
 	}
 	dc2 := r.InDC("dc2")
