@@ -33,26 +33,10 @@ type (
 )
 
 const (
-	DefaultBindingDir       = engine.DefaultBindingDir
-	DefaultOutageHorizon    = engine.DefaultOutageHorizon
-	DefaultReserveStep      = engine.DefaultReserveStep
-	DefaultSequenceBlock    = engine.DefaultSequenceBlock
-	DefaultSequenceLease    = engine.DefaultSequenceLease
-	FormatDecimal           = engine.FormatDecimal
-	FormatName              = engine.FormatName
-	FormatStriped           = engine.FormatStriped
-	MaxInt64                = engine.MaxInt64
-	MaxNameLen              = engine.MaxNameLen
-	MaxNodeNumber           = engine.MaxNodeNumber
-	MaxNumber               = engine.MaxNumber
-	MaxSafeInteger          = engine.MaxSafeInteger
-	MaxSequenceLease        = engine.MaxSequenceLease
-	MaxUint32               = engine.MaxUint32
-	NameRule                = engine.NameRule
-	RegistryApplied         = engine.RegistryApplied
-	RegistryConditionFailed = engine.RegistryConditionFailed
-	RegistryError           = engine.RegistryError
-	RegistryResolved        = engine.RegistryResolved
+	FormatDecimal  = engine.FormatDecimal
+	FormatName     = engine.FormatName
+	FormatStriped  = engine.FormatStriped
+	MaxSafeInteger = engine.MaxSafeInteger
 )
 
 var (
@@ -64,9 +48,7 @@ var (
 	ErrInvalidID            = engine.ErrInvalidID
 	ErrInvalidName          = engine.ErrInvalidName
 	ErrInvalidOption        = engine.ErrInvalidOption
-	ErrInvalidSequence      = engine.ErrInvalidSequence
 	ErrLocked               = engine.ErrLocked
-	ErrLowered              = engine.ErrLowered
 	ErrNameBound            = engine.ErrNameBound
 	ErrNameMismatch         = engine.ErrNameMismatch
 	ErrNameTaken            = engine.ErrNameTaken

@@ -148,3 +148,7 @@ func Release(ctx context.Context, counterPath, name string, opts ...snapid.Optio
 func ForceRelease(ctx context.Context, r registry.Registry, name string, next uint64) (final uint64, err error) {
 	return engine.ForceRelease(ctx, r, name, next)
 }
+
+// ErrLowered is returned by Init when the counter is already past the
+// number asked for: Init never lowers a counter (Repair does).
+var ErrLowered = engine.ErrLowered

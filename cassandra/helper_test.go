@@ -112,7 +112,7 @@ func (rec *record) values() map[string]any {
 }
 
 // Each simulated host keeps its own record of the names it uses (see
-// snapid.DefaultBindingDir), as each machine has its own
+// /var/lib/snapid/records), as each machine has its own
 // /var/lib/snapid/records. The place TestMain sets for the whole binary is
 // shared by every test, whose keyspaces give the same node numbers to other
 // names and whose hosts reuse names with fresh counter files; so every Open

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -256,6 +257,6 @@ func TestCassandraResolvedOutcomeCounted(t *testing.T) {
 			counts[c.Outcome] = c.Count
 		}
 	}
-	assert.Equal(t, map[string]uint64{snapid.RegistryApplied: 0, snapid.RegistryConditionFailed: 0,
-		snapid.RegistryResolved: 1, snapid.RegistryError: 0}, counts)
+	assert.Equal(t, map[string]uint64{engine.RegistryApplied: 0, engine.RegistryConditionFailed: 0,
+		engine.RegistryResolved: 1, engine.RegistryError: 0}, counts)
 }

@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 		os.Exit(fn())
 	}
 	// The name bindings of this package's test counters (see
-	// snapid.DefaultBindingDir) go to a directory of this run, not the
+	// /var/lib/snapid/records) go to a directory of this run, not the
 	// host's; child processes inherit it.
 	os.Exit(testfs.RunWithOwnBindings(m))
 }

@@ -46,7 +46,7 @@ func TestSequenceRecreateMaxBelowStartRefused(t *testing.T) {
 	require.NoError(t, err)
 	for _, c := range []struct{ start, max uint64 }{{1, 999}, {999, 999}, {1, 1}} {
 		_, err = reg.CreateSequence(t.Context(), "s", c.start, c.max)
-		require.ErrorIs(t, err, snapid.ErrInvalidSequence, "start %d max %d", c.start, c.max)
+		require.ErrorIs(t, err, registry.ErrInvalidSequence, "start %d max %d", c.start, c.max)
 	}
 	st, err := reg.SequenceStatus(t.Context(), "s")
 	require.NoError(t, err)
@@ -152,5 +152,5 @@ func TestSequenceCreateKeepMax(t *testing.T) {
 	require.Equal(t, uint64(2147483647), st.Max, "the cap stays")
 	require.Equal(t, uint64(5), st.Start)
 	_, err = admin.CreateSequenceKeepMax(t.Context(), reg, "s", 0)
-	require.ErrorIs(t, err, snapid.ErrInvalidSequence)
+	require.ErrorIs(t, err, registry.ErrInvalidSequence)
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // TestMain keeps the name bindings of this package's test counters (see
-// snapid.DefaultBindingDir) in a directory of this run, not the host's.
+// /var/lib/snapid/records) in a directory of this run, not the host's.
 func TestMain(m *testing.M) {
 	os.Exit(testfs.RunWithOwnBindings(m))
 }

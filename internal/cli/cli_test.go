@@ -16,6 +16,7 @@ import (
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/cassandra"
+	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -248,7 +249,7 @@ func TestCLIEnvAndFlagPrecedence(t *testing.T) {
 	// An invalid SNAPID_NAME is refused even when the host name is fine.
 	f.vars["SNAPID_NAME"] = "Env-Name"
 	line := requireOneErrorLine(t, f.run(t, "next"))
-	assert.Contains(t, line, snapid.NameRule)
+	assert.Contains(t, line, registry.NameRule)
 	assert.Equal(t, uint64(1), counterValue(t, envPath))
 }
 
@@ -282,7 +283,7 @@ func TestCLINameFromHostname(t *testing.T) {
 		f.host = "1st.example.com"
 		dir := t.TempDir()
 		line := requireOneErrorLine(t, f.run(t, "next", "--counter", filepath.Join(dir, "counter.u64")))
-		assert.Contains(t, line, snapid.NameRule)
+		assert.Contains(t, line, registry.NameRule)
 		assert.Contains(t, line, "--name")
 		requireEmptyDir(t, dir, "nothing created")
 	})
@@ -312,7 +313,7 @@ func TestCLIInvalidNameCreatesNothing(t *testing.T) {
 					f.host = "Bad Host"
 				}
 				line := requireOneErrorLine(t, f.run(t, args...))
-				assert.Contains(t, line, snapid.NameRule, "the message states the rule")
+				assert.Contains(t, line, registry.NameRule, "the message states the rule")
 				_, err := os.Stat(state)
 				assert.ErrorIs(t, err, fs.ErrNotExist, "no state directory created")
 				requireEmptyDir(t, explicit, "nothing created")

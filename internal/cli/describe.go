@@ -11,7 +11,9 @@ import (
 
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/cassandra"
+	"github.com/snapid/snapid/registry"
 )
 
 // describe turns an error into the one-line message, with what to do.
@@ -73,7 +75,7 @@ func says(h string) func(string, error) (string, bool) {
 var hintRules = []hintRule{
 	{snapid.ErrInvalidName, says("set a valid name with --name or SNAPID_NAME")},
 	{snapid.ErrNoSequence, says("create it first with 'snapctl seq create NAME [--start N] [--max N]'")},
-	{snapid.ErrInvalidSequence, says("nothing was changed; --start is at least 1 (raised only before the sequence handed out a number), --max at least --start, " +
+	{registry.ErrInvalidSequence, says("nothing was changed; --start is at least 1 (raised only before the sequence handed out a number), --max at least --start, " +
 		"at most 9223372036854775807, and never below numbers already handed out")},
 	{snapid.ErrSequencesUnsupported, says("sequences need a registry that keeps them (Cassandra: --cassandra or SNAPID_CASSANDRA)")},
 	{snapid.ErrExhausted, seqShortHint},
@@ -81,7 +83,7 @@ var hintRules = []hintRule{
 	{snapid.ErrNameMismatch, says("nothing was changed; one counter file serves one node name: give --name the name it is in use under, or use another --counter")},
 	{snapid.ErrNameBound, says("nothing was issued (give that counter with --counter or SNAPID_COUNTER, or another --name)")},
 	{snapid.ErrCorrupt, func(_ string, err error) (string, bool) { return corruptHint(err), true }},
-	{snapid.ErrLowered, says("nothing was changed; the counter is never lowered except by 'snapctl init --force --start N'")},
+	{admin.ErrLowered, says("nothing was changed; the counter is never lowered except by 'snapctl init --force --start N'")},
 	{snapid.ErrSymlink, says("point --counter at the real file, or remove the link")},
 	{snapid.ErrNotRegular, says("point --counter at a file, not a directory")},
 	{snapid.ErrReleased, says("nothing was issued")}, // the error says what to do

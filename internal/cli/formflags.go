@@ -2,6 +2,7 @@ package cli
 
 import (
 	"flag"
+	"math"
 
 	"github.com/snapid/snapid"
 )
@@ -55,7 +56,7 @@ func (f *formFlags) options(fs *flag.FlagSet) ([]snapid.Option, error) {
 	case f.maxSafeInteger:
 		opts = append(opts, snapid.WithMaxID(snapid.MaxSafeInteger))
 	case f.uint32:
-		opts = append(opts, snapid.WithMaxID(snapid.MaxUint32))
+		opts = append(opts, snapid.WithMaxID(math.MaxUint32))
 	}
 	return opts, nil
 }

@@ -8,8 +8,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/cassandra"
+	"github.com/snapid/snapid/registry"
 )
 
 // cmdSetup creates the registry's keyspace and tables once, with the
@@ -26,8 +26,8 @@ func cmdSetup(ctx context.Context, c *cli, args []string) error {
 	}
 	strideSet := false
 	fs.Visit(func(f *flag.Flag) { strideSet = strideSet || f.Name == "stride" })
-	if strideSet && (*stride < 2 || *stride > snapid.MaxNodeNumber+1) {
-		return usageError{fmt.Sprintf("--stride %d: want 2 to %d (node numbers are 1 to the stride - 1)", *stride, uint64(snapid.MaxNodeNumber)+1)}
+	if strideSet && (*stride < 2 || *stride > registry.MaxNodeNumber+1) {
+		return usageError{fmt.Sprintf("--stride %d: want 2 to %d (node numbers are 1 to the stride - 1)", *stride, uint64(registry.MaxNodeNumber)+1)}
 	}
 	if c.inproc != nil && c.inproc.Registry != nil {
 		return c.setupInProcess(ctx, *stride, strideSet)

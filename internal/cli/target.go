@@ -12,6 +12,7 @@ import (
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/internal/statefile"
+	"github.com/snapid/snapid/registry"
 )
 
 // Which name and counter a command acts on: the flags given, else the
@@ -62,7 +63,7 @@ func (c *cli) resolveName() (string, error) {
 			user = "uid" + strconv.Itoa(os.Geteuid())
 		}
 		if snapid.ValidateName(name+"_"+user) != nil {
-			return "", fmt.Errorf("no --name or SNAPID_NAME, and the host name %q with the user's does not make a node name (%s): give --name", name, snapid.NameRule)
+			return "", fmt.Errorf("no --name or SNAPID_NAME, and the host name %q with the user's does not make a node name (%s): give --name", name, registry.NameRule)
 		}
 		name += "_" + user
 		notice = fmt.Sprintf("node name %q from the host name and the user's (snapctl's own counter; the host name is left for configured programs)", name)

@@ -267,7 +267,7 @@ var seqSentinels = []struct {
 	{"exhausted", snapid.ErrExhausted},
 	{"sequence-short", snapid.ErrSequenceShort},
 	{"no-sequence", snapid.ErrNoSequence},
-	{"invalid-sequence", snapid.ErrInvalidSequence},
+	{"invalid-sequence", registry.ErrInvalidSequence},
 	{"lease-moved", registry.ErrLeaseMoved},
 }
 
@@ -386,7 +386,7 @@ func (r *rpcSeqRegistry) seqCall(ctx context.Context, method string, args any) (
 }
 
 func (r *rpcSeqRegistry) CreateSequence(ctx context.Context, name string, start, max uint64) (registry.SequenceInfo, error) {
-	return registry.SequenceInfo{}, fmt.Errorf("%w: the children do not create sequences", snapid.ErrInvalidSequence)
+	return registry.SequenceInfo{}, fmt.Errorf("%w: the children do not create sequences", registry.ErrInvalidSequence)
 }
 
 func (r *rpcSeqRegistry) LeaseSequence(ctx context.Context, req registry.LeaseRequest) (registry.SequenceLease, error) {

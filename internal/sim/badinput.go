@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"math"
 	"path/filepath"
 
 	"github.com/snapid/snapid"
@@ -53,7 +54,7 @@ func (w *world) badInput(ho *host, s Step) {
 		}
 	case "takeover-max":
 		var g *snapid.Generator
-		g, err = snapid.OpenContext(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho, snapid.WithTakeover(snapid.MaxNumber))...)
+		g, err = snapid.OpenContext(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho, snapid.WithTakeover(uint64(math.MaxUint64)))...)
 		if err == nil {
 			_ = g.Close()
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -273,7 +274,7 @@ func (w *world) repair(ho *host, zero bool) {
 			high = row.Reserved
 		}
 	}
-	if high == snapid.MaxNumber {
+	if high == uint64(math.MaxUint64) {
 		return
 	}
 	if _, err := admin.Repair(ho.counter, high+1, w.options(ho)...); err != nil {

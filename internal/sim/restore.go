@@ -95,7 +95,7 @@ func (w *world) restoreCounter(ho *host) {
 		w.check.unchanged(ho, before, fmt.Sprintf("a rolled-back counter refused (%v)", err))
 	}
 	ho.disk.fault.disarm() // the operator's raise lands: a fault here would only leave the refusal
-	if _, err := admin.Init(ho.counter, r.Mark+1, w.options(ho)...); err != nil && !errors.Is(err, snapid.ErrLowered) {
+	if _, err := admin.Init(ho.counter, r.Mark+1, w.options(ho)...); err != nil && !errors.Is(err, admin.ErrLowered) {
 		w.check.violation("raising the restored counter of h%d past the record's mark: %v", ho.i, err)
 	}
 }

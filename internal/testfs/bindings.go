@@ -6,7 +6,7 @@ import (
 )
 
 // RunWithOwnBindings runs m with the name bindings of its test counters
-// (see snapid.DefaultBindingDir) in a directory of this run, not the
+// (see /var/lib/snapid/records) in a directory of this run, not the
 // host's: tests open counters under the same names in many temporary
 // directories. Child processes the tests start inherit it through
 // SNAPID_BINDING_DIR; a directory already set there is kept. It returns

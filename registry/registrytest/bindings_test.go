@@ -8,7 +8,7 @@ import (
 )
 
 // TestMain keeps the name records of this package's test counters (see
-// snapid.DefaultBindingDir) in a directory of this run, not the host's:
+// /var/lib/snapid/records) in a directory of this run, not the host's:
 // an Open that names no place of its own never writes the machine's
 // /var/lib/snapid/records. The examples run in this binary too; each
 // simulated host in them still names a place of its own (WithBindingDir).

@@ -20,7 +20,7 @@ func ExampleRegistry() {
 	defer os.RemoveAll(dir)
 
 	// The host's record of the name is kept in the example's directory
-	// too, not in the machine's place (snapid.DefaultBindingDir).
+	// too, not in the machine's place (/var/lib/snapid/records).
 	reg := registrytest.NewRegistry()
 	g, err := snapid.Open(filepath.Join(dir, "counter.u64"), "web_1", snapid.WithRegistry(reg), snapid.WithReserveStep(100),
 		snapid.WithBindingDir(filepath.Join(dir, "records")))
