@@ -37,7 +37,7 @@ var layers = map[string][]string{
 	"admin":                 {".", "internal/engine", "registry", "internal/nodename"},
 	"cmd/snapctl":           {"internal/cli"},
 	"examples/cmsserver":    {".", "registry", "cassandra", "prometheus"},
-	"internal/sim": {".", "admin", "registry", "registry/registrytest", "cassandra", "internal/cli", "internal/clock",
+	"internal/sim": {"internal/engine", "admin", "registry", "registry/registrytest", "cassandra", "internal/cli", "internal/clock",
 		"internal/statefile", "internal/hoststate", "internal/seam", "internal/simcql"},
 	// Tests' helpers and the docs' tests: the standard library and
 	// drivers only.

@@ -59,8 +59,11 @@ func ParseFormat(s string) (Format, error) {
 
 // Bounds for WithMaxID: the largest id a consumer can hold.
 const (
-	MaxInt64       = 1<<63 - 1 // a signed 64-bit integer (the default for FormatStriped)
-	MaxSafeInteger = 1<<53 - 1 // JavaScript's Number.MAX_SAFE_INTEGER: exact in a float64
+	MaxInt64 = 1<<63 - 1 // a signed 64-bit integer (the default for FormatStriped)
+	// MaxSafeInteger is JavaScript's Number.MAX_SAFE_INTEGER, the largest
+	// integer a float64 holds exactly: WithMaxID(MaxSafeInteger) for ids
+	// a browser reads.
+	MaxSafeInteger = 1<<53 - 1
 	MaxUint32      = 1<<32 - 1 // an unsigned 32-bit integer
 )
 
@@ -229,7 +232,7 @@ func WithStride(s uint64) Option {
 }
 
 // WithMaxID sets the largest id the Generator hands out: for FormatStriped
-// the integer (default MaxInt64; MaxSafeInteger for JavaScript, MaxUint32
+// the integer (default math.MaxInt64; MaxSafeInteger for JavaScript, math.MaxUint32
 // for 32 bits), for the other forms the counter's number. Past it every
 // call returns ErrExhausted; nothing ever overflows. max must be at least
 // 1.

@@ -56,35 +56,21 @@ type Generator struct {
 // not exist.
 //
 // Open validates everything before it issues anything: the name (see
-// ValidateName), the options, and the file (exactly 8 bytes, a regular file,
-// not a symbolic link unless WithFollowSymlinks); with a registry, also the
-// owner token and mark files beside it, before anything is created or
-// written (errCorruptOwner, errCorruptMark). A failed Open changes nothing
-// on disk, with one exception: with a registry, whatever the reason it
-// failed after the files were validated (the claim refused with
-// ErrNameTaken or ErrProbableClone, a registry that could not be reached,
-// a failure after the claim), the files this call created stay: the
-// counter file (holding 0, which is what a missing one means, or what
-// programs without a registry issued from it meanwhile), the owner token
-// (a retry presents the same one), and the empty mark and presence files.
-// They are never removed, because programs that use the counter without a
-// registry (Snap!, snapid without WithRegistry, Init) lock only the counter
-// and may be issuing from it already. A refused claim writes no session
-// file.
-//
-// Without a registry, one node name goes with one counter file on the host:
-// Open records the binding (see DefaultBindingDir) and refuses, before
-// anything is created, a name the host uses with another counter file that
-// still exists (ErrNameBound), or whose binding file is damaged
-// (errCorruptBinding). An Open that fails after it recorded a binding
-// removes it again. Concurrent Opens serialise on the binding directory's
-// lock: of two first Opens of one name with different counters, exactly one
-// succeeds.
+// ValidateName), the options, the file (exactly 8 bytes, a regular file, not
+// a symbolic link unless WithFollowSymlinks), and the host's record of the
+// name, which every Open keeps, with a registry or without: a name the host
+// issued from another counter is refused (ErrNameBound), as is a counter
+// below the floor the record keeps (ErrRolledBack; with a registry it is
+// raised instead). A damaged state file is ErrCorrupt in a FileError naming
+// it. A failed Open leaves the counter and the record as they were, with
+// one exception: with a registry, a failure after the claim was made (or
+// may have been) leaves the counter file this call created (holding 0) and
+// the files beside it, since programs without a registry may be issuing
+// from it already.
 //
 // With WithRegistry, Open also claims the name in the registry before it
-// returns (see OpenContext); it gives the claim the registry timeout. The
-// registry then refuses a second counter file under the name (its owner
-// token differs), and no binding is made.
+// returns (see OpenContext), giving the claim the registry timeout; the
+// registry refuses a second counter file under the name (ErrNameTaken).
 func Open(counterPath, name string, opts ...Option) (*Generator, error) {
 	return OpenContext(context.Background(), counterPath, name, opts...)
 }

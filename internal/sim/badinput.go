@@ -5,12 +5,12 @@ import (
 	"math"
 	"path/filepath"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/engine"
 )
 
 // badInput makes a call that must fail and change nothing.
 func (w *world) badInput(ho *host, s Step) {
-	var sq *snapid.Sequence
+	var sq *engine.Sequence
 	if s.Arg == "seq-next-0" {
 		// Opening the sequence is not the bad call: before the snapshot.
 		if !ho.cfg.Registry || ho.procs[s.Proc] == nil || s.Seq >= len(w.h.Sequences) {
@@ -30,37 +30,37 @@ func (w *world) badInput(ho *host, s Step) {
 		if !ho.cfg.Registry || g == nil || s.Seq >= len(w.h.Sequences) {
 			return
 		}
-		name, opts := w.h.Sequences[s.Seq].Name, []snapid.SequenceOption{snapid.SequenceBlock(0)}
+		name, opts := w.h.Sequences[s.Seq].Name, []engine.SequenceOption{engine.SequenceBlock(0)}
 		if s.Arg == "seq-name" {
 			name, opts = "-bad", nil
 		}
-		var bad *snapid.Sequence
+		var bad *engine.Sequence
 		if bad, err = g.SequenceContext(w.opCtx(), name, opts...); err == nil {
 			_ = bad.Close()
 		}
 	case "seq-next-0":
 		_, err = sq.NextNContext(w.opCtx(), 0)
 	case "name":
-		var g *snapid.Generator
-		g, err = snapid.OpenContext(w.opCtx(), ho.counter, "-bad name", w.options(ho)...)
+		var g *engine.Generator
+		g, err = engine.OpenContext(w.opCtx(), ho.counter, "-bad name", w.options(ho)...)
 		if err == nil {
 			_ = g.Close()
 		}
 	case "counter-dir":
-		var g *snapid.Generator
-		g, err = snapid.OpenContext(w.opCtx(), filepath.Join(ho.dir, "missing", "counter"), ho.cfg.Name, w.options(ho)...)
+		var g *engine.Generator
+		g, err = engine.OpenContext(w.opCtx(), filepath.Join(ho.dir, "missing", "counter"), ho.cfg.Name, w.options(ho)...)
 		if err == nil {
 			_ = g.Close()
 		}
 	case "takeover-max":
-		var g *snapid.Generator
-		g, err = snapid.OpenContext(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho, snapid.WithTakeover(uint64(math.MaxUint64)))...)
+		var g *engine.Generator
+		g, err = engine.OpenContext(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho, engine.WithTakeover(uint64(math.MaxUint64)))...)
 		if err == nil {
 			_ = g.Close()
 		}
 	case "block-0":
-		var g *snapid.Generator
-		g, err = snapid.OpenContext(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho, snapid.WithBlock(0))...)
+		var g *engine.Generator
+		g, err = engine.OpenContext(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho, engine.WithBlock(0))...)
 		if err == nil {
 			_ = g.Close()
 		}
@@ -73,8 +73,8 @@ func (w *world) badInput(ho *host, s Step) {
 		if !w.running(ho) || !ho.cfg.Registry {
 			return
 		}
-		var g *snapid.Generator
-		g, err = snapid.OpenContext(w.opCtx(), ho.counter, "other", w.options(ho)...)
+		var g *engine.Generator
+		g, err = engine.OpenContext(w.opCtx(), ho.counter, "other", w.options(ho)...)
 		if err == nil {
 			_ = g.Close()
 		}
@@ -97,6 +97,6 @@ func (w *world) badInput(ho *host, s Step) {
 // found (a damaged file, a name the counter does not serve, a bad option),
 // not on a fault: such a refusal changes nothing in the registry.
 func refusedAsInput(err error) bool {
-	return err != nil && (errors.Is(err, snapid.ErrCorrupt) || errors.Is(err, snapid.ErrNameMismatch) ||
-		errors.Is(err, snapid.ErrInvalidOption) || errors.Is(err, snapid.ErrInvalidName))
+	return err != nil && (errors.Is(err, engine.ErrCorrupt) || errors.Is(err, engine.ErrNameMismatch) ||
+		errors.Is(err, engine.ErrInvalidOption) || errors.Is(err, engine.ErrInvalidName))
 }

@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/engine"
 )
 
 // waitBackstop bounds how long the simulator waits for a call whose
@@ -20,7 +20,7 @@ const waitBackstop = 2 * time.Minute
 // simulator's own) holds meanwhile: the call must return, and either hand
 // out numbers (served before it needed the lock) or fail having taken
 // nothing; once the lock goes, the process issues as before.
-func (w *world) nextCancelledWaiting(ho *host, s Step, g *snapid.Generator) {
+func (w *world) nextCancelledWaiting(ho *host, s Step, g *engine.Generator) {
 	f, err := os.Open(ho.counter)
 	if err != nil {
 		return
@@ -36,7 +36,7 @@ func (w *world) nextCancelledWaiting(ho *host, s Step, g *snapid.Generator) {
 		err   error
 	}
 	done := make(chan result, 1)
-	one := s.N == 1 || ho.cfg.Form == snapid.FormatDecimal // the decimal form has no NextN
+	one := s.N == 1 || ho.cfg.Form == engine.FormatDecimal // the decimal form has no NextN
 	var id string
 	go func() {
 		if one {

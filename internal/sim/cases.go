@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/admin"
+	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/internal/seam"
 )
 
@@ -34,7 +34,7 @@ func (w *world) secondCounter(ho *host) {
 		return
 	}
 	before := w.check.snapshot(ho)
-	g, err := snapid.OpenContext(w.opCtx(), other, ho.cfg.Name, w.options(ho)...)
+	g, err := engine.OpenContext(w.opCtx(), other, ho.cfg.Name, w.options(ho)...)
 	w.did(1)
 	if err == nil {
 		w.check.violation("a second counter on h%d (%s) opened under %s while its counter %s exists", ho.i, other, ho.cfg.Name, ho.counter)
@@ -42,7 +42,7 @@ func (w *world) secondCounter(ho *host) {
 		return
 	}
 	w.reached["second-counter"]++
-	if errors.Is(err, snapid.ErrNameBound) {
+	if errors.Is(err, engine.ErrNameBound) {
 		// Refused before anything is created (a registry's refusal comes
 		// after the new counter's files are made, as for any new host).
 		w.check.unchanged(ho, before, fmt.Sprintf("a second counter refused (%v)", err))
@@ -77,13 +77,13 @@ func (w *world) renameCounter(ho *host) {
 			return
 		}
 		before := w.check.snapshot(ho)
-		g, err := snapid.OpenContext(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho)...)
+		g, err := engine.OpenContext(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho)...)
 		w.did(1)
 		switch {
 		case err == nil:
 			w.check.violation("h%d opened a replacement of its counter at the old value %d below the record's mark %d", ho.i, v, m)
 			_ = g.Close()
-		case errors.Is(err, snapid.ErrNameBound):
+		case errors.Is(err, engine.ErrNameBound):
 			w.reached["replaced-counter-refused"]++
 			w.check.unchanged(ho, before, fmt.Sprintf("a replaced counter refused (%v)", err))
 		}
@@ -129,7 +129,7 @@ func (w *world) changeForm(ho *host, s Step) {
 	}
 	first := false // a registered host's very first Open, with another stride than the cluster's
 	switch {
-	case ho.cfg.Registry && ho.cfg.Form == snapid.FormatStriped:
+	case ho.cfg.Registry && ho.cfg.Form == engine.FormatStriped:
 		// The cluster's stride is the registry's once a registered host
 		// opened with it: another one is refused, before anything is
 		// made, even on the host's first Open.
@@ -141,9 +141,9 @@ func (w *world) changeForm(ho *host, s Step) {
 		ho.altStride = !ho.altStride
 	case ho.cfg.Registry:
 		return // the registry gives the node number
-	case ho.cfg.Form == snapid.FormatStriped:
+	case ho.cfg.Form == engine.FormatStriped:
 		ho.altStride = !ho.altStride
-	case ho.cfg.Form == snapid.FormatDecimal:
+	case ho.cfg.Form == engine.FormatDecimal:
 		ho.nodeShift = 50 - ho.nodeShift
 	default:
 		return
@@ -151,7 +151,7 @@ func (w *world) changeForm(ho *host, s Step) {
 	if _, err := os.Stat(ho.counter); !first && (err != nil || !ho.opened || ho.released) {
 		// Standalone, a change is one of a form the host had (an Open
 		// of it succeeded).
-		if ho.cfg.Form == snapid.FormatStriped {
+		if ho.cfg.Form == engine.FormatStriped {
 			ho.altStride = !ho.altStride
 		} else {
 			ho.nodeShift = 50 - ho.nodeShift
@@ -170,16 +170,16 @@ func (w *world) changeForm(ho *host, s Step) {
 		w.check.violation("h%d opened with stride %d while the cluster's is %d", ho.i, simStride2, simStride)
 	case err == nil:
 		w.did(1)
-		if ho.cfg.Form == snapid.FormatStriped {
+		if ho.cfg.Form == engine.FormatStriped {
 			ho.procFloor[0] = ho.maxStriped
 		}
 		return
-	case errors.Is(err, snapid.ErrStrideMismatch) || errors.Is(err, snapid.ErrNumberMismatch):
+	case errors.Is(err, engine.ErrStrideMismatch) || errors.Is(err, engine.ErrNumberMismatch):
 		w.check.unchanged(ho, before, fmt.Sprintf("an Open with another form refused (%v)", err))
 	}
 	// Refused, or failed on a fault before it could tell: the operator
 	// goes back to the form the host had.
-	if ho.cfg.Form == snapid.FormatStriped {
+	if ho.cfg.Form == engine.FormatStriped {
 		ho.altStride = !ho.altStride
 	} else {
 		ho.nodeShift = 50 - ho.nodeShift
@@ -195,7 +195,7 @@ func (w *world) changeForm(ho *host, s Step) {
 // when it was left (it may still hand out the numbers it had reserved
 // below it); checked by issued (formLeftAt).
 func (w *world) changeFormLive(ho *host) {
-	if ho.cfg.Registry || ho.cfg.Form != snapid.FormatStriped || ho.procs[0] == nil {
+	if ho.cfg.Registry || ho.cfg.Form != engine.FormatStriped || ho.procs[0] == nil {
 		return
 	}
 	others := false
@@ -251,7 +251,7 @@ func (w *world) closeRacingOpen(ho *host, s Step) {
 	sqs := ho.seqs[p]
 	ho.procs[p], ho.seqs[p] = nil, nil
 	opts := w.options(ho)
-	var opened *snapid.Generator
+	var opened *engine.Generator
 	var wg sync.WaitGroup
 	var h *hold
 	if s.Arg == "held" && ho.cfg.Registry {
@@ -271,7 +271,7 @@ func (w *world) closeRacingOpen(ho *host, s Step) {
 		}
 	})
 	open := func() {
-		if ng, err := snapid.OpenContext(context.Background(), ho.counter, ho.cfg.Name, opts...); err == nil {
+		if ng, err := engine.OpenContext(context.Background(), ho.counter, ho.cfg.Name, opts...); err == nil {
 			opened = ng
 		}
 	}
@@ -344,7 +344,7 @@ const holdWait = 100 * time.Millisecond
 // host that takes the name over later, hands out afterwards (the
 // registry's mark starts above the counter).
 func (w *world) joinRegistry(ho *host) {
-	if ho.cfg.Registry || ho.cfg.Form != snapid.FormatName {
+	if ho.cfg.Registry || ho.cfg.Form != engine.FormatName {
 		return
 	}
 	w.closeAll(ho)
@@ -364,7 +364,7 @@ func (w *world) joinRegistry(ho *host) {
 // cluster's stride (simStride), which the registry then records.
 func (w *world) strideRecorded() bool {
 	for _, o := range w.hosts {
-		if o.cfg.Registry && o.cfg.Form == snapid.FormatStriped && o.opened && !o.altStride {
+		if o.cfg.Registry && o.cfg.Form == engine.FormatStriped && o.opened && !o.altStride {
 			return true
 		}
 	}

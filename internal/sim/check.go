@@ -9,8 +9,8 @@ import (
 	"os"
 	"reflect"
 
-	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/admin"
+	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/registry"
 	"golang.org/x/sys/unix"
 )
@@ -85,7 +85,7 @@ func (c *checker) issued(ho *host, p int, name string, first, n uint64) {
 			ho.maxStriped = max(ho.maxStriped, v)
 		}
 	}
-	if st := ho.strideOf(p); ho.cfg.Form == snapid.FormatStriped && st != ho.stride() {
+	if st := ho.strideOf(p); ho.cfg.Form == engine.FormatStriped && st != ho.stride() {
 		if left, ok := ho.formLeftAt[st]; ok && last > left {
 			c.violation("h%d/p%d handed out number %d with stride %d, whose form the counter left at %d for stride %d: two striped forms issued from one counter at once", ho.i, p, last, st, left, ho.stride())
 		}
@@ -132,7 +132,7 @@ func (c *checker) strictOrder(ho *host, p int, first, last uint64) {
 // one the host's form never hands out (the decimal form skips multiples
 // of ten).
 func (c *checker) skipped(ho *host, from, to uint64) bool {
-	if ho.cfg.Form != snapid.FormatDecimal {
+	if ho.cfg.Form != engine.FormatDecimal {
 		return false
 	}
 	for k := from + 1; k < to; k++ {
@@ -203,7 +203,7 @@ func (c *checker) afterStep(Step) {
 
 // issuedID records an id returned by process p of ho (see issued).
 func (c *checker) issuedID(ho *host, p int, id string) {
-	parsed, err := snapid.ParseID(id)
+	parsed, err := engine.ParseID(id)
 	if err != nil {
 		c.violation("h%d/p%d returned an id that does not parse: %q: %v", ho.i, p, id, err)
 		return
@@ -212,11 +212,11 @@ func (c *checker) issuedID(ho *host, p int, id string) {
 		c.violation("h%d/p%d returned %q, not a %s id", ho.i, p, id, ho.cfg.Form)
 		return
 	}
-	if parsed.Form == snapid.FormatName {
+	if parsed.Form == engine.FormatName {
 		c.issued(ho, p, parsed.Name, parsed.Number, 1)
 		return
 	}
-	if parsed.Form == snapid.FormatStriped {
+	if parsed.Form == engine.FormatStriped {
 		if parsed, err = parsed.Unstripe(ho.strideOf(p)); err != nil {
 			c.violation("h%d/p%d returned %q: %v", ho.i, p, id, err)
 			return
@@ -239,7 +239,7 @@ func (c *checker) issuedID(ho *host, p int, id string) {
 		c.violation("h%d/p%d returned %q, not a decimal number", ho.i, p, id)
 		return
 	}
-	if parsed.Form == snapid.FormatStriped && r.Cmp(maxInt64) > 0 {
+	if parsed.Form == engine.FormatStriped && r.Cmp(maxInt64) > 0 {
 		c.violation("h%d/p%d returned striped id %s, above the form's bound 2^63-1", ho.i, p, id)
 	}
 	if b := ho.cfg.MaxID; b != 0 && r.Cmp(new(big.Rat).SetUint64(b)) > 0 {
@@ -350,7 +350,7 @@ func (c *checker) released(ho *host, final uint64, err error, before state) {
 				c.violation("Release of %s on h%d recorded %d, below the registry's mark %d", ho.cfg.Name, ho.i, final, r.Reserved)
 			}
 		}
-	case errors.Is(err, snapid.ErrRegistry):
+	case errors.Is(err, engine.ErrRegistry):
 		// Outcome unknown: the release is recorded on the host first, so
 		// the host must not issue again until reclaimed (checked by the
 		// ids and by its Opens), unless it failed before that.
@@ -420,14 +420,14 @@ func (c *checker) live(ho *host) {
 	}
 	var last error
 	for range 3 {
-		if err := c.w.open(ho, 0); errors.Is(err, snapid.ErrExhausted) {
+		if err := c.w.open(ho, 0); errors.Is(err, engine.ErrExhausted) {
 			return
 		} else if err != nil {
 			last = err
 			continue
 		}
 		id, err := ho.procs[0].UniqueIDContext(c.w.opCtx())
-		if errors.Is(err, snapid.ErrExhausted) {
+		if errors.Is(err, engine.ErrExhausted) {
 			return // used up: nothing left to issue is not a lost host
 		}
 		if err != nil {
@@ -463,7 +463,7 @@ func (c *checker) liveSequences(ho *host) {
 					break
 				}
 			}
-			if errors.Is(err, snapid.ErrExhausted) {
+			if errors.Is(err, engine.ErrExhausted) {
 				ok = true
 				break
 			}

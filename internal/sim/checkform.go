@@ -3,7 +3,7 @@ package sim
 import (
 	"math/big"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/engine"
 )
 
 // The checks of numeric id forms: parsed ids against their strings,
@@ -11,14 +11,14 @@ import (
 
 // issuedParsed records an id returned parsed (NextID, NextIDsContext):
 // its string form as issuedID does, and its fields must be the string's.
-func (c *checker) issuedParsed(ho *host, p int, id snapid.ID) {
+func (c *checker) issuedParsed(ho *host, p int, id engine.ID) {
 	s := id.String()
 	c.issuedID(ho, p, s)
-	parsed, err := snapid.ParseID(s)
+	parsed, err := engine.ParseID(s)
 	if err != nil {
 		return // issuedID reported it
 	}
-	if parsed.Form == snapid.FormatStriped {
+	if parsed.Form == engine.FormatStriped {
 		if parsed, err = parsed.Unstripe(ho.strideOf(p)); err != nil {
 			return
 		}
@@ -36,7 +36,7 @@ func (c *checker) issuedParsed(ho *host, p int, id snapid.ID) {
 // hands out striped ids, its node number is known and the id fits in 64
 // bits.
 func (c *checker) stripedValue(ho *host, p int, name string, n uint64) (uint64, bool) {
-	if ho.cfg.Form != snapid.FormatStriped {
+	if ho.cfg.Form != engine.FormatStriped {
 		return 0, false
 	}
 	node := standaloneNumber(ho)
@@ -70,7 +70,7 @@ func (c *checker) aboveEarlierForms(ho *host, p int, v uint64) {
 // without overflow, at most the bound.
 func (c *checker) withinBound(ho *host, p int, name string, last uint64) {
 	b := ho.cfg.MaxID
-	if b == 0 || ho.cfg.Form != snapid.FormatStriped {
+	if b == 0 || ho.cfg.Form != engine.FormatStriped {
 		return
 	}
 	node := standaloneNumber(ho)

@@ -3,8 +3,8 @@ package sim
 import (
 	"os"
 
-	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/admin"
+	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -50,7 +50,7 @@ func (c *checker) opened(ho *host, running bool) {
 
 // requested notes a request of n numbers on ho.
 func (c *checker) requested(ho *host, n uint64) {
-	if ho.cfg.Form == snapid.FormatDecimal {
+	if ho.cfg.Form == engine.FormatDecimal {
 		n += n/9 + 1 // decimal ids skip the numbers ending in 0
 	}
 	if g := c.gaps[ho]; g != nil {

@@ -8,9 +8,9 @@ import (
 	"math/rand/v2"
 	"strings"
 
-	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/internal/cli"
+	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/internal/seam"
 	"github.com/snapid/snapid/registry"
 )
@@ -121,7 +121,7 @@ func cliError(stderr string) error {
 	if strings.Contains(stderr, registry.ErrMarkMoved.Error()) {
 		return fmt.Errorf("%s: %w", strings.TrimSpace(stderr), registry.ErrMarkMoved)
 	}
-	return fmt.Errorf("%s: %w", strings.TrimSpace(stderr), snapid.ErrRegistry)
+	return fmt.Errorf("%s: %w", strings.TrimSpace(stderr), engine.ErrRegistry)
 }
 
 // cliRelease is KRelease through `snapctl release`: reported done

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/engine"
 )
 
 // concurrent runs a burst: every open process of ho calls at once from
@@ -29,7 +29,7 @@ func (w *world) concurrent(ho *host, s Step) {
 	// The first open process gets a third caller: with two, each caller
 	// leads a group of its own while the other's update runs; a third
 	// joins the group waiting (groups.go).
-	var procs []*snapid.Generator
+	var procs []*engine.Generator
 	for _, g := range ho.procs {
 		if g != nil {
 			procs = append(procs, g)
@@ -42,7 +42,7 @@ func (w *world) concurrent(ho *host, s Step) {
 		if g == nil {
 			continue
 		}
-		seqs := make(map[int]*snapid.Sequence, len(ho.seqs[p]))
+		seqs := make(map[int]*engine.Sequence, len(ho.seqs[p]))
 		for i, sq := range ho.seqs[p] {
 			seqs[i] = sq
 		}
@@ -57,10 +57,10 @@ func (w *world) concurrent(ho *host, s Step) {
 				defer running.Add(-1)
 				for range s.N {
 					n := 1 + uint64(rng.IntN(3))
-					if ho.cfg.Form == snapid.FormatDecimal {
+					if ho.cfg.Form == engine.FormatDecimal {
 						// (No NextN in the decimal form: it skips numbers ending in 0.)
-						var ids []snapid.ID
-						if g.NextIDsContext(w.opCtx(), n, func(id snapid.ID) { ids = append(ids, id) }) == nil {
+						var ids []engine.ID
+						if g.NextIDsContext(w.opCtx(), n, func(id engine.ID) { ids = append(ids, id) }) == nil {
 							mu.Lock()
 							for _, id := range ids {
 								results = append(results, got{p: p, seq: -1, first: id.Number, n: 1})
@@ -144,12 +144,12 @@ func (w *world) storm(ho *host, takeover bool, dc int) {
 	if nh != nil {
 		slots = append(slots, slot{nh, 0})
 	}
-	opened := make([]*snapid.Generator, len(slots))
+	opened := make([]*engine.Generator, len(slots))
 	var wg sync.WaitGroup
 	for i, sl := range slots {
 		opts := w.options(sl.h)
 		wg.Go(func() {
-			g, err := snapid.OpenContext(context.Background(), sl.h.counter, sl.h.cfg.Name, opts...)
+			g, err := engine.OpenContext(context.Background(), sl.h.counter, sl.h.cfg.Name, opts...)
 			if err == nil {
 				opened[i] = g
 			}

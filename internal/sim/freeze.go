@@ -9,7 +9,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/internal/seam"
 	"github.com/snapid/snapid/internal/statefile"
 	"github.com/snapid/snapid/registry"
@@ -238,7 +238,7 @@ type freezeRegistry struct {
 func (r freezeRegistry) enter(op, name string) error {
 	r.d.freeze.held(r.p, "reg:"+op)
 	if r.d.freeze.enter(r.d, r.p, "reg:"+op, name) != nil {
-		return fmt.Errorf("sim: %w: %s %q: the host is down", snapid.ErrRegistry, op, name)
+		return fmt.Errorf("sim: %w: %s %q: the host is down", engine.ErrRegistry, op, name)
 	}
 	return nil
 }
@@ -349,11 +349,11 @@ var _ backend = freezeRegistry{}
 
 // freezeHost are the seams of ho's other users (an operator's Release,
 // Init, Repair), through the host's freezer (process -1).
-func (w *world) freezeHost(ho *host) []snapid.Option {
+func (w *world) freezeHost(ho *host) []engine.Option {
 	ps := procSeam{d: ho.disk, p: -1}
-	o := []snapid.Option{seam.WithIO(ps).(snapid.Option), seam.WithFS(ps).(snapid.Option)}
+	o := []engine.Option{seam.WithIO(ps).(engine.Option), seam.WithFS(ps).(engine.Option)}
 	if ho.cfg.Registry {
-		o = append(o, snapid.WithRegistry(freezeRegistry{backend: w.regs[ho.cfg.DC], d: ho.disk, p: -1}))
+		o = append(o, engine.WithRegistry(freezeRegistry{backend: w.regs[ho.cfg.DC], d: ho.disk, p: -1}))
 	}
 	return o
 }
@@ -362,12 +362,12 @@ func (w *world) freezeHost(ho *host) []snapid.Option {
 // freezer: its registry is the process slot's (procRegistry, as
 // procOptions gives it) behind the freezer's gate; given after
 // procOptions, it replaces that registry.
-func (w *world) freezeProc(ho *host, p int, ext *extensions) []snapid.Option {
+func (w *world) freezeProc(ho *host, p int, ext *extensions) []engine.Option {
 	ps := procSeam{d: ho.disk, p: p}
-	o := []snapid.Option{seam.WithIO(ps).(snapid.Option), seam.WithFS(ps).(snapid.Option)}
+	o := []engine.Option{seam.WithIO(ps).(engine.Option), seam.WithFS(ps).(engine.Option)}
 	if ho.cfg.Registry {
 		inner := procRegistry{w.regs[ho.cfg.DC], &ho.hb.down[p], ext}
-		o = append(o, snapid.WithRegistry(freezeRegistry{backend: inner, d: ho.disk, p: p}))
+		o = append(o, engine.WithRegistry(freezeRegistry{backend: inner, d: ho.disk, p: p}))
 	}
 	return o
 }

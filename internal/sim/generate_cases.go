@@ -3,7 +3,7 @@ package sim
 import (
 	"math/rand/v2"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/engine"
 )
 
 // The cases Generate adds to a random history: form changes, the cases
@@ -19,7 +19,7 @@ func addForms(h *History) {
 		return
 	}
 	for i := range h.Hosts {
-		h.Hosts[i].Form = snapid.Format(rng.IntN(3))
+		h.Hosts[i].Form = engine.Format(rng.IntN(3))
 	}
 }
 
@@ -72,7 +72,7 @@ func addCases(h *History) {
 		for i, c := range h.Hosts {
 			// (With sync off, what it handed out standalone may come
 			// back after a power cut: not covered, registry or not.)
-			if !c.Registry && c.Sync && c.Form == snapid.FormatName {
+			if !c.Registry && c.Sync && c.Form == engine.FormatName {
 				insert(rng.IntN(len(h.Steps)+1), Step{Kind: KJoin, Host: i}, Step{Kind: KOpen, Host: i, Proc: 0},
 					Step{Kind: KNext, Host: i, Proc: 0, N: 1 + uint64(rng.IntN(60))})
 				break
@@ -115,7 +115,7 @@ func addCases(h *History) {
 			Step{Kind: KRestore, Host: 0}, Step{Kind: KOpen, Host: 0, Proc: 2}, seq(2))
 	}
 	for i, c := range h.Hosts {
-		if c.Form == snapid.FormatStriped && rng.IntN(2) == 0 {
+		if c.Form == engine.FormatStriped && rng.IntN(2) == 0 {
 			// The counter near the striped form's bound (2^63-1 over
 			// the stride): the last ids below 2^63, then ErrExhausted,
 			// never one between 2^63 and 2^64. In half of them the
@@ -136,13 +136,13 @@ func addCases(h *History) {
 		}
 	}
 	for i, c := range h.Hosts {
-		if c.Form != snapid.FormatName && !c.Registry {
+		if c.Form != engine.FormatName && !c.Registry {
 			insert(rng.IntN(len(h.Steps)+1), Step{Kind: KForm, Host: i}, Step{Kind: KNext, Host: i, Proc: 0, N: 1})
 			break
 		}
 	}
 	for i, c := range h.Hosts {
-		if c.Form == snapid.FormatStriped && !c.Registry && rng.IntN(2) == 0 {
+		if c.Form == engine.FormatStriped && !c.Registry && rng.IntN(2) == 0 {
 			// The stride changed by one process while another runs on
 			// with the one it had; both then take numbers, the new form
 			// first, more than the counter had reached (so that, if
@@ -158,7 +158,7 @@ func addCases(h *History) {
 	// opened with the cluster's) at its very first Open.
 	var striped []int
 	for i, c := range h.Hosts {
-		if c.Registry && c.Form == snapid.FormatStriped {
+		if c.Registry && c.Form == engine.FormatStriped {
 			striped = append(striped, i)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/internal/seam"
 )
 
@@ -30,7 +30,7 @@ const (
 
 // slowFlush is a burst's slow counter write on one host's disk.
 type slowFlush struct {
-	procs   []*snapid.Generator // the processes calling in the burst
+	procs   []*engine.Generator // the processes calling in the burst
 	left    atomic.Int32        // updates that still wait
 	running *atomic.Int32       // burst goroutines still calling
 }
@@ -63,7 +63,7 @@ func (d *disk) pauseFlush(f *os.File) {
 // slowBurst makes ho's counter writes wait for queued callers while the
 // burst of procs runs (running counts its goroutines still calling), and
 // returns what ends it.
-func (w *world) slowBurst(ho *host, procs []*snapid.Generator, running *atomic.Int32) (end func()) {
+func (w *world) slowBurst(ho *host, procs []*engine.Generator, running *atomic.Int32) (end func()) {
 	s := &slowFlush{procs: procs, running: running}
 	s.left.Store(burstWaits)
 	ho.disk.slow.Store(s)
@@ -72,7 +72,7 @@ func (w *world) slowBurst(ho *host, procs []*snapid.Generator, running *atomic.I
 
 // groupMembers is how many calls of procs were served by another
 // caller's counter update so far.
-func groupMembers(procs []*snapid.Generator) uint64 {
+func groupMembers(procs []*engine.Generator) uint64 {
 	var n uint64
 	for _, g := range procs {
 		n += seam.GroupMembers(g)

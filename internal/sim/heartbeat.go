@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/admin"
+	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/internal/seam"
 	"github.com/snapid/snapid/registry"
 )
@@ -42,7 +42,7 @@ import (
 
 // hostHeartbeat is what the simulator knows of one host's heartbeat.
 type hostHeartbeat struct {
-	holder   *snapid.Generator // the last process seen holding the role
+	holder   *engine.Generator // the last process seen holding the role
 	down     [3]atomic.Bool    // the registry is unreachable for that process slot
 	ran      time.Duration     // host time its clock ran through (timers firing), not jumped
 	liveFrom time.Time         // true time since which the host has held its name reachably (zero: not now)
@@ -55,7 +55,7 @@ type hostHeartbeat struct {
 	// a poll, whether or not the record says so.
 	toldSession string
 	toldRan     time.Duration
-	learned     map[*snapid.Generator]bool
+	learned     map[*engine.Generator]bool
 	// rmOnTaken: an operator removes the host's heartbeat file the
 	// moment its record first says "taken" (within one clock step,
 	// KClock with Arg "rm-heartbeat"), before the other processes poll.
@@ -160,7 +160,7 @@ func (w *world) watchFired(ho *host) {
 }
 
 func (w *world) watchHost(ho *host) {
-	var holder *snapid.Generator
+	var holder *engine.Generator
 	sessions := map[string]bool{}
 	running, down := 0, 0
 	holderDown, lost := false, false
@@ -185,7 +185,7 @@ func (w *world) watchHost(ho *host) {
 		lost = lost || st.Lost != nil
 		if st.Lost != nil && strings.Contains(st.Lost.Error(), "another process of this host was told so") && !ho.hb.learned[g] {
 			if ho.hb.learned == nil {
-				ho.hb.learned = map[*snapid.Generator]bool{}
+				ho.hb.learned = map[*engine.Generator]bool{}
 			}
 			ho.hb.learned[g] = true
 			w.reached["taken-propagated"]++
@@ -314,7 +314,7 @@ func (w *world) beforeOpen(ho *host) joinState {
 
 // afterOpen checks a join (see above) and counts a join refused because
 // the record says the name was taken.
-func (w *world) afterOpen(ho *host, p int, g *snapid.Generator, err error, pre joinState, ext *extensions) {
+func (w *world) afterOpen(ho *host, p int, g *engine.Generator, err error, pre joinState, ext *extensions) {
 	if err == nil {
 		ext.g.Store(g)
 	}
@@ -355,7 +355,7 @@ type extensions struct {
 	w    *world
 	ho   *host
 	p    int
-	g    atomic.Pointer[snapid.Generator]
+	g    atomic.Pointer[engine.Generator]
 	mu   sync.Mutex
 	last uint64
 	// told: one more than the step at which the registry first answered
@@ -367,7 +367,7 @@ type extensions struct {
 // answered records a registry answer to the process's extension or
 // refresh.
 func (e *extensions) answered(err error) {
-	if errors.Is(err, snapid.ErrNameTaken) {
+	if errors.Is(err, engine.ErrNameTaken) {
 		e.told.CompareAndSwap(0, e.w.stepNow.Load()+1)
 	}
 }
@@ -395,7 +395,7 @@ func (e *extensions) extended() {
 
 func (r procRegistry) cutOff(op string) error {
 	if r.down.Load() {
-		return fmt.Errorf("sim: %w: %s: this process cannot reach the registry (connection refused)", snapid.ErrRegistry, op)
+		return fmt.Errorf("sim: %w: %s: this process cannot reach the registry (connection refused)", engine.ErrRegistry, op)
 	}
 	return nil
 }
@@ -435,11 +435,11 @@ func (r procRegistry) Get(ctx context.Context, name string) (registry.Holder, er
 
 // procOptions are the options of process slot p of ho: the registry as
 // that slot reaches it, and what ext records of its extensions.
-func (w *world) procOptions(ho *host, p int, ext *extensions) []snapid.Option {
+func (w *world) procOptions(ho *host, p int, ext *extensions) []engine.Option {
 	if !ho.cfg.Registry {
 		return nil
 	}
-	return []snapid.Option{snapid.WithRegistry(procRegistry{w.regs[ho.cfg.DC], &ho.hb.down[p], ext})}
+	return []engine.Option{engine.WithRegistry(procRegistry{w.regs[ho.cfg.DC], &ho.hb.down[p], ext})}
 }
 
 // holderDown cuts the process holding ho's heartbeat role off from the

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/engine"
 )
 
 // A History is what one seed makes: the hosts at the start and the
@@ -49,7 +49,7 @@ type HostConfig struct {
 	Shards   bool   // CPU shards (block mode only)
 	Procs    int    // processes (Generators on the host's counter)
 	DC       int    // data centre (0 or 1) its registry calls come from
-	Form     snapid.Format
+	Form     engine.Format
 	MaxID    uint64 // WithMaxID (0: the form's default bound)
 }
 
@@ -78,7 +78,7 @@ func (c HostConfig) String() string {
 	if c.Registry {
 		reg += " in " + dcName(c.DC)
 	}
-	if c.Form != snapid.FormatName {
+	if c.Form != engine.FormatName {
 		mode += ", " + c.Form.String() + " ids"
 	}
 	if c.MaxID != 0 {

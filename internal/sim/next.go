@@ -5,7 +5,7 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/engine"
 )
 
 // Taking ids through each of the Generator's ways.
@@ -42,7 +42,7 @@ func (w *world) next(ho *host, s Step) {
 	var err error
 	api := w.pick(0xa91, 4)
 	switch {
-	case s.N > 1 && (ho.cfg.Form == snapid.FormatDecimal || api%2 == 1):
+	case s.N > 1 && (ho.cfg.Form == engine.FormatDecimal || api%2 == 1):
 		// The decimal form has no NextN (it skips numbers ending in 0).
 		err = w.nextIDs(ho, s.Proc, g, ctx, s.N)
 	case s.N > 1:
@@ -53,7 +53,7 @@ func (w *world) next(ho *host, s Step) {
 		}
 	case api == 1:
 		err = w.nextIDs(ho, s.Proc, g, ctx, 1)
-	case api == 2 && ho.cfg.Form == snapid.FormatStriped:
+	case api == 2 && ho.cfg.Form == engine.FormatStriped:
 		var v uint64
 		if v, err = g.UniqueUint64Context(ctx); err == nil {
 			w.did(1)
@@ -66,7 +66,7 @@ func (w *world) next(ho *host, s Step) {
 			w.check.issuedID(ho, s.Proc, string(b))
 		}
 	case api == 3 && !s.Cancelled:
-		var id snapid.ID
+		var id engine.ID
 		if id, err = g.NextID(); err == nil {
 			w.did(1)
 			w.check.issuedParsed(ho, s.Proc, id)
@@ -90,9 +90,9 @@ func (w *world) next(ho *host, s Step) {
 
 // nextIDs takes n ids from process p of ho with NextIDsContext (all or
 // none, in order).
-func (w *world) nextIDs(ho *host, p int, g *snapid.Generator, ctx context.Context, n uint64) error {
-	var ids []snapid.ID
-	err := g.NextIDsContext(ctx, n, func(id snapid.ID) { ids = append(ids, id) })
+func (w *world) nextIDs(ho *host, p int, g *engine.Generator, ctx context.Context, n uint64) error {
+	var ids []engine.ID
+	err := g.NextIDsContext(ctx, n, func(id engine.ID) { ids = append(ids, id) })
 	if err == nil && uint64(len(ids)) != n {
 		w.check.violation("h%d/p%d: NextIDsContext(%d) gave %d ids", ho.i, p, n, len(ids))
 	}

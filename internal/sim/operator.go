@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/admin"
+	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/internal/hoststate"
 	"github.com/snapid/snapid/internal/seam"
 	"golang.org/x/sys/unix"
@@ -49,7 +49,7 @@ func (w *world) forceRelease(ho *host, next uint64) {
 		w.did(1)
 	}
 	w.check.forceReleased(ho, next, final, err, was, hadRow)
-	if err == nil || errors.Is(err, snapid.ErrRegistry) {
+	if err == nil || errors.Is(err, engine.ErrRegistry) {
 		w.exempt(ho.cfg.Name, "its name was force-released")
 	}
 }
@@ -88,7 +88,7 @@ func (w *world) backup(ho *host) {
 	if ho.damaged {
 		ho.backupDamage = ho.damage
 	}
-	ho.issuers = map[*snapid.Generator]bool{}
+	ho.issuers = map[*engine.Generator]bool{}
 }
 
 // reclaimFailed follows a claim of a released name on purpose
@@ -235,7 +235,7 @@ func (w *world) repair(ho *host, zero bool) {
 		switch {
 		case err == nil:
 			w.check.violation("Repair of h%d with next %d (in use: %v) was accepted", ho.i, next, running)
-		case !zero && !errors.Is(err, snapid.ErrInUse):
+		case !zero && !errors.Is(err, engine.ErrInUse):
 			w.check.violation("Repair of h%d in use failed with %v, want ErrInUse", ho.i, err)
 		}
 		w.did(1)
@@ -359,7 +359,7 @@ func cloneRecords(nh *host, orig string) error {
 	if err := unix.Stat(nh.counter, &st); err != nil {
 		return nil // no counter copied: nothing to name
 	}
-	recs, _ := p.All(func(n string) bool { return snapid.ValidateName(n) == nil })
+	recs, _ := p.All(func(n string) bool { return engine.ValidateName(n) == nil })
 	for _, r := range recs {
 		if r.Path != orig {
 			continue

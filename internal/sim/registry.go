@@ -7,7 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -15,7 +15,7 @@ import (
 // Cassandra adapter on the simulated cluster: backend) with
 // the registry faults of a history, seen from one data centre: an answer lost before the change was
 // made, or after it was made (a timeout, Overloaded, a lost reply: both
-// look the same to the caller, snapid.ErrRegistry, and the caller must
+// look the same to the caller, engine.ErrRegistry, and the caller must
 // not guess which happened), an outage, and a data centre cut off from
 // the cluster's quorum.
 type faultyRegistry struct {
@@ -98,7 +98,7 @@ func unknown(op, name string, applied bool) error {
 	if applied {
 		how = "applied, then the reply was lost"
 	}
-	return fmt.Errorf("sim: %w: %s %q: operation timed out (outcome unknown; here %s)", snapid.ErrRegistry, op, name, how)
+	return fmt.Errorf("sim: %w: %s %q: operation timed out (outcome unknown; here %s)", engine.ErrRegistry, op, name, how)
 }
 
 // faulty runs a changing call of kind op on name through the armed fault:
@@ -130,7 +130,7 @@ func (r *faultyRegistry) Claim(ctx context.Context, c registry.Claim) (registry.
 		before, had = r.contract.truth.Row(c.Name)
 	}
 	h, err := faulty(r, "claim", c.Name, func() (registry.Holder, error) { return r.backend.Claim(ctx, c) })
-	if check && errors.Is(err, snapid.ErrNameTaken) {
+	if check && errors.Is(err, engine.ErrNameTaken) {
 		if row, ok := r.contract.truth.Row(c.Name); !ok || row.Owner == c.Owner || row.State != registry.StateActive {
 			r.contract.broken("a claim of %s refused as taken (%v), but the row is %+v (found %v)", c.Name, err, row, ok)
 		}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
 )
@@ -25,7 +25,7 @@ func (l liar) Claim(ctx context.Context, c registry.Claim) (registry.Holder, err
 		h.Owner, h.Reserved = c.Owner, 0
 		return h, err // the take-over not made, and reported at mark 0
 	}
-	return registry.Holder{}, fmt.Errorf("%w: %q", snapid.ErrNameTaken, c.Name)
+	return registry.Holder{}, fmt.Errorf("%w: %q", engine.ErrNameTaken, c.Name)
 }
 
 // TestRegistryContract: what a registry reported done (or refused) is

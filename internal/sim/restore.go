@@ -12,7 +12,7 @@ import (
 	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/internal/hoststate"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/engine"
 )
 
 // An operator's copies of a host's files put back: restored while its
@@ -80,7 +80,7 @@ func (w *world) restoreCounter(ho *host) {
 		return
 	}
 	before := w.check.snapshot(ho)
-	g, err := snapid.OpenContext(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho)...)
+	g, err := engine.OpenContext(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho)...)
 	w.did(1)
 	switch {
 	case err == nil:
@@ -90,7 +90,7 @@ func (w *world) restoreCounter(ho *host) {
 			w.check.violation("h%d opened its counter restored to %d, below the %d its record saw it reach (now %d, %v)", ho.i, old, r.Floor, v, rerr)
 		}
 		_ = g.Close()
-	case errors.Is(err, snapid.ErrRolledBack):
+	case errors.Is(err, engine.ErrRolledBack):
 		w.reached["rolled-back-refused"]++
 		w.check.unchanged(ho, before, fmt.Sprintf("a rolled-back counter refused (%v)", err))
 	}

@@ -3,7 +3,7 @@ package sim
 import (
 	"math/rand/v2"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/engine"
 )
 
 // addRollback gives, from a generator of its own, every history with a
@@ -29,7 +29,7 @@ func addRollback(h *History) {
 		return
 	}
 	n := 1 + uint64(rng.IntN(30))
-	if h.Hosts[host].Form == snapid.FormatDecimal {
+	if h.Hosts[host].Form == engine.FormatDecimal {
 		n = 1 // the decimal form hands out one number at a time
 	}
 	steps := []Step{
@@ -59,7 +59,7 @@ func addRollbackBelowFloor(h *History) {
 	}
 	host := -1
 	for i, c := range h.Hosts {
-		if !c.Registry && c.Form != snapid.FormatDecimal {
+		if !c.Registry && c.Form != engine.FormatDecimal {
 			host = i
 			break
 		}

@@ -1,23 +1,23 @@
 package sim
 
 import (
-	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/admin"
+	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/registry"
 )
 
 // sequence returns process p's Sequence s, opening it if needed.
-func (w *world) sequence(ho *host, p, s int) (*snapid.Sequence, error) {
+func (w *world) sequence(ho *host, p, s int) (*engine.Sequence, error) {
 	if sq := ho.seqs[p][s]; sq != nil {
 		return sq, nil
 	}
 	c := w.h.Sequences[s]
-	sq, err := ho.procs[p].SequenceContext(w.opCtx(), c.Name, snapid.SequenceBlock(c.Block), snapid.SequenceLeaseSize(c.Lease))
+	sq, err := ho.procs[p].SequenceContext(w.opCtx(), c.Name, engine.SequenceBlock(c.Block), engine.SequenceLeaseSize(c.Lease))
 	if err != nil {
 		return nil, err
 	}
 	if ho.seqs[p] == nil {
-		ho.seqs[p] = map[int]*snapid.Sequence{}
+		ho.seqs[p] = map[int]*engine.Sequence{}
 	}
 	ho.seqs[p][s] = sq
 	return sq, nil

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/admin"
+	"github.com/snapid/snapid/internal/engine"
 )
 
 // One step of a history run against the world: the dispatch from a
@@ -36,7 +36,7 @@ func (w *world) do(s Step) {
 		switch {
 		case ho.released && err == nil:
 			w.check.violation("h%d opened %s, which it released, without WithReclaim: a release is final", ho.i, ho.cfg.Name)
-		case ho.released && !errors.Is(err, snapid.ErrReleased):
+		case ho.released && !errors.Is(err, engine.ErrReleased):
 			// An outage or a fault may come first.
 		case ho.released:
 			w.reached["released-reopened"]++
@@ -101,7 +101,7 @@ func (w *world) do(s Step) {
 		if !ho.cfg.Registry || w.running(ho) {
 			return
 		}
-		if err := w.open(ho, s.Proc, snapid.WithReclaim()); err == nil {
+		if err := w.open(ho, s.Proc, engine.WithReclaim()); err == nil {
 			ho.released = false
 			ho.releaseUnsynced = false
 			w.did(1)

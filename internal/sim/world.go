@@ -11,9 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/admin"
 	libclock "github.com/snapid/snapid/internal/clock"
+	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/internal/seam"
 	"github.com/snapid/snapid/registry/registrytest"
 )
@@ -60,9 +60,9 @@ type host struct {
 	counter  string
 	bindings string
 	disk     *disk
-	info     snapid.HostInfo
-	procs    [3]*snapid.Generator
-	seqs     [3]map[int]*snapid.Sequence // each process's open Sequences
+	info     engine.HostInfo
+	procs    [3]*engine.Generator
+	seqs     [3]map[int]*engine.Sequence // each process's open Sequences
 	backup   map[string][]byte
 	// exempt: something done to this host (its files corrupted, restored
 	// or cloned, its name released, forced or taken over) may rightly
@@ -98,7 +98,7 @@ type host struct {
 	dense   bool
 	// issuers: the processes that handed out numbers since the last
 	// backup.
-	issuers map[*snapid.Generator]bool
+	issuers map[*engine.Generator]bool
 	// altStride, nodeShift: a form change moved the host to simStride2,
 	// or its standalone node number up by nodeShift.
 	altStride bool
@@ -230,7 +230,7 @@ func (w *world) addHost(c HostConfig) (*host, error) {
 		bindings:   filepath.Join(hd, "names"),
 		disk:       newDisk(hd),
 		seqDamaged: map[int][]string{},
-		info:       snapid.HostInfo{Hostname: fmt.Sprintf("host%d", i), Address: fmt.Sprintf("10.0.0.%d", i+1), MachineID: fmt.Sprintf("machine-%d", i)},
+		info:       engine.HostInfo{Hostname: fmt.Sprintf("host%d", i), Address: fmt.Sprintf("10.0.0.%d", i+1), MachineID: fmt.Sprintf("machine-%d", i)},
 	}
 	if err := ho.disk.settle(); err != nil {
 		return nil, err
@@ -264,43 +264,43 @@ func (ho *host) strideOf(p int) uint64 {
 }
 
 // options are the Options of a process of ho.
-func (w *world) options(ho *host, extra ...snapid.Option) []snapid.Option {
-	o := []snapid.Option{
-		snapid.WithSync(ho.cfg.Sync),
-		snapid.WithBindingDir(ho.bindings),
-		snapid.WithLogger(w.log),
-		seam.WithIO(ho.disk).(snapid.Option),
-		seam.WithFS(ho.disk).(snapid.Option),
-		seam.WithClock(w.hostClock(ho)).(snapid.Option),
+func (w *world) options(ho *host, extra ...engine.Option) []engine.Option {
+	o := []engine.Option{
+		engine.WithSync(ho.cfg.Sync),
+		engine.WithBindingDir(ho.bindings),
+		engine.WithLogger(w.log),
+		seam.WithIO(ho.disk).(engine.Option),
+		seam.WithFS(ho.disk).(engine.Option),
+		seam.WithClock(w.hostClock(ho)).(engine.Option),
 	}
 	if ho.cfg.Block > 0 {
-		o = append(o, snapid.WithBlock(ho.cfg.Block), snapid.WithCPUShards(ho.cfg.Shards))
+		o = append(o, engine.WithBlock(ho.cfg.Block), engine.WithCPUShards(ho.cfg.Shards))
 	}
-	if f := ho.cfg.Form; f != snapid.FormatName {
-		o = append(o, snapid.WithFormat(f))
+	if f := ho.cfg.Form; f != engine.FormatName {
+		o = append(o, engine.WithFormat(f))
 		if !ho.cfg.Registry {
-			o = append(o, snapid.WithNodeNumber(standaloneNumber(ho)))
+			o = append(o, engine.WithNodeNumber(standaloneNumber(ho)))
 		}
-		if f == snapid.FormatStriped {
-			o = append(o, snapid.WithStride(ho.stride()))
+		if f == engine.FormatStriped {
+			o = append(o, engine.WithStride(ho.stride()))
 		}
 	}
 	if ho.cfg.MaxID != 0 {
-		o = append(o, snapid.WithMaxID(ho.cfg.MaxID))
+		o = append(o, engine.WithMaxID(ho.cfg.MaxID))
 	}
 	if ho.cfg.Registry {
 		o = append(o,
-			snapid.WithRegistry(w.regs[ho.cfg.DC]),
-			snapid.WithHostInfo(ho.info),
+			engine.WithRegistry(w.regs[ho.cfg.DC]),
+			engine.WithHostInfo(ho.info),
 			// Retries of a start-up's registry calls do not wait.
-			seam.WithRetryWait(func(int) time.Duration { return 0 }).(snapid.Option),
+			seam.WithRetryWait(func(int) time.Duration { return 0 }).(engine.Option),
 			// The heartbeat runs on the host's clock (hostclock.go).
-			snapid.WithHeartbeat(hbInterval),
-			snapid.WithCloneWindow(cloneWindow),
-			snapid.WithReserveStep(reserveStep),
+			engine.WithHeartbeat(hbInterval),
+			engine.WithCloneWindow(cloneWindow),
+			engine.WithReserveStep(reserveStep),
 		)
 		if ho.takeSet {
-			o = append(o, snapid.WithTakeover(ho.takeover))
+			o = append(o, engine.WithTakeover(ho.takeover))
 		}
 	}
 	o = append(o, w.freezeHost(ho)...) // through the host's freezer (freeze.go)
@@ -359,14 +359,14 @@ func (w *world) running(ho *host) bool {
 }
 
 // open opens process p of ho if it is not open.
-func (w *world) open(ho *host, p int, extra ...snapid.Option) error {
+func (w *world) open(ho *host, p int, extra ...engine.Option) error {
 	if ho.procs[p] != nil {
 		return nil
 	}
 	running := w.running(ho)
 	clone := w.cloneClaim(ho, running)
 	pre, ext := w.beforeOpen(ho), &extensions{w: w, ho: ho, p: p, last: reserveStep}
-	g, err := snapid.OpenContext(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho, append(append(w.procOptions(ho, p, ext), w.freezeProc(ho, p, ext)...), extra...)...)...)
+	g, err := engine.OpenContext(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho, append(append(w.procOptions(ho, p, ext), w.freezeProc(ho, p, ext)...), extra...)...)...)
 	w.afterOpen(ho, p, g, err, pre, ext)
 	if err != nil {
 		return err
