@@ -16,7 +16,7 @@ import (
 // Environment:
 //
 //	SNAPID_SIM_SEED=N        run that one history (and its shrunk form, if it fails), printing it
-//	SNAPID_SIM_HISTORIES=N   how many histories (default 10000; 2000 with the race detector)
+//	SNAPID_SIM_HISTORIES=N   how many histories (default 10000; 2000 with the race detector; 300 with -short)
 //	SNAPID_SIM_DURATION=D    run histories for D instead (a soak: make soak)
 //	SNAPID_SIM_STEPS=N       steps per history (default 100)
 //	SNAPID_SIM_FIRST=N       the first seed (default 1; seeds are consecutive)
@@ -70,7 +70,10 @@ func TestSimulation(t *testing.T) {
 		return
 	}
 	def := 10000
-	if raceBuild {
+	switch {
+	case testing.Short():
+		def = 300
+	case raceBuild:
 		def = 2000
 	}
 	histories := envInt(t, "SNAPID_SIM_HISTORIES", def)
