@@ -25,12 +25,11 @@ var layers = map[string][]string{
 	"internal/clock":        nil,
 	"internal/statefile":    nil,
 	"internal/hoststate":    {"internal/statefile"},
-	"internal/seam":         {"internal/clock", "internal/statefile"},
 	"registry":              {"internal/nodename"},
 	"registry/registrytest": {"registry", "internal/nodename"},
 	"internal/simcql":       {"registry"},
 	"cassandra":             {"registry", "internal/simcql"},
-	"internal/engine":       {"registry", "internal/nodename", "internal/clock", "internal/statefile", "internal/hoststate", "internal/seam"},
+	"internal/engine":       {"registry", "internal/nodename", "internal/clock", "internal/statefile", "internal/hoststate"},
 	".":                     {"internal/engine", "registry"},
 	"prometheus":            {".", "registry"},
 	"internal/cli":          {".", "registry", "admin", "cassandra", "internal/statefile"},
@@ -38,7 +37,7 @@ var layers = map[string][]string{
 	"cmd/snapctl":           {"internal/cli"},
 	"examples/cmsserver":    {".", "registry", "cassandra", "prometheus"},
 	"internal/sim": {"internal/engine", "admin", "registry", "registry/registrytest", "cassandra", "internal/cli", "internal/clock",
-		"internal/statefile", "internal/hoststate", "internal/seam", "internal/simcql"},
+		"internal/statefile", "internal/hoststate", "internal/simcql"},
 	// Tests' helpers and the docs' tests: the standard library and
 	// drivers only.
 	"internal/testcluster": nil,

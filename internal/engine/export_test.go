@@ -21,10 +21,6 @@ import (
 // registrytest imports snapid, so they cannot be internal tests; what they
 // need of the internals is exported here, for tests only.
 
-// ExportCrash abandons g as a killed process would: its locks and
-// descriptors go away, but nothing is returned to the registry.
-func ExportCrash(g *Generator) error { return crash(g) }
-
 // ExportExtend runs an extension of the reserved range now, as the
 // background extension does (need 0) or a caller waiting for room.
 func (g *Generator) ExportExtend(ctx context.Context, need uint64) error {

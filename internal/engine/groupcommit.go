@@ -37,7 +37,7 @@ type groupCommit struct {
 
 	// members counts the calls whose numbers came from another caller's
 	// update (a member of a group, not its leader); read by the
-	// simulator through package internal/seam.
+	// simulator through GroupMembers.
 	members atomic.Uint64
 }
 

@@ -32,7 +32,7 @@ func ctPath(t *testing.T) (dir, path string) {
 // away, but nothing is returned to the registry.
 func crash(t *testing.T, g *Generator) {
 	t.Helper()
-	require.NoError(t, ExportCrash(g))
+	require.NoError(t, Crash(g))
 }
 
 // ctValue reads the counter's last issued number.

@@ -515,7 +515,7 @@ func TestCrashGapAfterBurstIsOneStep(t *testing.T) {
 	// The 501st crossed half of the first step: an extension runs.
 	require.Eventually(t, func() bool { h, _ := reg.Row("web_1"); return h.Reserved > DefaultReserveStep },
 		10*time.Second, time.Millisecond)
-	require.NoError(t, ExportCrash(g))
+	require.NoError(t, Crash(g))
 	h, _ := reg.Row("web_1")
 	assert.LessOrEqual(t, h.Reserved-issued, uint64(DefaultReserveStep), "the mark is at most one default step ahead")
 	g = openReg(t, path, "web_1", reg, WithSync(false), ExportWithClock(clk))
@@ -531,7 +531,7 @@ func TestCrashGapAtLowRateIsSmall(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg)
 	issued := draw(t, g, 5)
-	require.NoError(t, ExportCrash(g))
+	require.NoError(t, Crash(g))
 	g = openReg(t, path, "web_1", reg)
 	defer g.Close()
 	next := draw(t, g, 1)[0]
@@ -730,7 +730,7 @@ func TestNoExtensionAfterClose(t *testing.T) {
 	require.ErrorIs(t, err, ErrClosed)
 	row, _ = reg.Row("web_1")
 	assert.Equal(t, uint64(3), row.Reserved, "not raised after the set-back")
-	require.NoError(t, ExportCrash(g)) // closes the descriptors
+	require.NoError(t, Crash(g)) // closes the descriptors
 }
 
 // A counter restored below the registry's mark is raised to the mark at

@@ -52,7 +52,7 @@ func TestReservationStepGrowthCappedAfterBurst(t *testing.T) {
 	assert.Greater(t, ahead, uint64(step), "the step grew with the burst (the rate counts)")
 	assert.LessOrEqual(t, ahead, uint64(16*step), "the mark is at most 16 steps ahead of what was issued")
 
-	require.NoError(t, ExportCrash(g))
+	require.NoError(t, Crash(g))
 	g = openReg(t, path, "web_1", reg, WithReserveStep(step), WithSync(false), ExportWithNow(clock))
 	defer g.Close()
 	next := draw(t, g, 1)[0]

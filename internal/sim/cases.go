@@ -11,7 +11,6 @@ import (
 
 	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/internal/engine"
-	"github.com/snapid/snapid/internal/seam"
 )
 
 // secondCounter opens a second counter file on ho (in a directory of its
@@ -267,7 +266,7 @@ func (w *world) closeRacingOpen(ho *host, s Step) {
 			}
 		}
 		if g.Close() != nil || failed {
-			_ = seam.Crash(g)
+			_ = engine.Crash(g)
 		}
 	})
 	open := func() {

@@ -11,7 +11,6 @@ import (
 	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/internal/cli"
 	"github.com/snapid/snapid/internal/engine"
-	"github.com/snapid/snapid/internal/seam"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -169,7 +168,7 @@ func (w *world) cliForce(ho *host, next uint64) {
 				w.did(int(n))
 				w.check.issued(ho, p, ho.cfg.Name, first, n)
 			}
-			seam.Settle(g)
+			engine.Settle(g)
 		})
 		break
 	}

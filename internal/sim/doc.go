@@ -46,8 +46,8 @@
 // while running, a host cloned onto another machine, a file beside the
 // counter, a lease file or a floor corrupted).
 //
-// The library runs unchanged; the simulator reaches it through its seams
-// (package internal/seam): every host's files go through a disk (disk.go)
+// The library runs unchanged; the simulator reaches it through
+// internal/engine's options and calls for it (simulation.go there): every host's files go through a disk (disk.go)
 // that is the counter and lease files' I/O (the mark and heartbeat
 // files' too) and the file-system layer (new files' content, links,
 // renames, removals, file and directory syncs, the bindings directory's
@@ -202,7 +202,7 @@
 // read did not show the settled state; "released-reopened": a released
 // name's Open refused; "second-counter", "counter-renamed",
 // "stride-change": the cases of that name ran; "group-member": a call's
-// numbers came from another caller's counter update, seam.GroupMembers;
+// numbers came from another caller's counter update, engine.GroupMembers;
 // "snapctl": a snapctl command run in-process succeeded; "heartbeat-refresh": a
 // Touch succeeded, "heartbeat-handover": the heartbeat role moved to
 // another process of a host, "taken-propagated": a process learned from
@@ -271,9 +271,9 @@
 // child processes under setpriv (internal/engine/helpers_test.go,
 // internal/engine/multiprocess_test.go).
 //
-// Only its own tests import it; it imports snapid, registrytest,
+// Only its own tests import it; it imports internal/engine, admin, registrytest,
 // internal/cli (snapctl's commands, with cli.InProcess),
 // snapid/cassandra (for the simulated cluster it registers in
-// internal/simcql), internal/simcql, internal/seam, internal/statefile,
+// internal/simcql), internal/simcql, internal/statefile,
 // internal/hoststate and internal/clock.
 package sim

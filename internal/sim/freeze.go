@@ -10,7 +10,6 @@ import (
 	"syscall"
 
 	"github.com/snapid/snapid/internal/engine"
-	"github.com/snapid/snapid/internal/seam"
 	"github.com/snapid/snapid/internal/statefile"
 	"github.com/snapid/snapid/registry"
 )
@@ -32,7 +31,7 @@ import (
 // the instant itself fails so. The step goes on to its end (the
 // operation returns whatever it returns; numbers it returned count as
 // handed out); then the simulator abandons the frozen processes
-// (seam.Crash) and, for a cut, puts the host's files back to what the
+// (engine.Crash) and, for a cut, puts the host's files back to what the
 // cut leaves (applyFrozen).
 type freezer struct {
 	mu    sync.Mutex
@@ -224,7 +223,7 @@ var (
 	_ statefile.Writer  = procSeam{}
 
 	_ statefile.NoReplaceLinker = procSeam{}
-	_ seam.FileIO               = procSeam{}
+	_ engine.FileIO             = procSeam{}
 )
 
 // freezeRegistry is process p's way to the registry, through its host's
@@ -351,7 +350,7 @@ var _ backend = freezeRegistry{}
 // Init, Repair), through the host's freezer (process -1).
 func (w *world) freezeHost(ho *host) []engine.Option {
 	ps := procSeam{d: ho.disk, p: -1}
-	o := []engine.Option{seam.WithIO(ps).(engine.Option), seam.WithFS(ps).(engine.Option)}
+	o := []engine.Option{engine.WithIO(ps), engine.WithFS(ps)}
 	if ho.cfg.Registry {
 		o = append(o, engine.WithRegistry(freezeRegistry{backend: w.regs[ho.cfg.DC], d: ho.disk, p: -1}))
 	}
@@ -364,7 +363,7 @@ func (w *world) freezeHost(ho *host) []engine.Option {
 // procOptions, it replaces that registry.
 func (w *world) freezeProc(ho *host, p int, ext *extensions) []engine.Option {
 	ps := procSeam{d: ho.disk, p: p}
-	o := []engine.Option{seam.WithIO(ps).(engine.Option), seam.WithFS(ps).(engine.Option)}
+	o := []engine.Option{engine.WithIO(ps), engine.WithFS(ps)}
 	if ho.cfg.Registry {
 		inner := procRegistry{w.regs[ho.cfg.DC], &ho.hb.down[p], ext}
 		o = append(o, engine.WithRegistry(freezeRegistry{backend: inner, d: ho.disk, p: p}))

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/snapid/snapid/internal/engine"
-	"github.com/snapid/snapid/internal/seam"
 )
 
 // Group commit in a burst. On tmpfs a counter update takes microseconds,
@@ -39,7 +38,7 @@ type slowFlush struct {
 // in a group behind the update running.
 func (s *slowFlush) queued() bool {
 	for _, g := range s.procs {
-		if seam.GroupQueued(g) >= 2 {
+		if engine.GroupQueued(g) >= 2 {
 			return true
 		}
 	}
@@ -75,7 +74,7 @@ func (w *world) slowBurst(ho *host, procs []*engine.Generator, running *atomic.I
 func groupMembers(procs []*engine.Generator) uint64 {
 	var n uint64
 	for _, g := range procs {
-		n += seam.GroupMembers(g)
+		n += engine.GroupMembers(g)
 	}
 	return n
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/internal/engine"
-	"github.com/snapid/snapid/internal/seam"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -168,7 +167,7 @@ func (w *world) watchHost(ho *host) {
 		if g == nil {
 			continue
 		}
-		st := seam.Heartbeat(g)
+		st := engine.HeartbeatOf(g)
 		if st.Holder {
 			holder = g
 		}
@@ -275,7 +274,7 @@ func (c *checker) issuedAfterTaken(ho *host, p int) {
 				ho.i, p, c.w.step, told-1, ho.cfg.Name)
 		}
 	}
-	st := seam.Heartbeat(g)
+	st := engine.HeartbeatOf(g)
 	if ho.hb.toldSession != "" && st.Session == ho.hb.toldSession && ho.hb.ran-ho.hb.toldRan > hbPoll {
 		c.violation("h%d/p%d handed out a number %v (of its host's running time) after another process of its host was told by the registry that its name %s was another owner's: every process stops at its next poll (%v)",
 			ho.i, p, ho.hb.ran-ho.hb.toldRan, ho.cfg.Name, hbPoll)
@@ -324,7 +323,7 @@ func (w *world) afterOpen(ho *host, p int, g *engine.Generator, err error, pre j
 	if err != nil || !pre.join || w.parallel || ho.disk.freeze.hasFired() {
 		return // (a process frozen by a fault inside an operation reads no record: it is dead, abandoned at the step's end)
 	}
-	st := seam.Heartbeat(g)
+	st := engine.HeartbeatOf(g)
 	if pre.rec.ok && pre.rec.taken && pre.rec.session == sessionHash(st.Session) {
 		w.check.violation("h%d/p%d joined its host's claim of %s although the host's heartbeat record says the name was taken", ho.i, p, ho.cfg.Name)
 		return
@@ -381,7 +380,7 @@ func (e *extensions) extended() {
 	if g == nil {
 		return
 	}
-	step := seam.Step(g)
+	step := engine.ReservationStep(g)
 	e.mu.Lock()
 	prev := e.last
 	e.last = step
@@ -452,7 +451,7 @@ func (w *world) holderDown(ho *host, down bool) {
 		return
 	}
 	for p, g := range ho.procs {
-		if g != nil && seam.Heartbeat(g).Holder {
+		if g != nil && engine.HeartbeatOf(g).Holder {
 			if !ho.hb.down[p].Swap(true) {
 				w.faulted()
 			}

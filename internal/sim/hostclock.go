@@ -5,7 +5,7 @@ import (
 	"time"
 
 	libclock "github.com/snapid/snapid/internal/clock"
-	"github.com/snapid/snapid/internal/seam"
+	"github.com/snapid/snapid/internal/engine"
 )
 
 // One clock per host. The simulator's true time (world.clock) is the
@@ -215,7 +215,7 @@ func (w *world) moveClock(s Step) {
 // waiting on the host's clock and no refresh is in flight: the work a
 // firing woke is done.
 func (w *world) settleHost(ho *host) {
-	if ho.clk == nil || seam.Heartbeat == nil {
+	if ho.clk == nil {
 		return
 	}
 	for spins := 0; ; spins++ {
@@ -224,7 +224,7 @@ func (w *world) settleHost(ho *host) {
 			if g == nil {
 				continue
 			}
-			st := seam.Heartbeat(g)
+			st := engine.HeartbeatOf(g)
 			if st.Running {
 				running++
 			}

@@ -13,7 +13,6 @@ import (
 	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/internal/hoststate"
-	"github.com/snapid/snapid/internal/seam"
 	"golang.org/x/sys/unix"
 )
 
@@ -38,7 +37,7 @@ func (w *world) forceRelease(ho *host, next uint64) {
 				w.did(int(n))
 				w.check.issued(ho, p, ho.cfg.Name, first, n)
 			}
-			seam.Settle(g)
+			engine.Settle(g)
 		})
 		break
 	}

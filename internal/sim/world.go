@@ -14,7 +14,6 @@ import (
 	"github.com/snapid/snapid/admin"
 	libclock "github.com/snapid/snapid/internal/clock"
 	"github.com/snapid/snapid/internal/engine"
-	"github.com/snapid/snapid/internal/seam"
 	"github.com/snapid/snapid/registry/registrytest"
 )
 
@@ -269,9 +268,9 @@ func (w *world) options(ho *host, extra ...engine.Option) []engine.Option {
 		engine.WithSync(ho.cfg.Sync),
 		engine.WithBindingDir(ho.bindings),
 		engine.WithLogger(w.log),
-		seam.WithIO(ho.disk).(engine.Option),
-		seam.WithFS(ho.disk).(engine.Option),
-		seam.WithClock(w.hostClock(ho)).(engine.Option),
+		engine.WithIO(ho.disk),
+		engine.WithFS(ho.disk),
+		engine.WithClock(w.hostClock(ho)),
 	}
 	if ho.cfg.Block > 0 {
 		o = append(o, engine.WithBlock(ho.cfg.Block), engine.WithCPUShards(ho.cfg.Shards))
@@ -293,7 +292,7 @@ func (w *world) options(ho *host, extra ...engine.Option) []engine.Option {
 			engine.WithRegistry(w.regs[ho.cfg.DC]),
 			engine.WithHostInfo(ho.info),
 			// Retries of a start-up's registry calls do not wait.
-			seam.WithRetryWait(func(int) time.Duration { return 0 }).(engine.Option),
+			engine.WithRetryWait(func(int) time.Duration { return 0 }),
 			// The heartbeat runs on the host's clock (hostclock.go).
 			engine.WithHeartbeat(hbInterval),
 			engine.WithCloneWindow(cloneWindow),
@@ -317,7 +316,7 @@ func (w *world) crashAll(ho *host) {
 // crash kills process p of ho (its Sequences with it).
 func (w *world) crash(ho *host, p int) {
 	if g := ho.procs[p]; g != nil {
-		_ = seam.Crash(g)
+		_ = engine.Crash(g)
 		ho.procs[p], ho.seqs[p] = nil, nil
 		w.check.crashGap(ho)
 	}
@@ -337,7 +336,7 @@ func (w *world) closeProc(ho *host, p int) {
 		}
 	}
 	if err := g.Close(); err != nil || failed {
-		_ = seam.Crash(g)
+		_ = engine.Crash(g)
 	}
 	ho.procs[p], ho.seqs[p] = nil, nil
 }
@@ -445,7 +444,7 @@ func (w *world) settle() {
 	for _, ho := range w.hosts {
 		for _, g := range ho.procs {
 			if g != nil {
-				seam.Settle(g)
+				engine.Settle(g)
 			}
 		}
 	}

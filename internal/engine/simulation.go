@@ -1,0 +1,171 @@
+package engine
+
+import (
+	"runtime"
+	"time"
+
+	"github.com/snapid/snapid/internal/clock"
+	"github.com/snapid/snapid/internal/statefile"
+)
+
+// What the simulator (internal/sim) drives: a Generator's I/O, file
+// system, clock and retry waits replaced through options, a Generator
+// abandoned as a killed process would be, and what it waits on between
+// steps. Package snapid gives users none of these.
+
+// FileIO is the counter and lease files' I/O, which WithIO replaces.
+type FileIO interface {
+	fileIO
+}
+
+// WithIO replaces the counter and lease files' I/O.
+func WithIO(x FileIO) Option { return withIO(x) }
+
+// WithFS replaces the file-system layer (creating, linking, renaming,
+// removing and syncing state files).
+func WithFS(f statefile.FS) Option { return withFS(f) }
+
+// WithClock replaces the Generator's clock: every time it reads
+// (heartbeats, clone windows, reservation rates, block and lease sizes),
+// every timer, ticker and sleep, every context deadline it creates. Each
+// Generator has its own, so each simulated host may run its own clock.
+func WithClock(c clock.Clock) Option { return withClock(c) }
+
+// WithRetryWait replaces the waits between a start-up's retried registry
+// calls.
+func WithRetryWait(wait func(attempt int) time.Duration) Option { return withRetryWait(wait) }
+
+// Crash abandons g as a killed process would: its locks and descriptors
+// go away (its Sequences' lease files too), but nothing is written and
+// nothing is returned to the registry.
+func Crash(g *Generator) error {
+	g.closed.Store(true)
+	if g.block != nil {
+		g.block.close()
+	}
+	g.seqMu.Lock()
+	seqs := append([]*Sequence(nil), g.seqs...)
+	g.seqMu.Unlock()
+	for _, s := range seqs {
+		s.crash()
+	}
+	if g.res != nil {
+		g.res.cancel()
+		g.res.wg.Wait()
+		if err := g.res.host.close(); err != nil {
+			return err
+		}
+	}
+	g.host.drop() // its presence lock goes, nothing is written
+	return g.file.close()
+}
+
+// crash abandons s as a killed process would: its prefetch stops and its
+// locks and descriptors go away. Closing a Sequence writes nothing and
+// tells the registry nothing (the Generator's last Close does), so this
+// is Close.
+func (s *Sequence) crash() { _ = s.Close() }
+
+// Settle waits until g has no background work running (an extension, a
+// block or lease reserved ahead, a group commit finishing for callers that
+// left), so that a simulator running one operation at a time sees the
+// same history on every run.
+func Settle(g *Generator) {
+	for g.busy() {
+		runtime.Gosched()
+		time.Sleep(10 * time.Microsecond)
+	}
+}
+
+// busy reports whether g has background work running (see Settle).
+func (g *Generator) busy() bool {
+	if g.res != nil && g.res.extending.Load() {
+		return true
+	}
+	if g.block != nil && g.block.busy() {
+		return true // the next block, reserved ahead
+	}
+	if gc := g.gc; gc != nil {
+		// A leader whose caller left finishes its update in a goroutine
+		// of its own (an extension among it).
+		gc.mu.Lock()
+		flushing := gc.flushing
+		gc.mu.Unlock()
+		if flushing {
+			return true
+		}
+	}
+	g.seqMu.Lock()
+	defer g.seqMu.Unlock()
+	for _, s := range g.seqs {
+		if s.prefetching.Load() || s.alloc.busy() {
+			return true
+		}
+	}
+	return false
+}
+
+// GroupMembers returns how many of g's calls got their numbers from
+// another caller's counter update (they joined a group commit as members
+// rather than leading one).
+func GroupMembers(g *Generator) uint64 {
+	if gc := g.gc; gc != nil {
+		return gc.members.Load()
+	}
+	return 0
+}
+
+// GroupQueued returns how many of g's callers are in the group waiting for
+// the update in progress (0: no group waits; 2 or more: a caller joined
+// another's group).
+func GroupQueued(g *Generator) int {
+	gc := g.gc
+	if gc == nil {
+		return 0
+	}
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	if gc.open == nil {
+		return 0
+	}
+	return max(1, len(gc.open.ks))
+}
+
+// HeartbeatState is what a Generator's heartbeat is doing (see
+// HeartbeatOf).
+type HeartbeatState struct {
+	Running bool   // the loop has not returned (a Generator with a registry, not closed, not crashed, its name not lost)
+	Busy    bool   // a refresh (Touch) of this process is in flight
+	Holder  bool   // the process holds the host's heartbeat role
+	Session string // the session of the host's claim the process runs under
+	Lost    error  // why the process stopped issuing under its name (ErrNameTaken), or nil
+}
+
+// HeartbeatOf returns the state of g's heartbeat: the simulator moves each
+// host's clock itself and, after each move, waits until every heartbeat
+// loop the move woke is back waiting on the clock.
+func HeartbeatOf(g *Generator) HeartbeatState {
+	r := g.res
+	if r == nil {
+		return HeartbeatState{}
+	}
+	st := HeartbeatState{
+		Running: !r.hbDone.Load(),
+		Busy:    r.touching.Load(),
+		Holder:  r.hbHolder.Load(),
+		Session: r.session,
+	}
+	if errp := r.lost.Load(); errp != nil {
+		st.Lost = *errp
+	}
+	return st
+}
+
+// ReservationStep returns the size of g's current reservation step (0
+// without a registry).
+func ReservationStep(g *Generator) uint64 {
+	if r := g.res; r != nil {
+		return r.step()
+	}
+	return 0
+}
