@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"time"
 
+	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -105,9 +106,9 @@ func (r *Registry) backoff(ctx context.Context, attempt int) error {
 func (r *Registry) claimOnce(ctx context.Context, c registry.Claim, lastRow *registry.Holder) (h registry.Holder, done bool, err error) {
 	now := r.timestamp()
 	token := newClaimToken()
-	mine := func(cur *record, found bool) outcome {
+	mine := func(cur *cql.Record, found bool) outcome {
 		switch {
-		case found && str(cur.token) == token:
+		case found && str(cur.Token) == token:
 			return outcomeApplied
 		case !found:
 			return outcomeResend
@@ -121,7 +122,7 @@ func (r *Registry) claimOnce(ctx context.Context, c registry.Claim, lastRow *reg
 	}
 	if res.applied {
 		if res.reread {
-			return res.cur.holder(), true, nil
+			return res.cur.Holder(), true, nil
 		}
 		r.log.Debug("snapid: name claimed", "name", c.Name)
 		return registry.Holder{Name: c.Name, Owner: c.Owner, Hostname: c.Hostname, Address: c.Address, MachineID: c.MachineID,
@@ -130,9 +131,9 @@ func (r *Registry) claimOnce(ctx context.Context, c registry.Claim, lastRow *reg
 	// The whole row: INSERT IF NOT EXISTS returns it, as does the serial
 	// read that resolved a lost reply.
 	decided := res.cur
-	old := decided.holder()
+	old := decided.Holder()
 	*lastRow = old
-	if str(decided.token) == token {
+	if str(decided.Token) == token {
 		// A reply lost earlier in this attempt was in fact applied, and the
 		// resent insert found our own row.
 		return old, true, nil
@@ -163,12 +164,12 @@ func (r *Registry) claimOnce(ctx context.Context, c registry.Claim, lastRow *reg
 	}
 
 	// Conditional on the row we decided from.
-	judge := func(cur *record, found bool) outcome {
+	judge := func(cur *cql.Record, found bool) outcome {
 		switch {
-		case found && str(cur.token) == token:
+		case found && str(cur.Token) == token:
 			return outcomeApplied
-		case found && same(cur.owner, decided.owner) && same(cur.state, decided.state) &&
-			same(cur.reserved, decided.reserved) && same(cur.token, decided.token):
+		case found && same(cur.Owner, decided.Owner) && same(cur.State, decided.State) &&
+			same(cur.Reserved, decided.Reserved) && same(cur.Token, decided.Token):
 			return outcomeResend
 		}
 		return outcomeLost
@@ -176,24 +177,24 @@ func (r *Registry) claimOnce(ctx context.Context, c registry.Claim, lastRow *reg
 	res2, err := r.runCAS(ctx, "claim", c.Name, judge, r.stmts.claimUpdate,
 		next.Owner, next.Hostname, next.Address, next.MachineID, next.RegisteredAt, next.LastSeen,
 		int64(next.Reserved), next.State, token, c.Name,
-		decided.owner, decided.state, decided.reserved, decided.token)
+		decided.Owner, decided.State, decided.Reserved, decided.Token)
 	if err != nil {
 		return registry.Holder{}, true, err
 	}
 	switch {
 	case res2.applied && res2.reread:
-		return res2.cur.holder(), true, nil
+		return res2.cur.Holder(), true, nil
 	case res2.applied:
 		return next, true, nil
-	case str(res2.cur.token) == token:
+	case str(res2.cur.Token) == token:
 		// Applied by an earlier send whose reply was lost; read the row.
-		var rec record
+		var rec cql.Record
 		found, err := r.serialRead(ctx, "claim", &rec, c.Name)
 		if err != nil {
 			return registry.Holder{}, true, fmt.Errorf("snapid: %w: claim %q: reading the claimed row: %w", registry.ErrRegistry, c.Name, err)
 		}
-		if found && str(rec.token) == token {
-			return rec.holder(), true, nil
+		if found && str(rec.Token) == token {
+			return rec.Holder(), true, nil
 		}
 	}
 	return registry.Holder{}, false, nil

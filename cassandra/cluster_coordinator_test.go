@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/cql"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -17,23 +18,23 @@ import (
 // conditional statement is sent (armed with arm), and counts the serial
 // reads that resolve unknown outcomes.
 type killingQuerier struct {
-	casQuerier
+	cql.CASQuerier
 	onSend atomic.Pointer[func()]
 	reads  atomic.Int32
 }
 
 func (k *killingQuerier) arm(f func()) { k.onSend.Store(&f) }
 
-func (k *killingQuerier) cas(ctx context.Context, rec *record, stmt string, args ...any) (bool, error) {
+func (k *killingQuerier) CAS(ctx context.Context, rec *cql.Record, stmt string, args ...any) (bool, error) {
 	if f := k.onSend.Swap(nil); f != nil {
 		go (*f)()
 	}
-	return k.casQuerier.cas(ctx, rec, stmt, args...)
+	return k.CASQuerier.CAS(ctx, rec, stmt, args...)
 }
 
-func (k *killingQuerier) serialRead(ctx context.Context, rec *record, name string) (bool, error) {
+func (k *killingQuerier) SerialRead(ctx context.Context, rec *cql.Record, name string) (bool, error) {
 	k.reads.Add(1)
-	return k.casQuerier.serialRead(ctx, rec, name)
+	return k.CASQuerier.SerialRead(ctx, rec, name)
 }
 
 // TestClusterCoordinatorKilledMidClaim sends a claim's lightweight
@@ -76,7 +77,7 @@ func TestClusterCoordinatorKilledMidClaim(t *testing.T) {
 			return 1
 		}}
 		reg := e.registryVia(t, p, func(c *Config) { c.Timeout = 5 * time.Second })
-		kq := &killingQuerier{casQuerier: reg.q}
+		kq := &killingQuerier{CASQuerier: reg.q}
 		reg.q = kq
 		name, owner := fmt.Sprintf("mid_%d", r), "owner-"+randomHex(t, 8)
 		// A first claim prepares the statement on node x, so that the
@@ -101,14 +102,14 @@ func TestClusterCoordinatorKilledMidClaim(t *testing.T) {
 		e.c.Heal(t)
 		rec, found := e.serialRow(t, judge, name)
 		t.Logf("round %d (%s, node %d killed after %s): claim %v after %s, %d serial read(s) resolving it; the row names %q",
-			r, rd.kind, x, rd.delay, err, time.Since(start).Round(time.Millisecond), kq.reads.Load(), str(rec.owner))
+			r, rd.kind, x, rd.delay, err, time.Since(start).Round(time.Millisecond), kq.reads.Load(), str(rec.Owner))
 		if err == nil {
 			require.True(t, found, "round %d: a claim reported as done has a row", r)
-			assert.Equal(t, owner, str(rec.owner), "round %d: the row names the claimer", r)
-			assert.Equal(t, h.Session, str(rec.token), "round %d: the row holds this claim's token", r)
+			assert.Equal(t, owner, str(rec.Owner), "round %d: the row names the claimer", r)
+			assert.Equal(t, h.Session, str(rec.Token), "round %d: the row holds this claim's token", r)
 		} else {
 			require.ErrorIs(t, err, snapid.ErrRegistry, "round %d", r)
-			assert.False(t, found && str(rec.owner) == owner, "round %d: a failed claim is not in the row", r)
+			assert.False(t, found && str(rec.Owner) == owner, "round %d: a failed claim is not in the row", r)
 		}
 		if rd.cut != nil {
 			assert.Positive(t, kq.reads.Load(), "round %d: the lost reply was resolved by a serial read", r)

@@ -14,6 +14,7 @@ import (
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/admin"
+	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/internal/testcluster"
 	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/require"
@@ -147,15 +148,15 @@ func isLWT(stmt string) bool {
 // serialRow reads name's row at SERIAL through node via alone: an
 // independent judge of what the registry holds (it also completes a Paxos
 // round left in flight).
-func (e *clusterEnv) serialRow(t *testing.T, s *gocql.Session, name string) (record, bool) {
+func (e *clusterEnv) serialRow(t *testing.T, s *gocql.Session, name string) (cql.Record, bool) {
 	t.Helper()
 	q := &gocqlQuerier{s: s, cons: gocql.Quorum, serial: gocql.Serial, selectOne: newStatements(e.ks.Name, DefaultTable).selectOne}
-	var rec record
+	var rec cql.Record
 	var found bool
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		found, err = q.serialRead(ctx, &rec, name)
+		found, err = q.SerialRead(ctx, &rec, name)
 		cancel()
 		if err == nil {
 			return rec, found

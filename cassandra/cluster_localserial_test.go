@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
+	"github.com/snapid/snapid/internal/cql"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -31,11 +32,11 @@ func TestClusterLocalSerialSplitBrain(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		now := time.Now()
-		var rec record
+		var rec cql.Record
 		q := s.Query(insert, name, owner, owner+".example", "192.0.2.9", "m-"+owner, now, now, int64(0), "active", owner).
 			WithContext(ctx).Consistency(cons).SerialConsistency(serial)
 		defer q.Release()
-		return q.MapScanCAS(rec.destMap())
+		return q.MapScanCAS(rec.DestMap())
 	}
 
 	e.c.Partition(t, qdc, mdc)
@@ -75,8 +76,8 @@ func TestClusterLocalSerialSplitBrain(t *testing.T) {
 	s := e.c.Session(t)
 	rec, found := e.serialRow(t, s, "split_local")
 	require.True(t, found)
-	t.Logf("after healing, split_local is held by %s: the other side's win at LOCAL_SERIAL is silently lost", str(rec.owner))
+	t.Logf("after healing, split_local is held by %s: the other side's win at LOCAL_SERIAL is silently lost", str(rec.Owner))
 	rec, found = e.serialRow(t, s, "split_serial")
 	require.True(t, found)
-	assert.Equal(t, "owner_"+qdc, str(rec.owner), "split_serial is held by the side that won at SERIAL")
+	assert.Equal(t, "owner_"+qdc, str(rec.Owner), "split_serial is held by the side that won at SERIAL")
 }

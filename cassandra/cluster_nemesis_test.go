@@ -216,7 +216,7 @@ func TestClusterNemesis(t *testing.T) {
 			a.owner = strings.TrimSpace(string(b))
 			if a.err == nil {
 				winners++
-				assert.Equal(t, a.owner, str(rec.owner), "round %d: the row names the winner, claimer %d", r, k)
+				assert.Equal(t, a.owner, str(rec.Owner), "round %d: the row names the winner, claimer %d", r, k)
 				if !a.retry {
 					assert.Equal(t, name+"-1", a.id, "round %d: the winner's first id", r)
 				} else {
@@ -229,7 +229,7 @@ func TestClusterNemesis(t *testing.T) {
 				}
 			} else {
 				assert.Zero(t, counterOf(t, a.path), "round %d: claimer %d lost (%v) but issued ids", r, k, a.err)
-				assert.NotEqual(t, a.owner, str(rec.owner), "round %d: the row names claimer %d, which failed: %v", r, k, a.err)
+				assert.NotEqual(t, a.owner, str(rec.Owner), "round %d: the row names claimer %d, which failed: %v", r, k, a.err)
 			}
 		}
 		winnersPerRound[winners]++

@@ -10,6 +10,7 @@ import (
 
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/admin"
+	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/internal/testcluster"
 	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/require"
@@ -78,19 +79,19 @@ func (k *testKeyspace) tableExists(tb testing.TB, name string) bool {
 // that must see all of it (the claim token included).
 func rawRow(tb testing.TB, r *Registry, name string) (map[string]any, bool) {
 	tb.Helper()
-	var rec record
-	found, err := r.q.serialRead(context.Background(), &rec, name)
+	var rec cql.Record
+	found, err := r.q.SerialRead(context.Background(), &rec, name)
 	require.NoError(tb, err)
 	if !found {
 		return nil, false
 	}
-	return rec.values(), true
+	return recordValues(&rec), true
 }
 
-// values returns every column's value (nil for null), by column name.
-func (rec *record) values() map[string]any {
+// recordValues returns every column's value (nil for null), by column name.
+func recordValues(rec *cql.Record) map[string]any {
 	out := map[string]any{}
-	for i, d := range rec.dests() {
+	for i, d := range rec.Dests() {
 		var v any
 		switch p := d.(type) {
 		case **string:
@@ -106,7 +107,7 @@ func (rec *record) values() map[string]any {
 				v = **p
 			}
 		}
-		out[columns[i].name] = v
+		out[cql.Columns[i].Name] = v
 	}
 	return out
 }
@@ -165,12 +166,12 @@ func testClaim(name, owner string) registry.Claim {
 	return registry.Claim{Name: name, Owner: owner, Hostname: owner + ".example", Address: "192.0.2.1", MachineID: "machine-" + owner}
 }
 
-// lossyQuerier wraps a casQuerier and, for chosen CAS calls, loses the
+// lossyQuerier wraps a cql.CASQuerier and, for chosen CAS calls, loses the
 // reply after the statement ran, or drops the statement and fails, as a
 // network or a timeout would. It counts calls. It is not safe for
 // concurrent use: each test drives its registry from one goroutine.
 type lossyQuerier struct {
-	inner casQuerier
+	inner cql.CASQuerier
 	// plan is called before each CAS with its 1-based number and the
 	// statement; it returns what to do.
 	plan func(n int, stmt string) lossPlan
@@ -188,7 +189,7 @@ type lossPlan struct {
 	failRead    error  // serial reads fail with this from now on
 }
 
-func (l *lossyQuerier) cas(ctx context.Context, rec *record, stmt string, args ...any) (bool, error) {
+func (l *lossyQuerier) CAS(ctx context.Context, rec *cql.Record, stmt string, args ...any) (bool, error) {
 	l.casCalls++
 	var p lossPlan
 	if l.plan != nil {
@@ -203,15 +204,15 @@ func (l *lossyQuerier) cas(ctx context.Context, rec *record, stmt string, args .
 	if p.dropRequest {
 		return false, p.err
 	}
-	applied, err := l.inner.cas(ctx, rec, stmt, args...)
+	applied, err := l.inner.CAS(ctx, rec, stmt, args...)
 	if p.loseReply && err == nil {
-		*rec = record{}
+		*rec = cql.Record{}
 		return false, p.err
 	}
 	return applied, err
 }
 
-func (l *lossyQuerier) serialRead(ctx context.Context, rec *record, name string) (bool, error) {
+func (l *lossyQuerier) SerialRead(ctx context.Context, rec *cql.Record, name string) (bool, error) {
 	l.reads++
 	if len(l.readFailures) > 0 {
 		err := l.readFailures[0]
@@ -221,7 +222,7 @@ func (l *lossyQuerier) serialRead(ctx context.Context, rec *record, name string)
 	if l.readErr != nil {
 		return false, l.readErr
 	}
-	return l.inner.serialRead(ctx, rec, name)
+	return l.inner.SerialRead(ctx, rec, name)
 }
 
 // lossy installs a lossyQuerier on r (before r is shared with goroutines).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -31,14 +32,14 @@ func (r *Registry) Extend(ctx context.Context, name, owner, session string, old,
 	}
 	for attempt := 0; attempt < claimAttempts; attempt++ {
 		now := r.timestamp()
-		ours := func(cur *record) bool {
-			return str(cur.owner) == owner && str(cur.token) == session && str(cur.state) == registry.StateActive
+		ours := func(cur *cql.Record) bool {
+			return str(cur.Owner) == owner && str(cur.Token) == session && str(cur.State) == registry.StateActive
 		}
-		judge := func(cur *record, found bool) outcome {
+		judge := func(cur *cql.Record, found bool) outcome {
 			switch {
-			case found && ours(cur) && cur.reserved != nil && uint64(*cur.reserved) == new && cur.lastSeen != nil && cur.lastSeen.Equal(now):
+			case found && ours(cur) && cur.Reserved != nil && uint64(*cur.Reserved) == new && cur.LastSeen != nil && cur.LastSeen.Equal(now):
 				return outcomeApplied
-			case found && ours(cur) && cur.reserved != nil && uint64(*cur.reserved) == old:
+			case found && ours(cur) && cur.Reserved != nil && uint64(*cur.Reserved) == old:
 				return outcomeResend
 			}
 			return outcomeLost
@@ -55,11 +56,11 @@ func (r *Registry) Extend(ctx context.Context, name, owner, session string, old,
 		if err != nil {
 			return registry.Holder{}, err
 		}
-		h := cur.holder()
+		h := cur.Holder()
 		switch {
 		case !found || !ours(&cur):
 			return h, r.notHeld("extend", name, owner, h, found)
-		case cur.reserved == nil || uint64(*cur.reserved) != old:
+		case cur.Reserved == nil || uint64(*cur.Reserved) != old:
 			return h, fmt.Errorf("snapid: %w: %q: the registry's mark is %d, not %d", registry.ErrMarkMoved, name, h.Reserved, old)
 		}
 		// The condition holds again (the row changed back): try again.
@@ -98,12 +99,12 @@ func (r *Registry) Touch(ctx context.Context, name, owner, session string) error
 		return err
 	}
 	now := r.timestamp()
-	ours := func(cur *record) bool {
-		return str(cur.owner) == owner && str(cur.token) == session && str(cur.state) == registry.StateActive
+	ours := func(cur *cql.Record) bool {
+		return str(cur.Owner) == owner && str(cur.Token) == session && str(cur.State) == registry.StateActive
 	}
-	judge := func(cur *record, found bool) outcome {
+	judge := func(cur *cql.Record, found bool) outcome {
 		switch {
-		case found && ours(cur) && cur.lastSeen != nil && cur.lastSeen.Equal(now):
+		case found && ours(cur) && cur.LastSeen != nil && cur.LastSeen.Equal(now):
 			return outcomeApplied
 		case found && ours(cur):
 			return outcomeResend
@@ -123,7 +124,7 @@ func (r *Registry) Touch(ctx context.Context, name, owner, session string) error
 		// ours again, and the claim refreshed last_seen.
 		return nil
 	}
-	return r.notHeld("touch", name, owner, cur.holder(), found)
+	return r.notHeld("touch", name, owner, cur.Holder(), found)
 }
 
 // Release implements registry.Registry.Release. It reads the row at SERIAL,
@@ -152,12 +153,12 @@ func (r *Registry) Release(ctx context.Context, name, owner string, final uint64
 				return fmt.Errorf("snapid: %w: release %q: %w", registry.ErrRegistry, name, err)
 			}
 		}
-		var cur record
+		var cur cql.Record
 		found, err := r.serialRead(ctx, "release", &cur, name)
 		if err != nil {
 			return fmt.Errorf("snapid: %w: release %q: reading the row: %w", registry.ErrRegistry, name, err)
 		}
-		h := cur.holder()
+		h := cur.Holder()
 		switch {
 		case !found || h.Owner != owner:
 			return r.notHeld("release", name, owner, h, found)
@@ -165,16 +166,16 @@ func (r *Registry) Release(ctx context.Context, name, owner string, final uint64
 			return fmt.Errorf("snapid: %w: release %q: the registry's mark %d is above the final value %d; nothing was written",
 				registry.ErrMarkMoved, name, h.Reserved, final)
 		}
-		read := cur.reserved
+		read := cur.Reserved
 		now := r.timestamp()
-		judge := func(row *record, found bool) outcome {
+		judge := func(row *cql.Record, found bool) outcome {
 			switch {
-			case !found || str(row.owner) != owner:
+			case !found || str(row.Owner) != owner:
 				return outcomeLost
-			case str(row.state) == registry.StateReleased && row.reserved != nil && uint64(*row.reserved) == final &&
-				row.lastSeen != nil && row.lastSeen.Equal(now):
+			case str(row.State) == registry.StateReleased && row.Reserved != nil && uint64(*row.Reserved) == final &&
+				row.LastSeen != nil && row.LastSeen.Equal(now):
 				return outcomeApplied
-			case same(row.reserved, read):
+			case same(row.Reserved, read):
 				return outcomeResend
 			}
 			return outcomeLost

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/gocql/gocql"
+	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -15,58 +15,11 @@ import (
 // resolved as not applied.
 const resendAttempts = 3
 
-// record is a registry row as stored. Pointers distinguish null (or, in an
-// LWT's reply, a column that was not returned) from an empty value, so that
-// a condition on a partial row written by another tool binds null where the
-// row holds null.
-type record struct {
-	name, owner, hostname, address, machineID *string
-	registeredAt, lastSeen                    *time.Time
-	reserved                                  *int64
-	state, token                              *string
-}
-
-// dests returns scan destinations in the order of columns.
-func (rec *record) dests() []any {
-	return []any{&rec.name, &rec.owner, &rec.hostname, &rec.address, &rec.machineID,
-		&rec.registeredAt, &rec.lastSeen, &rec.reserved, &rec.state, &rec.token}
-}
-
-// destMap returns the destinations by column name, for MapScanCAS, which
-// scans into the values already in its map.
-func (rec *record) destMap() map[string]any {
-	m := make(map[string]any, len(columns)+1)
-	for i, d := range rec.dests() {
-		m[columns[i].name] = d
-	}
-	return m
-}
-
 func str(p *string) string {
 	if p == nil {
 		return ""
 	}
 	return *p
-}
-
-func tm(p *time.Time) time.Time {
-	if p == nil {
-		return time.Time{}
-	}
-	return *p
-}
-
-func (rec *record) holder() registry.Holder {
-	var reserved uint64
-	if rec.reserved != nil {
-		reserved = uint64(*rec.reserved) // bit for bit (the column is a signed bigint)
-	}
-	return registry.Holder{
-		Name: str(rec.name), Owner: str(rec.owner),
-		Hostname: str(rec.hostname), Address: str(rec.address), MachineID: str(rec.machineID),
-		State: str(rec.state), RegisteredAt: tm(rec.registeredAt), LastSeen: tm(rec.lastSeen),
-		Reserved: reserved, Session: str(rec.token),
-	}
 }
 
 // same reports whether two nullable columns hold the same value.
@@ -77,19 +30,6 @@ func same[T comparable](a, b *T) bool {
 	return *a == *b
 }
 
-// casQuerier is what the registry needs from Cassandra for its rows.
-// gocqlQuerier is the real one; tests wrap it to lose replies.
-type casQuerier interface {
-	// cas runs a conditional statement (it must have an IF clause) at the
-	// registry's consistency and serial consistency. When it is not
-	// applied, rec receives the columns Cassandra sent back: the whole row
-	// for INSERT … IF NOT EXISTS, the condition's columns for an UPDATE.
-	cas(ctx context.Context, rec *record, stmt string, args ...any) (applied bool, err error)
-	// serialRead reads the row of name at SERIAL (or LOCAL_SERIAL)
-	// consistency into rec; found is false if there is no row.
-	serialRead(ctx context.Context, rec *record, name string) (found bool, err error)
-}
-
 type gocqlQuerier struct {
 	s         *gocql.Session
 	cons      gocql.Consistency
@@ -97,16 +37,16 @@ type gocqlQuerier struct {
 	selectOne string
 }
 
-func (g *gocqlQuerier) cas(ctx context.Context, rec *record, stmt string, args ...any) (bool, error) {
+func (g *gocqlQuerier) CAS(ctx context.Context, rec *cql.Record, stmt string, args ...any) (bool, error) {
 	q := g.s.Query(stmt, args...).WithContext(ctx).Consistency(g.cons).SerialConsistency(g.serial)
 	defer q.Release()
-	return q.MapScanCAS(rec.destMap())
+	return q.MapScanCAS(rec.DestMap())
 }
 
-func (g *gocqlQuerier) serialRead(ctx context.Context, rec *record, name string) (bool, error) {
+func (g *gocqlQuerier) SerialRead(ctx context.Context, rec *cql.Record, name string) (bool, error) {
 	q := g.s.Query(g.selectOne, name).WithContext(ctx).Consistency(gocql.Consistency(g.serial))
 	defer q.Release()
-	err := q.Scan(rec.dests()...)
+	err := q.Scan(rec.Dests()...)
 	if errors.Is(err, gocql.ErrNotFound) {
 		return false, nil
 	}
@@ -128,7 +68,7 @@ type casResult struct {
 	// cur is the row's current state when not applied: what Cassandra
 	// returned with the failed condition, or (full) the whole row as read
 	// at SERIAL when the outcome had to be resolved.
-	cur    record
+	cur    cql.Record
 	full   bool // cur is the whole row (or no row: found false)
 	found  bool
 	reread bool // the outcome was resolved by a serial read
@@ -137,13 +77,13 @@ type casResult struct {
 // runCAS runs one LWT and resolves an unknown outcome: judge says, from
 // the row as read at SERIAL (found false: no row), whether our change is
 // there, whether the condition still holds, or neither.
-func (r *Registry) runCAS(ctx context.Context, op, name string, judge func(cur *record, found bool) outcome,
+func (r *Registry) runCAS(ctx context.Context, op, name string, judge func(cur *cql.Record, found bool) outcome,
 	stmt string, args ...any) (casResult, error) {
 	var res casResult
 	applied, err := runLWT(ctx, r.log, op, name,
 		func() (bool, error) {
 			res = casResult{}
-			return r.q.cas(ctx, &res.cur, stmt, args...)
+			return r.q.CAS(ctx, &res.cur, stmt, args...)
 		},
 		func() (outcome, error) {
 			res = casResult{reread: true, full: true}
@@ -210,11 +150,11 @@ func runLWT(ctx context.Context, log *slog.Logger, op, name string, send func() 
 
 // fullRow returns the whole row after a failed condition, reading it at
 // SERIAL unless the resolution of an unknown outcome already did.
-func (r *Registry) fullRow(ctx context.Context, op, name string, res casResult) (record, bool, error) {
+func (r *Registry) fullRow(ctx context.Context, op, name string, res casResult) (cql.Record, bool, error) {
 	if res.full {
 		return res.cur, res.found, nil
 	}
-	var rec record
+	var rec cql.Record
 	found, err := r.serialRead(ctx, op, &rec, name)
 	if err != nil {
 		return rec, false, fmt.Errorf("snapid: %w: %s %q: reading the row after a failed condition: %w", registry.ErrRegistry, op, name, err)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gocql/gocql"
+	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -40,27 +41,6 @@ const numbersSuffix = "_numbers"
 // numberAttempts bounds the numbers one AssignNumber tries to take.
 const numberAttempts = 64
 
-// numRow is a row of the numbers table.
-type numRow struct {
-	number      *int64
-	name, token *string
-}
-
-// numQuerier is what node numbers need from Cassandra; tests wrap it to
-// lose replies.
-type numQuerier interface {
-	// insert runs INSERT … IF NOT EXISTS of key's row; when not applied,
-	// cur is the row there.
-	insert(ctx context.Context, key string, number uint64, name, token string) (applied bool, cur numRow, err error)
-	// read reads key's row at SERIAL (serial) or at the configured
-	// consistency; found is false if there is none.
-	read(ctx context.Context, key string, serial bool) (row numRow, found bool, err error)
-	// hint writes the next row without a condition.
-	hint(ctx context.Context, n uint64) error
-	// names reads every name's row: name → number.
-	names(ctx context.Context) (map[string]uint64, error)
-}
-
 type gocqlNumQuerier struct {
 	s                     *gocql.Session
 	cons                  gocql.Consistency
@@ -82,34 +62,34 @@ func newGocqlNumQuerier(s *gocql.Session, cons gocql.Consistency, serial gocql.S
 	}
 }
 
-func (g *gocqlNumQuerier) insert(ctx context.Context, key string, number uint64, name, token string) (bool, numRow, error) {
-	var cur numRow
+func (g *gocqlNumQuerier) Insert(ctx context.Context, key string, number uint64, name, token string) (bool, cql.NumRow, error) {
+	var cur cql.NumRow
 	q := g.s.Query(g.insertStmt, key, int64(number), name, token).WithContext(ctx).Consistency(g.cons).SerialConsistency(g.serial)
 	defer q.Release()
-	applied, err := q.MapScanCAS(map[string]any{"id": new(string), "number": &cur.number, "name": &cur.name, "attempt": &cur.token})
+	applied, err := q.MapScanCAS(map[string]any{"id": new(string), "number": &cur.Number, "name": &cur.Name, "attempt": &cur.Token})
 	return applied, cur, err
 }
 
-func (g *gocqlNumQuerier) read(ctx context.Context, key string, serial bool) (numRow, bool, error) {
-	var row numRow
+func (g *gocqlNumQuerier) Read(ctx context.Context, key string, serial bool) (cql.NumRow, bool, error) {
+	var row cql.NumRow
 	cons := g.cons
 	if serial {
 		cons = gocql.Consistency(g.serial)
 	}
 	q := g.s.Query(g.readStmt, key).WithContext(ctx).Consistency(cons)
 	defer q.Release()
-	err := q.Scan(&row.number, &row.name, &row.token)
+	err := q.Scan(&row.Number, &row.Name, &row.Token)
 	if errors.Is(err, gocql.ErrNotFound) {
 		return row, false, nil
 	}
 	return row, err == nil, err
 }
 
-func (g *gocqlNumQuerier) hint(ctx context.Context, n uint64) error {
+func (g *gocqlNumQuerier) Hint(ctx context.Context, n uint64) error {
 	return g.s.Query(g.hintStmt, int64(n)).WithContext(ctx).Consistency(g.cons).Exec()
 }
 
-func (g *gocqlNumQuerier) names(ctx context.Context) (map[string]uint64, error) {
+func (g *gocqlNumQuerier) Names(ctx context.Context) (map[string]uint64, error) {
 	out := map[string]uint64{}
 	iter := g.s.Query(g.namesStmt).WithContext(ctx).Consistency(g.cons).Iter()
 	var key string
@@ -124,13 +104,13 @@ func (g *gocqlNumQuerier) names(ctx context.Context) (map[string]uint64, error) 
 
 // numbers returns the numbers table's querier, creating the table if it
 // is missing (create) or reporting ok false if not.
-func (r *Registry) numbers(ctx context.Context, create bool) (numQuerier, bool, error) {
+func (r *Registry) numbers(ctx context.Context, create bool) (cql.NumQuerier, bool, error) {
 	q, ok, _, err := r.numbersCreated(ctx, create)
 	return q, ok, err
 }
 
 // numbersCreated is numbers, also reporting whether it created the table.
-func (r *Registry) numbersCreated(ctx context.Context, create bool) (q numQuerier, ok, created bool, err error) {
+func (r *Registry) numbersCreated(ctx context.Context, create bool) (q cql.NumQuerier, ok, created bool, err error) {
 	r.nums.mu.Lock()
 	defer r.nums.mu.Unlock()
 	if r.nums.q != nil {
@@ -197,7 +177,7 @@ func (r *Registry) AssignNumber(ctx context.Context, name, owner, session string
 	if err != nil {
 		return 0, err
 	}
-	if row, ok, err := q.read(ctx, "name:"+name, true); err != nil {
+	if row, ok, err := q.Read(ctx, "name:"+name, true); err != nil {
 		return 0, fmt.Errorf("snapid: %w: reading the node number of %q: %w", registry.ErrRegistry, name, err)
 	} else if ok {
 		return number(name, row)
@@ -210,11 +190,11 @@ func (r *Registry) AssignNumber(ctx context.Context, name, owner, session string
 }
 
 // number decodes the number of a name's row.
-func number(name string, row numRow) (uint64, error) {
-	if row.number == nil || *row.number <= 0 || *row.number > registry.MaxNodeNumber {
-		return 0, fmt.Errorf("snapid: %w: the node number row of %q holds %v, not 1 to %d", registry.ErrRegistry, name, row.number, uint64(registry.MaxNodeNumber))
+func number(name string, row cql.NumRow) (uint64, error) {
+	if row.Number == nil || *row.Number <= 0 || *row.Number > registry.MaxNodeNumber {
+		return 0, fmt.Errorf("snapid: %w: the node number row of %q holds %v, not 1 to %d", registry.ErrRegistry, name, row.Number, uint64(registry.MaxNodeNumber))
 	}
-	return uint64(*row.number), nil
+	return uint64(*row.Number), nil
 }
 
 // takeNumber takes a free node number for name: the one after the hint
@@ -225,15 +205,15 @@ func number(name string, row numRow) (uint64, error) {
 // 1 insert per name and numbers 1 to 16 (a random first gap of 0 to 3
 // gave numbers up to 45); 16 at once, 3.25 inserts per name against 2.65
 // with the random first gap, and about the same highest number.
-func (r *Registry) takeNumber(ctx context.Context, q numQuerier, name string) (uint64, error) {
+func (r *Registry) takeNumber(ctx context.Context, q cql.NumQuerier, name string) (uint64, error) {
 	var start uint64
-	row, ok, err := q.read(ctx, "next", false)
+	row, ok, err := q.Read(ctx, "next", false)
 	if err != nil {
 		// Starting from 0 instead would walk every number taken.
 		return 0, fmt.Errorf("snapid: %w: assign a node number to %q: reading the hint: %w", registry.ErrRegistry, name, err)
 	}
-	if ok && row.number != nil && *row.number > 0 {
-		start = uint64(*row.number)
+	if ok && row.Number != nil && *row.Number > 0 {
+		start = uint64(*row.Number)
 	}
 	n := start + 1
 	for attempt := range numberAttempts {
@@ -249,9 +229,9 @@ func (r *Registry) takeNumber(ctx context.Context, q numQuerier, name string) (u
 		if err != nil {
 			return 0, err
 		}
-		if applied || str(cur.name) == name {
+		if applied || str(cur.Name) == name {
 			// Ours, or taken for this name by an earlier attempt.
-			_ = q.hint(ctx, n)
+			_ = q.Hint(ctx, n)
 			return n, nil
 		}
 		// Taken: further each time, so that a hint far behind (a lost
@@ -263,7 +243,7 @@ func (r *Registry) takeNumber(ctx context.Context, q numQuerier, name string) (u
 
 // giveNumber records n as name's number unless the name has one already
 // (another attempt's), and returns the name's number.
-func (r *Registry) giveNumber(ctx context.Context, q numQuerier, name string, n uint64) (uint64, error) {
+func (r *Registry) giveNumber(ctx context.Context, q cql.NumQuerier, name string, n uint64) (uint64, error) {
 	applied, cur, err := r.insertRow(ctx, q, "give node number", name, "name:"+name, n, name)
 	if err != nil {
 		return 0, err
@@ -277,23 +257,23 @@ func (r *Registry) giveNumber(ctx context.Context, q numQuerier, name string, n 
 // insertRow runs INSERT … IF NOT EXISTS of key's row as one LWT, resolving
 // a lost answer by reading the row at SERIAL (the attempt's token says
 // whether it is ours). When not applied, cur is the row there.
-func (r *Registry) insertRow(ctx context.Context, q numQuerier, op, name, key string, number uint64, rowName string) (applied bool, cur numRow, err error) {
+func (r *Registry) insertRow(ctx context.Context, q cql.NumQuerier, op, name, key string, number uint64, rowName string) (applied bool, cur cql.NumRow, err error) {
 	token := newClaimToken()
 	applied, err = runLWT(ctx, r.log, op, name,
 		func() (bool, error) {
 			var err error
 			var ok bool
-			ok, cur, err = q.insert(ctx, key, number, rowName, token)
+			ok, cur, err = q.Insert(ctx, key, number, rowName, token)
 			return ok, err
 		},
 		func() (outcome, error) {
-			row, found, err := q.read(ctx, key, true)
+			row, found, err := q.Read(ctx, key, true)
 			switch {
 			case err != nil:
 				return outcomeLost, err
 			case !found:
 				return outcomeResend, nil
-			case str(row.token) == token:
+			case str(row.Token) == token:
 				return outcomeApplied, nil
 			}
 			cur = row
@@ -309,7 +289,7 @@ func (r *Registry) nameNumbers(ctx context.Context) (map[string]uint64, error) {
 	if err != nil || !ok {
 		return nil, err
 	}
-	return q.names(ctx)
+	return q.Names(ctx)
 }
 
 // nameNumber returns name's node number, 0 if it has none.
@@ -318,7 +298,7 @@ func (r *Registry) nameNumber(ctx context.Context, name string) (uint64, error) 
 	if err != nil || !ok {
 		return 0, err
 	}
-	row, found, err := q.read(ctx, "name:"+name, false)
+	row, found, err := q.Read(ctx, "name:"+name, false)
 	if err != nil || !found {
 		return 0, err
 	}
@@ -357,7 +337,7 @@ func (r *Registry) Stride(ctx context.Context) (uint64, error) {
 	if err != nil || !ok {
 		return 0, err
 	}
-	row, found, err := q.read(ctx, "stride", true)
+	row, found, err := q.Read(ctx, "stride", true)
 	if err != nil {
 		return 0, fmt.Errorf("snapid: %w: reading the stride: %w", registry.ErrRegistry, err)
 	}
@@ -367,9 +347,9 @@ func (r *Registry) Stride(ctx context.Context) (uint64, error) {
 	return strideOf(row)
 }
 
-func strideOf(row numRow) (uint64, error) {
-	if row.number == nil || *row.number < 2 || *row.number > registry.MaxNodeNumber+1 {
-		return 0, fmt.Errorf("snapid: %w: the stride row holds %v", registry.ErrRegistry, row.number)
+func strideOf(row cql.NumRow) (uint64, error) {
+	if row.Number == nil || *row.Number < 2 || *row.Number > registry.MaxNodeNumber+1 {
+		return 0, fmt.Errorf("snapid: %w: the stride row holds %v", registry.ErrRegistry, row.Number)
 	}
-	return uint64(*row.number), nil
+	return uint64(*row.Number), nil
 }

@@ -10,20 +10,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapid/snapid/internal/cql"
 	"github.com/stretchr/testify/require"
 )
 
 // lossyNums loses the replies of the next inserts of the numbers table:
 // after the insert was applied (applied), or before it was sent.
 type lossyNums struct {
-	numQuerier
+	cql.NumQuerier
 	mu      sync.Mutex
 	lose    int
 	applied bool
 	lost    int
 }
 
-func (l *lossyNums) insert(ctx context.Context, key string, n uint64, name, token string) (bool, numRow, error) {
+func (l *lossyNums) Insert(ctx context.Context, key string, n uint64, name, token string) (bool, cql.NumRow, error) {
 	l.mu.Lock()
 	lose := l.lose > 0
 	if lose {
@@ -32,11 +33,11 @@ func (l *lossyNums) insert(ctx context.Context, key string, n uint64, name, toke
 	}
 	l.mu.Unlock()
 	if lose && !l.applied {
-		return false, numRow{}, errors.New("injected: the request timed out before it was sent")
+		return false, cql.NumRow{}, errors.New("injected: the request timed out before it was sent")
 	}
-	ok, cur, err := l.numQuerier.insert(ctx, key, n, name, token)
+	ok, cur, err := l.NumQuerier.Insert(ctx, key, n, name, token)
 	if lose && err == nil {
-		return false, numRow{}, errors.New("injected: the reply was lost")
+		return false, cql.NumRow{}, errors.New("injected: the reply was lost")
 	}
 	return ok, cur, err
 }
@@ -50,7 +51,7 @@ func TestAssignNumberLostAnswers(t *testing.T) {
 			_, ctx, r := oneRegistry(t)
 			q, _, err := r.numbers(ctx, true)
 			require.NoError(t, err)
-			lossy := &lossyNums{numQuerier: q, lose: 2, applied: applied}
+			lossy := &lossyNums{NumQuerier: q, lose: 2, applied: applied}
 			r.nums.q = lossy
 			h := mustClaim(t, ctx, r, "lossy", "owner1")
 			n, err := r.AssignNumber(ctx, "lossy", "owner1", h.Session)
@@ -62,10 +63,10 @@ func TestAssignNumberLostAnswers(t *testing.T) {
 			again, err := r.AssignNumber(ctx, "lossy", "owner1", h.Session)
 			require.NoError(t, err)
 			require.Equal(t, n, again)
-			row, found, err := q.read(ctx, "number:"+strconv.FormatUint(n, 10), true)
+			row, found, err := q.Read(ctx, "number:"+strconv.FormatUint(n, 10), true)
 			require.NoError(t, err)
 			require.True(t, found)
-			require.Equal(t, "lossy", str(row.name))
+			require.Equal(t, "lossy", str(row.Name))
 			h2 := mustClaim(t, ctx, r, "other", "owner2")
 			m, err := r.AssignNumber(ctx, "other", "owner2", h2.Session)
 			require.NoError(t, err)
@@ -81,7 +82,7 @@ func TestAssignNumberHintBehind(t *testing.T) {
 	q, _, err := r.numbers(ctx, true)
 	require.NoError(t, err)
 	for n := uint64(1); n <= 300; n++ {
-		ok, _, err := q.insert(ctx, "number:"+strconv.FormatUint(n, 10), n, "someone_else", "t")
+		ok, _, err := q.Insert(ctx, "number:"+strconv.FormatUint(n, 10), n, "someone_else", "t")
 		require.NoError(t, err)
 		require.True(t, ok)
 	}
@@ -96,7 +97,7 @@ func TestAssignNumberHintBehind(t *testing.T) {
 // number, another token), then loses this insert's answer: the insert was
 // not applied, and only the token of the row found says so.
 type intruderNums struct {
-	numQuerier
+	cql.NumQuerier
 	prefix  string
 	number  uint64 // the intruder's number (for a name row)
 	name    string // the intruder's name (for a number row)
@@ -105,7 +106,7 @@ type intruderNums struct {
 	intrude string // the key it intruded on
 }
 
-func (l *intruderNums) insert(ctx context.Context, key string, n uint64, name, token string) (bool, numRow, error) {
+func (l *intruderNums) Insert(ctx context.Context, key string, n uint64, name, token string) (bool, cql.NumRow, error) {
 	l.mu.Lock()
 	intrude := !l.done && strings.HasPrefix(key, l.prefix)
 	if intrude {
@@ -113,19 +114,19 @@ func (l *intruderNums) insert(ctx context.Context, key string, n uint64, name, t
 	}
 	l.mu.Unlock()
 	if !intrude {
-		return l.numQuerier.insert(ctx, key, n, name, token)
+		return l.NumQuerier.Insert(ctx, key, n, name, token)
 	}
 	in, rowName := n, l.name
 	if l.number != 0 {
 		in, rowName = l.number, name
 	}
-	if ok, _, err := l.numQuerier.insert(ctx, key, in, rowName, "intruder-token"); err != nil || !ok {
-		return false, numRow{}, fmt.Errorf("the intruder's insert of %s: applied %v, %v", key, ok, err)
+	if ok, _, err := l.NumQuerier.Insert(ctx, key, in, rowName, "intruder-token"); err != nil || !ok {
+		return false, cql.NumRow{}, fmt.Errorf("the intruder's insert of %s: applied %v, %v", key, ok, err)
 	}
-	if _, _, err := l.numQuerier.insert(ctx, key, n, name, token); err != nil {
-		return false, numRow{}, err
+	if _, _, err := l.NumQuerier.Insert(ctx, key, n, name, token); err != nil {
+		return false, cql.NumRow{}, err
 	}
-	return false, numRow{}, errors.New("injected: the reply was lost")
+	return false, cql.NumRow{}, errors.New("injected: the reply was lost")
 }
 
 // An INSERT … IF NOT EXISTS whose answer was lost, with another attempt's
@@ -137,23 +138,23 @@ func TestAssignNumberLostAnswerAnotherWriterBetween(t *testing.T) {
 		_, ctx, r := oneRegistry(t)
 		q, _, err := r.numbers(ctx, true)
 		require.NoError(t, err)
-		in := &intruderNums{numQuerier: q, prefix: "number:", name: "intruder"}
+		in := &intruderNums{NumQuerier: q, prefix: "number:", name: "intruder"}
 		r.nums.q = in
 		h := mustClaim(t, ctx, r, "lossy", "owner1")
 		n, err := r.AssignNumber(ctx, "lossy", "owner1", h.Session)
 		require.NoError(t, err)
 		require.True(t, in.done)
 		require.NotEqual(t, "number:"+strconv.FormatUint(n, 10), in.intrude, "the intruder's number was also given to lossy")
-		row, found, err := q.read(ctx, "number:"+strconv.FormatUint(n, 10), true)
+		row, found, err := q.Read(ctx, "number:"+strconv.FormatUint(n, 10), true)
 		require.NoError(t, err)
 		require.True(t, found)
-		require.Equal(t, "lossy", str(row.name), "number %d's row names another name: two names hold one number", n)
+		require.Equal(t, "lossy", str(row.Name), "number %d's row names another name: two names hold one number", n)
 	})
 	t.Run("name row", func(t *testing.T) {
 		_, ctx, r := oneRegistry(t)
 		q, _, err := r.numbers(ctx, true)
 		require.NoError(t, err)
-		in := &intruderNums{numQuerier: q, prefix: "name:", number: 777}
+		in := &intruderNums{NumQuerier: q, prefix: "name:", number: 777}
 		r.nums.q = in
 		h := mustClaim(t, ctx, r, "lossy", "owner1")
 		n, err := r.AssignNumber(ctx, "lossy", "owner1", h.Session)
@@ -170,14 +171,14 @@ func TestAssignNumberLostAnswerAnotherWriterBetween(t *testing.T) {
 // (or a bound of seconds passed), so that concurrent assignments for one
 // name all take a number before any gives one.
 type gatedNums struct {
-	numQuerier
+	cql.NumQuerier
 	want    int
 	mu      sync.Mutex
 	arrived int
 	all     chan struct{}
 }
 
-func (g *gatedNums) insert(ctx context.Context, key string, n uint64, name, token string) (bool, numRow, error) {
+func (g *gatedNums) Insert(ctx context.Context, key string, n uint64, name, token string) (bool, cql.NumRow, error) {
 	if strings.HasPrefix(key, "name:") {
 		g.mu.Lock()
 		if g.arrived++; g.arrived == g.want {
@@ -189,7 +190,7 @@ func (g *gatedNums) insert(ctx context.Context, key string, n uint64, name, toke
 		case <-time.After(20 * time.Second):
 		}
 	}
-	return g.numQuerier.insert(ctx, key, n, name, token)
+	return g.NumQuerier.Insert(ctx, key, n, name, token)
 }
 
 // Eight concurrent assignments for one name, each taking a number of its
@@ -200,7 +201,7 @@ func TestAssignNumberConcurrentOneName(t *testing.T) {
 	q, _, err := r.numbers(ctx, true)
 	require.NoError(t, err)
 	const n = 8
-	g := &gatedNums{numQuerier: q, want: n, all: make(chan struct{})}
+	g := &gatedNums{NumQuerier: q, want: n, all: make(chan struct{})}
 	r.nums.q = g
 	h := mustClaim(t, ctx, r, "busy", "owner1")
 	got := make([]uint64, n)
@@ -217,7 +218,7 @@ func TestAssignNumberConcurrentOneName(t *testing.T) {
 	for i := range n {
 		require.NoError(t, errs[i])
 	}
-	row, found, err := q.read(ctx, "name:busy", true)
+	row, found, err := q.Read(ctx, "name:busy", true)
 	require.NoError(t, err)
 	require.True(t, found)
 	want, err := number("busy", row)

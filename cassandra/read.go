@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -14,7 +15,7 @@ func (r *Registry) Get(ctx context.Context, name string) (registry.Holder, error
 	if err := registry.ValidateName(name); err != nil {
 		return registry.Holder{}, err
 	}
-	var rec record
+	var rec cql.Record
 	found, err := r.serialRead(ctx, "get", &rec, name)
 	if err != nil {
 		return registry.Holder{}, fmt.Errorf("snapid: %w: get %q: %w", registry.ErrRegistry, name, err)
@@ -22,7 +23,7 @@ func (r *Registry) Get(ctx context.Context, name string) (registry.Holder, error
 	if !found {
 		return registry.Holder{}, fmt.Errorf("snapid: %w: %q", registry.ErrNotRegistered, name)
 	}
-	h := rec.holder()
+	h := rec.Holder()
 	// The node number, if it can be read (a role may read the names'
 	// table alone): without it the row is still the row.
 	if n, err := r.nameNumber(ctx, name); err == nil {
@@ -37,7 +38,7 @@ func (r *Registry) Get(ctx context.Context, name string) (registry.Holder, error
 // configured consistency (not serial: a row being changed at that moment
 // may show its previous state). Rows are in token order.
 func (r *Registry) List(ctx context.Context) ([]registry.Holder, error) {
-	l, simulated := r.q.(rowLister)
+	l, simulated := r.q.(cql.RowLister)
 	if r.session == nil && !simulated {
 		return nil, fmt.Errorf("snapid: %w: list: no session", registry.ErrRegistry)
 	}
@@ -45,9 +46,9 @@ func (r *Registry) List(ctx context.Context) ([]registry.Holder, error) {
 	err := retryReadWait(ctx, r.log, r.wait, "list", r.tbl, func(ctx context.Context) error {
 		out = nil
 		if simulated {
-			recs, err := l.list(ctx)
+			recs, err := l.List(ctx)
 			for i := range recs {
-				out = append(out, recs[i].holder())
+				out = append(out, recs[i].Holder())
 			}
 			return err
 		}
@@ -55,11 +56,11 @@ func (r *Registry) List(ctx context.Context) ([]registry.Holder, error) {
 		defer q.Release()
 		iter := q.Iter()
 		for {
-			var rec record
-			if !iter.Scan(rec.dests()...) {
+			var rec cql.Record
+			if !iter.Scan(rec.Dests()...) {
 				break
 			}
-			out = append(out, rec.holder())
+			out = append(out, rec.Holder())
 		}
 		return iter.Close()
 	})
@@ -74,10 +75,4 @@ func (r *Registry) List(ctx context.Context) ([]registry.Holder, error) {
 		out[i].Number = nums[out[i].Name]
 	}
 	return out, nil
-}
-
-// rowLister is a casQuerier that reads every row itself (the simulated
-// cluster's, which has no session).
-type rowLister interface {
-	list(ctx context.Context) ([]record, error)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
+	"github.com/snapid/snapid/internal/cql"
 )
 
 // Reads change nothing, so a read that failed for a reason that may pass
@@ -110,42 +111,42 @@ func readGaveUp(ctx context.Context, last error, attempts int, start time.Time) 
 
 // serialRead reads the row of name at the serial consistency, retrying as
 // retryRead does.
-func (r *Registry) serialRead(ctx context.Context, op string, rec *record, name string) (found bool, err error) {
+func (r *Registry) serialRead(ctx context.Context, op string, rec *cql.Record, name string) (found bool, err error) {
 	err = retryReadWait(ctx, r.log, r.wait, op, name, func(ctx context.Context) error {
-		*rec = record{}
+		*rec = cql.Record{}
 		var rerr error
-		found, rerr = r.q.serialRead(ctx, rec, name)
+		found, rerr = r.q.SerialRead(ctx, rec, name)
 		return rerr
 	})
 	return found, err
 }
 
-// retryingSeqQuerier retries the reads of a seqQuerier as retryRead does;
-// its conditional batches are sent once, as they are.
+// retryingSeqQuerier retries the reads of a cql.SeqQuerier as retryRead
+// does; its conditional batches are sent once, as they are.
 type retryingSeqQuerier struct {
-	seqQuerier
+	cql.SeqQuerier
 	log  *slog.Logger
 	wait waitFunc // nil: realWait
 }
 
 // retryReads wraps q so that its reads are retried.
-func retryReads(q seqQuerier, log *slog.Logger) seqQuerier {
-	return &retryingSeqQuerier{seqQuerier: q, log: log}
+func retryReads(q cql.SeqQuerier, log *slog.Logger) cql.SeqQuerier {
+	return &retryingSeqQuerier{SeqQuerier: q, log: log}
 }
 
-func (q *retryingSeqQuerier) readPartition(ctx context.Context, cons gocql.Consistency, seq, part string) (rows []seqRow, err error) {
+func (q *retryingSeqQuerier) ReadPartition(ctx context.Context, cons gocql.Consistency, seq, part string) (rows []cql.SeqRow, err error) {
 	err = retryReadWait(ctx, q.log, q.wait, "sequence read", seq+"/"+part, func(ctx context.Context) error {
 		var rerr error
-		rows, rerr = q.seqQuerier.readPartition(ctx, cons, seq, part)
+		rows, rerr = q.SeqQuerier.ReadPartition(ctx, cons, seq, part)
 		return rerr
 	})
 	return rows, err
 }
 
-func (q *retryingSeqQuerier) readAllGlobal(ctx context.Context) (rows []seqRow, err error) {
+func (q *retryingSeqQuerier) ReadAllGlobal(ctx context.Context) (rows []cql.SeqRow, err error) {
 	err = retryReadWait(ctx, q.log, q.wait, "sequence list", "GLOBAL", func(ctx context.Context) error {
 		var rerr error
-		rows, rerr = q.seqQuerier.readAllGlobal(ctx)
+		rows, rerr = q.SeqQuerier.ReadAllGlobal(ctx)
 		return rerr
 	})
 	return rows, err

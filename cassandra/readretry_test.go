@@ -10,6 +10,7 @@ import (
 
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/cql"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -146,10 +147,10 @@ func TestRetryReadBackoff(t *testing.T) {
 // flakySeqQuerier fails its reads with the errors in fails, one each, then
 // answers rows; its batches must not be called.
 type flakySeqQuerier struct {
-	seqQuerier
+	cql.SeqQuerier
 	fails []error
 	reads int
-	rows  []seqRow
+	rows  []cql.SeqRow
 }
 
 func (f *flakySeqQuerier) next() error {
@@ -162,14 +163,14 @@ func (f *flakySeqQuerier) next() error {
 	return nil
 }
 
-func (f *flakySeqQuerier) readPartition(context.Context, gocql.Consistency, string, string) ([]seqRow, error) {
+func (f *flakySeqQuerier) ReadPartition(context.Context, gocql.Consistency, string, string) ([]cql.SeqRow, error) {
 	if err := f.next(); err != nil {
 		return nil, err
 	}
 	return f.rows, nil
 }
 
-func (f *flakySeqQuerier) readAllGlobal(context.Context) ([]seqRow, error) {
+func (f *flakySeqQuerier) ReadAllGlobal(context.Context) ([]cql.SeqRow, error) {
 	if err := f.next(); err != nil {
 		return nil, err
 	}
@@ -179,23 +180,23 @@ func (f *flakySeqQuerier) readAllGlobal(context.Context) ([]seqRow, error) {
 // Sequence reads (SequenceStatus, the serial reads of grants and leases)
 // are retried the same way.
 func TestSequenceReadsRetried(t *testing.T) {
-	rows := []seqRow{{seq: "orders", part: partGlobal}}
+	rows := []cql.SeqRow{{Seq: "orders", Part: cql.PartGlobal}}
 	f := &flakySeqQuerier{fails: []error{errReadTimeout, testRequestError{code: gocql.ErrCodeUnavailable}}, rows: rows}
 	q := retryReads(f, nil)
-	got, err := q.readPartition(testCtx(t), gocql.Consistency(gocql.Serial), "orders", partGlobal)
+	got, err := q.ReadPartition(testCtx(t), gocql.Consistency(gocql.Serial), "orders", cql.PartGlobal)
 	require.NoError(t, err)
 	assert.Equal(t, rows, got)
 	assert.Equal(t, 3, f.reads)
 
 	f.reads, f.fails = 0, []error{errReadTimeout}
-	got, err = q.readAllGlobal(testCtx(t))
+	got, err = q.ReadAllGlobal(testCtx(t))
 	require.NoError(t, err)
 	assert.Equal(t, rows, got)
 	assert.Equal(t, 2, f.reads)
 
 	syntax := testRequestError{code: gocql.ErrCodeSyntax}
 	f.reads, f.fails = 0, []error{syntax}
-	_, err = q.readPartition(testCtx(t), gocql.LocalQuorum, "orders", partGlobal)
+	_, err = q.ReadPartition(testCtx(t), gocql.LocalQuorum, "orders", cql.PartGlobal)
 	require.ErrorIs(t, err, syntax)
 	assert.Equal(t, 1, f.reads)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
+	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -28,7 +29,7 @@ import (
 // of that host skips to the registry's mark.
 type Registry struct {
 	session  *gocql.Session // nil in tests that inject q alone
-	q        casQuerier
+	q        cql.CASQuerier
 	log      *slog.Logger
 	ks, tbl  string // validated identifiers
 	stmts    statements
@@ -56,7 +57,7 @@ type Registry struct {
 	wait waitFunc
 	nums struct { // node numbers (numbers.go)
 		mu sync.Mutex
-		q  numQuerier
+		q  cql.NumQuerier
 	}
 }
 

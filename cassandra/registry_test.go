@@ -15,6 +15,7 @@ import (
 
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -243,12 +244,12 @@ func TestCassandraConnectHonoursContext(t *testing.T) {
 // countingQuerier fails the test's expectations if anything is sent.
 type countingQuerier struct{ calls atomic.Int32 }
 
-func (c *countingQuerier) cas(context.Context, *record, string, ...any) (bool, error) {
+func (c *countingQuerier) CAS(context.Context, *cql.Record, string, ...any) (bool, error) {
 	c.calls.Add(1)
 	return false, errors.New("unexpected statement")
 }
 
-func (c *countingQuerier) serialRead(context.Context, *record, string) (bool, error) {
+func (c *countingQuerier) SerialRead(context.Context, *cql.Record, string) (bool, error) {
 	c.calls.Add(1)
 	return false, errors.New("unexpected read")
 }

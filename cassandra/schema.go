@@ -9,23 +9,9 @@ import (
 	"strings"
 
 	"github.com/gocql/gocql"
+	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
 )
-
-// columns are the registry table's columns and CQL types, in the order of
-// the SELECTs.
-var columns = []struct{ name, typ string }{
-	{"name", "text"},
-	{"owner", "text"},
-	{"hostname", "text"},
-	{"address", "text"},
-	{"machine_id", "text"},
-	{"registered_at", "timestamp"},
-	{"last_seen", "timestamp"},
-	{"reserved", "bigint"},
-	{"state", "text"},
-	{"claim_token", "text"},
-}
 
 type statements struct {
 	createTable, selectOne, selectAll string
@@ -38,9 +24,9 @@ func newStatements(ks, tbl string) statements {
 	// is a valid name; every value is a bind marker.
 	t := `"` + ks + `"."` + tbl + `"`
 	var defs, names []string
-	for _, c := range columns {
-		defs = append(defs, c.name+" "+c.typ)
-		names = append(names, c.name)
+	for _, c := range cql.Columns {
+		defs = append(defs, c.Name+" "+c.Type)
+		names = append(names, c.Name)
 	}
 	defs[0] += " PRIMARY KEY"
 	cols := strings.Join(names, ", ")
@@ -296,15 +282,15 @@ func (r *Registry) checkColumns(ctx context.Context) error {
 		return fmt.Errorf("snapid: %w: table %s.%s does not exist", registry.ErrRegistry, r.ks, r.tbl)
 	}
 	var bad []string
-	for i, c := range columns {
-		want := c.typ
+	for i, c := range cql.Columns {
+		want := c.Type
 		if i == 0 {
 			want += " PRIMARY KEY"
 		}
-		if got, ok := have[c.name]; !ok {
-			bad = append(bad, fmt.Sprintf("column %s is missing", c.name))
+		if got, ok := have[c.Name]; !ok {
+			bad = append(bad, fmt.Sprintf("column %s is missing", c.Name))
 		} else if got != want {
-			bad = append(bad, fmt.Sprintf("column %s is %s, want %s", c.name, got, want))
+			bad = append(bad, fmt.Sprintf("column %s is %s, want %s", c.Name, got, want))
 		}
 	}
 	if len(bad) > 0 {

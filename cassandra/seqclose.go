@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/gocql/gocql"
+	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -37,19 +38,19 @@ func (r *Registry) CloseLease(ctx context.Context, l registry.SequenceLease, pos
 		return err
 	}
 	token := newClaimToken()
-	stmt := seqStmt{r.seqs.stmts.closeHost, append(append([]any{i64(pos), token}, hostRow(l.Sequence, dc, l.Name)...),
+	stmt := cql.SeqStmt{Stmt: r.seqs.stmts.closeHost, Args: append(append([]any{i64(pos), token}, hostRow(l.Sequence, dc, l.Name)...),
 		l.Session, i64(l.First), i64(l.Last))}
 	applied, err := runLWT(ctx, r.log, "close lease", l.Sequence,
-		func() (bool, error) { return q.casBatch(ctx, gocql.LocalSerial, gocql.LocalQuorum, stmt) },
+		func() (bool, error) { return q.CASBatch(ctx, gocql.LocalSerial, gocql.LocalQuorum, stmt) },
 		func() (outcome, error) {
 			rows, err := r.readDC(ctx, q, l.Sequence, dc)
 			if err != nil {
 				return outcomeLost, err
 			}
-			switch h := find(rows, kindHost, l.Name, 0); {
-			case h != nil && str(h.token) == token:
+			switch h := find(rows, cql.KindHost, l.Name, 0); {
+			case h != nil && str(h.Token) == token:
 				return outcomeApplied, nil
-			case h != nil && str(h.session) == l.Session && u64(h.leaseFirst) == l.First && u64(h.leaseLast) == l.Last:
+			case h != nil && str(h.Session) == l.Session && u64(h.LeaseFirst) == l.First && u64(h.LeaseLast) == l.Last:
 				return outcomeResend, nil
 			}
 			return outcomeLost, nil
@@ -101,19 +102,19 @@ func (r *Registry) AdoptLease(ctx context.Context, a registry.LeaseAdoption) (re
 		return registry.SequenceLease{}, err
 	}
 	token := newClaimToken()
-	stmt := seqStmt{r.seqs.stmts.adoptHost, append(append([]any{a.Owner, a.Session, token}, hostRow(a.Sequence, dc, a.Name)...),
+	stmt := cql.SeqStmt{Stmt: r.seqs.stmts.adoptHost, Args: append(append([]any{a.Owner, a.Session, token}, hostRow(a.Sequence, dc, a.Name)...),
 		a.OldSession, i64(a.First), i64(a.Last), i64(a.Pos))}
 	applied, err := runLWT(ctx, r.log, "adopt lease", a.Sequence,
-		func() (bool, error) { return q.casBatch(ctx, gocql.LocalSerial, gocql.LocalQuorum, stmt) },
+		func() (bool, error) { return q.CASBatch(ctx, gocql.LocalSerial, gocql.LocalQuorum, stmt) },
 		func() (outcome, error) {
 			rows, err := r.readDC(ctx, q, a.Sequence, dc)
 			if err != nil {
 				return outcomeLost, err
 			}
-			switch w := find(rows, kindHost, a.Name, 0); {
-			case w != nil && str(w.token) == token:
+			switch w := find(rows, cql.KindHost, a.Name, 0); {
+			case w != nil && str(w.Token) == token:
 				return outcomeApplied, nil
-			case w != nil && str(w.session) == a.OldSession && u64(w.leaseFirst) == a.First && u64(w.leaseLast) == a.Last && u64(w.closedPos) == a.Pos:
+			case w != nil && str(w.Session) == a.OldSession && u64(w.LeaseFirst) == a.First && u64(w.LeaseLast) == a.Last && u64(w.ClosedPos) == a.Pos:
 				return outcomeResend, nil
 			}
 			return outcomeLost, nil

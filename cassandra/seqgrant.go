@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
+	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -17,7 +18,7 @@ import (
 
 // dcRange is a data centre's range row, decoded.
 type dcRange struct {
-	row               *seqRow
+	row               *cql.SeqRow
 	first, last, next uint64 // next is last+1 when used up
 }
 
@@ -25,10 +26,10 @@ func (g dcRange) left() uint64 { return g.last - g.next + 1 }
 
 // dcRanges decodes the range rows of a data centre's partition, sorted by
 // first; a row it cannot have written is ErrCorruptSequence.
-func dcRanges(seq string, rows []seqRow) ([]dcRange, error) {
+func dcRanges(seq string, rows []cql.SeqRow) ([]dcRange, error) {
 	var out []dcRange
 	for i := range rows {
-		if rows[i].kind != kindRange {
+		if rows[i].Kind != cql.KindRange {
 			continue
 		}
 		first, last, next, err := rangeNext(seq, &rows[i])
@@ -55,7 +56,7 @@ func checkRange(seq, dc string, gi registry.SequenceInfo, g *dcRange) error {
 // lease from it; a range once seen within bounds is not read again. When
 // GLOBAL cannot be read (the data centre cut off), the lease goes on: the
 // range was checked when it was granted.
-func (r *Registry) verifyRange(ctx context.Context, q seqQuerier, seq, dc string, g *dcRange) error {
+func (r *Registry) verifyRange(ctx context.Context, q cql.SeqQuerier, seq, dc string, g *dcRange) error {
 	key := fmt.Sprintf("%s/%s/%d/%d", seq, dc, g.first, g.last)
 	st := &r.seqs
 	st.mu.Lock()
@@ -155,7 +156,7 @@ func (r *Registry) maybeGrant(seq, dc string, rgs []dcRange, n uint64) {
 		defer cancel()
 		q, _, err := r.seqQuerier(ctx)
 		if err == nil {
-			var now []seqRow
+			var now []cql.SeqRow
 			if now, err = r.readDC(ctx, q, seq, dc); err == nil {
 				var rgs []dcRange
 				if rgs, err = dcRanges(seq, now); err == nil {
@@ -176,7 +177,7 @@ func (r *Registry) maybeGrant(seq, dc string, rgs []dcRange, n uint64) {
 // EXISTS). Grants recorded in GLOBAL but missing from the data centre (a
 // granter that died in between) are added first. dcRows is the data
 // centre's partition as last read.
-func (r *Registry) grant(ctx context.Context, q seqQuerier, seq, dc string, dcRows []seqRow, rgs []dcRange, min uint64) error {
+func (r *Registry) grant(ctx context.Context, q cql.SeqQuerier, seq, dc string, dcRows []cql.SeqRow, rgs []dcRange, min uint64) error {
 	g, rows, err := r.readGlobal(ctx, q, seq)
 	if err != nil {
 		return err
@@ -187,11 +188,11 @@ func (r *Registry) grant(ctx context.Context, q seqQuerier, seq, dc string, dcRo
 	repaired := false
 	for i := range rows {
 		w := &rows[i]
-		if w.kind == kindGrant && w.key == dc && find(dcRows, kindRange, "", w.first) == nil {
-			if w.first < 1 || w.last == nil || *w.last < w.first {
-				return fmt.Errorf("snapid: %w: sequence %q: GLOBAL's grant to %q starts at %d", registry.ErrCorruptSequence, seq, dc, w.first)
+		if w.Kind == cql.KindGrant && w.Key == dc && find(dcRows, cql.KindRange, "", w.First) == nil {
+			if w.First < 1 || w.Last == nil || *w.Last < w.First {
+				return fmt.Errorf("snapid: %w: sequence %q: GLOBAL's grant to %q starts at %d", registry.ErrCorruptSequence, seq, dc, w.First)
 			}
-			if err := r.insertRange(ctx, q, seq, dc, uint64(w.first), uint64(*w.last), w.at); err != nil {
+			if err := r.insertRange(ctx, q, seq, dc, uint64(w.First), uint64(*w.Last), w.At); err != nil {
 				return err
 			}
 			repaired = true
@@ -230,21 +231,21 @@ func (r *Registry) grant(ctx context.Context, q seqQuerier, seq, dc string, dcRo
 	}
 	token := newClaimToken()
 	now := r.timestamp()
-	stmts := []seqStmt{
-		{r.seqs.stmts.advanceGlobal, append(append([]any{storeNext(last+1, maxN), token}, r.globalRow(seq)...), g.next, g.max)},
-		{r.seqs.stmts.insertGrant, []any{seq, partGlobal, kindGrant, dc, int64(next), i64(last), now, token}},
+	stmts := []cql.SeqStmt{
+		{Stmt: r.seqs.stmts.advanceGlobal, Args: append(append([]any{storeNext(last+1, maxN), token}, r.globalRow(seq)...), g.Next, g.Max)},
+		{Stmt: r.seqs.stmts.insertGrant, Args: []any{seq, cql.PartGlobal, cql.KindGrant, dc, int64(next), i64(last), now, token}},
 	}
 	applied, err := runLWT(ctx, r.log, "grant", seq,
-		func() (bool, error) { return q.casBatch(ctx, gocql.Serial, gocql.Quorum, stmts...) },
+		func() (bool, error) { return q.CASBatch(ctx, gocql.Serial, gocql.Quorum, stmts...) },
 		func() (outcome, error) {
 			g2, rows2, err := r.readGlobal(ctx, q, seq)
 			if err != nil {
 				return outcomeLost, err
 			}
-			if w := find(rows2, kindGrant, dc, int64(next)); w != nil && str(w.token) == token {
+			if w := find(rows2, cql.KindGrant, dc, int64(next)); w != nil && str(w.Token) == token {
 				return outcomeApplied, nil
 			}
-			if g2 != nil && same(g2.next, g.next) && same(g2.max, g.max) {
+			if g2 != nil && same(g2.Next, g.Next) && same(g2.Max, g.Max) {
 				return outcomeResend, nil
 			}
 			return outcomeLost, nil
@@ -258,20 +259,20 @@ func (r *Registry) grant(ctx context.Context, q seqQuerier, seq, dc string, dcRo
 
 // insertRange records a granted range in the data centre's partition, at
 // LOCAL_SERIAL, if it is not there.
-func (r *Registry) insertRange(ctx context.Context, q seqQuerier, seq, dc string, first, last uint64, at *time.Time) error {
+func (r *Registry) insertRange(ctx context.Context, q cql.SeqQuerier, seq, dc string, first, last uint64, at *time.Time) error {
 	var when time.Time
 	if at != nil {
 		when = *at
 	}
-	stmt := seqStmt{r.seqs.stmts.insertRange, []any{seq, dcPart(dc), kindRange, "", int64(first), i64(last), i64(first), when}}
+	stmt := cql.SeqStmt{Stmt: r.seqs.stmts.insertRange, Args: []any{seq, cql.DCPart(dc), cql.KindRange, "", int64(first), i64(last), i64(first), when}}
 	_, err := runLWT(ctx, r.log, "range", seq,
-		func() (bool, error) { return q.casBatch(ctx, gocql.LocalSerial, gocql.LocalQuorum, stmt) },
+		func() (bool, error) { return q.CASBatch(ctx, gocql.LocalSerial, gocql.LocalQuorum, stmt) },
 		func() (outcome, error) {
 			rows, err := r.readDC(ctx, q, seq, dc)
 			if err != nil {
 				return outcomeLost, err
 			}
-			if find(rows, kindRange, "", int64(first)) != nil {
+			if find(rows, cql.KindRange, "", int64(first)) != nil {
 				return outcomeApplied, nil
 			}
 			return outcomeResend, nil
@@ -284,12 +285,12 @@ func (r *Registry) insertRange(ctx context.Context, q seqQuerier, seq, dc string
 // times the horizon; at least the floor.
 func (r *Registry) rangeSize(rgs []dcRange) uint64 {
 	horizon, floor := r.sizing()
-	if len(rgs) == 0 || rgs[len(rgs)-1].row.at == nil {
+	if len(rgs) == 0 || rgs[len(rgs)-1].row.At == nil {
 		return floor
 	}
 	latest := rgs[len(rgs)-1]
 	used := latest.next - latest.first
-	elapsed := r.now().Sub(*latest.row.at)
+	elapsed := r.now().Sub(*latest.row.At)
 	if elapsed <= 0 || used == 0 {
 		return floor
 	}
@@ -304,20 +305,20 @@ func (r *Registry) rangeSize(rgs []dcRange) uint64 {
 // does not exist, when grants (GLOBAL's partition, rows) or this data
 // centre's ranges or leases of it exist: its GLOBAL row was lost, and a new
 // one would hand the same numbers out again (ErrCorruptSequence).
-func (r *Registry) checkNoRemnants(ctx context.Context, q seqQuerier, seq, dc string, rows []seqRow) error {
+func (r *Registry) checkNoRemnants(ctx context.Context, q cql.SeqQuerier, seq, dc string, rows []cql.SeqRow) error {
 	dcRows, err := r.readDC(ctx, q, seq, dc)
 	if err != nil {
 		return err
 	}
 	var high uint64
 	found := false
-	for _, w := range append(append([]seqRow{}, rows...), dcRows...) {
+	for _, w := range append(append([]cql.SeqRow{}, rows...), dcRows...) {
 		var last *int64
-		switch w.kind {
-		case kindGrant, kindRange:
-			last = w.last
-		case kindHost:
-			last = w.leaseLast
+		switch w.Kind {
+		case cql.KindGrant, cql.KindRange:
+			last = w.Last
+		case cql.KindHost:
+			last = w.LeaseLast
 		default:
 			continue
 		}
@@ -336,9 +337,9 @@ func (r *Registry) checkNoRemnants(ctx context.Context, q seqQuerier, seq, dc st
 
 // grantedUpTo is whether a grant row of GLOBAL's partition rows ends at
 // last.
-func grantedUpTo(rows []seqRow, last uint64) bool {
+func grantedUpTo(rows []cql.SeqRow, last uint64) bool {
 	for _, w := range rows {
-		if w.kind == kindGrant && w.last != nil && *w.last >= 0 && uint64(*w.last) == last {
+		if w.Kind == cql.KindGrant && w.Last != nil && *w.Last >= 0 && uint64(*w.Last) == last {
 			return true
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gocql/gocql"
+	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -42,9 +43,9 @@ func (r *Registry) SequenceStatus(ctx context.Context, seq string) (registry.Seq
 	st := registry.SequenceStatus{SequenceInfo: gi}
 	dcs := map[string]bool{dc: true}
 	for _, w := range rows {
-		if w.kind == kindGrant {
-			st.Grants = append(st.Grants, rangeOf(w.key, w))
-			dcs[w.key] = true
+		if w.Kind == cql.KindGrant {
+			st.Grants = append(st.Grants, rangeOf(w.Key, w))
+			dcs[w.Key] = true
 		}
 	}
 	names := make([]string, 0, len(dcs))
@@ -53,7 +54,7 @@ func (r *Registry) SequenceStatus(ctx context.Context, seq string) (registry.Seq
 	}
 	sort.Strings(names)
 	for _, d := range names {
-		dcRows, err := q.readPartition(ctx, gocql.LocalQuorum, seq, dcPart(d))
+		dcRows, err := q.ReadPartition(ctx, gocql.LocalQuorum, seq, cql.DCPart(d))
 		if err != nil {
 			return st, fmt.Errorf("snapid: %w: reading sequence %q of data centre %q: %w", registry.ErrRegistry, seq, d, err)
 		}
@@ -70,8 +71,8 @@ func (r *Registry) SequenceStatus(ctx context.Context, seq string) (registry.Seq
 			st.Ranges = append(st.Ranges, rg)
 		}
 		for _, w := range dcRows {
-			switch w.kind {
-			case kindHost:
+			switch w.Kind {
+			case cql.KindHost:
 				st.Leases = append(st.Leases, r.leaseOf(seq, d, &w))
 			}
 		}
@@ -79,10 +80,10 @@ func (r *Registry) SequenceStatus(ctx context.Context, seq string) (registry.Seq
 	return st, nil
 }
 
-func rangeOf(dc string, w seqRow) registry.SequenceRange {
-	rg := registry.SequenceRange{DC: dc, First: uint64(w.first), Last: u64(w.last)}
-	if w.at != nil {
-		rg.GrantedAt = *w.at
+func rangeOf(dc string, w cql.SeqRow) registry.SequenceRange {
+	rg := registry.SequenceRange{DC: dc, First: uint64(w.First), Last: u64(w.Last)}
+	if w.At != nil {
+		rg.GrantedAt = *w.At
 	}
 	return rg
 }
@@ -98,16 +99,16 @@ func (r *Registry) ListSequences(ctx context.Context) ([]registry.SequenceStatus
 	if ok, err := r.ensureTable(ctx, false); err != nil || !ok {
 		return nil, err
 	}
-	globals, err := q.readAllGlobal(ctx)
+	globals, err := q.ReadAllGlobal(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("snapid: %w: listing sequences: %w", registry.ErrRegistry, err)
 	}
 	var out []registry.SequenceStatus
 	for _, g := range globals {
-		if g.part != partGlobal {
+		if g.Part != cql.PartGlobal {
 			continue
 		}
-		st, err := r.SequenceStatus(ctx, g.seq)
+		st, err := r.SequenceStatus(ctx, g.Seq)
 		if err != nil {
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
+	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/require"
 )
@@ -22,7 +23,7 @@ func TestSequenceStatusReadsWithoutPaxos(t *testing.T) {
 	got, err := reg.LeaseSequence(t.Context(), registry.LeaseRequest{Sequence: "s", Name: a.Name, Owner: a.Owner, Session: a.Session, Size: 7, Min: 1})
 	require.NoError(t, err)
 	reg.seqs.wg.Wait()
-	l := lossySeq(t, reg, func(int, []seqStmt) lossPlan { return lossPlan{} })
+	l := lossySeq(t, reg, func(int, []cql.SeqStmt) lossPlan { return lossPlan{} })
 	for range 3 {
 		st, err := reg.SequenceStatus(t.Context(), "s")
 		require.NoError(t, err)
@@ -32,8 +33,8 @@ func TestSequenceStatusReadsWithoutPaxos(t *testing.T) {
 	dc, err := reg.DataCentre(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, map[string]map[gocql.Consistency]int{
-		partGlobal: {gocql.Quorum: 3},
-		dcPart(dc): {gocql.LocalQuorum: 3},
+		cql.PartGlobal: {gocql.Quorum: 3},
+		cql.DCPart(dc): {gocql.LocalQuorum: 3},
 	}, l.readCounts(), "status reads by partition and consistency")
 }
 

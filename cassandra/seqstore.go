@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
+	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -18,43 +19,6 @@ import (
 // and one per sequence and data centre ("dc:<name>", written at
 // LOCAL_SERIAL only), so that no partition ever sees both kinds of Paxos.
 const seqTable = "sequences"
-
-// Row kinds (the first clustering column).
-const (
-	kindGlobal = "global" // part "global": start, max, next, at (created), token
-	kindGrant  = "grant"  // part "global", key = data centre: [first, last], at (granted), token
-	kindRange  = "range"  // part "dc:<dc>": [first, last], next, at (granted)
-	kindHost   = "host"   // part "dc:<dc>", key = node name: owner, session, [lease_first, lease_last], at, token
-)
-
-const partGlobal = "global"
-
-func dcPart(dc string) string { return "dc:" + dc }
-
-var seqColumns = []struct{ name, typ string }{
-	{"seq", "text"}, {"part", "text"}, {"kind", "text"}, {"key", "text"}, {"first", "bigint"},
-	{"last", "bigint"}, {"next", "bigint"}, {"start", "bigint"}, {"max", "bigint"},
-	{"owner", "text"}, {"session", "text"}, {"lease_first", "bigint"}, {"lease_last", "bigint"},
-	{"at", "timestamp"}, {"lwt_token", "text"}, {"closed_pos", "bigint"},
-}
-
-// seqRow is a row of the sequences table. Numbers are below 2^63 (see
-// registry.MaxSequence), so the signed bigint order is their order.
-type seqRow struct {
-	seq, part, kind, key   string
-	first                  int64
-	last, next, start, max *int64
-	owner, session         *string
-	leaseFirst, leaseLast  *int64
-	at                     *time.Time
-	token                  *string
-	closedPos              *int64
-}
-
-func (w *seqRow) dests() []any {
-	return []any{&w.seq, &w.part, &w.kind, &w.key, &w.first, &w.last, &w.next, &w.start, &w.max,
-		&w.owner, &w.session, &w.leaseFirst, &w.leaseLast, &w.at, &w.token, &w.closedPos}
-}
 
 func u64(p *int64) uint64 {
 	if p == nil || *p < 0 {
@@ -120,9 +84,9 @@ type seqStatements struct {
 func newSeqStatements(ks string) seqStatements {
 	t := `"` + ks + `"."` + seqTable + `"`
 	var defs, names []string
-	for _, c := range seqColumns {
-		defs = append(defs, c.name+" "+c.typ)
-		names = append(names, c.name)
+	for _, c := range cql.SeqColumns {
+		defs = append(defs, c.Name+" "+c.Type)
+		names = append(names, c.Name)
 	}
 	cols := strings.Join(names, ", ")
 	row := " WHERE seq = ? AND part = ? AND kind = ? AND key = ? AND first = ?"
@@ -148,41 +112,21 @@ func newSeqStatements(ks string) seqStatements {
 	}
 }
 
-// seqStmt is one statement of a conditional batch.
-type seqStmt struct {
-	stmt string
-	args []any
-}
-
-// seqQuerier is what sequences need from Cassandra. gocqlSeqQuerier is
-// the real one; tests wrap it to lose replies.
-type seqQuerier interface {
-	// casBatch runs a conditional batch (one statement or more, one
-	// partition) with the given serial consistency and commit
-	// consistency, and reports whether it was applied.
-	casBatch(ctx context.Context, serial gocql.SerialConsistency, cons gocql.Consistency, stmts ...seqStmt) (bool, error)
-	// readPartition reads every row of one partition at cons (a serial
-	// consistency for reads that must see every completed LWT).
-	readPartition(ctx context.Context, cons gocql.Consistency, seq, part string) ([]seqRow, error)
-	// readAllGlobal reads every sequence's GLOBAL row (for lists).
-	readAllGlobal(ctx context.Context) ([]seqRow, error)
-}
-
 type gocqlSeqQuerier struct {
 	s     *gocql.Session
 	stmts seqStatements
 }
 
-func (g *gocqlSeqQuerier) casBatch(ctx context.Context, serial gocql.SerialConsistency, cons gocql.Consistency, stmts ...seqStmt) (bool, error) {
+func (g *gocqlSeqQuerier) CASBatch(ctx context.Context, serial gocql.SerialConsistency, cons gocql.Consistency, stmts ...cql.SeqStmt) (bool, error) {
 	if len(stmts) == 1 {
-		q := g.s.Query(stmts[0].stmt, stmts[0].args...).WithContext(ctx).Consistency(cons).SerialConsistency(serial)
+		q := g.s.Query(stmts[0].Stmt, stmts[0].Args...).WithContext(ctx).Consistency(cons).SerialConsistency(serial)
 		defer q.Release()
 		return q.MapScanCAS(map[string]any{})
 	}
 	b := g.s.NewBatch(gocql.LoggedBatch).WithContext(ctx).SerialConsistency(serial)
 	b.SetConsistency(cons)
 	for _, st := range stmts {
-		b.Query(st.stmt, st.args...)
+		b.Query(st.Stmt, st.Args...)
 	}
 	applied, iter, err := g.s.MapExecuteBatchCAS(b, map[string]any{})
 	if iter != nil {
@@ -193,23 +137,23 @@ func (g *gocqlSeqQuerier) casBatch(ctx context.Context, serial gocql.SerialConsi
 	return applied, err
 }
 
-func (g *gocqlSeqQuerier) readPartition(ctx context.Context, cons gocql.Consistency, seq, part string) ([]seqRow, error) {
+func (g *gocqlSeqQuerier) ReadPartition(ctx context.Context, cons gocql.Consistency, seq, part string) ([]cql.SeqRow, error) {
 	q := g.s.Query(g.stmts.selectPart, seq, part).WithContext(ctx).Consistency(cons)
 	defer q.Release()
 	return scanRows(q.Iter())
 }
 
-func (g *gocqlSeqQuerier) readAllGlobal(ctx context.Context) ([]seqRow, error) {
-	q := g.s.Query(g.stmts.selectAllGlobal, kindGlobal).WithContext(ctx).Consistency(gocql.LocalQuorum)
+func (g *gocqlSeqQuerier) ReadAllGlobal(ctx context.Context) ([]cql.SeqRow, error) {
+	q := g.s.Query(g.stmts.selectAllGlobal, cql.KindGlobal).WithContext(ctx).Consistency(gocql.LocalQuorum)
 	defer q.Release()
 	return scanRows(q.Iter())
 }
 
-func scanRows(iter *gocql.Iter) ([]seqRow, error) {
-	var out []seqRow
+func scanRows(iter *gocql.Iter) ([]cql.SeqRow, error) {
+	var out []cql.SeqRow
 	for {
-		var w seqRow
-		if !iter.Scan(w.dests()...) {
+		var w cql.SeqRow
+		if !iter.Scan(w.Dests()...) {
 			break
 		}
 		out = append(out, w)
@@ -224,7 +168,7 @@ type seqState struct {
 
 	mu      sync.Mutex
 	dc      string
-	q       seqQuerier
+	q       cql.SeqQuerier
 	session *gocql.Session // the data centre's session, closed with the Registry
 	table   bool           // the table is known to exist
 	stmts   seqStatements
@@ -279,7 +223,7 @@ func (r *Registry) DataCentre(ctx context.Context) (string, error) {
 // goes through nodes of that data centre only (a gocql host filter):
 // LOCAL_SERIAL runs Paxos among the coordinator's data centre's replicas,
 // so a coordinator elsewhere would run it on another quorum.
-func (r *Registry) seqQuerier(ctx context.Context) (seqQuerier, string, error) {
+func (r *Registry) seqQuerier(ctx context.Context) (cql.SeqQuerier, string, error) {
 	st := &r.seqs
 	st.mu.Lock()
 	defer st.mu.Unlock()

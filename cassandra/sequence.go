@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
+	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -16,14 +17,16 @@ var _ registry.SequenceRegistry = (*Registry)(nil)
 // globalKey and hostKey are the clustering keys of the GLOBAL row and of a
 // host row.
 func (r *Registry) globalRow(seq string) []any {
-	return []any{seq, partGlobal, kindGlobal, "", int64(0)}
+	return []any{seq, cql.PartGlobal, cql.KindGlobal, "", int64(0)}
 }
 
-func hostRow(seq, dc, name string) []any { return []any{seq, dcPart(dc), kindHost, name, int64(0)} }
+func hostRow(seq, dc, name string) []any {
+	return []any{seq, cql.DCPart(dc), cql.KindHost, name, int64(0)}
+}
 
-func find(rows []seqRow, kind, key string, first int64) *seqRow {
+func find(rows []cql.SeqRow, kind, key string, first int64) *cql.SeqRow {
 	for i := range rows {
-		if rows[i].kind == kind && rows[i].key == key && rows[i].first == first {
+		if rows[i].Kind == kind && rows[i].Key == key && rows[i].First == first {
 			return &rows[i]
 		}
 	}
@@ -45,28 +48,28 @@ func (r *Registry) sizing() (time.Duration, uint64) {
 
 // readGlobal reads the GLOBAL partition at SERIAL: the GLOBAL row (nil if
 // the sequence does not exist) and every row of the partition.
-func (r *Registry) readGlobal(ctx context.Context, q seqQuerier, seq string) (*seqRow, []seqRow, error) {
+func (r *Registry) readGlobal(ctx context.Context, q cql.SeqQuerier, seq string) (*cql.SeqRow, []cql.SeqRow, error) {
 	return r.readGlobalAt(ctx, q, seq, gocql.Consistency(gocql.Serial))
 }
 
 // readGlobalAt reads the GLOBAL partition at cons.
-func (r *Registry) readGlobalAt(ctx context.Context, q seqQuerier, seq string, cons gocql.Consistency) (*seqRow, []seqRow, error) {
+func (r *Registry) readGlobalAt(ctx context.Context, q cql.SeqQuerier, seq string, cons gocql.Consistency) (*cql.SeqRow, []cql.SeqRow, error) {
 	level := cons.String()
 	if cons == gocql.Consistency(gocql.Serial) {
 		level = "SERIAL" // gocql names only the non-serial levels
 	}
-	rows, err := q.readPartition(ctx, cons, seq, partGlobal)
+	rows, err := q.ReadPartition(ctx, cons, seq, cql.PartGlobal)
 	if err != nil {
 		if noTable(err) {
 			return nil, nil, nil
 		}
 		return nil, nil, fmt.Errorf("snapid: %w: reading sequence %q at %s: %w", registry.ErrRegistry, seq, level, err)
 	}
-	return find(rows, kindGlobal, "", 0), rows, nil
+	return find(rows, cql.KindGlobal, "", 0), rows, nil
 }
 
-func (r *Registry) readDC(ctx context.Context, q seqQuerier, seq, dc string) ([]seqRow, error) {
-	rows, err := q.readPartition(ctx, gocql.Consistency(gocql.LocalSerial), seq, dcPart(dc))
+func (r *Registry) readDC(ctx context.Context, q cql.SeqQuerier, seq, dc string) ([]cql.SeqRow, error) {
+	rows, err := q.ReadPartition(ctx, gocql.Consistency(gocql.LocalSerial), seq, cql.DCPart(dc))
 	if err != nil && !noTable(err) {
 		return nil, fmt.Errorf("snapid: %w: reading sequence %q of data centre %q at LOCAL_SERIAL: %w", registry.ErrRegistry, seq, dc, err)
 	}
@@ -75,41 +78,41 @@ func (r *Registry) readDC(ctx context.Context, q seqQuerier, seq, dc string) ([]
 
 // info decodes the GLOBAL row (see storeNext); a row it cannot have
 // written is ErrCorruptSequence.
-func info(seq string, g *seqRow) (registry.SequenceInfo, error) {
+func info(seq string, g *cql.SeqRow) (registry.SequenceInfo, error) {
 	i := registry.SequenceInfo{Name: seq}
 	var err error
-	if i.Start, err = loadNum(seq, "GLOBAL's start", g.start); err != nil {
+	if i.Start, err = loadNum(seq, "GLOBAL's start", g.Start); err != nil {
 		return i, err
 	}
-	if i.Max, err = loadNum(seq, "GLOBAL's max", g.max); err != nil {
+	if i.Max, err = loadNum(seq, "GLOBAL's max", g.Max); err != nil {
 		return i, err
 	}
 	if i.Start == 0 || i.Max < i.Start {
 		return i, fmt.Errorf("snapid: %w: sequence %q: GLOBAL's bounds [%d, %d]; nothing was handed out", registry.ErrCorruptSequence, seq, i.Start, i.Max)
 	}
-	if i.Next, err = loadNext(seq, "GLOBAL", g.next, i.Max); err != nil {
+	if i.Next, err = loadNext(seq, "GLOBAL", g.Next, i.Max); err != nil {
 		return i, err
 	}
 	if i.Next < i.Start {
 		return i, fmt.Errorf("snapid: %w: sequence %q: GLOBAL's next number %d is below its start %d; nothing was handed out",
 			registry.ErrCorruptSequence, seq, i.Next, i.Start)
 	}
-	if g.at != nil {
-		i.CreatedAt = *g.at
+	if g.At != nil {
+		i.CreatedAt = *g.At
 	}
 	return i, nil
 }
 
 // rangeNext decodes a data centre range row's first, last and next.
-func rangeNext(seq string, w *seqRow) (first, last, next uint64, err error) {
-	if w.first < 1 {
-		return 0, 0, 0, fmt.Errorf("snapid: %w: sequence %q: a range starts at %d", registry.ErrCorruptSequence, seq, w.first)
+func rangeNext(seq string, w *cql.SeqRow) (first, last, next uint64, err error) {
+	if w.First < 1 {
+		return 0, 0, 0, fmt.Errorf("snapid: %w: sequence %q: a range starts at %d", registry.ErrCorruptSequence, seq, w.First)
 	}
-	if last, err = loadNum(seq, "a range's last", w.last); err != nil {
+	if last, err = loadNum(seq, "a range's last", w.Last); err != nil {
 		return 0, 0, 0, err
 	}
-	first = uint64(w.first)
-	if next, err = loadNext(seq, fmt.Sprintf("range [%d, %d]", first, last), w.next, last); err != nil {
+	first = uint64(w.First)
+	if next, err = loadNext(seq, fmt.Sprintf("range [%d, %d]", first, last), w.Next, last); err != nil {
 		return 0, 0, 0, err
 	}
 	if last < first || next < first {
@@ -159,11 +162,11 @@ func (r *Registry) createSequence(ctx context.Context, seq string, start, max ui
 		}
 		token := newClaimToken()
 		now := r.timestamp()
-		var stmt seqStmt
+		var stmt cql.SeqStmt
 		var want registry.SequenceInfo
 		if g == nil {
 			want = registry.SequenceInfo{Name: seq, Start: start, Max: max, Next: start, CreatedAt: now}
-			stmt = seqStmt{r.seqs.stmts.insertGlobal, append(r.globalRow(seq), i64(start), i64(max), i64(start), now, token)}
+			stmt = cql.SeqStmt{Stmt: r.seqs.stmts.insertGlobal, Args: append(r.globalRow(seq), i64(start), i64(max), i64(start), now, token)}
 		} else {
 			cur, err := info(seq, g)
 			if err != nil {
@@ -180,19 +183,19 @@ func (r *Registry) createSequence(ctx context.Context, seq string, start, max ui
 			// A raised start (allowed only before anything was handed
 			// out, see CheckSequenceUpdate) becomes the sequence's start.
 			want.Start, want.Max, want.Next = maxU(cur.Start, start), max, maxU(cur.Next, start)
-			stmt = seqStmt{r.seqs.stmts.updateGlobal, append(append([]any{i64(want.Start), i64(max), storeNext(want.Next, max), token},
-				r.globalRow(seq)...), g.next, g.max)}
+			stmt = cql.SeqStmt{Stmt: r.seqs.stmts.updateGlobal, Args: append(append([]any{i64(want.Start), i64(max), storeNext(want.Next, max), token},
+				r.globalRow(seq)...), g.Next, g.Max)}
 		}
 		applied, err := runLWT(ctx, r.log, "create sequence", seq,
-			func() (bool, error) { return q.casBatch(ctx, gocql.Serial, gocql.Quorum, stmt) },
+			func() (bool, error) { return q.CASBatch(ctx, gocql.Serial, gocql.Quorum, stmt) },
 			func() (outcome, error) {
 				g2, _, err := r.readGlobal(ctx, q, seq)
 				switch {
 				case err != nil:
 					return outcomeLost, err
-				case g2 != nil && str(g2.token) == token:
+				case g2 != nil && str(g2.Token) == token:
 					return outcomeApplied, nil
-				case g == nil && g2 == nil, g != nil && g2 != nil && same(g2.next, g.next) && same(g2.max, g.max):
+				case g == nil && g2 == nil, g != nil && g2 != nil && same(g2.Next, g.Next) && same(g2.Max, g.Max):
 					return outcomeResend, nil
 				}
 				return outcomeLost, nil
@@ -254,11 +257,11 @@ func (r *Registry) LeaseSequence(ctx context.Context, req registry.LeaseRequest)
 		if err != nil {
 			return registry.SequenceLease{}, err
 		}
-		host := find(rows, kindHost, req.Name, 0)
-		ours := host != nil && str(host.session) == req.Session && str(host.owner) == req.Owner
-		if ours && (u64(host.leaseFirst) != req.PrevFirst || u64(host.leaseLast) != req.PrevLast) {
+		host := find(rows, cql.KindHost, req.Name, 0)
+		ours := host != nil && str(host.Session) == req.Session && str(host.Owner) == req.Owner
+		if ours && (u64(host.LeaseFirst) != req.PrevFirst || u64(host.LeaseLast) != req.PrevLast) {
 			return r.leaseOf(req.Sequence, dc, host), fmt.Errorf("snapid: %w: sequence %q: the registry records this host's lease as [%d, %d], not [%d, %d]",
-				registry.ErrLeaseMoved, req.Sequence, u64(host.leaseFirst), u64(host.leaseLast), req.PrevFirst, req.PrevLast)
+				registry.ErrLeaseMoved, req.Sequence, u64(host.LeaseFirst), u64(host.LeaseLast), req.PrevFirst, req.PrevLast)
 		}
 		if !ours && !nameChecked {
 			h, err := r.Get(ctx, req.Name)
@@ -290,26 +293,26 @@ func (r *Registry) LeaseSequence(ctx context.Context, req registry.LeaseRequest)
 		l := registry.SequenceLease{Sequence: req.Sequence, DC: dc, Name: req.Name, Owner: req.Owner, Session: req.Session,
 			First: first, Last: first + n - 1, LeasedAt: r.timestamp()}
 		token := newClaimToken()
-		stmts := []seqStmt{{r.seqs.stmts.advanceRange, []any{storeNext(first+n, pick.last), req.Sequence, dcPart(dc), kindRange, "", rg.first, rg.next}}}
+		stmts := []cql.SeqStmt{{Stmt: r.seqs.stmts.advanceRange, Args: []any{storeNext(first+n, pick.last), req.Sequence, cql.DCPart(dc), cql.KindRange, "", rg.First, rg.Next}}}
 		hostVals := []any{req.Owner, req.Session, i64(l.First), i64(l.Last), l.LeasedAt, token}
 		if host == nil {
-			stmts = append(stmts, seqStmt{r.seqs.stmts.insertHost, append(hostRow(req.Sequence, dc, req.Name), hostVals...)})
+			stmts = append(stmts, cql.SeqStmt{Stmt: r.seqs.stmts.insertHost, Args: append(hostRow(req.Sequence, dc, req.Name), hostVals...)})
 		} else {
-			stmts = append(stmts, seqStmt{r.seqs.stmts.updateHost, append(append(hostVals, hostRow(req.Sequence, dc, req.Name)...),
-				host.owner, host.session, host.leaseFirst, host.leaseLast)})
+			stmts = append(stmts, cql.SeqStmt{Stmt: r.seqs.stmts.updateHost, Args: append(append(hostVals, hostRow(req.Sequence, dc, req.Name)...),
+				host.Owner, host.Session, host.LeaseFirst, host.LeaseLast)})
 		}
 		applied, err := runLWT(ctx, r.log, "lease", req.Sequence,
-			func() (bool, error) { return q.casBatch(ctx, gocql.LocalSerial, gocql.LocalQuorum, stmts...) },
+			func() (bool, error) { return q.CASBatch(ctx, gocql.LocalSerial, gocql.LocalQuorum, stmts...) },
 			func() (outcome, error) {
 				now, err := r.readDC(ctx, q, req.Sequence, dc)
 				if err != nil {
 					return outcomeLost, err
 				}
-				h2, rg2 := find(now, kindHost, req.Name, 0), find(now, kindRange, "", rg.first)
+				h2, rg2 := find(now, cql.KindHost, req.Name, 0), find(now, cql.KindRange, "", rg.First)
 				switch {
-				case h2 != nil && str(h2.token) == token:
+				case h2 != nil && str(h2.Token) == token:
 					return outcomeApplied, nil
-				case rg2 != nil && same(rg2.next, rg.next) && sameHost(h2, host):
+				case rg2 != nil && same(rg2.Next, rg.Next) && sameHost(h2, host):
 					return outcomeResend, nil
 				}
 				return outcomeLost, nil
@@ -345,18 +348,18 @@ func leaseBackoffWait(ctx context.Context, attempt int, wait waitFunc) error {
 	return orReal(wait)(ctx, time.Duration(mrand.Int64N(int64(bound))+1))
 }
 
-func sameHost(a, b *seqRow) bool {
+func sameHost(a, b *cql.SeqRow) bool {
 	if a == nil || b == nil {
 		return a == nil && b == nil
 	}
-	return same(a.owner, b.owner) && same(a.session, b.session) && same(a.leaseFirst, b.leaseFirst) && same(a.leaseLast, b.leaseLast)
+	return same(a.Owner, b.Owner) && same(a.Session, b.Session) && same(a.LeaseFirst, b.LeaseFirst) && same(a.LeaseLast, b.LeaseLast)
 }
 
-func (r *Registry) leaseOf(seq, dc string, h *seqRow) registry.SequenceLease {
-	l := registry.SequenceLease{Sequence: seq, DC: dc, Name: h.key, Owner: str(h.owner), Session: str(h.session),
-		First: u64(h.leaseFirst), Last: u64(h.leaseLast), ClosedAt: u64(h.closedPos)}
-	if h.at != nil {
-		l.LeasedAt = *h.at
+func (r *Registry) leaseOf(seq, dc string, h *cql.SeqRow) registry.SequenceLease {
+	l := registry.SequenceLease{Sequence: seq, DC: dc, Name: h.Key, Owner: str(h.Owner), Session: str(h.Session),
+		First: u64(h.LeaseFirst), Last: u64(h.LeaseLast), ClosedAt: u64(h.ClosedPos)}
+	if h.At != nil {
+		l.LeasedAt = *h.At
 	}
 	return l
 }
@@ -378,7 +381,7 @@ func (r *Registry) HostLease(ctx context.Context, seq, name string) (registry.Se
 	if err != nil {
 		return registry.SequenceLease{}, err
 	}
-	if h := find(rows, kindHost, name, 0); h != nil {
+	if h := find(rows, cql.KindHost, name, 0); h != nil {
 		return r.leaseOf(seq, dc, h), nil
 	}
 	if len(rows) == 0 {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/require"
 )
@@ -143,7 +144,7 @@ func TestSequenceStoredNextBoundaries(t *testing.T) {
 	_, err = reg.CreateSequence(t.Context(), seq, 10, 100)
 	require.NoError(t, err)
 	require.NoError(t, ks.Admin.Query(`INSERT INTO `+table+` (seq, part, kind, key, first, last, next) VALUES (?, ?, 'range', '', 10, 100, ?)`,
-		seq, dcPart(dc), int64(-1<<63)).Exec())
+		seq, cql.DCPart(dc), int64(-1<<63)).Exec())
 	require.ErrorIs(t, lease(seq), registry.ErrCorruptSequence)
 	st, err := reg.SequenceStatus(t.Context(), seq)
 	require.ErrorIs(t, err, registry.ErrCorruptSequence)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/admin"
+	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/require"
 )
@@ -75,7 +76,7 @@ func TestSequenceCorruptRangeOutsideBounds(t *testing.T) {
 			require.NoError(t, err)
 			reg.seqs.wg.Wait()
 			require.NoError(t, ks.Admin.Query(`UPDATE "`+ks.Name+`".sequences SET `+tc.set+` = ? WHERE seq = 's' AND part = ? AND kind = 'range' AND key = '' AND first = 1`,
-				tc.v, dcPart(l1.DC)).Exec())
+				tc.v, cql.DCPart(l1.DC)).Exec())
 			l2, err := reg.LeaseSequence(t.Context(), registry.LeaseRequest{Sequence: "s", Name: h.Name, Owner: h.Owner, Session: h.Session,
 				PrevFirst: l1.First, PrevLast: l1.Last, Size: 1000, Min: 1})
 			require.ErrorIs(t, err, registry.ErrCorruptSequence, "lease %d-%d", l2.First, l2.Last)

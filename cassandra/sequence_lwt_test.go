@@ -11,19 +11,20 @@ import (
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/admin"
+	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/internal/testfs"
 	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/require"
 )
 
-// lossySeqQuerier wraps a seqQuerier and, for chosen conditional
+// lossySeqQuerier wraps a cql.SeqQuerier and, for chosen conditional
 // statements, loses the reply after the statement ran or drops it, as a
 // timeout would. Not safe for concurrent use.
 type lossySeqQuerier struct {
-	inner seqQuerier
+	inner cql.SeqQuerier
 	// plan is called with how many times this statement (the batch's
 	// first) was sent, this send included.
-	plan   func(n int, stmts []seqStmt) lossPlan
+	plan   func(n int, stmts []cql.SeqStmt) lossPlan
 	mu     sync.Mutex // background grants call it too
 	calls  map[string]int
 	lost   []string // the first statement of each call whose reply was lost or dropped
@@ -31,28 +32,28 @@ type lossySeqQuerier struct {
 	reads  map[string]map[gocql.Consistency]int // partition → consistency → reads, under readMu
 }
 
-func (l *lossySeqQuerier) casBatch(ctx context.Context, serial gocql.SerialConsistency, cons gocql.Consistency, stmts ...seqStmt) (bool, error) {
+func (l *lossySeqQuerier) CASBatch(ctx context.Context, serial gocql.SerialConsistency, cons gocql.Consistency, stmts ...cql.SeqStmt) (bool, error) {
 	l.mu.Lock()
 	if l.calls == nil {
 		l.calls = map[string]int{}
 	}
-	l.calls[stmts[0].stmt]++
-	p := l.plan(l.calls[stmts[0].stmt], stmts)
+	l.calls[stmts[0].Stmt]++
+	p := l.plan(l.calls[stmts[0].Stmt], stmts)
 	if p.dropRequest || p.loseReply {
-		l.lost = append(l.lost, stmts[0].stmt)
+		l.lost = append(l.lost, stmts[0].Stmt)
 	}
 	l.mu.Unlock()
 	if p.dropRequest {
 		return false, p.err
 	}
-	applied, err := l.inner.casBatch(ctx, serial, cons, stmts...)
+	applied, err := l.inner.CASBatch(ctx, serial, cons, stmts...)
 	if p.loseReply && err == nil {
 		return false, p.err
 	}
 	return applied, err
 }
 
-func (l *lossySeqQuerier) readPartition(ctx context.Context, cons gocql.Consistency, seq, part string) ([]seqRow, error) {
+func (l *lossySeqQuerier) ReadPartition(ctx context.Context, cons gocql.Consistency, seq, part string) ([]cql.SeqRow, error) {
 	l.readMu.Lock()
 	if l.reads == nil {
 		l.reads = map[string]map[gocql.Consistency]int{}
@@ -62,7 +63,7 @@ func (l *lossySeqQuerier) readPartition(ctx context.Context, cons gocql.Consiste
 	}
 	l.reads[part][cons]++
 	l.readMu.Unlock()
-	return l.inner.readPartition(ctx, cons, seq, part)
+	return l.inner.ReadPartition(ctx, cons, seq, part)
 }
 
 // readCounts returns a copy of the reads so far, by partition and
@@ -77,12 +78,12 @@ func (l *lossySeqQuerier) readCounts() map[string]map[gocql.Consistency]int {
 	return reads
 }
 
-func (l *lossySeqQuerier) readAllGlobal(ctx context.Context) ([]seqRow, error) {
-	return l.inner.readAllGlobal(ctx)
+func (l *lossySeqQuerier) ReadAllGlobal(ctx context.Context) ([]cql.SeqRow, error) {
+	return l.inner.ReadAllGlobal(ctx)
 }
 
 // lossySeq installs a lossySeqQuerier on r.
-func lossySeq(t *testing.T, r *Registry, plan func(n int, stmts []seqStmt) lossPlan) *lossySeqQuerier {
+func lossySeq(t *testing.T, r *Registry, plan func(n int, stmts []cql.SeqStmt) lossPlan) *lossySeqQuerier {
 	t.Helper()
 	q, _, err := r.seqQuerier(t.Context())
 	require.NoError(t, err)
@@ -105,7 +106,7 @@ func TestSequenceUnknownOutcomesResolved(t *testing.T) {
 			require.NoError(t, reg.SetSequenceSizing(DefaultSequenceHorizon, 50))
 			a := reg.claimForTest(t, "host_a")
 			b := reg.claimForTest(t, "host_b")
-			l := lossySeq(t, reg, func(n int, stmts []seqStmt) lossPlan {
+			l := lossySeq(t, reg, func(n int, stmts []cql.SeqStmt) lossPlan {
 				if n%2 == 0 {
 					return lossPlan{} // every other send of a statement goes through, so that resends can win
 				}
@@ -153,7 +154,7 @@ func TestSequenceUnknownOutcomesResolved(t *testing.T) {
 			require.NoError(t, err)
 			reads := l.readCounts()
 			require.Len(t, reads, 2, "reads of GLOBAL and of the data centre only: %v", reads)
-			for part, want := range map[string]gocql.Consistency{partGlobal: gocql.Consistency(gocql.Serial), dcPart(dc): gocql.Consistency(gocql.LocalSerial)} {
+			for part, want := range map[string]gocql.Consistency{cql.PartGlobal: gocql.Consistency(gocql.Serial), cql.DCPart(dc): gocql.Consistency(gocql.LocalSerial)} {
 				require.NotZero(t, reads[part][want], "partition %s read at %v", part, want)
 				require.Len(t, reads[part], 1, "partition %s read at %v only: %v", part, want, reads[part])
 			}

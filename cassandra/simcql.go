@@ -3,8 +3,8 @@ package cassandra
 // The simulated CQL cluster the simulator (internal/sim) runs the Registry
 // over, through package internal/simcql: the Registry, its claims,
 // extensions, releases, node numbers and sequences run unchanged; only the
-// queriers (casQuerier, numQuerier, seqQuerier) and the waits between
-// retries are the simulation's.
+// queriers (internal/cql's CASQuerier, NumQuerier, SeqQuerier) and the
+// waits between retries are the simulation's.
 //
 // What it models. Every table the Registry uses (names, node numbers,
 // sequences), partition by partition. The adapter's statements are
@@ -259,7 +259,7 @@ func (c *simCluster) Registry(dc string, now func() time.Time) simcql.Registry {
 	r.now, r.localDC, r.serial, r.cons = now, dc, gocql.Serial, gocql.Quorum
 	r.wait = c.wait(dc)
 	r.nums.q = &simNumQuerier{c: c, dc: dc}
-	r.seqs.q = &retryingSeqQuerier{seqQuerier: &simSeqQuerier{c: c, dc: dc}, log: log, wait: r.wait}
+	r.seqs.q = &retryingSeqQuerier{SeqQuerier: &simSeqQuerier{c: c, dc: dc}, log: log, wait: r.wait}
 	r.seqs.dc, r.seqs.stmts, r.seqs.table = dc, newSeqStatements(DefaultKeyspace), true
 	r.seqs.cfg.LocalDC = dc
 	// Small ranges, so that a history's data centres take many.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -30,19 +31,19 @@ func (c *simCluster) Row(name string) (registry.Holder, bool) {
 	if !ok {
 		return registry.Holder{}, false
 	}
-	var rec record
-	simFill(rec.destMap(), row, nil)
-	return rec.holder(), true
+	var rec cql.Record
+	simFill(rec.DestMap(), row, nil)
+	return rec.Holder(), true
 }
 
 func (c *simCluster) HostLease(seq, dc, name string) (registry.SequenceLease, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p := c.parts[seqPK(seq, dcPart(dc))]
+	p := c.parts[seqPK(seq, cql.DCPart(dc))]
 	if p == nil {
 		return registry.SequenceLease{}, false
 	}
-	row, ok := p.truth()[seqCK(kindHost, name, 0)]
+	row, ok := p.truth()[seqCK(cql.KindHost, name, 0)]
 	if !ok {
 		return registry.SequenceLease{}, false
 	}

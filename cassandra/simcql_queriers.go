@@ -7,19 +7,20 @@ import (
 	"strings"
 
 	"github.com/gocql/gocql"
+	"github.com/snapid/snapid/internal/cql"
 )
 
 // The queriers the Registry runs over on the simulated cluster: the names
 // table's, the node numbers' and the sequences'.
 
-// simQuerier is the names table's casQuerier.
+// simQuerier is the names table's cql.CASQuerier.
 type simQuerier struct {
 	c      *simCluster
 	dc     string
 	serial gocql.SerialConsistency
 }
 
-func (q *simQuerier) cas(ctx context.Context, rec *record, stmt string, args ...any) (bool, error) {
+func (q *simQuerier) CAS(ctx context.Context, rec *cql.Record, stmt string, args ...any) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -41,12 +42,12 @@ func (q *simQuerier) cas(ctx context.Context, rec *record, stmt string, args ...
 		if b.st.ifNotExists {
 			only = nil // INSERT … IF NOT EXISTS returns the row
 		}
-		simFill(rec.destMap(), row, only)
+		simFill(rec.DestMap(), row, only)
 	}
 	return false, nil
 }
 
-func (q *simQuerier) serialRead(ctx context.Context, rec *record, name string) (bool, error) {
+func (q *simQuerier) SerialRead(ctx context.Context, rec *cql.Record, name string) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -56,12 +57,12 @@ func (q *simQuerier) serialRead(ctx context.Context, rec *record, name string) (
 	}
 	row, ok := rs[""]
 	if ok {
-		simFill(rec.destMap(), row, nil)
+		simFill(rec.DestMap(), row, nil)
 	}
 	return ok, nil
 }
 
-func (q *simQuerier) list(ctx context.Context) ([]record, error) {
+func (q *simQuerier) List(ctx context.Context) ([]cql.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -69,44 +70,44 @@ func (q *simQuerier) list(ctx context.Context) ([]record, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []record
+	var out []cql.Record
 	for _, k := range sortedKeys(parts) {
 		if row, ok := parts[k][""]; ok {
-			var rec record
-			simFill(rec.destMap(), row, nil)
+			var rec cql.Record
+			simFill(rec.DestMap(), row, nil)
 			out = append(out, rec)
 		}
 	}
 	return out, nil
 }
 
-// simNumQuerier is the node numbers table's numQuerier.
+// simNumQuerier is the node numbers table's cql.NumQuerier.
 type simNumQuerier struct {
 	c  *simCluster
 	dc string
 }
 
-func numRowOf(row simRow) numRow {
-	var out numRow
-	simFill(map[string]any{"number": &out.number, "name": &out.name, "attempt": &out.token}, row, nil)
+func numRowOf(row simRow) cql.NumRow {
+	var out cql.NumRow
+	simFill(map[string]any{"number": &out.Number, "name": &out.Name, "attempt": &out.Token}, row, nil)
 	return out
 }
 
-func (q *simNumQuerier) insert(ctx context.Context, key string, number uint64, name, token string) (bool, numRow, error) {
+func (q *simNumQuerier) Insert(ctx context.Context, key string, number uint64, name, token string) (bool, cql.NumRow, error) {
 	if err := ctx.Err(); err != nil {
-		return false, numRow{}, err
+		return false, cql.NumRow{}, err
 	}
 	w := simWrite{ck: "", cols: map[string]any{"id": key, "number": int64(number), "name": name, "attempt": token}}
 	applied, cur, err := q.c.lwt(q.dc, gocql.Serial, simNumbers+key, []simCond{{notExists: true}}, []simWrite{w})
 	if err != nil || applied {
-		return applied, numRow{}, err
+		return applied, cql.NumRow{}, err
 	}
 	return false, numRowOf(cur[""]), nil
 }
 
-func (q *simNumQuerier) read(ctx context.Context, key string, serial bool) (numRow, bool, error) {
+func (q *simNumQuerier) Read(ctx context.Context, key string, serial bool) (cql.NumRow, bool, error) {
 	if err := ctx.Err(); err != nil {
-		return numRow{}, false, err
+		return cql.NumRow{}, false, err
 	}
 	cons := gocql.Quorum
 	if serial {
@@ -114,20 +115,20 @@ func (q *simNumQuerier) read(ctx context.Context, key string, serial bool) (numR
 	}
 	rs, err := q.c.read(q.dc, cons, simNumbers+key)
 	if err != nil {
-		return numRow{}, false, err
+		return cql.NumRow{}, false, err
 	}
 	row, ok := rs[""]
 	return numRowOf(row), ok, nil
 }
 
-func (q *simNumQuerier) hint(ctx context.Context, n uint64) error {
+func (q *simNumQuerier) Hint(ctx context.Context, n uint64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	return q.c.write(q.dc, gocql.Quorum, simNumbers+"next", []simWrite{{cols: map[string]any{"id": "next", "number": int64(n)}}})
 }
 
-func (q *simNumQuerier) names(ctx context.Context) (map[string]uint64, error) {
+func (q *simNumQuerier) Names(ctx context.Context) (map[string]uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -137,14 +138,14 @@ func (q *simNumQuerier) names(ctx context.Context) (map[string]uint64, error) {
 	}
 	out := map[string]uint64{}
 	for k, rs := range parts {
-		if r := numRowOf(rs[""]); r.number != nil && *r.number > 0 {
-			out[strings.TrimPrefix(k, simNumbers+"name:")] = uint64(*r.number)
+		if r := numRowOf(rs[""]); r.Number != nil && *r.Number > 0 {
+			out[strings.TrimPrefix(k, simNumbers+"name:")] = uint64(*r.Number)
 		}
 	}
 	return out, nil
 }
 
-// simSeqQuerier is the sequences table's seqQuerier.
+// simSeqQuerier is the sequences table's cql.SeqQuerier.
 type simSeqQuerier struct {
 	c  *simCluster
 	dc string
@@ -158,7 +159,7 @@ func seqCK(kind, key string, first int64) string {
 	return fmt.Sprintf("%s\x00%s\x00%020d", kind, key, first)
 }
 
-func (q *simSeqQuerier) casBatch(ctx context.Context, serial gocql.SerialConsistency, _ gocql.Consistency, stmts ...seqStmt) (bool, error) {
+func (q *simSeqQuerier) CASBatch(ctx context.Context, serial gocql.SerialConsistency, _ gocql.Consistency, stmts ...cql.SeqStmt) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -166,7 +167,7 @@ func (q *simSeqQuerier) casBatch(ctx context.Context, serial gocql.SerialConsist
 	var conds []simCond
 	var writes []simWrite
 	for i, s := range stmts {
-		b, err := q.c.bind(s.stmt, s.args, simSeqKey)
+		b, err := q.c.bind(s.Stmt, s.Args, simSeqKey)
 		if err != nil {
 			return false, err
 		}
@@ -190,32 +191,32 @@ func (q *simSeqQuerier) casBatch(ctx context.Context, serial gocql.SerialConsist
 	return applied, err
 }
 
-func seqRowOf(row simRow) seqRow {
-	var w seqRow
-	d := w.dests()
+func seqRowOf(row simRow) cql.SeqRow {
+	var w cql.SeqRow
+	d := w.Dests()
 	m := map[string]any{}
-	for i, col := range seqColumns {
-		m[col.name] = d[i]
+	for i, col := range cql.SeqColumns {
+		m[col.Name] = d[i]
 	}
-	m["lwt_token"] = &w.token
+	m["lwt_token"] = &w.Token
 	simFill(m, row, nil)
 	return w
 }
 
-func rowsOf(rs simRows) []seqRow {
+func rowsOf(rs simRows) []cql.SeqRow {
 	cks := make([]string, 0, len(rs))
 	for ck := range rs {
 		cks = append(cks, ck)
 	}
 	sort.Strings(cks)
-	out := make([]seqRow, 0, len(cks))
+	out := make([]cql.SeqRow, 0, len(cks))
 	for _, ck := range cks {
 		out = append(out, seqRowOf(rs[ck]))
 	}
 	return out
 }
 
-func (q *simSeqQuerier) readPartition(ctx context.Context, cons gocql.Consistency, seq, part string) ([]seqRow, error) {
+func (q *simSeqQuerier) ReadPartition(ctx context.Context, cons gocql.Consistency, seq, part string) ([]cql.SeqRow, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -226,7 +227,7 @@ func (q *simSeqQuerier) readPartition(ctx context.Context, cons gocql.Consistenc
 	return rowsOf(rs), nil
 }
 
-func (q *simSeqQuerier) readAllGlobal(ctx context.Context) ([]seqRow, error) {
+func (q *simSeqQuerier) ReadAllGlobal(ctx context.Context) ([]cql.SeqRow, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -234,10 +235,10 @@ func (q *simSeqQuerier) readAllGlobal(ctx context.Context) ([]seqRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []seqRow
+	var out []cql.SeqRow
 	for _, k := range sortedKeys(parts) {
 		for _, w := range rowsOf(parts[k]) {
-			if w.kind == kindGlobal {
+			if w.Kind == cql.KindGlobal {
 				out = append(out, w)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
@@ -49,7 +50,7 @@ func TestSimClusterInterprets(t *testing.T) {
 
 	q := r.q.(*simQuerier)
 	noSession := strings.Replace(r.stmts.extend, " AND claim_token = ?", "", 1)
-	applied, err := q.cas(ctx, &record{}, noSession, int64(10), time.Now(), "n1", owner, registry.StateActive, int64(0))
+	applied, err := q.CAS(ctx, &cql.Record{}, noSession, int64(10), time.Now(), "n1", owner, registry.StateActive, int64(0))
 	require.NoError(t, err)
 	require.True(t, applied, "without its session condition the update is applied")
 	row, _ := c.Row("n1")
@@ -149,6 +150,6 @@ func TestSimClusterFaults(t *testing.T) {
 	var re gocql.RequestError
 	require.ErrorAs(t, err, &re)
 	require.Equal(t, gocql.ErrCodeUnavailable, re.Code())
-	_, err = r.seqs.q.readPartition(ctx, gocql.Consistency(gocql.LocalSerial), "s", dcPart("dc1"))
+	_, err = r.seqs.q.ReadPartition(ctx, gocql.Consistency(gocql.LocalSerial), "s", cql.DCPart("dc1"))
 	require.NoError(t, err, "LOCAL_SERIAL in a cut data centre")
 }
