@@ -38,7 +38,7 @@ var layers = map[string][]string{
 	"cmd/snapctl":           {"internal/cli"},
 	"examples/cmsserver":    {".", "registry", "cassandra", "prometheus"},
 	"internal/sim": {"internal/engine", "admin", "registry", "registry/registrytest", "cassandra", "internal/cli", "internal/clock",
-		"internal/statefile", "internal/hoststate", "internal/simcql"},
+		"internal/statefile", "internal/hoststate", "internal/cql", "internal/simcql"},
 	// Tests' helpers and the docs' tests: the standard library and
 	// drivers only.
 	"internal/testcluster": nil,

@@ -38,14 +38,14 @@ func (r *Registry) Get(ctx context.Context, name string) (registry.Holder, error
 // configured consistency (not serial: a row being changed at that moment
 // may show its previous state). Rows are in token order.
 func (r *Registry) List(ctx context.Context) ([]registry.Holder, error) {
-	l, simulated := r.q.(cql.RowLister)
-	if r.session == nil && !simulated {
+	l, lists := r.q.(cql.RowLister)
+	if r.session == nil && !lists {
 		return nil, fmt.Errorf("snapid: %w: list: no session", registry.ErrRegistry)
 	}
 	var out []registry.Holder
 	err := retryReadWait(ctx, r.log, r.wait, "list", r.tbl, func(ctx context.Context) error {
 		out = nil
-		if simulated {
+		if lists {
 			recs, err := l.List(ctx)
 			for i := range recs {
 				out = append(out, recs[i].Holder())

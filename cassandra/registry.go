@@ -53,7 +53,7 @@ type Registry struct {
 	seqs     seqState // sequences (seqstore.go, sequence.go)
 	serial   gocql.SerialConsistency
 	// wait is how the Registry waits between retries and attempts
-	// (realWait; the simulated backend's returns at once).
+	// (realWait, or a cql.Backend's Wait).
 	wait waitFunc
 	nums struct { // node numbers (numbers.go)
 		mu sync.Mutex

@@ -73,7 +73,7 @@ func (r *Registry) SequenceStatus(ctx context.Context, seq string) (registry.Seq
 		for _, w := range dcRows {
 			switch w.Kind {
 			case cql.KindHost:
-				st.Leases = append(st.Leases, r.leaseOf(seq, d, &w))
+				st.Leases = append(st.Leases, w.Lease(seq, d))
 			}
 		}
 	}

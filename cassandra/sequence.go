@@ -260,7 +260,7 @@ func (r *Registry) LeaseSequence(ctx context.Context, req registry.LeaseRequest)
 		host := find(rows, cql.KindHost, req.Name, 0)
 		ours := host != nil && str(host.Session) == req.Session && str(host.Owner) == req.Owner
 		if ours && (u64(host.LeaseFirst) != req.PrevFirst || u64(host.LeaseLast) != req.PrevLast) {
-			return r.leaseOf(req.Sequence, dc, host), fmt.Errorf("snapid: %w: sequence %q: the registry records this host's lease as [%d, %d], not [%d, %d]",
+			return host.Lease(req.Sequence, dc), fmt.Errorf("snapid: %w: sequence %q: the registry records this host's lease as [%d, %d], not [%d, %d]",
 				registry.ErrLeaseMoved, req.Sequence, u64(host.LeaseFirst), u64(host.LeaseLast), req.PrevFirst, req.PrevLast)
 		}
 		if !ours && !nameChecked {
@@ -355,15 +355,6 @@ func sameHost(a, b *cql.SeqRow) bool {
 	return same(a.Owner, b.Owner) && same(a.Session, b.Session) && same(a.LeaseFirst, b.LeaseFirst) && same(a.LeaseLast, b.LeaseLast)
 }
 
-func (r *Registry) leaseOf(seq, dc string, h *cql.SeqRow) registry.SequenceLease {
-	l := registry.SequenceLease{Sequence: seq, DC: dc, Name: h.Key, Owner: str(h.Owner), Session: str(h.Session),
-		First: u64(h.LeaseFirst), Last: u64(h.LeaseLast), ClosedAt: u64(h.ClosedPos)}
-	if h.At != nil {
-		l.LeasedAt = *h.At
-	}
-	return l
-}
-
 // HostLease implements registry.SequenceRegistry.HostLease: the host's row
 // in its data centre's partition, read at LOCAL_SERIAL.
 func (r *Registry) HostLease(ctx context.Context, seq, name string) (registry.SequenceLease, error) {
@@ -382,7 +373,7 @@ func (r *Registry) HostLease(ctx context.Context, seq, name string) (registry.Se
 		return registry.SequenceLease{}, err
 	}
 	if h := find(rows, cql.KindHost, name, 0); h != nil {
-		return r.leaseOf(seq, dc, h), nil
+		return h.Lease(seq, dc), nil
 	}
 	if len(rows) == 0 {
 		// No range in this data centre yet: does the sequence exist?

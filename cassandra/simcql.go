@@ -54,7 +54,6 @@ package cassandra
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"reflect"
 	"sort"
@@ -63,6 +62,7 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
+	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/internal/simcql"
 )
 
@@ -232,7 +232,7 @@ type simCluster struct {
 	reached map[string]int
 	faults  int
 	parsed  map[string]*simStmt
-	regs    []*Registry
+	settles []func() // one per Registry: waits for its background range grants
 }
 
 // simWaitBudget is how many waits in a row, with no request of the data
@@ -249,37 +249,34 @@ func newSimCluster(rng *rand.Rand) *simCluster {
 		dcs: map[string]bool{}, waits: map[string]int{}, reached: map[string]int{}, parsed: map[string]*simStmt{}}
 }
 
-func (c *simCluster) Registry(dc string, now func() time.Time) simcql.Registry {
+func (c *simCluster) Registry(dc string, now func() time.Time) cql.Registry {
 	c.mu.Lock()
 	c.dcs[dc] = true
 	c.mu.Unlock()
-	log := slog.New(slog.DiscardHandler)
-	r := newRegistry(nil, &gocqlQuerier{}, DefaultKeyspace, DefaultTable, log)
-	r.q = &simQuerier{c: c, dc: dc, serial: gocql.Serial}
-	r.now, r.localDC, r.serial, r.cons = now, dc, gocql.Serial, gocql.Quorum
-	r.wait = c.wait(dc)
-	r.nums.q = &simNumQuerier{c: c, dc: dc}
-	r.seqs.q = &retryingSeqQuerier{SeqQuerier: &simSeqQuerier{c: c, dc: dc}, log: log, wait: r.wait}
-	r.seqs.dc, r.seqs.stmts, r.seqs.table = dc, newSeqStatements(DefaultKeyspace), true
-	r.seqs.cfg.LocalDC = dc
-	// Small ranges, so that a history's data centres take many.
-	r.seqs.horizon, r.seqs.floor = time.Hour, simRangeFloor
+	r, settle := cql.NewRegistry(cql.Backend{
+		DC: dc, Consistency: gocql.Quorum, Serial: gocql.Serial, Now: now, Wait: c.wait(dc),
+		Names:   &simQuerier{c: c, dc: dc, serial: gocql.Serial},
+		Numbers: &simNumQuerier{c: c, dc: dc},
+		Seqs:    &simSeqQuerier{c: c, dc: dc},
+		// Small ranges, so that a history's data centres take many.
+		SeqHorizon: time.Hour, SeqFloor: simRangeFloor,
+	})
 	c.mu.Lock()
-	c.regs = append(c.regs, r)
+	c.settles = append(c.settles, settle)
 	c.mu.Unlock()
 	return r
 }
 
 func (c *simCluster) Settle() {
 	c.mu.Lock()
-	regs := append([]*Registry(nil), c.regs...)
+	settles := append([]func(){}, c.settles...)
 	c.mu.Unlock()
-	for _, r := range regs {
-		r.seqs.wg.Wait()
+	for _, settle := range settles {
+		settle()
 	}
 }
 
-func (c *simCluster) wait(dc string) waitFunc {
+func (c *simCluster) wait(dc string) func(context.Context, time.Duration) error {
 	return func(ctx context.Context, _ time.Duration) error {
 		if err := ctx.Err(); err != nil {
 			return err

@@ -48,7 +48,7 @@ func (c *simCluster) HostLease(seq, dc, name string) (registry.SequenceLease, bo
 		return registry.SequenceLease{}, false
 	}
 	w := seqRowOf(row)
-	return (*Registry)(nil).leaseOf(seq, dc, &w), true
+	return w.Lease(seq, dc), true
 }
 
 func (c *simCluster) Sequences() string {

@@ -7,9 +7,8 @@ import (
 
 // waitFunc waits d, or until ctx ends (then it returns ctx's error). The
 // Registry's waits between retries and attempts go through one (the
-// Registry's wait field): the real one waits on a timer; the simulated
-// backend (simcql.go) returns at once and gives up, as a deadline would,
-// after a bounded number of waits with no request succeeding.
+// Registry's wait field): the real one waits on a timer; a Registry over
+// a cql.Backend (backend.go) waits with the Backend's Wait.
 type waitFunc func(ctx context.Context, d time.Duration) error
 
 // realWait waits d on a timer, or until ctx ends.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
+	"github.com/snapid/snapid/registry"
 )
 
 // Row kinds of the sequences table (the first clustering column).
@@ -47,6 +48,24 @@ type SeqRow struct {
 func (w *SeqRow) Dests() []any {
 	return []any{&w.Seq, &w.Part, &w.Kind, &w.Key, &w.First, &w.Last, &w.Next, &w.Start, &w.Max,
 		&w.Owner, &w.Session, &w.LeaseFirst, &w.LeaseLast, &w.At, &w.Token, &w.ClosedPos}
+}
+
+func u64(p *int64) uint64 {
+	if p == nil || *p < 0 {
+		return 0
+	}
+	return uint64(*p)
+}
+
+// Lease is the host row w of data centre dc's partition of sequence seq,
+// as the registry reports it.
+func (w *SeqRow) Lease(seq, dc string) registry.SequenceLease {
+	l := registry.SequenceLease{Sequence: seq, DC: dc, Name: w.Key, Owner: str(w.Owner), Session: str(w.Session),
+		First: u64(w.LeaseFirst), Last: u64(w.LeaseLast), ClosedAt: u64(w.ClosedPos)}
+	if w.At != nil {
+		l.LeasedAt = *w.At
+	}
+	return l
 }
 
 // SeqStmt is one statement of a conditional batch.

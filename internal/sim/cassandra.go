@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 
 	_ "github.com/snapid/snapid/cassandra" // fills simcql.New in
+	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/internal/simcql"
 	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
@@ -75,7 +76,7 @@ func (m memCluster) reached() map[string]int    { return nil }
 // on one simulated CQL cluster.
 type cqlCluster struct {
 	c    simcql.Cluster
-	regs [2]simcql.Registry
+	regs [2]cql.Registry
 	rate float64
 }
 

@@ -10,17 +10,9 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
 )
-
-// Registry is what the simulator runs: the real cassandra.Registry.
-type Registry interface {
-	registry.Registry
-	registry.SequenceRegistry
-	registry.NumberRegistry
-	// Close closes the Registry (waits for its background range grants).
-	Close()
-}
 
 // Cluster is a simulated Cassandra cluster: every table the Registry uses,
 // Paxos rounds per partition at SERIAL and LOCAL_SERIAL, and the faults a
@@ -30,7 +22,7 @@ type Registry interface {
 type Cluster interface {
 	// Registry returns a Registry whose every statement goes through a
 	// coordinator in data centre dc, with now as its clock.
-	Registry(dc string, now func() time.Time) Registry
+	Registry(dc string, now func() time.Time) cql.Registry
 	// SetDown makes every request fail as with no connection (true) or
 	// lifts it.
 	SetDown(down bool)
