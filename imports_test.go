@@ -29,7 +29,7 @@ var layers = map[string][]string{
 	"registry/registrytest": {"registry", "internal/nodename"},
 	"internal/cql":          {"registry"},
 	"internal/simcql":       {"registry", "internal/cql"},
-	"cassandra":             {"registry", "internal/cql", "internal/simcql"},
+	"cassandra":             {"registry", "internal/cql"},
 	"internal/engine":       {"registry", "internal/nodename", "internal/clock", "internal/statefile", "internal/hoststate"},
 	".":                     {"internal/engine", "registry"},
 	"prometheus":            {".", "registry"},

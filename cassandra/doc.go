@@ -209,8 +209,8 @@
 // any number of Registry values, in any number of processes and hosts, may
 // use one table at once.
 //
-// Imports: package registry (the interface it implements), internal/cql,
-// internal/simcql and gocql; its tests also snapid, internal/testcluster and registrytest.
+// Imports: package registry (the interface it implements), internal/cql
+// and gocql; its tests also snapid, internal/testcluster and registrytest.
 // Imported by programs that use the registry and by cmd/snapctl and
 // examples; never by snapid itself, which sees it only through the
 // registry.Registry interface.

@@ -3,7 +3,7 @@ package sim
 import (
 	"math/rand/v2"
 
-	_ "github.com/snapid/snapid/cassandra" // fills simcql.New in
+	_ "github.com/snapid/snapid/cassandra" // fills cql.NewRegistry in
 	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/internal/simcql"
 	"github.com/snapid/snapid/registry"
@@ -12,8 +12,8 @@ import (
 
 // backend is what a history's hosts and operators call: the in-memory
 // registry (registrytest) or the real cassandra.Registry on a simulated CQL
-// cluster (package internal/simcql; what that cluster models is described
-// in cassandra/simcql.go).
+// cluster (package internal/simcql, whose documentation describes what
+// that cluster models).
 type backend interface {
 	registry.Registry
 	registry.SequenceRegistry

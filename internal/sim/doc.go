@@ -64,7 +64,7 @@
 // the registry (cassandra.go) is, in two histories of three, registrytest's
 // in-memory one, and in the third the real Cassandra adapter
 // (cassandra.Registry) on a simulated CQL cluster (package
-// internal/simcql; cassandra/simcql.go says what it models: Paxos per
+// internal/simcql, whose documentation says what it models: Paxos per
 // partition at SERIAL and LOCAL_SERIAL, proposals completed by another
 // coordinator after their client timed out or after its serial read,
 // write timeouts, Overloaded, Unavailable, stale non-serial and
@@ -248,7 +248,7 @@
 // bytes and a lease record's 512 sit in one; SNAPID_SIM_SECTOR=1 tears at
 // every byte), what the
 // simulated CQL cluster leaves out (replicas one by one, cell timestamps,
-// the system tables and schema changes, time: see cassandra/simcql.go),
+// the system tables and schema changes, time: see internal/simcql),
 // other users of the host (the multi-user tests do: see below), time
 // moving while a step runs, a counter with its mark restored together in place under
 // running processes, and a lease file with its floor restored together
@@ -273,7 +273,7 @@
 //
 // Only its own tests import it; it imports internal/engine, admin, registrytest,
 // internal/cli (snapctl's commands, with cli.InProcess),
-// snapid/cassandra (for the simulated cluster it registers in
-// internal/simcql), internal/simcql, internal/statefile,
-// internal/hoststate and internal/clock.
+// snapid/cassandra (which fills cql.NewRegistry in, the Registry the
+// simulated cluster runs), internal/cql, internal/simcql,
+// internal/statefile, internal/hoststate and internal/clock.
 package sim

@@ -1,9 +1,3 @@
-// Package simcql lets the simulator (internal/sim) run package cassandra's
-// Registry, unchanged, over a simulated CQL cluster instead of a gocql
-// session, without growing cassandra's public API: package cassandra fills
-// New in at init (cassandra/simcql.go holds the simulated cluster and
-// documents what it models), and the simulator, which links cassandra,
-// calls it. Only internal/sim and cassandra's own tests may import it.
 package simcql
 
 import (
@@ -66,6 +60,6 @@ type Cluster interface {
 	Faults() int
 }
 
-// New makes a Cluster driven by rng (nil until package cassandra is
-// linked).
-var New func(rng *rand.Rand) Cluster
+// New makes a Cluster driven by rng. Its Registries are package
+// cassandra's: a program that calls Registry links package cassandra.
+func New(rng *rand.Rand) Cluster { return newSimCluster(rng) }

@@ -1,7 +1,6 @@
-package cassandra
-
-// The simulated CQL cluster the simulator (internal/sim) runs the Registry
-// over, through package internal/simcql: the Registry, its claims,
+// Package simcql is the simulated CQL cluster the simulator (internal/sim)
+// runs package cassandra's Registry over (through cql.NewRegistry, which
+// package cassandra fills in): the Registry, its claims,
 // extensions, releases, node numbers and sequences run unchanged; only the
 // queriers (internal/cql's CASQuerier, NumQuerier, SeqQuerier) and the
 // waits between retries are the simulation's.
@@ -50,6 +49,7 @@ package cassandra
 //
 // The cluster's state machine is simCluster, under one mutex, driven by
 // the rand.Rand it is given; it starts no goroutine and reads no clock.
+package simcql
 
 import (
 	"context"
@@ -63,12 +63,7 @@ import (
 
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid/internal/cql"
-	"github.com/snapid/snapid/internal/simcql"
 )
-
-func init() {
-	simcql.New = func(rng *rand.Rand) simcql.Cluster { return newSimCluster(rng) }
-}
 
 // simRequestError is an error the server sent, as gocql reports it: a
 // gocql.RequestError with its protocol code.
@@ -250,6 +245,9 @@ func newSimCluster(rng *rand.Rand) *simCluster {
 }
 
 func (c *simCluster) Registry(dc string, now func() time.Time) cql.Registry {
+	if cql.NewRegistry == nil {
+		panic("simcql: package cassandra is not linked (cql.NewRegistry is nil)")
+	}
 	c.mu.Lock()
 	c.dcs[dc] = true
 	c.mu.Unlock()
@@ -579,4 +577,13 @@ func (c *simCluster) scan(dc string, cons gocql.Consistency, prefix string) (map
 	}
 	c.ok(dc)
 	return out, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

@@ -1,4 +1,4 @@
-package cassandra
+package simcql
 
 import (
 	"context"
@@ -10,15 +10,16 @@ import (
 
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid"
+	_ "github.com/snapid/snapid/cassandra" // fills cql.NewRegistry in
 	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 )
 
-func simRegistry(t *testing.T, c *simCluster, dc string) *Registry {
+func simRegistry(t *testing.T, c *simCluster, dc string) cql.Registry {
 	t.Helper()
-	r := c.Registry(dc, time.Now).(*Registry)
+	r := c.Registry(dc, time.Now)
 	t.Cleanup(r.Close)
 	return r
 }
@@ -48,8 +49,9 @@ func TestSimClusterInterprets(t *testing.T) {
 	_, err = r.Extend(ctx, "n1", owner, "other-session", 0, 10)
 	require.ErrorIs(t, err, snapid.ErrNameTaken, "the session condition holds")
 
-	q := r.q.(*simQuerier)
-	noSession := strings.Replace(r.stmts.extend, " AND claim_token = ?", "", 1)
+	// The adapter's extend, its session condition left out.
+	q := &simQuerier{c: c, dc: "dc1", serial: gocql.Serial}
+	noSession := `UPDATE "snapid"."node_names" SET reserved = ?, last_seen = ? WHERE name = ? IF owner = ? AND state = ? AND reserved = ?`
 	applied, err := q.CAS(ctx, &cql.Record{}, noSession, int64(10), time.Now(), "n1", owner, registry.StateActive, int64(0))
 	require.NoError(t, err)
 	require.True(t, applied, "without its session condition the update is applied")
@@ -150,6 +152,6 @@ func TestSimClusterFaults(t *testing.T) {
 	var re gocql.RequestError
 	require.ErrorAs(t, err, &re)
 	require.Equal(t, gocql.ErrCodeUnavailable, re.Code())
-	_, err = r.seqs.q.ReadPartition(ctx, gocql.Consistency(gocql.LocalSerial), "s", cql.DCPart("dc1"))
+	_, err = (&simSeqQuerier{c: c, dc: "dc1"}).ReadPartition(ctx, gocql.Consistency(gocql.LocalSerial), "s", cql.DCPart("dc1"))
 	require.NoError(t, err, "LOCAL_SERIAL in a cut data centre")
 }
