@@ -28,7 +28,7 @@ var layers = map[string][]string{
 	"registry":              {"internal/nodename"},
 	"registry/registrytest": {"registry", "internal/nodename"},
 	"internal/cql":          {"registry"},
-	"internal/simcql":       {"registry", "internal/cql"},
+	"internal/simcql":       {"registry", "internal/cql", "cassandra"},
 	"cassandra":             {"registry", "internal/cql"},
 	"internal/engine":       {"registry", "internal/nodename", "internal/clock", "internal/statefile", "internal/hoststate"},
 	".":                     {"internal/engine", "registry"},

@@ -6,11 +6,15 @@ import (
 	"github.com/snapid/snapid/internal/cql"
 )
 
-func init() {
-	cql.NewRegistry = func(b cql.Backend) (cql.Registry, func()) {
-		r := newBackendRegistry(b)
-		return r, r.seqs.wg.Wait
-	}
+// NewBackendRegistry returns a Registry with no session that runs its
+// statements through b's queriers, and a function that waits until the
+// Registry has no background range grant running. Its caller is the
+// simulated CQL cluster (internal/simcql), which runs this Registry,
+// unchanged, over simulated nodes; a program's Registry comes from
+// NewRegistry.
+func NewBackendRegistry(b cql.Backend) (*Registry, func()) {
+	r := newBackendRegistry(b)
+	return r, r.seqs.wg.Wait
 }
 
 // newBackendRegistry is a Registry with no session, over the queriers of

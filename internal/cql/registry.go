@@ -28,7 +28,8 @@ type Backend struct {
 	SeqFloor   uint64
 }
 
-// Registry is package cassandra's Registry, as NewRegistry returns it.
+// Registry is package cassandra's Registry, as
+// cassandra.NewBackendRegistry returns it.
 type Registry interface {
 	registry.Registry
 	registry.SequenceRegistry
@@ -36,8 +37,3 @@ type Registry interface {
 	// Close closes the Registry (waits for its background range grants).
 	Close()
 }
-
-// NewRegistry builds package cassandra's Registry, unchanged, over b;
-// settle waits until the Registry has no background range grant running.
-// Package cassandra fills it in at init (nil until it is linked).
-var NewRegistry func(b Backend) (r Registry, settle func())

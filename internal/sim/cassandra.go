@@ -3,7 +3,6 @@ package sim
 import (
 	"math/rand/v2"
 
-	_ "github.com/snapid/snapid/cassandra" // fills cql.NewRegistry in
 	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/internal/simcql"
 	"github.com/snapid/snapid/registry"

@@ -273,7 +273,6 @@
 //
 // Only its own tests import it; it imports internal/engine, admin, registrytest,
 // internal/cli (snapctl's commands, with cli.InProcess),
-// snapid/cassandra (which fills cql.NewRegistry in, the Registry the
-// simulated cluster runs), internal/cql, internal/simcql,
+// snapid/cassandra (the Registry the simulated cluster runs), internal/cql, internal/simcql,
 // internal/statefile, internal/hoststate and internal/clock.
 package sim

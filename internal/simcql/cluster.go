@@ -1,6 +1,6 @@
 // Package simcql is the simulated CQL cluster the simulator (internal/sim)
-// runs package cassandra's Registry over (through cql.NewRegistry, which
-// package cassandra fills in): the Registry, its claims,
+// runs package cassandra's Registry over (cassandra.NewBackendRegistry):
+// the Registry, its claims,
 // extensions, releases, node numbers and sequences run unchanged; only the
 // queriers (internal/cql's CASQuerier, NumQuerier, SeqQuerier) and the
 // waits between retries are the simulation's.
@@ -62,6 +62,7 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
+	"github.com/snapid/snapid/cassandra"
 	"github.com/snapid/snapid/internal/cql"
 )
 
@@ -245,13 +246,10 @@ func newSimCluster(rng *rand.Rand) *simCluster {
 }
 
 func (c *simCluster) Registry(dc string, now func() time.Time) cql.Registry {
-	if cql.NewRegistry == nil {
-		panic("simcql: package cassandra is not linked (cql.NewRegistry is nil)")
-	}
 	c.mu.Lock()
 	c.dcs[dc] = true
 	c.mu.Unlock()
-	r, settle := cql.NewRegistry(cql.Backend{
+	r, settle := cassandra.NewBackendRegistry(cql.Backend{
 		DC: dc, Consistency: gocql.Quorum, Serial: gocql.Serial, Now: now, Wait: c.wait(dc),
 		Names:   &simQuerier{c: c, dc: dc, serial: gocql.Serial},
 		Numbers: &simNumQuerier{c: c, dc: dc},

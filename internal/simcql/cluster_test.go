@@ -10,7 +10,6 @@ import (
 
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid"
-	_ "github.com/snapid/snapid/cassandra" // fills cql.NewRegistry in
 	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
