@@ -231,40 +231,9 @@ func withRecord(ctx context.Context, name, counterPath string, f idForm, o *opti
 }
 
 func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPath string, f idForm, o *options, open func() error, file func() *counterFile) (_ *hostRecord, err error) {
-	if err := migrateReleased(ctx, p, counterPath, o); err != nil {
-		return nil, err
-	}
-	r, ok, err := p.Read(name)
-	if errors.Is(err, fs.ErrPermission) {
-		// Another user's record, which only that user (and the
-		// counter's writers) may read: the name is that user's.
-		who := "another user"
-		var st unix.Stat_t
-		if unix.Lstat(p.RecordPath(name), &st) == nil {
-			who = "user " + statefile.UserName(st.Uid)
-		}
-		return nil, &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
-			"%w: %s recorded %q on this host (%s) for a counter this user cannot read; two counter files under one name issue the same ids: "+
-				"use another name, or have that user or root remove the record if the name is no longer used", ErrNameBound, who, name, p.RecordPath(name))}
-	}
+	r, ok, err := findRecord(ctx, p, own, name, counterPath, o)
 	if err != nil {
-		return nil, recordError(p, name, err)
-	}
-	// The place and a record found in it may be there only in the
-	// cache, made by an Open that failed at its sync: made durable
-	// before anything is issued under them.
-	if err := p.Sync(); err != nil {
-		return nil, recordError(p, name, err)
-	}
-	if !ok && own != "" {
-		if r, ok, err = adoptOwnRecord(p, own, name, o); err != nil {
-			return nil, err
-		}
-	}
-	if !ok {
-		if r, ok, err = migrateBinding(p, name, o); err != nil {
-			return nil, err
-		}
+		return nil, err
 	}
 	dev, ino, exists, err := counterIdentity(counterPath, o.followSymlinks)
 	if err != nil {
@@ -274,30 +243,8 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 	if exists && unix.Lstat(counterPath, &cst) != nil {
 		cst = unix.Stat_t{Uid: uint32(os.Geteuid())}
 	}
-	if ok {
-		if err := judgeRecord(ctx, p, r, name, counterPath, dev, ino, cst, exists, o); err != nil {
-			return nil, err
-		}
-	} else if exists {
-		if err := oneNamePerCounter(p, name, counterPath, dev, ino, o.reg.reclaim); err != nil {
-			return nil, err
-		}
-	}
-	if ok && exists && o.reg.registry == nil && r.Dev == dev && r.Ino == ino {
-		// Below the floor: refused before anything is opened or written
-		// (the form's checks included); hostRecord.open checks again
-		// under the lock.
-		v, err := readCounterAt(ctx, counterPath, o)
-		if err == nil && v < r.Floor {
-			return nil, rolledBack(counterPath, v, r, p.RecordPath(name))
-		}
-		if err == nil && f.form == FormatStriped {
-			// A form the counter's history refuses (a raise past its
-			// bound) claims no number or stride either.
-			if _, err := stripedRaise(r.Forms, f, v, counterPath); err != nil {
-				return nil, err
-			}
-		}
+	if err := judgeBeforeOpen(ctx, p, r, ok, name, counterPath, dev, ino, cst, exists, f, o); err != nil {
+		return nil, err
 	}
 	// A claim made here is never given back, even if this Open fails:
 	// another Open of the name may rely on it already, and an unused
@@ -328,32 +275,126 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 	if err != nil {
 		return nil, &FileError{Op: "open", Path: counterPath, Err: err}
 	}
-	if !ok {
-		v, err := c.readContext(ctx)
-		if err != nil {
-			return nil, err
-		}
-		nr := hoststate.Record{Name: name, Dev: c.dev, Ino: c.ino, Path: counterPath, Floor: v, Mark: v, Forms: counterForms(p, c, st, v)}
-		if f.form == FormatStriped && o.reg.registry == nil {
-			// A form the counter's history refuses leaves no record.
-			if _, err := stripedRaise(nr.Forms, f, v, counterPath); err != nil {
-				return nil, err
-			}
-		}
-		err = p.Create(nr, recordPerm(st))
-		if errors.Is(err, fs.ErrExist) {
-			// Another Open made it first: judged as any record.
-			if r, ok, err = p.Read(name); err == nil && ok {
-				err = judgeRecord(ctx, p, r, name, counterPath, c.dev, c.ino, st, true, o)
-			}
-		}
-		if err != nil {
-			return nil, recordError(p, name, err)
-		}
-	} else if (r.Dev != c.dev || r.Ino != c.ino) && !(r.Path == counterPath && counterAtLeast(ctx, counterPath, r.Mark, o)) || !trusts(r, st) {
-		// Made or replaced between the check and the open.
-		return nil, judgeRecord(ctx, p, r, name, counterPath, c.dev, c.ino, st, true, o)
+	var rejudged bool
+	if r, ok, rejudged, err = recordOpenedCounter(ctx, p, r, ok, name, counterPath, c, st, f, o); err != nil || rejudged {
+		return nil, err
 	}
+	return openRecordHandle(ctx, p, name, c, st, f, o, trust)
+}
+
+// findRecord reads the record of name, taking in files of earlier
+// versions when there is none.
+func findRecord(ctx context.Context, p *hoststate.Place, own, name, counterPath string, o *options) (hoststate.Record, bool, error) {
+	if err := migrateReleased(ctx, p, counterPath, o); err != nil {
+		return hoststate.Record{}, false, err
+	}
+	r, ok, err := p.Read(name)
+	if errors.Is(err, fs.ErrPermission) {
+		// Another user's record, which only that user (and the
+		// counter's writers) may read: the name is that user's.
+		who := "another user"
+		var st unix.Stat_t
+		if unix.Lstat(p.RecordPath(name), &st) == nil {
+			who = "user " + statefile.UserName(st.Uid)
+		}
+		return r, false, &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
+			"%w: %s recorded %q on this host (%s) for a counter this user cannot read; two counter files under one name issue the same ids: "+
+				"use another name, or have that user or root remove the record if the name is no longer used", ErrNameBound, who, name, p.RecordPath(name))}
+	}
+	if err != nil {
+		return r, false, recordError(p, name, err)
+	}
+	// The place and a record found in it may be there only in the
+	// cache, made by an Open that failed at its sync: made durable
+	// before anything is issued under them.
+	if err := p.Sync(); err != nil {
+		return r, false, recordError(p, name, err)
+	}
+	if !ok && own != "" {
+		if r, ok, err = adoptOwnRecord(p, own, name, o); err != nil {
+			return r, false, err
+		}
+	}
+	if !ok {
+		if r, ok, err = migrateBinding(p, name, o); err != nil {
+			return r, false, err
+		}
+	}
+	return r, ok, nil
+}
+
+// judgeBeforeOpen judges the record r of name (ok: there is one) against
+// the counter (dev, ino, its status cst; exists: it is there) before
+// anything is opened or written.
+func judgeBeforeOpen(ctx context.Context, p *hoststate.Place, r hoststate.Record, ok bool, name, counterPath string, dev, ino uint64, cst unix.Stat_t, exists bool, f idForm, o *options) error {
+	if ok {
+		if err := judgeRecord(ctx, p, r, name, counterPath, dev, ino, cst, exists, o); err != nil {
+			return err
+		}
+	} else if exists {
+		if err := oneNamePerCounter(p, name, counterPath, dev, ino, o.reg.reclaim); err != nil {
+			return err
+		}
+	}
+	if !ok || !exists || o.reg.registry != nil || r.Dev != dev || r.Ino != ino {
+		return nil
+	}
+	// Below the floor: refused before anything is opened or written (the
+	// form's checks included); hostRecord.open checks again under the
+	// lock.
+	v, err := readCounterAt(ctx, counterPath, o)
+	if err == nil && v < r.Floor {
+		return rolledBack(counterPath, v, r, p.RecordPath(name))
+	}
+	if err == nil && f.form == FormatStriped {
+		// A form the counter's history refuses (a raise past its bound)
+		// claims no number or stride either.
+		if _, err := stripedRaise(r.Forms, f, v, counterPath); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recordOpenedCounter makes the record of the opened counter c (status
+// st) if there was none (r, ok), and returns the record as it now stands;
+// a record that changed since it was read is judged again (rejudged), and
+// the Open ends with that judgement.
+func recordOpenedCounter(ctx context.Context, p *hoststate.Place, r hoststate.Record, ok bool, name, counterPath string, c *counterFile, st unix.Stat_t, f idForm, o *options) (_ hoststate.Record, _ bool, rejudged bool, _ error) {
+	if ok {
+		if (r.Dev != c.dev || r.Ino != c.ino) && !(r.Path == counterPath && counterAtLeast(ctx, counterPath, r.Mark, o)) || !trusts(r, st) {
+			// Made or replaced between the check and the open.
+			return r, ok, true, judgeRecord(ctx, p, r, name, counterPath, c.dev, c.ino, st, true, o)
+		}
+		return r, ok, false, nil
+	}
+	v, err := c.readContext(ctx)
+	if err != nil {
+		return r, ok, false, err
+	}
+	nr := hoststate.Record{Name: name, Dev: c.dev, Ino: c.ino, Path: counterPath, Floor: v, Mark: v, Forms: counterForms(p, c, st, v)}
+	if f.form == FormatStriped && o.reg.registry == nil {
+		// A form the counter's history refuses leaves no record.
+		if _, err := stripedRaise(nr.Forms, f, v, counterPath); err != nil {
+			return r, ok, false, err
+		}
+	}
+	err = p.Create(nr, recordPerm(st))
+	if errors.Is(err, fs.ErrExist) {
+		// Another Open made it first: judged as any record.
+		if r, ok, err = p.Read(name); err == nil && ok {
+			err = judgeRecord(ctx, p, r, name, counterPath, c.dev, c.ino, st, true, o)
+		}
+	}
+	if err != nil {
+		return r, ok, false, recordError(p, name, err)
+	}
+	return r, ok, false, nil
+}
+
+// openRecordHandle opens the record of name for the counter c (status
+// st) and the Generator's hold on it.
+func openRecordHandle(ctx context.Context, p *hoststate.Place, name string, c *counterFile, st unix.Stat_t, f idForm, o *options, trust func(uint32) bool) (*hostRecord, error) {
 	h, err := p.OpenHandle(name)
 	if err != nil {
 		if errors.Is(err, fs.ErrPermission) {
