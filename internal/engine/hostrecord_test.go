@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	. "github.com/snapid/snapid/internal/engine"
+	"github.com/snapid/snapid/internal/hoststate"
 	"github.com/snapid/snapid/internal/statefile"
 	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
@@ -747,6 +748,34 @@ func TestRecordRestoreBelowTheFloorRaisedForARunningProgram(t *testing.T) {
 		require.Greater(t, n, uint64(3101), "restored to %d: raised past every number handed out", at)
 		require.NoError(t, b.Close())
 	}
+}
+
+// A counter put back exactly one number below the record's floor under a
+// program that opened before the others went that far: its next number
+// would be the floor itself, already handed out, so it is raised as a
+// deeper roll-back is.
+func TestRecordRestoreOneBelowTheFloorRaisedForARunningProgram(t *testing.T) {
+	place, dir := recordHost(t)
+	c := filepath.Join(dir, "counter.u64")
+	b, err := Open(c, "vm1", WithBindingDir(place))
+	require.NoError(t, err)
+	defer b.Close()
+	_, err = b.Next()
+	require.NoError(t, err)
+	issue(t, c, "vm1", 3000, WithBindingDir(place))
+	last, err := ReadCounter(c)
+	require.NoError(t, err)
+	p, err := hoststate.OpenPlace(place, hoststate.PlaceOptions{})
+	require.NoError(t, err)
+	r, ok, err := p.Read("vm1")
+	require.NoError(t, p.Close())
+	require.NoError(t, err)
+	require.True(t, ok, "no record of vm1")
+	require.NotZero(t, r.Floor, "the record's floor follows the counter")
+	writeCounter(t, c, r.Floor-1)
+	n, err := b.Next()
+	require.NoError(t, err)
+	require.Greater(t, n, last, "restored to %d, one below the floor %d: raised past every number handed out", r.Floor-1, r.Floor)
 }
 
 // A counter given to another user: root's next Open trusts the record
