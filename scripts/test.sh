@@ -21,6 +21,9 @@
 #      detector: 10,000 random histories of operations and faults, every
 #      guarantee checked (SNAPID_SIM_HISTORIES, SNAPID_SIM_DURATION change
 #      how many; make soak runs it for 30 minutes);
+#   3b. puts back, one at a time, each defect of scripts/defects/ and
+#      checks that the simulator (and the tests each names) catch it
+#      (scripts/defects.sh);
 #   4. runs the Cassandra outage test on its own (it stops and restarts
 #      Cassandra under a running Generator, with scripts/cassandra.sh stop
 #      and start: a node that was already running before this script is
@@ -228,6 +231,13 @@ grep -qE '^sim: [0-9]+ histories, [0-9]+ operations, [0-9]+ faults, 0 violations
 }
 rm -f "$sim_out"
 took "the simulation" "$t"
+
+t=$SECONDS
+# Each defect of scripts/defects/ put back, one at a time: the checks its
+# patch names must catch it.
+echo "test: defects put back (scripts/defects.sh)"
+bash scripts/defects.sh
+took "the defects put back" "$t"
 
 # run_alone ENV TESTS PACKAGES...: runs the named tests (a|b) verbosely with
 # ENV=1, and fails unless each of them passed (not skipped, not missing).
