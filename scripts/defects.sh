@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
 # defects.sh puts back, one at a time, each defect of scripts/defects/ (a
 # patch against the code, with the checks that must catch it) and runs
-# those checks: each must fail. A defect no check catches, or a patch
-# that no longer applies to the code, fails the run.
+# those checks: each must fail because of the defect. Every check first
+# runs on the code as committed, where it must pass, so that a check that
+# fails for another reason (a misspelt package, a test that matches
+# nothing, a broken environment) is never taken for a catch.
 #
 #   bash scripts/defects.sh [patch...]   (default: every scripts/defects/*.patch)
 #
 # A patch's header says what the defect is and which checks catch it:
 #   Defect: <one sentence>
-#   Caught by: sim                       the simulator (SNAPID_DEFECT_HISTORIES
-#                                        histories, default 300) finds a violation
-#   Caught by: test <package> <regexp>   go test -run <regexp> <package> fails
+#   Caught by: sim                       the simulator, in up to
+#                                        SNAPID_DEFECT_HISTORIES histories
+#                                        (default 300), reports violations
+#   Caught by: test <package> <regexp>   go test -run <regexp> <package>
+#                                        reports a failing test
 #
-# Environment: SNAPID_DEFECT_HISTORIES (default 300).
+# The run fails if a check misses its defect, if a patch no longer
+# applies, if the code with it does not build, or if a check does not
+# pass on the committed code. The defects go into a worktree of HEAD:
+# commit what they are checked against.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -21,64 +28,102 @@ patches=("$@")
 if [[ ${#patches[@]} -eq 0 ]]; then
   patches=("$root"/scripts/defects/*.patch)
 fi
+# The simulator's other settings are its defaults here, whatever the
+# caller's environment says.
+for v in $(compgen -e | grep '^SNAPID_SIM_' || true); do unset "$v"; done
 
 work="$(mktemp -d)"
 trap 'git -C "$root" worktree remove --force "$work/tree" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
-# The defects are put back into the committed code (HEAD), in a worktree
-# of its own.
 git -C "$root" worktree add --detach -q "$work/tree" HEAD
 
+# check runs one check in the worktree and says what it found: "pass",
+# "caught" (the simulator reported violations, or a test failed), or
+# "error" (it failed for another reason: its output is in $work/out).
+check() {
+  local c="$1" out="$work/out" rc=0
+  case "$c" in
+  sim)
+    (cd "$work/tree" && SNAPID_SIM_HISTORIES="$histories" go test -count=1 -run '^TestSimulation$' -v ./internal/sim) >"$out" 2>&1 || rc=$?
+    if grep -qE '^sim: [0-9]+ histories, [0-9]+ operations, [0-9]+ faults, [1-9][0-9]* violations' "$out"; then
+      echo caught
+    elif [[ $rc -eq 0 ]] && grep -qE '^sim: [0-9]+ histories, [0-9]+ operations, [0-9]+ faults, 0 violations$' "$out"; then
+      echo pass
+    else
+      echo error
+    fi
+    ;;
+  test\ *)
+    local pkg re
+    read -r _ pkg re <<<"$c"
+    (cd "$work/tree" && go test -count=1 -v -run "$re" "$pkg") >"$out" 2>&1 || rc=$?
+    if [[ $rc -ne 0 ]] && grep -qE '^--- FAIL: ' "$out"; then
+      echo caught
+    elif [[ $rc -eq 0 ]] && grep -qE '^--- PASS: ' "$out"; then
+      echo pass
+    else
+      echo error
+    fi
+    ;;
+  *)
+    echo error
+    echo "unknown check: $c" >"$out"
+    ;;
+  esac
+}
+
 failed=0
+# Every check, once, on the committed code: it must pass there.
+declare -A passes=()
+for p in "${patches[@]}"; do
+  while IFS= read -r line; do
+    c="${line#Caught by: }"
+    [[ -n "${passes[$c]+x}" ]] && continue
+    passes[$c]="$(check "$c")"
+    if [[ "${passes[$c]}" != pass ]]; then
+      echo "defects: the check '$c' does not pass on the committed code:"
+      tail -20 "$work/out" | sed 's/^/  /'
+      failed=1
+    fi
+  done < <(grep '^Caught by: ' "$p")
+done
+[[ $failed -eq 0 ]] || exit 1
+
 for p in "${patches[@]}"; do
   p="$(realpath "$p")"
   name="$(basename "$p" .patch)"
+  if ! grep -q '^Caught by: ' "$p"; then
+    echo "defects: $name: the patch names no check (Caught by: ...)"
+    failed=1
+    continue
+  fi
   if ! (cd "$work/tree" && git apply "$p"); then
     echo "defects: $name: the patch no longer applies: put the defect back by hand and write the patch again"
     failed=1
     continue
   fi
-  if ! (cd "$work/tree" && go vet ./... >"$work/out" 2>&1); then
+  if ! (cd "$work/tree" && go vet ./...) >"$work/out" 2>&1; then
     echo "defects: $name: the code with the defect put back does not build:"
-    sed 's/^/  /' "$work/out" | head -20
+    head -20 "$work/out" | sed 's/^/  /'
     failed=1
-    (cd "$work/tree" && git checkout -q . && git clean -qfd)
-    continue
+  else
+    while IFS= read -r line; do
+      c="${line#Caught by: }"
+      case "$(check "$c")" in
+      caught)
+        echo "defects: $name: caught by '$c': $(grep -m1 -E '^sim: [0-9]+ histories|^--- FAIL: ' "$work/out" | cut -c1-120)"
+        ;;
+      pass)
+        echo "defects: $name: NOT CAUGHT by '$c'"
+        failed=1
+        ;;
+      *)
+        echo "defects: $name: the check '$c' failed for another reason than the defect:"
+        tail -20 "$work/out" | sed 's/^/  /'
+        failed=1
+        ;;
+      esac
+    done < <(grep '^Caught by: ' "$p")
   fi
-  checks=0
-  missed=()
-  while IFS= read -r line; do
-    check="${line#Caught by: }"
-    checks=$((checks + 1))
-    case "$check" in
-    sim)
-      if (cd "$work/tree" && SNAPID_SIM_HISTORIES="$histories" go test -count=1 -run 'TestSimulation$' ./internal/sim >"$work/out" 2>&1); then
-        missed+=("the simulator ($histories histories)")
-      else
-        grep -m1 -E 'violation|FAIL:' "$work/out" | sed "s/^/defects: $name: caught: /" | cut -c1-200 || true
-      fi
-      ;;
-    test\ *)
-      read -r _ pkg re <<<"$check"
-      if (cd "$work/tree" && go test -count=1 -run "$re" "$pkg" >"$work/out" 2>&1); then
-        missed+=("go test -run '$re' $pkg")
-      else
-        echo "defects: $name: caught by go test -run '$re' $pkg"
-      fi
-      ;;
-    *)
-      echo "defects: $name: unknown check: $check"
-      failed=1
-      ;;
-    esac
-  done < <(grep '^Caught by: ' "$p")
-  if [[ $checks -eq 0 ]]; then
-    echo "defects: $name: the patch names no check (Caught by: ...)"
-    failed=1
-  fi
-  for m in "${missed[@]+"${missed[@]}"}"; do
-    echo "defects: $name: NOT CAUGHT by $m"
-    failed=1
-  done
   (cd "$work/tree" && git checkout -q . && git clean -qfd)
 done
 exit $failed
