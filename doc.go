@@ -24,7 +24,7 @@
 // sync is on (the default). It is never replaced, so every locker, Snap!
 // servers included, locks the same file. A file of any other size is
 // refused with ErrCorrupt and left as it is. The counter never goes down,
-// except through Repair; at 2^64-1 it returns ErrExhausted.
+// except through admin.Repair; at 2^64-1 it returns ErrExhausted.
 //
 // # Id forms
 //
@@ -52,7 +52,7 @@
 // # The host's record of each name
 //
 // Every Open, with a registry or without, keeps the host's one record of
-// its name (see DefaultBindingDir): which counter file issues under it,
+// its name (in /var/lib/snapid/records, or where WithBindingDir says): which counter file issues under it,
 // the id forms and node number used under it, whether it was released,
 // and a floor and a mark kept a step ahead of the counter. An Open is
 // refused when the record names another counter (ErrNameBound) or the

@@ -36,6 +36,8 @@ type (
 	// one integer, number × stride + node number, with the stride S fixed for
 	// the cluster (NumberRegistry.SetStride) and every node number below it:
 	// two nodes' ids never meet, and each node's ids increase by S.
+	//
+	// Its method String gives the form's name, as ParseFormat reads it.
 	Format = engine.Format
 	// Histogram is a distribution of observations in fixed buckets.
 	Histogram = engine.Histogram
@@ -48,8 +50,12 @@ type (
 	// orders by form, then by name or node number, then numerically. ID
 	// marshals to JSON as its string form, so numbers above 2^53 survive
 	// JavaScript clients.
+	//
+	// Its methods (their documentation is internal/engine's ID's): String,
+	// AppendTo, Compare, Unstripe, MarshalText, UnmarshalText.
 	ID = engine.ID
-	// An Option configures Open, Init, Repair and ReadCounter.
+	// An Option configures Open (and admin.Init, admin.Repair and
+	// admin.ReadCounter).
 	Option = engine.Option
 	// RegistryCalls counts one kind of registry call with one outcome.
 	RegistryCalls = engine.RegistryCalls
@@ -117,7 +123,7 @@ var (
 	// Nothing is issued; open the counter again with its form.
 	ErrFormChanged = engine.ErrFormChanged
 	// ErrInUse is returned by operations that need every process of the
-	// host to have stopped using the counter (Release, Repair).
+	// host to have stopped using the counter (admin.Release, admin.Repair).
 	ErrInUse = engine.ErrInUse
 	// ErrInvalidID is returned by ParseID for a string that is not an id
 	// in any form (see Format).
@@ -134,7 +140,7 @@ var (
 	// context's error.
 	ErrLocked = engine.ErrLocked
 	// ErrNameBound is returned by Open when the host's record of the name
-	// (see DefaultBindingDir) names another counter file, or a counter
+	// (in /var/lib/snapid/records, or see WithBindingDir) names another counter file, or a counter
 	// that is not there now or was replaced: two counter files under one
 	// name would issue the same ids.
 	ErrNameBound = engine.ErrNameBound
@@ -146,7 +152,7 @@ var (
 	// by another owner.
 	ErrNameTaken = engine.ErrNameTaken
 	// ErrNoSequence is returned for a sequence that was never created
-	// (see CreateSequence).
+	// (see admin.CreateSequence).
 	ErrNoSequence = engine.ErrNoSequence
 	// ErrNotRegular is returned when the counter path names a directory,
 	// a device, a FIFO or anything else that is not a regular file.
@@ -168,7 +174,7 @@ var (
 	// ErrRegistry wraps failures to reach or use the registry.
 	ErrRegistry = engine.ErrRegistry
 	// ErrReleased is returned by Open with a registry on a host that
-	// released the name (Release, snapctl release): the host's processes
+	// released the name (admin.Release, snapctl release): the host's processes
 	// refuse it until it is claimed again on purpose (WithReclaim, snapctl
 	// register), so that a routine start cannot take back a name meant for
 	// another host.
@@ -282,21 +288,21 @@ func ParseFormat(s string) (Format, error) { return engine.ParseFormat(s) }
 // ending in 0 is never issued in it: 1.50 would equal 1.5 as a decimal)
 // or one integer (the striped form: Value set; Unstripe splits it with
 // the cluster's stride). Numbers must be decimal, from 1 to 2^64-1 (node
-// numbers to MaxNodeNumber), with no sign, no leading zeros and nothing
+// numbers to registry.MaxNodeNumber), with no sign, no leading zeros and nothing
 // around them. Anything else is an error wrapping ErrInvalidID.
 func ParseID(s string) (ID, error) { return engine.ParseID(s) }
 
 // SequenceBlock sets how many numbers the process takes from the host's
-// lease file at a time (default DefaultSequenceBlock): one flock, one
+// lease file at a time (default 1,000): one flock, one
 // 8-byte write and one fdatasync per block. A busy process takes larger
-// blocks, up to the lease size (see nextBlockSize). A process that exits
+// blocks, up to the lease size. A process that exits
 // leaves the rest of its block unused (a gap).
 func SequenceBlock(n uint64) SequenceOption { return engine.SequenceBlock(n) }
 
 // SequenceLeaseSize sets how many numbers the host leases from its data
-// centre at a time (default DefaultSequenceLease). The rest of a lease is
+// centre at a time (default 10,000). The rest of a lease is
 // lost (a gap) when the host restarts after a crash; a clean restart
-// carries it over. n is at most MaxSequenceLease: leases grow to 128×n
+// carries it over. n is at most registry.MaxSequence/128: leases grow to 128×n
 // while the host leases fast, and a lease is at most 2^63-1 numbers.
 func SequenceLeaseSize(n uint64) SequenceOption { return engine.SequenceLeaseSize(n) }
 
@@ -307,7 +313,7 @@ func SequenceLeaseSize(n uint64) SequenceOption { return engine.SequenceLeaseSiz
 func ValidateName(s string) error { return engine.ValidateName(s) }
 
 // WithBindingDir names the place of the host's records of node names for
-// this Open (default: see DefaultBindingDir): an absolute path, created
+// this Open (default /var/lib/snapid/records): an absolute path, created
 // (mode 0700) if missing. Every program of a host must name the same
 // place to protect the others. There is no turning the records off: a
 // program that simulates several hosts on one machine (a test) gives
@@ -371,7 +377,7 @@ func WithFormat(f Format) Option { return engine.WithFormat(f) }
 // WithHeartbeat sets how often the host refreshes its claim's last-seen
 // time in the registry (default 1 minute): one process of the host does
 // it for all of them, and another takes over at its next poll (a quarter
-// of the interval) when it exits or crashes (see heartbeat.go). The clone window
+// of the interval) when it exits or crashes. The clone window
 // must be at least twice the heartbeat plus the registry timeout (see
 // WithCloneWindow). Give the host's processes one interval.
 func WithHeartbeat(d time.Duration) Option { return engine.WithHeartbeat(d) }
@@ -395,14 +401,14 @@ func WithLogger(l *slog.Logger) Option { return engine.WithLogger(l) }
 func WithMaxID(max uint64) Option { return engine.WithMaxID(max) }
 
 // WithNodeNumber sets the node number the numeric forms carry (1 to
-// MaxNodeNumber). Without a registry it is how the number is given, and
-// the host's name bindings (see DefaultBindingDir) refuse one number
+// registry.MaxNodeNumber). Without a registry it is how the number is given, and
+// the host's records of names (see WithBindingDir) refuse one number
 // under two names. With a registry the registry's number is used, and a
 // different one given here is refused (ErrNumberMismatch).
 func WithNodeNumber(n uint64) Option { return engine.WithNodeNumber(n) }
 
 // WithOutageHorizon sizes each reservation step to at least what the host
-// issued in the last d (default DefaultOutageHorizon; counted over d, not
+// issued in the last d (default 2 hours; counted over d, not
 // extrapolated from a shorter burst), so that a
 // registry outage of about d/2 (the next step is reserved when half of the
 // current one is used) does not stop issuance, whatever the rate. A crash
@@ -410,20 +416,20 @@ func WithNodeNumber(n uint64) Option { return engine.WithNodeNumber(n) }
 // crash at high rates.
 func WithOutageHorizon(d time.Duration) Option { return engine.WithOutageHorizon(d) }
 
-// WithOwner makes Init and Repair give the counter file to the user uid
+// WithOwner makes admin.Init and admin.Repair give the counter file to the user uid
 // and the group gid (-1 leaves one unchanged; changing the user needs
 // root): an administrator running as root makes the counter of a service
 // that runs as another user. The file is given through the descriptor
-// Init or Repair opened, checked and locked, right after checking again
+// admin.Init or admin.Repair opened, checked and locked, right after checking again
 // on that descriptor that it is a regular file with one name whose owner
-// is trusted (see Init), never by path: a user who can rename entries in
+// is trusted (see admin.Init), never by path: a user who can rename entries in
 // the counter's directory cannot have another file (a hard link to a file
-// of root's) given away in its place. Open and ReadCounter refuse it
+// of root's) given away in its place. Open and admin.ReadCounter refuse it
 // (ErrInvalidOption).
 func WithOwner(uid int, gid int) Option { return engine.WithOwner(uid, gid) }
 
 // WithReclaim lets Open claim a name that this host released before
-// (Release, snapctl release); without it, Open refuses such a name with
+// (admin.Release, snapctl release); without it, Open refuses such a name with
 // ErrReleased. snapctl register uses it.
 func WithReclaim() Option { return engine.WithReclaim() }
 
@@ -439,12 +445,12 @@ func WithRegistry(r registry.Registry) Option { return engine.WithRegistry(r) }
 func WithRegistryTimeout(d time.Duration) Option { return engine.WithRegistryTimeout(d) }
 
 // WithReserveStep sets the least number of numbers the host reserves in
-// the registry at a time (default DefaultReserveStep; more at high rates,
+// the registry at a time (default 1,000 numbers; more at high rates,
 // see WithOutageHorizon). The next step is reserved in the background when
 // half of the current one is used.
 func WithReserveStep(n uint64) Option { return engine.WithReserveStep(n) }
 
-// WithStride sets the stride of FormatStriped (2 to MaxNodeNumber+1):
+// WithStride sets the stride of FormatStriped (2 to registry.MaxNodeNumber+1):
 // ids are number × stride + node number. Every host of a cluster must use
 // the same stride; with a registry it is the one recorded there
 // (NumberRegistry.SetStride), and a different one given here is refused.
@@ -463,7 +469,7 @@ func WithSync(on bool) Option { return engine.WithSync(on) }
 // WithTakeover lets Open take the name over from an active holder of
 // another owner, which is only right when that holder is known to be gone
 // for good. The counter starts above floor and above the old holder's
-// reserved mark. A floor of MaxNumber leaves no number to issue (the
+// reserved mark. A floor of 2^64-1 leaves no number to issue (the
 // name would be exhausted for every later host) and is refused with
 // ErrInvalidOption.
 func WithTakeover(floor uint64) Option { return engine.WithTakeover(floor) }

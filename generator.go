@@ -2,6 +2,7 @@ package snapid
 
 import (
 	"context"
+	"sync"
 
 	"github.com/snapid/snapid/internal/engine"
 )
@@ -23,6 +24,9 @@ import (
 // from memory; see WithBlock.
 type Generator struct {
 	g *engine.Generator
+
+	mu   sync.Mutex
+	seqs map[*engine.Sequence]*Sequence // the open Sequences handed out: one pointer each
 }
 
 // AppendUniqueID appends a new id to dst and returns the extended buffer,
@@ -137,7 +141,7 @@ func (g *Generator) Reservation() (ReservationStatus, error) {
 // Sequence opens the sequence name for this Generator's host. The
 // Generator must have a registry (WithRegistry) that implements
 // SequenceRegistry (else ErrSequencesUnsupported), and the sequence must
-// exist (ErrNoSequence; see CreateSequence). It creates the lease file
+// exist (ErrNoSequence; see admin.CreateSequence). It creates the lease file
 // beside the counter if missing, and checks it against the registry's
 // record of this host's lease: ranges leased under an earlier claim of the
 // host are carried over if the file is exactly as the host's last process
@@ -155,7 +159,7 @@ func (g *Generator) Sequence(name string, opts ...SequenceOption) (*Sequence, er
 	if r0 == nil {
 		return nil, r1
 	}
-	return &Sequence{s: r0}, r1
+	return g.seq(r0), r1
 }
 
 // SequenceContext is Sequence waiting at most as long as ctx allows, and
@@ -168,7 +172,7 @@ func (g *Generator) SequenceContext(ctx context.Context, name string, opts ...Se
 	if r0 == nil {
 		return nil, r1
 	}
-	return &Sequence{s: r0}, r1
+	return g.seq(r0), r1
 }
 
 // SequenceTotals returns, for every sequence this Generator opened, the
@@ -185,9 +189,17 @@ func (g *Generator) SequenceTotals() []SequenceStats {
 func (g *Generator) Sequences() []*Sequence {
 	open := g.g.Sequences()
 	seqs := make([]*Sequence, len(open))
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	kept := make(map[*engine.Sequence]*Sequence, len(open))
 	for i, s := range open {
-		seqs[i] = &Sequence{s: s}
+		w := g.seqs[s]
+		if w == nil {
+			w = &Sequence{s: s, g: g}
+		}
+		kept[s], seqs[i] = w, w
 	}
+	g.seqs = kept // the closed ones go
 	return seqs
 }
 
@@ -231,4 +243,26 @@ func wrap(g *engine.Generator, err error) (*Generator, error) {
 		return nil, err
 	}
 	return &Generator{g: g}, err
+}
+
+// seq is the Sequence handed out for s: the same pointer each time.
+func (g *Generator) seq(s *engine.Sequence) *Sequence {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	w := g.seqs[s]
+	if w == nil {
+		if g.seqs == nil {
+			g.seqs = map[*engine.Sequence]*Sequence{}
+		}
+		w = &Sequence{s: s, g: g}
+		g.seqs[s] = w
+	}
+	return w
+}
+
+// forget drops the Sequence handed out for s, closed.
+func (g *Generator) forget(s *engine.Sequence) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.seqs, s)
 }

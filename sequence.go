@@ -8,7 +8,7 @@ import (
 )
 
 // Sequence hands out the numbers of a cluster-wide integer sequence (see
-// CreateSequence), from leases its host holds in the registry.
+// admin.CreateSequence), from leases its host holds in the registry.
 //
 // Next and NextN are safe for concurrent use by any number of goroutines,
 // and any number of processes of the host may use the same sequence
@@ -22,14 +22,17 @@ import (
 // unused.
 type Sequence struct {
 	s *engine.Sequence
+	g *Generator // whose Sequences() list it
 }
 
 // Close stops the Sequence: background work ends, later calls return
 // ErrClosed, and the lease file is closed, once raised to what this
-// process saw of it (see settle). The rest of the process's block is not
+// process saw of it. The rest of the process's block is not
 // returned (a gap). It is idempotent.
 func (s *Sequence) Close() error {
-	return s.s.Close()
+	err := s.s.Close()
+	s.g.forget(s.s)
+	return err
 }
 
 // Lease reads the host's lease file under its lock (it waits for an

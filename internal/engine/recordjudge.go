@@ -357,9 +357,11 @@ func judgeBeforeOpen(ctx context.Context, p *hoststate.Place, r hoststate.Record
 }
 
 // recordOpenedCounter makes the record of the opened counter c (status
-// st) if there was none (r, ok), and returns the record as it now stands;
-// a record that changed since it was read is judged again (rejudged), and
-// the Open ends with that judgement.
+// st) if there was none (r, ok). It returns r and ok as the caller's trust
+// must see them: unchanged when this call made the record (ok stays
+// false), the record another Open made first when that one is judged. A
+// record that changed since it was read is judged again (rejudged), and
+// the Open ends with that judgement, whatever it is.
 func recordOpenedCounter(ctx context.Context, p *hoststate.Place, r hoststate.Record, ok bool, name, counterPath string, c *counterFile, st unix.Stat_t, f idForm, o *options) (_ hoststate.Record, _ bool, rejudged bool, _ error) {
 	if ok {
 		if (r.Dev != c.dev || r.Ino != c.ino) && !(r.Path == counterPath && counterAtLeast(ctx, counterPath, r.Mark, o)) || !trusts(r, st) {
