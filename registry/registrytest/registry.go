@@ -10,8 +10,8 @@
 //
 // Imports: package registry only (no database driver, nothing of snapid's
 // root package). Imported by tests: snapid's
-// own, those of cassandra and internal/powerfs, and embedders'; never by
-// non-test code of this repository.
+// own, those of cassandra and internal/powerfs, embedders', and the
+// simulator (internal/sim, which only tests run).
 package registrytest
 
 import (
