@@ -275,8 +275,7 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 	if err != nil {
 		return nil, &FileError{Op: "open", Path: counterPath, Err: err}
 	}
-	var rejudged bool
-	if r, ok, rejudged, err = recordOpenedCounter(ctx, p, r, ok, name, counterPath, c, st, f, o); err != nil || rejudged {
+	if r, ok, err = recordOpenedCounter(ctx, p, r, ok, name, counterPath, c, st, f, o); err != nil {
 		return nil, err
 	}
 	return openRecordHandle(ctx, p, name, c, st, f, o, trust)
@@ -360,25 +359,26 @@ func judgeBeforeOpen(ctx context.Context, p *hoststate.Place, r hoststate.Record
 // st) if there was none (r, ok). It returns r and ok as the caller's trust
 // must see them: unchanged when this call made the record (ok stays
 // false), the record another Open made first when that one is judged. A
-// record that changed since it was read is judged again (rejudged), and
-// the Open ends with that judgement, whatever it is.
-func recordOpenedCounter(ctx context.Context, p *hoststate.Place, r hoststate.Record, ok bool, name, counterPath string, c *counterFile, st unix.Stat_t, f idForm, o *options) (_ hoststate.Record, _ bool, rejudged bool, _ error) {
+// record that changed since it was read is judged again: the Open goes on
+// only if the judgement lets it (a replacement at the recorded path raised
+// past the mark between the two looks, say), as it does before the open.
+func recordOpenedCounter(ctx context.Context, p *hoststate.Place, r hoststate.Record, ok bool, name, counterPath string, c *counterFile, st unix.Stat_t, f idForm, o *options) (hoststate.Record, bool, error) {
 	if ok {
 		if (r.Dev != c.dev || r.Ino != c.ino) && !(r.Path == counterPath && counterAtLeast(ctx, counterPath, r.Mark, o)) || !trusts(r, st) {
 			// Made or replaced between the check and the open.
-			return r, ok, true, judgeRecord(ctx, p, r, name, counterPath, c.dev, c.ino, st, true, o)
+			return r, ok, judgeRecord(ctx, p, r, name, counterPath, c.dev, c.ino, st, true, o)
 		}
-		return r, ok, false, nil
+		return r, ok, nil
 	}
 	v, err := c.readContext(ctx)
 	if err != nil {
-		return r, ok, false, err
+		return r, ok, err
 	}
 	nr := hoststate.Record{Name: name, Dev: c.dev, Ino: c.ino, Path: counterPath, Floor: v, Mark: v, Forms: counterForms(p, c, st, v)}
 	if f.form == FormatStriped && o.reg.registry == nil {
 		// A form the counter's history refuses leaves no record.
 		if _, err := stripedRaise(nr.Forms, f, v, counterPath); err != nil {
-			return r, ok, false, err
+			return r, ok, err
 		}
 	}
 	err = p.Create(nr, recordPerm(st))
@@ -389,9 +389,9 @@ func recordOpenedCounter(ctx context.Context, p *hoststate.Place, r hoststate.Re
 		}
 	}
 	if err != nil {
-		return r, ok, false, recordError(p, name, err)
+		return r, ok, recordError(p, name, err)
 	}
-	return r, ok, false, nil
+	return r, ok, nil
 }
 
 // openRecordHandle opens the record of name for the counter c (status
