@@ -26,7 +26,7 @@ var layers = map[string][]string{
 	"internal/statefile":    nil,
 	"internal/hoststate":    {"internal/statefile"},
 	"registry":              {"internal/nodename"},
-	"registry/registrytest": {"registry", "internal/nodename"},
+	"registry/registrytest": {"registry"},
 	"internal/cql":          {"registry"},
 	"internal/simcql":       {"registry", "internal/cql", "cassandra"},
 	"cassandra":             {"registry", "internal/cql"},
@@ -36,8 +36,8 @@ var layers = map[string][]string{
 	"internal/cli":          {".", "registry", "admin", "cassandra", "internal/statefile"},
 	"admin":                 {".", "internal/engine", "registry", "internal/nodename"},
 	"cmd/snapctl":           {"internal/cli"},
-	"examples/cmsserver":    {".", "registry", "cassandra", "prometheus"},
-	"internal/sim": {"internal/engine", "admin", "registry", "registry/registrytest", "cassandra", "internal/cli", "internal/clock",
+	"examples/cmsserver":    {".", "cassandra", "prometheus"},
+	"internal/sim": {"internal/engine", "admin", "registry", "registry/registrytest", "internal/cli", "internal/clock",
 		"internal/statefile", "internal/hoststate", "internal/cql", "internal/simcql"},
 	// Tests' helpers and the docs' tests: the standard library and
 	// drivers only.
@@ -47,9 +47,20 @@ var layers = map[string][]string{
 	"internal/docstest":    nil,
 }
 
-// TestImportRule checks every package's imports against layers.
+// nestedModules are the modules of their own inside this one, and the
+// internal packages of this module each may import (besides its own): Go
+// lets them import any, as their paths share this module's prefix.
+var nestedModules = map[string][]string{
+	"bench":            {"internal/testcluster"},
+	"internal/powerfs": nil,
+}
+
+// TestImportRule checks every package's imports against layers, and that
+// every import layers allows is made (the rule says no more than the
+// code does).
 func TestImportRule(t *testing.T) {
 	seen := map[string]bool{}
+	used := map[[2]string]bool{}
 	err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -94,15 +105,60 @@ func TestImportRule(t *testing.T) {
 			if !slices.Contains(allowed, rel) {
 				t.Errorf("package %s imports %s, which the import rule does not allow (it may import %v)", dir, rel, allowed)
 			}
+			used[[2]string{dir, rel}] = true
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for dir := range layers {
+	for dir, allowed := range layers {
 		if !seen[dir] {
 			t.Errorf("the import rule names %s, which is not a package of the module: remove it", dir)
+			continue
+		}
+		for _, rel := range allowed {
+			if !used[[2]string{dir, rel}] {
+				t.Errorf("the import rule lets %s import %s, which it does not: remove it from layers", dir, rel)
+			}
+		}
+	}
+}
+
+// TestNestedModulesImportNoInternals checks that the modules inside this
+// one (tests included) import no internal package of this module but
+// those nestedModules allow.
+func TestNestedModulesImportNoInternals(t *testing.T) {
+	for mod, allowed := range nestedModules {
+		own := module + "/" + mod
+		err := filepath.WalkDir(mod, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return err
+			}
+			if strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			pkg, err := build.ImportDir(p, 0)
+			if _, none := err.(*build.NoGoError); none {
+				return nil
+			}
+			if err != nil {
+				t.Errorf("%s: %v", p, err)
+				return nil
+			}
+			for _, imp := range slices.Concat(pkg.Imports, pkg.TestImports, pkg.XTestImports) {
+				rel, ok := strings.CutPrefix(imp, module+"/")
+				if !ok || imp == own || strings.HasPrefix(imp, own+"/") || !strings.Contains("/"+rel+"/", "/internal/") {
+					continue
+				}
+				if !slices.Contains(allowed, rel) {
+					t.Errorf("%s (module %s) imports %s, an internal package of the module %s that nestedModules does not allow it", filepath.ToSlash(p), mod, rel, module)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 }
