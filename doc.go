@@ -4,7 +4,7 @@
 //
 // Each host has a node name (see ValidateName) and a counter file; each id
 // takes the next number from the counter file under an exclusive flock.
-// With a Registry (WithRegistry) the node name is claimed cluster-wide
+// With a registry (Config.Registry) the node name is claimed cluster-wide
 // before any id is issued, and the numbers a name may issue are bounded by
 // a reserved-up-to mark kept in the registry, so that a counter file
 // restored from a backup or copied to a cloned machine cannot repeat ids.
@@ -29,12 +29,12 @@
 // # Id forms
 //
 // Besides "<name>-<number>", a Generator hands out numeric ids that carry
-// the node's number instead of its name (WithFormat): the decimal form,
+// the node's number instead of its name (Config.Form: Decimal or Striped): the decimal form,
 // Snap!'s "<node number>.<number>", which skips numbers ending in 0 so
 // that no two ids are equal as decimals, and the striped form, the integer
-// number × stride + node number, bounded by WithMaxID (int64 by default,
+// number × stride + node number, bounded by Striped.MaxID (int64 by default,
 // 2^53 or 32 bits when asked). The node number comes from a registry that
-// gives numbers (NumberRegistry), or is configured (WithNodeNumber).
+// gives numbers (NumberRegistry), or is configured (NodeNumber).
 // AppendUniqueID and UniqueUint64 hand out ids without allocating.
 // ParseID reads every form.
 //
@@ -45,14 +45,14 @@
 // file. In strict mode (the default) concurrent callers share counter
 // updates (group commit): callers that arrive while an update is being
 // written and synced are served together by the next one, so durable ids
-// cost far less than one fdatasync each. In block mode (WithBlock) a
+// cost far less than one fdatasync each. In block mode (Config.Block) a
 // Generator reserves a block of numbers at a time and serves it from
 // memory.
 //
 // # The host's record of each name
 //
 // Every Open, with a registry or without, keeps the host's one record of
-// its name (in /var/lib/snapid/records, or where WithBindingDir says): which counter file issues under it,
+// its name (in /var/lib/snapid/records, or where Config.BindingDir says): which counter file issues under it,
 // the id forms and node number used under it, whether it was released,
 // and a floor and a mark kept a step ahead of the counter. An Open is
 // refused when the record names another counter (ErrNameBound) or the
@@ -82,8 +82,8 @@
 // a counter raised to the registry's mark after a crash, a restore or a
 // take-over, a background extension of the reserved range that failed, a
 // name binding moved — as records of a *slog.Logger: slog.Default() (as it
-// is when Open is called) unless WithLogger gives another. A program that
-// wants none passes WithLogger(slog.New(slog.DiscardHandler)).
+// is when Open is called) unless Config.Logger names another. A program that
+// wants none passes Config{Logger: slog.New(slog.DiscardHandler)}.
 //
 // # Guarantees
 //

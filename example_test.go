@@ -20,7 +20,7 @@ func ExampleOpen() {
 		log.Fatal(err)
 	}
 
-	g, err := snapid.Open(filepath.Join(dir, "counter.u64"), "web_1")
+	g, err := snapid.Open(filepath.Join(dir, "counter.u64"), "web_1", snapid.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func ExampleGenerator_UniqueIDContext() {
 		log.Fatal(err)
 	}
 
-	g, err := snapid.Open(filepath.Join(dir, "counter.u64"), "web_2")
+	g, err := snapid.Open(filepath.Join(dir, "counter.u64"), "web_2", snapid.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func ExampleGenerator_NextN() {
 	if _, err := admin.Init(path, 100); err != nil {
 		log.Fatal(err)
 	}
-	g, err := snapid.Open(path, "batch")
+	g, err := snapid.Open(path, "batch", snapid.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func ExampleID_Compare() {
 	// [a-9 a-10 a-100 b-1]
 }
 
-func ExampleWithBlock() {
+func ExampleBlock() {
 	dir, err := os.MkdirTemp("", "snapid-example-")
 	if err != nil {
 		log.Fatal(err)
@@ -167,7 +167,7 @@ func ExampleWithBlock() {
 	path := filepath.Join(dir, "counter.u64")
 
 	// Reserve 100 numbers per counter update and serve them from memory.
-	g, err := snapid.Open(path, "fast", snapid.WithBlock(100))
+	g, err := snapid.Open(path, "fast", snapid.Config{Block: &snapid.Block{Size: 100}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -194,15 +194,16 @@ func ExampleWithBlock() {
 // The decimal form, Snap!'s "<node number>.<number>": numbers ending in 0
 // are skipped, so that no two ids are equal as decimals (5.1 and 5.10
 // would be).
-func ExampleWithFormat_decimal() {
+func ExampleDecimal() {
 	dir, err := os.MkdirTemp("", "snapid-example-")
 	if err != nil {
 		log.Fatal(err)
 	}
 
-	g, err := snapid.Open(filepath.Join(dir, "counter.u64"), "web_3",
-		snapid.WithFormat(snapid.FormatDecimal), snapid.WithNodeNumber(5),
-		snapid.WithBindingDir(filepath.Join(dir, "names")))
+	g, err := snapid.Open(filepath.Join(dir, "counter.u64"), "web_3", snapid.Config{
+		Form:       snapid.Decimal{NodeNumber: 5},
+		BindingDir: filepath.Join(dir, "names"),
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -221,15 +222,16 @@ func ExampleWithFormat_decimal() {
 
 // The striped form: one integer, number × stride + node number, appended
 // to a reused buffer or returned as a uint64, allocating nothing.
-func ExampleWithFormat_striped() {
+func ExampleStriped() {
 	dir, err := os.MkdirTemp("", "snapid-example-")
 	if err != nil {
 		log.Fatal(err)
 	}
 
-	g, err := snapid.Open(filepath.Join(dir, "counter.u64"), "web_4",
-		snapid.WithFormat(snapid.FormatStriped), snapid.WithNodeNumber(7), snapid.WithStride(1000),
-		snapid.WithMaxID(snapid.MaxSafeInteger), snapid.WithBindingDir(filepath.Join(dir, "names")))
+	g, err := snapid.Open(filepath.Join(dir, "counter.u64"), "web_4", snapid.Config{
+		Form:       snapid.Striped{NodeNumber: 7, Stride: 1000, MaxID: snapid.MaxSafeInteger},
+		BindingDir: filepath.Join(dir, "names"),
+	})
 	if err != nil {
 		log.Fatal(err)
 	}

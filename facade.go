@@ -5,12 +5,8 @@ package snapid
 
 import (
 	"context"
-	"io/fs"
-	"log/slog"
-	"time"
 
 	"github.com/snapid/snapid/internal/engine"
-	"github.com/snapid/snapid/registry"
 )
 
 type (
@@ -18,15 +14,15 @@ type (
 	// Its Unwrap method returns the cause, so errors.Is(err, ErrCorrupt) and
 	// errors.Is(err, fs.ErrNotExist) work through it.
 	FileError = engine.FileError
-	// Format is the form of the ids a Generator hands out (WithFormat). Every
+	// Format is the form of the ids a Generator hands out (Config.Form). Every
 	// form carries the counter's number; the numeric forms carry the node's
-	// number instead of its name (see WithNodeNumber and NumberRegistry).
+	// number instead of its name (see the form's NodeNumber and NumberRegistry).
 	//
 	// 	form     id               example   an integer?  fits
 	// 	name     <name>-<number>  web_1-91  no           any number up to 2^64-1
 	// 	decimal  <node>.<number>  123.91    no (a        any number up to 2^64-1
 	// 	                                    decimal)     not ending in 0
-	// 	striped  number×S+node    9123      yes          the bound (WithMaxID)
+	// 	striped  number×S+node    9123      yes          the bound (the form's MaxID)
 	//
 	// Decimal is Snap!'s numeric form. As decimal numbers, 123.9 and 123.90
 	// are equal although the strings differ, and spreadsheets, JSON parsers
@@ -37,7 +33,7 @@ type (
 	// the cluster (NumberRegistry.SetStride) and every node number below it:
 	// two nodes' ids never meet, and each node's ids increase by S.
 	//
-	// Its method String gives the form's name, as ParseFormat reads it.
+	// Its method String gives the form's name: "name", "decimal" or "striped".
 	Format = engine.Format
 	// Histogram is a distribution of observations in fixed buckets.
 	Histogram = engine.Histogram
@@ -54,9 +50,6 @@ type (
 	// Its methods (their documentation is internal/engine's ID's): String,
 	// AppendTo, Compare, Unstripe, MarshalText, UnmarshalText.
 	ID = engine.ID
-	// An Option configures Open (and admin.Init, admin.Repair and
-	// admin.ReadCounter).
-	Option = engine.Option
 	// RegistryCalls counts one kind of registry call with one outcome.
 	RegistryCalls = engine.RegistryCalls
 	// RegistryStats describes a Generator's calls to its registry.
@@ -92,7 +85,7 @@ const (
 	// FormatStriped is number × stride + node number, one integer.
 	FormatStriped = engine.FormatStriped
 	// MaxSafeInteger is JavaScript's Number.MAX_SAFE_INTEGER, the largest
-	// integer a float64 holds exactly: WithMaxID(MaxSafeInteger) for ids
+	// integer a float64 holds exactly: Striped{MaxID: MaxSafeInteger} for ids
 	// a browser reads.
 	MaxSafeInteger = engine.MaxSafeInteger
 )
@@ -132,7 +125,7 @@ var (
 	// ^[a-z_][a-z0-9_]{0,62}$.
 	ErrInvalidName = engine.ErrInvalidName
 	// ErrInvalidOption is returned by Open for an option value that cannot
-	// be used (for example WithBlock(0)).
+	// be used (for example Block{Size: 0}).
 	ErrInvalidOption = engine.ErrInvalidOption
 	// ErrLocked is returned when a lock on a state file (the counter, the
 	// name bindings' lock) was held by another process for as long as the
@@ -140,7 +133,7 @@ var (
 	// context's error.
 	ErrLocked = engine.ErrLocked
 	// ErrNameBound is returned by Open when the host's record of the name
-	// (in /var/lib/snapid/records, or see WithBindingDir) names another counter file, or a counter
+	// (in /var/lib/snapid/records, or see Config.BindingDir) names another counter file, or a counter
 	// that is not there now or was replaced: two counter files under one
 	// name would issue the same ids.
 	ErrNameBound = engine.ErrNameBound
@@ -154,16 +147,13 @@ var (
 	// ErrNoSequence is returned for a sequence that was never created
 	// (see admin.CreateSequence).
 	ErrNoSequence = engine.ErrNoSequence
-	// ErrNotRegular is returned when the counter path names a directory,
-	// a device, a FIFO or anything else that is not a regular file.
-	ErrNotRegular = engine.ErrNotRegular
 	// ErrNumberBound is returned by Open without a registry when the host
-	// uses the node number (WithNodeNumber) under another node name that
+	// uses the node number (the form's NodeNumber) under another node name that
 	// is in use: two names under one number hand out the same numeric ids.
 	ErrNumberBound = engine.ErrNumberBound
 	// ErrNumberMismatch is returned by Open when the node number the
 	// registry holds for the name is not the one the host's record of the
-	// name holds or given with WithNodeNumber: ids of two numbers under
+	// name holds or given with the form's NodeNumber: ids of two numbers under
 	// one name, or one number under two names, could meet. Nothing is
 	// issued.
 	ErrNumberMismatch = engine.ErrNumberMismatch
@@ -175,7 +165,7 @@ var (
 	ErrRegistry = engine.ErrRegistry
 	// ErrReleased is returned by Open with a registry on a host that
 	// released the name (admin.Release, snapctl release): the host's processes
-	// refuse it until it is claimed again on purpose (WithReclaim, snapctl
+	// refuse it until it is claimed again on purpose (RegistryConfig.Reclaim, snapctl
 	// register), so that a routine start cannot take back a name meant for
 	// another host.
 	ErrReleased = engine.ErrReleased
@@ -205,27 +195,19 @@ var (
 	// host's record of the name, or the host's claim): striped ids of two
 	// strides could meet. Nothing is changed.
 	ErrStrideMismatch = engine.ErrStrideMismatch
-	// ErrSymlink is returned when the counter path is a symbolic link and
-	// WithFollowSymlinks(true) was not given.
-	ErrSymlink = engine.ErrSymlink
-	// ErrUntrustedDir is returned when a directory of name bindings, or
-	// one above it, is owned by a user it cannot be trusted from, is a
-	// symbolic link, or can be written by other users: they could replace
-	// the bindings in it. It is also returned when the counter's own
-	// directory, or one above it, can be written by users other than its
-	// owner without being sticky: they could remove or swap the counter.
-	// (A directory above the counter's owned by another user is
-	// ErrUntrustedOwner.) The error names the directory and its owner.
-	ErrUntrustedDir = engine.ErrUntrustedDir
-	// ErrUntrustedOwner is returned when the counter file, or a file
-	// beside it (.owner, .mark, .session, sequence leases), is
-	// owned by a user other than the one running, and that user does not
-	// own a directory holding it that only its owner can write: another
-	// user could have planted or rewritten it (in /tmp, say). The error
-	// names the owner. It is also returned for such a file with more than
-	// one name (a hard link, which another user could have made to a file
-	// of someone else's). Nothing is written.
-	ErrUntrustedOwner = engine.ErrUntrustedOwner
+	// ErrUntrusted is returned for a state file, or a directory holding
+	// one, that another user could have planted, redirected or could
+	// replace, and nothing is read from it or written: a symbolic link at
+	// the counter path (unless Config.FollowSymlinks); a counter path that
+	// is not a regular file; the counter, or a file beside it, owned by
+	// another user who does not own a directory holding it that only its
+	// owner can write (in /tmp, say), or with more than one name (a hard
+	// link); a directory of the host's records, or one above it, owned by
+	// an untrusted user, a symbolic link, or writable by other users; the
+	// counter's directory, or one above it, writable by others without
+	// being sticky. The error names the file or directory, its owner, and
+	// says which.
+	ErrUntrusted = engine.ErrUntrusted
 )
 
 // LocalHostInfo returns this machine's host name, a non-loopback address
@@ -250,7 +232,7 @@ func NameFromHostname(h string) (name string, changed string, err error) {
 //
 // Open validates everything before it issues anything: the name (see
 // ValidateName), the options, the file (exactly 8 bytes, a regular file, not
-// a symbolic link unless WithFollowSymlinks), and the host's record of the
+// a symbolic link unless Config.FollowSymlinks), and the host's record of the
 // name, which every Open keeps, with a registry or without: a name the host
 // issued from another counter is refused (ErrNameBound), as is a counter
 // below the floor the record keeps (ErrRolledBack; with a registry it is
@@ -261,27 +243,28 @@ func NameFromHostname(h string) (name string, changed string, err error) {
 // the files beside it, since programs without a registry may be issuing
 // from it already.
 //
-// With WithRegistry, Open also claims the name in the registry before it
+// With Config.Registry, Open also claims the name in the registry before it
 // returns (see OpenContext), giving the claim the registry timeout; the
 // registry refuses a second counter file under the name (ErrNameTaken).
-func Open(counterPath string, name string, opts ...Option) (*Generator, error) {
-	return wrap(engine.Open(counterPath, name, opts...))
+func Open(counterPath string, name string, cfg Config) (*Generator, error) {
+	return OpenContext(context.Background(), counterPath, name, cfg)
 }
 
 // OpenContext is Open with a context for the registry claim. With
-// WithRegistry it claims the name in the registry before it returns: another
+// Config.Registry it claims the name in the registry before it returns: another
 // owner's active claim is ErrNameTaken and the Generator is not returned;
 // the first process of the host raises the counter to the registry's
 // reserved mark and reserves the first step. The other processes of the
 // host join its claim; one under another name than the claim's is refused
 // with ErrNameMismatch, whether the registry can be reached or not. Only
 // the claim uses ctx.
-func OpenContext(ctx context.Context, counterPath string, name string, opts ...Option) (*Generator, error) {
+func OpenContext(ctx context.Context, counterPath string, name string, cfg Config) (*Generator, error) {
+	opts, err := cfg.options()
+	if err != nil {
+		return nil, err
+	}
 	return wrap(engine.OpenContext(ctx, counterPath, name, opts...))
 }
-
-// ParseFormat parses "name", "decimal" or "striped".
-func ParseFormat(s string) (Format, error) { return engine.ParseFormat(s) }
 
 // ParseID parses an id in any form: "<name>-<number>" (the name must be
 // a valid node name), "<node number>.<number>" (the decimal form; a number
@@ -311,165 +294,3 @@ func SequenceLeaseSize(n uint64) SequenceOption { return engine.SequenceLeaseSiz
 // altered to make it valid; see NameFromHostname for the one derivation
 // snapid offers.
 func ValidateName(s string) error { return engine.ValidateName(s) }
-
-// WithBindingDir names the place of the host's records of node names for
-// this Open (default /var/lib/snapid/records): an absolute path, created
-// (mode 0700) if missing. Every program of a host must name the same
-// place to protect the others. There is no turning the records off: a
-// program that simulates several hosts on one machine (a test) gives
-// each host a place of its own (a directory under t.TempDir()).
-func WithBindingDir(dir string) Option { return engine.WithBindingDir(dir) }
-
-// WithBlock turns on block mode: the Generator reserves n numbers at a time
-// with one locked (and synced) update and serves them from memory. Numbers
-// then increase per process, not host-wide, and a process that exits or
-// crashes leaves the rest of its block unused (a gap, never a repeat).
-// The next block is reserved in the background when half of the current one
-// is used. n must be at least 1.
-func WithBlock(n uint64) Option { return engine.WithBlock(n) }
-
-// WithCPUShards, in block mode, serves numbers from small per-CPU runs
-// taken from the block, so that throughput grows with the number of cores
-// instead of every caller updating one shared counter. The price: numbers
-// are still unique, but no longer increase within the process (callers on
-// different cores interleave), and a few more are skipped (a run the
-// runtime drops at a garbage collection, or left at Close, is a gap). It
-// has no effect without WithBlock.
-func WithCPUShards(on bool) Option { return engine.WithCPUShards(on) }
-
-// WithCloneWindow sets how recently a holder must have been seen for a
-// claim with its owner token from another machine to be refused as a
-// probable clone (default 5 minutes). With a registry, Open refuses a
-// window shorter than twice the heartbeat plus the registry timeout (see
-// WithHeartbeat, WithRegistryTimeout), so that one lost heartbeat does not
-// make a live holder look gone; 0 turns the check off. Every host should use
-// the same heartbeat and window: the window is the claimant's, the
-// heartbeat the holder's. The check compares the claimant's clock with the
-// holder's last heartbeat, which can be an interval and seven eighths plus
-// the registry timeout old while the holder runs: a claimant whose clock is
-// ahead of the holder's by the window less that (2 min 52.5 s with the
-// defaults, an eighth of the heartbeat at the smallest window) can take a
-// live host's name. Keep the hosts' clocks within that (NTP does;
-// `snapctl check-names` reports rows ahead of its clock).
-func WithCloneWindow(d time.Duration) Option { return engine.WithCloneWindow(d) }
-
-// WithFileMode sets the permission bits of a counter file the call creates,
-// and of the files beside it (default 0600). It has no effect on an
-// existing file. The owner must be able to read and write (0600 at
-// least): a mode without them is refused, since the library could not
-// use its own file.
-func WithFileMode(mode fs.FileMode) Option { return engine.WithFileMode(mode) }
-
-// WithFollowSymlinks lets the counter path be a symbolic link. By default a
-// symbolic link at the counter path is refused with ErrSymlink, so that a
-// link planted there cannot redirect writes to another file.
-func WithFollowSymlinks(on bool) Option { return engine.WithFollowSymlinks(on) }
-
-// WithFormat sets the form of the ids UniqueID, AppendUniqueID and NextID
-// hand out (default FormatName). The numeric forms need a node number:
-// with WithRegistry the registry's (NumberRegistry), otherwise
-// WithNodeNumber; FormatStriped also a stride (the registry's, or
-// WithStride). In FormatDecimal numbers ending in 0 are skipped (Next
-// too), and NextN is refused (its range would hold some): NextIDsContext
-// takes n decimal ids with one counter update.
-func WithFormat(f Format) Option { return engine.WithFormat(f) }
-
-// WithHeartbeat sets how often the host refreshes its claim's last-seen
-// time in the registry (default 1 minute): one process of the host does
-// it for all of them, and another takes over at its next poll (a quarter
-// of the interval) when it exits or crashes. The clone window
-// must be at least twice the heartbeat plus the registry timeout (see
-// WithCloneWindow). Give the host's processes one interval.
-func WithHeartbeat(d time.Duration) Option { return engine.WithHeartbeat(d) }
-
-// WithHostInfo sets how this machine is described in the registry (default
-// LocalHostInfo()).
-func WithHostInfo(h HostInfo) Option { return engine.WithHostInfo(h) }
-
-// WithLogger sets the logger for notices (a counter raised to the
-// registry's mark, a background reservation that failed, a name binding
-// moved). The default is slog.Default() as it is when Open is called, so
-// that these notices reach the program's log unless it chooses otherwise;
-// pass slog.New(slog.DiscardHandler) to silence them.
-func WithLogger(l *slog.Logger) Option { return engine.WithLogger(l) }
-
-// WithMaxID sets the largest id the Generator hands out: for FormatStriped
-// the integer (default math.MaxInt64; MaxSafeInteger for JavaScript, math.MaxUint32
-// for 32 bits), for the other forms the counter's number. Past it every
-// call returns ErrExhausted; nothing ever overflows. max must be at least
-// 1.
-func WithMaxID(max uint64) Option { return engine.WithMaxID(max) }
-
-// WithNodeNumber sets the node number the numeric forms carry (1 to
-// registry.MaxNodeNumber). Without a registry it is how the number is given, and
-// the host's records of names (see WithBindingDir) refuse one number
-// under two names. With a registry the registry's number is used, and a
-// different one given here is refused (ErrNumberMismatch).
-func WithNodeNumber(n uint64) Option { return engine.WithNodeNumber(n) }
-
-// WithOutageHorizon sizes each reservation step to at least what the host
-// issued in the last d (default 2 hours; counted over d, not
-// extrapolated from a shorter burst), so that a
-// registry outage of about d/2 (the next step is reserved when half of the
-// current one is used) does not stop issuance, whatever the rate. A crash
-// skips at most one step, so a longer horizon means larger gaps after a
-// crash at high rates.
-func WithOutageHorizon(d time.Duration) Option { return engine.WithOutageHorizon(d) }
-
-// WithOwner makes admin.Init and admin.Repair give the counter file to the user uid
-// and the group gid (-1 leaves one unchanged; changing the user needs
-// root): an administrator running as root makes the counter of a service
-// that runs as another user. The file is given through the descriptor
-// admin.Init or admin.Repair opened, checked and locked, right after checking again
-// on that descriptor that it is a regular file with one name whose owner
-// is trusted (see admin.Init), never by path: a user who can rename entries in
-// the counter's directory cannot have another file (a hard link to a file
-// of root's) given away in its place. Open and admin.ReadCounter refuse it
-// (ErrInvalidOption).
-func WithOwner(uid int, gid int) Option { return engine.WithOwner(uid, gid) }
-
-// WithReclaim lets Open claim a name that this host released before
-// (admin.Release, snapctl release); without it, Open refuses such a name with
-// ErrReleased. snapctl register uses it.
-func WithReclaim() Option { return engine.WithReclaim() }
-
-// WithRegistry makes Open claim the node name in r before it issues
-// anything, and bounds issuance by the registry's reserved-up-to mark.
-// Without it the Generator is standalone: the name is not checked against
-// other hosts.
-func WithRegistry(r registry.Registry) Option { return engine.WithRegistry(r) }
-
-// WithRegistryTimeout bounds each registry call the Generator makes on its
-// own (extensions, heartbeats, the return of the reservation at Close);
-// default 15 seconds.
-func WithRegistryTimeout(d time.Duration) Option { return engine.WithRegistryTimeout(d) }
-
-// WithReserveStep sets the least number of numbers the host reserves in
-// the registry at a time (default 1,000 numbers; more at high rates,
-// see WithOutageHorizon). The next step is reserved in the background when
-// half of the current one is used.
-func WithReserveStep(n uint64) Option { return engine.WithReserveStep(n) }
-
-// WithStride sets the stride of FormatStriped (2 to registry.MaxNodeNumber+1):
-// ids are number × stride + node number. Every host of a cluster must use
-// the same stride; with a registry it is the one recorded there
-// (NumberRegistry.SetStride), and a different one given here is refused.
-func WithStride(s uint64) Option { return engine.WithStride(s) }
-
-// WithSync turns fdatasync after each counter update on (the default) or
-// off. With sync on, a number is handed out only after the counter value
-// covering it is on stable storage, so ids survive an OS crash or a power
-// loss. With sync off the counter is synced only once a step of numbers,
-// when the host's record of the name is written ahead of it: after a
-// crash of the host the first start raises the counter to the record's
-// mark, so a power loss leaves a gap of up to a step (1024), never a
-// repeat; sequences' leases are not covered so (they need sync on).
-func WithSync(on bool) Option { return engine.WithSync(on) }
-
-// WithTakeover lets Open take the name over from an active holder of
-// another owner, which is only right when that holder is known to be gone
-// for good. The counter starts above floor and above the old holder's
-// reserved mark. A floor of 2^64-1 leaves no number to issue (the
-// name would be exhausted for every later host) and is refused with
-// ErrInvalidOption.
-func WithTakeover(floor uint64) Option { return engine.WithTakeover(floor) }

@@ -20,8 +20,8 @@ import (
 // commit): one lock, one write and, with sync on, one fdatasync serve every
 // caller that arrived while the previous update was in progress.
 //
-// In block mode (WithBlock) numbers increase per Generator and are served
-// from memory; see WithBlock.
+// In block mode (Config.Block) numbers increase per Generator and are served
+// from memory; see Config.Block.
 type Generator struct {
 	g *engine.Generator
 
@@ -69,8 +69,8 @@ func (g *Generator) Name() string {
 }
 
 // Next returns a new number: the counter's, which every id form carries
-// (in FormatDecimal never one ending in 0). Past the form's bound (see
-// WithMaxID) it returns ErrExhausted. It is safe for concurrent use.
+// (in FormatDecimal never one ending in 0). Past the form's bound (its
+// MaxID) it returns ErrExhausted. It is safe for concurrent use.
 func (g *Generator) Next() (uint64, error) {
 	return g.g.Next()
 }
@@ -99,7 +99,7 @@ func (g *Generator) NextIDs(n uint64, fn func(ID)) error {
 // NextIDsContext reserves n ids of the Generator's form with one counter
 // update, all of them or none, and calls fn with each, in order. In
 // FormatDecimal the update takes as many counter numbers as hold n that
-// do not end in 0. Ids that would pass the form's bound (WithMaxID) are
+// do not end in 0. Ids that would pass the form's bound (its MaxID) are
 // ErrExhausted, and nothing is taken: the error says how many are left.
 // A caller whose ctx ends while the update waits for the counter's lock
 // takes nothing (see NextNContext). It is safe for concurrent use; fn is
@@ -111,7 +111,7 @@ func (g *Generator) NextIDsContext(ctx context.Context, n uint64, fn func(ID)) e
 // NextN reserves n consecutive numbers with one counter update and returns
 // the first; the numbers are first, first+1, …, first+n-1. In block mode
 // too, they come straight from the counter file. Numbers that would pass
-// the form's bound (WithMaxID) are ErrExhausted and nothing is taken (the
+// the form's bound (its MaxID) are ErrExhausted and nothing is taken (the
 // error says how many are left). It is safe for concurrent use.
 func (g *Generator) NextN(n uint64) (first uint64, err error) {
 	return g.g.NextN(n)
@@ -139,7 +139,7 @@ func (g *Generator) Reservation() (ReservationStatus, error) {
 }
 
 // Sequence opens the sequence name for this Generator's host. The
-// Generator must have a registry (WithRegistry) that implements
+// Generator must have a registry (Config.Registry) that implements
 // SequenceRegistry (else ErrSequencesUnsupported), and the sequence must
 // exist (ErrNoSequence; see admin.CreateSequence). It creates the lease file
 // beside the counter if missing, and checks it against the registry's
@@ -153,7 +153,7 @@ func (g *Generator) Reservation() (ReservationStatus, error) {
 // Close the Sequence before its Generator.
 //
 // Sequence waits for the registry, and for the lease file's lock, at most
-// the registry timeout (WithRegistryTimeout); see SequenceContext.
+// the registry timeout (RegistryConfig.Timeout); see SequenceContext.
 func (g *Generator) Sequence(name string, opts ...SequenceOption) (*Sequence, error) {
 	r0, r1 := g.g.Sequence(name, opts...)
 	if r0 == nil {
@@ -209,7 +209,7 @@ func (g *Generator) Stats() Stats {
 	return g.g.Stats()
 }
 
-// UniqueID returns a new id, "<name>-<number>" unless WithFormat chose
+// UniqueID returns a new id, "<name>-<number>" unless Config.Form chose
 // another form. It is safe for concurrent use.
 func (g *Generator) UniqueID() (string, error) {
 	return g.g.UniqueID()

@@ -18,8 +18,10 @@ func TestSequencesListTheSequencesHandedOut(t *testing.T) {
 	reg := registrytest.NewRegistry()
 	_, err := admin.CreateSequence(ctx, reg, "orders", 1, 1_000_000)
 	require.NoError(t, err)
-	g, err := snapid.Open(filepath.Join(t.TempDir(), "counter.u64"), "seq_host",
-		snapid.WithRegistry(reg), snapid.WithBindingDir(t.TempDir()))
+	g, err := snapid.Open(filepath.Join(t.TempDir(), "counter.u64"), "seq_host", snapid.Config{
+		Registry:   &snapid.RegistryConfig{Registry: reg},
+		BindingDir: t.TempDir(),
+	})
 	require.NoError(t, err)
 	defer g.Close()
 	a, err := g.Sequence("orders")
@@ -47,7 +49,7 @@ func TestSequencesListTheSequencesHandedOut(t *testing.T) {
 // Open's errors and results pass through the root package unchanged: a
 // refused Open returns no Generator and the engine's error value.
 func TestOpenRefusedReturnsNoGenerator(t *testing.T) {
-	g, err := snapid.Open(filepath.Join(t.TempDir(), "counter.u64"), "Not A Name")
+	g, err := snapid.Open(filepath.Join(t.TempDir(), "counter.u64"), "Not A Name", snapid.Config{})
 	require.ErrorIs(t, err, snapid.ErrInvalidName)
 	require.Nil(t, g)
 }

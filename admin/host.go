@@ -2,8 +2,8 @@ package admin
 
 import (
 	"context"
+	"fmt"
 
-	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/registry"
 )
@@ -21,14 +21,14 @@ type HostFiles = engine.HostFiles
 // call found it under the lock: for a file it created, that is next-1. A
 // counter already past next-1 is left alone and reported with ErrLowered;
 // use Repair to lower it.
-func Init(path string, next uint64, opts ...snapid.Option) (before uint64, err error) {
+func Init(path string, next uint64, opts ...Option) (before uint64, err error) {
 	return engine.Init(path, next, opts...)
 }
 
 // InitContext is Init waiting for the counter's lock no longer than ctx
 // allows: past it, the error wraps ErrLocked, names the process holding the
 // lock, and the counter is left as it was.
-func InitContext(ctx context.Context, path string, next uint64, opts ...snapid.Option) (before uint64, err error) {
+func InitContext(ctx context.Context, path string, next uint64, opts ...Option) (before uint64, err error) {
 	return engine.InitContext(ctx, path, next, opts...)
 }
 
@@ -36,31 +36,31 @@ func InitContext(ctx context.Context, path string, next uint64, opts ...snapid.O
 // next number is next: it is the only operation that may lower a counter,
 // and the only one that accepts a corrupt file. It writes in place under the
 // lock (the file is never replaced), truncates the file to 8 bytes and syncs
-// it whatever WithSync says. It returns up to 64 bytes of what the file held
+// it always. It returns up to 64 bytes of what the file held
 // before, for the operator's record. Numbers issued before and at or above
 // next will be issued again: only repair with a floor you know to be above
 // every number issued.
-func Repair(path string, next uint64, opts ...snapid.Option) (previous []byte, err error) {
+func Repair(path string, next uint64, opts ...Option) (previous []byte, err error) {
 	return engine.Repair(path, next, opts...)
 }
 
 // RepairContext is Repair waiting for the host's gate and the counter's lock
 // no longer than ctx allows: past it, the error wraps ErrLocked, names the
 // process holding the lock, and the counter is left as it was.
-func RepairContext(ctx context.Context, path string, next uint64, opts ...snapid.Option) (previous []byte, err error) {
+func RepairContext(ctx context.Context, path string, next uint64, opts ...Option) (previous []byte, err error) {
 	return engine.RepairContext(ctx, path, next, opts...)
 }
 
 // ReadCounter returns the last issued number of the counter file at path,
 // read under the lock. It never creates the file.
-func ReadCounter(path string, opts ...snapid.Option) (uint64, error) {
+func ReadCounter(path string, opts ...Option) (uint64, error) {
 	return engine.ReadCounter(path, opts...)
 }
 
 // ReadCounterContext is ReadCounter waiting for the counter's lock no longer
 // than ctx allows: past it, the error wraps ErrLocked and names the process
 // holding the lock.
-func ReadCounterContext(ctx context.Context, path string, opts ...snapid.Option) (uint64, error) {
+func ReadCounterContext(ctx context.Context, path string, opts ...Option) (uint64, error) {
 	return engine.ReadCounterContext(ctx, path, opts...)
 }
 
@@ -92,7 +92,7 @@ func CheckBindingDir(dir string) error {
 // their place) give that counter and whether it was released. A missing file
 // is reported as absent; a damaged one is an error that matches ErrCorrupt
 // naming the file. It changes nothing.
-func ReadHostFiles(counterPath string, opts ...snapid.Option) (HostFiles, error) {
+func ReadHostFiles(counterPath string, opts ...Option) (HostFiles, error) {
 	return engine.ReadHostFiles(counterPath, opts...)
 }
 
@@ -109,7 +109,7 @@ func ReadMark(counterPath string) (mark uint64, ok bool, err error) {
 // place of records); ok is false if there is none. Only records that speak
 // for the counter count ; a name still in use is preferred to one released
 // with the counter.
-func ReadNodeNumber(counterPath string, opts ...snapid.Option) (name string, number, stride uint64, ok bool, err error) {
+func ReadNodeNumber(counterPath string, opts ...Option) (name string, number, stride uint64, ok bool, err error) {
 	return engine.ReadNodeNumber(counterPath, opts...)
 }
 
@@ -123,21 +123,24 @@ func ReadLeaseFile(counterPath, sequence string) (cur, ahead registry.SequenceLe
 // OwnerToken returns the owner token stored beside the counter file at
 // counterPath (in counterPath+".owner"). A counter that never used a
 // registry has none: the error then wraps fs.ErrNotExist.
-func OwnerToken(counterPath string, opts ...snapid.Option) (string, error) {
+func OwnerToken(counterPath string, opts ...Option) (string, error) {
 	return engine.OwnerToken(counterPath, opts...)
 }
 
 // Release gives up the node name held in the registry by the counter file at
 // counterPath, recording the last number this host may have issued (the
 // counter's value, or the registry's mark if that is higher, as after a
-// crash), so that whoever takes the name over continues above it. The
-// registry is given with WithRegistry. It refuses while a process on this
-// host uses the counter with the registry, and changes nothing then. After
-// Release, Open with a registry refuses the name on this host (ErrReleased)
-// until it is claimed again with WithReclaim (snapctl register): a routine
+// crash), so that whoever takes the name over continues above it, in r.
+// It refuses while a process on this host uses the counter with the
+// registry, and changes nothing then. After Release, Open with a registry
+// refuses the name on this host (snapid.ErrReleased) until it is claimed
+// again with snapid.RegistryConfig.Reclaim (snapctl register): a routine
 // restart must not take back a name released for another host.
-func Release(ctx context.Context, counterPath, name string, opts ...snapid.Option) (final uint64, err error) {
-	return engine.Release(ctx, counterPath, name, opts...)
+func Release(ctx context.Context, r registry.Registry, counterPath, name string, opts ...Option) (final uint64, err error) {
+	if r == nil {
+		return 0, fmt.Errorf("snapid: %w: admin.Release needs the registry that holds the name", engine.ErrInvalidOption)
+	}
+	return engine.Release(ctx, counterPath, name, append(opts[:len(opts):len(opts)], engine.WithRegistry(r))...)
 }
 
 // ForceRelease releases name on behalf of a holder that is gone for good (a

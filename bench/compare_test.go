@@ -45,10 +45,12 @@ type workload struct {
 
 func (w workload) name() string { return w.impl + "/" + w.mode }
 
-func openSnapid(opts ...snapid.Option) func(testing.TB) func() (string, error) {
+func openSnapid(cfg snapid.Config) func(testing.TB) func() (string, error) {
 	return func(tb testing.TB) func() (string, error) {
 		dir := tb.TempDir() // each workload is a host of its own, with its own records of names
-		g, err := snapid.Open(filepath.Join(dir, "counter.u64"), nodeName, append(opts, snapid.WithBindingDir(filepath.Join(dir, "records")))...)
+		c := cfg
+		c.BindingDir = filepath.Join(dir, "records")
+		g, err := snapid.Open(filepath.Join(dir, "counter.u64"), nodeName, c)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -79,13 +81,13 @@ var workloads = []workload{
 	// The strict modes are here for TestWorkloads only: the library's own
 	// BenchmarkUniqueID measures them.
 	{impl: "snapid", mode: "strict-sync=off",
-		open: openSnapid(snapid.WithSync(false)), check: checkSnapid, dense: true},
+		open: openSnapid(snapid.Config{NoSync: true}), check: checkSnapid, dense: true},
 	{impl: "snapid", mode: "strict-sync=on",
-		open: openSnapid(snapid.WithSync(true)), check: checkSnapid, dense: true},
+		open: openSnapid(snapid.Config{}), check: checkSnapid, dense: true},
 	{impl: "snapid", mode: "block=65536", callers: []int{1, 2},
-		open: openSnapid(snapid.WithBlock(blockSize)), check: checkSnapid},
+		open: openSnapid(snapid.Config{Block: &snapid.Block{Size: blockSize}}), check: checkSnapid},
 	{impl: "snapid", mode: "block=65536+cpushards", callers: []int{2},
-		open: openSnapid(snapid.WithBlock(blockSize), snapid.WithCPUShards(true)), check: checkSnapid},
+		open: openSnapid(snapid.Config{Block: &snapid.Block{Size: blockSize, CPUShards: true}}), check: checkSnapid},
 	// As shipped, a snowflake node issues at most 2^12 = 4,096 ids per
 	// millisecond and spins until the next one: this line measures that
 	// cap. With 21 step bits (and 1 node bit) the cap is 2^21 per

@@ -103,12 +103,15 @@ var sink struct {
 	buf  []byte
 }
 
-// openSnapidGenerator opens a block-mode Generator of its own, released at
-// the end of the test or benchmark.
-func openSnapidGenerator(tb testing.TB, opts ...snapid.Option) *snapid.Generator {
+// openSnapidGenerator opens a block-mode Generator of its own, in the form
+// given (nil: the name form), released at the end of the test or benchmark.
+func openSnapidGenerator(tb testing.TB, form snapid.Form) *snapid.Generator {
 	dir := tb.TempDir() // a host of its own, with its own records of names
-	g, err := snapid.Open(filepath.Join(dir, "counter.u64"), nodeName,
-		append([]snapid.Option{snapid.WithBindingDir(filepath.Join(dir, "records")), snapid.WithBlock(blockSize)}, opts...)...)
+	g, err := snapid.Open(filepath.Join(dir, "counter.u64"), nodeName, snapid.Config{
+		Form:       form,
+		Block:      &snapid.Block{Size: blockSize},
+		BindingDir: filepath.Join(dir, "records"),
+	})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -121,19 +124,19 @@ func openSnapidGenerator(tb testing.TB, opts ...snapid.Option) *snapid.Generator
 }
 
 var (
-	decimalForm = []snapid.Option{snapid.WithFormat(snapid.FormatDecimal), snapid.WithNodeNumber(123)}
-	stripedForm = []snapid.Option{snapid.WithFormat(snapid.FormatStriped), snapid.WithNodeNumber(123), snapid.WithStride(1024)}
+	decimalForm = snapid.Decimal{NodeNumber: 123}
+	stripedForm = snapid.Striped{NodeNumber: 123, Stride: 1024}
 )
 
 var heapWorkloads = []heapWorkload{
 	{"string", "snapid", "block=65536", func(tb testing.TB) func() (string, error) {
-		return openSnapidGenerator(tb).UniqueID
+		return openSnapidGenerator(tb, nil).UniqueID
 	}},
 	{"string", "snapid", "block=65536+decimal", func(tb testing.TB) func() (string, error) {
-		return openSnapidGenerator(tb, decimalForm...).UniqueID
+		return openSnapidGenerator(tb, decimalForm).UniqueID
 	}},
 	{"string", "snapid", "block=65536+striped", func(tb testing.TB) func() (string, error) {
-		return openSnapidGenerator(tb, stripedForm...).UniqueID
+		return openSnapidGenerator(tb, stripedForm).UniqueID
 	}},
 	{"string", "snowflake", "node=1+stepbits=21", openSnowflake(1, 21)},
 	{"string", "xid", "new", func(testing.TB) func() (string, error) {
@@ -146,7 +149,7 @@ var heapWorkloads = []heapWorkload{
 		}
 	}},
 	{"native", "snapid", "block=65536+AppendUniqueID", func(tb testing.TB) func() (string, error) {
-		g := openSnapidGenerator(tb)
+		g := openSnapidGenerator(tb, nil)
 		sink.buf = make([]byte, 0, 64)
 		return func() (string, error) {
 			var err error
@@ -155,7 +158,7 @@ var heapWorkloads = []heapWorkload{
 		}
 	}},
 	{"native", "snapid", "block=65536+striped+UniqueUint64", func(tb testing.TB) func() (string, error) {
-		g := openSnapidGenerator(tb, stripedForm...)
+		g := openSnapidGenerator(tb, stripedForm)
 		return func() (string, error) {
 			var err error
 			sink.u64, err = g.UniqueUint64()

@@ -68,16 +68,16 @@ var mpModes = []mpMode{
 // TestMultiProcess uses the last.
 var mpProcs = []int{1, 2, 4}
 
-func modeOptions(mode string) ([]snapid.Option, error) {
+func modeConfig(mode string) (snapid.Config, error) {
 	switch mode {
 	case "strict-sync=on":
-		return []snapid.Option{snapid.WithSync(true)}, nil
+		return snapid.Config{}, nil
 	case "strict-sync=off":
-		return []snapid.Option{snapid.WithSync(false)}, nil
+		return snapid.Config{NoSync: true}, nil
 	case "block=65536":
-		return []snapid.Option{snapid.WithBlock(blockSize)}, nil
+		return snapid.Config{Block: &snapid.Block{Size: blockSize}}, nil
 	}
-	return nil, fmt.Errorf("unknown mode %q", mode)
+	return snapid.Config{}, fmt.Errorf("unknown mode %q", mode)
 }
 
 // workerMain is a child's body; it returns the exit status.
@@ -90,7 +90,7 @@ func workerMain() int {
 }
 
 func worker() error {
-	opts, err := modeOptions(os.Getenv(envMode))
+	cfg, err := modeConfig(os.Getenv(envMode))
 	if err != nil {
 		return err
 	}
@@ -98,7 +98,8 @@ func worker() error {
 	if err != nil || count < 1 {
 		return fmt.Errorf("bad %s %q", envCount, os.Getenv(envCount))
 	}
-	g, err := snapid.Open(os.Getenv(envPath), nodeName, append(opts, snapid.WithBindingDir(os.Getenv(envPlace)))...)
+	cfg.BindingDir = os.Getenv(envPlace)
+	g, err := snapid.Open(os.Getenv(envPath), nodeName, cfg)
 	if err != nil {
 		return err
 	}
@@ -192,7 +193,7 @@ func round(dir, mode string, procs, count int) (rr roundResult, err error) {
 	}
 	// The counter exists before the children start: they measure drawing,
 	// not creating the file.
-	g, err := snapid.Open(counter, nodeName, snapid.WithBindingDir(place))
+	g, err := snapid.Open(counter, nodeName, snapid.Config{BindingDir: place})
 	if err != nil {
 		return rr, err
 	}

@@ -41,8 +41,10 @@ func BenchmarkSequence(b *testing.B) {
 	for _, c := range []int{1, 2} {
 		b.Run(fmt.Sprintf("next/c%d", c), func(b *testing.B) {
 			hosts++
-			g, err := snapid.Open(filepath.Join(b.TempDir(), "counter.u64"), fmt.Sprintf("bench_%d", hosts), snapid.WithRegistry(reg),
-				snapid.WithBindingDir(b.TempDir()))
+			g, err := snapid.Open(filepath.Join(b.TempDir(), "counter.u64"), fmt.Sprintf("bench_%d", hosts), snapid.Config{
+				Registry:   &snapid.RegistryConfig{Registry: reg},
+				BindingDir: b.TempDir(),
+			})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -88,8 +88,11 @@ func TestCassandraPasswordAuth(t *testing.T) {
 		r, err := connect(authAppRole, authAppPass)
 		require.NoError(t, err)
 		path := filepath.Join(t.TempDir(), "counter.u64")
-		g, err := snapid.Open(path, "auth_host", snapid.WithRegistry(r), snapid.WithSync(false), snapid.WithReserveStep(10), snapid.WithOutageHorizon(0),
-			onHost(t, "host"))
+		g, err := snapid.Open(path, "auth_host", snapid.Config{
+			Registry:   &snapid.RegistryConfig{Registry: r, ReserveStep: 10, OutageHorizon: -1},
+			NoSync:     true,
+			BindingDir: hostRecords(t, "host"),
+		})
 		require.NoError(t, err)
 		assert.Equal(t, []uint64{1, 2, 3}, draw(t, g, 3))
 		require.NoError(t, g.Close())

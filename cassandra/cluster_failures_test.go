@@ -31,7 +31,7 @@ func TestClusterNodeFailures(t *testing.T) {
 	// outcome is read at SERIAL until then): a short one keeps the test
 	// short; with a node down, calls take well under it.
 	const lostTimeout = 8 * time.Second
-	gA, err := openGen(t, pathA, "fail_a", reg, step, snapid.WithRegistryTimeout(lostTimeout))
+	gA, err := openGen(t, pathA, "fail_a", reg, step, registryTimeout(lostTimeout))
 	require.NoError(t, err)
 	defer gA.Close()
 	issued := map[uint64]bool{}
@@ -98,7 +98,7 @@ func TestClusterNodeFailures(t *testing.T) {
 
 	require.NoError(t, gB.Close())
 	require.NoError(t, timed("one down: release fail_b", func() error {
-		_, err := admin.Release(ctx, pathB, "fail_b", snapid.WithRegistry(reg), onHost(t, pathB)) // openGen's host of pathB
+		_, err := admin.Release(ctx, reg, pathB, "fail_b", admin.WithBindingDir(hostRecords(t, pathB))) // openGen's host of pathB
 		return err
 	}))
 	hB, err := reg.Get(ctx, "fail_b")
@@ -115,7 +115,7 @@ func TestClusterNodeFailures(t *testing.T) {
 	e.c.WaitSeesDown(t, 2, 1)
 
 	err = timed("quorum lost: claim fail_c", func() error {
-		g, err := openGen(t, pathC, "fail_c", reg, step, snapid.WithRegistryTimeout(lostTimeout))
+		g, err := openGen(t, pathC, "fail_c", reg, step, registryTimeout(lostTimeout))
 		if err == nil {
 			g.Close()
 		}

@@ -200,15 +200,32 @@ func (l *idLog) duplicates() []string {
 
 // openGen opens a Generator on a counter of its own under dir with the
 // registry, small reservation steps (so the mark moves often) and a quick
-// heartbeat. Each counter path is a host of its own: its records place is
+// heartbeat; each edit then changes that configuration (its Registry is
+// set). Each counter path is a host of its own: its records place is
 // hostRecords(t, path), the same on every Open of that path.
-func openGen(t *testing.T, path, name string, reg registry.Registry, step uint64, opts ...snapid.Option) (*snapid.Generator, error) {
+func openGen(t *testing.T, path, name string, reg registry.Registry, step uint64, edits ...func(*snapid.Config)) (*snapid.Generator, error) {
 	t.Helper()
-	all := append([]snapid.Option{snapid.WithRegistry(reg), snapid.WithReserveStep(step), snapid.WithOutageHorizon(0),
-		snapid.WithHeartbeat(500 * time.Millisecond), snapid.WithRegistryTimeout(30 * time.Second),
-		snapid.WithHostInfo(snapid.HostInfo{Hostname: name + ".example", Address: "192.0.2.7", MachineID: "m-" + name}),
-		onHost(t, path)}, opts...)
-	return snapid.Open(path, name, all...)
+	cfg := snapid.Config{
+		Registry: &snapid.RegistryConfig{
+			Registry:      reg,
+			Host:          snapid.HostInfo{Hostname: name + ".example", Address: "192.0.2.7", MachineID: "m-" + name},
+			ReserveStep:   step,
+			OutageHorizon: -1, // sizing off: every step is step
+			Heartbeat:     500 * time.Millisecond,
+			Timeout:       30 * time.Second,
+		},
+		BindingDir: hostRecords(t, path),
+	}
+	for _, edit := range edits {
+		edit(&cfg)
+	}
+	return snapid.Open(path, name, cfg)
+}
+
+// registryTimeout is the edit of openGen's configuration that bounds each
+// registry call by d.
+func registryTimeout(d time.Duration) func(*snapid.Config) {
+	return func(c *snapid.Config) { c.Registry.Timeout = d }
 }
 
 // counterOf is the counter's value, 0 if it does not exist.

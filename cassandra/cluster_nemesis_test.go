@@ -148,7 +148,9 @@ func TestClusterNemesis(t *testing.T) {
 		open := func(k int) {
 			a := atts[k]
 			g, err := openGen(t, a.path, name, regs[k], 100,
-				snapid.WithHostInfo(snapid.HostInfo{Hostname: fmt.Sprintf("claimer%d.example", k), Address: "192.0.2.8", MachineID: fmt.Sprintf("m-claimer%d", k)}))
+				func(c *snapid.Config) {
+					c.Registry.Host = snapid.HostInfo{Hostname: fmt.Sprintf("claimer%d.example", k), Address: "192.0.2.8", MachineID: fmt.Sprintf("m-claimer%d", k)}
+				})
 			a.err = err
 			if err != nil {
 				return

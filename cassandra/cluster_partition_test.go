@@ -88,7 +88,7 @@ func TestClusterPartition(t *testing.T) {
 	// The side without a quorum: its calls fail only at their deadline
 	// (an unknown outcome is read at SERIAL until then), so a short one
 	// keeps the test short; before the cut, calls take well under it.
-	minority := snapid.WithRegistryTimeout(8 * time.Second)
+	minority := registryTimeout(8 * time.Second)
 	gM, err := openGen(t, path("part_m"), "part_m", regM, step, minority)
 	require.NoError(t, err)
 	defer func() { gM.Close() }()

@@ -1,8 +1,9 @@
 // Package cassandra is the registry.Registry on Apache Cassandra: the table
 // in which hosts claim their node names and record how far each name's
 // counter may go, shared by every host of a cluster. Open a Registry with
-// NewRegistry, give it to snapid.Open with snapid.WithRegistry, and close
-// it after the Generators that use it.
+// NewRegistry, give it to snapid.Open in snapid.Config's Registry
+// (snapid.RegistryConfig.Registry), and close it after the Generators that
+// use it.
 // CreateSchema makes the keyspace and the table once, with the
 // replication a production cluster needs (snapctl setup).
 //

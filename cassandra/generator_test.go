@@ -62,10 +62,12 @@ func clusterHostChild() int {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	g, err := snapid.OpenContext(ctx, os.Getenv("SNAPID_T_COUNTER"), os.Getenv("SNAPID_T_NAME"),
-		snapid.WithRegistry(reg), snapid.WithSync(false), snapid.WithReserveStep(max(step, 2)), snapid.WithOutageHorizon(0),
-		snapid.WithHostInfo(snapid.HostInfo{Hostname: "host-" + os.Getenv("SNAPID_T_MACHINE"), MachineID: os.Getenv("SNAPID_T_MACHINE")}),
-		snapid.WithBindingDir(records))
+	g, err := snapid.OpenContext(ctx, os.Getenv("SNAPID_T_COUNTER"), os.Getenv("SNAPID_T_NAME"), snapid.Config{
+		Registry: &snapid.RegistryConfig{Registry: reg, ReserveStep: max(step, 2), OutageHorizon: -1,
+			Host: snapid.HostInfo{Hostname: "host-" + os.Getenv("SNAPID_T_MACHINE"), MachineID: os.Getenv("SNAPID_T_MACHINE")}},
+		NoSync:     true,
+		BindingDir: records,
+	})
 	if errors.Is(err, snapid.ErrNameTaken) {
 		fmt.Println("taken")
 		return 0
@@ -160,8 +162,10 @@ func TestClusterTwoHostsOneName(t *testing.T) {
 	ks := newTestKeyspace(t)
 	reg := ks.registry(t)
 	dir := t.TempDir()
-	a, err := snapid.Open(filepath.Join(dir, "a.u64"), "web_1", snapid.WithRegistry(reg), snapid.WithHostInfo(snapid.HostInfo{Hostname: "host-a", Address: "192.0.2.1", MachineID: "ma"}),
-		onHost(t, "ma"))
+	a, err := snapid.Open(filepath.Join(dir, "a.u64"), "web_1", snapid.Config{
+		Registry:   &snapid.RegistryConfig{Registry: reg, Host: snapid.HostInfo{Hostname: "host-a", Address: "192.0.2.1", MachineID: "ma"}},
+		BindingDir: hostRecords(t, "ma"),
+	})
 	require.NoError(t, err)
 	defer a.Close()
 	id, err := a.UniqueID()
@@ -169,8 +173,10 @@ func TestClusterTwoHostsOneName(t *testing.T) {
 	assert.Equal(t, "web_1-1", id)
 
 	bPath := filepath.Join(dir, "b.u64")
-	_, err = snapid.Open(bPath, "web_1", snapid.WithRegistry(ks.registry(t)), snapid.WithHostInfo(snapid.HostInfo{Hostname: "host-b", MachineID: "mb"}),
-		onHost(t, "mb"))
+	_, err = snapid.Open(bPath, "web_1", snapid.Config{
+		Registry:   &snapid.RegistryConfig{Registry: ks.registry(t), Host: snapid.HostInfo{Hostname: "host-b", MachineID: "mb"}},
+		BindingDir: hostRecords(t, "mb"),
+	})
 	require.ErrorIs(t, err, snapid.ErrNameTaken)
 	for _, want := range []string{"host-a", "192.0.2.1", "since"} {
 		assert.Contains(t, err.Error(), want)
@@ -203,10 +209,10 @@ func TestClusterSixteenClaims(t *testing.T) {
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		regs := make([]*Registry, 8)
-		hosts := make([]snapid.Option, 8) // each goroutine a machine of its own
+		hosts := make([]string, 8) // each goroutine a machine of its own (its records place)
 		for i := range regs {
 			regs[i] = ks.registry(t)
-			hosts[i] = onHost(t, fmt.Sprintf("g%d", i))
+			hosts[i] = hostRecords(t, fmt.Sprintf("g%d", i))
 		}
 		start := make(chan struct{})
 		goErrs := make(chan error, 8)
@@ -215,8 +221,10 @@ func TestClusterSixteenClaims(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				g, err := snapid.Open(filepath.Join(dir, fmt.Sprintf("g%d.u64", i)), name, snapid.WithRegistry(regs[i]),
-					snapid.WithHostInfo(snapid.HostInfo{Hostname: fmt.Sprintf("g%d", i), MachineID: fmt.Sprintf("g%d", i)}), hosts[i])
+				g, err := snapid.Open(filepath.Join(dir, fmt.Sprintf("g%d.u64", i)), name, snapid.Config{
+					Registry:   &snapid.RegistryConfig{Registry: regs[i], Host: snapid.HostInfo{Hostname: fmt.Sprintf("g%d", i), MachineID: fmt.Sprintf("g%d", i)}},
+					BindingDir: hosts[i],
+				})
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
@@ -327,10 +335,13 @@ func TestClusterRestartReleaseTakeoverBackup(t *testing.T) {
 	dir := t.TempDir()
 	aPath := filepath.Join(dir, "a.u64")
 	// Host A is crashedHost's machine "a": its host info and records place.
-	hostA := snapid.WithHostInfo(snapid.HostInfo{Hostname: "host-a", MachineID: "a"})
-	onA := onHost(t, "a")
-	open := func(path string, opts ...snapid.Option) *snapid.Generator {
-		g, err := snapid.Open(path, "web_1", append([]snapid.Option{snapid.WithRegistry(reg), snapid.WithReserveStep(100), snapid.WithOutageHorizon(0)}, opts...)...)
+	hostA := snapid.HostInfo{Hostname: "host-a", MachineID: "a"}
+	onA := hostRecords(t, "a")
+	open := func(path string, host snapid.HostInfo, records string) *snapid.Generator {
+		g, err := snapid.Open(path, "web_1", snapid.Config{
+			Registry:   &snapid.RegistryConfig{Registry: reg, Host: host, ReserveStep: 100, OutageHorizon: -1},
+			BindingDir: records,
+		})
 		require.NoError(t, err)
 		return g
 	}
@@ -355,18 +366,18 @@ func TestClusterRestartReleaseTakeoverBackup(t *testing.T) {
 	require.NoError(t, g.Close())
 
 	// Release, then another host takes the name over and continues above.
-	final, err := admin.Release(t.Context(), aPath, "web_1", snapid.WithRegistry(reg), onA)
+	final, err := admin.Release(t.Context(), reg, aPath, "web_1", admin.WithBindingDir(onA))
 	require.NoError(t, err)
 	assert.Equal(t, v, final)
-	b := open(filepath.Join(dir, "b.u64"), snapid.WithHostInfo(snapid.HostInfo{Hostname: "host-b", MachineID: "mb"}), onHost(t, "mb"))
+	b := open(filepath.Join(dir, "b.u64"), snapid.HostInfo{Hostname: "host-b", MachineID: "mb"}, hostRecords(t, "mb"))
 	defer b.Close()
 	assert.Equal(t, []uint64{v + 1}, draw(t, b, 1))
 
 	// The old host refuses the name it released, and cannot claim it back
 	// on purpose either while the new one holds it.
-	_, err = snapid.Open(aPath, "web_1", snapid.WithRegistry(reg), hostA, onA)
+	_, err = snapid.Open(aPath, "web_1", snapid.Config{Registry: &snapid.RegistryConfig{Registry: reg, Host: hostA}, BindingDir: onA})
 	require.ErrorIs(t, err, snapid.ErrReleased)
-	_, err = snapid.Open(aPath, "web_1", snapid.WithRegistry(reg), hostA, onA, snapid.WithReclaim())
+	_, err = snapid.Open(aPath, "web_1", snapid.Config{Registry: &snapid.RegistryConfig{Registry: reg, Host: hostA, Reclaim: true}, BindingDir: onA})
 	require.ErrorIs(t, err, snapid.ErrNameTaken)
 }
 
@@ -376,15 +387,19 @@ func TestClusterCloneRefused(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "orig"), 0o700))
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "clone"), 0o700))
-	g, err := snapid.Open(filepath.Join(dir, "orig", "c.u64"), "web_1", snapid.WithRegistry(reg), snapid.WithHostInfo(snapid.HostInfo{Hostname: "orig", MachineID: "m-orig"}),
-		onHost(t, "m-orig"))
+	g, err := snapid.Open(filepath.Join(dir, "orig", "c.u64"), "web_1", snapid.Config{
+		Registry:   &snapid.RegistryConfig{Registry: reg, Host: snapid.HostInfo{Hostname: "orig", MachineID: "m-orig"}},
+		BindingDir: hostRecords(t, "m-orig"),
+	})
 	require.NoError(t, err)
 	defer g.Close()
 	draw(t, g, 5)
 	testfs.CopyFiles(t, filepath.Join(dir, "orig"), filepath.Join(dir, "clone"), "c.u64", "c.u64.owner", "c.u64.mark")
 	clonePath := filepath.Join(dir, "clone", "c.u64")
-	_, err = snapid.Open(clonePath, "web_1", snapid.WithRegistry(reg), snapid.WithHostInfo(snapid.HostInfo{Hostname: "clone", MachineID: "m-clone"}),
-		onHost(t, "m-clone"))
+	_, err = snapid.Open(clonePath, "web_1", snapid.Config{
+		Registry:   &snapid.RegistryConfig{Registry: reg, Host: snapid.HostInfo{Hostname: "clone", MachineID: "m-clone"}},
+		BindingDir: hostRecords(t, "m-clone"),
+	})
 	require.ErrorIs(t, err, snapid.ErrProbableClone)
 	v, err := admin.ReadCounter(clonePath)
 	require.NoError(t, err)
@@ -403,16 +418,22 @@ func TestClusterCloneAfterWindowNeverSharesRange(t *testing.T) {
 	for _, d := range []string{"orig", "clone"} {
 		require.NoError(t, os.MkdirAll(filepath.Join(dir, d), 0o700))
 	}
-	orig, err := snapid.Open(filepath.Join(dir, "orig", "c.u64"), "web_1", snapid.WithRegistry(reg), snapid.WithReserveStep(50), snapid.WithOutageHorizon(0),
-		snapid.WithHostInfo(snapid.HostInfo{Hostname: "orig", MachineID: "m-orig"}), onHost(t, "m-orig"))
+	orig, err := snapid.Open(filepath.Join(dir, "orig", "c.u64"), "web_1", snapid.Config{
+		Registry: &snapid.RegistryConfig{Registry: reg, ReserveStep: 50, OutageHorizon: -1,
+			Host: snapid.HostInfo{Hostname: "orig", MachineID: "m-orig"}},
+		BindingDir: hostRecords(t, "m-orig"),
+	})
 	require.NoError(t, err)
 	defer orig.Close()
 	fromOrig := draw(t, orig, 10)
 	testfs.CopyFiles(t, filepath.Join(dir, "orig"), filepath.Join(dir, "clone"), "c.u64", "c.u64.owner", "c.u64.mark")
 	later := ks.registry(t)
 	later.now = func() time.Time { return time.Now().Add(10 * time.Minute) }
-	clone, err := snapid.Open(filepath.Join(dir, "clone", "c.u64"), "web_1", snapid.WithRegistry(later), snapid.WithReserveStep(50), snapid.WithOutageHorizon(0),
-		snapid.WithHostInfo(snapid.HostInfo{Hostname: "clone", MachineID: "m-clone"}), onHost(t, "m-clone"))
+	clone, err := snapid.Open(filepath.Join(dir, "clone", "c.u64"), "web_1", snapid.Config{
+		Registry: &snapid.RegistryConfig{Registry: later, ReserveStep: 50, OutageHorizon: -1,
+			Host: snapid.HostInfo{Hostname: "clone", MachineID: "m-clone"}},
+		BindingDir: hostRecords(t, "m-clone"),
+	})
 	require.NoError(t, err)
 	defer clone.Close()
 	fromClone := draw(t, clone, 200)

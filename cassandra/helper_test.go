@@ -149,13 +149,6 @@ func hostRecords(tb testing.TB, key string) string {
 	return d
 }
 
-// onHost is the option that puts an Open or a Release on the host key of
-// the test tb (see hostRecords).
-func onHost(tb testing.TB, key string) snapid.Option {
-	tb.Helper()
-	return snapid.WithBindingDir(hostRecords(tb, key))
-}
-
 // testName returns a fresh valid node name.
 func testName(tb testing.TB) string {
 	return "n_" + randomHex(tb, 6)

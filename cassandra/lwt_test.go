@@ -248,7 +248,11 @@ func TestCassandraResolvedOutcomeCounted(t *testing.T) {
 		return p
 	})
 	path := filepath.Join(t.TempDir(), "counter.u64")
-	g, err := snapid.OpenContext(testCtx(t), path, testName(t), snapid.WithRegistry(r), snapid.WithSync(false), onHost(t, "host"))
+	g, err := snapid.OpenContext(testCtx(t), path, testName(t), snapid.Config{
+		Registry:   &snapid.RegistryConfig{Registry: r},
+		NoSync:     true,
+		BindingDir: hostRecords(t, "host"),
+	})
 	require.NoError(t, err)
 	defer g.Close()
 	counts := map[string]uint64{}

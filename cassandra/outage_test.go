@@ -43,8 +43,11 @@ func TestCassandraOutage(t *testing.T) {
 	})
 	dir := t.TempDir()
 	path := filepath.Join(dir, "counter.u64")
-	g, err := snapid.Open(path, "web_1", snapid.WithRegistry(reg), snapid.WithReserveStep(100), snapid.WithOutageHorizon(0),
-		snapid.WithRegistryTimeout(5*time.Second), snapid.WithHeartbeat(500*time.Millisecond), onHost(t, "host"))
+	g, err := snapid.Open(path, "web_1", snapid.Config{
+		Registry: &snapid.RegistryConfig{Registry: reg, ReserveStep: 100, OutageHorizon: -1,
+			Timeout: 5 * time.Second, Heartbeat: 500 * time.Millisecond},
+		BindingDir: hostRecords(t, "host"),
+	})
 	require.NoError(t, err)
 	defer g.Close()
 	assert.Equal(t, []uint64{1, 2, 3}, draw(t, g, 3))
@@ -72,7 +75,10 @@ func TestCassandraOutage(t *testing.T) {
 	t.Logf("with Cassandra down, past the mark: %v", err)
 
 	otherPath := filepath.Join(dir, "other.u64")
-	_, err = snapid.Open(otherPath, "web_2", snapid.WithRegistry(reg), snapid.WithRegistryTimeout(5*time.Second), onHost(t, "host"))
+	_, err = snapid.Open(otherPath, "web_2", snapid.Config{
+		Registry:   &snapid.RegistryConfig{Registry: reg, Timeout: 5 * time.Second},
+		BindingDir: hostRecords(t, "host"),
+	})
 	require.ErrorIs(t, err, snapid.ErrRegistry, "a claim fails clearly")
 	if v, err := admin.ReadCounter(otherPath); err == nil {
 		assert.Zero(t, v, "a failed claim issues nothing (its new counter and token stay for the retry)")
@@ -98,6 +104,6 @@ func TestCassandraOutage(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "no ids two minutes after Cassandra came back: %v", err)
 		time.Sleep(500 * time.Millisecond)
 	}
-	_, err = snapid.Open(otherPath, "web_2", snapid.WithRegistry(reg), onHost(t, "host"))
+	_, err = snapid.Open(otherPath, "web_2", snapid.Config{Registry: &snapid.RegistryConfig{Registry: reg}, BindingDir: hostRecords(t, "host")})
 	require.NoError(t, err, "claims work again")
 }

@@ -32,7 +32,7 @@ func TestReleaseAfterCrashCoversTheMark(t *testing.T) {
 	mark := h.Reserved
 	require.Less(t, ctValue(t, path), mark)
 
-	final, err := admin.Release(ctx, path, "web_1", snapid.WithRegistry(reg), onHost(t, "m1")) // the crashed host's
+	final, err := admin.Release(ctx, reg, path, "web_1", admin.WithBindingDir(hostRecords(t, "m1"))) // the crashed host's
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, final, mark)
 	got, err := reg.Get(ctx, "web_1")
@@ -60,8 +60,10 @@ func TestForceReleaseKeepsTheHoldersMark(t *testing.T) {
 	assert.Equal(t, final, got.Reserved)
 
 	// The next holder starts above the crashed holder's mark.
-	b, err := snapid.Open(filepath.Join(dir, "b.u64"), "web_1", snapid.WithRegistry(reg),
-		snapid.WithHostInfo(snapid.HostInfo{Hostname: "h2", MachineID: "m2"}), onHost(t, "m2"))
+	b, err := snapid.Open(filepath.Join(dir, "b.u64"), "web_1", snapid.Config{
+		Registry:   &snapid.RegistryConfig{Registry: reg, Host: snapid.HostInfo{Hostname: "h2", MachineID: "m2"}},
+		BindingDir: hostRecords(t, "m2"),
+	})
 	require.NoError(t, err)
 	defer b.Close()
 	v, err := b.Next()

@@ -193,8 +193,12 @@ func TestSequenceRestoredAndClonedOnCassandra(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "counter.u64")
 	open := func(path, machine string) *snapid.Generator {
-		g, err := snapid.Open(path, "shop", snapid.WithRegistry(reg), snapid.WithSync(false), snapid.WithCloneWindow(0),
-			snapid.WithHostInfo(snapid.HostInfo{Hostname: machine, MachineID: machine}), onHost(t, machine))
+		g, err := snapid.Open(path, "shop", snapid.Config{
+			Registry: &snapid.RegistryConfig{Registry: reg, CloneWindow: -1, // no clone check
+				Host: snapid.HostInfo{Hostname: machine, MachineID: machine}},
+			NoSync:     true,
+			BindingDir: hostRecords(t, machine),
+		})
 		require.NoError(t, err)
 		return g
 	}
@@ -282,7 +286,11 @@ func TestSequenceCleanRestartOnCassandra(t *testing.T) {
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	open := func() (*snapid.Generator, *snapid.Sequence) {
-		g, err := snapid.Open(path, "web", snapid.WithRegistry(reg), snapid.WithSync(false), onHost(t, "host"))
+		g, err := snapid.Open(path, "web", snapid.Config{
+			Registry:   &snapid.RegistryConfig{Registry: reg},
+			NoSync:     true,
+			BindingDir: hostRecords(t, "host"),
+		})
 		require.NoError(t, err)
 		s, err := g.Sequence("ids", snapid.SequenceBlock(5), snapid.SequenceLeaseSize(1000))
 		require.NoError(t, err)

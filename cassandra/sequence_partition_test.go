@@ -66,8 +66,11 @@ func TestSequenceTwoDCPartition(t *testing.T) {
 		dc := []string{dcA, dcB}[i]
 		for h := range 2 {
 			name := fmt.Sprintf("host_%s_%d", dc, h)
-			g, err := snapid.Open(filepath.Join(t.TempDir(), "counter.u64"), name, snapid.WithRegistry(r), snapid.WithSync(false),
-				snapid.WithHostInfo(snapid.HostInfo{Hostname: name, MachineID: name}), onHost(t, name))
+			g, err := snapid.Open(filepath.Join(t.TempDir(), "counter.u64"), name, snapid.Config{
+				Registry:   &snapid.RegistryConfig{Registry: r, Host: snapid.HostInfo{Hostname: name, MachineID: name}},
+				NoSync:     true,
+				BindingDir: hostRecords(t, name),
+			})
 			require.NoError(t, err)
 			t.Cleanup(func() { g.Close() })
 			s, err := g.Sequence("orders", snapid.SequenceBlock(10), snapid.SequenceLeaseSize(100))

@@ -71,10 +71,12 @@ func seqHostChild() int {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	g, err := snapid.OpenContext(ctx, os.Getenv("SNAPID_T_COUNTER"), os.Getenv("SNAPID_T_NAME"),
-		snapid.WithRegistry(reg), snapid.WithSync(os.Getenv("SNAPID_T_SYNC") == "1"), snapid.WithCloneWindow(0),
-		snapid.WithHostInfo(snapid.HostInfo{Hostname: "host-" + os.Getenv("SNAPID_T_NAME"), MachineID: "m-" + os.Getenv("SNAPID_T_NAME")}),
-		snapid.WithBindingDir(records))
+	g, err := snapid.OpenContext(ctx, os.Getenv("SNAPID_T_COUNTER"), os.Getenv("SNAPID_T_NAME"), snapid.Config{
+		Registry: &snapid.RegistryConfig{Registry: reg, CloneWindow: -1, // no clone check
+			Host: snapid.HostInfo{Hostname: "host-" + os.Getenv("SNAPID_T_NAME"), MachineID: "m-" + os.Getenv("SNAPID_T_NAME")}},
+		NoSync:     os.Getenv("SNAPID_T_SYNC") != "1",
+		BindingDir: records,
+	})
 	if err != nil {
 		return fail(err)
 	}
@@ -431,8 +433,12 @@ func TestSequence32BitRunToMax(t *testing.T) {
 	}
 	require.Len(t, issued, 2000, "every number from start to max")
 	// A host's next process: still exhausted.
-	g, err := snapid.Open(counters[0], "app_0", snapid.WithRegistry(reg), snapid.WithSync(false), snapid.WithCloneWindow(0),
-		snapid.WithHostInfo(snapid.HostInfo{Hostname: "host-app_0", MachineID: "m-app_0"}), onHost(t, "m-app_0"))
+	g, err := snapid.Open(counters[0], "app_0", snapid.Config{
+		Registry: &snapid.RegistryConfig{Registry: reg, CloneWindow: -1, // no clone check
+			Host: snapid.HostInfo{Hostname: "host-app_0", MachineID: "m-app_0"}},
+		NoSync:     true,
+		BindingDir: hostRecords(t, "m-app_0"),
+	})
 	require.NoError(t, err)
 	defer g.Close()
 	s, err := g.Sequence("ticket")

@@ -131,7 +131,11 @@ func TestCassandraTLS(t *testing.T) {
 		r := k.registry(t, func(c *Config) {
 			c.TLSCAFile, c.TLSCertFile, c.TLSKeyFile = f.CA, f.Cert, f.Key
 		})
-		g, err := snapid.Open(filepath.Join(t.TempDir(), "counter.u64"), "tls_host", snapid.WithRegistry(r), snapid.WithSync(false), onHost(t, "host"))
+		g, err := snapid.Open(filepath.Join(t.TempDir(), "counter.u64"), "tls_host", snapid.Config{
+			Registry:   &snapid.RegistryConfig{Registry: r},
+			NoSync:     true,
+			BindingDir: hostRecords(t, "host"),
+		})
 		require.NoError(t, err)
 		defer g.Close()
 		id, err := g.NextID()

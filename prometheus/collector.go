@@ -4,7 +4,7 @@
 //
 // One Collector serves one Generator; the embedding program registers it:
 //
-//	g, err := snapid.Open(path, "web_1", snapid.WithRegistry(reg))
+//	g, err := snapid.Open(path, "web_1", snapid.Config{Registry: &snapid.RegistryConfig{Registry: reg}})
 //	…
 //	prometheus.MustRegister(snapidprom.NewCollector(g, snapidprom.Opts{}))
 //
@@ -19,7 +19,7 @@
 //	snapid_file_update_size_numbers                  histogram: numbers per update (the group-commit group size)
 //	snapid_counter_last_issued                       the counter's last issued number (host-wide)
 //
-// and with a registry (snapid.WithRegistry):
+// and with a registry (snapid.Config.Registry):
 //
 //	snapid_reservation_mark                          the host's reserved-up-to mark
 //	snapid_reservation_left_numbers                  numbers left below the mark

@@ -115,8 +115,11 @@ func openWithRegistry(t *testing.T) (*snapid.Generator, *registrytest.Registry, 
 	t.Helper()
 	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
-	g, err := snapid.Open(path, "web_1", snapid.WithBindingDir(t.TempDir()), snapid.WithRegistry(reg), snapid.WithSync(false),
-		snapid.WithReserveStep(100), snapid.WithOutageHorizon(0), snapid.WithHeartbeat(time.Hour), snapid.WithCloneWindow(0))
+	g, err := snapid.Open(path, "web_1", snapid.Config{
+		Registry:   &snapid.RegistryConfig{Registry: reg, ReserveStep: 100, OutageHorizon: -1, Heartbeat: time.Hour, CloneWindow: -1},
+		NoSync:     true,
+		BindingDir: t.TempDir(),
+	})
 	require.NoError(t, err)
 	t.Cleanup(func() { g.Close() })
 	return g, reg, path
@@ -126,7 +129,7 @@ func openWithRegistry(t *testing.T) (*snapid.Generator, *registrytest.Registry, 
 // issued; no reservation metric is there.
 func TestCollectorStandalone(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "counter.u64")
-	g, err := snapid.Open(path, "web_1", snapid.WithBindingDir(t.TempDir()), snapid.WithSync(false))
+	g, err := snapid.Open(path, "web_1", snapid.Config{NoSync: true, BindingDir: t.TempDir()})
 	require.NoError(t, err)
 	defer g.Close()
 	c := snapidprom.NewCollector(g, snapidprom.Opts{ConstLabels: prom.Labels{"app": "cms"}})
@@ -248,8 +251,11 @@ func TestCollectorCassandra(t *testing.T) {
 	require.NoError(t, err)
 	defer reg.Close()
 	path := filepath.Join(t.TempDir(), "counter.u64")
-	g, err := snapid.OpenContext(ctx, path, "web_1", snapid.WithBindingDir(t.TempDir()), snapid.WithRegistry(reg), snapid.WithSync(false),
-		snapid.WithReserveStep(20), snapid.WithOutageHorizon(0))
+	g, err := snapid.OpenContext(ctx, path, "web_1", snapid.Config{
+		Registry:   &snapid.RegistryConfig{Registry: reg, ReserveStep: 20, OutageHorizon: -1},
+		NoSync:     true,
+		BindingDir: t.TempDir(),
+	})
 	require.NoError(t, err)
 	defer g.Close()
 	c := snapidprom.NewCollector(g, snapidprom.Opts{})
@@ -286,11 +292,11 @@ func newCollectorWithRate(t *testing.T, g *snapid.Generator) prom.Collector {
 // Every metric carries the id form.
 func TestCollectorFormLabel(t *testing.T) {
 	for _, f := range []snapid.Format{snapid.FormatName, snapid.FormatDecimal} {
-		opts := []snapid.Option{snapid.WithBindingDir(t.TempDir())}
+		cfg := snapid.Config{BindingDir: t.TempDir()}
 		if f == snapid.FormatDecimal {
-			opts = append(opts, snapid.WithFormat(f), snapid.WithNodeNumber(9))
+			cfg.Form = snapid.Decimal{NodeNumber: 9}
 		}
-		g, err := snapid.Open(filepath.Join(t.TempDir(), "counter.u64"), "web_1", opts...)
+		g, err := snapid.Open(filepath.Join(t.TempDir(), "counter.u64"), "web_1", cfg)
 		require.NoError(t, err)
 		reg := prom.NewPedanticRegistry()
 		require.NoError(t, reg.Register(snapidprom.NewCollector(g, snapidprom.Opts{})))

@@ -103,8 +103,11 @@ func TestCollectorCassandraOutage(t *testing.T) {
 		Timeout: time.Second, ConnectTimeout: time.Second, ReconnectInterval: 200 * time.Millisecond})
 	require.NoError(t, err)
 	defer reg.Close()
-	g, err := snapid.OpenContext(ctx, filepath.Join(t.TempDir(), "counter.u64"), "web_1", snapid.WithRegistry(reg),
-		snapid.WithBindingDir(t.TempDir()), snapid.WithSync(false), snapid.WithReserveStep(20), snapid.WithOutageHorizon(0), snapid.WithRegistryTimeout(2*time.Second))
+	g, err := snapid.OpenContext(ctx, filepath.Join(t.TempDir(), "counter.u64"), "web_1", snapid.Config{
+		Registry:   &snapid.RegistryConfig{Registry: reg, ReserveStep: 20, OutageHorizon: -1, Timeout: 2 * time.Second},
+		NoSync:     true,
+		BindingDir: t.TempDir(),
+	})
 	require.NoError(t, err)
 	defer g.Close()
 	c := snapidprom.NewCollector(g, snapidprom.Opts{})

@@ -201,8 +201,11 @@ func TestCollectorSequenceCassandra(t *testing.T) {
 	const max = 1<<31 - 1 // a signed 32-bit column
 	_, err = admin.CreateSequence(ctx, reg, "orders", 1<<31-10_000, max)
 	require.NoError(t, err)
-	g, err := snapid.OpenContext(ctx, filepath.Join(t.TempDir(), "counter.u64"), "web_1", snapid.WithRegistry(reg),
-		snapid.WithBindingDir(t.TempDir()), snapid.WithSync(false), snapid.WithOutageHorizon(0))
+	g, err := snapid.OpenContext(ctx, filepath.Join(t.TempDir(), "counter.u64"), "web_1", snapid.Config{
+		Registry:   &snapid.RegistryConfig{Registry: reg, OutageHorizon: -1},
+		NoSync:     true,
+		BindingDir: t.TempDir(),
+	})
 	require.NoError(t, err)
 	defer g.Close()
 	s, err := g.Sequence("orders", snapid.SequenceLeaseSize(1000))

@@ -14,7 +14,7 @@ var (
 	ErrInvalidName = errors.New("invalid node name")
 
 	// ErrInvalidOption is returned by Open for an option value that cannot
-	// be used (for example WithBlock(0)).
+	// be used (for example a Block of size 0).
 	ErrInvalidOption = errors.New("invalid option")
 
 	// ErrExhausted is returned when the counter cannot advance without

@@ -70,7 +70,7 @@ type Claim struct {
 	Force bool
 	// Floor: a claim that stands leaves the registry's mark at least at
 	// Floor, in the same atomic change (new row or not, forced or not).
-	// The library sends the highest of its counter and WithTakeover's
+	// The library sends the highest of its counter and a take-over's
 	// floor, so that numbers a host handed out before its first claim (a
 	// standalone host joining a registry) are covered by the mark even if
 	// the Open fails right after the claim.

@@ -296,7 +296,7 @@ func writeProcesses(b *strings.Builder, rep *Report) {
 	b.WriteString("\n## Processes sharing one counter file (`BenchmarkMultiProcess`)\n\n")
 	b.WriteString("Each process opens its own Generator on the same file and draws a fixed count of ids in one goroutine; ids/s is for all processes together, from the earliest start to the latest end. ")
 	b.WriteString("Group commit shares updates among the callers of one Generator only: across processes every update takes the file's flock, so in strict mode each update serves one process (ids/update). ")
-	b.WriteString("Block mode reserves 65,536 numbers per update; programs in several processes that need more ids/s than strict mode gives use block mode (`WithBlock`).\n\n")
+	b.WriteString("Block mode reserves 65,536 numbers per update; programs in several processes that need more ids/s than strict mode gives use block mode (`Config.Block`).\n\n")
 	b.WriteString("| mode | processes | ids per process | ns/id | ids/s | ± | ids/update | ÷ same mode, 1 process |\n")
 	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, e := range entries(rep) {

@@ -324,11 +324,18 @@ type SteadyRun struct {
 // interval, then records the registry's load for c.duration.
 func runSteady(ctx context.Context, c config, regs []*timedRegistry, rec *recorder, dir string, n int) (SteadyRun, error) {
 	interval := time.Minute / time.Duration(c.compress)
-	opts := func(reg registry.Registry, host int) []snapid.Option {
-		// Each host keeps its records of names in a place of its own.
-		return []snapid.Option{snapid.WithRegistry(reg), snapid.WithSync(false), snapid.WithBindingDir(filepath.Join(dir, strconv.Itoa(host), "records")),
-			snapid.WithHostInfo(snapid.HostInfo{Hostname: fmt.Sprintf("h%d", host), MachineID: fmt.Sprintf("m-%s-%d", filepath.Base(dir), host)}),
-			snapid.WithHeartbeat(interval), snapid.WithCloneWindow(0)}
+	cfg := func(reg registry.Registry, host int) snapid.Config {
+		return snapid.Config{
+			Registry: &snapid.RegistryConfig{
+				Registry:    reg,
+				Host:        snapid.HostInfo{Hostname: fmt.Sprintf("h%d", host), MachineID: fmt.Sprintf("m-%s-%d", filepath.Base(dir), host)},
+				Heartbeat:   interval,
+				CloneWindow: -1, // no clone check
+			},
+			NoSync: true,
+			// Each host keeps its records of names in a place of its own.
+			BindingDir: filepath.Join(dir, strconv.Itoa(host), "records"),
+		}
 	}
 	start := time.Now()
 	gens := make([][]*snapid.Generator, n)
@@ -347,7 +354,7 @@ func runSteady(ctx context.Context, c config, regs []*timedRegistry, rec *record
 			}
 			reg := regs[h%len(regs)]
 			for range c.procs {
-				g, err := snapid.Open(filepath.Join(hostDir, "counter.u64"), fmt.Sprintf("%s_%d", filepath.Base(dir), h), opts(reg, h)...)
+				g, err := snapid.Open(filepath.Join(hostDir, "counter.u64"), fmt.Sprintf("%s_%d", filepath.Base(dir), h), cfg(reg, h))
 				if err != nil {
 					errs[h] = err
 					return
@@ -444,10 +451,16 @@ func runStorm(ctx context.Context, c config, regs []*timedRegistry, rec *recorde
 	n := c.stormHosts
 	paths := make([]string, n)
 	names := make([]string, n)
-	opts := func(h int) []snapid.Option {
-		// Each host keeps its records of names in a place of its own.
-		return []snapid.Option{snapid.WithRegistry(regs[h%len(regs)]), snapid.WithSync(false), snapid.WithBindingDir(filepath.Join(dir, strconv.Itoa(h), "records")),
-			snapid.WithHostInfo(snapid.HostInfo{Hostname: fmt.Sprintf("s%d", h), MachineID: fmt.Sprintf("storm-%d", h)})}
+	cfg := func(h int) snapid.Config {
+		return snapid.Config{
+			Registry: &snapid.RegistryConfig{
+				Registry: regs[h%len(regs)],
+				Host:     snapid.HostInfo{Hostname: fmt.Sprintf("s%d", h), MachineID: fmt.Sprintf("storm-%d", h)},
+			},
+			NoSync: true,
+			// Each host keeps its records of names in a place of its own.
+			BindingDir: filepath.Join(dir, strconv.Itoa(h), "records"),
+		}
 	}
 	// Before: every host ran once (claimed, issued an id) and stopped.
 	// None holds a sequence lease yet: each first number of the storm is
@@ -465,7 +478,7 @@ func runStorm(ctx context.Context, c config, regs []*timedRegistry, rec *recorde
 				errs[h] = err
 				return
 			}
-			g, err := snapid.Open(paths[h], names[h], opts(h)...)
+			g, err := snapid.Open(paths[h], names[h], cfg(h))
 			if err != nil {
 				errs[h] = err
 				return
@@ -498,7 +511,7 @@ func runStorm(ctx context.Context, c config, regs []*timedRegistry, rec *recorde
 			<-begin
 			hctx, cancel := context.WithTimeout(ctx, c.stormDeadline)
 			defer cancel()
-			g, err := snapid.OpenContext(hctx, paths[h], names[h], opts(h)...)
+			g, err := snapid.OpenContext(hctx, paths[h], names[h], cfg(h))
 			if err != nil {
 				fail(h, "open", err)
 				return

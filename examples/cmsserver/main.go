@@ -75,7 +75,7 @@ func run(ctx context.Context, addr string, getenv func(string) string, log *slog
 			return err
 		}
 	}
-	opts := []snapid.Option{snapid.WithLogger(log)}
+	gcfg := snapid.Config{Logger: log}
 	cfg, ok, err := registryConfig(getenv, log)
 	if err != nil {
 		return err
@@ -88,10 +88,10 @@ func run(ctx context.Context, addr string, getenv func(string) string, log *slog
 			return rerr
 		}
 		defer reg.Close() // last: after the Generator has returned its reservation
-		opts = append(opts, snapid.WithRegistry(reg))
+		gcfg.Registry = &snapid.RegistryConfig{Registry: reg}
 	}
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	g, err := snapid.OpenContext(octx, path, name, opts...)
+	g, err := snapid.OpenContext(octx, path, name, gcfg)
 	cancel()
 	if err != nil {
 		return err

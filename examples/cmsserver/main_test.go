@@ -31,7 +31,7 @@ func newTestServer(t *testing.T) (*httptest.Server, *snapid.Generator) {
 	t.Helper()
 	// Each test's server is a host of its own: its own place for the
 	// records of names.
-	g, err := snapid.Open(filepath.Join(t.TempDir(), "counter.u64"), "web_1", snapid.WithSync(false), snapid.WithBindingDir(t.TempDir()))
+	g, err := snapid.Open(filepath.Join(t.TempDir(), "counter.u64"), "web_1", snapid.Config{NoSync: true, BindingDir: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(func() { g.Close() })
 	metrics := prometheus.NewRegistry()

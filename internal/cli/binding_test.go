@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/internal/testfs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,7 +20,7 @@ func TestNextRefusesNameBoundToAnotherCounter(t *testing.T) {
 	bind := t.TempDir() // the host's binding directory
 	serverDir := t.TempDir()
 	serverCounter := filepath.Join(serverDir, "counter.u64")
-	server, err := snapid.Open(serverCounter, "vm", snapid.WithBindingDir(bind))
+	server, err := engine.Open(serverCounter, "vm", engine.WithBindingDir(bind))
 	require.NoError(t, err)
 	defer server.Close()
 	id, err := server.UniqueID()
@@ -71,7 +71,7 @@ func TestTrialLeavesTheHostName(t *testing.T) {
 	assert.Equal(t, "vm_tester-1\nvm_tester-2\nvm_tester-3\n", r.stdout)
 	assert.Contains(t, r.stderr, `"vm_tester"`)
 
-	server, err := snapid.Open(filepath.Join(t.TempDir(), "counter.u64"), "vm", snapid.WithBindingDir(f.vars["SNAPID_BINDING_DIR"]))
+	server, err := engine.Open(filepath.Join(t.TempDir(), "counter.u64"), "vm", engine.WithBindingDir(f.vars["SNAPID_BINDING_DIR"]))
 	require.NoError(t, err, "the host name is free for a configured program")
 	id, err := server.UniqueID()
 	require.NoError(t, err)

@@ -10,9 +10,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/cassandra"
+	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -85,7 +85,7 @@ func cmdCheckNames(ctx context.Context, c *cli, args []string) error {
 	if reg != nil {
 		seqs, err := reg.ListSequences(ctx)
 		switch {
-		case errors.Is(err, snapid.ErrInvalidOption):
+		case errors.Is(err, engine.ErrInvalidOption):
 			// A cluster of several data centres without a local one
 			// configured: names are still audited.
 			fmt.Fprintf(c.stderr, "snapctl: notice: sequences not audited: %s\n", oneLine(err.Error()))

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/engine"
 )
 
 // Exit statuses.
@@ -335,22 +335,22 @@ func flagError(fs *flag.FlagSet, err error) string {
 	return fmt.Sprintf("%s %q: %s", flagForm(name), value, why)
 }
 
-func (c *cli) options() []snapid.Option {
+func (c *cli) options() []engine.Option {
 	// The library's warnings (a counter raised, a binding moved, a
 	// background extension failing) go to stderr, one line each.
-	opts := []snapid.Option{snapid.WithSync(c.sync), c.logOption()}
+	opts := []engine.Option{engine.WithSync(c.sync), c.logOption()}
 	if d := c.getenv("SNAPID_BINDING_DIR"); d != "" {
 		// The library reads the variable too; this makes a test's
 		// environment (not only the process's) count.
-		opts = append(opts, snapid.WithBindingDir(d))
+		opts = append(opts, engine.WithBindingDir(d))
 	}
 	return opts
 }
 
 // logOption sends the library's notices to stderr, one line each
 // ("snapctl: warning: …").
-func (c *cli) logOption() snapid.Option {
-	return snapid.WithLogger(slog.New(newLineHandler(c.stderr)))
+func (c *cli) logOption() engine.Option {
+	return engine.WithLogger(slog.New(newLineHandler(c.stderr)))
 }
 
 func printUsage(w io.Writer) {

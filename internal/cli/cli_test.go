@@ -13,9 +13,9 @@ import (
 	"testing"
 
 	"github.com/gocql/gocql"
-	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/cassandra"
+	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -85,7 +85,7 @@ func requireIDs(t *testing.T, stdout, name string, n int) []uint64 {
 	require.Len(t, lines, n, "stdout: %q", stdout)
 	var nums []uint64
 	for i, l := range lines {
-		id, err := snapid.ParseID(l)
+		id, err := engine.ParseID(l)
 		require.NoError(t, err)
 		require.Equal(t, name, id.Name)
 		if i > 0 {
@@ -619,7 +619,7 @@ func TestCLIHelpCommandListsFlags(t *testing.T) {
 // keyspace names); an exhausted reservation keeps its own hint.
 func TestDescribeRegistryHints(t *testing.T) {
 	connecting := func(hosts, cause string) error {
-		return fmt.Errorf("snapid: %w: connecting to Cassandra at %s: %w", snapid.ErrRegistry, hosts, errors.New(cause))
+		return fmt.Errorf("snapid: %w: connecting to Cassandra at %s: %w", engine.ErrRegistry, hosts, errors.New(cause))
 	}
 	for _, tc := range []struct {
 		err  error
@@ -630,11 +630,11 @@ func TestDescribeRegistryHints(t *testing.T) {
 		{connecting("db1", `gocql: unable to create session: authentication required (using "PasswordAuthenticator")`), "SNAPID_CASSANDRA_PASSWORD"},
 		{connecting("db1", "gocql: unable to create session: Provided username x and/or password are incorrect"), "--username"},
 		{connecting("db1", "gocql: unable to create session: tls: failed to verify certificate: x509: certificate signed by unknown authority"), "--tls-ca"},
-		{fmt.Errorf("snapid: %w: creating keyspace k: %w", snapid.ErrRegistry, requestError{gocql.ErrCodeUnauthorized, "User x has no CREATE permission"}), "SELECT and MODIFY"},
-		{fmt.Errorf("snapid: %w: claim: %w", snapid.ErrRegistry, requestError{gocql.ErrCodeCredentials, "bad credentials"}), "--username"},
-		{fmt.Errorf("snapid: %w: table permissions_ks.node_names does not exist", snapid.ErrRegistry), "--keyspace"},
-		{fmt.Errorf("snapid: %w: %w: extend: timeout", snapid.ErrReservationExhausted, snapid.ErrRegistry), "reserved range"},
-		{fmt.Errorf("snapid: %w: %w: extend: %w", snapid.ErrReservationExhausted, snapid.ErrRegistry, requestError{gocql.ErrCodeUnauthorized, "no MODIFY"}), "SELECT and MODIFY"},
+		{fmt.Errorf("snapid: %w: creating keyspace k: %w", engine.ErrRegistry, requestError{gocql.ErrCodeUnauthorized, "User x has no CREATE permission"}), "SELECT and MODIFY"},
+		{fmt.Errorf("snapid: %w: claim: %w", engine.ErrRegistry, requestError{gocql.ErrCodeCredentials, "bad credentials"}), "--username"},
+		{fmt.Errorf("snapid: %w: table permissions_ks.node_names does not exist", engine.ErrRegistry), "--keyspace"},
+		{fmt.Errorf("snapid: %w: %w: extend: timeout", engine.ErrReservationExhausted, engine.ErrRegistry), "reserved range"},
+		{fmt.Errorf("snapid: %w: %w: extend: %w", engine.ErrReservationExhausted, engine.ErrRegistry, requestError{gocql.ErrCodeUnauthorized, "no MODIFY"}), "SELECT and MODIFY"},
 	} {
 		got := describe("next", tc.err)
 		assert.Contains(t, got, tc.want, "%v", tc.err)
@@ -665,9 +665,9 @@ func TestCLIHelpWithoutFlags(t *testing.T) {
 // Hints never repeat what the message already says.
 func TestDescribeSaysThingsOnce(t *testing.T) {
 	for _, err := range []error{
-		fmt.Errorf("snapid: %w: %q was released on this host (x records it); claim it again on purpose (snapctl register, or WithReclaim)", snapid.ErrReleased, "web_1"),
-		fmt.Errorf("snapid: %w: sequence \"a\": max 5 is below 9, which it already handed out; nothing was changed", snapid.ErrInvalidOption),
-		fmt.Errorf("%w: the counter is in use under \"a\"; nothing was changed", snapid.ErrNameMismatch),
+		fmt.Errorf("snapid: %w: %q was released on this host (x records it); claim it again on purpose (snapctl register, or WithReclaim)", engine.ErrReleased, "web_1"),
+		fmt.Errorf("snapid: %w: sequence \"a\": max 5 is below 9, which it already handed out; nothing was changed", engine.ErrInvalidOption),
+		fmt.Errorf("%w: the counter is in use under \"a\"; nothing was changed", engine.ErrNameMismatch),
 	} {
 		msg := describe("next", err)
 		for _, phrase := range []string{"nothing was changed", "nothing was issued", "claim it again on purpose", "snapctl register"} {
@@ -725,7 +725,7 @@ func TestCLIFlagWording(t *testing.T) {
 // command, the one docs/reference/cli.md gives: only setup makes a named
 // keyspace, a first claim only the default one.
 func TestDescribeOutageFallbackAndMissingKeyspace(t *testing.T) {
-	unreachable := fmt.Errorf("snapid: %w: connecting to Cassandra at 127.0.0.1:1: %w", snapid.ErrRegistry,
+	unreachable := fmt.Errorf("snapid: %w: connecting to Cassandra at 127.0.0.1:1: %w", engine.ErrRegistry,
 		errors.New("dial tcp 127.0.0.1:1: connect: connection refused"))
 	got := describe("next", unreachable)
 	assert.Contains(t, got, "reachable")
@@ -734,7 +734,7 @@ func TestDescribeOutageFallbackAndMissingKeyspace(t *testing.T) {
 	for _, cmd := range []string{"register", "release", "names", "check-names", "status"} {
 		assert.NotContains(t, describe(cmd, unreachable), "--no-registry", cmd)
 	}
-	missing := fmt.Errorf("snapid: %w: table frtest_nope.node_names does not exist", snapid.ErrRegistry)
+	missing := fmt.Errorf("snapid: %w: table frtest_nope.node_names does not exist", engine.ErrRegistry)
 	for _, cmd := range []string{"next", "register", "names", "check-names", "status"} {
 		got := describe(cmd, missing)
 		assert.Contains(t, got, "check --keyspace (SNAPID_KEYSPACE)", cmd)

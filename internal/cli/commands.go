@@ -16,9 +16,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/cassandra"
+	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -62,7 +62,7 @@ func cmdNext(ctx context.Context, c *cli, args []string) error {
 	}
 	if reg != nil {
 		defer reg.Close()
-		opts = append(opts, snapid.WithRegistry(reg))
+		opts = append(opts, engine.WithRegistry(reg))
 	} else if !*noRegistry {
 		switch _, err := admin.OwnerToken(path); {
 		case err == nil:
@@ -74,7 +74,7 @@ func cmdNext(ctx context.Context, c *cli, args []string) error {
 	if err := c.prepareDefaultDir(); err != nil {
 		return err
 	}
-	g, err := snapid.OpenContext(ctx, path, name, opts...)
+	g, err := engine.OpenContext(ctx, path, name, opts...)
 	if err != nil {
 		c.unmakeDefaultDir()
 		return heldHere(ctx, orNil(reg), name, path, err)
@@ -98,9 +98,9 @@ func cmdNext(ctx context.Context, c *cli, args []string) error {
 
 // issueIDs issues n ids of g's form, one per line, with one counter
 // update (all of them or none: at the form's bound it takes nothing).
-func issueIDs(ctx context.Context, g *snapid.Generator, n uint64) ([]byte, error) {
+func issueIDs(ctx context.Context, g *engine.Generator, n uint64) ([]byte, error) {
 	var out []byte
-	err := g.NextIDsContext(ctx, n, func(id snapid.ID) { out = append(id.AppendTo(out), '\n') })
+	err := g.NextIDsContext(ctx, n, func(id engine.ID) { out = append(id.AppendTo(out), '\n') })
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +191,7 @@ func cmdInit(ctx context.Context, c *cli, args []string) error {
 		if err != nil || m > 0o777 {
 			return usageError{fmt.Sprintf("--mode %q: want permissions in octal, such as 0600 or 0640", *modeFlag)}
 		}
-		opts = append(opts, snapid.WithFileMode(iofs.FileMode(m)))
+		opts = append(opts, engine.WithFileMode(iofs.FileMode(m)))
 	}
 	uid, gid, err := parseOwner(*ownerFlag)
 	if err != nil {
@@ -199,8 +199,8 @@ func cmdInit(ctx context.Context, c *cli, args []string) error {
 	}
 	if uid != -1 || gid != -1 {
 		// Given on the descriptor Init or Repair checked and locked,
-		// never by path (see snapid.WithOwner).
-		opts = append(opts, snapid.WithOwner(uid, gid))
+		// never by path (see engine.WithOwner).
+		opts = append(opts, engine.WithOwner(uid, gid))
 	}
 	startSet := false
 	fs.Visit(func(f *flag.Flag) { startSet = startSet || f.Name == "start" })
@@ -380,11 +380,11 @@ func cmdHelp(ctx context.Context, c *cli, args []string) error {
 // counter (--counter, SNAPID_COUNTER), never a forced take-over of one's
 // own name; if that counter is gone, a forced release first. Any other error, or a holder elsewhere, is returned as it is.
 func heldHere(ctx context.Context, reg registry.Registry, name, path string, err error) error {
-	if reg == nil || !errors.Is(err, snapid.ErrNameTaken) {
+	if reg == nil || !errors.Is(err, engine.ErrNameTaken) {
 		return err
 	}
 	h, gerr := reg.Get(ctx, name)
-	local := snapid.LocalHostInfo()
+	local := engine.LocalHostInfo()
 	if gerr != nil || h.State != registry.StateActive || h.MachineID == "" || h.MachineID != local.MachineID {
 		return err
 	}

@@ -10,9 +10,9 @@ import (
 	"strings"
 
 	"github.com/gocql/gocql"
-	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/cassandra"
+	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -73,35 +73,35 @@ func says(h string) func(string, error) (string, bool) {
 // hintRules are tried in order: an error may match more than one
 // sentinel, and the first rule that gives a hint wins.
 var hintRules = []hintRule{
-	{snapid.ErrInvalidName, says("set a valid name with --name or SNAPID_NAME")},
-	{snapid.ErrNoSequence, says("create it first with 'snapctl seq create NAME [--start N] [--max N]'")},
+	{engine.ErrInvalidName, says("set a valid name with --name or SNAPID_NAME")},
+	{engine.ErrNoSequence, says("create it first with 'snapctl seq create NAME [--start N] [--max N]'")},
 	{registry.ErrInvalidSequence, says("nothing was changed; --start is at least 1 (raised only before the sequence handed out a number), --max at least --start, " +
 		"at most 9223372036854775807, and never below numbers already handed out")},
-	{snapid.ErrSequencesUnsupported, says("sequences need a registry that keeps them (Cassandra: --cassandra or SNAPID_CASSANDRA)")},
-	{snapid.ErrExhausted, seqShortHint},
-	{snapid.ErrSequenceShort, seqShortHint},
-	{snapid.ErrNameMismatch, says("nothing was changed; one counter file serves one node name: give --name the name it is in use under, or use another --counter")},
-	{snapid.ErrNameBound, says("nothing was issued (give that counter with --counter or SNAPID_COUNTER, or another --name)")},
-	{snapid.ErrCorrupt, func(_ string, err error) (string, bool) { return corruptHint(err), true }},
+	{engine.ErrSequencesUnsupported, says("sequences need a registry that keeps them (Cassandra: --cassandra or SNAPID_CASSANDRA)")},
+	{engine.ErrExhausted, seqShortHint},
+	{engine.ErrSequenceShort, seqShortHint},
+	{engine.ErrNameMismatch, says("nothing was changed; one counter file serves one node name: give --name the name it is in use under, or use another --counter")},
+	{engine.ErrNameBound, says("nothing was issued (give that counter with --counter or SNAPID_COUNTER, or another --name)")},
+	{engine.ErrCorrupt, func(_ string, err error) (string, bool) { return corruptHint(err), true }},
 	{admin.ErrLowered, says("nothing was changed; the counter is never lowered except by 'snapctl init --force --start N'")},
-	{snapid.ErrSymlink, says("point --counter at the real file, or remove the link")},
-	{snapid.ErrNotRegular, says("point --counter at a file, not a directory")},
-	{snapid.ErrReleased, says("nothing was issued")}, // the error says what to do
-	{snapid.ErrNameTaken, says("choose another --name, or, if that holder is gone for good, 'snapctl release --force --start N' or 'snapctl register --force --start N'")},
-	{snapid.ErrProbableClone, says("this counter directory looks copied from a machine still using it: give this machine its own counter (remove the .owner file) and name")},
-	{snapid.ErrExhausted, says("nothing was issued and the counter did not move (it never passes 2^64-1 or the form's bound): ask for fewer numbers (the error says how many are left), or use a new node name (or a larger --max-id) once it is used up")},
+	{engine.ErrSymlink, says("point --counter at the real file, or remove the link")},
+	{engine.ErrNotRegular, says("point --counter at a file, not a directory")},
+	{engine.ErrReleased, says("nothing was issued")}, // the error says what to do
+	{engine.ErrNameTaken, says("choose another --name, or, if that holder is gone for good, 'snapctl release --force --start N' or 'snapctl register --force --start N'")},
+	{engine.ErrProbableClone, says("this counter directory looks copied from a machine still using it: give this machine its own counter (remove the .owner file) and name")},
+	{engine.ErrExhausted, says("nothing was issued and the counter did not move (it never passes 2^64-1 or the form's bound): ask for fewer numbers (the error says how many are left), or use a new node name (or a larger --max-id) once it is used up")},
 	{cassandra.ErrNoKeyspace, says(noKeyspaceHint)},
 	{cassandra.ErrUnknownDataCentre, says("check --replication (SNAPID_REPLICATION)")},
 	{cassandra.ErrFragileReplication, says("check --replication (SNAPID_REPLICATION); nothing was created")},
 	{cassandra.ErrLocalSerial, says("drop --serial-consistency (SNAPID_SERIAL_CONSISTENCY) or set it to serial")},
 	// Before ErrRegistry, which it may wrap.
-	{snapid.ErrReservationExhausted, func(_ string, err error) (string, bool) {
+	{engine.ErrReservationExhausted, func(_ string, err error) (string, bool) {
 		return "the registry did not extend this host's reserved range: " + registryHint(err) + "; ids flow again once it does", true
 	}},
-	{snapid.ErrRegistry, registryErrorHint},
-	{snapid.ErrReplaced, says("the counter file was removed or replaced while in use; check it, then start again")},
-	{snapid.ErrLocked, says("wait until that process lets the lock go, or allow longer with --timeout")},
-	{snapid.ErrInUse, says("stop the programs using this counter first")},
+	{engine.ErrRegistry, registryErrorHint},
+	{engine.ErrReplaced, says("the counter file was removed or replaced while in use; check it, then start again")},
+	{engine.ErrLocked, says("wait until that process lets the lock go, or allow longer with --timeout")},
+	{engine.ErrInUse, says("stop the programs using this counter first")},
 	{fs.ErrNotExist, notExistHint},
 	{fs.ErrPermission, says("check the permissions of the counter file and its directory")},
 }
@@ -154,7 +154,7 @@ func (e hintError) Unwrap() error { return e.err }
 
 // errPath returns the path of the file err is about, or def.
 func errPath(err error, def string) string {
-	var fe *snapid.FileError
+	var fe *engine.FileError
 	if errors.As(err, &fe) && fe.Path != "" {
 		return fe.Path
 	}

@@ -4,7 +4,7 @@ import (
 	"flag"
 	"math"
 
-	"github.com/snapid/snapid"
+	"github.com/snapid/snapid/internal/engine"
 )
 
 // formFlags are the id form flags of snapctl next.
@@ -27,10 +27,10 @@ func (f *formFlags) add(fs *flag.FlagSet) {
 
 // options turns the flags set in fs into Options; bad values are usage
 // errors, or refused by Open before anything is made.
-func (f *formFlags) options(fs *flag.FlagSet) ([]snapid.Option, error) {
+func (f *formFlags) options(fs *flag.FlagSet) ([]engine.Option, error) {
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	form, err := snapid.ParseFormat(f.format)
+	form, err := engine.ParseFormat(f.format)
 	if err != nil {
 		return nil, usageError{"--format " + f.format + ": want name, decimal or striped"}
 	}
@@ -43,20 +43,20 @@ func (f *formFlags) options(fs *flag.FlagSet) ([]snapid.Option, error) {
 	if bounds > 1 {
 		return nil, usageError{"give one of --max-id, --max-safe-integer and --uint32"}
 	}
-	opts := []snapid.Option{snapid.WithFormat(form)}
+	opts := []engine.Option{engine.WithFormat(form)}
 	if set["node-number"] {
-		opts = append(opts, snapid.WithNodeNumber(f.node))
+		opts = append(opts, engine.WithNodeNumber(f.node))
 	}
 	if set["stride"] {
-		opts = append(opts, snapid.WithStride(f.stride))
+		opts = append(opts, engine.WithStride(f.stride))
 	}
 	switch {
 	case set["max-id"]:
-		opts = append(opts, snapid.WithMaxID(f.maxID))
+		opts = append(opts, engine.WithMaxID(f.maxID))
 	case f.maxSafeInteger:
-		opts = append(opts, snapid.WithMaxID(snapid.MaxSafeInteger))
+		opts = append(opts, engine.WithMaxID(engine.MaxSafeInteger))
 	case f.uint32:
-		opts = append(opts, snapid.WithMaxID(math.MaxUint32))
+		opts = append(opts, engine.WithMaxID(math.MaxUint32))
 	}
 	return opts, nil
 }

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/admin"
+	"github.com/snapid/snapid/internal/engine"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -73,19 +73,19 @@ func TestDescribeHostFileHints(t *testing.T) {
 		err  error
 		want []string
 	}{
-		{&snapid.FileError{Op: "read", Path: "/c/x.u64.mark", Err: fmt.Errorf("corrupt mark file: it is 20 bytes: %w", snapid.ErrCorrupt)},
+		{&engine.FileError{Op: "read", Path: "/c/x.u64.mark", Err: fmt.Errorf("corrupt mark file: it is 20 bytes: %w", engine.ErrCorrupt)},
 			[]string{"remove /c/x.u64.mark", "rebuilds it from the registry"}},
-		{&snapid.FileError{Op: "read", Path: "/c/x.u64.owner", Err: fmt.Errorf("corrupt owner token file: it is 3 bytes: %w", snapid.ErrCorrupt)},
+		{&engine.FileError{Op: "read", Path: "/c/x.u64.owner", Err: fmt.Errorf("corrupt owner token file: it is 3 bytes: %w", engine.ErrCorrupt)},
 			[]string{"restore /c/x.u64.owner", "snapctl register"}},
-		{&snapid.FileError{Op: "read", Path: "/c/x.u64.session", Err: fmt.Errorf("corrupt session file: earlier version: %w", snapid.ErrCorrupt)},
+		{&engine.FileError{Op: "read", Path: "/c/x.u64.session", Err: fmt.Errorf("corrupt session file: earlier version: %w", engine.ErrCorrupt)},
 			[]string{"stop them all", "rewrites /c/x.u64.session"}},
-		{&snapid.FileError{Op: "read", Path: "/c/x.u64.seq.orders", Err: fmt.Errorf("corrupt sequence lease file: checksum: %w", snapid.ErrCorrupt)},
+		{&engine.FileError{Op: "read", Path: "/c/x.u64.seq.orders", Err: fmt.Errorf("corrupt sequence lease file: checksum: %w", engine.ErrCorrupt)},
 			[]string{"remove /c/x.u64.seq.orders", "takes a new lease"}},
-		{&snapid.FileError{Op: "record", Path: "/var/lib/snapid/records/web_1", Err: fmt.Errorf("corrupt name binding file: %w", snapid.ErrCorrupt)},
+		{&engine.FileError{Op: "record", Path: "/var/lib/snapid/records/web_1", Err: fmt.Errorf("corrupt name binding file: %w", engine.ErrCorrupt)},
 			[]string{"nothing was issued"}},
-		{&snapid.FileError{Op: "read", Path: "/c/x.u64.forms", Err: fmt.Errorf("corrupt form history: %w", snapid.ErrCorrupt)},
+		{&engine.FileError{Op: "read", Path: "/c/x.u64.forms", Err: fmt.Errorf("corrupt form history: %w", engine.ErrCorrupt)},
 			[]string{"nothing was issued"}},
-		{fmt.Errorf("snapid: %w: in use under the name %q", snapid.ErrNameMismatch, "web_a"),
+		{fmt.Errorf("snapid: %w: in use under the name %q", engine.ErrNameMismatch, "web_a"),
 			[]string{"one counter file serves one node name", "--name"}},
 	} {
 		got := describe("next", tc.err)

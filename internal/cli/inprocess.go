@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/cassandra"
+	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -22,7 +22,7 @@ type InProcess struct {
 	// Options are added, last, to the library's options of the commands
 	// that open the counter or release it (the driver's file seams,
 	// clock, host information, binding directory).
-	Options []snapid.Option
+	Options []engine.Option
 }
 
 // claimRegistry is the registry of register and release: the in-process
@@ -40,7 +40,7 @@ func (c *cli) claimRegistry(ctx context.Context, r *registryFlags, cmd string) (
 }
 
 // inprocOptions are the in-process driver's library options, if any.
-func (c *cli) inprocOptions() []snapid.Option {
+func (c *cli) inprocOptions() []engine.Option {
 	if c.inproc == nil {
 		return nil
 	}

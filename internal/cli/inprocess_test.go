@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/admin"
+	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
@@ -32,8 +32,8 @@ func TestInProcessRegistry(t *testing.T) {
 			Stdin:    strings.NewReader(""),
 			Stdout:   &stdout,
 			Stderr:   &stderr,
-			InProcess: &InProcess{Registry: reg, Options: []snapid.Option{
-				snapid.WithBindingDir(bind), snapid.WithSync(false)}},
+			InProcess: &InProcess{Registry: reg, Options: []engine.Option{
+				engine.WithBindingDir(bind), engine.WithSync(false)}},
 		})
 		return result{code, stdout.String(), stderr.String()}
 	}

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io/fs"
 
-	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/admin"
+	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -74,12 +74,12 @@ func cmdRegister(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	// register is how a host claims on purpose, also a name it released.
-	opts := append(c.options(), snapid.WithRegistry(reg), snapid.WithReclaim())
+	opts := append(c.options(), engine.WithRegistry(reg), engine.WithReclaim())
 	opts = append(opts, c.inprocOptions()...)
 	if sf.force {
-		opts = append(opts, snapid.WithTakeover(sf.start-1))
+		opts = append(opts, engine.WithTakeover(sf.start-1))
 	}
-	g, err := snapid.OpenContext(ctx, path, name, opts...)
+	g, err := engine.OpenContext(ctx, path, name, opts...)
 	if err != nil {
 		return heldHere(ctx, reg, name, path, err)
 	}
@@ -136,7 +136,7 @@ func cmdRelease(ctx context.Context, c *cli, args []string) error {
 		if err != nil {
 			return err
 		}
-		final, err = admin.Release(ctx, path, name, append(append(c.options(), snapid.WithRegistry(reg)), c.inprocOptions()...)...)
+		final, err = admin.Release(ctx, reg, path, name, append(c.options(), c.inprocOptions()...)...)
 		if errors.Is(err, fs.ErrNotExist) {
 			return hintError{err, fmt.Sprintf("nothing was changed; this host never registered %q with the counter %s, or that counter is gone (check --counter): "+
 				"there is nothing to release here; to release a name whose holder is gone for good, 'snapctl release --force --start N'", name, path)}

@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/admin"
+	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -50,7 +50,7 @@ func cmdSeq(ctx context.Context, c *cli, args []string) error {
 			return usageError{fmt.Sprintf("seq %s needs the sequence's NAME: snapctl seq %s %s", sc.name, sc.name, sc.usage)}
 		}
 		name := words[1]
-		if err := snapid.ValidateName(name); err != nil {
+		if err := engine.ValidateName(name); err != nil {
 			return hintError{fmt.Errorf("sequence name: %w", err),
 				"a sequence's NAME follows the node-name rule, like 'articles': 'snapctl seq " + sc.name + " " + sc.usage + "'"}
 		}
@@ -170,7 +170,7 @@ func seqNext(ctx context.Context, c *cli, seq string, args []string) error {
 	if err := c.prepareDefaultDir(); err != nil {
 		return err
 	}
-	g, err := snapid.OpenContext(ctx, path, name, append(c.options(), snapid.WithRegistry(reg))...)
+	g, err := engine.OpenContext(ctx, path, name, append(c.options(), engine.WithRegistry(reg))...)
 	if err != nil {
 		return err
 	}
@@ -181,7 +181,7 @@ func seqNext(ctx context.Context, c *cli, seq string, args []string) error {
 	}()
 	// A lease of exactly N: this process takes all of it, so nothing is
 	// left unused when the next start of the host claims anew.
-	s, err := g.SequenceContext(ctx, seq, snapid.SequenceLeaseSize(*n))
+	s, err := g.SequenceContext(ctx, seq, engine.SequenceLeaseSize(*n))
 	if err != nil {
 		return err
 	}
@@ -321,7 +321,7 @@ func seqShow(ctx context.Context, c *cli, seq string, args []string) error {
 // seqExhaustedHint says what a lease that could not be had lacks: fewer
 // numbers left than asked, or none left for this data centre.
 func seqExhaustedHint(err error) string {
-	var e *snapid.SequenceExhaustedError
+	var e *engine.SequenceExhaustedError
 	if !errors.As(err, &e) {
 		return "nothing was issued: the sequence has fewer numbers left than asked for; ask for fewer, or raise its max with 'snapctl seq create NAME --max M'"
 	}

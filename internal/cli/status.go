@@ -16,9 +16,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/cassandra"
+	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/registry"
 	"golang.org/x/sys/unix"
 )
@@ -129,7 +129,7 @@ func statusCounter(ctx context.Context, st *statusReport, timeout time.Duration,
 	last, err := admin.ReadCounterContext(rctx, path) // another process may hold its lock
 	rcancel()
 	switch {
-	case errors.Is(err, snapid.ErrCorrupt):
+	case errors.Is(err, engine.ErrCorrupt):
 		attention("the counter is damaged (%s): %s", oneLine(err.Error()), describeHint("status", err))
 	case err != nil:
 		return err
@@ -146,7 +146,7 @@ func statusHostFiles(c *cli, st *statusReport, attention func(string, ...any)) (
 	name, path := st.Name, st.Counter.Path
 	hf, err := admin.ReadHostFiles(path, c.options()...)
 	if err != nil {
-		if !errors.Is(err, snapid.ErrCorrupt) {
+		if !errors.Is(err, engine.ErrCorrupt) {
 			return hf, err
 		}
 		attention("%s: %s", oneLine(strings.TrimPrefix(err.Error(), "snapid: ")), describeHint("status", err))
@@ -262,12 +262,12 @@ func statusSequences(path, session string, st *statusReport, attention func(stri
 	sort.Strings(files)
 	for _, f := range files {
 		seq := strings.TrimPrefix(f, path+".seq.")
-		if strings.HasSuffix(seq, ".refill") || strings.HasSuffix(seq, ".floor") || snapid.ValidateName(seq) != nil {
+		if strings.HasSuffix(seq, ".refill") || strings.HasSuffix(seq, ".floor") || engine.ValidateName(seq) != nil {
 			continue
 		}
 		cur, ahead, pos, ok, err := admin.ReadLeaseFile(path, seq)
 		switch {
-		case errors.Is(err, snapid.ErrCorrupt):
+		case errors.Is(err, engine.ErrCorrupt):
 			attention("the lease file of sequence %q is damaged (%s): %s", seq, oneLine(strings.TrimPrefix(err.Error(), "snapid: ")), describeHint("status", err))
 			continue
 		case err != nil:

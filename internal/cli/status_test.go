@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/admin"
+	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/internal/testfs"
 	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
@@ -270,13 +270,13 @@ func TestStatusSequenceLeases(t *testing.T) {
 		_, err := admin.CreateSequence(ctx, reg, name, 1, 1_000_000)
 		require.NoError(t, err)
 	}
-	g, err := snapid.Open(path, "web_1", snapid.WithRegistry(reg), snapid.WithSync(false), snapid.WithBindingDir(f.vars["SNAPID_BINDING_DIR"]))
+	g, err := engine.Open(path, "web_1", engine.WithRegistry(reg), engine.WithSync(false), engine.WithBindingDir(f.vars["SNAPID_BINDING_DIR"]))
 	require.NoError(t, err)
-	orders, err := g.Sequence("orders", snapid.SequenceLeaseSize(100))
+	orders, err := g.Sequence("orders", engine.SequenceLeaseSize(100))
 	require.NoError(t, err)
 	_, err = orders.NextN(30)
 	require.NoError(t, err)
-	invoices, err := g.Sequence("invoices", snapid.SequenceLeaseSize(40))
+	invoices, err := g.Sequence("invoices", engine.SequenceLeaseSize(40))
 	require.NoError(t, err)
 	_, err = invoices.NextN(5)
 	require.NoError(t, err)
@@ -285,7 +285,7 @@ func TestStatusSequenceLeases(t *testing.T) {
 	// A lease taken ahead: Next past half of the first one.
 	_, err = admin.CreateSequence(ctx, reg, "tickets", 1, 1_000_000)
 	require.NoError(t, err)
-	tickets, err := g.Sequence("tickets", snapid.SequenceBlock(10), snapid.SequenceLeaseSize(100))
+	tickets, err := g.Sequence("tickets", engine.SequenceBlock(10), engine.SequenceLeaseSize(100))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		_, err := tickets.Next()
@@ -315,7 +315,7 @@ func TestStatusSequenceLeases(t *testing.T) {
 
 	// The host starts again (a new claim, a new session) and has not used
 	// the sequences since: their leases are of the earlier claim.
-	g, err = snapid.Open(path, "web_1", snapid.WithRegistry(reg), snapid.WithSync(false), snapid.WithBindingDir(f.vars["SNAPID_BINDING_DIR"]))
+	g, err = engine.Open(path, "web_1", engine.WithRegistry(reg), engine.WithSync(false), engine.WithBindingDir(f.vars["SNAPID_BINDING_DIR"]))
 	require.NoError(t, err)
 	require.NoError(t, g.Close())
 	st, _ = statusJSON(t, f)

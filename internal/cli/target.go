@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/admin"
+	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/internal/statefile"
 	"github.com/snapid/snapid/registry"
 )
@@ -24,7 +24,7 @@ import (
 func (c *cli) resolveName() (string, error) {
 	name := c.orEnv("name", c.name, "SNAPID_NAME")
 	if name != "" {
-		return name, snapid.ValidateName(name)
+		return name, engine.ValidateName(name)
 	}
 	// The name the host's records give the counter, if any: the one it
 	// issued under.
@@ -40,7 +40,7 @@ func (c *cli) resolveName() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("no --name or SNAPID_NAME, and the host name is unknown: %w", err)
 	}
-	name, changed, err := snapid.NameFromHostname(host)
+	name, changed, err := engine.NameFromHostname(host)
 	if err != nil {
 		return "", fmt.Errorf("no --name or SNAPID_NAME, and %w", err)
 	}
@@ -57,12 +57,12 @@ func (c *cli) resolveName() (string, error) {
 			return "", fmt.Errorf("no --name or SNAPID_NAME, and the user's name is unknown: %w", err)
 		}
 		user := who
-		if strings.Trim(who, "abcdefghijklmnopqrstuvwxyz0123456789_") != "" || snapid.ValidateName(name+"_"+who) != nil {
+		if strings.Trim(who, "abcdefghijklmnopqrstuvwxyz0123456789_") != "" || engine.ValidateName(name+"_"+who) != nil {
 			// Not a node name as it is: the uid, which no two users
 			// share (a mapping of the name could make two alike).
 			user = "uid" + strconv.Itoa(os.Geteuid())
 		}
-		if snapid.ValidateName(name+"_"+user) != nil {
+		if engine.ValidateName(name+"_"+user) != nil {
 			return "", fmt.Errorf("no --name or SNAPID_NAME, and the host name %q with the user's does not make a node name (%s): give --name", name, registry.NameRule)
 		}
 		name += "_" + user

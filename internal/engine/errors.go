@@ -124,11 +124,11 @@ var (
 
 	// ErrNotRegular is returned when the counter path names a directory,
 	// a device, a FIFO or anything else that is not a regular file.
-	ErrNotRegular = errors.New("counter path is not a regular file")
+	ErrNotRegular error = &kindError{"counter path is not a regular file", ErrUntrusted}
 
 	// ErrSymlink is returned when the counter path is a symbolic link and
-	// WithFollowSymlinks(true) was not given.
-	ErrSymlink = errors.New("counter path is a symbolic link")
+	// following links was not asked for.
+	ErrSymlink error = &kindError{"counter path is a symbolic link", ErrUntrusted}
 
 	// ErrUntrustedOwner is returned when the counter file, or a file
 	// beside it (.owner, .mark, .session, sequence leases), is
@@ -138,7 +138,7 @@ var (
 	// names the owner. It is also returned for such a file with more than
 	// one name (a hard link, which another user could have made to a file
 	// of someone else's). Nothing is written.
-	ErrUntrustedOwner = errors.New("counter state of another user refused")
+	ErrUntrustedOwner error = &kindError{"counter state of another user refused", ErrUntrusted}
 
 	// ErrReplaced is returned when the counter file was removed or replaced
 	// by another file while a Generator had it open. A replaced file would
@@ -187,8 +187,24 @@ var (
 	// owner without being sticky: they could remove or swap the counter.
 	// (A directory above the counter's owned by another user is
 	// ErrUntrustedOwner.) The error names the directory and its owner.
-	ErrUntrustedDir = errors.New("directory not safe from other users")
+	ErrUntrustedDir error = &kindError{"directory not safe from other users", ErrUntrusted}
+
+	// ErrUntrusted is matched by ErrNotRegular, ErrSymlink,
+	// ErrUntrustedOwner and ErrUntrustedDir: a state file, or a directory
+	// holding one, that another user could have planted, redirected or
+	// could replace. The error names the file or directory and says which.
+	ErrUntrusted = errors.New("state not safe from other users")
 )
+
+// kindError is an error value of its own that also matches a broader one
+// (errors.Is(ErrSymlink, ErrUntrusted)), with its own message.
+type kindError struct {
+	msg string
+	of  error
+}
+
+func (e *kindError) Error() string { return e.msg }
+func (e *kindError) Unwrap() error { return e.of }
 
 // FileError records an error on the counter file and the path it concerns.
 // Its Unwrap method returns the cause, so errors.Is(err, ErrCorrupt) and

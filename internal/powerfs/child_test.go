@@ -37,11 +37,11 @@ const (
 	envBlock      = "POWERFS_TEST_BLOCK" // block size, 0: strict
 	envSync       = "POWERFS_TEST_SYNC"  // "true" or "false"
 	envSock       = "POWERFS_TEST_SOCK"  // registry socket, "": no registry
-	envStep       = "POWERFS_TEST_STEP"  // WithReserveStep
+	envStep       = "POWERFS_TEST_STEP"  // RegistryConfig.ReserveStep
 	envInit       = "POWERFS_TEST_INIT"  // > 0: Init(path, this) first
 	envGoroutines = "POWERFS_TEST_GOROUTINES"
 	envForm       = "POWERFS_TEST_FORM"    // "decimal" or "striped" (stride 1024): node number 7; else the name form
-	envRecords    = "POWERFS_TEST_RECORDS" // the simulated host's place of records (WithBindingDir)
+	envRecords    = "POWERFS_TEST_RECORDS" // the simulated host's place of records (Config.BindingDir)
 )
 
 func TestMain(m *testing.M) {
@@ -74,17 +74,17 @@ func child() int {
 	path, name := os.Getenv(envPath), os.Getenv(envName)
 	syncOn := os.Getenv(envSync) != "false"
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	records := snapid.WithBindingDir(os.Getenv(envRecords))
-	opts := []snapid.Option{snapid.WithSync(syncOn), snapid.WithLogger(quiet), records}
+	records := os.Getenv(envRecords)
+	cfg := snapid.Config{NoSync: !syncOn, Logger: quiet, BindingDir: records}
 	if b := atoi(envBlock); b > 0 {
-		opts = append(opts, snapid.WithBlock(uint64(b)))
+		cfg.Block = &snapid.Block{Size: uint64(b)}
 	}
 	striped := false
 	switch os.Getenv(envForm) {
 	case "decimal":
-		opts = append(opts, snapid.WithFormat(snapid.FormatDecimal), snapid.WithNodeNumber(7))
+		cfg.Form = snapid.Decimal{NodeNumber: 7}
 	case "striped":
-		opts = append(opts, snapid.WithFormat(snapid.FormatStriped), snapid.WithNodeNumber(7), snapid.WithStride(stripedStride))
+		cfg.Form = snapid.Striped{NodeNumber: 7, Stride: stripedStride}
 		striped = true
 	}
 	if sock := os.Getenv(envSock); sock != "" {
@@ -94,16 +94,16 @@ func child() int {
 			return 3
 		}
 		defer reg.Close()
-		opts = append(opts, registryOptions(reg, uint64(atoi(envStep)))...)
+		cfg.Registry = registryConfig(reg, uint64(atoi(envStep)))
 	}
 	if n := atoi(envInit); n > 0 {
-		if _, err := admin.Init(path, uint64(n), snapid.WithSync(syncOn), records); err != nil {
+		if _, err := admin.Init(path, uint64(n), admin.WithBindingDir(records)); err != nil { // admin always syncs
 			say("E init: %v", err)
 			return 3
 		}
 		say("INIT")
 	}
-	g, err := snapid.Open(path, name, opts...)
+	g, err := snapid.Open(path, name, cfg)
 	if err != nil {
 		say("E open: %v", err)
 		return 3
@@ -136,14 +136,15 @@ func child() int {
 	return 0
 }
 
-// registryOptions are the options of every Generator on the registry in
-// these tests: small steps, so that extensions happen within a round.
-func registryOptions(reg registry.Registry, step uint64) []snapid.Option {
+// registryConfig is the registry settings of every Generator on the
+// registry in these tests: small steps, so that extensions happen within a
+// round, and no sizing of steps by the outage horizon.
+func registryConfig(reg registry.Registry, step uint64) *snapid.RegistryConfig {
 	if step == 0 {
 		step = 1000
 	}
-	return []snapid.Option{snapid.WithRegistry(reg), snapid.WithHostInfo(hostInfo),
-		snapid.WithReserveStep(step), snapid.WithOutageHorizon(0), snapid.WithRegistryTimeout(10 * time.Second)}
+	return &snapid.RegistryConfig{Registry: reg, Host: hostInfo,
+		ReserveStep: step, OutageHorizon: -1, Timeout: 10 * time.Second}
 }
 
 // childConfig is what a child does.

@@ -49,11 +49,12 @@ func TestFailedUpdate(t *testing.T) {
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(newDir(t, f, fmt.Sprintf("u%d", i)), "counter.u64")
-			var opts []snapid.Option
+			var cfg snapid.Config
 			if c.block > 0 {
-				opts = append(opts, snapid.WithBlock(c.block))
+				cfg.Block = &snapid.Block{Size: c.block}
 			}
-			g, err := snapid.Open(path, "faults", append(opts, snapid.WithBindingDir(bootPlace(t)))...)
+			cfg.BindingDir = bootPlace(t)
+			g, err := snapid.Open(path, "faults", cfg)
 			require.NoError(t, err)
 			t.Cleanup(func() { g.Close() }) // before the unmount, if the test fails
 			var got []uint64
@@ -105,7 +106,8 @@ func TestFailedUpdate(t *testing.T) {
 			v, err := admin.ReadCounter(path)
 			require.NoError(t, err)
 			require.GreaterOrEqual(t, v, n)
-			g, err = snapid.Open(path, "faults", append(opts, snapid.WithBindingDir(bootPlace(t)))...) // after the cut
+			cfg.BindingDir = bootPlace(t)
+			g, err = snapid.Open(path, "faults", cfg) // after the cut
 			require.NoError(t, err)
 			m, err := g.Next()
 			require.NoError(t, err)
@@ -132,7 +134,7 @@ func TestFailedCreation(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := newDir(t, f, fmt.Sprintf("d%d", i))
 			path := filepath.Join(dir, "counter.u64")
-			records := snapid.WithBindingDir(bootPlace(t))
+			records := snapid.Config{BindingDir: bootPlace(t)}
 			f.Inject(c.fault)
 			_, err := snapid.Open(path, "faults", records)
 			f.Clear()
@@ -149,7 +151,7 @@ func TestFailedCreation(t *testing.T) {
 			}
 			require.NoError(t, g.Close())
 			require.NoError(t, f.PowerCut(powerfs.ForgetAll, nil, nil))
-			g, err = snapid.Open(path, "faults", snapid.WithBindingDir(bootPlace(t))) // after the cut
+			g, err = snapid.Open(path, "faults", snapid.Config{BindingDir: bootPlace(t)}) // after the cut
 			require.NoError(t, err)
 			n, err := g.Next()
 			require.NoError(t, err)

@@ -55,9 +55,13 @@ func heartbeatChild() int {
 	}
 	defer reg.Close()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	opts := append(registryOptions(reg, 0), snapid.WithLogger(quiet), snapid.WithHeartbeat(interval),
-		snapid.WithBindingDir(os.Getenv(envRecords)))
-	g, err := snapid.Open(os.Getenv(envPath), os.Getenv(envName), opts...)
+	rc := registryConfig(reg, 0)
+	rc.Heartbeat = interval
+	g, err := snapid.Open(os.Getenv(envPath), os.Getenv(envName), snapid.Config{
+		Registry:   rc,
+		Logger:     quiet,
+		BindingDir: os.Getenv(envRecords),
+	})
 	if err != nil {
 		say("E open: %v", err)
 		return 3

@@ -209,7 +209,7 @@ func TestPowerCut(t *testing.T) {
 				}
 			}
 			// After the last cut, the next id is above every id returned.
-			g := openParent(t, path, name, reg)
+			g := openParent(t, path, name, reg, snapid.Config{})
 			n, err := g.Next()
 			require.NoError(t, err)
 			require.Greater(t, n, h.max)
@@ -264,12 +264,13 @@ func checkFiles(t *testing.T, path string, maxIssued uint64, syncOn, registry bo
 
 // openParent opens a Generator in this process (on reg if not nil), a
 // boot of the host after a cut (see bootPlace).
-func openParent(t *testing.T, path, name string, reg *registrytest.Registry, opts ...snapid.Option) *snapid.Generator {
+func openParent(t *testing.T, path, name string, reg *registrytest.Registry, cfg snapid.Config) *snapid.Generator {
 	t.Helper()
 	if reg != nil {
-		opts = append(opts, registryOptions(reg, 200)...)
+		cfg.Registry = registryConfig(reg, 200)
 	}
-	g, err := snapid.Open(path, name, append(opts, snapid.WithBindingDir(bootPlace(t)))...)
+	cfg.BindingDir = bootPlace(t)
+	g, err := snapid.Open(path, name, cfg)
 	require.NoError(t, err)
 	return g
 }
@@ -392,7 +393,7 @@ func TestPowerCutCreation(t *testing.T) {
 		}
 		checkFiles(t, path, 0, false, true)
 		// The next start issues above everything.
-		g := openParent(t, path, name, r)
+		g := openParent(t, path, name, r, snapid.Config{})
 		n, err := g.Next()
 		require.NoError(t, err, "round %d (%s)", round, v.name)
 		require.Greater(t, n, floor, "round %d (%s)", round, v.name)

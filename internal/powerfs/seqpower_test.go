@@ -60,9 +60,12 @@ func seqChild() int {
 	}
 	defer reg.Close()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	opts := append([]snapid.Option{snapid.WithSync(os.Getenv(envSync) != "false"), snapid.WithLogger(quiet),
-		snapid.WithBindingDir(os.Getenv(envRecords))}, registryOptions(reg, uint64(atoi(envStep)))...)
-	g, err := snapid.Open(os.Getenv(envPath), os.Getenv(envName), opts...)
+	g, err := snapid.Open(os.Getenv(envPath), os.Getenv(envName), snapid.Config{
+		Registry:   registryConfig(reg, uint64(atoi(envStep))),
+		NoSync:     os.Getenv(envSync) == "false",
+		Logger:     quiet,
+		BindingDir: os.Getenv(envRecords),
+	})
 	if err != nil {
 		say("E open: %v", err)
 		return 3
@@ -219,7 +222,7 @@ func TestPowerCutSequence(t *testing.T) {
 			}
 			// After the last cut, a process of the host goes on with
 			// numbers never returned.
-			g := openParent(t, path, name, nil, append(registryOptions(reg, 200), snapid.WithSync(true))...)
+			g := openParent(t, path, name, nil, snapid.Config{Registry: registryConfig(reg, 200)})
 			s, err := g.Sequence("orders", snapid.SequenceBlock(3), snapid.SequenceLeaseSize(40))
 			require.NoError(t, err)
 			for range 100 {

@@ -160,7 +160,7 @@ func (w *world) releaseStep(ho *host, _ Step) {
 	}
 	w.closeAll(ho)
 	before := w.check.snapshot(ho)
-	final, err := admin.Release(w.opCtx(), ho.counter, ho.cfg.Name, w.options(ho)...)
+	final, err := admin.Release(w.opCtx(), w.regs[ho.cfg.DC], ho.counter, ho.cfg.Name, w.options(ho)...)
 	if err == nil {
 		w.did(1)
 	}

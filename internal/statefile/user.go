@@ -349,7 +349,7 @@ func walkTrusted(path string, euid uint32) (string, unix.Stat_t, error) {
 }
 
 // CheckLink checks a counter path that is to be followed if it is a
-// symbolic link (snapid.WithFollowSymlinks): a link is followed only if no
+// symbolic link (snapid.Config.FollowSymlinks): a link is followed only if no
 // other user could have made or replaced it, that is if the directory
 // holding it passes CheckDirOwner's checks for a directory passed
 // through (root's or the effective user's, not writable by others unless

@@ -22,8 +22,10 @@ func ExampleRegistry() {
 	// The host's record of the name is kept in the example's directory
 	// too, not in the machine's place (/var/lib/snapid/records).
 	reg := registrytest.NewRegistry()
-	g, err := snapid.Open(filepath.Join(dir, "counter.u64"), "web_1", snapid.WithRegistry(reg), snapid.WithReserveStep(100),
-		snapid.WithBindingDir(filepath.Join(dir, "records")))
+	g, err := snapid.Open(filepath.Join(dir, "counter.u64"), "web_1", snapid.Config{
+		Registry:   &snapid.RegistryConfig{Registry: reg, ReserveStep: 100},
+		BindingDir: filepath.Join(dir, "records"),
+	})
 	if err != nil {
 		panic(err)
 	}
@@ -57,14 +59,18 @@ func ExampleRegistry_nameTaken() {
 
 	// Each simulated host keeps its record of the name in a place of its
 	// own, as two machines do.
-	a, err := snapid.Open(filepath.Join(dirA, "counter.u64"), "web_1", snapid.WithRegistry(reg),
-		snapid.WithBindingDir(filepath.Join(dirA, "records")))
+	a, err := snapid.Open(filepath.Join(dirA, "counter.u64"), "web_1", snapid.Config{
+		Registry:   &snapid.RegistryConfig{Registry: reg},
+		BindingDir: filepath.Join(dirA, "records"),
+	})
 	if err != nil {
 		panic(err)
 	}
 	defer a.Close()
-	_, err = snapid.Open(filepath.Join(dirB, "counter.u64"), "web_1", snapid.WithRegistry(reg),
-		snapid.WithBindingDir(filepath.Join(dirB, "records")))
+	_, err = snapid.Open(filepath.Join(dirB, "counter.u64"), "web_1", snapid.Config{
+		Registry:   &snapid.RegistryConfig{Registry: reg},
+		BindingDir: filepath.Join(dirB, "records"),
+	})
 	fmt.Println(errors.Is(err, snapid.ErrNameTaken))
 	// Output: true
 }

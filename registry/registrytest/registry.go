@@ -3,10 +3,10 @@
 //
 // Registry is an in-memory registry.Registry with the semantics the
 // interface documents and an outage switch, so that a program's tests can
-// open Generators with snapid.WithRegistry, take the registry away and
-// bring it back, without a Cassandra. TestRegistry is the conformance suite
-// that every Registry implementation must pass; snapid runs it on this
-// in-memory registry and on the Cassandra one.
+// open Generators with it (snapid.Config.Registry), take the registry away
+// and bring it back, without a Cassandra. TestRegistry is the conformance
+// suite that every Registry implementation must pass; snapid runs it on
+// this in-memory registry and on the Cassandra one.
 //
 // Imports: package registry only (no database driver, nothing of snapid's
 // root package). Imported by tests: snapid's
