@@ -270,9 +270,9 @@ func standaloneForm(o *options) (idForm, error) {
 		// A number given for the name form is still bound (so that
 		// switching forms later cannot meet another name's ids).
 	case f.form != FormatName && f.node == 0:
-		return idForm{}, fmt.Errorf("snapid: %w: the %s form needs a node number: WithNodeNumber, or a registry (WithRegistry)", ErrInvalidOption, f.form)
+		return idForm{}, fmt.Errorf("snapid: %w: the %s form needs a node number: give one, or a registry that gives them", ErrInvalidOption, f.form)
 	case f.form == FormatStriped && f.stride == 0:
-		return idForm{}, fmt.Errorf("snapid: %w: the striped form needs the cluster's stride: WithStride, or a registry that records it", ErrInvalidOption)
+		return idForm{}, fmt.Errorf("snapid: %w: the striped form needs the cluster's stride: give it, or a registry that records it", ErrInvalidOption)
 	}
 	return newIDForm(f.form, f.node, f.stride, f.maxID)
 }

@@ -250,7 +250,7 @@ func (g *Generator) UniqueUint64() (uint64, error) {
 // allows (see UniqueIDContext).
 func (g *Generator) UniqueUint64Context(ctx context.Context) (uint64, error) {
 	if g.form.form != FormatStriped {
-		return 0, fmt.Errorf("snapid: %w: UniqueUint64: the %s form is not an integer (see WithFormat)", ErrInvalidOption, g.form.form)
+		return 0, fmt.Errorf("snapid: %w: UniqueUint64: the %s form is not an integer", ErrInvalidOption, g.form.form)
 	}
 	n, err := g.NextContext(ctx)
 	if err != nil {

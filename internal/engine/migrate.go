@@ -501,7 +501,7 @@ func migrateReleased(ctx context.Context, p *hoststate.Place, counterPath string
 	if !ok || header != releasedHeader || ValidateName(name) != nil {
 		if !o.reg.reclaim {
 			return &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
-				"%w: %s says this host released a name with this counter, and it cannot be read; claim a name again on purpose (snapctl register, or WithReclaim)",
+				"%w: %s says this host released a name with this counter, and it cannot be read; claim a name again on purpose (snapctl register, or Reclaim)",
 				ErrReleased, path)}
 		}
 		of.remove(o, "")

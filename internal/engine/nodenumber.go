@@ -141,7 +141,7 @@ func (r *reservation) precheckNumber(ctx context.Context) error {
 			return err
 		}
 		if n = h.Number; n == 0 && r.form.node != 0 {
-			return fmt.Errorf("snapid: %w: the registry gives node numbers, and %q has none yet: WithNodeNumber can only confirm the one it gives; open without it first", ErrNumberMismatch, r.name)
+			return fmt.Errorf("snapid: %w: the registry gives node numbers, and %q has none yet: a node number given can only confirm the one it gives; open without one first", ErrNumberMismatch, r.name)
 		}
 	}
 	if s == 0 && r.form.form == FormatStriped {
@@ -155,13 +155,13 @@ func (r *reservation) precheckNumber(ctx context.Context) error {
 		}
 	}
 	if s != 0 && r.form.stride != 0 && s != r.form.stride {
-		return fmt.Errorf("snapid: %w: the cluster's stride is %d, not %d (WithStride)", ErrStrideMismatch, s, r.form.stride)
+		return fmt.Errorf("snapid: %w: the cluster's stride is %d, not %d (the stride given)", ErrStrideMismatch, s, r.form.stride)
 	}
 	if r.form.form == FormatStriped {
 		s = max(s, r.form.stride) // the cluster's, or the one this Open would record
 		switch {
 		case s == 0:
-			return fmt.Errorf("snapid: %w: the striped form needs the cluster's stride, and the registry records none: set it once for the cluster (snapctl setup --stride S, NumberRegistry.SetStride) or give WithStride", ErrInvalidOption)
+			return fmt.Errorf("snapid: %w: the striped form needs the cluster's stride, and the registry records none: set it once for the cluster (snapctl setup --stride S, NumberRegistry.SetStride) or give the stride", ErrInvalidOption)
 		case r.form.maxID != 0 && r.form.maxID < s+1:
 			return fmt.Errorf("snapid: %w: bound %d is below the first striped id of any node (stride %d)", ErrInvalidOption, r.form.maxID, s)
 		}
@@ -198,9 +198,9 @@ func (r *reservation) clusterStride(ctx context.Context, nr registry.NumberRegis
 	}
 	switch {
 	case s == 0:
-		return 0, fmt.Errorf("snapid: %w: the striped form needs the cluster's stride, and the registry records none: set it once for the cluster (snapctl setup --stride S, NumberRegistry.SetStride) or give WithStride", ErrInvalidOption)
+		return 0, fmt.Errorf("snapid: %w: the striped form needs the cluster's stride, and the registry records none: set it once for the cluster (snapctl setup --stride S, NumberRegistry.SetStride) or give the stride", ErrInvalidOption)
 	case r.form.stride != 0 && r.form.stride != s:
-		return 0, fmt.Errorf("snapid: %w: the cluster's stride is %d, not %d (WithStride)", ErrStrideMismatch, s, r.form.stride)
+		return 0, fmt.Errorf("snapid: %w: the cluster's stride is %d, not %d (the stride given)", ErrStrideMismatch, s, r.form.stride)
 	}
 	return s, nil
 }
@@ -208,7 +208,7 @@ func (r *reservation) clusterStride(ctx context.Context, nr registry.NumberRegis
 // checkGivenNumber refuses a WithNodeNumber that is not the registry's.
 func (r *reservation) checkGivenNumber(n, stride uint64) error {
 	if r.form.node != 0 && r.form.node != n {
-		return fmt.Errorf("snapid: %w: the registry gives %q node number %d, not %d (WithNodeNumber); nothing was issued", ErrNumberMismatch, r.name, n, r.form.node)
+		return fmt.Errorf("snapid: %w: the registry gives %q node number %d, not %d (the node number given); nothing was issued", ErrNumberMismatch, r.name, n, r.form.node)
 	}
 	return nil
 }
@@ -229,7 +229,7 @@ func (r *reservation) joinNumber() error {
 			ErrInvalidOption, r.form.form, map[bool]string{true: " and stride", false: ""}[r.form.form == FormatStriped], r.rec.h.Path())
 	}
 	if r.form.stride != 0 && r.form.stride != s {
-		return fmt.Errorf("snapid: %w: the cluster's stride is %d, not %d (WithStride)", ErrStrideMismatch, s, r.form.stride)
+		return fmt.Errorf("snapid: %w: the cluster's stride is %d, not %d (the stride given)", ErrStrideMismatch, s, r.form.stride)
 	}
 	if err := r.checkGivenNumber(n, s); err != nil {
 		return err
@@ -251,7 +251,7 @@ func numberedForm(o *options, r *reservation) (idForm, error) {
 		n, s = f.node, f.stride
 	}
 	if n == 0 {
-		return idForm{}, fmt.Errorf("snapid: %w: the %s form needs a node number, and the registry gives none: WithNodeNumber", ErrInvalidOption, f.form)
+		return idForm{}, fmt.Errorf("snapid: %w: the %s form needs a node number, and the registry gives none: give one", ErrInvalidOption, f.form)
 	}
 	if f.form == FormatStriped && s == 0 {
 		s = f.stride
@@ -356,11 +356,11 @@ func useRecordedNumber(ctx context.Context, counterPath, name string, o *options
 		return nil
 	case f.node != 0 && f.node != node:
 		return &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
-			"%w: the registry gave %q node number %d (recorded %s), not %d (WithNodeNumber); nothing was issued",
+			"%w: the registry gave %q node number %d (recorded %s), not %d (the node number given); nothing was issued",
 			ErrNumberMismatch, name, node, where, f.node)}
 	case f.stride != 0 && stride != 0 && f.stride != stride:
 		return &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
-			"%w: the cluster's stride is %d (recorded %s), not %d (WithStride)", ErrStrideMismatch, stride, where, f.stride)}
+			"%w: the cluster's stride is %d (recorded %s), not %d (the stride given)", ErrStrideMismatch, stride, where, f.stride)}
 	}
 	if f.form != FormatName && f.node == 0 {
 		f.node = node
