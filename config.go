@@ -293,6 +293,28 @@ func (r *RegistryConfig) options(invalid func(field string, v any, why string) e
 	case r.ReserveStep != 0:
 		opts = append(opts, engine.WithReserveStep(r.ReserveStep))
 	}
+	to, err := r.timingOptions(invalid)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, to...)
+	if r.Reclaim {
+		opts = append(opts, engine.WithReclaim())
+	}
+	if t := r.Takeover; t != nil {
+		if t.Floor == math.MaxUint64 {
+			return nil, invalid("Registry.Takeover.Floor", t.Floor, fmt.Sprintf("leaves no number to issue (the highest floor is %d, which leaves one)", uint64(math.MaxUint64-1)))
+		}
+		opts = append(opts, engine.WithTakeover(t.Floor))
+	}
+	return opts, nil
+}
+
+// timingOptions checks r's durations (OutageHorizon, Heartbeat, Timeout,
+// CloneWindow) and turns those that are not zero into the engine's
+// options, in that order.
+func (r *RegistryConfig) timingOptions(invalid func(field string, v any, why string) error) ([]engine.Option, error) {
+	var opts []engine.Option
 	switch {
 	case r.OutageHorizon < 0:
 		opts = append(opts, engine.WithOutageHorizon(0))
@@ -316,15 +338,6 @@ func (r *RegistryConfig) options(invalid func(field string, v any, why string) e
 		opts = append(opts, engine.WithCloneWindow(0))
 	case r.CloneWindow > 0:
 		opts = append(opts, engine.WithCloneWindow(r.CloneWindow))
-	}
-	if r.Reclaim {
-		opts = append(opts, engine.WithReclaim())
-	}
-	if t := r.Takeover; t != nil {
-		if t.Floor == math.MaxUint64 {
-			return nil, invalid("Registry.Takeover.Floor", t.Floor, fmt.Sprintf("leaves no number to issue (the highest floor is %d, which leaves one)", uint64(math.MaxUint64-1)))
-		}
-		opts = append(opts, engine.WithTakeover(t.Floor))
 	}
 	return opts, nil
 }

@@ -172,18 +172,7 @@ func NormaliseName(s string) string {
 // its arguments. Problems are ordered by kind (in the order of the Problem*
 // constants' documentation) and then by name.
 func Audit(rows []registry.Holder, cfg AuditConfig) Report {
-	now := cfg.Now
-	if now.IsZero() {
-		now = time.Now()
-	}
-	stale := cfg.Stale
-	if stale == 0 {
-		stale = DefaultStale
-	}
-	skew := cfg.ClockSkew
-	if skew == 0 {
-		skew = DefaultClockSkew
-	}
+	now, stale, skew := auditClock(cfg)
 	rep := Report{Checked: now, Rows: len(rows), Problems: []Problem{}}
 	add := func(p Problem) { rep.Problems = append(rep.Problems, p) }
 
@@ -193,48 +182,106 @@ func Audit(rows []registry.Holder, cfg AuditConfig) Report {
 		byName[h.Name] = h
 		n := NormaliseName(h.Name)
 		byNorm[n] = append(byNorm[n], h)
-
-		if why := nodename.Problem(h.Name); why != "" {
-			add(Problem{Kind: ProblemInvalidName, Name: h.Name, Rows: []AuditRow{auditRow(h)},
-				Detail: fmt.Sprintf("row %q: %s; %s", h.Name, why, nodename.Rule)})
-		}
-		var missing []string
-		if h.Owner == "" {
-			missing = append(missing, "owner")
-		}
-		if h.State == "" {
-			missing = append(missing, "state")
-		}
-		switch {
-		case len(missing) > 0:
-			add(Problem{Kind: ProblemMissingOwner, Name: h.Name, Rows: []AuditRow{auditRow(h)},
-				Detail: fmt.Sprintf("row %q has no %s: a partial row (left by a write that raced a delete, or by another tool); "+
-					"claims of this name are refused until it is fixed", h.Name, strings.Join(missing, " and no "))})
-		case h.State != registry.StateActive && h.State != registry.StateReleased:
-			add(Problem{Kind: ProblemInvalidState, Name: h.Name, Rows: []AuditRow{auditRow(h)},
-				Detail: fmt.Sprintf("row %q has state %q, want %q or %q", h.Name, h.State, registry.StateActive, registry.StateReleased)})
-		}
-		if stale > 0 && h.State == registry.StateActive && h.Owner != "" {
-			switch {
-			case h.LastSeen.IsZero():
-				add(Problem{Kind: ProblemStale, Name: h.Name, Rows: []AuditRow{auditRow(h)},
-					Detail: fmt.Sprintf("%q is active but was never seen (%s)", h.Name, h)})
-			case now.Sub(h.LastSeen) > stale:
-				add(Problem{Kind: ProblemStale, Name: h.Name, Rows: []AuditRow{auditRow(h)},
-					Detail: fmt.Sprintf("%q was last seen %s ago, more than %s (%s); if its host is gone, release the name",
-						h.Name, now.Sub(h.LastSeen).Round(time.Second), stale, h)})
-			}
-		}
+		auditOneRow(h, now, stale, add)
 	}
 	if skew > 0 {
-		for _, h := range rows {
-			if ahead := max(h.LastSeen.Sub(now), h.RegisteredAt.Sub(now)); ahead > skew {
-				add(Problem{Kind: ProblemClockAhead, Name: h.Name, Rows: []AuditRow{auditRow(h)},
-					Detail: fmt.Sprintf("%q has times %s ahead of this host's clock (%s): its clock or this one is off; "+
-						"the clone check compares hosts' clocks, keep them in sync (NTP)", h.Name, ahead.Round(time.Second), h)})
-			}
+		auditClockAhead(rows, now, skew, add)
+	}
+	auditSharedOwners(rows, add)
+	auditNumbers(rows, cfg.Stride, add)
+	auditCollisions(byNorm, add)
+
+	if cfg.ThisName != "" {
+		auditThisHost(cfg, byName, byNorm, add)
+	}
+	auditInventory(cfg, byNorm, add)
+
+	sortProblems(rep.Problems)
+	return rep
+}
+
+// auditClock returns the audit's time, stale limit and clock skew: cfg's,
+// or their defaults where cfg leaves them zero.
+func auditClock(cfg AuditConfig) (now time.Time, stale, skew time.Duration) {
+	now = cfg.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	stale = cfg.Stale
+	if stale == 0 {
+		stale = DefaultStale
+	}
+	skew = cfg.ClockSkew
+	if skew == 0 {
+		skew = DefaultClockSkew
+	}
+	return now, stale, skew
+}
+
+// auditOneRow reports the problems of row h on its own: an invalid name, a
+// partial row or an invalid state, and (if stale is positive) an active
+// holder not seen for longer than stale.
+func auditOneRow(h registry.Holder, now time.Time, stale time.Duration, add func(Problem)) {
+	if why := nodename.Problem(h.Name); why != "" {
+		add(Problem{Kind: ProblemInvalidName, Name: h.Name, Rows: []AuditRow{auditRow(h)},
+			Detail: fmt.Sprintf("row %q: %s; %s", h.Name, why, nodename.Rule)})
+	}
+	auditRowState(h, add)
+	if stale > 0 && h.State == registry.StateActive && h.Owner != "" {
+		auditStale(h, now, stale, add)
+	}
+}
+
+// auditRowState reports row h if it has no owner or no state (a partial
+// row), or else if its state is neither active nor released.
+func auditRowState(h registry.Holder, add func(Problem)) {
+	var missing []string
+	if h.Owner == "" {
+		missing = append(missing, "owner")
+	}
+	if h.State == "" {
+		missing = append(missing, "state")
+	}
+	switch {
+	case len(missing) > 0:
+		add(Problem{Kind: ProblemMissingOwner, Name: h.Name, Rows: []AuditRow{auditRow(h)},
+			Detail: fmt.Sprintf("row %q has no %s: a partial row (left by a write that raced a delete, or by another tool); "+
+				"claims of this name are refused until it is fixed", h.Name, strings.Join(missing, " and no "))})
+	case h.State != registry.StateActive && h.State != registry.StateReleased:
+		add(Problem{Kind: ProblemInvalidState, Name: h.Name, Rows: []AuditRow{auditRow(h)},
+			Detail: fmt.Sprintf("row %q has state %q, want %q or %q", h.Name, h.State, registry.StateActive, registry.StateReleased)})
+	}
+}
+
+// auditStale reports the active row h if it was never seen, or last seen
+// longer than stale before now.
+func auditStale(h registry.Holder, now time.Time, stale time.Duration, add func(Problem)) {
+	switch {
+	case h.LastSeen.IsZero():
+		add(Problem{Kind: ProblemStale, Name: h.Name, Rows: []AuditRow{auditRow(h)},
+			Detail: fmt.Sprintf("%q is active but was never seen (%s)", h.Name, h)})
+	case now.Sub(h.LastSeen) > stale:
+		add(Problem{Kind: ProblemStale, Name: h.Name, Rows: []AuditRow{auditRow(h)},
+			Detail: fmt.Sprintf("%q was last seen %s ago, more than %s (%s); if its host is gone, release the name",
+				h.Name, now.Sub(h.LastSeen).Round(time.Second), stale, h)})
+	}
+}
+
+// auditClockAhead reports the rows last seen or registered more than skew
+// after now.
+func auditClockAhead(rows []registry.Holder, now time.Time, skew time.Duration, add func(Problem)) {
+	for _, h := range rows {
+		if ahead := max(h.LastSeen.Sub(now), h.RegisteredAt.Sub(now)); ahead > skew {
+			add(Problem{Kind: ProblemClockAhead, Name: h.Name, Rows: []AuditRow{auditRow(h)},
+				Detail: fmt.Sprintf("%q has times %s ahead of this host's clock (%s): its clock or this one is off; "+
+					"the clone check compares hosts' clocks, keep them in sync (NTP)", h.Name, ahead.Round(time.Second), h)})
 		}
 	}
+}
+
+// auditSharedOwners reports each owner token that holds two or more active
+// rows.
+func auditSharedOwners(rows []registry.Holder, add func(Problem)) {
 	byOwner := map[string][]registry.Holder{}
 	for _, h := range rows {
 		if h.State == registry.StateActive && h.Owner != "" {
@@ -255,7 +302,11 @@ func Audit(rows []registry.Holder, cfg AuditConfig) Report {
 			"but the one its session file records; release the names that counter does not use", quoteList(p.Names), registry.OwnerID(owner))
 		add(p)
 	}
-	auditNumbers(rows, cfg.Stride, add)
+}
+
+// auditCollisions reports each normalised form (a key of byNorm) that two
+// or more rows' names share.
+func auditCollisions(byNorm map[string][]registry.Holder, add func(Problem)) {
 	for norm, hs := range byNorm {
 		if len(hs) < 2 {
 			continue
@@ -270,20 +321,18 @@ func Audit(rows []registry.Holder, cfg AuditConfig) Report {
 			quoteList(p.Names), norm)
 		add(p)
 	}
+}
 
-	if cfg.ThisName != "" {
-		auditThisHost(cfg, byName, byNorm, add)
-	}
-	auditInventory(cfg, byNorm, add)
-
+// sortProblems orders problems as a Report has them: by kind, in
+// problemOrder, then by name; problems equal in both keep their order.
+func sortProblems(problems []Problem) {
 	rank := func(kind string) int { return slices.Index(problemOrder, kind) }
-	slices.SortStableFunc(rep.Problems, func(a, b Problem) int {
+	slices.SortStableFunc(problems, func(a, b Problem) int {
 		if d := rank(a.Kind) - rank(b.Kind); d != 0 {
 			return d
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
-	return rep
 }
 
 // held reports whether h blocks a claim by owner (empty: anyone else): it

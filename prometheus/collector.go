@@ -297,9 +297,28 @@ func (c *Collector) collectSequences(ch chan<- prom.Metric) {
 // sequences there are; an answer that comes later is kept for the next
 // scrape. Sequences no longer open are forgotten.
 func (c *Collector) spaces(open map[string]*snapid.Sequence) map[string]spaceEntry {
-	now := c.now()
+	waits := c.askSpaces(open, c.now())
+	waitAll(waits, c.regTimeout)
+	c.spaceMu.Lock()
+	defer c.spaceMu.Unlock()
+	out := make(map[string]spaceEntry, len(open))
+	for name := range open {
+		if e := c.spaceCache[name]; e != nil {
+			out[name] = *e
+		}
+	}
+	return out
+}
+
+// askSpaces asks the registry again, in the background, for the space of
+// each open sequence whose last question is older than the interval at
+// now, and forgets the sequences no longer open that have no question in
+// flight. It returns the channels that close when the questions in flight
+// are answered.
+func (c *Collector) askSpaces(open map[string]*snapid.Sequence, now time.Time) []chan struct{} {
 	var waits []chan struct{}
 	c.spaceMu.Lock()
+	defer c.spaceMu.Unlock()
 	for name, s := range open {
 		e := c.spaceCache[name]
 		if e == nil {
@@ -319,28 +338,24 @@ func (c *Collector) spaces(open map[string]*snapid.Sequence) map[string]spaceEnt
 			delete(c.spaceCache, name)
 		}
 	}
-	c.spaceMu.Unlock()
-	if len(waits) > 0 {
-		timer := time.NewTimer(c.regTimeout)
-		defer timer.Stop()
-	wait:
-		for _, w := range waits {
-			select {
-			case <-w:
-			case <-timer.C:
-				break wait
-			}
+	return waits
+}
+
+// waitAll waits until every channel of waits is closed, or for timeout at
+// most in all.
+func waitAll(waits []chan struct{}, timeout time.Duration) {
+	if len(waits) == 0 {
+		return
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for _, w := range waits {
+		select {
+		case <-w:
+		case <-timer.C:
+			return
 		}
 	}
-	c.spaceMu.Lock()
-	defer c.spaceMu.Unlock()
-	out := make(map[string]spaceEntry, len(open))
-	for name := range open {
-		if e := c.spaceCache[name]; e != nil {
-			out[name] = *e
-		}
-	}
-	return out
 }
 
 // refresh asks the registry for s's space, asked at the time at, and

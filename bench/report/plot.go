@@ -48,14 +48,49 @@ var seriesColors = []color.Color{
 // plotIDs draws ids/s by workload (rows) and callers or processes (bars of
 // one colour per count), on a log scale, as a PNG.
 func plotIDs(rep *Report) ([]byte, error) {
-	es := entries(rep)
-	type seriesKey struct {
-		unit byte
-		n    int
+	cats, series, value := idsByCategory(entries(rep))
+	if len(cats) == 0 {
+		return nil, errors.New("no ids/s results to plot")
 	}
-	var cats []string
-	var series []seriesKey
-	value := map[string]map[seriesKey]float64{}
+	slices.SortStableFunc(cats, func(a, b string) int { return categoryOrder(a) - categoryOrder(b) })
+	slices.SortFunc(series, func(a, b seriesKey) int {
+		if a.unit != b.unit {
+			return int(a.unit) - int(b.unit) // c before p
+		}
+		return a.n - b.n
+	})
+
+	p := newIDsPlot(rep)
+	lo, hi := addIDBars(p, cats, series, value)
+	p.NominalY(categoryLabels(cats)...)
+	p.Y.Tick.Label.Font.Size = vg.Points(11)
+	p.Y.Min, p.Y.Max = -0.5, float64(len(cats))-0.5
+	p.X.Min = math.Pow(10, math.Floor(math.Log10(lo)))
+	// Room at the right for the value labels and the legend.
+	p.X.Max = math.Pow(10, math.Ceil(math.Log10(hi*3)))
+
+	img := vgimg.PngCanvas{Canvas: vgimg.New(11*vg.Inch, vg.Length(1.6+0.85*float64(len(cats)))*vg.Inch)}
+	// A margin at the right, where the last tick label would be cut.
+	p.Draw(draw.Crop(draw.New(img), 0, -vg.Points(16), 0, 0))
+	var buf bytes.Buffer
+	if _, err := img.WriteTo(&buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// seriesKey names a series of bars: callers ('c') or processes ('p'), and
+// how many.
+type seriesKey struct {
+	unit byte
+	n    int
+}
+
+// idsByCategory gathers the results with ids/s: the workloads
+// (implementation/mode) and the series, each in the order first met, and
+// the ids/s of each workload by series.
+func idsByCategory(es []entry) (cats []string, series []seriesKey, value map[string]map[seriesKey]float64) {
+	value = map[string]map[seriesKey]float64{}
 	for _, e := range es {
 		if e.IDsPerSec <= 0 {
 			continue
@@ -71,25 +106,23 @@ func plotIDs(rep *Report) ([]byte, error) {
 			series = append(series, s)
 		}
 	}
-	if len(cats) == 0 {
-		return nil, errors.New("no ids/s results to plot")
-	}
-	order := func(k string) int {
-		for i, c := range categoryNames {
-			if c.key == k {
-				return i
-			}
-		}
-		return len(categoryNames)
-	}
-	slices.SortStableFunc(cats, func(a, b string) int { return order(a) - order(b) })
-	slices.SortFunc(series, func(a, b seriesKey) int {
-		if a.unit != b.unit {
-			return int(a.unit) - int(b.unit) // c before p
-		}
-		return a.n - b.n
-	})
+	return cats, series, value
+}
 
+// categoryOrder is the place of workload k in categoryNames, after them
+// all if it is not there.
+func categoryOrder(k string) int {
+	for i, c := range categoryNames {
+		if c.key == k {
+			return i
+		}
+	}
+	return len(categoryNames)
+}
+
+// newIDsPlot returns the plot of ids/s, without its bars: its title (with
+// the machine), log scale, legend and grid.
+func newIDsPlot(rep *Report) *plot.Plot {
 	p := plot.New()
 	// The machine goes in the title: an X axis label is mispositioned on
 	// a log scale by plot's layout, which then squeezes the plot.
@@ -110,7 +143,12 @@ func plotIDs(rep *Report) ([]byte, error) {
 	grid.Horizontal.Width = 0
 	grid.Vertical.Color = color.Gray{0xdd}
 	p.Add(grid)
+	return p
+}
 
+// addIDBars adds to p one series of bars per series key, with its legend,
+// and returns the lowest and highest values drawn.
+func addIDBars(p *plot.Plot, cats []string, series []seriesKey, value map[string]map[seriesKey]float64) (lo, hi float64) {
 	// Each row holds the bars of one workload, one per series it has,
 	// next to each other and centred on the row.
 	maxK := 0
@@ -118,7 +156,7 @@ func plotIDs(rep *Report) ([]byte, error) {
 		maxK = max(maxK, len(value[k]))
 	}
 	h := 0.84 / float64(maxK) // of a row's height
-	lo, hi := math.Inf(1), math.Inf(-1)
+	lo, hi = math.Inf(1), math.Inf(-1)
 	all := make([]*logBars, len(series))
 	for si := range series {
 		all[si] = &logBars{color: seriesColors[si%len(seriesColors)], thickness: h * 0.86, handler: p.TextHandler}
@@ -140,6 +178,12 @@ func plotIDs(rep *Report) ([]byte, error) {
 		p.Add(all[si])
 		p.Legend.Add(seriesLabel(s.unit, s.n), all[si])
 	}
+	return lo, hi
+}
+
+// categoryLabels returns the display names of the workloads cats, bottom
+// row first (the first of cats is the top row).
+func categoryLabels(cats []string) []string {
 	labels := make([]string, len(cats))
 	for ci, k := range cats {
 		label := k
@@ -150,23 +194,11 @@ func plotIDs(rep *Report) ([]byte, error) {
 		}
 		labels[len(cats)-1-ci] = label
 	}
-	p.NominalY(labels...)
-	p.Y.Tick.Label.Font.Size = vg.Points(11)
-	p.Y.Min, p.Y.Max = -0.5, float64(len(cats))-0.5
-	p.X.Min = math.Pow(10, math.Floor(math.Log10(lo)))
-	// Room at the right for the value labels and the legend.
-	p.X.Max = math.Pow(10, math.Ceil(math.Log10(hi*3)))
-
-	img := vgimg.PngCanvas{Canvas: vgimg.New(11*vg.Inch, vg.Length(1.6+0.85*float64(len(cats)))*vg.Inch)}
-	// A margin at the right, where the last tick label would be cut.
-	p.Draw(draw.Crop(draw.New(img), 0, -vg.Points(16), 0, 0))
-	var buf bytes.Buffer
-	if _, err := img.WriteTo(&buf); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return labels
 }
 
+// seriesLabel names a series in the legend: "1 caller", "8 callers
+// (goroutines)", "4 processes, one counter file".
 func seriesLabel(unit byte, n int) string {
 	switch {
 	case unit == 'c' && n == 1:

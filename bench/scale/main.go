@@ -148,29 +148,11 @@ func main() {
 		Machine: fmt.Sprintf("%d CPUs, %s/%s, %s", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())}
 	cfg := cassandra.Config{Hosts: c.hosts, Keyspace: c.keyspace, Replication: c.replication, AllowFragileReplication: true, Timeout: 12 * time.Second,
 		LocalDC: c.localDC}
-	// A cluster just started may not know every data centre yet: its
-	// nodes' views converge within seconds.
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(2 * time.Second) {
-		_, err := cassandra.CreateSchema(ctx, cfg)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			log.Fatalf("creating keyspace %s: %v", c.keyspace, err)
-		}
-		log.Printf("creating keyspace %s: %v; trying again", c.keyspace, err)
-	}
+	createKeyspace(ctx, cfg)
 	defer dropKeyspace(c)
 	rec := newRecorder()
-	regs := make([]*timedRegistry, c.sessions)
-	for i := range regs {
-		r, err := cassandra.NewRegistry(ctx, cfg)
-		if err != nil {
-			log.Fatal(err)
-		}
-		defer r.Close()
-		regs[i] = &timedRegistry{Registry: r, rec: rec}
-	}
+	regs := openRegistries(ctx, cfg, c.sessions, rec)
+	defer closeRegistries(regs)
 	if _, err := admin.CreateSequence(ctx, regs[0], "scale", 1, registry.MaxSequence); err != nil {
 		log.Fatal(err)
 	}
@@ -180,6 +162,51 @@ func main() {
 	}
 	defer os.RemoveAll(root)
 
+	runModes(ctx, c, regs, rec, root, res)
+	printTables(os.Stdout, res)
+	writeResults(c, res)
+}
+
+// createKeyspace creates the keyspace and tables of cfg, trying again for
+// a minute before it gives up (log.Fatal).
+func createKeyspace(ctx context.Context, cfg cassandra.Config) {
+	// A cluster just started may not know every data centre yet: its
+	// nodes' views converge within seconds.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(2 * time.Second) {
+		_, err := cassandra.CreateSchema(ctx, cfg)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			log.Fatalf("creating keyspace %s: %v", cfg.Keyspace, err)
+		}
+		log.Printf("creating keyspace %s: %v; trying again", cfg.Keyspace, err)
+	}
+}
+
+// openRegistries opens n registry sessions on cfg whose calls rec times.
+func openRegistries(ctx context.Context, cfg cassandra.Config, n int, rec *recorder) []*timedRegistry {
+	regs := make([]*timedRegistry, n)
+	for i := range regs {
+		r, err := cassandra.NewRegistry(ctx, cfg)
+		if err != nil {
+			log.Fatal(err)
+		}
+		regs[i] = &timedRegistry{Registry: r, rec: rec}
+	}
+	return regs
+}
+
+// closeRegistries closes the registry sessions, the last opened first.
+func closeRegistries(regs []*timedRegistry) {
+	for i := len(regs) - 1; i >= 0; i-- {
+		regs[i].Registry.Close()
+	}
+}
+
+// runModes runs the measurements c.modes asks for, in directories under
+// root, and records them in res.
+func runModes(ctx context.Context, c config, regs []*timedRegistry, rec *recorder, root string, res *Results) {
 	if c.modes["capacity"] {
 		res.Capacity = runCapacity(ctx, c, regs, rec)
 	}
@@ -199,7 +226,11 @@ func main() {
 		}
 		res.Storm = &run
 	}
-	printTables(os.Stdout, res)
+}
+
+// writeResults writes res as JSON to -out and draws the load plot to
+// -plot, each if asked.
+func writeResults(c config, res *Results) {
 	if c.out != "" {
 		if err := os.MkdirAll(filepath.Dir(c.out), 0o755); err != nil {
 			log.Fatal(err)
@@ -324,96 +355,23 @@ type SteadyRun struct {
 // interval, then records the registry's load for c.duration.
 func runSteady(ctx context.Context, c config, regs []*timedRegistry, rec *recorder, dir string, n int) (SteadyRun, error) {
 	interval := time.Minute / time.Duration(c.compress)
-	cfg := func(reg registry.Registry, host int) snapid.Config {
-		return snapid.Config{
-			Registry: &snapid.RegistryConfig{
-				Registry:    reg,
-				Host:        snapid.HostInfo{Hostname: fmt.Sprintf("h%d", host), MachineID: fmt.Sprintf("m-%s-%d", filepath.Base(dir), host)},
-				Heartbeat:   interval,
-				CloneWindow: -1, // no clone check
-			},
-			NoSync: true,
-			// Each host keeps its records of names in a place of its own.
-			BindingDir: filepath.Join(dir, strconv.Itoa(host), "records"),
-		}
-	}
 	start := time.Now()
-	gens := make([][]*snapid.Generator, n)
-	seqs := make([]*snapid.Sequence, n)
-	sem := make(chan struct{}, 32)
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for h := range n {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			hostDir := filepath.Join(dir, strconv.Itoa(h))
-			if err := os.MkdirAll(hostDir, 0o755); err != nil {
-				errs[h] = err
-				return
-			}
-			reg := regs[h%len(regs)]
-			for range c.procs {
-				g, err := snapid.Open(filepath.Join(hostDir, "counter.u64"), fmt.Sprintf("%s_%d", filepath.Base(dir), h), cfg(reg, h))
-				if err != nil {
-					errs[h] = err
-					return
-				}
-				gens[h] = append(gens[h], g)
-			}
-			s, err := gens[h][0].Sequence("scale")
-			if err != nil {
-				errs[h] = err
-				return
-			}
-			seqs[h] = s
-			if _, err := s.Next(); err != nil {
-				errs[h] = err
-			}
-		})
-	}
-	wg.Wait()
-	defer func() {
-		for h := range n {
-			if seqs[h] != nil {
-				seqs[h].Close()
-			}
-			for _, g := range gens[h] {
-				g.Close()
-			}
-		}
-	}()
-	if err := errors.Join(errs...); err != nil {
+	gens, seqs, err := openSteadyHosts(c, regs, dir, n, interval)
+	defer closeSteadyHosts(gens, seqs)
+	if err != nil {
 		return SteadyRun{}, err
 	}
 	opened := time.Since(start)
 	// The space-left metric: one process per host reads it every
 	// compressed minute, at a random phase, as a scrape would.
-	mctx, stopMetrics := context.WithCancel(ctx)
-	var mwg sync.WaitGroup
-	for h := range n {
-		mwg.Go(func() {
-			t := time.NewTimer(rand.N(interval))
-			defer t.Stop()
-			for {
-				select {
-				case <-mctx.Done():
-					return
-				case <-t.C:
-				}
-				_, _ = seqs[h].Space(mctx)
-				t.Reset(interval)
-			}
-		})
-	}
+	stopReaders := readSpaces(ctx, seqs, interval)
 	time.Sleep(interval + interval/2) // every process past its first poll
 	rec.start()
 	t0 := time.Now()
 	time.Sleep(c.duration)
 	elapsed := time.Since(t0)
 	lat, failed, refused := rec.stop()
-	stopMetrics()
-	mwg.Wait()
+	stopReaders()
 	run := SteadyRun{Hosts: n, Procs: c.procs, Compress: c.compress, EquivalentHosts: n * c.compress, DurationS: elapsed.Seconds(),
 		PerSec: map[string]float64{}, PerHostMin: map[string]float64{}, Latency: map[string]Latency{}, Failed: failed, Refused: refused,
 		OpenSeconds: opened.Seconds()}
@@ -431,6 +389,107 @@ func runSteady(ctx context.Context, c config, regs []*timedRegistry, rec *record
 	log.Printf("steady %d hosts × %d processes (≈ %d hosts): %.1f LWT/s, heartbeats %.2f per host per minute, status reads %.2f",
 		n, c.procs, run.EquivalentHosts, run.LWTPerSec, run.PerHostMin["touch"], run.PerHostMin["status"])
 	return run, nil
+}
+
+// steadyConfig is the configuration of the processes of host number host
+// of the steady run in dir, with the library's intervals set to interval.
+func steadyConfig(reg registry.Registry, dir string, host int, interval time.Duration) snapid.Config {
+	return snapid.Config{
+		Registry: &snapid.RegistryConfig{
+			Registry:    reg,
+			Host:        snapid.HostInfo{Hostname: fmt.Sprintf("h%d", host), MachineID: fmt.Sprintf("m-%s-%d", filepath.Base(dir), host)},
+			Heartbeat:   interval,
+			CloneWindow: -1, // no clone check
+		},
+		NoSync: true,
+		// Each host keeps its records of names in a place of its own.
+		BindingDir: filepath.Join(dir, strconv.Itoa(host), "records"),
+	}
+}
+
+// openSteadyHosts opens the n hosts of a steady run in dir, 32 at a time:
+// each host's c.procs Generators and one Sequence, which takes its first
+// number. It returns what it opened, by host, even with an error (every
+// host's, joined).
+func openSteadyHosts(c config, regs []*timedRegistry, dir string, n int, interval time.Duration) ([][]*snapid.Generator, []*snapid.Sequence, error) {
+	gens := make([][]*snapid.Generator, n)
+	seqs := make([]*snapid.Sequence, n)
+	sem := make(chan struct{}, 32)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for h := range n {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			gens[h], seqs[h], errs[h] = openSteadyHost(c, regs[h%len(regs)], dir, h, interval)
+		})
+	}
+	wg.Wait()
+	return gens, seqs, errors.Join(errs...)
+}
+
+// openSteadyHost opens host number h of a steady run in dir: its
+// directory, c.procs Generators on its counter, and a Sequence, which
+// takes its first number. It returns what it opened even with an error.
+func openSteadyHost(c config, reg *timedRegistry, dir string, h int, interval time.Duration) ([]*snapid.Generator, *snapid.Sequence, error) {
+	hostDir := filepath.Join(dir, strconv.Itoa(h))
+	if err := os.MkdirAll(hostDir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	var gens []*snapid.Generator
+	for range c.procs {
+		g, err := snapid.Open(filepath.Join(hostDir, "counter.u64"), fmt.Sprintf("%s_%d", filepath.Base(dir), h), steadyConfig(reg, dir, h, interval))
+		if err != nil {
+			return gens, nil, err
+		}
+		gens = append(gens, g)
+	}
+	s, err := gens[0].Sequence("scale")
+	if err != nil {
+		return gens, nil, err
+	}
+	_, err = s.Next()
+	return gens, s, err
+}
+
+// closeSteadyHosts closes the hosts' Sequences and Generators, host by
+// host.
+func closeSteadyHosts(gens [][]*snapid.Generator, seqs []*snapid.Sequence) {
+	for h := range seqs {
+		if seqs[h] != nil {
+			seqs[h].Close()
+		}
+		for _, g := range gens[h] {
+			g.Close()
+		}
+	}
+}
+
+// readSpaces starts the space-left metric's readers: one process per host
+// reads it every compressed minute (interval), at a random phase, as a
+// scrape would. The function it returns stops them and waits for them.
+func readSpaces(ctx context.Context, seqs []*snapid.Sequence, interval time.Duration) (stop func()) {
+	mctx, stopMetrics := context.WithCancel(ctx)
+	var mwg sync.WaitGroup
+	for h := range seqs {
+		mwg.Go(func() {
+			t := time.NewTimer(rand.N(interval))
+			defer t.Stop()
+			for {
+				select {
+				case <-mctx.Done():
+					return
+				case <-t.C:
+				}
+				_, _ = seqs[h].Space(mctx)
+				t.Reset(interval)
+			}
+		})
+	}
+	return func() {
+		stopMetrics()
+		mwg.Wait()
+	}
 }
 
 // StormRun is one start-up storm.

@@ -36,14 +36,9 @@ func cmdCheckNames(ctx context.Context, c *cli, args []string) error {
 	}
 	cfg := admin.AuditConfig{Now: time.Now(), Stale: *stale, ClockSkew: *skew}
 	if *names != "" {
-		f, err := os.Open(*names)
-		if err != nil {
-			return hintError{fmt.Errorf("inventory: %w", err), "check the --names file: one planned node name per line"}
-		}
-		cfg.Planned, err = admin.ParseInventory(f)
-		f.Close()
-		if err != nil {
-			return hintError{fmt.Errorf("inventory %s: %w", *names, err), "check the --names file: one planned node name per line"}
+		var err error
+		if cfg.Planned, err = readInventory(*names); err != nil {
+			return err
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
@@ -56,22 +51,7 @@ func cmdCheckNames(ctx context.Context, c *cli, args []string) error {
 	var repl *cassandra.ReplicationReport
 	if reg != nil {
 		defer reg.Close()
-		rep, err := checkReplication(reg, ctx)
-		if err != nil {
-			return err
-		}
-		repl = &rep
-		if rows, err = reg.List(ctx); err != nil {
-			if rep.Status == cassandra.ReplicationAttention {
-				// A keyspace whose quorum cannot be reached cannot be listed.
-				return fmt.Errorf("%w (probably because %s; to fix: %s)", err, rep.Detail, rep.Fix)
-			}
-			return err
-		}
-		if err := c.thisHost(&cfg); err != nil {
-			return err
-		}
-		if cfg.Stride, err = reg.Stride(ctx); err != nil {
+		if rows, repl, err = c.readRegistryForAudit(ctx, reg, &cfg); err != nil {
 			return err
 		}
 	} else if *names == "" {
@@ -83,18 +63,73 @@ func cmdCheckNames(ctx context.Context, c *cli, args []string) error {
 			Detail: repl.Detail + "; to fix: " + repl.Fix}}, report.Problems...)
 	}
 	if reg != nil {
-		seqs, err := reg.ListSequences(ctx)
-		switch {
-		case errors.Is(err, engine.ErrInvalidOption):
-			// A cluster of several data centres without a local one
-			// configured: names are still audited.
-			fmt.Fprintf(c.stderr, "snapctl: notice: sequences not audited: %s\n", oneLine(err.Error()))
-		case err != nil:
+		if err := c.auditSequences(ctx, reg, &report); err != nil {
 			return err
 		}
-		report.Problems = append(report.Problems, admin.AuditSequences(seqs)...)
 	}
-	if *asJSON {
+	return printCheckNames(c, report, repl, *asJSON)
+}
+
+// readInventory reads the inventory file of planned names at path.
+func readInventory(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, hintError{fmt.Errorf("inventory: %w", err), "check the --names file: one planned node name per line"}
+	}
+	planned, err := admin.ParseInventory(f)
+	f.Close()
+	if err != nil {
+		return nil, hintError{fmt.Errorf("inventory %s: %w", path, err), "check the --names file: one planned node name per line"}
+	}
+	return planned, nil
+}
+
+// readRegistryForAudit checks the registry's replication, lists its rows,
+// and fills in cfg this host's name and owner token and the cluster's
+// stride. It returns the rows and the replication report.
+func (c *cli) readRegistryForAudit(ctx context.Context, reg *cassandra.Registry, cfg *admin.AuditConfig) ([]registry.Holder, *cassandra.ReplicationReport, error) {
+	rep, err := checkReplication(reg, ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := reg.List(ctx)
+	if err != nil {
+		if rep.Status == cassandra.ReplicationAttention {
+			// A keyspace whose quorum cannot be reached cannot be listed.
+			return nil, nil, fmt.Errorf("%w (probably because %s; to fix: %s)", err, rep.Detail, rep.Fix)
+		}
+		return nil, nil, err
+	}
+	if err := c.thisHost(cfg); err != nil {
+		return nil, nil, err
+	}
+	if cfg.Stride, err = reg.Stride(ctx); err != nil {
+		return nil, nil, err
+	}
+	return rows, &rep, nil
+}
+
+// auditSequences adds the problems of the registry's sequences to report.
+// A registry whose sequences cannot be listed for want of a local data
+// centre gets a notice on stderr instead.
+func (c *cli) auditSequences(ctx context.Context, reg *cassandra.Registry, report *admin.Report) error {
+	seqs, err := reg.ListSequences(ctx)
+	switch {
+	case errors.Is(err, engine.ErrInvalidOption):
+		// A cluster of several data centres without a local one
+		// configured: names are still audited.
+		fmt.Fprintf(c.stderr, "snapctl: notice: sequences not audited: %s\n", oneLine(err.Error()))
+	case err != nil:
+		return err
+	}
+	report.Problems = append(report.Problems, admin.AuditSequences(seqs)...)
+	return nil
+}
+
+// printCheckNames prints the audit report as JSON or as text; a report with
+// problems is errProblems (exit 1).
+func printCheckNames(c *cli, report admin.Report, repl *cassandra.ReplicationReport, asJSON bool) error {
+	if asJSON {
 		enc := json.NewEncoder(c.stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(checkOutput{report, repl}); err != nil {
@@ -156,6 +191,9 @@ type checkOutput struct {
 	Replication *cassandra.ReplicationReport `json:"replication,omitempty"`
 }
 
+// printReport prints the audit report r as text: a warning about the
+// registry's replication if there is one, then a table of the problems
+// and their count, or that there are none.
 func printReport(c *cli, r admin.Report, repl *cassandra.ReplicationReport) error {
 	what := plural(r.Rows, "registry row")
 	if repl == nil {

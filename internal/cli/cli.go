@@ -172,26 +172,9 @@ func helpAsked(args []string) bool {
 // commandFirst moves flags given before the command ("snapctl --name web
 // next") after it, where the command's own flags parse them.
 func commandFirst(args []string) ([]string, error) {
-	var lead []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" || !strings.HasPrefix(a, "-") || len(a) == 1 {
-			break
-		}
-		switch name := strings.TrimLeft(a, "-"); {
-		case name == "h" || name == "help" || name == "version":
-			if len(lead) == 0 {
-				return args, nil // snapctl --help, snapctl --version
-			}
-		case strings.Contains(name, "=") || boolFlags[name]:
-		case i+1 < len(args):
-			lead = append(lead, a)
-			i++
-			a = args[i]
-		default:
-			return nil, fmt.Errorf("flag %s needs a value and a command after it", a)
-		}
-		lead = append(lead, a)
+	lead, err := leadingFlags(args)
+	if err != nil {
+		return nil, err
 	}
 	if len(lead) == 0 {
 		return args, nil
@@ -208,6 +191,34 @@ func commandFirst(args []string) ([]string, error) {
 	out := append([]string{}, args[len(lead):at]...)
 	out = append(out, lead...)
 	return append(out, args[at:]...), nil
+}
+
+// leadingFlags returns the flags, with their values, that args give
+// before the command: none for "snapctl --help" and "snapctl --version".
+// A flag that takes a value and has nothing after it is an error.
+func leadingFlags(args []string) ([]string, error) {
+	var lead []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || !strings.HasPrefix(a, "-") || len(a) == 1 {
+			break
+		}
+		switch name := strings.TrimLeft(a, "-"); {
+		case name == "h" || name == "help" || name == "version":
+			if len(lead) == 0 {
+				return nil, nil // snapctl --help, snapctl --version
+			}
+		case strings.Contains(name, "=") || boolFlags[name]:
+		case i+1 < len(args):
+			lead = append(lead, a)
+			i++
+			a = args[i]
+		default:
+			return nil, fmt.Errorf("flag %s needs a value and a command after it", a)
+		}
+		lead = append(lead, a)
+	}
+	return lead, nil
 }
 
 // leadingWords says how many words follow a command before its flags.

@@ -49,27 +49,13 @@ func cmdNext(ctx context.Context, c *cli, args []string) error {
 	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
 	defer cancel()
 	opts := append(c.options(), formOpts...)
-	if *noRegistry && rf.cassandra != "" {
-		return usageError{"--no-registry and --cassandra contradict each other: give one"}
-	}
-	var reg *cassandra.Registry
-	if !*noRegistry {
-		// --no-registry beats SNAPID_CASSANDRA, which production hosts
-		// export: it is the fallback during a registry outage.
-		if reg, err = c.connect(ctx, &rf, false); err != nil {
-			return err
-		}
+	reg, err := c.nextRegistry(ctx, &rf, *noRegistry, path)
+	if err != nil {
+		return err
 	}
 	if reg != nil {
 		defer reg.Close()
 		opts = append(opts, engine.WithRegistry(reg))
-	} else if !*noRegistry {
-		switch _, err := admin.OwnerToken(path); {
-		case err == nil:
-			return usageError{fmt.Sprintf("%s is registered (it has an owner token): give --cassandra or SNAPID_CASSANDRA, or --no-registry to issue without the registry's bounds", path)}
-		case !errors.Is(err, iofs.ErrNotExist):
-			return err // a damaged owner file: registered, and to be repaired first
-		}
 	}
 	if err := c.prepareDefaultDir(); err != nil {
 		return err
@@ -94,6 +80,35 @@ func cmdNext(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	return w.Flush()
+}
+
+// nextRegistry connects to the registry next issues with: none with
+// --no-registry (noRegistry), which contradicts --cassandra. Without a
+// registry configured, a registered counter at path (one with an owner
+// token) is refused unless --no-registry is given.
+func (c *cli) nextRegistry(ctx context.Context, rf *registryFlags, noRegistry bool, path string) (*cassandra.Registry, error) {
+	if noRegistry && rf.cassandra != "" {
+		return nil, usageError{"--no-registry and --cassandra contradict each other: give one"}
+	}
+	if noRegistry {
+		// --no-registry beats SNAPID_CASSANDRA, which production hosts
+		// export: it is the fallback during a registry outage.
+		return nil, nil
+	}
+	reg, err := c.connect(ctx, rf, false)
+	if err != nil {
+		return nil, err
+	}
+	if reg != nil {
+		return reg, nil
+	}
+	switch _, err := admin.OwnerToken(path); {
+	case err == nil:
+		return nil, usageError{fmt.Sprintf("%s is registered (it has an owner token): give --cassandra or SNAPID_CASSANDRA, or --no-registry to issue without the registry's bounds", path)}
+	case !errors.Is(err, iofs.ErrNotExist):
+		return nil, err // a damaged owner file: registered, and to be repaired first
+	}
+	return nil, nil
 }
 
 // issueIDs issues n ids of g's form, one per line, with one counter
@@ -185,22 +200,9 @@ func cmdInit(ctx context.Context, c *cli, args []string) error {
 	if err := c.parse(args); err != nil {
 		return err
 	}
-	opts := c.options()
-	if *modeFlag != "" {
-		m, err := strconv.ParseUint(*modeFlag, 8, 32)
-		if err != nil || m > 0o777 {
-			return usageError{fmt.Sprintf("--mode %q: want permissions in octal, such as 0600 or 0640", *modeFlag)}
-		}
-		opts = append(opts, engine.WithFileMode(iofs.FileMode(m)))
-	}
-	uid, gid, err := parseOwner(*ownerFlag)
+	opts, err := initOptions(c.options(), *modeFlag, *ownerFlag)
 	if err != nil {
 		return err
-	}
-	if uid != -1 || gid != -1 {
-		// Given on the descriptor Init or Repair checked and locked,
-		// never by path (see engine.WithOwner).
-		opts = append(opts, engine.WithOwner(uid, gid))
 	}
 	startSet := false
 	fs.Visit(func(f *flag.Flag) { startSet = startSet || f.Name == "start" })
@@ -223,27 +225,61 @@ func cmdInit(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	if *force {
-		prev, err := admin.RepairContext(ctx, path, *start, opts...)
-		if err != nil {
-			return err
-		}
-		was := fmt.Sprintf("%d bytes % x", len(prev), prev)
-		if v, err := admin.DecodeCounter(prev); err == nil {
-			was = fmt.Sprintf("last issued %d", v)
-		}
-		fmt.Fprintf(c.stderr, "snapctl: WARNING: counter %s REWRITTEN by --force (was: %s); the next number is %d, and any number from %d up that was issued before will be issued again\n",
-			path, was, *start, *start)
-		return nil
+		return c.repairCounter(ctx, path, *start, opts)
 	}
-	before, err := admin.InitContext(ctx, path, *start, opts...)
+	return c.initCounter(ctx, path, *start, opts)
+}
+
+// initOptions adds to opts the file mode (--mode, octal) and the owner
+// (--owner user[:group]) of the counter init creates, when they are given.
+func initOptions(opts []engine.Option, mode, owner string) ([]engine.Option, error) {
+	if mode != "" {
+		m, err := strconv.ParseUint(mode, 8, 32)
+		if err != nil || m > 0o777 {
+			return nil, usageError{fmt.Sprintf("--mode %q: want permissions in octal, such as 0600 or 0640", mode)}
+		}
+		opts = append(opts, engine.WithFileMode(iofs.FileMode(m)))
+	}
+	uid, gid, err := parseOwner(owner)
+	if err != nil {
+		return nil, err
+	}
+	if uid != -1 || gid != -1 {
+		// Given on the descriptor Init or Repair checked and locked,
+		// never by path (see engine.WithOwner).
+		opts = append(opts, engine.WithOwner(uid, gid))
+	}
+	return opts, nil
+}
+
+// repairCounter rewrites the counter at path (init --force) so that start
+// is the next number, and warns on stderr of what it held before.
+func (c *cli) repairCounter(ctx context.Context, path string, start uint64, opts []engine.Option) error {
+	prev, err := admin.RepairContext(ctx, path, start, opts...)
+	if err != nil {
+		return err
+	}
+	was := fmt.Sprintf("%d bytes % x", len(prev), prev)
+	if v, err := admin.DecodeCounter(prev); err == nil {
+		was = fmt.Sprintf("last issued %d", v)
+	}
+	fmt.Fprintf(c.stderr, "snapctl: WARNING: counter %s REWRITTEN by --force (was: %s); the next number is %d, and any number from %d up that was issued before will be issued again\n",
+		path, was, start, start)
+	return nil
+}
+
+// initCounter creates the counter at path, or raises it, so that the next
+// number is at least start, and says what the next number is.
+func (c *cli) initCounter(ctx context.Context, path string, start uint64, opts []engine.Option) error {
+	before, err := admin.InitContext(ctx, path, start, opts...)
 	if err != nil {
 		return err
 	}
 	warnForeignOwner(c, path)
-	if before < *start-1 {
-		fmt.Fprintf(c.stdout, "counter %s: next number %d (was %d)\n", path, *start, before+1)
+	if before < start-1 {
+		fmt.Fprintf(c.stdout, "counter %s: next number %d (was %d)\n", path, start, before+1)
 	} else {
-		fmt.Fprintf(c.stdout, "counter %s: next number %d\n", path, *start)
+		fmt.Fprintf(c.stdout, "counter %s: next number %d\n", path, start)
 	}
 	return nil
 }
@@ -257,37 +293,15 @@ func parseOwner(s string) (uid, gid int, err error) {
 		return -1, -1, nil
 	}
 	userPart, groupPart, hasGroup := strings.Cut(s, ":")
-	bad := func(what string, err error) (int, int, error) {
-		return 0, 0, usageError{fmt.Sprintf("--owner %q: %s: %v", s, what, err)}
-	}
 	uid, gid = -1, -1
 	if userPart != "" {
-		if n, ok, err := parseNumericID(userPart); err != nil {
-			return bad("user id", err)
-		} else if ok {
-			uid = n
-		} else {
-			u, err := user.Lookup(userPart)
-			if err != nil {
-				return bad("no such user", err)
-			}
-			uid, _ = strconv.Atoi(u.Uid)
-			if !hasGroup {
-				gid, _ = strconv.Atoi(u.Gid)
-			}
+		if uid, gid, err = ownerUser(s, userPart, hasGroup); err != nil {
+			return 0, 0, err
 		}
 	}
 	if groupPart != "" {
-		if n, ok, err := parseNumericID(groupPart); err != nil {
-			return bad("group id", err)
-		} else if ok {
-			gid = n
-		} else {
-			g, err := user.LookupGroup(groupPart)
-			if err != nil {
-				return bad("no such group", err)
-			}
-			gid, _ = strconv.Atoi(g.Gid)
+		if gid, err = ownerGroup(s, groupPart); err != nil {
+			return 0, 0, err
 		}
 	}
 	if uid == -1 && gid == -1 {
@@ -297,6 +311,51 @@ func parseOwner(s string) (uid, gid int, err error) {
 		return 0, 0, usageError{fmt.Sprintf("--owner %q: giving the counter to another user needs root", s)}
 	}
 	return uid, gid, nil
+}
+
+// ownerUser reads the user part of --owner s: a numeric id, or a name,
+// whose primary group it also returns when s has no group (else gid is
+// -1).
+func ownerUser(s, userPart string, hasGroup bool) (uid, gid int, err error) {
+	n, ok, err := parseNumericID(userPart)
+	if err != nil {
+		return 0, 0, badOwner(s, "user id", err)
+	}
+	if ok {
+		return n, -1, nil
+	}
+	u, err := user.Lookup(userPart)
+	if err != nil {
+		return 0, 0, badOwner(s, "no such user", err)
+	}
+	uid, _ = strconv.Atoi(u.Uid)
+	gid = -1
+	if !hasGroup {
+		gid, _ = strconv.Atoi(u.Gid)
+	}
+	return uid, gid, nil
+}
+
+// ownerGroup reads the group part of --owner s: a numeric id or a name.
+func ownerGroup(s, groupPart string) (int, error) {
+	n, ok, err := parseNumericID(groupPart)
+	if err != nil {
+		return 0, badOwner(s, "group id", err)
+	}
+	if ok {
+		return n, nil
+	}
+	g, err := user.LookupGroup(groupPart)
+	if err != nil {
+		return 0, badOwner(s, "no such group", err)
+	}
+	gid, _ := strconv.Atoi(g.Gid)
+	return gid, nil
+}
+
+// badOwner is the usage error of --owner s whose part what is wrong.
+func badOwner(s, what string, err error) error {
+	return usageError{fmt.Sprintf("--owner %q: %s: %v", s, what, err)}
 }
 
 // maxID is the largest user or group id: 2^32-1 means "unchanged" to

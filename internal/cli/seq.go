@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid/admin"
+	"github.com/snapid/snapid/cassandra"
 	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/registry"
 )
@@ -113,6 +114,14 @@ func seqCreate(ctx context.Context, c *cli, seq string, args []string) error {
 	if err != nil {
 		return err
 	}
+	c.printSeqCreated(ctx, reg, seq, info)
+	return nil
+}
+
+// printSeqCreated prints where the sequence seq, created as info,
+// stands: its bounds, the registry's global position, each data centre's
+// next number and this host's next number.
+func (c *cli) printSeqCreated(ctx context.Context, reg *cassandra.Registry, seq string, info registry.SequenceInfo) {
 	// Two figures that differ once numbers were handed out: the
 	// registry's global position (numbers below it went to data centres,
 	// some still unissued in leases) and the next number this host hands
@@ -135,7 +144,6 @@ func seqCreate(ctx context.Context, c *cli, seq string, args []string) error {
 			fmt.Fprintf(c.stdout, "this host (%s): next number it hands out %d (its lease %d-%d)\n", cur.Name, pos, cur.First, cur.Last)
 		}
 	}
-	return nil
 }
 
 // seqNext prints N new numbers, taken with one update of the host's lease
@@ -263,6 +271,24 @@ func seqShow(ctx context.Context, c *cli, seq string, args []string) error {
 	if err != nil {
 		return err
 	}
+	out := seqShowOut(st)
+	if path, err := c.resolveCounter(); err == nil {
+		if out.ThisHost, err = seqThisHost(path, seq); err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	printSeqShow(c.stdout, out)
+	return nil
+}
+
+// seqShowOut returns the registry's state of a sequence (st) as seq show
+// prints it, without this host's lease.
+func seqShowOut(st registry.SequenceStatus) seqShowJSON {
 	out := seqShowJSON{Name: st.Name, Start: u(st.Start), Max: u(st.Max), Next: u(st.Next), CreatedAt: st.CreatedAt,
 		Grants: []seqRangeOut{}, Ranges: []seqRangeOut{}, Leases: []seqLeaseOut{}}
 	for _, g := range st.Grants {
@@ -274,25 +300,29 @@ func seqShow(ctx context.Context, c *cli, seq string, args []string) error {
 	for _, l := range st.Leases {
 		out.Leases = append(out.Leases, seqLeaseOut{NodeName: l.Name, DC: l.DC, OwnerID: registry.OwnerID(l.Owner), First: u(l.First), Last: u(l.Last), LeasedAt: l.LeasedAt})
 	}
-	if path, err := c.resolveCounter(); err == nil {
-		cur, ahead, pos, ok, err := admin.ReadLeaseFile(path, seq)
-		if err != nil {
-			return err
-		}
-		if ok {
-			h := &seqLeaseOut{NodeName: cur.Name, OwnerID: registry.OwnerID(cur.Owner), First: u(cur.First), Last: u(cur.Last), Position: u(pos)}
-			if ahead.First != 0 {
-				h.Ahead = u(ahead.First) + "-" + u(ahead.Last)
-			}
-			out.ThisHost = h
-		}
+	return out
+}
+
+// seqThisHost reads the lease file of sequence seq beside the counter at
+// path: nil if there is none.
+func seqThisHost(path, seq string) (*seqLeaseOut, error) {
+	cur, ahead, pos, ok, err := admin.ReadLeaseFile(path, seq)
+	if err != nil {
+		return nil, err
 	}
-	if *asJSON {
-		enc := json.NewEncoder(c.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+	if !ok {
+		return nil, nil
 	}
-	w := c.stdout
+	h := &seqLeaseOut{NodeName: cur.Name, OwnerID: registry.OwnerID(cur.Owner), First: u(cur.First), Last: u(cur.Last), Position: u(pos)}
+	if ahead.First != 0 {
+		h.Ahead = u(ahead.First) + "-" + u(ahead.Last)
+	}
+	return h, nil
+}
+
+// printSeqShow prints a sequence's state (out) as text: the registry's
+// grants, ranges and leases, then this host's lease.
+func printSeqShow(w io.Writer, out seqShowJSON) {
 	fmt.Fprintf(w, "sequence %s: start %s, max %s; GLOBAL next %s\n", out.Name, out.Start, out.Max, out.Next)
 	for _, g := range out.Grants {
 		fmt.Fprintf(w, "  granted to %s: %s-%s\n", g.DC, g.First, g.Last)
@@ -315,7 +345,6 @@ func seqShow(ctx context.Context, c *cli, seq string, args []string) error {
 		}
 		fmt.Fprintf(w, "this host (%s): lease %s-%s, next number %s, next lease %s\n", h.NodeName, h.First, h.Last, h.Position, ahead)
 	}
-	return nil
 }
 
 // seqExhaustedHint says what a lease that could not be had lacks: fewer

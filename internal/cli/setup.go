@@ -24,10 +24,9 @@ func cmdSetup(ctx context.Context, c *cli, args []string) error {
 	if err := c.parse(args); err != nil {
 		return err
 	}
-	strideSet := false
-	fs.Visit(func(f *flag.Flag) { strideSet = strideSet || f.Name == "stride" })
-	if strideSet && (*stride < 2 || *stride > registry.MaxNodeNumber+1) {
-		return usageError{fmt.Sprintf("--stride %d: want 2 to %d (node numbers are 1 to the stride - 1)", *stride, uint64(registry.MaxNodeNumber)+1)}
+	strideSet, err := strideGiven(fs, *stride)
+	if err != nil {
+		return err
 	}
 	if c.inproc != nil && c.inproc.Registry != nil {
 		return c.setupInProcess(ctx, *stride, strideSet)
@@ -48,12 +47,7 @@ func cmdSetup(ctx context.Context, c *cli, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
 	defer cancel()
-	rep, err := cassandra.SetUpSchema(ctx, cfg)
-	if errors.Is(err, cassandra.ErrNoKeyspace) {
-		return usageError{fmt.Sprintf("%s; setup needs --replication (or SNAPID_REPLICATION) to create it: "+
-			"dc1:3,dc2:3 (NetworkTopologyStrategy, a factor per data centre) or a bare factor such as 3 (SimpleStrategy); "+
-			"or check --keyspace (SNAPID_KEYSPACE)", strings.TrimPrefix(err.Error(), "snapid: "))}
-	}
+	rep, err := setUpSchema(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -63,13 +57,49 @@ func cmdSetup(ctx context.Context, c *cli, args []string) error {
 			return err
 		}
 		defer reg.Close()
-		if _, err := reg.SetStride(ctx, *stride); err != nil {
-			return err
-		}
-		if _, err := fmt.Fprintf(c.stdout, "stride %d recorded for the cluster's striped ids\n", *stride); err != nil {
+		if err := c.recordStride(ctx, reg, *stride); err != nil {
 			return err
 		}
 	}
+	printSetup(c, rep, asked)
+	return nil
+}
+
+// strideGiven reports whether --stride was given, refusing a stride out
+// of its range.
+func strideGiven(fs *flag.FlagSet, stride uint64) (bool, error) {
+	strideSet := false
+	fs.Visit(func(f *flag.Flag) { strideSet = strideSet || f.Name == "stride" })
+	if strideSet && (stride < 2 || stride > registry.MaxNodeNumber+1) {
+		return false, usageError{fmt.Sprintf("--stride %d: want 2 to %d (node numbers are 1 to the stride - 1)", stride, uint64(registry.MaxNodeNumber)+1)}
+	}
+	return strideSet, nil
+}
+
+// setUpSchema is cassandra.SetUpSchema, with a missing keyspace that setup
+// may not create explained as a usage error.
+func setUpSchema(ctx context.Context, cfg cassandra.Config) (cassandra.SchemaReport, error) {
+	rep, err := cassandra.SetUpSchema(ctx, cfg)
+	if errors.Is(err, cassandra.ErrNoKeyspace) {
+		return rep, usageError{fmt.Sprintf("%s; setup needs --replication (or SNAPID_REPLICATION) to create it: "+
+			"dc1:3,dc2:3 (NetworkTopologyStrategy, a factor per data centre) or a bare factor such as 3 (SimpleStrategy); "+
+			"or check --keyspace (SNAPID_KEYSPACE)", strings.TrimPrefix(err.Error(), "snapid: "))}
+	}
+	return rep, err
+}
+
+// recordStride records the cluster's stride in the registry and says so.
+func (c *cli) recordStride(ctx context.Context, reg *cassandra.Registry, stride uint64) error {
+	if _, err := reg.SetStride(ctx, stride); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(c.stdout, "stride %d recorded for the cluster's striped ids\n", stride)
+	return err
+}
+
+// printSetup says what setup created or found (rep), with a warning when
+// an existing keyspace's replication is not the one asked for.
+func printSetup(c *cli, rep cassandra.SchemaReport, asked map[string]string) {
 	have := replicationSpec(rep.Replication)
 	if rep.KeyspaceCreated {
 		fmt.Fprintf(c.stdout, "keyspace %s created (replication %s)\n", rep.Keyspace, have)
@@ -85,7 +115,6 @@ func cmdSetup(ctx context.Context, c *cli, args []string) error {
 		fmt.Fprintf(c.stderr, "snapctl: warning: keyspace %s keeps its replication %s, not the %s asked for: setup never changes an existing keyspace "+
 			"('snapctl check-names' says whether it survives the loss of a node, and how to change it)\n", rep.Keyspace, have, replicationSpec(asked))
 	}
-	return nil
 }
 
 // replicationSpec renders a replication map as --replication takes it:

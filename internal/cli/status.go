@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -209,14 +210,30 @@ func statusRegistry(ctx context.Context, c *cli, reg *cassandra.Registry, st *st
 func statusHolder(c *cli, st *statusReport, h registry.Holder, hf admin.HostFiles, attention func(string, ...any)) {
 	name, path := st.Name, st.Counter.Path
 	r := st.Registry
-	r.Found, r.Hostname, r.OwnerID, r.State, r.LastSeen = true, h.Hostname, registry.OwnerID(h.Owner), h.State, h.LastSeen
-	r.ReservedUpTo = strconv.FormatUint(h.Reserved, 10)
-	r.NodeNumber = h.Number
-	r.ThisHost, r.Session = hf.OwnedBy(h), hf.HoldsSession(h)
+	fillStatusRow(r, h, hf)
 	if _, n, _, ok, err := admin.ReadNodeNumber(path, c.options()...); err == nil && ok && h.Number != 0 && n != h.Number && r.ThisHost {
 		attention("this host recorded node number %d for %q, and the registry holds %d: the next start refuses to issue (ErrNumberMismatch)", n, name, h.Number)
 	}
 	running := st.Processes != nil && *st.Processes > 0
+	statusHeldBy(name, r, h, hf, running, attention)
+	if c, err := strconv.ParseUint(st.Counter.LastIssued, 10, 64); err == nil && r.ThisHost && h.State == registry.StateActive && c > h.Reserved {
+		attention("the counter (%d) is above the registry's mark (%d): ids were issued without the registry", c, h.Reserved)
+	}
+}
+
+// fillStatusRow records the row h in r, and whether this host's files (hf)
+// hold it by owner token and by session.
+func fillStatusRow(r *statusRow, h registry.Holder, hf admin.HostFiles) {
+	r.Found, r.Hostname, r.OwnerID, r.State, r.LastSeen = true, h.Hostname, registry.OwnerID(h.Owner), h.State, h.LastSeen
+	r.ReservedUpTo = strconv.FormatUint(h.Reserved, 10)
+	r.NodeNumber = h.Number
+	r.ThisHost, r.Session = hf.OwnedBy(h), hf.HoldsSession(h)
+}
+
+// statusHeldBy needs attention when the active row h of name (recorded in
+// r) is held by another owner, or when it is this host's but a later claim
+// superseded the session of its running processes.
+func statusHeldBy(name string, r *statusRow, h registry.Holder, hf admin.HostFiles, running bool, attention func(string, ...any)) {
 	switch {
 	case h.State == registry.StateActive && !r.ThisHost && hf.OwnerID != "":
 		attention("%q is held by another owner (%s, host %s): this host must not issue under it", name, r.OwnerID, h.Hostname)
@@ -224,9 +241,6 @@ func statusHolder(c *cli, st *statusReport, h registry.Holder, hf admin.HostFile
 		attention("%q is held by host %s (owner %s), and this host's counter has no owner token: this host must not issue under it", name, h.Hostname, r.OwnerID)
 	case r.ThisHost && h.State == registry.StateActive && running && !r.Session:
 		attention("a later claim superseded the session of this host's running processes (a copy of this counter directory?): they issue nothing more beyond their mark")
-	}
-	if c, err := strconv.ParseUint(st.Counter.LastIssued, 10, 64); err == nil && r.ThisHost && h.State == registry.StateActive && c > h.Reserved {
-		attention("the counter (%d) is above the registry's mark (%d): ids were issued without the registry", c, h.Reserved)
 	}
 }
 
@@ -307,9 +321,31 @@ func describeHint(cmd string, err error) string {
 	return strings.TrimPrefix(strings.TrimPrefix(full, msg), "; ")
 }
 
+// printStatus prints st as text: a table of the counter, this host's
+// files, the registry and the leases, then the items needing attention
+// and the verdict.
 func printStatus(c *cli, st *statusReport) error {
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "name\t%s\n", st.Name)
+	printStatusCounter(tw, st)
+	if f := st.Files; f != nil {
+		printStatusFiles(tw, f, st.Processes)
+	}
+	if r := st.Registry; r != nil {
+		printStatusRegistry(tw, r, st.Name)
+	}
+	for _, q := range st.Sequences {
+		printStatusSequence(tw, q)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return printAttention(c, st.Attention)
+}
+
+// printStatusCounter prints the counter file's lines of the status table:
+// its path and, if it exists, its last issued id and its mode.
+func printStatusCounter(tw io.Writer, st *statusReport) {
 	fmt.Fprintf(tw, "counter\t%s\n", st.Counter.Path)
 	if st.Counter.Exists {
 		last := st.Counter.LastIssued
@@ -319,72 +355,89 @@ func printStatus(c *cli, st *statusReport) error {
 		fmt.Fprintf(tw, "  last issued\t%s\n", last)
 		fmt.Fprintf(tw, "  mode\t%s\n", st.Counter.Mode)
 	}
-	if f := st.Files; f != nil {
-		fmt.Fprintf(tw, "owner token\t%s\n", orNone(f.OwnerID))
-		if f.MarkFile {
-			fmt.Fprintf(tw, "mark (cached)\t%d\n", f.Mark)
-		}
-		if f.Released != "" {
-			fmt.Fprintf(tw, "released\t%q by this host\n", f.Released)
-		}
-		if f.SessionName != "" {
-			fmt.Fprintf(tw, "session\t%s for %q\n", f.SessionID, f.SessionName)
-		}
-		if st.Processes != nil {
-			fmt.Fprintf(tw, "processes\t%d using the counter with the registry\n", *st.Processes)
+}
+
+// printStatusFiles prints the lines of the status table about this host's
+// registry files (f) and the processes using the counter with the
+// registry (nil: not counted).
+func printStatusFiles(tw io.Writer, f *admin.HostFiles, processes *int) {
+	fmt.Fprintf(tw, "owner token\t%s\n", orNone(f.OwnerID))
+	if f.MarkFile {
+		fmt.Fprintf(tw, "mark (cached)\t%d\n", f.Mark)
+	}
+	if f.Released != "" {
+		fmt.Fprintf(tw, "released\t%q by this host\n", f.Released)
+	}
+	if f.SessionName != "" {
+		fmt.Fprintf(tw, "session\t%s for %q\n", f.SessionID, f.SessionName)
+	}
+	if processes != nil {
+		fmt.Fprintf(tw, "processes\t%d using the counter with the registry\n", *processes)
+	}
+}
+
+// printStatusRegistry prints the lines of the status table about the
+// registry: the row of name (r) and the cluster's stride.
+func printStatusRegistry(tw io.Writer, r *statusRow, name string) {
+	if !r.Found {
+		fmt.Fprintf(tw, "registry\tno row for %q\n", name)
+	} else {
+		fmt.Fprintf(tw, "registry\t%s, held by %s (%s, owner %s)\n", r.State, statusHolderName(r), orNone(r.Hostname), r.OwnerID)
+		fmt.Fprintf(tw, "  last seen\t%s\n", r.LastSeen.UTC().Format(time.RFC3339))
+		fmt.Fprintf(tw, "  reserved up to\t%s\n", r.ReservedUpTo)
+		if r.NodeNumber != 0 {
+			fmt.Fprintf(tw, "  node number\t%d\n", r.NodeNumber)
 		}
 	}
-	if r := st.Registry; r != nil {
-		if !r.Found {
-			fmt.Fprintf(tw, "registry\tno row for %q\n", st.Name)
-		} else {
-			holder := "another owner"
-			switch {
-			case r.Session:
-				holder = "this host, current session"
-			case r.ThisHost:
-				holder = "this host's owner token, another session"
-			}
-			fmt.Fprintf(tw, "registry\t%s, held by %s (%s, owner %s)\n", r.State, holder, orNone(r.Hostname), r.OwnerID)
-			fmt.Fprintf(tw, "  last seen\t%s\n", r.LastSeen.UTC().Format(time.RFC3339))
-			fmt.Fprintf(tw, "  reserved up to\t%s\n", r.ReservedUpTo)
-			if r.NodeNumber != 0 {
-				fmt.Fprintf(tw, "  node number\t%d\n", r.NodeNumber)
-			}
-		}
-		if r.Stride != 0 {
-			fmt.Fprintf(tw, "  cluster stride\t%d\n", r.Stride)
-		}
+	if r.Stride != 0 {
+		fmt.Fprintf(tw, "  cluster stride\t%d\n", r.Stride)
 	}
-	for _, q := range st.Sequences {
-		lease := "no lease"
-		if q.CurrentFirst != 0 {
-			lease = fmt.Sprintf("[%d, %d], next %d", q.CurrentFirst, q.CurrentLast, q.Next)
-		}
-		if q.AheadFirst != 0 {
-			lease += fmt.Sprintf(", then [%d, %d]", q.AheadFirst, q.AheadLast)
-		}
-		claim := ""
-		if !q.CurrentClaim && q.CurrentFirst != 0 {
-			claim = " (leased under an earlier claim of this host)"
-		}
-		fmt.Fprintf(tw, "sequence %s\t%s: %d left%s\n", q.Sequence, lease, q.LeftNumbers, claim)
+}
+
+// statusHolderName says who holds the row r: this host's session, this
+// host's owner token under another session, or another owner.
+func statusHolderName(r *statusRow) string {
+	switch {
+	case r.Session:
+		return "this host, current session"
+	case r.ThisHost:
+		return "this host's owner token, another session"
 	}
-	if err := tw.Flush(); err != nil {
-		return err
+	return "another owner"
+}
+
+// printStatusSequence prints the line of the status table about the lease
+// of one sequence (q).
+func printStatusSequence(tw io.Writer, q statusSequence) {
+	lease := "no lease"
+	if q.CurrentFirst != 0 {
+		lease = fmt.Sprintf("[%d, %d], next %d", q.CurrentFirst, q.CurrentLast, q.Next)
 	}
-	if len(st.Attention) == 0 {
+	if q.AheadFirst != 0 {
+		lease += fmt.Sprintf(", then [%d, %d]", q.AheadFirst, q.AheadLast)
+	}
+	claim := ""
+	if !q.CurrentClaim && q.CurrentFirst != 0 {
+		claim = " (leased under an earlier claim of this host)"
+	}
+	fmt.Fprintf(tw, "sequence %s\t%s: %d left%s\n", q.Sequence, lease, q.LeftNumbers, claim)
+}
+
+// printAttention prints the items needing attention, one a line, and the
+// verdict: healthy if there are none.
+func printAttention(c *cli, attention []string) error {
+	if len(attention) == 0 {
 		_, err := fmt.Fprintln(c.stdout, "status: healthy")
 		return err
 	}
-	for _, a := range st.Attention {
+	for _, a := range attention {
 		fmt.Fprintf(c.stdout, "attention: %s\n", a)
 	}
 	verb := "needs"
-	if len(st.Attention) > 1 {
+	if len(attention) > 1 {
 		verb = "need"
 	}
-	_, err := fmt.Fprintf(c.stdout, "status: %s %s attention\n", plural(len(st.Attention), "item"), verb)
+	_, err := fmt.Fprintf(c.stdout, "status: %s %s attention\n", plural(len(attention), "item"), verb)
 	return err
 }
 

@@ -80,64 +80,111 @@ func (f *FS) Unmount() error {
 // rebuild writes into dst the state the disk holds after a cut of the
 // mounted tree whose current state is at src; the caller holds mu.
 func (f *FS) rebuild(src, dst string, mode CutMode, rng *rand.Rand) error {
-	made := map[*object]string{}
-	keep := func() bool { return mode == KeepSome && rng.IntN(2) == 0 }
-	var build func(o *object, cur, path string) error
-	build = func(o *object, cur, path string) error {
-		if p, ok := made[o]; ok && !o.dir {
-			return os.Link(p, path)
+	b := &rebuilder{f: f, made: map[*object]string{}, mode: mode, rng: rng}
+	return b.build(f.root, src, dst)
+}
+
+// rebuilder is the state of one rebuild: the path each object was written
+// at (a file met again under another name becomes a hard link), and what
+// the cut keeps of the current state.
+type rebuilder struct {
+	f    *FS
+	made map[*object]string
+	mode CutMode
+	rng  *rand.Rand
+}
+
+// keep reports whether a file or directory is written as it is at the cut
+// rather than as it was synced: at random, with KeepSome.
+func (b *rebuilder) keep() bool { return b.mode == KeepSome && b.rng.IntN(2) == 0 }
+
+// build writes the object o at path; cur is its current state in the
+// mounted tree ("" if there is none).
+func (b *rebuilder) build(o *object, cur, path string) error {
+	if p, ok := b.made[o]; ok && !o.dir {
+		return os.Link(p, path)
+	}
+	b.made[o] = path
+	if !o.dir {
+		return b.buildFile(o, cur, path)
+	}
+	return b.buildDir(o, cur, path)
+}
+
+// buildFile writes the file o at path: its synced content and mode, or
+// those of its current state cur if the cut keeps it.
+func (b *rebuilder) buildFile(o *object, cur, path string) error {
+	content, fmode := o.content, o.mode
+	if cur != "" && b.keep() {
+		if data, err := os.ReadFile(cur); err == nil {
+			content = data
+			if info, err := os.Lstat(cur); err == nil {
+				fmode = uint32(info.Mode().Perm())
+			}
 		}
-		made[o] = path
-		if !o.dir {
-			content, fmode := o.content, o.mode
-			if cur != "" && keep() {
-				if b, err := os.ReadFile(cur); err == nil {
-					content = b
-					if info, err := os.Lstat(cur); err == nil {
-						fmode = uint32(info.Mode().Perm())
-					}
-				}
-			}
-			if !o.synced && content == nil {
-				content = []byte{}
-			}
-			if err := os.WriteFile(path, content, 0o600); err != nil {
-				return err
-			}
-			return os.Chmod(path, fs.FileMode(fmode))
-		}
-		if err := os.Mkdir(path, 0o755); err != nil {
+	}
+	if !o.synced && content == nil {
+		content = []byte{}
+	}
+	if err := os.WriteFile(path, content, 0o600); err != nil {
+		return err
+	}
+	return os.Chmod(path, fs.FileMode(fmode))
+}
+
+// buildDir makes the directory o at path and builds its entries: the
+// synced ones, or those of its current state cur if the cut keeps it.
+func (b *rebuilder) buildDir(o *object, cur, path string) error {
+	if err := os.Mkdir(path, 0o755); err != nil {
+		return err
+	}
+	entries := o.entries
+	if cur != "" && b.keep() {
+		// The directory as it is at the cut.
+		ents, ok, err := b.currentEntries(cur)
+		if err != nil {
 			return err
 		}
-		entries := o.entries
-		if cur != "" && keep() {
-			// The directory as it is at the cut.
-			if ents, err := os.ReadDir(cur); err == nil {
-				entries = map[string]*object{}
-				for _, e := range ents {
-					info, err := e.Info()
-					if err != nil {
-						return err
-					}
-					entries[e.Name()] = f.object(info.Sys().(*syscall.Stat_t).Ino, info.IsDir())
-				}
-			}
+		if ok {
+			entries = ents
 		}
-		for name, c := range entries {
-			// The current file of that name, if it is still the same
-			// object (for what KeepSome keeps).
-			cpath := ""
-			if cur != "" {
-				p := filepath.Join(cur, name)
-				if info, err := os.Lstat(p); err == nil && f.byIno[info.Sys().(*syscall.Stat_t).Ino] == c {
-					cpath = p
-				}
-			}
-			if err := build(c, cpath, filepath.Join(path, name)); err != nil {
-				return err
-			}
-		}
-		return os.Chmod(path, fs.FileMode(o.mode))
 	}
-	return build(f.root, src, dst)
+	for name, c := range entries {
+		if err := b.build(c, b.currentPath(cur, name, c), filepath.Join(path, name)); err != nil {
+			return err
+		}
+	}
+	return os.Chmod(path, fs.FileMode(o.mode))
+}
+
+// currentEntries returns the entries of the current directory cur, by
+// name; ok is false if cur cannot be read.
+func (b *rebuilder) currentEntries(cur string) (entries map[string]*object, ok bool, err error) {
+	ents, err := os.ReadDir(cur)
+	if err != nil {
+		return nil, false, nil
+	}
+	entries = map[string]*object{}
+	for _, e := range ents {
+		info, err := e.Info()
+		if err != nil {
+			return nil, true, err
+		}
+		entries[e.Name()] = b.f.object(info.Sys().(*syscall.Stat_t).Ino, info.IsDir())
+	}
+	return entries, true, nil
+}
+
+// currentPath returns the path of the current file name in the current
+// directory cur if it is still the object c (for what KeepSome keeps),
+// else "".
+func (b *rebuilder) currentPath(cur, name string, c *object) string {
+	if cur == "" {
+		return ""
+	}
+	p := filepath.Join(cur, name)
+	if info, err := os.Lstat(p); err == nil && b.f.byIno[info.Sys().(*syscall.Stat_t).Ino] == c {
+		return p
+	}
+	return ""
 }

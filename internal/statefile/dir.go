@@ -57,61 +57,25 @@ func OpenDir(path string, o DirOptions) (*Dir, error) {
 		o.FS = OS{}
 	}
 	path = filepath.Clean(path)
-	fd, err := openat(unix.AT_FDCWD, "/", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, st, err := openRoot()
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: "/", Err: err}
-	}
-	cur := "/"
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
 		return nil, err
 	}
-	parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
-	if path == "/" {
-		parts = nil
-	}
+	cur := "/"
+	parts := pathLevels(path)
 	for i, name := range parts {
-		last := i == len(parts)-1
 		next := filepath.Join(cur, name)
 		if !trusted(st, o.Owners) && !sticky(st) {
 			unix.Close(fd)
 			return nil, levelErr(cur, st, o.Owners)
 		}
-		nfd, err := openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if errors.Is(err, unix.ENOENT) && o.Create {
-			merr := unix.Mkdirat(fd, name, o.Perm)
-			if merr == nil {
-				// The new level's name is durable before anything is
-				// made in it.
-				if serr := syncDirFd(o.FS, fd, cur); serr != nil {
-					unix.Close(fd)
-					return nil, fmt.Errorf("sync directory %s: %w", cur, serr)
-				}
-			} else if !errors.Is(merr, unix.EEXIST) {
-				unix.Close(fd)
-				return nil, &fs.PathError{Op: "mkdir", Path: next, Err: merr}
-			}
-			nfd, err = openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		}
-		unix.Close(fd)
+		nfd, err := openLevel(fd, cur, name, next, o)
 		if err != nil {
-			if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
-				var lst unix.Stat_t
-				if unix.Lstat(next, &lst) == nil && lst.Mode&unix.S_IFMT == unix.S_IFLNK {
-					return nil, &fs.PathError{Op: "open", Path: next, Err: fmt.Errorf("%w (owned by %s)", ErrSymlink, UserName(lst.Uid))}
-				}
-			}
-			return nil, &fs.PathError{Op: "open", Path: next, Err: err}
-		}
-		fd, cur = nfd, next
-		if err := unix.Fstat(fd, &st); err != nil {
-			unix.Close(fd)
 			return nil, err
 		}
-		if !trusted(st, o.Owners) || (!last && writableByOthers(st) && !sticky(st)) {
-			unix.Close(fd)
-			return nil, levelErr(cur, st, o.Owners)
+		fd, cur = nfd, next
+		if err := checkLevel(fd, cur, &st, o.Owners, i == len(parts)-1); err != nil {
+			return nil, err
 		}
 	}
 	if writableByOthers(st) && !(o.AllowSticky && sticky(st)) {
@@ -119,6 +83,95 @@ func OpenDir(path string, o DirOptions) (*Dir, error) {
 		return nil, levelErr(cur, st, o.Owners)
 	}
 	return &Dir{fd: fd, path: cur, fs: o.FS, st: st}, nil
+}
+
+// openRoot opens the root directory and returns its descriptor and
+// status.
+func openRoot() (int, unix.Stat_t, error) {
+	fd, err := openat(unix.AT_FDCWD, "/", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, unix.Stat_t{}, &fs.PathError{Op: "open", Path: "/", Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, st, err
+	}
+	return fd, st, nil
+}
+
+// pathLevels returns the names of the levels of the clean absolute path
+// below the root, none for the root itself.
+func pathLevels(path string) []string {
+	if path == "/" {
+		return nil
+	}
+	return strings.Split(strings.TrimPrefix(path, "/"), "/")
+}
+
+// openLevel opens the directory name (whose path is next) under fd, the
+// level at path cur, without following a symbolic link, making it first
+// if it is missing and o.Create is set. It closes fd whatever happens. A
+// symbolic link in name's place is refused with ErrSymlink.
+func openLevel(fd int, cur, name, next string, o DirOptions) (int, error) {
+	nfd, err := openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) && o.Create {
+		if merr := makeLevel(fd, cur, name, next, o); merr != nil {
+			unix.Close(fd)
+			return -1, merr
+		}
+		nfd, err = openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	}
+	unix.Close(fd)
+	if err != nil {
+		return -1, openLevelErr(next, err)
+	}
+	return nfd, nil
+}
+
+// makeLevel makes the directory name (whose path is next) under fd, the
+// level at path cur, with mode o.Perm, and syncs fd if it made it. A
+// level that already exists (made meanwhile) is no error.
+func makeLevel(fd int, cur, name, next string, o DirOptions) error {
+	merr := unix.Mkdirat(fd, name, o.Perm)
+	if merr == nil {
+		// The new level's name is durable before anything is
+		// made in it.
+		if serr := syncDirFd(o.FS, fd, cur); serr != nil {
+			return fmt.Errorf("sync directory %s: %w", cur, serr)
+		}
+	} else if !errors.Is(merr, unix.EEXIST) {
+		return &fs.PathError{Op: "mkdir", Path: next, Err: merr}
+	}
+	return nil
+}
+
+// openLevelErr is the error of opening the level at path next, which
+// failed with err: ErrSymlink if a symbolic link is in its place.
+func openLevelErr(next string, err error) error {
+	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+		var lst unix.Stat_t
+		if unix.Lstat(next, &lst) == nil && lst.Mode&unix.S_IFMT == unix.S_IFLNK {
+			return &fs.PathError{Op: "open", Path: next, Err: fmt.Errorf("%w (owned by %s)", ErrSymlink, UserName(lst.Uid))}
+		}
+	}
+	return &fs.PathError{Op: "open", Path: next, Err: err}
+}
+
+// checkLevel reads the status of fd, the level at path cur, into st and
+// refuses the level if it does not belong to owners or if, not being the
+// last, others can write it and it is not sticky. It closes fd when it
+// returns an error.
+func checkLevel(fd int, cur string, st *unix.Stat_t, owners []uint32, last bool) error {
+	if err := unix.Fstat(fd, st); err != nil {
+		unix.Close(fd)
+		return err
+	}
+	if !trusted(*st, owners) || (!last && writableByOthers(*st) && !sticky(*st)) {
+		unix.Close(fd)
+		return levelErr(cur, *st, owners)
+	}
+	return nil
 }
 
 func trusted(st unix.Stat_t, owners []uint32) bool {

@@ -283,69 +283,112 @@ const maxLinks = 40
 // status. It returns "" and no error when a level does not exist or is
 // not a directory (the caller's open reports that).
 func walkTrusted(path string, euid uint32) (string, unix.Stat_t, error) {
-	var st unix.Stat_t
-	if err := unix.Lstat("/", &st); err != nil {
-		return "", st, nil
+	w := &trustWalk{path: path, euid: euid, cur: "/"}
+	if err := unix.Lstat("/", &w.st); err != nil {
+		return "", w.st, nil
 	}
-	ok := func(u uint32) bool { return u == 0 || u == euid }
-	cur := "/"
-	pending := strings.Split(path, "/")
-	links := 0
-	for len(pending) > 0 {
-		name := pending[0]
-		pending = pending[1:]
-		switch name {
-		case "", ".":
-			continue
-		case "..":
-			cur = filepath.Dir(cur)
-			if err := unix.Lstat(cur, &st); err != nil {
-				return "", st, nil
-			}
-			continue
+	w.pending = strings.Split(path, "/")
+	for len(w.pending) > 0 {
+		name := w.pending[0]
+		w.pending = w.pending[1:]
+		if more, err := w.step(name); !more {
+			return "", w.st, err
 		}
-		// cur is passed through: its entries must be safe from others.
-		if !ok(st.Uid) {
-			return "", st, fmt.Errorf("%w: %s belongs to %s, who could replace the directories below it; keep the counter under directories owned by %s",
-				ErrWrongOwner, cur, UserName(st.Uid), trustedOwners(euid))
-		}
-		if writableByOthers(st) && !sticky(st) {
-			return "", st, fmt.Errorf("%w: %s (mode %#o) can be written by users other than its owner, who could replace the directories below it",
-				ErrUnsafeDir, cur, st.Mode&0o7777)
-		}
-		inSticky := writableByOthers(st)
-		next := filepath.Join(cur, name)
-		var lst unix.Stat_t
-		if err := unix.Lstat(next, &lst); err != nil {
-			return "", lst, nil
-		}
-		if inSticky && !ok(lst.Uid) {
-			return "", lst, fmt.Errorf("%w: %s belongs to %s and lies in the sticky directory %s; keep the counter under directories owned by %s",
-				ErrWrongOwner, next, UserName(lst.Uid), cur, trustedOwners(euid))
-		}
-		if lst.Mode&unix.S_IFMT == unix.S_IFLNK {
-			if links++; links > maxLinks {
-				return "", lst, &fs.PathError{Op: "open", Path: path, Err: unix.ELOOP}
-			}
-			target, err := os.Readlink(next)
-			if err != nil {
-				return "", lst, nil
-			}
-			if filepath.IsAbs(target) {
-				cur = "/"
-				if err := unix.Lstat(cur, &st); err != nil {
-					return "", st, nil
-				}
-			}
-			pending = append(strings.Split(target, "/"), pending...)
-			continue
-		}
-		if lst.Mode&unix.S_IFMT != unix.S_IFDIR {
-			return "", lst, nil
-		}
-		cur, st = next, lst
 	}
-	return cur, st, nil
+	return w.cur, w.st, nil
+}
+
+// trustWalk is the state of walkTrusted: the directory reached and its
+// status, the names still to resolve, and the links followed so far.
+type trustWalk struct {
+	path    string // the path walked, named by the error of too many links
+	euid    uint32
+	cur     string
+	st      unix.Stat_t
+	pending []string
+	links   int
+}
+
+// ok reports whether the owner u is trusted: root or the effective user.
+func (w *trustWalk) ok(u uint32) bool { return u == 0 || u == w.euid }
+
+// step resolves name under w.cur: it goes up for "..", follows a link,
+// and goes down into a directory. It returns false when the walk stops,
+// with w.st the status walkTrusted returns: with no error when a level
+// does not exist or is not a directory, with an error when a level is not
+// trusted.
+func (w *trustWalk) step(name string) (bool, error) {
+	switch name {
+	case "", ".":
+		return true, nil
+	case "..":
+		w.cur = filepath.Dir(w.cur)
+		return unix.Lstat(w.cur, &w.st) == nil, nil
+	}
+	// cur is passed through: its entries must be safe from others.
+	if err := w.checkPassage(); err != nil {
+		return false, err
+	}
+	inSticky := writableByOthers(w.st)
+	next := filepath.Join(w.cur, name)
+	var lst unix.Stat_t
+	if err := unix.Lstat(next, &lst); err != nil {
+		w.st = lst
+		return false, nil
+	}
+	if inSticky && !w.ok(lst.Uid) {
+		w.st = lst
+		return false, fmt.Errorf("%w: %s belongs to %s and lies in the sticky directory %s; keep the counter under directories owned by %s",
+			ErrWrongOwner, next, UserName(lst.Uid), w.cur, trustedOwners(w.euid))
+	}
+	if lst.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return w.follow(next, lst)
+	}
+	w.st = lst
+	if lst.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return false, nil
+	}
+	w.cur = next
+	return true, nil
+}
+
+// checkPassage refuses w.cur as a directory to pass through unless it
+// belongs to a trusted owner and, if others can write it, is sticky.
+func (w *trustWalk) checkPassage() error {
+	if !w.ok(w.st.Uid) {
+		return fmt.Errorf("%w: %s belongs to %s, who could replace the directories below it; keep the counter under directories owned by %s",
+			ErrWrongOwner, w.cur, UserName(w.st.Uid), trustedOwners(w.euid))
+	}
+	if writableByOthers(w.st) && !sticky(w.st) {
+		return fmt.Errorf("%w: %s (mode %#o) can be written by users other than its owner, who could replace the directories below it",
+			ErrUnsafeDir, w.cur, w.st.Mode&0o7777)
+	}
+	return nil
+}
+
+// follow puts the target of the link next (whose status is lst) in front
+// of the names still to resolve, restarting from / if the target is
+// absolute. Like step, it returns false when the walk stops: past
+// maxLinks links (an error), or when the link cannot be read or / cannot
+// be read (no error).
+func (w *trustWalk) follow(next string, lst unix.Stat_t) (bool, error) {
+	if w.links++; w.links > maxLinks {
+		w.st = lst
+		return false, &fs.PathError{Op: "open", Path: w.path, Err: unix.ELOOP}
+	}
+	target, err := os.Readlink(next)
+	if err != nil {
+		w.st = lst
+		return false, nil
+	}
+	if filepath.IsAbs(target) {
+		w.cur = "/"
+		if err := unix.Lstat(w.cur, &w.st); err != nil {
+			return false, nil
+		}
+	}
+	w.pending = append(strings.Split(target, "/"), w.pending...)
+	return true, nil
 }
 
 // CheckLink checks a counter path that is to be followed if it is a
@@ -370,8 +413,7 @@ func CheckLink(path string) error {
 		if err != nil || dir == "" {
 			return err
 		}
-		trustedDir := (dst.Uid == 0 || dst.Uid == euid) && (!writableByOthers(dst) || (sticky(dst) && (lst.Uid == 0 || lst.Uid == euid)))
-		if !trustedDir {
+		if !linkTrusted(dst, lst, euid) {
 			return fmt.Errorf("%w: %s is a symbolic link in %s (owned by %s, mode %#o), which another user could have made; "+
 				"links are followed only in directories that belong to root or %s and that no other user can write",
 				ErrWrongOwner, path, dir, UserName(dst.Uid), dst.Mode&0o7777, UserName(euid))
@@ -389,4 +431,12 @@ func CheckLink(path string) error {
 		path = target
 	}
 	return &fs.PathError{Op: "open", Path: path, Err: unix.ELOOP}
+}
+
+// linkTrusted reports whether no user but root and euid could have made
+// or replaced a link whose status is lst in a directory whose status is
+// dst: the directory belongs to root or euid, and either no other user
+// can write it, or it is sticky and the link belongs to root or euid.
+func linkTrusted(dst, lst unix.Stat_t, euid uint32) bool {
+	return (dst.Uid == 0 || dst.Uid == euid) && (!writableByOthers(dst) || (sticky(dst) && (lst.Uid == 0 || lst.Uid == euid)))
 }
