@@ -106,27 +106,13 @@ func (r *Registry) backoff(ctx context.Context, attempt int) error {
 func (r *Registry) claimOnce(ctx context.Context, c registry.Claim, lastRow *registry.Holder) (h registry.Holder, done bool, err error) {
 	now := r.timestamp()
 	token := newClaimToken()
-	mine := func(cur *cql.Record, found bool) outcome {
-		switch {
-		case found && str(cur.Token) == token:
-			return outcomeApplied
-		case !found:
-			return outcomeResend
-		}
-		return outcomeLost
-	}
-	res, err := r.runCAS(ctx, "claim", c.Name, mine, r.stmts.insert,
+	res, err := r.runCAS(ctx, "claim", c.Name, insertJudge(token), r.stmts.insert,
 		c.Name, c.Owner, c.Hostname, c.Address, c.MachineID, now, now, int64(c.Floor), registry.StateActive, token)
 	if err != nil {
 		return registry.Holder{}, true, err
 	}
 	if res.applied {
-		if res.reread {
-			return res.cur.Holder(), true, nil
-		}
-		r.log.Debug("snapid: name claimed", "name", c.Name)
-		return registry.Holder{Name: c.Name, Owner: c.Owner, Hostname: c.Hostname, Address: c.Address, MachineID: c.MachineID,
-			State: registry.StateActive, RegisteredAt: now, LastSeen: now, Reserved: c.Floor, Session: token}, true, nil
+		return r.inserted(c, res, now, token), true, nil
 	}
 	// The whole row: INSERT IF NOT EXISTS returns it, as does the serial
 	// read that resolved a lost reply.
@@ -141,16 +127,56 @@ func (r *Registry) claimOnce(ctx context.Context, c registry.Claim, lastRow *reg
 
 	next := registry.Holder{Name: c.Name, Owner: c.Owner, Hostname: c.Hostname, Address: c.Address, MachineID: c.MachineID,
 		State: registry.StateActive, RegisteredAt: old.RegisteredAt, LastSeen: now, Reserved: max(old.Reserved, c.Floor), Session: token}
+	if err := r.decideClaim(c, old, now, &next); err != nil {
+		return old, true, err
+	}
+
+	// Conditional on the row we decided from.
+	res2, err := r.runCAS(ctx, "claim", c.Name, updateJudge(token, decided), r.stmts.claimUpdate,
+		next.Owner, next.Hostname, next.Address, next.MachineID, next.RegisteredAt, next.LastSeen,
+		int64(next.Reserved), next.State, token, c.Name,
+		decided.Owner, decided.State, decided.Reserved, decided.Token)
+	if err != nil {
+		return registry.Holder{}, true, err
+	}
+	return r.claimUpdated(ctx, c.Name, token, next, res2)
+}
+
+// insertJudge resolves a claim's insert whose outcome is unknown: applied
+// when the row carries token, sent again when there is no row, lost
+// otherwise.
+func insertJudge(token string) func(cur *cql.Record, found bool) outcome {
+	return func(cur *cql.Record, found bool) outcome {
+		switch {
+		case found && str(cur.Token) == token:
+			return outcomeApplied
+		case !found:
+			return outcomeResend
+		}
+		return outcomeLost
+	}
+}
+
+// inserted is the holder of an applied insert (res) of claim c at now
+// with token: the row as read when the outcome had to be resolved, or
+// else the row as written.
+func (r *Registry) inserted(c registry.Claim, res casResult, now time.Time, token string) registry.Holder {
+	if res.reread {
+		return res.cur.Holder()
+	}
+	r.log.Debug("snapid: name claimed", "name", c.Name)
+	return registry.Holder{Name: c.Name, Owner: c.Owner, Hostname: c.Hostname, Address: c.Address, MachineID: c.MachineID,
+		State: registry.StateActive, RegisteredAt: now, LastSeen: now, Reserved: c.Floor, Session: token}
+}
+
+// decideClaim decides, from old (the name's row), whether claim c may take
+// the name at now: the same owner refreshes it unless it looks like a
+// clone (ErrProbableClone); a released name, or a forced claim, takes it
+// over (next is then registered at now); anything else is ErrNameTaken.
+func (r *Registry) decideClaim(c registry.Claim, old registry.Holder, now time.Time, next *registry.Holder) error {
 	switch {
 	case old.Owner == c.Owner:
-		otherMachine := old.MachineID != c.MachineID || old.Hostname != c.Hostname
-		seen := now.Sub(old.LastSeen)
-		if otherMachine && old.State == registry.StateActive && c.CloneWindow > 0 && seen < c.CloneWindow {
-			return old, true, fmt.Errorf("snapid: %w: %q is active with this owner token on %s (machine %s, last seen %s ago), but this claim comes from %s (machine %s); "+
-				"if the other machine is gone, wait %s after its last sighting",
-				registry.ErrProbableClone, c.Name, orUnknown(old.Hostname), orUnknown(old.MachineID), seen.Round(time.Second),
-				orUnknown(c.Hostname), orUnknown(c.MachineID), c.CloneWindow)
-		}
+		return probableClone(c, old, now)
 	case old.State == registry.StateReleased && old.Owner != "":
 		next.RegisteredAt = now
 		r.log.Info("snapid: taking over a released name", "name", c.Name, "previous", old.String(), "final", old.Reserved)
@@ -159,12 +185,32 @@ func (r *Registry) claimOnce(ctx context.Context, c registry.Claim, lastRow *reg
 		r.log.Warn("snapid: forced take-over of a name held by another owner", "name", c.Name, "previous", old.String(),
 			"reserved", next.Reserved)
 	default:
-		return old, true, fmt.Errorf("snapid: %w: %q is %s; take it over only if that holder is gone for good (force, with a start floor)",
+		return fmt.Errorf("snapid: %w: %q is %s; take it over only if that holder is gone for good (force, with a start floor)",
 			registry.ErrNameTaken, c.Name, old)
 	}
+	return nil
+}
 
-	// Conditional on the row we decided from.
-	judge := func(cur *cql.Record, found bool) outcome {
+// probableClone refuses, with ErrProbableClone, a claim c by the owner of
+// old (the name's row) from another machine while old is active and was
+// seen less than c.CloneWindow before now.
+func probableClone(c registry.Claim, old registry.Holder, now time.Time) error {
+	otherMachine := old.MachineID != c.MachineID || old.Hostname != c.Hostname
+	seen := now.Sub(old.LastSeen)
+	if otherMachine && old.State == registry.StateActive && c.CloneWindow > 0 && seen < c.CloneWindow {
+		return fmt.Errorf("snapid: %w: %q is active with this owner token on %s (machine %s, last seen %s ago), but this claim comes from %s (machine %s); "+
+			"if the other machine is gone, wait %s after its last sighting",
+			registry.ErrProbableClone, c.Name, orUnknown(old.Hostname), orUnknown(old.MachineID), seen.Round(time.Second),
+			orUnknown(c.Hostname), orUnknown(c.MachineID), c.CloneWindow)
+	}
+	return nil
+}
+
+// updateJudge resolves a claim's update whose outcome is unknown: applied
+// when the row carries token, sent again when the row is still the one
+// decided from (owner, state, mark and token), lost otherwise.
+func updateJudge(token string, decided cql.Record) func(cur *cql.Record, found bool) outcome {
+	return func(cur *cql.Record, found bool) outcome {
 		switch {
 		case found && str(cur.Token) == token:
 			return outcomeApplied
@@ -174,24 +220,24 @@ func (r *Registry) claimOnce(ctx context.Context, c registry.Claim, lastRow *reg
 		}
 		return outcomeLost
 	}
-	res2, err := r.runCAS(ctx, "claim", c.Name, judge, r.stmts.claimUpdate,
-		next.Owner, next.Hostname, next.Address, next.MachineID, next.RegisteredAt, next.LastSeen,
-		int64(next.Reserved), next.State, token, c.Name,
-		decided.Owner, decided.State, decided.Reserved, decided.Token)
-	if err != nil {
-		return registry.Holder{}, true, err
-	}
+}
+
+// claimUpdated is the result of a claim's update (res, with token): the
+// holder when it was applied, by this send or by an earlier one whose
+// reply was lost (the row is then read at SERIAL); done false when the
+// row changed under it.
+func (r *Registry) claimUpdated(ctx context.Context, name, token string, next registry.Holder, res casResult) (registry.Holder, bool, error) {
 	switch {
-	case res2.applied && res2.reread:
-		return res2.cur.Holder(), true, nil
-	case res2.applied:
+	case res.applied && res.reread:
+		return res.cur.Holder(), true, nil
+	case res.applied:
 		return next, true, nil
-	case str(res2.cur.Token) == token:
+	case str(res.cur.Token) == token:
 		// Applied by an earlier send whose reply was lost; read the row.
 		var rec cql.Record
-		found, err := r.serialRead(ctx, "claim", &rec, c.Name)
+		found, err := r.serialRead(ctx, "claim", &rec, name)
 		if err != nil {
-			return registry.Holder{}, true, fmt.Errorf("snapid: %w: claim %q: reading the claimed row: %w", registry.ErrRegistry, c.Name, err)
+			return registry.Holder{}, true, fmt.Errorf("snapid: %w: claim %q: reading the claimed row: %w", registry.ErrRegistry, name, err)
 		}
 		if found && str(rec.Token) == token {
 			return rec.Holder(), true, nil

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -197,36 +196,80 @@ func (cfg *Config) Validate() error {
 
 // cluster validates cfg and builds the gocql configuration.
 func (cfg *Config) cluster() (*gocql.ClusterConfig, error) {
+	if err := cfg.checkFields(); err != nil {
+		return nil, err
+	}
+	cons, err := cfg.consistency()
+	if err != nil {
+		return nil, err
+	}
+	serial, err := cfg.serialConsistency()
+	if err != nil {
+		return nil, err
+	}
+	tlsConfig, err := cfg.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	return cfg.newCluster(cons, serial, tlsConfig), nil
+}
+
+// checkFields checks cfg's hosts, keyspace and table names, replication,
+// credentials, timeouts and local data centre, in that order.
+func (cfg *Config) checkFields() error {
+	if err := cfg.checkHosts(); err != nil {
+		return err
+	}
+	if err := cfg.checkNames(); err != nil {
+		return err
+	}
+	if _, err := replicationCQL(cfg.Replication); err != nil {
+		return err
+	}
+	if cfg.Password != "" && cfg.Username == "" {
+		return invalidConfig("a password without a user name")
+	}
+	if cfg.Timeout < 0 || cfg.ConnectTimeout < 0 || cfg.ReconnectInterval < 0 {
+		return invalidConfig("negative timeout")
+	}
+	if cfg.LocalDC != "" && !dcRE.MatchString(cfg.LocalDC) {
+		return invalidConfig("local data centre %q is not a valid data-centre name", cfg.LocalDC)
+	}
+	return nil
+}
+
+// checkHosts checks that cfg has hosts and that each is host[:port].
+func (cfg *Config) checkHosts() error {
 	if len(cfg.Hosts) == 0 {
-		return nil, invalidConfig("no Cassandra hosts given (want host[:port], for example 127.0.0.1:9042)")
+		return invalidConfig("no Cassandra hosts given (want host[:port], for example 127.0.0.1:9042)")
 	}
 	for _, h := range cfg.Hosts {
 		if err := checkHost(h); err != nil {
-			return nil, err
+			return err
 		}
 	}
+	return nil
+}
+
+// checkNames checks the keyspace and table names (defaults included): CQL
+// identifiers, and no keyspace of Cassandra's own.
+func (cfg *Config) checkNames() error {
 	ks, tbl := cfg.keyspace(), cfg.table()
 	if !identRE.MatchString(ks) {
-		return nil, invalidConfig("keyspace %q: a keyspace name must match ^[a-z][a-z0-9_]{0,47}$", ks)
+		return invalidConfig("keyspace %q: a keyspace name must match ^[a-z][a-z0-9_]{0,47}$", ks)
 	}
 	if strings.HasPrefix(ks, "system") {
-		return nil, invalidConfig("keyspace %q: names starting with \"system\" belong to Cassandra", ks)
+		return invalidConfig("keyspace %q: names starting with \"system\" belong to Cassandra", ks)
 	}
 	if !identRE.MatchString(tbl) {
-		return nil, invalidConfig("table %q: a table name must match ^[a-z][a-z0-9_]{0,47}$", tbl)
+		return invalidConfig("table %q: a table name must match ^[a-z][a-z0-9_]{0,47}$", tbl)
 	}
-	if _, err := replicationCQL(cfg.Replication); err != nil {
-		return nil, err
-	}
-	if cfg.Password != "" && cfg.Username == "" {
-		return nil, invalidConfig("a password without a user name")
-	}
-	if cfg.Timeout < 0 || cfg.ConnectTimeout < 0 || cfg.ReconnectInterval < 0 {
-		return nil, invalidConfig("negative timeout")
-	}
-	if cfg.LocalDC != "" && !dcRE.MatchString(cfg.LocalDC) {
-		return nil, invalidConfig("local data centre %q is not a valid data-centre name", cfg.LocalDC)
-	}
+	return nil
+}
+
+// consistency returns the commit consistency cfg asks for (QUORUM by
+// default), refusing the levels the registry cannot work with.
+func (cfg *Config) consistency() (gocql.Consistency, error) {
 	cons := cfg.Consistency
 	switch cons {
 	case gocql.Any: // the zero value: default
@@ -234,30 +277,37 @@ func (cfg *Config) cluster() (*gocql.ClusterConfig, error) {
 	case gocql.Quorum, gocql.EachQuorum:
 	case gocql.LocalQuorum:
 		if cfg.LocalDC == "" {
-			return nil, invalidConfig("consistency LOCAL_QUORUM needs LocalDC (the data centre whose quorum acknowledges each change)")
+			return 0, invalidConfig("consistency LOCAL_QUORUM needs LocalDC (the data centre whose quorum acknowledges each change)")
 		}
 	case gocql.All:
-		return nil, invalidConfig("consistency ALL: every claim, extension and release would fail while any one replica is down; use QUORUM (default), LOCAL_QUORUM or EACH_QUORUM")
+		return 0, invalidConfig("consistency ALL: every claim, extension and release would fail while any one replica is down; use QUORUM (default), LOCAL_QUORUM or EACH_QUORUM")
 	default:
-		return nil, invalidConfig("consistency %v: use QUORUM (default), LOCAL_QUORUM or EACH_QUORUM (fewer replicas would let check-names miss acknowledged changes)", cons)
+		return 0, invalidConfig("consistency %v: use QUORUM (default), LOCAL_QUORUM or EACH_QUORUM (fewer replicas would let check-names miss acknowledged changes)", cons)
 	}
+	return cons, nil
+}
+
+// serialConsistency returns the serial consistency cfg asks for (SERIAL
+// by default); LOCAL_SERIAL is refused with ErrLocalSerial.
+func (cfg *Config) serialConsistency() (gocql.SerialConsistency, error) {
 	serial := cfg.SerialConsistency
 	switch serial {
 	case 0:
 		serial = gocql.Serial
 	case gocql.Serial:
 	case gocql.LocalSerial:
-		return nil, fmt.Errorf("snapid: %w: Cassandra registry: serial consistency LOCAL_SERIAL refused: %w: node names are global, and "+
+		return 0, fmt.Errorf("snapid: %w: Cassandra registry: serial consistency LOCAL_SERIAL refused: %w: node names are global, and "+
 			"LOCAL_SERIAL serialises only the hosts of one data centre, so two data centres cut off from each other could both "+
 			"win the same name and issue the same ids; use SERIAL (the default)", registry.ErrInvalidOption, ErrLocalSerial)
 	default:
-		return nil, invalidConfig("serial consistency %v: use SERIAL (the default; LOCAL_SERIAL is refused for node names)", serial)
+		return 0, invalidConfig("serial consistency %v: use SERIAL (the default; LOCAL_SERIAL is refused for node names)", serial)
 	}
-	tlsConfig, err := cfg.tlsConfig()
-	if err != nil {
-		return nil, err
-	}
+	return serial, nil
+}
 
+// newCluster builds the gocql configuration of the validated cfg with
+// consistencies cons and serial and, when set, TLS.
+func (cfg *Config) newCluster(cons gocql.Consistency, serial gocql.SerialConsistency, tlsConfig *tls.Config) *gocql.ClusterConfig {
 	cluster := gocql.NewCluster(cfg.Hosts...)
 	cluster.Port = DefaultPort
 	cluster.ProtoVersion = 4 // gocql 1.7.0's v5 is the pre-release framing
@@ -279,7 +329,7 @@ func (cfg *Config) cluster() (*gocql.ClusterConfig, error) {
 	if tlsConfig != nil {
 		cluster.SslOpts = &gocql.SslOptions{Config: tlsConfig, EnableHostVerification: !tlsConfig.InsecureSkipVerify}
 	}
-	return cluster, nil
+	return cluster
 }
 
 func cmpOr(d, def time.Duration) time.Duration {
@@ -319,54 +369,79 @@ func replicationCQL(m map[string]string) (string, error) {
 	}
 	class := m["class"]
 	short := strings.TrimPrefix(class, "org.apache.cassandra.locator.")
-	factor := func(k, v string) error {
-		if n, err := strconv.Atoi(v); err != nil || n < 1 || n > 99 || strconv.Itoa(n) != v {
-			return invalidConfig("replication %q: %q is not a replication factor (a whole number from 1 to 99)", k, v)
-		}
-		return nil
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := sortedKeys(m)
 	switch short {
 	case "SimpleStrategy":
-		for _, k := range keys {
-			if k != "class" && k != "replication_factor" {
-				return "", invalidConfig("replication: SimpleStrategy takes only replication_factor, not %q", k)
-			}
-		}
-		if _, ok := m["replication_factor"]; !ok {
-			return "", invalidConfig("replication: SimpleStrategy needs replication_factor")
+		if err := checkSimpleReplication(m, keys); err != nil {
+			return "", err
 		}
 	case "NetworkTopologyStrategy":
-		if len(m) == 1 {
-			return "", invalidConfig("replication: NetworkTopologyStrategy needs a factor per data centre (or replication_factor)")
-		}
-		for _, k := range keys {
-			if k != "class" && !dcRE.MatchString(k) {
-				return "", invalidConfig("replication: %q is not a data-centre name", k)
-			}
+		if err := checkTopologyReplication(m, keys); err != nil {
+			return "", err
 		}
 	case "":
 		return "", invalidConfig("replication: no class (want SimpleStrategy or NetworkTopologyStrategy)")
 	default:
 		return "", invalidConfig("replication class %q: want SimpleStrategy or NetworkTopologyStrategy", class)
 	}
+	return renderReplication(m, short, keys)
+}
+
+// checkSimpleReplication checks the keys (m's, sorted) of a SimpleStrategy
+// replication m: replication_factor, and nothing else but the class.
+func checkSimpleReplication(m map[string]string, keys []string) error {
+	for _, k := range keys {
+		if k != "class" && k != "replication_factor" {
+			return invalidConfig("replication: SimpleStrategy takes only replication_factor, not %q", k)
+		}
+	}
+	if _, ok := m["replication_factor"]; !ok {
+		return invalidConfig("replication: SimpleStrategy needs replication_factor")
+	}
+	return nil
+}
+
+// checkTopologyReplication checks the keys (m's, sorted) of a
+// NetworkTopologyStrategy replication m: at least one factor, each under a
+// data-centre name (or replication_factor).
+func checkTopologyReplication(m map[string]string, keys []string) error {
+	if len(m) == 1 {
+		return invalidConfig("replication: NetworkTopologyStrategy needs a factor per data centre (or replication_factor)")
+	}
+	for _, k := range keys {
+		if k != "class" && !dcRE.MatchString(k) {
+			return invalidConfig("replication: %q is not a data-centre name", k)
+		}
+	}
+	return nil
+}
+
+// renderReplication renders replication m, of class short, as a CQL map
+// literal, its keys in the order of keys (m's, sorted), checking each
+// factor.
+func renderReplication(m map[string]string, short string, keys []string) (string, error) {
 	var b strings.Builder
 	b.WriteString("{'class': '" + short + "'")
 	for _, k := range keys {
 		if k == "class" {
 			continue
 		}
-		if err := factor(k, m[k]); err != nil {
+		if err := checkFactor(k, m[k]); err != nil {
 			return "", err
 		}
 		b.WriteString(", '" + k + "': '" + m[k] + "'")
 	}
 	b.WriteString("}")
 	return b.String(), nil
+}
+
+// checkFactor checks replication factor v (of key k): a whole number from
+// 1 to 99, written plainly.
+func checkFactor(k, v string) error {
+	if n, err := strconv.Atoi(v); err != nil || n < 1 || n > 99 || strconv.Itoa(n) != v {
+		return invalidConfig("replication %q: %q is not a replication factor (a whole number from 1 to 99)", k, v)
+	}
+	return nil
 }
 
 // slogStdLogger adapts slog to gocql's logger interface.

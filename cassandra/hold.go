@@ -3,6 +3,7 @@ package cassandra
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
@@ -21,30 +22,12 @@ import (
 // row is not changed or recreated; a row of this owner whose mark is not
 // old is returned with registry.ErrMarkMoved.
 func (r *Registry) Extend(ctx context.Context, name, owner, session string, old, new uint64) (registry.Holder, error) {
-	if err := registry.ValidateName(name); err != nil {
-		return registry.Holder{}, err
-	}
-	if err := checkOwner(owner); err != nil {
-		return registry.Holder{}, err
-	}
-	if err := checkField("session", session); err != nil {
+	if err := checkHoldArgs(name, owner, session); err != nil {
 		return registry.Holder{}, err
 	}
 	for attempt := 0; attempt < claimAttempts; attempt++ {
 		now := r.timestamp()
-		ours := func(cur *cql.Record) bool {
-			return str(cur.Owner) == owner && str(cur.Token) == session && str(cur.State) == registry.StateActive
-		}
-		judge := func(cur *cql.Record, found bool) outcome {
-			switch {
-			case found && ours(cur) && cur.Reserved != nil && uint64(*cur.Reserved) == new && cur.LastSeen != nil && cur.LastSeen.Equal(now):
-				return outcomeApplied
-			case found && ours(cur) && cur.Reserved != nil && uint64(*cur.Reserved) == old:
-				return outcomeResend
-			}
-			return outcomeLost
-		}
-		res, err := r.runCAS(ctx, "extend", name, judge, r.stmts.extend,
+		res, err := r.runCAS(ctx, "extend", name, extendJudge(owner, session, old, new, now), r.stmts.extend,
 			int64(new), now, name, owner, session, registry.StateActive, int64(old))
 		if err != nil {
 			return registry.Holder{}, err
@@ -56,16 +39,60 @@ func (r *Registry) Extend(ctx context.Context, name, owner, session string, old,
 		if err != nil {
 			return registry.Holder{}, err
 		}
-		h := cur.Holder()
-		switch {
-		case !found || !ours(&cur):
-			return h, r.notHeld("extend", name, owner, h, found)
-		case cur.Reserved == nil || uint64(*cur.Reserved) != old:
-			return h, fmt.Errorf("snapid: %w: %q: the registry's mark is %d, not %d", registry.ErrMarkMoved, name, h.Reserved, old)
+		if h, err := r.extendRefused(name, owner, session, old, cur, found); err != nil {
+			return h, err
 		}
 		// The condition holds again (the row changed back): try again.
 	}
 	return registry.Holder{}, fmt.Errorf("snapid: %w: extend %q: the row kept changing", registry.ErrRegistry, name)
+}
+
+// checkHoldArgs refuses a name, owner or session that cannot be used,
+// before anything is sent.
+func checkHoldArgs(name, owner, session string) error {
+	if err := registry.ValidateName(name); err != nil {
+		return err
+	}
+	if err := checkOwner(owner); err != nil {
+		return err
+	}
+	return checkField("session", session)
+}
+
+// heldUnder reports whether row cur is active under the claim of owner
+// and session.
+func heldUnder(cur *cql.Record, owner, session string) bool {
+	return str(cur.Owner) == owner && str(cur.Token) == session && str(cur.State) == registry.StateActive
+}
+
+// extendJudge resolves an extension (old → new at now, under the claim of
+// owner and session) whose outcome is unknown: applied when the row shows
+// new and now, sent again when it still shows old, lost otherwise.
+func extendJudge(owner, session string, old, new uint64, now time.Time) func(cur *cql.Record, found bool) outcome {
+	return func(cur *cql.Record, found bool) outcome {
+		switch {
+		case found && heldUnder(cur, owner, session) && cur.Reserved != nil && uint64(*cur.Reserved) == new && cur.LastSeen != nil && cur.LastSeen.Equal(now):
+			return outcomeApplied
+		case found && heldUnder(cur, owner, session) && cur.Reserved != nil && uint64(*cur.Reserved) == old:
+			return outcomeResend
+		}
+		return outcomeLost
+	}
+}
+
+// extendRefused is the refusal of an extension whose condition failed,
+// from the whole row (cur, found false: no row): ErrNameTaken when the
+// claim of owner and session does not hold it, ErrMarkMoved when its mark
+// is not old; nil when the condition holds again.
+func (r *Registry) extendRefused(name, owner, session string, old uint64, cur cql.Record, found bool) (registry.Holder, error) {
+	h := cur.Holder()
+	switch {
+	case !found || !heldUnder(&cur, owner, session):
+		return h, r.notHeld("extend", name, owner, h, found)
+	case cur.Reserved == nil || uint64(*cur.Reserved) != old:
+		return h, fmt.Errorf("snapid: %w: %q: the registry's mark is %d, not %d", registry.ErrMarkMoved, name, h.Reserved, old)
+	}
+	return h, nil
 }
 
 // notHeld is the error of a change refused because owner does not hold
@@ -89,29 +116,11 @@ func (r *Registry) notHeld(op, name, owner string, h registry.Holder, found bool
 //
 // A missing, released or taken-over row is not changed: registry.ErrNameTaken.
 func (r *Registry) Touch(ctx context.Context, name, owner, session string) error {
-	if err := registry.ValidateName(name); err != nil {
-		return err
-	}
-	if err := checkOwner(owner); err != nil {
-		return err
-	}
-	if err := checkField("session", session); err != nil {
+	if err := checkHoldArgs(name, owner, session); err != nil {
 		return err
 	}
 	now := r.timestamp()
-	ours := func(cur *cql.Record) bool {
-		return str(cur.Owner) == owner && str(cur.Token) == session && str(cur.State) == registry.StateActive
-	}
-	judge := func(cur *cql.Record, found bool) outcome {
-		switch {
-		case found && ours(cur) && cur.LastSeen != nil && cur.LastSeen.Equal(now):
-			return outcomeApplied
-		case found && ours(cur):
-			return outcomeResend
-		}
-		return outcomeLost
-	}
-	res, err := r.runCAS(ctx, "touch", name, judge, r.stmts.touch, now, name, owner, session, registry.StateActive)
+	res, err := r.runCAS(ctx, "touch", name, touchJudge(owner, session, now), r.stmts.touch, now, name, owner, session, registry.StateActive)
 	if err != nil || res.applied {
 		return err
 	}
@@ -119,12 +128,27 @@ func (r *Registry) Touch(ctx context.Context, name, owner, session string) error
 	if err != nil {
 		return err
 	}
-	if found && ours(&cur) {
+	if found && heldUnder(&cur, owner, session) {
 		// Released and claimed back by this owner in between: the name is
 		// ours again, and the claim refreshed last_seen.
 		return nil
 	}
 	return r.notHeld("touch", name, owner, cur.Holder(), found)
+}
+
+// touchJudge resolves a touch (at now, under the claim of owner and
+// session) whose outcome is unknown: applied when the row shows now, sent
+// again when the claim still holds the row, lost otherwise.
+func touchJudge(owner, session string, now time.Time) func(cur *cql.Record, found bool) outcome {
+	return func(cur *cql.Record, found bool) outcome {
+		switch {
+		case found && heldUnder(cur, owner, session) && cur.LastSeen != nil && cur.LastSeen.Equal(now):
+			return outcomeApplied
+		case found && heldUnder(cur, owner, session):
+			return outcomeResend
+		}
+		return outcomeLost
+	}
 }
 
 // Release implements registry.Registry.Release. It reads the row at SERIAL,
@@ -153,34 +177,13 @@ func (r *Registry) Release(ctx context.Context, name, owner string, final uint64
 				return fmt.Errorf("snapid: %w: release %q: %w", registry.ErrRegistry, name, err)
 			}
 		}
-		var cur cql.Record
-		found, err := r.serialRead(ctx, "release", &cur, name)
+		cur, err := r.releasable(ctx, name, owner, final)
 		if err != nil {
-			return fmt.Errorf("snapid: %w: release %q: reading the row: %w", registry.ErrRegistry, name, err)
-		}
-		h := cur.Holder()
-		switch {
-		case !found || h.Owner != owner:
-			return r.notHeld("release", name, owner, h, found)
-		case h.Reserved > final:
-			return fmt.Errorf("snapid: %w: release %q: the registry's mark %d is above the final value %d; nothing was written",
-				registry.ErrMarkMoved, name, h.Reserved, final)
+			return err
 		}
 		read := cur.Reserved
 		now := r.timestamp()
-		judge := func(row *cql.Record, found bool) outcome {
-			switch {
-			case !found || str(row.Owner) != owner:
-				return outcomeLost
-			case str(row.State) == registry.StateReleased && row.Reserved != nil && uint64(*row.Reserved) == final &&
-				row.LastSeen != nil && row.LastSeen.Equal(now):
-				return outcomeApplied
-			case same(row.Reserved, read):
-				return outcomeResend
-			}
-			return outcomeLost
-		}
-		res, err := r.runCAS(ctx, "release", name, judge, r.stmts.release,
+		res, err := r.runCAS(ctx, "release", name, releaseJudge(owner, final, now, read), r.stmts.release,
 			registry.StateReleased, int64(final), now, name, owner, read)
 		if err != nil || res.applied {
 			return err
@@ -188,4 +191,43 @@ func (r *Registry) Release(ctx context.Context, name, owner string, final uint64
 		// The row changed since it was read: decide again.
 	}
 	return fmt.Errorf("snapid: %w: release %q: the row kept changing during %d attempts", registry.ErrRegistry, name, claimAttempts)
+}
+
+// releasable reads the name's row at SERIAL and returns it when owner may
+// release it with final: a missing row or one of another owner is
+// ErrNameTaken, a mark above final ErrMarkMoved.
+func (r *Registry) releasable(ctx context.Context, name, owner string, final uint64) (cql.Record, error) {
+	var cur cql.Record
+	found, err := r.serialRead(ctx, "release", &cur, name)
+	if err != nil {
+		return cur, fmt.Errorf("snapid: %w: release %q: reading the row: %w", registry.ErrRegistry, name, err)
+	}
+	h := cur.Holder()
+	switch {
+	case !found || h.Owner != owner:
+		return cur, r.notHeld("release", name, owner, h, found)
+	case h.Reserved > final:
+		return cur, fmt.Errorf("snapid: %w: release %q: the registry's mark %d is above the final value %d; nothing was written",
+			registry.ErrMarkMoved, name, h.Reserved, final)
+	}
+	return cur, nil
+}
+
+// releaseJudge resolves a release (of owner's row, with final at now,
+// conditional on the mark read) whose outcome is unknown: applied when the
+// row is released with final at now, sent again when it still shows the
+// mark read, lost otherwise (or when the row is gone or another owner's).
+func releaseJudge(owner string, final uint64, now time.Time, read *int64) func(row *cql.Record, found bool) outcome {
+	return func(row *cql.Record, found bool) outcome {
+		switch {
+		case !found || str(row.Owner) != owner:
+			return outcomeLost
+		case str(row.State) == registry.StateReleased && row.Reserved != nil && uint64(*row.Reserved) == final &&
+			row.LastSeen != nil && row.LastSeen.Equal(now):
+			return outcomeApplied
+		case same(row.Reserved, read):
+			return outcomeResend
+		}
+		return outcomeLost
+	}
 }

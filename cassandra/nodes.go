@@ -61,38 +61,14 @@ func settleNodes(ctx context.Context, once func(context.Context) (nodeReading, e
 	deadline := time.Now().Add(nodeSettleBudget)
 	agreeing := 0
 	for n := 1; ; n++ {
-		var rd nodeReading
-		err := retryRead(ctx, nil, "reading the cluster's nodes", "system.peers", func(ctx context.Context) error {
-			var rerr error
-			rd, rerr = once(ctx)
-			return rerr
-		})
+		rd, err := readNodesRetrying(ctx, once)
 		if err != nil {
 			return nodeView{}, err
 		}
-		grew := false
-		for id, dc := range rd.dcOf {
-			if _, known := union[id]; !known {
-				union[id], grew = dc, true
-			}
-		}
-		if grew {
+		if mergeReading(union, addrs, rd) {
 			agreeing = 0 // the readings before this one lacked a node
 		}
-		for a := range rd.addrs {
-			addrs[a] = true
-		}
-		why := ""
-		switch {
-		case len(rd.partial) > 0:
-			why = fmt.Sprintf("system.peers lists %s without a host id or data centre (still joining?)", strings.Join(rd.partial, ", "))
-		case len(rd.dcOf) != len(union):
-			why = fmt.Sprintf("the nodes disagree about the cluster: one coordinator knows %d nodes, %d are known in all", len(rd.dcOf), len(union))
-		default:
-			if missing := missingContacts(contacts, addrs); len(missing) > 0 {
-				why = fmt.Sprintf("configured host(s) %s are not in the cluster's view", strings.Join(missing, ", "))
-			}
-		}
+		why := readingIncomplete(rd, union, contacts, addrs)
 		if why == "" {
 			agreeing++
 		} else {
@@ -109,13 +85,63 @@ func settleNodes(ctx context.Context, once func(context.Context) (nodeReading, e
 			}
 			return viewOf(union, why), nil
 		}
-		t := time.NewTimer(nodeSettlePause)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !pauseReading(ctx) {
 			return viewOf(union, why), nil
 		}
+	}
+}
+
+// readNodesRetrying makes one reading with once, retried as reads are.
+func readNodesRetrying(ctx context.Context, once func(context.Context) (nodeReading, error)) (nodeReading, error) {
+	var rd nodeReading
+	err := retryRead(ctx, nil, "reading the cluster's nodes", "system.peers", func(ctx context.Context) error {
+		var rerr error
+		rd, rerr = once(ctx)
+		return rerr
+	})
+	return rd, err
+}
+
+// mergeReading adds reading rd's nodes to union (host id → data centre)
+// and its addresses to addrs, and reports whether union grew.
+func mergeReading(union map[string]string, addrs map[string]bool, rd nodeReading) (grew bool) {
+	for id, dc := range rd.dcOf {
+		if _, known := union[id]; !known {
+			union[id], grew = dc, true
+		}
+	}
+	for a := range rd.addrs {
+		addrs[a] = true
+	}
+	return grew
+}
+
+// readingIncomplete says why reading rd may lack nodes: peers still
+// joining, a coordinator that knows fewer than union, or contact points
+// none of whose addresses is in addrs; empty when it does not.
+func readingIncomplete(rd nodeReading, union map[string]string, contacts map[string][]string, addrs map[string]bool) string {
+	switch {
+	case len(rd.partial) > 0:
+		return fmt.Sprintf("system.peers lists %s without a host id or data centre (still joining?)", strings.Join(rd.partial, ", "))
+	case len(rd.dcOf) != len(union):
+		return fmt.Sprintf("the nodes disagree about the cluster: one coordinator knows %d nodes, %d are known in all", len(rd.dcOf), len(union))
+	}
+	if missing := missingContacts(contacts, addrs); len(missing) > 0 {
+		return fmt.Sprintf("configured host(s) %s are not in the cluster's view", strings.Join(missing, ", "))
+	}
+	return ""
+}
+
+// pauseReading waits nodeSettlePause before the next reading; false when
+// ctx ended first.
+func pauseReading(ctx context.Context) bool {
+	t := time.NewTimer(nodeSettlePause)
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		t.Stop()
+		return false
 	}
 }
 

@@ -200,70 +200,12 @@ func assessReplication(ks string, repl map[string]string, nodes map[string]int, 
 		rep.Detail = fmt.Sprintf("keyspace %s: replication %s is not one this check understands; check by hand that every name's row has 3 replicas", ks, renderMap(repl))
 		return rep
 	}
-	// live: replicas that exist (a data centre holds at most as many as it
-	// has nodes); short: why some replicas do not exist.
-	live, short := 0, []string{}
-	if simple {
-		rep.Replicas = rf[""]
-		live = min(rf[""], total)
-		if live < rf[""] {
-			short = append(short, fmt.Sprintf("the cluster has %s for %d replicas", countOf(total, "node"), rf[""]))
-		}
-	} else {
-		for _, dc := range sortedKeys(rf) {
-			rep.Replicas += rf[dc]
-			live += min(rf[dc], nodes[dc])
-			switch {
-			case rf[dc] > 0 && nodes[dc] == 0:
-				short = append(short, fmt.Sprintf("data centre %s is not in the cluster (its data centres: %s)", dc, strings.Join(sortedKeys(nodes), ", ")))
-			case nodes[dc] < rf[dc]:
-				short = append(short, fmt.Sprintf("data centre %s has %s for %d replicas", dc, countOf(nodes[dc], "node"), rf[dc]))
-			}
-		}
-	}
+	var live int
+	var short []string
+	rep.Replicas, live, short = liveReplicas(rf, simple, nodes, total)
 	rep.Quorum = rep.Replicas/2 + 1
-	var problems []string
-	switch {
-	case live < rep.Quorum:
-		problems = append(problems, fmt.Sprintf("a SERIAL round needs %d of the %d replicas of a name's row, and only %d exist (%s): no claim can succeed even with every node up",
-			rep.Quorum, rep.Replicas, live, strings.Join(short, "; ")))
-	case total > 1 && rep.Replicas == 1:
-		problems = append(problems, fmt.Sprintf("every name's row has one replica on a cluster of %d nodes: while that node is down nothing can be claimed, extended or released, and losing its disk loses claims and marks (a name could then be claimed twice, and a lowered mark let ids repeat)",
-			total))
-	case total > 1 && live-1 < rep.Quorum:
-		detail := ""
-		if len(short) > 0 {
-			detail = " (" + strings.Join(short, "; ") + ")"
-		}
-		problems = append(problems, fmt.Sprintf("a SERIAL round needs %d of the %d replicas of a name's row%s: with one of the nodes holding them down, claims, extensions and releases stop",
-			rep.Quorum, live, detail))
-	}
-	// The commit's own quorum, per data centre.
-	var commitDCs []string
-	switch cons {
-	case gocql.LocalQuorum:
-		if !simple {
-			commitDCs = []string{localDC}
-		}
-	case gocql.EachQuorum:
-		if simple {
-			problems = append(problems, "consistency EACH_QUORUM needs NetworkTopologyStrategy (Cassandra refuses it on SimpleStrategy)")
-		}
-		for _, dc := range sortedKeys(rf) {
-			if rf[dc] > 0 {
-				commitDCs = append(commitDCs, dc)
-			}
-		}
-	}
-	for _, dc := range commitDCs {
-		q, have := rf[dc]/2+1, min(rf[dc], nodes[dc])
-		switch {
-		case have < q:
-			problems = append(problems, fmt.Sprintf("commits at %s need %d replicas in data centre %s, which has %d", cons, q, dc, have))
-		case total > 1 && have-1 < q:
-			problems = append(problems, fmt.Sprintf("commits at %s need %d of the %d replicas in data centre %s: with one of its nodes down, changes stop", cons, q, have, dc))
-		}
-	}
+	problems := serialProblems(rep.Quorum, rep.Replicas, live, total, short)
+	problems = append(problems, commitProblems(cons, simple, rf, nodes, total, localDC)...)
 	if len(problems) > 0 {
 		rep.Status = ReplicationAttention
 		rep.Detail = fmt.Sprintf("keyspace %s (replication %s) cannot survive the loss of one node: %s", ks, renderMap(repl), strings.Join(problems, "; "))
@@ -277,6 +219,96 @@ func assessReplication(ks string, repl map[string]string, nodes map[string]int, 
 		rep.Fix = "for production use at least 3 nodes per data centre and 3 replicas in each (snapctl setup --replication dc1:3,dc2:3); see docs/production.md"
 	}
 	return rep
+}
+
+// liveReplicas counts the replicas of each name's row under factors rf
+// (simple: SimpleStrategy's, under "") on a cluster with nodes per data
+// centre (total in all): how many the replication asks for, how many
+// exist (a data centre holds at most as many as it has nodes), and why
+// some do not (short).
+func liveReplicas(rf map[string]int, simple bool, nodes map[string]int, total int) (replicas, live int, short []string) {
+	short = []string{}
+	if simple {
+		live = min(rf[""], total)
+		if live < rf[""] {
+			short = append(short, fmt.Sprintf("the cluster has %s for %d replicas", countOf(total, "node"), rf[""]))
+		}
+		return rf[""], live, short
+	}
+	for _, dc := range sortedKeys(rf) {
+		replicas += rf[dc]
+		live += min(rf[dc], nodes[dc])
+		switch {
+		case rf[dc] > 0 && nodes[dc] == 0:
+			short = append(short, fmt.Sprintf("data centre %s is not in the cluster (its data centres: %s)", dc, strings.Join(sortedKeys(nodes), ", ")))
+		case nodes[dc] < rf[dc]:
+			short = append(short, fmt.Sprintf("data centre %s has %s for %d replicas", dc, countOf(nodes[dc], "node"), rf[dc]))
+		}
+	}
+	return replicas, live, short
+}
+
+// serialProblems says why SERIAL rounds, which need quorum of the
+// replicas of a name's row (live of them exist, short says why not all,
+// on total nodes), cannot go on with one node down; nil when they can.
+func serialProblems(quorum, replicas, live, total int, short []string) []string {
+	switch {
+	case live < quorum:
+		return []string{fmt.Sprintf("a SERIAL round needs %d of the %d replicas of a name's row, and only %d exist (%s): no claim can succeed even with every node up",
+			quorum, replicas, live, strings.Join(short, "; "))}
+	case total > 1 && replicas == 1:
+		return []string{fmt.Sprintf("every name's row has one replica on a cluster of %d nodes: while that node is down nothing can be claimed, extended or released, and losing its disk loses claims and marks (a name could then be claimed twice, and a lowered mark let ids repeat)",
+			total)}
+	case total > 1 && live-1 < quorum:
+		detail := ""
+		if len(short) > 0 {
+			detail = " (" + strings.Join(short, "; ") + ")"
+		}
+		return []string{fmt.Sprintf("a SERIAL round needs %d of the %d replicas of a name's row%s: with one of the nodes holding them down, claims, extensions and releases stop",
+			quorum, live, detail)}
+	}
+	return nil
+}
+
+// commitProblems says why commits at cons, which need a quorum of the
+// replicas in each data centre they count (see commitDCs), cannot go on
+// with one node down; nil when they can.
+func commitProblems(cons gocql.Consistency, simple bool, rf, nodes map[string]int, total int, localDC string) []string {
+	var problems []string
+	if cons == gocql.EachQuorum && simple {
+		problems = append(problems, "consistency EACH_QUORUM needs NetworkTopologyStrategy (Cassandra refuses it on SimpleStrategy)")
+	}
+	for _, dc := range commitDCs(cons, simple, rf, localDC) {
+		q, have := rf[dc]/2+1, min(rf[dc], nodes[dc])
+		switch {
+		case have < q:
+			problems = append(problems, fmt.Sprintf("commits at %s need %d replicas in data centre %s, which has %d", cons, q, dc, have))
+		case total > 1 && have-1 < q:
+			problems = append(problems, fmt.Sprintf("commits at %s need %d of the %d replicas in data centre %s: with one of its nodes down, changes stop", cons, q, have, dc))
+		}
+	}
+	return problems
+}
+
+// commitDCs returns the data centres whose own quorum a commit at cons
+// needs: localDC's at LOCAL_QUORUM (NetworkTopologyStrategy only), every
+// one with replicas at EACH_QUORUM, none otherwise.
+func commitDCs(cons gocql.Consistency, simple bool, rf map[string]int, localDC string) []string {
+	switch cons {
+	case gocql.LocalQuorum:
+		if !simple {
+			return []string{localDC}
+		}
+	case gocql.EachQuorum:
+		var dcs []string
+		for _, dc := range sortedKeys(rf) {
+			if rf[dc] > 0 {
+				dcs = append(dcs, dc)
+			}
+		}
+		return dcs
+	}
+	return nil
 }
 
 // suggestReplication returns the replication the keyspace should have:

@@ -110,60 +110,88 @@ func (r *Registry) checkCluster(ctx context.Context, cfg Config) error {
 // needs no NoCreate, and a role with CREATE on the keyspace alone can make
 // the table.
 func (r *Registry) createMissing(ctx context.Context, cfg Config, rep *SchemaReport) (err error) {
-	fail := func(what string, err error) error {
-		return fmt.Errorf("snapid: %w: %s: %w", registry.ErrRegistry, what, err)
-	}
-	ksExists, err := r.schemaHas(ctx, `SELECT COUNT(*) FROM system_schema.keyspaces WHERE keyspace_name = ?`, r.ks)
+	ksExists, tblExists, err := r.schemaExists(ctx)
 	if err != nil {
-		return fail("reading the schema", err)
-	}
-	tblExists := false
-	if ksExists {
-		if tblExists, err = r.schemaHas(ctx, `SELECT COUNT(*) FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?`, r.ks, r.tbl); err != nil {
-			return fail("reading the schema", err)
-		}
-	}
-	if !ksExists && cfg.NoCreateKeyspace {
-		return r.noKeyspaceError(ctx)
+		return err
 	}
 	if !ksExists {
-		// Refused before any DDL: nothing is created. One settled view
-		// of the cluster's nodes serves both checks.
-		repl := cfg.replication()
-		view, err := r.settledNodes(ctx, func(nodes map[string]int) bool {
-			return len(unknownDataCentres(repl, nodes)) == 0 &&
-				(cfg.AllowFragileReplication || assessReplication(r.ks, repl, nodes, r.cons, cfg.LocalDC).Status != ReplicationAttention)
-		})
-		if err != nil {
-			return fail("reading the cluster's nodes (system.local, system.peers)", err)
+		if cfg.NoCreateKeyspace {
+			return r.noKeyspaceError(ctx)
 		}
-		if err := r.dataCentresError(repl, view); err != nil {
+		if err := r.checkNewKeyspace(ctx, cfg); err != nil {
 			return err
-		}
-		if a := assessReplication(r.ks, repl, view.nodes, r.cons, cfg.LocalDC); !cfg.AllowFragileReplication && a.Status == ReplicationAttention {
-			return fragileError(a, view, r.cons)
 		}
 	}
 	created := false
 	if !ksExists {
-		repl, _ := replicationCQL(cfg.Replication) // validated already
-		stmt := `CREATE KEYSPACE IF NOT EXISTS "` + r.ks + `" WITH replication = ` + repl
-		if err := r.session.Query(stmt).WithContext(ctx).Exec(); err != nil {
-			return fail("keyspace "+r.ks+" does not exist and creating it failed (wrong keyspace name?)", err)
+		if err := r.createKeyspace(ctx, cfg); err != nil {
+			return err
 		}
 		rep.KeyspaceCreated, created = true, true
 	}
 	if !tblExists {
 		if err := r.session.Query(r.stmts.createTable).WithContext(ctx).Exec(); err != nil {
-			return fail("table "+r.ks+"."+r.tbl+" does not exist and creating it failed", err)
+			return schemaFail("table "+r.ks+"."+r.tbl+" does not exist and creating it failed", err)
 		}
 		rep.TablesCreated = append(rep.TablesCreated, r.tbl)
 		created = true
 	}
 	if created {
 		if err := r.awaitSchema(ctx); err != nil {
-			return fail("waiting for the cluster to agree on the schema", err)
+			return schemaFail("waiting for the cluster to agree on the schema", err)
 		}
+	}
+	return nil
+}
+
+// schemaFail is the error of a schema step (what) that failed with err.
+func schemaFail(what string, err error) error {
+	return fmt.Errorf("snapid: %w: %s: %w", registry.ErrRegistry, what, err)
+}
+
+// schemaExists reads from the schema whether the keyspace exists and, if
+// it does, whether the table does.
+func (r *Registry) schemaExists(ctx context.Context) (ksExists, tblExists bool, err error) {
+	ksExists, err = r.schemaHas(ctx, `SELECT COUNT(*) FROM system_schema.keyspaces WHERE keyspace_name = ?`, r.ks)
+	if err != nil {
+		return false, false, schemaFail("reading the schema", err)
+	}
+	if ksExists {
+		if tblExists, err = r.schemaHas(ctx, `SELECT COUNT(*) FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?`, r.ks, r.tbl); err != nil {
+			return false, false, schemaFail("reading the schema", err)
+		}
+	}
+	return ksExists, tblExists, nil
+}
+
+// checkNewKeyspace refuses, before any DDL (nothing is created), a keyspace
+// to create whose replication names data centres the cluster lacks or,
+// unless cfg.AllowFragileReplication, cannot survive the loss of one node.
+// One settled view of the cluster's nodes serves both checks.
+func (r *Registry) checkNewKeyspace(ctx context.Context, cfg Config) error {
+	repl := cfg.replication()
+	view, err := r.settledNodes(ctx, func(nodes map[string]int) bool {
+		return len(unknownDataCentres(repl, nodes)) == 0 &&
+			(cfg.AllowFragileReplication || assessReplication(r.ks, repl, nodes, r.cons, cfg.LocalDC).Status != ReplicationAttention)
+	})
+	if err != nil {
+		return schemaFail("reading the cluster's nodes (system.local, system.peers)", err)
+	}
+	if err := r.dataCentresError(repl, view); err != nil {
+		return err
+	}
+	if a := assessReplication(r.ks, repl, view.nodes, r.cons, cfg.LocalDC); !cfg.AllowFragileReplication && a.Status == ReplicationAttention {
+		return fragileError(a, view, r.cons)
+	}
+	return nil
+}
+
+// createKeyspace creates the keyspace with cfg's replication.
+func (r *Registry) createKeyspace(ctx context.Context, cfg Config) error {
+	repl, _ := replicationCQL(cfg.Replication) // validated already
+	stmt := `CREATE KEYSPACE IF NOT EXISTS "` + r.ks + `" WITH replication = ` + repl
+	if err := r.session.Query(stmt).WithContext(ctx).Exec(); err != nil {
+		return schemaFail("keyspace "+r.ks+" does not exist and creating it failed (wrong keyspace name?)", err)
 	}
 	return nil
 }

@@ -185,26 +185,53 @@ func (r *Registry) grant(ctx context.Context, q cql.SeqQuerier, seq, dc string, 
 	if g == nil {
 		return fmt.Errorf("snapid: %w: %q (create it first: snapctl seq create)", registry.ErrNoSequence, seq)
 	}
-	repaired := false
-	for i := range rows {
-		w := &rows[i]
-		if w.Kind == cql.KindGrant && w.Key == dc && find(dcRows, cql.KindRange, "", w.First) == nil {
-			if w.First < 1 || w.Last == nil || *w.Last < w.First {
-				return fmt.Errorf("snapid: %w: sequence %q: GLOBAL's grant to %q starts at %d", registry.ErrCorruptSequence, seq, dc, w.First)
-			}
-			if err := r.insertRange(ctx, q, seq, dc, uint64(w.First), uint64(*w.Last), w.At); err != nil {
-				return err
-			}
-			repaired = true
-		}
-	}
-	if repaired {
-		return nil // the caller reads the data centre again
+	repaired, err := r.repairGrants(ctx, q, seq, dc, dcRows, rows)
+	if err != nil || repaired {
+		return err // repaired: the caller reads the data centre again
 	}
 	gi, err := info(seq, g)
 	if err != nil {
 		return err
 	}
+	if err := checkGrantable(seq, dc, gi, rows, rgs, min); err != nil {
+		return err
+	}
+	next, maxN := gi.Next, gi.Max
+	size := max(r.rangeSize(rgs), min)
+	last := maxN
+	if maxN-next >= size {
+		last = next + size - 1
+	}
+	return r.grantRange(ctx, q, seq, dc, g, next, last, maxN)
+}
+
+// repairGrants adds to the data centre's partition (dcRows as read) the
+// ranges that GLOBAL's partition (rows) records as granted to dc but that
+// the data centre lacks (a granter that died in between), and reports
+// whether it added any.
+func (r *Registry) repairGrants(ctx context.Context, q cql.SeqQuerier, seq, dc string, dcRows, rows []cql.SeqRow) (bool, error) {
+	repaired := false
+	for i := range rows {
+		w := &rows[i]
+		if w.Kind != cql.KindGrant || w.Key != dc || find(dcRows, cql.KindRange, "", w.First) != nil {
+			continue
+		}
+		if w.First < 1 || w.Last == nil || *w.Last < w.First {
+			return false, fmt.Errorf("snapid: %w: sequence %q: GLOBAL's grant to %q starts at %d", registry.ErrCorruptSequence, seq, dc, w.First)
+		}
+		if err := r.insertRange(ctx, q, seq, dc, uint64(w.First), uint64(*w.Last), w.At); err != nil {
+			return false, err
+		}
+		repaired = true
+	}
+	return repaired, nil
+}
+
+// checkGrantable refuses a grant of at least min numbers that GLOBAL (gi,
+// its partition rows) cannot give: a null next that no grant explains is
+// ErrCorruptSequence, too few numbers left a *SequenceExhaustedError
+// counting what GLOBAL and the data centre's ranges rgs have left.
+func checkGrantable(seq, dc string, gi registry.SequenceInfo, rows []cql.SeqRow, rgs []dcRange, min uint64) error {
 	next, maxN := gi.Next, gi.Max
 	if next > maxN && !grantedUpTo(rows, maxN) {
 		// A null next (used up) is written only by the grant of the last
@@ -213,22 +240,33 @@ func (r *Registry) grant(ctx context.Context, q cql.SeqQuerier, seq, dc string, 
 			registry.ErrCorruptSequence, seq, maxN)
 	}
 	if next > maxN || maxN-next+1 < min {
-		e := &registry.SequenceExhaustedError{Sequence: seq, DC: dc, Max: maxN, Wanted: min}
-		if next <= maxN {
-			e.GlobalLeft = maxN - next + 1
-		}
-		e.Largest = e.GlobalLeft
-		for _, g := range rgs {
-			e.DCLeft += g.left()
-			e.Largest = max(e.Largest, g.left())
-		}
-		return e
+		return exhaustedError(seq, dc, gi, rgs, min)
 	}
-	size := max(r.rangeSize(rgs), min)
-	last := maxN
-	if maxN-next >= size {
-		last = next + size - 1
+	return nil
+}
+
+// exhaustedError is the refusal of a grant of at least min numbers: what
+// GLOBAL (gi) and the data centre's ranges rgs have left, and the largest
+// run among them.
+func exhaustedError(seq, dc string, gi registry.SequenceInfo, rgs []dcRange, min uint64) *registry.SequenceExhaustedError {
+	next, maxN := gi.Next, gi.Max
+	e := &registry.SequenceExhaustedError{Sequence: seq, DC: dc, Max: maxN, Wanted: min}
+	if next <= maxN {
+		e.GlobalLeft = maxN - next + 1
 	}
+	e.Largest = e.GlobalLeft
+	for _, g := range rgs {
+		e.DCLeft += g.left()
+		e.Largest = max(e.Largest, g.left())
+	}
+	return e
+}
+
+// grantRange takes [next, last] from GLOBAL (g as read, whose max is maxN)
+// for data centre dc with one conditional batch at SERIAL, then records
+// the range in the data centre's partition. A batch not applied (another
+// grant moved GLOBAL) returns nil: the caller reads again.
+func (r *Registry) grantRange(ctx context.Context, q cql.SeqQuerier, seq, dc string, g *cql.SeqRow, next, last, maxN uint64) error {
 	token := newClaimToken()
 	now := r.timestamp()
 	stmts := []cql.SeqStmt{
@@ -237,24 +275,30 @@ func (r *Registry) grant(ctx context.Context, q cql.SeqQuerier, seq, dc string, 
 	}
 	applied, err := runLWT(ctx, r.log, "grant", seq,
 		func() (bool, error) { return q.CASBatch(ctx, gocql.Serial, gocql.Quorum, stmts...) },
-		func() (outcome, error) {
-			g2, rows2, err := r.readGlobal(ctx, q, seq)
-			if err != nil {
-				return outcomeLost, err
-			}
-			if w := find(rows2, cql.KindGrant, dc, int64(next)); w != nil && str(w.Token) == token {
-				return outcomeApplied, nil
-			}
-			if g2 != nil && same(g2.Next, g.Next) && same(g2.Max, g.Max) {
-				return outcomeResend, nil
-			}
-			return outcomeLost, nil
-		})
+		func() (outcome, error) { return r.resolveGrant(ctx, q, seq, dc, g, next, token) })
 	if err != nil || !applied {
 		return err // not applied: another grant moved GLOBAL; the caller reads again
 	}
 	r.log.Info("snapid: data centre took a sequence range", "sequence", seq, "dc", dc, "first", next, "last", last)
 	return r.insertRange(ctx, q, seq, dc, next, last, &now)
+}
+
+// resolveGrant resolves a grant batch whose outcome is unknown from
+// GLOBAL's partition read at SERIAL: applied when the grant row starting
+// at next carries token, sent again when GLOBAL's next and max are still
+// those of g, lost otherwise.
+func (r *Registry) resolveGrant(ctx context.Context, q cql.SeqQuerier, seq, dc string, g *cql.SeqRow, next uint64, token string) (outcome, error) {
+	g2, rows2, err := r.readGlobal(ctx, q, seq)
+	if err != nil {
+		return outcomeLost, err
+	}
+	if w := find(rows2, cql.KindGrant, dc, int64(next)); w != nil && str(w.Token) == token {
+		return outcomeApplied, nil
+	}
+	if g2 != nil && same(g2.Next, g.Next) && same(g2.Max, g.Max) {
+		return outcomeResend, nil
+	}
+	return outcomeLost, nil
 }
 
 // insertRange records a granted range in the data centre's partition, at

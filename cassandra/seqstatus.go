@@ -41,6 +41,18 @@ func (r *Registry) SequenceStatus(ctx context.Context, seq string) (registry.Seq
 		return registry.SequenceStatus{}, err
 	}
 	st := registry.SequenceStatus{SequenceInfo: gi}
+	for _, d := range statusGrants(&st, rows, dc) {
+		if err := r.addDCStatus(ctx, q, &st, seq, d); err != nil {
+			return st, err
+		}
+	}
+	return st, nil
+}
+
+// statusGrants adds the grants of GLOBAL's partition (rows) to st and
+// returns the data centres to read, sorted: this one (dc) and every one
+// granted a range.
+func statusGrants(st *registry.SequenceStatus, rows []cql.SeqRow, dc string) []string {
 	dcs := map[string]bool{dc: true}
 	for _, w := range rows {
 		if w.Kind == cql.KindGrant {
@@ -53,31 +65,36 @@ func (r *Registry) SequenceStatus(ctx context.Context, seq string) (registry.Seq
 		names = append(names, d)
 	}
 	sort.Strings(names)
-	for _, d := range names {
-		dcRows, err := q.ReadPartition(ctx, gocql.LocalQuorum, seq, cql.DCPart(d))
-		if err != nil {
-			return st, fmt.Errorf("snapid: %w: reading sequence %q of data centre %q: %w", registry.ErrRegistry, seq, d, err)
+	return names
+}
+
+// addDCStatus reads data centre d's partition of sequence seq at
+// LOCAL_QUORUM and adds its ranges (each checked against GLOBAL's bounds,
+// st's SequenceInfo) and its hosts' leases to st.
+func (r *Registry) addDCStatus(ctx context.Context, q cql.SeqQuerier, st *registry.SequenceStatus, seq, d string) error {
+	dcRows, err := q.ReadPartition(ctx, gocql.LocalQuorum, seq, cql.DCPart(d))
+	if err != nil {
+		return fmt.Errorf("snapid: %w: reading sequence %q of data centre %q: %w", registry.ErrRegistry, seq, d, err)
+	}
+	rgs, err := dcRanges(seq, dcRows)
+	if err != nil {
+		return err
+	}
+	for _, g := range rgs {
+		if err := checkRange(seq, d, st.SequenceInfo, &g); err != nil {
+			return err
 		}
-		rgs, err := dcRanges(seq, dcRows)
-		if err != nil {
-			return st, err
-		}
-		for _, g := range rgs {
-			if err := checkRange(seq, d, gi, &g); err != nil {
-				return st, err
-			}
-			rg := rangeOf(d, *g.row)
-			rg.Next = g.next
-			st.Ranges = append(st.Ranges, rg)
-		}
-		for _, w := range dcRows {
-			switch w.Kind {
-			case cql.KindHost:
-				st.Leases = append(st.Leases, w.Lease(seq, d))
-			}
+		rg := rangeOf(d, *g.row)
+		rg.Next = g.next
+		st.Ranges = append(st.Ranges, rg)
+	}
+	for _, w := range dcRows {
+		switch w.Kind {
+		case cql.KindHost:
+			st.Leases = append(st.Leases, w.Lease(seq, d))
 		}
 	}
-	return st, nil
+	return nil
 }
 
 func rangeOf(dc string, w cql.SeqRow) registry.SequenceRange {

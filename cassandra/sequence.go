@@ -151,63 +151,99 @@ func (r *Registry) createSequence(ctx context.Context, seq string, start, max ui
 		return registry.SequenceInfo{}, err
 	}
 	for attempt := 0; attempt < claimAttempts; attempt++ {
-		g, rows, err := r.readGlobal(ctx, q, seq)
-		if err != nil {
-			return registry.SequenceInfo{}, err
-		}
-		if g == nil {
-			if err := r.checkNoRemnants(ctx, q, seq, dc, rows); err != nil {
-				return registry.SequenceInfo{}, err
-			}
-		}
-		token := newClaimToken()
-		now := r.timestamp()
-		var stmt cql.SeqStmt
-		var want registry.SequenceInfo
-		if g == nil {
-			want = registry.SequenceInfo{Name: seq, Start: start, Max: max, Next: start, CreatedAt: now}
-			stmt = cql.SeqStmt{Stmt: r.seqs.stmts.insertGlobal, Args: append(r.globalRow(seq), i64(start), i64(max), i64(start), now, token)}
-		} else {
-			cur, err := info(seq, g)
-			if err != nil {
-				return registry.SequenceInfo{}, err
-			}
-			max := max
-			if keepMax {
-				max = cur.Max // the update is conditional on it
-			}
-			if err := registry.CheckSequenceUpdate(cur, start, max); err != nil {
-				return cur, err
-			}
-			want = cur
-			// A raised start (allowed only before anything was handed
-			// out, see CheckSequenceUpdate) becomes the sequence's start.
-			want.Start, want.Max, want.Next = maxU(cur.Start, start), max, maxU(cur.Next, start)
-			stmt = cql.SeqStmt{Stmt: r.seqs.stmts.updateGlobal, Args: append(append([]any{i64(want.Start), i64(max), storeNext(want.Next, max), token},
-				r.globalRow(seq)...), g.Next, g.Max)}
-		}
-		applied, err := runLWT(ctx, r.log, "create sequence", seq,
-			func() (bool, error) { return q.CASBatch(ctx, gocql.Serial, gocql.Quorum, stmt) },
-			func() (outcome, error) {
-				g2, _, err := r.readGlobal(ctx, q, seq)
-				switch {
-				case err != nil:
-					return outcomeLost, err
-				case g2 != nil && str(g2.Token) == token:
-					return outcomeApplied, nil
-				case g == nil && g2 == nil, g != nil && g2 != nil && same(g2.Next, g.Next) && same(g2.Max, g.Max):
-					return outcomeResend, nil
-				}
-				return outcomeLost, nil
-			})
-		if err != nil {
-			return registry.SequenceInfo{}, err
-		}
-		if applied {
-			return want, nil
+		si, done, err := r.createOnce(ctx, q, dc, seq, start, max, keepMax)
+		if err != nil || done {
+			return si, err
 		}
 	}
 	return registry.SequenceInfo{}, fmt.Errorf("snapid: %w: create sequence %q: the row kept changing", registry.ErrRegistry, seq)
+}
+
+// createOnce makes one attempt of createSequence: it reads GLOBAL at
+// SERIAL, refuses to create a sequence whose GLOBAL row is missing but
+// whose grants, ranges or leases remain, and inserts or updates the GLOBAL
+// row conditional on what it read. done false means the row changed under
+// it: try again.
+func (r *Registry) createOnce(ctx context.Context, q cql.SeqQuerier, dc, seq string, start, max uint64, keepMax bool) (_ registry.SequenceInfo, done bool, err error) {
+	g, rows, err := r.readGlobal(ctx, q, seq)
+	if err != nil {
+		return registry.SequenceInfo{}, false, err
+	}
+	if g == nil {
+		if err := r.checkNoRemnants(ctx, q, seq, dc, rows); err != nil {
+			return registry.SequenceInfo{}, false, err
+		}
+	}
+	token := newClaimToken()
+	now := r.timestamp()
+	want, stmt, err := r.createStmt(seq, g, start, max, keepMax, token, now)
+	if err != nil {
+		return want, false, err
+	}
+	applied, err := runLWT(ctx, r.log, "create sequence", seq,
+		func() (bool, error) { return q.CASBatch(ctx, gocql.Serial, gocql.Quorum, stmt) },
+		func() (outcome, error) { return r.resolveCreate(ctx, q, seq, g, token) })
+	if err != nil {
+		return registry.SequenceInfo{}, false, err
+	}
+	if applied {
+		return want, true, nil
+	}
+	return registry.SequenceInfo{}, false, nil
+}
+
+// createStmt is the write of CreateSequence on GLOBAL as read (g, nil when
+// the sequence does not exist), and the sequence it makes: an insert of a
+// new GLOBAL row, or an update of the existing one (see
+// updateGlobalStmt).
+func (r *Registry) createStmt(seq string, g *cql.SeqRow, start, max uint64, keepMax bool, token string, now time.Time) (registry.SequenceInfo, cql.SeqStmt, error) {
+	if g == nil {
+		want := registry.SequenceInfo{Name: seq, Start: start, Max: max, Next: start, CreatedAt: now}
+		return want, cql.SeqStmt{Stmt: r.seqs.stmts.insertGlobal, Args: append(r.globalRow(seq), i64(start), i64(max), i64(start), now, token)}, nil
+	}
+	return r.updateGlobalStmt(seq, g, start, max, keepMax, token)
+}
+
+// updateGlobalStmt is the update of an existing GLOBAL row g for
+// CreateSequence, conditional on the next number and the max read, and the
+// sequence it makes; with keepMax the max stays the one read. An update
+// CheckSequenceUpdate refuses returns the sequence as it is with the
+// error.
+func (r *Registry) updateGlobalStmt(seq string, g *cql.SeqRow, start, max uint64, keepMax bool, token string) (registry.SequenceInfo, cql.SeqStmt, error) {
+	cur, err := info(seq, g)
+	if err != nil {
+		return registry.SequenceInfo{}, cql.SeqStmt{}, err
+	}
+	if keepMax {
+		max = cur.Max // the update is conditional on it
+	}
+	if err := registry.CheckSequenceUpdate(cur, start, max); err != nil {
+		return cur, cql.SeqStmt{}, err
+	}
+	want := cur
+	// A raised start (allowed only before anything was handed out, see
+	// CheckSequenceUpdate) becomes the sequence's start.
+	want.Start, want.Max, want.Next = maxU(cur.Start, start), max, maxU(cur.Next, start)
+	stmt := cql.SeqStmt{Stmt: r.seqs.stmts.updateGlobal, Args: append(append([]any{i64(want.Start), i64(max), storeNext(want.Next, max), token},
+		r.globalRow(seq)...), g.Next, g.Max)}
+	return want, stmt, nil
+}
+
+// resolveCreate resolves a create whose outcome is unknown from GLOBAL
+// read at SERIAL: applied when GLOBAL carries token, sent again when
+// GLOBAL is as read (g: still missing, or the same next and max), lost
+// otherwise.
+func (r *Registry) resolveCreate(ctx context.Context, q cql.SeqQuerier, seq string, g *cql.SeqRow, token string) (outcome, error) {
+	g2, _, err := r.readGlobal(ctx, q, seq)
+	switch {
+	case err != nil:
+		return outcomeLost, err
+	case g2 != nil && str(g2.Token) == token:
+		return outcomeApplied, nil
+	case g == nil && g2 == nil, g != nil && g2 != nil && same(g2.Next, g.Next) && same(g2.Max, g.Max):
+		return outcomeResend, nil
+	}
+	return outcomeLost, nil
 }
 
 func maxU(a, b uint64) uint64 {
@@ -227,20 +263,8 @@ func maxU(a, b uint64) uint64 {
 // name's row, read at SERIAL, shows that the request carries the name's
 // current claim.
 func (r *Registry) LeaseSequence(ctx context.Context, req registry.LeaseRequest) (registry.SequenceLease, error) {
-	if err := registry.ValidateName(req.Sequence); err != nil {
-		return registry.SequenceLease{}, fmt.Errorf("sequence name: %w", err)
-	}
-	if err := registry.ValidateName(req.Name); err != nil {
+	if err := checkLeaseRequest(req); err != nil {
 		return registry.SequenceLease{}, err
-	}
-	if err := checkOwner(req.Owner); err != nil {
-		return registry.SequenceLease{}, err
-	}
-	if err := checkField("session", req.Session); err != nil {
-		return registry.SequenceLease{}, err
-	}
-	if req.Min == 0 || req.Size < req.Min || req.Size > registry.MaxSequence {
-		return registry.SequenceLease{}, invalidArg("lease of %d to %d numbers", req.Min, req.Size)
 	}
 	q, dc, err := r.seqQuerier(ctx)
 	if err != nil {
@@ -253,79 +277,156 @@ func (r *Registry) LeaseSequence(ctx context.Context, req registry.LeaseRequest)
 				return registry.SequenceLease{}, fmt.Errorf("snapid: %w: lease %q: %w", registry.ErrRegistry, req.Sequence, err)
 			}
 		}
-		rows, err := r.readDC(ctx, q, req.Sequence, dc)
-		if err != nil {
-			return registry.SequenceLease{}, err
-		}
-		host := find(rows, cql.KindHost, req.Name, 0)
-		ours := host != nil && str(host.Session) == req.Session && str(host.Owner) == req.Owner
-		if ours && (u64(host.LeaseFirst) != req.PrevFirst || u64(host.LeaseLast) != req.PrevLast) {
-			return host.Lease(req.Sequence, dc), fmt.Errorf("snapid: %w: sequence %q: the registry records this host's lease as [%d, %d], not [%d, %d]",
-				registry.ErrLeaseMoved, req.Sequence, u64(host.LeaseFirst), u64(host.LeaseLast), req.PrevFirst, req.PrevLast)
-		}
-		if !ours && !nameChecked {
-			h, err := r.Get(ctx, req.Name)
-			if errors.Is(err, registry.ErrNotRegistered) || err == nil && (h.Owner != req.Owner || h.Session != req.Session || h.State != registry.StateActive) {
-				return registry.SequenceLease{}, fmt.Errorf("snapid: %w: lease of sequence %q for %q: the name is not held under this claim (%s)",
-					registry.ErrNameTaken, req.Sequence, req.Name, h)
-			}
-			if err != nil {
-				return registry.SequenceLease{}, err
-			}
-			nameChecked = true
-		}
-		rgs, err := dcRanges(req.Sequence, rows)
-		if err != nil {
-			return registry.SequenceLease{}, err
-		}
-		pick := pickRange(rgs, req.Min)
-		if pick == nil {
-			if err := r.grant(ctx, q, req.Sequence, dc, rows, rgs, req.Min); err != nil {
-				return registry.SequenceLease{}, err
-			}
-			continue
-		}
-		if err := r.verifyRange(ctx, q, req.Sequence, dc, pick); err != nil {
-			return registry.SequenceLease{}, err
-		}
-		rg, first := pick.row, pick.next
-		n := leaseLen(pick, req.Size, req.Min)
-		l := registry.SequenceLease{Sequence: req.Sequence, DC: dc, Name: req.Name, Owner: req.Owner, Session: req.Session,
-			First: first, Last: first + n - 1, LeasedAt: r.timestamp()}
-		token := newClaimToken()
-		stmts := []cql.SeqStmt{{Stmt: r.seqs.stmts.advanceRange, Args: []any{storeNext(first+n, pick.last), req.Sequence, cql.DCPart(dc), cql.KindRange, "", rg.First, rg.Next}}}
-		hostVals := []any{req.Owner, req.Session, i64(l.First), i64(l.Last), l.LeasedAt, token}
-		if host == nil {
-			stmts = append(stmts, cql.SeqStmt{Stmt: r.seqs.stmts.insertHost, Args: append(hostRow(req.Sequence, dc, req.Name), hostVals...)})
-		} else {
-			stmts = append(stmts, cql.SeqStmt{Stmt: r.seqs.stmts.updateHost, Args: append(append(hostVals, hostRow(req.Sequence, dc, req.Name)...),
-				host.Owner, host.Session, host.LeaseFirst, host.LeaseLast)})
-		}
-		applied, err := runLWT(ctx, r.log, "lease", req.Sequence,
-			func() (bool, error) { return q.CASBatch(ctx, gocql.LocalSerial, gocql.LocalQuorum, stmts...) },
-			func() (outcome, error) {
-				now, err := r.readDC(ctx, q, req.Sequence, dc)
-				if err != nil {
-					return outcomeLost, err
-				}
-				h2, rg2 := find(now, cql.KindHost, req.Name, 0), find(now, cql.KindRange, "", rg.First)
-				switch {
-				case h2 != nil && str(h2.Token) == token:
-					return outcomeApplied, nil
-				case rg2 != nil && same(rg2.Next, rg.Next) && sameHost(h2, host):
-					return outcomeResend, nil
-				}
-				return outcomeLost, nil
-			})
-		if err != nil {
-			return registry.SequenceLease{}, err
-		}
-		if applied {
-			r.maybeGrant(req.Sequence, dc, rgs, n)
-			return l, nil
+		l, done, err := r.leaseOnce(ctx, q, dc, req, &nameChecked)
+		if err != nil || done {
+			return l, err
 		}
 	}
 	return registry.SequenceLease{}, fmt.Errorf("snapid: %w: lease %q: the data centre's ranges kept changing", registry.ErrRegistry, req.Sequence)
+}
+
+// checkLeaseRequest refuses a lease request whose names, owner, session or
+// sizes cannot be used, before anything is read.
+func checkLeaseRequest(req registry.LeaseRequest) error {
+	if err := registry.ValidateName(req.Sequence); err != nil {
+		return fmt.Errorf("sequence name: %w", err)
+	}
+	if err := registry.ValidateName(req.Name); err != nil {
+		return err
+	}
+	if err := checkOwner(req.Owner); err != nil {
+		return err
+	}
+	if err := checkField("session", req.Session); err != nil {
+		return err
+	}
+	if req.Min == 0 || req.Size < req.Min || req.Size > registry.MaxSequence {
+		return invalidArg("lease of %d to %d numbers", req.Min, req.Size)
+	}
+	return nil
+}
+
+// leaseOnce makes one attempt of LeaseSequence: it reads the data centre's
+// partition, checks that the request may lease for the host (its own row
+// or, once per call, the name's claim), then either takes a range from
+// GLOBAL when no range has room or leases from the lowest range with room.
+// done false means the caller tries again: a range was granted, or
+// another lease moved the range first.
+func (r *Registry) leaseOnce(ctx context.Context, q cql.SeqQuerier, dc string, req registry.LeaseRequest, nameChecked *bool) (l registry.SequenceLease, done bool, err error) {
+	rows, err := r.readDC(ctx, q, req.Sequence, dc)
+	if err != nil {
+		return registry.SequenceLease{}, false, err
+	}
+	host := find(rows, cql.KindHost, req.Name, 0)
+	if ownsHostRow(req, host) {
+		if err := checkPrevLease(req, host); err != nil {
+			return host.Lease(req.Sequence, dc), false, err
+		}
+	} else if !*nameChecked {
+		if err := r.checkLeaseClaim(ctx, req); err != nil {
+			return registry.SequenceLease{}, false, err
+		}
+		*nameChecked = true
+	}
+	rgs, err := dcRanges(req.Sequence, rows)
+	if err != nil {
+		return registry.SequenceLease{}, false, err
+	}
+	pick := pickRange(rgs, req.Min)
+	if pick == nil {
+		return registry.SequenceLease{}, false, r.grant(ctx, q, req.Sequence, dc, rows, rgs, req.Min)
+	}
+	if err := r.verifyRange(ctx, q, req.Sequence, dc, pick); err != nil {
+		return registry.SequenceLease{}, false, err
+	}
+	return r.leaseFrom(ctx, q, dc, req, host, rgs, pick)
+}
+
+// ownsHostRow reports whether host, the host's row in the data centre's
+// partition, was written under the request's claim (owner and session).
+func ownsHostRow(req registry.LeaseRequest, host *cql.SeqRow) bool {
+	return host != nil && str(host.Session) == req.Session && str(host.Owner) == req.Owner
+}
+
+// checkPrevLease refuses, with ErrLeaseMoved, a request whose previous
+// lease is not the one host (the host's row, of this claim) records.
+func checkPrevLease(req registry.LeaseRequest, host *cql.SeqRow) error {
+	if u64(host.LeaseFirst) != req.PrevFirst || u64(host.LeaseLast) != req.PrevLast {
+		return fmt.Errorf("snapid: %w: sequence %q: the registry records this host's lease as [%d, %d], not [%d, %d]",
+			registry.ErrLeaseMoved, req.Sequence, u64(host.LeaseFirst), u64(host.LeaseLast), req.PrevFirst, req.PrevLast)
+	}
+	return nil
+}
+
+// checkLeaseClaim reads the name's row (at SERIAL) and refuses, with
+// ErrNameTaken, a request that does not carry the name's current active
+// claim.
+func (r *Registry) checkLeaseClaim(ctx context.Context, req registry.LeaseRequest) error {
+	h, err := r.Get(ctx, req.Name)
+	if errors.Is(err, registry.ErrNotRegistered) || err == nil && (h.Owner != req.Owner || h.Session != req.Session || h.State != registry.StateActive) {
+		return fmt.Errorf("snapid: %w: lease of sequence %q for %q: the name is not held under this claim (%s)",
+			registry.ErrNameTaken, req.Sequence, req.Name, h)
+	}
+	return err
+}
+
+// leaseFrom leases from pick, one of the data centre's ranges rgs, with
+// one conditional batch at LOCAL_SERIAL: the range's next number, and the
+// host's row (inserted, or updated conditional on host as read). done
+// false means the batch was not applied (another lease moved the range
+// first); when it was, a background grant may start.
+func (r *Registry) leaseFrom(ctx context.Context, q cql.SeqQuerier, dc string, req registry.LeaseRequest, host *cql.SeqRow,
+	rgs []dcRange, pick *dcRange) (l registry.SequenceLease, done bool, err error) {
+	rg, first := pick.row, pick.next
+	n := leaseLen(pick, req.Size, req.Min)
+	l = registry.SequenceLease{Sequence: req.Sequence, DC: dc, Name: req.Name, Owner: req.Owner, Session: req.Session,
+		First: first, Last: first + n - 1, LeasedAt: r.timestamp()}
+	token := newClaimToken()
+	stmts := r.leaseStmts(req, dc, pick, host, l, token)
+	applied, err := runLWT(ctx, r.log, "lease", req.Sequence,
+		func() (bool, error) { return q.CASBatch(ctx, gocql.LocalSerial, gocql.LocalQuorum, stmts...) },
+		func() (outcome, error) { return r.resolveLease(ctx, q, req, dc, rg, host, token) })
+	if err != nil {
+		return registry.SequenceLease{}, false, err
+	}
+	if !applied {
+		return registry.SequenceLease{}, false, nil
+	}
+	r.maybeGrant(req.Sequence, dc, rgs, n)
+	return l, true, nil
+}
+
+// leaseStmts is the batch of a lease l from pick: the range's next number,
+// conditional on the next read, then the host's row, inserted (IF NOT
+// EXISTS) when host is nil or else updated conditional on host as read.
+func (r *Registry) leaseStmts(req registry.LeaseRequest, dc string, pick *dcRange, host *cql.SeqRow, l registry.SequenceLease, token string) []cql.SeqStmt {
+	rg := pick.row
+	stmts := []cql.SeqStmt{{Stmt: r.seqs.stmts.advanceRange, Args: []any{storeNext(l.Last+1, pick.last), req.Sequence, cql.DCPart(dc), cql.KindRange, "", rg.First, rg.Next}}}
+	hostVals := []any{req.Owner, req.Session, i64(l.First), i64(l.Last), l.LeasedAt, token}
+	if host == nil {
+		return append(stmts, cql.SeqStmt{Stmt: r.seqs.stmts.insertHost, Args: append(hostRow(req.Sequence, dc, req.Name), hostVals...)})
+	}
+	return append(stmts, cql.SeqStmt{Stmt: r.seqs.stmts.updateHost, Args: append(append(hostVals, hostRow(req.Sequence, dc, req.Name)...),
+		host.Owner, host.Session, host.LeaseFirst, host.LeaseLast)})
+}
+
+// resolveLease resolves a lease batch whose outcome is unknown from the
+// data centre's partition read at LOCAL_SERIAL: applied when the host's
+// row carries token, sent again when the range (rg as read) and the host's
+// row (host as read) are unchanged, lost otherwise.
+func (r *Registry) resolveLease(ctx context.Context, q cql.SeqQuerier, req registry.LeaseRequest, dc string, rg, host *cql.SeqRow, token string) (outcome, error) {
+	now, err := r.readDC(ctx, q, req.Sequence, dc)
+	if err != nil {
+		return outcomeLost, err
+	}
+	h2, rg2 := find(now, cql.KindHost, req.Name, 0), find(now, cql.KindRange, "", rg.First)
+	switch {
+	case h2 != nil && str(h2.Token) == token:
+		return outcomeApplied, nil
+	case rg2 != nil && same(rg2.Next, rg.Next) && sameHost(h2, host):
+		return outcomeResend, nil
+	}
+	return outcomeLost, nil
 }
 
 // leaseAttempts bounds the reads and conditional updates of one lease.

@@ -68,89 +68,125 @@ func (c *simCluster) parse(stmt string) (*simStmt, error) {
 	if st, ok := c.parsed[stmt]; ok {
 		return st, nil
 	}
-	bad := func(why string) (*simStmt, error) {
-		return nil, simRequestError{gocql.ErrCodeSyntax, fmt.Sprintf("simcql: %s: %s", why, stmt)}
-	}
 	r := strings.NewReplacer("(", " ( ", ")", " ) ", ",", " , ", "=", " = ")
-	toks := strings.Fields(r.Replace(stmt))
-	up := func(i int) string {
-		if i < len(toks) {
-			return strings.ToUpper(toks[i])
-		}
-		return ""
-	}
-	table := func(t string) string {
-		parts := strings.Split(t, ".")
-		return strings.Trim(parts[len(parts)-1], `"`)
-	}
+	toks := simTokens(strings.Fields(r.Replace(stmt)))
 	st := &simStmt{}
-	i := 0
-	switch up(0) {
+	var i int
+	var why string
+	switch toks.up(0) {
 	case "INSERT":
-		if up(1) != "INTO" || up(3) != "(" {
-			return bad("not an INSERT INTO t (…)")
-		}
-		st.insert, st.table, i = true, table(toks[2]), 4
-		for ; i < len(toks) && toks[i] != ")"; i++ {
-			if toks[i] != "," {
-				st.cols = append(st.cols, toks[i])
-				st.null = append(st.null, false)
-			}
-		}
-		i++
-		if up(i) != "VALUES" {
-			return bad("no VALUES")
-		}
-		for i++; i < len(toks) && toks[i] != ")"; i++ {
-		}
-		i++
+		i, why = toks.parseInsert(st)
 	case "UPDATE":
-		if up(2) != "SET" {
-			return bad("not an UPDATE t SET …")
-		}
-		st.table, i = table(toks[1]), 3
-		for ; i+2 < len(toks) && up(i) != "WHERE"; i += 3 {
-			if toks[i] == "," {
-				i -= 2
-				continue
-			}
-			if toks[i+1] != "=" {
-				return bad("an assignment that is not c = v")
-			}
-			st.cols = append(st.cols, toks[i])
-			st.null = append(st.null, strings.EqualFold(toks[i+2], "null"))
-		}
-		if up(i) != "WHERE" {
-			return bad("no WHERE")
-		}
-		for i++; i+2 < len(toks) && up(i) != "IF"; i += 3 {
-			if up(i) == "AND" {
-				i -= 2
-				continue
-			}
-			st.where = append(st.where, toks[i])
-		}
+		i, why = toks.parseUpdate(st)
 	default:
-		return bad("not an INSERT or an UPDATE")
+		why = "not an INSERT or an UPDATE"
 	}
-	if up(i) == "IF" {
-		if up(i+1) == "NOT" && up(i+2) == "EXISTS" {
-			st.ifNotExists = true
-		} else {
-			for i++; i+2 < len(toks); i += 3 {
-				if up(i) == "AND" {
-					i -= 2
-					continue
-				}
-				if toks[i+1] != "=" || toks[i+2] != "?" {
-					return bad("a condition that is not c = ?")
-				}
-				st.ifCols = append(st.ifCols, toks[i])
-			}
-		}
+	if why == "" {
+		why = toks.parseIf(st, i)
+	}
+	if why != "" {
+		return nil, simRequestError{gocql.ErrCodeSyntax, fmt.Sprintf("simcql: %s: %s", why, stmt)}
 	}
 	c.parsed[stmt] = st
 	return st, nil
+}
+
+// simTokens are a statement's words, with parentheses, commas and equals
+// signs apart.
+type simTokens []string
+
+// up is token i in upper case, or "" past the end.
+func (toks simTokens) up(i int) string {
+	if i < len(toks) {
+		return strings.ToUpper(toks[i])
+	}
+	return ""
+}
+
+// simTable is the unquoted table name of t ("ks"."t", ks.t or t).
+func simTable(t string) string {
+	parts := strings.Split(t, ".")
+	return strings.Trim(parts[len(parts)-1], `"`)
+}
+
+// parseInsert reads INSERT INTO t (c, …) VALUES (?, …) into st and returns
+// the index of the token after it, or why the statement is not one.
+func (toks simTokens) parseInsert(st *simStmt) (int, string) {
+	if toks.up(1) != "INTO" || toks.up(3) != "(" {
+		return 0, "not an INSERT INTO t (…)"
+	}
+	i := 4
+	st.insert, st.table = true, simTable(toks[2])
+	for ; i < len(toks) && toks[i] != ")"; i++ {
+		if toks[i] != "," {
+			st.cols = append(st.cols, toks[i])
+			st.null = append(st.null, false)
+		}
+	}
+	i++
+	if toks.up(i) != "VALUES" {
+		return 0, "no VALUES"
+	}
+	for i++; i < len(toks) && toks[i] != ")"; i++ {
+	}
+	return i + 1, ""
+}
+
+// parseUpdate reads UPDATE t SET c = ?|null, … WHERE k = ? AND … into st
+// and returns the index of the token after it, or why the statement is
+// not one.
+func (toks simTokens) parseUpdate(st *simStmt) (int, string) {
+	if toks.up(2) != "SET" {
+		return 0, "not an UPDATE t SET …"
+	}
+	i := 3
+	st.table = simTable(toks[1])
+	for ; i+2 < len(toks) && toks.up(i) != "WHERE"; i += 3 {
+		if toks[i] == "," {
+			i -= 2
+			continue
+		}
+		if toks[i+1] != "=" {
+			return 0, "an assignment that is not c = v"
+		}
+		st.cols = append(st.cols, toks[i])
+		st.null = append(st.null, strings.EqualFold(toks[i+2], "null"))
+	}
+	if toks.up(i) != "WHERE" {
+		return 0, "no WHERE"
+	}
+	for i++; i+2 < len(toks) && toks.up(i) != "IF"; i += 3 {
+		if toks.up(i) == "AND" {
+			i -= 2
+			continue
+		}
+		st.where = append(st.where, toks[i])
+	}
+	return i, ""
+}
+
+// parseIf reads the condition from token i on, if there is one (IF NOT
+// EXISTS, or IF c = ? AND …), into st; it returns why the condition is
+// not one of these, or "".
+func (toks simTokens) parseIf(st *simStmt, i int) string {
+	if toks.up(i) != "IF" {
+		return ""
+	}
+	if toks.up(i+1) == "NOT" && toks.up(i+2) == "EXISTS" {
+		st.ifNotExists = true
+		return ""
+	}
+	for i++; i+2 < len(toks); i += 3 {
+		if toks.up(i) == "AND" {
+			i -= 2
+			continue
+		}
+		if toks[i+1] != "=" || toks[i+2] != "?" {
+			return "a condition that is not c = ?"
+		}
+		st.ifCols = append(st.ifCols, toks[i])
+	}
+	return ""
 }
 
 // simBound is a statement bound to its values.

@@ -31,20 +31,37 @@ func (s *seqSuite) exhaustAtMaxInt64() {
 		if err != nil {
 			s.t.Fatalf("lease %d: %v", i, err)
 		}
-		for n := l.First; n >= l.First && n <= l.Last; n++ {
-			if n < start || seen[n] {
-				s.t.Fatalf("lease %d [%d, %d]: %d is below start %d or leased twice", i, l.First, l.Last, n, start)
-			}
-			seen[n] = true
-			last = max(last, n)
-			if n == math.MaxUint64 {
-				break
-			}
-		}
+		last = max(last, s.leasedOnce(i, l, start, seen))
 	}
 	if len(seen) != count || last != registry.MaxSequence {
 		s.t.Errorf("%d numbers leased before ErrExhausted, the highest %d; want %d, up to 2^63-1", len(seen), last, count)
 	}
+	s.usedUpAtMaxInt64(seq, hosts, start)
+}
+
+// leasedOnce records the numbers of lease i, l, in seen, failing the test
+// for a number below start or leased before, and returns the highest (0
+// for none).
+func (s *seqSuite) leasedOnce(i int, l registry.SequenceLease, start uint64, seen map[uint64]bool) (last uint64) {
+	s.t.Helper()
+	for n := l.First; n >= l.First && n <= l.Last; n++ {
+		if n < start || seen[n] {
+			s.t.Fatalf("lease %d [%d, %d]: %d is below start %d or leased twice", i, l.First, l.Last, n, start)
+		}
+		seen[n] = true
+		last = max(last, n)
+		if n == math.MaxUint64 {
+			break
+		}
+	}
+	return last
+}
+
+// usedUpAtMaxInt64 checks sequence seq (from start) once used up to
+// 2^63-1: every host's lease is ErrExhausted, GLOBAL's next is 2^63 and
+// every range's next is its last+1, and re-creating it keeps it used up.
+func (s *seqSuite) usedUpAtMaxInt64(seq string, hosts []*host, start uint64) {
+	s.t.Helper()
 	for _, h := range hosts {
 		_, err := s.lease(seq, h, 3, 1)
 		s.wantErr("a lease of a sequence used up to 2^63-1", err, registry.ErrExhausted)
@@ -78,45 +95,75 @@ func (s *seqSuite) boundaries() {
 		{top, top - 1, false}, {1, top + 1, false}, {top + 1, top + 1, false}, {1, math.MaxUint64, false},
 		{math.MaxUint64, math.MaxUint64, false},
 	} {
-		what := fmt.Sprintf("CreateSequence(start %d, max %d)", tc.start, tc.max)
-		name := s.name()
-		info, err := s.sr.CreateSequence(s.ctx(), name, tc.start, tc.max)
-		if !tc.ok {
-			s.wantErr(what, err, registry.ErrInvalidSequence)
-			_, err := s.sr.SequenceStatus(s.ctx(), name)
-			s.wantErr(what+" then SequenceStatus", err, registry.ErrNoSequence)
-			continue
+		s.createAtBounds(tc.start, tc.max, tc.ok)
+	}
+	s.leaseSizes()
+}
+
+// createAtBounds creates a sequence of [start, max]: refused with
+// ErrInvalidSequence and no trace unless ok; else leased one number at a
+// time, it hands out every number from start to max, then ErrExhausted.
+func (s *seqSuite) createAtBounds(start, max uint64, ok bool) {
+	s.t.Helper()
+	what := fmt.Sprintf("CreateSequence(start %d, max %d)", start, max)
+	name := s.name()
+	info, err := s.sr.CreateSequence(s.ctx(), name, start, max)
+	if !ok {
+		s.wantErr(what, err, registry.ErrInvalidSequence)
+		_, err := s.sr.SequenceStatus(s.ctx(), name)
+		s.wantErr(what+" then SequenceStatus", err, registry.ErrNoSequence)
+		return
+	}
+	if err != nil || info.Start != start || info.Max != max || info.Next != start {
+		s.t.Errorf("%s: %+v, %v", what, info, err)
+		return
+	}
+	got := s.leaseOneByOne(what, name, 3)
+	if want := numbersIn(start, max); fmt.Sprint(got) != fmt.Sprint(want) {
+		s.t.Errorf("%s: leased %v, want %v then ErrExhausted", what, got, want)
+	}
+	if st := s.status(name); st.Next != max+1 {
+		s.t.Errorf("%s: GLOBAL next %d after exhaustion, want %d", what, st.Next, max+1)
+	}
+}
+
+// leaseOneByOne leases up to times single numbers of sequence name for a
+// new host, stopping at ErrExhausted, and returns them.
+func (s *seqSuite) leaseOneByOne(what, name string, times int) []uint64 {
+	s.t.Helper()
+	h := s.newHost(1)
+	var got []uint64
+	for range times {
+		l, err := s.lease(name, h, 1, 1)
+		if errors.Is(err, registry.ErrExhausted) {
+			break
 		}
-		if err != nil || info.Start != tc.start || info.Max != tc.max || info.Next != tc.start {
-			s.t.Errorf("%s: %+v, %v", what, info, err)
-			continue
+		if err != nil {
+			s.t.Fatalf("%s: lease: %v", what, err)
 		}
-		h := s.newHost(1)
-		var got []uint64
-		for range 3 {
-			l, err := s.lease(name, h, 1, 1)
-			if errors.Is(err, registry.ErrExhausted) {
-				break
-			}
-			if err != nil {
-				s.t.Fatalf("%s: lease: %v", what, err)
-			}
-			got = append(got, l.First)
-		}
-		want := []uint64{}
-		for n := tc.start; n <= tc.max && n != 0; n++ {
-			want = append(want, n)
-			if n == tc.max {
-				break
-			}
-		}
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			s.t.Errorf("%s: leased %v, want %v then ErrExhausted", what, got, want)
-		}
-		if st := s.status(name); st.Next != tc.max+1 {
-			s.t.Errorf("%s: GLOBAL next %d after exhaustion, want %d", what, st.Next, tc.max+1)
+		got = append(got, l.First)
+	}
+	return got
+}
+
+// numbersIn returns every number from start to max (none for start 0),
+// stopping at max even when max is 2^64-1.
+func numbersIn(start, max uint64) []uint64 {
+	want := []uint64{}
+	for n := start; n <= max && n != 0; n++ {
+		want = append(want, n)
+		if n == max {
+			break
 		}
 	}
+	return want
+}
+
+// leaseSizes leases sizes from 0 to 2^64-1 of a sequence of [1, 2^63-1]:
+// 0 and sizes above 2^63-1 are ErrInvalidOption, the others give a lease
+// of at most the size.
+func (s *seqSuite) leaseSizes() {
+	const top = registry.MaxSequence
 	seq := s.create(1, top)
 	h := s.newHost(2)
 	for _, tc := range []struct {

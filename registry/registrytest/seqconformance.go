@@ -114,7 +114,27 @@ func (s *seqSuite) createAndLease() {
 	la := s.mustLease(seq, a, 10, 1)
 	lb := s.mustLease(seq, b, 10, 1)
 	la2 := s.mustLease(seq, a, 10, 1)
-	all := []registry.SequenceLease{la, lb, la2}
+	s.leasesApartInBounds([]registry.SequenceLease{la, lb, la2})
+	if got := s.hostLease(seq, a.h.Name); got.First != la2.First || got.Last != la2.Last || got.Session != a.h.Session {
+		s.t.Errorf("HostLease of a: %+v, want its latest lease [%d, %d]", got, la2.First, la2.Last)
+	}
+	if got := s.hostLease(seq, s.name()); got.First != 0 {
+		s.t.Errorf("HostLease of a host that never leased: %+v, want none", got)
+	}
+	s.statusAfterLeases(seq, la2)
+	list, err := s.sr.ListSequences(s.ctx())
+	if err != nil {
+		s.t.Fatalf("ListSequences: %v", err)
+	}
+	if !containsSeq(list, seq) {
+		s.t.Errorf("ListSequences lacks %q", seq)
+	}
+}
+
+// leasesApartInBounds checks createAndLease's leases: each within the
+// sequence's [100, 1000000], no two overlapping.
+func (s *seqSuite) leasesApartInBounds(all []registry.SequenceLease) {
+	s.t.Helper()
 	for i, x := range all {
 		if x.First < 100 || x.Last > 1_000_000 {
 			s.t.Errorf("lease %d [%d, %d] outside [100, 1000000]", i, x.First, x.Last)
@@ -125,14 +145,16 @@ func (s *seqSuite) createAndLease() {
 			}
 		}
 	}
-	if got := s.hostLease(seq, a.h.Name); got.First != la2.First || got.Last != la2.Last || got.Session != a.h.Session {
-		s.t.Errorf("HostLease of a: %+v, want its latest lease [%d, %d]", got, la2.First, la2.Last)
-	}
-	if got := s.hostLease(seq, s.name()); got.First != 0 {
-		s.t.Errorf("HostLease of a host that never leased: %+v, want none", got)
-	}
+}
+
+// statusAfterLeases checks createAndLease's sequence status once two
+// hosts leased, latest being the last lease: its bounds, GLOBAL's next
+// above every lease, and each lease within a range of its data centre,
+// each range within a grant of GLOBAL.
+func (s *seqSuite) statusAfterLeases(seq string, latest registry.SequenceLease) {
+	s.t.Helper()
 	st := s.status(seq)
-	if st.Start != 100 || st.Max != 1_000_000 || st.Next <= la2.Last || len(st.Leases) != 2 || len(st.Grants) == 0 || len(st.Ranges) == 0 {
+	if st.Start != 100 || st.Max != 1_000_000 || st.Next <= latest.Last || len(st.Leases) != 2 || len(st.Grants) == 0 || len(st.Ranges) == 0 {
 		s.t.Errorf("SequenceStatus: %+v", st)
 	}
 	for _, l := range st.Leases {
@@ -144,13 +166,6 @@ func (s *seqSuite) createAndLease() {
 		if !inAny(st.Grants, r.First, r.Last) || r.Last >= st.Next {
 			s.t.Errorf("range %+v is not a grant of GLOBAL %v (next %d)", r, st.Grants, st.Next)
 		}
-	}
-	list, err := s.sr.ListSequences(s.ctx())
-	if err != nil {
-		s.t.Fatalf("ListSequences: %v", err)
-	}
-	if !containsSeq(list, seq) {
-		s.t.Errorf("ListSequences lacks %q", seq)
 	}
 }
 
@@ -427,6 +442,26 @@ func (s *seqSuite) closeAndAdopt() {
 	again := &host{h: s.claim(a.h.Name, owner(1))} // the host's next claim
 	adoption := registry.LeaseAdoption{Sequence: seq, Name: a.h.Name, Owner: a.h.Owner, Session: again.h.Session,
 		OldSession: a.h.Session, First: l1.First, Last: l1.Last, Pos: pos}
+	s.refusedAdoptions(adoption, a)
+	if _, err := s.sr.AdoptLease(s.ctx(), adoption); err != nil {
+		s.t.Fatalf("AdoptLease: %v", err)
+	}
+	if got := s.hostLease(seq, a.h.Name); got.Session != again.h.Session || got.First != l1.First || got.Last != l1.Last || got.ClosedAt != 0 {
+		s.t.Errorf("after AdoptLease: %+v, want the lease under the new claim, not closed", got)
+	}
+	_, err := s.sr.AdoptLease(s.ctx(), adoption)
+	s.wantErr("a second AdoptLease (the record is no longer closed)", err, registry.ErrLeaseMoved)
+	_, err = s.lease(seq, a, 10, 1)
+	s.wantErr("a lease under the earlier claim after the adoption", err, registry.ErrNameTaken)
+	again.prev = l1
+	s.leaseClearsClose(seq, a.h.Name, again, l1)
+}
+
+// refusedAdoptions checks that adoptions differing from adoption (of a's
+// closed lease) in position, range, old session or claim are refused and
+// change nothing.
+func (s *seqSuite) refusedAdoptions(adoption registry.LeaseAdoption, a *host) {
+	s.t.Helper()
 	for _, tc := range []struct {
 		what string
 		mod  func(x *registry.LeaseAdoption)
@@ -442,21 +477,17 @@ func (s *seqSuite) closeAndAdopt() {
 		_, err := s.sr.AdoptLease(s.ctx(), x)
 		s.wantErr("AdoptLease with "+tc.what, err, tc.want)
 	}
-	if got := s.hostLease(seq, a.h.Name); got.Session != a.h.Session || got.ClosedAt != pos {
+	if got := s.hostLease(adoption.Sequence, a.h.Name); got.Session != a.h.Session || got.ClosedAt != adoption.Pos {
 		s.t.Errorf("refused adoptions changed the record: %+v", got)
 	}
-	if _, err := s.sr.AdoptLease(s.ctx(), adoption); err != nil {
-		s.t.Fatalf("AdoptLease: %v", err)
-	}
-	if got := s.hostLease(seq, a.h.Name); got.Session != again.h.Session || got.First != l1.First || got.Last != l1.Last || got.ClosedAt != 0 {
-		s.t.Errorf("after AdoptLease: %+v, want the lease under the new claim, not closed", got)
-	}
-	_, err := s.sr.AdoptLease(s.ctx(), adoption)
-	s.wantErr("a second AdoptLease (the record is no longer closed)", err, registry.ErrLeaseMoved)
-	_, err = s.lease(seq, a, 10, 1)
-	s.wantErr("a lease under the earlier claim after the adoption", err, registry.ErrNameTaken)
-	again.prev = l1
-	l2 := s.mustLease(seq, again, 10, 1)
+}
+
+// leaseClearsClose leases for h (the claim of name that adopted l1) above
+// l1, closes that lease cleanly, and checks that the next lease clears the
+// closed position.
+func (s *seqSuite) leaseClearsClose(seq, name string, h *host, l1 registry.SequenceLease) {
+	s.t.Helper()
+	l2 := s.mustLease(seq, h, 10, 1)
 	if l2.First <= l1.Last {
 		s.t.Errorf("the lease after the adoption [%d, %d] is not above [%d, %d]", l2.First, l2.Last, l1.First, l1.Last)
 	}
@@ -464,9 +495,9 @@ func (s *seqSuite) closeAndAdopt() {
 	if err := s.sr.CloseLease(s.ctx(), l2, l2.First); err != nil {
 		s.t.Fatalf("CloseLease: %v", err)
 	}
-	again.prev = l2
-	s.mustLease(seq, again, 10, 1)
-	if got := s.hostLease(seq, a.h.Name); got.ClosedAt != 0 {
+	h.prev = l2
+	s.mustLease(seq, h, 10, 1)
+	if got := s.hostLease(seq, name); got.ClosedAt != 0 {
 		s.t.Errorf("a lease left the closed position %d", got.ClosedAt)
 	}
 }

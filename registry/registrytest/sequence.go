@@ -155,14 +155,8 @@ func (r *Registry) sequence(op, name string) (*memSequence, error) {
 
 // LeaseSequence implements registry.SequenceRegistry.LeaseSequence.
 func (r *Registry) LeaseSequence(ctx context.Context, req registry.LeaseRequest) (registry.SequenceLease, error) {
-	if err := registry.ValidateName(req.Sequence); err != nil {
-		return registry.SequenceLease{}, fmt.Errorf("sequence name: %w", err)
-	}
-	if err := checkArgs(req.Name, req.Owner); err != nil {
+	if err := checkLeaseRequest(req); err != nil {
 		return registry.SequenceLease{}, err
-	}
-	if req.Min == 0 || req.Size < req.Min || req.Size > registry.MaxSequence {
-		return registry.SequenceLease{}, invalid("lease of %d to %d numbers", req.Min, req.Size)
 	}
 	if err := r.begin(ctx, "lease", req.Sequence); err != nil {
 		return registry.SequenceLease{}, err
@@ -172,12 +166,42 @@ func (r *Registry) LeaseSequence(ctx context.Context, req registry.LeaseRequest)
 	if err != nil {
 		return registry.SequenceLease{}, err
 	}
-	key := leaseKey(r.dc, req.Name)
-	cur, ok := m.leases[key]
-	// As in Cassandra: the host's row in the data centre shows whether
-	// the request is of the claim the host leased under; only when it is
-	// not is the name's row read (at SERIAL: not in a cut data centre).
-	// So a superseded claim goes on leasing until the new one leases.
+	if cur, err := r.checkLeaseHolder(m, req); err != nil {
+		return cur, err
+	}
+	i := m.rangeWithRoom(r.dc, req.Min)
+	if i < 0 {
+		if i, err = r.grantRange(m, req); err != nil {
+			return registry.SequenceLease{}, err
+		}
+	}
+	return r.leaseFrom(m, i, req)
+}
+
+// checkLeaseRequest refuses a lease request whose names, owner or sizes
+// cannot be used.
+func checkLeaseRequest(req registry.LeaseRequest) error {
+	if err := registry.ValidateName(req.Sequence); err != nil {
+		return fmt.Errorf("sequence name: %w", err)
+	}
+	if err := checkArgs(req.Name, req.Owner); err != nil {
+		return err
+	}
+	if req.Min == 0 || req.Size < req.Min || req.Size > registry.MaxSequence {
+		return invalid("lease of %d to %d numbers", req.Min, req.Size)
+	}
+	return nil
+}
+
+// checkLeaseHolder checks, holding r.mu, that the request may lease for
+// the host. As in Cassandra: the host's row in the data centre shows
+// whether the request is of the claim the host leased under (it must then
+// present the host's lease as its previous one, or ErrLeaseMoved returns
+// the host's lease); only when it is not is the name's row read (at
+// SERIAL: not in a cut data centre). So a superseded claim goes on
+// leasing until the new one leases.
+func (r *Registry) checkLeaseHolder(m *memSequence, req registry.LeaseRequest) (registry.SequenceLease, error) {
+	cur, ok := m.leases[leaseKey(r.dc, req.Name)]
 	ours := ok && cur.Session == req.Session && cur.Owner == req.Owner
 	if ours && (cur.First != req.PrevFirst || cur.Last != req.PrevLast) {
 		return cur, fmt.Errorf("registrytest: %w: sequence %q: the host's lease is [%d, %d], not [%d, %d]",
@@ -188,44 +212,69 @@ func (r *Registry) LeaseSequence(ctx context.Context, req registry.LeaseRequest)
 			return registry.SequenceLease{}, err
 		}
 	}
-	i := slices.IndexFunc(m.ranges, func(g registry.SequenceRange) bool {
-		return g.DC == r.dc && g.Next <= g.Last && g.Last-g.Next+1 >= req.Min
+	return registry.SequenceLease{}, nil
+}
+
+// rangeWithRoom returns the index of the first range of data centre dc
+// with at least min numbers left, or -1.
+func (m *memSequence) rangeWithRoom(dc string, min uint64) int {
+	return slices.IndexFunc(m.ranges, func(g registry.SequenceRange) bool {
+		return g.DC == dc && g.Next <= g.Last && g.Last-g.Next+1 >= min
 	})
-	if i < 0 {
-		if r.cut[r.dc] {
-			return registry.SequenceLease{}, fmt.Errorf("registrytest: %w: lease %q: data centre %q has no range with room and is cut off from GLOBAL",
-				registry.ErrRegistry, req.Sequence, r.dc)
-		}
-		info := m.info
-		if info.Next > info.Max || info.Max-info.Next+1 < req.Min {
-			e := &registry.SequenceExhaustedError{Sequence: req.Sequence, DC: r.dc, Max: info.Max, Wanted: req.Min}
-			if info.Next <= info.Max {
-				e.GlobalLeft = info.Max - info.Next + 1
-			}
-			e.Largest = e.GlobalLeft
-			for _, g := range m.ranges {
-				if g.DC == r.dc && g.Next <= g.Last {
-					e.DCLeft += g.Last - g.Next + 1
-					e.Largest = maxU(e.Largest, g.Last-g.Next+1)
-				}
-			}
-			return registry.SequenceLease{}, e
-		}
-		size := maxU(DCRange, req.Min)
-		last := info.Max
-		if info.Max-info.Next >= size {
-			last = info.Next + size - 1
-		}
-		if err := storable(req.Sequence, info.Next, last, nextAt(last+1, info.Max)); err != nil {
-			return registry.SequenceLease{}, err
-		}
-		g := registry.SequenceRange{DC: r.dc, First: info.Next, Last: last, GrantedAt: r.now()}
-		m.grants = append(m.grants, g)
-		g.Next = g.First
-		m.ranges = append(m.ranges, g)
-		m.info.Next = last + 1
-		i = len(m.ranges) - 1
+}
+
+// grantRange takes a new range for the request's data centre from GLOBAL,
+// holding r.mu, and returns its index in m.ranges: DCRange numbers, or
+// req.Min if more, or what GLOBAL has left. A cut data centre cannot
+// reach GLOBAL (ErrRegistry); a GLOBAL without req.Min numbers left is a
+// *SequenceExhaustedError.
+func (r *Registry) grantRange(m *memSequence, req registry.LeaseRequest) (int, error) {
+	if r.cut[r.dc] {
+		return -1, fmt.Errorf("registrytest: %w: lease %q: data centre %q has no range with room and is cut off from GLOBAL",
+			registry.ErrRegistry, req.Sequence, r.dc)
 	}
+	info := m.info
+	if info.Next > info.Max || info.Max-info.Next+1 < req.Min {
+		return -1, m.exhausted(req.Sequence, r.dc, req.Min)
+	}
+	size := maxU(DCRange, req.Min)
+	last := info.Max
+	if info.Max-info.Next >= size {
+		last = info.Next + size - 1
+	}
+	if err := storable(req.Sequence, info.Next, last, nextAt(last+1, info.Max)); err != nil {
+		return -1, err
+	}
+	g := registry.SequenceRange{DC: r.dc, First: info.Next, Last: last, GrantedAt: r.now()}
+	m.grants = append(m.grants, g)
+	g.Next = g.First
+	m.ranges = append(m.ranges, g)
+	m.info.Next = last + 1
+	return len(m.ranges) - 1, nil
+}
+
+// exhausted is the refusal of a lease of at least min numbers of sequence
+// seq in data centre dc: what GLOBAL and dc's ranges have left, and the
+// largest run among them.
+func (m *memSequence) exhausted(seq, dc string, min uint64) *registry.SequenceExhaustedError {
+	info := m.info
+	e := &registry.SequenceExhaustedError{Sequence: seq, DC: dc, Max: info.Max, Wanted: min}
+	if info.Next <= info.Max {
+		e.GlobalLeft = info.Max - info.Next + 1
+	}
+	e.Largest = e.GlobalLeft
+	for _, g := range m.ranges {
+		if g.DC == dc && g.Next <= g.Last {
+			e.DCLeft += g.Last - g.Next + 1
+			e.Largest = maxU(e.Largest, g.Last-g.Next+1)
+		}
+	}
+	return e
+}
+
+// leaseFrom leases from range i of m for the request, holding r.mu, and
+// records the lease as the host's.
+func (r *Registry) leaseFrom(m *memSequence, i int, req registry.LeaseRequest) (registry.SequenceLease, error) {
 	g := &m.ranges[i]
 	// As in Cassandra: at most an eighth of the range (or what the host
 	// needs at the least), so that the data centre's hosts share it.
@@ -236,7 +285,7 @@ func (r *Registry) LeaseSequence(ctx context.Context, req registry.LeaseRequest)
 	l := registry.SequenceLease{Sequence: req.Sequence, DC: r.dc, Name: req.Name, Owner: req.Owner, Session: req.Session,
 		First: g.Next, Last: g.Next + n - 1, LeasedAt: r.now()}
 	g.Next += n
-	m.leases[key] = l
+	m.leases[leaseKey(r.dc, req.Name)] = l
 	return l, nil
 }
 
