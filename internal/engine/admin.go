@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"time"
 
@@ -35,8 +34,8 @@ func ReadCounterContext(ctx context.Context, path string, opts ...Option) (uint6
 	if err != nil {
 		return 0, err
 	}
-	defer c.close()
-	return c.readContext(ctx)
+	defer c.Close()
+	return c.ReadContext(ctx)
 }
 
 // Init makes sure the counter file at path exists and that the next number
@@ -64,17 +63,17 @@ func InitContext(ctx context.Context, path string, next uint64, opts ...Option) 
 	if err := createIfMissing(path, next-1, &o); err != nil {
 		return 0, err
 	}
+	// An operator's raise lasts whatever sync the programs run with: a
+	// power cut taking it would bring back what it raised the counter
+	// past (Repair does the same).
+	o.sync = true
 	c, err := openExisting(path, &o)
 	if err != nil {
 		return 0, err
 	}
-	defer c.close()
-	// An operator's raise lasts whatever sync the programs run with: a
-	// power cut taking it would bring back what it raised the counter
-	// past (Repair does the same).
-	c.sync = true
-	err = c.withLockContext(ctx, func() error {
-		before, err = c.load()
+	defer c.Close()
+	err = c.WithLockContext(ctx, func() error {
+		before, err = c.Load()
 		switch {
 		case err != nil:
 			return err
@@ -85,7 +84,7 @@ func InitContext(ctx context.Context, path string, next uint64, opts ...Option) 
 			return &FileError{Op: "init", Path: path, Err: fmt.Errorf(
 				"%w: it has issued up to %d, so the next number is %d, not %d", ErrLowered, before, before+1, next)}
 		case before < next-1:
-			if err := c.store(next - 1); err != nil {
+			if err := c.Store(next - 1); err != nil {
 				return err
 			}
 		}
@@ -103,15 +102,15 @@ func (c *counterFile) giveTo(ow *fileOwner) error {
 	if ow == nil {
 		return nil
 	}
-	st, err := statefile.CheckRegular(c.fd)
+	st, err := statefile.CheckRegular(c.Fd())
 	if err == nil {
-		err = statefile.CheckOwner(c.path, st)
+		err = statefile.CheckOwner(c.Path(), st)
 	}
 	if err != nil {
-		return &FileError{Op: "chown", Path: c.path, Err: classifyOpenError(err)}
+		return &FileError{Op: "chown", Path: c.Path(), Err: classifyOpenError(err)}
 	}
-	if err := ignoringEINTR(func() error { return unix.Fchown(c.fd, ow.uid, ow.gid) }); err != nil {
-		return &FileError{Op: "chown", Path: c.path, Err: fmt.Errorf("giving the counter to uid %d, gid %d: %w", ow.uid, ow.gid, err)}
+	if err := ignoringEINTR(func() error { return unix.Fchown(c.Fd(), ow.uid, ow.gid) }); err != nil {
+		return &FileError{Op: "chown", Path: c.Path(), Err: fmt.Errorf("giving the counter to uid %d, gid %d: %w", ow.uid, ow.gid, err)}
 	}
 	return nil
 }
@@ -145,31 +144,16 @@ func RepairContext(ctx context.Context, path string, next uint64, opts ...Option
 		return nil, err
 	}
 	defer release()
+	o.sync = true
 	c, err := openExisting(path, &o)
 	if err != nil {
 		return nil, err
 	}
-	defer c.close()
-	c.sync = true
-	err = c.withLockContext(ctx, func() error {
-		prev := make([]byte, 64)
-		n, err := c.f.ReadAt(prev, 0)
-		if err != nil && err != io.EOF {
-			return &FileError{Op: "repair", Path: path, Err: err}
-		}
-		previous = prev[:n]
-		// Write the value before cutting the file to 8 bytes: a crash in
-		// between leaves a file that is still too long, and so still
-		// refused, never a short or zeroed one that reads as a low value.
-		b := EncodeCounter(next - 1)
-		if _, err := c.io.WriteAt(c.f, b[:], 0); err != nil {
-			return &FileError{Op: "repair", Path: path, Err: err}
-		}
-		if err := c.f.Truncate(CounterSize); err != nil {
-			return &FileError{Op: "repair", Path: path, Err: err}
-		}
-		if err := c.io.Sync(c.f); err != nil {
-			return &FileError{Op: "repair", Path: path, Err: err}
+	defer c.Close()
+	err = c.WithLockContext(ctx, func() error {
+		var err error
+		if previous, err = c.Rewrite(next - 1); err != nil {
+			return err
 		}
 		// The host's records of the counter follow it down: a repair is
 		// the one lowering they must not refuse.

@@ -27,6 +27,7 @@ import (
 // lock so that root's init waits, lets it go, and swaps the path as soon
 // as root holds the lock; the test needs a few swaps that land.
 func TestInitOwnerGivesTheCheckedDescriptor(t *testing.T) {
+	skipShort(t)
 	requireRoot(t)
 	base := testfs.SharedTempDir(t, "snapid-chown-")
 	bin := buildSnapctl(t, base)

@@ -145,6 +145,7 @@ func ctRequireDense(t *testing.T, total int, lists ...[]uint64) {
 // Concurrency in one process.
 
 func TestConcurrentUniqueID(t *testing.T) {
+	skipShort(t)
 	const goroutines, each = 64, 2000
 	const total = goroutines * each
 	tests := []struct {
@@ -986,13 +987,7 @@ func TestFaultGroupCommitFailsWholeGroup(t *testing.T) {
 // worth of numbers (they are queued behind a flush in progress).
 func ctWaitGroupSize(g *Generator, k uint64) {
 	for {
-		g.gc.mu.Lock()
-		var got uint64
-		if g.gc.open != nil {
-			got = g.gc.open.k
-		}
-		g.gc.mu.Unlock()
-		if got >= k {
+		if _, got := g.gc.Waiting(); got >= k {
 			return
 		}
 		runtime.Gosched()
@@ -1133,6 +1128,7 @@ func TestFaultInjectionBlockMode(t *testing.T) {
 // Power loss: no number is handed out before the sync covering it.
 
 func TestNoNumberBeforeSync(t *testing.T) {
+	skipShort(t)
 	tests := []struct {
 		name string
 		opts []Option

@@ -11,9 +11,15 @@ import (
 // fits refuses, as ErrExhausted, k numbers (decimal: k decimal ids) after
 // base that would pass the form's bound or 2^64-1.
 func (c *counterFile) fits(base, k uint64, decimal bool) error {
+	return formFits(c.Path(), c.form, base, k, decimal)
+}
+
+// formFits is fits for the counter at path under form (nil: no bound but
+// 2^64-1).
+func formFits(path string, form *idForm, base, k uint64, decimal bool) error {
 	limit := uint64(MaxNumber)
-	if c.form != nil {
-		limit = c.form.limit
+	if form != nil {
+		limit = form.limit
 	}
 	m, ok := k, k <= limit-min(base, limit)
 	if ok && decimal {
@@ -25,7 +31,7 @@ func (c *counterFile) fits(base, k uint64, decimal bool) error {
 	}
 	what := "2^64-1"
 	if limit < MaxNumber {
-		what = fmt.Sprintf("the last number the %s form can carry (%d)", c.form.form, limit)
+		what = fmt.Sprintf("the last number the %s form can carry (%d)", form.form, limit)
 	}
 	left := uint64(0)
 	if base < limit {
@@ -34,7 +40,7 @@ func (c *counterFile) fits(base, k uint64, decimal bool) error {
 			left -= (limit/10 - base/10) // the numbers ending in 0 are not handed out
 		}
 	}
-	return &FileError{Op: "advance", Path: c.path, Err: fmt.Errorf(
+	return &FileError{Op: "advance", Path: path, Err: fmt.Errorf(
 		"%w: last issued %d; %d more would pass %s, and %d are left: nothing was taken", ErrExhausted, base, k, what, left)}
 }
 

@@ -2,8 +2,9 @@
 // users its names, and operators' tools and the simulator use it
 // directly. What package snapid's documentation describes is done here:
 //
-//   - the counter file: counter.go, counterio.go, counterspan.go; strict
-//     mode's group commit and block mode: groupcommit.go, block.go;
+//   - a Generator's counter updates: counter.go, counterio.go,
+//     counterspan.go, over package internal/counterfile (the file) and
+//     internal/alloc (group commit, blocks, CPU shards);
 //   - id forms: format.go, id.go, nodename.go, nodenumber.go,
 //     formhistory.go;
 //   - the host's record of each name: hostrecord.go, recordjudge.go,

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/snapid/snapid/internal/clock"
@@ -47,12 +48,8 @@ func (g *Generator) ExportUpdateInFlight() bool {
 // ExportOpenGroupSize returns how many numbers the open group-commit group
 // asks for (callers queued behind a flush in progress).
 func (g *Generator) ExportOpenGroupSize() uint64 {
-	g.gc.mu.Lock()
-	defer g.gc.mu.Unlock()
-	if g.gc.open == nil {
-		return 0
-	}
-	return g.gc.open.k
+	_, numbers := g.gc.Waiting()
+	return numbers
 }
 
 // ExportHoldNextWrite returns an option whose counter I/O holds its next
@@ -320,7 +317,7 @@ func (g *Generator) ExportWaitSequences() {
 		busy := false
 		g.seqMu.Lock()
 		for _, s := range g.seqs {
-			if s.prefetching.Load() || s.alloc.busy() {
+			if s.prefetching.Load() || s.alloc.Busy() {
 				busy = true
 			}
 		}
@@ -331,3 +328,16 @@ func (g *Generator) ExportWaitSequences() {
 		time.Sleep(50 * time.Microsecond)
 	}
 }
+
+// skipShort skips, under -short, a test that waits more than a second
+// (real processes, real timeouts, many syncs); the test command runs
+// every one of them.
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("waits more than a second: runs without -short")
+	}
+}
+
+// SkipShort is skipShort for the package's external tests.
+var SkipShort = skipShort

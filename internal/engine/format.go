@@ -253,17 +253,7 @@ func WithMaxID(max uint64) Option {
 func standaloneForm(o *options) (idForm, error) {
 	f := o.form
 	if o.reg.registry != nil && f.form != FormatName {
-		// Completed after the claim; what can be checked now is, before
-		// anything is made or claimed.
-		if f.form == FormatStriped && f.node != 0 && f.stride != 0 {
-			if _, err := newIDForm(f.form, f.node, f.stride, f.maxID); err != nil {
-				return idForm{}, err
-			}
-		}
-		if f.form == FormatStriped && f.stride != 0 && f.maxID != 0 && f.maxID < f.stride+1 {
-			return idForm{}, fmt.Errorf("snapid: %w: bound %d is below the first striped id of any node (stride %d)", ErrInvalidOption, f.maxID, f.stride)
-		}
-		return idForm{form: f.form}, nil
+		return registryForm(f)
 	}
 	switch {
 	case f.form == FormatName && (f.node != 0 || f.stride != 0):
@@ -275,4 +265,20 @@ func standaloneForm(o *options) (idForm, error) {
 		return idForm{}, fmt.Errorf("snapid: %w: the striped form needs the cluster's stride: give it, or a registry that records it", ErrInvalidOption)
 	}
 	return newIDForm(f.form, f.node, f.stride, f.maxID)
+}
+
+// registryForm checks a numeric form whose node number (and stride,
+// unless given) a registry gives after the claim: it is completed then
+// (see numberedForm), and what can be checked now is, before anything is
+// made or claimed.
+func registryForm(f formOptions) (idForm, error) {
+	if f.form == FormatStriped && f.node != 0 && f.stride != 0 {
+		if _, err := newIDForm(f.form, f.node, f.stride, f.maxID); err != nil {
+			return idForm{}, err
+		}
+	}
+	if f.form == FormatStriped && f.stride != 0 && f.maxID != 0 && f.maxID < f.stride+1 {
+		return idForm{}, fmt.Errorf("snapid: %w: bound %d is below the first striped id of any node (stride %d)", ErrInvalidOption, f.maxID, f.stride)
+	}
+	return idForm{form: f.form}, nil
 }

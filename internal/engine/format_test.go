@@ -20,6 +20,7 @@ import (
 // id read as a decimal number (big.Rat, as a spreadsheet or a JSON parser
 // with arbitrary precision reads it) is distinct, and none ends in 0.
 func TestFormatDecimalIDsDistinctAsDecimals(t *testing.T) {
+	skipShort(t)
 	for _, mode := range []struct {
 		name string
 		opts []Option

@@ -112,22 +112,22 @@ func adoptForm(c *counterFile, r *hoststate.Record, fm idForm) (raised uint64, c
 		r.Forms = append(r.Forms, nf)
 		return 0, true, nil
 	}
-	cur, err := c.load()
+	cur, err := c.Load()
 	if err != nil {
 		return 0, false, err
 	}
-	cur = max(cur, c.high)
-	need, err := stripedRaise(r.Forms, fm, cur, c.path)
+	cur = max(cur, c.High())
+	need, err := stripedRaise(r.Forms, fm, cur, c.Path())
 	if err != nil {
 		return 0, false, err
 	}
 	if need != 0 {
-		if err := c.store(need); err != nil {
+		if err := c.Store(need); err != nil {
 			return 0, false, err
 		}
-		if !c.sync {
-			if err := c.io.Sync(c.f); err != nil {
-				return 0, false, &FileError{Op: "sync", Path: c.path, Err: err}
+		if !c.Synced() {
+			if err := c.Sync(); err != nil {
+				return 0, false, &FileError{Op: "sync", Path: c.Path(), Err: err}
 			}
 		}
 		raised = need

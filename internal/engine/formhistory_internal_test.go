@@ -20,7 +20,7 @@ func openTestCounter(t *testing.T, v uint64) *counterFile {
 	require.NoError(t, err)
 	c, err := openCounter(context.Background(), path, &o)
 	require.NoError(t, err)
-	t.Cleanup(func() { c.close() })
+	t.Cleanup(func() { c.Close() })
 	return c
 }
 
@@ -31,11 +31,11 @@ func adopt(t *testing.T, c *counterFile, r *hoststate.Record, stride, node uint6
 	fm, err := newIDForm(FormatStriped, node, stride, 0)
 	require.NoError(t, err)
 	var v uint64
-	require.NoError(t, c.withLock(func() (err error) {
+	require.NoError(t, c.WithLock(func() (err error) {
 		if _, _, err = adoptForm(c, r, fm); err != nil {
 			return err
 		}
-		v, err = c.load()
+		v, err = c.Load()
 		return err
 	}))
 	return v
@@ -98,14 +98,14 @@ func TestFormHistoryAdopt(t *testing.T) {
 	c := openTestCounter(t, 0)
 	var r hoststate.Record
 	require.Equal(t, uint64(0), adopt(t, c, &r, 100, 13))
-	require.NoError(t, c.withLock(func() error { return c.store(30) })) // issued 113 … 3013
+	require.NoError(t, c.WithLock(func() error { return c.Store(30) })) // issued 113 … 3013
 	v := adopt(t, c, &r, 10, 3)
 	require.Equal(t, uint64(301), v, "the first id of stride 10 node 3 must be 3023 (302×10+3), above 3013")
 	require.Greater(t, (v+1)*10+3, uint64(3013))
 	before := append([]hoststate.Form(nil), r.Forms...)
 	require.Equal(t, v, adopt(t, c, &r, 10, 3), "the form in use: nothing raised")
 	require.Equal(t, before, r.Forms, "the form in use: nothing recorded")
-	require.NoError(t, c.withLock(func() error { return c.store(500) })) // up to 5003
+	require.NoError(t, c.WithLock(func() error { return c.Store(500) })) // up to 5003
 	v = adopt(t, c, &r, 100, 13)
 	require.Greater(t, (v+1)*100+13, uint64(5003))
 	require.Equal(t, uint64(500), v)
@@ -123,7 +123,7 @@ func TestFormHistoryDecimalRecorded(t *testing.T) {
 	fm, err := newIDForm(FormatDecimal, 4, 0, 0)
 	require.NoError(t, err)
 	for range 2 {
-		require.NoError(t, c.withLock(func() error { _, _, err := adoptForm(c, &r, fm); return err }))
+		require.NoError(t, c.WithLock(func() error { _, _, err := adoptForm(c, &r, fm); return err }))
 	}
 	require.Equal(t, []hoststate.Form{
 		{Kind: formStriped, Stride: 10, Node: 3, Current: true},
@@ -151,7 +151,7 @@ func TestFormHistoryIsTheCounters(t *testing.T) {
 	require.NoError(t, err)
 	_, err = markRecordReleased(context.Background(), c, "vm1", 30, &o)
 	require.NoError(t, err)
-	c.close()
+	c.Close()
 	place := testBindingDir(path)
 	require.NoError(t, os.Remove(filepath.Join(place, "#stride")))
 

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/snapid/snapid/internal/alloc"
 	"github.com/snapid/snapid/internal/clock"
 )
 
@@ -32,11 +33,11 @@ type Generator struct {
 	name   string
 	path   string
 	log    *slog.Logger
-	gc     *groupCommit
-	block  *blockAllocator // nil in strict mode
-	shards *cpuShards      // nil unless WithCPUShards in block mode
-	res    *reservation    // nil without a registry
-	form   idForm          // the ids' form (set at Open, then read-only)
+	gc     *alloc.GroupCommit
+	block  *alloc.Block  // nil in strict mode
+	shards *alloc.Shards // nil unless WithCPUShards in block mode
+	res    *reservation  // nil without a registry
+	form   idForm        // the ids' form (set at Open, then read-only)
 
 	mu         sync.Mutex // guards file, fileClosed and the file operations
 	file       *counterFile
@@ -137,7 +138,7 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 	hr, err := withRecord(ctx, name, counterPath, form, &o, openFile, func() *counterFile { return file })
 	if err != nil {
 		if file != nil {
-			file.close() // opened, then the record refused it
+			file.Close() // opened, then the record refused it
 		}
 		return nil, err
 	}
@@ -148,7 +149,7 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 	}
 	fail := func() {
 		_ = hr.close(file) // as a clean close: the name's record left as found
-		file.close()
+		file.Close()
 	}
 	if o.reg.registry != nil {
 		if _, ok := ctx.Deadline(); !ok {
@@ -176,20 +177,20 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 	}
 	file.host = hr
 	g.file.form = &g.form
-	g.gc = newGroupCommit(g.flush)
+	g.gc = alloc.NewGroupCommit(g.flush)
 	if o.block > 0 {
-		g.block = newBlockAllocator(o.block, func(ctx context.Context, k uint64) (uint64, uint64, error) {
-			first, err := g.gc.reserve(ctx, k)
+		g.block = alloc.NewBlock(o.block, func(ctx context.Context, k uint64) (uint64, uint64, error) {
+			first, err := g.gc.Reserve(ctx, k)
 			if errors.Is(err, ErrExhausted) && k > 1 {
 				// A block that does not fit below the form's bound takes
 				// nothing: what is left is served one number at a time.
 				k = 1
-				first, err = g.gc.reserve(ctx, k)
+				first, err = g.gc.Reserve(ctx, k)
 			}
 			return first, k, err
 		})
 		if o.cpuShards {
-			g.shards = &cpuShards{blocks: g.block, run: max(1, min(256, o.block/16))}
+			g.shards = alloc.NewShards(g.block, max(1, min(256, o.block/16)))
 		}
 	}
 	return g, nil
@@ -316,17 +317,17 @@ func (g *Generator) next(ctx context.Context) (uint64, error) {
 		}
 	}
 	if ctx.Done() != nil {
-		if err := contextError(ctx); err != nil {
+		if err := alloc.ContextError(ctx); err != nil {
 			return 0, err // an ended context reserves nothing
 		}
 	}
 	switch {
 	case g.shards != nil:
-		return g.shards.next(ctx)
+		return g.shards.Next(ctx)
 	case g.block != nil:
-		return g.block.next(ctx)
+		return g.block.Next(ctx)
 	}
-	return g.gc.reserve(ctx, 1)
+	return g.gc.Reserve(ctx, 1)
 }
 
 // NextN reserves n consecutive numbers with one counter update and returns
@@ -353,7 +354,7 @@ func (g *Generator) NextNContext(ctx context.Context, n uint64) (first uint64, e
 	if g.closed.Load() {
 		return 0, ErrClosed
 	}
-	first, err = g.gc.reserve(ctx, n)
+	first, err = g.gc.Reserve(ctx, n)
 	if err == nil && (first > g.form.limit || n-1 > g.form.limit-first) {
 		// Never: the update refuses numbers past the bound.
 		return 0, g.form.exhausted(first + min(n-1, MaxNumber-first))
@@ -391,12 +392,12 @@ func (g *Generator) NextIDsContext(ctx context.Context, n uint64, fn func(ID)) e
 		}
 		return nil
 	}
-	if err := contextError(ctx); err != nil {
+	if err := alloc.ContextError(ctx); err != nil {
 		return err // an ended context reserves nothing
 	}
 	first, err := g.take(n, true, func() bool { return ctx.Err() != nil })
-	if errors.Is(err, errCallersLeft) {
-		err = contextError(ctx)
+	if errors.Is(err, alloc.ErrCallersLeft) {
+		err = alloc.ContextError(ctx)
 	}
 	if err != nil {
 		return err
@@ -486,7 +487,7 @@ func (g *Generator) withFile(ctx context.Context, fn func(c *counterFile) error)
 	if g.fileClosed {
 		return ErrClosed
 	}
-	return g.file.withLockContext(ctx, func() error { return fn(g.file) })
+	return g.file.WithLockContext(ctx, func() error { return fn(g.file) })
 }
 
 // Close stops the Generator and closes the counter file. With a registry,
@@ -508,7 +509,7 @@ func (g *Generator) Close() error {
 		return nil
 	}
 	if g.block != nil {
-		g.block.close()
+		g.block.Close()
 	}
 	// Wait for the counter update in progress, if any: it returns its
 	// numbers (every later one sees closed and returns ErrClosed). Only then
@@ -533,7 +534,7 @@ func (g *Generator) Close() error {
 	if herr := g.host.close(g.file); err == nil {
 		err = herr
 	}
-	if cerr := g.file.close(); err == nil {
+	if cerr := g.file.Close(); err == nil {
 		err = cerr
 	}
 	return err

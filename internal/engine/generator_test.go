@@ -303,6 +303,7 @@ func TestIssuingAllocatesOnlyTheID(t *testing.T) {
 // refreshes follow the fake clock, and nothing moves while it stands
 // still (no wall-clock timer, ticker or deadline drives it).
 func TestGeneratorClockIsTheOnlyTime(t *testing.T) {
+	skipShort(t)
 	const interval = 10 * time.Second
 	reg := registrytest.NewRegistry()
 	fh := newFakeHost(t, nil)

@@ -163,86 +163,118 @@ func (r *reservation) heartbeat() {
 	// clock's test sees the loop idle when its timer is armed.
 	t := r.o.clock.NewTimer(poll)
 	defer t.Stop()
-	holder := false
-	mine := sessionHash(r.session)
-	touching := &r.touching // a refresh of this process is in flight
-	var fails atomic.Int64  // the holder's failed refreshes in a row
-	rejoinFailed := false   // the last check of the file's identity failed (logged once)
+	hb := &heartbeatLoop{mine: sessionHash(r.session)}
 	for ; ; t.Reset(poll) {
 		select {
 		case <-r.ctx.Done():
 			return
 		case <-t.C():
 		}
-		// The file removed or replaced while the host runs: rejoin the
-		// one at the path, so that the host keeps one record and one
-		// holder.
-		switch replaced, err := r.host.rejoinHeartbeat(mine); {
-		case err != nil:
-			if !rejoinFailed {
-				r.log.Warn("snapid: the heartbeat file was removed or replaced, and the one at its path cannot be used; this process keeps the one it has", "name", r.name, "err", err)
-			}
-			rejoinFailed = true
-		case replaced:
-			r.log.Info("snapid: the heartbeat file was removed or replaced; this process uses the one at its path now", "name", r.name)
-			holder, rejoinFailed = false, false
-			r.hbHolder.Store(false)
-		default:
-			rejoinFailed = false
-		}
-		if !holder {
-			holder = r.host.tryHeartbeatRole()
-			r.hbHolder.Store(holder)
-		}
-		rec, ok := r.host.readHeartbeat()
-		if ok && rec.taken && rec.session == mine {
-			r.loseName(fmt.Errorf("snapid: %w: another process of this host was told so by the registry", ErrNameTaken))
+		if r.pollHeartbeat(hb) {
 			return
 		}
-		if errp := r.lost.Load(); errp != nil {
-			return
-		}
-		if touching.Load() {
-			continue
-		}
-		if !ok || rec.session != mine {
-			rec = heartbeatRecord{}
-		}
-		now := r.o.clock.Now()
-		failed := fails.Load()
-		if !heartbeatDue(rec, now, r.o.heartbeat, holder, failed) {
-			continue
-		}
-		// Record the try before sending it, deciding again under the
-		// record's lock: of processes that found the host due at the
-		// same moment, only the first sends.
-		due := true
-		if err := r.host.updateHeartbeat(mine, func(rec *heartbeatRecord) bool {
-			if !holder && !heartbeatDue(*rec, now, r.o.heartbeat, false, 0) {
-				due = false
-				return false
-			}
-			rec.tried = now.UnixNano()
-			rec.retry = holder && failed > 0
-			return true
-		}); err != nil {
-			r.heartbeatLog.failed(err, "name", r.name)
-		}
-		if !due {
-			continue
-		}
-		touching.Store(true)
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
-			defer touching.Store(false)
-			if r.touch(now) {
-				fails.Store(0)
-			} else {
-				fails.Add(1)
-			}
-		}()
 	}
+}
+
+// heartbeatLoop is what the heartbeat loop of a process keeps from one
+// poll to the next.
+type heartbeatLoop struct {
+	holder       bool         // the process holds the host's heartbeat role
+	mine         uint64       // the hash of the process's session
+	fails        atomic.Int64 // the holder's failed refreshes in a row
+	rejoinFailed bool         // the last check of the file's identity failed (logged once)
+}
+
+// pollHeartbeat is one poll of the heartbeat loop: it rejoins a heartbeat
+// file removed or replaced, takes the role if no process holds it, stops
+// issuing once the record says the name was taken, and starts a refresh
+// when the host's is due. It reports whether the loop ends.
+func (r *reservation) pollHeartbeat(hb *heartbeatLoop) (stop bool) {
+	r.rejoinHeartbeatFile(hb)
+	if !hb.holder {
+		hb.holder = r.host.tryHeartbeatRole()
+		r.hbHolder.Store(hb.holder)
+	}
+	rec, ok := r.host.readHeartbeat()
+	if ok && rec.taken && rec.session == hb.mine {
+		r.loseName(fmt.Errorf("snapid: %w: another process of this host was told so by the registry", ErrNameTaken))
+		return true
+	}
+	if errp := r.lost.Load(); errp != nil {
+		return true
+	}
+	if r.touching.Load() {
+		return false // a refresh of this process is in flight
+	}
+	if !ok || rec.session != hb.mine {
+		rec = heartbeatRecord{}
+	}
+	now := r.o.clock.Now()
+	failed := hb.fails.Load()
+	if !heartbeatDue(rec, now, r.o.heartbeat, hb.holder, failed) {
+		return false
+	}
+	if r.recordTry(hb, now, failed) {
+		r.startTouch(hb, now)
+	}
+	return false
+}
+
+// rejoinHeartbeatFile, when the heartbeat file was removed or replaced
+// while the host runs, rejoins the one at the path, so that the host
+// keeps one record and one holder; a process that rejoins gives up the
+// role. A failure is logged once, until a check succeeds.
+func (r *reservation) rejoinHeartbeatFile(hb *heartbeatLoop) {
+	switch replaced, err := r.host.rejoinHeartbeat(hb.mine); {
+	case err != nil:
+		if !hb.rejoinFailed {
+			r.log.Warn("snapid: the heartbeat file was removed or replaced, and the one at its path cannot be used; this process keeps the one it has", "name", r.name, "err", err)
+		}
+		hb.rejoinFailed = true
+	case replaced:
+		r.log.Info("snapid: the heartbeat file was removed or replaced; this process uses the one at its path now", "name", r.name)
+		hb.holder, hb.rejoinFailed = false, false
+		r.hbHolder.Store(false)
+	default:
+		hb.rejoinFailed = false
+	}
+}
+
+// recordTry records the try of a refresh found due at now before it is
+// sent, deciding again under the record's lock: of processes that found
+// the host due at the same moment, only the first sends. It reports
+// whether this process sends it (a failure to record the try is logged,
+// and does not keep it from sending).
+func (r *reservation) recordTry(hb *heartbeatLoop, now time.Time, failed int64) (due bool) {
+	due = true
+	if err := r.host.updateHeartbeat(hb.mine, func(rec *heartbeatRecord) bool {
+		if !hb.holder && !heartbeatDue(*rec, now, r.o.heartbeat, false, 0) {
+			due = false
+			return false
+		}
+		rec.tried = now.UnixNano()
+		rec.retry = hb.holder && failed > 0
+		return true
+	}); err != nil {
+		r.heartbeatLog.failed(err, "name", r.name)
+	}
+	return due
+}
+
+// startTouch sends a refresh stamped now in the background, counting the
+// holder's failed refreshes in a row.
+func (r *reservation) startTouch(hb *heartbeatLoop, now time.Time) {
+	r.touching.Store(true)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer r.touching.Store(false)
+		if r.touch(now) {
+			hb.fails.Store(0)
+		} else {
+			hb.fails.Add(1)
+		}
+	}()
 }
 
 // touch sends one refresh of last-seen, stamped sent (its try is in the

@@ -218,6 +218,27 @@ func (h *hostState) rejoinHeartbeat(session uint64) (bool, error) {
 	if h.hb == nil {
 		return false, nil
 	}
+	if moved, err := h.heartbeatMoved(); err != nil || !moved {
+		return false, err
+	}
+	old, oldOK := h.readHeartbeat()
+	f, err := openHeartbeat(h.counterPath, h.opts, true)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	if err := unix.Dup3(int(f.Fd()), int(h.hb.Fd()), unix.O_CLOEXEC); err != nil {
+		return false, &FileError{Op: "reopen", Path: h.hb.Name(), Err: err}
+	}
+	if !oldOK || old.session != session {
+		return true, nil
+	}
+	return true, h.carryHeartbeat(session, old)
+}
+
+// heartbeatMoved reports whether the heartbeat file this process has open
+// is no longer the one at its path (removed, or another file there).
+func (h *hostState) heartbeatMoved() (bool, error) {
 	var open, at unix.Stat_t
 	if err := unix.Fstat(int(h.hb.Fd()), &open); err != nil {
 		return false, &FileError{Op: "stat", Path: h.hb.Name(), Err: err}
@@ -233,19 +254,14 @@ func (h *hostState) rejoinHeartbeat(session uint64) (bool, error) {
 	case err != nil && !errors.Is(err, unix.ENOENT):
 		return false, &FileError{Op: "stat", Path: h.hb.Name(), Err: err}
 	}
-	old, oldOK := h.readHeartbeat()
-	f, err := openHeartbeat(h.counterPath, h.opts, true)
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	if err := unix.Dup3(int(f.Fd()), int(h.hb.Fd()), unix.O_CLOEXEC); err != nil {
-		return false, &FileError{Op: "reopen", Path: h.hb.Name(), Err: err}
-	}
-	if !oldOK || old.session != session {
-		return true, nil
-	}
-	return true, h.updateHeartbeat(session, func(rec *heartbeatRecord) bool {
+	return true, nil
+}
+
+// carryHeartbeat carries what the old record said for session (the last
+// refresh and try, and "taken") into the record of the file now open,
+// where it is later than what that one says.
+func (h *hostState) carryHeartbeat(session uint64, old heartbeatRecord) error {
+	return h.updateHeartbeat(session, func(rec *heartbeatRecord) bool {
 		if rec.last >= old.last && rec.tried >= old.tried && (rec.taken || !old.taken) {
 			return false
 		}

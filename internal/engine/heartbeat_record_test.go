@@ -108,6 +108,7 @@ func TestHeartbeatFileReplacedRejoined(t *testing.T) {
 // counter) and says what to do; planted while a process runs, the process
 // keeps the file it has and goes on refreshing.
 func TestHeartbeatFilePlantedNamed(t *testing.T) {
+	skipShort(t)
 	for _, c := range []struct {
 		what string
 		want error

@@ -409,6 +409,7 @@ func hbCloneClaim(t *testing.T, reg *registrytest.Registry, window time.Duration
 // the holder's retry (two intervals less half a poll: with the timeout, past
 // what the window allows for). A clone's claim is refused at every step.
 func TestHeartbeatFailingHolderDoesNotHoldOthersBack(t *testing.T) {
+	skipShort(t)
 	const (
 		// Real polls every second (every decision is on the test's
 		// clock); the timeout bounds real calls, Open's too: a second.
@@ -547,6 +548,7 @@ func TestHeartbeatHolderBackOffCapped(t *testing.T) {
 // is too much: a claimant ahead by nine tenths of it takes the live host's
 // name.
 func TestHeartbeatCloneCheckClockSkewTolerance(t *testing.T) {
+	skipShort(t)
 	const (
 		// Real polls every second (every decision is on the test's
 		// clock); the timeout bounds real calls, Open's too: a second.

@@ -253,3 +253,7 @@ const nobody = 65534
 // requireRoot skips (or, under the test command, fails) a test that needs
 // root.
 func requireRoot(t *testing.T) { t.Helper(); testfs.RequireRoot(t) }
+
+// skipShort skips a test that waits more than a second under -short
+// (see the package's export_test.go).
+var skipShort = SkipShort

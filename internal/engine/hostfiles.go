@@ -161,7 +161,7 @@ func readSmallFileSize(path string, follow bool) ([]byte, int64, error) {
 }
 
 // fileSize returns f's size for a message, or n if it cannot be had.
-func fileSize(f *os.File, n int) int64 {
+func fileSize(f interface{ Stat() (os.FileInfo, error) }, n int) int64 {
 	if st, err := f.Stat(); err == nil {
 		return st.Size()
 	}

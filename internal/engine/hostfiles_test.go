@@ -537,6 +537,7 @@ func TestCreateFilesDirSyncFailure(t *testing.T) {
 // another writes it for the first time (empty to 16 bytes, in one write)
 // sees it empty or whole, never as corrupt.
 func TestMarkReadWhileFirstWritten(t *testing.T) {
+	skipShort(t)
 	_, path := ctPath(t)
 	mark := path + ExportMarkSuffix
 	var b [16]byte

@@ -68,7 +68,7 @@ func recordForm(f idForm) (_ hoststate.Form, complete bool) {
 // clean close since: a crash, or a restore within the last step) raises it
 // to the mark. Then the form and the counter's value are recorded.
 func (hr *hostRecord) open(ctx context.Context, c *counterFile, f idForm, o *options) error {
-	return c.withLockContext(ctx, func() error {
+	return c.WithLockContext(ctx, func() error {
 		// Presence, decided under the counter's lock, which every
 		// opener takes: the first is the one whose exclusive try
 		// succeeds (no other program holds the record). Only the
@@ -82,7 +82,7 @@ func (hr *hostRecord) open(ctx context.Context, c *counterFile, f idForm, o *opt
 			return &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf("%w: waiting for the name's presence lock (a Release, or a program closing): %w", ErrInUse, err)}
 		}
 		hr.present = true
-		v, err := c.load()
+		v, err := c.Load()
 		if err != nil {
 			return err
 		}
@@ -95,14 +95,14 @@ func (hr *hostRecord) open(ctx context.Context, c *counterFile, f idForm, o *opt
 		if err != nil {
 			return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
 		}
-		replaced := r.Dev != c.dev || r.Ino != c.ino
-		if replaced && (r.Path != c.path || v < r.Mark) {
+		replaced := r.Dev != c.Dev() || r.Ino != c.Ino()
+		if replaced && (r.Path != c.Path() || v < r.Mark) {
 			return &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf("%w: the record now names another counter (%s)", ErrNameBound, r.Path)}
 		}
 		if replaced {
 			o.logger.Warn("snapid: the counter file at the recorded path was replaced by one past every number the old one may have handed out; the name goes with the new one",
-				"path", c.path, "counter", v, "mark", r.Mark)
-			r.Dev, r.Ino = c.dev, c.ino
+				"path", c.Path(), "counter", v, "mark", r.Mark)
+			r.Dev, r.Ino = c.Dev(), c.Ino()
 			r.Floor, r.Mark = v, v
 		}
 		if r.Released && !o.reg.reclaim {
@@ -110,29 +110,29 @@ func (hr *hostRecord) open(ctx context.Context, c *counterFile, f idForm, o *opt
 			return &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf("%w: %q was released on this host meanwhile", ErrReleased, r.Name)}
 		}
 		if v < r.Floor && o.reg.registry == nil {
-			return rolledBack(c.path, v, r, hr.h.Path())
+			return rolledBack(c.Path(), v, r, hr.h.Path())
 		}
 		if v < r.Floor || (first && v < r.Mark) {
 			to := max(r.Floor, r.Mark)
-			if err := c.store(to); err != nil {
+			if err := c.Store(to); err != nil {
 				return err
 			}
 			o.logger.Warn("snapid: the counter was below the host's record of how far it went (after a crash, or restored or copied over); raised to it",
-				"path", c.path, "counter", v, "to", to)
+				"path", c.Path(), "counter", v, "to", to)
 			v = to
 		}
-		moved := r.Path != c.path // the same file at another path: the record follows it
-		r.Path = c.path
+		moved := r.Path != c.Path() // the same file at another path: the record follows it
+		r.Path = c.Path()
 		changed := replaced || moved || v > r.Mark || r.Released
 		r.Released = false // judged before: only a reclaim gets here
 		// Files an earlier version kept beside the counter: taken into
 		// the record, then removed (see migrate.go).
-		old, err := readOldFiles(c.path, max(v, c.high))
+		old, err := readOldFiles(c.Path(), max(v, c.High()))
 		if err != nil {
 			return err
 		}
 		if len(old.ours) > 0 {
-			old.merge(&r, r.Name, max(v, c.high))
+			old.merge(&r, r.Name, max(v, c.High()))
 			old.claimOthers(hr.p, r.Name)
 			changed = true
 		}
@@ -143,7 +143,7 @@ func (hr *hostRecord) open(ctx context.Context, c *counterFile, f idForm, o *opt
 			if err != nil {
 				return err
 			}
-			logRaise(o, c.path, raised, f)
+			logRaise(o, c.Path(), raised, f)
 			changed = changed || adopted
 		}
 		if !changed {
@@ -217,7 +217,7 @@ func counterForms(p *hoststate.Place, c *counterFile, st unix.Stat_t, v uint64) 
 	var forms []hoststate.Form
 	recs, _ := p.All(func(n string) bool { return ValidateName(n) == nil })
 	for _, r := range recs {
-		if r.Dev != c.dev || r.Ino != c.ino || !trusts(r, st) {
+		if r.Dev != c.Dev() || r.Ino != c.Ino() || !trusts(r, st) {
 			continue
 		}
 		for _, e := range r.Forms {
@@ -328,7 +328,7 @@ func (hr *hostRecord) useRegistryForm(ctx context.Context, c *counterFile, f idF
 	if err := claimNumbers(hr.p, hr.h.Record().Name, f, node, hr.trust); err != nil {
 		return err
 	}
-	err := c.withLockContext(ctx, func() error {
+	err := c.WithLockContext(ctx, func() error {
 		return hr.update(ctx, func(r hoststate.Record) error {
 			if r.Node != 0 && node != 0 && r.Node != node {
 				return &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf(
@@ -342,7 +342,7 @@ func (hr *hostRecord) useRegistryForm(ctx context.Context, c *counterFile, f idF
 			if err != nil {
 				return err
 			}
-			logRaise(o, c.path, raised, f)
+			logRaise(o, c.Path(), raised, f)
 			if !changed && !adopted {
 				return nil
 			}
@@ -441,7 +441,7 @@ func (hr *hostRecord) close(c *counterFile) error {
 	}
 	var werr error // the clean close's write failed
 	write := func() error {
-		v, err := c.load()
+		v, err := c.Load()
 		if err != nil {
 			return err
 		}
@@ -453,10 +453,10 @@ func (hr *hostRecord) close(c *counterFile) error {
 		}
 		defer unlock()
 		r, err := hr.h.Read()
-		if err != nil || r.Dev != c.dev || r.Ino != c.ino || v < r.Floor {
+		if err != nil || r.Dev != c.Dev() || r.Ino != c.Ino() || v < r.Floor {
 			return err
 		}
-		floor := max(r.Floor, min(c.durable, v))
+		floor := max(r.Floor, min(c.Durable(), v))
 		if floor == r.Floor && r.Mark == v {
 			return nil
 		}
@@ -465,7 +465,7 @@ func (hr *hostRecord) close(c *counterFile) error {
 		werr = hr.h.Write(r)
 		return werr
 	}
-	if err := c.tryWithLock(write); errors.Is(err, unix.EWOULDBLOCK) {
+	if err := c.TryWithLock(write); errors.Is(err, unix.EWOULDBLOCK) {
 		_ = write()
 	}
 	if werr != nil {
@@ -479,19 +479,4 @@ func (hr *hostRecord) close(c *counterFile) error {
 func (hr *hostRecord) drop() {
 	hr.h.Close()
 	hr.p.Close()
-}
-
-// tryWithLock runs fn under the counter's lock if it can be had at once.
-func (c *counterFile) tryWithLock(fn func() error) error {
-	if c.broken != nil {
-		return c.broken
-	}
-	if err := unix.Flock(c.fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		return err
-	}
-	defer c.unlock()
-	if err := c.checkIdentity(); err != nil {
-		return err
-	}
-	return fn()
 }

@@ -732,6 +732,7 @@ func TestRecordWriteWhoseSyncFailedIsWrittenAgain(t *testing.T) {
 // whatever that program saw itself: another program of the name went
 // further than it knows.
 func TestRecordRestoreBelowTheFloorRaisedForARunningProgram(t *testing.T) {
+	skipShort(t)
 	for _, at := range []uint64{100, 1100} { // below what the running program saw, and above it
 		place, dir := recordHost(t)
 		c := filepath.Join(dir, "counter.u64")

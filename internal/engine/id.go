@@ -105,32 +105,58 @@ func (id *ID) UnmarshalText(b []byte) error {
 	return nil
 }
 
+// validate refuses an id no Generator could have issued (ErrInvalidID),
+// by the rules of its form.
 func (id ID) validate() error {
+	var err error
 	switch id.Form {
 	case FormatName:
-		if why := nodename.Problem(id.Name); why != "" {
-			return fmt.Errorf("snapid: %w: name %q: %s", ErrInvalidID, id.Name, why)
-		}
+		err = id.validateName()
 	case FormatDecimal:
-		if id.Node == 0 || id.Node > MaxNodeNumber {
-			return fmt.Errorf("snapid: %w: node number %d is not 1 to %d", ErrInvalidID, id.Node, uint64(MaxNodeNumber))
-		}
-		if id.Number%10 == 0 && id.Number != 0 {
-			return fmt.Errorf("snapid: %w: %d.%d: a decimal id never ends in 0 (it would equal %d.%d as a number)", ErrInvalidID, id.Node, id.Number, id.Node, id.Number/10)
-		}
+		err = id.validateDecimal()
 	case FormatStriped:
-		if id.Value == 0 {
-			return fmt.Errorf("snapid: %w: 0 is never issued", ErrInvalidID)
-		}
-		if id.Stride != 0 && (id.Node == 0 || id.Number == 0 || id.Node >= id.Stride || id.Number > (MaxNumber-id.Node)/id.Stride || id.Number*id.Stride+id.Node != id.Value) {
-			return fmt.Errorf("snapid: %w: %d is not number %d × stride %d + node %d", ErrInvalidID, id.Value, id.Number, id.Stride, id.Node)
-		}
-		return nil
+		return id.validateStriped()
 	default:
 		return fmt.Errorf("snapid: %w: unknown form %d", ErrInvalidID, uint8(id.Form))
 	}
+	if err != nil {
+		return err
+	}
 	if id.Number == 0 {
 		return fmt.Errorf("snapid: %w: number 0 is never issued", ErrInvalidID)
+	}
+	return nil
+}
+
+// validateName refuses a name-form id whose name is not a valid node
+// name.
+func (id ID) validateName() error {
+	if why := nodename.Problem(id.Name); why != "" {
+		return fmt.Errorf("snapid: %w: name %q: %s", ErrInvalidID, id.Name, why)
+	}
+	return nil
+}
+
+// validateDecimal refuses a decimal id whose node number is out of range
+// or whose number ends in 0.
+func (id ID) validateDecimal() error {
+	if id.Node == 0 || id.Node > MaxNodeNumber {
+		return fmt.Errorf("snapid: %w: node number %d is not 1 to %d", ErrInvalidID, id.Node, uint64(MaxNodeNumber))
+	}
+	if id.Number%10 == 0 && id.Number != 0 {
+		return fmt.Errorf("snapid: %w: %d.%d: a decimal id never ends in 0 (it would equal %d.%d as a number)", ErrInvalidID, id.Node, id.Number, id.Node, id.Number/10)
+	}
+	return nil
+}
+
+// validateStriped refuses a striped id of value 0, and one split with a
+// stride whose number, stride and node do not make its value.
+func (id ID) validateStriped() error {
+	if id.Value == 0 {
+		return fmt.Errorf("snapid: %w: 0 is never issued", ErrInvalidID)
+	}
+	if id.Stride != 0 && (id.Node == 0 || id.Number == 0 || id.Node >= id.Stride || id.Number > (MaxNumber-id.Node)/id.Stride || id.Number*id.Stride+id.Node != id.Value) {
+		return fmt.Errorf("snapid: %w: %d is not number %d × stride %d + node %d", ErrInvalidID, id.Value, id.Number, id.Stride, id.Node)
 	}
 	return nil
 }

@@ -46,6 +46,7 @@ func requireLockedWithin(t *testing.T, limit time.Duration, fn func() error) {
 }
 
 func TestSequenceBoundedWhenLeaseFileLocked(t *testing.T) {
+	skipShort(t)
 	counter := filepath.Join(lockDir(t), "c")
 	reg := registrytest.NewRegistry()
 	ctx := context.Background()
@@ -86,6 +87,7 @@ func TestSequenceBoundedWhenLeaseFileLocked(t *testing.T) {
 }
 
 func TestCloseBoundedWhenCounterLocked(t *testing.T) {
+	skipShort(t)
 	counter := filepath.Join(lockDir(t), "c")
 	reg := registrytest.NewRegistry()
 	g, err := Open(counter, "vm", WithRegistry(reg), WithFileMode(0o644), WithRegistryTimeout(time.Second))
@@ -97,6 +99,7 @@ func TestCloseBoundedWhenCounterLocked(t *testing.T) {
 }
 
 func TestReleaseBoundedWhenCounterLocked(t *testing.T) {
+	skipShort(t)
 	counter := filepath.Join(lockDir(t), "c")
 	reg := registrytest.NewRegistry()
 	opts := []Option{WithRegistry(reg), WithFileMode(0o644), WithRegistryTimeout(time.Second)}
@@ -170,6 +173,7 @@ func TestRepairBoundedWhenGateLocked(t *testing.T) {
 // when every caller has left or the Generator closes), without a registry
 // and with one, in strict and block mode.
 func TestUpdateWaitEndsWithCallersAndClose(t *testing.T) {
+	skipShort(t)
 	for _, tc := range []struct {
 		name string
 		reg  bool

@@ -88,66 +88,23 @@ var crc32c = crc32.MakeTable(crc32.Castagnoli)
 // decodeFormsGen decodes one copy of the history and its generation (0
 // for a version 1 copy, which has none).
 func decodeFormsGen(b []byte) (formHistory, uint64, error) {
-	s := string(b)
-	i := strings.LastIndex(strings.TrimSuffix(s, "\n"), "\n")
-	if i < 0 || !strings.HasSuffix(s, "\n") {
-		return nil, 0, errors.New("not a form history")
+	lines, err := checkedFormLines(b)
+	if err != nil {
+		return nil, 0, err
 	}
-	body, sum := s[:i+1], strings.TrimSuffix(s[i+1:], "\n")
-	if sum != fmt.Sprintf("crc32c %08x", crc32.Checksum([]byte(body), crc32c)) {
-		return nil, 0, errors.New("its checksum does not match")
-	}
-	lines := strings.Split(strings.TrimSuffix(body, "\n"), "\n")
-	num := func(s string) (uint64, bool) {
-		v, err := strconv.ParseUint(s, 10, 64)
-		return v, err == nil && strconv.FormatUint(v, 10) == s
-	}
-	var gen uint64
-	switch {
-	case lines[0] == formsHeaderV1:
-		lines = lines[1:]
-	case lines[0] == formsHeader && len(lines) > 1:
-		g, prefixed := strings.CutPrefix(lines[1], "generation ")
-		var ok bool
-		if gen, ok = num(g); !ok || !prefixed {
-			return nil, 0, fmt.Errorf("line %q is not a generation", lines[1])
-		}
-		lines = lines[2:]
-	default:
-		return nil, 0, errors.New("not a form history")
+	gen, lines, err := formsGeneration(lines)
+	if err != nil {
+		return nil, 0, err
 	}
 	var h formHistory
 	currents := 0
 	for _, l := range lines {
-		f := strings.Fields(l)
-		var e formEntry
-		var ok1, ok2, ok3 bool
-		switch {
-		case len(f) == 4 && f[0] == "registry":
-			e.registry, ok1 = f[1], ValidateName(f[1]) == nil
-			e.node, ok2 = num(f[2])
-			ok2 = ok2 && checkNodeNumber(e.node, 0) == nil
-			e.stride, ok3 = num(f[3])
-			ok3 = ok3 && (e.stride == 0 || checkStride(e.stride) == nil)
-		case len(f) == 2 && f[0] == "decimal":
-			e.form = FormatDecimal
-			e.node, ok1 = num(f[1])
-			ok2, ok3 = checkNodeNumber(e.node, 0) == nil, true
-		case len(f) == 4 && f[0] == "striped":
-			e.form = FormatStriped
-			e.stride, ok1 = num(f[1])
-			e.node, ok2 = num(f[2])
-			if f[3] == "current" {
-				e.current, ok3 = true, true
-				currents++
-			} else {
-				e.upto, ok3 = num(f[3])
-			}
-			ok1 = ok1 && checkStride(e.stride) == nil
-			ok2 = ok2 && checkNodeNumber(e.node, e.stride) == nil
+		e, err := decodeFormEntry(l)
+		if err != nil {
+			return nil, 0, err
 		}
-		if !ok1 || !ok2 || !ok3 {
-			return nil, 0, fmt.Errorf("line %q is not a form", l)
+		if e.current {
+			currents++
 		}
 		h = append(h, e)
 	}
@@ -155,6 +112,102 @@ func decodeFormsGen(b []byte) (formHistory, uint64, error) {
 		return nil, 0, errors.New("it records two striped forms in use")
 	}
 	return h, gen, nil
+}
+
+// checkedFormLines returns the lines of a copy of the history above its
+// checksum line, once the checksum matches them.
+func checkedFormLines(b []byte) ([]string, error) {
+	s := string(b)
+	i := strings.LastIndex(strings.TrimSuffix(s, "\n"), "\n")
+	if i < 0 || !strings.HasSuffix(s, "\n") {
+		return nil, errors.New("not a form history")
+	}
+	body, sum := s[:i+1], strings.TrimSuffix(s[i+1:], "\n")
+	if sum != fmt.Sprintf("crc32c %08x", crc32.Checksum([]byte(body), crc32c)) {
+		return nil, errors.New("its checksum does not match")
+	}
+	return strings.Split(strings.TrimSuffix(body, "\n"), "\n"), nil
+}
+
+// formsGeneration decodes the header of a copy of the history: its
+// generation (0 for version 1) and the form lines after the header.
+func formsGeneration(lines []string) (gen uint64, forms []string, err error) {
+	switch {
+	case lines[0] == formsHeaderV1:
+		return 0, lines[1:], nil
+	case lines[0] == formsHeader && len(lines) > 1:
+		g, prefixed := strings.CutPrefix(lines[1], "generation ")
+		n, ok := canonicalUint(g)
+		if !ok || !prefixed {
+			return 0, nil, fmt.Errorf("line %q is not a generation", lines[1])
+		}
+		return n, lines[2:], nil
+	default:
+		return 0, nil, errors.New("not a form history")
+	}
+}
+
+// canonicalUint parses s as a decimal number written the one way
+// FormatUint writes it.
+func canonicalUint(s string) (uint64, bool) {
+	v, err := strconv.ParseUint(s, 10, 64)
+	return v, err == nil && strconv.FormatUint(v, 10) == s
+}
+
+// decodeFormEntry decodes one form line of a copy of the history.
+func decodeFormEntry(l string) (formEntry, error) {
+	f := strings.Fields(l)
+	var e formEntry
+	ok := false
+	switch {
+	case len(f) == 4 && f[0] == "registry":
+		e, ok = decodeRegistryEntry(f)
+	case len(f) == 2 && f[0] == "decimal":
+		e, ok = decodeDecimalEntry(f)
+	case len(f) == 4 && f[0] == "striped":
+		e, ok = decodeStripedEntry(f)
+	}
+	if !ok {
+		return formEntry{}, fmt.Errorf("line %q is not a form", l)
+	}
+	return e, nil
+}
+
+// decodeRegistryEntry decodes the fields of a line "registry <node name>
+// <node number> <stride>".
+func decodeRegistryEntry(f []string) (e formEntry, ok bool) {
+	var ok1, ok2, ok3 bool
+	e.registry, ok1 = f[1], ValidateName(f[1]) == nil
+	e.node, ok2 = canonicalUint(f[2])
+	ok2 = ok2 && checkNodeNumber(e.node, 0) == nil
+	e.stride, ok3 = canonicalUint(f[3])
+	ok3 = ok3 && (e.stride == 0 || checkStride(e.stride) == nil)
+	return e, ok1 && ok2 && ok3
+}
+
+// decodeDecimalEntry decodes the fields of a line "decimal <node
+// number>".
+func decodeDecimalEntry(f []string) (e formEntry, ok bool) {
+	e.form = FormatDecimal
+	e.node, ok = canonicalUint(f[1])
+	return e, ok && checkNodeNumber(e.node, 0) == nil
+}
+
+// decodeStripedEntry decodes the fields of a line "striped <stride> <node
+// number> <counter when it was left, or current>".
+func decodeStripedEntry(f []string) (e formEntry, ok bool) {
+	var ok1, ok2, ok3 bool
+	e.form = FormatStriped
+	e.stride, ok1 = canonicalUint(f[1])
+	e.node, ok2 = canonicalUint(f[2])
+	if f[3] == "current" {
+		e.current, ok3 = true, true
+	} else {
+		e.upto, ok3 = canonicalUint(f[3])
+	}
+	ok1 = ok1 && checkStride(e.stride) == nil
+	ok2 = ok2 && checkNodeNumber(e.node, e.stride) == nil
+	return e, ok1 && ok2 && ok3
 }
 
 // mergeForms returns the history two valid copies record together: a
@@ -222,39 +275,72 @@ type numberRecord struct {
 	number, stride uint64
 }
 
+// decodeNumberFile decodes a number file (see above); damaged, it is
+// errCorruptNumber.
 func decodeNumberFile(b []byte) (numberRecord, error) {
-	bad := func(why string) (numberRecord, error) {
-		return numberRecord{}, fmt.Errorf("%w: %s; stop the host's programs and remove it: a registry gives the name its number again at the next start, "+
-			"and the host's record of the name keeps it since", errCorruptNumber, why)
-	}
 	lines := strings.Split(string(b), "\n")
+	if why := numberFileHeader(lines); why != "" {
+		return badNumberFile(why)
+	}
 	var f numberRecord
+	var ok bool
+	if f.name, ok = strings.CutPrefix(lines[1], "name "); !ok || ValidateName(f.name) != nil {
+		return badNumberFile("no valid node name")
+	}
+	n, ok := numberFileNumber(lines[2])
+	if !ok {
+		return badNumberFile("no valid node number")
+	}
+	s, ok := numberFileStride(lines[3])
+	if !ok {
+		return badNumberFile("no valid stride")
+	}
+	f.number, f.stride = n, s
+	return f, nil
+}
+
+// badNumberFile is the error of a damaged number file, why saying what is
+// wrong with it.
+func badNumberFile(why string) (numberRecord, error) {
+	return numberRecord{}, fmt.Errorf("%w: %s; stop the host's programs and remove it: a registry gives the name its number again at the next start, "+
+		"and the host's record of the name keeps it since", errCorruptNumber, why)
+}
+
+// numberFileHeader checks a number file's version line, line count and
+// (version 2) claim line: it says what is wrong, "" if nothing.
+func numberFileHeader(lines []string) string {
 	switch {
 	case len(lines) == 5 && lines[0] == "snapid-number 1" && lines[4] == "":
 	case len(lines) == 6 && lines[0] == "snapid-number 2" && lines[5] == "":
 		h, ok := strings.CutPrefix(lines[4], "claim ")
 		if _, err := strconv.ParseUint(h, 16, 64); !ok || err != nil || len(h) != 16 {
-			return bad("no valid claim line")
+			return "no valid claim line"
 		}
 	default:
-		return bad("not a number file")
+		return "not a number file"
 	}
-	var ok bool
-	if f.name, ok = strings.CutPrefix(lines[1], "name "); !ok || ValidateName(f.name) != nil {
-		return bad("no valid node name")
-	}
-	num, ok := strings.CutPrefix(lines[2], "number ")
+	return ""
+}
+
+// numberFileNumber decodes a number file's line "number <node number>".
+func numberFileNumber(line string) (uint64, bool) {
+	num, ok := strings.CutPrefix(line, "number ")
 	n, err := strconv.ParseUint(num, 10, 64)
 	if !ok || err != nil || n == 0 || n > MaxNodeNumber || strconv.FormatUint(n, 10) != num {
-		return bad("no valid node number")
+		return 0, false
 	}
-	str, ok := strings.CutPrefix(lines[3], "stride ")
+	return n, true
+}
+
+// numberFileStride decodes a number file's line "stride <stride>" (0:
+// not known).
+func numberFileStride(line string) (uint64, bool) {
+	str, ok := strings.CutPrefix(line, "stride ")
 	s, err := strconv.ParseUint(str, 10, 64)
 	if !ok || err != nil || (s != 0 && checkStride(s) != nil) || strconv.FormatUint(s, 10) != str {
-		return bad("no valid stride")
+		return 0, false
 	}
-	f.number, f.stride = n, s
-	return f, nil
+	return s, true
 }
 
 // oldFiles is what an earlier version's files beside a counter say.
@@ -296,6 +382,26 @@ func (of *oldFiles) readOld(path string) ([]byte, error) {
 // version kept beside the counter at counterPath, cur being the counter's
 // value now.
 func readOldFiles(counterPath string, cur uint64) (of oldFiles, err error) {
+	if err := of.readForms(counterPath); err != nil {
+		return of, err
+	}
+	if err := of.readNumber(counterPath); err != nil {
+		return of, err
+	}
+	of.forms.resolve(cur)
+	for _, e := range of.forms {
+		if e.registry != "" {
+			of.numbers = append(of.numbers, numberRecord{name: e.registry, number: e.node, stride: e.stride})
+		}
+	}
+	return of, nil
+}
+
+// readForms reads the two copies of the form history beside the counter
+// at counterPath into of.forms: merged when both are valid, the valid
+// one's when one is, and errCorruptForms when neither is and one is
+// there.
+func (of *oldFiles) readForms(counterPath string) error {
 	paths := [2]string{counterPath + formsSuffix, counterPath + formsCopySuffix}
 	var got [2]formHistory
 	var gen [2]uint64
@@ -304,7 +410,7 @@ func readOldFiles(counterPath string, cur uint64) (of oldFiles, err error) {
 	for i, p := range paths {
 		b, err := of.readOld(p)
 		if err != nil {
-			return of, err
+			return err
 		}
 		if b != nil {
 			found[i] = true
@@ -320,44 +426,50 @@ func readOldFiles(counterPath string, cur uint64) (of oldFiles, err error) {
 	case good1:
 		of.forms = got[1]
 	case found[0] || found[1]:
-		i := 0
-		if !found[0] {
-			i = 1
-		}
-		other := fmt.Sprintf("and its copy %s cannot be used either (%v)", paths[1-i], bad[1-i])
-		if !found[1-i] {
-			other = fmt.Sprintf("and the other copy, %s, is missing", paths[1-i])
-		}
-		return of, &FileError{Op: "read", Path: paths[i], Err: fmt.Errorf(
-			"%w: %w, %s; an earlier version recorded there the striped forms this counter issued under, and the host's record of the name takes them over: "+
-				"restore one from a backup, or raise the counter (snapctl init) past every striped id it handed out under another stride or node number than the one it will use, then remove both",
-			errCorruptForms, bad[i], other)}
+		return corruptFormsError(paths, found, bad)
 	}
+	return nil
+}
+
+// corruptFormsError is the error of a form history whose copies at paths
+// (found: there, bad: why one cannot be used) are damaged or missing, one
+// of them at least there.
+func corruptFormsError(paths [2]string, found [2]bool, bad [2]error) error {
+	i := 0
+	if !found[0] {
+		i = 1
+	}
+	other := fmt.Sprintf("and its copy %s cannot be used either (%v)", paths[1-i], bad[1-i])
+	if !found[1-i] {
+		other = fmt.Sprintf("and the other copy, %s, is missing", paths[1-i])
+	}
+	return &FileError{Op: "read", Path: paths[i], Err: fmt.Errorf(
+		"%w: %w, %s; an earlier version recorded there the striped forms this counter issued under, and the host's record of the name takes them over: "+
+			"restore one from a backup, or raise the counter (snapctl init) past every striped id it handed out under another stride or node number than the one it will use, then remove both",
+		errCorruptForms, bad[i], other)}
+}
+
+// readNumber reads the number file beside the counter at counterPath, if
+// there is one, into of.forms: the registry's number for its name and,
+// with a stride, the striped form of both, unless the history has them.
+func (of *oldFiles) readNumber(counterPath string) error {
 	b, err := of.readOld(counterPath + numberSuffix)
+	if err != nil || b == nil {
+		return err
+	}
+	n, err := decodeNumberFile(b)
 	if err != nil {
-		return of, err
+		return &FileError{Op: "read", Path: counterPath + numberSuffix, Err: err}
 	}
-	if b != nil {
-		n, err := decodeNumberFile(b)
-		if err != nil {
-			return of, &FileError{Op: "read", Path: counterPath + numberSuffix, Err: err}
-		}
-		if i := of.forms.find(formEntry{registry: n.name, node: n.number}); i < 0 {
-			of.forms = append(of.forms, formEntry{registry: n.name, node: n.number, stride: n.stride})
-		} else {
-			of.forms[i].stride = max(of.forms[i].stride, n.stride)
-		}
-		if st := (formEntry{form: FormatStriped, stride: n.stride, node: n.number, unknown: true}); n.stride != 0 && checkNodeNumber(n.number, n.stride) == nil && of.forms.find(st) < 0 {
-			of.forms = append(of.forms, st)
-		}
+	if i := of.forms.find(formEntry{registry: n.name, node: n.number}); i < 0 {
+		of.forms = append(of.forms, formEntry{registry: n.name, node: n.number, stride: n.stride})
+	} else {
+		of.forms[i].stride = max(of.forms[i].stride, n.stride)
 	}
-	of.forms.resolve(cur)
-	for _, e := range of.forms {
-		if e.registry != "" {
-			of.numbers = append(of.numbers, numberRecord{name: e.registry, number: e.node, stride: e.stride})
-		}
+	if st := (formEntry{form: FormatStriped, stride: n.stride, node: n.number, unknown: true}); n.stride != 0 && checkNodeNumber(n.number, n.stride) == nil && of.forms.find(st) < 0 {
+		of.forms = append(of.forms, st)
 	}
-	return of, nil
+	return nil
 }
 
 // merge takes what the files say into r, the record of name: the forms
@@ -375,30 +487,38 @@ func (of *oldFiles) merge(r *hoststate.Record, name string, cur uint64) {
 			if f := (hoststate.Form{Kind: formDecimal, Node: e.node}); !r.HasForm(f) {
 				r.Forms = append(r.Forms, f)
 			}
-			continue
 		case FormatStriped:
+			current = mergeStriped(r, e, cur, current)
 		default:
 			if e.registry == name && (r.Node == 0 || r.Node == e.node) {
 				r.Node, r.Stride = e.node, max(r.Stride, e.stride)
 			}
-			continue
-		}
-		f := hoststate.Form{Kind: formStriped, Node: e.node, Stride: e.stride, Upto: e.upto}
-		if e.current {
-			f.Upto = max(f.Upto, cur) // unless it stays in use, below
-		}
-		i := r.FormIndex(f)
-		switch {
-		case i >= 0 && r.Forms[i].Current:
-		case i >= 0:
-			r.Forms[i].Upto = max(r.Forms[i].Upto, f.Upto)
-		case e.current && !current:
-			f.Current, f.Upto, current = true, 0, true
-			r.Forms = append(r.Forms, f)
-		default:
-			r.Forms = append(r.Forms, f)
 		}
 	}
+}
+
+// mergeStriped takes the striped form e into r: one the record has in
+// use stays as it is, one it has left keeps the higher value, and a new
+// one is added, in use if e is and the record has none in use (current
+// says whether it has; mergeStriped returns it updated), else left at
+// its value (at least cur, the counter's value now, if e was in use).
+func mergeStriped(r *hoststate.Record, e formEntry, cur uint64, current bool) bool {
+	f := hoststate.Form{Kind: formStriped, Node: e.node, Stride: e.stride, Upto: e.upto}
+	if e.current {
+		f.Upto = max(f.Upto, cur) // unless it stays in use, below
+	}
+	i := r.FormIndex(f)
+	switch {
+	case i >= 0 && r.Forms[i].Current:
+	case i >= 0:
+		r.Forms[i].Upto = max(r.Forms[i].Upto, f.Upto)
+	case e.current && !current:
+		f.Current, f.Upto, current = true, 0, true
+		r.Forms = append(r.Forms, f)
+	default:
+		r.Forms = append(r.Forms, f)
+	}
+	return current
 }
 
 // claimOthers claims, for the other names the files record a registry
@@ -492,20 +612,9 @@ func migrateReleased(ctx context.Context, p *hoststate.Place, counterPath string
 		return nil
 	}
 	of := oldFiles{}
-	b, err := of.readOld(path)
-	if err != nil || b == nil {
-		of.remove(o, "")
+	name, ok, err := of.releasedName(path, counterPath, o)
+	if !ok {
 		return err
-	}
-	header, name, ok := strings.Cut(strings.TrimSuffix(string(b), "\n"), "\n")
-	if !ok || header != releasedHeader || ValidateName(name) != nil {
-		if !o.reg.reclaim {
-			return &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
-				"%w: %s says this host released a name with this counter, and it cannot be read; claim a name again on purpose (snapctl register, or Reclaim)",
-				ErrReleased, path)}
-		}
-		of.remove(o, "")
-		return nil
 	}
 	c, err := openReadOnly(counterPath, o)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -514,14 +623,14 @@ func migrateReleased(ctx context.Context, p *hoststate.Place, counterPath string
 	if err != nil {
 		return err
 	}
-	defer c.close()
-	v, err := c.readContext(ctx)
+	defer c.Close()
+	v, err := c.ReadContext(ctx)
 	if err != nil {
 		return err
 	}
 	if r, ok, err := p.Read(name); err != nil {
 		return recordError(p, name, err)
-	} else if !ok || r.Dev == c.dev && r.Ino == c.ino {
+	} else if !ok || r.Dev == c.Dev() && r.Ino == c.Ino() {
 		// Released with this counter (a record naming another counter
 		// moved on: its name is not released there).
 		if _, err := markReleasedIn(ctx, p, c, name, v); err != nil {
@@ -530,4 +639,29 @@ func migrateReleased(ctx context.Context, p *hoststate.Place, counterPath string
 	}
 	of.remove(o, p.RecordPath(name))
 	return nil
+}
+
+// releasedName reads the released file at path (beside the counter at
+// counterPath): the name it says this host released, ok. Without one
+// (the file gone, or not ours) the file is left or removed as it is, and
+// one that cannot be read is removed with WithReclaim, else the Open is
+// refused (ErrReleased): then ok is false, and err says why the Open
+// cannot go on, if it cannot.
+func (of *oldFiles) releasedName(path, counterPath string, o *options) (name string, ok bool, err error) {
+	b, err := of.readOld(path)
+	if err != nil || b == nil {
+		of.remove(o, "")
+		return "", false, err
+	}
+	header, name, ok := strings.Cut(strings.TrimSuffix(string(b), "\n"), "\n")
+	if !ok || header != releasedHeader || ValidateName(name) != nil {
+		if !o.reg.reclaim {
+			return "", false, &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
+				"%w: %s says this host released a name with this counter, and it cannot be read; claim a name again on purpose (snapctl register, or Reclaim)",
+				ErrReleased, path)}
+		}
+		of.remove(o, "")
+		return "", false, nil
+	}
+	return name, true, nil
 }

@@ -126,8 +126,7 @@ func precheckBeforeHostFiles(ctx context.Context, path, name string, o *options)
 // number the form cannot use is refused then.
 func (r *reservation) precheckNumber(ctx context.Context) error {
 	nr := r.o.numbers
-	numeric := r.form.form != FormatName
-	if nr == nil || !numeric && r.form.node == 0 && r.form.stride == 0 {
+	if nr == nil || r.form.form == FormatName && r.form.node == 0 && r.form.stride == 0 {
 		return nil
 	}
 	n, s, err := r.recorded()
@@ -135,13 +134,8 @@ func (r *reservation) precheckNumber(ctx context.Context) error {
 		return err
 	}
 	if n == 0 && (r.form.node != 0 || r.form.form == FormatStriped) {
-		var h registry.Holder
-		err := r.retry(ctx, "get", func(ctx context.Context) (err error) { h, err = nr.Get(ctx, r.name); return err })
-		if err != nil && !errors.Is(err, registry.ErrNotRegistered) {
+		if n, err = r.registryNumber(ctx, nr); err != nil {
 			return err
-		}
-		if n = h.Number; n == 0 && r.form.node != 0 {
-			return fmt.Errorf("snapid: %w: the registry gives node numbers, and %q has none yet: a node number given can only confirm the one it gives; open without one first", ErrNumberMismatch, r.name)
 		}
 	}
 	if s == 0 && r.form.form == FormatStriped {
@@ -149,6 +143,30 @@ func (r *reservation) precheckNumber(ctx context.Context) error {
 			return err
 		}
 	}
+	return r.precheckForm(n, s)
+}
+
+// registryNumber returns the node number the registry gave the name (0:
+// none, or the name is not registered), refusing a WithNodeNumber while
+// the name has none: it can only confirm the one the registry gives.
+func (r *reservation) registryNumber(ctx context.Context, nr registry.NumberRegistry) (uint64, error) {
+	var h registry.Holder
+	err := r.retry(ctx, "get", func(ctx context.Context) (err error) { h, err = nr.Get(ctx, r.name); return err })
+	if err != nil && !errors.Is(err, registry.ErrNotRegistered) {
+		return 0, err
+	}
+	if h.Number == 0 && r.form.node != 0 {
+		return 0, fmt.Errorf("snapid: %w: the registry gives node numbers, and %q has none yet: a node number given can only confirm the one it gives; open without one first", ErrNumberMismatch, r.name)
+	}
+	return h.Number, nil
+}
+
+// precheckForm refuses the form for the name's node number n and the
+// cluster's stride s as known before the claim (0: not known): a
+// WithNodeNumber or WithStride that is not theirs, a striped form with
+// no stride anywhere or a bound below the first id, or a node number the
+// form cannot use.
+func (r *reservation) precheckForm(n, s uint64) error {
 	if n != 0 {
 		if err := r.checkGivenNumber(n, s); err != nil {
 			return err
@@ -166,7 +184,7 @@ func (r *reservation) precheckNumber(ctx context.Context) error {
 			return fmt.Errorf("snapid: %w: bound %d is below the first striped id of any node (stride %d)", ErrInvalidOption, r.form.maxID, s)
 		}
 	}
-	if numeric && n != 0 {
+	if r.form.form != FormatName && n != 0 {
 		if _, err := newIDForm(r.form.form, n, s, r.form.maxID); err != nil {
 			return fmt.Errorf("%w (the registry's node number for %q is %d; nothing was claimed)", err, r.name, n)
 		}
@@ -344,16 +362,39 @@ func useRecordedNumber(ctx context.Context, counterPath, name string, o *options
 		return nil
 	}
 	node, stride, where, others := recordedNumber(ctx, absPath(counterPath), name, o)
+	if node == 0 {
+		return refuseOthersNumber(f, others, counterPath, name, where)
+	}
+	if err := checkRecordedNumber(f, node, stride, counterPath, name, where); err != nil {
+		return err
+	}
+	if f.form != FormatName && f.node == 0 {
+		f.node = node
+	}
+	if f.form == FormatStriped && f.stride == 0 {
+		f.stride = stride
+	}
+	return nil
+}
+
+// refuseOthersNumber, for a name with no recorded node number, refuses a
+// WithNodeNumber that the records (others, read where) say a registry
+// gave another name.
+func refuseOthersNumber(f *formOptions, others []numberRecord, counterPath, name, where string) error {
 	for _, r := range others {
-		if f.node == r.number && node == 0 {
+		if f.node == r.number {
 			return &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
 				"%w: node number %d is the registry's for %q (recorded %s), not for %q; nothing was issued",
 				ErrNumberMismatch, r.number, r.name, where, name)}
 		}
 	}
+	return nil
+}
+
+// checkRecordedNumber refuses a WithNodeNumber or WithStride that is not
+// the node number or stride recorded (read where) for the name.
+func checkRecordedNumber(f *formOptions, node, stride uint64, counterPath, name, where string) error {
 	switch {
-	case node == 0:
-		return nil
 	case f.node != 0 && f.node != node:
 		return &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
 			"%w: the registry gave %q node number %d (recorded %s), not %d (the node number given); nothing was issued",
@@ -361,12 +402,6 @@ func useRecordedNumber(ctx context.Context, counterPath, name string, o *options
 	case f.stride != 0 && stride != 0 && f.stride != stride:
 		return &FileError{Op: "open", Path: counterPath, Err: fmt.Errorf(
 			"%w: the cluster's stride is %d (recorded %s), not %d (the stride given)", ErrStrideMismatch, stride, where, f.stride)}
-	}
-	if f.form != FormatName && f.node == 0 {
-		f.node = node
-	}
-	if f.form == FormatStriped && f.stride == 0 {
-		f.stride = stride
 	}
 	return nil
 }

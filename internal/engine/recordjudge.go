@@ -190,7 +190,7 @@ func canIssue(ctx context.Context, path string, exists bool, f idForm, o *option
 	if err != nil {
 		return err
 	}
-	return (&counterFile{path: path, form: &f}).fits(v, 1, f.form == FormatDecimal)
+	return formFits(path, &f, v, 1, f.form == FormatDecimal)
 }
 
 // withRecord runs open (which creates or opens the counter file) with the
@@ -271,7 +271,7 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 		return nil, err
 	}
 	c := file()
-	st, err := statefile.CheckRegular(c.fd)
+	st, err := statefile.CheckRegular(c.Fd())
 	if err != nil {
 		return nil, &FileError{Op: "open", Path: counterPath, Err: err}
 	}
@@ -364,17 +364,17 @@ func judgeBeforeOpen(ctx context.Context, p *hoststate.Place, r hoststate.Record
 // past the mark between the two looks, say), as it does before the open.
 func recordOpenedCounter(ctx context.Context, p *hoststate.Place, r hoststate.Record, ok bool, name, counterPath string, c *counterFile, st unix.Stat_t, f idForm, o *options) (hoststate.Record, bool, error) {
 	if ok {
-		if (r.Dev != c.dev || r.Ino != c.ino) && !(r.Path == counterPath && counterAtLeast(ctx, counterPath, r.Mark, o)) || !trusts(r, st) {
+		if (r.Dev != c.Dev() || r.Ino != c.Ino()) && !(r.Path == counterPath && counterAtLeast(ctx, counterPath, r.Mark, o)) || !trusts(r, st) {
 			// Made or replaced between the check and the open.
-			return r, ok, judgeRecord(ctx, p, r, name, counterPath, c.dev, c.ino, st, true, o)
+			return r, ok, judgeRecord(ctx, p, r, name, counterPath, c.Dev(), c.Ino(), st, true, o)
 		}
 		return r, ok, nil
 	}
-	v, err := c.readContext(ctx)
+	v, err := c.ReadContext(ctx)
 	if err != nil {
 		return r, ok, err
 	}
-	nr := hoststate.Record{Name: name, Dev: c.dev, Ino: c.ino, Path: counterPath, Floor: v, Mark: v, Forms: counterForms(p, c, st, v)}
+	nr := hoststate.Record{Name: name, Dev: c.Dev(), Ino: c.Ino(), Path: counterPath, Floor: v, Mark: v, Forms: counterForms(p, c, st, v)}
 	if f.form == FormatStriped && o.reg.registry == nil {
 		// A form the counter's history refuses leaves no record.
 		if _, err := stripedRaise(nr.Forms, f, v, counterPath); err != nil {
@@ -385,7 +385,7 @@ func recordOpenedCounter(ctx context.Context, p *hoststate.Place, r hoststate.Re
 	if errors.Is(err, fs.ErrExist) {
 		// Another Open made it first: judged as any record.
 		if r, ok, err = p.Read(name); err == nil && ok {
-			err = judgeRecord(ctx, p, r, name, counterPath, c.dev, c.ino, st, true, o)
+			err = judgeRecord(ctx, p, r, name, counterPath, c.Dev(), c.Ino(), st, true, o)
 		}
 	}
 	if err != nil {
@@ -419,7 +419,7 @@ func openRecordHandle(ctx context.Context, p *hoststate.Place, name string, c *c
 		// the registry's bound.
 		step = min(step, o.reg.step)
 	}
-	hr := &hostRecord{p: p, h: h, log: o.logger, dev: c.dev, ino: c.ino, step: step, trust: trust}
+	hr := &hostRecord{p: p, h: h, log: o.logger, dev: c.Dev(), ino: c.Ino(), step: step, trust: trust}
 	if err := hr.open(ctx, c, f, o); err != nil {
 		h.Close()
 		return nil, err
@@ -514,6 +514,6 @@ func readCounterAt(ctx context.Context, path string, o *options) (uint64, error)
 	if err != nil {
 		return 0, err
 	}
-	defer c.close()
-	return c.readContext(ctx)
+	defer c.Close()
+	return c.ReadContext(ctx)
 }

@@ -49,15 +49,8 @@ const recordStep = 1024
 func recordPlace(ctx context.Context, counterPath string, o *options, create bool) (p *hoststate.Place, own string, err error) {
 	euid := uint32(os.Geteuid())
 	mine := []uint32{0, euid}
-	open := func(dir string, mode uint32, owners []uint32) (*hoststate.Place, error) {
-		p, err := hoststate.OpenPlace(dir, hoststate.PlaceOptions{Create: create, Mode: mode, Owners: owners, FS: o.fs})
-		if err != nil {
-			return nil, &FileError{Op: "record", Path: dir, Err: placeError(err, dir)}
-		}
-		return p, nil
-	}
 	if o.bindingSet {
-		p, err = open(o.binding, 0o700, mine)
+		p, err = openRecordPlace(o.binding, 0o700, mine, create, o)
 		return p, "", err
 	}
 	d := os.Getenv("SNAPID_BINDING_DIR")
@@ -68,28 +61,56 @@ func recordPlace(ctx context.Context, counterPath string, o *options, create boo
 	}
 	if testBindingDir != nil {
 		if td := testBindingDir(counterPath); td != "" {
-			p, err = open(td, 0o700, mine)
+			p, err = openRecordPlace(td, 0o700, mine, create, o)
 			return p, "", err
 		}
 	}
 	if d != "" {
-		p, err = open(d, 0o700, mine)
+		p, err = openRecordPlace(d, 0o700, mine, create, o)
 		return p, "", err
 	}
 	if euid == 0 {
-		if create {
-			// Root makes the place and its parent, never more: a /var
-			// not mounted yet has no /var/lib, and a place made on the
-			// file system under it would hide the host's records.
-			if err := placeCanBeMade(); err != nil {
-				return nil, "", err
-			}
-		}
-		if p, err = open(defaultBindingDir, 0o1777, []uint32{0}); err != nil {
-			return nil, "", err
-		}
-		return p, "", lastingPlace(p)
+		p, err = rootRecordPlace(o, create)
+		return p, "", err
 	}
+	return userRecordPlace(ctx, o, mine, create)
+}
+
+// openRecordPlace opens (with create, making it if missing, with mode) the
+// place of records at dir, whose owner must be one of owners.
+func openRecordPlace(dir string, mode uint32, owners []uint32, create bool, o *options) (*hoststate.Place, error) {
+	p, err := hoststate.OpenPlace(dir, hoststate.PlaceOptions{Create: create, Mode: mode, Owners: owners, FS: o.fs})
+	if err != nil {
+		return nil, &FileError{Op: "record", Path: dir, Err: placeError(err, dir)}
+	}
+	return p, nil
+}
+
+// rootRecordPlace opens (with create, making it if missing) the host's
+// default place for root's Open, refusing one that does not outlast its
+// mount (lastingPlace).
+func rootRecordPlace(o *options, create bool) (*hoststate.Place, error) {
+	if create {
+		// Root makes the place and its parent, never more: a /var
+		// not mounted yet has no /var/lib, and a place made on the
+		// file system under it would hide the host's records.
+		if err := placeCanBeMade(); err != nil {
+			return nil, err
+		}
+	}
+	p, err := openRecordPlace(defaultBindingDir, 0o1777, []uint32{0}, create, o)
+	if err != nil {
+		return nil, err
+	}
+	return p, lastingPlace(p)
+}
+
+// userRecordPlace opens the place of records for a user's Open: the
+// host's default place if root made it (with own, the user's own place
+// kept while the host had none), else, where root could make it now, the
+// user's own place, with a warning. mine are the owners the user's own
+// place may have; with create it is made if missing.
+func userRecordPlace(ctx context.Context, o *options, mine []uint32, create bool) (p *hoststate.Place, own string, err error) {
 	ownDir, oerr := ownRecordDir(ctx)
 	p, err = hoststate.OpenPlace(defaultBindingDir, hoststate.PlaceOptions{Owners: []uint32{0}, FS: o.fs})
 	if err == nil {
@@ -121,7 +142,7 @@ func recordPlace(ctx context.Context, counterPath string, o *options, create boo
 		"until it does, and root's programs do not read them: have root make the place (install -d -m 0755 /var/lib/snapid && install -d -m 1777 "+defaultBindingDir+
 		", or run any snapid program as root once) before root's programs use this user's names",
 		"place", defaultBindingDir, "own", ownDir)
-	p, err = open(ownDir, 0o700, mine)
+	p, err = openRecordPlace(ownDir, 0o700, mine, create, o)
 	return p, "", err
 }
 
@@ -257,32 +278,14 @@ func adoptOwnRecord(p *hoststate.Place, own, name string, o *options) (hoststate
 // ~/.local/state/snapid/names/<name>): the counter it names, from that
 // counter's value, so that the name stays with it.
 func migrateBinding(p *hoststate.Place, name string, o *options) (hoststate.Record, bool, error) {
-	var dirs []string
 	if o.bindingSet || os.Getenv("SNAPID_BINDING_DIR") != "" || testBindingDir != nil {
 		return hoststate.Record{}, false, nil
 	}
-	if os.Geteuid() == 0 {
-		dirs = []string{"/var/lib/snapid/names"}
-	} else if home, err := os.UserHomeDir(); err == nil {
-		dirs = []string{filepath.Join(home, ".local", "state", "snapid", "names")}
-	}
-	for _, d := range dirs {
-		b, _, err := statefile.ReadSmall(filepath.Join(d, name), false)
-		if err != nil {
+	for _, d := range oldBindingDirs() {
+		r, st, ok := readOldBinding(d, name)
+		if !ok {
 			continue
 		}
-		header, rest, _ := strings.Cut(string(b), "\n")
-		quoted, _, _ := strings.Cut(rest, "\n")
-		if header != "snapid-binding 1" || len(quoted) < 2 {
-			continue
-		}
-		path := strings.Trim(quoted, `"`)
-		var st unix.Stat_t
-		if unix.Lstat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || !trustedRecord(st.Uid, uint32(os.Geteuid())) {
-			continue
-		}
-		v, _ := ReadCounter(path)
-		r := hoststate.Record{Name: name, Dev: st.Dev, Ino: st.Ino, Path: path, Floor: v, Mark: v}
 		if err := p.Create(r, recordPerm(st)); err != nil && !errors.Is(err, fs.ErrExist) {
 			return hoststate.Record{}, false, recordError(p, name, err)
 		}
@@ -294,4 +297,39 @@ func migrateBinding(p *hoststate.Place, name string, o *options) (hoststate.Reco
 		return r, ok, nil
 	}
 	return hoststate.Record{}, false, nil
+}
+
+// oldBindingDirs returns where an earlier version kept the node name
+// bindings of the user running: /var/lib/snapid/names for root, the
+// user's own ~/.local/state/snapid/names (none if it has no home).
+func oldBindingDirs() []string {
+	if os.Geteuid() == 0 {
+		return []string{"/var/lib/snapid/names"}
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return []string{filepath.Join(home, ".local", "state", "snapid", "names")}
+	}
+	return nil
+}
+
+// readOldBinding reads name's binding in the earlier version's directory
+// d: the record it makes (the counter it names, at that counter's value)
+// and the counter's stat; ok is false without a valid binding naming a
+// regular file the user running trusts.
+func readOldBinding(d, name string) (r hoststate.Record, st unix.Stat_t, ok bool) {
+	b, _, err := statefile.ReadSmall(filepath.Join(d, name), false)
+	if err != nil {
+		return r, st, false
+	}
+	header, rest, _ := strings.Cut(string(b), "\n")
+	quoted, _, _ := strings.Cut(rest, "\n")
+	if header != "snapid-binding 1" || len(quoted) < 2 {
+		return r, st, false
+	}
+	path := strings.Trim(quoted, `"`)
+	if unix.Lstat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || !trustedRecord(st.Uid, uint32(os.Geteuid())) {
+		return r, st, false
+	}
+	v, _ := ReadCounter(path)
+	return hoststate.Record{Name: name, Dev: st.Dev, Ino: st.Ino, Path: path, Floor: v, Mark: v}, st, true
 }

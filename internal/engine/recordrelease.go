@@ -21,7 +21,7 @@ import (
 // record names c (0 otherwise, or when there is no record) and the
 // function that lets the record go.
 func holdRecordAlone(ctx context.Context, c *counterFile, name string, o *options) (mark uint64, done func(), err error) {
-	p, _, err := recordPlace(ctx, c.path, o, false)
+	p, _, err := recordPlace(ctx, c.Path(), o, false)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, func() {}, nil
 	}
@@ -48,7 +48,7 @@ func holdRecordAlone(ctx context.Context, c *counterFile, name string, o *option
 		done()
 		return 0, nil, recordError(p, name, err)
 	}
-	if r.Dev == c.dev && r.Ino == c.ino {
+	if r.Dev == c.Dev() && r.Ino == c.Ino() {
 		mark = r.Mark
 	}
 	return mark, done, nil
@@ -60,7 +60,7 @@ func holdRecordAlone(ctx context.Context, c *counterFile, name string, o *option
 // returns): every program of the host, with a registry or not, then
 // refuses the name until it is claimed again on purpose (WithReclaim).
 func markRecordReleased(ctx context.Context, c *counterFile, name string, final uint64, o *options) (uint64, error) {
-	p, _, err := recordPlace(ctx, c.path, o, true)
+	p, _, err := recordPlace(ctx, c.Path(), o, true)
 	if err != nil {
 		return 0, err
 	}
@@ -75,11 +75,11 @@ func markReleasedIn(ctx context.Context, p *hoststate.Place, c *counterFile, nam
 	} else if !ok {
 		// No record yet (made before records were kept): one is made,
 		// released, for this counter.
-		st, err := statefile.CheckRegular(c.fd)
+		st, err := statefile.CheckRegular(c.Fd())
 		if err != nil {
-			return 0, &FileError{Op: "release", Path: c.path, Err: err}
+			return 0, &FileError{Op: "release", Path: c.Path(), Err: err}
 		}
-		r := hoststate.Record{Name: name, Dev: c.dev, Ino: c.ino, Path: c.path, Released: true, Mark: min(final, MaxNumber)}
+		r := hoststate.Record{Name: name, Dev: c.Dev(), Ino: c.Ino(), Path: c.Path(), Released: true, Mark: min(final, MaxNumber)}
 		if err := p.Create(r, recordPerm(st)); err != nil && !errors.Is(err, fs.ErrExist) {
 			return 0, recordError(p, name, err)
 		}
@@ -89,7 +89,7 @@ func markReleasedIn(ctx context.Context, p *hoststate.Place, c *counterFile, nam
 		return 0, recordError(p, name, err)
 	}
 	defer h.Close()
-	err = c.withLockContext(ctx, func() error {
+	err = c.WithLockContext(ctx, func() error {
 		unlock, err := writeLock(ctx, h)
 		if err != nil {
 			return err
@@ -104,13 +104,13 @@ func markReleasedIn(ctx context.Context, p *hoststate.Place, c *counterFile, nam
 		// number is read again under the lock: at or above the
 		// counter now and the record's mark.
 		r.Released = true
-		if r.Dev == c.dev && r.Ino == c.ino {
-			cur, err := c.load()
+		if r.Dev == c.Dev() && r.Ino == c.Ino() {
+			cur, err := c.Load()
 			if err != nil {
 				return err
 			}
 			final = max(final, cur, r.Mark)
-			r.Floor = max(r.Floor, min(c.durable, final))
+			r.Floor = max(r.Floor, min(c.Durable(), final))
 			r.Mark = max(r.Mark, min(final, MaxNumber))
 		}
 		return h.Write(r)
@@ -122,7 +122,7 @@ func markReleasedIn(ctx context.Context, p *hoststate.Place, c *counterFile, nam
 // naming the counter c, or its path, to v, and their counter to c (a
 // repair; the caller holds c's lock).
 func lowerRecords(ctx context.Context, c *counterFile, v uint64, o *options) error {
-	p, _, err := recordPlace(ctx, c.path, o, false)
+	p, _, err := recordPlace(ctx, c.Path(), o, false)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil // no records: nothing to lower
 	}
@@ -132,7 +132,7 @@ func lowerRecords(ctx context.Context, c *counterFile, v uint64, o *options) err
 	defer p.Close()
 	recs, _ := p.All(func(n string) bool { return ValidateName(n) == nil })
 	for _, r := range recs {
-		if (r.Dev != c.dev || r.Ino != c.ino) && r.Path != c.path {
+		if (r.Dev != c.Dev() || r.Ino != c.Ino()) && r.Path != c.Path() {
 			continue
 		}
 		h, err := p.OpenHandle(r.Name)
@@ -146,7 +146,7 @@ func lowerRecords(ctx context.Context, c *counterFile, v uint64, o *options) err
 		if err == nil {
 			// A counter replaced at the recorded path is the repaired
 			// one now: the operator vouched for its value.
-			r.Dev, r.Ino, r.Path = c.dev, c.ino, c.path
+			r.Dev, r.Ino, r.Path = c.Dev(), c.Ino(), c.Path()
 			r.Floor, r.Mark = min(r.Floor, v), v
 			err = h.Write(r)
 		}

@@ -20,25 +20,15 @@ import (
 // register): a routine restart must not take back a name released for
 // another host.
 func Release(ctx context.Context, counterPath, name string, opts ...Option) (final uint64, err error) {
-	counterPath = absPath(counterPath)
-	if err := ValidateName(name); err != nil {
-		return 0, err
-	}
-	o, err := buildOptions(opts)
+	counterPath, o, err := releaseOptions(counterPath, name, opts)
 	if err != nil {
 		return 0, err
-	}
-	if o.reg.registry == nil {
-		return 0, fmt.Errorf("snapid: %w: Release needs WithRegistry", ErrInvalidOption)
-	}
-	if counterPath, err = filepath.Abs(counterPath); err != nil {
-		return 0, &FileError{Op: "open", Path: counterPath, Err: err}
 	}
 	c, err := openExisting(counterPath, &o)
 	if err != nil {
 		return 0, err
 	}
-	defer c.close()
+	defer c.Close()
 	owner, err := loadOwner(counterPath, false, &o)
 	if err != nil {
 		return 0, err
@@ -73,9 +63,38 @@ func Release(ctx context.Context, counterPath, name string, opts ...Option) (fin
 	if h.Owner != owner {
 		return 0, fmt.Errorf("snapid: %w: %q is not held by this counter (%s); use a forced release from the registry only if that holder is gone", ErrNameTaken, name, h)
 	}
+	return releaseHeld(ctx, c, counterPath, name, owner, h, recMark, &o)
+}
+
+// releaseOptions checks Release's name and options, and returns the
+// counter's absolute path and the options.
+func releaseOptions(counterPath, name string, opts []Option) (string, options, error) {
+	counterPath = absPath(counterPath)
+	if err := ValidateName(name); err != nil {
+		return counterPath, options{}, err
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return counterPath, o, err
+	}
+	if o.reg.registry == nil {
+		return counterPath, o, fmt.Errorf("snapid: %w: Release needs WithRegistry", ErrInvalidOption)
+	}
+	if counterPath, err = filepath.Abs(counterPath); err != nil {
+		return counterPath, o, &FileError{Op: "open", Path: counterPath, Err: err}
+	}
+	return counterPath, o, nil
+}
+
+// releaseHeld is the rest of Release once the host's processes are kept
+// out and the registry shows name held by this counter's owner (h): it
+// records the release in the host's record of the name, then in the
+// registry, with the last number this host may have issued (recMark: the
+// mark of the host's record), and returns that number.
+func releaseHeld(ctx context.Context, c *counterFile, counterPath, name, owner string, h registry.Holder, recMark uint64, o *options) (uint64, error) {
 	lctx, cancel := o.clock.WithTimeout(ctx, o.reg.timeout)
 	defer cancel()
-	cur, err := c.readContext(lctx)
+	cur, err := c.ReadContext(lctx)
 	if err != nil {
 		return 0, err
 	}
@@ -87,11 +106,11 @@ func Release(ctx context.Context, counterPath, name string, opts ...Option) (fin
 	// floor (if it went backwards), what was reserved, and the host's
 	// record's mark (after a crash, a program without the registry may
 	// have handed out numbers up to it).
-	final = max(cur, m.floor, m.mark, h.Reserved, recMark)
+	final := max(cur, m.floor, m.mark, h.Reserved, recMark)
 	// Recorded first: from here on this host's processes refuse the name
 	// until it is claimed again on purpose, also if the release's outcome
 	// turns out unknown.
-	if final, err = markRecordReleased(ctx, c, name, final, &o); err != nil {
+	if final, err = markRecordReleased(ctx, c, name, final, o); err != nil {
 		return 0, err
 	}
 	if err := o.reg.registry.Release(ctx, name, owner, final); err != nil {

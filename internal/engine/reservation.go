@@ -230,7 +230,7 @@ func (r *reservation) claim(ctx context.Context) error {
 	// same atomic change: an Open failing after the claim leaves no mark
 	// below them.
 	var counted uint64
-	if err := r.withFile(ctx, func(c *counterFile) (err error) { counted, err = c.load(); return err }); err != nil {
+	if err := r.withFile(ctx, func(c *counterFile) (err error) { counted, err = c.Load(); return err }); err != nil {
 		return err
 	}
 	// A counter that never claimed this name (no session file, or one of
@@ -273,20 +273,20 @@ func (r *reservation) claim(ctx context.Context) error {
 	}
 	target := max(h.Reserved, r.o.floor)
 	err = r.withFile(ctx, func(c *counterFile) error {
-		cur, err := c.load()
+		cur, err := c.Load()
 		if err != nil {
 			return err
 		}
 		if cur < target {
-			if err := c.store(target); err != nil {
+			if err := c.Store(target); err != nil {
 				return err
 			}
 			if firstClaim {
 				r.log.Info("snapid: first claim of the name with this counter: it starts at the name's mark in the registry",
-					"name", r.name, "path", c.path, "from", cur, "to", target)
+					"name", r.name, "path", c.Path(), "from", cur, "to", target)
 			} else {
 				r.log.Warn("snapid: counter raised to the registry's reserved mark (after a crash, a restore or a take-over)",
-					"path", c.path, "from", cur, "to", target)
+					"path", c.Path(), "from", cur, "to", target)
 			}
 		}
 		return r.host.writeMark(markState{mark: h.Reserved, floor: max(cur, target)})
@@ -464,7 +464,7 @@ func (r *reservation) close() error {
 	// (raised in the file first, so a restart finds it).
 	var v uint64
 	err = r.withFile(ctx, func(c *counterFile) error {
-		cur, err := c.load()
+		cur, err := c.Load()
 		if err != nil {
 			return err
 		}
@@ -472,8 +472,8 @@ func (r *reservation) close() error {
 		if err != nil {
 			return err
 		}
-		if v = max(cur, m.floor, c.high); v > cur {
-			return c.store(v)
+		if v = max(cur, m.floor, c.High()); v > cur {
+			return c.Store(v)
 		}
 		return nil
 	})

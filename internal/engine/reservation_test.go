@@ -464,6 +464,7 @@ func TestReservationJoinWhileRegistryDown(t *testing.T) {
 // cannot make a crash's gap much larger than what was issued recently);
 // at a low rate it stays at the configured step.
 func TestReservationStepFollowsRate(t *testing.T) {
+	skipShort(t)
 	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	clk := clock.NewFake(time.Unix(1_000_000, 0))

@@ -58,7 +58,7 @@ func (r *reservation) extend(ctx context.Context, need uint64) error {
 		var old markState
 		err := r.withFile(ctx, func(c *counterFile) error {
 			var err error
-			if cur, err = c.load(); err != nil {
+			if cur, err = c.Load(); err != nil {
 				return err
 			}
 			old, err = r.host.readMark()

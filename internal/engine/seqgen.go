@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gofrs/flock"
+	"github.com/snapid/snapid/internal/alloc"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -93,7 +94,7 @@ type Sequence struct {
 	reg    registry.SequenceRegistry
 	o      seqOptions
 	log    *slog.Logger
-	alloc  *blockAllocator
+	alloc  *alloc.Block
 	closed atomic.Bool
 
 	mu         sync.Mutex // guards lf and the fields below (the flock is per open file, not per goroutine)
@@ -182,7 +183,8 @@ func (g *Generator) SequenceContext(ctx context.Context, name string, opts ...Se
 		reachable = false
 	}
 	fo := defaultOptions()
-	fo.followSymlinks, fo.sync, fo.io = g.file.follow, g.file.sync, g.file.io
+	fopt := g.file.Options()
+	fo.followSymlinks, fo.sync, fo.io = fopt.Follow, fopt.Sync, fopt.IO
 	fo.fs, fo.fileMode = g.res.host.fs, g.res.host.mode
 	lf, err := openLeaseFile(ctx, g.path, name, g.name, g.res.host.owner, &fo)
 	if err != nil {
@@ -205,7 +207,7 @@ func (g *Generator) SequenceContext(ctx context.Context, name string, opts ...Se
 	}
 	s.blockSize.Store(o.block)
 	s.leaseSize.Store(o.lease)
-	s.alloc = newBlockAllocator(o.block, func(ctx context.Context, _ uint64) (uint64, uint64, error) {
+	s.alloc = alloc.NewBlock(o.block, func(ctx context.Context, _ uint64) (uint64, uint64, error) {
 		first, count, err := s.take(ctx, s.nextBlockSize(), 1, true)
 		s.blockTaken.Add(count)
 		return first, count, err
@@ -237,10 +239,10 @@ func (s *Sequence) NextContext(ctx context.Context) (uint64, error) {
 	if s.closed.Load() {
 		return 0, ErrClosed
 	}
-	if err := contextError(ctx); err != nil {
+	if err := alloc.ContextError(ctx); err != nil {
 		return 0, err
 	}
-	return s.alloc.next(ctx)
+	return s.alloc.Next(ctx)
 }
 
 // NextN takes k consecutive numbers straight from the host's lease file
@@ -284,7 +286,7 @@ func (s *Sequence) NextNContext(ctx context.Context, k uint64) (first uint64, er
 // Close waits for, so that the caller may leave when ctx ends, even while
 // another process holds the lease file's lock.
 func (s *Sequence) takeLeaving(ctx context.Context, k uint64) (uint64, error) {
-	if err := contextError(ctx); err != nil {
+	if err := alloc.ContextError(ctx); err != nil {
 		return 0, err
 	}
 	type result struct {
@@ -312,7 +314,7 @@ func (s *Sequence) takeLeaving(ctx context.Context, k uint64) (uint64, error) {
 		case r := <-done: // both ready: the numbers were taken, hand them out
 			return r.first, r.err
 		default:
-			return 0, contextError(ctx)
+			return 0, alloc.ContextError(ctx)
 		}
 	}
 }
@@ -325,7 +327,7 @@ func (s *Sequence) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	s.alloc.close()
+	s.alloc.Close()
 	s.bgMu.Lock()
 	s.stopping = true
 	s.bgMu.Unlock()

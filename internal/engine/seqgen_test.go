@@ -269,6 +269,7 @@ func TestSequenceRestoredAndClonedLeaseFile(t *testing.T) {
 // The registry goes down: Next goes on from the host's lease, then fails
 // with ErrRegistry at its end, and goes on once the registry is back.
 func TestSequenceRegistryOutage(t *testing.T) {
+	skipShort(t)
 	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "n", 1, registry.MaxSequence)
 	host := newSeqHost(t, "web")

@@ -235,9 +235,9 @@ type leaseFile struct {
 
 // close closes the lease file and its floor.
 func (lf *leaseFile) close() error {
-	err := lf.c.close()
+	err := lf.c.Close()
 	if lf.floor != nil {
-		err = errors.Join(err, lf.floor.close())
+		err = errors.Join(err, lf.floor.Close())
 	}
 	return err
 }
@@ -274,7 +274,7 @@ func openLeaseFile(ctx context.Context, counterPath, sequence, node, owner strin
 	if lf.c, err = openExisting(path, o); err != nil {
 		return nil, err
 	}
-	err = lf.c.withLockContext(ctx, func() error {
+	err = lf.c.WithLockContext(ctx, func() error {
 		if _, err := lf.load(); err != nil {
 			return err
 		}
@@ -295,7 +295,7 @@ func openLeaseFile(ctx context.Context, counterPath, sequence, node, owner strin
 // missing; the caller holds the lease file's lock.
 func (lf *leaseFile) openFloor(path string, o *options) error {
 	if lf.floor != nil {
-		lf.floor.close()
+		lf.floor.Close()
 		lf.floor = nil
 	}
 	if err := createIfAbsent(path, nil, o); err != nil {
@@ -321,7 +321,7 @@ func (lf *leaseFile) checkFloorAlone(path string, o *options) error {
 	}
 	lf.floor = f
 	_, _, err = lf.loadFloor()
-	f.close()
+	f.Close()
 	lf.floor = nil
 	return err
 }
@@ -329,17 +329,17 @@ func (lf *leaseFile) checkFloorAlone(path string, o *options) error {
 // load reads and checks the file; the caller holds the lock.
 func (lf *leaseFile) load() (leaseRecord, error) {
 	c := lf.c
-	n, err := c.io.ReadAt(c.f, lf.buf[:], 0)
+	n, err := c.ReadAt(lf.buf[:], 0)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return leaseRecord{}, &FileError{Op: "read", Path: c.path, Err: err}
+		return leaseRecord{}, &FileError{Op: "read", Path: c.Path(), Err: err}
 	}
 	size := int64(n)
 	if n > leaseSize {
-		size = fileSize(c.f, n)
+		size = fileSize(c, n)
 	}
 	l, err := lf.decode(lf.buf[:n], size)
 	if err != nil {
-		return leaseRecord{}, &FileError{Op: "read", Path: c.path, Err: err}
+		return leaseRecord{}, &FileError{Op: "read", Path: c.Path(), Err: err}
 	}
 	return l, nil
 }
@@ -365,9 +365,9 @@ func (lf *leaseFile) decode(b []byte, size int64) (leaseRecord, error) {
 // lease file's lock.
 func (lf *leaseFile) loadFloor() (l leaseRecord, ok bool, err error) {
 	c := lf.floor
-	n, err := c.io.ReadAt(c.f, lf.fbuf[:], 0)
+	n, err := c.ReadAt(lf.fbuf[:], 0)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return leaseRecord{}, false, &FileError{Op: "read", Path: c.path, Err: err}
+		return leaseRecord{}, false, &FileError{Op: "read", Path: c.Path(), Err: err}
 	}
 	if allZero(lf.fbuf[:n]) {
 		// Empty, or zeros: a floor never written, or its first write
@@ -377,10 +377,10 @@ func (lf *leaseFile) loadFloor() (l leaseRecord, ok bool, err error) {
 	}
 	size := int64(n)
 	if n > leaseSize {
-		size = fileSize(c.f, n)
+		size = fileSize(c, n)
 	}
 	if l, err = lf.decode(lf.fbuf[:n], size); err != nil {
-		return leaseRecord{}, false, &FileError{Op: "read", Path: c.path, Err: fmt.Errorf("the lease file's floor: %w", err)}
+		return leaseRecord{}, false, &FileError{Op: "read", Path: c.Path(), Err: fmt.Errorf("the lease file's floor: %w", err)}
 	}
 	return l, true, nil
 }
@@ -399,10 +399,10 @@ func allZero(b []byte) bool {
 // processes of the host must all read and write the same floor), opening
 // it again if not; the caller holds the lease file's lock.
 func (lf *leaseFile) floorCurrent() error {
-	if lf.floor.checkIdentity() == nil {
+	if lf.floor.CheckIdentity() == nil {
 		return nil
 	}
-	return lf.openFloor(lf.floor.path, &lf.o)
+	return lf.openFloor(lf.floor.Path(), &lf.o)
 }
 
 // storeFloor writes l to the floor file, not synced: the whole record,
@@ -423,11 +423,11 @@ func (lf *leaseFile) storeFloor(l *leaseRecord, posOnly bool) error {
 			return err
 		}
 	}
-	if n, err := c.io.WriteAt(c.f, b, off); err != nil || n != len(b) {
+	if n, err := c.WriteAt(b, off); err != nil || n != len(b) {
 		if err == nil {
 			err = io.ErrShortWrite
 		}
-		return &FileError{Op: "write", Path: c.path, Err: err}
+		return &FileError{Op: "write", Path: c.Path(), Err: err}
 	}
 	return nil
 }
@@ -446,7 +446,7 @@ func (lf *leaseFile) storePos(pos uint64) error {
 func (lf *leaseFile) store(l *leaseRecord) error {
 	l.node, l.seq, l.ow = lf.node, lf.seq, lf.ow
 	if l.gen >= maxLeaseGen {
-		return &FileError{Op: "write", Path: lf.c.path, Err: fmt.Errorf("%w: generation %d cannot grow", errCorruptLease, l.gen)}
+		return &FileError{Op: "write", Path: lf.c.Path(), Err: fmt.Errorf("%w: generation %d cannot grow", errCorruptLease, l.gen)}
 	}
 	l.gen++
 	b := lf.buf[:leaseSize]
@@ -459,15 +459,15 @@ func (lf *leaseFile) store(l *leaseRecord) error {
 
 func (lf *leaseFile) write(b []byte, off int64) error {
 	c := lf.c
-	if n, err := c.io.WriteAt(c.f, b, off); err != nil || n != len(b) {
+	if n, err := c.WriteAt(b, off); err != nil || n != len(b) {
 		if err == nil {
 			err = io.ErrShortWrite
 		}
-		return &FileError{Op: "write", Path: c.path, Err: err}
+		return &FileError{Op: "write", Path: c.Path(), Err: err}
 	}
-	if c.sync {
-		if err := c.io.Sync(c.f); err != nil {
-			return &FileError{Op: "sync", Path: c.path, Err: err}
+	if c.Synced() {
+		if err := c.Sync(); err != nil {
+			return &FileError{Op: "sync", Path: c.Path(), Err: err}
 		}
 	}
 	return nil
@@ -491,18 +491,18 @@ func readLeaseFile(ctx context.Context, counterPath, sequence string) (cur, ahea
 	if err != nil {
 		return cur, ahead, 0, false, err
 	}
-	defer c.close()
+	defer c.Close()
 	lf := &leaseFile{c: c}
 	var l leaseRecord
-	err = c.withLockContext(ctx, func() error {
+	err = c.WithLockContext(ctx, func() error {
 		var err error
-		n, rerr := c.io.ReadAt(c.f, lf.buf[:], 0)
+		n, rerr := c.ReadAt(lf.buf[:], 0)
 		if rerr != nil && !errors.Is(rerr, io.EOF) {
-			return &FileError{Op: "read", Path: c.path, Err: rerr}
+			return &FileError{Op: "read", Path: c.Path(), Err: rerr}
 		}
-		l, err = decodeLease(lf.buf[:n], fileSize(c.f, n))
+		l, err = decodeLease(lf.buf[:n], fileSize(c, n))
 		if err != nil {
-			return &FileError{Op: "read", Path: c.path, Err: err}
+			return &FileError{Op: "read", Path: c.Path(), Err: err}
 		}
 		return nil
 	})

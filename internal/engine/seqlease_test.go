@@ -327,6 +327,7 @@ func leaseGen(t *testing.T, path string) uint64 {
 // back), and after the moves when the floor is restored too (only what
 // it saw tells).
 func TestSequenceLeaseRestoredByDepth(t *testing.T) {
+	skipShort(t)
 	type step int
 	const (
 		leaseStep step = iota // each generation past the copy is a new lease (the registry's record moves)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/snapid/snapid/internal/alloc"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -66,28 +67,13 @@ func (s *Sequence) verify(ctx context.Context, reachable bool) error {
 	}
 	defer s.unlockRefill()
 	session := s.g.res.session
-	var old leaseRecord // the file as an earlier claim left it
-	check, earlier := false, false
-	err := s.updateContext(ctx, false, func(l *leaseRecord) (bool, error) {
-		switch {
-		case l.session != session && l.cur.none() && l.session != "":
-			l.void(session)
-			return true, nil
-		case l.session != session && !l.cur.none():
-			old, earlier = *l, true
-		case !l.cur.none():
-			check = true
-		}
-		return false, nil
-	})
+	old, check, earlier, err := s.inspectFile(ctx, session)
 	if err != nil || !check && !earlier {
 		return err
 	}
 	var rec registry.SequenceLease
 	if reachable {
-		ctx, cancel := s.g.clock.WithTimeout(ctx, s.g.res.o.timeout)
-		rec, err = s.reg.HostLease(ctx, s.name, s.g.name)
-		cancel()
+		rec, err = s.hostLease(ctx)
 		if err != nil && !errors.Is(err, ErrRegistry) {
 			return err
 		}
@@ -101,6 +87,42 @@ func (s *Sequence) verify(ctx context.Context, reachable bool) error {
 			"sequence", s.name, "err", err)
 		return nil
 	}
+	return s.dropUnrecorded(rec, session)
+}
+
+// inspectFile looks at the lease file for verify: one of an earlier
+// claim with no ranges is bound to this claim (session) at once; one of
+// an earlier claim with ranges is returned as old (earlier), for adopt to
+// carry over or drop; one of this claim with ranges is to be checked
+// against the registry (check).
+func (s *Sequence) inspectFile(ctx context.Context, session string) (old leaseRecord, check, earlier bool, err error) {
+	err = s.updateContext(ctx, false, func(l *leaseRecord) (bool, error) {
+		switch {
+		case l.session != session && l.cur.none() && l.session != "":
+			l.void(session)
+			return true, nil
+		case l.session != session && !l.cur.none():
+			old, earlier = *l, true
+		case !l.cur.none():
+			check = true
+		}
+		return false, nil
+	})
+	return old, check, earlier, err
+}
+
+// hostLease asks the registry for its record of this host's lease of the
+// sequence, waiting at most the registry timeout.
+func (s *Sequence) hostLease(ctx context.Context) (registry.SequenceLease, error) {
+	ctx, cancel := s.g.clock.WithTimeout(ctx, s.g.res.o.timeout)
+	defer cancel()
+	return s.reg.HostLease(ctx, s.name, s.g.name)
+}
+
+// dropUnrecorded drops the lease file's ranges (a gap), binding it to this
+// claim (session), unless they are the host's lease the registry records
+// (rec).
+func (s *Sequence) dropUnrecorded(rec registry.SequenceLease, session string) error {
 	return s.update(false, func(l *leaseRecord) (bool, error) {
 		latest := l.latest()
 		if !l.cur.none() && (rec.Session != session || rec.First != latest.first || rec.Last != latest.last) {
@@ -157,7 +179,7 @@ func (s *Sequence) lockRefill(ctx context.Context) error {
 	select {
 	case s.refillSem <- struct{}{}:
 	case <-ctx.Done():
-		return &FileError{Op: "lock", Path: s.refill.Path(), Err: fmt.Errorf("waiting for another caller of this process to take the next lease: %w", contextError(ctx))}
+		return &FileError{Op: "lock", Path: s.refill.Path(), Err: fmt.Errorf("waiting for another caller of this process to take the next lease: %w", alloc.ContextError(ctx))}
 	}
 	ok, err := s.refill.TryLockContext(ctx, 2*time.Millisecond)
 	if err == nil && !ok {
@@ -304,7 +326,7 @@ func (s *Sequence) lease(ctx context.Context, prev seqRange, min uint64) error {
 			retried = true
 			continue
 		case err != nil:
-			if cerr := contextError(ctx); cerr != nil {
+			if cerr := alloc.ContextError(ctx); cerr != nil {
 				return fmt.Errorf("snapid: sequence %q: %w: %w", s.name, cerr, err)
 			}
 			return fmt.Errorf("snapid: sequence %q: %w", s.name, err)

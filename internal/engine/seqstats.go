@@ -63,7 +63,7 @@ func (s *Sequence) Lease() (SequenceLeaseState, error) {
 	if s.fileClosed || s.g.closed.Load() {
 		return st, ErrClosed
 	}
-	err := s.lf.c.withLock(func() error {
+	err := s.lf.c.WithLock(func() error {
 		l, err := s.lf.load()
 		if err != nil {
 			return err

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/snapid/snapid/internal/alloc"
 )
 
 // Blocks grow (doubling, up to the lease size) while they last less than
@@ -50,7 +52,7 @@ func (s *Sequence) take(ctx context.Context, k, min uint64, prefetchOK bool) (fi
 		err = s.withFile(func(l *leaseRecord) (bool, error) {
 			// A caller that left (NextNContext) takes nothing, even
 			// once the lock it waited for is free.
-			if err := contextError(ctx); err != nil {
+			if err := alloc.ContextError(ctx); err != nil {
 				return false, err
 			}
 			changed := false
@@ -122,110 +124,171 @@ func (s *Sequence) updateContext(ctx context.Context, bound bool, fn func(l *lea
 		// where the file stands: nothing more is taken from it.
 		return ErrClosed
 	}
-	return s.lf.c.withLockContext(ctx, func() error {
-		l, err := s.lf.load()
-		if err != nil {
-			return err
-		}
-		if err := s.lf.floorCurrent(); err != nil {
-			return err
-		}
-		floor, floorOK, err := s.lf.loadFloor()
-		if err != nil {
-			return err
-		}
-		before := l
-		changed := false
-		// The floor: what the host's last update left, whichever process
-		// made it. A lease file behind it went backwards while the host
-		// runs (restored or copied over in place, also from a copy an
-		// earlier claim of the host left): it is raised back before
-		// anything is taken, also by a process that never saw the later
-		// position (see floorSuffix).
-		if floorOK && (floor.session == l.session || floor.session == s.g.res.session) {
-			switch {
-			case floor.gen > l.gen:
-				s.log.Error("snapid: the sequence lease file went back to an earlier lease while the host uses it (restored or copied over?); raising it to its floor",
-					"sequence", s.name, "cur", l.cur, "pos", l.pos, "to", floor.cur, "pos", floor.pos)
-				l.session, l.cur, l.ahead, l.pos, l.gen = floor.session, floor.cur, floor.ahead, floor.pos, floor.gen
-				changed = true
-			case floor.session == l.session && floor.gen == l.gen && floor.cur == l.cur && floor.ahead == l.ahead && l.pos < floor.pos:
-				s.log.Error("snapid: the sequence lease file went backwards while the host uses it (restored or copied over?); raising it to its floor",
-					"sequence", s.name, "pos", l.pos, "to", floor.pos)
-				l.pos = floor.pos
-			}
-		}
-		// What this process last saw is a floor too, the one left when
-		// the lease file and its floor were restored or copied over
-		// together: a lease file at an earlier generation than this
-		// process last saw went back to an earlier write, and is raised
-		// to what this process last saw, whatever its ranges (a process
-		// that joined the host's claim and took nothing yet knows the
-		// ranges and generation its open checked against the registry).
-		if l.gen < s.seenGen && (s.seenSess == l.session || s.seenSess == s.g.res.session) {
-			s.log.Error("snapid: the sequence lease file went back to an earlier write while in use (restored or copied over with its floor?); raising it to what this process last saw",
-				"sequence", s.name, "cur", l.cur, "pos", l.pos, "to", s.seen, "pos", s.high)
-			l.session, l.cur, l.ahead, l.pos, l.gen = s.seenSess, s.seen, s.seenAhead, s.high, s.seenGen
-			changed = true
-		}
-		if bound && l.session != s.g.res.session {
-			// Another claim of the host's name (a later start replaced
-			// this host's session, or a copy): this file is not ours to
-			// use any more unless this process's claim is the current
-			// one, which only the registry can say; take nothing.
-			if l.session != "" || !l.cur.none() {
-				return fmt.Errorf("snapid: %w: sequence %q: the lease file is bound to another claim of %q (a later start of this host, or a copy of its state)",
-					ErrNameTaken, s.name, s.g.name)
-			}
-			l.session, changed = s.g.res.session, true
-		}
-		// A position below what this process saw in the same range, or a
-		// range this process already moved past: the file went backwards
-		// while in use (restored or copied over). It is raised to where
-		// this process last left it.
-		switch {
-		case l.cur.none():
-		case l.cur == s.seen && l.pos < s.high:
-			s.log.Error("snapid: the sequence lease file went backwards while in use (restored or copied over?); raising it",
-				"sequence", s.name, "pos", l.pos, "to", s.high)
-			l.pos = s.high
-		case l.cur != s.seen && s.past.has(l.cur):
-			s.log.Error("snapid: the sequence lease file went back to an earlier lease while in use (restored or copied over?); raising it",
-				"sequence", s.name, "cur", l.cur, "pos", l.pos, "to", s.seen, "pos", s.high)
-			l.cur, l.ahead, l.pos = s.seen, s.seenAhead, s.high
-		}
-		c, err := fn(&l)
-		if err != nil {
-			return err
-		}
-		changed = changed || c || l.cur != before.cur || l.ahead != before.ahead
-		switch {
-		case changed:
-			err = s.lf.store(&l)
-		case l.pos != before.pos:
-			err = s.lf.storePos(l.pos)
-		}
-		if err != nil {
-			return err
-		}
-		if changed || l.pos != before.pos || !floorOK || floor.gen != l.gen || floor.pos != l.pos {
-			// The position alone when the floor holds this generation
-			// (its ranges, its session) already.
-			posOnly := !changed && floorOK && floor.gen == l.gen && floor.session == l.session &&
-				floor.cur == l.cur && floor.ahead == l.ahead
-			if err := s.lf.storeFloor(&l, posOnly); err != nil {
-				// Numbers the floor does not cover could be handed out
-				// again after a restore: none of them is handed out.
-				return err
-			}
-		}
-		if l.cur != s.seen && !s.seen.none() {
-			s.past.add(s.seen)
-		}
-		s.seen, s.high, s.seenAhead = l.cur, l.pos, l.ahead
-		s.seenGen, s.seenSess = l.gen, l.session
-		return nil
+	return s.lf.c.WithLockContext(ctx, func() error {
+		return s.updateLocked(bound, fn)
 	})
+}
+
+// updateLocked is the work of updateContext under the Sequence's mutex
+// and the file's lock: it reads the lease file and its floor, raises the
+// file to what the floor and this process saw, checks that it is bound
+// to this process's claim (with bound), runs fn, and writes what changed
+// to the file and the floor.
+func (s *Sequence) updateLocked(bound bool, fn func(l *leaseRecord) (changed bool, err error)) error {
+	l, floor, floorOK, err := s.loadWithFloor()
+	if err != nil {
+		return err
+	}
+	before := l
+	changed := s.raiseToFloor(&l, floor, floorOK)
+	if s.raiseToSeenGen(&l) {
+		changed = true
+	}
+	if bound {
+		rebound, err := s.bindToClaim(&l)
+		if err != nil {
+			return err
+		}
+		changed = changed || rebound
+	}
+	s.raiseToSeen(&l)
+	c, err := fn(&l)
+	if err != nil {
+		return err
+	}
+	changed = changed || c || l.cur != before.cur || l.ahead != before.ahead
+	if err := s.storeUpdate(&l, before, changed, floor, floorOK); err != nil {
+		return err
+	}
+	s.noteSeen(l)
+	return nil
+}
+
+// loadWithFloor reads the lease file's record and, once the floor file is
+// the current one, the floor's (floorOK false: the floor holds none).
+func (s *Sequence) loadWithFloor() (l, floor leaseRecord, floorOK bool, err error) {
+	l, err = s.lf.load()
+	if err != nil {
+		return l, floor, false, err
+	}
+	if err := s.lf.floorCurrent(); err != nil {
+		return l, floor, false, err
+	}
+	floor, floorOK, err = s.lf.loadFloor()
+	return l, floor, floorOK, err
+}
+
+// raiseToFloor raises l to the floor: what the host's last update left,
+// whichever process made it. A lease file behind it went backwards while
+// the host runs (restored or copied over in place, also from a copy an
+// earlier claim of the host left): it is raised back before anything is
+// taken, also by a process that never saw the later position (see
+// floorSuffix). It reports whether more than the position changed.
+func (s *Sequence) raiseToFloor(l *leaseRecord, floor leaseRecord, floorOK bool) (changed bool) {
+	if !floorOK || floor.session != l.session && floor.session != s.g.res.session {
+		return false
+	}
+	switch {
+	case floor.gen > l.gen:
+		s.log.Error("snapid: the sequence lease file went back to an earlier lease while the host uses it (restored or copied over?); raising it to its floor",
+			"sequence", s.name, "cur", l.cur, "pos", l.pos, "to", floor.cur, "pos", floor.pos)
+		l.session, l.cur, l.ahead, l.pos, l.gen = floor.session, floor.cur, floor.ahead, floor.pos, floor.gen
+		return true
+	case floor.session == l.session && floor.gen == l.gen && floor.cur == l.cur && floor.ahead == l.ahead && l.pos < floor.pos:
+		s.log.Error("snapid: the sequence lease file went backwards while the host uses it (restored or copied over?); raising it to its floor",
+			"sequence", s.name, "pos", l.pos, "to", floor.pos)
+		l.pos = floor.pos
+	}
+	return false
+}
+
+// raiseToSeenGen raises l to what this process last saw, a floor too: the
+// one left when the lease file and its floor were restored or copied over
+// together. A lease file at an earlier generation than this process last
+// saw went back to an earlier write, and is raised to what this process
+// last saw, whatever its ranges (a process that joined the host's claim
+// and took nothing yet knows the ranges and generation its open checked
+// against the registry). It reports whether it raised l.
+func (s *Sequence) raiseToSeenGen(l *leaseRecord) bool {
+	if l.gen >= s.seenGen || s.seenSess != l.session && s.seenSess != s.g.res.session {
+		return false
+	}
+	s.log.Error("snapid: the sequence lease file went back to an earlier write while in use (restored or copied over with its floor?); raising it to what this process last saw",
+		"sequence", s.name, "cur", l.cur, "pos", l.pos, "to", s.seen, "pos", s.high)
+	l.session, l.cur, l.ahead, l.pos, l.gen = s.seenSess, s.seen, s.seenAhead, s.high, s.seenGen
+	return true
+}
+
+// bindToClaim checks that l is bound to this process's claim, binding a
+// file that holds no lease yet to it (rebound true). A file bound to
+// another claim of the host's name (a later start replaced this host's
+// session, or a copy) is not ours to use any more unless this process's
+// claim is the current one, which only the registry can say: it takes
+// nothing (ErrNameTaken).
+func (s *Sequence) bindToClaim(l *leaseRecord) (rebound bool, err error) {
+	if l.session == s.g.res.session {
+		return false, nil
+	}
+	if l.session != "" || !l.cur.none() {
+		return false, fmt.Errorf("snapid: %w: sequence %q: the lease file is bound to another claim of %q (a later start of this host, or a copy of its state)",
+			ErrNameTaken, s.name, s.g.name)
+	}
+	l.session = s.g.res.session
+	return true, nil
+}
+
+// raiseToSeen raises l to where this process last left it when its
+// position is below what this process saw in the same range, or its range
+// is one this process already moved past: the file went backwards while
+// in use (restored or copied over).
+func (s *Sequence) raiseToSeen(l *leaseRecord) {
+	switch {
+	case l.cur.none():
+	case l.cur == s.seen && l.pos < s.high:
+		s.log.Error("snapid: the sequence lease file went backwards while in use (restored or copied over?); raising it",
+			"sequence", s.name, "pos", l.pos, "to", s.high)
+		l.pos = s.high
+	case l.cur != s.seen && s.past.has(l.cur):
+		s.log.Error("snapid: the sequence lease file went back to an earlier lease while in use (restored or copied over?); raising it",
+			"sequence", s.name, "cur", l.cur, "pos", l.pos, "to", s.seen, "pos", s.high)
+		l.cur, l.ahead, l.pos = s.seen, s.seenAhead, s.high
+	}
+}
+
+// storeUpdate writes l to the lease file, whole if more than the position
+// changed since before, else its position alone if that moved, then to
+// the floor unless the floor already holds it.
+func (s *Sequence) storeUpdate(l *leaseRecord, before leaseRecord, changed bool, floor leaseRecord, floorOK bool) error {
+	var err error
+	switch {
+	case changed:
+		err = s.lf.store(l)
+	case l.pos != before.pos:
+		err = s.lf.storePos(l.pos)
+	}
+	if err != nil {
+		return err
+	}
+	if !changed && l.pos == before.pos && floorOK && floor.gen == l.gen && floor.pos == l.pos {
+		return nil
+	}
+	// The position alone when the floor holds this generation
+	// (its ranges, its session) already.
+	posOnly := !changed && floorOK && floor.gen == l.gen && floor.session == l.session &&
+		floor.cur == l.cur && floor.ahead == l.ahead
+	// Numbers the floor does not cover could be handed out again after a
+	// restore: none of them is handed out.
+	return s.lf.storeFloor(l, posOnly)
+}
+
+// noteSeen records l as what this process last saw of the lease file,
+// and the range it moved past, if any.
+func (s *Sequence) noteSeen(l leaseRecord) {
+	if l.cur != s.seen && !s.seen.none() {
+		s.past.add(s.seen)
+	}
+	s.seen, s.high, s.seenAhead = l.cur, l.pos, l.ahead
+	s.seenGen, s.seenSess = l.gen, l.session
 }
 
 // settle raises the lease file to what this process saw of it (the

@@ -41,7 +41,7 @@ func WithRetryWait(wait func(attempt int) time.Duration) Option { return withRet
 func Crash(g *Generator) error {
 	g.closed.Store(true)
 	if g.block != nil {
-		g.block.close()
+		g.block.Close()
 	}
 	g.seqMu.Lock()
 	seqs := append([]*Sequence(nil), g.seqs...)
@@ -57,7 +57,7 @@ func Crash(g *Generator) error {
 		}
 	}
 	g.host.drop() // its presence lock goes, nothing is written
-	return g.file.close()
+	return g.file.Close()
 }
 
 // crash abandons s as a killed process would: its prefetch stops and its
@@ -82,23 +82,20 @@ func (g *Generator) busy() bool {
 	if g.res != nil && g.res.extending.Load() {
 		return true
 	}
-	if g.block != nil && g.block.busy() {
+	if g.block != nil && g.block.Busy() {
 		return true // the next block, reserved ahead
 	}
 	if gc := g.gc; gc != nil {
 		// A leader whose caller left finishes its update in a goroutine
 		// of its own (an extension among it).
-		gc.mu.Lock()
-		flushing := gc.flushing
-		gc.mu.Unlock()
-		if flushing {
+		if gc.Flushing() {
 			return true
 		}
 	}
 	g.seqMu.Lock()
 	defer g.seqMu.Unlock()
 	for _, s := range g.seqs {
-		if s.prefetching.Load() || s.alloc.busy() {
+		if s.prefetching.Load() || s.alloc.Busy() {
 			return true
 		}
 	}
@@ -110,7 +107,7 @@ func (g *Generator) busy() bool {
 // rather than leading one).
 func GroupMembers(g *Generator) uint64 {
 	if gc := g.gc; gc != nil {
-		return gc.members.Load()
+		return gc.Members()
 	}
 	return 0
 }
@@ -119,16 +116,11 @@ func GroupMembers(g *Generator) uint64 {
 // the update in progress (0: no group waits; 2 or more: a caller joined
 // another's group).
 func GroupQueued(g *Generator) int {
-	gc := g.gc
-	if gc == nil {
+	if g.gc == nil {
 		return 0
 	}
-	gc.mu.Lock()
-	defer gc.mu.Unlock()
-	if gc.open == nil {
-		return 0
-	}
-	return max(1, len(gc.open.ks))
+	callers, _ := g.gc.Waiting()
+	return callers
 }
 
 // HeartbeatState is what a Generator's heartbeat is doing (see

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/snapid/snapid/internal/alloc"
 	"github.com/snapid/snapid/internal/clock"
 	"github.com/snapid/snapid/registry"
 )
@@ -204,10 +205,10 @@ func (g *Generator) Stats() Stats {
 }
 
 // issuedFrom returns how many of the reserved numbers the allocator a
-// handed out (reserved minus a.unused()), never less than it returned
+// handed out (reserved minus a.Unused()), never less than it returned
 // before (kept in high): approximate while a block is being installed.
-func issuedFrom(high *atomic.Uint64, reserved uint64, a *blockAllocator) uint64 {
-	issued := reserved - min(reserved, a.unused())
+func issuedFrom(high *atomic.Uint64, reserved uint64, a *alloc.Block) uint64 {
+	issued := reserved - min(reserved, a.Unused())
 	for {
 		old := high.Load()
 		if issued <= old {
@@ -217,31 +218,6 @@ func issuedFrom(high *atomic.Uint64, reserved uint64, a *blockAllocator) uint64 
 			return issued
 		}
 	}
-}
-
-// unused returns how many reserved numbers the allocator has not handed
-// out: the rest of the current block and a block reserved ahead.
-func (a *blockAllocator) unused() uint64 {
-	var n uint64
-	if b := a.cur.Load(); b != nil {
-		// next passes last, and may wrap past 2^64-1, when callers race at
-		// the end of a block: then nothing is left.
-		if next := b.next.Load(); next >= b.first && next <= b.last {
-			n = b.last - next + 1
-		}
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if p := a.ahead; p != nil {
-		select {
-		case <-p.done:
-			if p.err == nil {
-				n += p.count
-			}
-		default:
-		}
-	}
-	return n
 }
 
 // ReservationStatus is the host's reservation as a Generator sees it,
@@ -269,7 +245,7 @@ type ReservationStatus struct {
 func (g *Generator) Reservation() (ReservationStatus, error) {
 	var st ReservationStatus
 	err := g.withFile(context.Background(), func(c *counterFile) error {
-		cur, err := c.load()
+		cur, err := c.Load()
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"syscall"
 
 	"github.com/snapid/snapid/internal/statefile"
 	"github.com/snapid/snapid/registry"
@@ -250,6 +251,26 @@ func LockError(err error) error {
 	}
 	if errors.Is(err, statefile.ErrLocked) {
 		return fmt.Errorf("%w: %w", ErrLocked, err)
+	}
+	return err
+}
+
+// OpenError turns the error of opening or checking a state file into
+// this package's: a file or directory another user could have planted or
+// could replace is ErrUntrusted (ErrUntrustedOwner, ErrUntrustedDir,
+// ErrSymlink, ErrNotRegular); anything else is returned as it is.
+func OpenError(err error) error {
+	switch {
+	case errors.Is(err, statefile.ErrWrongOwner), errors.Is(err, statefile.ErrLinked):
+		return fmt.Errorf("%w: %w", ErrUntrustedOwner, err)
+	case errors.Is(err, statefile.ErrUnsafeDir):
+		return fmt.Errorf("%w: %w", ErrUntrustedDir, err)
+	case errors.Is(err, statefile.ErrSymlink):
+		return fmt.Errorf("%w: %w", ErrSymlink, err)
+	case errors.Is(err, syscall.ELOOP):
+		return fmt.Errorf("%w: %w", ErrSymlink, err)
+	case errors.Is(err, statefile.ErrNotRegular), errors.Is(err, syscall.EISDIR):
+		return fmt.Errorf("%w: %w", ErrNotRegular, err)
 	}
 	return err
 }

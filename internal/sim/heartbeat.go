@@ -158,87 +158,130 @@ func (w *world) watchFired(ho *host) {
 	}
 }
 
+// watchHost looks at one registered host whose processes run: which
+// process holds the heartbeat role, what its processes learned of their
+// name, what its record says, and whether its last-seen stays fresh.
 func (w *world) watchHost(ho *host) {
-	var holder *engine.Generator
-	sessions := map[string]bool{}
-	running, down := 0, 0
-	holderDown, lost := false, false
+	procs := w.scanProcs(ho)
+	if procs.holder != nil {
+		w.noteHolder(ho, procs.holder)
+	}
+	// The record says "taken" only once a process of the host was told
+	// (it stops first, then writes the record).
+	if procs.lost {
+		w.noteTaken(ho)
+	}
+	w.checkLastSeen(ho, procs)
+}
+
+// procScan is what watchHost saw of a host's processes.
+type procScan struct {
+	holder     *engine.Generator // the process holding the heartbeat role (nil: none)
+	sessions   map[string]bool   // the sessions of the processes running with their name
+	running    int               // processes running with their name
+	down       int               // of those, the ones cut off from the registry
+	holderDown bool              // the holder is one of them
+	lost       bool              // a process lost its name
+}
+
+// scanProcs looks at each open process of ho in turn: it notes a process
+// the registry told its name is another owner's and one that learned so
+// from its host, and counts the processes running and cut off.
+func (w *world) scanProcs(ho *host) procScan {
+	scan := procScan{sessions: map[string]bool{}}
 	for p, g := range ho.procs {
 		if g == nil {
 			continue
 		}
 		st := engine.HeartbeatOf(g)
 		if st.Holder {
-			holder = g
+			scan.holder = g
 		}
-		if e := ho.exts[p]; e != nil && e.told.Load() != 0 && ho.hb.toldSession != st.Session {
-			// Unless the told process could not write the host's record
-			// (a fault on the write, or it was stopped inside an
-			// operation): then the others learn only from the registry,
-			// which may be out of reach.
-			if rec := readHBRecord(ho); rec.ok && rec.taken && rec.session == sessionHash(st.Session) ||
-				!ho.disk.hbFailed.Load() && !ho.disk.freeze.hasFired() {
-				ho.hb.toldSession, ho.hb.toldRan = st.Session, ho.hb.ran
-			}
-		}
-		lost = lost || st.Lost != nil
-		if st.Lost != nil && strings.Contains(st.Lost.Error(), "another process of this host was told so") && !ho.hb.learned[g] {
-			if ho.hb.learned == nil {
-				ho.hb.learned = map[*engine.Generator]bool{}
-			}
-			ho.hb.learned[g] = true
-			w.reached["taken-propagated"]++
-		}
+		w.noteTold(ho, p, st)
+		scan.lost = scan.lost || st.Lost != nil
+		w.noteLearned(ho, g, st)
 		if st.Running && st.Lost == nil {
-			sessions[st.Session] = true
-			running++
+			scan.sessions[st.Session] = true
+			scan.running++
 			if ho.hb.down[p].Load() {
-				down++
-				holderDown = holderDown || st.Holder
+				scan.down++
+				scan.holderDown = scan.holderDown || st.Holder
 			}
 		}
 	}
-	if holder != nil {
-		if ho.hb.holder != nil && ho.hb.holder != holder {
-			w.reached["heartbeat-handover"]++
-		}
-		ho.hb.holder = holder
+	return scan
+}
+
+// noteTold records the session of process p of ho, with the host's
+// running time, once the registry told the process its name is another
+// owner's.
+func (w *world) noteTold(ho *host, p int, st engine.HeartbeatState) {
+	e := ho.exts[p]
+	if e == nil || e.told.Load() == 0 || ho.hb.toldSession == st.Session {
+		return
 	}
-	// The record says "taken" only once a process of the host was told
-	// (it stops first, then writes the record).
-	if lost {
-		if rec := readHBRecord(ho); rec.ok && rec.taken && ho.hb.taken != rec.session {
-			ho.hb.taken, ho.hb.takenRan = rec.session, ho.hb.ran
-			if ho.hb.rmOnTaken {
-				// The processes that have the file open carry the
-				// record into the one the first of them makes again.
-				if os.Remove(ho.counter+".heartbeat") == nil {
-					ho.hb.removed++
-					w.reached["heartbeat-removed-when-taken"]++
-				}
-				_ = ho.disk.settle()
-			}
-		}
+	// Unless the told process could not write the host's record
+	// (a fault on the write, or it was stopped inside an
+	// operation): then the others learn only from the registry,
+	// which may be out of reach.
+	if rec := readHBRecord(ho); rec.ok && rec.taken && rec.session == sessionHash(st.Session) ||
+		!ho.disk.hbFailed.Load() && !ho.disk.freeze.hasFired() {
+		ho.hb.toldSession, ho.hb.toldRan = st.Session, ho.hb.ran
 	}
-	// A live host's last-seen stays fresh.
+}
+
+// noteLearned counts a process of ho that learned from its host's
+// heartbeat record that its name was taken, once per process.
+func (w *world) noteLearned(ho *host, g *engine.Generator, st engine.HeartbeatState) {
+	if st.Lost == nil || !strings.Contains(st.Lost.Error(), "another process of this host was told so") || ho.hb.learned[g] {
+		return
+	}
+	if ho.hb.learned == nil {
+		ho.hb.learned = map[*engine.Generator]bool{}
+	}
+	ho.hb.learned[g] = true
+	w.reached["taken-propagated"]++
+}
+
+// noteHolder records holder as the process of ho holding the heartbeat
+// role, and counts a handover from another process.
+func (w *world) noteHolder(ho *host, holder *engine.Generator) {
+	if ho.hb.holder != nil && ho.hb.holder != holder {
+		w.reached["heartbeat-handover"]++
+	}
+	ho.hb.holder = holder
+}
+
+// noteTaken records a session that ho's heartbeat record newly says was
+// taken, with the host's running time, and removes the record's file then
+// if an operator was set to.
+func (w *world) noteTaken(ho *host) {
+	rec := readHBRecord(ho)
+	if !rec.ok || !rec.taken || ho.hb.taken == rec.session {
+		return
+	}
+	ho.hb.taken, ho.hb.takenRan = rec.session, ho.hb.ran
+	if !ho.hb.rmOnTaken {
+		return
+	}
+	// The processes that have the file open carry the
+	// record into the one the first of them makes again.
+	if os.Remove(ho.counter+".heartbeat") == nil {
+		ho.hb.removed++
+		w.reached["heartbeat-removed-when-taken"]++
+	}
+	_ = ho.disk.settle()
+}
+
+// checkLastSeen checks that a live host's last-seen stays fresh: while
+// ho holds its name and can reach the registry, the row's last-seen is
+// at most freshLimit old.
+func (w *world) checkLastSeen(ho *host, procs procScan) {
 	row, ok := w.reg0.Row(ho.cfg.Name)
-	reachable := !w.down && !w.cut[ho.cfg.DC] && (down == 0 || down == 1 && holderDown && running >= 2)
-	if w.h.Cassandra && w.h.CQLFaults > 0 {
-		reachable = false // random timeouts: the registry may fail any refresh
-	}
-	if ho.disk.freeze.hasFired() {
-		reachable = false // frozen by a fault inside an operation (freeze.go): its processes are dead, abandoned at the step's end
-	}
-	if n := w.reg.fault.count(); n != ho.hb.regFaults {
-		// An injected fault fired (on any host's call): it may have
-		// failed this host's refresh, which the heartbeat then retries
-		// after a back-off; the stretch starts again.
-		ho.hb.regFaults = n
-		reachable = false
-	}
+	reachable := w.hostReachable(ho, procs)
 	// (A session is made by one claim of one owner: a running process
 	// under the row's session holds the name.)
-	holding := ok && row.State == registry.StateActive && sessions[row.Session]
+	holding := ok && row.State == registry.StateActive && procs.sessions[row.Session]
 	now := w.clock.now()
 	switch {
 	case !holding || !reachable || now.Before(ho.hb.asleep):
@@ -256,6 +299,28 @@ func (w *world) watchHost(ho *host) {
 			ho.hb.liveFrom = now // once per stretch
 		}
 	}
+}
+
+// hostReachable reports whether ho's heartbeat can surely reach the
+// registry: no outage, its data centre not cut off, its holder or else
+// every other process reaching it, no random faults, nothing frozen, and
+// no injected fault fired since it was last looked at (which it notes).
+func (w *world) hostReachable(ho *host, procs procScan) bool {
+	reachable := !w.down && !w.cut[ho.cfg.DC] && (procs.down == 0 || procs.down == 1 && procs.holderDown && procs.running >= 2)
+	if w.h.Cassandra && w.h.CQLFaults > 0 {
+		reachable = false // random timeouts: the registry may fail any refresh
+	}
+	if ho.disk.freeze.hasFired() {
+		reachable = false // frozen by a fault inside an operation (freeze.go): its processes are dead, abandoned at the step's end
+	}
+	if n := w.reg.fault.count(); n != ho.hb.regFaults {
+		// An injected fault fired (on any host's call): it may have
+		// failed this host's refresh, which the heartbeat then retries
+		// after a back-off; the stretch starts again.
+		ho.hb.regFaults = n
+		reachable = false
+	}
+	return reachable
 }
 
 // issuedAfterTaken checks that process p of ho, which just handed out

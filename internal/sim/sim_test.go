@@ -288,6 +288,9 @@ func replay(t *testing.T, dir string, h History) {
 // TestSimulationReaches: the histories reach what the simulator claims
 // to exercise (a generator that never got there would check nothing).
 func TestSimulationReaches(t *testing.T) {
+	if testing.Short() {
+		t.Skip("400 histories one after another: runs without -short")
+	}
 	dir := t.TempDir()
 	want := []string{
 		"sequence numbers taken in a data centre cut off",

@@ -1,18 +1,20 @@
-package engine
+package alloc
 
 import (
 	"context"
 	"sync"
 	"sync/atomic"
+
+	"github.com/snapid/snapid/internal/errs"
 )
 
-// blockAllocator serves numbers from a block reserved in the counter file
+// Block serves numbers from a block reserved in the counter file
 // (or, for a Sequence, in its lease file), without locks: a caller takes a number with one atomic add. When half of
 // the current block is used, the next block is reserved in the background,
 // so that in steady state no caller waits for the disk. A caller that finds
 // the block used up waits for the next one, at most as long as its context
 // allows; the reservation goes on without it.
-type blockAllocator struct {
+type Block struct {
 	size    uint64
 	reserve func(ctx context.Context, k uint64) (first, count uint64, err error) // count >= 1 (a Sequence sizes its own blocks)
 
@@ -35,19 +37,19 @@ type pendingBlock struct {
 	err          error
 }
 
-func newBlockAllocator(size uint64, reserve func(context.Context, uint64) (first, count uint64, err error)) *blockAllocator {
-	return &blockAllocator{size: size, reserve: reserve}
+func NewBlock(size uint64, reserve func(context.Context, uint64) (first, count uint64, err error)) *Block {
+	return &Block{size: size, reserve: reserve}
 }
 
-// next returns a number. Numbers increase per allocator.
-func (a *blockAllocator) next(ctx context.Context) (uint64, error) {
-	n, _, err := a.take(ctx, 1)
+// Next returns a number. Numbers increase per allocator.
+func (a *Block) Next(ctx context.Context) (uint64, error) {
+	n, _, err := a.Take(ctx, 1)
 	return n, err
 }
 
-// take returns up to k consecutive numbers (first and how many, at least
+// Take returns up to k consecutive numbers (first and how many, at least
 // one), all from one block.
-func (a *blockAllocator) take(ctx context.Context, k uint64) (first, count uint64, err error) {
+func (a *Block) Take(ctx context.Context, k uint64) (first, count uint64, err error) {
 	for {
 		b := a.cur.Load()
 		if b != nil {
@@ -68,26 +70,26 @@ func (a *blockAllocator) take(ctx context.Context, k uint64) (first, count uint6
 	}
 }
 
-// cpuShards serves numbers from small runs taken from a blockAllocator,
+// Shards serves numbers from small runs taken from a Block,
 // one run per P (through sync.Pool, whose caches are per P), so that
 // callers on different cores do not write the same cache line for every
 // number. Numbers stay unique; they carry no order across runs. A run
 // dropped by the pool (at a garbage collection) or left at Close is a gap.
-type cpuShards struct {
-	blocks *blockAllocator
+type Shards struct {
+	blocks *Block
 	run    uint64
 	pool   sync.Pool
 }
 
 type shardRun struct{ next, left uint64 }
 
-func (c *cpuShards) next(ctx context.Context) (uint64, error) {
+func (c *Shards) Next(ctx context.Context) (uint64, error) {
 	r, _ := c.pool.Get().(*shardRun)
 	if r == nil {
 		r = new(shardRun)
 	}
 	if r.left == 0 {
-		first, count, err := c.blocks.take(ctx, c.run)
+		first, count, err := c.blocks.Take(ctx, c.run)
 		if err != nil {
 			c.pool.Put(r)
 			return 0, err
@@ -101,8 +103,8 @@ func (c *cpuShards) next(ctx context.Context) (uint64, error) {
 	return n, nil
 }
 
-// busy reports whether a reservation of the next block is in progress.
-func (a *blockAllocator) busy() bool {
+// Busy reports whether a reservation of the next block is in progress.
+func (a *Block) Busy() bool {
 	a.mu.Lock()
 	p := a.ahead
 	a.mu.Unlock()
@@ -118,7 +120,7 @@ func (a *blockAllocator) busy() bool {
 }
 
 // prefetch starts reserving the next block unless that is already done.
-func (a *blockAllocator) prefetch() {
+func (a *Block) prefetch() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.ahead == nil && !a.closed {
@@ -127,7 +129,7 @@ func (a *blockAllocator) prefetch() {
 }
 
 // start reserves the next block in a goroutine; the caller holds mu.
-func (a *blockAllocator) start() *pendingBlock {
+func (a *Block) start() *pendingBlock {
 	p := &pendingBlock{done: make(chan struct{})}
 	a.ahead = p
 	a.wg.Add(1)
@@ -143,7 +145,7 @@ func (a *blockAllocator) start() *pendingBlock {
 // the reservation ahead outside mu, so that callers whose context ends can
 // leave. A reservation that failed before this caller asked for it (perhaps
 // for a reason that has passed) is tried again, and that result reported.
-func (a *blockAllocator) refill(ctx context.Context, old *block) error {
+func (a *Block) refill(ctx context.Context, old *block) error {
 	retried := false
 	for {
 		a.mu.Lock()
@@ -155,7 +157,7 @@ func (a *blockAllocator) refill(ctx context.Context, old *block) error {
 		if p == nil {
 			if a.closed {
 				a.mu.Unlock()
-				return ErrClosed
+				return errs.ErrClosed
 			}
 			p = a.start()
 			retried = true
@@ -165,7 +167,7 @@ func (a *blockAllocator) refill(ctx context.Context, old *block) error {
 			select {
 			case <-p.done:
 			case <-cancel:
-				return contextError(ctx)
+				return ContextError(ctx)
 			}
 		} else {
 			<-p.done
@@ -192,10 +194,38 @@ func (a *blockAllocator) refill(ctx context.Context, old *block) error {
 	}
 }
 
-// close stops background reservations and waits for the one in flight.
-func (a *blockAllocator) close() {
+// Close stops background reservations and waits for the one in flight.
+func (a *Block) Close() {
 	a.mu.Lock()
 	a.closed = true
 	a.mu.Unlock()
 	a.wg.Wait()
 }
+
+// Unused returns how many reserved numbers the allocator has not handed
+// out: the rest of the current block and a block reserved ahead.
+func (a *Block) Unused() uint64 {
+	var n uint64
+	if b := a.cur.Load(); b != nil {
+		// next passes last, and may wrap past 2^64-1, when callers race at
+		// the end of a block: then nothing is left.
+		if next := b.next.Load(); next >= b.first && next <= b.last {
+			n = b.last - next + 1
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p := a.ahead; p != nil {
+		select {
+		case <-p.done:
+			if p.err == nil {
+				n += p.count
+			}
+		default:
+		}
+	}
+	return n
+}
+
+// NewShards serves numbers from runs of run numbers taken from blocks.
+func NewShards(blocks *Block, run uint64) *Shards { return &Shards{blocks: blocks, run: run} }

@@ -1,14 +1,17 @@
-package engine
+package alloc
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
+
+	"github.com/snapid/snapid/internal/errs"
 )
 
-// groupCommit turns concurrent reservations into as few counter file
+// GroupCommit turns concurrent reservations into as few counter file
 // updates as possible. The first caller to arrive while no group is open
 // becomes the group's leader; callers arriving before the leader starts its
 // flush join the group. The leader waits for the previous flush to finish,
@@ -24,7 +27,7 @@ import (
 // again, which under load it would contend for with every member just
 // woken. The hand-over names the group, so it cannot reach the leader of a
 // group opened later.
-type groupCommit struct {
+type GroupCommit struct {
 	// flush updates the counter by k; it takes nothing when gone, asked
 	// once it holds the counter's lock, reports that every caller it
 	// serves has left.
@@ -36,8 +39,7 @@ type groupCommit struct {
 	spare    *group // a group whose leader stayed alone, for the next leader
 
 	// members counts the calls whose numbers came from another caller's
-	// update (a member of a group, not its leader); read by the
-	// simulator through GroupMembers.
+	// update (a member of a group, not its leader): see Members.
 	members atomic.Uint64
 }
 
@@ -46,7 +48,7 @@ type group struct {
 	// ks holds the numbers requested by each member, in joining order, and
 	// done is closed when the results are set; both are made when a second
 	// member joins, so a caller alone costs one allocation. After the
-	// leader closes the group (under groupCommit.mu) they no longer change.
+	// leader closes the group (under GroupCommit.mu) they no longer change.
 	ks   []uint64
 	done chan struct{}
 	// ctxs holds each member's context, in joining order, made with ks;
@@ -76,19 +78,19 @@ func (g *group) result(i int, off uint64) (uint64, error) {
 	return g.first + off, nil
 }
 
-func newGroupCommit(flush func(uint64, func() bool) (uint64, error)) *groupCommit {
-	return &groupCommit{flush: flush}
+func NewGroupCommit(flush func(uint64, func() bool) (uint64, error)) *GroupCommit {
+	return &GroupCommit{flush: flush}
 }
 
-// reserve returns the first of k consecutive numbers (k >= 1). A caller
+// Reserve returns the first of k consecutive numbers (k >= 1). A caller
 // whose ctx ends first returns the context's error at once; the numbers
 // its group reserved for it are then never handed out (a gap). A leader
 // with such a context leaves the group's flush to a goroutine, since the
 // other members need it whether or not the leader stays.
-func (gc *groupCommit) reserve(ctx context.Context, k uint64) (uint64, error) {
+func (gc *GroupCommit) Reserve(ctx context.Context, k uint64) (uint64, error) {
 	cancel := ctx.Done() // nil for a context that never ends: no select, no goroutine
 	if cancel != nil {
-		if err := contextError(ctx); err != nil {
+		if err := ContextError(ctx); err != nil {
 			return 0, err
 		}
 	}
@@ -102,11 +104,11 @@ func (gc *groupCommit) reserve(ctx context.Context, k uint64) (uint64, error) {
 			g = &group{}
 		}
 		gc.open = g
-	} else if k > MaxNumber-g.k {
+	} else if k > math.MaxUint64-g.k {
 		// The group would need more than 2^64-1 numbers: it cannot fit in
 		// any counter, so this request is refused without joining it.
 		gc.mu.Unlock()
-		return 0, fmt.Errorf("snapid: %w: %d numbers cannot be reserved together with %d others", ErrExhausted, k, g.k)
+		return 0, fmt.Errorf("snapid: %w: %d numbers cannot be reserved together with %d others", errs.ErrExhausted, k, g.k)
 	}
 	off := g.k
 	g.k += k
@@ -162,7 +164,7 @@ func wait(ctx context.Context, g *group, i int, off uint64) (uint64, error) {
 		select {
 		case <-g.done:
 		case <-cancel:
-			return 0, contextError(ctx)
+			return 0, ContextError(ctx)
 		}
 	} else {
 		<-g.done
@@ -188,12 +190,12 @@ func (g *group) gone() bool {
 // ended reports whether ctx (nil: one that never ends) has ended.
 func ended(ctx context.Context) bool { return ctx != nil && ctx.Err() != nil }
 
-// errCallersLeft is a counter update's result when every caller it served
+// ErrCallersLeft is a counter update's result when every caller it served
 // left before it held the counter's lock: nothing was taken.
-var errCallersLeft = fmt.Errorf("snapid: every caller left before the counter's lock was free; nothing was taken: %w", context.Canceled)
+var ErrCallersLeft = fmt.Errorf("snapid: every caller left before the counter's lock was free; nothing was taken: %w", context.Canceled)
 
-// contextError is ctx's error, with its cause when it has one, or nil.
-func contextError(ctx context.Context) error {
+// ContextError is ctx's error, with its cause when it has one, or nil.
+func ContextError(ctx context.Context) error {
 	if ctx.Err() == nil {
 		return nil
 	}
@@ -206,7 +208,7 @@ func contextError(ctx context.Context) error {
 // lead flushes the closed group g, once the previous flush handed it
 // over if handedOver, then passes the flush on to the next group waiting
 // and returns the leader's own result.
-func (gc *groupCommit) lead(g *group, handedOver bool) (uint64, error) {
+func (gc *GroupCommit) lead(g *group, handedOver bool) (uint64, error) {
 	if handedOver {
 		<-g.turn
 	}
@@ -218,7 +220,7 @@ func (gc *groupCommit) lead(g *group, handedOver bool) (uint64, error) {
 		gone = g.gone
 	}
 	g.first, g.err = gc.flush(g.k, gone)
-	if errors.Is(g.err, ErrExhausted) && len(g.ks) > 1 {
+	if errors.Is(g.err, errs.ErrExhausted) && len(g.ks) > 1 {
 		// Near 2^64-1 the group may not fit where some members would:
 		// serve them one by one, in order, so that each gets what is left.
 		g.each = make([]memberResult, len(g.ks))
@@ -251,4 +253,27 @@ func (gc *groupCommit) lead(g *group, handedOver bool) (uint64, error) {
 		close(next.turn)
 	}
 	return first, err
+}
+
+// Members counts the calls whose numbers came from another caller's
+// update: they joined a group as members.
+func (gc *GroupCommit) Members() uint64 { return gc.members.Load() }
+
+// Flushing reports whether an update is in progress (a leader whose
+// caller left finishes its update in a goroutine of its own).
+func (gc *GroupCommit) Flushing() bool {
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	return gc.flushing
+}
+
+// Waiting is the group waiting for the update in progress: how many
+// callers (0: no group waits) and how many numbers they asked for.
+func (gc *GroupCommit) Waiting() (callers int, numbers uint64) {
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	if gc.open == nil {
+		return 0, 0
+	}
+	return max(1, len(gc.open.ks)), gc.open.k
 }
