@@ -152,7 +152,9 @@ type RegistryConfig struct {
 	Registry registry.Registry
 
 	// Host is how this machine is described in the registry; the zero
-	// value is LocalHostInfo().
+	// value is this machine's host name, a non-loopback address and its
+	// machine id (/etc/machine-id or /var/lib/dbus/machine-id, else
+	// "host:" and the host name).
 	Host HostInfo
 
 	// ReserveStep is the least count of numbers the host reserves in the

@@ -115,9 +115,6 @@ var (
 	// two forms meet, so two never issue from one counter at once.
 	// Nothing is issued; open the counter again with its form.
 	ErrFormChanged = engine.ErrFormChanged
-	// ErrInUse is returned by operations that need every process of the
-	// host to have stopped using the counter (admin.Release, admin.Repair).
-	ErrInUse = engine.ErrInUse
 	// ErrInvalidID is returned by ParseID for a string that is not an id
 	// in any form (see Format).
 	ErrInvalidID = engine.ErrInvalidID
@@ -209,11 +206,6 @@ var (
 	// says which.
 	ErrUntrusted = engine.ErrUntrusted
 )
-
-// LocalHostInfo returns this machine's host name, a non-loopback address
-// (empty if there is none) and machine id (from /etc/machine-id or
-// /var/lib/dbus/machine-id, else "host:" followed by the host name).
-func LocalHostInfo() HostInfo { return engine.LocalHostInfo() }
 
 // NameFromHostname derives a node name from a host name the way Snap!
 // does: cut at the first ".", replace every "-" by "_", lower-case. It

@@ -152,6 +152,10 @@ func ForceRelease(ctx context.Context, r registry.Registry, name string, next ui
 	return engine.ForceRelease(ctx, r, name, next)
 }
 
+// ErrInUse is returned by operations that need every process of the host
+// to have stopped using the counter (Release, Repair).
+var ErrInUse = engine.ErrInUse
+
 // ErrLowered is returned by Init when the counter is already past the
 // number asked for: Init never lowers a counter (Repair does).
 var ErrLowered = engine.ErrLowered
