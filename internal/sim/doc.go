@@ -220,7 +220,9 @@
 // host's heartbeat file removed the moment its record said "taken",
 // before the other processes polled it; "restored-below-floor": a
 // standalone host's counter restored in place, below its record's floor,
-// while its processes ran); a test fails if a run of
+// while its processes ran; "restored-one-below-floor": the same, put back
+// exactly one below the floor, the edge of the per-update check); a test
+// fails if a run of
 // histories never reaches one, and TestSimulation prints the histories
 // that reached each of the events named in reachedEvents
 // ("sim: reached: …").

@@ -147,6 +147,10 @@ func (w *world) restoreLive(ho *host, leases bool) {
 		return
 	}
 	witness := -1
+	put, ok := ho.backup[ho.counter] // what is put back: the copy's counter
+	if !ok {
+		return
+	}
 	if !ho.cfg.Registry {
 		// Without a registry a counter restored below the host's
 		// record's floor is raised to its mark by the next update of any
@@ -160,6 +164,13 @@ func (w *world) restoreLive(ho *host, leases bool) {
 		if old, err := admin.DecodeCounter(ho.backup[ho.counter]); err == nil {
 			r, ok := hostRecord(ho)
 			below = ok && old < r.Floor
+			if below && w.rng.IntN(2) == 0 {
+				// Put back exactly one below the floor: the edge of the
+				// per-update check (the floor itself was handed out).
+				b := admin.EncodeCounter(r.Floor - 1)
+				put = b[:]
+				w.reached["restored-one-below-floor"]++
+			}
 		}
 		if witness = w.onlyWitness(ho); !below && (witness < 0 || ho.cfg.Block > 0) {
 			return
@@ -172,34 +183,42 @@ func (w *world) restoreLive(ho *host, leases bool) {
 	// The counter only: a whole directory (counter and mark together)
 	// restored under running processes is not covered
 	// (docs/guarantees.md): the mark's floor goes back with it.
-	if b, ok := ho.backup[ho.counter]; ok {
-		now, err := os.ReadFile(ho.counter)
-		if err == nil && bytes.Equal(now, b) {
-			return
-		}
-		if err := os.WriteFile(ho.counter, b, 0o600); err != nil {
+	if w.putBack(ho, put, witness) {
+		ho.exempt = "its files were restored from a copy"
+	}
+}
+
+// putBack writes put over ho's counter under its running processes; the
+// witness, if any (≥ 0), then takes the next number. It reports whether
+// the counter changed.
+func (w *world) putBack(ho *host, put []byte, witness int) bool {
+	now, err := os.ReadFile(ho.counter)
+	if err == nil && bytes.Equal(now, put) {
+		return false
+	}
+	if err := os.WriteFile(ho.counter, put, 0o600); err != nil {
+		w.check.violation("restore in place on h%d: %v", ho.i, err)
+	}
+	w.faulted()
+	if witness < 0 {
+		return true
+	}
+	w.reached["counters restored in place under a standalone process"]++
+	// The raise lands with the witness's next update, so no disk fault
+	// is left armed for it; an update that fails all the same (the
+	// counter used up) leaves the case the guarantees leave out (a
+	// process started before the raise repeats), and the counter is put
+	// back as it was.
+	ho.disk.fault.disarm()
+	if id, err := ho.procs[witness].UniqueIDContext(w.opCtx()); err == nil {
+		w.did(1)
+		w.check.issuedID(ho, witness, id)
+	} else if now != nil {
+		if err := os.WriteFile(ho.counter, now, 0o600); err != nil {
 			w.check.violation("restore in place on h%d: %v", ho.i, err)
 		}
-		w.faulted()
-		if witness >= 0 {
-			w.reached["counters restored in place under a standalone process"]++
-			// The raise lands with the witness's next update, so no
-			// disk fault is left armed for it; an update that fails all
-			// the same (the counter used up) leaves the case the
-			// guarantees leave out (a process started before the raise
-			// repeats), and the counter is put back as it was.
-			ho.disk.fault.disarm()
-			if id, err := ho.procs[witness].UniqueIDContext(w.opCtx()); err == nil {
-				w.did(1)
-				w.check.issuedID(ho, witness, id)
-			} else if now != nil {
-				if err := os.WriteFile(ho.counter, now, 0o600); err != nil {
-					w.check.violation("restore in place on h%d: %v", ho.i, err)
-				}
-			}
-		}
 	}
-	ho.exempt = "its files were restored from a copy"
+	return true
 }
 
 // onlyWitness returns the one process of ho that runs if no other handed
