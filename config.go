@@ -1,6 +1,7 @@
 package snapid
 
 import (
+	"cmp"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -151,10 +152,10 @@ type RegistryConfig struct {
 	// registry/registrytest's in tests).
 	Registry registry.Registry
 
-	// Host is how this machine is described in the registry; the zero
-	// value is this machine's host name, a non-loopback address and its
-	// machine id (/etc/machine-id or /var/lib/dbus/machine-id, else
-	// "host:" and the host name).
+	// Host is how this machine is described in the registry. A field
+	// left empty is this machine's: its host name, a non-loopback
+	// address, its machine id (/etc/machine-id or
+	// /var/lib/dbus/machine-id, else "host:" and the host name).
 	Host HostInfo
 
 	// ReserveStep is the least count of numbers the host reserves in the
@@ -243,6 +244,16 @@ func (c Config) options() ([]engine.Option, error) {
 		return fmt.Errorf("snapid: %w: Config.%s %v: %s", ErrInvalidOption, field, v, why)
 	}
 	opts := []engine.Option{engine.WithSync(!c.NoSync)}
+	switch f := c.Form.(type) {
+	case *Decimal:
+		if f == nil {
+			return nil, invalid("Form", "(*Decimal)(nil)", "give a Decimal, or leave Form nil for the name form")
+		}
+	case *Striped:
+		if f == nil {
+			return nil, invalid("Form", "(*Striped)(nil)", "give a Striped, or leave Form nil for the name form")
+		}
+	}
 	if c.Form != nil {
 		opts = append(opts, c.Form.options()...)
 	}
@@ -287,7 +298,11 @@ func (r *RegistryConfig) options(invalid func(field string, v any, why string) e
 	}
 	opts := []engine.Option{engine.WithRegistry(r.Registry)}
 	if r.Host != (HostInfo{}) {
-		opts = append(opts, engine.WithHostInfo(r.Host))
+		h, local := r.Host, engine.LocalHostInfo()
+		h.Hostname = cmp.Or(h.Hostname, local.Hostname)
+		h.Address = cmp.Or(h.Address, local.Address)
+		h.MachineID = cmp.Or(h.MachineID, local.MachineID)
+		opts = append(opts, engine.WithHostInfo(h))
 	}
 	switch {
 	case r.ReserveStep == 1:

@@ -169,3 +169,34 @@ func TestConfigTakeoverStartsAboveTheFloor(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(501), n)
 }
+
+// A Host given in part is completed with this machine's: the registry's
+// row says where the claim came from.
+func TestConfigHostCompletedWithThisMachine(t *testing.T) {
+	reg := registrytest.NewRegistry()
+	dir := t.TempDir()
+	g, err := snapid.Open(filepath.Join(dir, "counter.u64"), "web_1", snapid.Config{
+		BindingDir: filepath.Join(dir, "records"),
+		Registry:   &snapid.RegistryConfig{Registry: reg, Host: snapid.HostInfo{Address: "192.0.2.7"}},
+	})
+	require.NoError(t, err)
+	defer g.Close()
+	h, err := reg.Get(context.Background(), "web_1")
+	require.NoError(t, err)
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	require.Equal(t, "192.0.2.7", h.Address)
+	require.Equal(t, host, h.Hostname)
+	require.NotEmpty(t, h.MachineID)
+}
+
+// A nil pointer for a Form is refused, not dereferenced.
+func TestConfigNilFormPointerRefused(t *testing.T) {
+	dir := t.TempDir()
+	_, err := snapid.Open(filepath.Join(dir, "counter.u64"), "web_1", snapid.Config{Form: (*snapid.Striped)(nil)})
+	require.ErrorIs(t, err, snapid.ErrInvalidOption)
+	require.ErrorContains(t, err, "Config.Form")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries)
+}
