@@ -146,14 +146,6 @@ func (g *Generator) ExportHeartbeatHolder() bool {
 // at most.
 const ExportRetryAttempts = retryAttempts
 
-// ExportRetryWaits replaces the waits between retried registry calls
-// until the test ends.
-func ExportRetryWaits(t interface{ Cleanup(func()) }, wait func(attempt int) time.Duration) {
-	old := retryBackoff
-	retryBackoff = wait
-	t.Cleanup(func() { retryBackoff = old })
-}
-
 // ExportTransient reports whether a start-up's registry call that failed
 // with err is sent again.
 func ExportTransient(err error) bool { return transient(err) }

@@ -61,9 +61,9 @@ func transient(err error) bool {
 }
 
 // retryBackoff is the wait before the attempt after attempt (0-based)
-// failed; tests replace it, and a Generator's registry options may
+// failed, unless a Generator's registry options give another
 // (withRetryWait).
-var retryBackoff = func(attempt int) time.Duration {
+func retryBackoff(attempt int) time.Duration {
 	bound := min(retryCap, retryBase<<min(attempt, 20))
 	return rand.N(bound + 1)
 }

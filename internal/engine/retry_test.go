@@ -68,8 +68,8 @@ func TestStartUpDefiniteNotRetried(t *testing.T) {
 		}
 		return nil
 	})
-	ExportRetryWaits(t, func(int) time.Duration { return time.Millisecond })
-	_, err := Open(path, "web_1", WithRegistry(reg), WithSync(false), WithCloneWindow(0), WithHostInfo(HostInfo{Hostname: "h1", MachineID: "m1"}))
+	_, err := Open(path, "web_1", WithRegistry(reg), WithSync(false), WithCloneWindow(0), WithHostInfo(HostInfo{Hostname: "h1", MachineID: "m1"}),
+		WithRetryWait(func(int) time.Duration { return time.Millisecond }))
 	t.Logf("Open: %v; %d extends sent", err, extends.Load())
 	assert.LessOrEqual(t, extends.Load(), int64(1), "a definite answer was sent again")
 }
@@ -82,7 +82,7 @@ func TestStartUpDefiniteNotRetried(t *testing.T) {
 // an hour long, far beyond the seconds the test allows each outcome.
 func TestRetryGivesUpBeforeTheDeadline(t *testing.T) {
 	const wait = time.Hour
-	ExportRetryWaits(t, func(int) time.Duration { return wait })
+	waitFor := WithRetryWait(func(int) time.Duration { return wait })
 	for _, tc := range []struct {
 		name     string
 		deadline time.Duration // the caller's deadline from now
@@ -108,7 +108,7 @@ func TestRetryGivesUpBeforeTheDeadline(t *testing.T) {
 			h := newSeqHost(t, "web_1")
 			done := make(chan error, 1)
 			go func() {
-				g, err := OpenContext(ctx, h.path, h.name, WithRegistry(reg), WithHostInfo(h.info))
+				g, err := OpenContext(ctx, h.path, h.name, WithRegistry(reg), WithHostInfo(h.info), waitFor)
 				if err == nil {
 					g.Close()
 				}
@@ -197,7 +197,7 @@ func TestStartUpStorm(t *testing.T) {
 	inner := registrytest.NewRegistry()
 	createSeq(t, inner, "orders", 1, registry.MaxSequence)
 	reg := &contendedRegistry{Registry: inner, rng: rand.New(rand.NewPCG(1, 2)), failRate: 1.0 / 3}
-	ExportRetryWaits(t, func(attempt int) time.Duration { return time.Duration(rand.N(1<<min(attempt, 6))) * time.Millisecond })
+	stormWait := WithRetryWait(func(attempt int) time.Duration { return time.Duration(rand.N(1<<min(attempt, 6))) * time.Millisecond })
 
 	type result struct {
 		id  string
@@ -215,7 +215,7 @@ func TestStartUpStorm(t *testing.T) {
 			defer cancel()
 			res := &results[i]
 			g, err := OpenContext(ctx, h.path, h.name, WithRegistry(reg), WithSync(false), WithHostInfo(h.info),
-				WithFormat(FormatDecimal))
+				WithFormat(FormatDecimal), stormWait)
 			if err != nil {
 				res.err = fmt.Errorf("open: %w", err)
 				return
@@ -267,13 +267,12 @@ func TestStartUpRetriesBounded(t *testing.T) {
 		}
 		return nil
 	})
-	ExportRetryWaits(t, func(int) time.Duration { return 5 * time.Millisecond })
 	h := newSeqHost(t, "down_1")
 	// Room for every attempt on a busy machine: the count, not the time,
 	// is what is checked.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err := OpenContext(ctx, h.path, h.name, WithRegistry(inner), WithHostInfo(h.info))
+	_, err := OpenContext(ctx, h.path, h.name, WithRegistry(inner), WithHostInfo(h.info), WithRetryWait(func(int) time.Duration { return 5 * time.Millisecond }))
 	require.ErrorIs(t, err, ErrRegistry)
 	require.Equal(t, int64(ExportRetryAttempts), claims.Load(), "attempts of a claim that keeps failing")
 
