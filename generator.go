@@ -187,10 +187,13 @@ func (g *Generator) SequenceTotals() []SequenceStats {
 // name (a sequence opened twice appears twice). It is safe for concurrent
 // use.
 func (g *Generator) Sequences() []*Sequence {
-	open := g.g.Sequences()
-	seqs := make([]*Sequence, len(open))
+	// The lock first: a Sequence handed out while the list is read is in
+	// it (seq takes the lock after the engine listed it), and none is
+	// dropped from g.seqs for being handed out after the list was read.
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	open := g.g.Sequences()
+	seqs := make([]*Sequence, len(open))
 	kept := make(map[*engine.Sequence]*Sequence, len(open))
 	for i, s := range open {
 		w := g.seqs[s]

@@ -330,8 +330,13 @@ func (c *File) StoreSynced(v uint64, sync bool) error {
 			// (its numbers are not handed out; they are only skipped); if
 			// that fails too, refuse every later update of this file.
 			if n2, err2 := c.io.WriteAt(c.f, b, 0); err2 != nil || n2 != Size {
+				// The torn value may read lower than numbers handed
+				// out: the file is made one byte too long, so that no
+				// process reads it as a counter until it is repaired.
+				_ = c.f.Truncate(Size + 1)
 				c.broken = &errs.FileError{Op: "write", Path: c.path, Err: fmt.Errorf(
-					"%w: a torn write could not be repaired (%d of 8 bytes written); check the file before using it again", errs.ErrCorrupt, n2)}
+					"%w: a torn write could not be repaired (%d of 8 bytes written), and the file was made one byte too long so that no program reads it; "+
+						"check it and repair it (snapctl repair) before using it again", errs.ErrCorrupt, n2)}
 			}
 		}
 		return &errs.FileError{Op: "write", Path: c.path, Err: err}
@@ -364,12 +369,15 @@ func (c *File) SyncWritten(v uint64) error {
 // value.
 func (c *File) Rewrite(v uint64) (previous []byte, err error) {
 	prev := make([]byte, 64)
-	n, err := c.f.ReadAt(prev, 0)
+	n, err := c.io.ReadAt(c.f, prev, 0)
 	if err != nil && err != io.EOF {
 		return nil, &errs.FileError{Op: "repair", Path: c.path, Err: err}
 	}
 	b := Encode(v)
-	if _, err := c.io.WriteAt(c.f, b[:], 0); err != nil {
+	if n, err := c.io.WriteAt(c.f, b[:], 0); err != nil || n != Size {
+		if err == nil {
+			err = io.ErrShortWrite
+		}
 		return nil, &errs.FileError{Op: "repair", Path: c.path, Err: err}
 	}
 	if err := c.f.Truncate(Size); err != nil {

@@ -3,6 +3,7 @@ package counterfile
 import (
 	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -146,12 +147,34 @@ func TestTornWrite(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(0x0202020202020202), v, "written again whole")
 
-	path = newCounter(t, 7)
+	path = newCounter(t, 0x0101010101010101)
+	other := open(t, path, Options{})
 	f = open(t, path, Options{IO: &tornIO{both: true}})
-	require.Error(t, f.WithLock(func() error { return f.Store(8) }))
+	require.Error(t, f.WithLock(func() error { return f.Store(0x0202020202020202) }))
 	err = f.WithLock(func() error { return nil })
 	require.ErrorIs(t, err, errs.ErrCorrupt)
 	require.ErrorIs(t, f.LockUnless(func() error { return nil }), errs.ErrCorrupt)
+	// The torn value (lower than both) is read by no other File: the
+	// file is one byte too long until it is repaired.
+	_, err = other.ReadContext(context.Background())
+	require.ErrorIs(t, err, errs.ErrCorrupt)
+}
+
+// shortIO writes only half of every write, reporting no error.
+type shortIO struct{ OSIO }
+
+func (shortIO) WriteAt(f *os.File, b []byte, off int64) (int, error) {
+	return OSIO{}.WriteAt(f, b[:len(b)/2], off)
+}
+
+// A Rewrite whose write is short fails: it never reports a value the file
+// does not hold.
+func TestRewriteShortWriteFails(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	require.NoError(t, os.WriteFile(path, make([]byte, 16), 0o600))
+	f := open(t, path, Options{IO: shortIO{}})
+	err := f.WithLock(func() error { _, err := f.Rewrite(3 << 32); return err })
+	require.ErrorIs(t, err, io.ErrShortWrite)
 }
 
 // Rewrite writes over whatever the file holds, cuts it to 8 bytes and

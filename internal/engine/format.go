@@ -253,8 +253,21 @@ func WithMaxID(max uint64) Option {
 func standaloneForm(o *options) (idForm, error) {
 	f := o.form
 	if o.reg.registry != nil && f.form != FormatName {
+		if o.reg.numbers == nil {
+			// A registry that gives no numbers: the form is the one
+			// configured, checked whole now, before the claim.
+			if _, err := configuredForm(f); err != nil {
+				return idForm{}, err
+			}
+		}
 		return registryForm(f)
 	}
+	return configuredForm(f)
+}
+
+// configuredForm is the form f configures, its node number and stride
+// given (not a registry's).
+func configuredForm(f formOptions) (idForm, error) {
 	switch {
 	case f.form == FormatName && (f.node != 0 || f.stride != 0):
 		// A number given for the name form is still bound (so that

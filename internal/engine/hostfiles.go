@@ -463,6 +463,9 @@ func createIfAbsent(path string, b []byte, o *options) error {
 // registry has none: the error then wraps fs.ErrNotExist.
 func OwnerToken(counterPath string, opts ...Option) (string, error) {
 	o, err := buildOptions(opts)
+	if err == nil {
+		err = o.refuseOwner("OwnerToken")
+	}
 	if err != nil {
 		return "", err
 	}

@@ -44,6 +44,9 @@ type HostFiles struct {
 func ReadHostFiles(counterPath string, opts ...Option) (HostFiles, error) {
 	var hf HostFiles
 	o, err := buildOptions(opts)
+	if err == nil {
+		err = o.refuseOwner("ReadHostFiles")
+	}
 	if err != nil {
 		return hf, err
 	}

@@ -285,6 +285,9 @@ func numberedForm(o *options, r *reservation) (idForm, error) {
 // preferred to one released with the counter.
 func ReadNodeNumber(counterPath string, opts ...Option) (name string, number, stride uint64, ok bool, err error) {
 	o, err := buildOptions(opts)
+	if err == nil {
+		err = o.refuseOwner("ReadNodeNumber")
+	}
 	if err != nil {
 		return "", 0, 0, false, err
 	}

@@ -161,10 +161,24 @@ type noNumbers struct{ registry.Registry }
 // With a registry that gives no numbers, the numeric forms need
 // WithNodeNumber.
 func TestRegistryWithoutNumbers(t *testing.T) {
-	reg := noNumbers{registrytest.NewRegistry()}
+	inner := registrytest.NewRegistry()
+	reg := noNumbers{inner}
 	a := newSeqHost(t, "x_a")
-	_, err := Open(a.path, a.name, WithRegistry(reg), WithHostInfo(a.info), WithFormat(FormatDecimal))
-	require.ErrorIs(t, err, ErrInvalidOption)
+	// A numeric form the registry cannot complete is refused before
+	// anything is made or claimed.
+	for _, opts := range [][]Option{
+		{WithFormat(FormatDecimal)},
+		{WithFormat(FormatStriped), WithStride(10)},
+		{WithFormat(FormatStriped), WithNodeNumber(3)},
+	} {
+		_, err := Open(a.path, a.name, append([]Option{WithRegistry(reg), WithHostInfo(a.info)}, opts...)...)
+		require.ErrorIs(t, err, ErrInvalidOption)
+		_, ok := inner.Row(a.name)
+		require.False(t, ok, "a refused form claimed the name")
+		entries, err := os.ReadDir(a.dir)
+		require.NoError(t, err)
+		require.Empty(t, entries, "a refused form made files")
+	}
 	g := a.open(t, reg, WithFormat(FormatDecimal), WithNodeNumber(42))
 	defer g.Close()
 	id, err := g.UniqueID()

@@ -249,7 +249,7 @@ func (r *registryOptions) checkCloneWindow() error {
 		return nil
 	}
 	return fmt.Errorf("snapid: %w: the clone window (%v) must be at least twice the heartbeat (%v) plus the registry timeout (%v), "+
-		"so that a live holder missing one heartbeat does not look gone; raise WithCloneWindow, lower WithHeartbeat, or turn the check off with WithCloneWindow(0)",
+		"so that a live holder missing one heartbeat does not look gone; raise the clone window, lower the heartbeat, or turn the check off",
 		ErrInvalidOption, w, hb, to)
 }
 

@@ -74,6 +74,9 @@ func releaseOptions(counterPath, name string, opts []Option) (string, options, e
 		return counterPath, options{}, err
 	}
 	o, err := buildOptions(opts)
+	if err == nil {
+		err = o.refuseOwner("Release")
+	}
 	if err != nil {
 		return counterPath, o, err
 	}
