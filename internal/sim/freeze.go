@@ -415,6 +415,7 @@ func (w *world) afterFreeze() {
 				if err := ho.disk.applyCut(st, w.rng, keep); err != nil {
 					w.check.violation("power cut on h%d at %s: %v", ho.i, at, err)
 				}
+				w.afterCut(ho)
 			}
 		}
 		if ho.raisePending {

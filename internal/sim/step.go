@@ -145,9 +145,14 @@ func (w *world) powerCutStep(ho *host, s Step) {
 	if err := ho.disk.powerCut(w.rng, s.Keep); err != nil {
 		w.check.violation("power cut on h%d: %v", ho.i, err)
 	}
+	w.afterCut(ho)
+}
+
+// afterCut follows a power cut of ho (a step of its own, or one inside an
+// operation): a failed Release's record may be lost with the cache, and
+// the name is then the host's again, as the failure said.
+func (w *world) afterCut(ho *host) {
 	if ho.releaseUnsynced {
-		// A failed Release's record may be lost with the cache: the
-		// name is then the host's again, as the failure said.
 		rec, ok := hostRecord(ho)
 		ho.released = ok && rec.Released
 		ho.releaseUnsynced = ho.released
