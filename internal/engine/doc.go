@@ -8,7 +8,7 @@
 //   - id forms: format.go, id.go, nodename.go, nodenumber.go,
 //     formhistory.go;
 //   - the host's record of each name: hostrecord.go, recordjudge.go,
-//     recordplace.go, recordrelease.go, migrate.go, over package
+//     recordplace.go, recordrelease.go, migrate.go, migrateformat.go, over package
 //     internal/hoststate;
 //   - the claim with a registry: reservation.go, reservationextend.go,
 //     join.go, heartbeat.go, heartbeat_record.go, hostfiles.go;
