@@ -282,3 +282,9 @@ type advanceHook interface {
 	// committed is told the value written, once it is written (and synced).
 	committed(v uint64)
 }
+
+// fits refuses, as ErrExhausted, k numbers (decimal: k decimal ids) after
+// base that would pass the form's bound or 2^64-1.
+func (c *counterFile) fits(base, k uint64, decimal bool) error {
+	return formFits(c.Path(), c.form, base, k, decimal)
+}

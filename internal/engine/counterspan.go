@@ -8,12 +8,6 @@ import (
 // fit under the form's bound or 2^64-1: the arithmetic advance checks
 // before anything is taken.
 
-// fits refuses, as ErrExhausted, k numbers (decimal: k decimal ids) after
-// base that would pass the form's bound or 2^64-1.
-func (c *counterFile) fits(base, k uint64, decimal bool) error {
-	return formFits(c.Path(), c.form, base, k, decimal)
-}
-
 // formFits is fits for the counter at path under form (nil: no bound but
 // 2^64-1).
 func formFits(path string, form *idForm, base, k uint64, decimal bool) error {
