@@ -40,7 +40,7 @@ type counterFile struct {
 	// form, when not nil, bounds every update: numbers past its limit
 	// are refused before anything is taken (see advance). Set at Open,
 	// then read-only.
-	form *idForm
+	form *Form
 	// host is the host's record of the name: its mark must cover every
 	// value a Generator's update stores (see hostRecord.cover). Set at
 	// Open, before any update; nil on a counter opened to be read or
@@ -222,7 +222,7 @@ func (c *counterFile) advance(k uint64, decimal bool, hook advanceHook, gone, cl
 	case hook != nil:
 		// A decimal request's numbers are not known before base is: the
 		// registry is asked for room for the most it can take.
-		if base, err = hook.check(cur, spanBound(k, decimal), high); err != nil {
+		if base, err = hook.check(cur, SpanBound(k, decimal), high); err != nil {
 			return 0, err
 		}
 	case cur < high:
@@ -236,7 +236,7 @@ func (c *counterFile) advance(k uint64, decimal bool, hook advanceHook, gone, cl
 		return 0, err
 	}
 	if decimal {
-		k, _ = decimalSpan(base, k)
+		k, _ = DecimalSpan(base, k)
 	}
 	if !c.Synced() && cur > c.Durable() && c.host.due(base+k) {
 		// Sync off: the counter is written again and synced once a step,
@@ -286,5 +286,5 @@ type advanceHook interface {
 // fits refuses, as ErrExhausted, k numbers (decimal: k decimal ids) after
 // base that would pass the form's bound or 2^64-1.
 func (c *counterFile) fits(base, k uint64, decimal bool) error {
-	return formFits(c.Path(), c.form, base, k, decimal)
+	return Fits(c.Path(), c.form, base, k, decimal)
 }

@@ -8,16 +8,16 @@ import (
 // fit under the form's bound or 2^64-1: the arithmetic advance checks
 // before anything is taken.
 
-// formFits is fits for the counter at path under form (nil: no bound but
+// Fits is fits for the counter at path under form (nil: no bound but
 // 2^64-1).
-func formFits(path string, form *idForm, base, k uint64, decimal bool) error {
+func Fits(path string, form *Form, base, k uint64, decimal bool) error {
 	limit := uint64(MaxNumber)
 	if form != nil {
-		limit = form.limit
+		limit = form.Limit
 	}
 	m, ok := k, k <= limit-min(base, limit)
 	if ok && decimal {
-		m, ok = decimalSpan(base, k)
+		m, ok = DecimalSpan(base, k)
 		ok = ok && m <= limit-base
 	}
 	if base < limit && ok {
@@ -25,7 +25,7 @@ func formFits(path string, form *idForm, base, k uint64, decimal bool) error {
 	}
 	what := "2^64-1"
 	if limit < MaxNumber {
-		what = fmt.Sprintf("the last number the %s form can carry (%d)", form.form, limit)
+		what = fmt.Sprintf("the last number the %s form can carry (%d)", form.Format, limit)
 	}
 	left := uint64(0)
 	if base < limit {
@@ -38,10 +38,10 @@ func formFits(path string, form *idForm, base, k uint64, decimal bool) error {
 		"%w: last issued %d; %d more would pass %s, and %d are left: nothing was taken", ErrExhausted, base, k, what, left)}
 }
 
-// decimalSpan returns how many numbers after base hold k that do not end
+// DecimalSpan returns how many numbers after base hold k that do not end
 // in 0 (the decimal form's ids), the last of them one that does not; ok is
 // false past 2^64-1.
-func decimalSpan(base, k uint64) (m uint64, ok bool) {
+func DecimalSpan(base, k uint64) (m uint64, ok bool) {
 	m = k
 	for {
 		if m > MaxNumber-base {
@@ -55,9 +55,9 @@ func decimalSpan(base, k uint64) (m uint64, ok bool) {
 	}
 }
 
-// spanBound is the most numbers a request of k (decimal: k decimal ids)
+// SpanBound is the most numbers a request of k (decimal: k decimal ids)
 // takes, whatever it starts from.
-func spanBound(k uint64, decimal bool) uint64 {
+func SpanBound(k uint64, decimal bool) uint64 {
 	if !decimal {
 		return k
 	}

@@ -71,18 +71,18 @@ const (
 // integer.
 const MaxNodeNumber = registry.MaxNodeNumber
 
-// idForm is how a Generator forms its ids: the form, the node number and
+// Form is how a Generator forms its ids: the form, the node number and
 // stride it needs, and the largest counter number the form may carry.
-type idForm struct {
-	form   Format
-	node   uint64 // FormatDecimal, FormatStriped
-	stride uint64 // FormatStriped
-	limit  uint64 // the largest counter number this form hands out
+type Form struct {
+	Format Format
+	Node   uint64 // FormatDecimal, FormatStriped
+	Stride uint64 // FormatStriped
+	Limit  uint64 // the largest counter number this form hands out
 }
 
-// checkNodeNumber validates a node number for form f with stride s (0:
+// CheckNodeNumber validates a node number for form f with stride s (0:
 // not known yet).
-func checkNodeNumber(n, s uint64) error {
+func CheckNodeNumber(n, s uint64) error {
 	switch {
 	case n == 0:
 		return fmt.Errorf("snapid: %w: node number 0: node numbers start at 1", ErrInvalidOption)
@@ -94,38 +94,38 @@ func checkNodeNumber(n, s uint64) error {
 	return nil
 }
 
-// checkStride validates a stride: at least 2 (node numbers start at 1 and
+// CheckStride validates a stride: at least 2 (node numbers start at 1 and
 // stay below it), at most MaxNodeNumber+1.
-func checkStride(s uint64) error {
+func CheckStride(s uint64) error {
 	if s < 2 || s > MaxNodeNumber+1 {
 		return fmt.Errorf("snapid: %w: stride %d: want 2 to %d (node numbers are 1 to stride-1)", ErrInvalidOption, s, uint64(MaxNodeNumber)+1)
 	}
 	return nil
 }
 
-// newIDForm checks that the form can be made with node number node,
+// New checks that the form can be made with node number node,
 // stride and bound maxID (0: the form's default), and returns it.
-func newIDForm(f Format, node, stride, maxID uint64) (idForm, error) {
-	fm := idForm{form: f, node: node, stride: stride, limit: MaxNumber}
+func New(f Format, node, stride, maxID uint64) (Form, error) {
+	fm := Form{Format: f, Node: node, Stride: stride, Limit: MaxNumber}
 	switch f {
 	case FormatName:
 		if maxID != 0 {
-			fm.limit = maxID
+			fm.Limit = maxID
 		}
 		return fm, nil
 	case FormatDecimal:
-		if err := checkNodeNumber(node, 0); err != nil {
+		if err := CheckNodeNumber(node, 0); err != nil {
 			return fm, err
 		}
 		if maxID != 0 {
-			fm.limit = maxID
+			fm.Limit = maxID
 		}
 		return fm, nil
 	case FormatStriped:
-		if err := checkStride(stride); err != nil {
+		if err := CheckStride(stride); err != nil {
 			return fm, err
 		}
-		if err := checkNodeNumber(node, stride); err != nil {
+		if err := CheckNodeNumber(node, stride); err != nil {
 			return fm, err
 		}
 		if maxID == 0 {
@@ -136,43 +136,43 @@ func newIDForm(f Format, node, stride, maxID uint64) (idForm, error) {
 		}
 		// The largest n with n×stride + node <= maxID, computed without
 		// overflow.
-		fm.limit = (maxID - node) / stride
+		fm.Limit = (maxID - node) / stride
 		return fm, nil
 	}
 	return fm, fmt.Errorf("snapid: %w: unknown id form %d", ErrInvalidOption, uint8(f))
 }
 
-// skip reports whether the form never hands out counter number n.
-func (fm *idForm) skip(n uint64) bool { return fm.form == FormatDecimal && n%10 == 0 }
+// Skip reports whether the form never hands out counter number n.
+func (fm *Form) Skip(n uint64) bool { return fm.Format == FormatDecimal && n%10 == 0 }
 
-// exhausted is the error for a counter number past the form's bound.
-func (fm *idForm) exhausted(n uint64) error {
-	return fmt.Errorf("snapid: %w: number %d is past the last one the %s form can carry (%d)", ErrExhausted, n, fm.form, fm.limit)
+// Exhausted is the error for a counter number past the form's bound.
+func (fm *Form) Exhausted(n uint64) error {
+	return fmt.Errorf("snapid: %w: number %d is past the last one the %s form can carry (%d)", ErrExhausted, n, fm.Format, fm.Limit)
 }
 
-// appendID appends the id of counter number n (not skipped, within the
+// AppendID appends the id of counter number n (not skipped, within the
 // bound) for node name name.
-func (fm *idForm) appendID(b []byte, name string, n uint64) []byte {
-	switch fm.form {
+func (fm *Form) AppendID(b []byte, name string, n uint64) []byte {
+	switch fm.Format {
 	case FormatDecimal:
-		b = strconv.AppendUint(b, fm.node, 10)
+		b = strconv.AppendUint(b, fm.Node, 10)
 		b = append(b, '.')
 		return strconv.AppendUint(b, n, 10)
 	case FormatStriped:
-		return strconv.AppendUint(b, n*fm.stride+fm.node, 10)
+		return strconv.AppendUint(b, n*fm.Stride+fm.Node, 10)
 	}
 	b = append(b, name...)
 	b = append(b, '-')
 	return strconv.AppendUint(b, n, 10)
 }
 
-// id returns the parsed id of counter number n.
-func (fm *idForm) id(name string, n uint64) ID {
-	switch fm.form {
+// ID returns the parsed ID of counter number n.
+func (fm *Form) ID(name string, n uint64) ID {
+	switch fm.Format {
 	case FormatDecimal:
-		return ID{Form: FormatDecimal, Node: fm.node, Number: n}
+		return ID{Form: FormatDecimal, Node: fm.Node, Number: n}
 	case FormatStriped:
-		return ID{Form: FormatStriped, Node: fm.node, Number: n, Value: n*fm.stride + fm.node, Stride: fm.stride}
+		return ID{Form: FormatStriped, Node: fm.Node, Number: n, Value: n*fm.Stride + fm.Node, Stride: fm.Stride}
 	}
 	return ID{Name: name, Number: n}
 }

@@ -76,19 +76,19 @@ func raiseFor(high, stride, node uint64) uint64 {
 // stripedRaise returns the value the counter at path, now at cur, must be
 // raised to before the striped form fm hands out ids (0: none), or
 // ErrExhausted when that is past fm's bound.
-func stripedRaise(forms []hoststate.Form, fm idForm, cur uint64, path string) (uint64, error) {
-	high, ok := highestStriped(forms, fm.stride, fm.node, cur)
+func stripedRaise(forms []hoststate.Form, fm Form, cur uint64, path string) (uint64, error) {
+	high, ok := highestStriped(forms, fm.Stride, fm.Node, cur)
 	if !ok {
 		return 0, nil
 	}
-	need := raiseFor(high, fm.stride, fm.node)
+	need := raiseFor(high, fm.Stride, fm.Node)
 	if need <= cur {
 		return 0, nil
 	}
-	if need >= fm.limit {
+	if need >= fm.Limit {
 		return 0, &FileError{Op: "open", Path: path, Err: fmt.Errorf(
 			"%w: this counter handed out striped ids up to %d under another stride or node number; the %s form with stride %d and node number %d would start above them at number %d, past its bound (%d); nothing was issued",
-			ErrExhausted, high, fm.form, fm.stride, fm.node, need+1, fm.limit)}
+			ErrExhausted, high, fm.Format, fm.Stride, fm.Node, need+1, fm.Limit)}
 	}
 	return need, nil
 }
@@ -100,12 +100,12 @@ func stripedRaise(forms []hoststate.Form, fm idForm, cur uint64, path string) (u
 // at the counter's value. It returns the value the counter was raised to
 // (0: not raised) and whether r changed (the caller writes it). A
 // numeric form whose number or stride is not known yet records nothing.
-func adoptForm(c *counterFile, r *hoststate.Record, fm idForm) (raised uint64, changed bool, err error) {
+func adoptForm(c *counterFile, r *hoststate.Record, fm Form) (raised uint64, changed bool, err error) {
 	nf, complete := recordForm(fm)
 	if !complete {
 		return 0, false, nil
 	}
-	if fm.form != FormatStriped {
+	if fm.Format != FormatStriped {
 		if r.HasForm(nf) {
 			return 0, false, nil
 		}
@@ -141,7 +141,7 @@ func adoptForm(c *counterFile, r *hoststate.Record, fm idForm) (raised uint64, c
 	next := make([]hoststate.Form, 0, len(r.Forms)+1)
 	for _, e := range r.Forms {
 		switch {
-		case e.Kind == formStriped && e.Stride == fm.stride && e.Node == fm.node:
+		case e.Kind == formStriped && e.Stride == fm.Stride && e.Node == fm.Node:
 			continue // current again, below
 		case e.Current:
 			e.Current, e.Upto = false, max(e.Upto, cur)
@@ -157,7 +157,7 @@ func adoptForm(c *counterFile, r *hoststate.Record, fm idForm) (raised uint64, c
 // shows that another Generator changed the counter to another striped
 // form since this one adopted its own (see hostRecord.check, which holds
 // hr.mu).
-func (hr *hostRecord) stillCurrent(r hoststate.Record, fm idForm) error {
+func (hr *hostRecord) stillCurrent(r hoststate.Record, fm Form) error {
 	if hr.formLeft != nil {
 		return hr.formLeft // refused at every later update too
 	}
@@ -165,29 +165,29 @@ func (hr *hostRecord) stillCurrent(r hoststate.Record, fm idForm) error {
 		return nil
 	}
 	for _, e := range r.Forms {
-		if e.Kind == formStriped && e.Current && e.Stride == fm.stride && e.Node == fm.node {
+		if e.Kind == formStriped && e.Current && e.Stride == fm.Stride && e.Node == fm.Node {
 			hr.formGen = r.Gen
 			return nil
 		}
 	}
 	hr.formLeft = &FileError{Op: "advance", Path: hr.h.Path(), Err: fmt.Errorf(
 		"%w: another process opened this counter with another striped form (stride or node number) than this Generator's (stride %d, node number %d), and striped ids of two forms meet; nothing was issued: close this Generator and open it again with the counter's form",
-		ErrFormChanged, fm.stride, fm.node)}
+		ErrFormChanged, fm.Stride, fm.Node)}
 	return hr.formLeft
 }
 
 // logRaise tells of a raise adoptForm made.
-func logRaise(o *options, path string, raised uint64, fm idForm) {
+func logRaise(o *options, path string, raised uint64, fm Form) {
 	if raised != 0 {
 		o.logger.Warn("snapid: counter raised above the striped ids it handed out under another stride or node number",
-			"path", path, "to", raised, "stride", fm.stride, "node", fm.node)
+			"path", path, "to", raised, "stride", fm.Stride, "node", fm.Node)
 	}
 }
 
 // watchForm has every update of a striped Generator check that its form
 // is still the counter's (see stillCurrent).
-func (hr *hostRecord) watchForm(fm idForm) {
-	if fm.form == FormatStriped {
+func (hr *hostRecord) watchForm(fm Form) {
+	if fm.Format == FormatStriped {
 		hr.mu.Lock()
 		hr.striped = &fm
 		hr.mu.Unlock()

@@ -37,7 +37,7 @@ type Generator struct {
 	block  *alloc.Block  // nil in strict mode
 	shards *alloc.Shards // nil unless WithCPUShards in block mode
 	res    *reservation  // nil without a registry
-	form   idForm        // the ids' form (set at Open, then read-only)
+	form   Form          // the ids' form (set at Open, then read-only)
 
 	mu         sync.Mutex // guards file, fileClosed and the file operations
 	file       *counterFile
@@ -237,7 +237,7 @@ func (g *Generator) AppendUniqueIDContext(ctx context.Context, dst []byte) ([]by
 	if err != nil {
 		return dst, err
 	}
-	return g.form.appendID(dst, g.name, n), nil
+	return g.form.AppendID(dst, g.name, n), nil
 }
 
 // UniqueUint64 returns a new striped id as an integer (number × stride +
@@ -250,14 +250,14 @@ func (g *Generator) UniqueUint64() (uint64, error) {
 // UniqueUint64Context is UniqueUint64 waiting at most as long as ctx
 // allows (see UniqueIDContext).
 func (g *Generator) UniqueUint64Context(ctx context.Context) (uint64, error) {
-	if g.form.form != FormatStriped {
-		return 0, fmt.Errorf("snapid: %w: UniqueUint64: the %s form is not an integer", ErrInvalidOption, g.form.form)
+	if g.form.Format != FormatStriped {
+		return 0, fmt.Errorf("snapid: %w: UniqueUint64: the %s form is not an integer", ErrInvalidOption, g.form.Format)
 	}
 	n, err := g.NextContext(ctx)
 	if err != nil {
 		return 0, err
 	}
-	return n*g.form.stride + g.form.node, nil
+	return n*g.form.Stride + g.form.Node, nil
 }
 
 // NextID is UniqueID returning the parsed form.
@@ -271,13 +271,13 @@ func (g *Generator) NextIDContext(ctx context.Context) (ID, error) {
 	if err != nil {
 		return ID{}, err
 	}
-	return g.form.id(g.name, n), nil
+	return g.form.ID(g.name, n), nil
 }
 
 // Form returns the form of the ids the Generator hands out, and the node
 // number and stride it uses (0 where the form needs none).
 func (g *Generator) Form() (f Format, nodeNumber, stride uint64) {
-	return g.form.form, g.form.node, g.form.stride
+	return g.form.Format, g.form.Node, g.form.Stride
 }
 
 // Next returns a new number: the counter's, which every id form carries
@@ -295,9 +295,9 @@ func (g *Generator) NextContext(ctx context.Context) (uint64, error) {
 		switch {
 		case err != nil:
 			return 0, err
-		case n > g.form.limit:
-			return 0, g.form.exhausted(n)
-		case !g.form.skip(n):
+		case n > g.form.Limit:
+			return 0, g.form.Exhausted(n)
+		case !g.form.Skip(n):
 			return n, nil
 		}
 	}
@@ -348,16 +348,16 @@ func (g *Generator) NextNContext(ctx context.Context, n uint64) (first uint64, e
 	if n == 0 {
 		return 0, fmt.Errorf("snapid: %w: NextN(0): reserve at least 1 number", ErrInvalidOption)
 	}
-	if g.form.form == FormatDecimal {
+	if g.form.Format == FormatDecimal {
 		return 0, fmt.Errorf("snapid: %w: NextN: the decimal form skips numbers ending in 0, so it hands out numbers one at a time (Next, UniqueID)", ErrInvalidOption)
 	}
 	if g.closed.Load() {
 		return 0, ErrClosed
 	}
 	first, err = g.gc.Reserve(ctx, n)
-	if err == nil && (first > g.form.limit || n-1 > g.form.limit-first) {
+	if err == nil && (first > g.form.Limit || n-1 > g.form.Limit-first) {
 		// Never: the update refuses numbers past the bound.
-		return 0, g.form.exhausted(first + min(n-1, MaxNumber-first))
+		return 0, g.form.Exhausted(first + min(n-1, MaxNumber-first))
 	}
 	return first, err
 }
@@ -382,13 +382,13 @@ func (g *Generator) NextIDsContext(ctx context.Context, n uint64, fn func(ID)) e
 	if g.closed.Load() {
 		return ErrClosed
 	}
-	if g.form.form != FormatDecimal {
+	if g.form.Format != FormatDecimal {
 		first, err := g.NextNContext(ctx, n)
 		if err != nil {
 			return err
 		}
 		for i := range n {
-			fn(g.form.id(g.name, first+i))
+			fn(g.form.ID(g.name, first+i))
 		}
 		return nil
 	}
@@ -403,8 +403,8 @@ func (g *Generator) NextIDsContext(ctx context.Context, n uint64, fn func(ID)) e
 		return err
 	}
 	for v := first; n > 0; v++ {
-		if !g.form.skip(v) {
-			fn(g.form.id(g.name, v))
+		if !g.form.Skip(v) {
+			fn(g.form.ID(g.name, v))
 			n--
 		}
 	}
@@ -469,7 +469,7 @@ func (g *Generator) advance(k uint64, decimal bool, gone func() bool) (uint64, e
 	first, err := g.file.advance(k, decimal, hook, gone, g.closed.Load)
 	taken := k
 	if decimal && err == nil {
-		taken, _ = decimalSpan(first-1, k) // the numbers ending in 0 are taken too
+		taken, _ = DecimalSpan(first-1, k) // the numbers ending in 0 are taken too
 	}
 	g.stats.updated(taken, g.clock.Since(start), err)
 	if err != nil {

@@ -43,7 +43,7 @@ type hostRecord struct {
 	// its refusal (the form was left).
 	formGen  uint64
 	formLeft error
-	striped  *idForm // a striped Generator's form, checked at every update (see watchForm)
+	striped  *Form // a striped Generator's form, checked at every update (see watchForm)
 	log      interface {
 		Warn(string, ...any)
 	}
@@ -51,12 +51,12 @@ type hostRecord struct {
 
 // recordForm is f as a record keeps it; complete is false for a numeric
 // form whose node number or stride a registry has not given yet.
-func recordForm(f idForm) (_ hoststate.Form, complete bool) {
-	switch f.form {
+func recordForm(f Form) (_ hoststate.Form, complete bool) {
+	switch f.Format {
 	case FormatDecimal:
-		return hoststate.Form{Kind: formDecimal, Node: f.node}, f.node != 0
+		return hoststate.Form{Kind: formDecimal, Node: f.Node}, f.Node != 0
 	case FormatStriped:
-		return hoststate.Form{Kind: formStriped, Node: f.node, Stride: f.stride}, f.node != 0 && f.stride != 0
+		return hoststate.Form{Kind: formStriped, Node: f.Node, Stride: f.Stride}, f.Node != 0 && f.Stride != 0
 	}
 	return hoststate.Form{Kind: formName}, true
 }
@@ -67,7 +67,7 @@ func recordForm(f idForm) (_ hoststate.Form, complete bool) {
 // The first program of the name finding the counter below the mark (no
 // clean close since: a crash, or a restore within the last step) raises it
 // to the mark. Then the form and the counter's value are recorded.
-func (hr *hostRecord) open(ctx context.Context, c *counterFile, f idForm, o *options) error {
+func (hr *hostRecord) open(ctx context.Context, c *counterFile, f Form, o *options) error {
 	return c.WithLockContext(ctx, func() error {
 		// Presence, decided under the counter's lock, which every
 		// opener takes: the first is the one whose exclusive try
@@ -136,7 +136,7 @@ func (hr *hostRecord) open(ctx context.Context, c *counterFile, f idForm, o *opt
 			old.claimOthers(hr.p, r.Name)
 			changed = true
 		}
-		if o.reg.registry == nil || f.form == FormatName {
+		if o.reg.registry == nil || f.Format == FormatName {
 			// With a registry, the numeric forms once it gave the number
 			// (see useRegistryForm).
 			raised, adopted, err := adoptForm(c, &r, f)
@@ -324,7 +324,7 @@ func (hr *hostRecord) update(ctx context.Context, fn func(r hoststate.Record) er
 // the host (refused when another name of the host holds the number or
 // the host uses another stride) and records the form (see adoptForm)
 // before any id is handed out.
-func (hr *hostRecord) useRegistryForm(ctx context.Context, c *counterFile, f idForm, node uint64, o *options) error {
+func (hr *hostRecord) useRegistryForm(ctx context.Context, c *counterFile, f Form, node uint64, o *options) error {
 	if err := claimNumbers(hr.p, hr.h.Record().Name, f, node, hr.trust); err != nil {
 		return err
 	}

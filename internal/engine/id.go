@@ -77,7 +77,7 @@ func (id ID) Unstripe(s uint64) (ID, error) {
 	if id.Form != FormatStriped {
 		return id, fmt.Errorf("snapid: %w: %s is not a striped id", ErrInvalidID, id)
 	}
-	if err := checkStride(s); err != nil {
+	if err := CheckStride(s); err != nil {
 		return id, err
 	}
 	out := ID{Form: FormatStriped, Value: id.Value, Stride: s, Node: id.Value % s, Number: id.Value / s}

@@ -188,7 +188,7 @@ func (of *oldFiles) readNumber(counterPath string) error {
 	} else {
 		of.forms[i].stride = max(of.forms[i].stride, n.stride)
 	}
-	if st := (formEntry{form: FormatStriped, stride: n.stride, node: n.number, unknown: true}); n.stride != 0 && checkNodeNumber(n.number, n.stride) == nil && of.forms.find(st) < 0 {
+	if st := (formEntry{form: FormatStriped, stride: n.stride, node: n.number, unknown: true}); n.stride != 0 && CheckNodeNumber(n.number, n.stride) == nil && of.forms.find(st) < 0 {
 		of.forms = append(of.forms, st)
 	}
 	return nil
@@ -279,27 +279,27 @@ func (of *oldFiles) ownNumbers(name string) (nodes []uint64, stride uint64) {
 // issued under are claimed for it, as its own Opens claimed them then
 // (another name taking them would repeat its ids). rec is the name's
 // record, if it has one.
-func precheckOldFiles(p *hoststate.Place, rec hoststate.Record, name, path string, v uint64, f idForm, o *options, trust func(uint32) bool) error {
+func precheckOldFiles(p *hoststate.Place, rec hoststate.Record, name, path string, v uint64, f Form, o *options, trust func(uint32) bool) error {
 	of, err := readOldFiles(path, v)
 	if err != nil || len(of.ours) == 0 {
 		return err
 	}
 	of.merge(&rec, name, v)
-	if f.form == FormatStriped && o.reg.registry == nil {
+	if f.Format == FormatStriped && o.reg.registry == nil {
 		if _, err := stripedRaise(rec.Forms, f, v, path); err != nil {
 			return err
 		}
 	}
 	nodes, stride := of.ownNumbers(name)
-	if stride != 0 && f.form != FormatStriped {
+	if stride != 0 && f.Format != FormatStriped {
 		// (A striped Open claims its own stride: the history raises the
 		// counter past the ids of the one it leaves.)
-		if err := claimNumbers(p, name, idForm{form: FormatStriped, stride: stride}, 0, trust); err != nil {
+		if err := claimNumbers(p, name, Form{Format: FormatStriped, Stride: stride}, 0, trust); err != nil {
 			return err
 		}
 	}
 	for _, n := range nodes {
-		if err := claimNumbers(p, name, idForm{}, n, trust); err != nil {
+		if err := claimNumbers(p, name, Form{}, n, trust); err != nil {
 			return err
 		}
 	}

@@ -135,7 +135,7 @@ func judgeRecord(ctx context.Context, p *hoststate.Place, r hoststate.Record, na
 // may speak for the counter (root, the caller, the counter's owner, or
 // the writer of the counter who made the name's record). A stride of 0 (a
 // registry's form before its claim) claims nothing.
-func claimNumbers(p *hoststate.Place, name string, f idForm, node uint64, trust func(uid uint32) bool) error {
+func claimNumbers(p *hoststate.Place, name string, f Form, node uint64, trust func(uid uint32) bool) error {
 	if node != 0 {
 		key := "#node-" + strconv.FormatUint(node, 10)
 		got, owner, _, err := p.Claim(key, name)
@@ -151,8 +151,8 @@ func claimNumbers(p *hoststate.Place, name string, f idForm, node uint64, trust 
 					"or have that user or root remove %s if it is not in use", ErrNumberBound, node, got, statefile.UserName(owner), p.RecordPath(key))}
 		}
 	}
-	if f.form == FormatStriped && f.stride != 0 {
-		want := strconv.FormatUint(f.stride, 10)
+	if f.Format == FormatStriped && f.Stride != 0 {
+		want := strconv.FormatUint(f.Stride, 10)
 		got, owner, _, err := p.Claim("#stride", want)
 		if err != nil {
 			return recordError(p, "#stride", err)
@@ -170,7 +170,7 @@ func claimNumbers(p *hoststate.Place, name string, f idForm, node uint64, trust 
 // that this user cannot write (or, missing, create), and one from which
 // form f, when it claims a node number or stride, has no number left to
 // hand out.
-func canIssue(ctx context.Context, path string, exists bool, f idForm, o *options) error {
+func canIssue(ctx context.Context, path string, exists bool, f Form, o *options) error {
 	if !exists {
 		dir := filepath.Dir(path)
 		if err := unix.Faccessat(unix.AT_FDCWD, dir, unix.W_OK|unix.X_OK, unix.AT_EACCESS); err != nil {
@@ -181,7 +181,7 @@ func canIssue(ctx context.Context, path string, exists bool, f idForm, o *option
 	if err := unix.Faccessat(unix.AT_FDCWD, path, unix.R_OK|unix.W_OK, unix.AT_EACCESS); err != nil {
 		return &FileError{Op: "open", Path: path, Err: fmt.Errorf("this user cannot read and write the counter: %w", err)}
 	}
-	if f.limit == 0 || f.node == 0 && f.stride == 0 {
+	if f.Limit == 0 || f.Node == 0 && f.Stride == 0 {
 		// Nothing to claim (an exhausted counter opens, and its first
 		// update fails), or a form the registry completes at its claim.
 		return nil
@@ -190,14 +190,14 @@ func canIssue(ctx context.Context, path string, exists bool, f idForm, o *option
 	if err != nil {
 		return err
 	}
-	return formFits(path, &f, v, 1, f.form == FormatDecimal)
+	return Fits(path, &f, v, 1, f.Format == FormatDecimal)
 }
 
 // withRecord runs open (which creates or opens the counter file) with the
 // name's record judged first, before anything is created, and made or
 // updated after: the returned hold keeps it. file returns the counter open
 // has opened.
-func withRecord(ctx context.Context, name, counterPath string, f idForm, o *options, open func() error, file func() *counterFile) (*hostRecord, error) {
+func withRecord(ctx context.Context, name, counterPath string, f Form, o *options, open func() error, file func() *counterFile) (*hostRecord, error) {
 	// A counter whose directory is missing, or whose path another user
 	// could change, fails before anything is made for it, the place
 	// included.
@@ -230,7 +230,7 @@ func withRecord(ctx context.Context, name, counterPath string, f idForm, o *opti
 	return hr, nil
 }
 
-func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPath string, f idForm, o *options, open func() error, file func() *counterFile) (_ *hostRecord, err error) {
+func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPath string, f Form, o *options, open func() error, file func() *counterFile) (_ *hostRecord, err error) {
 	r, ok, err := findRecord(ctx, p, own, name, counterPath, o)
 	if err != nil {
 		return nil, err
@@ -264,7 +264,7 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 			return nil, err
 		}
 	}
-	if err := claimNumbers(p, name, f, f.node, trust); err != nil {
+	if err := claimNumbers(p, name, f, f.Node, trust); err != nil {
 		return nil, err
 	}
 	if err := open(); err != nil {
@@ -325,7 +325,7 @@ func findRecord(ctx context.Context, p *hoststate.Place, own, name, counterPath 
 // judgeBeforeOpen judges the record r of name (ok: there is one) against
 // the counter (dev, ino, its status cst; exists: it is there) before
 // anything is opened or written.
-func judgeBeforeOpen(ctx context.Context, p *hoststate.Place, r hoststate.Record, ok bool, name, counterPath string, dev, ino uint64, cst unix.Stat_t, exists bool, f idForm, o *options) error {
+func judgeBeforeOpen(ctx context.Context, p *hoststate.Place, r hoststate.Record, ok bool, name, counterPath string, dev, ino uint64, cst unix.Stat_t, exists bool, f Form, o *options) error {
 	if ok {
 		if err := judgeRecord(ctx, p, r, name, counterPath, dev, ino, cst, exists, o); err != nil {
 			return err
@@ -345,7 +345,7 @@ func judgeBeforeOpen(ctx context.Context, p *hoststate.Place, r hoststate.Record
 	if err == nil && v < r.Floor {
 		return rolledBack(counterPath, v, r, p.RecordPath(name))
 	}
-	if err == nil && f.form == FormatStriped {
+	if err == nil && f.Format == FormatStriped {
 		// A form the counter's history refuses (a raise past its bound)
 		// claims no number or stride either.
 		if _, err := stripedRaise(r.Forms, f, v, counterPath); err != nil {
@@ -362,7 +362,7 @@ func judgeBeforeOpen(ctx context.Context, p *hoststate.Place, r hoststate.Record
 // record that changed since it was read is judged again: the Open goes on
 // only if the judgement lets it (a replacement at the recorded path raised
 // past the mark between the two looks, say), as it does before the open.
-func recordOpenedCounter(ctx context.Context, p *hoststate.Place, r hoststate.Record, ok bool, name, counterPath string, c *counterFile, st unix.Stat_t, f idForm, o *options) (hoststate.Record, bool, error) {
+func recordOpenedCounter(ctx context.Context, p *hoststate.Place, r hoststate.Record, ok bool, name, counterPath string, c *counterFile, st unix.Stat_t, f Form, o *options) (hoststate.Record, bool, error) {
 	if ok {
 		if (r.Dev != c.Dev() || r.Ino != c.Ino()) && !(r.Path == counterPath && counterAtLeast(ctx, counterPath, r.Mark, o)) || !trusts(r, st) {
 			// Made or replaced between the check and the open.
@@ -375,7 +375,7 @@ func recordOpenedCounter(ctx context.Context, p *hoststate.Place, r hoststate.Re
 		return r, ok, err
 	}
 	nr := hoststate.Record{Name: name, Dev: c.Dev(), Ino: c.Ino(), Path: counterPath, Floor: v, Mark: v, Forms: counterForms(p, c, st, v)}
-	if f.form == FormatStriped && o.reg.registry == nil {
+	if f.Format == FormatStriped && o.reg.registry == nil {
 		// A form the counter's history refuses leaves no record.
 		if _, err := stripedRaise(nr.Forms, f, v, counterPath); err != nil {
 			return r, ok, err
@@ -396,7 +396,7 @@ func recordOpenedCounter(ctx context.Context, p *hoststate.Place, r hoststate.Re
 
 // openRecordHandle opens the record of name for the counter c (status
 // st) and the Generator's hold on it.
-func openRecordHandle(ctx context.Context, p *hoststate.Place, name string, c *counterFile, st unix.Stat_t, f idForm, o *options, trust func(uint32) bool) (*hostRecord, error) {
+func openRecordHandle(ctx context.Context, p *hoststate.Place, name string, c *counterFile, st unix.Stat_t, f Form, o *options, trust func(uint32) bool) (*hostRecord, error) {
 	h, err := p.OpenHandle(name)
 	if err != nil {
 		if errors.Is(err, fs.ErrPermission) {
