@@ -7,6 +7,7 @@ import (
 	"context"
 
 	"github.com/snapid/snapid/internal/engine"
+	"github.com/snapid/snapid/internal/idform"
 )
 
 type (
@@ -34,7 +35,7 @@ type (
 	// two nodes' ids never meet, and each node's ids increase by S.
 	//
 	// Its method String gives the form's name: "name", "decimal" or "striped".
-	Format = engine.Format
+	Format = idform.Format
 	// Histogram is a distribution of observations in fixed buckets.
 	Histogram = engine.Histogram
 	// HostInfo identifies the machine in the registry.
@@ -49,7 +50,7 @@ type (
 	//
 	// Its methods (their documentation is internal/engine's ID's): String,
 	// AppendTo, Compare, Unstripe, MarshalText, UnmarshalText.
-	ID = engine.ID
+	ID = idform.ID
 	// RegistryCalls counts one kind of registry call with one outcome.
 	RegistryCalls = engine.RegistryCalls
 	// RegistryStats describes a Generator's calls to its registry.
@@ -79,15 +80,15 @@ type (
 const (
 	// FormatDecimal is "<node number>.<number>", numbers ending in 0
 	// skipped.
-	FormatDecimal = engine.FormatDecimal
+	FormatDecimal = idform.FormatDecimal
 	// FormatName is "<name>-<number>", the default.
-	FormatName = engine.FormatName
+	FormatName = idform.FormatName
 	// FormatStriped is number × stride + node number, one integer.
-	FormatStriped = engine.FormatStriped
+	FormatStriped = idform.FormatStriped
 	// MaxSafeInteger is JavaScript's Number.MAX_SAFE_INTEGER, the largest
 	// integer a float64 holds exactly: Striped{MaxID: MaxSafeInteger} for ids
 	// a browser reads.
-	MaxSafeInteger = engine.MaxSafeInteger
+	MaxSafeInteger = idform.MaxSafeInteger
 )
 
 var (
@@ -265,7 +266,7 @@ func OpenContext(ctx context.Context, counterPath string, name string, cfg Confi
 // the cluster's stride). Numbers must be decimal, from 1 to 2^64-1 (node
 // numbers to registry.MaxNodeNumber), with no sign, no leading zeros and nothing
 // around them. Anything else is an error wrapping ErrInvalidID.
-func ParseID(s string) (ID, error) { return engine.ParseID(s) }
+func ParseID(s string) (ID, error) { return idform.ParseID(s) }
 
 // SequenceBlock sets how many numbers the process takes from the host's
 // lease file at a time (default 1,000): one flock, one

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 
 	"github.com/snapid/snapid/internal/alloc"
 	"github.com/snapid/snapid/internal/counterfile"
 	"github.com/snapid/snapid/internal/errs"
+	"github.com/snapid/snapid/internal/idform"
 	"github.com/snapid/snapid/internal/statefile"
 )
 
@@ -20,7 +20,7 @@ import (
 const CounterSize = counterfile.Size
 
 // MaxNumber is the largest number a counter can issue.
-const MaxNumber = math.MaxUint64
+const MaxNumber = idform.MaxNumber
 
 // EncodeCounter returns the on-disk form of a counter whose last issued
 // number is v (see counterfile.Encode).
@@ -40,7 +40,7 @@ type counterFile struct {
 	// form, when not nil, bounds every update: numbers past its limit
 	// are refused before anything is taken (see advance). Set at Open,
 	// then read-only.
-	form *Form
+	form *idform.Form
 	// host is the host's record of the name: its mark must cover every
 	// value a Generator's update stores (see hostRecord.cover). Set at
 	// Open, before any update; nil on a counter opened to be read or
@@ -173,7 +173,7 @@ func splitPath(path string) (dir, base string) { return statefile.SplitPath(path
 // numbers are only returned after the new value is written (and synced,
 // when sync is on); on any error nothing is reserved. With decimal, k is
 // a count of ids of the decimal form: the update takes as many numbers as
-// hold k that do not end in 0 (see decimalSpan). Numbers past the form's
+// hold k that do not end in 0 (see idform.DecimalSpan). Numbers past the form's
 // bound (c.form) are refused as ErrExhausted, and nothing is taken: a
 // request that does not fit whole takes nothing.
 //
@@ -222,7 +222,7 @@ func (c *counterFile) advance(k uint64, decimal bool, hook advanceHook, gone, cl
 	case hook != nil:
 		// A decimal request's numbers are not known before base is: the
 		// registry is asked for room for the most it can take.
-		if base, err = hook.check(cur, SpanBound(k, decimal), high); err != nil {
+		if base, err = hook.check(cur, idform.SpanBound(k, decimal), high); err != nil {
 			return 0, err
 		}
 	case cur < high:
@@ -236,7 +236,7 @@ func (c *counterFile) advance(k uint64, decimal bool, hook advanceHook, gone, cl
 		return 0, err
 	}
 	if decimal {
-		k, _ = DecimalSpan(base, k)
+		k, _ = idform.DecimalSpan(base, k)
 	}
 	if !c.Synced() && cur > c.Durable() && c.host.due(base+k) {
 		// Sync off: the counter is written again and synced once a step,
@@ -286,5 +286,5 @@ type advanceHook interface {
 // fits refuses, as ErrExhausted, k numbers (decimal: k decimal ids) after
 // base that would pass the form's bound or 2^64-1.
 func (c *counterFile) fits(base, k uint64, decimal bool) error {
-	return Fits(c.Path(), c.form, base, k, decimal)
+	return idform.Fits(c.Path(), c.form, base, k, decimal)
 }

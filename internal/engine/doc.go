@@ -2,11 +2,12 @@
 // users its names, and operators' tools and the simulator use it
 // directly. What package snapid's documentation describes is done here:
 //
-//   - a Generator's counter updates: counter.go, counterio.go,
-//     counterspan.go, over package internal/counterfile (the file) and
-//     internal/alloc (group commit, blocks, CPU shards);
-//   - id forms: format.go, id.go, nodename.go, nodenumber.go,
-//     formhistory.go;
+//   - a Generator's counter updates: counter.go, counterio.go, over
+//     package internal/counterfile (the file) and internal/alloc (group
+//     commit, blocks, CPU shards);
+//   - id forms: formoptions.go, idform.go, nodename.go, nodenumber.go,
+//     formhistory.go, over package internal/idform (the forms'
+//     arithmetic, ids);
 //   - the host's record of each name: hostrecord.go, recordjudge.go,
 //     recordplace.go, recordrelease.go, migrate.go, migrateformat.go, over package
 //     internal/hoststate;

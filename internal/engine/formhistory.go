@@ -5,6 +5,7 @@ import (
 	"math/bits"
 
 	"github.com/snapid/snapid/internal/hoststate"
+	"github.com/snapid/snapid/internal/idform"
 )
 
 // The form history: every id form a counter has issued under, kept in the
@@ -76,7 +77,7 @@ func raiseFor(high, stride, node uint64) uint64 {
 // stripedRaise returns the value the counter at path, now at cur, must be
 // raised to before the striped form fm hands out ids (0: none), or
 // ErrExhausted when that is past fm's bound.
-func stripedRaise(forms []hoststate.Form, fm Form, cur uint64, path string) (uint64, error) {
+func stripedRaise(forms []hoststate.Form, fm idform.Form, cur uint64, path string) (uint64, error) {
 	high, ok := highestStriped(forms, fm.Stride, fm.Node, cur)
 	if !ok {
 		return 0, nil
@@ -100,7 +101,7 @@ func stripedRaise(forms []hoststate.Form, fm Form, cur uint64, path string) (uin
 // at the counter's value. It returns the value the counter was raised to
 // (0: not raised) and whether r changed (the caller writes it). A
 // numeric form whose number or stride is not known yet records nothing.
-func adoptForm(c *counterFile, r *hoststate.Record, fm Form) (raised uint64, changed bool, err error) {
+func adoptForm(c *counterFile, r *hoststate.Record, fm idform.Form) (raised uint64, changed bool, err error) {
 	nf, complete := recordForm(fm)
 	if !complete {
 		return 0, false, nil
@@ -157,7 +158,7 @@ func adoptForm(c *counterFile, r *hoststate.Record, fm Form) (raised uint64, cha
 // shows that another Generator changed the counter to another striped
 // form since this one adopted its own (see hostRecord.check, which holds
 // hr.mu).
-func (hr *hostRecord) stillCurrent(r hoststate.Record, fm Form) error {
+func (hr *hostRecord) stillCurrent(r hoststate.Record, fm idform.Form) error {
 	if hr.formLeft != nil {
 		return hr.formLeft // refused at every later update too
 	}
@@ -177,7 +178,7 @@ func (hr *hostRecord) stillCurrent(r hoststate.Record, fm Form) error {
 }
 
 // logRaise tells of a raise adoptForm made.
-func logRaise(o *options, path string, raised uint64, fm Form) {
+func logRaise(o *options, path string, raised uint64, fm idform.Form) {
 	if raised != 0 {
 		o.logger.Warn("snapid: counter raised above the striped ids it handed out under another stride or node number",
 			"path", path, "to", raised, "stride", fm.Stride, "node", fm.Node)
@@ -186,7 +187,7 @@ func logRaise(o *options, path string, raised uint64, fm Form) {
 
 // watchForm has every update of a striped Generator check that its form
 // is still the counter's (see stillCurrent).
-func (hr *hostRecord) watchForm(fm Form) {
+func (hr *hostRecord) watchForm(fm idform.Form) {
 	if fm.Format == FormatStriped {
 		hr.mu.Lock()
 		hr.striped = &fm

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/snapid/snapid/internal/hoststate"
+	"github.com/snapid/snapid/internal/idform"
 	"github.com/stretchr/testify/require"
 )
 
@@ -28,7 +29,7 @@ func openTestCounter(t *testing.T, v uint64) *counterFile {
 // r under the counter's lock and returns the counter's value afterwards.
 func adopt(t *testing.T, c *counterFile, r *hoststate.Record, stride, node uint64) uint64 {
 	t.Helper()
-	fm, err := New(FormatStriped, node, stride, 0)
+	fm, err := idform.New(FormatStriped, node, stride, 0)
 	require.NoError(t, err)
 	var v uint64
 	require.NoError(t, c.WithLock(func() (err error) {
@@ -120,7 +121,7 @@ func TestFormHistoryAdopt(t *testing.T) {
 func TestFormHistoryDecimalRecorded(t *testing.T) {
 	c := openTestCounter(t, 7)
 	r := hoststate.Record{Forms: []hoststate.Form{{Kind: formStriped, Stride: 10, Node: 3, Current: true}}}
-	fm, err := New(FormatDecimal, 4, 0, 0)
+	fm, err := idform.New(FormatDecimal, 4, 0, 0)
 	require.NoError(t, err)
 	for range 2 {
 		require.NoError(t, c.WithLock(func() error { _, _, err := adoptForm(c, &r, fm); return err }))

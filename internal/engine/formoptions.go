@@ -2,6 +2,8 @@ package engine
 
 import (
 	"fmt"
+
+	"github.com/snapid/snapid/internal/idform"
 )
 
 // formOptions are the options of the id form.
@@ -21,7 +23,7 @@ type formOptions struct {
 // takes n decimal ids with one counter update.
 func WithFormat(f Format) Option {
 	return func(o *options) error {
-		if int(f) >= len(formatNames) {
+		if !f.Valid() {
 			return fmt.Errorf("snapid: %w: unknown id form %d", ErrInvalidOption, uint8(f))
 		}
 		o.form.form = f
@@ -36,7 +38,7 @@ func WithFormat(f Format) Option {
 // different one given here is refused (ErrNumberMismatch).
 func WithNodeNumber(n uint64) Option {
 	return func(o *options) error {
-		if err := CheckNodeNumber(n, 0); err != nil {
+		if err := idform.CheckNodeNumber(n, 0); err != nil {
 			return err
 		}
 		o.form.node = n
@@ -50,7 +52,7 @@ func WithNodeNumber(n uint64) Option {
 // (NumberRegistry.SetStride), and a different one given here is refused.
 func WithStride(s uint64) Option {
 	return func(o *options) error {
-		if err := CheckStride(s); err != nil {
+		if err := idform.CheckStride(s); err != nil {
 			return err
 		}
 		o.form.stride = s
@@ -77,14 +79,14 @@ func WithMaxID(max uint64) Option {
 // returns the form when it needs nothing from a registry; with a registry
 // the node number (and the stride, unless given) come from it after the
 // claim (see numberedForm).
-func standaloneForm(o *options) (Form, error) {
+func standaloneForm(o *options) (idform.Form, error) {
 	f := o.form
 	if o.reg.registry != nil && f.form != FormatName {
 		if o.reg.numbers == nil {
 			// A registry that gives no numbers: the form is the one
 			// configured, checked whole now, before the claim.
 			if _, err := configuredForm(f); err != nil {
-				return Form{}, err
+				return idform.Form{}, err
 			}
 		}
 		return registryForm(f)
@@ -94,31 +96,31 @@ func standaloneForm(o *options) (Form, error) {
 
 // configuredForm is the form f configures, its node number and stride
 // given (not a registry's).
-func configuredForm(f formOptions) (Form, error) {
+func configuredForm(f formOptions) (idform.Form, error) {
 	switch {
 	case f.form == FormatName && (f.node != 0 || f.stride != 0):
 		// A number given for the name form is still bound (so that
 		// switching forms later cannot meet another name's ids).
 	case f.form != FormatName && f.node == 0:
-		return Form{}, fmt.Errorf("snapid: %w: the %s form needs a node number: give one, or a registry that gives them", ErrInvalidOption, f.form)
+		return idform.Form{}, fmt.Errorf("snapid: %w: the %s form needs a node number: give one, or a registry that gives them", ErrInvalidOption, f.form)
 	case f.form == FormatStriped && f.stride == 0:
-		return Form{}, fmt.Errorf("snapid: %w: the striped form needs the cluster's stride: give it, or a registry that records it", ErrInvalidOption)
+		return idform.Form{}, fmt.Errorf("snapid: %w: the striped form needs the cluster's stride: give it, or a registry that records it", ErrInvalidOption)
 	}
-	return New(f.form, f.node, f.stride, f.maxID)
+	return idform.New(f.form, f.node, f.stride, f.maxID)
 }
 
 // registryForm checks a numeric form whose node number (and stride,
 // unless given) a registry gives after the claim: it is completed then
 // (see numberedForm), and what can be checked now is, before anything is
 // made or claimed.
-func registryForm(f formOptions) (Form, error) {
+func registryForm(f formOptions) (idform.Form, error) {
 	if f.form == FormatStriped && f.node != 0 && f.stride != 0 {
-		if _, err := New(f.form, f.node, f.stride, f.maxID); err != nil {
-			return Form{}, err
+		if _, err := idform.New(f.form, f.node, f.stride, f.maxID); err != nil {
+			return idform.Form{}, err
 		}
 	}
 	if f.form == FormatStriped && f.stride != 0 && f.maxID != 0 && f.maxID < f.stride+1 {
-		return Form{}, fmt.Errorf("snapid: %w: bound %d is below the first striped id of any node (stride %d)", ErrInvalidOption, f.maxID, f.stride)
+		return idform.Form{}, fmt.Errorf("snapid: %w: bound %d is below the first striped id of any node (stride %d)", ErrInvalidOption, f.maxID, f.stride)
 	}
-	return Form{Format: f.form}, nil
+	return idform.Form{Format: f.form}, nil
 }

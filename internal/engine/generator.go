@@ -11,6 +11,7 @@ import (
 
 	"github.com/snapid/snapid/internal/alloc"
 	"github.com/snapid/snapid/internal/clock"
+	"github.com/snapid/snapid/internal/idform"
 )
 
 // Generator hands out ids "<name>-<number>" from one counter file.
@@ -37,7 +38,7 @@ type Generator struct {
 	block  *alloc.Block  // nil in strict mode
 	shards *alloc.Shards // nil unless WithCPUShards in block mode
 	res    *reservation  // nil without a registry
-	form   Form          // the ids' form (set at Open, then read-only)
+	form   idform.Form   // the ids' form (set at Open, then read-only)
 
 	mu         sync.Mutex // guards file, fileClosed and the file operations
 	file       *counterFile
@@ -469,7 +470,7 @@ func (g *Generator) advance(k uint64, decimal bool, gone func() bool) (uint64, e
 	first, err := g.file.advance(k, decimal, hook, gone, g.closed.Load)
 	taken := k
 	if decimal && err == nil {
-		taken, _ = DecimalSpan(first-1, k) // the numbers ending in 0 are taken too
+		taken, _ = idform.DecimalSpan(first-1, k) // the numbers ending in 0 are taken too
 	}
 	g.stats.updated(taken, g.clock.Since(start), err)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid/internal/hoststate"
+	"github.com/snapid/snapid/internal/idform"
 	"golang.org/x/sys/unix"
 )
 
@@ -43,7 +44,7 @@ type hostRecord struct {
 	// its refusal (the form was left).
 	formGen  uint64
 	formLeft error
-	striped  *Form // a striped Generator's form, checked at every update (see watchForm)
+	striped  *idform.Form // a striped Generator's form, checked at every update (see watchForm)
 	log      interface {
 		Warn(string, ...any)
 	}
@@ -51,7 +52,7 @@ type hostRecord struct {
 
 // recordForm is f as a record keeps it; complete is false for a numeric
 // form whose node number or stride a registry has not given yet.
-func recordForm(f Form) (_ hoststate.Form, complete bool) {
+func recordForm(f idform.Form) (_ hoststate.Form, complete bool) {
 	switch f.Format {
 	case FormatDecimal:
 		return hoststate.Form{Kind: formDecimal, Node: f.Node}, f.Node != 0
@@ -67,7 +68,7 @@ func recordForm(f Form) (_ hoststate.Form, complete bool) {
 // The first program of the name finding the counter below the mark (no
 // clean close since: a crash, or a restore within the last step) raises it
 // to the mark. Then the form and the counter's value are recorded.
-func (hr *hostRecord) open(ctx context.Context, c *counterFile, f Form, o *options) error {
+func (hr *hostRecord) open(ctx context.Context, c *counterFile, f idform.Form, o *options) error {
 	return c.WithLockContext(ctx, func() error {
 		// Presence, decided under the counter's lock, which every
 		// opener takes: the first is the one whose exclusive try
@@ -324,7 +325,7 @@ func (hr *hostRecord) update(ctx context.Context, fn func(r hoststate.Record) er
 // the host (refused when another name of the host holds the number or
 // the host uses another stride) and records the form (see adoptForm)
 // before any id is handed out.
-func (hr *hostRecord) useRegistryForm(ctx context.Context, c *counterFile, f Form, node uint64, o *options) error {
+func (hr *hostRecord) useRegistryForm(ctx context.Context, c *counterFile, f idform.Form, node uint64, o *options) error {
 	if err := claimNumbers(hr.p, hr.h.Record().Name, f, node, hr.trust); err != nil {
 		return err
 	}

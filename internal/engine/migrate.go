@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/snapid/snapid/internal/hoststate"
+	"github.com/snapid/snapid/internal/idform"
 	"github.com/snapid/snapid/internal/statefile"
 	"golang.org/x/sys/unix"
 )
@@ -188,7 +189,7 @@ func (of *oldFiles) readNumber(counterPath string) error {
 	} else {
 		of.forms[i].stride = max(of.forms[i].stride, n.stride)
 	}
-	if st := (formEntry{form: FormatStriped, stride: n.stride, node: n.number, unknown: true}); n.stride != 0 && CheckNodeNumber(n.number, n.stride) == nil && of.forms.find(st) < 0 {
+	if st := (formEntry{form: FormatStriped, stride: n.stride, node: n.number, unknown: true}); n.stride != 0 && idform.CheckNodeNumber(n.number, n.stride) == nil && of.forms.find(st) < 0 {
 		of.forms = append(of.forms, st)
 	}
 	return nil
@@ -279,7 +280,7 @@ func (of *oldFiles) ownNumbers(name string) (nodes []uint64, stride uint64) {
 // issued under are claimed for it, as its own Opens claimed them then
 // (another name taking them would repeat its ids). rec is the name's
 // record, if it has one.
-func precheckOldFiles(p *hoststate.Place, rec hoststate.Record, name, path string, v uint64, f Form, o *options, trust func(uint32) bool) error {
+func precheckOldFiles(p *hoststate.Place, rec hoststate.Record, name, path string, v uint64, f idform.Form, o *options, trust func(uint32) bool) error {
 	of, err := readOldFiles(path, v)
 	if err != nil || len(of.ours) == 0 {
 		return err
@@ -294,12 +295,12 @@ func precheckOldFiles(p *hoststate.Place, rec hoststate.Record, name, path strin
 	if stride != 0 && f.Format != FormatStriped {
 		// (A striped Open claims its own stride: the history raises the
 		// counter past the ids of the one it leaves.)
-		if err := claimNumbers(p, name, Form{Format: FormatStriped, Stride: stride}, 0, trust); err != nil {
+		if err := claimNumbers(p, name, idform.Form{Format: FormatStriped, Stride: stride}, 0, trust); err != nil {
 			return err
 		}
 	}
 	for _, n := range nodes {
-		if err := claimNumbers(p, name, Form{}, n, trust); err != nil {
+		if err := claimNumbers(p, name, idform.Form{}, n, trust); err != nil {
 			return err
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"hash/crc32"
 	"strconv"
 	"strings"
+
+	"github.com/snapid/snapid/internal/idform"
 )
 
 // The formats of the files earlier versions kept beside the counter (see
@@ -126,9 +128,9 @@ func decodeRegistryEntry(f []string) (e formEntry, ok bool) {
 	var ok1, ok2, ok3 bool
 	e.registry, ok1 = f[1], ValidateName(f[1]) == nil
 	e.node, ok2 = canonicalUint(f[2])
-	ok2 = ok2 && CheckNodeNumber(e.node, 0) == nil
+	ok2 = ok2 && idform.CheckNodeNumber(e.node, 0) == nil
 	e.stride, ok3 = canonicalUint(f[3])
-	ok3 = ok3 && (e.stride == 0 || CheckStride(e.stride) == nil)
+	ok3 = ok3 && (e.stride == 0 || idform.CheckStride(e.stride) == nil)
 	return e, ok1 && ok2 && ok3
 }
 
@@ -137,7 +139,7 @@ func decodeRegistryEntry(f []string) (e formEntry, ok bool) {
 func decodeDecimalEntry(f []string) (e formEntry, ok bool) {
 	e.form = FormatDecimal
 	e.node, ok = canonicalUint(f[1])
-	return e, ok && CheckNodeNumber(e.node, 0) == nil
+	return e, ok && idform.CheckNodeNumber(e.node, 0) == nil
 }
 
 // decodeStripedEntry decodes the fields of a line "striped <stride> <node
@@ -152,8 +154,8 @@ func decodeStripedEntry(f []string) (e formEntry, ok bool) {
 	} else {
 		e.upto, ok3 = canonicalUint(f[3])
 	}
-	ok1 = ok1 && CheckStride(e.stride) == nil
-	ok2 = ok2 && CheckNodeNumber(e.node, e.stride) == nil
+	ok1 = ok1 && idform.CheckStride(e.stride) == nil
+	ok2 = ok2 && idform.CheckNodeNumber(e.node, e.stride) == nil
 	return e, ok1 && ok2 && ok3
 }
 
@@ -284,7 +286,7 @@ func numberFileNumber(line string) (uint64, bool) {
 func numberFileStride(line string) (uint64, bool) {
 	str, ok := strings.CutPrefix(line, "stride ")
 	s, err := strconv.ParseUint(str, 10, 64)
-	if !ok || err != nil || (s != 0 && CheckStride(s) != nil) || strconv.FormatUint(s, 10) != str {
+	if !ok || err != nil || (s != 0 && idform.CheckStride(s) != nil) || strconv.FormatUint(s, 10) != str {
 		return 0, false
 	}
 	return s, true

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"time"
 
+	"github.com/snapid/snapid/internal/idform"
 	"github.com/snapid/snapid/registry"
 	"golang.org/x/sys/unix"
 )
@@ -185,7 +186,7 @@ func (r *reservation) precheckForm(n, s uint64) error {
 		}
 	}
 	if r.form.form != FormatName && n != 0 {
-		if _, err := New(r.form.form, n, s, r.form.maxID); err != nil {
+		if _, err := idform.New(r.form.form, n, s, r.form.maxID); err != nil {
 			return fmt.Errorf("%w (the registry's node number for %q is %d; nothing was claimed)", err, r.name, n)
 		}
 	}
@@ -205,7 +206,7 @@ func (r *reservation) clusterStride(ctx context.Context, nr registry.NumberRegis
 		return 0, err
 	}
 	if s == 0 && r.form.stride != 0 {
-		if _, err := New(FormatStriped, n, r.form.stride, r.form.maxID); err != nil {
+		if _, err := idform.New(FormatStriped, n, r.form.stride, r.form.maxID); err != nil {
 			return 0, fmt.Errorf("%w (the registry's node number for %q is %d; the cluster's stride was not recorded)", err, r.name, n)
 		}
 		// Set once for the cluster: sent again, it answers the stride
@@ -258,10 +259,10 @@ func (r *reservation) joinNumber() error {
 
 // numberedForm completes the form of a Generator with a registry once
 // its reservation knows the node number and stride.
-func numberedForm(o *options, r *reservation) (Form, error) {
+func numberedForm(o *options, r *reservation) (idform.Form, error) {
 	f := o.form
 	if f.form == FormatName {
-		return New(FormatName, 0, 0, f.maxID)
+		return idform.New(FormatName, 0, 0, f.maxID)
 	}
 	n, s := r.number, r.stride
 	if n == 0 {
@@ -269,12 +270,12 @@ func numberedForm(o *options, r *reservation) (Form, error) {
 		n, s = f.node, f.stride
 	}
 	if n == 0 {
-		return Form{}, fmt.Errorf("snapid: %w: the %s form needs a node number, and the registry gives none: give one", ErrInvalidOption, f.form)
+		return idform.Form{}, fmt.Errorf("snapid: %w: the %s form needs a node number, and the registry gives none: give one", ErrInvalidOption, f.form)
 	}
 	if f.form == FormatStriped && s == 0 {
 		s = f.stride
 	}
-	return New(f.form, n, s, f.maxID)
+	return idform.New(f.form, n, s, f.maxID)
 }
 
 // ReadNodeNumber returns the node name and number (and the cluster's

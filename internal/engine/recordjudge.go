@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/snapid/snapid/internal/hoststate"
+	"github.com/snapid/snapid/internal/idform"
 	"github.com/snapid/snapid/internal/statefile"
 	"golang.org/x/sys/unix"
 )
@@ -135,7 +136,7 @@ func judgeRecord(ctx context.Context, p *hoststate.Place, r hoststate.Record, na
 // may speak for the counter (root, the caller, the counter's owner, or
 // the writer of the counter who made the name's record). A stride of 0 (a
 // registry's form before its claim) claims nothing.
-func claimNumbers(p *hoststate.Place, name string, f Form, node uint64, trust func(uid uint32) bool) error {
+func claimNumbers(p *hoststate.Place, name string, f idform.Form, node uint64, trust func(uid uint32) bool) error {
 	if node != 0 {
 		key := "#node-" + strconv.FormatUint(node, 10)
 		got, owner, _, err := p.Claim(key, name)
@@ -170,7 +171,7 @@ func claimNumbers(p *hoststate.Place, name string, f Form, node uint64, trust fu
 // that this user cannot write (or, missing, create), and one from which
 // form f, when it claims a node number or stride, has no number left to
 // hand out.
-func canIssue(ctx context.Context, path string, exists bool, f Form, o *options) error {
+func canIssue(ctx context.Context, path string, exists bool, f idform.Form, o *options) error {
 	if !exists {
 		dir := filepath.Dir(path)
 		if err := unix.Faccessat(unix.AT_FDCWD, dir, unix.W_OK|unix.X_OK, unix.AT_EACCESS); err != nil {
@@ -190,14 +191,14 @@ func canIssue(ctx context.Context, path string, exists bool, f Form, o *options)
 	if err != nil {
 		return err
 	}
-	return Fits(path, &f, v, 1, f.Format == FormatDecimal)
+	return idform.Fits(path, &f, v, 1, f.Format == FormatDecimal)
 }
 
 // withRecord runs open (which creates or opens the counter file) with the
 // name's record judged first, before anything is created, and made or
 // updated after: the returned hold keeps it. file returns the counter open
 // has opened.
-func withRecord(ctx context.Context, name, counterPath string, f Form, o *options, open func() error, file func() *counterFile) (*hostRecord, error) {
+func withRecord(ctx context.Context, name, counterPath string, f idform.Form, o *options, open func() error, file func() *counterFile) (*hostRecord, error) {
 	// A counter whose directory is missing, or whose path another user
 	// could change, fails before anything is made for it, the place
 	// included.
@@ -230,7 +231,7 @@ func withRecord(ctx context.Context, name, counterPath string, f Form, o *option
 	return hr, nil
 }
 
-func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPath string, f Form, o *options, open func() error, file func() *counterFile) (_ *hostRecord, err error) {
+func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPath string, f idform.Form, o *options, open func() error, file func() *counterFile) (_ *hostRecord, err error) {
 	r, ok, err := findRecord(ctx, p, own, name, counterPath, o)
 	if err != nil {
 		return nil, err
@@ -325,7 +326,7 @@ func findRecord(ctx context.Context, p *hoststate.Place, own, name, counterPath 
 // judgeBeforeOpen judges the record r of name (ok: there is one) against
 // the counter (dev, ino, its status cst; exists: it is there) before
 // anything is opened or written.
-func judgeBeforeOpen(ctx context.Context, p *hoststate.Place, r hoststate.Record, ok bool, name, counterPath string, dev, ino uint64, cst unix.Stat_t, exists bool, f Form, o *options) error {
+func judgeBeforeOpen(ctx context.Context, p *hoststate.Place, r hoststate.Record, ok bool, name, counterPath string, dev, ino uint64, cst unix.Stat_t, exists bool, f idform.Form, o *options) error {
 	if ok {
 		if err := judgeRecord(ctx, p, r, name, counterPath, dev, ino, cst, exists, o); err != nil {
 			return err
@@ -362,7 +363,7 @@ func judgeBeforeOpen(ctx context.Context, p *hoststate.Place, r hoststate.Record
 // record that changed since it was read is judged again: the Open goes on
 // only if the judgement lets it (a replacement at the recorded path raised
 // past the mark between the two looks, say), as it does before the open.
-func recordOpenedCounter(ctx context.Context, p *hoststate.Place, r hoststate.Record, ok bool, name, counterPath string, c *counterFile, st unix.Stat_t, f Form, o *options) (hoststate.Record, bool, error) {
+func recordOpenedCounter(ctx context.Context, p *hoststate.Place, r hoststate.Record, ok bool, name, counterPath string, c *counterFile, st unix.Stat_t, f idform.Form, o *options) (hoststate.Record, bool, error) {
 	if ok {
 		if (r.Dev != c.Dev() || r.Ino != c.Ino()) && !(r.Path == counterPath && counterAtLeast(ctx, counterPath, r.Mark, o)) || !trusts(r, st) {
 			// Made or replaced between the check and the open.
@@ -396,7 +397,7 @@ func recordOpenedCounter(ctx context.Context, p *hoststate.Place, r hoststate.Re
 
 // openRecordHandle opens the record of name for the counter c (status
 // st) and the Generator's hold on it.
-func openRecordHandle(ctx context.Context, p *hoststate.Place, name string, c *counterFile, st unix.Stat_t, f Form, o *options, trust func(uint32) bool) (*hostRecord, error) {
+func openRecordHandle(ctx context.Context, p *hoststate.Place, name string, c *counterFile, st unix.Stat_t, f idform.Form, o *options, trust func(uint32) bool) (*hostRecord, error) {
 	h, err := p.OpenHandle(name)
 	if err != nil {
 		if errors.Is(err, fs.ErrPermission) {

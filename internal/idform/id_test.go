@@ -1,4 +1,4 @@
-package engine
+package idform
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/snapid/snapid/internal/errs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -73,7 +74,7 @@ func TestParseIDInvalid(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := ParseID(tt.in)
 			require.Error(t, err)
-			assert.ErrorIs(t, err, ErrInvalidID)
+			assert.ErrorIs(t, err, errs.ErrInvalidID)
 			assert.Contains(t, err.Error(), tt.why)
 			assert.Equal(t, ID{}, got, "nothing is returned with the error")
 		})
@@ -150,7 +151,7 @@ func TestIDJSONInvalid(t *testing.T) {
 		for _, id := range []ID{{}, {Name: "a"}, {Name: "A", Number: 1}, {Number: 1}, {Name: "a-b", Number: 1}} {
 			_, err := json.Marshal(id)
 			require.Error(t, err, "%#v", id)
-			assert.ErrorIs(t, err, ErrInvalidID)
+			assert.ErrorIs(t, err, errs.ErrInvalidID)
 		}
 	})
 	t.Run("unmarshal", func(t *testing.T) {
@@ -158,7 +159,7 @@ func TestIDJSONInvalid(t *testing.T) {
 			var id ID
 			err := json.Unmarshal([]byte(s), &id)
 			require.Error(t, err, s)
-			assert.ErrorIs(t, err, ErrInvalidID, s)
+			assert.ErrorIs(t, err, errs.ErrInvalidID, s)
 			assert.Equal(t, ID{}, id, "the target is left alone")
 		}
 	})
@@ -207,7 +208,7 @@ func TestParseIDForms(t *testing.T) {
 	} {
 		t.Run(tt.in, func(t *testing.T) {
 			_, err := ParseID(tt.in)
-			require.ErrorIs(t, err, ErrInvalidID)
+			require.ErrorIs(t, err, errs.ErrInvalidID)
 			assert.Contains(t, err.Error(), tt.why)
 		})
 	}
@@ -226,18 +227,18 @@ func TestIDUnstripe(t *testing.T) {
 		v, s uint64
 		want error
 	}{
-		{9000, 1000, ErrInvalidID}, // node 0
-		{999, 1000, ErrInvalidID},  // number 0
-		{9123, 1, ErrInvalidOption},
-		{9123, 0, ErrInvalidOption},
+		{9000, 1000, errs.ErrInvalidID}, // node 0
+		{999, 1000, errs.ErrInvalidID},  // number 0
+		{9123, 1, errs.ErrInvalidOption},
+		{9123, 0, errs.ErrInvalidOption},
 	} {
 		_, err := ID{Form: FormatStriped, Value: tt.v}.Unstripe(tt.s)
 		assert.ErrorIs(t, err, tt.want, "%d stride %d", tt.v, tt.s)
 	}
 	_, err = ID{Name: "a", Number: 1}.Unstripe(10)
-	assert.ErrorIs(t, err, ErrInvalidID)
+	assert.ErrorIs(t, err, errs.ErrInvalidID)
 	_, err = ID{Form: FormatStriped, Value: 9123, Stride: 1000, Node: 124, Number: 9}.MarshalText()
-	assert.ErrorIs(t, err, ErrInvalidID, "an inconsistent striped id")
+	assert.ErrorIs(t, err, errs.ErrInvalidID, "an inconsistent striped id")
 }
 
 // MarshalText and ParseID(..).Unstripe agree on every striped id with a
@@ -255,7 +256,7 @@ func TestIDStripedMarshalAgreesWithUnstripe(t *testing.T) {
 			if uerr == nil {
 				require.Equal(t, id, un)
 			} else {
-				require.ErrorIs(t, merr, ErrInvalidID)
+				require.ErrorIs(t, merr, errs.ErrInvalidID)
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package engine
+package idform
 
 import (
 	"cmp"
@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/snapid/snapid/internal/errs"
 	"github.com/snapid/snapid/internal/nodename"
 )
 
@@ -72,17 +73,17 @@ func (id ID) Compare(other ID) int {
 // Unstripe returns a striped id with its node number and counter number
 // split out of its value by the cluster's stride s (Value mod s and Value
 // div s). A value that no node could have issued with stride s (node 0,
-// number 0) is ErrInvalidID.
+// number 0) is errs.ErrInvalidID.
 func (id ID) Unstripe(s uint64) (ID, error) {
 	if id.Form != FormatStriped {
-		return id, fmt.Errorf("snapid: %w: %s is not a striped id", ErrInvalidID, id)
+		return id, fmt.Errorf("snapid: %w: %s is not a striped id", errs.ErrInvalidID, id)
 	}
 	if err := CheckStride(s); err != nil {
 		return id, err
 	}
 	out := ID{Form: FormatStriped, Value: id.Value, Stride: s, Node: id.Value % s, Number: id.Value / s}
 	if out.Node == 0 || out.Number == 0 {
-		return id, fmt.Errorf("snapid: %w: %d is not a striped id of stride %d (node %d, number %d)", ErrInvalidID, id.Value, s, out.Node, out.Number)
+		return id, fmt.Errorf("snapid: %w: %d is not a striped id of stride %d (node %d, number %d)", errs.ErrInvalidID, id.Value, s, out.Node, out.Number)
 	}
 	return out, nil
 }
@@ -105,7 +106,7 @@ func (id *ID) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// validate refuses an id no Generator could have issued (ErrInvalidID),
+// validate refuses an id no Generator could have issued (errs.ErrInvalidID),
 // by the rules of its form.
 func (id ID) validate() error {
 	var err error
@@ -117,13 +118,13 @@ func (id ID) validate() error {
 	case FormatStriped:
 		return id.validateStriped()
 	default:
-		return fmt.Errorf("snapid: %w: unknown form %d", ErrInvalidID, uint8(id.Form))
+		return fmt.Errorf("snapid: %w: unknown form %d", errs.ErrInvalidID, uint8(id.Form))
 	}
 	if err != nil {
 		return err
 	}
 	if id.Number == 0 {
-		return fmt.Errorf("snapid: %w: number 0 is never issued", ErrInvalidID)
+		return fmt.Errorf("snapid: %w: number 0 is never issued", errs.ErrInvalidID)
 	}
 	return nil
 }
@@ -132,7 +133,7 @@ func (id ID) validate() error {
 // name.
 func (id ID) validateName() error {
 	if why := nodename.Problem(id.Name); why != "" {
-		return fmt.Errorf("snapid: %w: name %q: %s", ErrInvalidID, id.Name, why)
+		return fmt.Errorf("snapid: %w: name %q: %s", errs.ErrInvalidID, id.Name, why)
 	}
 	return nil
 }
@@ -141,10 +142,10 @@ func (id ID) validateName() error {
 // or whose number ends in 0.
 func (id ID) validateDecimal() error {
 	if id.Node == 0 || id.Node > MaxNodeNumber {
-		return fmt.Errorf("snapid: %w: node number %d is not 1 to %d", ErrInvalidID, id.Node, uint64(MaxNodeNumber))
+		return fmt.Errorf("snapid: %w: node number %d is not 1 to %d", errs.ErrInvalidID, id.Node, uint64(MaxNodeNumber))
 	}
 	if id.Number%10 == 0 && id.Number != 0 {
-		return fmt.Errorf("snapid: %w: %d.%d: a decimal id never ends in 0 (it would equal %d.%d as a number)", ErrInvalidID, id.Node, id.Number, id.Node, id.Number/10)
+		return fmt.Errorf("snapid: %w: %d.%d: a decimal id never ends in 0 (it would equal %d.%d as a number)", errs.ErrInvalidID, id.Node, id.Number, id.Node, id.Number/10)
 	}
 	return nil
 }
@@ -153,10 +154,10 @@ func (id ID) validateDecimal() error {
 // stride whose number, stride and node do not make its value.
 func (id ID) validateStriped() error {
 	if id.Value == 0 {
-		return fmt.Errorf("snapid: %w: 0 is never issued", ErrInvalidID)
+		return fmt.Errorf("snapid: %w: 0 is never issued", errs.ErrInvalidID)
 	}
 	if id.Stride != 0 && (id.Node == 0 || id.Number == 0 || id.Node >= id.Stride || id.Number > (MaxNumber-id.Node)/id.Stride || id.Number*id.Stride+id.Node != id.Value) {
-		return fmt.Errorf("snapid: %w: %d is not number %d × stride %d + node %d", ErrInvalidID, id.Value, id.Number, id.Stride, id.Node)
+		return fmt.Errorf("snapid: %w: %d is not number %d × stride %d + node %d", errs.ErrInvalidID, id.Value, id.Number, id.Stride, id.Node)
 	}
 	return nil
 }
@@ -167,16 +168,16 @@ func (id ID) validateStriped() error {
 // or one integer (the striped form: Value set; Unstripe splits it with
 // the cluster's stride). Numbers must be decimal, from 1 to 2^64-1 (node
 // numbers to MaxNodeNumber), with no sign, no leading zeros and nothing
-// around them. Anything else is an error wrapping ErrInvalidID.
+// around them. Anything else is an error wrapping errs.ErrInvalidID.
 func ParseID(s string) (ID, error) {
 	if i := strings.IndexByte(s, '-'); i >= 0 {
 		name, num := s[:i], s[i+1:]
 		if why := nodename.Problem(name); why != "" {
-			return ID{}, fmt.Errorf("snapid: %w %q: name %q: %s", ErrInvalidID, s, name, why)
+			return ID{}, fmt.Errorf("snapid: %w %q: name %q: %s", errs.ErrInvalidID, s, name, why)
 		}
 		n, why := parseNumber(num)
 		if why != "" {
-			return ID{}, fmt.Errorf("snapid: %w %q: number %q: %s", ErrInvalidID, s, num, why)
+			return ID{}, fmt.Errorf("snapid: %w %q: number %q: %s", errs.ErrInvalidID, s, num, why)
 		}
 		return ID{Name: name, Number: n}, nil
 	}
@@ -187,26 +188,26 @@ func ParseID(s string) (ID, error) {
 			why = fmt.Sprintf("it is above %d", uint64(MaxNodeNumber))
 		}
 		if why != "" {
-			return ID{}, fmt.Errorf("snapid: %w %q: node number %q: %s", ErrInvalidID, s, node, why)
+			return ID{}, fmt.Errorf("snapid: %w %q: node number %q: %s", errs.ErrInvalidID, s, node, why)
 		}
 		n, why := parseNumber(num)
 		if why == "" && n%10 == 0 {
 			why = "a decimal id never ends in 0 (it would equal the id without it as a number)"
 		}
 		if why != "" {
-			return ID{}, fmt.Errorf("snapid: %w %q: number %q: %s", ErrInvalidID, s, num, why)
+			return ID{}, fmt.Errorf("snapid: %w %q: number %q: %s", errs.ErrInvalidID, s, num, why)
 		}
 		return ID{Form: FormatDecimal, Node: nn, Number: n}, nil
 	}
 	if s == "" {
-		return ID{}, fmt.Errorf("snapid: %w: an empty string", ErrInvalidID)
+		return ID{}, fmt.Errorf("snapid: %w: an empty string", errs.ErrInvalidID)
 	}
 	v, why := parseNumber(s)
 	if why != "" {
 		if s[0] < '0' || s[0] > '9' {
 			why = "no \"-\" between name and number"
 		}
-		return ID{}, fmt.Errorf("snapid: %w %q: %s", ErrInvalidID, s, why)
+		return ID{}, fmt.Errorf("snapid: %w %q: %s", errs.ErrInvalidID, s, why)
 	}
 	return ID{Form: FormatStriped, Value: v}, nil
 }

@@ -1,9 +1,11 @@
-package engine
+package idform
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 
+	"github.com/snapid/snapid/internal/errs"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -47,6 +49,9 @@ func (f Format) String() string {
 	return fmt.Sprintf("Format(%d)", uint8(f))
 }
 
+// Valid reports whether f is one of the forms.
+func (f Format) Valid() bool { return int(f) < len(formatNames) }
+
 // ParseFormat parses "name", "decimal" or "striped".
 func ParseFormat(s string) (Format, error) {
 	for i, n := range formatNames {
@@ -54,7 +59,7 @@ func ParseFormat(s string) (Format, error) {
 			return Format(i), nil
 		}
 	}
-	return 0, fmt.Errorf("snapid: %w: id form %q: want name, decimal or striped", ErrInvalidOption, s)
+	return 0, fmt.Errorf("snapid: %w: id form %q: want name, decimal or striped", errs.ErrInvalidOption, s)
 }
 
 // Bounds for WithMaxID: the largest id a consumer can hold.
@@ -66,6 +71,9 @@ const (
 	MaxSafeInteger = 1<<53 - 1
 	MaxUint32      = 1<<32 - 1 // an unsigned 32-bit integer
 )
+
+// MaxNumber is the largest number a counter can issue.
+const MaxNumber = math.MaxUint64
 
 // MaxNodeNumber is the largest node number: numbers fit a signed 32-bit
 // integer.
@@ -85,11 +93,11 @@ type Form struct {
 func CheckNodeNumber(n, s uint64) error {
 	switch {
 	case n == 0:
-		return fmt.Errorf("snapid: %w: node number 0: node numbers start at 1", ErrInvalidOption)
+		return fmt.Errorf("snapid: %w: node number 0: node numbers start at 1", errs.ErrInvalidOption)
 	case n > MaxNodeNumber:
-		return fmt.Errorf("snapid: %w: node number %d is above %d", ErrInvalidOption, n, uint64(MaxNodeNumber))
+		return fmt.Errorf("snapid: %w: node number %d is above %d", errs.ErrInvalidOption, n, uint64(MaxNodeNumber))
 	case s != 0 && n >= s:
-		return fmt.Errorf("snapid: %w: node number %d is not below the stride %d: striped ids of two nodes would meet", ErrInvalidOption, n, s)
+		return fmt.Errorf("snapid: %w: node number %d is not below the stride %d: striped ids of two nodes would meet", errs.ErrInvalidOption, n, s)
 	}
 	return nil
 }
@@ -98,7 +106,7 @@ func CheckNodeNumber(n, s uint64) error {
 // stay below it), at most MaxNodeNumber+1.
 func CheckStride(s uint64) error {
 	if s < 2 || s > MaxNodeNumber+1 {
-		return fmt.Errorf("snapid: %w: stride %d: want 2 to %d (node numbers are 1 to stride-1)", ErrInvalidOption, s, uint64(MaxNodeNumber)+1)
+		return fmt.Errorf("snapid: %w: stride %d: want 2 to %d (node numbers are 1 to stride-1)", errs.ErrInvalidOption, s, uint64(MaxNodeNumber)+1)
 	}
 	return nil
 }
@@ -132,14 +140,14 @@ func New(f Format, node, stride, maxID uint64) (Form, error) {
 			maxID = MaxInt64
 		}
 		if maxID < stride+node {
-			return fm, fmt.Errorf("snapid: %w: bound %d is below the first striped id %d (stride %d, node %d)", ErrInvalidOption, maxID, stride+node, stride, node)
+			return fm, fmt.Errorf("snapid: %w: bound %d is below the first striped id %d (stride %d, node %d)", errs.ErrInvalidOption, maxID, stride+node, stride, node)
 		}
 		// The largest n with n×stride + node <= maxID, computed without
 		// overflow.
 		fm.Limit = (maxID - node) / stride
 		return fm, nil
 	}
-	return fm, fmt.Errorf("snapid: %w: unknown id form %d", ErrInvalidOption, uint8(f))
+	return fm, fmt.Errorf("snapid: %w: unknown id form %d", errs.ErrInvalidOption, uint8(f))
 }
 
 // Skip reports whether the form never hands out counter number n.
@@ -147,7 +155,7 @@ func (fm *Form) Skip(n uint64) bool { return fm.Format == FormatDecimal && n%10 
 
 // Exhausted is the error for a counter number past the form's bound.
 func (fm *Form) Exhausted(n uint64) error {
-	return fmt.Errorf("snapid: %w: number %d is past the last one the %s form can carry (%d)", ErrExhausted, n, fm.Format, fm.Limit)
+	return fmt.Errorf("snapid: %w: number %d is past the last one the %s form can carry (%d)", errs.ErrExhausted, n, fm.Format, fm.Limit)
 }
 
 // AppendID appends the id of counter number n (not skipped, within the

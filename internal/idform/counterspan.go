@@ -1,7 +1,9 @@
-package engine
+package idform
 
 import (
 	"fmt"
+
+	"github.com/snapid/snapid/internal/errs"
 )
 
 // How many numbers a request takes from the counter, and whether they
@@ -34,8 +36,8 @@ func Fits(path string, form *Form, base, k uint64, decimal bool) error {
 			left -= (limit/10 - base/10) // the numbers ending in 0 are not handed out
 		}
 	}
-	return &FileError{Op: "advance", Path: path, Err: fmt.Errorf(
-		"%w: last issued %d; %d more would pass %s, and %d are left: nothing was taken", ErrExhausted, base, k, what, left)}
+	return &errs.FileError{Op: "advance", Path: path, Err: fmt.Errorf(
+		"%w: last issued %d; %d more would pass %s, and %d are left: nothing was taken", errs.ErrExhausted, base, k, what, left)}
 }
 
 // DecimalSpan returns how many numbers after base hold k that do not end

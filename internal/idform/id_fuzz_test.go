@@ -1,11 +1,18 @@
-package engine
+package idform
 
 import (
 	"errors"
 	"math/big"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/snapid/snapid/internal/errs"
 )
+
+// nameRE is the node name rule, written independently of
+// nodename.Problem.
+var nameRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 func FuzzParseID(f *testing.F) {
 	for _, s := range []string{
@@ -21,8 +28,8 @@ func FuzzParseID(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		id, err := ParseID(s)
 		if err != nil {
-			if !errors.Is(err, ErrInvalidID) {
-				t.Fatalf("ParseID(%q): error %v does not wrap ErrInvalidID", s, err)
+			if !errors.Is(err, errs.ErrInvalidID) {
+				t.Fatalf("ParseID(%q): error %v does not wrap errs.ErrInvalidID", s, err)
 			}
 			if id != (ID{}) {
 				t.Fatalf("ParseID(%q) returned %#v with an error", s, id)
