@@ -484,16 +484,28 @@ func TestClusterCrashKill9(t *testing.T) {
 		require.NoError(t, os.WriteFile(goFile, nil, 0o600))
 		lines := make([][]string, len(cmds))
 		var wg sync.WaitGroup
+		var once sync.Once
+		drawing, ended := make(chan struct{}), make(chan struct{})
 		for i := range cmds {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for scanners[i].Scan() {
 					lines[i] = append(lines[i], scanners[i].Text())
+					if _, err := strconv.ParseUint(scanners[i].Text(), 10, 64); err == nil {
+						once.Do(func() { close(drawing) })
+					}
 				}
 			}()
 		}
-		time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
+		go func() { wg.Wait(); close(ended) }()
+		// The kill comes at a random moment after a child has drawn its
+		// first number (however slow the machine is to get there).
+		select {
+		case <-drawing:
+		case <-ended:
+		}
+		time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
 		for _, cmd := range cmds {
 			_ = cmd.Process.Kill() // SIGKILL
 		}

@@ -164,14 +164,22 @@ func startSeqProcs(t *testing.T, ks *testKeyspace, envs [][]string) []*seqProc {
 }
 
 // collect reads every child's output to its end (in parallel).
-func collect(procs []*seqProc) {
+func collect(procs []*seqProc) { collectNotify(procs, nil) }
+
+// collectNotify is collect, closing first (if not nil) when any child has
+// written its first whole line after "ready".
+func collectNotify(procs []*seqProc, first chan<- struct{}) {
 	var wg sync.WaitGroup
+	var once sync.Once
 	for _, p := range procs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for p.sc.Scan() {
 				p.lines = append(p.lines, p.sc.Text())
+				if first != nil {
+					once.Do(func() { close(first) })
+				}
 			}
 		}()
 	}
@@ -364,9 +372,15 @@ func TestSequenceKill9Rounds(t *testing.T) {
 			}
 		}
 		procs := startSeqProcs(t, ks, envs)
-		done := make(chan struct{})
-		go func() { collect(procs); close(done) }()
-		time.Sleep(time.Duration(200+rng.IntN(600)) * time.Millisecond)
+		done, first := make(chan struct{}), make(chan struct{})
+		go func() { collectNotify(procs, first); close(done) }()
+		// The kill comes at a random moment after the children have
+		// started drawing (however slow the machine is to get there).
+		select {
+		case <-first:
+		case <-done:
+		}
+		time.Sleep(time.Duration(rng.IntN(600)) * time.Millisecond)
 		for _, p := range procs {
 			_ = p.cmd.Process.Kill()
 		}
