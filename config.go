@@ -160,8 +160,9 @@ type RegistryConfig struct {
 
 	// ReserveStep is the least count of numbers the host reserves in the
 	// registry at a time (0: 1,000; more at high rates, see
-	// OutageHorizon). The next step is reserved in the background when
-	// half of the current one is used.
+	// OutageHorizon; at most 2^32, as a crash skips the rest of a step).
+	// The next step is reserved in the background when half of the
+	// current one is used.
 	ReserveStep uint64
 
 	// OutageHorizon sizes each reservation step to at least what the
@@ -224,7 +225,8 @@ type Takeover struct {
 // The next block is reserved in the background when half of the current
 // one is used.
 type Block struct {
-	// Size is how many numbers a block holds, at least 1.
+	// Size is how many numbers a block holds: 1 to 2^32 (a crash skips
+	// the rest of a block, so a larger one could use the counter up).
 	Size uint64
 
 	// CPUShards serves numbers from small per-CPU runs taken from the
@@ -258,8 +260,8 @@ func (c Config) options() ([]engine.Option, error) {
 		opts = append(opts, c.Form.options()...)
 	}
 	if b := c.Block; b != nil {
-		if b.Size == 0 {
-			return nil, invalid("Block.Size", 0, "a block holds at least 1 number")
+		if err := engine.CheckBlock(b.Size); err != nil {
+			return nil, invalid("Block.Size", b.Size, err.Error())
 		}
 		opts = append(opts, engine.WithBlock(b.Size), engine.WithCPUShards(b.CPUShards))
 	}
@@ -304,10 +306,10 @@ func (r *RegistryConfig) options(invalid func(field string, v any, why string) e
 		h.MachineID = cmp.Or(h.MachineID, local.MachineID)
 		opts = append(opts, engine.WithHostInfo(h))
 	}
-	switch {
-	case r.ReserveStep == 1:
-		return nil, invalid("Registry.ReserveStep", 1, "a step holds at least 2 numbers")
-	case r.ReserveStep != 0:
+	if r.ReserveStep != 0 {
+		if err := engine.CheckReserveStep(r.ReserveStep); err != nil {
+			return nil, invalid("Registry.ReserveStep", r.ReserveStep, err.Error())
+		}
 		opts = append(opts, engine.WithReserveStep(r.ReserveStep))
 	}
 	to, err := r.timingOptions(invalid)

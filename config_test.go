@@ -26,6 +26,9 @@ func TestConfigRefusedNamesTheFieldAndMakesNothing(t *testing.T) {
 		{"Config.Block.Size", func(b string) snapid.Config {
 			return snapid.Config{BindingDir: b, Block: &snapid.Block{CPUShards: true}}
 		}},
+		{"Config.Block.Size", func(b string) snapid.Config {
+			return snapid.Config{BindingDir: b, Block: &snapid.Block{Size: math.MaxUint64}}
+		}},
 		{"Config.BindingDir", func(string) snapid.Config { return snapid.Config{BindingDir: "records"} }},
 		{"Config.BindingDir", func(string) snapid.Config { return snapid.Config{BindingDir: "/"} }},
 		{"Config.FileMode", func(b string) snapid.Config { return snapid.Config{BindingDir: b, FileMode: 0o400} }},
@@ -35,6 +38,9 @@ func TestConfigRefusedNamesTheFieldAndMakesNothing(t *testing.T) {
 		}},
 		{"Config.Registry.ReserveStep", func(b string) snapid.Config {
 			return snapid.Config{BindingDir: b, Registry: &snapid.RegistryConfig{Registry: reg, ReserveStep: 1}}
+		}},
+		{"Config.Registry.ReserveStep", func(b string) snapid.Config {
+			return snapid.Config{BindingDir: b, Registry: &snapid.RegistryConfig{Registry: reg, ReserveStep: 1<<32 + 1}}
 		}},
 		{"Config.Registry.Heartbeat", func(b string) snapid.Config {
 			return snapid.Config{BindingDir: b, Registry: &snapid.RegistryConfig{Registry: reg, Heartbeat: -time.Second}}

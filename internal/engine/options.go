@@ -101,15 +101,46 @@ func WithSync(on bool) Option {
 // then increase per process, not host-wide, and a process that exits or
 // crashes leaves the rest of its block unused (a gap, never a repeat).
 // The next block is reserved in the background when half of the current one
-// is used. n must be at least 1.
+// is used. n must be 1 to MaxBlock.
 func WithBlock(n uint64) Option {
 	return func(o *options) error {
-		if n == 0 {
-			return fmt.Errorf("snapid: %w: WithBlock(0): a block holds at least 1 number", ErrInvalidOption)
+		if err := CheckBlock(n); err != nil {
+			return fmt.Errorf("snapid: %w: WithBlock(%d): %v", ErrInvalidOption, n, err)
 		}
 		o.block = n
 		return nil
 	}
+}
+
+// MaxBlock is the largest block (WithBlock) and MaxReserveStep the largest
+// step (WithReserveStep): a crash skips the rest of a block or a step, so
+// at these bounds a counter still outlives 2^31 crashes, where a block or
+// a step of 2^64-1 would use it up at once.
+const (
+	MaxBlock       = 1 << 32
+	MaxReserveStep = 1 << 32
+)
+
+// CheckBlock says why n cannot be a block's size (nil: it can).
+func CheckBlock(n uint64) error {
+	switch {
+	case n == 0:
+		return errors.New("a block holds at least 1 number")
+	case n > MaxBlock:
+		return fmt.Errorf("a block holds at most %d numbers (a crash skips the rest of a block)", uint64(MaxBlock))
+	}
+	return nil
+}
+
+// CheckReserveStep says why n cannot be a reservation step (nil: it can).
+func CheckReserveStep(n uint64) error {
+	switch {
+	case n < 2:
+		return errors.New("a step holds at least 2 numbers")
+	case n > MaxReserveStep:
+		return fmt.Errorf("a step holds at most %d numbers (a crash skips the rest of a step)", uint64(MaxReserveStep))
+	}
+	return nil
 }
 
 // WithCPUShards, in block mode, serves numbers from small per-CPU runs
@@ -311,11 +342,11 @@ func withClock(c clock.Clock) Option {
 // WithReserveStep sets the least number of numbers the host reserves in
 // the registry at a time (default DefaultReserveStep; more at high rates,
 // see WithOutageHorizon). The next step is reserved in the background when
-// half of the current one is used.
+// half of the current one is used. n must be 2 to MaxReserveStep.
 func WithReserveStep(n uint64) Option {
 	return func(o *options) error {
-		if n < 2 {
-			return fmt.Errorf("snapid: %w: WithReserveStep(%d): a step holds at least 2 numbers", ErrInvalidOption, n)
+		if err := CheckReserveStep(n); err != nil {
+			return fmt.Errorf("snapid: %w: WithReserveStep(%d): %v", ErrInvalidOption, n, err)
 		}
 		o.reg.step = n
 		return nil
