@@ -212,8 +212,8 @@ func ExportWithFileFS(x interface {
 // returned, those numbers are durable. Other files go straight to the OS.
 type ExportLeaseSyncs struct {
 	mu      sync.Mutex
-	written map[string]leaseRecord // per lease file, as last written
-	durable []seqRange             // numbers taken as of a sync that returned
+	written map[string]Record // per lease file, as last written
+	durable []Range           // numbers taken as of a sync that returned
 	syncs   int
 }
 
@@ -233,16 +233,16 @@ func (x *ExportLeaseSyncs) WriteAt(f *os.File, b []byte, off int64) (int, error)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.written == nil {
-		x.written = map[string]leaseRecord{}
+		x.written = map[string]Record{}
 	}
 	switch {
-	case off == 0 && len(b) == leaseSize:
-		if l, derr := decodeLease(b, leaseSize); derr == nil {
+	case off == 0 && len(b) == Size:
+		if l, derr := Decode(b, Size); derr == nil {
 			x.written[f.Name()] = l
 		}
 	case off == 8 && len(b) == 8:
 		l := x.written[f.Name()]
-		l.pos = binary.LittleEndian.Uint64(b)
+		l.Pos = binary.LittleEndian.Uint64(b)
 		x.written[f.Name()] = l
 	}
 	return n, err
@@ -258,8 +258,8 @@ func (x *ExportLeaseSyncs) Sync(f *os.File) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.syncs++
-	if l := x.written[f.Name()]; !l.cur.none() && l.pos > l.cur.first {
-		x.durable = append(x.durable, seqRange{l.cur.first, l.pos - 1})
+	if l := x.written[f.Name()]; !l.Cur.None() && l.Pos > l.Cur.First {
+		x.durable = append(x.durable, Range{l.Cur.First, l.Pos - 1})
 	}
 	return nil
 }
@@ -270,7 +270,7 @@ func (x *ExportLeaseSyncs) Covered(first, last uint64) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for _, r := range x.durable {
-		if r.first <= first && last <= r.last {
+		if r.First <= first && last <= r.Last {
 			return true
 		}
 	}

@@ -100,9 +100,9 @@ type Sequence struct {
 	mu         sync.Mutex // guards lf and the fields below (the flock is per open file, not per goroutine)
 	lf         *leaseFile
 	fileClosed bool
-	seen       seqRange   // the current range this process last saw, for the roll-back check
+	seen       Range      // the current range this process last saw, for the roll-back check
 	high       uint64     // the highest position this process saw in seen
-	seenAhead  seqRange   // the lease taken in advance this process last saw
+	seenAhead  Range      // the lease taken in advance this process last saw
 	past       pastRanges // earlier ranges this process saw as current
 	seenGen    uint64     // the generation of the lease file this process last saw
 	seenSess   string     // the session of the lease file this process last saw

@@ -29,8 +29,8 @@ const (
 type leaseFile struct {
 	c     *counterFile // the descriptor, lock, identity check and I/O of the counter file
 	floor *counterFile // the floor file (its descriptor and I/O; never locked: the lease file's lock covers it)
-	buf   [leaseSize + 1]byte
-	fbuf  [leaseSize + 1]byte
+	buf   [Size + 1]byte
+	fbuf  [Size + 1]byte
 	o     options // how files beside it are made (the floor again, if replaced)
 	node  string
 	seq   string
@@ -60,7 +60,7 @@ func leasePath(counterPath, sequence string) string {
 func openLeaseFile(ctx context.Context, counterPath, sequence, node, owner string, o *options) (*leaseFile, error) {
 	path := leasePath(counterPath, sequence)
 	floorPath := path + floorSuffix
-	init, err := encodeLease(&leaseRecord{node: node, seq: sequence, ow: owner})
+	init, err := Encode(&Record{Node: node, Seq: sequence, Owner: owner})
 	if err != nil {
 		return nil, err
 	}
@@ -131,34 +131,34 @@ func (lf *leaseFile) checkFloorAlone(path string, o *options) error {
 }
 
 // load reads and checks the file; the caller holds the lock.
-func (lf *leaseFile) load() (leaseRecord, error) {
+func (lf *leaseFile) load() (Record, error) {
 	c := lf.c
 	n, err := c.ReadAt(lf.buf[:], 0)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return leaseRecord{}, &FileError{Op: "read", Path: c.Path(), Err: err}
+		return Record{}, &FileError{Op: "read", Path: c.Path(), Err: err}
 	}
 	size := int64(n)
-	if n > leaseSize {
+	if n > Size {
 		size = fileSize(c, n)
 	}
 	l, err := lf.decode(lf.buf[:n], size)
 	if err != nil {
-		return leaseRecord{}, &FileError{Op: "read", Path: c.Path(), Err: err}
+		return Record{}, &FileError{Op: "read", Path: c.Path(), Err: err}
 	}
 	return l, nil
 }
 
 // decode decodes a record of this file (or of its floor).
-func (lf *leaseFile) decode(b []byte, size int64) (leaseRecord, error) {
-	l, err := decodeLease(b, size)
+func (lf *leaseFile) decode(b []byte, size int64) (Record, error) {
+	l, err := Decode(b, size)
 	switch {
 	case err != nil:
-	case l.ow != lf.ow:
-		err = fmt.Errorf("%w: it belongs to owner token %s, not this counter's (%s)", errCorruptLease, registry.OwnerID(l.ow), registry.OwnerID(lf.ow))
-	case l.node != lf.node:
-		err = fmt.Errorf("%w: it belongs to node name %q, not %q", errCorruptLease, l.node, lf.node)
-	case l.seq != lf.seq:
-		err = fmt.Errorf("%w: it belongs to sequence %q, not %q", errCorruptLease, l.seq, lf.seq)
+	case l.Owner != lf.ow:
+		err = fmt.Errorf("%w: it belongs to owner token %s, not this counter's (%s)", errCorruptLease, registry.OwnerID(l.Owner), registry.OwnerID(lf.ow))
+	case l.Node != lf.node:
+		err = fmt.Errorf("%w: it belongs to node name %q, not %q", errCorruptLease, l.Node, lf.node)
+	case l.Seq != lf.seq:
+		err = fmt.Errorf("%w: it belongs to sequence %q, not %q", errCorruptLease, l.Seq, lf.seq)
 	}
 	return l, err
 }
@@ -167,24 +167,24 @@ func (lf *leaseFile) decode(b []byte, size int64) (leaseRecord, error) {
 // yet). A floor that is not a record of this lease file is refused
 // (errCorruptLease), as the lease file would be. The caller holds the
 // lease file's lock.
-func (lf *leaseFile) loadFloor() (l leaseRecord, ok bool, err error) {
+func (lf *leaseFile) loadFloor() (l Record, ok bool, err error) {
 	c := lf.floor
 	n, err := c.ReadAt(lf.fbuf[:], 0)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return leaseRecord{}, false, &FileError{Op: "read", Path: c.Path(), Err: err}
+		return Record{}, false, &FileError{Op: "read", Path: c.Path(), Err: err}
 	}
 	if allZero(lf.fbuf[:n]) {
 		// Empty, or zeros: a floor never written, or its first write
 		// lost to a power cut on a file system that shows an unsynced
 		// extension as zeros (the floor is not synced).
-		return leaseRecord{}, false, nil
+		return Record{}, false, nil
 	}
 	size := int64(n)
-	if n > leaseSize {
+	if n > Size {
 		size = fileSize(c, n)
 	}
 	if l, err = lf.decode(lf.fbuf[:n], size); err != nil {
-		return leaseRecord{}, false, &FileError{Op: "read", Path: c.Path(), Err: fmt.Errorf("the lease file's floor: %w", err)}
+		return Record{}, false, &FileError{Op: "read", Path: c.Path(), Err: fmt.Errorf("the lease file's floor: %w", err)}
 	}
 	return l, true, nil
 }
@@ -212,18 +212,18 @@ func (lf *leaseFile) floorCurrent() error {
 // storeFloor writes l to the floor file, not synced: the whole record,
 // or with posOnly its position alone (the floor then holds l's
 // generation and ranges already). The caller holds the lease file's lock.
-func (lf *leaseFile) storeFloor(l *leaseRecord, posOnly bool) error {
+func (lf *leaseFile) storeFloor(l *Record, posOnly bool) error {
 	c := lf.floor
 	var b []byte
 	off := int64(0)
 	if posOnly {
 		b = lf.fbuf[8:16]
-		binary.LittleEndian.PutUint64(b, l.pos)
+		binary.LittleEndian.PutUint64(b, l.Pos)
 		off = 8
 	} else {
-		b = lf.fbuf[:leaseSize]
+		b = lf.fbuf[:Size]
 		clear(b)
-		if err := encodeLeaseTo(b, l); err != nil {
+		if err := EncodeTo(b, l); err != nil {
 			return err
 		}
 	}
@@ -247,15 +247,15 @@ func (lf *leaseFile) storePos(pos uint64) error {
 // store writes the whole record in place and syncs; the caller holds the
 // lock. A torn write fails the checksum: the file is then refused as
 // corrupt (its ranges are lost, a gap), never read wrong.
-func (lf *leaseFile) store(l *leaseRecord) error {
-	l.node, l.seq, l.ow = lf.node, lf.seq, lf.ow
-	if l.gen >= maxLeaseGen {
-		return &FileError{Op: "write", Path: lf.c.Path(), Err: fmt.Errorf("%w: generation %d cannot grow", errCorruptLease, l.gen)}
+func (lf *leaseFile) store(l *Record) error {
+	l.Node, l.Seq, l.Owner = lf.node, lf.seq, lf.ow
+	if l.Gen >= maxLeaseGen {
+		return &FileError{Op: "write", Path: lf.c.Path(), Err: fmt.Errorf("%w: generation %d cannot grow", errCorruptLease, l.Gen)}
 	}
-	l.gen++
-	b := lf.buf[:leaseSize]
+	l.Gen++
+	b := lf.buf[:Size]
 	clear(b)
-	if err := encodeLeaseTo(b, l); err != nil {
+	if err := EncodeTo(b, l); err != nil {
 		return err
 	}
 	return lf.write(b, 0)
@@ -297,14 +297,14 @@ func readLeaseFile(ctx context.Context, counterPath, sequence string) (cur, ahea
 	}
 	defer c.Close()
 	lf := &leaseFile{c: c}
-	var l leaseRecord
+	var l Record
 	err = c.WithLockContext(ctx, func() error {
 		var err error
 		n, rerr := c.ReadAt(lf.buf[:], 0)
 		if rerr != nil && !errors.Is(rerr, io.EOF) {
 			return &FileError{Op: "read", Path: c.Path(), Err: rerr}
 		}
-		l, err = decodeLease(lf.buf[:n], fileSize(c, n))
+		l, err = Decode(lf.buf[:n], fileSize(c, n))
 		if err != nil {
 			return &FileError{Op: "read", Path: c.Path(), Err: err}
 		}
@@ -313,10 +313,10 @@ func readLeaseFile(ctx context.Context, counterPath, sequence string) (cur, ahea
 	if err != nil {
 		return cur, ahead, 0, false, err
 	}
-	mk := func(r seqRange) registry.SequenceLease {
-		return registry.SequenceLease{Sequence: l.seq, Name: l.node, Owner: l.ow, Session: l.session, First: r.first, Last: r.last}
+	mk := func(r Range) registry.SequenceLease {
+		return registry.SequenceLease{Sequence: l.Seq, Name: l.Node, Owner: l.Owner, Session: l.Session, First: r.First, Last: r.Last}
 	}
-	return mk(l.cur), mk(l.ahead), l.pos, true, nil
+	return mk(l.Cur), mk(l.Ahead), l.Pos, true, nil
 }
 
 // closeLeases records, for the last process of the host (under the gate,

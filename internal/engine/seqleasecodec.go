@@ -17,7 +17,7 @@ import (
 // every read (size, magic, checksum, ranges), and a file in another
 // format is refused with errCorruptLease and left as it is.
 //
-// Layout (leaseSize bytes, integers unsigned 64-bit little-endian):
+// Layout (Size bytes, integers unsigned 64-bit little-endian):
 //
 //	  0  8  magic "snapseq2" ("snapseq1": written by a version without
 //	        generations, read as generation 0; this version writes
@@ -65,64 +65,64 @@ import (
 // cur) is the lease the registry records for the host (see
 // Sequence.verify); otherwise they are void: a gap, never a repeat.
 const (
-	leaseSize    = 512
+	Size         = 512
 	leaseMagic   = "snapseq2" // written by this version; "snapseq1" (no generation) is read as generation 0
 	leaseMagicV1 = "snapseq1"
 	maxLeaseGen  = 1<<63 - 1 // a generation above it is refused as damaged (it cannot be reached)
-	leaseCRCAt   = leaseSize - 4
+	leaseCRCAt   = Size - 4
 	leaseStrSize = 64
 	leaseGenAt   = 272
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// seqRange is an inclusive range; first 0 means none.
-type seqRange struct{ first, last uint64 }
+// Range is an inclusive range; first 0 means none.
+type Range struct{ First, Last uint64 }
 
-func (r seqRange) none() bool { return r.first == 0 }
+func (r Range) None() bool { return r.First == 0 }
 
-// leaseRecord is the content of a lease file.
-type leaseRecord struct {
-	pos                    uint64
-	gen                    uint64 // see leaseGenAt
-	cur, ahead             seqRange
-	session, node, seq, ow string
+// Record is the content of a lease file.
+type Record struct {
+	Pos                       uint64
+	Gen                       uint64 // see leaseGenAt
+	Cur, Ahead                Range
+	Session, Node, Seq, Owner string
 }
 
-// latest is the most recent lease the file holds.
-func (l *leaseRecord) latest() seqRange {
-	if !l.ahead.none() {
-		return l.ahead
+// Latest is the most recent lease the file holds.
+func (l *Record) Latest() Range {
+	if !l.Ahead.None() {
+		return l.Ahead
 	}
-	return l.cur
+	return l.Cur
 }
 
-// left is how many numbers cur still has.
-func (l *leaseRecord) left() uint64 {
-	if l.cur.none() || l.pos > l.cur.last {
+// Left is how many numbers cur still has.
+func (l *Record) Left() uint64 {
+	if l.Cur.None() || l.Pos > l.Cur.Last {
 		return 0
 	}
-	return l.cur.last - l.pos + 1
+	return l.Cur.Last - l.Pos + 1
 }
 
-// void drops the ranges (a gap) and binds the file to session.
-func (l *leaseRecord) void(session string) {
-	l.cur, l.ahead, l.pos, l.session = seqRange{}, seqRange{}, 0, session
+// Void drops the ranges (a gap) and binds the file to session.
+func (l *Record) Void(session string) {
+	l.Cur, l.Ahead, l.Pos, l.Session = Range{}, Range{}, 0, session
 }
 
-func encodeLease(l *leaseRecord) ([]byte, error) {
-	b := make([]byte, leaseSize)
-	return b, encodeLeaseTo(b, l)
+func Encode(l *Record) ([]byte, error) {
+	b := make([]byte, Size)
+	return b, EncodeTo(b, l)
 }
 
-// encodeLeaseTo encodes l into b (leaseSize bytes, zero).
-func encodeLeaseTo(b []byte, l *leaseRecord) error {
+// EncodeTo encodes l into b (leaseSize bytes, zero).
+func EncodeTo(b []byte, l *Record) error {
 	copy(b, leaseMagic)
-	binary.LittleEndian.PutUint64(b[8:], l.pos)
-	for i, v := range []uint64{l.cur.first, l.cur.last, l.ahead.first, l.ahead.last} {
+	binary.LittleEndian.PutUint64(b[8:], l.Pos)
+	for i, v := range []uint64{l.Cur.First, l.Cur.Last, l.Ahead.First, l.Ahead.Last} {
 		binary.LittleEndian.PutUint64(b[16+8*i:], v)
 	}
-	for i, s := range []string{l.session, l.node, l.seq, l.ow} {
+	for i, s := range []string{l.Session, l.Node, l.Seq, l.Owner} {
 		size := leaseStrSize
 		if i == 3 {
 			size = 32
@@ -132,7 +132,7 @@ func encodeLeaseTo(b []byte, l *leaseRecord) error {
 		}
 		copy(b[48+leaseStrSize*i:], s)
 	}
-	binary.LittleEndian.PutUint64(b[leaseGenAt:], l.gen)
+	binary.LittleEndian.PutUint64(b[leaseGenAt:], l.Gen)
 	binary.LittleEndian.PutUint32(b[leaseCRCAt:], leaseCRC(b))
 	return nil
 }
@@ -146,14 +146,14 @@ func leaseCRC(b []byte) uint32 {
 	return h.Sum32()
 }
 
-// decodeLease checks and decodes a lease file's content (n bytes of it
+// Decode checks and decodes a lease file's content (n bytes of it
 // read, size its size).
-func decodeLease(b []byte, size int64) (leaseRecord, error) {
-	bad := func(format string, args ...any) (leaseRecord, error) {
-		return leaseRecord{}, fmt.Errorf("%w: "+format, append([]any{errCorruptLease}, args...)...)
+func Decode(b []byte, size int64) (Record, error) {
+	bad := func(format string, args ...any) (Record, error) {
+		return Record{}, fmt.Errorf("%w: "+format, append([]any{errCorruptLease}, args...)...)
 	}
-	if size != leaseSize || len(b) != leaseSize {
-		return bad("it is %d bytes; a lease file is %d", size, leaseSize)
+	if size != Size || len(b) != Size {
+		return bad("it is %d bytes; a lease file is %d", size, Size)
 	}
 	v1 := string(b[:8]) == leaseMagicV1
 	if string(b[:8]) != leaseMagic && !v1 {
@@ -162,16 +162,16 @@ func decodeLease(b []byte, size int64) (leaseRecord, error) {
 	if binary.LittleEndian.Uint32(b[leaseCRCAt:]) != leaseCRC(b) {
 		return bad("checksum mismatch (damaged, or a torn write)")
 	}
-	var l leaseRecord
-	l.pos = binary.LittleEndian.Uint64(b[8:])
+	var l Record
+	l.Pos = binary.LittleEndian.Uint64(b[8:])
 	u := func(i int) uint64 { return binary.LittleEndian.Uint64(b[16+8*i:]) }
-	l.cur, l.ahead = seqRange{u(0), u(1)}, seqRange{u(2), u(3)}
-	l.gen = binary.LittleEndian.Uint64(b[leaseGenAt:])
+	l.Cur, l.Ahead = Range{u(0), u(1)}, Range{u(2), u(3)}
+	l.Gen = binary.LittleEndian.Uint64(b[leaseGenAt:])
 	if v1 {
-		l.gen = 0
+		l.Gen = 0
 	}
-	if l.gen > maxLeaseGen {
-		return bad("generation %d is above %d", l.gen, uint64(maxLeaseGen))
+	if l.Gen > maxLeaseGen {
+		return bad("generation %d is above %d", l.Gen, uint64(maxLeaseGen))
 	}
 	strs := make([]string, 4)
 	for i := range strs {
@@ -194,17 +194,17 @@ func decodeLease(b []byte, size int64) (leaseRecord, error) {
 		}
 		strs[i] = string(f[:n])
 	}
-	l.session, l.node, l.seq, l.ow = strs[0], strs[1], strs[2], strs[3]
-	for _, r := range []seqRange{l.cur, l.ahead} {
-		if !r.none() && (r.last < r.first || r.last > registry.MaxSequence) {
-			return bad("range [%d, %d] is not a valid range", r.first, r.last)
+	l.Session, l.Node, l.Seq, l.Owner = strs[0], strs[1], strs[2], strs[3]
+	for _, r := range []Range{l.Cur, l.Ahead} {
+		if !r.None() && (r.Last < r.First || r.Last > registry.MaxSequence) {
+			return bad("range [%d, %d] is not a valid range", r.First, r.Last)
 		}
 	}
 	switch {
-	case l.cur.none() && (l.pos != 0 || !l.ahead.none()):
-		return bad("position %d or a next lease without a current one", l.pos)
-	case !l.cur.none() && (l.pos < l.cur.first || l.pos > l.cur.last+1):
-		return bad("position %d is outside its range [%d, %d]", l.pos, l.cur.first, l.cur.last)
+	case l.Cur.None() && (l.Pos != 0 || !l.Ahead.None()):
+		return bad("position %d or a next lease without a current one", l.Pos)
+	case !l.Cur.None() && (l.Pos < l.Cur.First || l.Pos > l.Cur.Last+1):
+		return bad("position %d is outside its range [%d, %d]", l.Pos, l.Cur.First, l.Cur.Last)
 	}
 	return l, nil
 }

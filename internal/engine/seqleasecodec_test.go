@@ -24,38 +24,38 @@ func TestLeaseFileBoundaries(t *testing.T) {
 	inRange := func(v uint64) bool { return v >= 1 && v <= max }
 	type tc struct {
 		what string
-		l    leaseRecord
+		l    Record
 		ok   bool
 	}
 	var cases []tc
 	for _, v := range values {
 		cases = append(cases,
 			// One number, taken next: cur [v, v] at v. v = 0 is no range.
-			tc{fmt.Sprintf("cur [%d, %d] at %d", v, v, v), leaseRecord{pos: v, cur: seqRange{v, v}}, v == 0 || inRange(v)},
+			tc{fmt.Sprintf("cur [%d, %d] at %d", v, v, v), Record{Pos: v, Cur: Range{v, v}}, v == 0 || inRange(v)},
 			// A range from 1 up to v.
-			tc{fmt.Sprintf("cur [1, %d] at 1", v), leaseRecord{pos: 1, cur: seqRange{1, v}}, inRange(v)},
+			tc{fmt.Sprintf("cur [1, %d] at 1", v), Record{Pos: 1, Cur: Range{1, v}}, inRange(v)},
 			// A range from v up to max.
-			tc{fmt.Sprintf("cur [%d, max] at max", v), leaseRecord{pos: max, cur: seqRange{v, max}}, inRange(v)},
+			tc{fmt.Sprintf("cur [%d, max] at max", v), Record{Pos: max, Cur: Range{v, max}}, inRange(v)},
 			// The position anywhere in [1, max+1] of a range [1, max]: max+1
 			// is a used-up range.
-			tc{fmt.Sprintf("cur [1, max] at %d", v), leaseRecord{pos: v, cur: seqRange{1, max}}, v >= 1 && v <= two63},
+			tc{fmt.Sprintf("cur [1, max] at %d", v), Record{Pos: v, Cur: Range{1, max}}, v >= 1 && v <= two63},
 			// The next lease, taken ahead, at v.
-			tc{fmt.Sprintf("ahead [%d, %d]", v, v), leaseRecord{pos: 1, cur: seqRange{1, 1}, ahead: seqRange{v, v}}, v == 0 || inRange(v)},
-			tc{fmt.Sprintf("ahead [2, %d]", v), leaseRecord{pos: 1, cur: seqRange{1, 1}, ahead: seqRange{2, v}}, v >= 2 && v <= max},
+			tc{fmt.Sprintf("ahead [%d, %d]", v, v), Record{Pos: 1, Cur: Range{1, 1}, Ahead: Range{v, v}}, v == 0 || inRange(v)},
+			tc{fmt.Sprintf("ahead [2, %d]", v), Record{Pos: 1, Cur: Range{1, 1}, Ahead: Range{2, v}}, v >= 2 && v <= max},
 			// A position without a current range.
-			tc{fmt.Sprintf("no range at %d", v), leaseRecord{pos: v}, v == 0},
+			tc{fmt.Sprintf("no range at %d", v), Record{Pos: v}, v == 0},
 		)
 	}
 	for _, c := range cases {
-		c.l.session, c.l.node, c.l.seq, c.l.ow = "s1", "web_1", "orders", "0123456789abcdef0123456789abcdef"
-		b, err := encodeLease(&c.l)
+		c.l.Session, c.l.Node, c.l.Seq, c.l.Owner = "s1", "web_1", "orders", "0123456789abcdef0123456789abcdef"
+		b, err := Encode(&c.l)
 		if err != nil {
 			t.Fatalf("%s: encode: %v", c.what, err)
 		}
 		// The hot path writes the position alone, outside the checksum:
 		// decode it as written there too.
-		binary.LittleEndian.PutUint64(b[8:], c.l.pos)
-		got, err := decodeLease(b, leaseSize)
+		binary.LittleEndian.PutUint64(b[8:], c.l.Pos)
+		got, err := Decode(b, Size)
 		switch {
 		case c.ok && err != nil:
 			t.Errorf("%s: refused: %v", c.what, err)

@@ -95,15 +95,15 @@ func (s *Sequence) verify(ctx context.Context, reachable bool) error {
 // an earlier claim with ranges is returned as old (earlier), for adopt to
 // carry over or drop; one of this claim with ranges is to be checked
 // against the registry (check).
-func (s *Sequence) inspectFile(ctx context.Context, session string) (old leaseRecord, check, earlier bool, err error) {
-	err = s.updateContext(ctx, false, func(l *leaseRecord) (bool, error) {
+func (s *Sequence) inspectFile(ctx context.Context, session string) (old Record, check, earlier bool, err error) {
+	err = s.updateContext(ctx, false, func(l *Record) (bool, error) {
 		switch {
-		case l.session != session && l.cur.none() && l.session != "":
-			l.void(session)
+		case l.Session != session && l.Cur.None() && l.Session != "":
+			l.Void(session)
 			return true, nil
-		case l.session != session && !l.cur.none():
+		case l.Session != session && !l.Cur.None():
 			old, earlier = *l, true
-		case !l.cur.none():
+		case !l.Cur.None():
 			check = true
 		}
 		return false, nil
@@ -123,12 +123,12 @@ func (s *Sequence) hostLease(ctx context.Context) (registry.SequenceLease, error
 // claim (session), unless they are the host's lease the registry records
 // (rec).
 func (s *Sequence) dropUnrecorded(rec registry.SequenceLease, session string) error {
-	return s.update(false, func(l *leaseRecord) (bool, error) {
-		latest := l.latest()
-		if !l.cur.none() && (rec.Session != session || rec.First != latest.first || rec.Last != latest.last) {
+	return s.update(false, func(l *Record) (bool, error) {
+		latest := l.Latest()
+		if !l.Cur.None() && (rec.Session != session || rec.First != latest.First || rec.Last != latest.Last) {
 			s.log.Warn("snapid: the sequence lease file is not the host's lease the registry records (restored or copied?); its ranges are dropped (a gap)",
 				"sequence", s.name, "file", latest, "registry_first", rec.First, "registry_last", rec.Last)
-			l.void(session)
+			l.Void(session)
 			return true, nil
 		}
 		return false, nil
@@ -139,30 +139,30 @@ func (s *Sequence) dropUnrecorded(rec registry.SequenceLease, session string) er
 // to this claim, if the registry's record rec shows that the host's last
 // process closed cleanly with the file exactly as it is (the same latest
 // range and position); otherwise the file's ranges are dropped (a gap).
-func (s *Sequence) adopt(old leaseRecord, rec registry.SequenceLease, reachable bool) error {
+func (s *Sequence) adopt(old Record, rec registry.SequenceLease, reachable bool) error {
 	session := s.g.res.session
-	latest := old.latest()
+	latest := old.Latest()
 	adopted := false
-	if reachable && rec.Session == old.session && rec.First == latest.first && rec.Last == latest.last &&
-		rec.ClosedAt != 0 && rec.ClosedAt == old.pos {
+	if reachable && rec.Session == old.Session && rec.First == latest.First && rec.Last == latest.Last &&
+		rec.ClosedAt != 0 && rec.ClosedAt == old.Pos {
 		ctx, cancel := s.g.clock.WithTimeout(context.Background(), s.g.res.o.timeout)
 		_, err := s.reg.AdoptLease(ctx, registry.LeaseAdoption{Sequence: s.name, Name: s.g.name, Owner: s.g.res.host.owner, Session: session,
-			OldSession: old.session, First: latest.first, Last: latest.last, Pos: old.pos})
+			OldSession: old.Session, First: latest.First, Last: latest.Last, Pos: old.Pos})
 		cancel()
 		adopted = err == nil
 		if err != nil {
 			s.log.Warn("snapid: could not carry the host's sequence lease over; it is dropped (a gap)", "sequence", s.name, "err", err)
 		}
 	}
-	return s.update(false, func(l *leaseRecord) (bool, error) {
-		if adopted && l.session == old.session && l.cur == old.cur && l.ahead == old.ahead && l.pos == old.pos {
-			l.session = session
+	return s.update(false, func(l *Record) (bool, error) {
+		if adopted && l.Session == old.Session && l.Cur == old.Cur && l.Ahead == old.Ahead && l.Pos == old.Pos {
+			l.Session = session
 			return true, nil
 		}
-		if l.session != session {
+		if l.Session != session {
 			s.log.Info("snapid: sequence lease file of an earlier claim of this host; its ranges are dropped (a gap)",
-				"sequence", s.name, "cur", l.cur, "ahead", l.ahead)
-			l.void(session)
+				"sequence", s.name, "cur", l.Cur, "ahead", l.Ahead)
+			l.Void(session)
 			return true, nil
 		}
 		return false, nil
@@ -255,15 +255,15 @@ func (s *Sequence) refillLease(ctx context.Context, min uint64, prefetch bool) e
 		return err
 	}
 	defer s.unlockRefill()
-	var prev seqRange
+	var prev Range
 	need := false
-	err := s.withFile(func(l *leaseRecord) (bool, error) {
+	err := s.withFile(func(l *Record) (bool, error) {
 		if prefetch {
-			need = l.ahead.none() && !l.cur.none() && l.left() < s.leaseSize.Load()/2
+			need = l.Ahead.None() && !l.Cur.None() && l.Left() < s.leaseSize.Load()/2
 		} else {
-			need = l.left() < min && l.ahead.none()
+			need = l.Left() < min && l.Ahead.None()
 		}
-		prev = l.latest()
+		prev = l.Latest()
 		return false, nil
 	})
 	if err != nil || !need {
@@ -279,7 +279,7 @@ func (s *Sequence) refillLease(ctx context.Context, min uint64, prefetch bool) e
 // (restored or copied, or a process died between a lease and recording it)
 // and its ranges are dropped, and the next lease is asked for against the
 // registry's record.
-func (s *Sequence) lease(ctx context.Context, prev seqRange, min uint64) error {
+func (s *Sequence) lease(ctx context.Context, prev Range, min uint64) error {
 	inFile := prev   // the file's latest range; prev is what the registry is shown
 	failures := 0    // transient failures so far (see retryRegistry)
 	retried := false // the last attempt failed transiently
@@ -290,7 +290,7 @@ func (s *Sequence) lease(ctx context.Context, prev seqRange, min uint64) error {
 		lctx, cancel := s.g.clock.WithTimeout(ctx, s.g.res.o.timeout)
 		got, err := s.reg.LeaseSequence(lctx, registry.LeaseRequest{
 			Sequence: s.name, Name: s.g.name, Owner: s.g.res.host.owner, Session: s.g.res.session,
-			PrevFirst: prev.first, PrevLast: prev.last, Size: max(s.nextLeaseSize(), min), Min: min,
+			PrevFirst: prev.First, PrevLast: prev.Last, Size: max(s.nextLeaseSize(), min), Min: min,
 		})
 		cancel()
 		switch {
@@ -302,14 +302,14 @@ func (s *Sequence) lease(ctx context.Context, prev seqRange, min uint64) error {
 				attempt--
 				retried = false
 			}
-			recorded := seqRange{got.First, got.Last}
+			recorded := Range{got.First, got.Last}
 			s.log.Warn("snapid: the host's sequence lease in the registry is not the lease file's; dropping the file's ranges (a gap)",
 				"sequence", s.name, "file", prev, "registry", recorded)
-			err := s.withFile(func(l *leaseRecord) (bool, error) {
-				if l.latest() == inFile {
-					l.void(s.g.res.session)
+			err := s.withFile(func(l *Record) (bool, error) {
+				if l.Latest() == inFile {
+					l.Void(s.g.res.session)
 				}
-				inFile = l.latest()
+				inFile = l.Latest()
 				return true, nil
 			})
 			if err != nil {
@@ -332,18 +332,18 @@ func (s *Sequence) lease(ctx context.Context, prev seqRange, min uint64) error {
 			return fmt.Errorf("snapid: sequence %q: %w", s.name, err)
 		}
 		s.leases.Add(1)
-		next := seqRange{got.First, got.Last}
-		return s.withFile(func(l *leaseRecord) (bool, error) {
+		next := Range{got.First, got.Last}
+		return s.withFile(func(l *Record) (bool, error) {
 			switch {
-			case l.latest() != inFile:
+			case l.Latest() != inFile:
 				// Cannot happen under the refill lock, short of a file
 				// replaced by hand meanwhile: next stays unused (a gap).
 				s.log.Warn("snapid: the sequence lease file changed while a lease was taken; the lease is left unused (a gap)",
 					"sequence", s.name, "lease", next)
-			case l.left() == 0:
-				l.cur, l.ahead, l.pos = next, seqRange{}, next.first
+			case l.Left() == 0:
+				l.Cur, l.Ahead, l.Pos = next, Range{}, next.First
 			default:
-				l.ahead = next
+				l.Ahead = next
 			}
 			return true, nil
 		})

@@ -68,11 +68,11 @@ func (s *Sequence) Lease() (SequenceLeaseState, error) {
 		if err != nil {
 			return err
 		}
-		st.CurrentFirst, st.CurrentLast, st.Next = l.cur.first, l.cur.last, l.pos
-		st.AheadFirst, st.AheadLast = l.ahead.first, l.ahead.last
-		st.LeftNumbers = l.left()
-		if !l.ahead.none() {
-			st.LeftNumbers += l.ahead.last - l.ahead.first + 1
+		st.CurrentFirst, st.CurrentLast, st.Next = l.Cur.First, l.Cur.Last, l.Pos
+		st.AheadFirst, st.AheadLast = l.Ahead.First, l.Ahead.Last
+		st.LeftNumbers = l.Left()
+		if !l.Ahead.None() {
+			st.LeftNumbers += l.Ahead.Last - l.Ahead.First + 1
 		}
 		return nil
 	})

@@ -49,7 +49,7 @@ func (s *Sequence) take(ctx context.Context, k, min uint64, prefetchOK bool) (fi
 			return 0, 0, ErrClosed
 		}
 		var got, prefetch bool
-		err = s.withFile(func(l *leaseRecord) (bool, error) {
+		err = s.withFile(func(l *Record) (bool, error) {
 			// A caller that left (NextNContext) takes nothing, even
 			// once the lock it waited for is free.
 			if err := alloc.ContextError(ctx); err != nil {
@@ -57,20 +57,20 @@ func (s *Sequence) take(ctx context.Context, k, min uint64, prefetchOK bool) (fi
 			}
 			changed := false
 			for {
-				if left := l.left(); left >= min {
-					first, count = l.pos, minU(k, left)
-					l.pos += count
+				if left := l.Left(); left >= min {
+					first, count = l.Pos, minU(k, left)
+					l.Pos += count
 					got = true
-					if prefetchOK && l.ahead.none() && l.left() < s.leaseSize.Load()/2 {
+					if prefetchOK && l.Ahead.None() && l.Left() < s.leaseSize.Load()/2 {
 						prefetch = true
 					}
 					return changed, nil
 				}
-				if l.ahead.none() {
+				if l.Ahead.None() {
 					return changed, nil
 				}
 				// The rest of cur (fewer than min) is skipped.
-				l.cur, l.ahead, l.pos = l.ahead, seqRange{}, l.ahead.first
+				l.Cur, l.Ahead, l.Pos = l.Ahead, Range{}, l.Ahead.First
 				changed = true
 			}
 		})
@@ -102,20 +102,20 @@ func minU(a, b uint64) uint64 {
 // (8 bytes) unless fn reports that more changed. The write is synced before
 // withFile returns, so no number fn takes is handed out before it is on
 // disk.
-func (s *Sequence) withFile(fn func(l *leaseRecord) (changed bool, err error)) error {
+func (s *Sequence) withFile(fn func(l *Record) (changed bool, err error)) error {
 	return s.update(true, fn)
 }
 
 // update is withFile; with bound false it leaves out the check that the
 // file is bound to this process's claim (verify, which rebinds it, uses
 // that).
-func (s *Sequence) update(bound bool, fn func(l *leaseRecord) (changed bool, err error)) error {
+func (s *Sequence) update(bound bool, fn func(l *Record) (changed bool, err error)) error {
 	return s.updateContext(context.Background(), bound, fn)
 }
 
 // updateContext is update waiting for the file's lock no longer than ctx
 // allows.
-func (s *Sequence) updateContext(ctx context.Context, bound bool, fn func(l *leaseRecord) (changed bool, err error)) error {
+func (s *Sequence) updateContext(ctx context.Context, bound bool, fn func(l *Record) (changed bool, err error)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fileClosed || s.g.closed.Load() {
@@ -134,7 +134,7 @@ func (s *Sequence) updateContext(ctx context.Context, bound bool, fn func(l *lea
 // file to what the floor and this process saw, checks that it is bound
 // to this process's claim (with bound), runs fn, and writes what changed
 // to the file and the floor.
-func (s *Sequence) updateLocked(bound bool, fn func(l *leaseRecord) (changed bool, err error)) error {
+func (s *Sequence) updateLocked(bound bool, fn func(l *Record) (changed bool, err error)) error {
 	l, floor, floorOK, err := s.loadWithFloor()
 	if err != nil {
 		return err
@@ -156,7 +156,7 @@ func (s *Sequence) updateLocked(bound bool, fn func(l *leaseRecord) (changed boo
 	if err != nil {
 		return err
 	}
-	changed = changed || c || l.cur != before.cur || l.ahead != before.ahead
+	changed = changed || c || l.Cur != before.Cur || l.Ahead != before.Ahead
 	if err := s.storeUpdate(&l, before, changed, floor, floorOK); err != nil {
 		return err
 	}
@@ -166,7 +166,7 @@ func (s *Sequence) updateLocked(bound bool, fn func(l *leaseRecord) (changed boo
 
 // loadWithFloor reads the lease file's record and, once the floor file is
 // the current one, the floor's (floorOK false: the floor holds none).
-func (s *Sequence) loadWithFloor() (l, floor leaseRecord, floorOK bool, err error) {
+func (s *Sequence) loadWithFloor() (l, floor Record, floorOK bool, err error) {
 	l, err = s.lf.load()
 	if err != nil {
 		return l, floor, false, err
@@ -184,20 +184,20 @@ func (s *Sequence) loadWithFloor() (l, floor leaseRecord, floorOK bool, err erro
 // earlier claim of the host left): it is raised back before anything is
 // taken, also by a process that never saw the later position (see
 // floorSuffix). It reports whether more than the position changed.
-func (s *Sequence) raiseToFloor(l *leaseRecord, floor leaseRecord, floorOK bool) (changed bool) {
-	if !floorOK || floor.session != l.session && floor.session != s.g.res.session {
+func (s *Sequence) raiseToFloor(l *Record, floor Record, floorOK bool) (changed bool) {
+	if !floorOK || floor.Session != l.Session && floor.Session != s.g.res.session {
 		return false
 	}
 	switch {
-	case floor.gen > l.gen:
+	case floor.Gen > l.Gen:
 		s.log.Error("snapid: the sequence lease file went back to an earlier lease while the host uses it (restored or copied over?); raising it to its floor",
-			"sequence", s.name, "cur", l.cur, "pos", l.pos, "to", floor.cur, "pos", floor.pos)
-		l.session, l.cur, l.ahead, l.pos, l.gen = floor.session, floor.cur, floor.ahead, floor.pos, floor.gen
+			"sequence", s.name, "cur", l.Cur, "pos", l.Pos, "to", floor.Cur, "pos", floor.Pos)
+		l.Session, l.Cur, l.Ahead, l.Pos, l.Gen = floor.Session, floor.Cur, floor.Ahead, floor.Pos, floor.Gen
 		return true
-	case floor.session == l.session && floor.gen == l.gen && floor.cur == l.cur && floor.ahead == l.ahead && l.pos < floor.pos:
+	case floor.Session == l.Session && floor.Gen == l.Gen && floor.Cur == l.Cur && floor.Ahead == l.Ahead && l.Pos < floor.Pos:
 		s.log.Error("snapid: the sequence lease file went backwards while the host uses it (restored or copied over?); raising it to its floor",
-			"sequence", s.name, "pos", l.pos, "to", floor.pos)
-		l.pos = floor.pos
+			"sequence", s.name, "pos", l.Pos, "to", floor.Pos)
+		l.Pos = floor.Pos
 	}
 	return false
 }
@@ -209,13 +209,13 @@ func (s *Sequence) raiseToFloor(l *leaseRecord, floor leaseRecord, floorOK bool)
 // last saw, whatever its ranges (a process that joined the host's claim
 // and took nothing yet knows the ranges and generation its open checked
 // against the registry). It reports whether it raised l.
-func (s *Sequence) raiseToSeenGen(l *leaseRecord) bool {
-	if l.gen >= s.seenGen || s.seenSess != l.session && s.seenSess != s.g.res.session {
+func (s *Sequence) raiseToSeenGen(l *Record) bool {
+	if l.Gen >= s.seenGen || s.seenSess != l.Session && s.seenSess != s.g.res.session {
 		return false
 	}
 	s.log.Error("snapid: the sequence lease file went back to an earlier write while in use (restored or copied over with its floor?); raising it to what this process last saw",
-		"sequence", s.name, "cur", l.cur, "pos", l.pos, "to", s.seen, "pos", s.high)
-	l.session, l.cur, l.ahead, l.pos, l.gen = s.seenSess, s.seen, s.seenAhead, s.high, s.seenGen
+		"sequence", s.name, "cur", l.Cur, "pos", l.Pos, "to", s.seen, "pos", s.high)
+	l.Session, l.Cur, l.Ahead, l.Pos, l.Gen = s.seenSess, s.seen, s.seenAhead, s.high, s.seenGen
 	return true
 }
 
@@ -225,15 +225,15 @@ func (s *Sequence) raiseToSeenGen(l *leaseRecord) bool {
 // session, or a copy) is not ours to use any more unless this process's
 // claim is the current one, which only the registry can say: it takes
 // nothing (ErrNameTaken).
-func (s *Sequence) bindToClaim(l *leaseRecord) (rebound bool, err error) {
-	if l.session == s.g.res.session {
+func (s *Sequence) bindToClaim(l *Record) (rebound bool, err error) {
+	if l.Session == s.g.res.session {
 		return false, nil
 	}
-	if l.session != "" || !l.cur.none() {
+	if l.Session != "" || !l.Cur.None() {
 		return false, fmt.Errorf("snapid: %w: sequence %q: the lease file is bound to another claim of %q (a later start of this host, or a copy of its state)",
 			ErrNameTaken, s.name, s.g.name)
 	}
-	l.session = s.g.res.session
+	l.Session = s.g.res.session
 	return true, nil
 }
 
@@ -241,41 +241,41 @@ func (s *Sequence) bindToClaim(l *leaseRecord) (rebound bool, err error) {
 // position is below what this process saw in the same range, or its range
 // is one this process already moved past: the file went backwards while
 // in use (restored or copied over).
-func (s *Sequence) raiseToSeen(l *leaseRecord) {
+func (s *Sequence) raiseToSeen(l *Record) {
 	switch {
-	case l.cur.none():
-	case l.cur == s.seen && l.pos < s.high:
+	case l.Cur.None():
+	case l.Cur == s.seen && l.Pos < s.high:
 		s.log.Error("snapid: the sequence lease file went backwards while in use (restored or copied over?); raising it",
-			"sequence", s.name, "pos", l.pos, "to", s.high)
-		l.pos = s.high
-	case l.cur != s.seen && s.past.has(l.cur):
+			"sequence", s.name, "pos", l.Pos, "to", s.high)
+		l.Pos = s.high
+	case l.Cur != s.seen && s.past.has(l.Cur):
 		s.log.Error("snapid: the sequence lease file went back to an earlier lease while in use (restored or copied over?); raising it",
-			"sequence", s.name, "cur", l.cur, "pos", l.pos, "to", s.seen, "pos", s.high)
-		l.cur, l.ahead, l.pos = s.seen, s.seenAhead, s.high
+			"sequence", s.name, "cur", l.Cur, "pos", l.Pos, "to", s.seen, "pos", s.high)
+		l.Cur, l.Ahead, l.Pos = s.seen, s.seenAhead, s.high
 	}
 }
 
 // storeUpdate writes l to the lease file, whole if more than the position
 // changed since before, else its position alone if that moved, then to
 // the floor unless the floor already holds it.
-func (s *Sequence) storeUpdate(l *leaseRecord, before leaseRecord, changed bool, floor leaseRecord, floorOK bool) error {
+func (s *Sequence) storeUpdate(l *Record, before Record, changed bool, floor Record, floorOK bool) error {
 	var err error
 	switch {
 	case changed:
 		err = s.lf.store(l)
-	case l.pos != before.pos:
-		err = s.lf.storePos(l.pos)
+	case l.Pos != before.Pos:
+		err = s.lf.storePos(l.Pos)
 	}
 	if err != nil {
 		return err
 	}
-	if !changed && l.pos == before.pos && floorOK && floor.gen == l.gen && floor.pos == l.pos {
+	if !changed && l.Pos == before.Pos && floorOK && floor.Gen == l.Gen && floor.Pos == l.Pos {
 		return nil
 	}
 	// The position alone when the floor holds this generation
 	// (its ranges, its session) already.
-	posOnly := !changed && floorOK && floor.gen == l.gen && floor.session == l.session &&
-		floor.cur == l.cur && floor.ahead == l.ahead
+	posOnly := !changed && floorOK && floor.Gen == l.Gen && floor.Session == l.Session &&
+		floor.Cur == l.Cur && floor.Ahead == l.Ahead
 	// Numbers the floor does not cover could be handed out again after a
 	// restore: none of them is handed out.
 	return s.lf.storeFloor(l, posOnly)
@@ -283,12 +283,12 @@ func (s *Sequence) storeUpdate(l *leaseRecord, before leaseRecord, changed bool,
 
 // noteSeen records l as what this process last saw of the lease file,
 // and the range it moved past, if any.
-func (s *Sequence) noteSeen(l leaseRecord) {
-	if l.cur != s.seen && !s.seen.none() {
+func (s *Sequence) noteSeen(l Record) {
+	if l.Cur != s.seen && !s.seen.None() {
 		s.past.add(s.seen)
 	}
-	s.seen, s.high, s.seenAhead = l.cur, l.pos, l.ahead
-	s.seenGen, s.seenSess = l.gen, l.session
+	s.seen, s.high, s.seenAhead = l.Cur, l.Pos, l.Ahead
+	s.seenGen, s.seenSess = l.Gen, l.Session
 }
 
 // settle raises the lease file to what this process saw of it (the
@@ -301,7 +301,7 @@ func (s *Sequence) noteSeen(l leaseRecord) {
 func (s *Sequence) settle() {
 	ctx, cancel := s.g.clock.WithTimeout(context.Background(), s.g.res.o.timeout)
 	defer cancel()
-	err := s.updateContext(ctx, true, func(*leaseRecord) (bool, error) { return false, nil })
+	err := s.updateContext(ctx, true, func(*Record) (bool, error) { return false, nil })
 	if err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrNameTaken) {
 		// ErrNameTaken: the file is another claim's now; this
 		// process's view of it is of no use.
@@ -313,20 +313,20 @@ func (s *Sequence) settle() {
 // pastRanges is the set of the most recent ranges a process held as its
 // current lease and moved past (at most pastRangesKept of them).
 type pastRanges struct {
-	set   map[seqRange]bool
-	order []seqRange
+	set   map[Range]bool
+	order []Range
 }
 
 const pastRangesKept = 4096
 
-func (p *pastRanges) has(r seqRange) bool { return p.set[r] }
+func (p *pastRanges) has(r Range) bool { return p.set[r] }
 
-func (p *pastRanges) add(r seqRange) {
+func (p *pastRanges) add(r Range) {
 	if p.set[r] {
 		return
 	}
 	if p.set == nil {
-		p.set = map[seqRange]bool{}
+		p.set = map[Range]bool{}
 	}
 	if len(p.order) == pastRangesKept {
 		delete(p.set, p.order[0])
