@@ -13,6 +13,7 @@
 //     internal/hoststate;
 //   - the claim with a registry: reservation.go, reservationextend.go,
 //     join.go, heartbeat.go, heartbeat_record.go, hostfiles.go;
-//   - integer sequences: seqgen.go, seqrefill.go, seqlease.go, seqtake.go;
+//   - integer sequences: seqgen.go, seqrefill.go, seqlease.go, seqtake.go,
+//     over package internal/leasefile (the lease file's format);
 //   - operators' calls: admin.go, release.go, seqcreate.go.
 package engine

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid/internal/clock"
+	"github.com/snapid/snapid/internal/leasefile"
 	"github.com/snapid/snapid/internal/statefile"
 	"golang.org/x/sys/unix"
 )
@@ -212,8 +213,8 @@ func ExportWithFileFS(x interface {
 // returned, those numbers are durable. Other files go straight to the OS.
 type ExportLeaseSyncs struct {
 	mu      sync.Mutex
-	written map[string]Record // per lease file, as last written
-	durable []Range           // numbers taken as of a sync that returned
+	written map[string]leasefile.Record // per lease file, as last written
+	durable []leasefile.Range           // numbers taken as of a sync that returned
 	syncs   int
 }
 
@@ -233,11 +234,11 @@ func (x *ExportLeaseSyncs) WriteAt(f *os.File, b []byte, off int64) (int, error)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.written == nil {
-		x.written = map[string]Record{}
+		x.written = map[string]leasefile.Record{}
 	}
 	switch {
-	case off == 0 && len(b) == Size:
-		if l, derr := Decode(b, Size); derr == nil {
+	case off == 0 && len(b) == leasefile.Size:
+		if l, derr := leasefile.Decode(b, leasefile.Size); derr == nil {
 			x.written[f.Name()] = l
 		}
 	case off == 8 && len(b) == 8:
@@ -259,7 +260,7 @@ func (x *ExportLeaseSyncs) Sync(f *os.File) error {
 	defer x.mu.Unlock()
 	x.syncs++
 	if l := x.written[f.Name()]; !l.Cur.None() && l.Pos > l.Cur.First {
-		x.durable = append(x.durable, Range{l.Cur.First, l.Pos - 1})
+		x.durable = append(x.durable, leasefile.Range{First: l.Cur.First, Last: l.Pos - 1})
 	}
 	return nil
 }

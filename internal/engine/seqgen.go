@@ -10,6 +10,7 @@ import (
 
 	"github.com/gofrs/flock"
 	"github.com/snapid/snapid/internal/alloc"
+	"github.com/snapid/snapid/internal/leasefile"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -100,12 +101,12 @@ type Sequence struct {
 	mu         sync.Mutex // guards lf and the fields below (the flock is per open file, not per goroutine)
 	lf         *leaseFile
 	fileClosed bool
-	seen       Range      // the current range this process last saw, for the roll-back check
-	high       uint64     // the highest position this process saw in seen
-	seenAhead  Range      // the lease taken in advance this process last saw
-	past       pastRanges // earlier ranges this process saw as current
-	seenGen    uint64     // the generation of the lease file this process last saw
-	seenSess   string     // the session of the lease file this process last saw
+	seen       leasefile.Range // the current range this process last saw, for the roll-back check
+	high       uint64          // the highest position this process saw in seen
+	seenAhead  leasefile.Range // the lease taken in advance this process last saw
+	past       pastRanges      // earlier ranges this process saw as current
+	seenGen    uint64          // the generation of the lease file this process last saw
+	seenSess   string          // the session of the lease file this process last saw
 
 	refill      *flock.Flock  // <lease file>.refill: one process of the host leases at a time
 	refillSem   chan struct{} // one goroutine of the process holds refill at a time

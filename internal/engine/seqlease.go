@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/snapid/snapid/internal/leasefile"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -29,8 +30,8 @@ const (
 type leaseFile struct {
 	c     *counterFile // the descriptor, lock, identity check and I/O of the counter file
 	floor *counterFile // the floor file (its descriptor and I/O; never locked: the lease file's lock covers it)
-	buf   [Size + 1]byte
-	fbuf  [Size + 1]byte
+	buf   [leasefile.Size + 1]byte
+	fbuf  [leasefile.Size + 1]byte
 	o     options // how files beside it are made (the floor again, if replaced)
 	node  string
 	seq   string
@@ -60,7 +61,7 @@ func leasePath(counterPath, sequence string) string {
 func openLeaseFile(ctx context.Context, counterPath, sequence, node, owner string, o *options) (*leaseFile, error) {
 	path := leasePath(counterPath, sequence)
 	floorPath := path + floorSuffix
-	init, err := Encode(&Record{Node: node, Seq: sequence, Owner: owner})
+	init, err := leasefile.Encode(&leasefile.Record{Node: node, Seq: sequence, Owner: owner})
 	if err != nil {
 		return nil, err
 	}
@@ -131,26 +132,26 @@ func (lf *leaseFile) checkFloorAlone(path string, o *options) error {
 }
 
 // load reads and checks the file; the caller holds the lock.
-func (lf *leaseFile) load() (Record, error) {
+func (lf *leaseFile) load() (leasefile.Record, error) {
 	c := lf.c
 	n, err := c.ReadAt(lf.buf[:], 0)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return Record{}, &FileError{Op: "read", Path: c.Path(), Err: err}
+		return leasefile.Record{}, &FileError{Op: "read", Path: c.Path(), Err: err}
 	}
 	size := int64(n)
-	if n > Size {
+	if n > leasefile.Size {
 		size = fileSize(c, n)
 	}
 	l, err := lf.decode(lf.buf[:n], size)
 	if err != nil {
-		return Record{}, &FileError{Op: "read", Path: c.Path(), Err: err}
+		return leasefile.Record{}, &FileError{Op: "read", Path: c.Path(), Err: err}
 	}
 	return l, nil
 }
 
 // decode decodes a record of this file (or of its floor).
-func (lf *leaseFile) decode(b []byte, size int64) (Record, error) {
-	l, err := Decode(b, size)
+func (lf *leaseFile) decode(b []byte, size int64) (leasefile.Record, error) {
+	l, err := leasefile.Decode(b, size)
 	switch {
 	case err != nil:
 	case l.Owner != lf.ow:
@@ -167,24 +168,24 @@ func (lf *leaseFile) decode(b []byte, size int64) (Record, error) {
 // yet). A floor that is not a record of this lease file is refused
 // (errCorruptLease), as the lease file would be. The caller holds the
 // lease file's lock.
-func (lf *leaseFile) loadFloor() (l Record, ok bool, err error) {
+func (lf *leaseFile) loadFloor() (l leasefile.Record, ok bool, err error) {
 	c := lf.floor
 	n, err := c.ReadAt(lf.fbuf[:], 0)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return Record{}, false, &FileError{Op: "read", Path: c.Path(), Err: err}
+		return leasefile.Record{}, false, &FileError{Op: "read", Path: c.Path(), Err: err}
 	}
 	if allZero(lf.fbuf[:n]) {
 		// Empty, or zeros: a floor never written, or its first write
 		// lost to a power cut on a file system that shows an unsynced
 		// extension as zeros (the floor is not synced).
-		return Record{}, false, nil
+		return leasefile.Record{}, false, nil
 	}
 	size := int64(n)
-	if n > Size {
+	if n > leasefile.Size {
 		size = fileSize(c, n)
 	}
 	if l, err = lf.decode(lf.fbuf[:n], size); err != nil {
-		return Record{}, false, &FileError{Op: "read", Path: c.Path(), Err: fmt.Errorf("the lease file's floor: %w", err)}
+		return leasefile.Record{}, false, &FileError{Op: "read", Path: c.Path(), Err: fmt.Errorf("the lease file's floor: %w", err)}
 	}
 	return l, true, nil
 }
@@ -212,7 +213,7 @@ func (lf *leaseFile) floorCurrent() error {
 // storeFloor writes l to the floor file, not synced: the whole record,
 // or with posOnly its position alone (the floor then holds l's
 // generation and ranges already). The caller holds the lease file's lock.
-func (lf *leaseFile) storeFloor(l *Record, posOnly bool) error {
+func (lf *leaseFile) storeFloor(l *leasefile.Record, posOnly bool) error {
 	c := lf.floor
 	var b []byte
 	off := int64(0)
@@ -221,9 +222,9 @@ func (lf *leaseFile) storeFloor(l *Record, posOnly bool) error {
 		binary.LittleEndian.PutUint64(b, l.Pos)
 		off = 8
 	} else {
-		b = lf.fbuf[:Size]
+		b = lf.fbuf[:leasefile.Size]
 		clear(b)
-		if err := EncodeTo(b, l); err != nil {
+		if err := leasefile.EncodeTo(b, l); err != nil {
 			return err
 		}
 	}
@@ -247,15 +248,15 @@ func (lf *leaseFile) storePos(pos uint64) error {
 // store writes the whole record in place and syncs; the caller holds the
 // lock. A torn write fails the checksum: the file is then refused as
 // corrupt (its ranges are lost, a gap), never read wrong.
-func (lf *leaseFile) store(l *Record) error {
+func (lf *leaseFile) store(l *leasefile.Record) error {
 	l.Node, l.Seq, l.Owner = lf.node, lf.seq, lf.ow
-	if l.Gen >= maxLeaseGen {
+	if l.Gen >= leasefile.MaxGen {
 		return &FileError{Op: "write", Path: lf.c.Path(), Err: fmt.Errorf("%w: generation %d cannot grow", errCorruptLease, l.Gen)}
 	}
 	l.Gen++
-	b := lf.buf[:Size]
+	b := lf.buf[:leasefile.Size]
 	clear(b)
-	if err := EncodeTo(b, l); err != nil {
+	if err := leasefile.EncodeTo(b, l); err != nil {
 		return err
 	}
 	return lf.write(b, 0)
@@ -297,14 +298,14 @@ func readLeaseFile(ctx context.Context, counterPath, sequence string) (cur, ahea
 	}
 	defer c.Close()
 	lf := &leaseFile{c: c}
-	var l Record
+	var l leasefile.Record
 	err = c.WithLockContext(ctx, func() error {
 		var err error
 		n, rerr := c.ReadAt(lf.buf[:], 0)
 		if rerr != nil && !errors.Is(rerr, io.EOF) {
 			return &FileError{Op: "read", Path: c.Path(), Err: rerr}
 		}
-		l, err = Decode(lf.buf[:n], fileSize(c, n))
+		l, err = leasefile.Decode(lf.buf[:n], fileSize(c, n))
 		if err != nil {
 			return &FileError{Op: "read", Path: c.Path(), Err: err}
 		}
@@ -313,7 +314,7 @@ func readLeaseFile(ctx context.Context, counterPath, sequence string) (cur, ahea
 	if err != nil {
 		return cur, ahead, 0, false, err
 	}
-	mk := func(r Range) registry.SequenceLease {
+	mk := func(r leasefile.Range) registry.SequenceLease {
 		return registry.SequenceLease{Sequence: l.Seq, Name: l.Node, Owner: l.Owner, Session: l.Session, First: r.First, Last: r.Last}
 	}
 	return mk(l.Cur), mk(l.Ahead), l.Pos, true, nil

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid/internal/alloc"
+	"github.com/snapid/snapid/internal/leasefile"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -95,8 +96,8 @@ func (s *Sequence) verify(ctx context.Context, reachable bool) error {
 // an earlier claim with ranges is returned as old (earlier), for adopt to
 // carry over or drop; one of this claim with ranges is to be checked
 // against the registry (check).
-func (s *Sequence) inspectFile(ctx context.Context, session string) (old Record, check, earlier bool, err error) {
-	err = s.updateContext(ctx, false, func(l *Record) (bool, error) {
+func (s *Sequence) inspectFile(ctx context.Context, session string) (old leasefile.Record, check, earlier bool, err error) {
+	err = s.updateContext(ctx, false, func(l *leasefile.Record) (bool, error) {
 		switch {
 		case l.Session != session && l.Cur.None() && l.Session != "":
 			l.Void(session)
@@ -123,7 +124,7 @@ func (s *Sequence) hostLease(ctx context.Context) (registry.SequenceLease, error
 // claim (session), unless they are the host's lease the registry records
 // (rec).
 func (s *Sequence) dropUnrecorded(rec registry.SequenceLease, session string) error {
-	return s.update(false, func(l *Record) (bool, error) {
+	return s.update(false, func(l *leasefile.Record) (bool, error) {
 		latest := l.Latest()
 		if !l.Cur.None() && (rec.Session != session || rec.First != latest.First || rec.Last != latest.Last) {
 			s.log.Warn("snapid: the sequence lease file is not the host's lease the registry records (restored or copied?); its ranges are dropped (a gap)",
@@ -139,7 +140,7 @@ func (s *Sequence) dropUnrecorded(rec registry.SequenceLease, session string) er
 // to this claim, if the registry's record rec shows that the host's last
 // process closed cleanly with the file exactly as it is (the same latest
 // range and position); otherwise the file's ranges are dropped (a gap).
-func (s *Sequence) adopt(old Record, rec registry.SequenceLease, reachable bool) error {
+func (s *Sequence) adopt(old leasefile.Record, rec registry.SequenceLease, reachable bool) error {
 	session := s.g.res.session
 	latest := old.Latest()
 	adopted := false
@@ -154,7 +155,7 @@ func (s *Sequence) adopt(old Record, rec registry.SequenceLease, reachable bool)
 			s.log.Warn("snapid: could not carry the host's sequence lease over; it is dropped (a gap)", "sequence", s.name, "err", err)
 		}
 	}
-	return s.update(false, func(l *Record) (bool, error) {
+	return s.update(false, func(l *leasefile.Record) (bool, error) {
 		if adopted && l.Session == old.Session && l.Cur == old.Cur && l.Ahead == old.Ahead && l.Pos == old.Pos {
 			l.Session = session
 			return true, nil
@@ -255,9 +256,9 @@ func (s *Sequence) refillLease(ctx context.Context, min uint64, prefetch bool) e
 		return err
 	}
 	defer s.unlockRefill()
-	var prev Range
+	var prev leasefile.Range
 	need := false
-	err := s.withFile(func(l *Record) (bool, error) {
+	err := s.withFile(func(l *leasefile.Record) (bool, error) {
 		if prefetch {
 			need = l.Ahead.None() && !l.Cur.None() && l.Left() < s.leaseSize.Load()/2
 		} else {
@@ -279,7 +280,7 @@ func (s *Sequence) refillLease(ctx context.Context, min uint64, prefetch bool) e
 // (restored or copied, or a process died between a lease and recording it)
 // and its ranges are dropped, and the next lease is asked for against the
 // registry's record.
-func (s *Sequence) lease(ctx context.Context, prev Range, min uint64) error {
+func (s *Sequence) lease(ctx context.Context, prev leasefile.Range, min uint64) error {
 	inFile := prev   // the file's latest range; prev is what the registry is shown
 	failures := 0    // transient failures so far (see retryRegistry)
 	retried := false // the last attempt failed transiently
@@ -302,10 +303,10 @@ func (s *Sequence) lease(ctx context.Context, prev Range, min uint64) error {
 				attempt--
 				retried = false
 			}
-			recorded := Range{got.First, got.Last}
+			recorded := leasefile.Range{First: got.First, Last: got.Last}
 			s.log.Warn("snapid: the host's sequence lease in the registry is not the lease file's; dropping the file's ranges (a gap)",
 				"sequence", s.name, "file", prev, "registry", recorded)
-			err := s.withFile(func(l *Record) (bool, error) {
+			err := s.withFile(func(l *leasefile.Record) (bool, error) {
 				if l.Latest() == inFile {
 					l.Void(s.g.res.session)
 				}
@@ -332,8 +333,8 @@ func (s *Sequence) lease(ctx context.Context, prev Range, min uint64) error {
 			return fmt.Errorf("snapid: sequence %q: %w", s.name, err)
 		}
 		s.leases.Add(1)
-		next := Range{got.First, got.Last}
-		return s.withFile(func(l *Record) (bool, error) {
+		next := leasefile.Range{First: got.First, Last: got.Last}
+		return s.withFile(func(l *leasefile.Record) (bool, error) {
 			switch {
 			case l.Latest() != inFile:
 				// Cannot happen under the refill lock, short of a file
@@ -341,7 +342,7 @@ func (s *Sequence) lease(ctx context.Context, prev Range, min uint64) error {
 				s.log.Warn("snapid: the sequence lease file changed while a lease was taken; the lease is left unused (a gap)",
 					"sequence", s.name, "lease", next)
 			case l.Left() == 0:
-				l.Cur, l.Ahead, l.Pos = next, Range{}, next.First
+				l.Cur, l.Ahead, l.Pos = next, leasefile.Range{}, next.First
 			default:
 				l.Ahead = next
 			}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid/internal/alloc"
+	"github.com/snapid/snapid/internal/leasefile"
 )
 
 // Blocks grow (doubling, up to the lease size) while they last less than
@@ -49,7 +50,7 @@ func (s *Sequence) take(ctx context.Context, k, min uint64, prefetchOK bool) (fi
 			return 0, 0, ErrClosed
 		}
 		var got, prefetch bool
-		err = s.withFile(func(l *Record) (bool, error) {
+		err = s.withFile(func(l *leasefile.Record) (bool, error) {
 			// A caller that left (NextNContext) takes nothing, even
 			// once the lock it waited for is free.
 			if err := alloc.ContextError(ctx); err != nil {
@@ -70,7 +71,7 @@ func (s *Sequence) take(ctx context.Context, k, min uint64, prefetchOK bool) (fi
 					return changed, nil
 				}
 				// The rest of cur (fewer than min) is skipped.
-				l.Cur, l.Ahead, l.Pos = l.Ahead, Range{}, l.Ahead.First
+				l.Cur, l.Ahead, l.Pos = l.Ahead, leasefile.Range{}, l.Ahead.First
 				changed = true
 			}
 		})
@@ -102,20 +103,20 @@ func minU(a, b uint64) uint64 {
 // (8 bytes) unless fn reports that more changed. The write is synced before
 // withFile returns, so no number fn takes is handed out before it is on
 // disk.
-func (s *Sequence) withFile(fn func(l *Record) (changed bool, err error)) error {
+func (s *Sequence) withFile(fn func(l *leasefile.Record) (changed bool, err error)) error {
 	return s.update(true, fn)
 }
 
 // update is withFile; with bound false it leaves out the check that the
 // file is bound to this process's claim (verify, which rebinds it, uses
 // that).
-func (s *Sequence) update(bound bool, fn func(l *Record) (changed bool, err error)) error {
+func (s *Sequence) update(bound bool, fn func(l *leasefile.Record) (changed bool, err error)) error {
 	return s.updateContext(context.Background(), bound, fn)
 }
 
 // updateContext is update waiting for the file's lock no longer than ctx
 // allows.
-func (s *Sequence) updateContext(ctx context.Context, bound bool, fn func(l *Record) (changed bool, err error)) error {
+func (s *Sequence) updateContext(ctx context.Context, bound bool, fn func(l *leasefile.Record) (changed bool, err error)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fileClosed || s.g.closed.Load() {
@@ -134,7 +135,7 @@ func (s *Sequence) updateContext(ctx context.Context, bound bool, fn func(l *Rec
 // file to what the floor and this process saw, checks that it is bound
 // to this process's claim (with bound), runs fn, and writes what changed
 // to the file and the floor.
-func (s *Sequence) updateLocked(bound bool, fn func(l *Record) (changed bool, err error)) error {
+func (s *Sequence) updateLocked(bound bool, fn func(l *leasefile.Record) (changed bool, err error)) error {
 	l, floor, floorOK, err := s.loadWithFloor()
 	if err != nil {
 		return err
@@ -166,7 +167,7 @@ func (s *Sequence) updateLocked(bound bool, fn func(l *Record) (changed bool, er
 
 // loadWithFloor reads the lease file's record and, once the floor file is
 // the current one, the floor's (floorOK false: the floor holds none).
-func (s *Sequence) loadWithFloor() (l, floor Record, floorOK bool, err error) {
+func (s *Sequence) loadWithFloor() (l, floor leasefile.Record, floorOK bool, err error) {
 	l, err = s.lf.load()
 	if err != nil {
 		return l, floor, false, err
@@ -184,7 +185,7 @@ func (s *Sequence) loadWithFloor() (l, floor Record, floorOK bool, err error) {
 // earlier claim of the host left): it is raised back before anything is
 // taken, also by a process that never saw the later position (see
 // floorSuffix). It reports whether more than the position changed.
-func (s *Sequence) raiseToFloor(l *Record, floor Record, floorOK bool) (changed bool) {
+func (s *Sequence) raiseToFloor(l *leasefile.Record, floor leasefile.Record, floorOK bool) (changed bool) {
 	if !floorOK || floor.Session != l.Session && floor.Session != s.g.res.session {
 		return false
 	}
@@ -209,7 +210,7 @@ func (s *Sequence) raiseToFloor(l *Record, floor Record, floorOK bool) (changed 
 // last saw, whatever its ranges (a process that joined the host's claim
 // and took nothing yet knows the ranges and generation its open checked
 // against the registry). It reports whether it raised l.
-func (s *Sequence) raiseToSeenGen(l *Record) bool {
+func (s *Sequence) raiseToSeenGen(l *leasefile.Record) bool {
 	if l.Gen >= s.seenGen || s.seenSess != l.Session && s.seenSess != s.g.res.session {
 		return false
 	}
@@ -225,7 +226,7 @@ func (s *Sequence) raiseToSeenGen(l *Record) bool {
 // session, or a copy) is not ours to use any more unless this process's
 // claim is the current one, which only the registry can say: it takes
 // nothing (ErrNameTaken).
-func (s *Sequence) bindToClaim(l *Record) (rebound bool, err error) {
+func (s *Sequence) bindToClaim(l *leasefile.Record) (rebound bool, err error) {
 	if l.Session == s.g.res.session {
 		return false, nil
 	}
@@ -241,7 +242,7 @@ func (s *Sequence) bindToClaim(l *Record) (rebound bool, err error) {
 // position is below what this process saw in the same range, or its range
 // is one this process already moved past: the file went backwards while
 // in use (restored or copied over).
-func (s *Sequence) raiseToSeen(l *Record) {
+func (s *Sequence) raiseToSeen(l *leasefile.Record) {
 	switch {
 	case l.Cur.None():
 	case l.Cur == s.seen && l.Pos < s.high:
@@ -258,7 +259,7 @@ func (s *Sequence) raiseToSeen(l *Record) {
 // storeUpdate writes l to the lease file, whole if more than the position
 // changed since before, else its position alone if that moved, then to
 // the floor unless the floor already holds it.
-func (s *Sequence) storeUpdate(l *Record, before Record, changed bool, floor Record, floorOK bool) error {
+func (s *Sequence) storeUpdate(l *leasefile.Record, before leasefile.Record, changed bool, floor leasefile.Record, floorOK bool) error {
 	var err error
 	switch {
 	case changed:
@@ -283,7 +284,7 @@ func (s *Sequence) storeUpdate(l *Record, before Record, changed bool, floor Rec
 
 // noteSeen records l as what this process last saw of the lease file,
 // and the range it moved past, if any.
-func (s *Sequence) noteSeen(l Record) {
+func (s *Sequence) noteSeen(l leasefile.Record) {
 	if l.Cur != s.seen && !s.seen.None() {
 		s.past.add(s.seen)
 	}
@@ -301,7 +302,7 @@ func (s *Sequence) noteSeen(l Record) {
 func (s *Sequence) settle() {
 	ctx, cancel := s.g.clock.WithTimeout(context.Background(), s.g.res.o.timeout)
 	defer cancel()
-	err := s.updateContext(ctx, true, func(*Record) (bool, error) { return false, nil })
+	err := s.updateContext(ctx, true, func(*leasefile.Record) (bool, error) { return false, nil })
 	if err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrNameTaken) {
 		// ErrNameTaken: the file is another claim's now; this
 		// process's view of it is of no use.
@@ -313,20 +314,20 @@ func (s *Sequence) settle() {
 // pastRanges is the set of the most recent ranges a process held as its
 // current lease and moved past (at most pastRangesKept of them).
 type pastRanges struct {
-	set   map[Range]bool
-	order []Range
+	set   map[leasefile.Range]bool
+	order []leasefile.Range
 }
 
 const pastRangesKept = 4096
 
-func (p *pastRanges) has(r Range) bool { return p.set[r] }
+func (p *pastRanges) has(r leasefile.Range) bool { return p.set[r] }
 
-func (p *pastRanges) add(r Range) {
+func (p *pastRanges) add(r leasefile.Range) {
 	if p.set[r] {
 		return
 	}
 	if p.set == nil {
-		p.set = map[Range]bool{}
+		p.set = map[leasefile.Range]bool{}
 	}
 	if len(p.order) == pastRangesKept {
 		delete(p.set, p.order[0])

@@ -1,4 +1,4 @@
-package engine
+package leasefile
 
 import (
 	"encoding/binary"
@@ -7,13 +7,14 @@ import (
 	"math"
 	"testing"
 
+	"github.com/snapid/snapid/internal/errs"
 	"github.com/snapid/snapid/registry"
 )
 
 // A lease file's positions and ranges at the boundaries: a range reaching
 // past MaxSequence (what a signed 64-bit column cannot hold, read back
 // negative) or a position outside its range is corruption, refused with
-// errCorruptLease; everything up to MaxSequence, and the position one past
+// errs.ErrCorruptLease; everything up to MaxSequence, and the position one past
 // a used-up range ending at MaxSequence, reads back as written.
 func TestLeaseFileBoundaries(t *testing.T) {
 	const (
@@ -61,8 +62,8 @@ func TestLeaseFileBoundaries(t *testing.T) {
 			t.Errorf("%s: refused: %v", c.what, err)
 		case c.ok && got != c.l:
 			t.Errorf("%s: read back %+v, wrote %+v", c.what, got, c.l)
-		case !c.ok && !errors.Is(err, errCorruptLease):
-			t.Errorf("%s: want errCorruptLease, got %+v, %v", c.what, got, err)
+		case !c.ok && !errors.Is(err, errs.ErrCorruptLease):
+			t.Errorf("%s: want errs.ErrCorruptLease, got %+v, %v", c.what, got, err)
 		}
 	}
 }
