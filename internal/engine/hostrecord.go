@@ -195,6 +195,13 @@ func (hr *hostRecord) check(cur uint64) (raise uint64, err error) {
 			return 0, err
 		}
 	}
+	if r.Mark < hr.mark {
+		// The record's mark was lowered under this process (a Repair
+		// vouching for a lower value): the mark this process wrote no
+		// longer covers what it hands out, so its next update writes
+		// the record again (see cover) before going past the record's.
+		hr.mark = r.Mark
+	}
 	if cur < r.Floor && r.Dev == hr.dev && r.Ino == hr.ino {
 		return max(r.Floor, r.Mark), nil
 	}

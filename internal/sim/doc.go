@@ -13,7 +13,8 @@
 // UniqueUint64Context, NextID, NextNContext or NextIDsContext, as the
 // step picks), a context already ended, Close, Release,
 // ForceRelease, a take-over by a new host, WithReclaim, Init and Repair
-// by an operator, a damaged lease file or floor removed by an operator,
+// by an operator (Repair also while a process without a registry runs in
+// strict mode, then a power cut), a damaged lease file or floor removed by an operator,
 // a counter directory moved, a Sequence opened, Sequence.Next and
 // NextN, a sequence created again with a raised start or a lowered max, a
 // burst of concurrent calls with a Close among them, a start-up storm of

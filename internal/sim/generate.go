@@ -32,6 +32,7 @@ func Generate(seed uint64, steps int) History {
 	addCLI(&h)
 	addRollback(&h)
 	addRollbackBelowFloor(&h)
+	addRepairWhileRunning(&h)
 	addFreezes(&h)
 	return h
 }

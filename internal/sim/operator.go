@@ -241,9 +241,13 @@ func (w *world) repair(ho *host, zero bool) {
 		w.check.unchanged(ho, before, fmt.Sprintf("refused Repair with next %d", next))
 		return
 	}
-	if running {
+	if running && ho.cfg.Block > 0 {
 		return // standalone processes may hold blocks above any floor the operator knows
 	}
+	// Standalone processes in strict mode may run through it: what they
+	// handed out is what the operator knows (the highest number issued),
+	// and each writes its record again before it goes past the mark the
+	// Repair left.
 	if suffixes, ok := ho.seqDamaged[0]; ok {
 		// The documented procedure for a damaged lease file or floor:
 		// the host stopped, remove it (a gap, never a repeat), and sync.
@@ -281,6 +285,9 @@ func (w *world) repair(ho *host, zero bool) {
 	}
 	w.did(1)
 	w.reached["counters repaired"]++
+	if running {
+		w.reached["counters repaired under running processes"]++
+	}
 	ho.damaged = false
 }
 

@@ -81,3 +81,39 @@ func addRollbackBelowFloor(h *History) {
 	at := rng.IntN(len(h.Steps) + 1)
 	h.Steps = append(h.Steps[:at], append(steps, h.Steps[at:]...)...)
 }
+
+// addRepairWhileRunning gives one history in four with a standalone host
+// in strict mode (half of them with sync off) an operator's Repair while
+// p0 runs, to the next number above every one issued: p0 takes a few
+// numbers past it and the power is cut. The next Open must raise the
+// counter above what p0 took after the Repair, which only the host's
+// record, written again by p0 before it went past the Repair's mark,
+// can tell with sync off (rng from the history's seed).
+func addRepairWhileRunning(h *History) {
+	rng := rand.New(rand.NewPCG(h.Seed, 0x2e9a))
+	if rng.IntN(4) != 0 {
+		return
+	}
+	host := -1
+	for i, c := range h.Hosts {
+		if !c.Registry && c.Block == 0 {
+			host = i
+			break
+		}
+	}
+	if host < 0 {
+		return
+	}
+	if rng.IntN(2) == 0 {
+		h.Hosts[host].Sync = false
+	}
+	steps := []Step{
+		{Kind: KOpen, Host: host, Proc: 0}, {Kind: KNext, Host: host, Proc: 0, N: 1 + uint64(rng.IntN(50))},
+		{Kind: KRepair, Host: host},
+		{Kind: KNext, Host: host, Proc: 0, N: 5},
+		{Kind: KPowerCut, Host: host},
+		{Kind: KOpen, Host: host, Proc: 0}, {Kind: KNext, Host: host, Proc: 0, N: 5},
+	}
+	at := rng.IntN(len(h.Steps) + 1)
+	h.Steps = append(h.Steps[:at], append(steps, h.Steps[at:]...)...)
+}

@@ -296,6 +296,7 @@ func TestSimulationReaches(t *testing.T) {
 		"sequence numbers taken in a data centre cut off",
 		"sequence numbers taken in a second data centre",
 		"counters repaired",
+		"counters repaired under running processes",
 		"sequence lease files restored in place while in use",
 		"damaged lease files removed by an operator",
 		"ids handed out in the decimal form",
