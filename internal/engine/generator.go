@@ -491,6 +491,30 @@ func (g *Generator) withFile(ctx context.Context, fn func(c *counterFile) error)
 	return g.file.WithLockContext(ctx, func() error { return fn(g.file) })
 }
 
+// withFileUnless is withFile waiting for the counter's lock only until
+// stop returns an error (see counterfile.File.LockUnless): a wait that
+// holds g.mu must end when Close is called, which takes g.mu.
+func (g *Generator) withFileUnless(stop func() error, fn func(c *counterFile) error) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.fileClosed {
+		return ErrClosed
+	}
+	if err := g.file.LockUnless(stop); err != nil {
+		return err
+	}
+	defer g.file.Unlock()
+	return fn(g.file)
+}
+
+// stopped is ErrClosed once Close was called.
+func (g *Generator) stopped() error {
+	if g.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
 // Close stops the Generator and closes the counter file. With a registry,
 // the last process of the host to close sets the registry's reserved mark
 // back to the counter's value, so that a clean restart leaves no gap; an

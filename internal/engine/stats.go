@@ -240,11 +240,12 @@ type ReservationStatus struct {
 }
 
 // Reservation reads the counter and, with a registry, the host's mark,
-// under the counter's lock (it waits for an update in progress). It is
+// under the counter's lock (it waits for an update in progress, and for
+// another process holding the lock until Close ends the wait). It is
 // safe for concurrent use; after Close it returns ErrClosed.
 func (g *Generator) Reservation() (ReservationStatus, error) {
 	var st ReservationStatus
-	err := g.withFile(context.Background(), func(c *counterFile) error {
+	err := g.withFileUnless(g.stopped, func(c *counterFile) error {
 		cur, err := c.Load()
 		if err != nil {
 			return err
