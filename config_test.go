@@ -30,6 +30,12 @@ func TestConfigRefusedNamesTheFieldAndMakesNothing(t *testing.T) {
 			return snapid.Config{BindingDir: b, Block: &snapid.Block{Size: math.MaxUint64}}
 		}},
 		{"Config.BindingDir", func(string) snapid.Config { return snapid.Config{BindingDir: "records"} }},
+		{"Config.BindingDir", func(b string) snapid.Config {
+			return snapid.Config{BindingDir: filepath.Join(filepath.Dir(b), "counter.u64")}
+		}},
+		{"Config.BindingDir", func(b string) snapid.Config {
+			return snapid.Config{BindingDir: filepath.Join(filepath.Dir(b), "counter.u64.mark"), Registry: &snapid.RegistryConfig{Registry: reg}}
+		}},
 		{"Config.BindingDir", func(string) snapid.Config { return snapid.Config{BindingDir: "/"} }},
 		{"Config.FileMode", func(b string) snapid.Config { return snapid.Config{BindingDir: b, FileMode: 0o400} }},
 		{"Config.FileMode", func(b string) snapid.Config { return snapid.Config{BindingDir: b, FileMode: fs.ModeDir | 0o700} }},

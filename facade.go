@@ -5,6 +5,8 @@ package snapid
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 
 	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/internal/idform"
@@ -255,6 +257,13 @@ func OpenContext(ctx context.Context, counterPath string, name string, cfg Confi
 	opts, err := cfg.options()
 	if err != nil {
 		return nil, err
+	}
+	if cfg.BindingDir != "" {
+		if abs, aerr := filepath.Abs(counterPath); aerr == nil && counterPath != "" {
+			if err := engine.CheckBindingDirFor(abs, cfg.BindingDir); err != nil {
+				return nil, fmt.Errorf("snapid: %w: Config.BindingDir %q %v: the host's records of names need a directory of their own", ErrInvalidOption, cfg.BindingDir, err)
+			}
+		}
 	}
 	return wrap(engine.OpenContext(ctx, counterPath, name, opts...))
 }

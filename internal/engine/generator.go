@@ -113,6 +113,9 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 	if counterPath, err = filepath.Abs(counterPath); err != nil {
 		return nil, &FileError{Op: "open", Path: counterPath, Err: err}
 	}
+	if err := checkRecordsBeside(counterPath, &o); err != nil {
+		return nil, err
+	}
 	if o.reg.registry != nil {
 		// Before anything is created or written, on disk or in the
 		// registry.

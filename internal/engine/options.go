@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/snapid/snapid/internal/clock"
@@ -461,6 +464,49 @@ func positiveDuration(name string, d time.Duration, set func(*options)) Option {
 		return nil
 	}
 }
+
+// CheckBindingDirFor says why dir cannot hold the records of the counter
+// at counterPath (both absolute): it is the counter's own path, under it,
+// or one of the files kept beside it (<counter>.owner, .mark, .session,
+// .presence, .heartbeat, .seq.<sequence>…), where the place of records
+// would be made in a file's stead before the counter is opened.
+func CheckBindingDirFor(counterPath, dir string) error {
+	c, d := filepath.Clean(counterPath), filepath.Clean(dir)
+	rest, ok := strings.CutPrefix(d, c)
+	if !ok || rest != "" && rest[0] != '/' && rest[0] != '.' {
+		return nil
+	}
+	side, _, _ := strings.Cut(rest, "/")
+	switch {
+	case rest == "", rest[0] == '/':
+		return fmt.Errorf("is the counter's path %s, or under it", c)
+	case slices.Contains(sideSuffixes, side), strings.HasPrefix(side, leaseSuffix):
+		return fmt.Errorf("is %s%s, a file kept beside the counter", c, side)
+	}
+	return nil
+}
+
+// checkRecordsBeside refuses, as ErrInvalidOption, a place of records
+// given (WithBindingDir, SNAPID_BINDING_DIR) that CheckBindingDirFor
+// refuses for the counter at counterPath.
+func checkRecordsBeside(counterPath string, o *options) error {
+	dir, what := o.binding, "WithBindingDir"
+	if !o.bindingSet {
+		dir, what = os.Getenv("SNAPID_BINDING_DIR"), "SNAPID_BINDING_DIR"
+	}
+	if dir == "" {
+		return nil
+	}
+	if err := CheckBindingDirFor(counterPath, dir); err != nil {
+		return fmt.Errorf("snapid: %w: %s %q %v: the host's records of names need a directory of their own", ErrInvalidOption, what, dir, err)
+	}
+	return nil
+}
+
+// sideSuffixes are the suffixes of the files kept beside a counter (and
+// those of earlier versions, which an Open takes in).
+var sideSuffixes = []string{ownerSuffix, markSuffix, presenceSuffix, sessionSuffix, heartbeatSuffix,
+	formsSuffix, formsCopySuffix, numberSuffix, releasedSuffix}
 
 // CheckBindingDir checks a directory given for name bindings (by
 // WithBindingDir or SNAPID_BINDING_DIR): an absolute path, and not the

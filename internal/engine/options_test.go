@@ -47,3 +47,24 @@ func TestDefaultLoggerIsSlogDefault(t *testing.T) {
 	moveName(WithLogger(slog.New(slog.DiscardHandler)))
 	assert.Empty(t, buf.String(), "a discarding logger silences the notices")
 }
+
+// A place of records given at the counter's own path, or at a file kept
+// beside it, is refused before anything is made: the place would be made
+// as a directory in the file's stead, and every later Open would fail.
+func TestBindingDirBesideTheCounterRefused(t *testing.T) {
+	for _, rel := range []string{"counter.u64", "counter.u64/records", "counter.u64.mark", "counter.u64.seq.orders"} {
+		t.Run(rel, func(t *testing.T) {
+			dir := t.TempDir()
+			_, err := Open(filepath.Join(dir, "counter.u64"), "web_1", WithBindingDir(filepath.Join(dir, rel)))
+			require.ErrorIs(t, err, ErrInvalidOption)
+			entries, err := os.ReadDir(dir)
+			require.NoError(t, err)
+			require.Empty(t, entries, "a refused Open makes nothing")
+		})
+	}
+	// A directory that only starts like the counter's name is its own.
+	dir := t.TempDir()
+	g, err := Open(filepath.Join(dir, "counter.u64"), "web_1", WithBindingDir(filepath.Join(dir, "counter.u64.records")))
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+}
