@@ -177,12 +177,15 @@ type RegistryConfig struct {
 	// time in the registry (0: 1 minute): one process of the host does
 	// it for all of them, and another takes over at its next poll (a
 	// quarter of the interval) when it exits or crashes. Give the host's
-	// processes one interval.
+	// processes one interval. At least 100 milliseconds: more often only
+	// loads the registry.
 	Heartbeat time.Duration
 
 	// Timeout bounds each registry call the Generator makes on its own:
 	// extensions, heartbeats, the return of the reservation at Close
-	// (0: 15 seconds).
+	// (0: 15 seconds); and Open's claim, with its start on this host,
+	// when Open's context has no deadline. At least 100 milliseconds: a
+	// registry call takes milliseconds, tens across data centres.
 	Timeout time.Duration
 
 	// CloneWindow is how recently a holder must have been seen for a
@@ -343,12 +346,16 @@ func (r *RegistryConfig) timingOptions(invalid func(field string, v any, why str
 	switch {
 	case r.Heartbeat < 0:
 		return nil, invalid("Registry.Heartbeat", r.Heartbeat, "want a positive interval, or 0 for the default")
+	case r.Heartbeat > 0 && r.Heartbeat < 100*time.Millisecond:
+		return nil, invalid("Registry.Heartbeat", r.Heartbeat, "want at least 100ms (more often only loads the registry), or 0 for the default")
 	case r.Heartbeat > 0:
 		opts = append(opts, engine.WithHeartbeat(r.Heartbeat))
 	}
 	switch {
 	case r.Timeout < 0:
 		return nil, invalid("Registry.Timeout", r.Timeout, "want a positive duration, or 0 for the default")
+	case r.Timeout > 0 && r.Timeout < 100*time.Millisecond:
+		return nil, invalid("Registry.Timeout", r.Timeout, "want at least 100ms (a registry call takes milliseconds, tens across data centres), or 0 for the default")
 	case r.Timeout > 0:
 		opts = append(opts, engine.WithRegistryTimeout(r.Timeout))
 	}

@@ -51,6 +51,12 @@ func TestConfigRefusedNamesTheFieldAndMakesNothing(t *testing.T) {
 		{"Config.Registry.Heartbeat", func(b string) snapid.Config {
 			return snapid.Config{BindingDir: b, Registry: &snapid.RegistryConfig{Registry: reg, Heartbeat: -time.Second}}
 		}},
+		{"Config.Registry.Heartbeat", func(b string) snapid.Config {
+			return snapid.Config{BindingDir: b, Registry: &snapid.RegistryConfig{Registry: reg, Heartbeat: time.Nanosecond}}
+		}},
+		{"Config.Registry.Timeout", func(b string) snapid.Config {
+			return snapid.Config{BindingDir: b, Registry: &snapid.RegistryConfig{Registry: reg, Timeout: time.Microsecond}}
+		}},
 		{"Config.Registry.Timeout", func(b string) snapid.Config {
 			return snapid.Config{BindingDir: b, Registry: &snapid.RegistryConfig{Registry: reg, Timeout: -time.Second}}
 		}},

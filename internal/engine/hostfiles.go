@@ -12,7 +12,6 @@ import (
 	"net"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/gofrs/flock"
 	"github.com/snapid/snapid/internal/clock"
@@ -243,18 +242,11 @@ func (h *hostState) clock() clock.Clock {
 
 // lockGate takes the host's start-up/shut-down gate.
 func (h *hostState) lockGate(ctx context.Context) error {
-	ok, err := h.gate.TryLockContext(ctx, 5*time.Millisecond)
-	if err == nil && !ok {
-		err = ctx.Err()
+	err := lockGateFile(ctx, h.gate)
+	if fe := (*FileError)(nil); errors.As(err, &fe) {
+		fe.Err = fmt.Errorf("waiting for another process of this host to finish starting or closing: %w", fe.Err)
 	}
-	if err != nil {
-		if ctx.Err() != nil {
-			err = fmt.Errorf("%w (%s): %w", ErrLocked, statefile.HolderOf(h.gate.Path()), err)
-		}
-		return &FileError{Op: "lock", Path: h.gate.Path(), Err: fmt.Errorf(
-			"waiting for another process of this host to finish starting or closing: %w", err)}
-	}
-	return nil
+	return err
 }
 
 // markState is the content of the mark file: 16 bytes, the mark (the

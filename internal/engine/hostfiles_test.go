@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	. "github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/internal/testfs"
@@ -675,5 +676,17 @@ func TestStateFileWithTwoNamesRefused(t *testing.T) {
 			require.ErrorIs(t, err, ErrUntrustedOwner)
 			require.Contains(t, err.Error(), "2 names")
 		})
+	}
+}
+
+// A start whose deadline has passed by the time it reaches the host's
+// gate, with no other process anywhere, is not blamed on another process
+// (ErrLocked): a free gate is taken whatever the deadline says.
+func TestFreeGateTakenPastTheDeadline(t *testing.T) {
+	for range 3 {
+		_, err := Open(filepath.Join(t.TempDir(), "counter.u64"), "web_1",
+			WithRegistry(registrytest.NewRegistry()), WithRegistryTimeout(time.Nanosecond))
+		require.Error(t, err)
+		require.NotErrorIs(t, err, ErrLocked)
 	}
 }
