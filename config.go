@@ -306,6 +306,11 @@ func (r *RegistryConfig) options(invalid func(field string, v any, why string) e
 		h, local := r.Host, engine.LocalHostInfo()
 		h.Hostname = cmp.Or(h.Hostname, local.Hostname)
 		h.Address = cmp.Or(h.Address, local.Address)
+		if h.MachineID == "" && local.MachineID == "host:"+local.Hostname {
+			// No machine id on this host: the fallback is the host
+			// name's, the one given.
+			local.MachineID = "host:" + h.Hostname
+		}
 		h.MachineID = cmp.Or(h.MachineID, local.MachineID)
 		opts = append(opts, engine.WithHostInfo(h))
 	}
