@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/internal/testfs"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
@@ -145,4 +147,56 @@ func TestInitWithOwner(t *testing.T) {
 	v, err := engine.ReadCounter(counter)
 	require.NoError(t, err)
 	require.Equal(t, uint64(8), v)
+}
+
+func TestAdminCallsBoundedWhenCounterLocked(t *testing.T) {
+	counter := filepath.Join(lockDir(t), "c")
+	_, err := engine.Init(counter, 10, engine.WithFileMode(0o644))
+	require.NoError(t, err)
+	testfs.HoldFlock(t, counter)
+	ctx := context.Background()
+	requireLockedWithin(t, 4*time.Second, func() error {
+		c, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		_, err := engine.ReadCounterContext(c, counter)
+		return err
+	})
+	requireLockedWithin(t, 4*time.Second, func() error {
+		c, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		_, err := engine.InitContext(c, counter, 20)
+		return err
+	})
+	requireLockedWithin(t, 4*time.Second, func() error {
+		c, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		_, err := engine.RepairContext(c, counter, 30)
+		return err
+	})
+	// Nothing changed.
+	b, err := os.ReadFile(counter)
+	require.NoError(t, err)
+	v, err := engine.DecodeCounter(b)
+	require.NoError(t, err)
+	require.Equal(t, uint64(9), v)
+}
+
+func TestRepairBoundedWhenGateLocked(t *testing.T) {
+	counter := filepath.Join(lockDir(t), "c")
+	reg := registrytest.NewRegistry()
+	g, err := engine.Open(counter, "vm", engine.WithRegistry(reg), engine.WithFileMode(0o644))
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	gate := counter + ".owner"
+	if _, err := os.Stat(counter + ".presence"); err != nil {
+		t.Skip("no presence file beside the counter")
+	}
+	require.NoError(t, os.Chmod(gate, 0o644))
+	testfs.HoldFlock(t, gate)
+	requireLockedWithin(t, 4*time.Second, func() error {
+		c, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		_, err := engine.RepairContext(c, counter, 30)
+		return err
+	})
 }

@@ -1631,3 +1631,39 @@ func TestSyncOffFloorFollowsOnlyOwnWrites(t *testing.T) {
 	defer x.mu.Unlock()
 	require.LessOrEqual(t, r.Floor, x.durable, "the floor is at most what a power cut keeps")
 }
+
+func FuzzDecodeCounter(f *testing.F) {
+	for _, b := range [][]byte{
+		nil, {}, {1}, make([]byte, 7), make([]byte, 8), make([]byte, 9), make([]byte, 16),
+		{42, 0, 0, 0, 0, 0, 0, 0}, bytes.Repeat([]byte{0xff}, 8), {0, 0, 0, 0, 0, 0, 0, 0x80},
+	} {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := DecodeCounter(b)
+		if len(b) != CounterSize {
+			if err == nil || !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("DecodeCounter of %d bytes = %d, %v; want ErrCorrupt", len(b), v, err)
+			}
+			if v != 0 {
+				t.Fatalf("DecodeCounter of %d bytes returned %d with the error", len(b), v)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("DecodeCounter(% x): %v", b, err)
+		}
+		enc := EncodeCounter(v)
+		if !bytes.Equal(enc[:], b) {
+			t.Fatalf("EncodeCounter(DecodeCounter(% x)) = % x", b, enc)
+		}
+		// Little-endian, as Snap!'s counter.u64 on x86.
+		var want uint64
+		for i := CounterSize - 1; i >= 0; i-- {
+			want = want<<8 | uint64(b[i])
+		}
+		if v != want {
+			t.Fatalf("DecodeCounter(% x) = %d, want %d (little-endian)", b, v, want)
+		}
+	})
+}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/internal/testfs"
@@ -400,6 +401,53 @@ func TestMissingDirectorySaysCreateIt(t *testing.T) {
 			assert.Contains(t, err.Error(), "install -d -m 0700 "+dir)
 			_, serr := os.Stat(dir)
 			assert.ErrorIs(t, serr, fs.ErrNotExist, "nothing made")
+		})
+	}
+}
+
+// Another user holds the counter's flock (it can read the counter) while
+// a caller's update waits for it: the caller leaves at its deadline, and
+// Close then returns at once (the update waiting for the lock gives up
+// when every caller has left or the Generator closes), without a registry
+// and with one, in strict and block mode.
+func TestUpdateWaitEndsWithCallersAndClose(t *testing.T) {
+	skipShort(t)
+	for _, tc := range []struct {
+		name string
+		reg  bool
+		opts []Option
+	}{
+		{"strict", false, nil},
+		{"block", false, []Option{WithBlock(4)}},
+		{"strict with registry", true, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			counter := filepath.Join(lockDir(t), "c")
+			opts := append([]Option{WithFileMode(0o644), WithBindingDir(filepath.Join(t.TempDir(), "names"))}, tc.opts...)
+			if tc.reg {
+				opts = append(opts, WithRegistry(registrytest.NewRegistry()), WithRegistryTimeout(time.Second))
+			}
+			g, err := Open(counter, "hangtest", opts...)
+			require.NoError(t, err)
+			testfs.HoldFlock(t, counter)
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			_, err = g.NextNContext(ctx, 5)
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+
+			done := make(chan error, 1)
+			go func() { done <- g.Close() }()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("Close still waits for an update stuck behind another process's flock")
+			}
+			// Nothing was taken by the update that gave up.
+			b, err := os.ReadFile(counter)
+			require.NoError(t, err)
+			v, err := DecodeCounter(b)
+			require.NoError(t, err)
+			require.Zero(t, v)
 		})
 	}
 }

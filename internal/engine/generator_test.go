@@ -10,6 +10,7 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid/internal/engine"
+	"github.com/snapid/snapid/internal/testfs"
 	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -345,4 +346,41 @@ func TestCloseOnTheFakeClockLetsACallInFlightFinish(t *testing.T) {
 		return ctx.Err()
 	})
 	fh.close(g) // fails the test if Close's calls were timed out
+}
+
+func TestCloseBoundedWhenCounterLocked(t *testing.T) {
+	skipShort(t)
+	counter := filepath.Join(lockDir(t), "c")
+	reg := registrytest.NewRegistry()
+	g, err := Open(counter, "vm", WithRegistry(reg), WithFileMode(0o644), WithRegistryTimeout(time.Second))
+	require.NoError(t, err)
+	_, err = g.Next()
+	require.NoError(t, err)
+	testfs.HoldFlock(t, counter)
+	requireLockedWithin(t, 4*time.Second, g.Close)
+}
+
+// A caller without a context waits while the lock is held, but Close
+// ends its wait: the call returns ErrClosed, and Close returns.
+func TestCloseEndsUpdateWaitingForLock(t *testing.T) {
+	counter := filepath.Join(lockDir(t), "c")
+	g, err := Open(counter, "hangtest", WithFileMode(0o644), WithBindingDir(filepath.Join(t.TempDir(), "names")))
+	require.NoError(t, err)
+	testfs.HoldFlock(t, counter)
+	got := make(chan error, 1)
+	go func() { _, err := g.Next(); got <- err }()
+	time.Sleep(100 * time.Millisecond)
+	closed := make(chan error, 1)
+	go func() { closed <- g.Close() }()
+	select {
+	case err := <-got:
+		require.ErrorIs(t, err, ErrClosed)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Next still waits after Close")
+	}
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close still waits")
+	}
 }

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -257,3 +258,34 @@ func requireRoot(t *testing.T) { t.Helper(); testfs.RequireRoot(t) }
 // skipShort skips a test that waits more than a second under -short
 // (see the package's export_test.go).
 var skipShort = SkipShort
+
+// lockDir is a directory the other user can reach.
+func lockDir(t *testing.T) string {
+	t.Helper()
+	root, err := os.MkdirTemp("", "snapid-lockwait-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(root) })
+	require.NoError(t, os.Chmod(root, 0o755))
+	// A level below: the test's own host for the records of names (see
+	// export_test.go).
+	host := filepath.Join(root, "host")
+	require.NoError(t, os.Mkdir(host, 0o755))
+	return host
+}
+
+// requireLockedWithin runs fn and checks that it returns, within limit,
+// an ErrLocked naming the holder.
+func requireLockedWithin(t *testing.T, limit time.Duration, fn func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, ErrLocked)
+		require.Contains(t, err.Error(), "held by pid")
+		t.Logf("after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	case <-time.After(limit):
+		t.Fatalf("still waiting %v later for another process's flock", limit)
+	}
+}

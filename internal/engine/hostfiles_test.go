@@ -690,3 +690,28 @@ func TestFreeGateTakenPastTheDeadline(t *testing.T) {
 		require.NotErrorIs(t, err, ErrLocked)
 	}
 }
+
+// The host's start-up gate held by another process (here a lock of this
+// test's own, as another process's would be): a registered Open waits at
+// most as long as its context, and the error names the holder.
+func TestGateWaitBoundedAndNamesHolder(t *testing.T) {
+	requireRoot(t)
+	// The gate held by another user's process, which could read it
+	// (the state files 0644, in a directory it can reach).
+	path := filepath.Join(testfs.SharedTempDir(t, "snapid-gate-"), "counter.u64")
+	reg := registrytest.NewRegistry()
+	opts := []Option{WithRegistry(reg), WithSync(false), WithFileMode(0o644), WithHostInfo(HostInfo{Hostname: "host1", MachineID: "m1"})}
+	g, err := Open(path, "web_1", opts...)
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	testfs.HoldFlock(t, path+ExportOwnerSuffix)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = OpenContext(ctx, path, "web_1", opts...)
+	assert.Less(t, time.Since(start), 3*time.Second)
+	require.ErrorIs(t, err, ErrLocked)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), "pid ")
+	assert.Contains(t, err.Error(), "user nobody", "the holder, another user, is named")
+}

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"errors"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -114,4 +116,44 @@ func TestNameFromHostnameRefuses(t *testing.T) {
 			assert.Empty(t, changed)
 		})
 	}
+}
+
+// nameRE is the node name rule of the specification, written independently
+// of nodename.Problem.
+var nameRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+func FuzzValidateName(f *testing.F) {
+	for _, s := range []string{
+		"a", "_", "server_a", "a1", "1a", "", "A", "a-b", "a.b", "a b", "caf\u00e9", "a\x00", "a\t",
+		strings.Repeat("a", 63), strings.Repeat("a", 64), "\u212a", "a\n",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		err := ValidateName(s)
+		want := nameRE.MatchString(s)
+		if (err == nil) != want {
+			t.Fatalf("ValidateName(%q) = %v, the rule says valid=%v", s, err, want)
+		}
+		if err != nil {
+			if !errors.Is(err, ErrInvalidName) {
+				t.Fatalf("ValidateName(%q): %v does not wrap ErrInvalidName", s, err)
+			}
+			if !strings.Contains(err.Error(), NameRule) {
+				t.Fatalf("ValidateName(%q): %v does not state the rule", s, err)
+			}
+		}
+		// NameFromHostname returns a valid name or an error, never an
+		// invalid name, and keeps a valid name as it is.
+		name, changed, herr := NameFromHostname(s)
+		if herr == nil && !nameRE.MatchString(name) {
+			t.Fatalf("NameFromHostname(%q) = %q, which is invalid", s, name)
+		}
+		if herr != nil && !errors.Is(herr, ErrInvalidName) {
+			t.Fatalf("NameFromHostname(%q): %v does not wrap ErrInvalidName", s, herr)
+		}
+		if want && (herr != nil || name != s || changed != "") {
+			t.Fatalf("NameFromHostname(%q) of a valid name = %q, %q, %v", s, name, changed, herr)
+		}
+	})
 }

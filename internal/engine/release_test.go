@@ -4,8 +4,10 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
+	"time"
 
 	. "github.com/snapid/snapid/internal/engine"
+	"github.com/snapid/snapid/internal/testfs"
 	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
@@ -179,4 +181,21 @@ func TestReleaseRefusedWhileAProgramWithoutTheRegistryRuns(t *testing.T) {
 	final, err := Release(ctx, path, "web_1", WithRegistry(reg))
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, final, got[len(got)-1]+1000, "the mark of the crashed program is covered")
+}
+
+func TestReleaseBoundedWhenCounterLocked(t *testing.T) {
+	skipShort(t)
+	counter := filepath.Join(lockDir(t), "c")
+	reg := registrytest.NewRegistry()
+	opts := []Option{WithRegistry(reg), WithFileMode(0o644), WithRegistryTimeout(time.Second)}
+	g, err := Open(counter, "vm", opts...)
+	require.NoError(t, err)
+	_, err = g.Next()
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	testfs.HoldFlock(t, counter)
+	requireLockedWithin(t, 4*time.Second, func() error {
+		_, err := Release(context.Background(), counter, "vm", opts...)
+		return err
+	})
 }

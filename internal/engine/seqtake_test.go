@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	. "github.com/snapid/snapid/internal/engine"
+	"github.com/snapid/snapid/internal/testfs"
 	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
@@ -323,4 +325,45 @@ func TestSequenceNextNContextLeftTakesNothingLater(t *testing.T) {
 	l, err := s.Lease()
 	require.NoError(t, err)
 	assert.Equal(t, uint64(3), l.Next, "the call its caller left took nothing")
+}
+
+func TestSequenceBoundedWhenLeaseFileLocked(t *testing.T) {
+	skipShort(t)
+	counter := filepath.Join(lockDir(t), "c")
+	reg := registrytest.NewRegistry()
+	ctx := context.Background()
+	_, err := CreateSequence(ctx, reg, "orders", 1, 1000000)
+	require.NoError(t, err)
+	opts := []Option{WithRegistry(reg), WithFileMode(0o644), WithRegistryTimeout(time.Second)}
+	g, err := Open(counter, "vm", opts...)
+	require.NoError(t, err)
+	s, err := g.Sequence("orders")
+	require.NoError(t, err)
+	_, err = s.Next()
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	require.NoError(t, g.Close())
+
+	testfs.HoldFlock(t, counter+".seq.orders")
+	g, err = Open(counter, "vm", opts...)
+	require.NoError(t, err)
+	defer g.Close()
+	// Sequence: bounded by the registry timeout (1s).
+	requireLockedWithin(t, 4*time.Second, func() error {
+		s, err := g.Sequence("orders")
+		if err == nil {
+			s.Close()
+		}
+		return err
+	})
+	// SequenceContext: bounded by ctx.
+	requireLockedWithin(t, 4*time.Second, func() error {
+		sctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		s, err := g.SequenceContext(sctx, "orders")
+		if err == nil {
+			s.Close()
+		}
+		return err
+	})
 }
