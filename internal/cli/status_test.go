@@ -331,3 +331,219 @@ func TestStatusSequenceLeases(t *testing.T) {
 	require.Len(t, st.Sequences, 2)
 	assert.Equal(t, "orders", st.Sequences[0].Sequence)
 }
+
+// jsonNumbers returns the paths of the JSON numbers in doc.
+func jsonNumbers(t *testing.T, doc string) []string {
+	t.Helper()
+	var v any
+	require.NoError(t, json.Unmarshal([]byte(doc), &v), doc)
+	var out []string
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				walk(path+"."+k, e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(path+"[]", e)
+			}
+		case float64:
+			out = append(out, path)
+		}
+	}
+	walk("", v)
+	return out
+}
+
+// status --json and show --json give every counter value and mark as a
+// string (one type for numbers that may pass 2^53); only the process
+// count is a JSON number.
+func TestJSONNumbersAreStrings(t *testing.T) {
+	a, _, _ := registryEnv(t)
+	a.vars["SNAPID_NAME"] = "web_1"
+	r := a.run(t, "register")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = a.run(t, "next", "-n", "10")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = a.run(t, "status", "--json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, []string{".processes"}, jsonNumbers(t, r.stdout), r.stdout)
+	assert.Contains(t, r.stdout, `"last_issued": "10"`)
+	r = a.run(t, "show", "--json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Empty(t, jsonNumbers(t, r.stdout), r.stdout)
+	r = a.run(t, "help", "status")
+	assert.Contains(t, r.stdout, "strings")
+}
+
+// A planned hand-over (release on the old host, register on the new one)
+// is the normal path: the new host's counter starts at the name's mark
+// with a calm notice, never the alarm of a crash, a restore or a
+// take-over. A forced take-over of an active holder still raises it.
+func TestPlannedHandOverDoesNotAlarm(t *testing.T) {
+	const alarm = "after a crash, a restore or a take-over"
+	a, _, _ := registryEnv(t)
+	a.vars["SNAPID_NAME"] = "web_1"
+	r := a.run(t, "next", "-n", "3")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = a.run(t, "release")
+	require.Equal(t, exitOK, r.code, r.stderr)
+
+	b := newFakeEnv(t) // the new host: a counter of its own
+	b.vars["SNAPID_CASSANDRA"], b.vars["SNAPID_KEYSPACE"], b.vars["SNAPID_NAME"] = a.vars["SNAPID_CASSANDRA"], a.vars["SNAPID_KEYSPACE"], "web_1"
+	r = b.run(t, "register")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.NotContains(t, r.stderr, alarm)
+	assert.NotContains(t, r.stderr, "warning")
+	r = b.run(t, "next")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "web_1-4\n", r.stdout, "the new host goes on after the old one's last id")
+	assert.NotContains(t, r.stderr, alarm)
+
+	// A take-over of the active holder (b) by a third counter: the alarm.
+	c := newFakeEnv(t)
+	for k, v := range b.vars {
+		if k != "SNAPID_BINDING_DIR" {
+			c.vars[k] = v
+		}
+	}
+	r = c.run(t, "register", "--force", "--start", "2")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stderr, alarm)
+	assert.Equal(t, 1, strings.Count(r.stderr, "snapctl: warning:"), r.stderr)
+}
+
+// register --force --start 5 on a counter that already issued 7 says why
+// the next number is 8, not 5.
+func TestRegisterForceStartBelowCounterSaysWhy(t *testing.T) {
+	a, _, _ := registryEnv(t)
+	a.vars["SNAPID_NAME"] = "web_1"
+	r := a.run(t, "next", "-n", "7")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = a.run(t, "register", "--force", "--start", "5")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "next number 8")
+	assert.Contains(t, r.stderr, "the next number is 8, not --start 5")
+	assert.Contains(t, r.stderr, "is ever lowered")
+}
+
+// next without --counter on the machine that holds the name with another
+// counter says the holder is this machine and points at --counter, not at
+// a forced take-over of its own name; and, for a counter that is gone, at
+// a forced release (the way docs/operations.md gives).
+func TestNextHeldByThisMachineHint(t *testing.T) {
+	a, _, _ := registryEnv(t)
+	a.vars["SNAPID_NAME"] = "web_1"
+	a.vars["SNAPID_COUNTER"] = filepath.Join(t.TempDir(), "server.u64")
+	r := a.run(t, "register")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	delete(a.vars, "SNAPID_COUNTER") // the per-user counter
+	// Where this host's record of web_1 is kept, the record refuses the
+	// other counter first, pointing at the one it names.
+	for _, cmd := range []string{"next", "register"} {
+		line := requireOneErrorLine(t, a.run(t, cmd))
+		assert.Contains(t, line, "server.u64")
+		assert.Contains(t, line, "--counter or SNAPID_COUNTER")
+		assert.NotContains(t, line, "register --force", "no take-over of its own name")
+	}
+	// A program of this machine keeping its records in another place
+	// (another SNAPID_BINDING_DIR): the registry's refusal says the holder
+	// is this machine.
+	a.vars["SNAPID_BINDING_DIR"] = t.TempDir()
+	for _, cmd := range []string{"next", "register"} {
+		line := requireOneErrorLine(t, a.run(t, cmd))
+		assert.Contains(t, line, "node name taken")
+		assert.Contains(t, line, "this very machine")
+		assert.Contains(t, line, "--counter (or SNAPID_COUNTER)")
+		assert.NotContains(t, line, "'snapctl register --force", "no take-over of its own name")
+		assert.Contains(t, line, "if that counter is gone (removed), release the name first with 'snapctl release --force --start N'")
+	}
+}
+
+// status and check-names give one verdict on a name without a row: with
+// a registry configured, status --name vm needs attention (exit 1) as
+// check-names reports not_registered (exit 1).
+func TestStatusAgreesWithCheckNamesOnUnregistered(t *testing.T) {
+	a, _, _ := registryEnv(t)
+	r := a.run(t, "register", "--name", "web_1") // creates the registry
+	require.Equal(t, exitOK, r.code, r.stderr)
+	b := newFakeEnv(t)
+	r = b.run(t, "next", "--name", "vm") // a counter used without a registry
+	require.Equal(t, exitOK, r.code, r.stderr)
+	b.vars["SNAPID_CASSANDRA"], b.vars["SNAPID_KEYSPACE"] = a.vars["SNAPID_CASSANDRA"], a.vars["SNAPID_KEYSPACE"]
+	r = b.run(t, "check-names", "--name", "vm")
+	require.Equal(t, exitProblems, r.code, r.stdout+r.stderr)
+	assert.Contains(t, r.stdout, "not_registered")
+	st, r := statusJSON(t, b, "--name", "vm")
+	require.Equal(t, exitProblems, r.code, r.stdout+r.stderr)
+	assert.Contains(t, strings.Join(st.Attention, "|"), "no row in the registry")
+}
+
+// One counter, one name, and one verdict: on a host whose counter holds
+// web_2, register as web_1 is refused before any registry write, status
+// for web_1 needs attention, and check-names finds no shared owner; after
+// a release of another name, status for web_2 says its programs refuse it,
+// as next does.
+func TestSecondNameOnCounterOneVerdict(t *testing.T) {
+	a, _, _ := registryEnv(t)
+	r := a.run(t, "register", "--name", "web_2")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	line := requireOneErrorLine(t, a.run(t, "register", "--name", "web_1"))
+	assert.Contains(t, line, `holds the name "web_2"`)
+	assert.Regexp(t, `one counter (file )?serves one name`, line)
+	assert.Equal(t, 1, strings.Count(line, "nothing was changed"), line)
+	line = requireOneErrorLine(t, a.run(t, "next", "--name", "web_1"))
+	assert.Contains(t, line, `holds the name "web_2"`)
+	r = a.run(t, "check-names", "--name", "web_2")
+	assert.NotContains(t, r.stdout, "shared_owner")
+	assert.NotContains(t, r.stdout, "web_1")
+	st, r := statusJSON(t, a, "--name", "web_1")
+	require.Equal(t, exitProblems, r.code, r.stdout+r.stderr)
+	assert.Contains(t, strings.Join(st.Attention, "|"), `this counter holds "web_2"`)
+	r = a.run(t, "next", "--name", "web_2")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	_, r = statusJSON(t, a, "--name", "web_2")
+	require.Equal(t, exitOK, r.code, r.stdout+r.stderr)
+
+	// The host released web_2: next refuses any name, and status says so.
+	r = a.run(t, "release", "--name", "web_2")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	requireOneErrorLine(t, a.run(t, "next", "--name", "web_3"))
+	st, r = statusJSON(t, a, "--name", "web_3")
+	require.Equal(t, exitProblems, r.code, r.stdout+r.stderr)
+	assert.Contains(t, strings.Join(st.Attention, "|"), `released "web_2"`)
+}
+
+// check-names with SNAPID_COUNTER set and no name audits the name that
+// counter is in use under, as status does, not one derived from the host
+// name (which it would call not registered, advising a register that is
+// then refused): one verdict.
+func TestCheckNamesAuditsTheCounterName(t *testing.T) {
+	a, _, _ := registryEnv(t)
+	a.vars["SNAPID_COUNTER"] = filepath.Join(t.TempDir(), "counter.u64")
+	r := a.run(t, "register", "--name", "web_2")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = a.run(t, "check-names")
+	require.Equal(t, exitOK, r.code, r.stdout+r.stderr)
+	assert.NotContains(t, r.stdout, "not_registered")
+	assert.NotContains(t, r.stdout, a.host)
+	assert.Contains(t, r.stderr, `using "web_2", the name the counter`)
+	st, r := statusJSON(t, a)
+	require.Equal(t, exitOK, r.code, r.stdout+r.stderr)
+	assert.Equal(t, "web_2", st.Name)
+}
+
+// --username without the password variable says the variable is
+// missing, before anything connects.
+func TestUsernameWithoutPasswordVariable(t *testing.T) {
+	f := newFakeEnv(t)
+	f.vars["SNAPID_CASSANDRA"] = "127.0.0.1:1"
+	for _, cmd := range [][]string{{"next", "--name", "web_1"}, {"names"}, {"setup", "--replication", "1"}} {
+		line := requireOneErrorLine(t, f.run(t, append(cmd, "--username", "alice")...))
+		assert.Contains(t, line, "SNAPID_CASSANDRA_PASSWORD is not set", cmd)
+		assert.NotContains(t, line, "reachable", cmd)
+	}
+	requireEmptyDir(t, f.home)
+}
