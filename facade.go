@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/snapid/snapid/internal/engine"
+	"github.com/snapid/snapid/internal/errs"
 	"github.com/snapid/snapid/internal/idform"
 )
 
@@ -16,7 +17,7 @@ type (
 	// FileError records an error on the counter file and the path it concerns.
 	// Its Unwrap method returns the cause, so errors.Is(err, ErrCorrupt) and
 	// errors.Is(err, fs.ErrNotExist) work through it.
-	FileError = engine.FileError
+	FileError = errs.FileError
 	// Format is the form of the ids a Generator hands out (Config.Form). Every
 	// form carries the counter's number; the numeric forms carry the node's
 	// number instead of its name (see the form's NodeNumber and NumberRegistry).
@@ -62,7 +63,7 @@ type (
 	ReservationStatus = engine.ReservationStatus
 	// SequenceExhaustedError is a sequence lease that cannot be had (see
 	// registry.SequenceExhaustedError).
-	SequenceExhaustedError = engine.SequenceExhaustedError
+	SequenceExhaustedError = errs.SequenceExhaustedError
 	// SequenceLeaseState is the host's lease of a sequence as the lease file
 	// beside the counter holds it (shared by the host's processes). A range's
 	// bounds are 0 when the file has no such range.
@@ -95,7 +96,7 @@ const (
 
 var (
 	// ErrClosed is returned by a Generator after Close.
-	ErrClosed = engine.ErrClosed
+	ErrClosed = errs.ErrClosed
 	// ErrCorrupt is returned for a state file that is not as this
 	// version writes it: a counter file whose size is not exactly 8 bytes,
 	// or a file beside it (owner token, mark, session, sequence lease), the
@@ -103,7 +104,7 @@ var (
 	// error is a *FileError naming the file, and says what is wrong with
 	// it. The file is left exactly as it was, and nothing is written
 	// anywhere, the registry included.
-	ErrCorrupt = engine.ErrCorrupt
+	ErrCorrupt = errs.ErrCorrupt
 	// ErrExhausted is returned when the counter cannot advance without
 	// passing 2^64-1, and by a sequence lease that cannot be had: the
 	// host's data centre has fewer consecutive numbers left than asked for,
@@ -111,90 +112,90 @@ var (
 	// sequence the error is a *SequenceExhaustedError saying how many are
 	// left where: other hosts' leases and other data centres' ranges may
 	// still hold numbers. Neither ever wraps.
-	ErrExhausted = engine.ErrExhausted
+	ErrExhausted = errs.ErrExhausted
 	// ErrFormChanged is returned by a striped Generator's calls once
 	// another Generator opened its counter with another stride or node
 	// number (and raised the counter past this one's ids): striped ids of
 	// two forms meet, so two never issue from one counter at once.
 	// Nothing is issued; open the counter again with its form.
-	ErrFormChanged = engine.ErrFormChanged
+	ErrFormChanged = errs.ErrFormChanged
 	// ErrInvalidID is returned by ParseID for a string that is not an id
 	// in any form (see Format).
-	ErrInvalidID = engine.ErrInvalidID
+	ErrInvalidID = errs.ErrInvalidID
 	// ErrInvalidName is returned for a node name that breaks the rule
 	// ^[a-z_][a-z0-9_]{0,62}$.
-	ErrInvalidName = engine.ErrInvalidName
+	ErrInvalidName = errs.ErrInvalidName
 	// ErrInvalidOption is returned by Open for an option value that cannot
 	// be used (for example Block{Size: 0}).
-	ErrInvalidOption = engine.ErrInvalidOption
+	ErrInvalidOption = errs.ErrInvalidOption
 	// ErrLocked is returned when a lock on a state file (the counter, the
 	// name bindings' lock) was held by another process for as long as the
 	// caller's context allowed; the error names the holder and wraps the
 	// context's error.
-	ErrLocked = engine.ErrLocked
+	ErrLocked = errs.ErrLocked
 	// ErrNameBound is returned by Open when the host's record of the name
 	// (in /var/lib/snapid/records, or see Config.BindingDir) names another counter file, or a counter
 	// that is not there now or was replaced: two counter files under one
 	// name would issue the same ids.
-	ErrNameBound = engine.ErrNameBound
+	ErrNameBound = errs.ErrNameBound
 	// ErrNameMismatch is returned by Open when other processes of the host
 	// use the counter under another node name: one counter file serves
 	// one name. The error names the name the counter is in use under.
-	ErrNameMismatch = engine.ErrNameMismatch
+	ErrNameMismatch = errs.ErrNameMismatch
 	// ErrNameTaken is returned when the node name is held in the registry
 	// by another owner.
-	ErrNameTaken = engine.ErrNameTaken
+	ErrNameTaken = errs.ErrNameTaken
 	// ErrNoSequence is returned for a sequence that was never created
 	// (see admin.CreateSequence).
-	ErrNoSequence = engine.ErrNoSequence
+	ErrNoSequence = errs.ErrNoSequence
 	// ErrNumberBound is returned by Open without a registry when the host
 	// uses the node number (the form's NodeNumber) under another node name that
 	// is in use: two names under one number hand out the same numeric ids.
-	ErrNumberBound = engine.ErrNumberBound
+	ErrNumberBound = errs.ErrNumberBound
 	// ErrNumberMismatch is returned by Open when the node number the
 	// registry holds for the name is not the one the host's record of the
 	// name holds or given with the form's NodeNumber: ids of two numbers under
 	// one name, or one number under two names, could meet. Nothing is
 	// issued.
-	ErrNumberMismatch = engine.ErrNumberMismatch
+	ErrNumberMismatch = errs.ErrNumberMismatch
 	// ErrProbableClone is returned by a claim that carries the right owner
 	// token from another machine while the row is active and was seen
 	// recently: most likely a copy of a counter directory in use elsewhere.
-	ErrProbableClone = engine.ErrProbableClone
+	ErrProbableClone = errs.ErrProbableClone
 	// ErrRegistry wraps failures to reach or use the registry.
-	ErrRegistry = engine.ErrRegistry
+	ErrRegistry = errs.ErrRegistry
 	// ErrReleased is returned by Open with a registry on a host that
 	// released the name (admin.Release, snapctl release): the host's processes
 	// refuse it until it is claimed again on purpose (RegistryConfig.Reclaim, snapctl
 	// register), so that a routine start cannot take back a name meant for
 	// another host.
-	ErrReleased = engine.ErrReleased
+	ErrReleased = errs.ErrReleased
 	// ErrReplaced is returned when the counter file was removed or replaced
 	// by another file while a Generator had it open. A replaced file would
 	// leave lockers of the old file unprotected, so the Generator stops.
-	ErrReplaced = engine.ErrReplaced
+	ErrReplaced = errs.ErrReplaced
 	// ErrReservationExhausted is returned when every number the registry
 	// reserved for this host is used and no more could be reserved (the
 	// registry is unreachable or refused).
-	ErrReservationExhausted = engine.ErrReservationExhausted
+	ErrReservationExhausted = errs.ErrReservationExhausted
 	// ErrRolledBack is returned by Open when the counter file holds less
 	// than the host's record of its name says it reached: it was restored
 	// from a backup, copied over or zeroed. Nothing is issued from it.
-	ErrRolledBack = engine.ErrRolledBack
+	ErrRolledBack = errs.ErrRolledBack
 	// ErrSequenceShort is returned by Sequence.NextN and
 	// SequenceRegistry.LeaseSequence when numbers of the sequence are left
 	// for the host's data centre, but fewer consecutive ones than asked
 	// for: a *SequenceExhaustedError saying how many (ask for fewer). It
 	// does not match ErrExhausted, which means none are left.
-	ErrSequenceShort = engine.ErrSequenceShort
+	ErrSequenceShort = errs.ErrSequenceShort
 	// ErrSequencesUnsupported is returned when the registry does not
 	// implement SequenceRegistry, or a Generator has no registry.
-	ErrSequencesUnsupported = engine.ErrSequencesUnsupported
+	ErrSequencesUnsupported = errs.ErrSequencesUnsupported
 	// ErrStrideMismatch is returned when the stride given for
 	// FormatStriped is not the one the cluster's registry records (or the
 	// host's record of the name, or the host's claim): striped ids of two
 	// strides could meet. Nothing is changed.
-	ErrStrideMismatch = engine.ErrStrideMismatch
+	ErrStrideMismatch = errs.ErrStrideMismatch
 	// ErrUntrusted is returned for a state file, or a directory holding
 	// one, that another user could have planted, redirected or could
 	// replace, and nothing is read from it or written: a symbolic link at
@@ -207,7 +208,7 @@ var (
 	// counter's directory, or one above it, writable by others without
 	// being sticky. The error names the file or directory, its owner, and
 	// says which.
-	ErrUntrusted = engine.ErrUntrusted
+	ErrUntrusted = errs.ErrUntrusted
 )
 
 // NameFromHostname derives a node name from a host name the way Snap!

@@ -36,7 +36,7 @@ var layers = map[string][]string{
 	"internal/simcql":       {"registry", "internal/cql", "cassandra"},
 	"cassandra":             {"registry", "internal/cql"},
 	"internal/engine":       {"registry", "internal/nodename", "internal/clock", "internal/statefile", "internal/hoststate", "internal/errs", "internal/counterfile", "internal/alloc", "internal/idform", "internal/leasefile"},
-	".":                     {"internal/engine", "internal/idform", "registry"},
+	".":                     {"internal/engine", "internal/errs", "internal/idform", "registry"},
 	"prometheus":            {".", "registry"},
 	"internal/cli":          {"internal/engine", "registry", "admin", "cassandra", "internal/statefile"},
 	"admin":                 {"internal/engine", "registry", "internal/nodename"},
