@@ -215,8 +215,10 @@ type RegistryConfig struct {
 }
 
 // Takeover is a name taken over from a holder gone for good: the counter
-// starts above Floor and above the old holder's reserved mark. A Floor of
-// 2^64-1 leaves no number to issue and is refused.
+// starts above Floor and above the old holder's reserved mark. The Floor
+// applies whether or not a holder is found (a name nobody holds is
+// claimed, and its counter still starts above Floor). A Floor of 2^64-1
+// leaves no number to issue and is refused.
 type Takeover struct {
 	Floor uint64
 }
