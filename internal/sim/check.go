@@ -119,6 +119,9 @@ func (c *checker) strictOrder(ho *host, p int, first, last uint64) {
 		ho.lastNum = max(ho.lastNum, last)
 		return
 	}
+	if p >= 0 && p < len(ho.raiseBack) && ho.raiseBack[p] {
+		ho.raiseBack[p], ho.dense = false, false
+	}
 	switch {
 	case ho.lastNum != 0 && first <= ho.lastNum:
 		c.violation("strict mode: h%d/p%d handed out %d after %d: not in increasing order", ho.i, p, first, ho.lastNum)

@@ -287,6 +287,11 @@ func (w *world) repair(ho *host, zero bool) {
 	w.reached["counters repaired"]++
 	if running {
 		w.reached["counters repaired under running processes"]++
+		// A process that saw the counter above the repaired value
+		// raises it back at its next update: a gap, not a repeat.
+		for q, g := range ho.procs {
+			ho.raiseBack[q] = g != nil
+		}
 	}
 	ho.damaged = false
 }

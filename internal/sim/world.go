@@ -95,6 +95,10 @@ type host struct {
 	// (a process died, a call failed, the counter was raised or put back).
 	lastNum uint64
 	dense   bool
+	// raiseBack: the processes open when the counter was repaired
+	// under them; at its next update each may raise the counter back
+	// above what it saw (a gap).
+	raiseBack [3]bool
 	// issuers: the processes that handed out numbers since the last
 	// backup.
 	issuers map[*engine.Generator]bool
@@ -362,6 +366,7 @@ func (w *world) open(ho *host, p int, extra ...engine.Option) error {
 	if ho.procs[p] != nil {
 		return nil
 	}
+	ho.raiseBack[p] = false // a new process saw nothing before the repair
 	running := w.running(ho)
 	clone := w.cloneClaim(ho, running)
 	pre, ext := w.beforeOpen(ho), &extensions{w: w, ho: ho, p: p, last: reserveStep}
