@@ -48,7 +48,7 @@ func addCLI(h *History) {
 	if rng.IntN(6) == 0 && len(h.Steps) > 0 {
 		at := rng.IntN(len(h.Steps) + 1)
 		s := Step{Kind: KCLI, Host: 0, Arg: "setup", N: []uint64{simStride, simStride2}[rng.IntN(2)]}
-		h.Steps = append(h.Steps[:at], append([]Step{s}, h.Steps[at:]...)...)
+		insertSteps(h, at, s)
 	}
 }
 

@@ -27,7 +27,7 @@ func addClockCases(h *History) {
 	rng := rand.New(rand.NewPCG(h.Seed, 0xc10c))
 	insert := func(steps ...Step) {
 		at := rng.IntN(len(h.Steps) + 1)
-		h.Steps = append(h.Steps[:at], append(steps, h.Steps[at:]...)...)
+		insertSteps(h, at, steps...)
 	}
 	var regs []int
 	for i, c := range h.Hosts {

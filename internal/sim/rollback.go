@@ -40,8 +40,7 @@ func addRollback(h *History) {
 		{Kind: KRestoreLive, Host: host},
 		{Kind: KNext, Host: host, Proc: 0, N: 1},
 	}
-	at := rng.IntN(len(h.Steps) + 1)
-	h.Steps = append(h.Steps[:at], append(steps, h.Steps[at:]...)...)
+	insertSteps(h, rng.IntN(len(h.Steps)+1), steps...)
 }
 
 // addRollbackBelowFloor gives a history with a standalone host in the
@@ -78,8 +77,7 @@ func addRollbackBelowFloor(h *History) {
 		{Kind: KNext, Host: host, Proc: 0, N: 1},
 		{Kind: KOpen, Host: host, Proc: 1}, {Kind: KNext, Host: host, Proc: 1, N: 1},
 	}
-	at := rng.IntN(len(h.Steps) + 1)
-	h.Steps = append(h.Steps[:at], append(steps, h.Steps[at:]...)...)
+	insertSteps(h, rng.IntN(len(h.Steps)+1), steps...)
 }
 
 // addRepairWhileRunning gives one history in four with a standalone host
@@ -114,6 +112,5 @@ func addRepairWhileRunning(h *History) {
 		{Kind: KPowerCut, Host: host},
 		{Kind: KOpen, Host: host, Proc: 0}, {Kind: KNext, Host: host, Proc: 0, N: 5},
 	}
-	at := rng.IntN(len(h.Steps) + 1)
-	h.Steps = append(h.Steps[:at], append(steps, h.Steps[at:]...)...)
+	insertSteps(h, rng.IntN(len(h.Steps)+1), steps...)
 }
