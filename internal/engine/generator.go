@@ -40,7 +40,7 @@ type Generator struct {
 	res    *reservation  // nil without a registry
 	form   idform.Form   // the ids' form (set at Open, then read-only)
 
-	mu         sync.Mutex // guards file, fileClosed and the file operations
+	mu         fileMutex // guards file, fileClosed and the file operations
 	file       *counterFile
 	fileClosed bool
 	closed     atomic.Bool
@@ -399,7 +399,7 @@ func (g *Generator) NextIDsContext(ctx context.Context, n uint64, fn func(ID)) e
 	if err := alloc.ContextError(ctx); err != nil {
 		return err // an ended context reserves nothing
 	}
-	first, err := g.take(n, true, func() bool { return ctx.Err() != nil })
+	first, err := g.take(ctx.Done(), n, true, func() bool { return ctx.Err() != nil })
 	if errors.Is(err, alloc.ErrCallersLeft) {
 		err = alloc.ContextError(ctx)
 	}
@@ -424,15 +424,18 @@ func (g *Generator) NextIDsContext(ctx context.Context, n uint64, fn func(ID)) e
 // process that keeps losing the counter's lock to busier ones is not
 // failed while the registry answers.
 func (g *Generator) flush(k uint64, gone func() bool) (uint64, error) {
-	return g.take(k, false, gone)
+	return g.take(nil, k, false, gone)
 }
 
 // take is flush for k numbers or, with decimal, k ids of the decimal
-// form (see counterFile.advance).
-func (g *Generator) take(k uint64, decimal bool, gone func() bool) (uint64, error) {
+// form (see counterFile.advance). A caller with a done channel stops
+// waiting for the file mutex when it is closed (ErrCallersLeft): an
+// update in flight may hold the mutex for as long as another process
+// holds the counter's lock.
+func (g *Generator) take(done <-chan struct{}, k uint64, decimal bool, gone func() bool) (uint64, error) {
 	var within context.Context // ends a registry timeout after the first wait
 	for {
-		first, err := g.advance(k, decimal, gone)
+		first, err := g.advance(done, k, decimal, gone)
 		if err == nil {
 			return first, nil
 		}
@@ -459,8 +462,10 @@ func (g *Generator) take(k uint64, decimal bool, gone func() bool) (uint64, erro
 	}
 }
 
-func (g *Generator) advance(k uint64, decimal bool, gone func() bool) (uint64, error) {
-	g.mu.Lock()
+func (g *Generator) advance(done <-chan struct{}, k uint64, decimal bool, gone func() bool) (uint64, error) {
+	if !g.mu.LockOrDone(done) {
+		return 0, alloc.ErrCallersLeft
+	}
 	defer g.mu.Unlock()
 	if g.closed.Load() {
 		return 0, ErrClosed
