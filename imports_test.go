@@ -29,7 +29,7 @@ var layers = map[string][]string{
 	"internal/counterfile":  {"internal/errs", "internal/statefile"},
 	"internal/alloc":        {"internal/errs"},
 	"internal/idform":       {"internal/errs", "internal/nodename", "registry"},
-	"internal/leasefile":    {"internal/errs", "registry"},
+	"internal/leasefile":    {"internal/counterfile", "internal/errs", "registry"},
 	"registry":              {"internal/nodename"},
 	"registry/registrytest": {"registry"},
 	"internal/cql":          {"registry"},

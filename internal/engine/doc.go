@@ -14,6 +14,6 @@
 //   - the claim with a registry: reservation.go, reservationextend.go,
 //     join.go, heartbeat.go, heartbeat_record.go, hostfiles.go;
 //   - integer sequences: seqgen.go, seqrefill.go, seqlease.go, seqtake.go,
-//     over package internal/leasefile (the lease file's format);
+//     over package internal/leasefile (the lease file and its floor);
 //   - operators' calls: admin.go, release.go, seqcreate.go.
 package engine

@@ -99,7 +99,7 @@ type Sequence struct {
 	closed atomic.Bool
 
 	mu         sync.Mutex // guards lf and the fields below (the flock is per open file, not per goroutine)
-	lf         *leaseFile
+	lf         *leasefile.File
 	fileClosed bool
 	seen       leasefile.Range // the current range this process last saw, for the roll-back check
 	high       uint64          // the highest position this process saw in seen
@@ -193,17 +193,17 @@ func (g *Generator) SequenceContext(ctx context.Context, name string, opts ...Se
 	}
 	refillPath := leasePath(g.path, name) + refillSuffix
 	if err := createIfAbsent(refillPath, nil, &fo); err != nil {
-		lf.close()
+		lf.Close()
 		return nil, err
 	}
 	if err := checkBeside(refillPath, &fo); err != nil {
-		lf.close()
+		lf.Close()
 		return nil, err
 	}
 	s := &Sequence{g: g, name: name, reg: sr, o: o, log: g.log, lf: lf,
 		refill: flock.New(refillPath, flock.SetFlag(openFlags(fo.followSymlinks))), refillSem: make(chan struct{}, 1)}
 	if err := s.verify(ctx, reachable); err != nil {
-		lf.close()
+		lf.Close()
 		return nil, err
 	}
 	s.blockSize.Store(o.block)
@@ -339,5 +339,5 @@ func (s *Sequence) Close() error {
 	defer s.mu.Unlock()
 	s.refill.Close()
 	s.fileClosed = true
-	return s.lf.close()
+	return s.lf.Close()
 }

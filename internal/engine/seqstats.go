@@ -63,8 +63,8 @@ func (s *Sequence) Lease() (SequenceLeaseState, error) {
 	if s.fileClosed || s.g.closed.Load() {
 		return st, ErrClosed
 	}
-	err := s.lf.c.WithLock(func() error {
-		l, err := s.lf.load()
+	err := s.lf.Lease().WithLock(func() error {
+		l, err := s.lf.Load()
 		if err != nil {
 			return err
 		}

@@ -125,7 +125,7 @@ func (s *Sequence) updateContext(ctx context.Context, bound bool, fn func(l *lea
 		// where the file stands: nothing more is taken from it.
 		return ErrClosed
 	}
-	return s.lf.c.WithLockContext(ctx, func() error {
+	return s.lf.Lease().WithLockContext(ctx, func() error {
 		return s.updateLocked(bound, fn)
 	})
 }
@@ -168,14 +168,14 @@ func (s *Sequence) updateLocked(bound bool, fn func(l *leasefile.Record) (change
 // loadWithFloor reads the lease file's record and, once the floor file is
 // the current one, the floor's (floorOK false: the floor holds none).
 func (s *Sequence) loadWithFloor() (l, floor leasefile.Record, floorOK bool, err error) {
-	l, err = s.lf.load()
+	l, err = s.lf.Load()
 	if err != nil {
 		return l, floor, false, err
 	}
-	if err := s.lf.floorCurrent(); err != nil {
+	if err := s.lf.FloorCurrent(); err != nil {
 		return l, floor, false, err
 	}
-	floor, floorOK, err = s.lf.loadFloor()
+	floor, floorOK, err = s.lf.LoadFloor()
 	return l, floor, floorOK, err
 }
 
@@ -263,9 +263,9 @@ func (s *Sequence) storeUpdate(l *leasefile.Record, before leasefile.Record, cha
 	var err error
 	switch {
 	case changed:
-		err = s.lf.store(l)
+		err = s.lf.Store(l)
 	case l.Pos != before.Pos:
-		err = s.lf.storePos(l.Pos)
+		err = s.lf.StorePos(l.Pos)
 	}
 	if err != nil {
 		return err
@@ -279,7 +279,7 @@ func (s *Sequence) storeUpdate(l *leasefile.Record, before leasefile.Record, cha
 		floor.Cur == l.Cur && floor.Ahead == l.Ahead
 	// Numbers the floor does not cover could be handed out again after a
 	// restore: none of them is handed out.
-	return s.lf.storeFloor(l, posOnly)
+	return s.lf.StoreFloor(l, posOnly)
 }
 
 // noteSeen records l as what this process last saw of the lease file,

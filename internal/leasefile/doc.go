@@ -1,7 +1,9 @@
-// Package leasefile is the format of a sequence lease file: its layout,
-// Record and Range, Encode and Decode with the checks every read makes.
-// It knows no file, lock or registry; the engine opens, locks, reads and
-// writes the file.
+// Package leasefile is a sequence lease file: its format (Record and
+// Range, Encode and Decode with the checks every read makes) and File,
+// an open lease file and its floor, read and written under the lease
+// file's lock. It knows no registry and no claim; the engine makes and
+// opens the files beside the counter and decides what each update
+// writes.
 //
 // The file <counter>.seq.<sequence> holds the host's lease of a
 // sequence, shared by the host's processes: each takes blocks of numbers
