@@ -24,7 +24,7 @@ var layers = map[string][]string{
 	"internal/nodename":     nil,
 	"internal/clock":        nil,
 	"internal/statefile":    nil,
-	"internal/hoststate":    {"internal/statefile"},
+	"internal/hoststate":    {"internal/errs", "internal/statefile"},
 	"internal/errs":         {"registry", "internal/statefile"},
 	"internal/counterfile":  {"internal/errs", "internal/statefile"},
 	"internal/alloc":        {"internal/errs"},

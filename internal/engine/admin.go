@@ -171,7 +171,7 @@ func RepairContext(ctx context.Context, path string, next uint64, opts ...Option
 // release is called. Processes without a registry hold no such lock: in
 // strict mode a repaired counter below what they saw is raised back above
 // it by their next update, and a mark the repair lowered under them is
-// written again before they pass it (hostRecord.check); in block mode the
+// written again before they pass it (hoststate.Hold.Check); in block mode the
 // rest of a block held in memory is above anything the counter then says,
 // so the documented procedure stops the host's programs first.
 func refuseIfInUse(ctx context.Context, path string, o *options) (release func(), err error) {

@@ -42,7 +42,7 @@ type counterFile struct {
 	// then read-only.
 	form *idform.Form
 	// host is the host's record of the name: its mark must cover every
-	// value a Generator's update stores (see hostRecord.cover). Set at
+	// value a Generator's update stores (see hoststate.Hold.Cover). Set at
 	// Open, before any update; nil on a counter opened to be read or
 	// initialised, which advance is never called on.
 	host *hostRecord
@@ -205,7 +205,7 @@ func (c *counterFile) advance(k uint64, decimal bool, hook advanceHook, gone, cl
 		return 0, err
 	}
 	// How far it is known to have gone: what this process saw, and the
-	// host's record (see hostRecord.check).
+	// host's record (see hostRecord.check and hoststate.Hold.Check).
 	high := c.High()
 	if c.host != nil {
 		up, err := c.host.check(cur)
@@ -238,7 +238,7 @@ func (c *counterFile) advance(k uint64, decimal bool, hook advanceHook, gone, cl
 	if decimal {
 		k, _ = idform.DecimalSpan(base, k)
 	}
-	if !c.Synced() && cur > c.Durable() && c.host.due(base+k) {
+	if !c.Synced() && cur > c.Durable() && c.host.Due(base+k) {
 		// Sync off: the counter is written again and synced once a step,
 		// as the record is written, so that the record's floor moves
 		// with it (a counter restored or zeroed below it is refused).
@@ -246,13 +246,13 @@ func (c *counterFile) advance(k uint64, decimal bool, hook advanceHook, gone, cl
 			return 0, err
 		}
 	}
-	if err := c.host.cover(c.Durable(), cur, base+k); err != nil {
+	if err := c.host.Cover(c.Durable(), cur, base+k); err != nil {
 		return 0, err
 	}
 	if err := c.Store(base + k); err != nil {
 		return 0, err
 	}
-	if k > c.host.step {
+	if k > c.host.Step() {
 		// A jump of more than a step: the record's floor follows at
 		// once, so that the counter is never more than about a step
 		// above what a restore is judged against.
@@ -261,7 +261,7 @@ func (c *counterFile) advance(k uint64, decimal bool, hook advanceHook, gone, cl
 				return 0, err
 			}
 		}
-		if err := c.host.raiseFloor(c.Durable()); err != nil {
+		if err := c.host.RaiseFloor(c.Durable()); err != nil {
 			return 0, err
 		}
 	}

@@ -156,9 +156,10 @@ func adoptForm(c *counterFile, r *hoststate.Record, fm idform.Form) (raised uint
 
 // stillCurrent refuses a striped Generator's update when the record r
 // shows that another Generator changed the counter to another striped
-// form since this one adopted its own (see hostRecord.check, which holds
-// hr.mu).
+// form since this one adopted its own (see hostRecord.check).
 func (hr *hostRecord) stillCurrent(r hoststate.Record, fm idform.Form) error {
+	hr.formMu.Lock()
+	defer hr.formMu.Unlock()
 	if hr.formLeft != nil {
 		return hr.formLeft // refused at every later update too
 	}
@@ -189,8 +190,8 @@ func logRaise(o *options, path string, raised uint64, fm idform.Form) {
 // is still the counter's (see stillCurrent).
 func (hr *hostRecord) watchForm(fm idform.Form) {
 	if fm.Format == FormatStriped {
-		hr.mu.Lock()
+		hr.formMu.Lock()
 		hr.striped = &fm
-		hr.mu.Unlock()
+		hr.formMu.Unlock()
 	}
 }

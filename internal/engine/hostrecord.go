@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/snapid/snapid/internal/hoststate"
 	"github.com/snapid/snapid/internal/idform"
@@ -27,18 +26,16 @@ import (
 // every record of the place. Nothing here reads another user's directory,
 // and nothing that cannot be read reads as "no record".
 
-// hostRecord is a Generator's hold on its name's record.
+// hostRecord is a Generator's hold on its name's record (the mark it
+// trusts, its presence: see hoststate.Hold) with what the engine checks
+// of it: the claims of node numbers and the striped form.
 type hostRecord struct {
-	p        *hoststate.Place
-	h        *hoststate.Handle
-	mu       sync.Mutex
-	mark     uint64                // the mark this process last wrote and synced: updates up to it need no write
-	dev, ino uint64                // the counter's identity
-	step     uint64                // how far the mark goes ahead of the counter
-	trust    func(uid uint32) bool // whose claims speak for the counter (see claimNumbers)
-	// present: this process holds the record's shared presence lock, so
-	// no other process sets the mark back under it (see close).
-	present bool
+	*hoststate.Hold
+	p     *hoststate.Place
+	h     *hoststate.Handle     // the Hold's
+	trust func(uid uint32) bool // whose claims speak for the counter (see claimNumbers)
+
+	formMu sync.Mutex // guards the fields below
 	// formGen is the generation of the record in which stillCurrent last
 	// found this Generator's striped form in use; formLeft, once set, is
 	// its refusal (the form was left).
@@ -71,148 +68,99 @@ func recordForm(f idform.Form) (_ hoststate.Form, complete bool) {
 func (hr *hostRecord) open(ctx context.Context, c *counterFile, f idform.Form, o *options) error {
 	return c.WithLockContext(ctx, func() error {
 		// Presence, decided under the counter's lock, which every
-		// opener takes: the first is the one whose exclusive try
-		// succeeds (no other program holds the record). Only the
-		// counter's writers can open the record (its mode), so none of
-		// these waits on a stranger.
-		first := hr.h.Lock(true)
-		// Then its share, before the record is read: a Release (or a
-		// closer) holding the lock exclusively meanwhile is waited for,
-		// and this process counts from here on, so a Release sees it.
-		if err := hr.h.LockShared(ctx); err != nil {
-			return &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf("%w: waiting for the name's presence lock (a Release, or a program closing): %w", ErrInUse, err)}
+		// opener takes. Only the counter's writers can open the record
+		// (its mode), so none of these waits on a stranger. This
+		// process counts from here on, so a Release sees it.
+		first, err := hr.Enter(ctx)
+		if err != nil {
+			return err
 		}
-		hr.present = true
 		v, err := c.Load()
 		if err != nil {
 			return err
 		}
-		unlock, err := writeLock(ctx, hr.h)
+		var old oldFiles // files an earlier version kept beside the counter (see migrate.go)
+		err = hr.Update(ctx, func(r *hoststate.Record) (bool, error) {
+			replaced := r.Dev != c.Dev() || r.Ino != c.Ino()
+			if replaced && (r.Path != c.Path() || v < r.Mark) {
+				return false, &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf("%w: the record now names another counter (%s)", ErrNameBound, r.Path)}
+			}
+			if replaced {
+				o.logger.Warn("snapid: the counter file at the recorded path was replaced by one past every number the old one may have handed out; the name goes with the new one",
+					"path", c.Path(), "counter", v, "mark", r.Mark)
+				r.Dev, r.Ino = c.Dev(), c.Ino()
+				r.Floor, r.Mark = v, v
+			}
+			if r.Released && !o.reg.reclaim {
+				// Released since this Open judged the record.
+				return false, &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf("%w: %q was released on this host meanwhile", ErrReleased, r.Name)}
+			}
+			if v < r.Floor && o.reg.registry == nil {
+				return false, rolledBack(c.Path(), v, *r, hr.h.Path())
+			}
+			if v < r.Floor || (first && v < r.Mark) {
+				to := max(r.Floor, r.Mark)
+				if err := c.Store(to); err != nil {
+					return false, err
+				}
+				o.logger.Warn("snapid: the counter was below the host's record of how far it went (after a crash, or restored or copied over); raised to it",
+					"path", c.Path(), "counter", v, "to", to)
+				v = to
+			}
+			moved := r.Path != c.Path() // the same file at another path: the record follows it
+			r.Path = c.Path()
+			changed := replaced || moved || v > r.Mark || r.Released
+			r.Released = false // judged before: only a reclaim gets here
+			var err error
+			if old, err = readOldFiles(c.Path(), max(v, c.High())); err != nil {
+				return false, err
+			}
+			if len(old.ours) > 0 {
+				old.merge(r, r.Name, max(v, c.High()))
+				old.claimOthers(hr.p, r.Name)
+				changed = true
+			}
+			if o.reg.registry == nil || f.Format == FormatName {
+				// With a registry, the numeric forms once it gave the
+				// number (see useRegistryForm).
+				raised, adopted, err := adoptForm(c, r, f)
+				if err != nil {
+					return false, err
+				}
+				logRaise(o, c.Path(), raised, f)
+				changed = changed || adopted
+			}
+			// Unchanged, the mark this process trusts stays 0: its first
+			// update writes the record (see hoststate.Hold.Cover). The
+			// floor moves only with values known to be on disk (see
+			// counterFile.durable): one read here may be lost by a power
+			// cut.
+			r.Mark = max(r.Mark, v)
+			return changed, nil
+		})
 		if err != nil {
 			return err
 		}
-		defer unlock()
-		r, err := hr.h.Read()
-		if err != nil {
-			return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
-		}
-		replaced := r.Dev != c.Dev() || r.Ino != c.Ino()
-		if replaced && (r.Path != c.Path() || v < r.Mark) {
-			return &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf("%w: the record now names another counter (%s)", ErrNameBound, r.Path)}
-		}
-		if replaced {
-			o.logger.Warn("snapid: the counter file at the recorded path was replaced by one past every number the old one may have handed out; the name goes with the new one",
-				"path", c.Path(), "counter", v, "mark", r.Mark)
-			r.Dev, r.Ino = c.Dev(), c.Ino()
-			r.Floor, r.Mark = v, v
-		}
-		if r.Released && !o.reg.reclaim {
-			// Released since this Open judged the record.
-			return &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf("%w: %q was released on this host meanwhile", ErrReleased, r.Name)}
-		}
-		if v < r.Floor && o.reg.registry == nil {
-			return rolledBack(c.Path(), v, r, hr.h.Path())
-		}
-		if v < r.Floor || (first && v < r.Mark) {
-			to := max(r.Floor, r.Mark)
-			if err := c.Store(to); err != nil {
-				return err
-			}
-			o.logger.Warn("snapid: the counter was below the host's record of how far it went (after a crash, or restored or copied over); raised to it",
-				"path", c.Path(), "counter", v, "to", to)
-			v = to
-		}
-		moved := r.Path != c.Path() // the same file at another path: the record follows it
-		r.Path = c.Path()
-		changed := replaced || moved || v > r.Mark || r.Released
-		r.Released = false // judged before: only a reclaim gets here
-		// Files an earlier version kept beside the counter: taken into
-		// the record, then removed (see migrate.go).
-		old, err := readOldFiles(c.Path(), max(v, c.High()))
-		if err != nil {
-			return err
-		}
-		if len(old.ours) > 0 {
-			old.merge(&r, r.Name, max(v, c.High()))
-			old.claimOthers(hr.p, r.Name)
-			changed = true
-		}
-		if o.reg.registry == nil || f.Format == FormatName {
-			// With a registry, the numeric forms once it gave the number
-			// (see useRegistryForm).
-			raised, adopted, err := adoptForm(c, &r, f)
-			if err != nil {
-				return err
-			}
-			logRaise(o, c.Path(), raised, f)
-			changed = changed || adopted
-		}
-		if !changed {
-			// (hr.mark stays 0: the first update writes the record, see
-			// cover.)
-			old.remove(o, hr.h.Path())
-			return nil
-		}
-		// The floor moves only with values known to be on disk (see
-		// counterFile.durable): one read here may be lost by a power cut.
-		r.Mark = max(r.Mark, v)
-		if err := hr.h.Write(r); err != nil {
-			return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
-		}
-		hr.mark = r.Mark
+		// The files of an earlier version, taken into the record: removed.
 		old.remove(o, hr.h.Path())
 		return nil
 	})
 }
 
-// check runs under the counter's lock before every update from cur. The
-// record is read once (a 4 KiB read compared with the copy last read,
-// decoded only when it changed: one write a step of each process, see
-// cover). A striped Generator's form must still be the counter's (see
-// stillCurrent). A counter below the record's floor went back (restored
-// or copied over in place while this process runs) further than what
-// this process saw itself can tell: check returns the record's mark, at
-// or above every number any program of the name may have handed out, to
-// raise it to (0: no raise).
+// check runs under the counter's lock before every update from cur (see
+// hoststate.Hold.Check): a striped Generator's form must still be the
+// counter's (see stillCurrent).
 func (hr *hostRecord) check(cur uint64) (raise uint64, err error) {
-	hr.mu.Lock()
-	defer hr.mu.Unlock()
-	if hr.formLeft != nil {
-		return 0, hr.formLeft
+	hr.formMu.Lock()
+	left, striped := hr.formLeft, hr.striped
+	hr.formMu.Unlock()
+	if left != nil {
+		return 0, left
 	}
-	same, err := hr.h.Unchanged()
-	if err != nil {
-		return 0, &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+	if striped == nil {
+		return hr.Check(cur, nil)
 	}
-	r := hr.h.Record()
-	if !same {
-		if r, err = hr.h.Read(); err != nil {
-			return 0, &FileError{Op: "record", Path: hr.h.Path(), Err: err}
-		}
-	}
-	if hr.striped != nil {
-		if err := hr.stillCurrent(r, *hr.striped); err != nil {
-			return 0, err
-		}
-	}
-	if r.Mark < hr.mark {
-		// The record's mark was lowered under this process (a Repair
-		// vouching for a lower value): the mark this process wrote no
-		// longer covers what it hands out, so its next update writes
-		// the record again (see cover) before going past the record's.
-		hr.mark = r.Mark
-	}
-	if cur < r.Floor && r.Dev == hr.dev && r.Ino == hr.ino {
-		return max(r.Floor, r.Mark), nil
-	}
-	return 0, nil
-}
-
-// due reports whether cover(…, upTo) writes the record.
-func (hr *hostRecord) due(upTo uint64) bool {
-	hr.mu.Lock()
-	defer hr.mu.Unlock()
-	return !hr.present || upTo > hr.mark
+	return hr.Check(cur, func(r hoststate.Record) error { return hr.stillCurrent(r, *striped) })
 }
 
 // counterForms returns the forms the host's records of other names say
@@ -243,90 +191,6 @@ func counterForms(p *hoststate.Place, c *counterFile, st unix.Stat_t, v uint64) 
 	return forms
 }
 
-// cover makes the record's mark cover upTo before the counter is stored at
-// it (the caller holds the counter's lock): a write only when the counter
-// passes the mark this process last wrote, which then goes a step ahead,
-// and the floor to base, the highest value this process synced.
-func (hr *hostRecord) cover(base, cur, upTo uint64) error {
-	hr.mu.Lock()
-	defer hr.mu.Unlock()
-	if hr.present && upTo <= hr.mark {
-		return nil
-	}
-	unlock, err := writeLock(context.Background(), hr.h)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	r, err := hr.h.Read()
-	if err != nil {
-		return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
-	}
-	if r.Dev != hr.dev || r.Ino != hr.ino {
-		// The name went with another counter (a replacement raised past
-		// the mark): this one hands out nothing above it.
-		return &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf("%w: the host's record of the name now names another counter file (%s)", ErrNameBound, r.Path)}
-	}
-	if r.Released {
-		return &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf("%w: %q was released on this host while this process used it", ErrReleased, r.Name)}
-	}
-	// Written even when the record read covers upTo already: what was
-	// read may be a write whose sync failed (visible, not durable, and a
-	// later sync may report success without writing it), so a process
-	// issues only under a mark it wrote and synced itself: one write a
-	// step for each process.
-	r.Floor = max(r.Floor, base)
-	// A step ahead of the counter as it was (cur), and at least upTo: a
-	// crash leaves a gap of at most a step.
-	r.Mark = max(r.Mark, upTo)
-	if cur <= MaxNumber-hr.step {
-		r.Mark = max(r.Mark, cur+hr.step)
-	} else {
-		r.Mark = MaxNumber
-	}
-	if err := hr.h.Write(r); err != nil {
-		return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
-	}
-	hr.mark = r.Mark
-	return nil
-}
-
-// raiseFloor records v, a value synced to the counter, as the floor (the
-// caller holds the counter's lock).
-func (hr *hostRecord) raiseFloor(v uint64) error {
-	return hr.update(context.Background(), func(r hoststate.Record) error {
-		if r.Dev != hr.dev || r.Ino != hr.ino || r.Floor >= v {
-			return nil
-		}
-		r.Floor = v
-		r.Mark = max(r.Mark, v)
-		if err := hr.h.Write(r); err != nil {
-			return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
-		}
-		hr.mark = r.Mark
-		return nil
-	})
-}
-
-// update runs fn on the record read again under hr.mu and the record's
-// write lock (see writeLock): the read-modify-write of every change of
-// the record but the hot path's (cover, which needs no lock while the
-// mark covers the update) and a close's.
-func (hr *hostRecord) update(ctx context.Context, fn func(r hoststate.Record) error) error {
-	hr.mu.Lock()
-	defer hr.mu.Unlock()
-	unlock, err := writeLock(ctx, hr.h)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	r, err := hr.h.Read()
-	if err != nil {
-		return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
-	}
-	return fn(r)
-}
-
 // useRegistryForm, once the registry gave the name its node number (0:
 // a registry that gives none) and the form its stride, claims them on
 // the host (refused when another name of the host holds the number or
@@ -337,28 +201,21 @@ func (hr *hostRecord) useRegistryForm(ctx context.Context, c *counterFile, f idf
 		return err
 	}
 	err := c.WithLockContext(ctx, func() error {
-		return hr.update(ctx, func(r hoststate.Record) error {
+		return hr.Update(ctx, func(r *hoststate.Record) (bool, error) {
 			if r.Node != 0 && node != 0 && r.Node != node {
-				return &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf(
+				return false, &FileError{Op: "record", Path: hr.h.Path(), Err: fmt.Errorf(
 					"%w: the registry gave %q node number %d, but this host recorded %d for it", ErrNumberMismatch, r.Name, node, r.Node)}
 			}
 			changed := node != 0 && r.Node != node
 			if node != 0 {
 				r.Node = node
 			}
-			raised, adopted, err := adoptForm(c, &r, f)
+			raised, adopted, err := adoptForm(c, r, f)
 			if err != nil {
-				return err
+				return false, err
 			}
 			logRaise(o, c.Path(), raised, f)
-			if !changed && !adopted {
-				return nil
-			}
-			if err := hr.h.Write(r); err != nil {
-				return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
-			}
-			hr.mark = r.Mark
-			return nil
+			return changed || adopted, nil
 		})
 	})
 	if err != nil {
@@ -375,25 +232,21 @@ func (hr *hostRecord) useRegistryForm(ctx context.Context, c *counterFile, f idf
 // a function under the counter's lock.
 func (hr *hostRecord) setNumber(ctx context.Context, with func(context.Context, func(*counterFile) error) error, node, stride uint64) error {
 	return with(ctx, func(*counterFile) error {
-		return hr.update(ctx, func(r hoststate.Record) error {
+		return hr.Update(ctx, func(r *hoststate.Record) (bool, error) {
 			if r.Node != 0 && r.Node != node {
-				return &FileError{Op: "open", Path: hr.h.Path(), Err: fmt.Errorf(
+				return false, &FileError{Op: "open", Path: hr.h.Path(), Err: fmt.Errorf(
 					"%w: the registry gives %q node number %d, and this host recorded %d; was the registry's row or this record replaced? Nothing was issued",
 					ErrNumberMismatch, r.Name, node, r.Node)}
 			}
 			if r.Stride != 0 && stride != 0 && r.Stride != stride {
-				return &FileError{Op: "open", Path: hr.h.Path(), Err: fmt.Errorf(
+				return false, &FileError{Op: "open", Path: hr.h.Path(), Err: fmt.Errorf(
 					"%w: the cluster's stride is %d, and this host recorded %d", ErrStrideMismatch, stride, r.Stride)}
 			}
 			if r.Node == node && (stride == 0 || r.Stride == stride) {
-				return nil
+				return false, nil
 			}
 			r.Node, r.Stride = node, max(r.Stride, stride)
-			if err := hr.h.Write(r); err != nil {
-				return &FileError{Op: "record", Path: hr.h.Path(), Err: err}
-			}
-			hr.mark = r.Mark
-			return nil
+			return true, nil
 		})
 	})
 }
@@ -401,31 +254,11 @@ func (hr *hostRecord) setNumber(ctx context.Context, with func(context.Context, 
 // number returns the node number and stride the name's record holds
 // (see setNumber), read again.
 func (hr *hostRecord) number() (node, stride uint64, err error) {
-	hr.mu.Lock()
-	defer hr.mu.Unlock()
-	r, err := hr.h.Read()
+	r, err := hr.Read()
 	if err != nil {
-		return 0, 0, &FileError{Op: "record", Path: hr.h.Path(), Err: err}
+		return 0, 0, err
 	}
 	return r.Node, r.Stride, nil
-}
-
-// recordLockWait bounds every wait for a record's write lock: a program
-// holds it for one read and one write (a sync), so a longer wait is a
-// process holding it on purpose, and the caller gets ErrLocked instead of
-// hanging, whatever its context.
-const recordLockWait = 10 * time.Second
-
-// writeLock takes h's write lock (see hoststate.Handle.WriteLock),
-// waiting no longer than ctx allows, and never longer than recordLockWait.
-func writeLock(ctx context.Context, h *hoststate.Handle) (unlock func(), err error) {
-	ctx, cancel := context.WithTimeout(ctx, recordLockWait)
-	defer cancel()
-	unlock, err = h.WriteLock(ctx)
-	if err != nil {
-		return unlock, &FileError{Op: "record", Path: h.Path(), Err: fmt.Errorf("%w: %w", ErrLocked, err)}
-	}
-	return unlock, nil
 }
 
 // close: the last program of the name (no other holds the presence lock)
@@ -441,7 +274,7 @@ func writeLock(ctx context.Context, h *hoststate.Handle) (unlock func(), err err
 // mark written, which reads as clean.
 func (hr *hostRecord) close(c *counterFile) error {
 	defer hr.drop()
-	if !hr.present || !hr.h.Lock(true) {
+	if !hr.Last() {
 		// Others use the name: the last of them closes the record. (A
 		// closer that is not the last holds no lock here, so that it
 		// never keeps the last one from its write.)
@@ -453,25 +286,24 @@ func (hr *hostRecord) close(c *counterFile) error {
 		if err != nil {
 			return err
 		}
-		hr.mu.Lock()
-		defer hr.mu.Unlock()
-		unlock, err := writeLock(context.Background(), hr.h)
-		if err != nil {
-			return err
+		wrote := false
+		err = hr.Update(context.Background(), func(r *hoststate.Record) (bool, error) {
+			if r.Dev != c.Dev() || r.Ino != c.Ino() || v < r.Floor {
+				return false, nil
+			}
+			floor := max(r.Floor, min(c.Durable(), v))
+			if floor == r.Floor && r.Mark == v {
+				return false, nil
+			}
+			r.Floor = floor
+			r.Mark = v // a clean close: the next start goes on from v
+			wrote = true
+			return true, nil
+		})
+		if wrote && err != nil {
+			werr = err
 		}
-		defer unlock()
-		r, err := hr.h.Read()
-		if err != nil || r.Dev != c.Dev() || r.Ino != c.Ino() || v < r.Floor {
-			return err
-		}
-		floor := max(r.Floor, min(c.Durable(), v))
-		if floor == r.Floor && r.Mark == v {
-			return nil
-		}
-		r.Floor = floor
-		r.Mark = v // a clean close: the next start goes on from v
-		werr = hr.h.Write(r)
-		return werr
+		return err
 	}
 	if err := c.TryWithLock(write); errors.Is(err, unix.EWOULDBLOCK) {
 		_ = write()

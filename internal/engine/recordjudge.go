@@ -420,7 +420,7 @@ func openRecordHandle(ctx context.Context, p *hoststate.Place, name string, c *c
 		// the registry's bound.
 		step = min(step, o.reg.step)
 	}
-	hr := &hostRecord{p: p, h: h, log: o.logger, dev: c.Dev(), ino: c.Ino(), step: step, trust: trust}
+	hr := &hostRecord{Hold: hoststate.NewHold(h, c.Dev(), c.Ino(), step), p: p, h: h, log: o.logger, trust: trust}
 	if err := hr.open(ctx, c, f, o); err != nil {
 		h.Close()
 		return nil, err

@@ -90,7 +90,7 @@ func markReleasedIn(ctx context.Context, p *hoststate.Place, c *counterFile, nam
 	}
 	defer h.Close()
 	err = c.WithLockContext(ctx, func() error {
-		unlock, err := writeLock(ctx, h)
+		unlock, err := hoststate.WriteLock(ctx, h)
 		if err != nil {
 			return err
 		}
@@ -139,7 +139,7 @@ func lowerRecords(ctx context.Context, c *counterFile, v uint64, o *options) err
 		if err != nil {
 			return recordError(p, r.Name, err)
 		}
-		unlock, err := writeLock(ctx, h)
+		unlock, err := hoststate.WriteLock(ctx, h)
 		if err == nil {
 			r, err = h.Read()
 		}

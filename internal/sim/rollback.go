@@ -49,7 +49,7 @@ func addRollback(h *History) {
 // never saw the later value runs: p1 takes over two steps of numbers after the
 // copy and closes, the counter is put back, and p0, which took one number
 // before the copy, takes the next: the record's floor, not what p0 saw,
-// raises it (hostRecord.check). Then p1 opens again and takes one. One
+// raises it (hoststate.Hold.Check). Then p1 opens again and takes one. One
 // history in four (rng from the history's seed).
 func addRollbackBelowFloor(h *History) {
 	rng := rand.New(rand.NewPCG(h.Seed, 0xf100))
