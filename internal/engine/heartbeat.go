@@ -110,10 +110,10 @@ func age(now time.Time, t int64) time.Duration {
 // sent less than an interval ago (and not in the future: a clock set back
 // makes no record fresh).
 func freshClaim(rec heartbeatRecord, ok bool, session string, now time.Time, interval time.Duration) bool {
-	if !ok || rec.taken || rec.session != sessionHash(session) {
+	if !ok || rec.Taken || rec.Session != sessionHash(session) {
 		return false
 	}
-	return age(now, rec.last) < interval
+	return age(now, rec.Last) < interval
 }
 
 // heartbeatDue reports whether a process finding rec at now sends a
@@ -147,9 +147,9 @@ func heartbeatDue(rec heartbeatRecord, now time.Time, interval time.Duration, ho
 	poll := heartbeatPoll(interval)
 	if holder {
 		gap := poll << min(fails, 2) // after failures: 2, then 4 polls apart
-		return age(now, rec.last) >= interval-poll/2 && age(now, rec.tried) >= gap
+		return age(now, rec.Last) >= interval-poll/2 && age(now, rec.Tried) >= gap
 	}
-	return age(now, rec.last) >= interval+interval/2 && (rec.retry || age(now, rec.tried) >= interval/2)
+	return age(now, rec.Last) >= interval+interval/2 && (rec.Retry || age(now, rec.Tried) >= interval/2)
 }
 
 // heartbeat runs until close: the host's one refresh of last-seen (see
@@ -196,7 +196,7 @@ func (r *reservation) pollHeartbeat(hb *heartbeatLoop) (stop bool) {
 		r.hbHolder.Store(hb.holder)
 	}
 	rec, ok := r.host.readHeartbeat()
-	if ok && rec.taken && rec.session == hb.mine {
+	if ok && rec.Taken && rec.Session == hb.mine {
 		r.loseName(fmt.Errorf("snapid: %w: another process of this host was told so by the registry", ErrNameTaken))
 		return true
 	}
@@ -206,7 +206,7 @@ func (r *reservation) pollHeartbeat(hb *heartbeatLoop) (stop bool) {
 	if r.touching.Load() {
 		return false // a refresh of this process is in flight
 	}
-	if !ok || rec.session != hb.mine {
+	if !ok || rec.Session != hb.mine {
 		rec = heartbeatRecord{}
 	}
 	now := r.o.clock.Now()
@@ -252,8 +252,8 @@ func (r *reservation) recordTry(hb *heartbeatLoop, now time.Time, failed int64) 
 			due = false
 			return false
 		}
-		rec.tried = now.UnixNano()
-		rec.retry = hb.holder && failed > 0
+		rec.Tried = now.UnixNano()
+		rec.Retry = hb.holder && failed > 0
 		return true
 	}); err != nil {
 		r.heartbeatLog.failed(err, "name", r.name)
@@ -289,7 +289,7 @@ func (r *reservation) touch(sent time.Time) bool {
 	case errors.Is(err, ErrNameTaken):
 		r.loseName(err)
 		if werr := r.host.updateHeartbeat(mine, func(rec *heartbeatRecord) bool {
-			rec.taken = true
+			rec.Taken = true
 			return true
 		}); werr != nil {
 			r.log.Warn("snapid: the host's other processes could not be told", "name", r.name, "err", werr)
@@ -304,7 +304,7 @@ func (r *reservation) touch(sent time.Time) bool {
 	r.heartbeatLog.succeeded("name", r.name)
 	var taken bool
 	if werr := r.host.updateHeartbeat(mine, func(rec *heartbeatRecord) bool {
-		if rec.taken {
+		if rec.Taken {
 			taken = true // another process learned of a take-over after this refresh was sent
 			return false
 		}
@@ -312,7 +312,7 @@ func (r *reservation) touch(sent time.Time) bool {
 		// (a clock set back since, a damaged record) are not, or the
 		// record would read as never refreshed until that time.
 		now := r.o.clock.Now().UnixNano()
-		for _, t := range []*int64{&rec.tried, &rec.last} {
+		for _, t := range []*int64{&rec.Tried, &rec.Last} {
 			if *t > now || *t < sent.UnixNano() {
 				*t = sent.UnixNano()
 			}
@@ -343,7 +343,7 @@ func (r *reservation) loseName(err error) {
 func (r *reservation) tellTaken(err error) {
 	r.lost.CompareAndSwap(nil, &err)
 	if werr := r.host.updateHeartbeat(sessionHash(r.session), func(rec *heartbeatRecord) bool {
-		rec.taken = true
+		rec.Taken = true
 		return true
 	}); werr != nil {
 		r.log.Warn("snapid: the host's other processes could not be told", "name", r.name, "err", werr)
@@ -354,8 +354,8 @@ func (r *reservation) tellTaken(err error) {
 // registry for this process's claim, or the zero time.
 func (r *reservation) lastHostHeartbeat() time.Time {
 	rec, ok := r.host.readHeartbeat()
-	if !ok || rec.taken || rec.session != sessionHash(r.session) || rec.last <= 0 {
+	if !ok || rec.Taken || rec.Session != sessionHash(r.session) || rec.Last <= 0 {
 		return time.Time{}
 	}
-	return time.Unix(0, rec.last)
+	return time.Unix(0, rec.Last)
 }

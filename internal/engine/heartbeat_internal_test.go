@@ -45,7 +45,7 @@ func (m *hbModel) run(end time.Duration) {
 	m.busy = make([]time.Duration, n)
 	m.pending = make([]func(), n)
 	m.answerAt = make([]time.Duration, n)
-	m.rec = heartbeatRecord{session: 1, last: m.at(0).UnixNano(), tried: m.at(0).UnixNano()}
+	m.rec = heartbeatRecord{Session: 1, Last: m.at(0).UnixNano(), Tried: m.at(0).UnixNano()}
 	poll := heartbeatPoll(m.interval)
 	// Polls in time order; at one instant, in process order.
 	order := make([]int, n)
@@ -68,8 +68,8 @@ func (m *hbModel) run(end time.Duration) {
 			if !heartbeatDue(m.rec, m.at(now), m.interval, holder, m.fails[i]) {
 				continue
 			}
-			m.rec.tried = m.at(now).UnixNano()
-			m.rec.retry = holder && m.fails[i] > 0
+			m.rec.Tried = m.at(now).UnixNano()
+			m.rec.Retry = holder && m.fails[i] > 0
 			m.tries = append(m.tries, now)
 			ok, after, never := m.answer(i, now)
 			sent := now
@@ -84,7 +84,7 @@ func (m *hbModel) run(end time.Duration) {
 				}
 				m.fails[i] = 0
 				m.sent = append(m.sent, sent)
-				for _, p := range []*int64{&m.rec.tried, &m.rec.last} {
+				for _, p := range []*int64{&m.rec.Tried, &m.rec.Last} {
 					*p = max(*p, m.at(sent).UnixNano())
 				}
 			}
@@ -219,7 +219,7 @@ func TestRejoinHeartbeatCarriesRecordAndRole(t *testing.T) {
 	require.NoError(t, a.ensureHeartbeat())
 	require.True(t, a.tryHeartbeatRole())
 	mine := sessionHash("session-1")
-	old := heartbeatRecord{session: mine, last: 1_000, tried: 2_000, taken: true}
+	old := heartbeatRecord{Session: mine, Last: 1_000, Tried: 2_000, Taken: true}
 	require.NoError(t, a.writeHeartbeat(old))
 	replaced, err := a.rejoinHeartbeat(mine)
 	require.NoError(t, err)
@@ -230,7 +230,7 @@ func TestRejoinHeartbeatCarriesRecordAndRole(t *testing.T) {
 	require.NoError(t, err)
 	defer b.close()
 	require.NoError(t, b.ensureHeartbeat()) // a new, empty file
-	require.NoError(t, b.writeHeartbeat(heartbeatRecord{session: mine, last: 1_500, tried: 1_500}))
+	require.NoError(t, b.writeHeartbeat(heartbeatRecord{Session: mine, Last: 1_500, Tried: 1_500}))
 	assert.True(t, b.tryHeartbeatRole(), "two holders: one per file")
 
 	replaced, err = a.rejoinHeartbeat(mine)
@@ -238,7 +238,7 @@ func TestRejoinHeartbeatCarriesRecordAndRole(t *testing.T) {
 	require.True(t, replaced)
 	got, ok := b.readHeartbeat()
 	require.True(t, ok)
-	assert.Equal(t, heartbeatRecord{session: mine, last: 1_500, tried: 2_000, taken: true}, got,
+	assert.Equal(t, heartbeatRecord{Session: mine, Last: 1_500, Tried: 2_000, Taken: true}, got,
 		"the later times of both records and the old record's take-over")
 	mineNow, ok := a.readHeartbeat()
 	require.True(t, ok)

@@ -18,15 +18,15 @@ import (
 
 // heartbeatRecord is the content of the heartbeat file.
 type heartbeatRecord struct {
-	session uint64 // sessionHash of the claim's session
-	last    int64  // Unix nanoseconds: when the last refresh that reached the registry was sent
-	tried   int64  // when the last refresh was sent, whatever its answer
-	taken   bool   // the registry said the name is another owner's
-	// retry: the last try was the holder's after a refresh of its own
+	Session uint64 // sessionHash of the claim's session
+	Last    int64  // Unix nanoseconds: when the last refresh that reached the registry was sent
+	Tried   int64  // when the last refresh was sent, whatever its answer
+	Taken   bool   // the registry said the name is another owner's
+	// Retry: the last try was the holder's after a refresh of its own
 	// failed. It does not hold the host's other processes back (see
 	// heartbeatDue): a holder whose own calls fail must not keep the
 	// others from refreshing.
-	retry bool
+	Retry bool
 }
 
 // sessionHash identifies a session in the record (FNV-1a, 64 bits).
@@ -39,14 +39,14 @@ func sessionHash(session string) uint64 {
 func encodeHeartbeat(r heartbeatRecord) []byte {
 	b := make([]byte, heartbeatSize)
 	copy(b, heartbeatMagic)
-	binary.LittleEndian.PutUint64(b[8:], r.session)
-	binary.LittleEndian.PutUint64(b[16:], uint64(r.last))
-	binary.LittleEndian.PutUint64(b[24:], uint64(r.tried))
+	binary.LittleEndian.PutUint64(b[8:], r.Session)
+	binary.LittleEndian.PutUint64(b[16:], uint64(r.Last))
+	binary.LittleEndian.PutUint64(b[24:], uint64(r.Tried))
 	var state uint64
-	if r.taken {
+	if r.Taken {
 		state |= heartbeatTaken
 	}
-	if r.retry {
+	if r.Retry {
 		state |= heartbeatRetry
 	}
 	binary.LittleEndian.PutUint64(b[32:], state)
@@ -64,11 +64,11 @@ func decodeHeartbeat(b []byte) (r heartbeatRecord, ok bool) {
 		return heartbeatRecord{}, false
 	}
 	return heartbeatRecord{
-		session: binary.LittleEndian.Uint64(b[8:]),
-		last:    int64(binary.LittleEndian.Uint64(b[16:])),
-		tried:   int64(binary.LittleEndian.Uint64(b[24:])),
-		taken:   state&heartbeatTaken != 0,
-		retry:   state&heartbeatRetry != 0,
+		Session: binary.LittleEndian.Uint64(b[8:]),
+		Last:    int64(binary.LittleEndian.Uint64(b[16:])),
+		Tried:   int64(binary.LittleEndian.Uint64(b[24:])),
+		Taken:   state&heartbeatTaken != 0,
+		Retry:   state&heartbeatRetry != 0,
 	}, true
 }
 
@@ -230,7 +230,7 @@ func (h *hostState) rejoinHeartbeat(session uint64) (bool, error) {
 	if err := unix.Dup3(int(f.Fd()), int(h.hb.Fd()), unix.O_CLOEXEC); err != nil {
 		return false, &FileError{Op: "reopen", Path: h.hb.Name(), Err: err}
 	}
-	if !oldOK || old.session != session {
+	if !oldOK || old.Session != session {
 		return true, nil
 	}
 	return true, h.carryHeartbeat(session, old)
@@ -262,14 +262,14 @@ func (h *hostState) heartbeatMoved() (bool, error) {
 // where it is later than what that one says.
 func (h *hostState) carryHeartbeat(session uint64, old heartbeatRecord) error {
 	return h.updateHeartbeat(session, func(rec *heartbeatRecord) bool {
-		if rec.last >= old.last && rec.tried >= old.tried && (rec.taken || !old.taken) {
+		if rec.Last >= old.Last && rec.Tried >= old.Tried && (rec.Taken || !old.Taken) {
 			return false
 		}
-		if old.tried > rec.tried {
-			rec.tried, rec.retry = old.tried, old.retry
+		if old.Tried > rec.Tried {
+			rec.Tried, rec.Retry = old.Tried, old.Retry
 		}
-		rec.last = max(rec.last, old.last)
-		rec.taken = rec.taken || old.taken
+		rec.Last = max(rec.Last, old.Last)
+		rec.Taken = rec.Taken || old.Taken
 		return true
 	})
 }
@@ -330,8 +330,8 @@ func (h *hostState) updateHeartbeat(session uint64, fn func(rec *heartbeatRecord
 // to them, so that it reads as a record again.
 func (h *hostState) applyHeartbeat(session uint64, fn func(rec *heartbeatRecord) (write bool)) error {
 	rec, ok := h.readHeartbeat()
-	if !ok || rec.session != session {
-		rec = heartbeatRecord{session: session}
+	if !ok || rec.Session != session {
+		rec = heartbeatRecord{Session: session}
 	}
 	if !fn(&rec) {
 		return nil

@@ -254,7 +254,7 @@ func (h *hostState) lockGate(ctx context.Context) error {
 // when the mark was last moved), each unsigned 64-bit little-endian. A
 // counter found below the floor was rolled back (a restore, a copy) while
 // the host was using it.
-type markState struct{ mark, floor uint64 }
+type markState struct{ Mark, Floor uint64 }
 
 const markSize = 16
 
@@ -318,8 +318,8 @@ func (h *hostState) readMark() (markState, error) {
 // narrows what may be issued until the registry's mark is adopted again.
 func (h *hostState) writeMark(m markState) error {
 	var b [markSize]byte
-	binary.LittleEndian.PutUint64(b[:], m.mark)
-	binary.LittleEndian.PutUint64(b[8:], m.floor)
+	binary.LittleEndian.PutUint64(b[:], m.Mark)
+	binary.LittleEndian.PutUint64(b[8:], m.Floor)
 	if _, err := h.io().WriteAt(h.mark, b[:], 0); err != nil {
 		return &FileError{Op: "write", Path: h.markPath, Err: err}
 	}
@@ -327,17 +327,17 @@ func (h *hostState) writeMark(m markState) error {
 }
 
 // sessionFile is the content of the session file: the host's claim.
-type sessionFile struct{ name, owner, session string }
+type sessionFile struct{ Name, Owner, Session string }
 
 const sessionHeader = "snapid-session 2"
 
 // encodeSession returns the session file's content (see the list of
 // files at the top of this file).
 func encodeSession(s sessionFile) ([]byte, error) {
-	if s.session == "" || strings.ContainsAny(s.session, "\r\n") {
-		return nil, fmt.Errorf("snapid: %w: the registry returned a session %q that cannot be recorded on one line", ErrRegistry, s.session)
+	if s.Session == "" || strings.ContainsAny(s.Session, "\r\n") {
+		return nil, fmt.Errorf("snapid: %w: the registry returned a session %q that cannot be recorded on one line", ErrRegistry, s.Session)
 	}
-	return []byte(sessionHeader + "\nname " + s.name + "\nowner " + s.owner + "\nsession " + s.session + "\n"), nil
+	return []byte(sessionHeader + "\nname " + s.Name + "\nowner " + s.Owner + "\nsession " + s.Session + "\n"), nil
 }
 
 // decodeSession parses the session file's content.
@@ -359,17 +359,17 @@ func decodeSession(b []byte) (sessionFile, error) {
 	for i, f := range []struct {
 		key string
 		val *string
-	}{{"name", &s.name}, {"owner", &s.owner}, {"session", &s.session}} {
+	}{{"name", &s.Name}, {"owner", &s.Owner}, {"session", &s.Session}} {
 		v, ok := strings.CutPrefix(lines[i+1], f.key+" ")
 		if !ok || v == "" {
 			return sessionFile{}, fmt.Errorf("%w: line %d is not %q followed by a value", errCorruptSession, i+2, f.key+" ")
 		}
 		*f.val = v
 	}
-	if ValidateName(s.name) != nil {
+	if ValidateName(s.Name) != nil {
 		return sessionFile{}, fmt.Errorf("%w: it holds an invalid node name", errCorruptSession)
 	}
-	if !validOwner(s.owner) {
+	if !validOwner(s.Owner) {
 		return sessionFile{}, fmt.Errorf("%w: it holds an invalid owner token", errCorruptSession)
 	}
 	return s, nil
@@ -380,7 +380,7 @@ func decodeSession(b []byte) (sessionFile, error) {
 // then the directory synced. The caller holds the gate. The temporary file
 // is created exclusively, so a link planted there is not followed.
 func (h *hostState) writeSession(name, session string) error {
-	b, err := encodeSession(sessionFile{name: name, owner: h.owner, session: session})
+	b, err := encodeSession(sessionFile{Name: name, Owner: h.owner, Session: session})
 	if err != nil {
 		return err
 	}
@@ -469,7 +469,7 @@ func OwnerToken(counterPath string, opts ...Option) (string, error) {
 // issue), and false if the counter has never been used with a registry.
 func ReadMark(counterPath string) (mark uint64, ok bool, err error) {
 	m, ok, err := readMarkFile(counterPath, false)
-	return m.mark, ok, err
+	return m.Mark, ok, err
 }
 
 // readMarkFile reads the mark file beside the counter without the lock;

@@ -61,7 +61,7 @@ func ReadHostFiles(counterPath string, opts ...Option) (HostFiles, error) {
 	if err != nil {
 		return hf, err
 	}
-	hf.MarkFile, hf.Mark, hf.Floor = ok, m.mark, m.floor
+	hf.MarkFile, hf.Mark, hf.Floor = ok, m.Mark, m.Floor
 	hf.Name, _ = nameInRecords(counterPath, &o)
 	hf.Released = releasedInRecords(counterPath, &o)
 	path := counterPath + sessionSuffix
@@ -76,11 +76,11 @@ func ReadHostFiles(counterPath string, opts ...Option) (HostFiles, error) {
 	if err != nil {
 		return hf, &FileError{Op: "read", Path: path, Err: err}
 	}
-	if s.owner != hf.owner {
+	if s.Owner != hf.owner {
 		return hf, &FileError{Op: "read", Path: path, Err: fmt.Errorf(
-			"%w: it records a claim of owner token %s, not of this counter's (%s)", errCorruptSession, registry.OwnerID(s.owner), hf.OwnerID)}
+			"%w: it records a claim of owner token %s, not of this counter's (%s)", errCorruptSession, registry.OwnerID(s.Owner), hf.OwnerID)}
 	}
-	hf.SessionName, hf.session, hf.SessionID = s.name, s.session, registry.OwnerID(s.session)
+	hf.SessionName, hf.session, hf.SessionID = s.Name, s.Session, registry.OwnerID(s.Session)
 	return hf, nil
 }
 

@@ -21,7 +21,7 @@ func (r *reservation) verifyJoin(ctx context.Context) error {
 		return err
 	}
 	rec, ok := r.host.readHeartbeat()
-	if ok && rec.taken && rec.session == sessionHash(r.session) {
+	if ok && rec.Taken && rec.Session == sessionHash(r.session) {
 		return fmt.Errorf("snapid: %w: the registry told another process of this host that %q is another owner's", ErrNameTaken, r.name)
 	}
 	if freshClaim(rec, ok, r.session, r.o.clock.Now(), r.o.heartbeat) {

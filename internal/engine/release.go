@@ -109,7 +109,7 @@ func releaseHeld(ctx context.Context, c *counterFile, counterPath, name, owner s
 	// floor (if it went backwards), what was reserved, and the host's
 	// record's mark (after a crash, a program without the registry may
 	// have handed out numbers up to it).
-	final := max(cur, m.floor, m.mark, h.Reserved, recMark)
+	final := max(cur, m.Floor, m.Mark, h.Reserved, recMark)
 	// Recorded first: from here on this host's processes refuse the name
 	// until it is claimed again on purpose, also if the release's outcome
 	// turns out unknown.

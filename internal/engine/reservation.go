@@ -239,7 +239,7 @@ func (r *reservation) claim(ctx context.Context) error {
 	// used. Raising it then is no alarm; raising a counter that did claim
 	// the name, or in a take-over, is.
 	prev, perr := r.host.readSession()
-	firstClaim := !r.o.takeover && (errors.Is(perr, fs.ErrNotExist) || (perr == nil && prev.name != r.name))
+	firstClaim := !r.o.takeover && (errors.Is(perr, fs.ErrNotExist) || (perr == nil && prev.Name != r.name))
 	var h registry.Holder
 	var sent time.Time // when the claim that stood was sent: it refreshed last-seen then
 	err := r.retry(ctx, "claim", func(ctx context.Context) (err error) {
@@ -268,7 +268,7 @@ func (r *reservation) claim(ctx context.Context) error {
 	if err := r.host.ensureHeartbeat(); err != nil {
 		return err
 	}
-	if err := r.host.writeHeartbeat(heartbeatRecord{session: sessionHash(h.Session), last: claimed, tried: claimed}); err != nil {
+	if err := r.host.writeHeartbeat(heartbeatRecord{Session: sessionHash(h.Session), Last: claimed, Tried: claimed}); err != nil {
 		return err
 	}
 	target := max(h.Reserved, r.o.floor)
@@ -289,7 +289,7 @@ func (r *reservation) claim(ctx context.Context) error {
 					"path", c.Path(), "from", cur, "to", target)
 			}
 		}
-		return r.host.writeMark(markState{mark: h.Reserved, floor: max(cur, target)})
+		return r.host.writeMark(markState{Mark: h.Reserved, Floor: max(cur, target)})
 	})
 	if err != nil {
 		return err
@@ -313,23 +313,23 @@ func (r *reservation) oneNamePerCounter(ctx context.Context, released string) er
 		return nil // an old or damaged file names nothing; the claim replaces it
 	case err != nil:
 		return err
-	case s.name == r.name || s.name == released:
+	case s.Name == r.name || s.Name == released:
 		return nil
 	}
 	var h registry.Holder
-	err = r.retry(ctx, "get", func(ctx context.Context) (err error) { h, err = r.reg.Get(ctx, s.name); return err })
+	err = r.retry(ctx, "get", func(ctx context.Context) (err error) { h, err = r.reg.Get(ctx, s.Name); return err })
 	switch {
 	case errors.Is(err, registry.ErrNotRegistered):
 		return nil
 	case err != nil:
 		return fmt.Errorf("snapid: checking that the counter %s no longer holds %q before claiming %q: %w",
-			strings.TrimSuffix(r.host.sessionPath, sessionSuffix), s.name, r.name, err)
+			strings.TrimSuffix(r.host.sessionPath, sessionSuffix), s.Name, r.name, err)
 	case h.State != registry.StateActive || h.Owner != r.host.owner:
 		return nil
 	}
 	return fmt.Errorf("snapid: %w: the counter %s holds the name %q in the registry (its session file records it); one counter file serves one name: "+
 		"release %q first (snapctl release), or give %q its own counter file; nothing was changed",
-		ErrNameMismatch, strings.TrimSuffix(r.host.sessionPath, sessionSuffix), s.name, s.name, r.name)
+		ErrNameMismatch, strings.TrimSuffix(r.host.sessionPath, sessionSuffix), s.Name, s.Name, r.name)
 }
 
 // join reads the host's claim from the session file, for a process that
@@ -342,15 +342,15 @@ func (r *reservation) join() error {
 		return err
 	}
 	switch {
-	case s.owner != r.host.owner:
+	case s.Owner != r.host.owner:
 		return &FileError{Op: "read", Path: r.host.sessionPath, Err: fmt.Errorf(
 			"%w: it records a claim of owner token %s, not of this counter's (%s); was the owner file replaced while processes of this host use the counter?",
-			errCorruptSession, registry.OwnerID(s.owner), registry.OwnerID(r.host.owner))}
-	case s.name != r.name:
+			errCorruptSession, registry.OwnerID(s.Owner), registry.OwnerID(r.host.owner))}
+	case s.Name != r.name:
 		return fmt.Errorf("snapid: %w: the counter %s is in use by this host under the name %q, not %q: one counter file serves one name; open it as %q, or give %q its own counter file",
-			ErrNameMismatch, strings.TrimSuffix(r.host.sessionPath, sessionSuffix), s.name, r.name, s.name, r.name)
+			ErrNameMismatch, strings.TrimSuffix(r.host.sessionPath, sessionSuffix), s.Name, r.name, s.Name, r.name)
 	}
-	r.session = s.session
+	r.session = s.Session
 	return r.joinNumber()
 }
 
@@ -374,7 +374,7 @@ func (r *reservation) check(cur, k, high uint64) (uint64, error) {
 	r.seen = m
 	// maxFloor: a mark file restored together with the counter (a whole
 	// directory) reads an old floor; this process still knows a newer one.
-	r.maxFloor = max(r.maxFloor, m.floor)
+	r.maxFloor = max(r.maxFloor, m.Floor)
 	base := max(cur, r.maxFloor, high)
 	if base > cur {
 		r.log.Warn("snapid: the counter went backwards while in use (restored or copied over?); raising it",
@@ -385,10 +385,10 @@ func (r *reservation) check(cur, k, high uint64) (uint64, error) {
 		// ErrExhausted, and the registry and the mark file are not touched.
 		return base, nil
 	}
-	if base+k > m.mark {
-		return 0, &needMarkError{mark: m.mark, next: base + k}
+	if base+k > m.Mark {
+		return 0, &needMarkError{mark: m.Mark, next: base + k}
 	}
-	if m.mark-(base+k) < r.step()/2 {
+	if m.Mark-(base+k) < r.step()/2 {
 		r.extendInBackground()
 	}
 	return base, nil
@@ -400,7 +400,7 @@ func (r *reservation) check(cur, k, high uint64) (uint64, error) {
 // check.
 func (r *reservation) committed(v uint64) {
 	r.maxFloor = max(r.maxFloor, v)
-	if err := r.host.writeMark(markState{mark: r.seen.mark, floor: v}); err != nil {
+	if err := r.host.writeMark(markState{Mark: r.seen.Mark, Floor: v}); err != nil {
 		r.log.Warn("snapid: could not record the counter's floor", "name", r.name, "err", err)
 	}
 }
@@ -421,10 +421,10 @@ const maxRateSamples = 64
 func (r *reservation) adopt(ctx context.Context, v, floor uint64) error {
 	return r.withFile(ctx, func(c *counterFile) error {
 		m, err := r.host.readMark()
-		if err != nil || m.mark >= v {
+		if err != nil || m.Mark >= v {
 			return err
 		}
-		return r.host.writeMark(markState{mark: v, floor: max(m.floor, floor)})
+		return r.host.writeMark(markState{Mark: v, Floor: max(m.Floor, floor)})
 	})
 }
 
@@ -472,7 +472,7 @@ func (r *reservation) close() error {
 		if err != nil {
 			return err
 		}
-		if v = max(cur, m.floor, c.High()); v > cur {
+		if v = max(cur, m.Floor, c.High()); v > cur {
 			return c.Store(v)
 		}
 		return nil
@@ -493,5 +493,5 @@ func (r *reservation) close() error {
 	if _, err := r.reg.Extend(ctx, r.name, r.host.owner, r.session, m, v); err != nil {
 		return fmt.Errorf("snapid: returning the unused reservation of %q (%d..%d): %w", r.name, v+1, m, err)
 	}
-	return r.withFile(ctx, func(c *counterFile) error { return r.host.writeMark(markState{mark: v, floor: v}) })
+	return r.withFile(ctx, func(c *counterFile) error { return r.host.writeMark(markState{Mark: v, Floor: v}) })
 }

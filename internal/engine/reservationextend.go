@@ -68,39 +68,39 @@ func (r *reservation) extend(ctx context.Context, need uint64) error {
 			return err
 		}
 		switch {
-		case need > 0 && old.mark >= need:
+		case need > 0 && old.Mark >= need:
 			return nil // room for the caller waiting on it
-		case need == 0 && old.mark > cur && old.mark-cur >= r.step()/2:
+		case need == 0 && old.Mark > cur && old.Mark-cur >= r.step()/2:
 			return nil // another caller made room meanwhile
 		}
 		// The mark goes one step above the counter, never further, so a
 		// crash costs at most one step of numbers.
-		from := max(cur, old.floor) // the counter, or where a roll-back will be raised to
+		from := max(cur, old.Floor) // the counter, or where a roll-back will be raised to
 		if need > 0 {
 			from = max(from, need-1)
 		}
 		step := r.nextStep(cur)
 		next := from + min(step, MaxNumber-from)
-		if next <= old.mark {
-			if old.mark == MaxNumber {
+		if next <= old.Mark {
+			if old.Mark == MaxNumber {
 				return fmt.Errorf("snapid: %w: the mark is at 2^64-1", ErrExhausted)
 			}
 			return nil
 		}
-		h, err := r.reg.Extend(ctx, r.name, r.host.owner, r.session, old.mark, next)
+		h, err := r.reg.Extend(ctx, r.name, r.host.owner, r.session, old.Mark, next)
 		switch {
 		case err == nil:
 			r.extendLog.succeeded("name", r.name, "mark", next)
 			return r.adopt(ctx, next, cur)
 		case errors.Is(err, registry.ErrMarkMoved) && h.Owner == r.host.owner && h.Session == r.session && h.State == registry.StateActive:
-			if h.Reserved > old.mark {
+			if h.Reserved > old.Mark {
 				// Another process of this host extended first.
 				if err := r.adopt(ctx, h.Reserved, cur); err != nil {
 					return err
 				}
 				continue
 			}
-			return definiteError{fmt.Errorf("snapid: %w: the registry's mark %d is below this host's %d", ErrRegistry, h.Reserved, old.mark)}
+			return definiteError{fmt.Errorf("snapid: %w: the registry's mark %d is below this host's %d", ErrRegistry, h.Reserved, old.Mark)}
 		case errors.Is(err, ErrNameTaken):
 			r.tellTaken(err)
 			return err

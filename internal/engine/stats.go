@@ -258,9 +258,9 @@ func (g *Generator) Reservation() (ReservationStatus, error) {
 		if err != nil {
 			return err
 		}
-		st.Registry, st.Mark = true, m.mark
-		if m.mark > cur {
-			st.LeftNumbers = m.mark - cur
+		st.Registry, st.Mark = true, m.Mark
+		if m.Mark > cur {
+			st.LeftNumbers = m.Mark - cur
 		}
 		st.SessionHeld = g.res.lost.Load() == nil
 		return nil
