@@ -12,7 +12,9 @@
 //     recordplace.go, recordrelease.go, migrate.go, migrateformat.go, over package
 //     internal/hoststate;
 //   - the claim with a registry: reservation.go, reservationextend.go,
-//     join.go, heartbeat.go, heartbeat_record.go, hostfiles.go;
+//     join.go, heartbeat.go, heartbeat_record.go, hostfiles.go, over
+//     package internal/claim (its records' formats, the heartbeat's
+//     rules);
 //   - integer sequences: seqgen.go, seqrefill.go, seqlease.go, seqtake.go,
 //     over package internal/leasefile (the lease file and its floor);
 //   - operators' calls: admin.go, release.go, seqcreate.go.

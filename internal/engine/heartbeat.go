@@ -3,9 +3,10 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/snapid/snapid/internal/claim"
 )
 
 // One heartbeat per host. One process of the host, the holder, refreshes
@@ -42,7 +43,7 @@ import (
 // refresh an interval and a half old and the last try half an interval
 // old refreshes whether or not it holds the flock, and a try the holder
 // made after a failure of its own does not hold it back (see
-// heartbeatDue). A try is written to the record before it is sent, under
+// claim.HeartbeatDue). A try is written to the record before it is sent, under
 // the byte lock, where the process decides again: of processes due at the
 // same poll, one sends. So while the holder, or else every other process
 // of the host, can reach the registry, last-seen is at most an interval
@@ -75,82 +76,11 @@ import (
 // per process. The first process writes the record at its claim.
 const (
 	heartbeatSuffix = ".heartbeat"
-	heartbeatMagic  = "snaphb02"
-	heartbeatSize   = 40
 
 	// heartbeatLockWait bounds the wait for the record's byte lock,
 	// which a running process holds for one read and one write.
 	heartbeatLockWait = 50 * time.Millisecond
-
-	// The record's state bits.
-	heartbeatTaken = 1 // the registry said the name is another owner's
-	heartbeatRetry = 2 // the last try was the holder's, after its own failure
 )
-
-// heartbeatPoll is how often each process looks at the heartbeat role
-// and record.
-func heartbeatPoll(interval time.Duration) time.Duration {
-	return max(interval/4, time.Millisecond)
-}
-
-// age is how long ago the Unix-nanosecond time t was by now; a time in
-// the future (a clock set back) or none is infinitely old.
-func age(now time.Time, t int64) time.Duration {
-	if t <= 0 {
-		return math.MaxInt64
-	}
-	d := now.Sub(time.Unix(0, t))
-	if d < 0 {
-		return math.MaxInt64
-	}
-	return d
-}
-
-// freshClaim reports whether the record shows a refresh of this session
-// sent less than an interval ago (and not in the future: a clock set back
-// makes no record fresh).
-func freshClaim(rec heartbeatRecord, ok bool, session string, now time.Time, interval time.Duration) bool {
-	if !ok || rec.Taken || rec.Session != sessionHash(session) {
-		return false
-	}
-	return age(now, rec.Last) < interval
-}
-
-// heartbeatDue reports whether a process finding rec at now sends a
-// refresh; holder says whether it holds the host's heartbeat role, fails
-// how many of its own refreshes failed in a row.
-//
-// The holder is due at the fourth poll after the last send (half a poll
-// of slack for a late tick): one refresh per interval. After its own
-// failures it tries again 2, then 4 polls after the last try, never
-// further apart (with the cap, a holder alone tries once per interval
-// through an outage and refreshes within an interval of its end).
-//
-// Without the role, a process is due once last-seen is an interval and a
-// half old and no try was sent for half an interval (a try that has not
-// come back by then is treated as lost: its sender may be stopped
-// mid-call). A try the holder made after a failure of its own does not
-// count: a holder whose calls fail while the others' would not (its
-// connection is broken) would otherwise retry just as the others become
-// due, and hold them back half an interval each time. So while the
-// holder, or else every other process, can reach the registry, the last
-// refresh that reached it was sent at most an interval and seven eighths
-// ago (the holder's try sent up to half a poll past the interval, half an
-// interval, and a poll to notice), plus a timeout for it to arrive. Not
-// covered: the holder and another process both unable to reach it (the
-// other's try, not marked, holds the rest back half an interval; marking
-// every process's tries after its own failure would let an outage cost a
-// try per poll). During an outage the others' tries, half an interval
-// apart, keep the holder's back-off from coming due: the host sends about
-// two per interval.
-func heartbeatDue(rec heartbeatRecord, now time.Time, interval time.Duration, holder bool, fails int64) bool {
-	poll := heartbeatPoll(interval)
-	if holder {
-		gap := poll << min(fails, 2) // after failures: 2, then 4 polls apart
-		return age(now, rec.Last) >= interval-poll/2 && age(now, rec.Tried) >= gap
-	}
-	return age(now, rec.Last) >= interval+interval/2 && (rec.Retry || age(now, rec.Tried) >= interval/2)
-}
 
 // heartbeat runs until close: the host's one refresh of last-seen (see
 // above), and every process's watch for the name being taken over.
@@ -158,12 +88,12 @@ func (r *reservation) heartbeat() {
 	defer r.wg.Done()
 	defer r.hbDone.Store(true) // after the timer is stopped
 	defer r.hbHolder.Store(false)
-	poll := heartbeatPoll(r.o.heartbeat)
+	poll := claim.Poll(r.o.heartbeat)
 	// A timer armed again once a poll is done (not a ticker): a fake
 	// clock's test sees the loop idle when its timer is armed.
 	t := r.o.clock.NewTimer(poll)
 	defer t.Stop()
-	hb := &heartbeatLoop{mine: sessionHash(r.session)}
+	hb := &heartbeatLoop{mine: claim.SessionHash(r.session)}
 	for ; ; t.Reset(poll) {
 		select {
 		case <-r.ctx.Done():
@@ -207,11 +137,11 @@ func (r *reservation) pollHeartbeat(hb *heartbeatLoop) (stop bool) {
 		return false // a refresh of this process is in flight
 	}
 	if !ok || rec.Session != hb.mine {
-		rec = heartbeatRecord{}
+		rec = claim.Heartbeat{}
 	}
 	now := r.o.clock.Now()
 	failed := hb.fails.Load()
-	if !heartbeatDue(rec, now, r.o.heartbeat, hb.holder, failed) {
+	if !claim.HeartbeatDue(rec, now, r.o.heartbeat, hb.holder, failed) {
 		return false
 	}
 	if r.recordTry(hb, now, failed) {
@@ -247,8 +177,8 @@ func (r *reservation) rejoinHeartbeatFile(hb *heartbeatLoop) {
 // and does not keep it from sending).
 func (r *reservation) recordTry(hb *heartbeatLoop, now time.Time, failed int64) (due bool) {
 	due = true
-	if err := r.host.updateHeartbeat(hb.mine, func(rec *heartbeatRecord) bool {
-		if !hb.holder && !heartbeatDue(*rec, now, r.o.heartbeat, false, 0) {
+	if err := r.host.updateHeartbeat(hb.mine, func(rec *claim.Heartbeat) bool {
+		if !hb.holder && !claim.HeartbeatDue(*rec, now, r.o.heartbeat, false, 0) {
 			due = false
 			return false
 		}
@@ -281,14 +211,14 @@ func (r *reservation) startTouch(hb *heartbeatLoop, now time.Time) {
 // record already), and records the answer for the host's processes; it
 // reports whether the refresh reached the registry.
 func (r *reservation) touch(sent time.Time) bool {
-	mine := sessionHash(r.session)
+	mine := claim.SessionHash(r.session)
 	ctx, cancel := r.o.clock.WithTimeout(r.ctx, r.o.timeout)
 	err := r.reg.Touch(ctx, r.name, r.host.owner, r.session)
 	cancel()
 	switch {
 	case errors.Is(err, ErrNameTaken):
 		r.loseName(err)
-		if werr := r.host.updateHeartbeat(mine, func(rec *heartbeatRecord) bool {
+		if werr := r.host.updateHeartbeat(mine, func(rec *claim.Heartbeat) bool {
 			rec.Taken = true
 			return true
 		}); werr != nil {
@@ -303,7 +233,7 @@ func (r *reservation) touch(sent time.Time) bool {
 	}
 	r.heartbeatLog.succeeded("name", r.name)
 	var taken bool
-	if werr := r.host.updateHeartbeat(mine, func(rec *heartbeatRecord) bool {
+	if werr := r.host.updateHeartbeat(mine, func(rec *claim.Heartbeat) bool {
 		if rec.Taken {
 			taken = true // another process learned of a take-over after this refresh was sent
 			return false
@@ -342,7 +272,7 @@ func (r *reservation) loseName(err error) {
 // heartbeat (an extension).
 func (r *reservation) tellTaken(err error) {
 	r.lost.CompareAndSwap(nil, &err)
-	if werr := r.host.updateHeartbeat(sessionHash(r.session), func(rec *heartbeatRecord) bool {
+	if werr := r.host.updateHeartbeat(claim.SessionHash(r.session), func(rec *claim.Heartbeat) bool {
 		rec.Taken = true
 		return true
 	}); werr != nil {
@@ -354,7 +284,7 @@ func (r *reservation) tellTaken(err error) {
 // registry for this process's claim, or the zero time.
 func (r *reservation) lastHostHeartbeat() time.Time {
 	rec, ok := r.host.readHeartbeat()
-	if !ok || rec.Taken || rec.Session != sessionHash(r.session) || rec.Last <= 0 {
+	if !ok || rec.Taken || rec.Session != claim.SessionHash(r.session) || rec.Last <= 0 {
 		return time.Time{}
 	}
 	return time.Unix(0, rec.Last)

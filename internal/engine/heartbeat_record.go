@@ -1,13 +1,12 @@
 package engine
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"os"
 	"time"
 
+	"github.com/snapid/snapid/internal/claim"
 	"github.com/snapid/snapid/internal/statefile"
 	"golang.org/x/sys/unix"
 )
@@ -15,62 +14,6 @@ import (
 // The heartbeat file beside the counter: its record (format in
 // heartbeat.go's comment), how it is opened, read, written under its byte
 // lock, and rejoined when it is replaced.
-
-// heartbeatRecord is the content of the heartbeat file.
-type heartbeatRecord struct {
-	Session uint64 // sessionHash of the claim's session
-	Last    int64  // Unix nanoseconds: when the last refresh that reached the registry was sent
-	Tried   int64  // when the last refresh was sent, whatever its answer
-	Taken   bool   // the registry said the name is another owner's
-	// Retry: the last try was the holder's after a refresh of its own
-	// failed. It does not hold the host's other processes back (see
-	// heartbeatDue): a holder whose own calls fail must not keep the
-	// others from refreshing.
-	Retry bool
-}
-
-// sessionHash identifies a session in the record (FNV-1a, 64 bits).
-func sessionHash(session string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(session))
-	return h.Sum64()
-}
-
-func encodeHeartbeat(r heartbeatRecord) []byte {
-	b := make([]byte, heartbeatSize)
-	copy(b, heartbeatMagic)
-	binary.LittleEndian.PutUint64(b[8:], r.Session)
-	binary.LittleEndian.PutUint64(b[16:], uint64(r.Last))
-	binary.LittleEndian.PutUint64(b[24:], uint64(r.Tried))
-	var state uint64
-	if r.Taken {
-		state |= heartbeatTaken
-	}
-	if r.Retry {
-		state |= heartbeatRetry
-	}
-	binary.LittleEndian.PutUint64(b[32:], state)
-	return b
-}
-
-// decodeHeartbeat returns the record in b; ok is false for anything but a
-// whole record this version writes.
-func decodeHeartbeat(b []byte) (r heartbeatRecord, ok bool) {
-	if len(b) != heartbeatSize || string(b[:8]) != heartbeatMagic {
-		return heartbeatRecord{}, false
-	}
-	state := binary.LittleEndian.Uint64(b[32:])
-	if state&^(heartbeatTaken|heartbeatRetry) != 0 {
-		return heartbeatRecord{}, false
-	}
-	return heartbeatRecord{
-		Session: binary.LittleEndian.Uint64(b[8:]),
-		Last:    int64(binary.LittleEndian.Uint64(b[16:])),
-		Tried:   int64(binary.LittleEndian.Uint64(b[24:])),
-		Taken:   state&heartbeatTaken != 0,
-		Retry:   state&heartbeatRetry != 0,
-	}, true
-}
 
 // openHeartbeat opens the heartbeat file beside the counter at
 // counterPath, checked like the mark file; if it is absent, it creates it
@@ -136,24 +79,24 @@ func (e *heartbeatFileErr) Unwrap() error { return e.err }
 
 // readHeartbeat reads the record; a missing, short or foreign one is ok
 // false.
-func (h *hostState) readHeartbeat() (heartbeatRecord, bool) {
+func (h *hostState) readHeartbeat() (claim.Heartbeat, bool) {
 	if h.hb == nil {
-		return heartbeatRecord{}, false
+		return claim.Heartbeat{}, false
 	}
-	b := make([]byte, heartbeatSize+1)
+	b := make([]byte, claim.HeartbeatSize+1)
 	n, err := h.io().ReadAt(h.hb, b, 0)
-	if err != nil && n != heartbeatSize {
-		return heartbeatRecord{}, false
+	if err != nil && n != claim.HeartbeatSize {
+		return claim.Heartbeat{}, false
 	}
-	return decodeHeartbeat(b[:n])
+	return claim.DecodeHeartbeat(b[:n])
 }
 
 // writeHeartbeat writes the record in place, unsynced.
-func (h *hostState) writeHeartbeat(r heartbeatRecord) error {
+func (h *hostState) writeHeartbeat(r claim.Heartbeat) error {
 	if h.hb == nil {
 		return nil
 	}
-	if _, err := h.io().WriteAt(h.hb, encodeHeartbeat(r), 0); err != nil {
+	if _, err := h.io().WriteAt(h.hb, claim.EncodeHeartbeat(r), 0); err != nil {
 		return &FileError{Op: "write", Path: h.hb.Name(), Err: err}
 	}
 	return nil
@@ -260,8 +203,8 @@ func (h *hostState) heartbeatMoved() (bool, error) {
 // carryHeartbeat carries what the old record said for session (the last
 // refresh and try, and "taken") into the record of the file now open,
 // where it is later than what that one says.
-func (h *hostState) carryHeartbeat(session uint64, old heartbeatRecord) error {
-	return h.updateHeartbeat(session, func(rec *heartbeatRecord) bool {
+func (h *hostState) carryHeartbeat(session uint64, old claim.Heartbeat) error {
+	return h.updateHeartbeat(session, func(rec *claim.Heartbeat) bool {
 		if rec.Last >= old.Last && rec.Tried >= old.Tried && (rec.Taken || !old.Taken) {
 			return false
 		}
@@ -286,12 +229,12 @@ func (h *hostState) dropHeartbeatRole() {
 // if fn says to, holding a write lock on the record's bytes: a process's
 // update never lands between another's read and write. fn gets the record
 // if it is session's, else a new one for session.
-func (h *hostState) updateHeartbeat(session uint64, fn func(rec *heartbeatRecord) (write bool)) error {
+func (h *hostState) updateHeartbeat(session uint64, fn func(rec *claim.Heartbeat) (write bool)) error {
 	if h.hb == nil {
 		return nil
 	}
 	fd := int(h.hb.Fd())
-	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: heartbeatSize}
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: claim.HeartbeatSize}
 	// Never wait without end: a process stopped (SIGSTOP, a hung write)
 	// while it holds these bytes would otherwise stop every other
 	// process's refresh of last-seen. Past heartbeatLockWait the update
@@ -319,7 +262,7 @@ func (h *hostState) updateHeartbeat(session uint64, fn func(rec *heartbeatRecord
 		}
 	}
 	defer func() {
-		un := unix.Flock_t{Type: unix.F_UNLCK, Whence: 0, Start: 0, Len: heartbeatSize}
+		un := unix.Flock_t{Type: unix.F_UNLCK, Whence: 0, Start: 0, Len: claim.HeartbeatSize}
 		_ = unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &un)
 	}()
 	return h.applyHeartbeat(session, fn)
@@ -328,10 +271,10 @@ func (h *hostState) updateHeartbeat(session uint64, fn func(rec *heartbeatRecord
 // applyHeartbeat is updateHeartbeat's read, change and write. A record
 // with bytes past its 40 (damage, or another user's writing) is cut back
 // to them, so that it reads as a record again.
-func (h *hostState) applyHeartbeat(session uint64, fn func(rec *heartbeatRecord) (write bool)) error {
+func (h *hostState) applyHeartbeat(session uint64, fn func(rec *claim.Heartbeat) (write bool)) error {
 	rec, ok := h.readHeartbeat()
 	if !ok || rec.Session != session {
-		rec = heartbeatRecord{Session: session}
+		rec = claim.Heartbeat{Session: session}
 	}
 	if !fn(&rec) {
 		return nil
@@ -339,8 +282,8 @@ func (h *hostState) applyHeartbeat(session uint64, fn func(rec *heartbeatRecord)
 	if err := h.writeHeartbeat(rec); err != nil {
 		return err
 	}
-	if st, err := h.hb.Stat(); err == nil && st.Size() != heartbeatSize {
-		if err := h.hb.Truncate(heartbeatSize); err != nil {
+	if st, err := h.hb.Stat(); err == nil && st.Size() != claim.HeartbeatSize {
+		if err := h.hb.Truncate(claim.HeartbeatSize); err != nil {
 			return &FileError{Op: "truncate", Path: h.hb.Name(), Err: err}
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/gofrs/flock"
+	"github.com/snapid/snapid/internal/claim"
 	"github.com/snapid/snapid/internal/clock"
 	"github.com/snapid/snapid/internal/statefile"
 )
@@ -25,7 +26,7 @@ import (
 //	                    created once; an exclusive flock on it is the host's
 //	                    gate for start-up and shut-down
 //	<counter>.mark      the reserved-up-to mark this host may issue to and
-//	                    the counter's floor (see markState), 16 bytes,
+//	                    the counter's floor (claim.Mark), 16 bytes,
 //	                    read and written under the counter's lock
 //	<counter>.session   the host's claim: the name, the owner token and
 //	                    the session (see Holder.Session), written by the
@@ -40,14 +41,8 @@ import (
 //	                    last-seen, and an exclusive flock held by the
 //	                    process that refreshes it (see heartbeat.go)
 //
-// The session file is four lines, each ending in a newline:
-//
-//	snapid-session 2
-//	name <node name>
-//	owner <owner token>
-//	session <session>
-//
-// A process joining its host's claim refuses to start under another name
+// The session file's format is package claim's (Session). A process
+// joining its host's claim refuses to start under another name
 // than the file's (ErrNameMismatch), and refuses a file in another format,
 // the one-line format of earlier versions included, or for another owner
 // token (errCorruptSession). The first process of a host never reads it.
@@ -121,15 +116,11 @@ func loadOwner(counterPath string, create bool, o *options) (string, error) {
 		return "", &FileError{Op: "read", Path: path, Err: classifyOpenError(err)}
 	}
 	tok, ok := strings.CutSuffix(string(b), "\n")
-	if !ok || !validOwner(tok) {
+	if !ok || !claim.ValidOwner(tok) {
 		return "", &FileError{Op: "read", Path: path, Err: fmt.Errorf(
 			"%w: it is %d bytes; an owner token file holds 32 lower-case hex digits and a newline", errCorruptOwner, len(b))}
 	}
 	return tok, nil
-}
-
-func validOwner(tok string) bool {
-	return len(tok) == 32 && strings.Trim(tok, "0123456789abcdef") == ""
 }
 
 // checkHostFiles validates the files beside the counter that a Generator
@@ -249,28 +240,6 @@ func (h *hostState) lockGate(ctx context.Context) error {
 	return err
 }
 
-// markState is the content of the mark file: 16 bytes, the mark (the
-// highest number the host may issue) and the floor (the counter's value
-// when the mark was last moved), each unsigned 64-bit little-endian. A
-// counter found below the floor was rolled back (a restore, a copy) while
-// the host was using it.
-type markState struct{ Mark, Floor uint64 }
-
-const markSize = 16
-
-// decodeMark decodes a mark file of size bytes whose content (all of it,
-// or its first bytes if it is too long) is b; an empty one reads as zero
-// (nothing may be issued).
-func decodeMark(b []byte, size int64) (markState, error) {
-	switch {
-	case size == 0 && len(b) == 0:
-		return markState{}, nil
-	case size == markSize && len(b) == markSize:
-		return markState{binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:])}, nil
-	}
-	return markState{}, fmt.Errorf("%w: it is %d bytes; a mark file is %d bytes or empty", errCorruptMark, size, markSize)
-}
-
 // io is how the mark and heartbeat files are read and written: through
 // the file-system seam (WithFS) when it also does file I/O (pread,
 // pwrite, fsync: the simulator's disk, so that its faults and its
@@ -296,19 +265,19 @@ func (fileMethods) WriteAt(f *os.File, b []byte, off int64) (int, error) { retur
 func (fileMethods) Sync(f *os.File) error                                { return f.Sync() }
 
 // readMark reads the mark file; the caller holds the counter lock.
-func (h *hostState) readMark() (markState, error) {
-	var b [markSize + 1]byte
+func (h *hostState) readMark() (claim.Mark, error) {
+	var b [claim.MarkSize + 1]byte
 	n, err := h.io().ReadAt(h.mark, b[:], 0)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return markState{}, &FileError{Op: "read", Path: h.markPath, Err: err}
+		return claim.Mark{}, &FileError{Op: "read", Path: h.markPath, Err: err}
 	}
 	size := int64(n)
-	if n > markSize {
+	if n > claim.MarkSize {
 		size = fileSize(h.mark, n)
 	}
-	m, err := decodeMark(b[:n], size)
+	m, err := claim.DecodeMark(b[:n], size)
 	if err != nil {
-		return markState{}, &FileError{Op: "read", Path: h.markPath, Err: err}
+		return claim.Mark{}, &FileError{Op: "read", Path: h.markPath, Err: err}
 	}
 	return m, nil
 }
@@ -316,8 +285,8 @@ func (h *hostState) readMark() (markState, error) {
 // writeMark writes the mark file in place; the caller holds the counter
 // lock. It is not synced: a mark lost in a crash reads lower, which only
 // narrows what may be issued until the registry's mark is adopted again.
-func (h *hostState) writeMark(m markState) error {
-	var b [markSize]byte
+func (h *hostState) writeMark(m claim.Mark) error {
+	var b [claim.MarkSize]byte
 	binary.LittleEndian.PutUint64(b[:], m.Mark)
 	binary.LittleEndian.PutUint64(b[8:], m.Floor)
 	if _, err := h.io().WriteAt(h.mark, b[:], 0); err != nil {
@@ -326,61 +295,12 @@ func (h *hostState) writeMark(m markState) error {
 	return nil
 }
 
-// sessionFile is the content of the session file: the host's claim.
-type sessionFile struct{ Name, Owner, Session string }
-
-const sessionHeader = "snapid-session 2"
-
-// encodeSession returns the session file's content (see the list of
-// files at the top of this file).
-func encodeSession(s sessionFile) ([]byte, error) {
-	if s.Session == "" || strings.ContainsAny(s.Session, "\r\n") {
-		return nil, fmt.Errorf("snapid: %w: the registry returned a session %q that cannot be recorded on one line", ErrRegistry, s.Session)
-	}
-	return []byte(sessionHeader + "\nname " + s.Name + "\nowner " + s.Owner + "\nsession " + s.Session + "\n"), nil
-}
-
-// decodeSession parses the session file's content.
-func decodeSession(b []byte) (sessionFile, error) {
-	text, ok := strings.CutSuffix(string(b), "\n")
-	lines := strings.Split(text, "\n")
-	switch {
-	case !ok:
-		return sessionFile{}, fmt.Errorf("%w: it does not end with a newline", errCorruptSession)
-	case len(lines) == 1 && !strings.HasPrefix(lines[0], "snapid-session"):
-		return sessionFile{}, fmt.Errorf("%w: it holds a session without the name and owner token it belongs to "+
-			"(written by an earlier version of snapid)", errCorruptSession)
-	case lines[0] != sessionHeader:
-		return sessionFile{}, fmt.Errorf("%w: its first line is not %q", errCorruptSession, sessionHeader)
-	case len(lines) != 4:
-		return sessionFile{}, fmt.Errorf("%w: it is %d lines, not 4", errCorruptSession, len(lines))
-	}
-	var s sessionFile
-	for i, f := range []struct {
-		key string
-		val *string
-	}{{"name", &s.Name}, {"owner", &s.Owner}, {"session", &s.Session}} {
-		v, ok := strings.CutPrefix(lines[i+1], f.key+" ")
-		if !ok || v == "" {
-			return sessionFile{}, fmt.Errorf("%w: line %d is not %q followed by a value", errCorruptSession, i+2, f.key+" ")
-		}
-		*f.val = v
-	}
-	if ValidateName(s.Name) != nil {
-		return sessionFile{}, fmt.Errorf("%w: it holds an invalid node name", errCorruptSession)
-	}
-	if !validOwner(s.Owner) {
-		return sessionFile{}, fmt.Errorf("%w: it holds an invalid owner token", errCorruptSession)
-	}
-	return s, nil
-}
-
 // writeSession records the host's claim, replacing the previous one
 // (nobody locks this file): a synced temporary file renamed into place,
 // then the directory synced. The caller holds the gate. The temporary file
 // is created exclusively, so a link planted there is not followed.
 func (h *hostState) writeSession(name, session string) error {
-	b, err := encodeSession(sessionFile{Name: name, Owner: h.owner, Session: session})
+	b, err := claim.EncodeSession(claim.Session{Name: name, Owner: h.owner, Session: session})
 	if err != nil {
 		return err
 	}
@@ -391,14 +311,14 @@ func (h *hostState) writeSession(name, session string) error {
 }
 
 // readSession returns the host's claim; the caller holds the gate.
-func (h *hostState) readSession() (sessionFile, error) {
+func (h *hostState) readSession() (claim.Session, error) {
 	b, err := readSmallFile(h.sessionPath, false)
 	if err != nil {
-		return sessionFile{}, &FileError{Op: "read", Path: h.sessionPath, Err: classifyOpenError(err)}
+		return claim.Session{}, &FileError{Op: "read", Path: h.sessionPath, Err: classifyOpenError(err)}
 	}
-	s, err := decodeSession(b)
+	s, err := claim.DecodeSession(b)
 	if err != nil {
-		return sessionFile{}, &FileError{Op: "read", Path: h.sessionPath, Err: err}
+		return claim.Session{}, &FileError{Op: "read", Path: h.sessionPath, Err: err}
 	}
 	return s, nil
 }
@@ -474,17 +394,17 @@ func ReadMark(counterPath string) (mark uint64, ok bool, err error) {
 
 // readMarkFile reads the mark file beside the counter without the lock;
 // ok is false if there is none.
-func readMarkFile(counterPath string, follow bool) (m markState, ok bool, err error) {
+func readMarkFile(counterPath string, follow bool) (m claim.Mark, ok bool, err error) {
 	path := counterPath + markSuffix
 	b, size, err := readSmallFileSize(path, follow)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return markState{}, false, nil
+		return claim.Mark{}, false, nil
 	case err != nil:
-		return markState{}, false, &FileError{Op: "read", Path: path, Err: classifyOpenError(err)}
+		return claim.Mark{}, false, &FileError{Op: "read", Path: path, Err: classifyOpenError(err)}
 	}
-	if m, err = decodeMark(b, size); err != nil {
-		return markState{}, false, &FileError{Op: "read", Path: path, Err: err}
+	if m, err = claim.DecodeMark(b, size); err != nil {
+		return claim.Mark{}, false, &FileError{Op: "read", Path: path, Err: err}
 	}
 	return m, true, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 
+	"github.com/snapid/snapid/internal/claim"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -72,7 +73,7 @@ func ReadHostFiles(counterPath string, opts ...Option) (HostFiles, error) {
 	case err != nil:
 		return hf, &FileError{Op: "read", Path: path, Err: classifyOpenError(err)}
 	}
-	s, err := decodeSession(b)
+	s, err := claim.DecodeSession(b)
 	if err != nil {
 		return hf, &FileError{Op: "read", Path: path, Err: err}
 	}

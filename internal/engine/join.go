@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/snapid/snapid/internal/claim"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -21,10 +22,10 @@ func (r *reservation) verifyJoin(ctx context.Context) error {
 		return err
 	}
 	rec, ok := r.host.readHeartbeat()
-	if ok && rec.Taken && rec.Session == sessionHash(r.session) {
+	if ok && rec.Taken && rec.Session == claim.SessionHash(r.session) {
 		return fmt.Errorf("snapid: %w: the registry told another process of this host that %q is another owner's", ErrNameTaken, r.name)
 	}
-	if freshClaim(rec, ok, r.session, r.o.clock.Now(), r.o.heartbeat) {
+	if claim.FreshClaim(rec, ok, r.session, r.o.clock.Now(), r.o.heartbeat) {
 		return nil
 	}
 	h, err := r.reg.Get(ctx, r.name)

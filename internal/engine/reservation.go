@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/snapid/snapid/internal/claim"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -36,7 +37,7 @@ import (
 // this machine or another, supersedes the original: the original's next
 // extension fails, it stops at its mark, and the copy starts above it.
 //
-// <counter>.mark holds the host's mark and a floor (markState). The
+// <counter>.mark holds the host's mark and a floor (claim.Mark). The
 // registry is always written before it, so it never exceeds the
 // registry's mark for the session:
 //
@@ -95,10 +96,10 @@ type reservation struct {
 
 	session  string // the session of the host's claim (Holder.Session)
 	form     formOptions
-	number   uint64    // the name's node number (see nodenumber.go), 0 if none
-	stride   uint64    // the cluster's stride, if the form needs it
-	seen     markState // the mark file as check read it, for committed (under the counter lock)
-	maxFloor uint64    // the highest floor this process saw or wrote (under the counter lock)
+	number   uint64     // the name's node number (see nodenumber.go), 0 if none
+	stride   uint64     // the cluster's stride, if the form needs it
+	seen     claim.Mark // the mark file as check read it, for committed (under the counter lock)
+	maxFloor uint64     // the highest floor this process saw or wrote (under the counter lock)
 
 	extendMu  sync.Mutex   // one extension at a time in this process
 	rates     []rateSample // the counter when extensions were sized, oldest first (under extendMu)
@@ -268,7 +269,7 @@ func (r *reservation) claim(ctx context.Context) error {
 	if err := r.host.ensureHeartbeat(); err != nil {
 		return err
 	}
-	if err := r.host.writeHeartbeat(heartbeatRecord{Session: sessionHash(h.Session), Last: claimed, Tried: claimed}); err != nil {
+	if err := r.host.writeHeartbeat(claim.Heartbeat{Session: claim.SessionHash(h.Session), Last: claimed, Tried: claimed}); err != nil {
 		return err
 	}
 	target := max(h.Reserved, r.o.floor)
@@ -289,7 +290,7 @@ func (r *reservation) claim(ctx context.Context) error {
 					"path", c.Path(), "from", cur, "to", target)
 			}
 		}
-		return r.host.writeMark(markState{Mark: h.Reserved, Floor: max(cur, target)})
+		return r.host.writeMark(claim.Mark{Mark: h.Reserved, Floor: max(cur, target)})
 	})
 	if err != nil {
 		return err
@@ -400,7 +401,7 @@ func (r *reservation) check(cur, k, high uint64) (uint64, error) {
 // check.
 func (r *reservation) committed(v uint64) {
 	r.maxFloor = max(r.maxFloor, v)
-	if err := r.host.writeMark(markState{Mark: r.seen.Mark, Floor: v}); err != nil {
+	if err := r.host.writeMark(claim.Mark{Mark: r.seen.Mark, Floor: v}); err != nil {
 		r.log.Warn("snapid: could not record the counter's floor", "name", r.name, "err", err)
 	}
 }
@@ -424,7 +425,7 @@ func (r *reservation) adopt(ctx context.Context, v, floor uint64) error {
 		if err != nil || m.Mark >= v {
 			return err
 		}
-		return r.host.writeMark(markState{Mark: v, Floor: max(m.Floor, floor)})
+		return r.host.writeMark(claim.Mark{Mark: v, Floor: max(m.Floor, floor)})
 	})
 }
 
@@ -493,5 +494,5 @@ func (r *reservation) close() error {
 	if _, err := r.reg.Extend(ctx, r.name, r.host.owner, r.session, m, v); err != nil {
 		return fmt.Errorf("snapid: returning the unused reservation of %q (%d..%d): %w", r.name, v+1, m, err)
 	}
-	return r.withFile(ctx, func(c *counterFile) error { return r.host.writeMark(markState{Mark: v, Floor: v}) })
+	return r.withFile(ctx, func(c *counterFile) error { return r.host.writeMark(claim.Mark{Mark: v, Floor: v}) })
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/snapid/snapid/internal/claim"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -55,7 +56,7 @@ func (r *reservation) extend(ctx context.Context, need uint64) error {
 	// (progress), so a few more attempts are bounded and cheap.
 	for attempt := 0; attempt < 10; attempt++ {
 		var cur uint64
-		var old markState
+		var old claim.Mark
 		err := r.withFile(ctx, func(c *counterFile) error {
 			var err error
 			if cur, err = c.Load(); err != nil {
