@@ -13,6 +13,7 @@ import (
 // the data centre, ErrSequenceShort (and not ErrExhausted) when fewer
 // consecutive numbers are left than asked for; either says what is left.
 func TestSequenceExhaustedError(t *testing.T) {
+	t.Parallel()
 	none := &registry.SequenceExhaustedError{Sequence: "orders", DC: "dc1", Max: 100, Wanted: 5}
 	short := &registry.SequenceExhaustedError{Sequence: "orders", DC: "dc1", Max: 100, Wanted: 5, DCLeft: 2, GlobalLeft: 1, Largest: 2}
 	for _, tc := range []struct {

@@ -9,6 +9,7 @@ import (
 )
 
 func TestValidateNameValid(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		in   string
@@ -29,6 +30,7 @@ func TestValidateNameValid(t *testing.T) {
 }
 
 func TestNameRuleText(t *testing.T) {
+	t.Parallel()
 	// The rule in the message is the one of the specification.
 	assert.Contains(t, registry.NameRule, "^[a-z_][a-z0-9_]{0,62}$")
 	assert.Equal(t, 63, registry.MaxNameLen)

@@ -11,6 +11,7 @@ import (
 // A registry's note that it resolved a call's outcome reaches the watcher
 // of that call's context only; without a watcher it does nothing.
 func TestWatchOutcome(t *testing.T) {
+	t.Parallel()
 	registry.NoteOutcomeResolved(context.Background()) // no watcher: nothing happens
 
 	ctx, resolved := registry.WatchOutcome(context.Background())

@@ -11,6 +11,7 @@ import (
 // OwnerID is a short, stable fingerprint: 12 hex digits, the same for the
 // same token, different for another, and empty for no owner.
 func TestOwnerID(t *testing.T) {
+	t.Parallel()
 	assert.Empty(t, registry.OwnerID(""))
 	a := registry.OwnerID("0123456789abcdef0123456789abcdef")
 	assert.Regexp(t, regexp.MustCompile(`^[0-9a-f]{12}$`), a)

@@ -10,6 +10,7 @@ import (
 // Space counts what GLOBAL has not handed out and the rest of the data
 // centres' ranges, over the sequence's size.
 func TestSequenceStatusSpace(t *testing.T) {
+	t.Parallel()
 	info := func(start, max, next uint64) registry.SequenceInfo {
 		return registry.SequenceInfo{Name: "s", Start: start, Max: max, Next: next}
 	}

@@ -35,6 +35,7 @@ func (b *blocks) reserve(_ context.Context, k uint64) (uint64, uint64, error) {
 // Numbers come from blocks in order, the next block is reserved ahead,
 // and what is left unused is counted.
 func TestBlockServesInOrder(t *testing.T) {
+	t.Parallel()
 	r := &blocks{}
 	a := NewBlock(10, r.reserve)
 	defer a.Close()
@@ -56,6 +57,7 @@ func TestBlockServesInOrder(t *testing.T) {
 // Take returns consecutive numbers from one block: fewer than asked at
 // the end of a block.
 func TestBlockTakeStaysInOneBlock(t *testing.T) {
+	t.Parallel()
 	r := &blocks{}
 	a := NewBlock(10, r.reserve)
 	defer a.Close()
@@ -70,6 +72,7 @@ func TestBlockTakeStaysInOneBlock(t *testing.T) {
 // A reservation that failed is tried again for the caller that needs it,
 // and its error is returned when it fails again; after Close, ErrClosed.
 func TestBlockRefillFailureAndClose(t *testing.T) {
+	t.Parallel()
 	boom := errors.New("boom")
 	r := &blocks{fail: boom}
 	a := NewBlock(4, r.reserve)
@@ -102,6 +105,7 @@ func TestBlockRefillFailureAndClose(t *testing.T) {
 
 // Shards hand out unique numbers from runs of the block.
 func TestShardsUnique(t *testing.T) {
+	t.Parallel()
 	r := &blocks{}
 	s := NewShards(NewBlock(64, r.reserve), 8)
 	var mu sync.Mutex

@@ -50,6 +50,7 @@ func (c *counter) flush(k uint64, gone func() bool) (uint64, error) {
 // Concurrent callers get disjoint numbers, every one of them, in fewer
 // updates than callers once they queue behind an update in progress.
 func TestGroupCommitDisjointAndShared(t *testing.T) {
+	t.Parallel()
 	c := &counter{gate: make(chan struct{})}
 	gc := NewGroupCommit(c.flush)
 	const n = 50
@@ -89,6 +90,7 @@ func TestGroupCommitDisjointAndShared(t *testing.T) {
 
 // A failed update fails every member of its group, and hands out nothing.
 func TestGroupCommitFailureFailsTheGroup(t *testing.T) {
+	t.Parallel()
 	boom := errors.New("boom")
 	c := &counter{fail: boom}
 	gc := NewGroupCommit(c.flush)
@@ -109,6 +111,7 @@ func TestGroupCommitFailureFailsTheGroup(t *testing.T) {
 
 // A caller whose context has ended gets its error and takes nothing.
 func TestGroupCommitEndedContext(t *testing.T) {
+	t.Parallel()
 	c := &counter{}
 	gc := NewGroupCommit(c.flush)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -124,6 +127,7 @@ func TestGroupCommitEndedContext(t *testing.T) {
 // Near the bound a group that does not fit is served one member at a
 // time, so that each gets what is left; none is taken past the bound.
 func TestGroupCommitExhaustedServedOneByOne(t *testing.T) {
+	t.Parallel()
 	c := &counter{limit: 5, gate: make(chan struct{})}
 	gc := NewGroupCommit(c.flush)
 	var wg sync.WaitGroup
@@ -165,6 +169,7 @@ func TestGroupCommitExhaustedServedOneByOne(t *testing.T) {
 // A request that would make a group pass 2^64-1 is refused without
 // joining it.
 func TestGroupCommitRefusesAGroupPastTheMaximum(t *testing.T) {
+	t.Parallel()
 	c := &counter{gate: make(chan struct{})}
 	gc := NewGroupCommit(c.flush)
 	done := make(chan error, 2)

@@ -110,6 +110,7 @@ func (m *hbModel) worstGap(until time.Duration) time.Duration {
 // (the documented bound, before the timeout it takes to arrive); and
 // during an outage the host sends about two tries per interval.
 func TestHeartbeatModelBounds(t *testing.T) {
+	t.Parallel()
 	const interval = 1600 * time.Millisecond
 	poll := Poll(interval)
 	bound := interval + interval/2 + interval/4 + interval/8
@@ -191,6 +192,7 @@ func TestHeartbeatModelBounds(t *testing.T) {
 // interval (its back-off is capped at four polls), and its first refresh
 // after the outage reaches the registry within an interval and a poll.
 func TestHeartbeatModelBackOffCap(t *testing.T) {
+	t.Parallel()
 	const interval = 1600 * time.Millisecond
 	poll := Poll(interval)
 	back := 10 * interval

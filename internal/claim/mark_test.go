@@ -9,6 +9,7 @@ import (
 )
 
 func TestDecodeMark(t *testing.T) {
+	t.Parallel()
 	var b [MarkSize + 1]byte
 	binary.LittleEndian.PutUint64(b[:], 700)
 	binary.LittleEndian.PutUint64(b[8:], 600)

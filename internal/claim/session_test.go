@@ -11,6 +11,7 @@ import (
 const owner = "0123456789abcdef0123456789abcdef"
 
 func TestSessionRoundTrip(t *testing.T) {
+	t.Parallel()
 	s := Session{Name: "web_1", Owner: owner, Session: "3f2a-1"}
 	b, err := EncodeSession(s)
 	require.NoError(t, err)
@@ -23,6 +24,7 @@ func TestSessionRoundTrip(t *testing.T) {
 // A session the registry returns that cannot be kept on one line is
 // refused before anything is written.
 func TestEncodeSessionRefusesALineBreak(t *testing.T) {
+	t.Parallel()
 	for _, session := range []string{"", "a\nb", "a\rb"} {
 		_, err := EncodeSession(Session{Name: "web_1", Owner: owner, Session: session})
 		require.ErrorIs(t, err, errs.ErrRegistry, "%q", session)
@@ -30,6 +32,7 @@ func TestEncodeSessionRefusesALineBreak(t *testing.T) {
 }
 
 func TestDecodeSessionRefused(t *testing.T) {
+	t.Parallel()
 	for name, text := range map[string]string{
 		"no newline":    SessionHeader + "\nname web_1\nowner " + owner + "\nsession s",
 		"one line":      "3f2a-1\n",
@@ -46,6 +49,7 @@ func TestDecodeSessionRefused(t *testing.T) {
 }
 
 func TestValidOwner(t *testing.T) {
+	t.Parallel()
 	require.True(t, ValidOwner(owner))
 	require.False(t, ValidOwner(strings.ToUpper(owner)))
 	require.False(t, ValidOwner(owner[:31]))

@@ -18,6 +18,7 @@ func waitCtx(t *testing.T) context.Context {
 }
 
 func TestFakeTimerFiresOnlyWhenAdvanced(t *testing.T) {
+	t.Parallel()
 	f := NewFake(start)
 	tm := f.NewTimer(time.Second)
 	f.Advance(999 * time.Millisecond)
@@ -50,6 +51,7 @@ func TestFakeTimerFiresOnlyWhenAdvanced(t *testing.T) {
 }
 
 func TestFakeTickerTicksPerPeriodAndDropsUnread(t *testing.T) {
+	t.Parallel()
 	f := NewFake(start)
 	tk := f.NewTicker(time.Second)
 	defer tk.Stop()
@@ -73,6 +75,7 @@ func TestFakeTickerTicksPerPeriodAndDropsUnread(t *testing.T) {
 }
 
 func TestFakeSleepAndBlockUntil(t *testing.T) {
+	t.Parallel()
 	f := NewFake(start)
 	done := make(chan struct{})
 	go func() {
@@ -96,6 +99,7 @@ func TestFakeSleepAndBlockUntil(t *testing.T) {
 }
 
 func TestFakeSetBackFiresNothing(t *testing.T) {
+	t.Parallel()
 	f := NewFake(start)
 	tm := f.NewTimer(time.Second)
 	f.Advance(-time.Hour)
@@ -110,6 +114,7 @@ func TestFakeSetBackFiresNothing(t *testing.T) {
 }
 
 func TestFakeDeadlineContext(t *testing.T) {
+	t.Parallel()
 	f := NewFake(start)
 	ctx, cancel := f.WithTimeout(context.Background(), time.Second)
 	defer cancel()
@@ -175,6 +180,7 @@ func waitFor(ctx context.Context, cond func() bool) error {
 // AdvanceIdle moves the clock only while no context waits on it for its
 // deadline, so that a call in flight is not timed out by the move.
 func TestFakeAdvanceIdleLeavesDeadlinesAlone(t *testing.T) {
+	t.Parallel()
 	f := NewFake(start)
 	if !f.AdvanceIdle(time.Second) || !f.Now().Equal(start.Add(time.Second)) {
 		t.Fatalf("idle clock not moved: %v", f.Now())
@@ -195,6 +201,7 @@ func TestFakeAdvanceIdleLeavesDeadlinesAlone(t *testing.T) {
 }
 
 func TestRealIsTheWallClock(t *testing.T) {
+	t.Parallel()
 	var c Clock = OrReal(nil)
 	before := time.Now()
 	if got := c.Now(); got.Before(before) {

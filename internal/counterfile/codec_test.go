@@ -11,6 +11,7 @@ import (
 // The 8 bytes are unsigned little-endian, and nothing but 8 bytes decodes:
 // an empty or short file is never read as 0.
 func TestCodec(t *testing.T) {
+	t.Parallel()
 	for _, v := range []uint64{0, 1, 255, 256, math.MaxUint64} {
 		b := Encode(v)
 		got, err := Decode(b[:])

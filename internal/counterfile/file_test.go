@@ -35,6 +35,7 @@ func open(t *testing.T, path string, o Options) *File {
 // A value stored is the value loaded, by this File and by another on the
 // same path; High follows both, Durable only what this File synced.
 func TestStoreLoad(t *testing.T) {
+	t.Parallel()
 	path := newCounter(t, 41)
 	f := open(t, path, Options{})
 	require.NoError(t, f.WithLock(func() error {
@@ -62,6 +63,7 @@ func TestStoreLoad(t *testing.T) {
 // A file that is not exactly 8 bytes is ErrCorrupt naming the file, never
 // a value.
 func TestLoadRefusesAnotherSize(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{0, 7, 9} {
 		path := filepath.Join(t.TempDir(), "counter.u64")
 		require.NoError(t, os.WriteFile(path, make([]byte, n), 0o600))
@@ -77,6 +79,7 @@ func TestLoadRefusesAnotherSize(t *testing.T) {
 // What is not the counter is refused at Open: a missing file, a symbolic
 // link unless followed, a directory.
 func TestOpenRefuses(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	_, err := Open(filepath.Join(dir, "missing"), Options{})
 	require.ErrorIs(t, err, fs.ErrNotExist)
@@ -98,6 +101,7 @@ func TestOpenRefuses(t *testing.T) {
 // A counter replaced at its path (renamed over) while open is ErrReplaced
 // at the next lock: nothing is written to a file others no longer lock.
 func TestLockRefusesAReplacedFile(t *testing.T) {
+	t.Parallel()
 	path := newCounter(t, 5)
 	f := open(t, path, Options{})
 	other := filepath.Join(filepath.Dir(path), "other")
@@ -138,6 +142,7 @@ func (x *tornIO) WriteAt(f *os.File, b []byte, off int64) (int, error) {
 // A torn write is written again whole; if that fails too, the File
 // refuses every later update as ErrCorrupt.
 func TestTornWrite(t *testing.T) {
+	t.Parallel()
 	path := newCounter(t, 0x0101010101010101)
 	x := &tornIO{}
 	f := open(t, path, Options{IO: x})
@@ -170,6 +175,7 @@ func (shortIO) WriteAt(f *os.File, b []byte, off int64) (int, error) {
 // A Rewrite whose write is short fails: it never reports a value the file
 // does not hold.
 func TestRewriteShortWriteFails(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	require.NoError(t, os.WriteFile(path, make([]byte, 16), 0o600))
 	f := open(t, path, Options{IO: shortIO{}})
@@ -180,6 +186,7 @@ func TestRewriteShortWriteFails(t *testing.T) {
 // Rewrite writes over whatever the file holds, cuts it to 8 bytes and
 // returns what it held.
 func TestRewrite(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	require.NoError(t, os.WriteFile(path, []byte("not a counter at all"), 0o600))
 	f := open(t, path, Options{})

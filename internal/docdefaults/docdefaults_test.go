@@ -9,6 +9,7 @@ import (
 )
 
 func TestFormats(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct{ got, want string }{
 		{Duration(20 * time.Millisecond), "20 ms"},
 		{Duration(15 * time.Second), "15 seconds"},
@@ -32,6 +33,7 @@ func TestFormats(t *testing.T) {
 }
 
 func TestLoad(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	write := func(s string) string {
 		p := filepath.Join(dir, "defaults.md")

@@ -45,6 +45,7 @@ func read(t *testing.T, h *Handle) Record {
 // process last wrote, and then a step ahead, with the floor at what the
 // process synced.
 func TestHoldCoverWritesOncePerStep(t *testing.T) {
+	t.Parallel()
 	hd, other := newHold(t, Record{})
 	require.True(t, hd.Due(1), "nothing written yet")
 	require.NoError(t, hd.Cover(0, 0, 1))
@@ -64,6 +65,7 @@ func TestHoldCoverWritesOncePerStep(t *testing.T) {
 // A record that names another counter, or a released name, is never
 // covered: nothing above the mark is handed out.
 func TestHoldCoverRefused(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		edit func(r *Record)
@@ -85,6 +87,7 @@ func TestHoldCoverRefused(t *testing.T) {
 // A mark lowered under the process (a Repair) lowers the mark it trusts:
 // its next update writes the record again before going past it.
 func TestHoldCheckFollowsALoweredMark(t *testing.T) {
+	t.Parallel()
 	hd, other := newHold(t, Record{})
 	require.NoError(t, hd.Cover(0, 0, 1))
 	require.False(t, hd.Due(50))
@@ -100,6 +103,7 @@ func TestHoldCheckFollowsALoweredMark(t *testing.T) {
 // A counter below the record's floor is raised to the record's mark; the
 // check given refuses the update first.
 func TestHoldCheckBelowTheFloor(t *testing.T) {
+	t.Parallel()
 	hd, _ := newHold(t, Record{Floor: 40, Mark: 70})
 	raise, err := hd.Check(39, nil)
 	require.NoError(t, err)
@@ -115,6 +119,7 @@ func TestHoldCheckBelowTheFloor(t *testing.T) {
 // Update writes only what fn asks for, and the mark written becomes the
 // one the process trusts.
 func TestHoldUpdate(t *testing.T) {
+	t.Parallel()
 	hd, other := newHold(t, Record{Mark: 5})
 	gen := read(t, other).Gen
 	require.NoError(t, hd.Update(context.Background(), func(r *Record) (bool, error) {
@@ -136,6 +141,7 @@ func TestHoldUpdate(t *testing.T) {
 
 // The last present process is the one whose exclusive try succeeds.
 func TestHoldLast(t *testing.T) {
+	t.Parallel()
 	hd, _ := newHold(t, Record{})
 	require.True(t, hd.Last())
 	fresh := NewHold(hd.Handle(), 1, 2, 100)

@@ -10,6 +10,7 @@ import (
 // it, not mounted now, hides the place: it is named; one mounted, or none
 // listed, is not.
 func TestNotMounted(t *testing.T) {
+	t.Parallel()
 	points := fstabPoints([]byte(`# /etc/fstab
 UUID=1 / ext4 defaults 0 1
 UUID=2 /var/lib/snapid ext4 defaults,nofail 0 2

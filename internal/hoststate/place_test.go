@@ -15,6 +15,7 @@ import (
 func own() []uint32 { return []uint32{0, uint32(os.Geteuid())} }
 
 func TestPlaceCreateReadWrite(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "lib", "records")
 	_, err := OpenPlace(dir, PlaceOptions{Owners: own()})
 	require.True(t, errors.Is(err, fs.ErrNotExist), "a missing place is an error: %v", err)
@@ -54,6 +55,7 @@ func TestPlaceCreateReadWrite(t *testing.T) {
 // error, never "no record": a damaged file, a directory, a FIFO (read
 // without blocking), a symbolic link (never followed).
 func TestPlaceRefusesWhatIsNotARecord(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "records")
 	p, err := OpenPlace(dir, PlaceOptions{Create: true, Mode: 0o700, Owners: own()})
 	require.NoError(t, err)
@@ -74,6 +76,7 @@ func TestPlaceRefusesWhatIsNotARecord(t *testing.T) {
 // A place others can write without the sticky bit would let them replace
 // records: refused.
 func TestPlaceRefusesUnsafeDir(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "records")
 	require.NoError(t, os.Mkdir(dir, 0o700))
 	require.NoError(t, os.Chmod(dir, 0o777))
@@ -88,6 +91,7 @@ func TestPlaceRefusesUnsafeDir(t *testing.T) {
 // A write torn before its sync leaves the record's newest whole copy: the
 // slot written is never the one the newest copy is in.
 func TestHandleWritesTheOtherSlot(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "records")
 	p, err := OpenPlace(dir, PlaceOptions{Create: true, Owners: own()})
 	require.NoError(t, err)

@@ -8,6 +8,7 @@ import (
 )
 
 func TestRecordRoundTrip(t *testing.T) {
+	t.Parallel()
 	r := Record{Name: "vm1", Dev: 7, Ino: 9, Path: "/c", Forms: []Form{{Kind: "striped", Node: 3, Stride: 100, Upto: 40}, {Kind: "striped", Node: 3, Stride: 10, Current: true}},
 		Node: 3, Stride: 10, Floor: 5, Mark: 1029, Gen: 4}
 	b, err := encode(r)
@@ -25,6 +26,7 @@ func TestRecordRoundTrip(t *testing.T) {
 // The newer whole copy wins; a torn newer copy leaves the older one, and
 // no whole copy at all is an error, never "no record".
 func TestRecordTwoCopies(t *testing.T) {
+	t.Parallel()
 	older, err := encodeSlot(Record{Name: "vm1", Floor: 1, Gen: 1})
 	require.NoError(t, err)
 	newer, err := encodeSlot(Record{Name: "vm1", Floor: 2, Gen: 2})
@@ -53,6 +55,7 @@ func TestRecordTwoCopies(t *testing.T) {
 }
 
 func TestRecordTooLarge(t *testing.T) {
+	t.Parallel()
 	r := Record{Name: "vm1"}
 	for i := range 200 {
 		r.Forms = append(r.Forms, Form{Kind: "striped", Node: uint64(i + 1), Stride: 1 << 40})

@@ -14,6 +14,7 @@ import (
 // write lock is waited for no longer than the caller's context, and taken
 // as soon as it is let go.
 func TestWriteLockWaitsNoLongerThanItsContext(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "records")
 	p, err := OpenPlace(dir, PlaceOptions{Create: true, Owners: own()})
 	require.NoError(t, err)

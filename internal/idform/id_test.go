@@ -17,6 +17,7 @@ import (
 )
 
 func TestParseIDValid(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		want ID
@@ -42,6 +43,7 @@ func TestParseIDValid(t *testing.T) {
 }
 
 func TestParseIDInvalid(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		in   string
@@ -85,6 +87,7 @@ func TestParseIDInvalid(t *testing.T) {
 }
 
 func TestIDCompare(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		a, b string
 		want int
@@ -111,6 +114,7 @@ func TestIDCompare(t *testing.T) {
 }
 
 func TestIDSortNumerically(t *testing.T) {
+	t.Parallel()
 	in := []string{"b-1", "a-10", "a-9", "a-100", "a-1"}
 	ids := make([]ID, len(in))
 	for i, s := range in {
@@ -127,6 +131,7 @@ func TestIDSortNumerically(t *testing.T) {
 }
 
 func TestIDJSON(t *testing.T) {
+	t.Parallel()
 	type doc struct {
 		ID   ID            `json:"id"`
 		Many []ID          `json:"many"`
@@ -150,6 +155,7 @@ func TestIDJSON(t *testing.T) {
 }
 
 func TestIDJSONInvalid(t *testing.T) {
+	t.Parallel()
 	t.Run("marshal", func(t *testing.T) {
 		for _, id := range []ID{{}, {Name: "a"}, {Name: "A", Number: 1}, {Number: 1}, {Name: "a-b", Number: 1}} {
 			_, err := json.Marshal(id)
@@ -173,6 +179,7 @@ func TestIDJSONInvalid(t *testing.T) {
 }
 
 func TestParseIDForms(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		in   string
 		want ID
@@ -218,6 +225,7 @@ func TestParseIDForms(t *testing.T) {
 }
 
 func TestIDUnstripe(t *testing.T) {
+	t.Parallel()
 	id, err := ParseID("9123")
 	require.NoError(t, err)
 	got, err := id.Unstripe(1000)
@@ -248,6 +256,7 @@ func TestIDUnstripe(t *testing.T) {
 // stride: number 0 (the value below the stride) and node 0 are refused by
 // both, the rest accepted by both and round-tripped.
 func TestIDStripedMarshalAgreesWithUnstripe(t *testing.T) {
+	t.Parallel()
 	for _, s := range []uint64{2, 3, 10, 1000} {
 		for v := uint64(1); v <= 3*s+1; v++ {
 			id := ID{Form: FormatStriped, Value: v, Stride: s, Node: v % s, Number: v / s}
@@ -266,6 +275,7 @@ func TestIDStripedMarshalAgreesWithUnstripe(t *testing.T) {
 }
 
 func TestIDCompareForms(t *testing.T) {
+	t.Parallel()
 	ids := []ID{
 		{Form: FormatStriped, Value: 5},
 		{Form: FormatDecimal, Node: 2, Number: 1},

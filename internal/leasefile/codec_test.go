@@ -17,6 +17,7 @@ import (
 // errs.ErrCorruptLease; everything up to MaxSequence, and the position one past
 // a used-up range ending at MaxSequence, reads back as written.
 func TestLeaseFileBoundaries(t *testing.T) {
+	t.Parallel()
 	const (
 		max   = registry.MaxSequence
 		two63 = uint64(1) << 63

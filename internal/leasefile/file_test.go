@@ -37,6 +37,7 @@ func openFile(t *testing.T, path, node, seq, owner string) *leasefile.File {
 }
 
 func TestFileStoreLoadAndFloor(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "c.seq.orders")
 	lf := openFile(t, path, "web_1", "orders", "owner-a")
 	require.NoError(t, lf.Lease().WithLock(func() error {
@@ -75,6 +76,7 @@ func TestFileStoreLoadAndFloor(t *testing.T) {
 // A record of another owner, node name or sequence is refused, in the
 // lease file and in its floor.
 func TestFileRefusesAnotherFilesRecord(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, node, seq, owner string }{
 		{"owner", "web_1", "orders", "owner-b"},
 		{"node", "web_2", "orders", "owner-a"},
@@ -107,6 +109,7 @@ func TestFileRefusesAnotherFilesRecord(t *testing.T) {
 
 // A record at the last generation is not written again.
 func TestFileStoreRefusesTheLastGeneration(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "c.seq.orders")
 	lf := openFile(t, path, "web_1", "orders", "owner-a")
 	l := leasefile.Record{Gen: leasefile.MaxGen}
@@ -119,6 +122,7 @@ func TestFileStoreRefusesTheLastGeneration(t *testing.T) {
 // A floor replaced at its path is opened again: every process of the
 // host reads and writes the same floor.
 func TestFileFloorCurrentFollowsAReplacedFloor(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "c.seq.orders")
 	lf := openFile(t, path, "web_1", "orders", "owner-a")
 	l := leasefile.Record{Pos: 7}

@@ -45,6 +45,7 @@ func (s *seamFS) LinkNoReplace(oldname, newname string) error {
 // that is a NoReplaceLinker names a new file in one step: no temporary
 // name is left beside it.
 func TestContentWritesGoThroughTheSeam(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := &seamFS{}
 	p := filepath.Join(dir, "a")

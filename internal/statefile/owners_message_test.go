@@ -15,6 +15,7 @@ import (
 // owners the directories may have: for root, root once (not "root or
 // root"); for another user, root or that user.
 func TestWrongOwnerAdviceNamesRootOnce(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root, to give a directory to another user")
 	}

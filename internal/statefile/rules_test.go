@@ -33,6 +33,7 @@ func statOf(t *testing.T, path string) unix.Stat_t {
 // directory's owner only while no one else can write that directory;
 // anything else is refused, naming the owner.
 func TestCheckOwnerRule(t *testing.T) {
+	t.Parallel()
 	testfs.RequireRoot(t)
 	base := t.TempDir()
 	for _, tc := range []struct {
@@ -79,6 +80,7 @@ func TestCheckOwnerRule(t *testing.T) {
 // CheckRegular refuses, on the descriptor, what is not a regular file,
 // a file of a user not listed, and a file with more than one name.
 func TestCheckRegularRules(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "file")
 	require.NoError(t, os.WriteFile(file, []byte("x"), 0o600))
@@ -120,6 +122,7 @@ func TestCheckRegularRules(t *testing.T) {
 // follows no symbolic link: reads, lock files, existing files, and the
 // directory handle's reads.
 func TestOpensRefuseLinks(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	target := filepath.Join(dir, "target")
 	require.NoError(t, os.WriteFile(target, []byte("secret"), 0o600))
@@ -166,6 +169,7 @@ func TestOpensRefuseLinks(t *testing.T) {
 // The files the layer makes have one name once made, and Create never
 // replaces what is there.
 func TestCreatedFilesHaveOneName(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "a")
 	require.NoError(t, CreateAtomically(OS{}, p, []byte("one"), 0o600))
@@ -192,6 +196,7 @@ func TestCreatedFilesHaveOneName(t *testing.T) {
 // refuses a counter's directory others can write without the sticky bit,
 // and one of another user that holds no counter of that user's.
 func TestDirRules(t *testing.T) {
+	t.Parallel()
 	testfs.RequireRoot(t)
 	base := t.TempDir()
 	mk := func(name string, owner int, mode os.FileMode) string {

@@ -36,6 +36,7 @@ func (c *countingFS) SyncDir(dir string) error {
 // A FIFO with a writer held open, a device, a directory: every read
 // returns at once with ErrNotRegular; a link is refused.
 func TestReadsRefuseWhatIsNotARegularFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo")
 	require.NoError(t, unix.Mkfifo(fifo, 0o644))
@@ -85,6 +86,7 @@ func TestReadsRefuseWhatIsNotARegularFile(t *testing.T) {
 // A file or directory owned by another user is refused when owners are
 // given.
 func TestOwnerChecks(t *testing.T) {
+	t.Parallel()
 	testfs.RequireRoot(t)
 	dir := t.TempDir()
 	p := filepath.Join(dir, "f")
@@ -116,6 +118,7 @@ func TestOwnerChecks(t *testing.T) {
 // A directory others can write is refused; a symbolic link at any level
 // is refused.
 func TestOpenDirRefuses(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	open := filepath.Join(dir, "open")
 	require.NoError(t, os.Mkdir(open, 0o700))
@@ -142,6 +145,7 @@ func TestOpenDirRefuses(t *testing.T) {
 
 // Each new level is synced into its parent before the next is made.
 func TestOpenDirCreatesDurablyLevelByLevel(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	c := &countingFS{syncs: map[string]int{}}
 	path := filepath.Join(base, "a", "b", "c")
@@ -161,6 +165,7 @@ func TestOpenDirCreatesDurablyLevelByLevel(t *testing.T) {
 
 // Create never replaces; Replace does; both leave no temporary file.
 func TestCreateAndReplace(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	d, err := OpenDir(dir, DirOptions{})
 	require.NoError(t, err)
@@ -192,6 +197,7 @@ func TestCreateAndReplace(t *testing.T) {
 // A held lock keeps Lock waiting only as long as ctx allows, and the error
 // names the holder.
 func TestLockBoundedByContext(t *testing.T) {
+	t.Parallel()
 	p := filepath.Join(t.TempDir(), "lock")
 	holder, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o600)
 	require.NoError(t, err)
