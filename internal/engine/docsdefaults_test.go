@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/snapid/snapid/internal/docdefaults"
+	"github.com/snapid/snapid/internal/retry"
 )
 
 // TestDocsDefaults compares the library's rows of docs/reference/defaults.md
@@ -26,7 +27,7 @@ func TestDocsDefaults(t *testing.T) {
 		"lib.clone-window":     docdefaults.Duration(o.reg.cloneWindow),
 		"lib.registry-timeout": docdefaults.Duration(o.reg.timeout),
 		"lib.retry-waits": fmt.Sprintf("%s to %s, at most %d times",
-			docdefaults.Short(retryBase), docdefaults.Short(retryCap), retryAttempts),
+			docdefaults.Short(retry.Base), docdefaults.Short(retry.Cap), retry.Attempts),
 		"lib.sequence-block": docdefaults.Count(seq.block, "numbers"),
 		"lib.sequence-lease": docdefaults.Count(seq.lease, "numbers"),
 	})

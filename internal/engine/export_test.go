@@ -14,6 +14,7 @@ import (
 
 	"github.com/snapid/snapid/internal/clock"
 	"github.com/snapid/snapid/internal/leasefile"
+	"github.com/snapid/snapid/internal/retry"
 	"github.com/snapid/snapid/internal/statefile"
 	"golang.org/x/sys/unix"
 )
@@ -145,11 +146,11 @@ func (g *Generator) ExportHeartbeatHolder() bool {
 
 // ExportRetryAttempts is how many times a start-up's registry call is sent
 // at most.
-const ExportRetryAttempts = retryAttempts
+const ExportRetryAttempts = retry.Attempts
 
 // ExportTransient reports whether a start-up's registry call that failed
 // with err is sent again.
-func ExportTransient(err error) bool { return transient(err) }
+func ExportTransient(err error) bool { return retry.Transient(err) }
 
 // ExportHeartbeatInode returns the inode of the heartbeat file g has
 // open, or 0.

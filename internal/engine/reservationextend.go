@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid/internal/claim"
+	"github.com/snapid/snapid/internal/retry"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -101,7 +102,7 @@ func (r *reservation) extend(ctx context.Context, need uint64) error {
 				}
 				continue
 			}
-			return definiteError{fmt.Errorf("snapid: %w: the registry's mark %d is below this host's %d", ErrRegistry, h.Reserved, old.Mark)}
+			return retry.Definite{Err: fmt.Errorf("snapid: %w: the registry's mark %d is below this host's %d", ErrRegistry, h.Reserved, old.Mark)}
 		case errors.Is(err, ErrNameTaken):
 			r.tellTaken(err)
 			return err

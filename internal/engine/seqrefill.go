@@ -8,6 +8,7 @@ import (
 
 	"github.com/snapid/snapid/internal/alloc"
 	"github.com/snapid/snapid/internal/leasefile"
+	"github.com/snapid/snapid/internal/retry"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -282,7 +283,7 @@ func (s *Sequence) refillLease(ctx context.Context, min uint64, prefetch bool) e
 // registry's record.
 func (s *Sequence) lease(ctx context.Context, prev leasefile.Range, min uint64) error {
 	inFile := prev   // the file's latest range; prev is what the registry is shown
-	failures := 0    // transient failures so far (see retryRegistry)
+	failures := 0    // transient failures so far (see retry.Do)
 	retried := false // the last attempt failed transiently
 	for attempt := 0; attempt < 3; attempt++ {
 		if errp := s.g.res.lost.Load(); errp != nil {
@@ -318,7 +319,7 @@ func (s *Sequence) lease(ctx context.Context, prev leasefile.Range, min uint64) 
 			}
 			prev = recorded
 			continue
-		case transient(err) && failures < retryAttempts-1 && pauseBeforeRetry(ctx, s.g.clock, s.g.res.o.retryWait, failures, s.log, "op", "lease", "sequence", s.name, "err", err):
+		case retry.Transient(err) && failures < retry.Attempts-1 && retry.Pause(ctx, s.g.clock, s.g.res.o.retryWait, failures, s.log, "op", "lease", "sequence", s.name, "err", err):
 			// Contention or an overloaded registry (a data centre's hosts
 			// all taking their first lease at once): again, after a wait.
 			// A lease whose answer was lost shows as moved next time.
