@@ -42,12 +42,10 @@ var (
 // The kinds of corrupt file (see package errs).
 var (
 	errCorruptOwner   = errs.ErrCorruptOwner
-	errCorruptMark    = errs.ErrCorruptMark
 	errCorruptSession = errs.ErrCorruptSession
 	errCorruptNumber  = errs.ErrCorruptNumber
 	errCorruptForms   = errs.ErrCorruptForms
 	errCorruptBinding = errs.ErrCorruptBinding
-	errCorruptLease   = errs.ErrCorruptLease
 )
 
 // FileError records an error on a state file and the path it concerns (see

@@ -21,5 +21,8 @@ func TestFileMutex(t *testing.T) {
 	}
 	m.Unlock()
 	m.Lock()
+	if m.TryLock() {
+		t.Fatal("TryLock took a fileMutex held by Lock")
+	}
 	m.Unlock()
 }
