@@ -148,7 +148,9 @@ func (g *Generator) Reservation() (ReservationStatus, error) {
 // recorded it at a clean close, and dropped otherwise, as are ranges older
 // than the registry's record (a restored or copied file); dropped numbers
 // are never issued again. If the registry cannot be reached, a
-// file of this host's current claim is used as it is, with a warning.
+// file of this host's current claim is used as it is, with a warning,
+// and a sequence this host has no lease file of is refused (ErrRegistry),
+// nothing created.
 //
 // Close the Sequence before its Generator.
 //

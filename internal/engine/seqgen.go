@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -134,7 +136,9 @@ type Sequence struct {
 // recorded it at a clean close, and dropped otherwise, as are ranges older
 // than the registry's record (a restored or copied file); dropped numbers
 // are never issued again. If the registry cannot be reached, a
-// file of this host's current claim is used as it is, with a warning.
+// file of this host's current claim is used as it is, with a warning,
+// and a sequence this host has no lease file of is refused (ErrRegistry),
+// nothing created.
 //
 // Close the Sequence before its Generator.
 //
@@ -181,6 +185,12 @@ func (g *Generator) SequenceContext(ctx context.Context, name string, opts ...Se
 	if _, err := sr.HostLease(ctx, name, g.name); err != nil && !errors.Is(err, ErrRegistry) {
 		return nil, err
 	} else if err != nil {
+		// Without the registry, only a lease file this host already has
+		// tells that the sequence exists: none is made for a name the
+		// registry could not confirm (a misspelt one stays off the disk).
+		if _, serr := os.Lstat(leasePath(g.path, name)); errors.Is(serr, fs.ErrNotExist) {
+			return nil, fmt.Errorf("sequence %q: the registry could not be reached to check that it exists, and this host has no lease file of it; nothing was created: %w", name, err)
+		}
 		reachable = false
 	}
 	fo := defaultOptions()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -712,4 +713,27 @@ func TestSequenceLeaseSizeBounds(t *testing.T) {
 	n, err := s.Next()
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), n)
+}
+
+// A sequence opened while the registry cannot be reached, and of which
+// the host has no lease file, is refused and nothing is made beside the
+// counter: a misspelt name leaves no files behind.
+func TestSequenceUnknownDuringOutageMakesNothing(t *testing.T) {
+	reg := registrytest.NewRegistry()
+	createSeq(t, reg, "orders", 1, 1_000_000)
+	counter := filepath.Join(t.TempDir(), "c")
+	g, err := Open(counter, "vm", WithRegistry(reg), WithRegistryTimeout(time.Second))
+	require.NoError(t, err)
+	defer g.Close()
+
+	reg.SetDown(true)
+	_, err = g.Sequence("ordres")
+	require.ErrorIs(t, err, ErrRegistry)
+	reg.SetDown(false)
+	for _, suffix := range []string{".seq.ordres", ".seq.ordres.floor", ".seq.ordres.refill"} {
+		_, serr := os.Lstat(counter + suffix)
+		require.ErrorIs(t, serr, fs.ErrNotExist, "%s was made", suffix)
+	}
+	_, err = g.Sequence("ordres")
+	require.ErrorIs(t, err, ErrNoSequence)
 }
