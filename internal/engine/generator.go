@@ -40,7 +40,7 @@ type Generator struct {
 	res    *reservation  // nil without a registry
 	form   idform.Form   // the ids' form (set at Open, then read-only)
 
-	mu         fileMutex // guards file, fileClosed and the file operations
+	mu         waitMutex // guards file, fileClosed and the file operations
 	file       *counterFile
 	fileClosed bool
 	closed     atomic.Bool
@@ -399,7 +399,7 @@ func (g *Generator) NextIDsContext(ctx context.Context, n uint64, fn func(ID)) e
 	if err := alloc.ContextError(ctx); err != nil {
 		return err // an ended context reserves nothing
 	}
-	first, err := g.take(ctx.Done(), n, true, func() bool { return ctx.Err() != nil })
+	first, err := g.take(ctx, n, true, func() bool { return ctx.Err() != nil })
 	if errors.Is(err, alloc.ErrCallersLeft) {
 		err = alloc.ContextError(ctx)
 	}
@@ -424,18 +424,20 @@ func (g *Generator) NextIDsContext(ctx context.Context, n uint64, fn func(ID)) e
 // process that keeps losing the counter's lock to busier ones is not
 // failed while the registry answers.
 func (g *Generator) flush(k uint64, gone func() bool) (uint64, error) {
-	return g.take(nil, k, false, gone)
+	return g.take(context.Background(), k, false, gone)
 }
 
 // take is flush for k numbers or, with decimal, k ids of the decimal
-// form (see counterFile.advance). A caller with a done channel stops
-// waiting for the file mutex when it is closed (ErrCallersLeft): an
-// update in flight may hold the mutex for as long as another process
-// holds the counter's lock.
-func (g *Generator) take(done <-chan struct{}, k uint64, decimal bool, gone func() bool) (uint64, error) {
+// form (see counterFile.advance). A take for one caller (the decimal
+// form's NextIDsContext; the group commit's leader takes for many, with
+// context.Background) stops when the caller's context ends: its wait for
+// the file mutex (an update in flight may hold it for as long as another
+// process holds the counter's lock) and a synchronous extension, which it
+// asks for itself, end with ErrCallersLeft.
+func (g *Generator) take(caller context.Context, k uint64, decimal bool, gone func() bool) (uint64, error) {
 	var within context.Context // ends a registry timeout after the first wait
 	for {
-		first, err := g.advance(done, k, decimal, gone)
+		first, err := g.advance(caller.Done(), k, decimal, gone)
 		if err == nil {
 			return first, nil
 		}
@@ -451,10 +453,15 @@ func (g *Generator) take(done <-chan struct{}, k uint64, decimal bool, gone func
 			return first, err
 		}
 		ctx, cancel := g.clock.WithTimeout(g.res.ctx, g.res.o.timeout)
+		stop := context.AfterFunc(caller, cancel)
 		err = g.res.extend(ctx, need.next)
+		stop()
 		cancel()
 		if errors.Is(err, ErrClosed) {
 			return 0, err
+		}
+		if caller.Err() != nil {
+			return 0, alloc.ErrCallersLeft
 		}
 		if err != nil {
 			return 0, fmt.Errorf("snapid: %w (%d issued, %d reserved): %w", ErrReservationExhausted, need.next-k, need.mark, err)

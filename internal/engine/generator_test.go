@@ -203,6 +203,49 @@ func TestUniqueIDContextWhileRegistryFrozen(t *testing.T) {
 	}
 }
 
+// The same in the decimal form, whose NextIDsContext takes its ids with
+// an update of its own, not through the group commit: a caller that needs
+// the mark extended while an extension waits for the frozen registry
+// leaves when its context ends, and takes nothing.
+func TestDecimalNextIDsContextWhileRegistryFrozen(t *testing.T) {
+	reg := registrytest.NewRegistry()
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	g := openReg(t, path, "web_1", reg, WithFormat(FormatDecimal), WithReserveStep(10), WithOutageHorizon(0), WithRegistryTimeout(time.Minute))
+	defer g.Close()
+	thaw := make(chan struct{})
+	reg.SetHook(func(ctx context.Context, op, _ string) error {
+		if op != "extend" {
+			return nil
+		}
+		select {
+		case <-thaw:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	// Ids until the first step is used up (its extension is held): the
+	// first call that needs the mark extended leaves at its deadline.
+	var last ID
+	for i := 0; ; i++ {
+		require.Less(t, i, 20, "the reserved step never ran out")
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		_, err := callWithin(t, func() (uint64, error) {
+			return 0, g.NextIDsContext(ctx, 1, func(id ID) { last = id })
+		})
+		cancel()
+		if err != nil {
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			break
+		}
+	}
+	close(thaw)
+	reg.SetHook(nil)
+	var next ID
+	require.NoError(t, g.NextIDs(1, func(id ID) { next = id }))
+	assert.Greater(t, next.Number, last.Number)
+}
+
 // A lone caller that leaves while its update waits for the counter's lock
 // (held by another process) takes nothing once the lock is free: the
 // counter is unchanged and the next number is the one it would have had.

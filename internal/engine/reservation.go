@@ -101,7 +101,7 @@ type reservation struct {
 	seen     claim.Mark // the mark file as check read it, for committed (under the counter lock)
 	maxFloor uint64     // the highest floor this process saw or wrote (under the counter lock)
 
-	extendMu  sync.Mutex   // one extension at a time in this process
+	extendMu  waitMutex    // one extension at a time in this process
 	rates     []rateSample // the counter when extensions were sized, oldest first (under extendMu)
 	curStep   atomic.Uint64
 	extending atomic.Bool // a background extension is running

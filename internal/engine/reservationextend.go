@@ -46,7 +46,9 @@ func (r *reservation) extendInBackground() {
 // counter (and to at least need), then the mark file. It does nothing when another caller
 // already made enough room.
 func (r *reservation) extend(ctx context.Context, need uint64) error {
-	r.extendMu.Lock()
+	if !r.extendMu.LockOrDone(ctx.Done()) {
+		return fmt.Errorf("snapid: waiting for this process's extension of the mark in progress: %w", context.Cause(ctx))
+	}
 	defer r.extendMu.Unlock()
 	if r.closed {
 		// A caller that needed room when the Generator closed: the last
