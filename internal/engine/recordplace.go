@@ -249,12 +249,24 @@ func adoptOwnRecord(p *hoststate.Place, own, name string, o *options) (hoststate
 		return hoststate.Record{}, false, &FileError{Op: "record", Path: own, Err: err}
 	}
 	defer op.Close()
-	r, ok, err := op.Read(name)
+	oh, err := op.OpenHandle(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return hoststate.Record{}, false, nil
+	}
+	if err != nil {
+		return hoststate.Record{}, false, recordError(op, name, err)
+	}
+	defer oh.Close()
+	// Programs started while the host had no place hold the own record
+	// (presence): moving it from under them would hide them from every
+	// later Open, Release and close of the name.
+	if !oh.Lock(true) {
+		return hoststate.Record{}, false, fmt.Errorf("snapid: %w: programs of %q started before the host's place of records existed still use its record in %s; "+
+			"stop them, then open the name again (its record then moves to %s)", ErrInUse, name, own, p.Path())
+	}
+	r, err := oh.Read()
 	if err != nil {
 		return r, false, recordError(op, name, err)
-	}
-	if !ok {
-		return r, false, nil
 	}
 	r.Gen = 0
 	perm := hoststate.Perm{Mode: 0o600, UID: -1, GID: -1}
@@ -266,7 +278,7 @@ func adoptOwnRecord(p *hoststate.Place, own, name string, o *options) (hoststate
 		return r, false, recordError(p, name, err)
 	}
 	_ = op.Remove(name)
-	r, ok, err = p.Read(name)
+	r, ok, err := p.Read(name)
 	if err != nil {
 		return r, false, recordError(p, name, err)
 	}
