@@ -36,8 +36,9 @@ func (s *Sequence) Close() error {
 }
 
 // Lease reads the host's lease file under its lock (it waits for an
-// update in progress). It is safe for concurrent use; after Close it
-// returns ErrClosed.
+// update in progress, and for any other holder of the lock no longer
+// than the registry timeout: ErrLocked). It is safe for concurrent use;
+// after Close it returns ErrClosed.
 func (s *Sequence) Lease() (SequenceLeaseState, error) {
 	return s.s.Lease()
 }

@@ -115,7 +115,8 @@ func ReadNodeNumber(counterPath string, opts ...Option) (name string, number, st
 
 // ReadLeaseFile returns what the lease file of sequence beside the counter
 // at counterPath holds: the current range, the position in it and the next
-// range; ok is false if there is no file. It takes the file's lock.
+// range; ok is false if there is no file. It takes the file's lock,
+// waiting for it no longer than the default registry timeout (ErrLocked).
 func ReadLeaseFile(counterPath, sequence string) (cur, ahead registry.SequenceLease, pos uint64, ok bool, err error) {
 	return engine.ReadLeaseFile(counterPath, sequence)
 }

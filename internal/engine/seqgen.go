@@ -124,6 +124,10 @@ type Sequence struct {
 	bgMu        sync.Mutex    // guards stopping and wg.Add against Close's wg.Wait
 	stopping    bool
 	wg          sync.WaitGroup
+	// stopCtx ends every wait for the lease file's lock of the
+	// Sequence's own work (takes, leases) at Close and Generator.Close.
+	stopCtx context.Context
+	stop    context.CancelFunc
 }
 
 // Sequence opens the sequence name for this Generator's host. The
@@ -212,6 +216,7 @@ func (g *Generator) SequenceContext(ctx context.Context, name string, opts ...Se
 	}
 	s := &Sequence{g: g, name: name, reg: sr, o: o, log: g.log, lf: lf,
 		refill: flock.New(refillPath, flock.SetFlag(openFlags(fo.followSymlinks))), refillSem: make(chan struct{}, 1)}
+	s.stopCtx, s.stop = context.WithCancel(context.Background())
 	if err := s.verify(ctx, reachable); err != nil {
 		lf.Close()
 		return nil, err
@@ -338,6 +343,7 @@ func (s *Sequence) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	s.stop()
 	s.alloc.Close()
 	s.bgMu.Lock()
 	s.stopping = true

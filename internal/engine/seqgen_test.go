@@ -737,3 +737,65 @@ func TestSequenceUnknownDuringOutageMakesNothing(t *testing.T) {
 	_, err = g.Sequence("ordres")
 	require.ErrorIs(t, err, ErrNoSequence)
 }
+
+// openSeqLockedByAnother opens the sequence orders beside a counter
+// whose files another user may read (mode 0644), takes a number, and
+// has another user hold a flock on its lease file until release.
+func openSeqLockedByAnother(t *testing.T) (g *Generator, s *Sequence, counter string, release func()) {
+	t.Helper()
+	counter = filepath.Join(lockDir(t), "c")
+	reg := registrytest.NewRegistry()
+	createSeq(t, reg, "orders", 1, 1_000_000)
+	g, err := Open(counter, "vm", WithRegistry(reg), WithFileMode(0o644), WithRegistryTimeout(time.Second))
+	require.NoError(t, err)
+	s, err = g.Sequence("orders")
+	require.NoError(t, err)
+	_, err = s.NextN(1)
+	require.NoError(t, err)
+	return g, s, counter, testfs.HoldFlockCancel(t, counter+".seq.orders")
+}
+
+// returnsWithin runs fn and fails the test if it has not returned after
+// bound; release then lets it finish.
+func returnsWithin(t *testing.T, bound time.Duration, release func(), what string, fn func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(bound):
+		release()
+		<-done
+		t.Fatalf("%s still waits for another user's flock on the lease file after %v", what, bound)
+		return nil
+	}
+}
+
+// A caller of NextNContext that left at its deadline while another user
+// held the lease file's lock leaves work behind that waits for the lock;
+// Sequence.Close and Generator.Close end that wait instead of waiting as
+// long as the other user holds the lock.
+func TestSequenceCloseWhileAnotherUserHoldsTheLeaseFile(t *testing.T) {
+	skipShort(t)
+	for _, tc := range []struct {
+		name  string
+		close func(s *Sequence, g *Generator) error
+	}{
+		{"Sequence.Close", func(s *Sequence, g *Generator) error { return s.Close() }},
+		{"Generator.Close", func(s *Sequence, g *Generator) error { return g.Close() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, s, _, release := openSeqLockedByAnother(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			_, err := s.NextNContext(ctx, 1)
+			cancel()
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			// The registry timeout (1 s) bounds what Close waits for.
+			returnsWithin(t, 10*time.Second, release, tc.name, func() error { return tc.close(s, g) })
+			release()
+			s.Close()
+			g.Close()
+		})
+	}
+}

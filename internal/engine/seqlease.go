@@ -99,9 +99,12 @@ func checkFloorAlone(path, node, sequence, owner string, o *options) error {
 
 // ReadLeaseFile returns what the lease file of sequence beside the counter
 // at counterPath holds: the current range, the position in it and the
-// next range; ok is false if there is no file. It takes the file's lock.
+// next range; ok is false if there is no file. It takes the file's lock,
+// waiting for it no longer than the default registry timeout (ErrLocked).
 func ReadLeaseFile(counterPath, sequence string) (cur, ahead registry.SequenceLease, pos uint64, ok bool, err error) {
-	return readLeaseFile(context.Background(), counterPath, sequence)
+	ctx, cancel := context.WithTimeout(context.Background(), defaultOptions().reg.timeout)
+	defer cancel()
+	return readLeaseFile(ctx, counterPath, sequence)
 }
 
 // readLeaseFile is ReadLeaseFile waiting for the lock no longer than ctx

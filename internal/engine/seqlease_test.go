@@ -7,11 +7,14 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	. "github.com/snapid/snapid/internal/engine"
+	"github.com/snapid/snapid/internal/testfs"
 	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/require"
@@ -866,4 +869,27 @@ func TestSequenceLeaseFloorChecked(t *testing.T) {
 	after, err := os.ReadFile(h.path + ".seq.orders")
 	require.NoError(t, err)
 	require.Equal(t, lease, after, "a refused floor changed the lease file")
+}
+
+// ReadLeaseFile waits for the lease file's lock no longer than the
+// default registry timeout, whoever holds it.
+func TestReadLeaseFileWhileAnotherUserHoldsIt(t *testing.T) {
+	skipShort(t)
+	counter := filepath.Join(lockDir(t), "c")
+	reg := registrytest.NewRegistry()
+	createSeq(t, reg, "orders", 1, 1_000_000)
+	g, err := Open(counter, "vm", WithRegistry(reg), WithFileMode(0o644))
+	require.NoError(t, err)
+	s, err := g.Sequence("orders")
+	require.NoError(t, err)
+	_, err = s.NextN(1)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	require.NoError(t, g.Close())
+	release := testfs.HoldFlockCancel(t, counter+".seq.orders")
+	err = returnsWithin(t, 60*time.Second, release, "ReadLeaseFile", func() error {
+		_, _, _, _, err := ReadLeaseFile(counter, "orders")
+		return err
+	})
+	require.ErrorIs(t, err, ErrLocked)
 }

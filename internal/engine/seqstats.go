@@ -54,8 +54,9 @@ type SequenceLeaseState struct {
 }
 
 // Lease reads the host's lease file under its lock (it waits for an
-// update in progress). It is safe for concurrent use; after Close it
-// returns ErrClosed.
+// update in progress, and for any other holder of the lock no longer
+// than the registry timeout: ErrLocked). It is safe for concurrent use;
+// after Close it returns ErrClosed.
 func (s *Sequence) Lease() (SequenceLeaseState, error) {
 	st := SequenceLeaseState{Sequence: s.name}
 	s.mu.Lock()
@@ -63,7 +64,9 @@ func (s *Sequence) Lease() (SequenceLeaseState, error) {
 	if s.fileClosed || s.g.closed.Load() {
 		return st, ErrClosed
 	}
-	err := s.lf.Lease().WithLock(func() error {
+	ctx, cancel := s.g.clock.WithTimeout(context.Background(), s.g.res.o.timeout)
+	defer cancel()
+	err := s.lf.Lease().WithLockContext(ctx, func() error {
 		l, err := s.lf.Load()
 		if err != nil {
 			return err
@@ -141,6 +144,9 @@ func (g *Generator) settleSequences() {
 	g.seqMu.Lock()
 	seqs := slices.Clone(g.seqs)
 	g.seqMu.Unlock()
+	for _, s := range seqs {
+		s.stop() // a take waiting for the lease file's lock gives up (it takes nothing more after Close anyway)
+	}
 	for _, s := range seqs {
 		s.settle()
 	}

@@ -87,3 +87,14 @@ func TestSequenceLeaseStatsSpace(t *testing.T) {
 	require.ErrorIs(t, err, ErrClosed)
 	assert.Equal(t, uint64(66), s.Stats().NumbersIssued, "counts stay after Close")
 }
+
+// Lease (what a metrics scrape calls) waits for the lease file's lock
+// no longer than the registry timeout, whoever holds it.
+func TestSequenceLeaseWhileAnotherUserHoldsTheLeaseFile(t *testing.T) {
+	skipShort(t)
+	g, s, _, release := openSeqLockedByAnother(t)
+	defer g.Close()
+	defer s.Close()
+	err := returnsWithin(t, 10*time.Second, release, "Sequence.Lease", func() error { _, err := s.Lease(); return err })
+	require.ErrorIs(t, err, ErrLocked)
+}

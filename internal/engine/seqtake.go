@@ -111,7 +111,7 @@ func (s *Sequence) withFile(fn func(l *leasefile.Record) (changed bool, err erro
 // file is bound to this process's claim (verify, which rebinds it, uses
 // that).
 func (s *Sequence) update(bound bool, fn func(l *leasefile.Record) (changed bool, err error)) error {
-	return s.updateContext(context.Background(), bound, fn)
+	return s.updateContext(s.stopCtx, bound, fn)
 }
 
 // updateContext is update waiting for the file's lock no longer than ctx
