@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -819,4 +820,23 @@ func TestRecordOfAnotherUserGivesNoDefaultName(t *testing.T) {
 	_, _, _, ok, err := ReadNodeNumber(c, WithBindingDir(place))
 	require.NoError(t, err)
 	require.False(t, ok, "no node number from another user's record")
+}
+
+// An Open refused for a stride other than the host's claims no node
+// number on the host: the claims of numbers are never given back, and
+// the name that should get the number would be refused for good.
+func TestRecordStrideRefusedClaimsNoNumber(t *testing.T) {
+	place, dir := recordHost(t)
+	issue(t, filepath.Join(dir, "a.u64"), "a", 1, WithBindingDir(place), WithFormat(FormatStriped), WithNodeNumber(1), WithStride(10))
+
+	_, err := Open(filepath.Join(dir, "b.u64"), "b", WithBindingDir(place), WithFormat(FormatStriped), WithNodeNumber(7), WithStride(100))
+	require.ErrorIs(t, err, ErrStrideMismatch)
+	for _, left := range []string{filepath.Join(place, "#node-7"), filepath.Join(dir, "b.u64")} {
+		_, serr := os.Lstat(left)
+		require.ErrorIs(t, serr, fs.ErrNotExist, "%s was made by a refused Open", left)
+	}
+
+	g, err := Open(filepath.Join(dir, "c.u64"), "c", WithBindingDir(place), WithFormat(FormatStriped), WithNodeNumber(7), WithStride(10))
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
 }

@@ -137,6 +137,18 @@ func judgeRecord(ctx context.Context, p *hoststate.Place, r hoststate.Record, na
 // the writer of the counter who made the name's record). A stride of 0 (a
 // registry's form before its claim) claims nothing.
 func claimNumbers(p *hoststate.Place, name string, f idform.Form, node uint64, trust func(uid uint32) bool) error {
+	// The stride first, read only: an Open the host's stride refuses
+	// claims no node number (the claims are never given back).
+	if f.Format == FormatStriped && f.Stride != 0 {
+		want := strconv.FormatUint(f.Stride, 10)
+		got, owner, ok, err := p.Lookup("#stride")
+		if err != nil {
+			return recordError(p, "#stride", err)
+		}
+		if ok && (got != want || !trust(owner)) {
+			return strideRefused(p, got, owner)
+		}
+	}
 	if node != 0 {
 		key := "#node-" + strconv.FormatUint(node, 10)
 		got, owner, _, err := p.Claim(key, name)
@@ -159,12 +171,18 @@ func claimNumbers(p *hoststate.Place, name string, f idform.Form, node uint64, t
 			return recordError(p, "#stride", err)
 		}
 		if got != want || !trust(owner) {
-			return &FileError{Op: "open", Path: p.RecordPath("#stride"), Err: fmt.Errorf(
-				"%w: this host's striped ids use stride %s (claimed by user %s), and ids of two strides collide (3021 is 302×10+1 and 30×100+21); use stride %s, "+
-					"or have that user or root remove %s if no program uses it", ErrStrideMismatch, got, statefile.UserName(owner), got, p.RecordPath("#stride"))}
+			return strideRefused(p, got, owner)
 		}
 	}
 	return nil
+}
+
+// strideRefused is the refusal of a stride other than the host's, got,
+// claimed by owner.
+func strideRefused(p *hoststate.Place, got string, owner uint32) error {
+	return &FileError{Op: "open", Path: p.RecordPath("#stride"), Err: fmt.Errorf(
+		"%w: this host's striped ids use stride %s (claimed by user %s), and ids of two strides collide (3021 is 302×10+1 and 30×100+21); use stride %s, "+
+			"or have that user or root remove %s if no program uses it", ErrStrideMismatch, got, statefile.UserName(owner), got, p.RecordPath("#stride"))}
 }
 
 // canIssue refuses, before anything is made or claimed, a counter at path

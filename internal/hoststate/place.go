@@ -327,20 +327,31 @@ func (p *Place) Claim(key, value string) (got string, owner uint32, created bool
 		if !errors.Is(err, fs.ErrExist) {
 			return "", 0, false, err
 		}
-		c, st, err := p.dir.ReadFile(key)
-		if errors.Is(err, fs.ErrNotExist) {
+		v, uid, ok, err := p.Lookup(key)
+		if err == nil && !ok {
 			continue // removed as it was read: claim again
 		}
-		if err != nil {
-			return "", st.Uid, false, err
-		}
-		h, v, ok := strings.Cut(strings.TrimSuffix(string(c), "\n"), "\n")
-		if h != claimHeader || !ok || strings.Contains(v, "\n") {
-			return "", st.Uid, false, &fs.PathError{Op: "read", Path: filepath.Join(p.Path(), key), Err: ErrCorrupt}
-		}
-		return v, st.Uid, false, nil
+		return v, uid, false, err
 	}
 	return "", 0, false, fmt.Errorf("%s: removed and made again while claimed, three times", filepath.Join(p.Path(), key))
+}
+
+// Lookup returns the value the place gives key and the owner of the
+// entry that decided it; ok is false when it gives none. It claims
+// nothing: an Open checks what would refuse it before it claims anything.
+func (p *Place) Lookup(key string) (value string, owner uint32, ok bool, err error) {
+	c, st, err := p.dir.ReadFile(key)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", 0, false, nil
+	}
+	if err != nil {
+		return "", st.Uid, false, err
+	}
+	h, v, cut := strings.Cut(strings.TrimSuffix(string(c), "\n"), "\n")
+	if h != claimHeader || !cut || strings.Contains(v, "\n") {
+		return "", st.Uid, false, &fs.PathError{Op: "read", Path: filepath.Join(p.Path(), key), Err: ErrCorrupt}
+	}
+	return v, st.Uid, true, nil
 }
 
 const claimHeader = "snapid-claim 1"

@@ -151,3 +151,24 @@ func TestHandleUnchanged(t *testing.T) {
 	require.True(t, same(b))
 	require.Zero(t, testing.AllocsPerRun(100, func() { _, _ = a.Unchanged() }))
 }
+
+// Lookup reads a claim without making one.
+func TestPlaceLookup(t *testing.T) {
+	t.Parallel()
+	p, err := OpenPlace(filepath.Join(t.TempDir(), "records"), PlaceOptions{Create: true, Owners: own()})
+	require.NoError(t, err)
+	defer p.Close()
+	_, _, ok, err := p.Lookup("#stride")
+	require.NoError(t, err)
+	require.False(t, ok)
+	_, err = os.Lstat(filepath.Join(p.Path(), "#stride"))
+	require.ErrorIs(t, err, fs.ErrNotExist, "a lookup claims nothing")
+	_, _, created, err := p.Claim("#stride", "10")
+	require.NoError(t, err)
+	require.True(t, created)
+	v, owner, ok, err := p.Lookup("#stride")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "10", v)
+	require.Equal(t, uint32(os.Geteuid()), owner)
+}
