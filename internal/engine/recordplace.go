@@ -239,11 +239,12 @@ func adoptOwnRecord(p *hoststate.Place, own, name string, o *options) (hoststate
 		return hoststate.Record{}, false, nil
 	}
 	if errors.Is(err, fs.ErrPermission) {
-		// The home hidden from a hardened service (ProtectHome=yes): a
-		// record kept there while the host had no place stays there.
-		o.logger.Warn("snapid: this user's own place of records cannot be looked at (a home hidden from a service?); the host's place alone is used",
-			"place", own, "err", err)
-		return hoststate.Record{}, false, nil
+		// The home hidden from a hardened service (ProtectHome=yes):
+		// never "no record" (a second record of the name would be made
+		// in the host's place), refused.
+		return hoststate.Record{}, false, &FileError{Op: "record", Path: own, Err: fmt.Errorf(
+			"%w: this user's own place of records, kept while the host had none, cannot be looked at (a home hidden from a service: ProtectHome=); "+
+				"a record there would be missed: open the name once without the hardening, which moves it into the host's place", err)}
 	}
 	if err != nil {
 		return hoststate.Record{}, false, &FileError{Op: "record", Path: own, Err: err}

@@ -21,12 +21,22 @@ import (
 // record names c (0 otherwise, or when there is no record) and the
 // function that lets the record go.
 func holdRecordAlone(ctx context.Context, c *counterFile, name string, o *options) (mark uint64, done func(), err error) {
-	p, _, err := recordPlace(ctx, c.Path(), o, false)
+	p, own, err := recordPlace(ctx, c.Path(), o, false)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, func() {}, nil
 	}
 	if err != nil {
 		return 0, func() {}, err
+	}
+	if own != "" {
+		// A record kept in the user's own place while the host had
+		// none: taken in first (refused while a program holds it).
+		if _, ok, err := p.Read(name); err == nil && !ok {
+			if _, _, err := adoptOwnRecord(p, own, name, o); err != nil {
+				p.Close()
+				return 0, func() {}, err
+			}
+		}
 	}
 	h, err := p.OpenHandle(name)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -100,7 +100,7 @@ type Sequence struct {
 	alloc  *alloc.Block
 	closed atomic.Bool
 
-	mu         sync.Mutex // guards lf and the fields below (the flock is per open file, not per goroutine)
+	mu         waitMutex // guards lf and the fields below (the flock is per open file, not per goroutine)
 	lf         *leasefile.File
 	fileClosed bool
 	seen       leasefile.Range // the current range this process last saw, for the roll-back check

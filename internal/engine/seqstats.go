@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -59,13 +60,18 @@ type SequenceLeaseState struct {
 // after Close it returns ErrClosed.
 func (s *Sequence) Lease() (SequenceLeaseState, error) {
 	st := SequenceLeaseState{Sequence: s.name}
-	s.mu.Lock()
+	// One bound for both waits: for the Sequence's mutex (a take left
+	// behind by a caller gone at its deadline may hold it while it
+	// waits for the lock), then for the lease file's lock.
+	ctx, cancel := s.g.clock.WithTimeout(context.Background(), s.g.res.o.timeout)
+	defer cancel()
+	if !s.mu.LockOrDone(ctx.Done()) {
+		return st, &FileError{Op: "lock", Path: s.lf.Lease().Path(), Err: fmt.Errorf("%w: waiting for this process's update of the lease file in progress: %w", ErrLocked, context.Cause(ctx))}
+	}
 	defer s.mu.Unlock()
 	if s.fileClosed || s.g.closed.Load() {
 		return st, ErrClosed
 	}
-	ctx, cancel := s.g.clock.WithTimeout(context.Background(), s.g.res.o.timeout)
-	defer cancel()
 	err := s.lf.Lease().WithLockContext(ctx, func() error {
 		l, err := s.lf.Load()
 		if err != nil {

@@ -98,3 +98,22 @@ func TestSequenceLeaseWhileAnotherUserHoldsTheLeaseFile(t *testing.T) {
 	err := returnsWithin(t, 10*time.Second, release, "Sequence.Lease", func() error { _, err := s.Lease(); return err })
 	require.ErrorIs(t, err, ErrLocked)
 }
+
+// Lease's bound holds also while a take left behind by a NextNContext
+// whose deadline passed holds the Sequence's mutex, waiting for another
+// user's lock on the lease file: a metrics scrape is answered within the
+// registry timeout.
+func TestSequenceLeaseAfterACallerLeftAtItsDeadline(t *testing.T) {
+	g, s, _, release := openSeqLockedByAnother(t) // registry timeout 1 s
+	defer g.Close()
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	_, err := s.NextNContext(ctx, 1)
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	err = returnsWithin(t, 5*time.Second, release, "Sequence.Lease after a NextNContext left at its deadline", func() error {
+		_, err := s.Lease()
+		return err
+	})
+	require.ErrorIs(t, err, ErrLocked)
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid/internal/errs"
+	"golang.org/x/sys/unix"
 )
 
 // Hold is a process's hold on its name's record while it issues from
@@ -67,6 +68,14 @@ func (hd *Hold) Enter(ctx context.Context) (first bool, err error) {
 	first = hd.h.Lock(true)
 	if err := hd.h.LockShared(ctx); err != nil {
 		return first, &errs.FileError{Op: "record", Path: hd.h.Path(), Err: fmt.Errorf("%w: waiting for the name's presence lock (a Release, or a program closing): %w", errs.ErrInUse, err)}
+	}
+	// A record moved (or removed) before this process became present is
+	// no longer the one every program of the name meets at: refused.
+	var st unix.Stat_t
+	if err := unix.Fstat(int(hd.h.f.Fd()), &st); err != nil || st.Nlink == 0 {
+		_ = unix.Flock(int(hd.h.f.Fd()), unix.LOCK_UN)
+		return false, &errs.FileError{Op: "record", Path: hd.h.Path(), Err: fmt.Errorf(
+			"%w: the name's record was moved or removed as this program opened it; open the name again", errs.ErrInUse)}
 	}
 	hd.mu.Lock()
 	hd.present = true

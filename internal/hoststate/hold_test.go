@@ -147,3 +147,20 @@ func TestHoldLast(t *testing.T) {
 	fresh := NewHold(hd.Handle(), 1, 2, 100)
 	require.False(t, fresh.Last(), "never present")
 }
+
+// A record removed (or moved away) after its handle was opened is not
+// entered: it is no longer the one every program of the name meets at.
+func TestHoldEnterRefusesAnUnlinkedRecord(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "records")
+	p, err := OpenPlace(dir, PlaceOptions{Create: true, Owners: own()})
+	require.NoError(t, err)
+	defer p.Close()
+	require.NoError(t, p.Create(Record{Name: "vm1"}, Perm{Mode: 0o644, UID: -1, GID: -1}))
+	h, err := p.OpenHandle("vm1")
+	require.NoError(t, err)
+	defer h.Close()
+	require.NoError(t, p.Remove("vm1"))
+	_, err = NewHold(h, 1, 2, 100).Enter(context.Background())
+	require.ErrorIs(t, err, errs.ErrInUse)
+}
