@@ -162,15 +162,9 @@ func TestNextContextEndedReservesNothing(t *testing.T) {
 	}
 }
 
-// With the registry frozen, a caller that needs the reserved mark
-// extended waits only as long as its context allows, not the registry's
-// timeout; the extension goes on, and once the registry answers ids flow
-// again without a repeat.
-func TestUniqueIDContextWhileRegistryFrozen(t *testing.T) {
-	reg := registrytest.NewRegistry()
-	path := filepath.Join(t.TempDir(), "counter.u64")
-	g := openReg(t, path, "web_1", reg, WithReserveStep(10), WithOutageHorizon(0), WithRegistryTimeout(time.Minute))
-	defer g.Close()
+// freezeExtensions holds every extension of reg's marks until the
+// returned channel is closed (or the extension's context ends).
+func freezeExtensions(reg *registrytest.Registry) chan struct{} {
 	thaw := make(chan struct{})
 	reg.SetHook(func(ctx context.Context, op, _ string) error {
 		if op != "extend" {
@@ -183,6 +177,19 @@ func TestUniqueIDContextWhileRegistryFrozen(t *testing.T) {
 			return ctx.Err()
 		}
 	})
+	return thaw
+}
+
+// With the registry frozen, a caller that needs the reserved mark
+// extended waits only as long as its context allows, not the registry's
+// timeout; the extension goes on, and once the registry answers ids flow
+// again without a repeat.
+func TestUniqueIDContextWhileRegistryFrozen(t *testing.T) {
+	reg := registrytest.NewRegistry()
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	g := openReg(t, path, "web_1", reg, WithReserveStep(10), WithOutageHorizon(0), WithRegistryTimeout(time.Minute))
+	defer g.Close()
+	thaw := freezeExtensions(reg)
 	first := draw(t, g, 10) // 1..10: the whole first step; its extension is held
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -212,18 +219,7 @@ func TestDecimalNextIDsContextWhileRegistryFrozen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg, WithFormat(FormatDecimal), WithReserveStep(10), WithOutageHorizon(0), WithRegistryTimeout(time.Minute))
 	defer g.Close()
-	thaw := make(chan struct{})
-	reg.SetHook(func(ctx context.Context, op, _ string) error {
-		if op != "extend" {
-			return nil
-		}
-		select {
-		case <-thaw:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	})
+	thaw := freezeExtensions(reg)
 	// Ids until the first step is used up (its extension is held): the
 	// first call that needs the mark extended leaves at its deadline.
 	var last ID

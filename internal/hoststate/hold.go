@@ -100,6 +100,11 @@ func (hd *Hold) Last() bool {
 func (hd *Hold) Update(ctx context.Context, fn func(r *Record) (write bool, err error)) error {
 	hd.mu.Lock()
 	defer hd.mu.Unlock()
+	return hd.updateLocked(ctx, fn)
+}
+
+// updateLocked is Update; the caller holds hd.mu.
+func (hd *Hold) updateLocked(ctx context.Context, fn func(r *Record) (write bool, err error)) error {
 	unlock, err := WriteLock(ctx, hd.h)
 	if err != nil {
 		return err
@@ -176,42 +181,31 @@ func (hd *Hold) Cover(base, cur, upTo uint64) error {
 	if hd.present && upTo <= hd.mark {
 		return nil
 	}
-	unlock, err := WriteLock(context.Background(), hd.h)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	r, err := hd.h.Read()
-	if err != nil {
-		return &errs.FileError{Op: "record", Path: hd.h.Path(), Err: err}
-	}
-	if r.Dev != hd.dev || r.Ino != hd.ino {
-		// The name went with another counter (a replacement raised past
-		// the mark): this one hands out nothing above it.
-		return &errs.FileError{Op: "record", Path: hd.h.Path(), Err: fmt.Errorf("%w: the host's record of the name now names another counter file (%s)", errs.ErrNameBound, r.Path)}
-	}
-	if r.Released {
-		return &errs.FileError{Op: "record", Path: hd.h.Path(), Err: fmt.Errorf("%w: %q was released on this host while this process used it", errs.ErrReleased, r.Name)}
-	}
-	// Written even when the record read covers upTo already: what was
-	// read may be a write whose sync failed (visible, not durable, and a
-	// later sync may report success without writing it), so a process
-	// issues only under a mark it wrote and synced itself: one write a
-	// step for each process.
-	r.Floor = max(r.Floor, base)
-	// A step ahead of the counter as it was (cur), and at least upTo: a
-	// crash leaves a gap of at most a step.
-	r.Mark = max(r.Mark, upTo)
-	if cur <= math.MaxUint64-hd.step {
-		r.Mark = max(r.Mark, cur+hd.step)
-	} else {
-		r.Mark = math.MaxUint64
-	}
-	if err := hd.h.Write(r); err != nil {
-		return &errs.FileError{Op: "record", Path: hd.h.Path(), Err: err}
-	}
-	hd.mark = r.Mark
-	return nil
+	return hd.updateLocked(context.Background(), func(r *Record) (bool, error) {
+		if r.Dev != hd.dev || r.Ino != hd.ino {
+			// The name went with another counter (a replacement raised
+			// past the mark): this one hands out nothing above it.
+			return false, &errs.FileError{Op: "record", Path: hd.h.Path(), Err: fmt.Errorf("%w: the host's record of the name now names another counter file (%s)", errs.ErrNameBound, r.Path)}
+		}
+		if r.Released {
+			return false, &errs.FileError{Op: "record", Path: hd.h.Path(), Err: fmt.Errorf("%w: %q was released on this host while this process used it", errs.ErrReleased, r.Name)}
+		}
+		// Written even when the record read covers upTo already: what
+		// was read may be a write whose sync failed (visible, not
+		// durable, and a later sync may report success without writing
+		// it), so a process issues only under a mark it wrote and
+		// synced itself: one write a step for each process.
+		r.Floor = max(r.Floor, base)
+		// A step ahead of the counter as it was (cur), and at least
+		// upTo: a crash leaves a gap of at most a step.
+		r.Mark = max(r.Mark, upTo)
+		if cur <= math.MaxUint64-hd.step {
+			r.Mark = max(r.Mark, cur+hd.step)
+		} else {
+			r.Mark = math.MaxUint64
+		}
+		return true, nil
+	})
 }
 
 // RaiseFloor records v, a value synced to the counter, as the floor (the
