@@ -23,6 +23,7 @@ const module = "github.com/snapid/snapid"
 var layers = map[string][]string{
 	"internal/nodename":     nil,
 	"internal/clock":        nil,
+	"internal/ctxsync":      nil,
 	"internal/statefile":    nil,
 	"internal/hoststate":    {"internal/errs", "internal/statefile"},
 	"internal/errs":         {"registry", "internal/statefile"},
@@ -37,7 +38,7 @@ var layers = map[string][]string{
 	"internal/cql":          {"registry"},
 	"internal/simcql":       {"registry", "internal/cql", "cassandra"},
 	"cassandra":             {"registry", "internal/cql"},
-	"internal/engine":       {"registry", "internal/nodename", "internal/clock", "internal/statefile", "internal/hoststate", "internal/errs", "internal/counterfile", "internal/alloc", "internal/idform", "internal/leasefile", "internal/claim", "internal/retry"},
+	"internal/engine":       {"registry", "internal/nodename", "internal/clock", "internal/statefile", "internal/hoststate", "internal/errs", "internal/counterfile", "internal/alloc", "internal/idform", "internal/leasefile", "internal/claim", "internal/retry", "internal/ctxsync"},
 	".":                     {"internal/engine", "internal/errs", "internal/idform", "registry"},
 	"prometheus":            {".", "registry"},
 	"internal/cli":          {"internal/engine", "registry", "admin", "cassandra", "internal/statefile"},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/snapid/snapid/internal/alloc"
 	"github.com/snapid/snapid/internal/clock"
+	"github.com/snapid/snapid/internal/ctxsync"
 	"github.com/snapid/snapid/internal/idform"
 )
 
@@ -40,7 +41,7 @@ type Generator struct {
 	res    *reservation  // nil without a registry
 	form   idform.Form   // the ids' form (set at Open, then read-only)
 
-	mu         waitMutex // guards file, fileClosed and the file operations
+	mu         ctxsync.Mutex // guards file, fileClosed and the file operations
 	file       *counterFile
 	fileClosed bool
 	closed     atomic.Bool

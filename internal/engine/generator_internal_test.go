@@ -17,7 +17,7 @@ import (
 // Generator's file mutex.
 func waitingForFileMutex() bool {
 	buf := make([]byte, 1<<20)
-	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "(*waitMutex).Lock")
+	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "(*Mutex).Lock")
 }
 
 // A decimal NextIDsContext whose context ends while another call's

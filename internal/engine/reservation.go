@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid/internal/claim"
+	"github.com/snapid/snapid/internal/ctxsync"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -101,8 +102,8 @@ type reservation struct {
 	seen     claim.Mark // the mark file as check read it, for committed (under the counter lock)
 	maxFloor uint64     // the highest floor this process saw or wrote (under the counter lock)
 
-	extendMu  waitMutex    // one extension at a time in this process
-	rates     []rateSample // the counter when extensions were sized, oldest first (under extendMu)
+	extendMu  ctxsync.Mutex // one extension at a time in this process
+	rates     []rateSample  // the counter when extensions were sized, oldest first (under extendMu)
 	curStep   atomic.Uint64
 	extending atomic.Bool // a background extension is running
 	touching  atomic.Bool // a heartbeat refresh of this process is in flight

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gofrs/flock"
 	"github.com/snapid/snapid/internal/alloc"
+	"github.com/snapid/snapid/internal/ctxsync"
 	"github.com/snapid/snapid/internal/leasefile"
 	"github.com/snapid/snapid/registry"
 )
@@ -100,7 +101,7 @@ type Sequence struct {
 	alloc  *alloc.Block
 	closed atomic.Bool
 
-	mu         waitMutex // guards lf and the fields below (the flock is per open file, not per goroutine)
+	mu         ctxsync.Mutex // guards lf and the fields below (the flock is per open file, not per goroutine)
 	lf         *leasefile.File
 	fileClosed bool
 	seen       leasefile.Range // the current range this process last saw, for the roll-back check
