@@ -229,3 +229,20 @@ func (a *Block) Unused() uint64 {
 
 // NewShards serves numbers from runs of run numbers taken from blocks.
 func NewShards(blocks *Block, run uint64) *Shards { return &Shards{blocks: blocks, run: run} }
+
+// Issued returns how many of the reserved numbers (those its fill took)
+// b handed out: reserved minus b.Unused(), never less than it returned
+// before (kept in high). It is approximate while a block is being
+// installed.
+func (b *Block) Issued(reserved uint64, high *atomic.Uint64) uint64 {
+	issued := reserved - min(reserved, b.Unused())
+	for {
+		old := high.Load()
+		if issued <= old {
+			return old
+		}
+		if high.CompareAndSwap(old, issued) {
+			return issued
+		}
+	}
+}

@@ -15,7 +15,9 @@
 //     join.go, heartbeat.go, heartbeat_record.go, hostfiles.go, over
 //     package internal/claim (its records' formats, the heartbeat's
 //     rules);
-//   - integer sequences: seqgen.go, seqrefill.go, seqlease.go, seqtake.go,
-//     over package internal/leasefile (the lease file and its floor);
+//   - integer sequences: sequences.go (a Generator's Sequences),
+//     seqlease.go (their files beside the counter), over package
+//     internal/sequence (leases and blocks) and internal/leasefile (the
+//     lease file and its floor);
 //   - operators' calls: admin.go, release.go, seqcreate.go.
 package engine

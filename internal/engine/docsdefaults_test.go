@@ -11,11 +11,10 @@ import (
 
 // TestDocsDefaults compares the library's rows of docs/reference/defaults.md
 // (the one table every doc quoting a default links to) with the defaults
-// the code uses: the option defaults of a Generator, of a Sequence, and
-// the exported constants.
+// the code uses: the option defaults of a Generator, and the exported
+// constants (a Sequence's options default to them: see internal/sequence).
 func TestDocsDefaults(t *testing.T) {
 	o := defaultOptions()
-	seq := defaultSeqOptions()
 	onOff := map[bool]string{true: "on", false: "off"}
 	docdefaults.Check(t, filepath.Join("..", "..", docdefaults.Path), "lib.", map[string]string{
 		"lib.sync":             onOff[o.sync],
@@ -28,8 +27,8 @@ func TestDocsDefaults(t *testing.T) {
 		"lib.registry-timeout": docdefaults.Duration(o.reg.timeout),
 		"lib.retry-waits": fmt.Sprintf("%s to %s, at most %d times",
 			docdefaults.Short(retry.Base), docdefaults.Short(retry.Cap), retry.Attempts),
-		"lib.sequence-block": docdefaults.Count(seq.block, "numbers"),
-		"lib.sequence-lease": docdefaults.Count(seq.lease, "numbers"),
+		"lib.sequence-block": docdefaults.Count(DefaultSequenceBlock, "numbers"),
+		"lib.sequence-lease": docdefaults.Count(DefaultSequenceLease, "numbers"),
 	})
 	// The exported constants are what the options default to.
 	if o.reg.step != DefaultReserveStep || o.reg.horizon != DefaultOutageHorizon {

@@ -309,13 +309,11 @@ func (x *ExportFailFloorIO) Sync(f *os.File) error { return osIO{}.Sync(f) }
 func (g *Generator) ExportWaitSequences() {
 	for {
 		busy := false
-		g.seqMu.Lock()
-		for _, s := range g.seqs {
-			if s.prefetching.Load() || s.alloc.Busy() {
+		for _, s := range g.seqs.Open() {
+			if s.Busy() {
 				busy = true
 			}
 		}
-		g.seqMu.Unlock()
 		if !busy {
 			return
 		}

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 
 	"github.com/snapid/snapid/internal/alloc"
 	"github.com/snapid/snapid/internal/clock"
 	"github.com/snapid/snapid/internal/ctxsync"
 	"github.com/snapid/snapid/internal/idform"
+	"github.com/snapid/snapid/internal/sequence"
 )
 
 // Generator hands out ids "<name>-<number>" from one counter file.
@@ -49,9 +49,7 @@ type Generator struct {
 	stats *genStats
 	clock clock.Clock // every time it reads, waits for or sets as a deadline (options.clock)
 
-	seqMu   sync.Mutex               // guards seqs and seqDone
-	seqs    []*Sequence              // the open Sequences, in the order they were opened
-	seqDone map[string]SequenceStats // the counts of the closed ones, by name
+	seqs sequence.Set // the open Sequences, and the counts of those closed
 }
 
 // Open opens the counter file at counterPath for the node name, creating
@@ -545,7 +543,7 @@ func (g *Generator) Close() error {
 	if g.closed.Load() {
 		return nil
 	}
-	g.settleSequences()
+	g.seqs.Settle()
 	if g.closed.Swap(true) {
 		return nil
 	}

@@ -43,11 +43,8 @@ func Crash(g *Generator) error {
 	if g.block != nil {
 		g.block.Close()
 	}
-	g.seqMu.Lock()
-	seqs := append([]*Sequence(nil), g.seqs...)
-	g.seqMu.Unlock()
-	for _, s := range seqs {
-		s.crash()
+	for _, s := range g.seqs.Open() {
+		_ = s.Close() // as a killed process: its prefetch stops, its locks and descriptors go; the registry is told nothing (the Generator's last Close does)
 	}
 	if g.res != nil {
 		g.res.cancel()
@@ -59,12 +56,6 @@ func Crash(g *Generator) error {
 	g.host.drop() // its presence lock goes, nothing is written
 	return g.file.Close()
 }
-
-// crash abandons s as a killed process would: its prefetch stops and its
-// locks and descriptors go away. Closing a Sequence writes nothing and
-// tells the registry nothing (the Generator's last Close does), so this
-// is Close.
-func (s *Sequence) crash() { _ = s.Close() }
 
 // Settle waits until g has no background work running (an extension, a
 // block or lease reserved ahead, a group commit finishing for callers that
@@ -92,10 +83,8 @@ func (g *Generator) busy() bool {
 			return true
 		}
 	}
-	g.seqMu.Lock()
-	defer g.seqMu.Unlock()
-	for _, s := range g.seqs {
-		if s.prefetching.Load() || s.alloc.Busy() {
+	for _, s := range g.seqs.Open() {
+		if s.Busy() {
 			return true
 		}
 	}

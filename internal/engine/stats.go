@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/snapid/snapid/internal/alloc"
 	"github.com/snapid/snapid/internal/clock"
 	"github.com/snapid/snapid/registry"
 )
@@ -189,7 +188,7 @@ func (g *Generator) Stats() Stats {
 	}
 	st.IDsIssued = st.NumbersReserved
 	if g.block != nil {
-		st.IDsIssued = issuedFrom(&g.stats.issued, st.NumbersReserved, g.block)
+		st.IDsIssued = g.block.Issued(st.NumbersReserved, &g.stats.issued)
 	}
 	if g.res != nil {
 		if obs := observerOf(g.res.reg); obs != nil {
@@ -202,22 +201,6 @@ func (g *Generator) Stats() Stats {
 		}
 	}
 	return st
-}
-
-// issuedFrom returns how many of the reserved numbers the allocator a
-// handed out (reserved minus a.Unused()), never less than it returned
-// before (kept in high): approximate while a block is being installed.
-func issuedFrom(high *atomic.Uint64, reserved uint64, a *alloc.Block) uint64 {
-	issued := reserved - min(reserved, a.Unused())
-	for {
-		old := high.Load()
-		if issued <= old {
-			return old
-		}
-		if high.CompareAndSwap(old, issued) {
-			return issued
-		}
-	}
 }
 
 // ReservationStatus is the host's reservation as a Generator sees it,

@@ -1,11 +1,10 @@
-package engine
+package sequence
 
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 
+	"github.com/snapid/snapid/internal/errs"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -28,7 +27,7 @@ type SequenceStats struct {
 // Stats returns the Sequence's counts. It is safe for concurrent use, and
 // after Close.
 func (s *Sequence) Stats() SequenceStats {
-	issued := issuedFrom(&s.issuedHigh, s.blockTaken.Load(), s.alloc) + s.nextN.Load()
+	issued := s.alloc.Issued(s.blockTaken.Load(), &s.issuedHigh) + s.nextN.Load()
 	return SequenceStats{Sequence: s.name, NumbersIssued: issued, Leases: s.leases.Load()}
 }
 
@@ -63,14 +62,14 @@ func (s *Sequence) Lease() (SequenceLeaseState, error) {
 	// One bound for both waits: for the Sequence's mutex (a take left
 	// behind by a caller gone at its deadline may hold it while it
 	// waits for the lock), then for the lease file's lock.
-	ctx, cancel := s.g.clock.WithTimeout(context.Background(), s.g.res.o.timeout)
+	ctx, cancel := s.h.Clock.WithTimeout(context.Background(), s.h.Timeout)
 	defer cancel()
 	if !s.mu.LockOrDone(ctx.Done()) {
-		return st, &FileError{Op: "lock", Path: s.lf.Lease().Path(), Err: fmt.Errorf("%w: waiting for this process's update of the lease file in progress: %w", ErrLocked, context.Cause(ctx))}
+		return st, &errs.FileError{Op: "lock", Path: s.lf.Lease().Path(), Err: fmt.Errorf("%w: waiting for this process's update of the lease file in progress: %w", errs.ErrLocked, context.Cause(ctx))}
 	}
 	defer s.mu.Unlock()
-	if s.fileClosed || s.g.closed.Load() {
-		return st, ErrClosed
+	if s.fileClosed || s.h.Closed() {
+		return st, errs.ErrClosed
 	}
 	err := s.lf.Lease().WithLockContext(ctx, func() error {
 		l, err := s.lf.Load()
@@ -98,78 +97,4 @@ func (s *Sequence) Space(ctx context.Context) (registry.SequenceSpace, error) {
 		return registry.SequenceSpace{Sequence: s.name}, err
 	}
 	return st.Space(), nil
-}
-
-// SequenceTotals returns, for every sequence this Generator opened, the
-// counts of its Sequences added up, the closed ones included (so that the
-// counts never go down when one of two Sequences of a name closes), by
-// name. It is safe for concurrent use.
-func (g *Generator) SequenceTotals() []SequenceStats {
-	g.seqMu.Lock()
-	defer g.seqMu.Unlock()
-	byName := make(map[string]SequenceStats, len(g.seqDone)+len(g.seqs))
-	for name, st := range g.seqDone {
-		byName[name] = st
-	}
-	for _, s := range g.seqs {
-		byName[s.name] = addSequenceStats(byName[s.name], s.Stats())
-	}
-	out := make([]SequenceStats, 0, len(byName))
-	for _, st := range byName {
-		out = append(out, st)
-	}
-	slices.SortFunc(out, func(a, b SequenceStats) int { return strings.Compare(a.Sequence, b.Sequence) })
-	return out
-}
-
-func addSequenceStats(a, b SequenceStats) SequenceStats {
-	return SequenceStats{Sequence: b.Sequence, NumbersIssued: a.NumbersIssued + b.NumbersIssued, Leases: a.Leases + b.Leases}
-}
-
-// Sequences returns the Sequences of this Generator that are open, by
-// name (a sequence opened twice appears twice). It is safe for concurrent
-// use.
-func (g *Generator) Sequences() []*Sequence {
-	g.seqMu.Lock()
-	out := slices.Clone(g.seqs)
-	g.seqMu.Unlock()
-	slices.SortStableFunc(out, func(a, b *Sequence) int { return strings.Compare(a.name, b.name) })
-	return out
-}
-
-// addSequence records s as open.
-func (g *Generator) addSequence(s *Sequence) {
-	g.seqMu.Lock()
-	defer g.seqMu.Unlock()
-	g.seqs = append(g.seqs, s)
-}
-
-// settleSequences raises the lease file of each Sequence of g still
-// open to what this process saw of it (Sequence.settle).
-func (g *Generator) settleSequences() {
-	g.seqMu.Lock()
-	seqs := slices.Clone(g.seqs)
-	g.seqMu.Unlock()
-	for _, s := range seqs {
-		s.stop() // a take waiting for the lease file's lock gives up (it takes nothing more after Close anyway)
-	}
-	for _, s := range seqs {
-		s.settle()
-	}
-}
-
-// removeSequence records s as closed, keeping its counts for
-// SequenceTotals.
-func (g *Generator) removeSequence(s *Sequence) {
-	g.seqMu.Lock()
-	defer g.seqMu.Unlock()
-	n := len(g.seqs)
-	g.seqs = slices.DeleteFunc(g.seqs, func(o *Sequence) bool { return o == s })
-	if len(g.seqs) == n {
-		return
-	}
-	if g.seqDone == nil {
-		g.seqDone = map[string]SequenceStats{}
-	}
-	g.seqDone[s.name] = addSequenceStats(g.seqDone[s.name], s.Stats())
 }

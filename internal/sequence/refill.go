@@ -1,4 +1,4 @@
-package engine
+package sequence
 
 import (
 	"context"
@@ -7,55 +7,11 @@ import (
 	"time"
 
 	"github.com/snapid/snapid/internal/alloc"
+	"github.com/snapid/snapid/internal/errs"
 	"github.com/snapid/snapid/internal/leasefile"
 	"github.com/snapid/snapid/internal/retry"
 	"github.com/snapid/snapid/registry"
 )
-
-// A Sequence's lease on the host. The ranges of the host's lease file
-// (seqlease.go) are trusted only while the file's session is the host's
-// current claim and its latest range is the lease the registry records
-// for the host: verify reads that record (SequenceRegistry.HostLease)
-// under the host's refill lock, so that no other process's lease can come
-// between the registry and the file meanwhile, and drops the ranges
-// otherwise (a gap, never a repeat). The refill lock, an flock on
-// <lease file>.refill, lets one process of the host lease at a time
-// (the others go on taking blocks, and a background prefetch gives up
-// while another process leases); since a flock is held per open file, a
-// one-slot semaphore in front of it keeps the process's own goroutines to
-// one lease at a time too (two leases at once would each be conditional
-// on the same previous lease, and all but one would be dropped). A lease
-// the registry refuses as ErrLeaseMoved means the file is older than the
-// registry: its ranges are dropped and the next lease is asked for against
-// the registry's record (lease).
-//
-// A clean restart carries the host's lease over, as the last process sets
-// a name's mark back: the host's last process, under the gate, records
-// each lease file's position in its host row (closeLeases,
-// SequenceRegistry.CloseLease), and the next claim adopts a file whose
-// latest range and position are exactly the recorded ones (adopt,
-// AdoptLease); any other file of an earlier claim is dropped. Recording at
-// every Sequence.Close would not do: another process of the same claim may
-// take blocks afterwards and die, and a copy of the file made at the
-// recorded position would then be adopted and repeat those blocks.
-//
-//	situation                                      outcome
-//	a clean restart of the host (a new claim)      carried over
-//	a restart after a crash                        dropped: a gap of at most two leases
-//	the lease file rolled back, the host running   raised back to its floor (seqlease.go)
-//	the lease file restored after a restart        another session or position: dropped
-//	the state directory cloned to another machine  the clone claims anew and drops it; the
-//	                                               original's next lease after the clone's
-//	                                               is refused (ErrNameTaken)
-//	the file and its floor rolled back together    not caught in general (seqlease.go)
-//	the lease file lost                            a new lease: a gap
-//	the registry unreachable at Sequence open      a file of the current claim used unchecked,
-//	                                               with a warning
-//
-// Leases start at SequenceLeaseSize, double while each lasts less than
-// fastLease (up to maxLeaseGrowth times it) and halve back once one lasts
-// longer than slowLease (nextLeaseSize); blocks within a lease are sized
-// likewise (seqtake.go).
 
 // verify checks the lease file against the registry's record of this
 // host's lease, and drops its ranges if they are not the host's current
@@ -68,7 +24,7 @@ func (s *Sequence) verify(ctx context.Context, reachable bool) error {
 		return err
 	}
 	defer s.unlockRefill()
-	session := s.g.res.session
+	session := s.h.Session
 	old, check, earlier, err := s.inspectFile(ctx, session)
 	if err != nil || !check && !earlier {
 		return err
@@ -76,7 +32,7 @@ func (s *Sequence) verify(ctx context.Context, reachable bool) error {
 	var rec registry.SequenceLease
 	if reachable {
 		rec, err = s.hostLease(ctx)
-		if err != nil && !errors.Is(err, ErrRegistry) {
+		if err != nil && !errors.Is(err, errs.ErrRegistry) {
 			return err
 		}
 		reachable = err == nil
@@ -116,9 +72,9 @@ func (s *Sequence) inspectFile(ctx context.Context, session string) (old leasefi
 // hostLease asks the registry for its record of this host's lease of the
 // sequence, waiting at most the registry timeout.
 func (s *Sequence) hostLease(ctx context.Context) (registry.SequenceLease, error) {
-	ctx, cancel := s.g.clock.WithTimeout(ctx, s.g.res.o.timeout)
+	ctx, cancel := s.h.Clock.WithTimeout(ctx, s.h.Timeout)
 	defer cancel()
-	return s.reg.HostLease(ctx, s.name, s.g.name)
+	return s.reg.HostLease(ctx, s.name, s.h.Node)
 }
 
 // dropUnrecorded drops the lease file's ranges (a gap), binding it to this
@@ -142,13 +98,13 @@ func (s *Sequence) dropUnrecorded(rec registry.SequenceLease, session string) er
 // process closed cleanly with the file exactly as it is (the same latest
 // range and position); otherwise the file's ranges are dropped (a gap).
 func (s *Sequence) adopt(old leasefile.Record, rec registry.SequenceLease, reachable bool) error {
-	session := s.g.res.session
+	session := s.h.Session
 	latest := old.Latest()
 	adopted := false
 	if reachable && rec.Session == old.Session && rec.First == latest.First && rec.Last == latest.Last &&
 		rec.ClosedAt != 0 && rec.ClosedAt == old.Pos {
-		ctx, cancel := s.g.clock.WithTimeout(context.Background(), s.g.res.o.timeout)
-		_, err := s.reg.AdoptLease(ctx, registry.LeaseAdoption{Sequence: s.name, Name: s.g.name, Owner: s.g.res.host.owner, Session: session,
+		ctx, cancel := s.h.Clock.WithTimeout(context.Background(), s.h.Timeout)
+		_, err := s.reg.AdoptLease(ctx, registry.LeaseAdoption{Sequence: s.name, Name: s.h.Node, Owner: s.h.Owner, Session: session,
 			OldSession: old.Session, First: latest.First, Last: latest.Last, Pos: old.Pos})
 		cancel()
 		adopted = err == nil
@@ -176,12 +132,12 @@ func (s *Sequence) adopt(old leasefile.Record, rec registry.SequenceLease, reach
 // is held per open file, so it does not keep the process's goroutines
 // apart), then the host's.
 func (s *Sequence) lockRefill(ctx context.Context) error {
-	ctx, cancel := s.g.clock.WithTimeout(ctx, s.g.res.o.timeout)
+	ctx, cancel := s.h.Clock.WithTimeout(ctx, s.h.Timeout)
 	defer cancel()
 	select {
 	case s.refillSem <- struct{}{}:
 	case <-ctx.Done():
-		return &FileError{Op: "lock", Path: s.refill.Path(), Err: fmt.Errorf("waiting for another caller of this process to take the next lease: %w", alloc.ContextError(ctx))}
+		return &errs.FileError{Op: "lock", Path: s.refill.Path(), Err: fmt.Errorf("waiting for another caller of this process to take the next lease: %w", alloc.ContextError(ctx))}
 	}
 	ok, err := s.refill.TryLockContext(ctx, 2*time.Millisecond)
 	if err == nil && !ok {
@@ -189,7 +145,7 @@ func (s *Sequence) lockRefill(ctx context.Context) error {
 	}
 	if err != nil {
 		<-s.refillSem
-		return &FileError{Op: "lock", Path: s.refill.Path(), Err: fmt.Errorf("waiting for another process of this host to take the next lease: %w", err)}
+		return &errs.FileError{Op: "lock", Path: s.refill.Path(), Err: fmt.Errorf("waiting for another process of this host to take the next lease: %w", err)}
 	}
 	return nil
 }
@@ -226,7 +182,7 @@ const (
 
 // nextLeaseSize returns the size of the next lease (see fastLease).
 func (s *Sequence) nextLeaseSize() uint64 {
-	now := s.g.clock.Now().UnixNano()
+	now := s.h.Clock.Now().UnixNano()
 	last := s.lastLease.Swap(now)
 	size := s.leaseSize.Load()
 	switch elapsed := time.Duration(now - last); {
@@ -286,12 +242,12 @@ func (s *Sequence) lease(ctx context.Context, prev leasefile.Range, min uint64) 
 	failures := 0    // transient failures so far (see retry.Do)
 	retried := false // the last attempt failed transiently
 	for attempt := 0; attempt < 3; attempt++ {
-		if errp := s.g.res.lost.Load(); errp != nil {
-			return *errp
+		if err := s.h.Lost(); err != nil {
+			return err
 		}
-		lctx, cancel := s.g.clock.WithTimeout(ctx, s.g.res.o.timeout)
+		lctx, cancel := s.h.Clock.WithTimeout(ctx, s.h.Timeout)
 		got, err := s.reg.LeaseSequence(lctx, registry.LeaseRequest{
-			Sequence: s.name, Name: s.g.name, Owner: s.g.res.host.owner, Session: s.g.res.session,
+			Sequence: s.name, Name: s.h.Node, Owner: s.h.Owner, Session: s.h.Session,
 			PrevFirst: prev.First, PrevLast: prev.Last, Size: max(s.nextLeaseSize(), min), Min: min,
 		})
 		cancel()
@@ -309,7 +265,7 @@ func (s *Sequence) lease(ctx context.Context, prev leasefile.Range, min uint64) 
 				"sequence", s.name, "file", prev, "registry", recorded)
 			err := s.withFile(func(l *leasefile.Record) (bool, error) {
 				if l.Latest() == inFile {
-					l.Void(s.g.res.session)
+					l.Void(s.h.Session)
 				}
 				inFile = l.Latest()
 				return true, nil
@@ -319,7 +275,7 @@ func (s *Sequence) lease(ctx context.Context, prev leasefile.Range, min uint64) 
 			}
 			prev = recorded
 			continue
-		case retry.Transient(err) && failures < retry.Attempts-1 && retry.Pause(ctx, s.g.clock, s.g.res.o.retryWait, failures, s.log, "op", "lease", "sequence", s.name, "err", err):
+		case retry.Transient(err) && failures < retry.Attempts-1 && retry.Pause(ctx, s.h.Clock, s.h.RetryWait, failures, s.log, "op", "lease", "sequence", s.name, "err", err):
 			// Contention or an overloaded registry (a data centre's hosts
 			// all taking their first lease at once): again, after a wait.
 			// A lease whose answer was lost shows as moved next time.
@@ -350,7 +306,7 @@ func (s *Sequence) lease(ctx context.Context, prev leasefile.Range, min uint64) 
 			return true, nil
 		})
 	}
-	return fmt.Errorf("snapid: %w: sequence %q: the host's lease in the registry kept moving", ErrRegistry, s.name)
+	return fmt.Errorf("snapid: %w: sequence %q: the host's lease in the registry kept moving", errs.ErrRegistry, s.name)
 }
 
 // prefetch takes the host's next lease in the background, one at a time
@@ -366,7 +322,7 @@ func (s *Sequence) prefetch() {
 		defer s.wg.Done()
 		defer s.prefetching.Store(false)
 		err := s.refillLease(context.Background(), 1, true)
-		if err != nil && !errors.Is(err, ErrExhausted) && !errors.Is(err, ErrSequenceShort) {
+		if err != nil && !errors.Is(err, errs.ErrExhausted) && !errors.Is(err, errs.ErrSequenceShort) {
 			s.log.Warn("snapid: could not take the host's next sequence lease in advance; numbers keep flowing from the current one",
 				"sequence", s.name, "err", err)
 		}

@@ -1,18 +1,16 @@
-package engine
+package sequence
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 
 	"github.com/gofrs/flock"
 	"github.com/snapid/snapid/internal/alloc"
 	"github.com/snapid/snapid/internal/ctxsync"
+	"github.com/snapid/snapid/internal/errs"
 	"github.com/snapid/snapid/internal/leasefile"
 	"github.com/snapid/snapid/registry"
 )
@@ -27,17 +25,27 @@ const (
 	DefaultSequenceLease = 10_000
 )
 
-// defaultSeqOptions is what a Sequence uses unless its options say
-// otherwise.
-func defaultSeqOptions() seqOptions {
-	return seqOptions{block: DefaultSequenceBlock, lease: DefaultSequenceLease}
+// SequenceOption configures Generator.Sequence.
+type SequenceOption func(*Options) error
+
+// Options are a Sequence's settings, as its SequenceOptions made them.
+type Options struct {
+	block, lease uint64
 }
 
-// SequenceOption configures Generator.Sequence.
-type SequenceOption func(*seqOptions) error
-
-type seqOptions struct {
-	block, lease uint64
+// NewOptions returns the settings opts make, from the defaults; an
+// option given a value that means nothing is refused (ErrInvalidOption).
+func NewOptions(opts ...SequenceOption) (Options, error) {
+	o := Options{block: DefaultSequenceBlock, lease: DefaultSequenceLease}
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&o); err != nil {
+			return Options{}, err
+		}
+	}
+	return o, nil
 }
 
 // SequenceBlock sets how many numbers the process takes from the host's
@@ -46,9 +54,9 @@ type seqOptions struct {
 // blocks, up to the lease size (see nextBlockSize). A process that exits
 // leaves the rest of its block unused (a gap).
 func SequenceBlock(n uint64) SequenceOption {
-	return func(o *seqOptions) error {
+	return func(o *Options) error {
 		if n == 0 {
-			return fmt.Errorf("snapid: %w: SequenceBlock(0): a block holds at least 1 number", ErrInvalidOption)
+			return fmt.Errorf("snapid: %w: SequenceBlock(0): a block holds at least 1 number", errs.ErrInvalidOption)
 		}
 		o.block = n
 		return nil
@@ -66,13 +74,13 @@ const MaxSequenceLease = registry.MaxSequence / maxLeaseGrowth
 // carries it over. n is at most MaxSequenceLease: leases grow to 128×n
 // while the host leases fast, and a lease is at most 2^63-1 numbers.
 func SequenceLeaseSize(n uint64) SequenceOption {
-	return func(o *seqOptions) error {
+	return func(o *Options) error {
 		if n == 0 {
-			return fmt.Errorf("snapid: %w: SequenceLeaseSize(0): a lease holds at least 1 number", ErrInvalidOption)
+			return fmt.Errorf("snapid: %w: SequenceLeaseSize(0): a lease holds at least 1 number", errs.ErrInvalidOption)
 		}
 		if n > MaxSequenceLease {
 			return fmt.Errorf("snapid: %w: SequenceLeaseSize(%d): at most %d (leases grow to %d times it, and hold at most 2^63-1 numbers)",
-				ErrInvalidOption, n, MaxSequenceLease, maxLeaseGrowth)
+				errs.ErrInvalidOption, n, MaxSequenceLease, maxLeaseGrowth)
 		}
 		o.lease = n
 		return nil
@@ -93,10 +101,11 @@ func SequenceLeaseSize(n uint64) SequenceOption {
 // (restored or copied: its ranges are dropped), and data-centre ranges left
 // unused.
 type Sequence struct {
-	g      *Generator
+	h      Host
+	set    *Set
 	name   string
 	reg    registry.SequenceRegistry
-	o      seqOptions
+	o      Options
 	log    *slog.Logger
 	alloc  *alloc.Block
 	closed atomic.Bool
@@ -131,108 +140,6 @@ type Sequence struct {
 	stop    context.CancelFunc
 }
 
-// Sequence opens the sequence name for this Generator's host. The
-// Generator must have a registry (WithRegistry) that implements
-// SequenceRegistry (else ErrSequencesUnsupported), and the sequence must
-// exist (ErrNoSequence; see CreateSequence). It creates the lease file
-// beside the counter if missing, and checks it against the registry's
-// record of this host's lease: ranges leased under an earlier claim of the
-// host are carried over if the file is exactly as the host's last process
-// recorded it at a clean close, and dropped otherwise, as are ranges older
-// than the registry's record (a restored or copied file); dropped numbers
-// are never issued again. If the registry cannot be reached, a
-// file of this host's current claim is used as it is, with a warning,
-// and a sequence this host has no lease file of is refused (ErrRegistry),
-// nothing created.
-//
-// Close the Sequence before its Generator.
-//
-// Sequence waits for the registry, and for the lease file's lock, at most
-// the registry timeout (WithRegistryTimeout); see SequenceContext.
-func (g *Generator) Sequence(name string, opts ...SequenceOption) (*Sequence, error) {
-	return g.SequenceContext(context.Background(), name, opts...)
-}
-
-// SequenceContext is Sequence waiting at most as long as ctx allows, and
-// never longer than the registry timeout: for the registry, and for the
-// locks of the sequence's files beside the counter, which another process
-// (another user's, if the files are readable to it) may hold. Past that,
-// the error wraps ErrLocked and names the holder.
-func (g *Generator) SequenceContext(ctx context.Context, name string, opts ...SequenceOption) (*Sequence, error) {
-	if err := ValidateName(name); err != nil {
-		return nil, fmt.Errorf("sequence name: %w", err)
-	}
-	o := defaultSeqOptions()
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt(&o); err != nil {
-			return nil, err
-		}
-	}
-	if g.closed.Load() {
-		return nil, ErrClosed
-	}
-	var reg registry.Registry
-	if g.res != nil {
-		reg = g.res.reg
-	}
-	sr, err := sequenceRegistry(reg)
-	if err != nil {
-		return nil, err
-	}
-	// The registry first: a sequence that does not exist is refused before
-	// anything is created on disk.
-	reachable := true
-	ctx, cancel := g.clock.WithTimeout(ctx, g.res.o.timeout)
-	defer cancel()
-	if _, err := sr.HostLease(ctx, name, g.name); err != nil && !errors.Is(err, ErrRegistry) {
-		return nil, err
-	} else if err != nil {
-		// Without the registry, only a lease file this host already has
-		// tells that the sequence exists: none is made for a name the
-		// registry could not confirm (a misspelt one stays off the disk).
-		if _, serr := os.Lstat(leasePath(g.path, name)); errors.Is(serr, fs.ErrNotExist) {
-			return nil, fmt.Errorf("sequence %q: the registry could not be reached to check that it exists, and this host has no lease file of it; nothing was created: %w", name, err)
-		}
-		reachable = false
-	}
-	fo := defaultOptions()
-	fopt := g.file.Options()
-	fo.followSymlinks, fo.sync, fo.io = fopt.Follow, fopt.Sync, fopt.IO
-	fo.fs, fo.fileMode = g.res.host.fs, g.res.host.mode
-	lf, err := openLeaseFile(ctx, g.path, name, g.name, g.res.host.owner, &fo)
-	if err != nil {
-		return nil, err
-	}
-	refillPath := leasePath(g.path, name) + refillSuffix
-	if err := createIfAbsent(refillPath, nil, &fo); err != nil {
-		lf.Close()
-		return nil, err
-	}
-	if err := checkBeside(refillPath, &fo); err != nil {
-		lf.Close()
-		return nil, err
-	}
-	s := &Sequence{g: g, name: name, reg: sr, o: o, log: g.log, lf: lf,
-		refill: flock.New(refillPath, flock.SetFlag(openFlags(fo.followSymlinks))), refillSem: make(chan struct{}, 1)}
-	s.stopCtx, s.stop = context.WithCancel(context.Background())
-	if err := s.verify(ctx, reachable); err != nil {
-		lf.Close()
-		return nil, err
-	}
-	s.blockSize.Store(o.block)
-	s.leaseSize.Store(o.lease)
-	s.alloc = alloc.NewBlock(o.block, func(ctx context.Context, _ uint64) (uint64, uint64, error) {
-		first, count, err := s.take(ctx, s.nextBlockSize(), 1, true)
-		s.blockTaken.Add(count)
-		return first, count, err
-	})
-	g.addSequence(s)
-	return s, nil
-}
-
 // Name returns the sequence's name.
 func (s *Sequence) Name() string { return s.name }
 
@@ -254,7 +161,7 @@ func (s *Sequence) Next() (uint64, error) {
 // concurrent use.
 func (s *Sequence) NextContext(ctx context.Context) (uint64, error) {
 	if s.closed.Load() {
-		return 0, ErrClosed
+		return 0, errs.ErrClosed
 	}
 	if err := alloc.ContextError(ctx); err != nil {
 		return 0, err
@@ -283,10 +190,10 @@ func (s *Sequence) NextN(k uint64) (first uint64, err error) {
 // takes nothing. It is safe for concurrent use.
 func (s *Sequence) NextNContext(ctx context.Context, k uint64) (first uint64, err error) {
 	if k == 0 || k > s.o.lease {
-		return 0, fmt.Errorf("snapid: %w: NextN(%d): take 1 to %d numbers (the lease size)", ErrInvalidOption, k, s.o.lease)
+		return 0, fmt.Errorf("snapid: %w: NextN(%d): take 1 to %d numbers (the lease size)", errs.ErrInvalidOption, k, s.o.lease)
 	}
 	if s.closed.Load() {
-		return 0, ErrClosed
+		return 0, errs.ErrClosed
 	}
 	if ctx.Done() == nil {
 		first, _, err = s.take(ctx, k, k, false)
@@ -314,7 +221,7 @@ func (s *Sequence) takeLeaving(ctx context.Context, k uint64) (uint64, error) {
 	s.bgMu.Lock()
 	if s.stopping {
 		s.bgMu.Unlock()
-		return 0, ErrClosed
+		return 0, errs.ErrClosed
 	}
 	s.wg.Add(1)
 	s.bgMu.Unlock()
@@ -351,10 +258,40 @@ func (s *Sequence) Close() error {
 	s.bgMu.Unlock()
 	s.wg.Wait()
 	s.settle()
-	s.g.removeSequence(s)
+	s.set.remove(s)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.refill.Close()
 	s.fileClosed = true
 	return s.lf.Close()
 }
+
+// Open returns the Sequence name of h over the lease file lf (open, under
+// its lock's rules) and refill, the flock of the host's refill lock
+// beside it, once it checked the file against the registry's record of
+// the host's lease (verify; reachable is false if the registry could not
+// be reached to confirm that the sequence exists). The Sequence is added
+// to set until it closes. On an error, lf is left open for the caller to
+// close.
+func Open(ctx context.Context, h Host, set *Set, reg registry.SequenceRegistry, name string, o Options, lf *leasefile.File, refill *flock.Flock, reachable bool) (*Sequence, error) {
+	s := &Sequence{h: h, set: set, name: name, reg: reg, o: o, log: h.Log, lf: lf,
+		refill: refill, refillSem: make(chan struct{}, 1)}
+	s.stopCtx, s.stop = context.WithCancel(context.Background())
+	if err := s.verify(ctx, reachable); err != nil {
+		s.stop()
+		return nil, err
+	}
+	s.blockSize.Store(o.block)
+	s.leaseSize.Store(o.lease)
+	s.alloc = alloc.NewBlock(o.block, func(ctx context.Context, _ uint64) (uint64, uint64, error) {
+		first, count, err := s.take(ctx, s.nextBlockSize(), 1, true)
+		s.blockTaken.Add(count)
+		return first, count, err
+	})
+	set.add(s)
+	return s, nil
+}
+
+// Busy reports whether the Sequence is taking a lease or a block in the
+// background.
+func (s *Sequence) Busy() bool { return s.prefetching.Load() || s.alloc.Busy() }

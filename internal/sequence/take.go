@@ -1,4 +1,4 @@
-package engine
+package sequence
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid/internal/alloc"
+	"github.com/snapid/snapid/internal/errs"
 	"github.com/snapid/snapid/internal/leasefile"
 )
 
@@ -21,7 +22,7 @@ const (
 
 // nextBlockSize returns the size of the next block (see fastBlock).
 func (s *Sequence) nextBlockSize() uint64 {
-	now := s.g.clock.Now().UnixNano()
+	now := s.h.Clock.Now().UnixNano()
 	last := s.lastBlock.Swap(now)
 	size := s.blockSize.Load()
 	switch elapsed := time.Duration(now - last); {
@@ -47,7 +48,7 @@ const maxTakeRounds = 1000
 func (s *Sequence) take(ctx context.Context, k, min uint64, prefetchOK bool) (first, count uint64, err error) {
 	for round := 0; round < maxTakeRounds; round++ {
 		if s.closed.Load() {
-			return 0, 0, ErrClosed
+			return 0, 0, errs.ErrClosed
 		}
 		var got, prefetch bool
 		err = s.withFile(func(l *leasefile.Record) (bool, error) {
@@ -88,7 +89,7 @@ func (s *Sequence) take(ctx context.Context, k, min uint64, prefetchOK bool) (fi
 			return 0, 0, err
 		}
 	}
-	return 0, 0, fmt.Errorf("snapid: %w: sequence %q: the host's lease file kept changing", ErrReservationExhausted, s.name)
+	return 0, 0, fmt.Errorf("snapid: %w: sequence %q: the host's lease file kept changing", errs.ErrReservationExhausted, s.name)
 }
 
 func minU(a, b uint64) uint64 {
@@ -119,11 +120,11 @@ func (s *Sequence) update(bound bool, fn func(l *leasefile.Record) (changed bool
 func (s *Sequence) updateContext(ctx context.Context, bound bool, fn func(l *leasefile.Record) (changed bool, err error)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.fileClosed || s.g.closed.Load() {
+	if s.fileClosed || s.h.Closed() {
 		// A lease that finished after Close: not recorded, a gap. After
 		// the Generator's Close, the host's last process may have recorded
 		// where the file stands: nothing more is taken from it.
-		return ErrClosed
+		return errs.ErrClosed
 	}
 	return s.lf.Lease().WithLockContext(ctx, func() error {
 		return s.updateLocked(bound, fn)
@@ -186,7 +187,7 @@ func (s *Sequence) loadWithFloor() (l, floor leasefile.Record, floorOK bool, err
 // taken, also by a process that never saw the later position (see
 // floorSuffix). It reports whether more than the position changed.
 func (s *Sequence) raiseToFloor(l *leasefile.Record, floor leasefile.Record, floorOK bool) (changed bool) {
-	if !floorOK || floor.Session != l.Session && floor.Session != s.g.res.session {
+	if !floorOK || floor.Session != l.Session && floor.Session != s.h.Session {
 		return false
 	}
 	switch {
@@ -211,7 +212,7 @@ func (s *Sequence) raiseToFloor(l *leasefile.Record, floor leasefile.Record, flo
 // and took nothing yet knows the ranges and generation its open checked
 // against the registry). It reports whether it raised l.
 func (s *Sequence) raiseToSeenGen(l *leasefile.Record) bool {
-	if l.Gen >= s.seenGen || s.seenSess != l.Session && s.seenSess != s.g.res.session {
+	if l.Gen >= s.seenGen || s.seenSess != l.Session && s.seenSess != s.h.Session {
 		return false
 	}
 	s.log.Error("snapid: the sequence lease file went back to an earlier write while in use (restored or copied over with its floor?); raising it to what this process last saw",
@@ -227,14 +228,14 @@ func (s *Sequence) raiseToSeenGen(l *leasefile.Record) bool {
 // claim is the current one, which only the registry can say: it takes
 // nothing (ErrNameTaken).
 func (s *Sequence) bindToClaim(l *leasefile.Record) (rebound bool, err error) {
-	if l.Session == s.g.res.session {
+	if l.Session == s.h.Session {
 		return false, nil
 	}
 	if l.Session != "" || !l.Cur.None() {
 		return false, fmt.Errorf("snapid: %w: sequence %q: the lease file is bound to another claim of %q (a later start of this host, or a copy of its state)",
-			ErrNameTaken, s.name, s.g.name)
+			errs.ErrNameTaken, s.name, s.h.Node)
 	}
-	l.Session = s.g.res.session
+	l.Session = s.h.Session
 	return true, nil
 }
 
@@ -300,10 +301,10 @@ func (s *Sequence) noteSeen(l leasefile.Record) {
 // restored together with its floor would otherwise be carried over at the
 // copy's position. A failure leaves the file as it is.
 func (s *Sequence) settle() {
-	ctx, cancel := s.g.clock.WithTimeout(context.Background(), s.g.res.o.timeout)
+	ctx, cancel := s.h.Clock.WithTimeout(context.Background(), s.h.Timeout)
 	defer cancel()
 	err := s.updateContext(ctx, true, func(*leasefile.Record) (bool, error) { return false, nil })
-	if err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrNameTaken) {
+	if err != nil && !errors.Is(err, errs.ErrClosed) && !errors.Is(err, errs.ErrNameTaken) {
 		// ErrNameTaken: the file is another claim's now; this
 		// process's view of it is of no use.
 		s.log.Warn("snapid: could not check the sequence lease file against what this process saw of it as it closes",
