@@ -10,6 +10,7 @@ import (
 // An operator's raise is durable whatever sync the programs run with: a
 // power cut taking it would bring back what it raised the counter past.
 func TestInitRaiseIsSyncedWithSyncOff(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	_, err := Init(path, 1)
 	require.NoError(t, err)

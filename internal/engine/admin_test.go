@@ -29,6 +29,7 @@ import (
 // lock so that root's init waits, lets it go, and swaps the path as soon
 // as root holds the lock; the test needs a few swaps that land.
 func TestInitOwnerGivesTheCheckedDescriptor(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	requireRoot(t)
 	base := testfs.SharedTempDir(t, "snapid-chown-")
@@ -108,6 +109,7 @@ func buildSnapctl(t *testing.T, dir string) string {
 // out of range (or both left unchanged) are refused before anything is
 // made.
 func TestInitWithOwner(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "c.u64")
 	tooLarge := int64(1)<<32 - 1 // "unchanged" to chown: names no one
@@ -150,6 +152,7 @@ func TestInitWithOwner(t *testing.T) {
 }
 
 func TestAdminCallsBoundedWhenCounterLocked(t *testing.T) {
+	t.Parallel()
 	counter := filepath.Join(lockDir(t), "c")
 	_, err := engine.Init(counter, 10, engine.WithFileMode(0o644))
 	require.NoError(t, err)
@@ -182,6 +185,7 @@ func TestAdminCallsBoundedWhenCounterLocked(t *testing.T) {
 }
 
 func TestRepairBoundedWhenGateLocked(t *testing.T) {
+	t.Parallel()
 	counter := filepath.Join(lockDir(t), "c")
 	reg := registrytest.NewRegistry()
 	g, err := engine.Open(counter, "vm", engine.WithRegistry(reg), engine.WithFileMode(0o644))

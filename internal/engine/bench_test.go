@@ -345,6 +345,7 @@ func (h *latencyHist) quantile(q float64) time.Duration {
 }
 
 func TestLatencyHist(t *testing.T) {
+	t.Parallel()
 	// Every bucket's middle falls in that bucket, and bucket bounds grow.
 	for _, d := range []time.Duration{0, 1, 127, 128, 129, 255, 256, 1000, 999_999, time.Second, 1<<62 + 12345} {
 		i := histBucket(d)

@@ -145,6 +145,7 @@ func ctRequireDense(t *testing.T, total int, lists ...[]uint64) {
 // Concurrency in one process.
 
 func TestConcurrentUniqueID(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	const goroutines, each = 64, 2000
 	const total = goroutines * each
@@ -210,6 +211,7 @@ func TestConcurrentUniqueID(t *testing.T) {
 // object and descriptor) never issue a number twice, and creating the
 // file from all of them at once leaves one complete file.
 func TestConcurrentOpenSameFile(t *testing.T) {
+	t.Parallel()
 	const gens, each = 8, 300
 	dir, path := ctPath(t)
 	gs := make([]*Generator, gens)
@@ -259,6 +261,7 @@ func TestConcurrentOpenSameFile(t *testing.T) {
 // Snap! compatibility and the file format.
 
 func TestSnapCounterCompatibility(t *testing.T) {
+	t.Parallel()
 	dir, path := ctPath(t)
 	// Snap!'s counter.u64 on x86: 8 raw bytes, little-endian, last issued.
 	require.NoError(t, os.WriteFile(path, []byte{41, 0, 0, 0, 0, 0, 0, 0}, 0o644))
@@ -278,6 +281,7 @@ func TestSnapCounterCompatibility(t *testing.T) {
 }
 
 func TestNewCounterStartsAtOne(t *testing.T) {
+	t.Parallel()
 	_, path := ctPath(t)
 	g := ctOpen(t, path)
 	assert.Equal(t, uint64(0), ctValue(t, path), "Open creates the file with last issued 0")
@@ -354,6 +358,7 @@ func TestFileMode(t *testing.T) {
 // Bad input: a clear error, and nothing on disk changes.
 
 func TestOpenBadInput(t *testing.T) {
+	t.Parallel()
 	type testCase struct {
 		name    string
 		setup   func(t *testing.T, dir string) string // returns the counter path
@@ -491,6 +496,7 @@ func TestOpenBadInput(t *testing.T) {
 }
 
 func TestSymlinkFollowedWhenAsked(t *testing.T) {
+	t.Parallel()
 	dir, path := ctPath(t)
 	target := filepath.Join(dir, "real.u64")
 	ctWrite(t, target, 7)
@@ -515,6 +521,7 @@ func TestSymlinkFollowedWhenAsked(t *testing.T) {
 }
 
 func TestExhaustion(t *testing.T) {
+	t.Parallel()
 	t.Run("at 2^64-1 Open succeeds and Next fails", func(t *testing.T) {
 		for _, opts := range [][]Option{nil, {WithBlock(10)}, {WithSync(false)}} {
 			dir, path := ctPath(t)
@@ -650,6 +657,7 @@ func ctRunAsNobody(t *testing.T, bin, tmp string) {
 }
 
 func TestPermissionDenied(t *testing.T) {
+	t.Parallel()
 	if os.Getenv(ctEnvAsNobody) != "" {
 		require.NotZero(t, os.Geteuid(), "the child must not run as root")
 	}
@@ -854,6 +862,7 @@ func (x *ctFaultIO) counts() (writes, syncs int) {
 }
 
 func TestFaultInjectionStrict(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		arm      func(x *ctFaultIO)
@@ -922,6 +931,7 @@ func TestFaultInjectionStrict(t *testing.T) {
 // is LOWER than numbers already issued, and the next call issues them
 // again. This test shows it (see the report).
 func TestFaultTornWriteNeverLowersCounter(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		start uint64 // last issued before the failing write
@@ -956,6 +966,7 @@ func TestFaultTornWriteNeverLowersCounter(t *testing.T) {
 // A failed sync fails the whole group: no member gets a number, and the
 // numbers the group would have had are never issued.
 func TestFaultGroupCommitFailsWholeGroup(t *testing.T) {
+	t.Parallel()
 	const members = 20
 	_, path := ctPath(t)
 	ctWrite(t, path, 100)
@@ -1001,6 +1012,7 @@ func ctWaitGroupSize(g *Generator, k uint64) {
 // Near exhaustion, a group that asks for more numbers than are left fails
 // as a whole, although the first member's number was available.
 func TestExhaustionGroupOfTwoAtLastNumber(t *testing.T) {
+	t.Parallel()
 	_, path := ctPath(t)
 	ctWrite(t, path, math.MaxUint64-2)
 	x := &ctFaultIO{}
@@ -1022,6 +1034,7 @@ func TestExhaustionGroupOfTwoAtLastNumber(t *testing.T) {
 }
 
 func TestFaultInjectionBlockMode(t *testing.T) {
+	t.Parallel()
 	t.Run("background reservation fails once", func(t *testing.T) {
 		_, path := ctPath(t)
 		x := &ctFaultIO{}
@@ -1132,6 +1145,7 @@ func TestFaultInjectionBlockMode(t *testing.T) {
 // Power loss: no number is handed out before the sync covering it.
 
 func TestNoNumberBeforeSync(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	tests := []struct {
 		name string
@@ -1205,6 +1219,7 @@ func fastrand() uint64 {
 // Close.
 
 func TestCloseThenCalls(t *testing.T) {
+	t.Parallel()
 	for _, opts := range [][]Option{nil, {WithBlock(10)}} {
 		t.Run(fmt.Sprintf("block=%v", len(opts) > 0), func(t *testing.T) {
 			_, path := ctPath(t)
@@ -1233,6 +1248,7 @@ func TestCloseThenCalls(t *testing.T) {
 }
 
 func TestCloseWhileDrawing(t *testing.T) {
+	t.Parallel()
 	for _, opts := range [][]Option{nil, {WithSync(false)}, {WithBlock(7)}} {
 		t.Run(fmt.Sprintf("%d options", len(opts)), func(t *testing.T) {
 			_, path := ctPath(t)
@@ -1284,6 +1300,7 @@ func TestCloseWhileDrawing(t *testing.T) {
 // The counter file removed or replaced under a running Generator.
 
 func TestReplacedCounter(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		replace func(t *testing.T, dir, path string)
@@ -1334,6 +1351,7 @@ func TestReplacedCounter(t *testing.T) {
 // Init, Repair, ReadCounter.
 
 func TestInit(t *testing.T) {
+	t.Parallel()
 	t.Run("used up counter says so", func(t *testing.T) {
 		_, path := ctPath(t)
 		full := EncodeCounter(MaxNumber)
@@ -1414,6 +1432,7 @@ func TestInit(t *testing.T) {
 }
 
 func TestRepair(t *testing.T) {
+	t.Parallel()
 	for _, content := range [][]byte{
 		{}, {1}, {1, 2, 3, 4, 5, 6, 7}, {1, 2, 3, 4, 5, 6, 7, 8, 9},
 		bytes.Repeat([]byte{0xab}, 16), bytes.Repeat([]byte{0xcd}, 100),
@@ -1485,6 +1504,7 @@ func TestRepair(t *testing.T) {
 }
 
 func TestReadCounter(t *testing.T) {
+	t.Parallel()
 	t.Run("value", func(t *testing.T) {
 		_, path := ctPath(t)
 		ctWrite(t, path, 12345)

@@ -22,6 +22,7 @@ import (
 // must refuse it, naming the owner: otherwise the other user rewinds it
 // and root hands out the same id twice.
 func TestCounterOfAnotherUserRefused(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	root := testfs.SharedTempDir(t, "snapid-owner-")
 	sticky := filepath.Join(root, "tmp")
@@ -55,6 +56,7 @@ func TestCounterOfAnotherUserRefused(t *testing.T) {
 // A file beside root's own counter (here the owner token) planted by
 // another user in a sticky directory is refused too, and names its owner.
 func TestFileBesideCounterOfAnotherUserRefused(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	root := testfs.SharedTempDir(t, "snapid-owner-")
 	sticky := filepath.Join(root, "tmp")
@@ -70,6 +72,7 @@ func TestFileBesideCounterOfAnotherUserRefused(t *testing.T) {
 // Root may use a service user's counter in the service's own directory
 // that only the service can write.
 func TestCounterOfServiceUserInItsDirAccepted(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	root := testfs.SharedTempDir(t, "snapid-owner-")
 	svc := filepath.Join(root, "svc")
@@ -91,6 +94,7 @@ func TestCounterOfServiceUserInItsDirAccepted(t *testing.T) {
 // nothing there, and an existing root-owned counter there is refused too
 // (that user could replace it).
 func TestCounterInDirOfAnotherUserRefused(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	root := testfs.SharedTempDir(t, "snapid-owner-")
 	dir := filepath.Join(root, "theirs")
@@ -122,6 +126,7 @@ func TestCounterInDirOfAnotherUserRefused(t *testing.T) {
 // symbolic link on the way is followed only where no other user could
 // have put it. Each case is checked for nothing made on disk.
 func TestCounterPathThroughUntrustedLevelRefused(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	root := testfs.SharedTempDir(t, "snapid-path-")
 	mk := func(p string, mode os.FileMode, uid int) string {
@@ -199,6 +204,7 @@ func TestCounterPathThroughUntrustedLevelRefused(t *testing.T) {
 // Another user's (uid 65534) moves against the counter's path: every one
 // is refused, with nothing made or written where that user pointed.
 func TestCounterPathAttacks(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	zero := EncodeCounter(0)
 
@@ -290,6 +296,7 @@ func TestCounterPathAttacks(t *testing.T) {
 // before root first uses the counter: refused like every other file
 // beside the counter, never locked or joined.
 func TestLockedFilesBesideCounterChecked(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	for _, tc := range []struct {
 		name, script string
@@ -359,6 +366,7 @@ func TestRelativeCounterPathChecked(t *testing.T) {
 // An Open refused because of the counter's path makes nothing for the
 // bindings either: no directory level, no lock file, no binding.
 func TestRefusedPathMakesNoBindings(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	root := testfs.SharedTempDir(t, "snapid-refpath-")
 	evil := filepath.Join(root, "evil")
@@ -375,6 +383,7 @@ func TestRefusedPathMakesNoBindings(t *testing.T) {
 // named and what to do (create it: install -d -m 0700 DIR), for Open
 // (which binds the name first) and Init, and nothing is made.
 func TestMissingDirectorySaysCreateIt(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		open func(path string) error
@@ -411,6 +420,7 @@ func TestMissingDirectorySaysCreateIt(t *testing.T) {
 // when every caller has left or the Generator closes), without a registry
 // and with one, in strict and block mode.
 func TestUpdateWaitEndsWithCallersAndClose(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	for _, tc := range []struct {
 		name string

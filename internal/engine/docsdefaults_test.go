@@ -14,6 +14,7 @@ import (
 // the code uses: the option defaults of a Generator, and the exported
 // constants (a Sequence's options default to them: see internal/sequence).
 func TestDocsDefaults(t *testing.T) {
+	t.Parallel()
 	o := defaultOptions()
 	onOff := map[bool]string{true: "on", false: "off"}
 	docdefaults.Check(t, filepath.Join("..", "..", docdefaults.Path), "lib.", map[string]string{

@@ -15,6 +15,7 @@ import (
 // interval while it lasts (counting the failures since the last line), and
 // one line when it ends; a new failure after that is a new first line.
 func TestFailureLogSummarises(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	now := time.Unix(1_000_000, 0)

@@ -49,6 +49,7 @@ func adopt(t *testing.T, c *counterFile, r *hoststate.Record, stride, node uint6
 // needs: the id of the last number skipped is at or below the old
 // form's highest id.
 func TestFormHistoryRaiseTable(t *testing.T) {
+	t.Parallel()
 	type form struct{ s, k uint64 }
 	var forms []form
 	for s := uint64(2); s <= 12; s++ {
@@ -96,6 +97,7 @@ func TestFormHistoryRaiseTable(t *testing.T) {
 // left with the counter's value then, and a same-form Open changes
 // nothing.
 func TestFormHistoryAdopt(t *testing.T) {
+	t.Parallel()
 	c := openTestCounter(t, 0)
 	var r hoststate.Record
 	require.Equal(t, uint64(0), adopt(t, c, &r, 100, 13))
@@ -119,6 +121,7 @@ func TestFormHistoryAdopt(t *testing.T) {
 // A decimal or name form is recorded once, and leaves the striped form
 // in use as it is.
 func TestFormHistoryDecimalRecorded(t *testing.T) {
+	t.Parallel()
 	c := openTestCounter(t, 7)
 	r := hoststate.Record{Forms: []hoststate.Form{{Kind: formStriped, Stride: 10, Node: 3, Current: true}}}
 	fm, err := idform.New(FormatDecimal, 4, 0, 0)

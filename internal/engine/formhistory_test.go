@@ -66,6 +66,7 @@ func TestFormChangeNoRegistryThenRegistry(t *testing.T) {
 // it: opened without a registry with stride 10, it is refused
 // (ErrStrideMismatch), and nothing is issued.
 func TestFormChangeRegistryStrideKeptWithoutRegistry(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	for _, other := range []string{"other_1", "other_2"} {
 		h := newSeqHost(t, other)
@@ -212,6 +213,7 @@ func TestFormChangeRefusesTheFormLeftEitherPart(t *testing.T) {
 // (another stride, a node number the registry does not give) is bad
 // input: it is refused and leaves nothing beside the counter.
 func TestFormRefusedOnFirstOpenLeavesNoFiles(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		opts []Option

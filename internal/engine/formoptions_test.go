@@ -20,6 +20,7 @@ import (
 // id read as a decimal number (big.Rat, as a spreadsheet or a JSON parser
 // with arbitrary precision reads it) is distinct, and none ends in 0.
 func TestFormatDecimalIDsDistinctAsDecimals(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	for _, mode := range []struct {
 		name string
@@ -55,6 +56,7 @@ func TestFormatDecimalIDsDistinctAsDecimals(t *testing.T) {
 }
 
 func TestFormatDecimalSkipsTens(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "c")
 	g, err := Open(path, "n", WithFormat(FormatDecimal), WithNodeNumber(5))
 	require.NoError(t, err)
@@ -88,6 +90,7 @@ func TestFormatDecimalSkipsTens(t *testing.T) {
 }
 
 func TestFormatStriped(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "c")
 	g, err := Open(path, "n", WithFormat(FormatStriped), WithNodeNumber(7), WithStride(1000))
 	require.NoError(t, err)
@@ -123,6 +126,7 @@ func TestFormatStriped(t *testing.T) {
 // Each bound is reached as ErrExhausted at exactly the last id that fits,
 // never by overflowing, in strict and block mode.
 func TestFormatStripedBounds(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name         string
 		stride, node uint64
@@ -177,6 +181,7 @@ func TestFormatStripedBounds(t *testing.T) {
 }
 
 func TestFormatNameWithMaxID(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "c")
 	_, err := Init(path, 99)
 	require.NoError(t, err)
@@ -198,6 +203,7 @@ func TestFormatNameWithMaxID(t *testing.T) {
 
 // Bad form options are refused before anything is created.
 func TestFormatOptionsRefused(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		opts []Option
@@ -283,6 +289,7 @@ func TestFormatAppendAllocatesNothing(t *testing.T) {
 // the numbers ending in 0 along; at the form's bound it takes nothing and
 // says how many are left, and what is left is still handed out.
 func TestNextIDsOneUpdateAllOrNothing(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		opts []Option
@@ -343,6 +350,7 @@ func TestNextIDsOneUpdateAllOrNothing(t *testing.T) {
 // first, and no number is handed out above the registry's mark, up to the
 // last one an outage leaves.
 func TestDecimalIDsStayWithinTheRegistryMark(t *testing.T) {
+	t.Parallel()
 	for k := uint64(1); k <= 19; k++ {
 		reg := registrytest.NewRegistry()
 		_, path := ctPath(t)

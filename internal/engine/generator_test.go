@@ -44,6 +44,7 @@ func callWithin(t *testing.T, fn func() (uint64, error)) (uint64, error) {
 // error at once; the update goes on for the callers that share it, and a
 // number reserved for the caller that left is never handed out.
 func TestNextContextLeavesWhileUpdateWaits(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		opts []Option
@@ -108,6 +109,7 @@ func TestNextContextLeavesWhileUpdateWaits(t *testing.T) {
 // the leader, without a deadline, gets its number once the update lands,
 // and the number reserved for the member who left is a gap.
 func TestNextContextMemberLeavesGroup(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g, err := Open(path, "web")
 	require.NoError(t, err)
@@ -139,6 +141,7 @@ func TestNextContextMemberLeavesGroup(t *testing.T) {
 
 // A context that has already ended reserves nothing.
 func TestNextContextEndedReservesNothing(t *testing.T) {
+	t.Parallel()
 	for _, opts := range [][]Option{nil, {WithBlock(4)}} {
 		path := filepath.Join(t.TempDir(), "counter.u64")
 		// Two unrelated counters under one name: each its own host.
@@ -185,6 +188,7 @@ func freezeExtensions(reg *registrytest.Registry) chan struct{} {
 // timeout; the extension goes on, and once the registry answers ids flow
 // again without a repeat.
 func TestUniqueIDContextWhileRegistryFrozen(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg, WithReserveStep(10), WithOutageHorizon(0), WithRegistryTimeout(time.Minute))
@@ -215,6 +219,7 @@ func TestUniqueIDContextWhileRegistryFrozen(t *testing.T) {
 // the mark extended while an extension waits for the frozen registry
 // leaves when its context ends, and takes nothing.
 func TestDecimalNextIDsContextWhileRegistryFrozen(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg, WithFormat(FormatDecimal), WithReserveStep(10), WithOutageHorizon(0), WithRegistryTimeout(time.Minute))
@@ -343,6 +348,7 @@ func TestIssuingAllocatesOnlyTheID(t *testing.T) {
 // refreshes follow the fake clock, and nothing moves while it stands
 // still (no wall-clock timer, ticker or deadline drives it).
 func TestGeneratorClockIsTheOnlyTime(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	const interval = 10 * time.Second
 	reg := registrytest.NewRegistry()
@@ -375,6 +381,7 @@ func TestGeneratorClockIsTheOnlyTime(t *testing.T) {
 // call's deadline while it is in flight (a call that hangs is timed out
 // only after the helper's grace).
 func TestCloseOnTheFakeClockLetsACallInFlightFinish(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	fh := newFakeHost(t, reg)
 	_, path := ctPath(t)
@@ -388,6 +395,7 @@ func TestCloseOnTheFakeClockLetsACallInFlightFinish(t *testing.T) {
 }
 
 func TestCloseBoundedWhenCounterLocked(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	counter := filepath.Join(lockDir(t), "c")
 	reg := registrytest.NewRegistry()
@@ -402,6 +410,7 @@ func TestCloseBoundedWhenCounterLocked(t *testing.T) {
 // A caller without a context waits while the lock is held, but Close
 // ends its wait: the call returns ErrClosed, and Close returns.
 func TestCloseEndsUpdateWaitingForLock(t *testing.T) {
+	t.Parallel()
 	counter := filepath.Join(lockDir(t), "c")
 	g, err := Open(counter, "hangtest", WithFileMode(0o644), WithBindingDir(filepath.Join(t.TempDir(), "names")))
 	require.NoError(t, err)

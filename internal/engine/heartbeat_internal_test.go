@@ -16,6 +16,7 @@ import (
 // carried into the new one, so that a take-over written just before the
 // file was replaced is not lost to the processes on the new file.
 func TestRejoinHeartbeatCarriesRecordAndRole(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "c.u64")
 	o := defaultOptions()
 	a, err := openHostState(path, &o)

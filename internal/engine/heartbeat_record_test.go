@@ -33,6 +33,7 @@ func inodeAt(path string) uint64 {
 // not the one it has open, and uses the one at the path: one file, one
 // holder, and a take-over stops every process.
 func TestHeartbeatFileReplacedRejoined(t *testing.T) {
+	t.Parallel()
 	const interval = 200 * time.Millisecond
 	for _, how := range []string{"removed", "replaced"} {
 		t.Run(how, func(t *testing.T) {
@@ -108,6 +109,7 @@ func TestHeartbeatFileReplacedRejoined(t *testing.T) {
 // counter) and says what to do; planted while a process runs, the process
 // keeps the file it has and goes on refreshing.
 func TestHeartbeatFilePlantedNamed(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	for _, c := range []struct {
 		what string
@@ -149,6 +151,7 @@ func TestHeartbeatFilePlantedNamed(t *testing.T) {
 // message says: it does not create <counter>.heartbeat when it is missing
 // (a counter last used by an earlier version).
 func TestHeartbeatRefusedOpenCreatesNoHeartbeatFile(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	dir, path := ctPath(t)
 	g := openReg(t, path, "web_a", reg, WithCloneWindow(0))
@@ -164,6 +167,7 @@ func TestHeartbeatRefusedOpenCreatesNoHeartbeatFile(t *testing.T) {
 // A heartbeat file that belongs to another user is refused at Open,
 // promptly, and nothing changes.
 func TestHeartbeatOtherUsersHeartbeatRefused(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to chown")
 	}
@@ -193,6 +197,7 @@ func TestHeartbeatOtherUsersHeartbeatRefused(t *testing.T) {
 
 // Something planted at <counter>.heartbeat: Open refuses promptly.
 func TestHeartbeatPlantedRefusedPromptly(t *testing.T) {
+	t.Parallel()
 	for _, what := range []string{"fifo", "symlink", "dir"} {
 		t.Run(what, func(t *testing.T) {
 			reg := registrytest.NewRegistry()

@@ -72,6 +72,7 @@ func holders(gs []*Generator) []int {
 // them, not one each; when the process that sends it exits or crashes,
 // another takes over, and last-seen keeps being refreshed.
 func TestHeartbeatOnePerHost(t *testing.T) {
+	t.Parallel()
 	const interval = 10 * time.Second
 	for _, procs := range []int{1, 8, 32} {
 		t.Run("processes="+strconv.Itoa(procs), func(t *testing.T) {
@@ -130,6 +131,7 @@ func TestHeartbeatOnePerHost(t *testing.T) {
 // stale: a process that finds the record an interval and a half old
 // refreshes without the role.
 func TestHeartbeatHolderStuck(t *testing.T) {
+	t.Parallel()
 	const interval = 10 * time.Second
 	reg := registrytest.NewRegistry()
 	fh := newFakeHost(t, nil)
@@ -156,6 +158,7 @@ func TestHeartbeatHolderStuck(t *testing.T) {
 // A take-over that the holder's heartbeat learns of stops every process
 // of the host, not only the holder.
 func TestHeartbeatTakeOverStopsEveryProcess(t *testing.T) {
+	t.Parallel()
 	// On a fake clock: which process learns first, and how, depends on
 	// no scheduler.
 	const interval = 10 * time.Second
@@ -198,6 +201,7 @@ func TestHeartbeatTakeOverStopsEveryProcess(t *testing.T) {
 // host's heartbeat record is not fresh: a host starting all its
 // processes at once reads it once.
 func TestHeartbeatFreshJoinReadsNothing(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	_, path := ctPath(t)
 	calls := logCalls(reg)
@@ -227,6 +231,7 @@ func TestHeartbeatFreshJoinReadsNothing(t *testing.T) {
 // A damaged or foreign heartbeat record is no record: the join reads the
 // registry, and the host's heartbeat writes a good one.
 func TestHeartbeatRecordDamaged(t *testing.T) {
+	t.Parallel()
 	const interval = 20 * time.Millisecond
 	reg := registrytest.NewRegistry()
 	_, path := ctPath(t)
@@ -253,6 +258,7 @@ func TestHeartbeatRecordDamaged(t *testing.T) {
 // at once) find it once the first process's claim has made it, and join
 // without a registry read.
 func TestHeartbeatJoinFindsFileMadeByClaim(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	_, path := ctPath(t)
 	opts := []Option{WithHeartbeat(time.Hour), WithCloneWindow(0)}
@@ -293,6 +299,7 @@ func TestHeartbeatJoinFindsFileMadeByClaim(t *testing.T) {
 // Stats, with the heartbeat's last refresh, is safe racing Close and
 // after it.
 func TestHeartbeatStatsAfterClose(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	_, path := ctPath(t)
 	for range 20 {
@@ -409,6 +416,7 @@ func hbCloneClaim(t *testing.T, reg *registrytest.Registry, window time.Duration
 // the holder's retry (two intervals less half a poll: with the timeout, past
 // what the window allows for). A clone's claim is refused at every step.
 func TestHeartbeatFailingHolderDoesNotHoldOthersBack(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	const (
 		// Real polls every second (every decision is on the test's
@@ -464,6 +472,7 @@ func TestHeartbeatFailingHolderDoesNotHoldOthersBack(t *testing.T) {
 // eighths plus the timeout, and never come closer to the clone window
 // than an eighth of an interval; a clone's claim is refused throughout.
 func TestHeartbeatFailingHolderLastSeenInsideCloneWindow(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs for about 16 seconds")
 	}
@@ -510,6 +519,7 @@ func TestHeartbeatFailingHolderLastSeenInsideCloneWindow(t *testing.T) {
 // interval of the registry coming back. The test's clock moves an interval
 // at a time; each step must bring one try.
 func TestHeartbeatHolderBackOffCapped(t *testing.T) {
+	t.Parallel()
 	const hb = 200 * time.Millisecond // real polls every 50 ms; every decision is on the test's clock
 	clock := newHBClock()
 	reg := registrytest.NewRegistry()
@@ -548,6 +558,7 @@ func TestHeartbeatHolderBackOffCapped(t *testing.T) {
 // is too much: a claimant ahead by nine tenths of it takes the live host's
 // name.
 func TestHeartbeatCloneCheckClockSkewTolerance(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	const (
 		// Real polls every second (every decision is on the test's
@@ -625,6 +636,7 @@ func (r *failOrStallTouchReg) Touch(ctx context.Context, name, owner, session st
 // some point on; last-seen is sampled in the registry at every eighth of
 // the heartbeat.
 func TestHeartbeatSmallestCloneWindow(t *testing.T) {
+	t.Parallel()
 	const hb, to = 800 * time.Millisecond, 200 * time.Millisecond
 	const window = 2*hb + to
 	for _, mode := range []int32{1, 2} {
@@ -705,6 +717,7 @@ func (r *stallTouchReg) Touch(ctx context.Context, name, owner, session string) 
 // host's and the registry's): the smallest window Open accepts, whatever
 // the machine's load.
 func TestHeartbeatStalledHolderMidRefreshHandedOver(t *testing.T) {
+	t.Parallel()
 	const (
 		hb     = 10 * time.Second
 		to     = 2 * time.Second
@@ -755,6 +768,7 @@ func TestHeartbeatStalledHolderMidRefreshHandedOver(t *testing.T) {
 // process runs, and a clone's claim is refused. On a fake clock, at the
 // smallest window Open accepts.
 func TestHeartbeatFailingHolderDoesNotSilenceOthers(t *testing.T) {
+	t.Parallel()
 	const (
 		hb     = 10 * time.Second
 		to     = 2 * time.Second
@@ -783,6 +797,7 @@ func TestHeartbeatFailingHolderDoesNotSilenceOthers(t *testing.T) {
 // registry timeout, but the role does not wait with it: within three
 // intervals another process of the host holds it.
 func TestHeartbeatClosingHolderHandsRoleOver(t *testing.T) {
+	t.Parallel()
 	const interval = 10 * time.Second
 	reg := registrytest.NewRegistry()
 	fh := newFakeHost(t, nil)
@@ -852,6 +867,7 @@ func (f *flakyTouch) Touch(ctx context.Context, name, owner, session string) err
 // live holder that misses one heartbeat, the next one late by up to a
 // registry timeout").
 func TestHeartbeatSlowAndLostRefreshesInsideCloneWindow(t *testing.T) {
+	t.Parallel()
 	const (
 		hb     = 20 * time.Second
 		to     = 30 * time.Second
@@ -872,6 +888,7 @@ func TestHeartbeatSlowAndLostRefreshesInsideCloneWindow(t *testing.T) {
 // machine) claiming with the same clone window while the original runs is
 // refused.
 func TestHeartbeatCloneRefusedWhileHostRuns(t *testing.T) {
+	t.Parallel()
 	const (
 		hb     = 20 * time.Second
 		to     = 30 * time.Second
@@ -897,6 +914,7 @@ func TestHeartbeatCloneRefusedWhileHostRuns(t *testing.T) {
 // P processes sends about one Touch per interval, at most two, not one
 // per process.
 func TestHeartbeatNoTouchStormDuringOutage(t *testing.T) {
+	t.Parallel()
 	const (
 		interval = 10 * time.Second
 		procs    = 8
@@ -933,6 +951,7 @@ func TestHeartbeatNoTouchStormDuringOutage(t *testing.T) {
 // (four per interval, one at every poll). On the host's fake clock, set
 // back an hour for the first case.
 func TestHeartbeatFutureLastOneRefreshPerInterval(t *testing.T) {
+	t.Parallel()
 	const interval = 10 * time.Second
 	for _, how := range []string{"clock set back an hour", "record's last damaged into the future"} {
 		t.Run(how, func(t *testing.T) {
@@ -967,6 +986,7 @@ func TestHeartbeatFutureLastOneRefreshPerInterval(t *testing.T) {
 // the file) keeps every update from landing: "last" and "tried" stay old,
 // yet the host's processes do not all refresh at every poll.
 func TestHeartbeatRecordLockHeldNoRefreshStorm(t *testing.T) {
+	t.Parallel()
 	const interval = 10 * time.Second
 	reg := registrytest.NewRegistry()
 	fh := newFakeHost(t, nil)
@@ -993,6 +1013,7 @@ func TestHeartbeatRecordLockHeldNoRefreshStorm(t *testing.T) {
 // with trailing bytes is repaired back to its 40 bytes, so the host's
 // processes go back to about one refresh per interval.
 func TestHeartbeatLongRecordRepaired(t *testing.T) {
+	t.Parallel()
 	const interval = 10 * time.Second
 	reg := registrytest.NewRegistry()
 	fh := newFakeHost(t, nil)
@@ -1021,6 +1042,7 @@ func TestHeartbeatLongRecordRepaired(t *testing.T) {
 // stop the host's refreshes of last-seen: updates of the record give up
 // after a bound, and the refresh is sent without them.
 func TestHeartbeatRecordLockHeldRefreshesGoOn(t *testing.T) {
+	t.Parallel()
 	const interval = 10 * time.Second
 	reg := registrytest.NewRegistry()
 	fh := newFakeHost(t, nil)
@@ -1053,6 +1075,7 @@ func TestHeartbeatRecordLockHeldRefreshesGoOn(t *testing.T) {
 // registry, or from the host's heartbeat record) hands out no more ids,
 // not even from the block it took from the counter before.
 func TestHeartbeatTakenStopsBlockIDs(t *testing.T) {
+	t.Parallel()
 	const interval = 10 * time.Second
 	reg := registrytest.NewRegistry()
 	fh := newFakeHost(t, reg)
@@ -1098,6 +1121,7 @@ func (g *gatedTouch) Touch(ctx context.Context, name, owner, session string) err
 // answered after it does not overwrite it: the host's other processes stop
 // at one of their next polls, and new joins are refused.
 func TestHeartbeatTakenRecordNotOverwritten(t *testing.T) {
+	t.Parallel()
 	const hb = 100 * time.Millisecond
 	reg := registrytest.NewRegistry()
 	dir := t.TempDir()
@@ -1176,6 +1200,7 @@ func TestHeartbeatTakenRecordNotOverwritten(t *testing.T) {
 // process of the host too: the others stop issuing within two of their
 // polls, not an interval and a half later.
 func TestHeartbeatTakeoverLearnedByExtendShared(t *testing.T) {
+	t.Parallel()
 	const interval = 10 * time.Second
 	reg := registrytest.NewRegistry()
 	fh := newFakeHost(t, nil)

@@ -61,6 +61,7 @@ func holdByOther(t *testing.T, reg registry.Registry, name string) {
 // A claim refused while programs without a registry use the counter this
 // Open created leaves the counter, and what they issued from it, alone.
 func TestRefusedClaimKeepsCounterInUse(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name      string
 		meanwhile func(t *testing.T, path string) // runs while the claim is pending
@@ -115,6 +116,7 @@ func TestRefusedClaimKeepsCounterInUse(t *testing.T) {
 // The files a refused claim created stay, as Open's documentation says,
 // and hold nothing a later Open misreads.
 func TestRefusedClaimLeavesDocumentedFiles(t *testing.T) {
+	t.Parallel()
 	dir, path := ctPath(t)
 	reg := registrytest.NewRegistry()
 	holdByOther(t, reg, "web_1")
@@ -141,6 +143,7 @@ func openAs(path, name string, reg registry.Registry, opts ...Option) (*Generato
 // A process cannot join its host's claim under another name, with the
 // registry up or down.
 func TestJoinUnderAnotherNameRefused(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		other string // the name the second process asks for
@@ -183,6 +186,7 @@ func TestJoinUnderAnotherNameRefused(t *testing.T) {
 // The session file records the name and owner token with the session; a
 // joining process refuses one in another format, or for another owner.
 func TestSessionFileFormat(t *testing.T) {
+	t.Parallel()
 	_, path := ctPath(t)
 	reg := registrytest.NewRegistry()
 	first, err := openAs(path, "web_a", reg)
@@ -230,6 +234,7 @@ func TestSessionFileFormat(t *testing.T) {
 // The first process of a host replaces the session file without reading
 // it: a file of an earlier version does not stop an upgrade.
 func TestFirstProcessReplacesOldSessionFile(t *testing.T) {
+	t.Parallel()
 	_, path := ctPath(t)
 	reg := registrytest.NewRegistry()
 	require.NoError(t, os.WriteFile(path+ExportSessionSuffix, []byte("session-0\n"), 0o600))
@@ -247,6 +252,7 @@ func TestFirstProcessReplacesOldSessionFile(t *testing.T) {
 // A corrupt file beside the counter is refused before anything is written,
 // on disk or in the registry, with its own error and its real size.
 func TestCorruptHostFileRefusedBeforeClaim(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		spoil   func(t *testing.T, path string)
@@ -311,6 +317,7 @@ func TestCorruptHostFileRefusedBeforeClaim(t *testing.T) {
 // A mark file damaged while a Generator runs is reported with its real
 // size, by the Generator and by ReadMark.
 func TestCorruptMarkMessageSizes(t *testing.T) {
+	t.Parallel()
 	_, path := ctPath(t)
 	g, err := openAs(path, "web_1", registrytest.NewRegistry(), WithReserveStep(100), WithOutageHorizon(0))
 	require.NoError(t, err)
@@ -334,6 +341,7 @@ func TestCorruptMarkMessageSizes(t *testing.T) {
 // check that doing so is right. The next first start rebuilds the mark from
 // the registry and raises the counter to the registry's mark.
 func TestRemovedMarkRebuiltFromRegistry(t *testing.T) {
+	t.Parallel()
 	_, path := ctPath(t)
 	reg := registrytest.NewRegistry()
 	g, err := openAs(path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
@@ -358,6 +366,7 @@ func TestRemovedMarkRebuiltFromRegistry(t *testing.T) {
 // A mode without owner read and write is refused: the library could not
 // use the file it created.
 func TestWithFileModeNeedsOwnerReadWrite(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		mode os.FileMode
 		ok   bool
@@ -460,6 +469,7 @@ func (r *recordingFS) snapshot() []fsOp {
 // it gets its name, and the directory is synced after the name is made and
 // the temporary name removed, before anything else happens.
 func TestCreateFilesOrderOfOperations(t *testing.T) {
+	t.Parallel()
 	dir, path := ctPath(t)
 	rec := &recordingFS{}
 	g, err := openAs(path, "web_1", registrytest.NewRegistry(), ExportWithFS(rec))
@@ -509,6 +519,7 @@ func TestCreateFilesOrderOfOperations(t *testing.T) {
 // A failed directory sync fails the creation, with an error that says so,
 // for the counter and for each file beside it.
 func TestCreateFilesDirSyncFailure(t *testing.T) {
+	t.Parallel()
 	for _, suffix := range []string{"", ExportOwnerSuffix, ExportMarkSuffix, ExportPresenceSuffix, ExportSessionSuffix} {
 		t.Run("counter"+suffix, func(t *testing.T) {
 			dir, path := ctPath(t)
@@ -538,6 +549,7 @@ func TestCreateFilesDirSyncFailure(t *testing.T) {
 // another writes it for the first time (empty to 16 bytes, in one write)
 // sees it empty or whole, never as corrupt.
 func TestMarkReadWhileFirstWritten(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	_, path := ctPath(t)
 	mark := path + ExportMarkSuffix
@@ -576,6 +588,7 @@ func TestMarkReadWhileFirstWritten(t *testing.T) {
 // directory sync failed, left a name that a power loss could still take
 // away after numbers were issued from it.
 func TestOpenExistingSyncsDirectory(t *testing.T) {
+	t.Parallel()
 	for _, withReg := range []bool{false, true} {
 		t.Run(fmt.Sprintf("registry=%v", withReg), func(t *testing.T) {
 			dir, path := ctPath(t)
@@ -633,6 +646,7 @@ func withoutProtectedHardlinks(t *testing.T) bool {
 // its opened descriptor, whatever fs.protected_hardlinks says, and the
 // linked file is left as it was.
 func TestStateFileWithTwoNamesRefused(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	asUser := withoutProtectedHardlinks(t)
 	counterOf := func(v uint64) []byte { b := EncodeCounter(v); return b[:] }
@@ -683,6 +697,7 @@ func TestStateFileWithTwoNamesRefused(t *testing.T) {
 // gate, with no other process anywhere, is not blamed on another process
 // (ErrLocked): a free gate is taken whatever the deadline says.
 func TestFreeGateTakenPastTheDeadline(t *testing.T) {
+	t.Parallel()
 	for range 3 {
 		_, err := Open(filepath.Join(t.TempDir(), "counter.u64"), "web_1",
 			WithRegistry(registrytest.NewRegistry()), WithRegistryTimeout(time.Nanosecond))
@@ -695,6 +710,7 @@ func TestFreeGateTakenPastTheDeadline(t *testing.T) {
 // test's own, as another process's would be): a registered Open waits at
 // most as long as its context, and the error names the holder.
 func TestGateWaitBoundedAndNamesHolder(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	// The gate held by another user's process, which could read it
 	// (the state files 0644, in a directory it can reach).

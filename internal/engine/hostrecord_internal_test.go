@@ -15,6 +15,7 @@ import (
 // raises the counter above every number handed out. The same run without
 // the Repair is the control.
 func TestRecordRepairUnderARunningProcessWithSyncOff(t *testing.T) {
+	t.Parallel()
 	for _, repair := range []bool{false, true} {
 		t.Run(map[bool]string{false: "no repair", true: "repair"}[repair], func(t *testing.T) { repairThenPowerCut(t, repair) })
 	}

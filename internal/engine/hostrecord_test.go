@@ -50,6 +50,7 @@ func issue(t *testing.T, counter, name string, n int, opts ...Option) []string {
 // mounted, a link re-pointed) is never made again at 0: the Open is
 // refused, creates nothing, and says how far the lost counter went.
 func TestRecordRefusesACounterMissingAtItsPath(t *testing.T) {
+	t.Parallel()
 	place, dir := recordHost(t)
 	c := filepath.Join(dir, "counter.u64")
 	require.Equal(t, []string{"vm1-1", "vm1-2", "vm1-3"}, issue(t, c, "vm1", 3, WithBindingDir(place)))
@@ -64,6 +65,7 @@ func TestRecordRefusesACounterMissingAtItsPath(t *testing.T) {
 // A counter replaced at its path by another file (re-made, another disk
 // mounted there, swapped by whoever owns the directory) is refused.
 func TestRecordRefusesAReplacedCounter(t *testing.T) {
+	t.Parallel()
 	place, dir := recordHost(t)
 	c := filepath.Join(dir, "counter.u64")
 	issue(t, c, "vm1", 3, WithBindingDir(place))
@@ -79,6 +81,7 @@ func TestRecordRefusesAReplacedCounter(t *testing.T) {
 // backup, are below the record's floor: refused, never issued from; the
 // way out (init past the floor) works.
 func TestRecordRefusesACounterBelowItsFloor(t *testing.T) {
+	t.Parallel()
 	for _, back := range []uint64{0, 1, 2} {
 		place, dir := recordHost(t)
 		c := filepath.Join(dir, "counter.u64")
@@ -105,6 +108,7 @@ func TestRecordRefusesACounterBelowItsFloor(t *testing.T) {
 // to a value the record has seen pass is refused even while the counter
 // ran far.
 func TestRecordFloorFollowsTheCounter(t *testing.T) {
+	t.Parallel()
 	place, dir := recordHost(t)
 	c := filepath.Join(dir, "counter.u64")
 	g, err := Open(c, "vm1", WithBindingDir(place))
@@ -128,6 +132,7 @@ func TestRecordFloorFollowsTheCounter(t *testing.T) {
 // A registry-backed Open and a standalone one keep the same record: a
 // second counter under the name is refused whichever comes first.
 func TestRecordSharedByRegistryAndStandalone(t *testing.T) {
+	t.Parallel()
 	place, dir := recordHost(t)
 	a, b := filepath.Join(dir, "a.u64"), filepath.Join(dir, "b.u64")
 	reg := registrytest.NewRegistry()
@@ -150,6 +155,7 @@ func TestRecordSharedByRegistryAndStandalone(t *testing.T) {
 // (3021 is 302×10+1 and 30×100+21), whatever path each came by; and two
 // names with one node number too.
 func TestRecordStrideAndNumberAcrossNames(t *testing.T) {
+	t.Parallel()
 	place, dir := recordHost(t)
 	issue(t, filepath.Join(dir, "a.u64"), "a", 1, WithBindingDir(place), WithFormat(FormatStriped), WithNodeNumber(1), WithStride(10))
 	_, err := Open(filepath.Join(dir, "b.u64"), "b", WithBindingDir(place), WithFormat(FormatStriped), WithNodeNumber(21), WithStride(100))
@@ -162,6 +168,7 @@ func TestRecordStrideAndNumberAcrossNames(t *testing.T) {
 // A damaged record refuses the name (never "no record"), and so does one
 // the place cannot tell from a record.
 func TestRecordDamagedRefuses(t *testing.T) {
+	t.Parallel()
 	place, dir := recordHost(t)
 	c := filepath.Join(dir, "counter.u64")
 	issue(t, c, "vm1", 1, WithBindingDir(place))
@@ -177,6 +184,7 @@ func TestRecordDamagedRefuses(t *testing.T) {
 // A name released on the host is refused by every path until it is
 // claimed again on purpose.
 func TestRecordReleasedHonouredWithoutRegistry(t *testing.T) {
+	t.Parallel()
 	place, dir := recordHost(t)
 	c := filepath.Join(dir, "counter.u64")
 	reg := registrytest.NewRegistry()
@@ -209,6 +217,7 @@ func writeCounter(t *testing.T, path string, v uint64) {
 // issued: every number handed out is at most the mark. With or without a
 // registry, and from one to the other.
 func TestRecordCrashThenRestoreRaisedToTheMark(t *testing.T) {
+	t.Parallel()
 	for _, reg := range []bool{false, true} {
 		place, dir := recordHost(t)
 		c := filepath.Join(dir, "counter.u64")
@@ -232,6 +241,7 @@ func TestRecordCrashThenRestoreRaisedToTheMark(t *testing.T) {
 // A clean close leaves no gap: the last program out sets the mark back to
 // the counter, and the next start goes on from it.
 func TestRecordCleanRestartLeavesNoGap(t *testing.T) {
+	t.Parallel()
 	place, dir := recordHost(t)
 	c := filepath.Join(dir, "counter.u64")
 	require.Equal(t, []string{"vm1-1", "vm1-2"}, issue(t, c, "vm1", 2, WithBindingDir(place)))
@@ -250,6 +260,7 @@ func TestRecordCleanRestartLeavesNoGap(t *testing.T) {
 // strides: one wins, the other is refused (each claim is one entry created
 // without replacing, not a read of the others' records).
 func TestRecordNumberAndStrideClaimsRace(t *testing.T) {
+	t.Parallel()
 	for round := range 20 {
 		place, dir := recordHost(t)
 		forms := [][]Option{
@@ -282,6 +293,7 @@ func TestRecordNumberAndStrideClaimsRace(t *testing.T) {
 // is given then is the host's, and a standalone name with another is
 // refused; a standalone name's stride refuses a registry name's other one.
 func TestRecordRegistryStrideIsTheHosts(t *testing.T) {
+	t.Parallel()
 	place, dir := recordHost(t)
 	reg := registrytest.NewRegistry()
 	_, err := reg.SetStride(t.Context(), 10)
@@ -297,6 +309,7 @@ func TestRecordRegistryStrideIsTheHosts(t *testing.T) {
 // (device and inode can be read by anyone) is taken by root as the
 // counter's, and given to the counter's owner.
 func TestRecordOfAnotherUserNotAdopted(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	place, dir := recordHost(t)
 	c := filepath.Join(dir, "counter.u64")
@@ -325,6 +338,7 @@ func TestRecordOfAnotherUserNotAdopted(t *testing.T) {
 // hold its presence lock (and so keep a start from raising a counter
 // after a crash) or read what it says.
 func TestRecordModeFollowsTheCounter(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ counter, record os.FileMode }{{0o600, 0o600}, {0o660, 0o660}, {0o640, 0o600}} {
 		place, dir := recordHost(t)
 		c := filepath.Join(dir, "counter.u64")
@@ -339,6 +353,7 @@ func TestRecordModeFollowsTheCounter(t *testing.T) {
 // replacement at the recorded path raised past the mark, which would
 // otherwise take the name over.
 func TestRecordReleasedRefusesAReplacement(t *testing.T) {
+	t.Parallel()
 	place, dir := recordHost(t)
 	c := filepath.Join(dir, "counter.u64")
 	reg := registrytest.NewRegistry()
@@ -356,6 +371,7 @@ func TestRecordReleasedRefusesAReplacement(t *testing.T) {
 // as root's claim (that user could remove or rewrite it at will): root's
 // Open is denied, naming the user, and no second name gets the number.
 func TestRecordClaimOfAnotherUserDenies(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	place, dir := recordHost(t)
 	require.NoError(t, os.Mkdir(place, 0o755))
@@ -373,6 +389,7 @@ func TestRecordClaimOfAnotherUserDenies(t *testing.T) {
 // program after the crash, registered or not, raises the counter to the
 // record's mark, which covers every number handed out.
 func TestRecordCrashRaiseWhateverPathKeptTheMark(t *testing.T) {
+	t.Parallel()
 	place, dir := recordHost(t)
 	c := filepath.Join(dir, "c")
 	reg := registrytest.NewRegistry()
@@ -407,6 +424,7 @@ func TestRecordCrashRaiseWhateverPathKeptTheMark(t *testing.T) {
 // still takes the record that names the very counter, and gives it to the
 // counter's owner, for its writers alone.
 func TestRecordOfAGroupWriterTrusted(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	for _, tc := range []struct {
 		mode    os.FileMode
@@ -437,6 +455,7 @@ func TestRecordOfAGroupWriterTrusted(t *testing.T) {
 // the record's floor follows it: a counter restored far back while a
 // program uses it is refused to the next program, not issued from again.
 func TestRecordFloorFollowsWithSyncOff(t *testing.T) {
+	t.Parallel()
 	for _, per := range []uint64{1, 2900} { // ids per call: a step at a time, or one jump
 		place, dir := recordHost(t)
 		c := filepath.Join(dir, "counter.u64")
@@ -493,6 +512,7 @@ func TestRecordDefaultPlaceMustLast(t *testing.T) {
 // waits for it, within its context: it never starts uncounted, which the
 // Release would not see.
 func TestRecordOpenWaitsForARelease(t *testing.T) {
+	t.Parallel()
 	place, dir := recordHost(t)
 	c := filepath.Join(dir, "counter.u64")
 	issue(t, c, "vm1", 1, WithBindingDir(place))
@@ -514,6 +534,7 @@ func TestRecordOpenWaitsForARelease(t *testing.T) {
 // Records cannot be turned off: WithBindingDir("") is refused before
 // anything is made, and the message says to name a place.
 func TestRecordPlaceRequired(t *testing.T) {
+	t.Parallel()
 	_, dir := recordHost(t)
 	counter := filepath.Join(dir, "c")
 	_, err := Open(counter, "vm", WithBindingDir(""))
@@ -526,6 +547,7 @@ func TestRecordPlaceRequired(t *testing.T) {
 // name released with it, also once the counter took another name on
 // purpose (whose record comes first).
 func TestReadHostFilesFromTheRecords(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	place, dir := recordHost(t)
 	c := filepath.Join(dir, "counter.u64")
@@ -553,6 +575,7 @@ func TestReadHostFilesFromTheRecords(t *testing.T) {
 // this program's presence lock next): the opener finds a clean close, so
 // it neither raises the counter nor warns of a crash.
 func TestRecordClosedCleanlyWhileAnOpenerHoldsTheCounterLock(t *testing.T) {
+	t.Parallel()
 	place, dir := recordHost(t)
 	c := filepath.Join(dir, "counter.u64")
 	g, err := Open(c, "vm1", WithBindingDir(place))
@@ -581,6 +604,7 @@ func TestRecordClosedCleanlyWhileAnOpenerHoldsTheCounterLock(t *testing.T) {
 // record's mark (the name went with the replacement) hands out nothing
 // more from the old file.
 func TestRecordReplacedCounterStopsTheOldProgram(t *testing.T) {
+	t.Parallel()
 	place, dir := recordHost(t)
 	c := filepath.Join(dir, "counter.u64")
 	g, err := Open(c, "vm1", WithBindingDir(place))
@@ -602,6 +626,7 @@ func TestRecordReplacedCounterStopsTheOldProgram(t *testing.T) {
 // left in, one this user cannot write) is refused first: no record, no
 // node number and no stride is claimed for it.
 func TestRecordRefusedOpenClaimsNothing(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		setup func(t *testing.T, c string)
@@ -657,6 +682,7 @@ func readOnly(t *testing.T, dir string) {
 // service its own record, and a group that may no longer write the
 // counter can no longer open (and lock) its record.
 func TestRecordFollowsTheCounterOwnerAndMode(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	place, dir := recordHost(t)
 	c := filepath.Join(dir, "counter.u64")
@@ -712,6 +738,7 @@ func (x *recordSyncFaults) SyncFile(f *os.File) error {
 // mark it reads (with sync off, a power cut would take both the counter
 // and that mark, and the ids would be handed out again).
 func TestRecordWriteWhoseSyncFailedIsWrittenAgain(t *testing.T) {
+	t.Parallel()
 	place, dir := recordHost(t)
 	c := filepath.Join(dir, "counter.u64")
 	x := &recordSyncFaults{place: place}
@@ -733,6 +760,7 @@ func TestRecordWriteWhoseSyncFailedIsWrittenAgain(t *testing.T) {
 // whatever that program saw itself: another program of the name went
 // further than it knows.
 func TestRecordRestoreBelowTheFloorRaisedForARunningProgram(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	for _, at := range []uint64{100, 1100} { // below what the running program saw, and above it
 		place, dir := recordHost(t)
@@ -757,6 +785,7 @@ func TestRecordRestoreBelowTheFloorRaisedForARunningProgram(t *testing.T) {
 // would be the floor itself, already handed out, so it is raised as a
 // deeper roll-back is.
 func TestRecordRestoreOneBelowTheFloorRaisedForARunningProgram(t *testing.T) {
+	t.Parallel()
 	place, dir := recordHost(t)
 	c := filepath.Join(dir, "counter.u64")
 	b, err := Open(c, "vm1", WithBindingDir(place))
@@ -784,6 +813,7 @@ func TestRecordRestoreOneBelowTheFloorRaisedForARunningProgram(t *testing.T) {
 // that names that very counter, whoever made it, and gives it to the
 // counter's new owner.
 func TestRecordFollowsACounterGivenToAnotherUser(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	place, dir := recordHost(t)
 	c := filepath.Join(dir, "counter.u64")
@@ -809,6 +839,7 @@ func TestRecordFollowsACounterGivenToAnotherUser(t *testing.T) {
 // it, a node number) is never taken as the counter's: a default name
 // taken from it could be another host's.
 func TestRecordOfAnotherUserGivesNoDefaultName(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	place, dir := recordHost(t)
 	c := filepath.Join(dir, "counter.u64")
@@ -826,6 +857,7 @@ func TestRecordOfAnotherUserGivesNoDefaultName(t *testing.T) {
 // number on the host: the claims of numbers are never given back, and
 // the name that should get the number would be refused for good.
 func TestRecordStrideRefusedClaimsNoNumber(t *testing.T) {
+	t.Parallel()
 	place, dir := recordHost(t)
 	issue(t, filepath.Join(dir, "a.u64"), "a", 1, WithBindingDir(place), WithFormat(FormatStriped), WithNodeNumber(1), WithStride(10))
 

@@ -20,6 +20,7 @@ import (
 // it is refused with ErrNameTaken and issues nothing, although a join with
 // the registry down is otherwise let through on the host's reserved range.
 func TestJoinRefusesNameTheRecordSaysTaken(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a", "c.u64")
@@ -63,6 +64,7 @@ func TestJoinRefusesNameTheRecordSaysTaken(t *testing.T) {
 // and the join is refused with ErrNameTaken; it does not start issuing on
 // a claim that no longer stands.
 func TestJoinRefusesRowOfAnotherSession(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	dir := t.TempDir()
 	for _, d := range []string{"a", "clone"} {

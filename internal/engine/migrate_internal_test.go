@@ -89,6 +89,7 @@ func requireGone(t *testing.T, path string) {
 // first Open takes every form into the record, with the form left at
 // the counter's value; a new form starts above 3013; the files are gone.
 func TestMigrateFormHistory(t *testing.T) {
+	t.Parallel()
 	_, path := oldHost(t, 30, map[string][]byte{
 		formsSuffix:     encodeForms(formHistory{stripedCurrent(100, 13), {form: FormatDecimal, node: 4}}, 2),
 		formsCopySuffix: encodeForms(formHistory{stripedCurrent(100, 13)}, 1),
@@ -113,6 +114,7 @@ func TestMigrateFormHistory(t *testing.T) {
 // stride with the striped form of that stride left at the counter's
 // value, and the host's claim of the number refuses it to another name.
 func TestMigrateNumberFile(t *testing.T) {
+	t.Parallel()
 	dir, path := oldHost(t, 40, map[string][]byte{
 		numberSuffix: encodeNumberFile(numberRecord{name: "vm1", number: 3, stride: 100}),
 		formsSuffix:  encodeForms(formHistory{{registry: "vm1", node: 3, stride: 100}, stripedCurrent(100, 3)}, 4),
@@ -151,6 +153,7 @@ func TestMigrateNumberFile(t *testing.T) {
 // record as left at the counter's value, and a return to stride 10 (the
 // form the copies record as in use) starts above 4003.
 func TestMigrateNumberFileRemembersAFormTheHistoryLost(t *testing.T) {
+	t.Parallel()
 	_, path := oldHost(t, 40, map[string][]byte{
 		numberSuffix:    encodeNumberFile(numberRecord{name: "vm1", number: 3, stride: 100}),
 		formsSuffix:     encodeForms(formHistory{stripedCurrent(10, 3)}, 1),
@@ -174,6 +177,7 @@ func TestMigrateNumberFileRemembersAFormTheHistoryLost(t *testing.T) {
 // refused to this name before anything is made, and claimed for that
 // name once the files are taken in.
 func TestMigrateAnotherNamesNumber(t *testing.T) {
+	t.Parallel()
 	dir, path := oldHost(t, 9, map[string][]byte{
 		numberSuffix: encodeNumberFile(numberRecord{name: "old_name", number: 5}),
 	})
@@ -192,6 +196,7 @@ func TestMigrateAnotherNamesNumber(t *testing.T) {
 // says it now, the file is gone, and the name (and another name on the
 // counter) is refused until claimed again on purpose.
 func TestMigrateReleased(t *testing.T) {
+	t.Parallel()
 	_, path := oldHost(t, 12, map[string][]byte{releasedSuffix: []byte(releasedHeader + "\nvm1\n")})
 	_, err := Open(path, "vm1", WithSync(false))
 	require.ErrorIs(t, err, ErrReleased)
@@ -227,6 +232,7 @@ func TestMigrateReleased(t *testing.T) {
 // missing, or the number file (errCorruptNumber). One damaged copy beside
 // a whole one is taken from the whole one.
 func TestMigrateDamaged(t *testing.T) {
+	t.Parallel()
 	whole := encodeForms(formHistory{stripedCurrent(100, 13)}, 1)
 	for _, tc := range []struct {
 		name  string
@@ -268,6 +274,7 @@ func TestMigrateDamaged(t *testing.T) {
 // (the most it can have issued). The record they make raises a new form
 // above every id of them.
 func TestMigrateFormHistoryMerge(t *testing.T) {
+	t.Parallel()
 	unknown := func(stride, node, upto uint64) formEntry {
 		e := striped(stride, node, upto)
 		e.unknown = true
@@ -354,6 +361,7 @@ func TestMigrateFormHistoryMerge(t *testing.T) {
 // history's form in use is taken as left at the counter's value, and a
 // form both record as left keeps the higher value.
 func TestMigrateIntoARecord(t *testing.T) {
+	t.Parallel()
 	r := hoststate.Record{Forms: []hoststate.Form{
 		{Kind: formStriped, Stride: 10, Node: 1, Upto: 4},
 		{Kind: formStriped, Stride: 1000, Node: 7, Current: true},
@@ -371,6 +379,7 @@ func TestMigrateIntoARecord(t *testing.T) {
 // A copy a version 1 history wrote (no generation, no registry lines) is
 // read as generation 0, so any copy written since wins the form in use.
 func TestMigrateReadsFormsVersion1(t *testing.T) {
+	t.Parallel()
 	body := "snapid-forms 1\nstriped 10 1 5\nstriped 100 11 current\ndecimal 4\n"
 	b := fmt.Appendf([]byte(body), "crc32c %08x\n", crc32.Checksum([]byte(body), crc32c))
 	h, gen, err := decodeFormsGen(b)
@@ -382,6 +391,7 @@ func TestMigrateReadsFormsVersion1(t *testing.T) {
 // A version 2 copy without its generation line is not read, even with a
 // matching checksum.
 func TestMigrateFormsGenerationLineRequired(t *testing.T) {
+	t.Parallel()
 	for _, line := range []string{"5", "gen 5", "generation", "generation 05", "generation -1"} {
 		body := "snapid-forms 2\n" + line + "\nstriped 10 1 current\n"
 		b := fmt.Appendf([]byte(body), "crc32c %08x\n", crc32.Checksum([]byte(body), crc32c))
@@ -393,6 +403,7 @@ func TestMigrateFormsGenerationLineRequired(t *testing.T) {
 // The number file of both versions decodes; its claim line is not
 // checked (the record, not the file, is what a joining process reads).
 func TestMigrateReadsNumberFile(t *testing.T) {
+	t.Parallel()
 	for _, b := range [][]byte{
 		[]byte("snapid-number 1\nname vm1\nnumber 3\nstride 100\n"),
 		encodeNumberFile(numberRecord{name: "vm1", number: 3, stride: 100}),
@@ -409,6 +420,7 @@ func TestMigrateReadsNumberFile(t *testing.T) {
 // issued under are claimed for it at its first Open, whatever form that
 // Open asks for: another name cannot take them and repeat its ids.
 func TestMigrateClaimsTheNamesNumbers(t *testing.T) {
+	t.Parallel()
 	t.Run("decimal", func(t *testing.T) {
 		dir, path := oldHost(t, 5, map[string][]byte{
 			numberSuffix: encodeNumberFile(numberRecord{name: "ma", number: 3}),

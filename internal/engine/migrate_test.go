@@ -21,6 +21,7 @@ import (
 // nothing about root's counter: another user can only put something
 // where nothing was) nor removes it, and warns, naming it.
 func TestMigrateLeavesAnotherUsersFile(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	for _, at := range []string{".forms", ".forms.copy", ".number", ".released"} {
 		for _, tc := range []struct{ kind, cmd string }{

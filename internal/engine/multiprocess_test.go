@@ -287,6 +287,7 @@ func mpNumbers(nums []mpNum) []uint64 {
 // from one counter file at once; the numbers are exactly 1..total, each
 // goroutine's numbers increase, and the file holds total.
 func TestMultiProcessStrict(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	if mpChild(t) {
 		return
@@ -324,6 +325,7 @@ func TestMultiProcessStrict(t *testing.T) {
 
 // TestMultiProcessMixedBlock: strict and block-mode processes on one file.
 func TestMultiProcessMixedBlock(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	if mpChild(t) {
 		return
@@ -444,6 +446,7 @@ func TestMultiProcessWithSnapctl(t *testing.T) {
 // twice, the file stays exactly 8 bytes, and it covers every number
 // printed.
 func TestCrashKill9(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	if mpChild(t) {
 		return
@@ -531,6 +534,7 @@ func TestCrashKill9(t *testing.T) {
 // with children killed with SIGKILL at random moments, strict and block
 // mode: no id is printed twice, and no two are equal as exact decimals.
 func TestCrashKill9NumericForms(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	if mpChild(t) {
 		return

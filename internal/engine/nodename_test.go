@@ -37,6 +37,7 @@ var invalidNames = []struct {
 }
 
 func TestValidateNameInvalid(t *testing.T) {
+	t.Parallel()
 	for _, tt := range invalidNames {
 		t.Run(tt.name, func(t *testing.T) {
 			err := ValidateName(tt.in)
@@ -50,6 +51,7 @@ func TestValidateNameInvalid(t *testing.T) {
 }
 
 func TestNameFromHostname(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		host       string
@@ -89,6 +91,7 @@ func TestNameFromHostname(t *testing.T) {
 }
 
 func TestNameFromHostnameRefuses(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		host string

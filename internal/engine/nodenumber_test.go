@@ -23,6 +23,7 @@ import (
 // host's record of the name, kept across restarts, and read by the host's
 // other processes.
 func TestRegistryNodeNumbersDecimal(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	a, b := newSeqHost(t, "web_a"), newSeqHost(t, "web_b")
 	ga := a.open(t, reg, WithFormat(FormatDecimal))
@@ -63,6 +64,7 @@ func TestRegistryNodeNumbersDecimal(t *testing.T) {
 // first host's WithStride records it when none is; another stride is
 // refused (ErrStrideMismatch), none at all is refused too.
 func TestRegistryStride(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	a, b, c := newSeqHost(t, "s_a"), newSeqHost(t, "s_b"), newSeqHost(t, "s_c")
 	_, err := Open(a.path, a.name, WithRegistry(reg), WithHostInfo(a.info), WithFormat(FormatStriped))
@@ -138,6 +140,7 @@ func recordedNumber(t *testing.T, path, name string) uint64 {
 // A name-form host starts when the registry is slow to give a number
 // (or never does): it waits a bounded share of the claim's time.
 func TestRegistryNameFormStartsWhenNumbersHang(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	reg.SetHook(func(ctx context.Context, op, name string) error {
 		if op == "assign_number" {
@@ -190,6 +193,7 @@ func TestRegistryWithoutNumbers(t *testing.T) {
 // A WithNodeNumber or WithStride that is not the registry's is refused
 // before the claim: the registry's row is left as it was.
 func TestRegistryNumberRefusedBeforeClaim(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	a := newSeqHost(t, "p_a")
 	g := a.open(t, reg, WithFormat(FormatStriped), WithStride(50))
@@ -216,6 +220,7 @@ func TestRegistryNumberRefusedBeforeClaim(t *testing.T) {
 // a node number for a name that has none is refused before the claim, and
 // a bound below every striped id is refused before anything.
 func TestRegistryBadFormOptionsChangeNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	reg := registrytest.NewRegistry()
 	first := newSeqHost(t, "first") // takes node number 1
@@ -248,6 +253,7 @@ func TestRegistryBadFormOptionsChangeNothing(t *testing.T) {
 // number: the Open is refused, and the host never issues under a number
 // the registry gave another name.
 func TestNumberFileWithoutNumberingRegistry(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	a, b := newSeqHost(t, "nm_a"), newSeqHost(t, "nm_b")
 	ga := a.open(t, reg, WithFormat(FormatDecimal))
@@ -297,6 +303,7 @@ func TestNumberBadBoundRefusedBeforeClaim(t *testing.T) {
 // refused before the claim, so the registry's row (its session, its mark)
 // is left as it was.
 func TestNumberAboveStrideRefusedBeforeClaim(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	reg := registrytest.NewRegistry()
 	x, y := newSeqHost(t, "nm_x"), newSeqHost(t, "nm_y")
@@ -377,6 +384,7 @@ func TestNumberFileDefaultsWithoutRegistry(t *testing.T) {
 // out 2.4, 2.5, … would repeat web's ids), an Open giving no number takes
 // vm's, and the host's claim refuses vm's number to another name.
 func TestNumberWithoutRegistryKeepsTheRegistrysNumber(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	dirA, vmCounter := ctPath(t)
 	bindA := filepath.Join(dirA, "names")

@@ -52,6 +52,7 @@ func TestDefaultLoggerIsSlogDefault(t *testing.T) {
 // beside it, is refused before anything is made: the place would be made
 // as a directory in the file's stead, and every later Open would fail.
 func TestBindingDirBesideTheCounterRefused(t *testing.T) {
+	t.Parallel()
 	for _, rel := range []string{"counter.u64", "counter.u64/records", "counter.u64.mark", "counter.u64.seq.orders"} {
 		t.Run(rel, func(t *testing.T) {
 			dir := t.TempDir()

@@ -28,6 +28,7 @@ func releaseRegistries(*testing.T) map[string]func(t *testing.T) registry.Regist
 // or above the registry's mark, so the next holder starts above anything
 // this host may have issued.
 func TestReleaseAfterCrashCoversTheMark(t *testing.T) {
+	t.Parallel()
 	for what, newReg := range releaseRegistries(t) {
 		t.Run(what, func(t *testing.T) {
 			reg := newReg(t)
@@ -61,6 +62,7 @@ func TestReleaseAfterCrashCoversTheMark(t *testing.T) {
 // A forced release on behalf of a holder that crashed records at least the
 // holder's mark, whatever next is given.
 func TestForceReleaseKeepsTheHoldersMark(t *testing.T) {
+	t.Parallel()
 	for what, newReg := range releaseRegistries(t) {
 		t.Run(what, func(t *testing.T) {
 			reg := newReg(t)
@@ -102,6 +104,7 @@ func TestForceReleaseKeepsTheHoldersMark(t *testing.T) {
 // take back a name released for another host. Refused, nothing changes in
 // the registry or in the counter.
 func TestReleaseIsFinalOnTheHost(t *testing.T) {
+	t.Parallel()
 	for what, newReg := range releaseRegistries(t) {
 		t.Run(what, func(t *testing.T) {
 			reg := newReg(t)
@@ -140,6 +143,7 @@ func TestReleaseIsFinalOnTheHost(t *testing.T) {
 // whose outcome is not known (the registry failed) leaves the host
 // refusing the name too.
 func TestReleaseRecordedBeforeTheRegistry(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "counter.u64")
@@ -163,6 +167,7 @@ func TestReleaseRecordedBeforeTheRegistry(t *testing.T) {
 // waits for it to stop (ErrInUse), and then records a last number at or
 // above everything it may have handed out, its record's mark included.
 func TestReleaseRefusedWhileAProgramWithoutTheRegistryRuns(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "counter.u64")
@@ -184,6 +189,7 @@ func TestReleaseRefusedWhileAProgramWithoutTheRegistryRuns(t *testing.T) {
 }
 
 func TestReleaseBoundedWhenCounterLocked(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	counter := filepath.Join(lockDir(t), "c")
 	reg := registrytest.NewRegistry()

@@ -27,6 +27,7 @@ import (
 )
 
 func TestReservationBoundsAndCleanRestart(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
@@ -43,6 +44,7 @@ func TestReservationBoundsAndCleanRestart(t *testing.T) {
 }
 
 func TestReservationExtendsAheadAndStopsAtMarkWhenRegistryDown(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg, WithReserveStep(10), WithOutageHorizon(0))
@@ -83,6 +85,7 @@ func TestReservationExtendsAheadAndStopsAtMarkWhenRegistryDown(t *testing.T) {
 }
 
 func TestReservationCrashLeavesAtMostOneStep(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
@@ -98,6 +101,7 @@ func TestReservationCrashLeavesAtMostOneStep(t *testing.T) {
 }
 
 func TestReservationRestoredBackupNeverRepeats(t *testing.T) {
+	t.Parallel()
 	for _, clean := range []bool{true, false} {
 		reg := registrytest.NewRegistry()
 		path := filepath.Join(t.TempDir(), "counter.u64")
@@ -123,6 +127,7 @@ func TestReservationRestoredBackupNeverRepeats(t *testing.T) {
 }
 
 func TestReservationNameTakenIssuesNothing(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	dir := t.TempDir()
 	a := openReg(t, filepath.Join(dir, "a.u64"), "web_1", reg)
@@ -139,6 +144,7 @@ func TestReservationNameTakenIssuesNothing(t *testing.T) {
 }
 
 func TestReservationTakeoverAfterReleaseContinuesAbove(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	dir := t.TempDir()
 	aPath := filepath.Join(dir, "a.u64")
@@ -159,6 +165,7 @@ func TestReservationTakeoverAfterReleaseContinuesAbove(t *testing.T) {
 }
 
 func TestReservationForcedTakeover(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	dir := t.TempDir()
 	a := openReg(t, filepath.Join(dir, "a.u64"), "web_1", reg, WithReserveStep(10), WithOutageHorizon(0))
@@ -178,6 +185,7 @@ func TestReservationForcedTakeover(t *testing.T) {
 }
 
 func TestReservationCloneRefused(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	dir := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "a"), 0o700))
@@ -195,6 +203,7 @@ func TestReservationCloneRefused(t *testing.T) {
 // timeout at Open, only with a registry; any window of at least twice the
 // heartbeat plus the timeout works, and a window of 0 turns the check off.
 func TestReservationCloneWindowAndHeartbeat(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	dir := t.TempDir()
 	for _, d := range []string{"a", "clone"} {
@@ -231,6 +240,7 @@ func TestReservationCloneWindowAndHeartbeat(t *testing.T) {
 }
 
 func TestReservationProcessesShareMark(t *testing.T) {
+	t.Parallel()
 	// Two Generators on one counter file stand for two processes: flock
 	// locks belong to open file descriptions, so they exclude each other
 	// as processes do.
@@ -287,6 +297,7 @@ func TestReservationProcessesShareMark(t *testing.T) {
 // claims the name with a new session: the original can no longer extend,
 // stops at its mark, and the two never share a number.
 func TestReservationCopiedDirectorySameMachine(t *testing.T) {
+	t.Parallel()
 	for _, ownRecords := range []bool{false, true} {
 		reg := registrytest.NewRegistry()
 		dir := t.TempDir()
@@ -338,6 +349,7 @@ func TestReservationCopiedDirectorySameMachine(t *testing.T) {
 // use it is raised to the reserved mark, by the running process and by a
 // process that starts after the restore.
 func TestReservationRollbackWhileRunning(t *testing.T) {
+	t.Parallel()
 	for _, who := range []string{"running", "joining"} {
 		t.Run(who, func(t *testing.T) {
 			reg := registrytest.NewRegistry()
@@ -372,6 +384,7 @@ func TestReservationRollbackWhileRunning(t *testing.T) {
 // number is returned, so a later process does not issue from the restored
 // value either.
 func TestRollbackWithoutRegistryRaised(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	var logs bytes.Buffer
 	g, err := Open(path, "web_1", WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
@@ -400,6 +413,7 @@ func TestRollbackWithoutRegistryRaised(t *testing.T) {
 }
 
 func TestRepairAndReleaseRefusedWhileInUse(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg)
@@ -423,6 +437,7 @@ func TestRepairAndReleaseRefusedWhileInUse(t *testing.T) {
 // A counter rolled back while in use and then closed cleanly: the set-back
 // must not lower the registry's mark below what was issued.
 func TestReservationRollbackThenCleanClose(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
@@ -447,6 +462,7 @@ func TestReservationRollbackThenCleanClose(t *testing.T) {
 // A process joining the host's claim while the registry is down starts on
 // the host's reserved range.
 func TestReservationJoinWhileRegistryDown(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	first := openReg(t, path, "web_1", reg, WithReserveStep(100), WithOutageHorizon(0))
@@ -464,6 +480,7 @@ func TestReservationJoinWhileRegistryDown(t *testing.T) {
 // cannot make a crash's gap much larger than what was issued recently);
 // at a low rate it stays at the configured step.
 func TestReservationStepFollowsRate(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
@@ -504,6 +521,7 @@ func TestReservationStepFollowsRate(t *testing.T) {
 // default step, and a crash then skips at most DefaultReserveStep numbers
 // (the README's promise for hosts issuing under 1,000 ids per 2 h).
 func TestCrashGapAfterBurstIsOneStep(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
@@ -528,6 +546,7 @@ func TestCrashGapAfterBurstIsOneStep(t *testing.T) {
 // With the default step, a low-rate host's crash costs at most
 // DefaultReserveStep numbers: short ids stay short.
 func TestCrashGapAtLowRateIsSmall(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg)
@@ -545,6 +564,7 @@ func TestCrashGapAtLowRateIsSmall(t *testing.T) {
 // Stats count the counter updates and the numbers they reserved, so that
 // operators can see what group commit and block mode save.
 func TestStats(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g, err := Open(path, "web_1", WithSync(false))
 	require.NoError(t, err)
@@ -573,6 +593,7 @@ func TestStats(t *testing.T) {
 // the registry is touched: the registry's mark, the mark file and the
 // counter stay as they were, and the name can still issue.
 func TestOverflowWithRegistryChangesNothing(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg)
@@ -599,6 +620,7 @@ func TestOverflowWithRegistryChangesNothing(t *testing.T) {
 // that can: the group is served one by one, so the small request gets its
 // number and only the large one fails, with ErrExhausted.
 func TestOverflowWithRegistryInGroup(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	hold, entered, release := ExportHoldNextWrite()
@@ -633,6 +655,7 @@ func TestOverflowWithRegistryInGroup(t *testing.T) {
 // At exactly 2^64-1 the error is ErrExhausted, not a reservation that
 // might come back.
 func TestExhaustedAtLastNumberWithRegistry(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg, WithTakeover(math.MaxUint64-1))
@@ -671,6 +694,7 @@ func waitUpdateInFlight(g *Generator) {
 // the registry's mark back to the counter once it can read it, and the
 // mark covers every number issued.
 func TestCloseWithCallInFlight(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g1 := openReg(t, path, "web_1", reg)
@@ -719,6 +743,7 @@ func TestCloseWithCallInFlight(t *testing.T) {
 // caller that still wanted room gets ErrClosed and the registry's mark is
 // not raised again: a clean restart leaves no gap.
 func TestNoExtensionAfterClose(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g := openReg(t, path, "web_1", reg)
@@ -738,6 +763,7 @@ func TestNoExtensionAfterClose(t *testing.T) {
 // start-up, in the file itself, before anything is issued: Snap! and
 // 'snapctl show' then see a value at or above what the registry reserved.
 func TestStartRaisesRestoredCounterToRegistryMark(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	backup := EncodeCounter(0)
@@ -760,6 +786,7 @@ func TestStartRaisesRestoredCounterToRegistryMark(t *testing.T) {
 // counter to 50 and this process read it (a background extension), then
 // both files were put back; the next number must be above 50.
 func TestRegistryCheckUsesHighestSeen(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "counter.u64")
@@ -784,6 +811,7 @@ func TestRegistryCheckUsesHighestSeen(t *testing.T) {
 // one warning, not one per attempt; when the registry is back, one line
 // says so.
 func TestExtensionFailuresLoggedOnce(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	var buf syncBuffer
@@ -822,6 +850,7 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 // A take-over floor must leave a number: MaxNumber is refused before
 // anything is claimed; every lower floor issues floor+1 next.
 func TestTakeoverFloorBoundaries(t *testing.T) {
+	t.Parallel()
 	for _, floor := range []uint64{0, 1, 1<<63 - 1, 1 << 63, math.MaxUint64 - 1, math.MaxUint64} {
 		t.Run(strconv.FormatUint(floor, 10), func(t *testing.T) {
 			reg := registrytest.NewRegistry()
@@ -880,6 +909,7 @@ func (h *recordHandler) messages() []string {
 // happens: nothing more is issued (the next call fails with
 // ErrNameTaken), not that ids keep flowing until the mark.
 func TestBackgroundExtensionNameTakenLogsTheTruth(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	dir := t.TempDir()
 	rec := &recordHandler{}
@@ -965,6 +995,7 @@ func TestSecondNameOnCounterRefused(t *testing.T) {
 // a lease file made there would be carried over by the next claim and
 // repeat what the joiner took).
 func TestCloseHoldsTheGateUntilTheMarkIsSetBack(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	_, path := ctPath(t)
 	g := openReg(t, path, "web_1", reg)
@@ -1014,6 +1045,7 @@ func (extendFails) Extend(ctx context.Context, name, owner, session string, from
 // the numbers it handed out, so that nobody (a take-over, an audit) reads
 // a mark below them.
 func TestClaimCoversNumbersHandedOutBeforeTheRegistry(t *testing.T) {
+	t.Parallel()
 	h := newSeqHost(t, "cf")
 	g, err := Open(h.path, h.name, WithBindingDir(t.TempDir()))
 	require.NoError(t, err)

@@ -21,6 +21,7 @@ import (
 // is driven by a fake clock: the burst and the draws after it are one
 // minute apart, well within the outage horizon (2 h).
 func TestReservationStepGrowthCappedAfterBurst(t *testing.T) {
+	t.Parallel()
 	const step = 1_000
 	reg := registrytest.NewRegistry()
 	path := filepath.Join(t.TempDir(), "counter.u64")

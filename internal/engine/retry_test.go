@@ -22,6 +22,7 @@ import (
 // a first start makes (the name's row for its node number, the cluster's
 // stride) is sent again within the caller's 10 s: Open succeeds.
 func TestStartUpCallsRetried(t *testing.T) {
+	t.Parallel()
 	for _, op := range []string{"get", "stride"} {
 		t.Run(op, func(t *testing.T) {
 			reg := registrytest.NewRegistry()
@@ -50,6 +51,7 @@ func TestStartUpCallsRetried(t *testing.T) {
 // below this host's") wrapped in ErrRegistry only: the first extension is
 // not sent again.
 func TestStartUpDefiniteNotRetried(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	_, path := ctPath(t)
 	g := openReg(t, path, "web_1", reg, WithCloneWindow(0))
@@ -81,6 +83,7 @@ func TestStartUpDefiniteNotRetried(t *testing.T) {
 // leaves meanwhile is not held for the rest of the wait). The waits are
 // an hour long, far beyond the seconds the test allows each outcome.
 func TestRetryGivesUpBeforeTheDeadline(t *testing.T) {
+	t.Parallel()
 	const wait = time.Hour
 	waitFor := WithRetryWait(func(int) time.Duration { return wait })
 	for _, tc := range []struct {
@@ -193,6 +196,7 @@ func (c *contendedRegistry) LeaseSequence(ctx context.Context, req registry.Leas
 // number with no error returned, within its deadline, and no id or number
 // is issued twice.
 func TestStartUpStorm(t *testing.T) {
+	t.Parallel()
 	const hosts = 60
 	inner := registrytest.NewRegistry()
 	createSeq(t, inner, "orders", 1, registry.MaxSequence)
@@ -258,6 +262,7 @@ func TestStartUpStorm(t *testing.T) {
 // deadline ends it with the registry's error, and a definite answer is
 // returned at once.
 func TestStartUpRetriesBounded(t *testing.T) {
+	t.Parallel()
 	inner := registrytest.NewRegistry()
 	var claims atomic.Int64
 	inner.SetHook(func(_ context.Context, op, _ string) error {

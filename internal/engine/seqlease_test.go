@@ -62,6 +62,7 @@ func takeEach(t *testing.T, s *Sequence, n int, out *[]uint64) {
 // whose floor has a later generation), and reads a "snapseq1" file as
 // generation 0, writing it as "snapseq2" at its next whole write.
 func TestSequenceLeaseFileVersions(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, registry.MaxSequence)
 	h := newSeqHost(t, "web_1")
@@ -98,6 +99,7 @@ func TestSequenceLeaseFileVersions(t *testing.T) {
 // an earlier claim. The process goes on from the current claim's floor;
 // it does not stop, and nothing repeats.
 func TestSequenceFloorRestoreEarlierClaimWhileRunning(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, registry.MaxSequence)
 	h := newSeqHost(t, "web_1")
@@ -128,6 +130,7 @@ func TestSequenceFloorRestoreEarlierClaimWhileRunning(t *testing.T) {
 
 // A damaged lease file without a floor is refused and nothing is made.
 func TestSequenceFloorNothingMadeForDamagedLease(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, registry.MaxSequence)
 	h := newSeqHost(t, "web_1")
@@ -153,6 +156,7 @@ func TestSequenceFloorNothingMadeForDamagedLease(t *testing.T) {
 
 // A damaged floor without its lease file is refused and nothing is made.
 func TestSequenceFloorNothingMadeForDamagedFloor(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, registry.MaxSequence)
 	h := newSeqHost(t, "web_1")
@@ -180,6 +184,7 @@ func TestSequenceFloorNothingMadeForDamagedFloor(t *testing.T) {
 // the others open it again at their next update, not writing the removed
 // one), then the lease file restored in place: nothing repeats.
 func TestSequenceFloorRemovedThenRestore(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, registry.MaxSequence)
 	h := newSeqHost(t, "web_1")
@@ -208,6 +213,7 @@ func TestSequenceFloorRemovedThenRestore(t *testing.T) {
 // numbers out again), and the sequence goes on once writes work again;
 // a restore in place then repeats nothing.
 func TestSequenceFloorWriteFailure(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, registry.MaxSequence)
 	h := newSeqHost(t, "web_1")
@@ -244,6 +250,7 @@ func TestSequenceFloorWriteFailure(t *testing.T) {
 // write is refused, not wrapped to 0 (which would read as behind its
 // floor).
 func TestSequenceLeaseGenerationBound(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, registry.MaxSequence)
 	h := newSeqHost(t, "web_1")
@@ -269,6 +276,7 @@ func TestSequenceLeaseGenerationBound(t *testing.T) {
 // touched by a process that never saw the copy's ranges: raised to the
 // floor's ranges, the one taken in advance included.
 func TestSequenceFloorRestoreWithAhead(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, registry.MaxSequence)
 	h := newSeqHost(t, "web_1")
@@ -330,6 +338,7 @@ func leaseGen(t *testing.T, path string) uint64 {
 // back), and after the moves when the floor is restored too (only what
 // it saw tells).
 func TestSequenceLeaseRestoredByDepth(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	type step int
 	const (
@@ -533,6 +542,7 @@ func TestSequenceLeaseRestoredByDepth(t *testing.T) {
 //     took nothing yet: raised to the generation, ranges and position its
 //     open saw (and checked against the registry).
 func TestSequenceLeaseAndFloorRestoredTogether(t *testing.T) {
+	t.Parallel()
 	const (
 		same   = iota // the process that used the file takes after the restore
 		before        // a process that joined the host's claim before the restore, and took nothing
@@ -611,6 +621,7 @@ func TestSequenceLeaseAndFloorRestoredTogether(t *testing.T) {
 // repeats nothing. The process that saw the later position closes last,
 // or first; with its Sequence closed before its Generator, or left open.
 func TestSequenceLeaseAndFloorRestoredThenClosed(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name      string
 		sawLast   bool // the process that saw the later position closes last
@@ -673,6 +684,7 @@ func TestSequenceLeaseAndFloorRestoredThenClosed(t *testing.T) {
 // cannot see this (its record is the range, not the position), so only the
 // running process can.
 func TestSequenceLeaseRollbackWhileRunning(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, registry.MaxSequence)
 	h := newSeqHost(t, "web_1")
@@ -720,6 +732,7 @@ func TestSequenceLeaseRollbackWhileRunning(t *testing.T) {
 // moved on since the backup) while a process uses it: the process does not
 // hand out the numbers of the earlier lease again.
 func TestSequenceLeaseRollbackToEarlierRange(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, registry.MaxSequence)
 	h := newSeqHost(t, "web_1")
@@ -762,6 +775,7 @@ func TestSequenceLeaseRollbackToEarlierRange(t *testing.T) {
 // restore (the registry's check of the file at open sees an earlier
 // lease, not an earlier position) or before it (only the floor knows).
 func TestSequenceLeaseRollbackSeenByAnotherProcess(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name       string
 		lease      uint64 // SequenceLeaseSize: 1000 stays in one range, 10 moves on
@@ -823,6 +837,7 @@ func TestSequenceLeaseRollbackSeenByAnotherProcess(t *testing.T) {
 // handed out; a lease file without a floor (written before floors
 // existed) is used and gets one.
 func TestSequenceLeaseFloorChecked(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, registry.MaxSequence)
 	h := newSeqHost(t, "web_1")
@@ -874,6 +889,7 @@ func TestSequenceLeaseFloorChecked(t *testing.T) {
 // ReadLeaseFile waits for the lease file's lock no longer than the
 // default registry timeout, whoever holds it.
 func TestReadLeaseFileWhileAnotherUserHoldsIt(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	counter := filepath.Join(lockDir(t), "c")
 	reg := registrytest.NewRegistry()

@@ -22,6 +22,7 @@ import (
 // (Kept, they would be: the file would hold the copy's range as its
 // current one and the new lease as the next.)
 func TestSequenceLeaseMovedDropsFileRanges(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, registry.MaxSequence)
 	h := newSeqHost(t, "web_1")

@@ -16,6 +16,7 @@ import (
 // handed out and leased; Space is what no host leased yet; Sequences lists
 // the open ones.
 func TestSequenceLeaseStatsSpace(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, 50_000)
 	createSeq(t, reg, "invoices", 1, 1000)
@@ -91,6 +92,7 @@ func TestSequenceLeaseStatsSpace(t *testing.T) {
 // Lease (what a metrics scrape calls) waits for the lease file's lock
 // no longer than the registry timeout, whoever holds it.
 func TestSequenceLeaseWhileAnotherUserHoldsTheLeaseFile(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	g, s, _, release := openSeqLockedByAnother(t)
 	defer g.Close()
@@ -104,6 +106,7 @@ func TestSequenceLeaseWhileAnotherUserHoldsTheLeaseFile(t *testing.T) {
 // user's lock on the lease file: a metrics scrape is answered within the
 // registry timeout.
 func TestSequenceLeaseAfterACallerLeftAtItsDeadline(t *testing.T) {
+	t.Parallel()
 	g, s, _, release := openSeqLockedByAnother(t) // registry timeout 1 s
 	defer g.Close()
 	defer s.Close()

@@ -24,6 +24,7 @@ import (
 // (every number up to max handed out); the numbers left are then issued,
 // and only after them is the sequence ErrExhausted.
 func TestSequenceNextNShortIsNotExhausted(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, 10)
 	h := newSeqHost(t, "web_1")
@@ -55,6 +56,7 @@ func TestSequenceNextNShortIsNotExhausted(t *testing.T) {
 // Next and NextN at once, small blocks and leases so that blocks, NextN
 // and refills all write the file many times.
 func TestSequenceNoNumberBeforeSync(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, registry.MaxSequence)
 	h := newSeqHost(t, "web_1")
@@ -129,6 +131,7 @@ func TestSequenceNoNumberBeforeSync(t *testing.T) {
 // process returns the context's error; after the lock is let go, numbers
 // flow again and none is handed out twice.
 func TestSequenceNextContextLeavesWhileLeaseFileLocked(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		call func(s *Sequence, ctx context.Context) (uint64, error)
@@ -179,6 +182,7 @@ func TestSequenceNextContextLeavesWhileLeaseFileLocked(t *testing.T) {
 // the registry call: the call ends too, and the lease is not made for
 // nobody.
 func TestSequenceNextNContextWhileRegistryFrozen(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, 1_000_000)
 	h := newSeqHost(t, "web_1")
@@ -235,6 +239,7 @@ func TestSequenceNextNContextWhileRegistryFrozen(t *testing.T) {
 // An ended context takes nothing: not a number of the process's block,
 // not from the lease file.
 func TestSequenceNextContextEndedTakesNothing(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, 1_000_000)
 	h := newSeqHost(t, "web_1")
@@ -272,6 +277,7 @@ func TestSequenceNextContextEndedTakesNothing(t *testing.T) {
 // it one at a time: each lease is installed, none is dropped or
 // overwritten, so concurrent NextN calls leave no gap.
 func TestSequenceConcurrentLeasesInOneProcess(t *testing.T) {
+	t.Parallel()
 	for round := range 5 {
 		reg := registrytest.NewRegistry()
 		createSeq(t, reg, "orders", 1, 1_000_000)
@@ -304,6 +310,7 @@ func TestSequenceConcurrentLeasesInOneProcess(t *testing.T) {
 // another process takes nothing once the lock is free: its call ends
 // without numbers instead of taking them for nobody.
 func TestSequenceNextNContextLeftTakesNothingLater(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, 1_000_000)
 	h := newSeqHost(t, "web_1")
@@ -328,6 +335,7 @@ func TestSequenceNextNContextLeftTakesNothingLater(t *testing.T) {
 }
 
 func TestSequenceBoundedWhenLeaseFileLocked(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	counter := filepath.Join(lockDir(t), "c")
 	reg := registrytest.NewRegistry()

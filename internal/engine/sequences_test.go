@@ -84,6 +84,7 @@ func drawSeq(t *testing.T, s *Sequence, n int) []uint64 {
 // processes (Generators on one counter), each with goroutines calling Next
 // and NextN at once: every number is unique and in [start, max].
 func TestSequenceUniqueAcrossHostsProcessesGoroutines(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	const start = 1_000_000
 	createSeq(t, reg, "articles", start, registry.MaxSequence)
@@ -142,6 +143,7 @@ func TestSequenceUniqueAcrossHostsProcessesGoroutines(t *testing.T) {
 // number from start to max is issued exactly once (no process exits, so
 // no gap), then ErrExhausted everywhere, for Next and NextN.
 func TestSequenceRunToMax32Bit(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	const max = 1<<31 - 1
 	const start = max - 2999
@@ -206,6 +208,7 @@ func TestSequenceRunToMax32Bit(t *testing.T) {
 // (a new claim), and a whole state directory cloned onto another machine:
 // no number is issued twice.
 func TestSequenceRestoredAndClonedLeaseFile(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []string{"lease moved on", "restart", "clone"} {
 		t.Run(tc, func(t *testing.T) {
 			reg := registrytest.NewRegistry()
@@ -270,6 +273,7 @@ func TestSequenceRestoredAndClonedLeaseFile(t *testing.T) {
 // The registry goes down: Next goes on from the host's lease, then fails
 // with ErrRegistry at its end, and goes on once the registry is back.
 func TestSequenceRegistryOutage(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "n", 1, registry.MaxSequence)
@@ -301,6 +305,7 @@ type noSeqRegistry struct{ registry.Registry }
 // Bad input gets a clear error and changes nothing, on disk or in the
 // registry.
 func TestSequenceBadInputChangesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	reg := registrytest.NewRegistry()
 	for _, tc := range []struct {
@@ -374,6 +379,7 @@ func TestSequenceBadInputChangesNothing(t *testing.T) {
 // A corrupt lease file, or one of another node name, is refused with
 // ErrCorrupt, naming the lease file, and left as it is.
 func TestSequenceCorruptLeaseFileRefused(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "ids", 1, registry.MaxSequence)
 	host := newSeqHost(t, "web")
@@ -426,6 +432,7 @@ func TestSequenceCorruptLeaseFileRefused(t *testing.T) {
 // increasing order within a block, and the lease file records the host's
 // lease as the registry does.
 func TestSequenceLeaseFileMatchesRegistry(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "ids", 500, registry.MaxSequence)
 	host := newSeqHost(t, "web")
@@ -455,6 +462,7 @@ func TestSequenceLeaseFileMatchesRegistry(t *testing.T) {
 // less than a moment), so that it does not wait for the registry or the
 // disk at every small lease: far fewer leases than at a fixed size.
 func TestSequenceSizesGrowWhenBusy(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	var leases int
 	var mu sync.Mutex
@@ -502,6 +510,7 @@ func (h *holdingRegistry) LeaseSequence(ctx context.Context, req registry.LeaseR
 // taking the file for a stale copy and dropping its ranges (and the new
 // lease: a gap).
 func TestSequenceOpenWaitsForLeaseInFlight(t *testing.T) {
+	t.Parallel()
 	reg := &holdingRegistry{Registry: registrytest.NewRegistry(), entered: make(chan registry.SequenceLease, 1), release: make(chan struct{})}
 	createSeq(t, reg, "ids", 1, registry.MaxSequence)
 	host := newSeqHost(t, "web")
@@ -558,6 +567,7 @@ func TestSequenceOpenWaitsForLeaseInFlight(t *testing.T) {
 // through the file-system layer: synced before they get their names, the
 // directory synced after; a failed directory sync fails Sequence.
 func TestSequenceFilesCreatedAtomically(t *testing.T) {
+	t.Parallel()
 	for _, target := range []string{".seq.ids", ".seq.ids.refill"} {
 		t.Run(target, func(t *testing.T) {
 			reg := registrytest.NewRegistry()
@@ -594,6 +604,7 @@ func TestSequenceFilesCreatedAtomically(t *testing.T) {
 // copy of the file made at the recorded position, restored after the next
 // claim used it, is not carried over again.
 func TestSequenceCleanRestartCarriesLeaseOver(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "ids", 1, registry.MaxSequence)
 	host := newSeqHost(t, "web")
@@ -665,6 +676,7 @@ func TestSequenceCleanRestartCarriesLeaseOver(t *testing.T) {
 
 // A sequence used normally by two hosts gives the audit nothing to report.
 func TestAuditSequencesCleanAfterNormalUse(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "clean", 10, 100_000)
 	for i, name := range []string{"web_a", "web_b"} {
@@ -686,6 +698,7 @@ func TestAuditSequencesCleanAfterNormalUse(t *testing.T) {
 // growth (leases grow to 128 times it) passes 2^63-1, the largest lease a
 // registry stores: the option refuses, so every registry behaves alike.
 func TestSequenceLeaseSizeBounds(t *testing.T) {
+	t.Parallel()
 	require.LessOrEqual(t, MaxSequenceLease, registry.MaxSequence/128)
 	require.Greater(t, (MaxSequenceLease+1)*128, registry.MaxSequence)
 	reg := registrytest.NewRegistry()
@@ -719,6 +732,7 @@ func TestSequenceLeaseSizeBounds(t *testing.T) {
 // the host has no lease file, is refused and nothing is made beside the
 // counter: a misspelt name leaves no files behind.
 func TestSequenceUnknownDuringOutageMakesNothing(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	createSeq(t, reg, "orders", 1, 1_000_000)
 	counter := filepath.Join(t.TempDir(), "c")
@@ -777,6 +791,7 @@ func returnsWithin(t *testing.T, bound time.Duration, release func(), what strin
 // Sequence.Close and Generator.Close end that wait instead of waiting as
 // long as the other user holds the lock.
 func TestSequenceCloseWhileAnotherUserHoldsTheLeaseFile(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	for _, tc := range []struct {
 		name  string

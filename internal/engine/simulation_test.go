@@ -37,6 +37,7 @@ func (r *recordingIO) WriteAt(f *os.File, b []byte, off int64) (int, error) {
 // a power cut injected there reaches them; the counter's own I/O seam
 // stays the counter's.
 func TestMarkAndHeartbeatGoThroughTheIOSeam(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "counter")
 	io := &recordingIO{written: map[string]int{}}
 	g, err := OpenContext(context.Background(), path, "seam_node", WithRegistry(registrytest.NewRegistry()),

@@ -16,6 +16,7 @@ import (
 // while another process holds the lock; Close, which takes that mutex,
 // ends the wait (ErrClosed) instead of waiting for the other process.
 func TestReservationWaitEndsAtClose(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	g, err := Open(path, "web_1", WithRegistry(registrytest.NewRegistry()))
 	require.NoError(t, err)

@@ -32,6 +32,7 @@ func calls(t *testing.T, st Stats, call, outcome string) uint64 {
 // the times of the last extension and heartbeat, and the loss of the
 // session shows.
 func TestStatsRegistry(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	_, path := ctPath(t)
 	g := openReg(t, path, "web_1", reg, WithReserveStep(10), WithOutageHorizon(0), WithHeartbeat(time.Hour), WithCloneWindow(0))
@@ -92,6 +93,7 @@ func TestStatsRegistry(t *testing.T) {
 
 // A heartbeat that reaches the registry is timed.
 func TestStatsHeartbeat(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	_, path := ctPath(t)
 	g := openReg(t, path, "web_1", reg, WithHeartbeat(5*time.Millisecond), WithCloneWindow(0))
@@ -104,6 +106,7 @@ func TestStatsHeartbeat(t *testing.T) {
 
 // After Close, Reservation says so and Stats still answer.
 func TestReservationAfterClose(t *testing.T) {
+	t.Parallel()
 	_, path := ctPath(t)
 	g, err := Open(path, "web_1", WithSync(false))
 	require.NoError(t, err)
@@ -119,6 +122,7 @@ func TestReservationAfterClose(t *testing.T) {
 
 // OpenContext with a context already ended says so, and changes nothing.
 func TestOpenContextEnded(t *testing.T) {
+	t.Parallel()
 	dir, path := ctPath(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -134,6 +138,7 @@ func TestOpenContextEnded(t *testing.T) {
 // ReadHostFiles reports the owner's and the session's fingerprints, the
 // cached mark, and whether a row is held by this counter's session.
 func TestReadHostFiles(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	_, path := ctPath(t)
 	hf, err := ReadHostFiles(path)
