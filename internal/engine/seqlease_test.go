@@ -832,6 +832,36 @@ func TestSequenceLeaseRollbackSeenByAnotherProcess(t *testing.T) {
 	}
 }
 
+// A lease file restored in place to exactly one number before what the
+// host took (its backup made just before the last NextN), read by a
+// process that opens the sequence after the restore and so cannot know
+// the position from memory: the floor raises the file back, and that
+// number is not handed out again (the floor's check is not off by one).
+func TestSequenceLeaseRestoredOneBelowTheFloor(t *testing.T) {
+	t.Parallel()
+	reg := registrytest.NewRegistry()
+	createSeq(t, reg, "orders", 1, registry.MaxSequence)
+	h := newSeqHost(t, "web_1")
+	g1 := h.open(t, reg)
+	defer g1.Close()
+	s1 := openSeq(t, g1, "orders", SequenceBlock(1), SequenceLeaseSize(1000))
+	defer s1.Close()
+	lease := h.path + ".seq.orders"
+	var issued []uint64
+	takeEach(t, s1, 2, &issued)
+	backup, err := os.ReadFile(lease)
+	require.NoError(t, err)
+	takeEach(t, s1, 1, &issued)
+	writeInPlace(t, lease, backup)
+
+	g2 := h.open(t, reg) // joins the host's claim
+	defer g2.Close()
+	s2 := openSeq(t, g2, "orders", SequenceBlock(1), SequenceLeaseSize(1000))
+	defer s2.Close()
+	takeEach(t, s2, 1, &issued)
+	requireUnique(t, issued, 1, registry.MaxSequence)
+}
+
 // The floor file is checked as the lease file is: one that is not a
 // record of this lease file is refused (ErrCorrupt, naming the lease file) and nothing is
 // handed out; a lease file without a floor (written before floors
