@@ -1,9 +1,10 @@
 // Package claim is the host's side of a name's claim in a registry, as
-// far as it is data and rules: the formats of the files a claim keeps
-// beside the counter, each checked on every read, and when the host's
-// heartbeat refreshes the claim. It knows no file descriptor, lock or
-// registry call; the engine keeps the files, takes the locks and calls
-// the registry.
+// far as it is files and rules: the files a claim keeps beside the
+// counter (Files: the owner token, the mark, the session, the presence
+// and gate locks, the heartbeat), their formats, each checked on every
+// read, and when the host's heartbeat refreshes the claim. It makes no
+// registry call: the engine runs the claim's protocol (claim, join,
+// extension, heartbeat, return at close) over Files and the registry.
 //
 // The mark file (Mark) is 16 bytes, or empty (nothing may be issued):
 // the mark, the highest number the host may issue, and the floor, the

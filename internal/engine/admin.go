@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/gofrs/flock"
 
+	"github.com/snapid/snapid/internal/claim"
 	"github.com/snapid/snapid/internal/statefile"
 	"golang.org/x/sys/unix"
 )
@@ -185,7 +185,7 @@ func refuseIfInUse(ctx context.Context, path string, o *options) (release func()
 	// moment) is not taken for none, and none starts meanwhile.
 	if _, err := os.Lstat(path + ownerSuffix); err == nil {
 		gate := flock.New(path+ownerSuffix, flock.SetFlag(openFlags(o.followSymlinks)))
-		if err := lockGateFile(ctx, gate); err != nil {
+		if err := claim.LockGateFile(ctx, gate); err != nil {
 			return release, err
 		}
 		release = func() { gate.Unlock() }
@@ -202,34 +202,4 @@ func refuseIfInUse(ctx context.Context, path string, o *options) (release func()
 	}
 	l.Unlock()
 	return release, nil
-}
-
-// lockGateFile takes the host's gate, waiting no longer than ctx allows (a
-// ctx that is never done waits as long as it takes).
-func lockGateFile(ctx context.Context, gate *flock.Flock) error {
-	// A free gate is taken at once, whatever ctx says: a ctx already
-	// ended is then no other process's hold.
-	switch ok, err := gate.TryLock(); {
-	case err != nil:
-		return &FileError{Op: "lock", Path: gate.Path(), Err: err}
-	case ok:
-		return nil
-	}
-	if ctx.Done() == nil {
-		if err := gate.Lock(); err != nil {
-			return &FileError{Op: "lock", Path: gate.Path(), Err: err}
-		}
-		return nil
-	}
-	ok, err := gate.TryLockContext(ctx, 5*time.Millisecond)
-	if err == nil && !ok {
-		err = ctx.Err()
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			err = fmt.Errorf("%w (%s): %w", ErrLocked, statefile.HolderOf(gate.Path()), err)
-		}
-		return &FileError{Op: "lock", Path: gate.Path(), Err: err}
-	}
-	return nil
 }

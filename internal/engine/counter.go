@@ -124,7 +124,7 @@ func createIfMissing(path string, v uint64, o *options) error {
 		return &FileError{Op: "create", Path: path, Err: err}
 	}
 	b := EncodeCounter(v)
-	err := createIfAbsent(path, b[:], o)
+	err := counterfile.CreateBeside(o.fs, path, b[:], o.fileMode)
 	if errors.Is(err, fs.ErrNotExist) {
 		// Name the missing directory, not the temporary file that could
 		// not be made in it.
@@ -165,9 +165,6 @@ func dirExists(dir string) bool {
 	st, err := os.Stat(dir)
 	return err == nil && st.IsDir()
 }
-
-// splitPath returns the directory (never empty) and base name of path.
-func splitPath(path string) (dir, base string) { return statefile.SplitPath(path) }
 
 // advance reserves k numbers (k >= 1) and returns the first of them. The
 // numbers are only returned after the new value is written (and synced,

@@ -12,9 +12,9 @@
 //     recordplace.go, recordrelease.go, migrate.go, migrateformat.go, over package
 //     internal/hoststate;
 //   - the claim with a registry: reservation.go, reservationextend.go,
-//     join.go, heartbeat.go, heartbeat_record.go, hostfiles.go, over
-//     package internal/claim (its records' formats, the heartbeat's
-//     rules);
+//     join.go, heartbeat.go, hostfiles.go, over package internal/claim
+//     (the claim's files beside the counter, their formats, the
+//     heartbeat's rules);
 //   - integer sequences: sequences.go (a Generator's Sequences),
 //     seqlease.go (their files beside the counter), over package
 //     internal/sequence (leases and blocks) and internal/leasefile (the

@@ -41,7 +41,6 @@ var (
 
 // The kinds of corrupt file (see package errs).
 var (
-	errCorruptOwner   = errs.ErrCorruptOwner
 	errCorruptSession = errs.ErrCorruptSession
 	errCorruptNumber  = errs.ErrCorruptNumber
 	errCorruptForms   = errs.ErrCorruptForms

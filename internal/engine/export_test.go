@@ -132,16 +132,16 @@ func ExportBindingDefaults(t interface {
 
 // ExportHeartbeatHolder reports whether g holds its host's heartbeat role.
 func (g *Generator) ExportHeartbeatHolder() bool {
-	if g.res == nil || g.res.host.hb == nil {
+	if g.res == nil || g.res.host.HeartbeatFile() == nil {
 		return false
 	}
 	// Another descriptor of this process: flock conflicts with g's.
-	f, err := os.Open(g.res.host.hb.Name())
+	f, err := os.Open(g.res.host.HeartbeatFile().Name())
 	if err != nil {
 		return false
 	}
 	defer f.Close()
-	return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil && g.res.host.tryHeartbeatRole()
+	return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil && g.res.host.TryHeartbeatRole()
 }
 
 // ExportRetryAttempts is how many times a start-up's registry call is sent
@@ -155,11 +155,11 @@ func ExportTransient(err error) bool { return retry.Transient(err) }
 // ExportHeartbeatInode returns the inode of the heartbeat file g has
 // open, or 0.
 func (g *Generator) ExportHeartbeatInode() uint64 {
-	if g.res == nil || g.res.host.hb == nil {
+	if g.res == nil || g.res.host.HeartbeatFile() == nil {
 		return 0
 	}
 	var st unix.Stat_t
-	if unix.Fstat(int(g.res.host.hb.Fd()), &st) != nil {
+	if unix.Fstat(int(g.res.host.HeartbeatFile().Fd()), &st) != nil {
 		return 0
 	}
 	return st.Ino

@@ -173,7 +173,7 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 			// As Close: leave the host's presence, then close the files
 			// beside the counter.
 			_ = g.res.close()
-			g.res.host.close()
+			g.res.host.Close()
 			fail()
 			return nil, err
 		}
@@ -568,7 +568,7 @@ func (g *Generator) Close() error {
 	// finds fileClosed and returns ErrClosed.
 	g.fileClosed = true
 	if g.res != nil {
-		g.res.host.close()
+		g.res.host.Close()
 	}
 	if herr := g.host.close(g.file); err == nil {
 		err = herr

@@ -74,13 +74,7 @@ import (
 // sent less than an interval ago trusts the session file (see verifyJoin),
 // which is what lets a whole host start at once without a registry read
 // per process. The first process writes the record at its claim.
-const (
-	heartbeatSuffix = ".heartbeat"
-
-	// heartbeatLockWait bounds the wait for the record's byte lock,
-	// which a running process holds for one read and one write.
-	heartbeatLockWait = 50 * time.Millisecond
-)
+const heartbeatSuffix = claim.HeartbeatSuffix
 
 // heartbeat runs until close: the host's one refresh of last-seen (see
 // above), and every process's watch for the name being taken over.
@@ -122,10 +116,10 @@ type heartbeatLoop struct {
 func (r *reservation) pollHeartbeat(hb *heartbeatLoop) (stop bool) {
 	r.rejoinHeartbeatFile(hb)
 	if !hb.holder {
-		hb.holder = r.host.tryHeartbeatRole()
+		hb.holder = r.host.TryHeartbeatRole()
 		r.hbHolder.Store(hb.holder)
 	}
-	rec, ok := r.host.readHeartbeat()
+	rec, ok := r.host.ReadHeartbeat()
 	if ok && rec.Taken && rec.Session == hb.mine {
 		r.loseName(fmt.Errorf("snapid: %w: another process of this host was told so by the registry", ErrNameTaken))
 		return true
@@ -155,7 +149,7 @@ func (r *reservation) pollHeartbeat(hb *heartbeatLoop) (stop bool) {
 // keeps one record and one holder; a process that rejoins gives up the
 // role. A failure is logged once, until a check succeeds.
 func (r *reservation) rejoinHeartbeatFile(hb *heartbeatLoop) {
-	switch replaced, err := r.host.rejoinHeartbeat(hb.mine); {
+	switch replaced, err := r.host.RejoinHeartbeat(hb.mine); {
 	case err != nil:
 		if !hb.rejoinFailed {
 			r.log.Warn("snapid: the heartbeat file was removed or replaced, and the one at its path cannot be used; this process keeps the one it has", "name", r.name, "err", err)
@@ -177,7 +171,7 @@ func (r *reservation) rejoinHeartbeatFile(hb *heartbeatLoop) {
 // and does not keep it from sending).
 func (r *reservation) recordTry(hb *heartbeatLoop, now time.Time, failed int64) (due bool) {
 	due = true
-	if err := r.host.updateHeartbeat(hb.mine, func(rec *claim.Heartbeat) bool {
+	if err := r.host.UpdateHeartbeat(hb.mine, func(rec *claim.Heartbeat) bool {
 		if !hb.holder && !claim.HeartbeatDue(*rec, now, r.o.heartbeat, false, 0) {
 			due = false
 			return false
@@ -213,12 +207,12 @@ func (r *reservation) startTouch(hb *heartbeatLoop, now time.Time) {
 func (r *reservation) touch(sent time.Time) bool {
 	mine := claim.SessionHash(r.session)
 	ctx, cancel := r.o.clock.WithTimeout(r.ctx, r.o.timeout)
-	err := r.reg.Touch(ctx, r.name, r.host.owner, r.session)
+	err := r.reg.Touch(ctx, r.name, r.host.Owner(), r.session)
 	cancel()
 	switch {
 	case errors.Is(err, ErrNameTaken):
 		r.loseName(err)
-		if werr := r.host.updateHeartbeat(mine, func(rec *claim.Heartbeat) bool {
+		if werr := r.host.UpdateHeartbeat(mine, func(rec *claim.Heartbeat) bool {
 			rec.Taken = true
 			return true
 		}); werr != nil {
@@ -233,7 +227,7 @@ func (r *reservation) touch(sent time.Time) bool {
 	}
 	r.heartbeatLog.succeeded("name", r.name)
 	var taken bool
-	if werr := r.host.updateHeartbeat(mine, func(rec *claim.Heartbeat) bool {
+	if werr := r.host.UpdateHeartbeat(mine, func(rec *claim.Heartbeat) bool {
 		if rec.Taken {
 			taken = true // another process learned of a take-over after this refresh was sent
 			return false
@@ -272,7 +266,7 @@ func (r *reservation) loseName(err error) {
 // heartbeat (an extension).
 func (r *reservation) tellTaken(err error) {
 	r.lost.CompareAndSwap(nil, &err)
-	if werr := r.host.updateHeartbeat(claim.SessionHash(r.session), func(rec *claim.Heartbeat) bool {
+	if werr := r.host.UpdateHeartbeat(claim.SessionHash(r.session), func(rec *claim.Heartbeat) bool {
 		rec.Taken = true
 		return true
 	}); werr != nil {
@@ -283,7 +277,7 @@ func (r *reservation) tellTaken(err error) {
 // lastHostHeartbeat returns when the host's heartbeat last reached the
 // registry for this process's claim, or the zero time.
 func (r *reservation) lastHostHeartbeat() time.Time {
-	rec, ok := r.host.readHeartbeat()
+	rec, ok := r.host.ReadHeartbeat()
 	if !ok || rec.Taken || rec.Session != claim.SessionHash(r.session) || rec.Last <= 0 {
 		return time.Time{}
 	}

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 
 	"github.com/snapid/snapid/internal/claim"
+	"github.com/snapid/snapid/internal/statefile"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -51,14 +52,14 @@ func ReadHostFiles(counterPath string, opts ...Option) (HostFiles, error) {
 	if err != nil {
 		return hf, err
 	}
-	owner, err := loadOwner(counterPath, false, &o)
+	owner, err := claim.LoadOwner(counterPath, false, o.claimFiles())
 	switch {
 	case err == nil:
 		hf.owner, hf.OwnerID = owner, registry.OwnerID(owner)
 	case !errors.Is(err, fs.ErrNotExist):
 		return hf, err
 	}
-	m, ok, err := readMarkFile(counterPath, false)
+	m, ok, err := claim.ReadMarkFile(counterPath, false)
 	if err != nil {
 		return hf, err
 	}
@@ -66,7 +67,7 @@ func ReadHostFiles(counterPath string, opts ...Option) (HostFiles, error) {
 	hf.Name, _ = nameInRecords(counterPath, &o)
 	hf.Released = releasedInRecords(counterPath, &o)
 	path := counterPath + sessionSuffix
-	b, err := readSmallFile(path, false)
+	b, _, err := statefile.ReadSmallOwned(path, false)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return hf, nil

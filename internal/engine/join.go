@@ -18,10 +18,10 @@ import (
 // interval ago, the registry is not read: a host whose processes all
 // start at once reads it once, at the first one's claim.
 func (r *reservation) verifyJoin(ctx context.Context) error {
-	if err := r.host.findHeartbeat(); err != nil {
+	if err := r.host.FindHeartbeat(); err != nil {
 		return err
 	}
-	rec, ok := r.host.readHeartbeat()
+	rec, ok := r.host.ReadHeartbeat()
 	if ok && rec.Taken && rec.Session == claim.SessionHash(r.session) {
 		return fmt.Errorf("snapid: %w: the registry told another process of this host that %q is another owner's", ErrNameTaken, r.name)
 	}
@@ -35,7 +35,7 @@ func (r *reservation) verifyJoin(ctx context.Context) error {
 		return nil
 	case err != nil:
 		return err
-	case h.Owner != r.host.owner || h.Session != r.session || h.State != registry.StateActive:
+	case h.Owner != r.host.Owner() || h.Session != r.session || h.State != registry.StateActive:
 		return fmt.Errorf("snapid: %w: the claim of %q made by this host's first process no longer stands (%s)",
 			ErrNameTaken, r.name, h)
 	}

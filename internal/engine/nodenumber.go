@@ -62,7 +62,7 @@ func (r *reservation) claimNumber(ctx context.Context, h registry.Holder) error 
 			defer cancel()
 		}
 		err := r.retry(actx, "assign number", func(ctx context.Context) (err error) {
-			n, err = nr.AssignNumber(ctx, r.name, r.host.owner, h.Session)
+			n, err = nr.AssignNumber(ctx, r.name, r.host.Owner(), h.Session)
 			return err
 		})
 		if err != nil {
@@ -110,7 +110,7 @@ func precheckBeforeHostFiles(ctx context.Context, path, name string, o *options)
 	if o.reg.numbers == nil {
 		return nil
 	}
-	r := &reservation{name: name, host: &hostState{sessionPath: path + sessionSuffix}, o: o.reg, log: o.logger, form: o.form,
+	r := &reservation{name: name, o: o.reg, log: o.logger, form: o.form,
 		recorded: func() (node, stride uint64, err error) {
 			n, s, _, _ := recordedNumber(ctx, path, name, o)
 			return n, s, nil // a record that cannot be read is the Open's to refuse

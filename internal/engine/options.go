@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/snapid/snapid/internal/claim"
 	"github.com/snapid/snapid/internal/clock"
 	"github.com/snapid/snapid/registry"
 )
@@ -521,4 +522,10 @@ func CheckBindingDir(dir string) error {
 		return errors.New("must be a directory of its own, not the filesystem root")
 	}
 	return nil
+}
+
+// claimFiles is how the claim's files beside the counter are opened and
+// made under o.
+func (o *options) claimFiles() claim.FileOptions {
+	return claim.FileOptions{Follow: o.followSymlinks, Mode: o.fileMode, FS: o.fs, Clock: o.clock}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/snapid/snapid/internal/claim"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -29,27 +30,27 @@ func Release(ctx context.Context, counterPath, name string, opts ...Option) (fin
 		return 0, err
 	}
 	defer c.Close()
-	owner, err := loadOwner(counterPath, false, &o)
+	owner, err := claim.LoadOwner(counterPath, false, o.claimFiles())
 	if err != nil {
 		return 0, err
 	}
-	hs, err := openHostState(counterPath, &o)
+	hs, err := claim.OpenFiles(counterPath, o.claimFiles())
 	if err != nil {
 		return 0, err
 	}
-	defer hs.close()
-	if err := hs.lockGate(ctx); err != nil {
+	defer hs.Close()
+	if err := hs.LockGate(ctx); err != nil {
 		return 0, err
 	}
-	defer hs.gate.Unlock()
-	alone, err := hs.presence.TryLock()
+	defer hs.Gate().Unlock()
+	alone, err := hs.Presence().TryLock()
 	if err != nil {
-		return 0, &FileError{Op: "lock", Path: hs.presence.Path(), Err: err}
+		return 0, &FileError{Op: "lock", Path: hs.Presence().Path(), Err: err}
 	}
 	if !alone {
 		return 0, fmt.Errorf("snapid: cannot release %q: %w (%s); stop it first", name, ErrInUse, counterPath)
 	}
-	defer hs.presence.Unlock()
+	defer hs.Presence().Unlock()
 	// Programs without the registry show only in the host's record.
 	recMark, done, err := holdRecordAlone(ctx, c, name, &o)
 	if err != nil {
@@ -101,7 +102,7 @@ func releaseHeld(ctx context.Context, c *counterFile, counterPath, name, owner s
 	if err != nil {
 		return 0, err
 	}
-	m, _, err := readMarkFile(counterPath, o.followSymlinks)
+	m, _, err := claim.ReadMarkFile(counterPath, o.followSymlinks)
 	if err != nil {
 		return 0, err
 	}

@@ -83,7 +83,7 @@ import (
 type reservation struct {
 	reg      registry.Registry
 	name     string
-	host     *hostState
+	host     *claim.Files
 	o        registryOptions
 	log      *slog.Logger
 	withFile func(ctx context.Context, fn func(c *counterFile) error) error // runs fn under the Generator's file mutex, waiting for the file's lock no longer than ctx allows
@@ -138,7 +138,7 @@ func (e *needMarkError) Unwrap() error { return ErrReservationExhausted }
 // counter is unchanged.
 func startReservation(ctx context.Context, path, name string, o *options, rec *hostRecord,
 	withFile func(context.Context, func(*counterFile) error) error) (*reservation, error) {
-	hs, err := openHostState(path, o)
+	hs, err := claim.OpenFiles(path, o.claimFiles())
 	if err != nil {
 		return nil, err
 	}
@@ -151,20 +151,20 @@ func startReservation(ctx context.Context, path, name string, o *options, rec *h
 	}
 	first, err := r.enter(ctx)
 	if err != nil {
-		hs.close()
+		hs.Close()
 		return nil, err
 	}
 	if !first {
 		// Outside the gate, so that many processes starting at once do
 		// not queue behind each other's registry reads.
 		if err := r.verifyJoin(ctx); err != nil {
-			r.host.close()
+			r.host.Close()
 			return nil, err
 		}
 	}
 	// The claim or join stands: the heartbeat file may be made now.
-	if err := hs.ensureHeartbeat(); err != nil {
-		r.host.close()
+	if err := hs.EnsureHeartbeat(); err != nil {
+		r.host.Close()
 		return nil, err
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
@@ -184,31 +184,31 @@ func startReservation(ctx context.Context, path, name string, o *options, rec *h
 // opened the files beside it before taking the gate.
 func (r *reservation) enter(ctx context.Context) (first bool, err error) {
 	hs := r.host
-	if err := hs.lockGate(ctx); err != nil {
+	if err := hs.LockGate(ctx); err != nil {
 		return false, err
 	}
-	defer hs.gate.Unlock()
-	first, err = hs.presence.TryLock()
+	defer hs.Gate().Unlock()
+	first, err = hs.Presence().TryLock()
 	if err != nil {
-		return false, &FileError{Op: "lock", Path: hs.presence.Path(), Err: err}
+		return false, &FileError{Op: "lock", Path: hs.Presence().Path(), Err: err}
 	}
 	if first {
 		if err := r.claim(ctx); err != nil {
-			hs.presence.Unlock()
+			hs.Presence().Unlock()
 			return false, err
 		}
 		// Another process can only join through the gate we hold, so the
 		// non-atomic change from exclusive to shared is safe.
-		hs.presence.Unlock()
+		hs.Presence().Unlock()
 	} else if err := r.join(); err != nil {
 		return false, err
 	}
-	ok, err := hs.presence.TryRLockContext(ctx, 5*time.Millisecond)
+	ok, err := hs.Presence().TryRLockContext(ctx, 5*time.Millisecond)
 	if err == nil && !ok {
 		err = ctx.Err()
 	}
 	if err != nil {
-		return false, &FileError{Op: "lock", Path: hs.presence.Path(), Err: err}
+		return false, &FileError{Op: "lock", Path: hs.Presence().Path(), Err: err}
 	}
 	return first, nil
 }
@@ -240,14 +240,14 @@ func (r *reservation) claim(ctx context.Context) error {
 	// name was released by its previous holder (a hand-over) or never
 	// used. Raising it then is no alarm; raising a counter that did claim
 	// the name, or in a take-over, is.
-	prev, perr := r.host.readSession()
+	prev, perr := r.host.ReadSession()
 	firstClaim := !r.o.takeover && (errors.Is(perr, fs.ErrNotExist) || (perr == nil && prev.Name != r.name))
 	var h registry.Holder
 	var sent time.Time // when the claim that stood was sent: it refreshed last-seen then
 	err := r.retry(ctx, "claim", func(ctx context.Context) (err error) {
 		sent = r.o.clock.Now()
 		h, err = r.reg.Claim(ctx, registry.Claim{
-			Name: r.name, Owner: r.host.owner,
+			Name: r.name, Owner: r.host.Owner(),
 			Hostname: r.o.host.Hostname, Address: r.o.host.Address, MachineID: r.o.host.MachineID,
 			Force: r.o.takeover, Floor: max(r.o.floor, counted), CloneWindow: r.o.cloneWindow,
 		})
@@ -260,17 +260,17 @@ func (r *reservation) claim(ctx context.Context) error {
 		return err
 	}
 	r.session = h.Session
-	if err := r.host.writeSession(r.name, h.Session); err != nil {
+	if err := r.host.WriteSession(r.name, h.Session); err != nil {
 		return err
 	}
 	// The claim refreshed last-seen: the host's heartbeat is not due for
 	// an interval, and the host's other processes join without a
 	// registry read meanwhile.
 	claimed := sent.UnixNano()
-	if err := r.host.ensureHeartbeat(); err != nil {
+	if err := r.host.EnsureHeartbeat(); err != nil {
 		return err
 	}
-	if err := r.host.writeHeartbeat(claim.Heartbeat{Session: claim.SessionHash(h.Session), Last: claimed, Tried: claimed}); err != nil {
+	if err := r.host.WriteHeartbeat(claim.Heartbeat{Session: claim.SessionHash(h.Session), Last: claimed, Tried: claimed}); err != nil {
 		return err
 	}
 	target := max(h.Reserved, r.o.floor)
@@ -291,7 +291,7 @@ func (r *reservation) claim(ctx context.Context) error {
 					"path", c.Path(), "from", cur, "to", target)
 			}
 		}
-		return r.host.writeMark(claim.Mark{Mark: h.Reserved, Floor: max(cur, target)})
+		return r.host.WriteMark(claim.Mark{Mark: h.Reserved, Floor: max(cur, target)})
 	})
 	if err != nil {
 		return err
@@ -307,7 +307,7 @@ func (r *reservation) claim(ctx context.Context) error {
 // released (released names it), or that is no longer this owner's, may be
 // followed by another.
 func (r *reservation) oneNamePerCounter(ctx context.Context, released string) error {
-	s, err := r.host.readSession()
+	s, err := r.host.ReadSession()
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil // never claimed
@@ -325,13 +325,13 @@ func (r *reservation) oneNamePerCounter(ctx context.Context, released string) er
 		return nil
 	case err != nil:
 		return fmt.Errorf("snapid: checking that the counter %s no longer holds %q before claiming %q: %w",
-			strings.TrimSuffix(r.host.sessionPath, sessionSuffix), s.Name, r.name, err)
-	case h.State != registry.StateActive || h.Owner != r.host.owner:
+			strings.TrimSuffix(r.host.SessionPath(), sessionSuffix), s.Name, r.name, err)
+	case h.State != registry.StateActive || h.Owner != r.host.Owner():
 		return nil
 	}
 	return fmt.Errorf("snapid: %w: the counter %s holds the name %q in the registry (its session file records it); one counter file serves one name: "+
 		"release %q first (snapctl release), or give %q its own counter file; nothing was changed",
-		ErrNameMismatch, strings.TrimSuffix(r.host.sessionPath, sessionSuffix), s.Name, s.Name, r.name)
+		ErrNameMismatch, strings.TrimSuffix(r.host.SessionPath(), sessionSuffix), s.Name, s.Name, r.name)
 }
 
 // join reads the host's claim from the session file, for a process that
@@ -339,18 +339,18 @@ func (r *reservation) oneNamePerCounter(ctx context.Context, released string) er
 // be for this name and this counter's owner token: a process must not
 // issue under a name its host did not claim, registry or not.
 func (r *reservation) join() error {
-	s, err := r.host.readSession()
+	s, err := r.host.ReadSession()
 	if err != nil {
 		return err
 	}
 	switch {
-	case s.Owner != r.host.owner:
-		return &FileError{Op: "read", Path: r.host.sessionPath, Err: fmt.Errorf(
+	case s.Owner != r.host.Owner():
+		return &FileError{Op: "read", Path: r.host.SessionPath(), Err: fmt.Errorf(
 			"%w: it records a claim of owner token %s, not of this counter's (%s); was the owner file replaced while processes of this host use the counter?",
-			errCorruptSession, registry.OwnerID(s.Owner), registry.OwnerID(r.host.owner))}
+			errCorruptSession, registry.OwnerID(s.Owner), registry.OwnerID(r.host.Owner()))}
 	case s.Name != r.name:
 		return fmt.Errorf("snapid: %w: the counter %s is in use by this host under the name %q, not %q: one counter file serves one name; open it as %q, or give %q its own counter file",
-			ErrNameMismatch, strings.TrimSuffix(r.host.sessionPath, sessionSuffix), s.Name, r.name, s.Name, r.name)
+			ErrNameMismatch, strings.TrimSuffix(r.host.SessionPath(), sessionSuffix), s.Name, r.name, s.Name, r.name)
 	}
 	r.session = s.Session
 	return r.joinNumber()
@@ -369,7 +369,7 @@ func (r *reservation) check(cur, k, high uint64) (uint64, error) {
 	if errp := r.lost.Load(); errp != nil {
 		return 0, *errp
 	}
-	m, err := r.host.readMark()
+	m, err := r.host.ReadMark()
 	if err != nil {
 		return 0, err
 	}
@@ -402,7 +402,7 @@ func (r *reservation) check(cur, k, high uint64) (uint64, error) {
 // check.
 func (r *reservation) committed(v uint64) {
 	r.maxFloor = max(r.maxFloor, v)
-	if err := r.host.writeMark(claim.Mark{Mark: r.seen.Mark, Floor: v}); err != nil {
+	if err := r.host.WriteMark(claim.Mark{Mark: r.seen.Mark, Floor: v}); err != nil {
 		r.log.Warn("snapid: could not record the counter's floor", "name", r.name, "err", err)
 	}
 }
@@ -422,11 +422,11 @@ const maxRateSamples = 64
 // reserved.
 func (r *reservation) adopt(ctx context.Context, v, floor uint64) error {
 	return r.withFile(ctx, func(c *counterFile) error {
-		m, err := r.host.readMark()
+		m, err := r.host.ReadMark()
 		if err != nil || m.Mark >= v {
 			return err
 		}
-		return r.host.writeMark(claim.Mark{Mark: v, Floor: max(m.Floor, floor)})
+		return r.host.WriteMark(claim.Mark{Mark: v, Floor: max(m.Floor, floor)})
 	})
 }
 
@@ -441,7 +441,7 @@ func (r *reservation) close() error {
 	r.wg.Wait()
 	// Another process takes the heartbeat now, not once this one has
 	// waited for the gate and returned its reservation.
-	r.host.dropHeartbeatRole()
+	r.host.DropHeartbeatRole()
 	// A synchronous extension a caller was waiting for has been cancelled;
 	// let it finish before deciding what to set back, and start none.
 	r.extendMu.Lock()
@@ -449,14 +449,14 @@ func (r *reservation) close() error {
 	r.closed = true
 	ctx, cancel := r.o.clock.WithTimeout(context.Background(), r.o.timeout)
 	defer cancel()
-	if err := r.host.lockGate(ctx); err != nil {
+	if err := r.host.LockGate(ctx); err != nil {
 		return err
 	}
-	defer r.host.gate.Unlock()
+	defer r.host.Gate().Unlock()
 	// Every presence lock of this process is gone before the gate is.
-	defer r.host.presence.Unlock()
-	r.host.presence.Unlock()
-	last, err := r.host.presence.TryLock()
+	defer r.host.Presence().Unlock()
+	r.host.Presence().Unlock()
+	last, err := r.host.Presence().TryLock()
 	if err != nil || !last || r.lost.Load() != nil {
 		return err
 	}
@@ -470,7 +470,7 @@ func (r *reservation) close() error {
 		if err != nil {
 			return err
 		}
-		m, err := r.host.readMark()
+		m, err := r.host.ReadMark()
 		if err != nil {
 			return err
 		}
@@ -488,12 +488,12 @@ func (r *reservation) close() error {
 	if err != nil {
 		return fmt.Errorf("snapid: returning the unused reservation of %q: %w", r.name, err)
 	}
-	if h.Owner != r.host.owner || h.Session != r.session || h.State != registry.StateActive || h.Reserved <= v {
+	if h.Owner != r.host.Owner() || h.Session != r.session || h.State != registry.StateActive || h.Reserved <= v {
 		return nil
 	}
 	m := h.Reserved
-	if _, err := r.reg.Extend(ctx, r.name, r.host.owner, r.session, m, v); err != nil {
+	if _, err := r.reg.Extend(ctx, r.name, r.host.Owner(), r.session, m, v); err != nil {
 		return fmt.Errorf("snapid: returning the unused reservation of %q (%d..%d): %w", r.name, v+1, m, err)
 	}
-	return r.withFile(ctx, func(c *counterFile) error { return r.host.writeMark(claim.Mark{Mark: v, Floor: v}) })
+	return r.withFile(ctx, func(c *counterFile) error { return r.host.WriteMark(claim.Mark{Mark: v, Floor: v}) })
 }

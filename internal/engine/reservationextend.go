@@ -65,7 +65,7 @@ func (r *reservation) extend(ctx context.Context, need uint64) error {
 			if cur, err = c.Load(); err != nil {
 				return err
 			}
-			old, err = r.host.readMark()
+			old, err = r.host.ReadMark()
 			return err
 		})
 		if err != nil {
@@ -91,12 +91,12 @@ func (r *reservation) extend(ctx context.Context, need uint64) error {
 			}
 			return nil
 		}
-		h, err := r.reg.Extend(ctx, r.name, r.host.owner, r.session, old.Mark, next)
+		h, err := r.reg.Extend(ctx, r.name, r.host.Owner(), r.session, old.Mark, next)
 		switch {
 		case err == nil:
 			r.extendLog.succeeded("name", r.name, "mark", next)
 			return r.adopt(ctx, next, cur)
-		case errors.Is(err, registry.ErrMarkMoved) && h.Owner == r.host.owner && h.Session == r.session && h.State == registry.StateActive:
+		case errors.Is(err, registry.ErrMarkMoved) && h.Owner == r.host.Owner() && h.Session == r.session && h.State == registry.StateActive:
 			if h.Reserved > old.Mark {
 				// Another process of this host extended first.
 				if err := r.adopt(ctx, h.Reserved, cur); err != nil {

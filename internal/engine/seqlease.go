@@ -42,7 +42,7 @@ func openLeaseFile(ctx context.Context, counterPath, sequence, node, owner strin
 	}
 	fo := *o // how the floor is made again, if replaced
 	openFloor := func(path string) (*counterfile.File, error) {
-		if err := createIfAbsent(path, nil, &fo); err != nil {
+		if err := counterfile.CreateBeside(fo.fs, path, nil, fo.fileMode); err != nil {
 			return nil, err
 		}
 		f, err := openExisting(path, &fo)
@@ -57,7 +57,7 @@ func openLeaseFile(ctx context.Context, counterPath, sequence, node, owner strin
 		if err := checkFloorAlone(floorPath, node, sequence, owner, o); err != nil {
 			return nil, err
 		}
-		if err := createIfAbsent(path, init, o); err != nil {
+		if err := counterfile.CreateBeside(o.fs, path, init, o.fileMode); err != nil {
 			return nil, err
 		}
 	}
@@ -144,7 +144,7 @@ func (r *reservation) closeLeases(ctx context.Context) {
 	if !ok {
 		return
 	}
-	counterPath := strings.TrimSuffix(r.host.sessionPath, sessionSuffix)
+	counterPath := strings.TrimSuffix(r.host.SessionPath(), sessionSuffix)
 	files, _ := filepath.Glob(globEscape(counterPath) + leaseSuffix + "*")
 	for _, f := range files {
 		seq := strings.TrimPrefix(f, counterPath+leaseSuffix)
@@ -159,7 +159,7 @@ func (r *reservation) closeLeases(ctx context.Context) {
 		if ahead.First != 0 {
 			latest = ahead
 		}
-		latest.Sequence, latest.Name, latest.Owner, latest.Session = seq, r.name, r.host.owner, r.session
+		latest.Sequence, latest.Name, latest.Owner, latest.Session = seq, r.name, r.host.Owner(), r.session
 		if err := sr.CloseLease(ctx, latest, pos); err != nil {
 			r.log.Warn("snapid: could not record where the host's sequence lease stands; the next start drops it (a gap)",
 				"sequence", seq, "err", err)

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/gofrs/flock"
+	"github.com/snapid/snapid/internal/counterfile"
 	"github.com/snapid/snapid/internal/sequence"
 	"github.com/snapid/snapid/registry"
 )
@@ -100,17 +101,17 @@ func (g *Generator) SequenceContext(ctx context.Context, name string, opts ...Se
 	fo := defaultOptions()
 	fopt := g.file.Options()
 	fo.followSymlinks, fo.sync, fo.io = fopt.Follow, fopt.Sync, fopt.IO
-	fo.fs, fo.fileMode = g.res.host.fs, g.res.host.mode
-	lf, err := openLeaseFile(ctx, g.path, name, g.name, g.res.host.owner, &fo)
+	fo.fs, fo.fileMode = g.res.host.Options().FS, g.res.host.Options().Mode
+	lf, err := openLeaseFile(ctx, g.path, name, g.name, g.res.host.Owner(), &fo)
 	if err != nil {
 		return nil, err
 	}
 	refillPath := leasePath(g.path, name) + refillSuffix
-	if err := createIfAbsent(refillPath, nil, &fo); err != nil {
+	if err := counterfile.CreateBeside(fo.fs, refillPath, nil, fo.fileMode); err != nil {
 		lf.Close()
 		return nil, err
 	}
-	if err := checkBeside(refillPath, &fo); err != nil {
+	if err := counterfile.CheckBeside(refillPath, fo.followSymlinks); err != nil {
 		lf.Close()
 		return nil, err
 	}
@@ -138,7 +139,7 @@ func (g *Generator) Sequences() []*Sequence { return g.seqs.Open() }
 func (g *Generator) sequenceHost() sequence.Host {
 	r := g.res
 	return sequence.Host{
-		Node: g.name, Owner: r.host.owner, Session: r.session,
+		Node: g.name, Owner: r.host.Owner(), Session: r.session,
 		Timeout: r.o.timeout, RetryWait: r.o.retryWait,
 		Clock: g.clock, Log: g.log,
 		Closed: g.closed.Load,

@@ -49,7 +49,7 @@ func Crash(g *Generator) error {
 	if g.res != nil {
 		g.res.cancel()
 		g.res.wg.Wait()
-		if err := g.res.host.close(); err != nil {
+		if err := g.res.host.Close(); err != nil {
 			return err
 		}
 	}

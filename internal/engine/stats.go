@@ -237,7 +237,7 @@ func (g *Generator) Reservation() (ReservationStatus, error) {
 		if g.res == nil {
 			return nil
 		}
-		m, err := g.res.host.readMark()
+		m, err := g.res.host.ReadMark()
 		if err != nil {
 			return err
 		}

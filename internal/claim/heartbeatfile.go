@@ -1,4 +1,4 @@
-package engine
+package claim
 
 import (
 	"errors"
@@ -6,10 +6,15 @@ import (
 	"os"
 	"time"
 
-	"github.com/snapid/snapid/internal/claim"
+	"github.com/snapid/snapid/internal/counterfile"
+	"github.com/snapid/snapid/internal/errs"
 	"github.com/snapid/snapid/internal/statefile"
 	"golang.org/x/sys/unix"
 )
+
+// heartbeatLockWait bounds the wait for the record's byte lock, which a
+// running process holds for one read and one write.
+const heartbeatLockWait = 50 * time.Millisecond
 
 // The heartbeat file beside the counter: its record (format in
 // heartbeat.go's comment), how it is opened, read, written under its byte
@@ -20,19 +25,19 @@ import (
 // when create is set, and returns nil otherwise. Open creates it only once
 // the name's claim or join stands, so that an Open refused before (a
 // counter of another name) leaves nothing behind.
-func openHeartbeat(counterPath string, o *options, create bool) (*os.File, error) {
-	path := counterPath + heartbeatSuffix
+func openHeartbeat(counterPath string, o FileOptions, create bool) (*os.File, error) {
+	path := counterPath + HeartbeatSuffix
 	if create {
-		if err := createIfAbsent(path, nil, o); err != nil {
+		if err := counterfile.CreateBeside(o.FS, path, nil, o.Mode); err != nil {
 			return nil, err
 		}
 	}
-	f, err := os.OpenFile(path, openFlags(o.followSymlinks), 0)
+	f, err := os.OpenFile(path, counterfile.OpenFlags(o.Follow), 0)
 	if !create && errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, &FileError{Op: "open", Path: path, Err: heartbeatFileError(err)}
+		return nil, &errs.FileError{Op: "open", Path: path, Err: heartbeatFileError(err)}
 	}
 	st, err := statefile.CheckRegular(int(f.Fd()))
 	if err == nil {
@@ -40,23 +45,23 @@ func openHeartbeat(counterPath string, o *options, create bool) (*os.File, error
 	}
 	if err != nil {
 		f.Close()
-		return nil, &FileError{Op: "open", Path: path, Err: heartbeatFileError(err)}
+		return nil, &errs.FileError{Op: "open", Path: path, Err: heartbeatFileError(err)}
 	}
 	return f, nil
 }
 
 // heartbeatFileError classifies an error opening the heartbeat file as
-// classifyOpenError does (ErrNotRegular, ErrSymlink, ...), in a message
+// classifyOpenError does (errs.ErrNotRegular, errs.ErrSymlink, ...), in a message
 // that names the heartbeat file, not the counter, and says what to do.
 func heartbeatFileError(err error) error {
-	c := classifyOpenError(err)
+	c := errs.OpenError(err)
 	var what string
 	switch {
-	case errors.Is(c, ErrSymlink):
+	case errors.Is(c, errs.ErrSymlink):
 		what = "is a symbolic link"
 	case errors.Is(err, unix.EISDIR):
 		what = "is a directory"
-	case errors.Is(c, ErrNotRegular):
+	case errors.Is(c, errs.ErrNotRegular):
 		what = "is " + err.Error() // "is not a regular file (a FIFO)"
 	default:
 		return c
@@ -79,32 +84,32 @@ func (e *heartbeatFileErr) Unwrap() error { return e.err }
 
 // readHeartbeat reads the record; a missing, short or foreign one is ok
 // false.
-func (h *hostState) readHeartbeat() (claim.Heartbeat, bool) {
+func (h *Files) ReadHeartbeat() (Heartbeat, bool) {
 	if h.hb == nil {
-		return claim.Heartbeat{}, false
+		return Heartbeat{}, false
 	}
-	b := make([]byte, claim.HeartbeatSize+1)
+	b := make([]byte, HeartbeatSize+1)
 	n, err := h.io().ReadAt(h.hb, b, 0)
-	if err != nil && n != claim.HeartbeatSize {
-		return claim.Heartbeat{}, false
+	if err != nil && n != HeartbeatSize {
+		return Heartbeat{}, false
 	}
-	return claim.DecodeHeartbeat(b[:n])
+	return DecodeHeartbeat(b[:n])
 }
 
-// writeHeartbeat writes the record in place, unsynced.
-func (h *hostState) writeHeartbeat(r claim.Heartbeat) error {
+// WriteHeartbeat writes the record in place, unsynced.
+func (h *Files) WriteHeartbeat(r Heartbeat) error {
 	if h.hb == nil {
 		return nil
 	}
-	if _, err := h.io().WriteAt(h.hb, claim.EncodeHeartbeat(r), 0); err != nil {
-		return &FileError{Op: "write", Path: h.hb.Name(), Err: err}
+	if _, err := h.io().WriteAt(h.hb, EncodeHeartbeat(r), 0); err != nil {
+		return &errs.FileError{Op: "write", Path: h.hb.Name(), Err: err}
 	}
 	return nil
 }
 
-// tryHeartbeatRole takes the host's heartbeat role if no other process
+// TryHeartbeatRole takes the host's heartbeat role if no other process
 // holds it. It never waits.
-func (h *hostState) tryHeartbeatRole() bool {
+func (h *Files) TryHeartbeatRole() bool {
 	if h.hb == nil {
 		return false
 	}
@@ -116,9 +121,9 @@ func (h *hostState) tryHeartbeatRole() bool {
 	}
 }
 
-// ensureHeartbeat creates and opens the heartbeat file if this process
+// EnsureHeartbeat creates and opens the heartbeat file if this process
 // has not opened it yet.
-func (h *hostState) ensureHeartbeat() error {
+func (h *Files) EnsureHeartbeat() error {
 	if h.hb != nil {
 		return nil
 	}
@@ -130,10 +135,10 @@ func (h *hostState) ensureHeartbeat() error {
 	return nil
 }
 
-// findHeartbeat opens the heartbeat file if this process has not and it
+// FindHeartbeat opens the heartbeat file if this process has not and it
 // exists now: a process that opened the host's files before the first
 // process's claim made it finds it once that claim stands.
-func (h *hostState) findHeartbeat() error {
+func (h *Files) FindHeartbeat() error {
 	if h.hb != nil {
 		return nil
 	}
@@ -145,7 +150,7 @@ func (h *hostState) findHeartbeat() error {
 	return nil
 }
 
-// rejoinHeartbeat checks that the heartbeat file this process has open is
+// RejoinHeartbeat checks that the heartbeat file this process has open is
 // still the one at its path. If it was removed or replaced (an operator's
 // rm, a process that found it missing and made it again), the host's
 // processes would split in two, each half with a record and a holder of
@@ -157,21 +162,21 @@ func (h *hostState) findHeartbeat() error {
 // try, and "taken") is carried into the new one. It reports whether the
 // file was replaced; a file at the path that cannot be opened (a FIFO,
 // another user's) is an error, and the old file is kept.
-func (h *hostState) rejoinHeartbeat(session uint64) (bool, error) {
+func (h *Files) RejoinHeartbeat(session uint64) (bool, error) {
 	if h.hb == nil {
 		return false, nil
 	}
 	if moved, err := h.heartbeatMoved(); err != nil || !moved {
 		return false, err
 	}
-	old, oldOK := h.readHeartbeat()
+	old, oldOK := h.ReadHeartbeat()
 	f, err := openHeartbeat(h.counterPath, h.opts, true)
 	if err != nil {
 		return false, err
 	}
 	defer f.Close()
 	if err := unix.Dup3(int(f.Fd()), int(h.hb.Fd()), unix.O_CLOEXEC); err != nil {
-		return false, &FileError{Op: "reopen", Path: h.hb.Name(), Err: err}
+		return false, &errs.FileError{Op: "reopen", Path: h.hb.Name(), Err: err}
 	}
 	if !oldOK || old.Session != session {
 		return true, nil
@@ -181,13 +186,13 @@ func (h *hostState) rejoinHeartbeat(session uint64) (bool, error) {
 
 // heartbeatMoved reports whether the heartbeat file this process has open
 // is no longer the one at its path (removed, or another file there).
-func (h *hostState) heartbeatMoved() (bool, error) {
+func (h *Files) heartbeatMoved() (bool, error) {
 	var open, at unix.Stat_t
 	if err := unix.Fstat(int(h.hb.Fd()), &open); err != nil {
-		return false, &FileError{Op: "stat", Path: h.hb.Name(), Err: err}
+		return false, &errs.FileError{Op: "stat", Path: h.hb.Name(), Err: err}
 	}
 	stat := unix.Lstat
-	if h.opts.followSymlinks {
+	if h.opts.Follow {
 		stat = unix.Stat
 	}
 	err := stat(h.hb.Name(), &at)
@@ -195,7 +200,7 @@ func (h *hostState) heartbeatMoved() (bool, error) {
 	case err == nil && at.Dev == open.Dev && at.Ino == open.Ino:
 		return false, nil
 	case err != nil && !errors.Is(err, unix.ENOENT):
-		return false, &FileError{Op: "stat", Path: h.hb.Name(), Err: err}
+		return false, &errs.FileError{Op: "stat", Path: h.hb.Name(), Err: err}
 	}
 	return true, nil
 }
@@ -203,8 +208,8 @@ func (h *hostState) heartbeatMoved() (bool, error) {
 // carryHeartbeat carries what the old record said for session (the last
 // refresh and try, and "taken") into the record of the file now open,
 // where it is later than what that one says.
-func (h *hostState) carryHeartbeat(session uint64, old claim.Heartbeat) error {
-	return h.updateHeartbeat(session, func(rec *claim.Heartbeat) bool {
+func (h *Files) carryHeartbeat(session uint64, old Heartbeat) error {
+	return h.UpdateHeartbeat(session, func(rec *Heartbeat) bool {
 		if rec.Last >= old.Last && rec.Tried >= old.Tried && (rec.Taken || !old.Taken) {
 			return false
 		}
@@ -217,24 +222,24 @@ func (h *hostState) carryHeartbeat(session uint64, old claim.Heartbeat) error {
 	})
 }
 
-// dropHeartbeatRole gives up the heartbeat role, if this process holds
+// DropHeartbeatRole gives up the heartbeat role, if this process holds
 // it, so that another process takes it at its next poll.
-func (h *hostState) dropHeartbeatRole() {
+func (h *Files) DropHeartbeatRole() {
 	if h.hb != nil {
 		_ = unix.Flock(int(h.hb.Fd()), unix.LOCK_UN)
 	}
 }
 
-// updateHeartbeat reads the record and has fn change it, then writes it
+// UpdateHeartbeat reads the record and has fn change it, then writes it
 // if fn says to, holding a write lock on the record's bytes: a process's
 // update never lands between another's read and write. fn gets the record
 // if it is session's, else a new one for session.
-func (h *hostState) updateHeartbeat(session uint64, fn func(rec *claim.Heartbeat) (write bool)) error {
+func (h *Files) UpdateHeartbeat(session uint64, fn func(rec *Heartbeat) (write bool)) error {
 	if h.hb == nil {
 		return nil
 	}
 	fd := int(h.hb.Fd())
-	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: claim.HeartbeatSize}
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: HeartbeatSize}
 	// Never wait without end: a process stopped (SIGSTOP, a hung write)
 	// while it holds these bytes would otherwise stop every other
 	// process's refresh of last-seen. Past heartbeatLockWait the update
@@ -258,33 +263,33 @@ func (h *hostState) updateHeartbeat(session uint64, fn func(rec *claim.Heartbeat
 			// processes then learn at their own next refresh.
 			return h.applyHeartbeat(session, fn)
 		default:
-			return &FileError{Op: "lock", Path: h.hb.Name(), Err: err}
+			return &errs.FileError{Op: "lock", Path: h.hb.Name(), Err: err}
 		}
 	}
 	defer func() {
-		un := unix.Flock_t{Type: unix.F_UNLCK, Whence: 0, Start: 0, Len: claim.HeartbeatSize}
+		un := unix.Flock_t{Type: unix.F_UNLCK, Whence: 0, Start: 0, Len: HeartbeatSize}
 		_ = unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &un)
 	}()
 	return h.applyHeartbeat(session, fn)
 }
 
-// applyHeartbeat is updateHeartbeat's read, change and write. A record
+// applyHeartbeat is UpdateHeartbeat's read, change and write. A record
 // with bytes past its 40 (damage, or another user's writing) is cut back
 // to them, so that it reads as a record again.
-func (h *hostState) applyHeartbeat(session uint64, fn func(rec *claim.Heartbeat) (write bool)) error {
-	rec, ok := h.readHeartbeat()
+func (h *Files) applyHeartbeat(session uint64, fn func(rec *Heartbeat) (write bool)) error {
+	rec, ok := h.ReadHeartbeat()
 	if !ok || rec.Session != session {
-		rec = claim.Heartbeat{Session: session}
+		rec = Heartbeat{Session: session}
 	}
 	if !fn(&rec) {
 		return nil
 	}
-	if err := h.writeHeartbeat(rec); err != nil {
+	if err := h.WriteHeartbeat(rec); err != nil {
 		return err
 	}
-	if st, err := h.hb.Stat(); err == nil && st.Size() != claim.HeartbeatSize {
-		if err := h.hb.Truncate(claim.HeartbeatSize); err != nil {
-			return &FileError{Op: "truncate", Path: h.hb.Name(), Err: err}
+	if st, err := h.hb.Stat(); err == nil && st.Size() != HeartbeatSize {
+		if err := h.hb.Truncate(HeartbeatSize); err != nil {
+			return &errs.FileError{Op: "truncate", Path: h.hb.Name(), Err: err}
 		}
 	}
 	return nil
