@@ -13,6 +13,11 @@
 #   Caught by: sim                       the simulator, in up to
 #                                        SNAPID_DEFECT_HISTORIES histories
 #                                        (default 300), reports violations
+#   Caught by: sim seed <N>              the simulator's history of seed N
+#                                        (one the random runs reach only
+#                                        rarely), its steps one at a time
+#                                        (SNAPID_SIM_SERIAL=1), reports
+#                                        violations
 #   Caught by: test <package> <regexp>   go test -run <regexp> <package>
 #                                        reports a failing test
 #
@@ -42,8 +47,10 @@ git -C "$root" worktree add --detach -q "$work/tree" HEAD
 check() {
   local c="$1" out="$work/out" rc=0
   case "$c" in
-  sim)
-    (cd "$work/tree" && SNAPID_SIM_HISTORIES="$histories" go test -count=1 -run '^TestSimulation$' -v ./internal/sim) >"$out" 2>&1 || rc=$?
+  sim | sim\ seed\ *)
+    local env=(SNAPID_SIM_HISTORIES="$histories")
+    [[ "$c" == sim ]] || env=(SNAPID_SIM_SEED="${c#sim seed }" SNAPID_SIM_SERIAL=1)
+    (cd "$work/tree" && env "${env[@]}" go test -count=1 -run '^TestSimulation$' -v ./internal/sim) >"$out" 2>&1 || rc=$?
     if grep -qE '^sim: [0-9]+ histories, [0-9]+ operations, [0-9]+ faults, [1-9][0-9]* violations' "$out"; then
       echo caught
     elif [[ $rc -eq 0 ]] && grep -qE '^sim: [0-9]+ histories, [0-9]+ operations, [0-9]+ faults, 0 violations$' "$out"; then

@@ -217,9 +217,9 @@ func (c *counterFile) advance(k uint64, decimal bool, hook advanceHook, gone, cl
 	base := cur
 	switch {
 	case hook != nil:
-		// A decimal request's numbers are not known before base is: the
-		// registry is asked for room for the most it can take.
-		if base, err = hook.check(cur, idform.SpanBound(k, decimal), high); err != nil {
+		// The hook chooses base, and counts the request's numbers from it
+		// as the update below does (idform.Span).
+		if base, err = hook.check(cur, k, decimal, high); err != nil {
 			return 0, err
 		}
 	case cur < high:
@@ -232,9 +232,7 @@ func (c *counterFile) advance(k uint64, decimal bool, hook advanceHook, gone, cl
 	if err := c.fits(base, k, decimal); err != nil {
 		return 0, err
 	}
-	if decimal {
-		k, _ = idform.DecimalSpan(base, k)
-	}
+	k, _ = idform.Span(base, k, decimal) // fits: it does not pass 2^64-1
 	if !c.Synced() && cur > c.Durable() && c.host.Due(base+k) {
 		// Sync off: the counter is written again and synced once a step,
 		// as the record is written, so that the record's floor moves
@@ -273,9 +271,11 @@ func (c *counterFile) advance(k uint64, decimal bool, hook advanceHook, gone, cl
 type advanceHook interface {
 	// check sees the current value before anything is written and returns
 	// the value to count from: cur, or a higher value to skip to (after a
-	// roll-back), or an error to refuse. high is the highest value this
-	// counterFile read or wrote before: cur below it was rolled back.
-	check(cur, k, high uint64) (base uint64, err error)
+	// roll-back), or an error to refuse. The request takes
+	// idform.Span(base, k, decimal) numbers after base. high is the
+	// highest value this counterFile read or wrote before: cur below it
+	// was rolled back.
+	check(cur, k uint64, decimal bool, high uint64) (base uint64, err error)
 	// committed is told the value written, once it is written (and synced).
 	committed(v uint64)
 }

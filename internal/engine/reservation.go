@@ -13,6 +13,7 @@ import (
 
 	"github.com/snapid/snapid/internal/claim"
 	"github.com/snapid/snapid/internal/ctxsync"
+	"github.com/snapid/snapid/internal/idform"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -365,7 +366,7 @@ func (r *reservation) join() error {
 // the value the last update of any process of the host wrote, or to high,
 // the highest value this process saw: every number the host issued is at
 // or below the greater of the two.
-func (r *reservation) check(cur, k, high uint64) (uint64, error) {
+func (r *reservation) check(cur, k uint64, decimal bool, high uint64) (uint64, error) {
 	if errp := r.lost.Load(); errp != nil {
 		return 0, *errp
 	}
@@ -382,15 +383,16 @@ func (r *reservation) check(cur, k, high uint64) (uint64, error) {
 		r.log.Warn("snapid: the counter went backwards while in use (restored or copied over?); raising it",
 			"name", r.name, "counter", cur, "to", base)
 	}
-	if k > MaxNumber-base {
+	span, ok := idform.Span(base, k, decimal)
+	if !ok {
 		// No mark can make room past 2^64-1: advance refuses it with
 		// ErrExhausted, and the registry and the mark file are not touched.
 		return base, nil
 	}
-	if base+k > m.Mark {
-		return 0, &needMarkError{mark: m.Mark, next: base + k}
+	if base+span > m.Mark {
+		return 0, &needMarkError{mark: m.Mark, next: base + span}
 	}
-	if m.Mark-(base+k) < r.step()/2 {
+	if m.Mark-(base+span) < r.step()/2 {
 		r.extendInBackground()
 	}
 	return base, nil

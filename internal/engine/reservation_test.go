@@ -1061,3 +1061,45 @@ func TestClaimCoversNumbersHandedOutBeforeTheRegistry(t *testing.T) {
 	require.NoError(t, err, "the claim stood")
 	require.GreaterOrEqual(t, row.Reserved, last, "the registry's mark is below numbers the host handed out before it joined")
 }
+
+// A decimal request near 2^64-1 whose ids fit, though the most a request
+// of its size could take would not, is checked against the registry's
+// mark like any other: it counts its numbers from where it starts, as
+// the counter's update does. Otherwise it went past the mark with nothing
+// written to the registry, and a host that took the name over from the
+// mark after a crash handed the same ids out again.
+func TestReservationDecimalNearTheTopStaysUnderTheMark(t *testing.T) {
+	t.Parallel()
+	reg := registrytest.NewRegistry()
+	const start = math.MaxUint64 - 300 // 300 numbers left, 270 of them not ending in 0
+	pathA := filepath.Join(t.TempDir(), "counter.u64")
+	a := openReg(t, pathA, "web_1", reg, WithFormat(FormatDecimal), WithReserveStep(50), WithSync(true), WithTakeover(start),
+		WithHostInfo(HostInfo{Hostname: "a", MachineID: "ma"}))
+	issued := map[string]bool{}
+	var high uint64
+	require.NoError(t, a.NextIDs(270, func(id ID) { issued[id.String()] = true; high = id.Number }))
+	require.Len(t, issued, 270)
+	row, ok := reg.Row("web_1")
+	require.True(t, ok)
+	require.LessOrEqual(t, high, row.Reserved, "an id above the registry's mark was handed out")
+	require.NoError(t, Crash(a)) // the host is lost
+
+	// The host that takes the name over starts at the registry's mark:
+	// here 2^64-1, so it has nothing left to hand out.
+	pathB := filepath.Join(t.TempDir(), "counter.u64")
+	b, err := Open(pathB, "web_1", WithRegistry(reg), WithFormat(FormatDecimal), WithSync(true), WithTakeover(0),
+		WithHostInfo(HostInfo{Hostname: "b", MachineID: "mb"}))
+	if err == nil {
+		defer b.Close()
+		for range 20 {
+			id, err := b.NextID()
+			if errors.Is(err, ErrExhausted) {
+				break
+			}
+			require.NoError(t, err)
+			require.False(t, issued[id.String()], "the host that took the name over handed out %s again", id)
+		}
+		return
+	}
+	require.ErrorIs(t, err, ErrExhausted)
+}

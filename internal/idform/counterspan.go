@@ -57,14 +57,14 @@ func DecimalSpan(base, k uint64) (m uint64, ok bool) {
 	}
 }
 
-// SpanBound is the most numbers a request of k (decimal: k decimal ids)
-// takes, whatever it starts from.
-func SpanBound(k uint64, decimal bool) uint64 {
-	if !decimal {
-		return k
+// Span returns how many numbers after base a request of k takes (decimal:
+// k ids of the decimal form, see DecimalSpan); ok is false past 2^64-1.
+// Every check of a request against a bound (the form's, the registry's
+// mark) counts with it from the base the request starts at, so that they
+// all count the same numbers.
+func Span(base, k uint64, decimal bool) (m uint64, ok bool) {
+	if decimal {
+		return DecimalSpan(base, k)
 	}
-	if k > MaxNumber/10*9 {
-		return MaxNumber
-	}
-	return k + k/9 + 1
+	return k, k <= MaxNumber-base
 }

@@ -4,7 +4,7 @@
 // ("<name>-<number>", "<node number>.<number>", or number × stride + node
 // number as one integer), the largest counter number under a form's
 // bound, how many numbers a request of k ids takes and whether they fit
-// (Fits, DecimalSpan, SpanBound), and parsed ids (ID, ParseID).
+// (Fits, Span, DecimalSpan), and parsed ids (ID, ParseID).
 //
 // A Form is made by New, which checks the node number, stride and bound
 // together; its zero Limit never occurs. The errors are package errs's:
