@@ -494,10 +494,13 @@ func (g *Generator) advance(done <-chan struct{}, k uint64, decimal bool, gone f
 }
 
 // withFile runs fn on the counter file under the file mutex, for the
-// registry's background work, waiting for the file's lock no longer
-// than ctx allows.
+// registry's work, waiting for the mutex and the file's lock no longer
+// than ctx allows (another call may hold the mutex while it waits for
+// another process's lock on the counter).
 func (g *Generator) withFile(ctx context.Context, fn func(c *counterFile) error) error {
-	g.mu.Lock()
+	if !g.mu.LockOrDone(ctx.Done()) {
+		return fmt.Errorf("waiting for this process's update of the counter in progress: %w", alloc.ContextError(ctx))
+	}
 	defer g.mu.Unlock()
 	if g.fileClosed {
 		return ErrClosed
