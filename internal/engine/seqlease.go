@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/snapid/snapid/internal/counterfile"
 	"github.com/snapid/snapid/internal/leasefile"
+	"github.com/snapid/snapid/internal/statefile"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -81,6 +83,27 @@ func openLeaseFile(ctx context.Context, counterPath, sequence, node, owner strin
 		return nil, err
 	}
 	return lf, nil
+}
+
+// checkSequenceFiles refuses, before anything is made, a sequence whose
+// files beside the counter could not all be made and opened: one whose
+// name, made into the temporary name it is created from, would be too
+// long for a file name, or a refill lock file that is there but not a
+// file to lock (a directory, a FIFO, another user's file). What
+// openLeaseFile checks of the lease file and its floor, it checks before
+// it makes them.
+func checkSequenceFiles(counterPath, sequence string, o *options) error {
+	path := leasePath(counterPath, sequence)
+	for _, p := range []string{path, path + floorSuffix, path + refillSuffix} {
+		if err := statefile.CheckCreatable(p); err != nil {
+			return &FileError{Op: "create", Path: p, Err: fmt.Errorf("sequence %q: %w (a shorter sequence name, or counter file name, fits)", sequence, err)}
+		}
+	}
+	refill := path + refillSuffix
+	if _, err := os.Lstat(refill); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return counterfile.CheckBeside(refill, o.followSymlinks)
 }
 
 // checkFloorAlone checks a floor file at path, if there is one, for a

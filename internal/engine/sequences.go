@@ -102,6 +102,9 @@ func (g *Generator) SequenceContext(ctx context.Context, name string, opts ...Se
 	fopt := g.file.Options()
 	fo.followSymlinks, fo.sync, fo.io = fopt.Follow, fopt.Sync, fopt.IO
 	fo.fs, fo.fileMode = g.res.host.Options().FS, g.res.host.Options().Mode
+	if err := checkSequenceFiles(g.path, name, &fo); err != nil {
+		return nil, err
+	}
 	lf, err := openLeaseFile(ctx, g.path, name, g.name, g.res.host.Owner(), &fo)
 	if err != nil {
 		return nil, err

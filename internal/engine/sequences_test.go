@@ -10,8 +10,10 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -781,7 +783,7 @@ func returnsWithin(t *testing.T, bound time.Duration, release func(), what strin
 	case <-time.After(bound):
 		release()
 		<-done
-		t.Fatalf("%s still waits for another user's flock on the lease file after %v", what, bound)
+		t.Fatalf("%s has not returned after %v", what, bound)
 		return nil
 	}
 }
@@ -813,4 +815,152 @@ func TestSequenceCloseWhileAnotherUserHoldsTheLeaseFile(t *testing.T) {
 			g.Close()
 		})
 	}
+}
+
+// afterHostLease is the in-memory registry whose HostLease, once it has
+// answered, runs a hook (with the caller's context) before it returns.
+type afterHostLease struct {
+	*registrytest.Registry
+	calls atomic.Int32
+	hook  atomic.Pointer[func(call int32)]
+}
+
+func (r *afterHostLease) HostLease(ctx context.Context, seq, name string) (registry.SequenceLease, error) {
+	l, err := r.Registry.HostLease(ctx, seq, name)
+	if h := r.hook.Load(); h != nil {
+		(*h)(r.calls.Add(1))
+	}
+	return l, err
+}
+
+// SequenceContext's checks of the lease file against the registry's
+// record of the host's lease wait for the file's lock within the
+// caller's context, after the registry answered too: when another user
+// who may read the file holds its flock then, and the caller's context
+// ends, the call returns instead of waiting as long as the other user
+// likes. Both paths: a file of the host's current claim checked
+// (dropUnrecorded), and one of the host's earlier claim carried over
+// after a clean restart (adopt).
+func TestSequenceOpenWaitsEndWithTheContext(t *testing.T) {
+	t.Parallel()
+	skipShort(t)
+	requireRoot(t)
+	for _, restart := range []bool{false, true} {
+		t.Run(map[bool]string{false: "the current claim's file", true: "an earlier claim's file"}[restart], func(t *testing.T) {
+			counter := filepath.Join(lockDir(t), "c")
+			reg := &afterHostLease{Registry: registrytest.NewRegistry()}
+			createSeq(t, reg, "orders", 1, 1_000_000)
+			opts := []Option{WithRegistry(reg), WithFileMode(0o644), WithRegistryTimeout(time.Minute)}
+			g, err := Open(counter, "vm", opts...)
+			require.NoError(t, err)
+			s, err := g.Sequence("orders")
+			require.NoError(t, err)
+			_, err = s.Next()
+			require.NoError(t, err)
+			require.NoError(t, s.Close())
+			if restart {
+				require.NoError(t, g.Close()) // a clean close: the next claim carries the lease over
+				g, err = Open(counter, "vm", opts...)
+				require.NoError(t, err)
+			}
+			defer g.Close()
+
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var release func()
+			hook := func(call int32) {
+				// The first call checks that the sequence exists; the
+				// second is the check of the file: once it answered,
+				// another user holds the file's flock and the caller
+				// leaves.
+				if call == 2 {
+					release = testfs.HoldFlockCancel(t, counter+".seq.orders")
+					cancel()
+				}
+			}
+			reg.hook.Store(&hook)
+			err = returnsWithin(t, 10*time.Second, func() { release() }, "SequenceContext", func() error {
+				s, err := g.SequenceContext(ctx, "orders")
+				if err == nil {
+					s.Close()
+				}
+				return err
+			})
+			require.ErrorIs(t, err, context.Canceled)
+			release() // before the Generator's Close, which waits for the lock too
+		})
+	}
+}
+
+// A Sequence's background work (its next block, the lease it takes for
+// it) ends at Close, however long the registry would take: a registry
+// that does not answer, each try waiting the registry timeout and tried
+// again as a transient failure, held Close for about ten timeouts.
+func TestSequenceCloseEndsItsBackgroundLease(t *testing.T) {
+	t.Parallel()
+	reg := registrytest.NewRegistry()
+	createSeq(t, reg, "ids", 1, 1_000_000)
+	host := newSeqHost(t, "web")
+	g := host.open(t, reg, WithRegistryTimeout(time.Hour), WithCloneWindow(0))
+	defer g.Close()
+	s := openSeq(t, g, "ids", SequenceLeaseSize(10), SequenceBlock(10))
+	asked, answer := make(chan struct{}, 1), make(chan struct{})
+	reg.SetHook(func(ctx context.Context, op, _ string) error {
+		if op != "lease" {
+			return nil
+		}
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		select { // a registry that does not answer (until the test gives up)
+		case <-ctx.Done():
+		case <-answer:
+		}
+		return fmt.Errorf("%w: lease: timed out: %w", registry.ErrRegistry, context.DeadlineExceeded)
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	next := make(chan error, 1)
+	go func() { _, err := s.NextContext(ctx); next <- err }()
+	<-asked // the block, and the lease it needs, are taken in the background
+	cancel()
+	require.ErrorIs(t, <-next, context.Canceled)
+	err := returnsWithin(t, 10*time.Second, func() { close(answer) }, "Sequence.Close", s.Close)
+	require.NoError(t, err)
+}
+
+// A Sequence refused for what is beside the counter changes nothing
+// there: its files are checked before any is made (a directory where its
+// refill lock goes; a counter's name so long that a file of the sequence
+// could not be made).
+func TestSequenceRefusedLeavesNothing(t *testing.T) {
+	t.Parallel()
+	t.Run("refill lock not a file", func(t *testing.T) {
+		reg := registrytest.NewRegistry()
+		createSeq(t, reg, "ids", 1, 1000)
+		host := newSeqHost(t, "web")
+		g := host.open(t, reg)
+		defer g.Close()
+		require.NoError(t, os.Mkdir(host.path+".seq.ids.refill", 0o700))
+		before := testfs.Snapshot(t, host.dir)
+		_, err := g.Sequence("ids")
+		require.ErrorIs(t, err, ErrNotRegular)
+		require.Contains(t, err.Error(), ".seq.ids.refill")
+		testfs.RequireUnchanged(t, host.dir, before)
+	})
+	t.Run("names too long", func(t *testing.T) {
+		reg := registrytest.NewRegistry()
+		seq := strings.Repeat("s", 63)
+		createSeq(t, reg, seq, 1, 1000)
+		dir := t.TempDir()
+		// The lease file's temporary name fits; the floor's does not.
+		path := filepath.Join(dir, strings.Repeat("c", 171))
+		g, err := Open(path, "web", WithRegistry(reg), WithSync(false), WithHostInfo(HostInfo{Hostname: "web.example", MachineID: "m-web"}))
+		require.NoError(t, err)
+		defer g.Close()
+		before := testfs.Snapshot(t, dir)
+		_, err = g.Sequence(seq)
+		require.ErrorIs(t, err, syscall.ENAMETOOLONG)
+		testfs.RequireUnchanged(t, dir, before)
+	})
 }

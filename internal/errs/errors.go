@@ -127,13 +127,15 @@ var (
 	// issued.
 	ErrNumberMismatch = errors.New("node number does not match")
 
-	// ErrNotRegular is returned when the counter path names a directory,
-	// a device, a FIFO or anything else that is not a regular file.
-	ErrNotRegular error = &kindError{"counter path is not a regular file", ErrUntrusted}
+	// ErrNotRegular is returned when the counter's path, or the path of
+	// a file beside it (the error names which), names a directory, a
+	// device, a FIFO or anything else that is not a regular file.
+	ErrNotRegular error = &kindError{"not a regular file", ErrUntrusted}
 
-	// ErrSymlink is returned when the counter path is a symbolic link and
+	// ErrSymlink is returned when the counter's path, or the path of a
+	// file beside it (the error names which), is a symbolic link and
 	// following links was not asked for.
-	ErrSymlink error = &kindError{"counter path is a symbolic link", ErrUntrusted}
+	ErrSymlink error = &kindError{"a symbolic link", ErrUntrusted}
 
 	// ErrUntrustedOwner is returned when the counter file, or a file
 	// beside it (.owner, .mark, .session, sequence leases), is

@@ -38,14 +38,14 @@ func (s *Sequence) verify(ctx context.Context, reachable bool) error {
 		reachable = err == nil
 	}
 	if earlier {
-		return s.adopt(old, rec, reachable)
+		return s.adopt(ctx, old, rec, reachable)
 	}
 	if !reachable {
 		s.log.Warn("snapid: registry unreachable; using this host's sequence lease file unchecked",
 			"sequence", s.name, "err", err)
 		return nil
 	}
-	return s.dropUnrecorded(rec, session)
+	return s.dropUnrecorded(ctx, rec, session)
 }
 
 // inspectFile looks at the lease file for verify: one of an earlier
@@ -54,7 +54,7 @@ func (s *Sequence) verify(ctx context.Context, reachable bool) error {
 // carry over or drop; one of this claim with ranges is to be checked
 // against the registry (check).
 func (s *Sequence) inspectFile(ctx context.Context, session string) (old leasefile.Record, check, earlier bool, err error) {
-	err = s.updateContext(ctx, false, func(l *leasefile.Record) (bool, error) {
+	err = s.update(ctx, false, func(l *leasefile.Record) (bool, error) {
 		switch {
 		case l.Session != session && l.Cur.None() && l.Session != "":
 			l.Void(session)
@@ -80,8 +80,8 @@ func (s *Sequence) hostLease(ctx context.Context) (registry.SequenceLease, error
 // dropUnrecorded drops the lease file's ranges (a gap), binding it to this
 // claim (session), unless they are the host's lease the registry records
 // (rec).
-func (s *Sequence) dropUnrecorded(rec registry.SequenceLease, session string) error {
-	return s.update(false, func(l *leasefile.Record) (bool, error) {
+func (s *Sequence) dropUnrecorded(ctx context.Context, rec registry.SequenceLease, session string) error {
+	return s.update(ctx, false, func(l *leasefile.Record) (bool, error) {
 		latest := l.Latest()
 		if !l.Cur.None() && (rec.Session != session || rec.First != latest.First || rec.Last != latest.Last) {
 			s.log.Warn("snapid: the sequence lease file is not the host's lease the registry records (restored or copied?); its ranges are dropped (a gap)",
@@ -97,14 +97,14 @@ func (s *Sequence) dropUnrecorded(rec registry.SequenceLease, session string) er
 // to this claim, if the registry's record rec shows that the host's last
 // process closed cleanly with the file exactly as it is (the same latest
 // range and position); otherwise the file's ranges are dropped (a gap).
-func (s *Sequence) adopt(old leasefile.Record, rec registry.SequenceLease, reachable bool) error {
+func (s *Sequence) adopt(ctx context.Context, old leasefile.Record, rec registry.SequenceLease, reachable bool) error {
 	session := s.h.Session
 	latest := old.Latest()
 	adopted := false
 	if reachable && rec.Session == old.Session && rec.First == latest.First && rec.Last == latest.Last &&
 		rec.ClosedAt != 0 && rec.ClosedAt == old.Pos {
-		ctx, cancel := s.h.Clock.WithTimeout(context.Background(), s.h.Timeout)
-		_, err := s.reg.AdoptLease(ctx, registry.LeaseAdoption{Sequence: s.name, Name: s.h.Node, Owner: s.h.Owner, Session: session,
+		actx, cancel := s.h.Clock.WithTimeout(ctx, s.h.Timeout)
+		_, err := s.reg.AdoptLease(actx, registry.LeaseAdoption{Sequence: s.name, Name: s.h.Node, Owner: s.h.Owner, Session: session,
 			OldSession: old.Session, First: latest.First, Last: latest.Last, Pos: old.Pos})
 		cancel()
 		adopted = err == nil
@@ -112,7 +112,7 @@ func (s *Sequence) adopt(old leasefile.Record, rec registry.SequenceLease, reach
 			s.log.Warn("snapid: could not carry the host's sequence lease over; it is dropped (a gap)", "sequence", s.name, "err", err)
 		}
 	}
-	return s.update(false, func(l *leasefile.Record) (bool, error) {
+	return s.update(ctx, false, func(l *leasefile.Record) (bool, error) {
 		if adopted && l.Session == old.Session && l.Cur == old.Cur && l.Ahead == old.Ahead && l.Pos == old.Pos {
 			l.Session = session
 			return true, nil
@@ -215,7 +215,7 @@ func (s *Sequence) refillLease(ctx context.Context, min uint64, prefetch bool) e
 	defer s.unlockRefill()
 	var prev leasefile.Range
 	need := false
-	err := s.withFile(func(l *leasefile.Record) (bool, error) {
+	err := s.update(ctx, true, func(l *leasefile.Record) (bool, error) {
 		if prefetch {
 			need = l.Ahead.None() && !l.Cur.None() && l.Left() < s.leaseSize.Load()/2
 		} else {
@@ -263,7 +263,7 @@ func (s *Sequence) lease(ctx context.Context, prev leasefile.Range, min uint64) 
 			recorded := leasefile.Range{First: got.First, Last: got.Last}
 			s.log.Warn("snapid: the host's sequence lease in the registry is not the lease file's; dropping the file's ranges (a gap)",
 				"sequence", s.name, "file", prev, "registry", recorded)
-			err := s.withFile(func(l *leasefile.Record) (bool, error) {
+			err := s.update(ctx, true, func(l *leasefile.Record) (bool, error) {
 				if l.Latest() == inFile {
 					l.Void(s.h.Session)
 				}
@@ -291,7 +291,7 @@ func (s *Sequence) lease(ctx context.Context, prev leasefile.Range, min uint64) 
 		}
 		s.leases.Add(1)
 		next := leasefile.Range{First: got.First, Last: got.Last}
-		return s.withFile(func(l *leasefile.Record) (bool, error) {
+		return s.update(ctx, true, func(l *leasefile.Record) (bool, error) {
 			switch {
 			case l.Latest() != inFile:
 				// Cannot happen under the refill lock, short of a file
@@ -321,8 +321,8 @@ func (s *Sequence) prefetch() {
 	go func() {
 		defer s.wg.Done()
 		defer s.prefetching.Store(false)
-		err := s.refillLease(context.Background(), 1, true)
-		if err != nil && !errors.Is(err, errs.ErrExhausted) && !errors.Is(err, errs.ErrSequenceShort) {
+		err := s.refillLease(s.stopCtx, 1, true)
+		if err != nil && !errors.Is(err, errs.ErrExhausted) && !errors.Is(err, errs.ErrSequenceShort) && !errors.Is(err, errs.ErrClosed) {
 			s.log.Warn("snapid: could not take the host's next sequence lease in advance; numbers keep flowing from the current one",
 				"sequence", s.name, "err", err)
 		}

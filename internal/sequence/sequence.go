@@ -134,10 +134,12 @@ type Sequence struct {
 	bgMu        sync.Mutex    // guards stopping and wg.Add against Close's wg.Wait
 	stopping    bool
 	wg          sync.WaitGroup
-	// stopCtx ends every wait for the lease file's lock of the
-	// Sequence's own work (takes, leases) at Close and Generator.Close.
+	// stopCtx ends, at Close and Generator.Close (its cause then
+	// ErrClosed), the Sequence's background work and every wait of its
+	// takes (see working): for the lease file's lock, the refill lock,
+	// the registry, and the pauses between its tries.
 	stopCtx context.Context
-	stop    context.CancelFunc
+	stop    func()
 }
 
 // Name returns the sequence's name.
@@ -276,7 +278,8 @@ func (s *Sequence) Close() error {
 func Open(ctx context.Context, h Host, set *Set, reg registry.SequenceRegistry, name string, o Options, lf *leasefile.File, refill *flock.Flock, reachable bool) (*Sequence, error) {
 	s := &Sequence{h: h, set: set, name: name, reg: reg, o: o, log: h.Log, lf: lf,
 		refill: refill, refillSem: make(chan struct{}, 1)}
-	s.stopCtx, s.stop = context.WithCancel(context.Background())
+	stopCtx, stop := context.WithCancelCause(context.Background())
+	s.stopCtx, s.stop = stopCtx, func() { stop(errs.ErrClosed) }
 	if err := s.verify(ctx, reachable); err != nil {
 		s.stop()
 		return nil, err

@@ -46,12 +46,14 @@ const maxTakeRounds = 1000
 // starting the host's next lease in the background when half of the
 // current one is used.
 func (s *Sequence) take(ctx context.Context, k, min uint64, prefetchOK bool) (first, count uint64, err error) {
+	ctx, cancel := s.working(ctx)
+	defer cancel()
 	for round := 0; round < maxTakeRounds; round++ {
 		if s.closed.Load() {
 			return 0, 0, errs.ErrClosed
 		}
 		var got, prefetch bool
-		err = s.withFile(func(l *leasefile.Record) (bool, error) {
+		err = s.update(ctx, true, func(l *leasefile.Record) (bool, error) {
 			// A caller that left (NextNContext) takes nothing, even
 			// once the lock it waited for is free.
 			if err := alloc.ContextError(ctx); err != nil {
@@ -99,25 +101,24 @@ func minU(a, b uint64) uint64 {
 	return b
 }
 
-// withFile runs fn on the lease file's record under the Sequence's mutex
-// and the file's lock, then writes what fn changed: the position alone
-// (8 bytes) unless fn reports that more changed. The write is synced before
-// withFile returns, so no number fn takes is handed out before it is on
-// disk.
-func (s *Sequence) withFile(fn func(l *leasefile.Record) (changed bool, err error)) error {
-	return s.update(true, fn)
+// working returns ctx ended also when the Sequence closes (its cause
+// then ErrClosed), so that every wait of a take ends at Close.
+func (s *Sequence) working(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(s.stopCtx, func() { cancel(errs.ErrClosed) })
+	return ctx, func() { stop(); cancel(nil) }
 }
 
-// update is withFile; with bound false it leaves out the check that the
-// file is bound to this process's claim (verify, which rebinds it, uses
-// that).
-func (s *Sequence) update(bound bool, fn func(l *leasefile.Record) (changed bool, err error)) error {
-	return s.updateContext(s.stopCtx, bound, fn)
-}
-
-// updateContext is update waiting for the file's lock no longer than ctx
-// allows.
-func (s *Sequence) updateContext(ctx context.Context, bound bool, fn func(l *leasefile.Record) (changed bool, err error)) error {
+// update runs fn on the lease file's record under the Sequence's mutex
+// and the file's lock, waiting for the lock no longer than ctx allows,
+// then writes what fn changed: the position alone (8 bytes) unless fn
+// reports that more changed. The write is synced before update returns,
+// so no number fn takes is handed out before it is on disk. With bound
+// false it leaves out the check that the file is bound to this process's
+// claim (verify, which rebinds it, uses that). Every wait has its caller's
+// context: the caller's own for Open and NextN, the Sequence's (working)
+// for its background work.
+func (s *Sequence) update(ctx context.Context, bound bool, fn func(l *leasefile.Record) (changed bool, err error)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fileClosed || s.h.Closed() {
@@ -131,7 +132,7 @@ func (s *Sequence) updateContext(ctx context.Context, bound bool, fn func(l *lea
 	})
 }
 
-// updateLocked is the work of updateContext under the Sequence's mutex
+// updateLocked is the work of update under the Sequence's mutex
 // and the file's lock: it reads the lease file and its floor, raises the
 // file to what the floor and this process saw, checks that it is bound
 // to this process's claim (with bound), runs fn, and writes what changed
@@ -294,7 +295,7 @@ func (s *Sequence) noteSeen(l leasefile.Record) {
 }
 
 // settle raises the lease file to what this process saw of it (the
-// checks of updateContext), taking nothing. A process runs it as it
+// checks of update), taking nothing. A process runs it as it
 // closes (Sequence.Close, Generator.Close), so that what it knows does not
 // leave with it: the host's last process records where the file stands
 // for the host's next start to carry over (closeLeases), and a file
@@ -303,7 +304,7 @@ func (s *Sequence) noteSeen(l leasefile.Record) {
 func (s *Sequence) settle() {
 	ctx, cancel := s.h.Clock.WithTimeout(context.Background(), s.h.Timeout)
 	defer cancel()
-	err := s.updateContext(ctx, true, func(*leasefile.Record) (bool, error) { return false, nil })
+	err := s.update(ctx, true, func(*leasefile.Record) (bool, error) { return false, nil })
 	if err != nil && !errors.Is(err, errs.ErrClosed) && !errors.Is(err, errs.ErrNameTaken) {
 		// ErrNameTaken: the file is another claim's now; this
 		// process's view of it is of no use.

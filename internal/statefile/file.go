@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -189,6 +190,27 @@ func SplitPath(path string) (dir, base string) {
 		dir = "."
 	}
 	return dir, base
+}
+
+// nameMax is the longest file name Linux's file systems take (NAME_MAX).
+const nameMax = 255
+
+// tempNameExtra is how much longer CreateAtomically's temporary name is
+// than the name of the file it makes: a leading dot, ".tmp-", and up to
+// ten digits.
+const tempNameExtra = 1 + len(".tmp-") + 10
+
+// CheckCreatable refuses (wrapping syscall.ENAMETOOLONG) a path whose file
+// CreateAtomically could not make because its temporary name would be
+// longer than a file name may be, so that a caller making several files
+// can refuse before it makes any.
+func CheckCreatable(path string) error {
+	_, base := SplitPath(path)
+	if n := len(base) + tempNameExtra; n > nameMax {
+		return fmt.Errorf("its name is %d bytes, and the temporary file it is made from would have %d, past the %d a file name may have: %w",
+			len(base), n, nameMax, syscall.ENAMETOOLONG)
+	}
+	return nil
 }
 
 // CreateAtomically creates path with content b: a temporary file in the
