@@ -88,7 +88,11 @@ func readInventory(path string) ([]string, error) {
 // and fills in cfg this host's name and owner token and the cluster's
 // stride. It returns the rows and the replication report.
 func (c *cli) readRegistryForAudit(ctx context.Context, reg *cassandra.Registry, cfg *admin.AuditConfig) ([]registry.Holder, *cassandra.ReplicationReport, error) {
-	rep, err := checkReplication(reg, ctx)
+	check := (*cassandra.Registry).CheckReplication
+	if c.checkReplication != nil {
+		check = c.checkReplication
+	}
+	rep, err := check(reg, ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -143,10 +147,6 @@ func printCheckNames(c *cli, report admin.Report, repl *cassandra.ReplicationRep
 	}
 	return nil
 }
-
-// checkReplication is Registry.CheckReplication; tests replace it with the
-// report of a larger cluster than the one test node.
-var checkReplication = (*cassandra.Registry).CheckReplication
 
 // thisHost fills in this host's configured name and owner token, when
 // there are any. A machine with neither a name nor a counter configured

@@ -15,6 +15,7 @@ import (
 // --format striped and decimal use the name's node number, names lists
 // it and show prints the host's.
 func TestNodeNumbersWithRegistry(t *testing.T) {
+	t.Parallel()
 	f, s, ks := registryEnvBare(t, nil)
 	dc := s.LocalDC(t)
 	line := requireOneErrorLine(t, f.run(t, "setup", "--replication", dc+":1", "--stride", "1"))
@@ -83,6 +84,7 @@ func TestNodeNumbersWithRegistry(t *testing.T) {
 // cluster's stride (its host cannot use the striped form); names numbered
 // one at a time get 1, 2, … so stride S leaves room for S-1 of them.
 func TestCheckNamesNumberAboveStride(t *testing.T) {
+	t.Parallel()
 	f, s, _ := registryEnv(t)
 	dc := s.LocalDC(t)
 	r := f.run(t, "setup", "--replication", dc+":1", "--stride", "3")

@@ -36,6 +36,8 @@ type fakeEnv struct {
 	home    string
 	homeErr error
 	syncDir func(string) error // nil: the real one
+	// checkReplication, if set, judges the registry's replication
+	checkReplication func(*cassandra.Registry, context.Context) (cassandra.ReplicationReport, error)
 }
 
 // newFakeEnv returns an environment with a temporary home, no variables
@@ -57,14 +59,15 @@ func (f *fakeEnv) run(t *testing.T, args ...string) result {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	e := env{
-		getenv:   func(k string) string { return f.vars[k] },
-		hostname: func() (string, error) { return f.host, f.hostErr },
-		homeDir:  func() (string, error) { return f.home, f.homeErr },
-		userName: func() (string, error) { return "tester", nil },
-		stdin:    strings.NewReader(""),
-		stdout:   &stdout,
-		stderr:   &stderr,
-		syncDir:  f.syncDir,
+		getenv:           func(k string) string { return f.vars[k] },
+		hostname:         func() (string, error) { return f.host, f.hostErr },
+		homeDir:          func() (string, error) { return f.home, f.homeErr },
+		userName:         func() (string, error) { return "tester", nil },
+		stdin:            strings.NewReader(""),
+		stdout:           &stdout,
+		stderr:           &stderr,
+		syncDir:          f.syncDir,
+		checkReplication: f.checkReplication,
 	}
 	code := run(context.Background(), args, e)
 	return result{code, stdout.String(), stderr.String()}
@@ -154,6 +157,7 @@ func listTree(t *testing.T, dir string) map[string]string {
 }
 
 func TestCLINextDefaultCounter(t *testing.T) {
+	t.Parallel()
 	t.Run("XDG_STATE_HOME", func(t *testing.T) {
 		f := newFakeEnv(t)
 		state := filepath.Join(t.TempDir(), "state")
@@ -198,6 +202,7 @@ func TestCLINextDefaultCounter(t *testing.T) {
 }
 
 func TestCLINextN(t *testing.T) {
+	t.Parallel()
 	f := newFakeEnv(t)
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	r := f.run(t, "next", "-n", "5", "--name", "web_1", "--counter", path)
@@ -217,6 +222,7 @@ func TestCLINextN(t *testing.T) {
 }
 
 func TestCLIEnvAndFlagPrecedence(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	envPath := filepath.Join(dir, "env.u64")
 	flagPath := filepath.Join(dir, "flag.u64")
@@ -260,6 +266,7 @@ func TestCLIEnvAndFlagPrecedence(t *testing.T) {
 }
 
 func TestCLINameFromHostname(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		host   string
 		want   string
@@ -302,6 +309,7 @@ func TestCLINameFromHostname(t *testing.T) {
 }
 
 func TestCLIInvalidNameCreatesNothing(t *testing.T) {
+	t.Parallel()
 	names := []string{"", "Web", "web-1", "web.1", "1web", "w b", "caf\u00e9", "a\tb", "a\nb", strings.Repeat("a", 64)}
 	for _, name := range names {
 		t.Run(fmt.Sprintf("%q", name), func(t *testing.T) {
@@ -329,6 +337,7 @@ func TestCLIInvalidNameCreatesNothing(t *testing.T) {
 }
 
 func TestCLIBadCounter(t *testing.T) {
+	t.Parallel()
 	t.Run("missing parent directory", func(t *testing.T) {
 		f := newFakeEnv(t)
 		dir := t.TempDir()
@@ -389,6 +398,7 @@ func TestCLIBadCounter(t *testing.T) {
 }
 
 func TestCLIShow(t *testing.T) {
+	t.Parallel()
 	f := newFakeEnv(t)
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	writeCounter(t, path, 18446744073709551615)
@@ -416,6 +426,7 @@ func TestCLIShow(t *testing.T) {
 }
 
 func TestCLIInit(t *testing.T) {
+	t.Parallel()
 	t.Run("start 42 then next", func(t *testing.T) {
 		f := newFakeEnv(t)
 		path := filepath.Join(t.TempDir(), "counter.u64")
@@ -507,6 +518,7 @@ func TestCLIInit(t *testing.T) {
 // A usage error must not change anything on disk; "init --force" without
 // --start creates the per-user state directory before it refuses.
 func TestCLIInitForceUsageErrorCreatesNothing(t *testing.T) {
+	t.Parallel()
 	f := newFakeEnv(t)
 	state := filepath.Join(t.TempDir(), "state")
 	f.vars["XDG_STATE_HOME"] = state
@@ -517,6 +529,7 @@ func TestCLIInitForceUsageErrorCreatesNothing(t *testing.T) {
 }
 
 func TestCLIUsageErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		args []string
@@ -551,6 +564,7 @@ func TestCLIUsageErrors(t *testing.T) {
 // snapctl without a command prints the whole usage on stderr before its
 // one-line message, so stderr is not one line.
 func TestCLINoCommandOneLine(t *testing.T) {
+	t.Parallel()
 	f := newFakeEnv(t)
 	line := requireOneErrorLine(t, f.run(t))
 	assert.Contains(t, line, "no command")
@@ -558,6 +572,7 @@ func TestCLINoCommandOneLine(t *testing.T) {
 }
 
 func TestCLIVersionAndHelp(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		args []string
 		want []string
@@ -589,6 +604,7 @@ func TestCLIVersionAndHelp(t *testing.T) {
 
 // "help <command>" prints a "flags:" heading and then no flags at all.
 func TestCLIHelpCommandListsFlags(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		cmd   string
 		flags []string
@@ -624,6 +640,7 @@ func TestCLIHelpCommandListsFlags(t *testing.T) {
 // code, else the text of the innermost errors, never the user's host or
 // keyspace names); an exhausted reservation keeps its own hint.
 func TestDescribeRegistryHints(t *testing.T) {
+	t.Parallel()
 	connecting := func(hosts, cause string) error {
 		return fmt.Errorf("snapid: %w: connecting to Cassandra at %s: %w", engine.ErrRegistry, hosts, errors.New(cause))
 	}
@@ -661,6 +678,7 @@ func (e requestError) Error() string   { return e.msg }
 
 // A command without flags prints no empty "flags:" heading.
 func TestCLIHelpWithoutFlags(t *testing.T) {
+	t.Parallel()
 	f := newFakeEnv(t)
 	r := f.run(t, "help", "version")
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -670,6 +688,7 @@ func TestCLIHelpWithoutFlags(t *testing.T) {
 
 // Hints never repeat what the message already says.
 func TestDescribeSaysThingsOnce(t *testing.T) {
+	t.Parallel()
 	for _, err := range []error{
 		fmt.Errorf("snapid: %w: %q was released on this host (x records it); claim it again on purpose (snapctl register, or WithReclaim)", engine.ErrReleased, "web_1"),
 		fmt.Errorf("snapid: %w: sequence \"a\": max 5 is below 9, which it already handed out; nothing was changed", engine.ErrInvalidOption),
@@ -686,6 +705,7 @@ func TestDescribeSaysThingsOnce(t *testing.T) {
 // is the help; a value a flag cannot take says what is wanted, with the
 // flag as --flag.
 func TestCLIFlagWording(t *testing.T) {
+	t.Parallel()
 	f := newFakeEnv(t)
 	for _, cmd := range commands {
 		if cmd.name == "help" || cmd.name == "seq" {
@@ -731,6 +751,7 @@ func TestCLIFlagWording(t *testing.T) {
 // command, the one docs/reference/cli.md gives: only setup makes a named
 // keyspace, a first claim only the default one.
 func TestDescribeOutageFallbackAndMissingKeyspace(t *testing.T) {
+	t.Parallel()
 	unreachable := fmt.Errorf("snapid: %w: connecting to Cassandra at 127.0.0.1:1: %w", engine.ErrRegistry,
 		errors.New("dial tcp 127.0.0.1:1: connect: connection refused"))
 	got := describe("next", unreachable)
@@ -756,6 +777,7 @@ func TestDescribeOutageFallbackAndMissingKeyspace(t *testing.T) {
 // snapctl built from this repository's checkout (with VCS stamping, which a
 // machine's GOFLAGS may turn off) prints the checkout's revision.
 func TestCLIVersionOfBuiltBinary(t *testing.T) {
+	t.Parallel()
 	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
 	if err != nil {
 		t.Skipf("not in a git checkout: %v", err)
@@ -781,6 +803,7 @@ func TestCLIVersionOfBuiltBinary(t *testing.T) {
 
 // Flags before the command are the command's flags.
 func TestCLIFlagsBeforeCommand(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -816,6 +839,7 @@ func TestCLIFlagsBeforeCommand(t *testing.T) {
 // A flag that would do nothing for a command is refused, and nothing is
 // done.
 func TestCLIFlagsThatDoNothingRefused(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"version", "--counter", "x"},
 		{"show", "--name", "web_1"},
@@ -838,6 +862,7 @@ func TestCLIFlagsThatDoNothingRefused(t *testing.T) {
 
 // version and --version print the module version and the VCS revision.
 func TestCLIVersion(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		info *debug.BuildInfo
@@ -870,6 +895,7 @@ func TestCLIVersion(t *testing.T) {
 
 // The command list is aligned, check-names included.
 func TestCLIHelpAligned(t *testing.T) {
+	t.Parallel()
 	f := newFakeEnv(t)
 	r := f.run(t, "help")
 	require.Equal(t, exitOK, r.code)
@@ -891,6 +917,7 @@ func TestCLIHelpAligned(t *testing.T) {
 
 // Hints point the right way.
 func TestCLIHints(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		name      string
@@ -917,6 +944,7 @@ func TestCLIHints(t *testing.T) {
 
 // One problem is "1 problem".
 func TestCheckNamesCountsProblems(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		inventory, want string
 	}{
@@ -935,6 +963,7 @@ func TestCheckNamesCountsProblems(t *testing.T) {
 // init --mode and --owner: the counter gets them; bad values are refused
 // before anything is created.
 func TestCLIInitModeAndOwner(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Log("not root: only giving the counter to oneself is tried")
 	}
@@ -989,6 +1018,7 @@ func TestCLIInitModeAndOwner(t *testing.T) {
 // locks, other inodes, or the same inode number on another device (a
 // tmpfs inode can have the number of an ext4 one).
 func TestCountFlocks(t *testing.T) {
+	t.Parallel()
 	const locks = `1: FLOCK  ADVISORY  READ  1234 08:01:5678 0 EOF
 2: FLOCK  ADVISORY  READ  1235 08:01:5678 0 EOF
 3: POSIX  ADVISORY  WRITE 1236 08:01:5678 0 EOF
@@ -1005,6 +1035,7 @@ func TestCountFlocks(t *testing.T) {
 // status counts the processes of this host using the counter (each holds
 // a flock on the presence file).
 func TestPresenceHolders(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "counter.u64.presence")
 	require.NoError(t, os.WriteFile(path, nil, 0o600))
 	n, err := presenceHolders(path)
@@ -1030,6 +1061,7 @@ func TestPresenceHolders(t *testing.T) {
 // init warns when the counter's owner is not its directory's (root
 // creating it in a service's directory), and not when they match.
 func TestCLIInitWarnsForeignOwner(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to make a directory of another user")
 	}

@@ -19,6 +19,7 @@ import (
 // It is refused with one line that names the server's counter and what
 // to do, issues nothing and creates nothing.
 func TestNextRefusesNameBoundToAnotherCounter(t *testing.T) {
+	t.Parallel()
 	bind := t.TempDir() // the host's binding directory
 	serverDir := t.TempDir()
 	serverCounter := filepath.Join(serverDir, "counter.u64")
@@ -66,6 +67,7 @@ func TestNextRefusesNameBoundToAnotherCounter(t *testing.T) {
 // name; and a default counter that already issued under a name goes on
 // under it.
 func TestTrialLeavesTheHostName(t *testing.T) {
+	t.Parallel()
 	f := newFakeEnv(t)
 	f.host = "vm"
 	r := f.run(t, "next", "-n", "3")
@@ -93,6 +95,7 @@ func TestTrialLeavesTheHostName(t *testing.T) {
 }
 
 func TestCLIShowAndInitTimeoutOnLockedCounter(t *testing.T) {
+	t.Parallel()
 	dir, err := os.MkdirTemp("", "snapctl-lockwait-")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
@@ -129,6 +132,7 @@ func TestCLIShowAndInitTimeoutOnLockedCounter(t *testing.T) {
 // show (and every command) names a missing counter once: "open P: no
 // such file or directory", not "open P: open P: …".
 func TestCLIMissingCounterSaidOnce(t *testing.T) {
+	t.Parallel()
 	f := newFakeEnv(t)
 	path := filepath.Join(t.TempDir(), "none.u64")
 	for _, args := range [][]string{{"show", "--counter", path}} {

@@ -8,6 +8,7 @@ import (
 )
 
 func TestParseDecimal(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in   string
 		want uint64
@@ -30,6 +31,7 @@ func TestParseDecimal(t *testing.T) {
 // Numeric flags are decimal only: "0100" is not octal 64 nor 100, "0x10"
 // is not 16; the command is refused and creates nothing.
 func TestCLINumericFlagsDecimalOnly(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"seq", "create", "articles", "--start", "0100"},
 		{"seq", "create", "articles", "--start", "0x10"},
@@ -57,6 +59,7 @@ func TestCLINumericFlagsDecimalOnly(t *testing.T) {
 // --owner's numeric ids: decimal only, within the range of a uid; 2^32-1
 // (chown's "unchanged") and anything above are refused, never truncated.
 func TestParseNumericID(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in      string
 		id      int

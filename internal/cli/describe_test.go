@@ -17,6 +17,7 @@ import (
 // The per-user state directory snapctl makes is synced into its parent,
 // each level top down, before the counter is created in it.
 func TestCLIDefaultDirSynced(t *testing.T) {
+	t.Parallel()
 	f := newFakeEnv(t)
 	base := t.TempDir()
 	f.vars["XDG_STATE_HOME"] = filepath.Join(base, "state")
@@ -38,6 +39,7 @@ func TestCLIDefaultDirSynced(t *testing.T) {
 }
 
 func TestCLIDefaultDirSyncFailure(t *testing.T) {
+	t.Parallel()
 	f := newFakeEnv(t)
 	f.vars["SNAPID_NAME"] = "web_1"
 	f.syncDir = func(string) error { return errors.New("injected sync failure") }
@@ -51,6 +53,7 @@ func TestCLIDefaultDirSyncFailure(t *testing.T) {
 // A corrupt mark file gets a hint that fixes it (remove the mark file, the
 // next start rebuilds it), never the counter's repair.
 func TestCLICorruptMarkHint(t *testing.T) {
+	t.Parallel()
 	f := newFakeEnv(t)
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	f.vars["SNAPID_COUNTER"] = path
@@ -69,6 +72,7 @@ func TestCLICorruptMarkHint(t *testing.T) {
 // Each file beside the counter has its own hint, told by the file the
 // error names; none sends the operator to rewrite the counter.
 func TestDescribeHostFileHints(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		err  error
 		want []string
@@ -99,6 +103,7 @@ func TestDescribeHostFileHints(t *testing.T) {
 // A damaged owner file is not taken for an unregistered counter: without
 // the registry, next refuses it with the owner file's hint.
 func TestCLINextCorruptOwnerWithoutRegistry(t *testing.T) {
+	t.Parallel()
 	f := newFakeEnv(t)
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	f.vars["SNAPID_COUNTER"] = path
@@ -117,6 +122,7 @@ func TestCLINextCorruptOwnerWithoutRegistry(t *testing.T) {
 // With the registry: a corrupt mark stops next before the claim, the hint
 // says to remove the mark file, and doing so works.
 func TestRegistryCorruptMarkHintWorks(t *testing.T) {
+	t.Parallel()
 	f, _, _ := registryEnv(t)
 	f.vars["SNAPID_NAME"] = "web_1"
 	r := f.run(t, "next", "-n", "3")

@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"context"
 	"io"
 	"os"
 	"os/user"
 	"path/filepath"
 	"strconv"
+
+	"github.com/snapid/snapid/cassandra"
 )
 
 // env is everything snapctl takes from its surroundings, so that commands
@@ -19,7 +22,10 @@ type env struct {
 	stdout   io.Writer
 	stderr   io.Writer
 	syncDir  func(dir string) error // nil: syncDir
-	inproc   *InProcess             // nil: none (see InProcess)
+	// checkReplication judges the registry's replication (check-names);
+	// nil: Registry.CheckReplication.
+	checkReplication func(*cassandra.Registry, context.Context) (cassandra.ReplicationReport, error)
+	inproc           *InProcess // nil: none (see InProcess)
 }
 
 func osEnv() env {

@@ -11,6 +11,7 @@ import (
 )
 
 func TestNextFormats(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -33,6 +34,7 @@ func TestNextFormats(t *testing.T) {
 }
 
 func TestNextFormatBounds(t *testing.T) {
+	t.Parallel()
 	f := newFakeEnv(t)
 	f.host = "vm"
 	r := f.run(t, "init", "--start", "4294967")
@@ -47,6 +49,7 @@ func TestNextFormatBounds(t *testing.T) {
 
 // Bad form flags: a clear error, and nothing made.
 func TestNextFormatRefused(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"--format", "hex"},
 		{"--format", "decimal"},
@@ -77,6 +80,7 @@ func TestNextFormatRefused(t *testing.T) {
 // fit: the counter does not move, the error says so and how many are
 // left, and those are still issued.
 func TestNextAtTheBoundTakesNothing(t *testing.T) {
+	t.Parallel()
 	for _, form := range [][]string{
 		{"--format", "striped", "--node-number", "7", "--stride", "1000", "--uint32"}, // last number 4294967
 		{"--format", "decimal", "--node-number", "7", "--max-id", "4294967"},

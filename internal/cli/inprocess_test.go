@@ -19,6 +19,7 @@ import (
 // on the registry given (no Cassandra flag needed) with the options
 // given, and what they print is what the registry then shows.
 func TestInProcessRegistry(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.NewRegistry()
 	dir := t.TempDir()
 	counter := filepath.Join(dir, "counter")

@@ -61,6 +61,7 @@ func registryEnvBare(t *testing.T, auth gocql.Authenticator) (*fakeEnv, *testclu
 }
 
 func TestRegistryCommandsTwoHosts(t *testing.T) {
+	t.Parallel()
 	a, _, ks := registryEnv(t)
 	a.vars["SNAPID_NAME"] = "web_1"
 	r := a.run(t, "next", "-n", "3")
@@ -126,6 +127,7 @@ func TestRegistryCommandsTwoHosts(t *testing.T) {
 }
 
 func TestRegistryCommandsCassandraDown(t *testing.T) {
+	t.Parallel()
 	f := newFakeEnv(t)
 	f.vars["SNAPID_CASSANDRA"] = "127.0.0.1:1"
 	f.vars["SNAPID_NAME"] = "web_1"
@@ -143,6 +145,7 @@ type checkReport struct {
 }
 
 func TestCheckNamesFindsPlantedProblems(t *testing.T) {
+	t.Parallel()
 	f, s, ks := registryEnv(t)
 	f.vars["SNAPID_NAME"] = "web_1"
 	r := f.run(t, "register")
@@ -206,6 +209,7 @@ func TestCheckNamesFindsPlantedProblems(t *testing.T) {
 }
 
 func TestCheckNamesInventoryWithoutCassandra(t *testing.T) {
+	t.Parallel()
 	f := newFakeEnv(t)
 	inv := filepath.Join(t.TempDir(), "planned.txt")
 	require.NoError(t, os.WriteFile(inv, []byte("a_1\nb_2\n"), 0o600))
@@ -228,6 +232,7 @@ func TestCheckNamesInventoryWithoutCassandra(t *testing.T) {
 // works from either, and a client certificate without its key is refused
 // before anything is done.
 func TestRegistryCommandsTLS(t *testing.T) {
+	t.Parallel()
 	f, _, _ := registryEnv(t)
 	tf := testcluster.RequireTLS(t)
 	f.vars["SNAPID_NAME"] = "tls_1"
@@ -291,6 +296,7 @@ func dirSnapshot(t *testing.T, dir string) map[string]string {
 // A read-only command never creates the registry: a mistyped keyspace is
 // reported, not made.
 func TestCheckNamesNeverCreates(t *testing.T) {
+	t.Parallel()
 	f, s, ks := registryEnvBare(t, nil)
 	line := requireOneErrorLine(t, f.run(t, "check-names"))
 	assert.Contains(t, line, "does not exist")
@@ -305,6 +311,7 @@ func TestCheckNamesNeverCreates(t *testing.T) {
 // the environment and the password from the environment only; a missing or
 // wrong password is one clear error line, and nothing is created on disk.
 func TestRegistryCommandsPasswordAuth(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("SNAPID_AUTH_TEST") != "1" {
 		t.Skip("needs a Cassandra that requires passwords; scripts/test.sh runs it in its own step (SNAPID_AUTH_TEST=1)")
 	}
@@ -332,6 +339,7 @@ func TestRegistryCommandsPasswordAuth(t *testing.T) {
 // At 2^64-1 with a registry, next says the counter is used up, not that
 // ids flow again once the registry extends the range.
 func TestRegistryNextAtLastNumber(t *testing.T) {
+	t.Parallel()
 	a, _, _ := registryEnv(t)
 	a.vars["SNAPID_NAME"] = "web_1"
 	r := a.run(t, "init", "--start", "18446744073709551615")
@@ -348,6 +356,7 @@ func TestRegistryNextAtLastNumber(t *testing.T) {
 // Marks are unsigned 64-bit numbers: a forced release with a start above
 // 2^63 records it, and the next holder starts there.
 func TestRegistryForceReleaseAbove2p63(t *testing.T) {
+	t.Parallel()
 	a, _, ks := registryEnv(t)
 	a.vars["SNAPID_NAME"] = "web_1"
 	r := a.run(t, "register")
@@ -372,6 +381,7 @@ func TestRegistryForceReleaseAbove2p63(t *testing.T) {
 // claims is refused, naming the registries that exist and pointing at
 // setup; no keyspace is created and nothing is written on disk.
 func TestIssuingCommandsNeverCreateANamedKeyspace(t *testing.T) {
+	t.Parallel()
 	f, s, ks := registryEnv(t)
 	f.vars["SNAPID_NAME"] = "web_1"
 	typo := ks + "x"
@@ -398,6 +408,7 @@ func TestIssuingCommandsNeverCreateANamedKeyspace(t *testing.T) {
 // the trial with no configuration (the README's quick start) keeps
 // working; a keyspace named explicitly is setup's.
 func TestOnlyTheDefaultKeyspaceIsCreatedOnFirstClaim(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		vars   map[string]string
 		args   []string
@@ -423,6 +434,7 @@ func TestOnlyTheDefaultKeyspaceIsCreatedOnFirstClaim(t *testing.T) {
 
 // Each registry setting from its flag, else its variable; flags win.
 func TestRegistryConfigFlagsAndEnvironment(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		args  []string
@@ -503,6 +515,7 @@ func parsedConfig(t *testing.T, vars map[string]string, args ...string) (cassand
 // A flag beats the environment, even empty: --cassandra ” means no
 // registry whatever SNAPID_CASSANDRA says, --keyspace ” the default one.
 func TestRegistryFlagBeatsEnvironment(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"SNAPID_CASSANDRA": "db1", "SNAPID_KEYSPACE": "other", "SNAPID_LOCAL_DC": "dc9"}
 	for _, tc := range []struct {
 		name   string
@@ -532,6 +545,7 @@ func TestRegistryFlagBeatsEnvironment(t *testing.T) {
 // SNAPID_CASSANDRA names one (here one that cannot answer): the
 // documented fallback of an outage.
 func TestNextNoRegistryBeatsEnvironment(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"--no-registry"}, {"--cassandra", ""}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			f := newFakeEnv(t)
@@ -550,6 +564,7 @@ func TestNextNoRegistryBeatsEnvironment(t *testing.T) {
 // Bad settings on every command that talks to the registry: exit 2 with
 // one line that says why, and nothing is created, in Cassandra or on disk.
 func TestRegistrySettingsRefusedChangeNothing(t *testing.T) {
+	t.Parallel()
 	f, s, ks := registryEnvBare(t, nil)
 	dc := s.LocalDC(t)
 	f.vars["SNAPID_NAME"] = "web_1"
@@ -603,6 +618,7 @@ func TestRegistrySettingsRefusedChangeNothing(t *testing.T) {
 // never create a keyspace named explicitly (a misspelt --keyspace): they
 // refuse it, pointing at setup, and create nothing.
 func TestRegistryReplicationWhereverCreated(t *testing.T) {
+	t.Parallel()
 	for _, cmd := range []string{"next", "register", "setup"} {
 		t.Run(cmd, func(t *testing.T) {
 			f, s, ks := registryEnvBare(t, nil)
@@ -662,6 +678,7 @@ type replicationJSON struct {
 }
 
 func TestCheckNamesReportsReplication(t *testing.T) {
+	t.Parallel()
 	// One replica on the one-node cluster: a warning, exit 0.
 	f, s, ks := registryEnv(t)
 	dc := s.LocalDC(t)
@@ -689,17 +706,14 @@ func TestCheckNamesReportsReplication(t *testing.T) {
 	s2.Exec(t, `CREATE KEYSPACE "`+ks2+`" WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 2}`)
 	r = g.run(t, "setup", "--replication", "1") // makes the table; the keyspace keeps its replication
 	require.Equal(t, exitOK, r.code, r.stderr)
-	line := requireOneErrorLine(t, g.run(t, "check-names"))
+	line := requireOneErrorLine(t, g.run(t, "check-names", "--timeout", "10s")) // the quorum read fails at once: no need to wait out the default timeout
 	assert.Contains(t, line, "Cannot achieve consistency level QUORUM")
 	assert.Contains(t, line, "cannot survive the loss of one node")
 	assert.Contains(t, line, "add nodes")
 
 	// The one-replica keyspace as a cluster of three nodes sees it: a
 	// problem (exit 1) that says how to fix it, in the table and in JSON.
-	defer func(orig func(*cassandra.Registry, context.Context) (cassandra.ReplicationReport, error)) {
-		checkReplication = orig
-	}(checkReplication)
-	checkReplication = func(reg *cassandra.Registry, ctx context.Context) (cassandra.ReplicationReport, error) {
+	f.checkReplication = func(reg *cassandra.Registry, ctx context.Context) (cassandra.ReplicationReport, error) {
 		rep, err := reg.CheckReplication(ctx)
 		rep.Nodes[dc] = 3
 		rep.Status, rep.Detail, rep.Fix = cassandra.ReplicationAttention, "keyspace "+ks+" cannot survive the loss of one node", "ALTER KEYSPACE x"
@@ -731,6 +745,7 @@ func TestCheckNamesReportsReplication(t *testing.T) {
 }
 
 func TestHelpListsProductionSettings(t *testing.T) {
+	t.Parallel()
 	f := newFakeEnv(t)
 	r := f.run(t, "help")
 	require.Equal(t, exitOK, r.code)

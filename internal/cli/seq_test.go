@@ -29,6 +29,7 @@ func seqNumbers(t *testing.T, r result, n int) []uint64 {
 }
 
 func TestSeqCommands(t *testing.T) {
+	t.Parallel()
 	a, k, ks := registryEnv(t)
 	a.vars["SNAPID_NAME"] = "web_1"
 	// Bad input: exit 2, one line, nothing created.
@@ -150,6 +151,7 @@ func TestSeqCommands(t *testing.T) {
 }
 
 func TestSeqHelp(t *testing.T) {
+	t.Parallel()
 	f := newFakeEnv(t)
 	r := f.run(t, "help", "seq")
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -175,6 +177,7 @@ func TestSeqHelp(t *testing.T) {
 // `seq next` of a sequence that does not exist claims no name and creates
 // no file.
 func TestSeqNextMissingSequenceCreatesNothing(t *testing.T) {
+	t.Parallel()
 	a, k, ks := registryEnv(t)
 	a.vars["SNAPID_NAME"] = "web_1"
 	b := newFakeEnv(t)

@@ -9,6 +9,7 @@ import (
 )
 
 func TestSetupCreatesRegistryOnce(t *testing.T) {
+	t.Parallel()
 	f, s, ks := registryEnvBare(t, nil)
 	dc := s.LocalDC(t)
 
@@ -90,6 +91,7 @@ func TestSetupCreatesRegistryOnce(t *testing.T) {
 }
 
 func TestSetupNeedsRegistry(t *testing.T) {
+	t.Parallel()
 	f := newFakeEnv(t)
 	line := requireOneErrorLine(t, f.run(t, "setup", "--replication", "3"))
 	assert.True(t, strings.Contains(line, "--cassandra"), line)

@@ -33,6 +33,7 @@ func statusJSON(t *testing.T, f *fakeEnv, args ...string) (statusReport, result)
 // 1 once another host took the name over (the cached mark of show says
 // it is cached); register prints the owner token's fingerprint.
 func TestStatusAndRegister(t *testing.T) {
+	t.Parallel()
 	a, _, ks := registryEnvBare(t, nil)
 	a.vars["SNAPID_NAME"] = "web_1"
 	st, r := statusJSON(t, a)
@@ -153,6 +154,7 @@ func writeCounterAt(t *testing.T, f *fakeEnv) string {
 // status sees a damaged counter (exit 1, with the repair), and cannot look
 // at an unusable registry configuration (exit 2).
 func TestStatusDamagedAndUnusable(t *testing.T) {
+	t.Parallel()
 	f := newFakeEnv(t)
 	f.vars["SNAPID_NAME"] = "web_1"
 	path := writeCounterAt(t, f)
@@ -171,6 +173,7 @@ func TestStatusDamagedAndUnusable(t *testing.T) {
 // not check its own host name, does with --name or --counter, and
 // --stale 0 turns the stale check off.
 func TestNamesAndCheckNamesFromAdmin(t *testing.T) {
+	t.Parallel()
 	a, s, ks := registryEnv(t)
 	for _, name := range []string{"web_2", "web_1"} {
 		a.vars["SNAPID_NAME"] = name
@@ -249,6 +252,7 @@ func TestNamesAndCheckNamesFromAdmin(t *testing.T) {
 // release of a counter that never registered says there is nothing to
 // release here, not to run init.
 func TestReleaseNeverRegistered(t *testing.T) {
+	t.Parallel()
 	f, _, _ := registryEnv(t)
 	f.vars["SNAPID_NAME"] = "web_1"
 	writeCounterAt(t, f)
@@ -261,6 +265,7 @@ func TestReleaseNeverRegistered(t *testing.T) {
 // status shows the host's sequence leases from their lease files, and a
 // damaged lease file needs attention.
 func TestStatusSequenceLeases(t *testing.T) {
+	t.Parallel()
 	f := newFakeEnv(t)
 	path := filepath.Join(t.TempDir(), "counter.u64")
 	f.vars["SNAPID_COUNTER"], f.vars["SNAPID_NAME"] = path, "web_1"
@@ -361,6 +366,7 @@ func jsonNumbers(t *testing.T, doc string) []string {
 // string (one type for numbers that may pass 2^53); only the process
 // count is a JSON number.
 func TestJSONNumbersAreStrings(t *testing.T) {
+	t.Parallel()
 	a, _, _ := registryEnv(t)
 	a.vars["SNAPID_NAME"] = "web_1"
 	r := a.run(t, "register")
@@ -383,6 +389,7 @@ func TestJSONNumbersAreStrings(t *testing.T) {
 // with a calm notice, never the alarm of a crash, a restore or a
 // take-over. A forced take-over of an active holder still raises it.
 func TestPlannedHandOverDoesNotAlarm(t *testing.T) {
+	t.Parallel()
 	const alarm = "after a crash, a restore or a take-over"
 	a, _, _ := registryEnv(t)
 	a.vars["SNAPID_NAME"] = "web_1"
@@ -418,6 +425,7 @@ func TestPlannedHandOverDoesNotAlarm(t *testing.T) {
 // register --force --start 5 on a counter that already issued 7 says why
 // the next number is 8, not 5.
 func TestRegisterForceStartBelowCounterSaysWhy(t *testing.T) {
+	t.Parallel()
 	a, _, _ := registryEnv(t)
 	a.vars["SNAPID_NAME"] = "web_1"
 	r := a.run(t, "next", "-n", "7")
@@ -434,6 +442,7 @@ func TestRegisterForceStartBelowCounterSaysWhy(t *testing.T) {
 // a forced take-over of its own name; and, for a counter that is gone, at
 // a forced release (the way docs/operations.md gives).
 func TestNextHeldByThisMachineHint(t *testing.T) {
+	t.Parallel()
 	a, _, _ := registryEnv(t)
 	a.vars["SNAPID_NAME"] = "web_1"
 	a.vars["SNAPID_COUNTER"] = filepath.Join(t.TempDir(), "server.u64")
@@ -466,6 +475,7 @@ func TestNextHeldByThisMachineHint(t *testing.T) {
 // a registry configured, status --name vm needs attention (exit 1) as
 // check-names reports not_registered (exit 1).
 func TestStatusAgreesWithCheckNamesOnUnregistered(t *testing.T) {
+	t.Parallel()
 	a, _, _ := registryEnv(t)
 	r := a.run(t, "register", "--name", "web_1") // creates the registry
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -487,6 +497,7 @@ func TestStatusAgreesWithCheckNamesOnUnregistered(t *testing.T) {
 // a release of another name, status for web_2 says its programs refuse it,
 // as next does.
 func TestSecondNameOnCounterOneVerdict(t *testing.T) {
+	t.Parallel()
 	a, _, _ := registryEnv(t)
 	r := a.run(t, "register", "--name", "web_2")
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -521,6 +532,7 @@ func TestSecondNameOnCounterOneVerdict(t *testing.T) {
 // name (which it would call not registered, advising a register that is
 // then refused): one verdict.
 func TestCheckNamesAuditsTheCounterName(t *testing.T) {
+	t.Parallel()
 	a, _, _ := registryEnv(t)
 	a.vars["SNAPID_COUNTER"] = filepath.Join(t.TempDir(), "counter.u64")
 	r := a.run(t, "register", "--name", "web_2")
@@ -538,6 +550,7 @@ func TestCheckNamesAuditsTheCounterName(t *testing.T) {
 // --username without the password variable says the variable is
 // missing, before anything connects.
 func TestUsernameWithoutPasswordVariable(t *testing.T) {
+	t.Parallel()
 	f := newFakeEnv(t)
 	f.vars["SNAPID_CASSANDRA"] = "127.0.0.1:1"
 	for _, cmd := range [][]string{{"next", "--name", "web_1"}, {"names"}, {"setup", "--replication", "1"}} {

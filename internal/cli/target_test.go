@@ -14,6 +14,7 @@ import (
 // naming the variable, not the library option snapctl passes it as, and
 // nothing is created.
 func TestCLIBindingDirVariableNamed(t *testing.T) {
+	t.Parallel()
 	// With the defect back, root would write /vmz and /.lock: removed.
 	_, lockErr := os.Lstat("/.lock")
 	t.Cleanup(func() {
@@ -41,6 +42,7 @@ func TestCLIBindingDirVariableNamed(t *testing.T) {
 // write root's counter where the other user points it (or, repointed, a
 // second counter that repeats ids).
 func TestCLIStateDirOfAnotherUserRefused(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run another user")
 	}

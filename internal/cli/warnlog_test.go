@@ -16,6 +16,7 @@ import (
 // "snapctl: warning: …": here the one for a name whose bound counter is
 // gone and that moves to another counter.
 func TestCLILibraryWarningsOnStderr(t *testing.T) {
+	t.Parallel()
 	f := newFakeEnv(t)
 	dir := t.TempDir()
 	a := filepath.Join(dir, "a.u64")
@@ -37,6 +38,7 @@ func TestCLILibraryWarningsOnStderr(t *testing.T) {
 // The handler's format: one line per record, whatever the message and
 // values hold; levels named; debug dropped; groups and attributes kept.
 func TestLineHandler(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	l := slog.New(newLineHandler(&buf))
 	l.Debug("snapid: not shown")
