@@ -5,48 +5,49 @@
 #   1. starts a real Apache Cassandra 5.0 on 127.0.0.1:9042 (fetched from
 #      Maven Central on first use, cached in ~/.cache/snapid), unless one is
 #      already answering there; stops it at the end, also on failure, if it
-#      started it (but step 4 stops and restarts whichever node is running,
-#      one already running before too: see step 4);
+#      started it (but step 3 stops and restarts whichever node is running,
+#      one already running before too: see step 3);
 #   2. checks formatting (gofmt), go vet and staticcheck, and the alerting
 #      rules with promtool (check rules, and their unit tests in
 #      docs/alerts_test.yml; the Debian package prometheus, which has
 #      promtool, is installed with apt-get if promtool is missing);
-#   3. runs every test with the race detector, CI=true so that a missing
+#   3. runs the Cassandra outage test on its own (it stops and restarts
+#      Cassandra under a running Generator, with scripts/cassandra.sh stop
+#      and start: a node that was already running before this script is
+#      stopped too, and the start that brings it back wipes what it stored;
+#      it is left running);
+#   4. starts, beside the steps that follow, the power-loss tests
+#      (internal/powerfs, a module of its own: a FUSE file system that
+#      forgets unsynced writes, and more than a thousand power cuts under
+#      running processes; they need root and /dev/fuse, and fail (never
+#      skip) without them; alone: bash scripts/test.sh --power) and the
+#      tests against a real cluster of 3 nodes in 2 data centres
+#      (scripts/cluster-test.sh: node failures, partitions, a coordinator
+#      killed mid-claim, the nemesis history test, sequences across a
+#      partition, claim latency), in a network namespace of their own,
+#      apart from the node of step 1;
+#   5. runs every test with the race detector, CI=true so that a missing
 #      Cassandra fails instead of skipping (internal/docstest among them:
 #      every shell block of README.md and docs/tutorial.md, its output
 #      checked, and the docs' links, defaults and capacity arithmetic); then builds, vets and tests the
 #      library again with the oldest Go it declares (go.mod's go line,
 #      go1.25.0: the toolchain is fetched from the module proxy once);
-#   3a. runs the simulator (internal/sim) in full without the race
+#   6. runs the simulator (internal/sim) in full without the race
 #      detector: 10,000 random histories of operations and faults, every
 #      guarantee checked (SNAPID_SIM_HISTORIES, SNAPID_SIM_DURATION change
 #      how many; make soak runs it for 30 minutes);
-#   3b. puts back, one at a time, each defect of scripts/defects/ and
+#   7. puts back, one at a time, each defect of scripts/defects/ and
 #      checks that the simulator (and the tests each names) catch it
 #      (scripts/defects.sh);
-#   4. runs the Cassandra outage test on its own (it stops and restarts
-#      Cassandra under a running Generator, with scripts/cassandra.sh stop
-#      and start: a node that was already running before this script is
-#      stopped too, and the start that brings it back wipes what it stored;
-#      it is left running at the end);
-#   5. restarts Cassandra requiring passwords and permissions and runs the
-#      authentication tests (TLS tests run in step 3: the node always takes
-#      TLS clients beside plain ones);
-#   6. runs each fuzz target for a count of inputs (a count, not a
+#   8. runs each fuzz target for a count of inputs (a count, not a
 #      duration: go test's fuzzing coordinator can fail a target that found
 #      nothing when a -fuzztime duration ends while a busy machine starves
 #      its workers);
-#   7. runs the benchmark module's tests (bench/), which check its workloads;
-#   8. runs the power-loss tests (internal/powerfs, a module of its own: a
-#      FUSE file system that forgets unsynced writes, and more than a
-#      thousand power cuts under running processes); they need root and
-#      /dev/fuse, and fail (never skip) without them. Alone:
-#      bash scripts/test.sh --power
-#   9. beside step 8, runs the tests against a real cluster of 3 nodes in 2 data centres
-#      (scripts/cluster-test.sh: node failures, partitions, a coordinator
-#      killed mid-claim, the nemesis history test, sequences across a
-#      partition, claim latency), in a network namespace of their own, apart
-#      from the node of step 1.
+#   9. runs the benchmark module's tests (bench/), which check its workloads;
+#  10. waits for the steps of 4, and prints what they printed;
+#  11. restarts Cassandra requiring passwords and permissions and runs the
+#      authentication tests (TLS tests run in step 5: the node always takes
+#      TLS clients beside plain ones).
 #
 # Each step prints how many seconds it took.
 # Environment: SNAPID_FUZZTIME (default 100000x: inputs per target), SNAPID_BUSY_LOOPS
@@ -117,7 +118,7 @@ fi
 
 ci_asked="${CI:-}"  # CI=true from the caller: nothing may be skipped
 export CI="${CI:-true}"
-# The node of step 1 takes passwords only when step 5 asks for them.
+# The node of step 1 takes passwords only when step 11 asks for them.
 unset SNAPID_CASSANDRA_AUTH
 fuzztime="${SNAPID_FUZZTIME:-100000x}"
 
@@ -156,11 +157,16 @@ fi
 
 started=0
 power_pid=
+cluster_pid=
 cleanup() {
   stop_busy_loops
-  if [[ -n $power_pid ]]; then
-    kill -- "$power_pid" 2>/dev/null || true
-    wait "$power_pid" 2>/dev/null || true
+  local pid
+  for pid in $power_pid $cluster_pid; do
+    kill -- "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  if [[ -n $cluster_pid ]]; then
+    bash scripts/cassandra.sh stop --cluster >/dev/null 2>&1 || true
   fi
   if [[ $started == 1 ]]; then
     bash scripts/cassandra.sh stop || true
@@ -202,6 +208,56 @@ fi
 promtool check rules docs/alerts.yml
 promtool test rules docs/alerts_test.yml
 took "gofmt, go vet, staticcheck and promtool" "$t"
+
+# run_alone ENV TESTS PACKAGES...: runs the named tests (a|b) verbosely with
+# ENV=1, and fails unless each of them passed (not skipped, not missing).
+run_alone() {
+  local env=$1 tests=$2 out
+  shift 2
+  out="$(mktemp)"
+  env "$env=1" go test -race -count=1 -run "^($tests)\$" -v "$@" >"$out" 2>&1 || {
+    grep -vE '^[0-9]{4}/[0-9]{2}/[0-9]{2} [0-9:]{8} gocql: ' "$out" || true
+    rm -f "$out"
+    return 1
+  }
+  grep -vE '^[0-9]{4}/[0-9]{2}/[0-9]{2} [0-9:]{8} gocql: ' "$out" | grep -E '^(---|ok|PASS|FAIL)' || true
+  local t
+  for t in ${tests//|/ }; do
+    grep -q -- "--- PASS: $t " "$out" || {
+      echo "test: $t did not pass (skipped or not found)" >&2
+      rm -f "$out"
+      return 1
+    }
+  done
+  rm -f "$out"
+}
+
+t=$SECONDS
+echo "test: Cassandra outage (stops and restarts Cassandra, so it runs alone)"
+run_alone SNAPID_OUTAGE_TEST TestCassandraOutage ./cassandra
+took "the outage test" "$t"
+
+# The power-loss and cluster steps run beside the others, from here on:
+# the power-loss tests wait mostly on their FUSE file system and their
+# children, the cluster tests mostly on Cassandra's nodes (in a network
+# namespace of their own, apart from the node of step 1). Their lines are
+# printed when they have ended. Nothing from here on stops or restarts
+# the node of step 1 (scripts/cassandra.sh stop would stop the cluster
+# too) until both have ended.
+power_out="$(mktemp)"
+cluster_out="$(mktemp)"
+(
+  p=$SECONDS
+  power_loss && took "the power-loss step" "$p"
+) >"$power_out" 2>&1 &
+power_pid=$!
+(
+  c=$SECONDS
+  echo "test: clusters (3 nodes, 2 data centres, in a network namespace)"
+  bash scripts/cluster-test.sh && took "the cluster step" "$c"
+) >"$cluster_out" 2>&1 &
+cluster_pid=$!
+echo "test: the power-loss step (pid $power_pid) and the cluster step (pid $cluster_pid) run beside the next steps"
 
 t=$SECONDS
 echo "test: go test -race ./..."
@@ -247,33 +303,37 @@ echo "test: defects put back (scripts/defects.sh)"
 bash scripts/defects.sh
 took "the defects put back" "$t"
 
-# run_alone ENV TESTS PACKAGES...: runs the named tests (a|b) verbosely with
-# ENV=1, and fails unless each of them passed (not skipped, not missing).
-run_alone() {
-  local env=$1 tests=$2 out
-  shift 2
-  out="$(mktemp)"
-  env "$env=1" go test -race -count=1 -run "^($tests)\$" -v "$@" >"$out" 2>&1 || {
-    grep -vE '^[0-9]{4}/[0-9]{2}/[0-9]{2} [0-9:]{8} gocql: ' "$out" || true
-    rm -f "$out"
-    return 1
-  }
-  grep -vE '^[0-9]{4}/[0-9]{2}/[0-9]{2} [0-9:]{8} gocql: ' "$out" | grep -E '^(---|ok|PASS|FAIL)' || true
-  local t
-  for t in ${tests//|/ }; do
-    grep -q -- "--- PASS: $t " "$out" || {
-      echo "test: $t did not pass (skipped or not found)" >&2
-      rm -f "$out"
-      return 1
-    }
-  done
-  rm -f "$out"
-}
+t=$SECONDS
+echo "test: fuzzing each target (-fuzztime $fuzztime)"
+go test -run '^$' -fuzz '^FuzzParseID$' -fuzztime "$fuzztime" ./internal/idform
+for target in FuzzValidateName FuzzDecodeCounter; do
+  go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" ./internal/engine
+done
+took "fuzzing" "$t"
+
+if [[ -f bench/go.mod ]]; then
+  t=$SECONDS
+  echo "test: bench module"
+  (cd bench && go vet ./... && go test -race -count=1 ./...)
+  took "the bench module" "$t"
+fi
 
 t=$SECONDS
-echo "test: Cassandra outage (stops and restarts Cassandra, so it runs alone)"
-run_alone SNAPID_OUTAGE_TEST TestCassandraOutage ./cassandra
-took "the outage test" "$t"
+echo "test: waiting for the power-loss and cluster steps"
+power_rc=0
+wait "$power_pid" || power_rc=$?
+power_pid=
+cluster_rc=0
+wait "$cluster_pid" || cluster_rc=$?
+cluster_pid=
+cat "$power_out" "$cluster_out"
+rm -f "$power_out" "$cluster_out"
+if ((cluster_rc != 0 || power_rc != 0)); then
+  ((cluster_rc == 0)) || echo "test: the cluster step failed" >&2
+  ((power_rc == 0)) || echo "test: the power-loss step failed" >&2
+  exit 1
+fi
+took "waiting for the power-loss and cluster steps" "$t"
 
 t=$SECONDS
 if [[ $started == 1 ]]; then
@@ -290,46 +350,4 @@ else
 fi
 took "the authentication step" "$t"
 
-t=$SECONDS
-echo "test: fuzzing each target (-fuzztime $fuzztime)"
-go test -run '^$' -fuzz '^FuzzParseID$' -fuzztime "$fuzztime" ./internal/idform
-for target in FuzzValidateName FuzzDecodeCounter; do
-  go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" ./internal/engine
-done
-took "fuzzing" "$t"
-
-if [[ -f bench/go.mod ]]; then
-  t=$SECONDS
-  echo "test: bench module"
-  (cd bench && go vet ./... && go test -race -count=1 ./...)
-  took "the bench module" "$t"
-fi
-
-# Steps 8 and 9 run side by side: the power-loss tests wait mostly on their
-# FUSE file system and their children, the cluster tests mostly on
-# Cassandra's nodes, so together they take little longer than the cluster
-# step alone. The power-loss step's lines are printed when both have ended.
-t=$SECONDS
-power_out="$(mktemp)"
-(
-  p=$SECONDS
-  power_loss && took "the power-loss step" "$p"
-) >"$power_out" 2>&1 &
-power_pid=$!
-echo "test: the power-loss step runs beside the cluster step (pid $power_pid)"
-echo "test: clusters (3 nodes, 2 data centres, in a network namespace)"
-cluster_rc=0
-bash scripts/cluster-test.sh || cluster_rc=$?
-took "the cluster step" "$t"
-power_rc=0
-wait "$power_pid" || power_rc=$?
-power_pid=
-cat "$power_out"
-rm -f "$power_out"
-if ((cluster_rc != 0 || power_rc != 0)); then
-  ((cluster_rc == 0)) || echo "test: the cluster step failed" >&2
-  ((power_rc == 0)) || echo "test: the power-loss step failed" >&2
-  exit 1
-fi
-took "the power-loss and cluster steps" "$t"
 echo "test: all passed"
