@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -103,29 +104,46 @@ func TestSimulation(t *testing.T) {
 	}
 	var stop atomic.Bool
 	next := atomic.Int64{}
-	results := make([]chan done, histories)
-	for i := range results {
-		results[i] = make(chan done, 1)
+	// results[i] is history i's, made by whichever side gets to it first
+	// (a run for a duration has no bound on i).
+	var mu sync.Mutex
+	results := map[int]chan done{}
+	slot := func(i int) chan done {
+		mu.Lock()
+		defer mu.Unlock()
+		c, ok := results[i]
+		if !ok {
+			c = make(chan done, 1)
+			results[i] = c
+		}
+		return c
 	}
+	var running sync.WaitGroup
 	for range workers() {
+		running.Add(1)
 		go func() {
+			defer running.Done()
 			for {
+				// Every index a worker takes gets a result: a worker that
+				// stops (the count reached, a violation, the time up)
+				// reports its last one as not run, so the first not run
+				// comes after every history that ran.
 				i := int(next.Add(1) - 1)
-				if i >= histories {
+				if i >= histories || stop.Load() || !until.IsZero() && time.Now().After(until) {
+					slot(i) <- done{err: errSkipped}
 					return
-				}
-				if stop.Load() || !until.IsZero() && time.Now().After(until) {
-					results[i] <- done{err: errSkipped}
-					continue
 				}
 				h := generate(first+uint64(i), steps)
 				res, err := Run(h, dir)
-				results[i] <- done{h, res, err}
+				slot(i) <- done{h, res, err}
 			}
 		}()
 	}
-	for i := 0; i < histories; i++ {
-		d := <-results[i]
+	for i := 0; ; i++ {
+		d := <-slot(i)
+		mu.Lock()
+		delete(results, i)
+		mu.Unlock()
 		if errors.Is(d.err, errSkipped) {
 			break
 		}
@@ -144,9 +162,7 @@ func TestSimulation(t *testing.T) {
 		}
 		if len(res.Violations) > 0 {
 			stop.Store(true)
-			for j := i + 1; j < histories; j++ {
-				<-results[j] // the histories still running finish before the report
-			}
+			running.Wait() // the histories still running finish before the report
 			violations += len(res.Violations)
 			report(t, dir, h, res)
 			break
