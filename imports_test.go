@@ -31,7 +31,7 @@ var layers = map[string][]string{
 	"internal/alloc":        {"internal/errs"},
 	"internal/idform":       {"internal/errs", "internal/nodename", "registry"},
 	"internal/leasefile":    {"internal/counterfile", "internal/errs", "registry"},
-	"internal/claim":        {"internal/counterfile", "internal/errs", "internal/statefile", "internal/clock", "registry"},
+	"internal/claim":        {"internal/counterfile", "internal/idform", "internal/retry", "internal/ctxsync", "internal/errs", "internal/statefile", "internal/clock", "registry"},
 	"internal/retry":        {"internal/errs", "internal/clock", "registry"},
 	"internal/sequence":     {"internal/alloc", "internal/leasefile", "internal/retry", "internal/ctxsync", "internal/errs", "internal/clock", "registry"},
 	"registry":              {"internal/nodename"},

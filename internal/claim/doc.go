@@ -1,10 +1,14 @@
-// Package claim is the host's side of a name's claim in a registry, as
-// far as it is files and rules: the files a claim keeps beside the
-// counter (Files: the owner token, the mark, the session, the presence
-// and gate locks, the heartbeat), their formats, each checked on every
-// read, and when the host's heartbeat refreshes the claim. It makes no
-// registry call: the engine runs the claim's protocol (claim, join,
-// extension, heartbeat, return at close) over Files and the registry.
+// Package claim is the host's side of a name's claim in a registry: the
+// protocol (Start: the host's first process claims the name, the others
+// join its claim; the reserved-up-to mark every counter update is checked
+// against, and its extensions; one heartbeat per host; the return of the
+// unused reservation by the last process out, Reservation.Close), and the
+// files it keeps beside the counter (Files: the owner token, the mark,
+// the session, the presence and gate locks, the heartbeat), their
+// formats, each checked on every read. What a claim means for the rest
+// of an Open (node numbers, a released name, the sequence leases) the
+// engine decides, through Config's functions; the counter it reaches
+// only as a Counter, under the engine's lock.
 //
 // The mark file (Mark) is 16 bytes, or empty (nothing may be issued):
 // the mark, the highest number the host may issue, and the floor, the

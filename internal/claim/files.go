@@ -78,7 +78,7 @@ type Files struct {
 	gate        *flock.Flock
 	presence    *flock.Flock
 	mark        *os.File
-	hb          *os.File // the heartbeat file (see heartbeat.go); nil until it exists
+	hb          *os.File // the heartbeat file (heartbeatfile.go); nil until it exists
 	counterPath string
 	opts        FileOptions // for creating the heartbeat file later
 	markPath    string

@@ -17,7 +17,7 @@ import (
 const heartbeatLockWait = 50 * time.Millisecond
 
 // The heartbeat file beside the counter: its record (format in
-// heartbeat.go's comment), how it is opened, read, written under its byte
+// heartbeatloop.go's comment), how it is opened, read, written under its byte
 // lock, and rejoined when it is replaced.
 
 // openHeartbeat opens the heartbeat file beside the counter at

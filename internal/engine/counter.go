@@ -219,7 +219,7 @@ func (c *counterFile) advance(k uint64, decimal bool, hook advanceHook, gone, cl
 	case hook != nil:
 		// The hook chooses base, and counts the request's numbers from it
 		// as the update below does (idform.Span).
-		if base, err = hook.check(cur, k, decimal, high); err != nil {
+		if base, err = hook.Check(cur, k, decimal, high); err != nil {
 			return 0, err
 		}
 	case cur < high:
@@ -261,7 +261,7 @@ func (c *counterFile) advance(k uint64, decimal bool, hook advanceHook, gone, cl
 		}
 	}
 	if hook != nil {
-		hook.committed(base + k)
+		hook.Committed(base + k)
 	}
 	return base + 1, nil
 }
@@ -275,9 +275,9 @@ type advanceHook interface {
 	// idform.Span(base, k, decimal) numbers after base. high is the
 	// highest value this counterFile read or wrote before: cur below it
 	// was rolled back.
-	check(cur, k uint64, decimal bool, high uint64) (base uint64, err error)
+	Check(cur, k uint64, decimal bool, high uint64) (base uint64, err error)
 	// committed is told the value written, once it is written (and synced).
-	committed(v uint64)
+	Committed(v uint64)
 }
 
 // fits refuses, as ErrExhausted, k numbers (decimal: k decimal ids) after

@@ -11,10 +11,10 @@
 //   - the host's record of each name: hostrecord.go, recordjudge.go,
 //     recordplace.go, recordrelease.go, migrate.go, migrateformat.go, over package
 //     internal/hoststate;
-//   - the claim with a registry: reservation.go, reservationextend.go,
-//     join.go, heartbeat.go, hostfiles.go, over package internal/claim
-//     (the claim's files beside the counter, their formats, the
-//     heartbeat's rules);
+//   - the claim with a registry: registryclaim.go (what the engine
+//     decides around it), nodenumber.go, hostfiles.go, over package
+//     internal/claim (the claim protocol, its files beside the counter,
+//     their formats, the heartbeat);
 //   - integer sequences: sequences.go (a Generator's Sequences),
 //     seqlease.go (their files beside the counter), over package
 //     internal/sequence (leases and blocks) and internal/leasefile (the

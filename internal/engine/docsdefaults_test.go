@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/snapid/snapid/internal/claim"
 	"github.com/snapid/snapid/internal/docdefaults"
 	"github.com/snapid/snapid/internal/retry"
 )
@@ -21,7 +22,7 @@ func TestDocsDefaults(t *testing.T) {
 		"lib.sync":             onOff[o.sync],
 		"lib.file-mode":        fmt.Sprintf("%04o", uint32(o.fileMode)),
 		"lib.reserve-step":     docdefaults.Count(o.reg.step, "numbers"),
-		"lib.step-growth":      fmt.Sprintf("%d-fold", maxStepGrowth),
+		"lib.step-growth":      fmt.Sprintf("%d-fold", claim.MaxStepGrowth),
 		"lib.outage-horizon":   docdefaults.Duration(o.reg.horizon),
 		"lib.heartbeat":        docdefaults.Duration(o.reg.heartbeat),
 		"lib.clone-window":     docdefaults.Duration(o.reg.cloneWindow),

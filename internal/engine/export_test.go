@@ -27,14 +27,14 @@ import (
 // ExportExtend runs an extension of the reserved range now, as the
 // background extension does (need 0) or a caller waiting for room.
 func (g *Generator) ExportExtend(ctx context.Context, need uint64) error {
-	return g.res.extend(ctx, need)
+	return g.res.Extend(ctx, need)
 }
 
 // ExportCloseReservation does what Close does on the registry's side only
 // (the last process sets the mark back); ExportCrash then lets the rest go.
 func (g *Generator) ExportCloseReservation() error {
 	g.closed.Store(true)
-	return g.res.close()
+	return g.res.Close()
 }
 
 // ExportUpdateInFlight reports whether a counter update of g holds the
@@ -85,7 +85,7 @@ const (
 )
 
 // ExportExtending reports whether a background extension is running.
-func (g *Generator) ExportExtending() bool { return g.res != nil && g.res.extending.Load() }
+func (g *Generator) ExportExtending() bool { return g.res != nil && g.res.Extending() }
 
 // Each temporary directory of a test is a host of its own for the
 // records of names: a counter in $TMPDIR/TestName123/001/... is recorded
@@ -132,16 +132,16 @@ func ExportBindingDefaults(t interface {
 
 // ExportHeartbeatHolder reports whether g holds its host's heartbeat role.
 func (g *Generator) ExportHeartbeatHolder() bool {
-	if g.res == nil || g.res.host.HeartbeatFile() == nil {
+	if g.res == nil || g.res.Files().HeartbeatFile() == nil {
 		return false
 	}
 	// Another descriptor of this process: flock conflicts with g's.
-	f, err := os.Open(g.res.host.HeartbeatFile().Name())
+	f, err := os.Open(g.res.Files().HeartbeatFile().Name())
 	if err != nil {
 		return false
 	}
 	defer f.Close()
-	return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil && g.res.host.TryHeartbeatRole()
+	return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil && g.res.Files().TryHeartbeatRole()
 }
 
 // ExportRetryAttempts is how many times a start-up's registry call is sent
@@ -155,11 +155,11 @@ func ExportTransient(err error) bool { return retry.Transient(err) }
 // ExportHeartbeatInode returns the inode of the heartbeat file g has
 // open, or 0.
 func (g *Generator) ExportHeartbeatInode() uint64 {
-	if g.res == nil || g.res.host.HeartbeatFile() == nil {
+	if g.res == nil || g.res.Files().HeartbeatFile() == nil {
 		return 0
 	}
 	var st unix.Stat_t
-	if unix.Fstat(int(g.res.host.HeartbeatFile().Fd()), &st) != nil {
+	if unix.Fstat(int(g.res.Files().HeartbeatFile().Fd()), &st) != nil {
 		return 0
 	}
 	return st.Ino
@@ -167,17 +167,17 @@ func (g *Generator) ExportHeartbeatInode() uint64 {
 
 // ExportHeartbeatBusy reports whether a heartbeat refresh of g is in
 // flight (tests on a fake clock wait for it before moving the clock).
-func (g *Generator) ExportHeartbeatBusy() bool { return g.res != nil && g.res.touching.Load() }
+func (g *Generator) ExportHeartbeatBusy() bool { return g.res != nil && g.res.Touching() }
 
 // ExportHeartbeatRunning reports whether g's heartbeat loop runs: g has
 // a registry, is not closed, and has not lost its name.
 func (g *Generator) ExportHeartbeatRunning() bool {
-	return g.res != nil && g.res.ctx.Err() == nil && g.res.lost.Load() == nil
+	return g.res != nil && g.res.Context().Err() == nil && g.res.Lost() == nil
 }
 
 // ExportLastHostHeartbeat is when the host's heartbeat last reached the
 // registry for g's claim, as its record says (the zero time if never).
-func (g *Generator) ExportLastHostHeartbeat() time.Time { return g.res.lastHostHeartbeat() }
+func (g *Generator) ExportLastHostHeartbeat() time.Time { return g.res.LastHostHeartbeat() }
 
 // nowClock is the real clock with another reading of now: timers, tickers,
 // sleeps and deadlines run in real time, every decision reads now.

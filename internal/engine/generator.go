@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/snapid/snapid/internal/alloc"
+	"github.com/snapid/snapid/internal/claim"
 	"github.com/snapid/snapid/internal/clock"
 	"github.com/snapid/snapid/internal/ctxsync"
 	"github.com/snapid/snapid/internal/idform"
@@ -36,10 +37,11 @@ type Generator struct {
 	path   string
 	log    *slog.Logger
 	gc     *alloc.GroupCommit
-	block  *alloc.Block  // nil in strict mode
-	shards *alloc.Shards // nil unless WithCPUShards in block mode
-	res    *reservation  // nil without a registry
-	form   idform.Form   // the ids' form (set at Open, then read-only)
+	block  *alloc.Block       // nil in strict mode
+	shards *alloc.Shards      // nil unless WithCPUShards in block mode
+	res    *claim.Reservation // nil without a registry
+	nums   *numberClaim       // the name's node number and the cluster's stride (with a registry)
+	form   idform.Form        // the ids' form (set at Open, then read-only)
 
 	mu         ctxsync.Mutex // guards file, fileClosed and the file operations
 	file       *counterFile
@@ -160,20 +162,20 @@ func OpenContext(ctx context.Context, counterPath, name string, opts ...Option) 
 			ctx, cancel = o.clock.WithTimeout(ctx, o.reg.timeout)
 			defer cancel()
 		}
-		g.res, err = startReservation(ctx, counterPath, name, &o, hr, g.withFile)
+		g.res, g.nums, err = startClaim(ctx, counterPath, name, &o, hr, g.withFile)
 		if err != nil {
 			fail()
 			return nil, err
 		}
-		g.form, err = numberedForm(&o, g.res)
+		g.form, err = numberedForm(&o, g.nums)
 		if err == nil {
-			err = hr.useRegistryForm(ctx, file, g.form, g.res.number, &o)
+			err = hr.useRegistryForm(ctx, file, g.form, g.nums.number, &o)
 		}
 		if err != nil {
 			// As Close: leave the host's presence, then close the files
 			// beside the counter.
-			_ = g.res.close()
-			g.res.host.Close()
+			_ = g.res.Close()
+			g.res.Files().Close()
 			fail()
 			return nil, err
 		}
@@ -315,8 +317,8 @@ func (g *Generator) next(ctx context.Context) (uint64, error) {
 		// The name was taken (the registry said so, to this process or,
 		// through the heartbeat record, to another of the host): no more
 		// ids, not even from a block taken from the counter before.
-		if errp := g.res.lost.Load(); errp != nil {
-			return 0, *errp
+		if err := g.res.Lost(); err != nil {
+			return 0, err
 		}
 	}
 	if ctx.Done() != nil {
@@ -440,20 +442,20 @@ func (g *Generator) take(caller context.Context, k uint64, decimal bool, gone fu
 		if err == nil {
 			return first, nil
 		}
-		var need *needMarkError
+		var need *claim.NeedMarkError
 		if !errors.As(err, &need) {
 			return first, err
 		}
 		if within == nil {
 			var cancel context.CancelFunc
-			within, cancel = g.clock.WithTimeout(context.Background(), g.res.o.timeout)
+			within, cancel = g.clock.WithTimeout(context.Background(), g.res.Options().Timeout)
 			defer cancel()
 		} else if within.Err() != nil {
 			return first, err
 		}
-		ctx, cancel := g.clock.WithTimeout(g.res.ctx, g.res.o.timeout)
+		ctx, cancel := g.clock.WithTimeout(g.res.Context(), g.res.Options().Timeout)
 		stop := context.AfterFunc(caller, cancel)
-		err = g.res.extend(ctx, need.next)
+		err = g.res.Extend(ctx, need.Next)
 		stop()
 		cancel()
 		if errors.Is(err, ErrClosed) {
@@ -463,7 +465,7 @@ func (g *Generator) take(caller context.Context, k uint64, decimal bool, gone fu
 			return 0, alloc.ErrCallersLeft
 		}
 		if err != nil {
-			return 0, fmt.Errorf("snapid: %w (%d issued, %d reserved): %w", ErrReservationExhausted, need.next-k, need.mark, err)
+			return 0, fmt.Errorf("snapid: %w (%d issued, %d reserved): %w", ErrReservationExhausted, need.Next-k, need.Mark, err)
 		}
 	}
 }
@@ -563,7 +565,7 @@ func (g *Generator) Close() error {
 	g.mu.Unlock()
 	var err error
 	if g.res != nil {
-		err = g.res.close()
+		err = g.res.Close()
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -571,7 +573,7 @@ func (g *Generator) Close() error {
 	// finds fileClosed and returns ErrClosed.
 	g.fileClosed = true
 	if g.res != nil {
-		g.res.host.Close()
+		g.res.Files().Close()
 	}
 	if herr := g.host.close(g.file); err == nil {
 		err = herr

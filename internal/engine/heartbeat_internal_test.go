@@ -31,7 +31,7 @@ func TestRejoinHeartbeatCarriesRecordAndRole(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, replaced, "the file at the path is the one open")
 
-	require.NoError(t, os.Remove(path+heartbeatSuffix))
+	require.NoError(t, os.Remove(path+claim.HeartbeatSuffix))
 	b, err := claim.OpenFiles(path, o.claimFiles())
 	require.NoError(t, err)
 	defer b.Close()

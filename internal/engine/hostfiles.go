@@ -3,9 +3,6 @@ package engine
 import (
 	"errors"
 	"io/fs"
-	"net"
-	"os"
-	"strings"
 
 	"github.com/snapid/snapid/internal/claim"
 	"github.com/snapid/snapid/internal/statefile"
@@ -20,40 +17,12 @@ const (
 	sessionSuffix  = claim.SessionSuffix
 )
 
-// HostInfo identifies the machine in the registry.
-type HostInfo struct {
-	Hostname  string
-	Address   string
-	MachineID string
-}
+// HostInfo identifies the machine in the registry (see package claim).
+type HostInfo = claim.HostInfo
 
 // LocalHostInfo returns this machine's host name, a non-loopback address
-// (empty if there is none) and machine id (from /etc/machine-id or
-// /var/lib/dbus/machine-id, else "host:" followed by the host name).
-func LocalHostInfo() HostInfo {
-	var h HostInfo
-	h.Hostname, _ = os.Hostname()
-	if addrs, err := net.InterfaceAddrs(); err == nil {
-		for _, a := range addrs {
-			if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() && !ipn.IP.IsLinkLocalUnicast() {
-				h.Address = ipn.IP.String()
-				break
-			}
-		}
-	}
-	for _, p := range []string{"/etc/machine-id", "/var/lib/dbus/machine-id"} {
-		if b, err := os.ReadFile(p); err == nil && len(strings.TrimSpace(string(b))) > 0 {
-			h.MachineID = strings.TrimSpace(string(b))
-			break
-		}
-	}
-	if h.MachineID == "" && h.Hostname != "" {
-		// The registry's conditions compare machine ids: never leave it
-		// empty while something tells machines apart.
-		h.MachineID = "host:" + h.Hostname
-	}
-	return h
-}
+// and machine id (see claim.LocalHostInfo).
+func LocalHostInfo() HostInfo { return claim.LocalHostInfo() }
 
 // checkHostFiles validates the files beside the counter that a Generator
 // with a registry reads and that exist (owner and mark; the session is

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"time"
 
 	"github.com/snapid/snapid/internal/idform"
+	"github.com/snapid/snapid/internal/retry"
 	"github.com/snapid/snapid/registry"
 	"golang.org/x/sys/unix"
 )
@@ -37,12 +39,35 @@ import (
 // decides and the other is refused with ErrNumberBound or
 // ErrStrideMismatch).
 
+// numberClaim is an Open's side of its name's node number and the
+// cluster's stride, with a registry: checked before the claim, given or
+// learnt after it by the host's first process, read from the host's
+// record by the others.
+type numberClaim struct {
+	o        *registryOptions
+	name     string
+	form     formOptions
+	log      *slog.Logger
+	rec      *hostRecord                                                    // the host's record of the name
+	withFile func(ctx context.Context, fn func(c *counterFile) error) error // the Generator's file mutex and the counter's lock
+	// recorded returns the node number and stride the host's record of
+	// the name holds.
+	recorded func() (node, stride uint64, err error)
+	number   uint64 // the name's node number, 0 if none
+	stride   uint64 // the cluster's stride, if the form needs it
+}
+
+// retry is retry.Do with the Open's logger and waits.
+func (r *numberClaim) retry(ctx context.Context, op string, call func(context.Context) error) error {
+	return retry.Do(ctx, r.o.clock, r.log, r.o.retryWait, op, call)
+}
+
 // claimNumber, for the first process of the host after its claim (h),
 // has the name's node number given if the registry gives numbers, learns
 // the cluster's stride if the striped form needs it (recording the one
 // WithStride gave if the cluster has none), checks both against the
 // host's record of the name and WithNodeNumber, and records them there.
-func (r *reservation) claimNumber(ctx context.Context, h registry.Holder) error {
+func (r *numberClaim) claimNumber(ctx context.Context, owner string, h registry.Holder) error {
 	nr := r.o.numbers
 	if nr == nil {
 		return nil
@@ -62,7 +87,7 @@ func (r *reservation) claimNumber(ctx context.Context, h registry.Holder) error 
 			defer cancel()
 		}
 		err := r.retry(actx, "assign number", func(ctx context.Context) (err error) {
-			n, err = nr.AssignNumber(ctx, r.name, r.host.Owner(), h.Session)
+			n, err = nr.AssignNumber(ctx, r.name, owner, h.Session)
 			return err
 		})
 		if err != nil {
@@ -110,7 +135,7 @@ func precheckBeforeHostFiles(ctx context.Context, path, name string, o *options)
 	if o.reg.numbers == nil {
 		return nil
 	}
-	r := &reservation{name: name, o: o.reg, log: o.logger, form: o.form,
+	r := &numberClaim{name: name, o: &o.reg, log: o.logger, form: o.form,
 		recorded: func() (node, stride uint64, err error) {
 			n, s, _, _ := recordedNumber(ctx, path, name, o)
 			return n, s, nil // a record that cannot be read is the Open's to refuse
@@ -125,7 +150,7 @@ func precheckBeforeHostFiles(ctx context.Context, path, name string, o *options)
 // not below the cluster's stride, or a bound below the first id. Only a
 // name's very first number is unknown here: the claim gives it, and a
 // number the form cannot use is refused then.
-func (r *reservation) precheckNumber(ctx context.Context) error {
+func (r *numberClaim) precheckNumber(ctx context.Context) error {
 	nr := r.o.numbers
 	if nr == nil || r.form.form == FormatName && r.form.node == 0 && r.form.stride == 0 {
 		return nil
@@ -150,7 +175,7 @@ func (r *reservation) precheckNumber(ctx context.Context) error {
 // registryNumber returns the node number the registry gave the name (0:
 // none, or the name is not registered), refusing a WithNodeNumber while
 // the name has none: it can only confirm the one the registry gives.
-func (r *reservation) registryNumber(ctx context.Context, nr registry.NumberRegistry) (uint64, error) {
+func (r *numberClaim) registryNumber(ctx context.Context, nr registry.NumberRegistry) (uint64, error) {
 	var h registry.Holder
 	err := r.retry(ctx, "get", func(ctx context.Context) (err error) { h, err = nr.Get(ctx, r.name); return err })
 	if err != nil && !errors.Is(err, registry.ErrNotRegistered) {
@@ -167,7 +192,7 @@ func (r *reservation) registryNumber(ctx context.Context, nr registry.NumberRegi
 // WithNodeNumber or WithStride that is not theirs, a striped form with
 // no stride anywhere or a bound below the first id, or a node number the
 // form cannot use.
-func (r *reservation) precheckForm(n, s uint64) error {
+func (r *numberClaim) precheckForm(n, s uint64) error {
 	if n != 0 {
 		if err := r.checkGivenNumber(n, s); err != nil {
 			return err
@@ -199,7 +224,7 @@ func (r *reservation) precheckForm(n, s uint64) error {
 // The stride is recorded only once this host's form is known to work with
 // it (node number n below it, the bound above the first id): a refused
 // Open never fixes a stride for the cluster.
-func (r *reservation) clusterStride(ctx context.Context, nr registry.NumberRegistry, n uint64) (uint64, error) {
+func (r *numberClaim) clusterStride(ctx context.Context, nr registry.NumberRegistry, n uint64) (uint64, error) {
 	var s uint64
 	err := r.retry(ctx, "stride", func(ctx context.Context) (err error) { s, err = nr.Stride(ctx); return err })
 	if err != nil {
@@ -225,7 +250,7 @@ func (r *reservation) clusterStride(ctx context.Context, nr registry.NumberRegis
 }
 
 // checkGivenNumber refuses a WithNodeNumber that is not the registry's.
-func (r *reservation) checkGivenNumber(n, stride uint64) error {
+func (r *numberClaim) checkGivenNumber(n, stride uint64) error {
 	if r.form.node != 0 && r.form.node != n {
 		return fmt.Errorf("snapid: %w: the registry gives %q node number %d, not %d (the node number given); nothing was issued", ErrNumberMismatch, r.name, n, r.form.node)
 	}
@@ -235,7 +260,7 @@ func (r *reservation) checkGivenNumber(n, stride uint64) error {
 // joinNumber, for a process joining its host's claim, reads the node
 // number and stride the first process recorded in the host's record of
 // the name, when its form needs them.
-func (r *reservation) joinNumber() error {
+func (r *numberClaim) joinNumber() error {
 	if r.o.numbers == nil || r.form.form == FormatName {
 		return nil
 	}
@@ -259,7 +284,7 @@ func (r *reservation) joinNumber() error {
 
 // numberedForm completes the form of a Generator with a registry once
 // its reservation knows the node number and stride.
-func numberedForm(o *options, r *reservation) (idform.Form, error) {
+func numberedForm(o *options, r *numberClaim) (idform.Form, error) {
 	f := o.form
 	if f.form == FormatName {
 		return idform.New(FormatName, 0, 0, f.maxID)

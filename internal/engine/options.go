@@ -273,6 +273,12 @@ type registryOptions struct {
 	retryWait   func(attempt int) time.Duration // nil: retryBackoff
 }
 
+// claimOptions are the claim's settings under r.
+func (r *registryOptions) claimOptions() claim.Options {
+	return claim.Options{Step: r.step, Horizon: r.horizon, Heartbeat: r.heartbeat, Timeout: r.timeout, CloneWindow: r.cloneWindow,
+		Takeover: r.takeover, Floor: r.floor, Host: r.host, HostSet: r.hostSet, Clock: r.clock, RetryWait: r.retryWait}
+}
+
 // checkCloneWindow refuses a clone window in which a live holder that
 // misses one heartbeat, the next one late by up to a registry timeout,
 // would look gone: the window must be at least twice the heartbeat plus
@@ -440,7 +446,7 @@ func WithCloneWindow(d time.Duration) Option {
 // WithHeartbeat sets how often the host refreshes its claim's last-seen
 // time in the registry (default 1 minute): one process of the host does
 // it for all of them, and another takes over at its next poll (a quarter
-// of the interval) when it exits or crashes (see heartbeat.go). The clone window
+// of the interval) when it exits or crashes (see package claim). The clone window
 // must be at least twice the heartbeat plus the registry timeout (see
 // WithCloneWindow). Give the host's processes one interval.
 func WithHeartbeat(d time.Duration) Option {
@@ -506,7 +512,7 @@ func checkRecordsBeside(counterPath string, o *options) error {
 
 // sideSuffixes are the suffixes of the files kept beside a counter (and
 // those of earlier versions, which an Open takes in).
-var sideSuffixes = []string{ownerSuffix, markSuffix, presenceSuffix, sessionSuffix, heartbeatSuffix,
+var sideSuffixes = []string{ownerSuffix, markSuffix, presenceSuffix, sessionSuffix, claim.HeartbeatSuffix,
 	formsSuffix, formsCopySuffix, numberSuffix, releasedSuffix}
 
 // CheckBindingDir checks a directory given for name bindings (by

@@ -1,10 +1,7 @@
 package engine
 
 import (
-	"context"
 	"time"
-
-	"github.com/snapid/snapid/internal/retry"
 )
 
 // withRetryWait replaces the waits between a Generator's retried registry
@@ -14,9 +11,4 @@ func withRetryWait(wait func(attempt int) time.Duration) Option {
 		o.reg.retryWait = wait
 		return nil
 	}
-}
-
-// retry is retry.Do with the reservation's logger and waits.
-func (r *reservation) retry(ctx context.Context, op string, call func(context.Context) error) error {
-	return retry.Do(ctx, r.o.clock, r.log, r.o.retryWait, op, call)
 }

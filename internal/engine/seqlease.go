@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -162,12 +163,11 @@ func readLeaseFile(ctx context.Context, counterPath, sequence string) (cur, ahea
 // of the host's sequence lease files stands, so that the host's next claim
 // may carry the lease over (see Sequence.verify). Failures only leave a
 // gap: the next claim then drops the lease.
-func (r *reservation) closeLeases(ctx context.Context) {
-	sr, ok := r.reg.(registry.SequenceRegistry)
+func closeLeases(ctx context.Context, counterPath string, reg registry.Registry, name, owner, session string, log *slog.Logger) {
+	sr, ok := reg.(registry.SequenceRegistry)
 	if !ok {
 		return
 	}
-	counterPath := strings.TrimSuffix(r.host.SessionPath(), sessionSuffix)
 	files, _ := filepath.Glob(globEscape(counterPath) + leaseSuffix + "*")
 	for _, f := range files {
 		seq := strings.TrimPrefix(f, counterPath+leaseSuffix)
@@ -175,16 +175,16 @@ func (r *reservation) closeLeases(ctx context.Context) {
 			continue // the refill lock files, and anything else
 		}
 		cur, ahead, pos, ok, err := readLeaseFile(ctx, counterPath, seq)
-		if err != nil || !ok || cur.First == 0 || cur.Session != r.session || cur.Name != r.name {
+		if err != nil || !ok || cur.First == 0 || cur.Session != session || cur.Name != name {
 			continue
 		}
 		latest := cur
 		if ahead.First != 0 {
 			latest = ahead
 		}
-		latest.Sequence, latest.Name, latest.Owner, latest.Session = seq, r.name, r.host.Owner(), r.session
+		latest.Sequence, latest.Name, latest.Owner, latest.Session = seq, name, owner, session
 		if err := sr.CloseLease(ctx, latest, pos); err != nil {
-			r.log.Warn("snapid: could not record where the host's sequence lease stands; the next start drops it (a gap)",
+			log.Warn("snapid: could not record where the host's sequence lease stands; the next start drops it (a gap)",
 				"sequence", seq, "err", err)
 		}
 	}

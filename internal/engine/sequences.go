@@ -76,7 +76,7 @@ func (g *Generator) SequenceContext(ctx context.Context, name string, opts ...Se
 	}
 	var reg registry.Registry
 	if g.res != nil {
-		reg = g.res.reg
+		reg = g.res.Registry()
 	}
 	sr, err := sequenceRegistry(reg)
 	if err != nil {
@@ -85,7 +85,7 @@ func (g *Generator) SequenceContext(ctx context.Context, name string, opts ...Se
 	// The registry first: a sequence that does not exist is refused before
 	// anything is created on disk.
 	reachable := true
-	ctx, cancel := g.clock.WithTimeout(ctx, g.res.o.timeout)
+	ctx, cancel := g.clock.WithTimeout(ctx, g.res.Options().Timeout)
 	defer cancel()
 	if _, err := sr.HostLease(ctx, name, g.name); err != nil && !errors.Is(err, ErrRegistry) {
 		return nil, err
@@ -101,11 +101,11 @@ func (g *Generator) SequenceContext(ctx context.Context, name string, opts ...Se
 	fo := defaultOptions()
 	fopt := g.file.Options()
 	fo.followSymlinks, fo.sync, fo.io = fopt.Follow, fopt.Sync, fopt.IO
-	fo.fs, fo.fileMode = g.res.host.Options().FS, g.res.host.Options().Mode
+	fo.fs, fo.fileMode = g.res.Files().Options().FS, g.res.Files().Options().Mode
 	if err := checkSequenceFiles(g.path, name, &fo); err != nil {
 		return nil, err
 	}
-	lf, err := openLeaseFile(ctx, g.path, name, g.name, g.res.host.Owner(), &fo)
+	lf, err := openLeaseFile(ctx, g.path, name, g.name, g.res.Files().Owner(), &fo)
 	if err != nil {
 		return nil, err
 	}
@@ -142,15 +142,10 @@ func (g *Generator) Sequences() []*Sequence { return g.seqs.Open() }
 func (g *Generator) sequenceHost() sequence.Host {
 	r := g.res
 	return sequence.Host{
-		Node: g.name, Owner: r.host.Owner(), Session: r.session,
-		Timeout: r.o.timeout, RetryWait: r.o.retryWait,
+		Node: g.name, Owner: r.Files().Owner(), Session: r.Session(),
+		Timeout: r.Options().Timeout, RetryWait: r.Options().RetryWait,
 		Clock: g.clock, Log: g.log,
 		Closed: g.closed.Load,
-		Lost: func() error {
-			if errp := r.lost.Load(); errp != nil {
-				return *errp
-			}
-			return nil
-		},
+		Lost:   r.Lost,
 	}
 }

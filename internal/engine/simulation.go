@@ -47,9 +47,7 @@ func Crash(g *Generator) error {
 		_ = s.Close() // as a killed process: its prefetch stops, its locks and descriptors go; the registry is told nothing (the Generator's last Close does)
 	}
 	if g.res != nil {
-		g.res.cancel()
-		g.res.wg.Wait()
-		if err := g.res.host.Close(); err != nil {
+		if err := g.res.Abandon(); err != nil {
 			return err
 		}
 	}
@@ -70,7 +68,7 @@ func Settle(g *Generator) {
 
 // busy reports whether g has background work running (see Settle).
 func (g *Generator) busy() bool {
-	if g.res != nil && g.res.extending.Load() {
+	if g.res != nil && g.res.Extending() {
 		return true
 	}
 	if g.block != nil && g.block.Busy() {
@@ -131,13 +129,11 @@ func HeartbeatOf(g *Generator) HeartbeatState {
 		return HeartbeatState{}
 	}
 	st := HeartbeatState{
-		Running: !r.hbDone.Load(),
-		Busy:    r.touching.Load(),
-		Holder:  r.hbHolder.Load(),
-		Session: r.session,
-	}
-	if errp := r.lost.Load(); errp != nil {
-		st.Lost = *errp
+		Running: !r.HeartbeatDone(),
+		Busy:    r.Touching(),
+		Holder:  r.HeartbeatHolder(),
+		Session: r.Session(),
+		Lost:    r.Lost(),
 	}
 	return st
 }
@@ -146,7 +142,7 @@ func HeartbeatOf(g *Generator) HeartbeatState {
 // without a registry).
 func ReservationStep(g *Generator) uint64 {
 	if r := g.res; r != nil {
-		return r.step()
+		return r.Step()
 	}
 	return 0
 }

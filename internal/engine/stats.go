@@ -191,12 +191,12 @@ func (g *Generator) Stats() Stats {
 		st.IDsIssued = g.block.Issued(st.NumbersReserved, &g.stats.issued)
 	}
 	if g.res != nil {
-		if obs := observerOf(g.res.reg); obs != nil {
+		if obs := observerOf(g.res.Registry()); obs != nil {
 			rs := obs.snapshot()
-			if host := g.res.lastHostHeartbeat(); host.After(rs.LastHeartbeat) {
+			if host := g.res.LastHostHeartbeat(); host.After(rs.LastHeartbeat) {
 				rs.LastHeartbeat = host // refreshed by the host's heartbeat holder
 			}
-			rs.SessionHeld = g.res.lost.Load() == nil
+			rs.SessionHeld = g.res.Lost() == nil
 			st.Registry = &rs
 		}
 	}
@@ -237,7 +237,7 @@ func (g *Generator) Reservation() (ReservationStatus, error) {
 		if g.res == nil {
 			return nil
 		}
-		m, err := g.res.host.ReadMark()
+		m, err := g.res.Files().ReadMark()
 		if err != nil {
 			return err
 		}
@@ -245,7 +245,7 @@ func (g *Generator) Reservation() (ReservationStatus, error) {
 		if m.Mark > cur {
 			st.LeftNumbers = m.Mark - cur
 		}
-		st.SessionHeld = g.res.lost.Load() == nil
+		st.SessionHeld = g.res.Lost() == nil
 		return nil
 	})
 	return st, err

@@ -1,4 +1,4 @@
-package engine
+package claim
 
 import (
 	"context"
@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/snapid/snapid/internal/claim"
+	"github.com/snapid/snapid/internal/errs"
+	"github.com/snapid/snapid/internal/idform"
 	"github.com/snapid/snapid/internal/retry"
 	"github.com/snapid/snapid/registry"
 )
@@ -15,7 +16,7 @@ import (
 // half of it is used, synchronously when an update needs more, and how
 // large a step is (it grows with the rate numbers are taken at).
 
-func (r *reservation) extendInBackground() {
+func (r *Reservation) extendInBackground() {
 	r.bgMu.Lock()
 	defer r.bgMu.Unlock()
 	if r.stopping || !r.extending.CompareAndSwap(false, true) {
@@ -28,13 +29,13 @@ func (r *reservation) extendInBackground() {
 		// Not cancelled by close, which waits for it instead: an LWT
 		// abandoned by its caller may still be applied, after the last
 		// process has set the mark back.
-		ctx, cancel := r.o.clock.WithTimeout(context.Background(), r.o.timeout)
+		ctx, cancel := r.o.Clock.WithTimeout(context.Background(), r.o.Timeout)
 		defer cancel()
-		switch err := r.extend(ctx, 0); {
-		case errors.Is(err, ErrNameTaken):
+		switch err := r.Extend(ctx, 0); {
+		case errors.Is(err, errs.ErrNameTaken):
 			// extend marked the name lost: nothing more is issued, not
 			// even what is left below the mark.
-			r.log.Error("snapid: node name taken over by another owner while extending the reserved range; no more ids will be issued (calls fail with ErrNameTaken)",
+			r.log.Error("snapid: node name taken over by another owner while extending the reserved range; no more ids will be issued (calls fail with errs.ErrNameTaken)",
 				"name", r.name, "err", err)
 		case err != nil:
 			r.extendLog.failed(err, "name", r.name)
@@ -45,7 +46,7 @@ func (r *reservation) extendInBackground() {
 // extend raises the registry's mark to one step (see nextStep) above the
 // counter (and to at least need), then the mark file. It does nothing when another caller
 // already made enough room.
-func (r *reservation) extend(ctx context.Context, need uint64) error {
+func (r *Reservation) Extend(ctx context.Context, need uint64) error {
 	if !r.extendMu.LockOrDone(ctx.Done()) {
 		return fmt.Errorf("snapid: waiting for this process's extension of the mark in progress: %w", context.Cause(ctx))
 	}
@@ -53,14 +54,14 @@ func (r *reservation) extend(ctx context.Context, need uint64) error {
 	if r.closed {
 		// A caller that needed room when the Generator closed: the last
 		// process may have set the mark back, which must stay so.
-		return ErrClosed
+		return errs.ErrClosed
 	}
 	// Each failed attempt means another process of the host moved the mark
 	// (progress), so a few more attempts are bounded and cheap.
 	for attempt := 0; attempt < 10; attempt++ {
 		var cur uint64
-		var old claim.Mark
-		err := r.withFile(ctx, func(c *counterFile) error {
+		var old Mark
+		err := r.withFile(ctx, func(c Counter) error {
 			var err error
 			if cur, err = c.Load(); err != nil {
 				return err
@@ -74,7 +75,7 @@ func (r *reservation) extend(ctx context.Context, need uint64) error {
 		switch {
 		case need > 0 && old.Mark >= need:
 			return nil // room for the caller waiting on it
-		case need == 0 && old.Mark > cur && old.Mark-cur >= r.step()/2:
+		case need == 0 && old.Mark > cur && old.Mark-cur >= r.Step()/2:
 			return nil // another caller made room meanwhile
 		}
 		// The mark goes one step above the counter, never further, so a
@@ -84,10 +85,10 @@ func (r *reservation) extend(ctx context.Context, need uint64) error {
 			from = max(from, need-1)
 		}
 		step := r.nextStep(cur)
-		next := from + min(step, MaxNumber-from)
+		next := from + min(step, idform.MaxNumber-from)
 		if next <= old.Mark {
-			if old.Mark == MaxNumber {
-				return fmt.Errorf("snapid: %w: the mark is at 2^64-1", ErrExhausted)
+			if old.Mark == idform.MaxNumber {
+				return fmt.Errorf("snapid: %w: the mark is at 2^64-1", errs.ErrExhausted)
 			}
 			return nil
 		}
@@ -104,23 +105,23 @@ func (r *reservation) extend(ctx context.Context, need uint64) error {
 				}
 				continue
 			}
-			return retry.Definite{Err: fmt.Errorf("snapid: %w: the registry's mark %d is below this host's %d", ErrRegistry, h.Reserved, old.Mark)}
-		case errors.Is(err, ErrNameTaken):
+			return retry.Definite{Err: fmt.Errorf("snapid: %w: the registry's mark %d is below this host's %d", errs.ErrRegistry, h.Reserved, old.Mark)}
+		case errors.Is(err, errs.ErrNameTaken):
 			r.tellTaken(err)
 			return err
 		default:
 			return err
 		}
 	}
-	return fmt.Errorf("snapid: %w: the registry's mark kept moving", ErrReservationExhausted)
+	return fmt.Errorf("snapid: %w: the registry's mark kept moving", errs.ErrReservationExhausted)
 }
 
 // step is the size of the current reservation step.
-func (r *reservation) step() uint64 {
+func (r *Reservation) Step() uint64 {
 	if v := r.curStep.Load(); v > 0 {
 		return v
 	}
-	return r.o.step
+	return r.o.Step
 }
 
 // rateSample is the counter's value when an extension was sized.
@@ -131,7 +132,7 @@ type rateSample struct {
 
 // nextStep sizes the next extension: the configured step, or as many
 // numbers as the host issued in the last horizon, whichever is more (but
-// at most maxStepGrowth times the current step), so that a registry
+// at most MaxStepGrowth times the current step), so that a registry
 // outage of about half the horizon does not stop issuance at a steady
 // rate, and a crash costs at most one horizon's worth of numbers, or the
 // configured step on a host that issues fewer per horizon. The count is
@@ -139,12 +140,12 @@ type rateSample struct {
 // burst of a few hundred ids in a minute does not grow the step. A window
 // longer than the horizon (samples are taken only at extensions) is
 // scaled down to it. The caller holds extendMu.
-func (r *reservation) nextStep(cur uint64) uint64 {
-	now := r.o.clock.Now()
-	step := r.o.step
+func (r *Reservation) nextStep(cur uint64) uint64 {
+	now := r.o.Clock.Now()
+	step := r.o.Step
 	r.rates = append(r.rates, rateSample{now, cur})
 	// The base: the newest sample at least a horizon old, or the oldest.
-	from := now.Add(-r.o.horizon)
+	from := now.Add(-r.o.Horizon)
 	i := 0
 	for i+1 < len(r.rates) && !r.rates[i+1].at.After(from) {
 		i++
@@ -153,14 +154,14 @@ func (r *reservation) nextStep(cur uint64) uint64 {
 		i = len(r.rates) - maxRateSamples
 	}
 	r.rates = append(r.rates[:0], r.rates[i:]...)
-	if base := r.rates[0]; cur > base.counter && r.o.horizon > 0 {
+	if base := r.rates[0]; cur > base.counter && r.o.Horizon > 0 {
 		issued := float64(cur - base.counter)
-		if elapsed := now.Sub(base.at); elapsed > r.o.horizon {
-			issued = issued / elapsed.Seconds() * r.o.horizon.Seconds()
+		if elapsed := now.Sub(base.at); elapsed > r.o.Horizon {
+			issued = issued / elapsed.Seconds() * r.o.Horizon.Seconds()
 		}
 		if issued > float64(step) {
-			limit := float64(r.step()) * maxStepGrowth
-			step = uint64(min(issued, limit, float64(MaxNumber/4)))
+			limit := float64(r.Step()) * MaxStepGrowth
+			step = uint64(min(issued, limit, float64(idform.MaxNumber/4)))
 		}
 	}
 	r.curStep.Store(step)

@@ -1,11 +1,11 @@
-package engine
+package claim
 
 import (
 	"context"
 	"errors"
 	"fmt"
 
-	"github.com/snapid/snapid/internal/claim"
+	"github.com/snapid/snapid/internal/errs"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -17,27 +17,27 @@ import (
 // host's heartbeat record shows this claim refreshed less than an
 // interval ago, the registry is not read: a host whose processes all
 // start at once reads it once, at the first one's claim.
-func (r *reservation) verifyJoin(ctx context.Context) error {
+func (r *Reservation) verifyJoin(ctx context.Context) error {
 	if err := r.host.FindHeartbeat(); err != nil {
 		return err
 	}
 	rec, ok := r.host.ReadHeartbeat()
-	if ok && rec.Taken && rec.Session == claim.SessionHash(r.session) {
-		return fmt.Errorf("snapid: %w: the registry told another process of this host that %q is another owner's", ErrNameTaken, r.name)
+	if ok && rec.Taken && rec.Session == SessionHash(r.session) {
+		return fmt.Errorf("snapid: %w: the registry told another process of this host that %q is another owner's", errs.ErrNameTaken, r.name)
 	}
-	if claim.FreshClaim(rec, ok, r.session, r.o.clock.Now(), r.o.heartbeat) {
+	if FreshClaim(rec, ok, r.session, r.o.Clock.Now(), r.o.Heartbeat) {
 		return nil
 	}
 	h, err := r.reg.Get(ctx, r.name)
 	switch {
-	case err != nil && errors.Is(err, ErrRegistry):
+	case err != nil && errors.Is(err, errs.ErrRegistry):
 		r.log.Warn("snapid: registry unreachable; joining this host's claim on its reserved range", "name", r.name, "err", err)
 		return nil
 	case err != nil:
 		return err
 	case h.Owner != r.host.Owner() || h.Session != r.session || h.State != registry.StateActive:
 		return fmt.Errorf("snapid: %w: the claim of %q made by this host's first process no longer stands (%s)",
-			ErrNameTaken, r.name, h)
+			errs.ErrNameTaken, r.name, h)
 	}
 	return nil
 }

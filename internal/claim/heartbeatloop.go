@@ -1,4 +1,4 @@
-package engine
+package claim
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/snapid/snapid/internal/claim"
+	"github.com/snapid/snapid/internal/errs"
 )
 
 // One heartbeat per host. One process of the host, the holder, refreshes
@@ -43,7 +43,7 @@ import (
 // refresh an interval and a half old and the last try half an interval
 // old refreshes whether or not it holds the flock, and a try the holder
 // made after a failure of its own does not hold it back (see
-// claim.HeartbeatDue). A try is written to the record before it is sent, under
+// HeartbeatDue). A try is written to the record before it is sent, under
 // the byte lock, where the process decides again: of processes due at the
 // same poll, one sends. So while the holder, or else every other process
 // of the host, can reach the registry, last-seen is at most an interval
@@ -54,7 +54,7 @@ import (
 // Each process sends at most one refresh at a time, in the background: a
 // refresh that hangs until its timeout does not keep the process from
 // reading the record. A refresh the registry refuses because the name is
-// another owner's (ErrNameTaken) is written to the record, and every
+// another owner's (errs.ErrNameTaken) is written to the record, and every
 // process of the host stops issuing at its next poll. A success never
 // overwrites that state for the same session (the update reads the record
 // under the byte lock first).
@@ -74,20 +74,19 @@ import (
 // sent less than an interval ago trusts the session file (see verifyJoin),
 // which is what lets a whole host start at once without a registry read
 // per process. The first process writes the record at its claim.
-const heartbeatSuffix = claim.HeartbeatSuffix
 
 // heartbeat runs until close: the host's one refresh of last-seen (see
 // above), and every process's watch for the name being taken over.
-func (r *reservation) heartbeat() {
+func (r *Reservation) heartbeat() {
 	defer r.wg.Done()
 	defer r.hbDone.Store(true) // after the timer is stopped
 	defer r.hbHolder.Store(false)
-	poll := claim.Poll(r.o.heartbeat)
+	poll := Poll(r.o.Heartbeat)
 	// A timer armed again once a poll is done (not a ticker): a fake
 	// clock's test sees the loop idle when its timer is armed.
-	t := r.o.clock.NewTimer(poll)
+	t := r.o.Clock.NewTimer(poll)
 	defer t.Stop()
-	hb := &heartbeatLoop{mine: claim.SessionHash(r.session)}
+	hb := &heartbeatLoop{mine: SessionHash(r.session)}
 	for ; ; t.Reset(poll) {
 		select {
 		case <-r.ctx.Done():
@@ -113,7 +112,7 @@ type heartbeatLoop struct {
 // file removed or replaced, takes the role if no process holds it, stops
 // issuing once the record says the name was taken, and starts a refresh
 // when the host's is due. It reports whether the loop ends.
-func (r *reservation) pollHeartbeat(hb *heartbeatLoop) (stop bool) {
+func (r *Reservation) pollHeartbeat(hb *heartbeatLoop) (stop bool) {
 	r.rejoinHeartbeatFile(hb)
 	if !hb.holder {
 		hb.holder = r.host.TryHeartbeatRole()
@@ -121,7 +120,7 @@ func (r *reservation) pollHeartbeat(hb *heartbeatLoop) (stop bool) {
 	}
 	rec, ok := r.host.ReadHeartbeat()
 	if ok && rec.Taken && rec.Session == hb.mine {
-		r.loseName(fmt.Errorf("snapid: %w: another process of this host was told so by the registry", ErrNameTaken))
+		r.loseName(fmt.Errorf("snapid: %w: another process of this host was told so by the registry", errs.ErrNameTaken))
 		return true
 	}
 	if errp := r.lost.Load(); errp != nil {
@@ -131,11 +130,11 @@ func (r *reservation) pollHeartbeat(hb *heartbeatLoop) (stop bool) {
 		return false // a refresh of this process is in flight
 	}
 	if !ok || rec.Session != hb.mine {
-		rec = claim.Heartbeat{}
+		rec = Heartbeat{}
 	}
-	now := r.o.clock.Now()
+	now := r.o.Clock.Now()
 	failed := hb.fails.Load()
-	if !claim.HeartbeatDue(rec, now, r.o.heartbeat, hb.holder, failed) {
+	if !HeartbeatDue(rec, now, r.o.Heartbeat, hb.holder, failed) {
 		return false
 	}
 	if r.recordTry(hb, now, failed) {
@@ -148,7 +147,7 @@ func (r *reservation) pollHeartbeat(hb *heartbeatLoop) (stop bool) {
 // while the host runs, rejoins the one at the path, so that the host
 // keeps one record and one holder; a process that rejoins gives up the
 // role. A failure is logged once, until a check succeeds.
-func (r *reservation) rejoinHeartbeatFile(hb *heartbeatLoop) {
+func (r *Reservation) rejoinHeartbeatFile(hb *heartbeatLoop) {
 	switch replaced, err := r.host.RejoinHeartbeat(hb.mine); {
 	case err != nil:
 		if !hb.rejoinFailed {
@@ -169,10 +168,10 @@ func (r *reservation) rejoinHeartbeatFile(hb *heartbeatLoop) {
 // the host due at the same moment, only the first sends. It reports
 // whether this process sends it (a failure to record the try is logged,
 // and does not keep it from sending).
-func (r *reservation) recordTry(hb *heartbeatLoop, now time.Time, failed int64) (due bool) {
+func (r *Reservation) recordTry(hb *heartbeatLoop, now time.Time, failed int64) (due bool) {
 	due = true
-	if err := r.host.UpdateHeartbeat(hb.mine, func(rec *claim.Heartbeat) bool {
-		if !hb.holder && !claim.HeartbeatDue(*rec, now, r.o.heartbeat, false, 0) {
+	if err := r.host.UpdateHeartbeat(hb.mine, func(rec *Heartbeat) bool {
+		if !hb.holder && !HeartbeatDue(*rec, now, r.o.Heartbeat, false, 0) {
 			due = false
 			return false
 		}
@@ -187,7 +186,7 @@ func (r *reservation) recordTry(hb *heartbeatLoop, now time.Time, failed int64) 
 
 // startTouch sends a refresh stamped now in the background, counting the
 // holder's failed refreshes in a row.
-func (r *reservation) startTouch(hb *heartbeatLoop, now time.Time) {
+func (r *Reservation) startTouch(hb *heartbeatLoop, now time.Time) {
 	r.touching.Store(true)
 	r.wg.Add(1)
 	go func() {
@@ -204,15 +203,15 @@ func (r *reservation) startTouch(hb *heartbeatLoop, now time.Time) {
 // touch sends one refresh of last-seen, stamped sent (its try is in the
 // record already), and records the answer for the host's processes; it
 // reports whether the refresh reached the registry.
-func (r *reservation) touch(sent time.Time) bool {
-	mine := claim.SessionHash(r.session)
-	ctx, cancel := r.o.clock.WithTimeout(r.ctx, r.o.timeout)
+func (r *Reservation) touch(sent time.Time) bool {
+	mine := SessionHash(r.session)
+	ctx, cancel := r.o.Clock.WithTimeout(r.ctx, r.o.Timeout)
 	err := r.reg.Touch(ctx, r.name, r.host.Owner(), r.session)
 	cancel()
 	switch {
-	case errors.Is(err, ErrNameTaken):
+	case errors.Is(err, errs.ErrNameTaken):
 		r.loseName(err)
-		if werr := r.host.UpdateHeartbeat(mine, func(rec *claim.Heartbeat) bool {
+		if werr := r.host.UpdateHeartbeat(mine, func(rec *Heartbeat) bool {
 			rec.Taken = true
 			return true
 		}); werr != nil {
@@ -227,7 +226,7 @@ func (r *reservation) touch(sent time.Time) bool {
 	}
 	r.heartbeatLog.succeeded("name", r.name)
 	var taken bool
-	if werr := r.host.UpdateHeartbeat(mine, func(rec *claim.Heartbeat) bool {
+	if werr := r.host.UpdateHeartbeat(mine, func(rec *Heartbeat) bool {
 		if rec.Taken {
 			taken = true // another process learned of a take-over after this refresh was sent
 			return false
@@ -235,7 +234,7 @@ func (r *reservation) touch(sent time.Time) bool {
 		// Later sends of other processes are kept; times in the future
 		// (a clock set back since, a damaged record) are not, or the
 		// record would read as never refreshed until that time.
-		now := r.o.clock.Now().UnixNano()
+		now := r.o.Clock.Now().UnixNano()
 		for _, t := range []*int64{&rec.Tried, &rec.Last} {
 			if *t > now || *t < sent.UnixNano() {
 				*t = sent.UnixNano()
@@ -246,7 +245,7 @@ func (r *reservation) touch(sent time.Time) bool {
 		r.heartbeatLog.failed(werr, "name", r.name)
 	}
 	if taken {
-		r.loseName(fmt.Errorf("snapid: %w: another process of this host was told so by the registry", ErrNameTaken))
+		r.loseName(fmt.Errorf("snapid: %w: another process of this host was told so by the registry", errs.ErrNameTaken))
 		return false
 	}
 	return true
@@ -254,7 +253,7 @@ func (r *reservation) touch(sent time.Time) bool {
 
 // loseName stops issuing under the name for good (the first reason
 // given is kept).
-func (r *reservation) loseName(err error) {
+func (r *Reservation) loseName(err error) {
 	if r.lost.CompareAndSwap(nil, &err) {
 		r.log.Error("snapid: node name taken over by another owner; no more ids will be issued", "name", r.name, "err", err)
 	}
@@ -262,11 +261,11 @@ func (r *reservation) loseName(err error) {
 
 // tellTaken stops issuing under the name, as loseName does, and writes
 // "taken" to the host's record so that the host's other processes stop at
-// their next poll: for the registry's ErrNameTaken learned outside the
+// their next poll: for the registry's errs.ErrNameTaken learned outside the
 // heartbeat (an extension).
-func (r *reservation) tellTaken(err error) {
+func (r *Reservation) tellTaken(err error) {
 	r.lost.CompareAndSwap(nil, &err)
-	if werr := r.host.UpdateHeartbeat(claim.SessionHash(r.session), func(rec *claim.Heartbeat) bool {
+	if werr := r.host.UpdateHeartbeat(SessionHash(r.session), func(rec *Heartbeat) bool {
 		rec.Taken = true
 		return true
 	}); werr != nil {
@@ -276,9 +275,9 @@ func (r *reservation) tellTaken(err error) {
 
 // lastHostHeartbeat returns when the host's heartbeat last reached the
 // registry for this process's claim, or the zero time.
-func (r *reservation) lastHostHeartbeat() time.Time {
+func (r *Reservation) LastHostHeartbeat() time.Time {
 	rec, ok := r.host.ReadHeartbeat()
-	if !ok || rec.Taken || rec.Session != claim.SessionHash(r.session) || rec.Last <= 0 {
+	if !ok || rec.Taken || rec.Session != SessionHash(r.session) || rec.Last <= 0 {
 		return time.Time{}
 	}
 	return time.Unix(0, rec.Last)

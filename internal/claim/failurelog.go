@@ -1,4 +1,4 @@
-package engine
+package claim
 
 import (
 	"log/slog"

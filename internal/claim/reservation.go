@@ -1,4 +1,4 @@
-package engine
+package claim
 
 import (
 	"context"
@@ -11,13 +11,15 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/snapid/snapid/internal/claim"
+	"github.com/snapid/snapid/internal/clock"
 	"github.com/snapid/snapid/internal/ctxsync"
+	"github.com/snapid/snapid/internal/errs"
 	"github.com/snapid/snapid/internal/idform"
+	"github.com/snapid/snapid/internal/retry"
 	"github.com/snapid/snapid/registry"
 )
 
-// Claims, sessions and the mark on a host (files: hostfiles.go).
+// Claims, sessions and the mark on a host (files: files.go).
 //
 // Every process using a name with a registry holds a shared flock on
 // <counter>.presence; start-up and close take an exclusive flock on
@@ -32,27 +34,27 @@ import (
 // extends the mark a step. The host's other processes do not claim again,
 // which would replace the session the running ones hold: they join (join,
 // verifyJoin), refusing another name than the session file's
-// (ErrNameMismatch) or a file of another format or owner token
-// (errCorruptSession). Extensions, heartbeats (heartbeat.go) and the
+// (errs.ErrNameMismatch) or a file of another format or owner token
+// (errs.ErrCorruptSession). Extensions, heartbeats (heartbeatloop.go) and the
 // return of the reservation are conditional on the session, so a copy of
 // the counter directory (same owner token) that claims the name later, on
 // this machine or another, supersedes the original: the original's next
 // extension fails, it stops at its mark, and the copy starts above it.
 //
-// <counter>.mark holds the host's mark and a floor (claim.Mark). The
+// <counter>.mark holds the host's mark and a floor (Mark). The
 // registry is always written before it, so it never exceeds the
 // registry's mark for the session:
 //
 //   - every counter update checks that its numbers stay at or below the
-//     mark (check); past half a step a background extension starts
+//     mark (Check); past half a step a background extension starts
 //     (extendInBackground); at the mark the caller waits for a synchronous
-//     one (Generator.take), and fails with ErrReservationExhausted if the
-//     registry cannot be reached;
-//   - an extension (extend) moves the registry's mark old → new,
+//     one (the engine's Generator.take, through Extend), and fails with
+//     errs.ErrReservationExhausted if the registry cannot be reached;
+//   - an extension (Extend) moves the registry's mark old → new,
 //     conditional on owner, session and old mark, to a step above the
 //     counter, then the mark file (adopt); a step is the greater of
 //     WithReserveStep and what the host issued in the last
-//     WithOutageHorizon, at most maxStepGrowth times the step before
+//     WithOutageHorizon, at most MaxStepGrowth times the step before
 //     (nextStep), so that an outage of about half the horizon does not
 //     stop issuance at a steady rate and a crash leaves a gap of at most
 //     a step;
@@ -69,11 +71,11 @@ import (
 // A counter restored together with its mark file (a whole directory)
 // while processes of the host run is raised by any process that saw a
 // later value, and by the host's record of the name when it went below
-// the record's floor (hostrecord.go); one that went back less, read first
+// the record's floor (the engine's hostrecord.go); one that went back less, read first
 // by a process started after the restore, is trusted until the next
 // first process's claim raises it to the registry's mark.
 
-// reservation is a Generator's side of the registry: the claim
+// Reservation is a Generator's side of the registry: the claim
 // made at Open, the reserved-up-to mark that bounds issuance, the
 // background extension of that mark and the heartbeat, and the return of
 // the unused reservation by the last process out.
@@ -81,27 +83,18 @@ import (
 // The invariant it keeps: the host's mark file never holds a value above
 // the registry's mark for this owner, and no number above the mark file is
 // issued. The registry is always written first, the mark file second.
-type reservation struct {
+type Reservation struct {
 	reg      registry.Registry
 	name     string
-	host     *claim.Files
-	o        registryOptions
+	host     *Files
+	o        Options
 	log      *slog.Logger
-	withFile func(ctx context.Context, fn func(c *counterFile) error) error // runs fn under the Generator's file mutex, waiting for the file's lock no longer than ctx allows
-	rec      *hostRecord                                                    // the host's record of the name
-	// recorded returns the node number and stride the host's record of
-	// the name holds (see nodenumber.go).
-	recorded func() (node, stride uint64, err error)
-	// released is the name the host's records say was released with
-	// this counter, "" if none.
-	released string
+	withFile func(ctx context.Context, fn func(c Counter) error) error // Config.WithCounter
+	cfg      Config
 
 	session  string // the session of the host's claim (Holder.Session)
-	form     formOptions
-	number   uint64     // the name's node number (see nodenumber.go), 0 if none
-	stride   uint64     // the cluster's stride, if the form needs it
-	seen     claim.Mark // the mark file as check read it, for committed (under the counter lock)
-	maxFloor uint64     // the highest floor this process saw or wrote (under the counter lock)
+	seen     Mark   // the mark file as check read it, for committed (under the counter lock)
+	maxFloor uint64 // the highest floor this process saw or wrote (under the counter lock)
 
 	extendMu  ctxsync.Mutex // one extension at a time in this process
 	rates     []rateSample  // the counter when extensions were sized, oldest first (under extendMu)
@@ -124,31 +117,81 @@ type reservation struct {
 	wg     sync.WaitGroup
 }
 
-// needMarkError is returned by check when the next number would pass the
-// mark; flush then extends synchronously and retries.
-type needMarkError struct{ mark, next uint64 }
+// NeedMarkError is returned by Check when the next number would pass the
+// mark: the caller then extends synchronously (Extend) and tries again.
+type NeedMarkError struct{ Mark, Next uint64 }
 
-func (e *needMarkError) Error() string {
-	return fmt.Sprintf("%v: the host's reserved-up-to mark is %d, the next number would be %d", ErrReservationExhausted, e.mark, e.next)
+func (e *NeedMarkError) Error() string {
+	return fmt.Sprintf("%v: the host's reserved-up-to mark is %d, the next number would be %d", errs.ErrReservationExhausted, e.Mark, e.Next)
 }
 
-func (e *needMarkError) Unwrap() error { return ErrReservationExhausted }
+func (e *NeedMarkError) Unwrap() error { return errs.ErrReservationExhausted }
 
-// startReservation claims the name and prepares the mark. It runs before
-// the Generator issues anything; on error nothing has been issued and the
-// counter is unchanged.
-func startReservation(ctx context.Context, path, name string, o *options, rec *hostRecord,
-	withFile func(context.Context, func(*counterFile) error) error) (*reservation, error) {
-	hs, err := claim.OpenFiles(path, o.claimFiles())
+// Options are a claim's settings (the engine's registry options).
+type Options struct {
+	Step        uint64        // the least numbers an extension reserves
+	Horizon     time.Duration // the outage an extension's step covers at the recent rate
+	Heartbeat   time.Duration // how often the host refreshes its last-seen
+	Timeout     time.Duration // the longest wait for one registry call
+	CloneWindow time.Duration // see Claim.CloneWindow
+	Takeover    bool          // claim the name from another owner (Claim.Force)
+	Floor       uint64        // the counter starts above it (Claim.Floor)
+	Host        HostInfo      // this machine, as the registry records it
+	HostSet     bool          // Host was given (else LocalHostInfo)
+	Clock       clock.Clock
+	RetryWait   func(attempt int) time.Duration // nil: retry's backoff
+}
+
+// Config is what Start needs: the registry, the name and the counter
+// whose claim it is, and what the engine decides around the claim.
+type Config struct {
+	Registry registry.Registry
+	Name     string
+	Path     string      // the counter's path: the claim's files are beside it
+	Files    FileOptions // how they are opened and made
+	Options  Options
+	Log      *slog.Logger
+	// WithCounter runs fn on the counter under the Generator's file mutex
+	// and the counter's lock, waiting for them no longer than ctx allows.
+	WithCounter func(ctx context.Context, fn func(c Counter) error) error
+	// Released is the name the host's records say was released with this
+	// counter, "" if none: the claim may follow it (see
+	// oneNamePerCounter).
+	Released string
+	// Precheck refuses, before the claim changes anything, a form the
+	// host cannot use; Claimed, after the first process's claim h,
+	// records what the name needs of it (its node number); Joined does
+	// the same for a process joining the claim; Closing, for the host's
+	// last process as it returns the reservation, records where the
+	// host's sequence leases stand. Any may be nil.
+	Precheck func(ctx context.Context) error
+	Claimed  func(ctx context.Context, owner string, h registry.Holder) error
+	Joined   func() error
+	Closing  func(ctx context.Context, session string)
+}
+
+// Counter is the counter file as the claim sees it, under its lock.
+type Counter interface {
+	Load() (uint64, error)
+	Store(v uint64) error
+	High() uint64 // the highest value this process read or wrote
+	Path() string
+}
+
+// Start claims the name (the host's first process) or joins the host's
+// claim (the others), and prepares the mark. It runs before the Generator
+// issues anything; on error nothing has been issued and the counter is
+// unchanged.
+func Start(ctx context.Context, cfg Config) (*Reservation, error) {
+	hs, err := OpenFiles(cfg.Path, cfg.Files)
 	if err != nil {
 		return nil, err
 	}
-	r := &reservation{reg: o.reg.registry, name: name, host: hs, o: o.reg, log: o.logger, withFile: withFile, form: o.form,
-		rec: rec, recorded: rec.number, released: releasedInRecords(path, o)}
-	r.extendLog = newFailureLog(r.log, r.o.clock.Now, "extending the reserved range", "ids keep flowing until the mark")
-	r.heartbeatLog = newFailureLog(r.log, r.o.clock.Now, "heartbeat", "")
-	if !r.o.hostSet {
-		r.o.host = LocalHostInfo()
+	r := &Reservation{reg: cfg.Registry, name: cfg.Name, host: hs, o: cfg.Options, log: cfg.Log, withFile: cfg.WithCounter, cfg: cfg}
+	r.extendLog = newFailureLog(r.log, r.o.Clock.Now, "extending the reserved range", "ids keep flowing until the mark")
+	r.heartbeatLog = newFailureLog(r.log, r.o.Clock.Now, "heartbeat", "")
+	if !r.o.HostSet {
+		r.o.Host = LocalHostInfo()
 	}
 	first, err := r.enter(ctx)
 	if err != nil {
@@ -183,7 +226,7 @@ func startReservation(ctx context.Context, path, name string, o *options, rec *h
 // created: programs without a registry lock only the counter and may have
 // issued from it meanwhile, and other processes of the host may have
 // opened the files beside it before taking the gate.
-func (r *reservation) enter(ctx context.Context) (first bool, err error) {
+func (r *Reservation) enter(ctx context.Context) (first bool, err error) {
 	hs := r.host
 	if err := hs.LockGate(ctx); err != nil {
 		return false, err
@@ -191,7 +234,7 @@ func (r *reservation) enter(ctx context.Context) (first bool, err error) {
 	defer hs.Gate().Unlock()
 	first, err = hs.Presence().TryLock()
 	if err != nil {
-		return false, &FileError{Op: "lock", Path: hs.Presence().Path(), Err: err}
+		return false, &errs.FileError{Op: "lock", Path: hs.Presence().Path(), Err: err}
 	}
 	if first {
 		if err := r.claim(ctx); err != nil {
@@ -209,7 +252,7 @@ func (r *reservation) enter(ctx context.Context) (first bool, err error) {
 		err = ctx.Err()
 	}
 	if err != nil {
-		return false, &FileError{Op: "lock", Path: hs.Presence().Path(), Err: err}
+		return false, &errs.FileError{Op: "lock", Path: hs.Presence().Path(), Err: err}
 	}
 	return first, nil
 }
@@ -219,21 +262,23 @@ func (r *reservation) enter(ctx context.Context) (first bool, err error) {
 // beside the counter, and reserves the first step. The other processes of
 // the host do not claim again (that would replace the session the running
 // ones hold): they join it (see verifyJoin).
-func (r *reservation) claim(ctx context.Context) error {
-	// A name released on this host was refused before (see withRecord)
+func (r *Reservation) claim(ctx context.Context) error {
+	// A name released on this host was refused before (the engine's withRecord)
 	// unless claimed again on purpose.
-	if err := r.oneNamePerCounter(ctx, r.released); err != nil {
+	if err := r.oneNamePerCounter(ctx, r.cfg.Released); err != nil {
 		return err
 	}
-	if err := r.precheckNumber(ctx); err != nil {
-		return err
+	if r.cfg.Precheck != nil {
+		if err := r.cfg.Precheck(ctx); err != nil {
+			return err
+		}
 	}
 	// The claim covers what the counter already holds (numbers a
 	// standalone host handed out before it joined the registry), in the
 	// same atomic change: an Open failing after the claim leaves no mark
 	// below them.
 	var counted uint64
-	if err := r.withFile(ctx, func(c *counterFile) (err error) { counted, err = c.Load(); return err }); err != nil {
+	if err := r.withFile(ctx, func(c Counter) (err error) { counted, err = c.Load(); return err }); err != nil {
 		return err
 	}
 	// A counter that never claimed this name (no session file, or one of
@@ -242,23 +287,25 @@ func (r *reservation) claim(ctx context.Context) error {
 	// used. Raising it then is no alarm; raising a counter that did claim
 	// the name, or in a take-over, is.
 	prev, perr := r.host.ReadSession()
-	firstClaim := !r.o.takeover && (errors.Is(perr, fs.ErrNotExist) || (perr == nil && prev.Name != r.name))
+	firstClaim := !r.o.Takeover && (errors.Is(perr, fs.ErrNotExist) || (perr == nil && prev.Name != r.name))
 	var h registry.Holder
 	var sent time.Time // when the claim that stood was sent: it refreshed last-seen then
 	err := r.retry(ctx, "claim", func(ctx context.Context) (err error) {
-		sent = r.o.clock.Now()
+		sent = r.o.Clock.Now()
 		h, err = r.reg.Claim(ctx, registry.Claim{
 			Name: r.name, Owner: r.host.Owner(),
-			Hostname: r.o.host.Hostname, Address: r.o.host.Address, MachineID: r.o.host.MachineID,
-			Force: r.o.takeover, Floor: max(r.o.floor, counted), CloneWindow: r.o.cloneWindow,
+			Hostname: r.o.Host.Hostname, Address: r.o.Host.Address, MachineID: r.o.Host.MachineID,
+			Force: r.o.Takeover, Floor: max(r.o.Floor, counted), CloneWindow: r.o.CloneWindow,
 		})
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	if err := r.claimNumber(ctx, h); err != nil {
-		return err
+	if r.cfg.Claimed != nil {
+		if err := r.cfg.Claimed(ctx, r.host.Owner(), h); err != nil {
+			return err
+		}
 	}
 	r.session = h.Session
 	if err := r.host.WriteSession(r.name, h.Session); err != nil {
@@ -271,11 +318,11 @@ func (r *reservation) claim(ctx context.Context) error {
 	if err := r.host.EnsureHeartbeat(); err != nil {
 		return err
 	}
-	if err := r.host.WriteHeartbeat(claim.Heartbeat{Session: claim.SessionHash(h.Session), Last: claimed, Tried: claimed}); err != nil {
+	if err := r.host.WriteHeartbeat(Heartbeat{Session: SessionHash(h.Session), Last: claimed, Tried: claimed}); err != nil {
 		return err
 	}
-	target := max(h.Reserved, r.o.floor)
-	err = r.withFile(ctx, func(c *counterFile) error {
+	target := max(h.Reserved, r.o.Floor)
+	err = r.withFile(ctx, func(c Counter) error {
 		cur, err := c.Load()
 		if err != nil {
 			return err
@@ -292,12 +339,12 @@ func (r *reservation) claim(ctx context.Context) error {
 					"path", c.Path(), "from", cur, "to", target)
 			}
 		}
-		return r.host.WriteMark(claim.Mark{Mark: h.Reserved, Floor: max(cur, target)})
+		return r.host.WriteMark(Mark{Mark: h.Reserved, Floor: max(cur, target)})
 	})
 	if err != nil {
 		return err
 	}
-	return r.retry(ctx, "extend", func(ctx context.Context) error { return r.extend(ctx, 0) })
+	return r.retry(ctx, "extend", func(ctx context.Context) error { return r.Extend(ctx, 0) })
 }
 
 // oneNamePerCounter refuses, before anything is written, a claim of a
@@ -307,12 +354,12 @@ func (r *reservation) claim(ctx context.Context) error {
 // name's processes would refuse the other's session. A name the host
 // released (released names it), or that is no longer this owner's, may be
 // followed by another.
-func (r *reservation) oneNamePerCounter(ctx context.Context, released string) error {
+func (r *Reservation) oneNamePerCounter(ctx context.Context, released string) error {
 	s, err := r.host.ReadSession()
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil // never claimed
-	case errors.Is(err, errCorruptSession):
+	case errors.Is(err, errs.ErrCorruptSession):
 		return nil // an old or damaged file names nothing; the claim replaces it
 	case err != nil:
 		return err
@@ -326,35 +373,38 @@ func (r *reservation) oneNamePerCounter(ctx context.Context, released string) er
 		return nil
 	case err != nil:
 		return fmt.Errorf("snapid: checking that the counter %s no longer holds %q before claiming %q: %w",
-			strings.TrimSuffix(r.host.SessionPath(), sessionSuffix), s.Name, r.name, err)
+			strings.TrimSuffix(r.host.SessionPath(), SessionSuffix), s.Name, r.name, err)
 	case h.State != registry.StateActive || h.Owner != r.host.Owner():
 		return nil
 	}
 	return fmt.Errorf("snapid: %w: the counter %s holds the name %q in the registry (its session file records it); one counter file serves one name: "+
 		"release %q first (snapctl release), or give %q its own counter file; nothing was changed",
-		ErrNameMismatch, strings.TrimSuffix(r.host.SessionPath(), sessionSuffix), s.Name, s.Name, r.name)
+		errs.ErrNameMismatch, strings.TrimSuffix(r.host.SessionPath(), SessionSuffix), s.Name, s.Name, r.name)
 }
 
 // join reads the host's claim from the session file, for a process that
 // is not the first of its host; the caller holds the gate. The claim must
 // be for this name and this counter's owner token: a process must not
 // issue under a name its host did not claim, registry or not.
-func (r *reservation) join() error {
+func (r *Reservation) join() error {
 	s, err := r.host.ReadSession()
 	if err != nil {
 		return err
 	}
 	switch {
 	case s.Owner != r.host.Owner():
-		return &FileError{Op: "read", Path: r.host.SessionPath(), Err: fmt.Errorf(
+		return &errs.FileError{Op: "read", Path: r.host.SessionPath(), Err: fmt.Errorf(
 			"%w: it records a claim of owner token %s, not of this counter's (%s); was the owner file replaced while processes of this host use the counter?",
-			errCorruptSession, registry.OwnerID(s.Owner), registry.OwnerID(r.host.Owner()))}
+			errs.ErrCorruptSession, registry.OwnerID(s.Owner), registry.OwnerID(r.host.Owner()))}
 	case s.Name != r.name:
 		return fmt.Errorf("snapid: %w: the counter %s is in use by this host under the name %q, not %q: one counter file serves one name; open it as %q, or give %q its own counter file",
-			ErrNameMismatch, strings.TrimSuffix(r.host.SessionPath(), sessionSuffix), s.Name, r.name, s.Name, r.name)
+			errs.ErrNameMismatch, strings.TrimSuffix(r.host.SessionPath(), SessionSuffix), s.Name, r.name, s.Name, r.name)
 	}
 	r.session = s.Session
-	return r.joinNumber()
+	if r.cfg.Joined != nil {
+		return r.cfg.Joined()
+	}
+	return nil
 }
 
 // check is called under the counter lock before a counter update of k
@@ -366,7 +416,7 @@ func (r *reservation) join() error {
 // the value the last update of any process of the host wrote, or to high,
 // the highest value this process saw: every number the host issued is at
 // or below the greater of the two.
-func (r *reservation) check(cur, k uint64, decimal bool, high uint64) (uint64, error) {
+func (r *Reservation) Check(cur, k uint64, decimal bool, high uint64) (uint64, error) {
 	if errp := r.lost.Load(); errp != nil {
 		return 0, *errp
 	}
@@ -386,13 +436,13 @@ func (r *reservation) check(cur, k uint64, decimal bool, high uint64) (uint64, e
 	span, ok := idform.Span(base, k, decimal)
 	if !ok {
 		// No mark can make room past 2^64-1: advance refuses it with
-		// ErrExhausted, and the registry and the mark file are not touched.
+		// errs.ErrExhausted, and the registry and the mark file are not touched.
 		return base, nil
 	}
 	if base+span > m.Mark {
-		return 0, &needMarkError{mark: m.Mark, next: base + span}
+		return 0, &NeedMarkError{Mark: m.Mark, Next: base + span}
 	}
-	if m.Mark-(base+span) < r.step()/2 {
+	if m.Mark-(base+span) < r.Step()/2 {
 		r.extendInBackground()
 	}
 	return base, nil
@@ -402,18 +452,18 @@ func (r *reservation) check(cur, k uint64, decimal bool, high uint64) (uint64, e
 // file, so that every process of the host, new ones included, finds a
 // counter rolled back below it. It runs under the counter lock, after
 // check.
-func (r *reservation) committed(v uint64) {
+func (r *Reservation) Committed(v uint64) {
 	r.maxFloor = max(r.maxFloor, v)
-	if err := r.host.WriteMark(claim.Mark{Mark: r.seen.Mark, Floor: v}); err != nil {
+	if err := r.host.WriteMark(Mark{Mark: r.seen.Mark, Floor: v}); err != nil {
 		r.log.Warn("snapid: could not record the counter's floor", "name", r.name, "err", err)
 	}
 }
 
-// maxStepGrowth bounds how much larger than the current step the next one
+// MaxStepGrowth bounds how much larger than the current step the next one
 // may be: a steady high rate reaches its horizon's worth within a few
 // extensions, while a short burst cannot make the step (and so the gap a
 // crash leaves) much larger than what the host issued recently.
-const maxStepGrowth = 16
+const MaxStepGrowth = 16
 
 // maxRateSamples bounds the samples kept; dropping the oldest shortens
 // the window measured, which only makes the step smaller.
@@ -422,20 +472,20 @@ const maxRateSamples = 64
 // adopt raises the mark file to v, which the registry holds for this
 // host's session, and its floor to the counter value seen before v was
 // reserved.
-func (r *reservation) adopt(ctx context.Context, v, floor uint64) error {
-	return r.withFile(ctx, func(c *counterFile) error {
+func (r *Reservation) adopt(ctx context.Context, v, floor uint64) error {
+	return r.withFile(ctx, func(c Counter) error {
 		m, err := r.host.ReadMark()
 		if err != nil || m.Mark >= v {
 			return err
 		}
-		return r.host.WriteMark(claim.Mark{Mark: v, Floor: max(m.Floor, floor)})
+		return r.host.WriteMark(Mark{Mark: v, Floor: max(m.Floor, floor)})
 	})
 }
 
 // close stops the background work and, if this is the last process on the
 // host using the name, returns the unused reservation: the registry's mark
 // is set back to the counter's value, then the mark file.
-func (r *reservation) close() error {
+func (r *Reservation) Close() error {
 	r.bgMu.Lock()
 	r.stopping = true
 	r.bgMu.Unlock()
@@ -449,7 +499,7 @@ func (r *reservation) close() error {
 	r.extendMu.Lock()
 	defer r.extendMu.Unlock()
 	r.closed = true
-	ctx, cancel := r.o.clock.WithTimeout(context.Background(), r.o.timeout)
+	ctx, cancel := r.o.Clock.WithTimeout(context.Background(), r.o.Timeout)
 	defer cancel()
 	if err := r.host.LockGate(ctx); err != nil {
 		return err
@@ -462,12 +512,14 @@ func (r *reservation) close() error {
 	if err != nil || !last || r.lost.Load() != nil {
 		return err
 	}
-	r.closeLeases(ctx)
+	if r.cfg.Closing != nil {
+		r.cfg.Closing(ctx, r.session)
+	}
 	// The value to set back to: the counter, or, if it went backwards
 	// while in use, the floor or the highest value this process saw
 	// (raised in the file first, so a restart finds it).
 	var v uint64
-	err = r.withFile(ctx, func(c *counterFile) error {
+	err = r.withFile(ctx, func(c Counter) error {
 		cur, err := c.Load()
 		if err != nil {
 			return err
@@ -497,5 +549,58 @@ func (r *reservation) close() error {
 	if _, err := r.reg.Extend(ctx, r.name, r.host.Owner(), r.session, m, v); err != nil {
 		return fmt.Errorf("snapid: returning the unused reservation of %q (%d..%d): %w", r.name, v+1, m, err)
 	}
-	return r.withFile(ctx, func(c *counterFile) error { return r.host.WriteMark(claim.Mark{Mark: v, Floor: v}) })
+	return r.withFile(ctx, func(c Counter) error { return r.host.WriteMark(Mark{Mark: v, Floor: v}) })
+}
+
+// retry is retry.Do with the claim's logger and waits.
+func (r *Reservation) retry(ctx context.Context, op string, call func(context.Context) error) error {
+	return retry.Do(ctx, r.o.Clock, r.log, r.o.RetryWait, op, call)
+}
+
+// Files returns the claim's files beside the counter.
+func (r *Reservation) Files() *Files { return r.host }
+
+// Registry returns the registry the name is claimed in.
+func (r *Reservation) Registry() registry.Registry { return r.reg }
+
+// Options returns the claim's settings.
+func (r *Reservation) Options() Options { return r.o }
+
+// Session returns the session of the host's claim.
+func (r *Reservation) Session() string { return r.session }
+
+// Context returns the context of the claim's background work: it ends at
+// Close (and Abandon).
+func (r *Reservation) Context() context.Context { return r.ctx }
+
+// Lost returns why the process stopped issuing under the name
+// (ErrNameTaken: another owner holds it now), or nil.
+func (r *Reservation) Lost() error {
+	if errp := r.lost.Load(); errp != nil {
+		return *errp
+	}
+	return nil
+}
+
+// Extending reports whether a background extension is running.
+func (r *Reservation) Extending() bool { return r.extending.Load() }
+
+// Touching reports whether a heartbeat refresh of this process is in
+// flight.
+func (r *Reservation) Touching() bool { return r.touching.Load() }
+
+// HeartbeatHolder reports whether the heartbeat loop holds the host's
+// heartbeat role; HeartbeatDone, whether the loop has returned.
+func (r *Reservation) HeartbeatHolder() bool { return r.hbHolder.Load() }
+
+// HeartbeatDone reports whether the heartbeat loop has returned.
+func (r *Reservation) HeartbeatDone() bool { return r.hbDone.Load() }
+
+// Abandon stops the background work and closes the claim's files as a
+// killed process would: nothing is returned to the registry, and the
+// presence lock goes with the files.
+func (r *Reservation) Abandon() error {
+	r.cancel()
+	r.wg.Wait()
+	return r.host.Close()
 }
