@@ -59,9 +59,10 @@ import (
 //     stop issuance at a steady rate and a crash leaves a gap of at most
 //     a step;
 //   - every update records the counter's new value as the mark file's
-//     floor (committed); a counter found below that floor, or below the
-//     highest value the process saw, was rolled back while in use and is
-//     raised before anything is issued;
+//     floor before it writes the counter (Commit; an update whose floor
+//     cannot be recorded fails); a counter found below that floor, or
+//     below the highest value the process saw, was rolled back while in
+//     use and is raised before anything is issued;
 //   - the last process out (close) reads the registry's mark and sets it
 //     back to the counter (to the floor if the counter went backwards),
 //     then the mark file, so a clean restart leaves no gap; it lets its
@@ -93,7 +94,7 @@ type Reservation struct {
 	cfg      Config
 
 	session  string // the session of the host's claim (Holder.Session)
-	seen     Mark   // the mark file as check read it, for committed (under the counter lock)
+	seen     Mark   // the mark file as Check read it, for Commit (under the counter lock)
 	maxFloor uint64 // the highest floor this process saw or wrote (under the counter lock)
 
 	extendMu  ctxsync.Mutex // one extension at a time in this process
@@ -448,15 +449,19 @@ func (r *Reservation) Check(cur, k uint64, decimal bool, high uint64) (uint64, e
 	return base, nil
 }
 
-// committed records the counter's new value as the floor in the mark
-// file, so that every process of the host, new ones included, finds a
-// counter rolled back below it. It runs under the counter lock, after
-// check.
-func (r *Reservation) Committed(v uint64) {
-	r.maxFloor = max(r.maxFloor, v)
+// Commit records v, the value the counter update is about to write, as
+// the floor in the mark file, so that every process of the host, new ones
+// included, finds a counter rolled back below it. It runs under the
+// counter lock, after Check and before the counter is written: an update
+// whose floor cannot be recorded fails, and hands out nothing (a counter
+// whose write then fails is below its floor: the next update raises it,
+// a gap).
+func (r *Reservation) Commit(v uint64) error {
 	if err := r.host.WriteMark(Mark{Mark: r.seen.Mark, Floor: v}); err != nil {
-		r.log.Warn("snapid: could not record the counter's floor", "name", r.name, "err", err)
+		return fmt.Errorf("snapid: recording the counter's floor beside it: %w", err)
 	}
+	r.maxFloor = max(r.maxFloor, v)
+	return nil
 }
 
 // MaxStepGrowth bounds how much larger than the current step the next one

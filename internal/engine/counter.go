@@ -244,6 +244,11 @@ func (c *counterFile) advance(k uint64, decimal bool, hook advanceHook, gone, cl
 	if err := c.host.Cover(c.Durable(), cur, base+k); err != nil {
 		return 0, err
 	}
+	if hook != nil {
+		if err := hook.Commit(base + k); err != nil {
+			return 0, err
+		}
+	}
 	if err := c.Store(base + k); err != nil {
 		return 0, err
 	}
@@ -260,9 +265,6 @@ func (c *counterFile) advance(k uint64, decimal bool, hook advanceHook, gone, cl
 			return 0, err
 		}
 	}
-	if hook != nil {
-		hook.Committed(base + k)
-	}
 	return base + 1, nil
 }
 
@@ -276,8 +278,9 @@ type advanceHook interface {
 	// highest value this counterFile read or wrote before: cur below it
 	// was rolled back.
 	Check(cur, k uint64, decimal bool, high uint64) (base uint64, err error)
-	// committed is told the value written, once it is written (and synced).
-	Committed(v uint64)
+	// Commit is told the value about to be written, before it is; an
+	// error fails the update.
+	Commit(v uint64) error
 }
 
 // fits refuses, as ErrExhausted, k numbers (decimal: k decimal ids) after

@@ -13,11 +13,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/snapid/snapid/internal/clock"
 	. "github.com/snapid/snapid/internal/engine"
+	"github.com/snapid/snapid/internal/statefile"
 	"github.com/snapid/snapid/internal/testfs"
 	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
@@ -1102,4 +1105,60 @@ func TestReservationDecimalNearTheTopStaysUnderTheMark(t *testing.T) {
 		return
 	}
 	require.ErrorIs(t, err, ErrExhausted)
+}
+
+// markWriteFaults is the real file system whose writes to the mark file
+// fail while armed (an I/O error, a full disk).
+type markWriteFaults struct {
+	statefile.OS
+	armed atomic.Bool
+}
+
+func (m *markWriteFaults) ReadAt(f *os.File, b []byte, off int64) (int, error) {
+	return f.ReadAt(b, off)
+}
+func (m *markWriteFaults) WriteAt(f *os.File, b []byte, off int64) (int, error) {
+	if m.armed.Load() && strings.HasSuffix(f.Name(), ".mark") {
+		return 0, syscall.EIO
+	}
+	return f.WriteAt(b, off)
+}
+func (m *markWriteFaults) Sync(f *os.File) error { return f.Sync() }
+
+// An update whose floor cannot be recorded in the mark file hands out
+// nothing: the floor is what lets the host's other running processes find
+// the counter restored in place under them, and a number handed out
+// without it was handed out again by a process that had not seen it once
+// the counter alone was put back.
+func TestReservationFloorNotRecordedHandsOutNothing(t *testing.T) {
+	t.Parallel()
+	reg := registrytest.NewRegistry()
+	host := newSeqHost(t, "web")
+	fsys := &markWriteFaults{}
+	p0 := host.open(t, reg, WithSync(true), ExportWithFileFS(fsys))
+	defer p0.Close()
+	p1 := host.open(t, reg, WithSync(true))
+	defer p1.Close()
+	_, err := p0.Next()
+	require.NoError(t, err)
+	_, err = p1.Next()
+	require.NoError(t, err)
+	backup, err := os.ReadFile(host.path) // the counter at 2
+	require.NoError(t, err)
+
+	fsys.armed.Store(true)
+	a, err := p0.Next()
+	fsys.armed.Store(false)
+	if err == nil {
+		// Handed out: the counter alone put back in place under the
+		// running processes must not make it repeat.
+		writeInPlace(t, host.path, backup)
+		b, err := p1.Next()
+		require.NoError(t, err)
+		require.NotEqual(t, a, b, "number %d handed out twice", a)
+		return
+	}
+	require.ErrorIs(t, err, syscall.EIO)
+	_, err = p0.Next() // the mark file writable again: it issues again
+	require.NoError(t, err)
 }
