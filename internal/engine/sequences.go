@@ -48,7 +48,8 @@ var (
 // are never issued again. If the registry cannot be reached, a
 // file of this host's current claim is used as it is, with a warning,
 // and a sequence this host has no lease file of is refused (ErrRegistry),
-// nothing created.
+// nothing created; once the registry answered that the sequence exists,
+// a lease file it then cannot check is refused, not used unchecked.
 //
 // Close the Sequence before its Generator.
 //

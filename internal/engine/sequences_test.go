@@ -964,3 +964,58 @@ func TestSequenceRefusedLeavesNothing(t *testing.T) {
 		testfs.RequireUnchanged(t, dir, before)
 	})
 }
+
+// A Sequence whose registry answered that the sequence exists, and whose
+// check of the lease file against the registry then fails (here the
+// caller's context ends as it is made), is refused: used unchecked, a
+// lease file put back to an earlier lease while no Sequence of it was
+// open, which the check drops, handed its numbers out again.
+func TestSequenceOpenUncheckedFileRefused(t *testing.T) {
+	t.Parallel()
+	reg := registrytest.NewRegistry()
+	createSeq(t, reg, "ids", 1, 1_000_000)
+	host := newSeqHost(t, "web")
+	g := host.open(t, reg)
+	defer g.Close()
+	lease := host.path + ".seq.ids"
+	var issued []uint64
+	take := func(s *Sequence, n int) {
+		for range n {
+			first, err := s.NextN(5)
+			require.NoError(t, err)
+			for i := range uint64(5) {
+				issued = append(issued, first+i)
+			}
+		}
+	}
+	s := openSeq(t, g, "ids", SequenceLeaseSize(10), SequenceBlock(5))
+	take(s, 3)
+	require.NoError(t, s.Close())
+	lb, err := os.ReadFile(lease) // the lease file and its floor, copied now
+	require.NoError(t, err)
+	fb, err := os.ReadFile(lease + ".floor")
+	require.NoError(t, err)
+	s = openSeq(t, g, "ids", SequenceLeaseSize(10), SequenceBlock(5))
+	take(s, 6)
+	require.NoError(t, s.Close())
+	writeInPlace(t, lease, lb) // put back, with no Sequence of it open
+	writeInPlace(t, lease+".floor", fb)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var calls atomic.Int32
+	reg.SetHook(func(_ context.Context, op, _ string) error {
+		if op == "host_lease" && calls.Add(1) == 2 {
+			cancel() // the caller leaves as the file is checked
+		}
+		return nil
+	})
+	_, err = g.SequenceContext(ctx, "ids", SequenceLeaseSize(10), SequenceBlock(5))
+	require.ErrorIs(t, err, context.Canceled)
+	reg.SetHook(nil)
+
+	s = openSeq(t, g, "ids", SequenceLeaseSize(10), SequenceBlock(5)) // checked: the copy's ranges dropped
+	defer s.Close()
+	take(s, 4)
+	requireUnique(t, issued, 1, 1_000_000)
+}

@@ -31,18 +31,19 @@ func (s *Sequence) verify(ctx context.Context, reachable bool) error {
 	}
 	var rec registry.SequenceLease
 	if reachable {
-		rec, err = s.hostLease(ctx)
-		if err != nil && !errors.Is(err, errs.ErrRegistry) {
-			return err
+		// The registry answered that the sequence exists: a file that
+		// cannot be checked now (the registry no longer answering, the
+		// caller's context ended) is refused, not used unchecked.
+		if rec, err = s.hostLease(ctx); err != nil {
+			return fmt.Errorf("snapid: sequence %q: checking the host's lease file against the registry: %w", s.name, err)
 		}
-		reachable = err == nil
 	}
 	if earlier {
 		return s.adopt(ctx, old, rec, reachable)
 	}
 	if !reachable {
 		s.log.Warn("snapid: registry unreachable; using this host's sequence lease file unchecked",
-			"sequence", s.name, "err", err)
+			"sequence", s.name)
 		return nil
 	}
 	return s.dropUnrecorded(ctx, rec, session)
