@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/gofrs/flock"
+	"github.com/snapid/snapid/internal/alloc"
 	"github.com/snapid/snapid/internal/counterfile"
 	"github.com/snapid/snapid/internal/sequence"
 	"github.com/snapid/snapid/registry"
@@ -105,6 +106,11 @@ func (g *Generator) SequenceContext(ctx context.Context, name string, opts ...Se
 	fo.fs, fo.fileMode = g.res.Files().Options().FS, g.res.Files().Options().Mode
 	if err := checkSequenceFiles(g.path, name, &fo); err != nil {
 		return nil, err
+	}
+	// A caller gone by now (its context, or the registry timeout, ended
+	// as the registry answered) leaves nothing made either.
+	if err := alloc.ContextError(ctx); err != nil {
+		return nil, fmt.Errorf("snapid: sequence %q: %w; nothing was created", name, err)
 	}
 	lf, err := openLeaseFile(ctx, g.path, name, g.name, g.res.Files().Owner(), &fo)
 	if err != nil {

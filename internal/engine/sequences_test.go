@@ -1019,3 +1019,52 @@ func TestSequenceOpenUncheckedFileRefused(t *testing.T) {
 	take(s, 4)
 	requireUnique(t, issued, 1, 1_000_000)
 }
+
+// lateHostLease answers the first HostLease (the check that the sequence
+// exists) only as the caller's context ends: cancel ends it, or, if nil,
+// the answer comes as the registry timeout ends.
+type lateHostLease struct {
+	*registrytest.Registry
+	cancel func()
+	n      atomic.Int32
+}
+
+func (r *lateHostLease) HostLease(ctx context.Context, seq, name string) (registry.SequenceLease, error) {
+	l, err := r.Registry.HostLease(ctx, seq, name)
+	if r.n.Add(1) == 1 {
+		if r.cancel != nil {
+			r.cancel()
+		} else {
+			<-ctx.Done()
+		}
+	}
+	return l, err
+}
+
+// A Sequence whose caller's context, or the registry timeout, ends as the
+// registry answers that the sequence exists is refused with nothing made
+// beside the counter.
+func TestSequenceContextEndedAtTheExistenceCheckMakesNothing(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"the caller's context", "the registry timeout"} {
+		t.Run(mode, func(t *testing.T) {
+			inner := registrytest.NewRegistry()
+			reg := &lateHostLease{Registry: inner}
+			createSeq(t, inner, "ids", 1, 1000)
+			host := newSeqHost(t, "web")
+			g := host.open(t, reg, WithRegistryTimeout(time.Second))
+			defer g.Close()
+			before := testfs.Snapshot(t, host.dir)
+			ctx := context.Background()
+			if mode == "the caller's context" {
+				var cancel func()
+				ctx, cancel = context.WithCancel(ctx)
+				reg.cancel = cancel
+			}
+			_, err := g.SequenceContext(ctx, "ids")
+			require.Error(t, err)
+			require.Contains(t, err.Error(), "nothing was created")
+			testfs.RequireUnchanged(t, host.dir, before)
+		})
+	}
+}
