@@ -518,7 +518,14 @@ func (r *Reservation) Close() error {
 		return err
 	}
 	if r.cfg.Closing != nil {
-		r.cfg.Closing(ctx, r.session)
+		// With a registry timeout of its own: another user who may read
+		// a lease file can hold its lock as long as it likes, and the
+		// return of the reservation below must not pay for it.
+		cctx, ccancel := r.o.Clock.WithTimeout(context.Background(), r.o.Timeout)
+		r.cfg.Closing(cctx, r.session)
+		ccancel()
+		ctx, cancel = r.o.Clock.WithTimeout(context.Background(), r.o.Timeout)
+		defer cancel()
 	}
 	// The value to set back to: the counter, or, if it went backwards
 	// while in use, the floor or the highest value this process saw

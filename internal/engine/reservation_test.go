@@ -1162,3 +1162,31 @@ func TestReservationFloorNotRecordedHandsOutNothing(t *testing.T) {
 	_, err = p0.Next() // the mark file writable again: it issues again
 	require.NoError(t, err)
 }
+
+// Another user who may read a sequence's lease file (mode 0644) holds its
+// lock as the host's last process closes: recording where the host's
+// sequence leases stand waits for it no longer than a registry timeout,
+// and the return of the unused reservation has a registry timeout of its
+// own after that, so a clean close still leaves no gap.
+func TestCloseReturnsTheMarkWhileALeaseFileIsLocked(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	counter := filepath.Join(lockDir(t), "c")
+	reg := registrytest.NewRegistry()
+	createSeq(t, reg, "orders", 1, 1_000_000)
+	g, err := Open(counter, "vm", WithRegistry(reg), WithFileMode(0o644), WithRegistryTimeout(time.Second))
+	require.NoError(t, err)
+	s, err := g.Sequence("orders")
+	require.NoError(t, err)
+	_, err = s.Next()
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	id, err := g.Next()
+	require.NoError(t, err)
+	release := testfs.HoldFlockCancel(t, counter+".seq.orders")
+	defer release()
+	require.NoError(t, g.Close(), "a clean close")
+	h, err := reg.Get(context.Background(), "vm")
+	require.NoError(t, err)
+	require.Equal(t, id, h.Reserved, "the unused reservation is returned at a clean close")
+}
