@@ -162,7 +162,9 @@ cleanup() {
   stop_busy_loops
   local pid
   for pid in $power_pid $cluster_pid; do
-    kill -- "$pid" 2>/dev/null || true
+    # Each runs in a process group of its own (see below): the whole
+    # group goes, the test binaries it started among it.
+    kill -TERM -- "-$pid" 2>/dev/null || kill -- "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   done
   if [[ -n $cluster_pid ]]; then
@@ -246,6 +248,7 @@ took "the outage test" "$t"
 # too) until both have ended.
 power_out="$(mktemp)"
 cluster_out="$(mktemp)"
+set -m # each in a process group of its own, which the cleanup kills whole
 (
   p=$SECONDS
   power_loss && took "the power-loss step" "$p"
@@ -257,6 +260,7 @@ power_pid=$!
   bash scripts/cluster-test.sh && took "the cluster step" "$c"
 ) >"$cluster_out" 2>&1 &
 cluster_pid=$!
+set +m
 echo "test: the power-loss step (pid $power_pid) and the cluster step (pid $cluster_pid) run beside the next steps"
 
 t=$SECONDS
