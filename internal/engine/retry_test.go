@@ -141,17 +141,28 @@ type contendedRegistry struct {
 	failRate float64
 	failed   atomic.Int64
 	lost     atomic.Int64
+	fails    map[string]int // calls failed, by name
 }
+
+// maxFails is the most calls for one name that fail: fewer than a
+// caller's tries (retry.Attempts), so that the storm, however the hosts'
+// calls interleave, never fails a caller by chance alone.
+const maxFails = 6
 
 var errContention = fmt.Errorf("%w: contention: operation timed out (test)", ErrRegistry)
 
-// fate decides one call: fail before, fail after (lost answer), or go.
-func (c *contendedRegistry) fate() (before, after bool) {
+// fate decides one call for name: fail before, fail after (lost
+// answer), or go.
+func (c *contendedRegistry) fate(name string) (before, after bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.rng.Float64() >= c.failRate {
+	if c.fails == nil {
+		c.fails = map[string]int{}
+	}
+	if c.rng.Float64() >= c.failRate || c.fails[name] >= maxFails {
 		return false, false
 	}
+	c.fails[name]++
 	if c.rng.IntN(2) == 0 {
 		c.failed.Add(1)
 		return true, false
@@ -160,8 +171,8 @@ func (c *contendedRegistry) fate() (before, after bool) {
 	return false, true
 }
 
-func contended[T any](c *contendedRegistry, call func() (T, error)) (T, error) {
-	before, after := c.fate()
+func contended[T any](c *contendedRegistry, name string, call func() (T, error)) (T, error) {
+	before, after := c.fate(name)
 	if before {
 		var zero T
 		return zero, errContention
@@ -175,26 +186,27 @@ func contended[T any](c *contendedRegistry, call func() (T, error)) (T, error) {
 }
 
 func (c *contendedRegistry) Claim(ctx context.Context, cl registry.Claim) (registry.Holder, error) {
-	return contended(c, func() (registry.Holder, error) { return c.Registry.Claim(ctx, cl) })
+	return contended(c, cl.Name, func() (registry.Holder, error) { return c.Registry.Claim(ctx, cl) })
 }
 
 func (c *contendedRegistry) Extend(ctx context.Context, name, owner, session string, old, new uint64) (registry.Holder, error) {
-	return contended(c, func() (registry.Holder, error) { return c.Registry.Extend(ctx, name, owner, session, old, new) })
+	return contended(c, name, func() (registry.Holder, error) { return c.Registry.Extend(ctx, name, owner, session, old, new) })
 }
 
 func (c *contendedRegistry) AssignNumber(ctx context.Context, name, owner, session string) (uint64, error) {
-	return contended(c, func() (uint64, error) { return c.Registry.AssignNumber(ctx, name, owner, session) })
+	return contended(c, name, func() (uint64, error) { return c.Registry.AssignNumber(ctx, name, owner, session) })
 }
 
 func (c *contendedRegistry) LeaseSequence(ctx context.Context, req registry.LeaseRequest) (registry.SequenceLease, error) {
-	return contended(c, func() (registry.SequenceLease, error) { return c.Registry.LeaseSequence(ctx, req) })
+	return contended(c, req.Name, func() (registry.SequenceLease, error) { return c.Registry.LeaseSequence(ctx, req) })
 }
 
 // A data centre's hosts all start at once on a registry that fails a third
-// of their claims, extensions, node numbers and leases, half of them after
-// applying them: every host issues its first id and its first sequence
-// number with no error returned, within its deadline, and no id or number
-// is issued twice.
+// of their claims, extensions, node numbers and leases (at most six of
+// each host's, fewer than its tries), half of them after applying them:
+// every host issues its first id and its first sequence number with no
+// error returned, within its deadline, and no id or number is issued
+// twice.
 func TestStartUpStorm(t *testing.T) {
 	t.Parallel()
 	const hosts = 60
