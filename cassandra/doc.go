@@ -146,13 +146,19 @@
 //
 //	part    kind    key, first          columns                                   written
 //	global  global  '', 0               start, max, next (first not granted)      at SERIAL only
-//	global  grant   data centre, first  last                                      at SERIAL only, with GLOBAL
-//	dc:<D>  range   '', first           last, next (first not leased)             at LOCAL_SERIAL only
-//	dc:<D>  host    node name, 0        owner, session, lease_first, lease_last,  at LOCAL_SERIAL only
+//	global  grant   data centre, first  last, next (set: range written in dc:<D>) at SERIAL only, with GLOBAL
+//	dc:<D>  range   '', first           last, next (first not leased)             at D's serial consistency only
+//	dc:<D>  host    node name, 0        owner, session, lease_first, lease_last,  at D's serial consistency only
 //	                                    closed_pos (position at the last clean close)
 //
 // Numbers are at most registry.MaxSequence (2^63-1), so the signed bigint
 // order is their order.
+//
+// D's serial consistency (dcPaxos, seqpaxos.go) is LOCAL_SERIAL when D
+// holds SequenceLocalReplicas replicas or more, so that D leases while cut
+// off, and SERIAL otherwise, so that no partition is kept on one replica
+// whose loss would let numbers be leased again; every Registry decides it
+// the same way from the keyspace's replication.
 //
 // SERIAL and LOCAL_SERIAL never meet on one partition. Paxos at SERIAL
 // uses a quorum of all replicas, at LOCAL_SERIAL a quorum of the
@@ -162,21 +168,26 @@
 // moves numbers in two steps: a SERIAL batch on the global partition
 // (GLOBAL's next, old → new, conditional on next and max as read, plus the
 // grant row; grant in seqgrant.go), then a LOCAL_SERIAL INSERT … IF NOT
-// EXISTS of the range in dc:<D> (insertRange). A granter that dies between
-// the two leaves a grant without its range; the next grant for D reads the
-// global partition at SERIAL first and inserts every grant of D its
-// partition lacks (a range is keyed by its first number, so the insert is
-// idempotent). A grant whose range is never inserted is a gap, never a
-// repeat.
+// EXISTS of the range in dc:<D> (insertRange), then a SERIAL update
+// marking the grant row as placed (placeGrant). A granter that dies
+// between the steps leaves a grant without its range; the next grant for
+// D reads the global partition at SERIAL first and inserts every grant of
+// D its partition lacks (a range is keyed by its first number, so the
+// insert is idempotent): whole when the grant is not marked, used up when
+// it is (the range was there and D's replicas lost it after hosts may
+// have leased from it). A grant whose range is never used is a gap, never
+// a repeat.
 //
-// LOCAL_SERIAL on dc:<D> is safe only with a coordinator in D, so every
-// sequence statement goes through a session of its own whose host filter
-// admits only D's nodes (gocql.DataCentreHostFilter; gocql's DC-aware
-// policy would fail over to remote nodes). D is Config.LocalDC, or without
-// it the cluster's only data centre; a cluster of several without LocalDC
-// is refused for sequences (names are unaffected).
+// LOCAL_SERIAL on dc:<D> is safe only with a coordinator in D, so then
+// every sequence statement goes through a session of its own whose host
+// filter admits only D's nodes (gocql.DataCentreHostFilter; gocql's
+// DC-aware policy would fail over to remote nodes), with D's nodes, as the
+// cluster lists them, among its contact points. At SERIAL any node
+// coordinates. D is Config.LocalDC, or without it the cluster's only data
+// centre; a cluster of several without LocalDC is refused for sequences
+// (names are unaffected).
 //
-// LeaseSequence reads dc:<D> at LOCAL_SERIAL and sends one conditional
+// LeaseSequence reads dc:<D> at its serial consistency and sends one conditional
 // batch: the lowest range with room moves next old → new (IF next = ?),
 // and the host row is written conditional on what was read (IF owner = ?
 // AND session = ? AND lease_first = ? AND lease_last = ?, or IF NOT
@@ -187,8 +198,9 @@
 // missing host row, or one of another session, is taken over only after
 // the name's row, read at SERIAL, shows the caller's owner and session
 // active, so a later claim supersedes an earlier one's host row. While the
-// host row is the caller's no SERIAL read is needed, so a data centre cut
-// off from the others keeps leasing from its own ranges.
+// host row is the caller's no read of the name's row is needed, so a data
+// centre kept at LOCAL_SERIAL and cut off from the others keeps leasing
+// from its own ranges.
 //
 // A data centre whose ranges have less than half of its latest range left
 // takes the next one in the background; one with no room takes it before

@@ -61,6 +61,8 @@ type ReplicationReport struct {
 	NodesIncomplete string `json:"nodes_incomplete,omitempty"`
 	Detail          string `json:"detail,omitempty"`
 	Fix             string `json:"fix,omitempty"`
+	// Sequences is how each data centre keeps sequence ranges and leases.
+	Sequences []SequenceDC `json:"sequences"`
 }
 
 // CheckReplication reads the registry keyspace's replication and the
@@ -206,6 +208,11 @@ func assessReplication(ks string, repl map[string]string, nodes map[string]int, 
 	rep.Quorum = rep.Replicas/2 + 1
 	problems := serialProblems(rep.Quorum, rep.Replicas, live, total, short)
 	problems = append(problems, commitProblems(cons, simple, rf, nodes, total, localDC)...)
+	var seqProblems []string
+	rep.Sequences, seqProblems = assessSequences(repl, rf, nodes, rep.Replicas, rep.Quorum)
+	if total > 1 {
+		problems = append(problems, seqProblems...)
+	}
 	if len(problems) > 0 {
 		rep.Status = ReplicationAttention
 		rep.Detail = fmt.Sprintf("keyspace %s (replication %s) cannot survive the loss of one node: %s", ks, renderMap(repl), strings.Join(problems, "; "))

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/gocql/gocql"
 	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
 )
@@ -32,7 +31,7 @@ func (r *Registry) CloseLease(ctx context.Context, l registry.SequenceLease, pos
 	stmt := cql.SeqStmt{Stmt: r.seqs.stmts.closeHost, Args: append(append([]any{i64(pos), token}, hostRow(l.Sequence, dc, l.Name)...),
 		l.Session, i64(l.First), i64(l.Last))}
 	applied, err := runLWT(ctx, r.log, "close lease", l.Sequence,
-		func() (bool, error) { return q.CASBatch(ctx, gocql.LocalSerial, gocql.LocalQuorum, stmt) },
+		func() (bool, error) { return r.dcCAS(ctx, q, stmt) },
 		func() (outcome, error) { return r.resolveClose(ctx, q, dc, l, token) })
 	if err != nil {
 		return err
@@ -101,7 +100,7 @@ func (r *Registry) AdoptLease(ctx context.Context, a registry.LeaseAdoption) (re
 	stmt := cql.SeqStmt{Stmt: r.seqs.stmts.adoptHost, Args: append(append([]any{a.Owner, a.Session, token}, hostRow(a.Sequence, dc, a.Name)...),
 		a.OldSession, i64(a.First), i64(a.Last), i64(a.Pos))}
 	applied, err := runLWT(ctx, r.log, "adopt lease", a.Sequence,
-		func() (bool, error) { return q.CASBatch(ctx, gocql.LocalSerial, gocql.LocalQuorum, stmt) },
+		func() (bool, error) { return r.dcCAS(ctx, q, stmt) },
 		func() (outcome, error) { return r.resolveAdopt(ctx, q, dc, a, token) })
 	if err != nil {
 		return registry.SequenceLease{}, err

@@ -207,24 +207,72 @@ func (r *Registry) grant(ctx context.Context, q cql.SeqQuerier, seq, dc string, 
 
 // repairGrants adds to the data centre's partition (dcRows as read) the
 // ranges that GLOBAL's partition (rows) records as granted to dc but that
-// the data centre lacks (a granter that died in between), and reports
-// whether it added any.
+// the data centre lacks, and reports whether it added any.
+//
+// A grant row's next is set once its range is known to be in the data
+// centre (placeGrant). A range missing from a grant so marked was lost
+// by the data centre's replicas after hosts may have leased from it, and
+// nothing left in the data centre says how far they got: it is added used
+// up (a gap). A range missing from an unmarked grant was never written (a
+// granter that died, or one still writing it) and is added whole; grants
+// whose ranges are there are marked.
 func (r *Registry) repairGrants(ctx context.Context, q cql.SeqQuerier, seq, dc string, dcRows, rows []cql.SeqRow) (bool, error) {
 	repaired := false
 	for i := range rows {
 		w := &rows[i]
-		if w.Kind != cql.KindGrant || w.Key != dc || find(dcRows, cql.KindRange, "", w.First) != nil {
+		if w.Kind != cql.KindGrant || w.Key != dc {
 			continue
 		}
 		if w.First < 1 || w.Last == nil || *w.Last < w.First {
 			return false, fmt.Errorf("snapid: %w: sequence %q: GLOBAL's grant to %q starts at %d", registry.ErrCorruptSequence, seq, dc, w.First)
 		}
-		if err := r.insertRange(ctx, q, seq, dc, uint64(w.First), uint64(*w.Last), w.At); err != nil {
+		first, last := uint64(w.First), uint64(*w.Last)
+		placed := w.Next != nil
+		if find(dcRows, cql.KindRange, "", w.First) != nil {
+			if !placed {
+				if err := r.placeGrant(ctx, q, seq, dc, first, last); err != nil {
+					r.log.Warn("snapid: could not mark a sequence range as written", "sequence", seq, "dc", dc, "first", first, "err", err)
+				}
+			}
+			continue
+		}
+		next := first
+		if placed {
+			next = last + 1
+			r.log.Warn("snapid: a range granted to the data centre is missing from its replicas (lost or restored from an older copy); it is skipped (a gap)",
+				"sequence", seq, "dc", dc, "first", first, "last", last)
+		}
+		if err := r.insertRange(ctx, q, seq, dc, first, last, next, w.At); err != nil {
 			return false, err
+		}
+		if !placed {
+			if err := r.placeGrant(ctx, q, seq, dc, first, last); err != nil {
+				return false, err
+			}
 		}
 		repaired = true
 	}
 	return repaired, nil
+}
+
+// placeGrant marks GLOBAL's grant of [first, last] to dc as having its
+// range in the data centre's partition (its next set to first), at
+// SERIAL.
+func (r *Registry) placeGrant(ctx context.Context, q cql.SeqQuerier, seq, dc string, first, last uint64) error {
+	stmt := cql.SeqStmt{Stmt: r.seqs.stmts.placeGrant, Args: []any{i64(first), newClaimToken(), seq, cql.PartGlobal, cql.KindGrant, dc, int64(first), i64(last)}}
+	_, err := runLWT(ctx, r.log, "place grant", seq,
+		func() (bool, error) { return q.CASBatch(ctx, gocql.Serial, gocql.Quorum, stmt) },
+		func() (outcome, error) {
+			_, rows, err := r.readGlobal(ctx, q, seq)
+			if err != nil {
+				return outcomeLost, err
+			}
+			if w := find(rows, cql.KindGrant, dc, int64(first)); w != nil && w.Next != nil {
+				return outcomeApplied, nil
+			}
+			return outcomeResend, nil
+		})
+	return err
 }
 
 // checkGrantable refuses a grant of at least min numbers that GLOBAL (gi,
@@ -280,7 +328,14 @@ func (r *Registry) grantRange(ctx context.Context, q cql.SeqQuerier, seq, dc str
 		return err // not applied: another grant moved GLOBAL; the caller reads again
 	}
 	r.log.Info("snapid: data centre took a sequence range", "sequence", seq, "dc", dc, "first", next, "last", last)
-	return r.insertRange(ctx, q, seq, dc, next, last, &now)
+	if err := r.insertRange(ctx, q, seq, dc, next, last, next, &now); err != nil {
+		return err
+	}
+	if err := r.placeGrant(ctx, q, seq, dc, next, last); err != nil {
+		// The range is there to lease from; the next grant marks it.
+		r.log.Warn("snapid: could not mark a sequence range as written; the data centre's next grant does", "sequence", seq, "dc", dc, "first", next, "err", err)
+	}
+	return nil
 }
 
 // resolveGrant resolves a grant batch whose outcome is unknown from
@@ -301,16 +356,17 @@ func (r *Registry) resolveGrant(ctx context.Context, q cql.SeqQuerier, seq, dc s
 	return outcomeLost, nil
 }
 
-// insertRange records a granted range in the data centre's partition, at
-// LOCAL_SERIAL, if it is not there.
-func (r *Registry) insertRange(ctx context.Context, q cql.SeqQuerier, seq, dc string, first, last uint64, at *time.Time) error {
+// insertRange records a granted range [first, last] whose next number to
+// lease is next (last+1: used up) in the data centre's partition, if it is
+// not there.
+func (r *Registry) insertRange(ctx context.Context, q cql.SeqQuerier, seq, dc string, first, last, next uint64, at *time.Time) error {
 	var when time.Time
 	if at != nil {
 		when = *at
 	}
-	stmt := cql.SeqStmt{Stmt: r.seqs.stmts.insertRange, Args: []any{seq, cql.DCPart(dc), cql.KindRange, "", int64(first), i64(last), i64(first), when}}
+	stmt := cql.SeqStmt{Stmt: r.seqs.stmts.insertRange, Args: []any{seq, cql.DCPart(dc), cql.KindRange, "", int64(first), i64(last), storeNext(next, last), when}}
 	_, err := runLWT(ctx, r.log, "range", seq,
-		func() (bool, error) { return q.CASBatch(ctx, gocql.LocalSerial, gocql.LocalQuorum, stmt) },
+		func() (bool, error) { return r.dcCAS(ctx, q, stmt) },
 		func() (outcome, error) {
 			rows, err := r.readDC(ctx, q, seq, dc)
 			if err != nil {

@@ -152,3 +152,63 @@ func TestSequenceStoredNextBoundaries(t *testing.T) {
 }
 
 func ptr(v int64) *int64 { return &v }
+
+// A data centre whose partition lost its range and host rows (a replica
+// that lost the table, a restore that predates the grant) never leases a
+// number again: the ranges GLOBAL records as granted to it come back used
+// up, and the next lease comes from a new grant above them, for a new host
+// and for the host that leased before. Whichever way the partition is
+// kept.
+func TestSequenceLostRangeRowsNeverLeasedAgain(t *testing.T) {
+	for _, p := range []dcPaxos{{global: true}, {}} {
+		t.Run(p.String(), func(t *testing.T) {
+			ks := newTestKeyspace(t)
+			reg := ks.registry(t)
+			keepAt(reg, p)
+			require.NoError(t, reg.SetSequenceSizing(DefaultSequenceHorizon, 40))
+			_, err := reg.CreateSequence(t.Context(), "lost", 1, registry.MaxSequence)
+			require.NoError(t, err)
+			dc, err := reg.DataCentre(t.Context())
+			require.NoError(t, err)
+			require.Equal(t, p, reg.dcPaxos())
+			a, b := reg.claimForTest(t, "host_a"), reg.claimForTest(t, "host_b")
+			leased := map[uint64]string{}
+			prev := map[string]registry.SequenceLease{}
+			lease := func(h registry.Holder) {
+				t.Helper()
+				p := prev[h.Name]
+				l, err := reg.LeaseSequence(t.Context(), registry.LeaseRequest{Sequence: "lost", Name: h.Name, Owner: h.Owner, Session: h.Session,
+					PrevFirst: p.First, PrevLast: p.Last, Size: 5, Min: 1})
+				require.NoError(t, err)
+				for n := l.First; n <= l.Last; n++ {
+					require.Empty(t, leased[n], "%d leased to %s and again to %s", n, leased[n], h.Name)
+					leased[n] = h.Name
+				}
+				prev[h.Name] = l
+			}
+			lease(a)
+			lease(a)
+			reg.seqs.wg.Wait()
+			ks.Exec(t, `DELETE FROM "`+ks.Name+`".sequences WHERE seq = ? AND part = ?`, "lost", cql.DCPart(dc))
+			delete(prev, a.Name) // the registry no longer has a's row: its next lease is a new one
+			lease(b)
+			lease(a)
+			lease(b)
+			reg.seqs.wg.Wait()
+			st, err := reg.SequenceStatus(t.Context(), "lost")
+			require.NoError(t, err)
+			for _, rg := range st.Ranges {
+				if rg.First == 1 {
+					require.Equal(t, rg.Last+1, rg.Next, "the lost range %v comes back used up", rg)
+				}
+			}
+		})
+	}
+}
+
+// keepAt makes r keep its data centre's partitions as p says, whatever the
+// keyspace's replication (the test node's one replica would keep them at
+// SERIAL); call it before r is used for sequences.
+func keepAt(r *Registry, p dcPaxos) {
+	r.seqs.paxosFor = func(map[string]string, string) (dcPaxos, int) { return p, 0 }
+}

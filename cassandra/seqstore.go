@@ -16,8 +16,9 @@ import (
 
 // The sequences table (see "Sequences" in the package documentation):
 // one partition per sequence for GLOBAL ("global", written at SERIAL only)
-// and one per sequence and data centre ("dc:<name>", written at
-// LOCAL_SERIAL only), so that no partition ever sees both kinds of Paxos.
+// and one per sequence and data centre ("dc:<name>", written at that
+// data centre's serial consistency only, see dcPaxos), so that no
+// partition ever sees both kinds of Paxos.
 const seqTable = "sequences"
 
 func u64(p *int64) uint64 {
@@ -76,7 +77,8 @@ func loadNum(seq, what string, p *int64) (uint64, error) {
 type seqStatements struct {
 	createTable, selectPart, selectAllGlobal  string
 	insertGlobal, updateGlobal, advanceGlobal string
-	insertGrant, insertRange, advanceRange    string
+	insertGrant, placeGrant                   string
+	insertRange, advanceRange                 string
 	insertHost, updateHost                    string
 	closeHost, adoptHost                      string
 }
@@ -100,6 +102,7 @@ func newSeqStatements(ks string) seqStatements {
 		updateGlobal:  "UPDATE " + t + " SET start = ?, max = ?, next = ?, lwt_token = ?" + row + " IF next = ? AND max = ?",
 		advanceGlobal: "UPDATE " + t + " SET next = ?, lwt_token = ?" + row + " IF next = ? AND max = ?",
 		insertGrant:   "INSERT INTO " + t + " (seq, part, kind, key, first, last, at, lwt_token) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+		placeGrant:    "UPDATE " + t + " SET next = ?, lwt_token = ?" + row + " IF last = ?",
 		insertRange:   "INSERT INTO " + t + " (seq, part, kind, key, first, last, next, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS",
 		advanceRange:  "UPDATE " + t + " SET next = ?" + row + " IF next = ?",
 		insertHost: "INSERT INTO " + t + " (seq, part, kind, key, first, owner, session, lease_first, lease_last, at, lwt_token)" +
@@ -168,6 +171,7 @@ type seqState struct {
 
 	mu      sync.Mutex
 	dc      string
+	paxos   dcPaxos // how dc's partitions are kept (seqpaxos.go)
 	q       cql.SeqQuerier
 	session *gocql.Session // the data centre's session, closed with the Registry
 	table   bool           // the table is known to exist
@@ -185,6 +189,10 @@ type seqState struct {
 	// localDC finds the data centre when Config.LocalDC is empty (tests
 	// replace it).
 	localDC func(ctx context.Context) (string, error)
+	// paxosFor decides how the data centre's partitions are kept from the
+	// keyspace's replication (nil: the package's paxosFor; tests on one
+	// node replace it to run LOCAL_SERIAL).
+	paxosFor func(repl map[string]string, dc string) (dcPaxos, int)
 }
 
 // Defaults of SetSequenceSizing.
@@ -219,10 +227,15 @@ func (r *Registry) DataCentre(ctx context.Context) (string, error) {
 }
 
 // seqQuerier returns the sequence querier and the data centre, connecting
-// the data centre's session on first use. Every statement on sequences
-// goes through nodes of that data centre only (a gocql host filter):
-// LOCAL_SERIAL runs Paxos among the coordinator's data centre's replicas,
-// so a coordinator elsewhere would run it on another quorum.
+// the data centre's session on first use. How the data centre's
+// partitions are kept (dcPaxos) comes from the keyspace's replication.
+// Kept at LOCAL_SERIAL, every statement on sequences goes through nodes of
+// that data centre only (a gocql host filter): LOCAL_SERIAL runs Paxos
+// among the coordinator's data centre's replicas, so a coordinator
+// elsewhere would run it on another quorum. The session's contact points
+// are the data centre's nodes as the cluster lists them, so configured
+// contact points all in other data centres still reach it. Kept at
+// SERIAL, any node coordinates.
 func (r *Registry) seqQuerier(ctx context.Context) (cql.SeqQuerier, string, error) {
 	st := &r.seqs
 	st.mu.Lock()
@@ -241,20 +254,39 @@ func (r *Registry) seqQuerier(ctx context.Context) (cql.SeqQuerier, string, erro
 			return nil, "", err
 		}
 	}
+	paxos, err := r.seqPaxos(ctx, dc)
+	if err != nil {
+		return nil, "", err
+	}
 	cluster, err := st.cfg.cluster()
 	if err != nil {
 		return nil, "", err
 	}
-	cluster.HostFilter = gocql.DataCentreHostFilter(dc)
+	addrs, err := r.dcAddrs(ctx, dc)
+	if err != nil {
+		return nil, "", err
+	}
+	if !paxos.global {
+		cluster.Hosts = append(addrs, cluster.Hosts...)
+		cluster.HostFilter = gocql.DataCentreHostFilter(dc)
+	}
 	cluster.Logger = slogStdLogger{r.log}
 	s, err := createSession(ctx, cluster)
 	if err != nil {
 		return nil, "", fmt.Errorf("snapid: %w: connecting to data centre %q for sequences: %w", registry.ErrRegistry, dc, err)
 	}
-	st.session, st.dc = s, dc
+	st.session, st.dc, st.paxos = s, dc, paxos
 	st.stmts = newSeqStatements(r.ks)
 	st.q = retryReads(&gocqlSeqQuerier{s: s, stmts: st.stmts}, r.log)
 	return st.q, dc, nil
+}
+
+// dcPaxos returns how the data centre's partitions are kept (after
+// seqQuerier).
+func (r *Registry) dcPaxos() dcPaxos {
+	r.seqs.mu.Lock()
+	defer r.seqs.mu.Unlock()
+	return r.seqs.paxos
 }
 
 // onlyDC returns the cluster's data centre, if it has only one.

@@ -69,9 +69,10 @@ func (r *Registry) readGlobalAt(ctx context.Context, q cql.SeqQuerier, seq strin
 }
 
 func (r *Registry) readDC(ctx context.Context, q cql.SeqQuerier, seq, dc string) ([]cql.SeqRow, error) {
-	rows, err := q.ReadPartition(ctx, gocql.Consistency(gocql.LocalSerial), seq, cql.DCPart(dc))
+	p := r.dcPaxos()
+	rows, err := q.ReadPartition(ctx, p.read(), seq, cql.DCPart(dc))
 	if err != nil && !noTable(err) {
-		return nil, fmt.Errorf("snapid: %w: reading sequence %q of data centre %q at LOCAL_SERIAL: %w", registry.ErrRegistry, seq, dc, err)
+		return nil, fmt.Errorf("snapid: %w: reading sequence %q of data centre %q at %s: %w", registry.ErrRegistry, seq, dc, p, err)
 	}
 	return rows, nil
 }
@@ -384,7 +385,7 @@ func (r *Registry) leaseFrom(ctx context.Context, q cql.SeqQuerier, dc string, r
 	token := newClaimToken()
 	stmts := r.leaseStmts(req, dc, pick, host, l, token)
 	applied, err := runLWT(ctx, r.log, "lease", req.Sequence,
-		func() (bool, error) { return q.CASBatch(ctx, gocql.LocalSerial, gocql.LocalQuorum, stmts...) },
+		func() (bool, error) { return r.dcCAS(ctx, q, stmts...) },
 		func() (outcome, error) { return r.resolveLease(ctx, q, req, dc, rg, host, token) })
 	if err != nil {
 		return registry.SequenceLease{}, false, err

@@ -99,10 +99,15 @@ func lossySeq(t *testing.T, r *Registry, plan func(n int, stmts []cql.SeqStmt) l
 // read at the right serial consistency: no lease overlaps another, no
 // number is granted twice, and every call reports what happened.
 func TestSequenceUnknownOutcomesResolved(t *testing.T) {
-	for _, mode := range []string{"lose reply", "drop request", "overloaded"} {
-		t.Run(mode, func(t *testing.T) {
+	for _, tc := range []struct {
+		mode  string
+		paxos dcPaxos
+	}{{"lose reply", dcPaxos{}}, {"drop request", dcPaxos{global: true}}, {"overloaded", dcPaxos{}}} {
+		mode := tc.mode
+		t.Run(mode+" at "+tc.paxos.String(), func(t *testing.T) {
 			ks := newTestKeyspace(t)
 			reg := ks.registry(t)
+			keepAt(reg, tc.paxos)
 			require.NoError(t, reg.SetSequenceSizing(DefaultSequenceHorizon, 50))
 			a := reg.claimForTest(t, "host_a")
 			b := reg.claimForTest(t, "host_b")
@@ -149,12 +154,12 @@ func TestSequenceUnknownOutcomesResolved(t *testing.T) {
 			require.Len(t, kinds, 3, "creations or range insertions, grants and leases all lost replies: %v", l.lost)
 			// Every read that resolves an outcome (or precedes a change)
 			// is at the partition's own serial consistency: SERIAL for
-			// GLOBAL, LOCAL_SERIAL for the data centre's partition.
+			// GLOBAL, the data centre's (dcPaxos) for its partition.
 			dc, err := reg.DataCentre(t.Context())
 			require.NoError(t, err)
 			reads := l.readCounts()
 			require.Len(t, reads, 2, "reads of GLOBAL and of the data centre only: %v", reads)
-			for part, want := range map[string]gocql.Consistency{cql.PartGlobal: gocql.Consistency(gocql.Serial), cql.DCPart(dc): gocql.Consistency(gocql.LocalSerial)} {
+			for part, want := range map[string]gocql.Consistency{cql.PartGlobal: gocql.Consistency(gocql.Serial), cql.DCPart(dc): reg.dcPaxos().read()} {
 				require.NotZero(t, reads[part][want], "partition %s read at %v", part, want)
 				require.Len(t, reads[part], 1, "partition %s read at %v only: %v", part, want, reads[part])
 			}

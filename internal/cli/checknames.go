@@ -202,6 +202,13 @@ func printReport(c *cli, r admin.Report, repl *cassandra.ReplicationReport) erro
 		// Not a problem (exit 0), but said every time.
 		fmt.Fprintf(c.stdout, "check-names: warning: %s; %s\n", repl.Detail, repl.Fix)
 	}
+	if repl != nil && len(repl.Sequences) > 1 {
+		// Said for every data centre of several: which of them go on
+		// leasing sequence numbers while cut off from the others.
+		for _, s := range repl.Sequences {
+			fmt.Fprintf(c.stdout, "check-names: sequences in data centre %s (%s): %s\n", s.DC, plural(s.Replicas, "replica"), s.Detail)
+		}
+	}
 	if r.OK() {
 		_, err := fmt.Fprintf(c.stdout, "check-names: no problems in %s\n", what)
 		return err
