@@ -35,6 +35,9 @@ type cluster interface {
 	// setCut cuts data centre dc off from the cluster's quorum (oneWay:
 	// its requests arrive, their replies are lost) or heals it.
 	setCut(dc int, cut, oneWay bool)
+	// loseSequences empties data centre dc's sequence partitions, as
+	// replicas that lost them would, and reports whether it did.
+	loseSequences(dc int) bool
 	// tick lets the registry move on between steps; settle waits for its
 	// background work; stop lifts every fault of its own; close ends it.
 	tick()
@@ -65,6 +68,7 @@ func (m memCluster) hostLease(seq string, dc int, name string) (registry.Sequenc
 }
 func (m memCluster) setCut(dc int, cut, _ bool) { m.mem.SetCut(dcName(dc), cut) }
 func (m memCluster) tick()                      {}
+func (m memCluster) loseSequences(int) bool     { return false } // no replicas to lose
 func (m memCluster) settle()                    {}
 func (m memCluster) stop()                      {}
 func (m memCluster) close()                     {}
@@ -94,6 +98,8 @@ func (c *cqlCluster) setDown(down bool)                       { c.c.SetDown(down
 func (c *cqlCluster) hostLease(seq string, dc int, name string) (registry.SequenceLease, bool) {
 	return c.c.HostLease(seq, dcName(dc), name)
 }
+func (c *cqlCluster) loseSequences(dc int) bool { return c.c.LoseSequences(dcName(dc)) }
+
 func (c *cqlCluster) setCut(dc int, cut, oneWay bool) {
 	if oneWay && cut {
 		c.c.SetOneWay(dcName(dc), true)

@@ -34,6 +34,7 @@ func Generate(seed uint64, steps int) History {
 	addRollbackBelowFloor(&h)
 	addRepairWhileRunning(&h)
 	addFreezes(&h)
+	addReplicaLoss(&h)
 	return h
 }
 

@@ -200,7 +200,7 @@ func workers() int {
 var reachedEvents = []string{"cassandra", "applied-later", "stale-read",
 	"released-reopened", "second-counter", "counter-renamed", "replaced-counter-refused", "rolled-back-refused", "stride-change", "stride-change-while-running", "group-member", "snapctl",
 	"heartbeat-refresh", "heartbeat-handover", "taken-propagated", "clock-skew",
-	"fault-inside-op", "cut-inside-op", "kill-inside-op", "lease-refill-cut", "takeover-while-running", "close-held", "heartbeat-removed-when-taken", "cancel-while-waiting", "restored-below-floor", "restored-one-below-floor"}
+	"fault-inside-op", "cut-inside-op", "kill-inside-op", "lease-refill-cut", "takeover-while-running", "close-held", "heartbeat-removed-when-taken", "cancel-while-waiting", "restored-below-floor", "restored-one-below-floor", "replica-loss"}
 
 // printReached prints "sim: reached: <event>=<histories> …".
 func printReached(reached map[string]int) {

@@ -198,6 +198,10 @@ func (w *world) regDownStep(ho *host, s Step) {
 }
 
 func (w *world) cutStep(_ *host, s Step) {
+	if s.Arg == argLoseSeqs {
+		w.loseSeqs(s)
+		return
+	}
 	if s.Keep && !w.cut[s.DC] {
 		w.faulted()
 	}

@@ -39,6 +39,10 @@ type Cluster interface {
 	// flight may be completed by another coordinator, replicas that missed
 	// a commit may catch up.
 	Tick()
+	// LoseSequences empties data centre dc's partition of every
+	// sequence, as replicas that lost the table would, when every grant
+	// to dc is marked placed, and reports whether it did.
+	LoseSequences(dc string) bool
 	// Row is the name's row as the cluster will settle it (every commit,
 	// and every proposal left in flight that will be completed), and
 	// whether there is one.
