@@ -8,9 +8,10 @@ import (
 
 // The sequence partition test (sequence_partition_test.go) runs on the
 // cluster of scripts/cluster-test.sh: dc1 holds two replicas of each
-// partition and a quorum of all three, dc2 one. Cut apart, each side goes
-// on leasing from its data centre's range at LOCAL_SERIAL; only dc1 can
-// take new ranges from GLOBAL at SERIAL.
+// partition and a quorum of all three, dc2 one. Cut apart, dc1 goes on
+// leasing (its partition is kept at LOCAL_SERIAL, and it can take new
+// ranges from GLOBAL at SERIAL); dc2, whose partition is kept at SERIAL,
+// stops once its hosts' leases are used.
 func init() {
 	startTwoDCs = func(t *testing.T) twoDCCluster {
 		c := testcluster.RequireCluster(t)
