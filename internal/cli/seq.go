@@ -171,8 +171,10 @@ func seqNext(ctx context.Context, c *cli, seq string, args []string) error {
 	}
 	defer reg.Close()
 	// A sequence that does not exist is refused before the name is
-	// claimed or any file created.
-	if _, err := reg.SequenceStatus(ctx, seq); err != nil {
+	// claimed or any file created. The data centre's own partition
+	// answers (GLOBAL is read only when it has no row of the sequence),
+	// so a data centre cut off from the others still issues.
+	if _, err := reg.HostLease(ctx, seq, name); err != nil {
 		return err
 	}
 	if err := c.prepareDefaultDir(); err != nil {
