@@ -674,6 +674,13 @@ type replicationJSON struct {
 		Status   string         `json:"status"`
 		Detail   string         `json:"detail"`
 		Fix      string         `json:"fix"`
+		// The JSON names a user's scripts read.
+		Sequences []struct {
+			DC           string `json:"dc"`
+			Replicas     int    `json:"replicas"`
+			Paxos        string `json:"paxos"`
+			LeasesCutOff bool   `json:"leases_while_cut_off"`
+		} `json:"sequences"`
 	} `json:"replication"`
 }
 
@@ -734,6 +741,26 @@ func TestCheckNamesReportsReplication(t *testing.T) {
 	assert.Equal(t, "ALTER KEYSPACE x", out.Replication.Fix)
 	require.Len(t, out.Problems, 1)
 	assert.Equal(t, "fragile_replication", out.Problems[0].Kind)
+
+	// On two data centres, each says how it keeps sequences: one of 3
+	// replicas leases while cut off, one of a single replica does not.
+	f.checkReplication = func(reg *cassandra.Registry, ctx context.Context) (cassandra.ReplicationReport, error) {
+		rep, err := reg.CheckReplication(ctx)
+		rep.Sequences = []cassandra.SequenceDC{
+			{DC: "dc1", Replicas: 3, Paxos: "LOCAL_SERIAL", LeasesCutOff: true, Detail: "kept at LOCAL_SERIAL among its 3 replicas"},
+			{DC: "dc2", Replicas: 1, Paxos: "SERIAL", Detail: "kept at SERIAL among all 4 replicas"},
+		}
+		return rep, err
+	}
+	r = f.run(t, "check-names")
+	assert.Contains(t, r.stdout, "check-names: sequences in data centre dc1 (3 replicas): kept at LOCAL_SERIAL among its 3 replicas\n")
+	assert.Contains(t, r.stdout, "check-names: sequences in data centre dc2 (1 replica): kept at SERIAL among all 4 replicas\n")
+	r = f.run(t, "check-names", "--json")
+	out = replicationJSON{}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &out), r.stdout)
+	require.Len(t, out.Replication.Sequences, 2)
+	assert.Equal(t, "SERIAL", out.Replication.Sequences[1].Paxos)
+	assert.False(t, out.Replication.Sequences[1].LeasesCutOff)
 
 	// Without a registry there is no replication to report.
 	h := newFakeEnv(t)
