@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/snapid/snapid/cassandra"
 	"github.com/snapid/snapid/internal/engine"
 )
 
@@ -70,6 +71,11 @@ func (e usageError) Error() string { return e.msg }
 // the exit status.
 func run(ctx context.Context, args []string, e env) int {
 	e.stderr = &lockedWriter{w: e.stderr}
+	if e.environ != nil {
+		// Once per run: a misspelt variable is never read, and one
+		// naming the registry leaves the host without it.
+		cassandra.WarnUnknownEnv(slog.New(newLineHandler(e.stderr)), e.environ())
+	}
 	if len(args) == 0 {
 		fmt.Fprintln(e.stderr, "snapctl: no command given; run 'snapctl help' for the list of commands")
 		return exitFailure

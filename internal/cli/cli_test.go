@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,6 +39,7 @@ type fakeEnv struct {
 	syncDir func(string) error // nil: the real one
 	// checkReplication, if set, judges the registry's replication
 	checkReplication func(*cassandra.Registry, context.Context) (cassandra.ReplicationReport, error)
+	inproc           *InProcess // nil: none
 }
 
 // newFakeEnv returns an environment with a temporary home, no variables
@@ -59,7 +61,14 @@ func (f *fakeEnv) run(t *testing.T, args ...string) result {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	e := env{
-		getenv:           func(k string) string { return f.vars[k] },
+		getenv: func(k string) string { return f.vars[k] },
+		environ: func() []string {
+			var kv []string
+			for k, v := range f.vars {
+				kv = append(kv, k+"="+v)
+			}
+			return kv
+		},
 		hostname:         func() (string, error) { return f.host, f.hostErr },
 		homeDir:          func() (string, error) { return f.home, f.homeErr },
 		userName:         func() (string, error) { return "tester", nil },
@@ -68,6 +77,7 @@ func (f *fakeEnv) run(t *testing.T, args ...string) result {
 		stderr:           &stderr,
 		syncDir:          f.syncDir,
 		checkReplication: f.checkReplication,
+		inproc:           f.inproc,
 	}
 	code := run(context.Background(), args, e)
 	return result{code, stdout.String(), stderr.String()}
@@ -166,7 +176,7 @@ func TestCLINextDefaultCounter(t *testing.T) {
 		r := f.run(t, "next")
 		require.Equal(t, exitOK, r.code, r.stderr)
 		assert.Equal(t, "web_1-1\n", r.stdout)
-		assert.Empty(t, r.stderr)
+		assert.Empty(t, withoutNoRegistryNotice(t, r.stderr, "web_1"))
 		path := filepath.Join(state, "snapid", "counter.u64")
 		assert.Equal(t, uint64(1), counterValue(t, path))
 		info, err := os.Stat(filepath.Dir(path))
@@ -233,7 +243,7 @@ func TestCLIEnvAndFlagPrecedence(t *testing.T) {
 	r := f.run(t, "next")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Equal(t, "env_name-1\n", r.stdout, "environment over defaults")
-	assert.Empty(t, r.stderr, "no notice when the name is configured")
+	assert.Empty(t, withoutNoRegistryNotice(t, r.stderr, "env_name"), "no notice of the name when it is configured")
 
 	r = f.run(t, "next", "--name", "flag_name", "--counter", flagPath)
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -283,7 +293,7 @@ func TestCLINameFromHostname(t *testing.T) {
 			r := f.run(t, "next", "--counter", path)
 			require.Equal(t, exitOK, r.code, r.stderr)
 			assert.Equal(t, tt.want+"-1\n", r.stdout)
-			lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+			lines := strings.Split(strings.TrimSuffix(withoutNoRegistryNotice(t, r.stderr, tt.want), "\n"), "\n")
 			require.Len(t, lines, 1, "one notice line: %q", r.stderr)
 			assert.True(t, strings.HasPrefix(lines[0], "snapctl: notice: "), lines[0])
 			for _, s := range tt.notice {
@@ -1086,4 +1096,53 @@ func TestCLIInitWarnsForeignOwner(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Every SNAPID_ variable snapctl does not read is warned about on stderr,
+// once per run, naming the one it likely misspells and never its value;
+// the variables of the scripts and tests are not.
+func TestCLIWarnsUnknownVariables(t *testing.T) {
+	t.Parallel()
+	// Written whole, a misspelt name would be one the repository uses
+	// (internal/envvars checks every name the repository holds).
+	misspelt := func(rest string) string { return "SNAPID_" + rest }
+	for _, tc := range []struct {
+		name  string
+		vars  map[string]string
+		args  []string
+		wants []string // one warning line each, in this order
+	}{
+		{"registry misspelt", map[string]string{misspelt("CASANDRA"): "127.0.0.1"}, []string{"version"},
+			[]string{"ignoring " + misspelt("CASANDRA") + ": no snapid program reads it; did you mean SNAPID_CASSANDRA?"}},
+		{"lower case, and nothing close", map[string]string{"snapid_name": "web_1", misspelt("XYZZY"): "1"}, []string{"version"},
+			[]string{"ignoring " + misspelt("XYZZY") + ": no snapid program reads it",
+				"ignoring snapid_name: no snapid program reads it; did you mean SNAPID_NAME?"}},
+		{"scripts' and tests' variables", map[string]string{"SNAPID_CASSANDRA_DIR": "/x", "SNAPID_CACHE": "/y", "SNAPID_SIM_SEED": "1"}, []string{"version"}, nil},
+		{"a password's value is never printed", map[string]string{misspelt("CASSANDRA_PASWORD"): "hunter2"}, []string{"version"},
+			[]string{"ignoring " + misspelt("CASSANDRA_PASWORD") + ": no snapid program reads it; did you mean SNAPID_CASSANDRA_PASSWORD?"}},
+		{"once, with a command that fails", map[string]string{misspelt("KEYSAPCE"): "ks"}, []string{"nosuchcommand"},
+			[]string{"ignoring " + misspelt("KEYSAPCE") + ": no snapid program reads it; did you mean SNAPID_KEYSPACE?"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeEnv(t)
+			maps.Copy(f.vars, tc.vars)
+			r := f.run(t, tc.args...)
+			var warnings []string
+			for _, l := range strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n") {
+				if w, ok := strings.CutPrefix(l, "snapctl: warning: "); ok {
+					warnings = append(warnings, w)
+				}
+			}
+			assert.Equal(t, tc.wants, warnings, "stderr: %q", r.stderr)
+			assert.NotContains(t, r.stderr, "hunter2")
+		})
+	}
+	// A misspelt registry leaves the host without it: next says both.
+	f := newFakeEnv(t)
+	f.vars[misspelt("CASANDRA")] = "127.0.0.1"
+	r := f.run(t, "next", "--name", "web_1", "--counter", filepath.Join(t.TempDir(), "c.u64"))
+	require.Equal(t, exitOK, r.code, r.stderr)
+	rest := withoutNoRegistryNotice(t, r.stderr, "web_1")
+	assert.Equal(t, "snapctl: warning: ignoring "+misspelt("CASANDRA")+": no snapid program reads it; did you mean SNAPID_CASSANDRA?\n", rest)
 }

@@ -70,6 +70,9 @@ func cmdNext(ctx context.Context, c *cli, args []string) error {
 		g.Close()
 		return err
 	}
+	if reg == nil {
+		c.noticeNoRegistry(name, path)
+	}
 	if err := g.Close(); err != nil {
 		// The ids are issued and durable; a failed close only leaves a
 		// gap (the unused reservation was not returned).
@@ -109,6 +112,18 @@ func (c *cli) nextRegistry(ctx context.Context, rf *registryFlags, noRegistry bo
 		return nil, err // a damaged owner file: registered, and to be repaired first
 	}
 	return nil, nil
+}
+
+// noticeNoRegistry says, once, that name was taken without a registry
+// and is unique on this host only, unless a registry proved it unique
+// when the counter at path claimed it (it has an owner token: next
+// --no-registry through an outage).
+func (c *cli) noticeNoRegistry(name, path string) {
+	if _, err := admin.OwnerToken(path); err == nil {
+		return
+	}
+	fmt.Fprintf(c.stderr, "snapctl: notice: without a registry, %q is checked on this host only (another host may use it too); "+
+		"set SNAPID_CASSANDRA or give --cassandra to check it across hosts\n", name)
 }
 
 // issueIDs issues n ids of g's form, one per line, with one counter

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/internal/testfs"
+	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -141,4 +144,72 @@ func TestCLIMissingCounterSaidOnce(t *testing.T) {
 		assert.Equal(t, 1, strings.Count(line, args[2]), "%v: %s", args, line)
 		assert.Contains(t, line, "no such file or directory")
 	}
+}
+
+// withoutNoRegistryNotice requires stderr to hold next's notice that
+// name was checked on this host only, once, and returns stderr without
+// it.
+func withoutNoRegistryNotice(t *testing.T, stderr, name string) string {
+	t.Helper()
+	var rest []string
+	notices := 0
+	for _, l := range strings.SplitAfter(stderr, "\n") {
+		if strings.HasPrefix(l, "snapctl: notice: without a registry, ") {
+			notices++
+			assert.Contains(t, l, fmt.Sprintf("%q is checked on this host only", name))
+			assert.Contains(t, l, "set SNAPID_CASSANDRA or give --cassandra")
+			continue
+		}
+		rest = append(rest, l)
+	}
+	assert.Equal(t, 1, notices, "one notice that the name is checked on this host only: %q", stderr)
+	return strings.Join(rest, "")
+}
+
+// next without a registry says once that the name is checked on this
+// host only; not when a registry proved the name unique (a registered
+// counter through an outage, --no-registry), nor when nothing was issued.
+func TestNextWithoutRegistrySaysSoOnce(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		vars map[string]string
+		args []string
+	}{
+		{"no registry configured", nil, nil},
+		{"SNAPID_CASSANDRA set to nothing", map[string]string{"SNAPID_CASSANDRA": ""}, nil},
+		{"--cassandra ''", nil, []string{"--cassandra", ""}},
+		{"--no-registry on a counter never registered", nil, []string{"--no-registry"}},
+		{"-n 3", nil, []string{"-n", "3"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeEnv(t)
+			maps.Copy(f.vars, tc.vars)
+			path := filepath.Join(t.TempDir(), "counter.u64")
+			r := f.run(t, append([]string{"next", "--name", "web_1", "--counter", path}, tc.args...)...)
+			require.Equal(t, exitOK, r.code, r.stderr)
+			assert.Empty(t, withoutNoRegistryNotice(t, r.stderr, "web_1"))
+		})
+	}
+	t.Run("registered counter, --no-registry", func(t *testing.T) {
+		t.Parallel()
+		f := newFakeEnv(t)
+		f.inproc = &InProcess{Registry: registrytest.NewRegistry()}
+		path := filepath.Join(t.TempDir(), "counter.u64")
+		r := f.run(t, "register", "--name", "web_1", "--counter", path)
+		require.Equal(t, exitOK, r.code, r.stderr)
+		r = f.run(t, "next", "--no-registry", "--name", "web_1", "--counter", path)
+		require.Equal(t, exitOK, r.code, r.stderr)
+		assert.Equal(t, "web_1-1\n", r.stdout)
+		assert.NotContains(t, r.stderr, "checked on this host only", "the registry proved the name unique when it was claimed")
+	})
+	t.Run("nothing issued", func(t *testing.T) {
+		t.Parallel()
+		f := newFakeEnv(t)
+		path := filepath.Join(t.TempDir(), "counter.u64")
+		r := f.run(t, "next", "--name", "web_1", "--counter", path, "--format", "decimal", "--node-number", "1", "--max-id", "2", "-n", "5")
+		requireOneErrorLine(t, r)
+		assert.NotContains(t, r.stderr, "checked on this host only", "the error alone")
+	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/cassandra"
 	"github.com/snapid/snapid/internal/testcluster"
+	"github.com/snapid/snapid/internal/testfs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -765,6 +766,39 @@ func TestHelpListsProductionSettings(t *testing.T) {
 			assert.Contains(t, flags, "-allow-fragile-replication", cmd)
 		} else {
 			assert.NotContains(t, flags, "-replication", cmd)
+		}
+	}
+}
+
+// A host list of blanks, or with an empty entry, is refused by every
+// command that reads it, from the variable or the flag, before anything
+// is made: it is not "no registry" (a host meant to use one would run
+// without it).
+func TestBlankRegistryHostsRefused(t *testing.T) {
+	t.Parallel()
+	commands := [][]string{{"next"}, {"register"}, {"release"}, {"status"}, {"names"}, {"check-names"},
+		{"setup", "--replication", "1"}, {"seq", "next", "s1"}, {"seq", "create", "s1"}, {"seq", "show", "s1"}}
+	for _, hosts := range []string{" ", "\t", "db1,,db2", "db1,", ",db1", " , "} {
+		for _, viaFlag := range []bool{false, true} {
+			for _, cmd := range commands {
+				t.Run(fmt.Sprintf("%q flag=%v %s", hosts, viaFlag, cmd[0]), func(t *testing.T) {
+					t.Parallel()
+					f := newFakeEnv(t)
+					f.vars["SNAPID_NAME"] = "web_1"
+					args := append([]string{}, cmd...)
+					if viaFlag {
+						args = append(args, "--cassandra", hosts)
+					} else {
+						f.vars["SNAPID_CASSANDRA"] = hosts
+					}
+					home, bind := testfs.Snapshot(t, f.home), testfs.Snapshot(t, f.vars["SNAPID_BINDING_DIR"])
+					line := requireOneErrorLine(t, f.run(t, args...))
+					assert.Contains(t, line, "SNAPID_CASSANDRA")
+					assert.Contains(t, line, "want host[:port]")
+					assert.Equal(t, home, testfs.Snapshot(t, f.home), "nothing made")
+					assert.Equal(t, bind, testfs.Snapshot(t, f.vars["SNAPID_BINDING_DIR"]), "nothing bound")
+				})
+			}
 		}
 	}
 }

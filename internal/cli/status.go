@@ -101,7 +101,10 @@ func cmdStatus(ctx context.Context, c *cli, args []string) error {
 	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
 	defer cancel()
 	reg, err := c.connect(ctx, &rf, true)
+	var ue usageError
 	switch {
+	case errors.As(err, &ue):
+		return err // the registry's settings: nothing to look at
 	case err != nil:
 		attention("the registry could not be read: %s", oneLine(describe("status", err)))
 	case reg == nil && hf.OwnerID != "":
