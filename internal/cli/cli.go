@@ -242,17 +242,20 @@ const (
 // three: a flag that would do nothing is refused, not ignored.
 var commonFlags = map[string]int{
 	"show":        flagCounter,
-	"init":        flagCounter | flagSync,
+	"init":        flagCounter, // init and init --force always sync
 	"release":     flagName | flagCounter,
 	"setup":       0,
 	"check-names": flagName | flagCounter,
 	"status":      flagName | flagCounter,
 	"names":       0,
 	"version":     0,
+	"seq create":  flagCounter, // this host's lease, printed after
+	"seq show":    flagCounter, // this host's lease file
 }
 
-// newFlags returns the flag set of a command with the common flags it
-// uses (all three unless commonFlags says otherwise).
+// newFlags returns the flag set of a command ("seq create" for a
+// subcommand) with the common flags it uses (all three unless
+// commonFlags says otherwise).
 func (c *cli) newFlags(cmd string) *flag.FlagSet {
 	fs := flag.NewFlagSet("snapctl "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -278,7 +281,7 @@ func (c *cli) newFlags(cmd string) *flag.FlagSet {
 func (c *cli) parse(args []string) error {
 	if err := c.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(c.stdout, "usage: %s %s\n", c.fs.Name(), lookup(strings.TrimPrefix(c.fs.Name(), "snapctl ")).usage)
+			fmt.Fprintf(c.stdout, "usage: %s\n", usageLine(strings.TrimPrefix(c.fs.Name(), "snapctl ")))
 			hasFlags := false
 			c.fs.VisitAll(func(*flag.Flag) { hasFlags = true })
 			if hasFlags {
@@ -293,6 +296,19 @@ func (c *cli) parse(args []string) error {
 		return usageError{fmt.Sprintf("unexpected argument %q", c.fs.Arg(0))}
 	}
 	return nil
+}
+
+// usageLine is the usage of the command name ("seq create" for a
+// subcommand): "snapctl next [-n N] …".
+func usageLine(name string) string {
+	if sub, ok := strings.CutPrefix(name, "seq "); ok {
+		for _, sc := range seqSubcommands {
+			if sc.name == sub {
+				return "snapctl seq " + sc.name + " " + sc.usage
+			}
+		}
+	}
+	return strings.TrimSpace("snapctl " + name + " " + lookup(name).usage)
 }
 
 // flagForm is how snapctl writes a flag: -n (one letter), --name.
@@ -382,8 +398,9 @@ func printUsage(w io.Writer) {
 		fmt.Fprintf(w, "  %-*s  %s\n", width, cmd.name, cmd.summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "common flags: --name, --counter, --sync (default true) on next, register and seq; show takes --counter,")
-	fmt.Fprintln(w, "  init --counter and --sync, release, status and check-names --name and --counter ('snapctl help CMD' lists all)")
+	fmt.Fprintln(w, "common flags: --name, --counter, --sync (default true) on next, register and seq next; show, init,")
+	fmt.Fprintln(w, "  seq create and seq show take --counter, release, status and check-names --name and --counter")
+	fmt.Fprintln(w, "  ('snapctl help CMD' lists all; a flag that would do nothing is refused)")
 	fmt.Fprintln(w, "registry flags (next, register, release, setup, status, names, check-names, seq; next --no-registry skips it):")
 	fmt.Fprintln(w, "  --cassandra host[:port],…, --keyspace, --username, --tls-ca, --tls-cert, --tls-key, --timeout (default 30s),")
 	fmt.Fprintln(w, "  --local-dc DC, --consistency quorum|local_quorum|each_quorum, --serial-consistency serial")

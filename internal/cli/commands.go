@@ -96,7 +96,7 @@ func (c *cli) nextRegistry(ctx context.Context, rf *registryFlags, noRegistry bo
 	if noRegistry {
 		// --no-registry beats SNAPID_CASSANDRA, which production hosts
 		// export: it is the fallback during a registry outage.
-		return nil, nil
+		return nil, c.refuseWithoutRegistry("--no-registry turns it off: drop one of them")
 	}
 	reg, err := c.connect(ctx, rf, false)
 	if err != nil {
@@ -104,6 +104,9 @@ func (c *cli) nextRegistry(ctx context.Context, rf *registryFlags, noRegistry bo
 	}
 	if reg != nil {
 		return reg, nil
+	}
+	if err := c.refuseWithoutRegistry(noRegistryConfigured); err != nil {
+		return nil, err
 	}
 	switch _, err := admin.OwnerToken(path); {
 	case err == nil:
@@ -236,6 +239,9 @@ func cmdInit(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := modeApplies(path, *modeFlag, *force); err != nil {
+		return err
+	}
 	if err := c.prepareDefaultDir(); err != nil {
 		return err
 	}
@@ -265,6 +271,21 @@ func initOptions(opts []engine.Option, mode, owner string) ([]engine.Option, err
 		opts = append(opts, engine.WithOwner(uid, gid))
 	}
 	return opts, nil
+}
+
+// modeApplies refuses init's --mode (mode) where it would do nothing: it
+// sets the permissions of a counter init creates, and --force rewrites an
+// existing counter in place, as does init on a counter that exists.
+func modeApplies(path, mode string, force bool) error {
+	switch fi, err := os.Lstat(path); {
+	case mode == "":
+		return nil
+	case force:
+		return usageError{"--mode sets the permissions of a counter init creates, and --force rewrites an existing one in place: drop --mode (chmod changes a file's mode)"}
+	case err == nil:
+		return usageError{fmt.Sprintf("--mode sets the permissions of a counter init creates, and %s exists (mode %#o): drop --mode (chmod changes a file's mode)", path, uint32(fi.Mode().Perm()))}
+	}
+	return nil
 }
 
 // repairCounter rewrites the counter at path (init --force) so that start

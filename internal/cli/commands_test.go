@@ -12,6 +12,7 @@ import (
 
 	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/internal/testfs"
+	"github.com/snapid/snapid/registry"
 	"github.com/snapid/snapid/registry/registrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -212,4 +213,90 @@ func TestNextWithoutRegistrySaysSoOnce(t *testing.T) {
 		requireOneErrorLine(t, r)
 		assert.NotContains(t, r.stderr, "checked on this host only", "the error alone")
 	})
+}
+
+// Flags a command would take and then ignore are refused, naming the
+// flag, before anything is made or changed.
+func TestFlagsThatDoNothingRefused(t *testing.T) {
+	t.Parallel()
+	inventory := filepath.Join(t.TempDir(), "planned.txt")
+	require.NoError(t, os.WriteFile(inventory, []byte("web_3\n"), 0o600))
+	for _, tc := range []struct {
+		name  string
+		setup []string // run first, must succeed
+		args  []string
+		want  []string
+	}{
+		{"init always syncs", nil, []string{"init", "--sync=false"}, []string{"init has no flag --sync"}},
+		{"init --mode on a counter that exists", []string{"init"}, []string{"init", "--start", "5", "--mode", "0640"},
+			[]string{"--mode sets the permissions of a counter init creates", "exists (mode 0600)"}},
+		{"init --force --mode", []string{"init"}, []string{"init", "--force", "--start", "5", "--mode", "0640"},
+			[]string{"--mode", "--force rewrites an existing one in place"}},
+		{"seq create --name", nil, []string{"seq", "create", "s1", "--name", "web_1"}, []string{"seq create has no flag --name"}},
+		{"seq create --sync", nil, []string{"seq", "create", "s1", "--sync=false"}, []string{"seq create has no flag --sync"}},
+		{"seq show --name", nil, []string{"seq", "show", "s1", "--name", "web_1"}, []string{"seq show has no flag --name"}},
+		{"next --keyspace without a registry", nil, []string{"next", "--keyspace", "ks"},
+			[]string{"--keyspace applies only with a registry", "none is configured"}},
+		{"next --cassandra '' --consistency", nil, []string{"next", "--cassandra", "", "--consistency", "quorum"},
+			[]string{"--consistency applies only with a registry"}},
+		{"next --no-registry --tls-ca", nil, []string{"next", "--no-registry", "--tls-ca", "/ca.pem"},
+			[]string{"--tls-ca applies only with a registry", "--no-registry turns it off"}},
+		{"next --no-registry --replication", nil, []string{"next", "--no-registry", "--replication", "3"},
+			[]string{"--replication applies only with a registry"}},
+		{"status --local-dc without a registry", nil, []string{"status", "--local-dc", "dc1"},
+			[]string{"--local-dc applies only with a registry"}},
+		{"check-names --names --stale without a registry", nil, []string{"check-names", "--names", inventory, "--stale", "1h"},
+			[]string{"--stale applies only with a registry", "only the --names file is checked"}},
+		{"check-names --names --name without a registry", nil, []string{"check-names", "--names", inventory, "--name", "web_1"},
+			[]string{"--name applies only with a registry"}},
+		{"check-names --names --timeout without a registry", nil, []string{"check-names", "--names", inventory, "--timeout", "5s"},
+			[]string{"--timeout applies only with a registry"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeEnv(t)
+			f.vars["SNAPID_NAME"] = "web_1"
+			if tc.setup != nil {
+				r := f.run(t, tc.setup...)
+				require.Equal(t, exitOK, r.code, r.stderr)
+			}
+			home, bind := testfs.Snapshot(t, f.home), testfs.Snapshot(t, f.vars["SNAPID_BINDING_DIR"])
+			r := f.run(t, tc.args...)
+			line := requireOneErrorLine(t, r)
+			for _, w := range tc.want {
+				assert.Contains(t, line, w)
+			}
+			assert.Empty(t, r.stdout)
+			testfs.RequireUnchanged(t, f.home, home)
+			testfs.RequireUnchanged(t, f.vars["SNAPID_BINDING_DIR"], bind)
+		})
+	}
+	// A flag that applies is taken: --timeout also bounds the wait for the
+	// counter's lock, without a registry too.
+	f := newFakeEnv(t)
+	f.vars["SNAPID_NAME"] = "web_1"
+	r := f.run(t, "next", "--no-registry", "--timeout", "5s")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = f.run(t, "status", "--timeout", "5s")
+	require.Equal(t, exitOK, r.code, r.stderr)
+}
+
+// release --force releases the name given whoever holds it: with --name,
+// a --counter would do nothing and is refused; without --name, the
+// counter says which name.
+func TestReleaseForceCounter(t *testing.T) {
+	t.Parallel()
+	f := newFakeEnv(t)
+	reg := registrytest.NewRegistry()
+	f.inproc = &InProcess{Registry: reg}
+	path := filepath.Join(t.TempDir(), "counter.u64")
+	r := f.run(t, "register", "--name", "web_1", "--counter", path)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	line := requireOneErrorLine(t, f.run(t, "release", "--force", "--start", "10", "--name", "web_1", "--counter", path))
+	assert.Contains(t, line, "--counter does nothing with --force and --name")
+	row, _ := reg.Row("web_1")
+	assert.Equal(t, registry.StateActive, row.State, "nothing released")
+	r = f.run(t, "release", "--force", "--start", "10", "--counter", path)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "released web_1 (last number 9)\n", r.stdout)
 }

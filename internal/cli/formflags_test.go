@@ -111,3 +111,30 @@ func TestNextAtTheBoundTakesNothing(t *testing.T) {
 		})
 	}
 }
+
+// A form flag of another form than the one asked for is refused, naming
+// the flag and the form it needs, and nothing is made (the name form
+// would otherwise take a node number and hand out <name>-<n> regardless).
+func TestNextFormFlagOfAnotherForm(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--node-number", "7"}, []string{"--node-number is for the numeric forms", "--format decimal or --format striped"}},
+		{[]string{"--format", "name", "--node-number", "7"}, []string{"--node-number is for the numeric forms"}},
+		{[]string{"--stride", "1000"}, []string{"--stride is for the striped form", "--format striped", "the name form"}},
+		{[]string{"--format", "decimal", "--node-number", "7", "--stride", "1000"}, []string{"--stride is for the striped form", "the decimal form"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			t.Parallel()
+			f := newFakeEnv(t)
+			before := testfs.Snapshot(t, f.home)
+			line := requireOneErrorLine(t, f.run(t, append([]string{"next", "--name", "vm"}, tc.args...)...))
+			for _, w := range tc.want {
+				assert.Contains(t, line, w)
+			}
+			testfs.RequireUnchanged(t, f.home, before)
+		})
+	}
+}

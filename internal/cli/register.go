@@ -117,6 +117,11 @@ func cmdRelease(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	if sf.force && c.flagGiven("name") && c.flagGiven("counter") {
+		// The name is released whoever holds it: a counter only says
+		// which name, when --name does not.
+		return usageError{"--counter does nothing with --force and --name: release --force releases the name given, whoever holds it; drop --counter"}
+	}
 	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
 	defer cancel()
 	reg, done, err := c.claimRegistry(ctx, &rf, "release")

@@ -140,6 +140,29 @@ func refuseNewKeyspace(cfg cassandra.Config) bool {
 	return cfg.Keyspace != "" && cfg.Keyspace != cassandra.DefaultKeyspace
 }
 
+// registryOnlyFlags are the registry's flags that matter only with a
+// registry (not --cassandra, which makes one, nor --timeout, which also
+// bounds the wait for the counter's lock).
+var registryOnlyFlags = []string{"keyspace", "username", "tls-ca", "tls-cert", "tls-key", "local-dc",
+	"consistency", "serial-consistency", "replication", "allow-fragile-replication"}
+
+// refuseWithoutRegistry refuses, on a command that works without a
+// registry, the flags given on the command line that would do nothing
+// without one: registryOnlyFlags and the command's own (more). why says
+// why there is none.
+func (c *cli) refuseWithoutRegistry(why string, more ...string) error {
+	for _, name := range append(append([]string{}, registryOnlyFlags...), more...) {
+		if c.fs.Lookup(name) != nil && c.flagGiven(name) {
+			return usageError{fmt.Sprintf("%s applies only with a registry, and %s", flagForm(name), why)}
+		}
+	}
+	return nil
+}
+
+// noRegistryConfigured is why there is no registry when none is
+// configured, for refuseWithoutRegistry.
+const noRegistryConfigured = "none is configured: give --cassandra host[:port],… or set SNAPID_CASSANDRA, or drop the flag"
+
 // needRegistry is connect for commands that cannot work without one.
 func (c *cli) needRegistry(ctx context.Context, r *registryFlags, cmd string) (*cassandra.Registry, error) {
 	reg, err := c.connect(ctx, r, false)

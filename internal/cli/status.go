@@ -107,9 +107,14 @@ func cmdStatus(ctx context.Context, c *cli, args []string) error {
 		return err // the registry's settings: nothing to look at
 	case err != nil:
 		attention("the registry could not be read: %s", oneLine(describe("status", err)))
-	case reg == nil && hf.OwnerID != "":
-		attention("the counter is registered (owner %s) but no registry is configured: give --cassandra or SNAPID_CASSANDRA to check its row", hf.OwnerID)
-	case reg != nil:
+	case reg == nil:
+		if err := c.refuseWithoutRegistry(noRegistryConfigured); err != nil {
+			return err
+		}
+		if hf.OwnerID != "" {
+			attention("the counter is registered (owner %s) but no registry is configured: give --cassandra or SNAPID_CASSANDRA to check its row", hf.OwnerID)
+		}
+	default:
 		defer reg.Close()
 		statusRegistry(ctx, c, reg, &st, hf, attention)
 	}
