@@ -324,7 +324,10 @@ func flagForm(name string) string {
 func printFlags(w io.Writer, fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) {
 		kind, usage := flag.UnquoteUsage(f)
-		if kind == "value" { // the decimal flags (-n, --start, --max-id…)
+		switch g, ok := f.Value.(flag.Getter); {
+		case ok && isDuration(g.Get()): // --timeout
+			kind = "duration"
+		case kind == "value": // the decimal flags (-n, --start, --max-id…)
 			kind = "N"
 		}
 		line := "  " + flagForm(f.Name)
@@ -359,13 +362,20 @@ func flagError(fs *flag.FlagSet, err error) string {
 	}
 	value, name, why := m[1], m[2], m[3]
 	if f := fs.Lookup(name); f != nil {
-		if g, ok := f.Value.(flag.Getter); ok {
-			if _, isDuration := g.Get().(time.Duration); isDuration {
-				return fmt.Sprintf("%s %q: want a duration with its unit, such as 10m, 90s or 1h30m", flagForm(name), value)
+		if g, ok := f.Value.(flag.Getter); ok && isDuration(g.Get()) {
+			if why == errNotPositive.Error() {
+				return fmt.Sprintf("%s %q: want a positive time limit, such as 30s or 2m (0 or less would end the command's work before it starts)", flagForm(name), value)
 			}
+			return fmt.Sprintf("%s %q: want a duration with its unit, such as 10m, 90s or 1h30m", flagForm(name), value)
 		}
 	}
 	return fmt.Sprintf("%s %q: %s", flagForm(name), value, why)
+}
+
+// isDuration reports whether a flag's value v is a duration.
+func isDuration(v any) bool {
+	_, ok := v.(time.Duration)
+	return ok
 }
 
 func (c *cli) options() []engine.Option {

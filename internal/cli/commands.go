@@ -142,13 +142,14 @@ func issueIDs(ctx context.Context, g *engine.Generator, n uint64) ([]byte, error
 
 // lockTimeoutHelp describes --timeout of the commands that only wait for
 // the counter's locks.
-const lockTimeoutHelp = "time limit for waiting on the counter's lock, which another process may hold"
+const lockTimeoutHelp = "time limit for waiting on the counter's lock, which another process may hold (positive)"
 
 // cmdShow prints the last issued number and the path.
 func cmdShow(ctx context.Context, c *cli, args []string) error {
 	fs := c.newFlags("show")
 	asJSON := fs.Bool("json", false, jsonHelp)
-	timeout := fs.Duration("timeout", 30*time.Second, lockTimeoutHelp)
+	var timeout time.Duration
+	timeLimitVar(fs, &timeout, "timeout", 30*time.Second, lockTimeoutHelp)
 	if err := c.parse(args); err != nil {
 		return err
 	}
@@ -156,10 +157,7 @@ func cmdShow(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *timeout <= 0 {
-		return usageError{"--timeout must be positive"}
-	}
-	lctx, cancel := context.WithTimeout(ctx, *timeout)
+	lctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	last, err := admin.ReadCounterContext(lctx, path)
 	if err != nil {
@@ -210,7 +208,8 @@ func cmdShow(ctx context.Context, c *cli, args []string) error {
 // cmdInit creates or raises the counter, or with --force repairs it.
 func cmdInit(ctx context.Context, c *cli, args []string) error {
 	fs := c.newFlags("init")
-	timeout := fs.Duration("timeout", 30*time.Second, lockTimeoutHelp)
+	var timeout time.Duration
+	timeLimitVar(fs, &timeout, "timeout", 30*time.Second, lockTimeoutHelp)
 	start := decimalFlag(fs, "start", 1, "the next number to issue")
 	force := fs.Bool("force", false, "rewrite the counter whatever it holds (repairs a corrupt file; may lower it)")
 	modeFlag := fs.String("mode", "", "permissions, in octal, of a counter file this creates (default 0600; the owner needs read and write)")
@@ -227,10 +226,7 @@ func cmdInit(ctx context.Context, c *cli, args []string) error {
 	if *start == 0 {
 		return usageError{"--start must be at least 1: the first number is 1"}
 	}
-	if *timeout <= 0 {
-		return usageError{"--timeout must be positive"}
-	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if *force && !startSet {
 		return usageError{"--force needs an explicit --start N above every number this counter issued"}

@@ -34,7 +34,7 @@ func (c *cli) addRegistryFlags(r *registryFlags) {
 	c.fs.StringVar(&r.tlsCA, "tls-ca", "", "PEM CA file to verify Cassandra with (default $SNAPID_CASSANDRA_TLS_CA)")
 	c.fs.StringVar(&r.tlsCert, "tls-cert", "", "PEM client certificate (default $SNAPID_CASSANDRA_TLS_CERT)")
 	c.fs.StringVar(&r.tlsKey, "tls-key", "", "PEM client key (default $SNAPID_CASSANDRA_TLS_KEY)")
-	c.fs.DurationVar(&r.timeout, "timeout", 30*time.Second, "time limit for the registry work of this command")
+	timeLimitVar(c.fs, &r.timeout, "timeout", 30*time.Second, "time limit for the registry work of this command (positive)")
 	c.fs.StringVar(&r.localDC, "local-dc", "", "this host's Cassandra data centre, whose nodes are asked first (default $SNAPID_LOCAL_DC; needed by local_quorum)")
 	c.fs.StringVar(&r.consistency, "consistency", "", "consistency of the commit of each change and of listings: quorum (default), local_quorum or each_quorum (default $SNAPID_CONSISTENCY)")
 	c.fs.StringVar(&r.serial, "serial-consistency", "", "consistency of the Paxos rounds deciding who holds a name: serial, the only one allowed (local_serial is refused: two data centres cut apart could both win one name) (default $SNAPID_SERIAL_CONSISTENCY)")
