@@ -288,6 +288,7 @@ func (c *cli) parse(args []string) error {
 				fmt.Fprintf(c.stdout, "\nflags:\n")
 				printFlags(c.stdout, c.fs)
 			}
+			printExamples(c.stdout, strings.TrimPrefix(c.fs.Name(), "snapctl "))
 			return err
 		}
 		return usageError{flagError(c.fs, err)}
@@ -425,6 +426,7 @@ func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "  snapctl setup --cassandra db1,db2,db3 --local-dc dc1 --replication dc1:3,dc2:3   (once)")
 	fmt.Fprintln(w, "  SNAPID_CASSANDRA=db1,db2,db3 SNAPID_LOCAL_DC=dc1 snapctl register")
 	fmt.Fprintln(w, "exit status: 0 success, 1 check-names found problems or status needs attention, 2 could not be done")
+	printExamples(w, "help")
 }
 
 // version describes the build: the module's version and the VCS

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -60,7 +61,13 @@ type result struct {
 func (f *fakeEnv) run(t *testing.T, args ...string) result {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	e := env{
+	code := run(context.Background(), args, f.env(&stdout, &stderr))
+	return result{code, stdout.String(), stderr.String()}
+}
+
+// env is f as snapctl's environment, writing to stdout and stderr.
+func (f *fakeEnv) env(stdout, stderr io.Writer) env {
+	return env{
 		getenv: func(k string) string { return f.vars[k] },
 		environ: func() []string {
 			var kv []string
@@ -73,14 +80,12 @@ func (f *fakeEnv) run(t *testing.T, args ...string) result {
 		homeDir:          func() (string, error) { return f.home, f.homeErr },
 		userName:         func() (string, error) { return "tester", nil },
 		stdin:            strings.NewReader(""),
-		stdout:           &stdout,
-		stderr:           &stderr,
+		stdout:           stdout,
+		stderr:           stderr,
 		syncDir:          f.syncDir,
 		checkReplication: f.checkReplication,
 		inproc:           f.inproc,
 	}
-	code := run(context.Background(), args, e)
-	return result{code, stdout.String(), stderr.String()}
 }
 
 // requireOneErrorLine requires exit status 2 and exactly one line on

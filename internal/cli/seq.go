@@ -85,6 +85,11 @@ func printSeqUsage(w io.Writer) {
 	fmt.Fprintln(w, "to data centres), and raises its start only while no number was handed out: once numbers were,")
 	fmt.Fprintln(w, "a higher --start is refused (their ranges and leases would stay in use); create a new sequence.")
 	fmt.Fprintln(w, "'snapctl help seq SUBCOMMAND' shows a subcommand's flags.")
+	var subs []string
+	for _, sc := range seqSubcommands {
+		subs = append(subs, "seq "+sc.name)
+	}
+	printExamples(w, subs...)
 }
 
 // seqCreate creates or updates a sequence.
