@@ -77,12 +77,12 @@ func run(ctx context.Context, args []string, e env) int {
 		cassandra.WarnUnknownEnv(slog.New(newLineHandler(e.stderr)), e.environ())
 	}
 	if len(args) == 0 {
-		fmt.Fprintln(e.stderr, "snapctl: no command given; run 'snapctl help' for the list of commands")
+		io.WriteString(e.stderr, formatMessage("no command given", "run 'snapctl help' for the list of commands"))
 		return exitFailure
 	}
 	args, err := commandFirst(args)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "snapctl: %s; run 'snapctl help' for the list of commands and flags\n", oneLine(err.Error()))
+		io.WriteString(e.stderr, formatMessage(err.Error(), "run 'snapctl help' for the list of commands and flags"))
 		return exitFailure
 	}
 	name := args[0]
@@ -94,7 +94,7 @@ func run(ctx context.Context, args []string, e env) int {
 	}
 	cmd := lookup(name)
 	if cmd == nil {
-		fmt.Fprintf(e.stderr, "snapctl: unknown command %q; run 'snapctl help' for the list\n", name)
+		io.WriteString(e.stderr, formatMessage(fmt.Sprintf("unknown command %q", name), "run 'snapctl help' for the list"))
 		return exitFailure
 	}
 	c := &cli{env: e}
@@ -107,7 +107,7 @@ func run(ctx context.Context, args []string, e env) int {
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
 	}
-	fmt.Fprintf(e.stderr, "snapctl: %s\n", oneLine(describe(cmd.name, err)))
+	io.WriteString(e.stderr, formatError(cmd.name, err))
 	return exitFailure
 }
 

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"bufio"
 	"os/exec"
@@ -88,16 +89,35 @@ func (f *fakeEnv) env(stdout, stderr io.Writer) env {
 	}
 }
 
-// requireOneErrorLine requires exit status 2 and exactly one line on
-// stderr, starting "snapctl: ", and returns that line.
-func requireOneErrorLine(t *testing.T, r result) string {
+// requireError requires exit status 2 and snapctl's error on stderr as
+// formatError prints it: a first line "snapctl: …", then indented lines
+// (the message's further lines by four, each piece of advice starting
+// "  - "), none longer than errorWidth unless it holds one word. It
+// returns the error in one line, the message and the advice joined by
+// "; ", as describe writes it.
+func requireError(t *testing.T, r result) string {
 	t.Helper()
 	require.Equal(t, exitFailure, r.code, "stdout: %q\nstderr: %q", r.stdout, r.stderr)
 	require.True(t, strings.HasSuffix(r.stderr, "\n"), "stderr: %q", r.stderr)
 	lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
-	require.Len(t, lines, 1, "stderr must be one line: %q", r.stderr)
 	require.True(t, strings.HasPrefix(lines[0], "snapctl: "), "stderr: %q", r.stderr)
-	return lines[0]
+	parts := []string{strings.TrimPrefix(lines[0], "snapctl: ")}
+	for _, l := range lines {
+		if utf8.RuneCountInString(l) > errorWidth {
+			require.Len(t, strings.Fields(strings.TrimPrefix(l, "  - ")), 1, "a line longer than %d: %q", errorWidth, l)
+		}
+	}
+	for _, l := range lines[1:] {
+		switch {
+		case strings.HasPrefix(l, "  - "):
+			parts = append(parts, strings.TrimPrefix(l, "  - "))
+		case strings.HasPrefix(l, "    ") && strings.TrimSpace(l) != "":
+			parts[len(parts)-1] += " " + strings.TrimSpace(l)
+		default:
+			require.Failf(t, "not snapctl's error", "line %q of stderr: %q", l, r.stderr)
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // requireIDs requires stdout to be n consecutive ids of name and returns
@@ -211,7 +231,7 @@ func TestCLINextDefaultCounter(t *testing.T) {
 		f := newFakeEnv(t)
 		f.vars["SNAPID_NAME"] = "web_1"
 		f.homeErr = errors.New("$HOME is not defined")
-		line := requireOneErrorLine(t, f.run(t, "next"))
+		line := requireError(t, f.run(t, "next"))
 		assert.Contains(t, line, "home directory")
 	})
 }
@@ -229,9 +249,9 @@ func TestCLINextN(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Equal(t, []uint64{6, 7, 8}, requireIDs(t, r.stdout, "web_1", 3))
 
-	line := requireOneErrorLine(t, f.run(t, "next", "-n", "0", "--name", "web_1", "--counter", path))
+	line := requireError(t, f.run(t, "next", "-n", "0", "--name", "web_1", "--counter", path))
 	assert.Contains(t, line, "-n must be at least 1")
-	line = requireOneErrorLine(t, f.run(t, "next", "-n", "-3", "--name", "web_1", "--counter", path))
+	line = requireError(t, f.run(t, "next", "-n", "-3", "--name", "web_1", "--counter", path))
 	assert.Contains(t, line, "-n")
 	assert.Equal(t, uint64(8), counterValue(t, path), "failed commands issue nothing")
 }
@@ -275,7 +295,7 @@ func TestCLIEnvAndFlagPrecedence(t *testing.T) {
 
 	// An invalid SNAPID_NAME is refused even when the host name is fine.
 	f.vars["SNAPID_NAME"] = "Env-Name"
-	line := requireOneErrorLine(t, f.run(t, "next"))
+	line := requireError(t, f.run(t, "next"))
 	assert.Contains(t, line, registry.NameRule)
 	assert.Equal(t, uint64(1), counterValue(t, envPath))
 }
@@ -310,7 +330,7 @@ func TestCLINameFromHostname(t *testing.T) {
 		f := newFakeEnv(t)
 		f.host = "1st.example.com"
 		dir := t.TempDir()
-		line := requireOneErrorLine(t, f.run(t, "next", "--counter", filepath.Join(dir, "counter.u64")))
+		line := requireError(t, f.run(t, "next", "--counter", filepath.Join(dir, "counter.u64")))
 		assert.Contains(t, line, registry.NameRule)
 		assert.Contains(t, line, "--name")
 		requireEmptyDir(t, dir, "nothing created")
@@ -318,7 +338,7 @@ func TestCLINameFromHostname(t *testing.T) {
 	t.Run("unknown host name", func(t *testing.T) {
 		f := newFakeEnv(t)
 		f.hostErr = errors.New("no host name")
-		line := requireOneErrorLine(t, f.run(t, "next", "--counter", filepath.Join(t.TempDir(), "c.u64")))
+		line := requireError(t, f.run(t, "next", "--counter", filepath.Join(t.TempDir(), "c.u64")))
 		assert.Contains(t, line, "host name")
 	})
 }
@@ -341,7 +361,7 @@ func TestCLIInvalidNameCreatesNothing(t *testing.T) {
 					// is used. Use an invalid host name instead.
 					f.host = "Bad Host"
 				}
-				line := requireOneErrorLine(t, f.run(t, args...))
+				line := requireError(t, f.run(t, args...))
 				assert.Contains(t, line, registry.NameRule, "the message states the rule")
 				_, err := os.Stat(state)
 				assert.ErrorIs(t, err, fs.ErrNotExist, "no state directory created")
@@ -362,7 +382,7 @@ func TestCLIBadCounter(t *testing.T) {
 			if cmd == "init" {
 				args = []string{cmd, "--counter", filepath.Join(dir, "no", "counter.u64")}
 			}
-			line := requireOneErrorLine(t, f.run(t, args...))
+			line := requireError(t, f.run(t, args...))
 			assert.Contains(t, line, filepath.Join(dir, "no", "counter.u64"))
 			assert.Contains(t, line, "the directory "+filepath.Join(dir, "no")+" does not exist", "the directory is named")
 			assert.NotContains(t, line, ".tmp-", "not the temporary file")
@@ -385,7 +405,7 @@ func TestCLIBadCounter(t *testing.T) {
 				{"show", "--json", "--counter", path},
 				{"init", "--start", "5", "--counter", path},
 			} {
-				line := requireOneErrorLine(t, f.run(t, args...))
+				line := requireError(t, f.run(t, args...))
 				assert.Contains(t, line, path)
 				assert.Contains(t, line, "corrupt")
 				assert.Contains(t, line, "init --force --start N", "it says what to do")
@@ -396,7 +416,7 @@ func TestCLIBadCounter(t *testing.T) {
 	t.Run("directory", func(t *testing.T) {
 		f := newFakeEnv(t)
 		dir := t.TempDir()
-		line := requireOneErrorLine(t, f.run(t, "next", "--name", "web_1", "--counter", dir))
+		line := requireError(t, f.run(t, "next", "--name", "web_1", "--counter", dir))
 		assert.Contains(t, line, "not a regular file")
 	})
 	t.Run("symlink", func(t *testing.T) {
@@ -406,7 +426,7 @@ func TestCLIBadCounter(t *testing.T) {
 		path := filepath.Join(dir, "counter.u64")
 		require.NoError(t, os.Symlink("real", path))
 		before := listTree(t, dir)
-		line := requireOneErrorLine(t, f.run(t, "next", "--name", "web_1", "--counter", path))
+		line := requireError(t, f.run(t, "next", "--name", "web_1", "--counter", path))
 		assert.Contains(t, line, "symbolic link")
 		assert.Equal(t, before, listTree(t, dir))
 	})
@@ -433,7 +453,7 @@ func TestCLIShow(t *testing.T) {
 		f := newFakeEnv(t)
 		state := filepath.Join(t.TempDir(), "state")
 		f.vars["XDG_STATE_HOME"] = state
-		line := requireOneErrorLine(t, f.run(t, "show"))
+		line := requireError(t, f.run(t, "show"))
 		assert.Contains(t, line, "snapctl init")
 		_, err := os.Stat(state)
 		assert.ErrorIs(t, err, fs.ErrNotExist)
@@ -474,14 +494,14 @@ func TestCLIInit(t *testing.T) {
 		path := filepath.Join(dir, "counter.u64")
 		writeCounter(t, path, 100)
 		before := listTree(t, dir)
-		line := requireOneErrorLine(t, f.run(t, "init", "--start", "5", "--counter", path))
+		line := requireError(t, f.run(t, "init", "--start", "5", "--counter", path))
 		assert.Contains(t, line, "never lowered")
 		assert.Equal(t, before, listTree(t, dir))
 	})
 	t.Run("start 0", func(t *testing.T) {
 		f := newFakeEnv(t)
 		dir := t.TempDir()
-		line := requireOneErrorLine(t, f.run(t, "init", "--start", "0", "--counter", filepath.Join(dir, "c.u64")))
+		line := requireError(t, f.run(t, "init", "--start", "0", "--counter", filepath.Join(dir, "c.u64")))
 		assert.Contains(t, line, "--start")
 		requireEmptyDir(t, dir)
 	})
@@ -491,7 +511,7 @@ func TestCLIInit(t *testing.T) {
 		path := filepath.Join(dir, "counter.u64")
 		require.NoError(t, os.WriteFile(path, []byte{1, 2, 3}, 0o600))
 		before := listTree(t, dir)
-		line := requireOneErrorLine(t, f.run(t, "init", "--force", "--counter", path))
+		line := requireError(t, f.run(t, "init", "--force", "--counter", path))
 		assert.Contains(t, line, "--start")
 		assert.Equal(t, before, listTree(t, dir))
 	})
@@ -525,7 +545,7 @@ func TestCLIInit(t *testing.T) {
 	t.Run("force on a missing file", func(t *testing.T) {
 		f := newFakeEnv(t)
 		dir := t.TempDir()
-		requireOneErrorLine(t, f.run(t, "init", "--force", "--start", "10", "--counter", filepath.Join(dir, "c.u64")))
+		requireError(t, f.run(t, "init", "--force", "--start", "10", "--counter", filepath.Join(dir, "c.u64")))
 		requireEmptyDir(t, dir, "Repair never creates")
 	})
 }
@@ -537,7 +557,7 @@ func TestCLIInitForceUsageErrorCreatesNothing(t *testing.T) {
 	f := newFakeEnv(t)
 	state := filepath.Join(t.TempDir(), "state")
 	f.vars["XDG_STATE_HOME"] = state
-	line := requireOneErrorLine(t, f.run(t, "init", "--force"))
+	line := requireError(t, f.run(t, "init", "--force"))
 	assert.Contains(t, line, "--start")
 	_, err := os.Stat(state)
 	assert.ErrorIs(t, err, fs.ErrNotExist, "a refused command created %s", state)
@@ -566,7 +586,7 @@ func TestCLIUsageErrors(t *testing.T) {
 			f := newFakeEnv(t)
 			f.vars["SNAPID_COUNTER"] = filepath.Join(t.TempDir(), "counter.u64")
 			r := f.run(t, tt.args...)
-			line := requireOneErrorLine(t, r)
+			line := requireError(t, r)
 			assert.Contains(t, line, tt.want)
 			assert.Contains(t, line, "snapctl help", "it says what to do")
 			assert.Empty(t, r.stdout)
@@ -581,7 +601,7 @@ func TestCLIUsageErrors(t *testing.T) {
 func TestCLINoCommandOneLine(t *testing.T) {
 	t.Parallel()
 	f := newFakeEnv(t)
-	line := requireOneErrorLine(t, f.run(t))
+	line := requireError(t, f.run(t))
 	assert.Contains(t, line, "no command")
 	assert.Contains(t, line, "snapctl help")
 }
@@ -754,7 +774,7 @@ func TestCLIFlagWording(t *testing.T) {
 		{[]string{"next", "--bogus"}, "next has no flag --bogus"},
 		{[]string{"next", "--sync=maybe"}, `--sync "maybe"`},
 	} {
-		line := requireOneErrorLine(t, f.run(t, tc.args...))
+		line := requireError(t, f.run(t, tc.args...))
 		assert.Contains(t, line, tc.want, tc.args)
 		assert.NotRegexp(t, `(^|[ (])-[a-z]{2,}`, line, "flags are written --flag: %v", tc.args)
 	}
@@ -841,7 +861,7 @@ func TestCLIFlagsBeforeCommand(t *testing.T) {
 			f.vars["SNAPID_COUNTER"] = filepath.Join(t.TempDir(), "counter.u64")
 			r := f.run(t, tc.args...)
 			if tc.fail != "" {
-				assert.Contains(t, requireOneErrorLine(t, r), tc.fail)
+				assert.Contains(t, requireError(t, r), tc.fail)
 				assert.NoFileExists(t, f.vars["SNAPID_COUNTER"])
 				return
 			}
@@ -867,7 +887,7 @@ func TestCLIFlagsThatDoNothingRefused(t *testing.T) {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			f := newFakeEnv(t)
 			f.vars["SNAPID_COUNTER"] = filepath.Join(t.TempDir(), "counter.u64")
-			line := requireOneErrorLine(t, f.run(t, args...))
+			line := requireError(t, f.run(t, args...))
 			flagName, _, _ := strings.Cut(args[1], "=")
 			assert.Contains(t, line, args[0]+" has no flag "+flagName)
 			assert.NoFileExists(t, f.vars["SNAPID_COUNTER"])
@@ -946,7 +966,7 @@ func TestCLIHints(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeEnv(t)
-			line := requireOneErrorLine(t, f.run(t, tc.args...))
+			line := requireError(t, f.run(t, tc.args...))
 			for _, w := range tc.want {
 				assert.Contains(t, line, w)
 			}
@@ -1010,7 +1030,7 @@ func TestCLIInitModeAndOwner(t *testing.T) {
 			path := filepath.Join(dir, "counter.u64")
 			r := f.run(t, append([]string{"init", "--counter", path}, tc.args...)...)
 			if tc.fail != "" {
-				assert.Contains(t, requireOneErrorLine(t, r), tc.fail)
+				assert.Contains(t, requireError(t, r), tc.fail)
 				requireEmptyDir(t, dir, "nothing created")
 				return
 			}

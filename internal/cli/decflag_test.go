@@ -47,7 +47,7 @@ func TestCLINumericFlagsDecimalOnly(t *testing.T) {
 	} {
 		f := newFakeEnv(t)
 		f.vars["SNAPID_NAME"] = "web_1"
-		line := requireOneErrorLine(t, f.run(t, args...))
+		line := requireError(t, f.run(t, args...))
 		assert.Contains(t, line, "decimal", "%q", args)
 		requireEmptyDir(t, f.home, "%q creates nothing", args)
 	}
@@ -104,7 +104,7 @@ func TestTimeoutMustBePositive(t *testing.T) {
 				f := newFakeEnv(t)
 				f.vars["SNAPID_NAME"] = "web_1"
 				f.vars["SNAPID_CASSANDRA"] = "127.0.0.1:1" // nothing listens: it must not be asked
-				line := requireOneErrorLine(t, f.run(t, append(append([]string{}, cmd...), "--timeout", value)...))
+				line := requireError(t, f.run(t, append(append([]string{}, cmd...), "--timeout", value)...))
 				assert.Contains(t, line, fmt.Sprintf("--timeout %q: want a positive time limit", value))
 				assert.NotContains(t, line, "reachable")
 				assert.NotContains(t, line, "--no-registry")
@@ -114,7 +114,7 @@ func TestTimeoutMustBePositive(t *testing.T) {
 	}
 	// Flags before the command too; a positive limit is taken.
 	f := newFakeEnv(t)
-	line := requireOneErrorLine(t, f.run(t, "--timeout", "0", "show"))
+	line := requireError(t, f.run(t, "--timeout", "0", "show"))
 	assert.Contains(t, line, "want a positive time limit")
 	r := f.run(t, "init", "--timeout", "1m")
 	require.Equal(t, exitOK, r.code, r.stderr)

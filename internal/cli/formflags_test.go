@@ -99,7 +99,7 @@ func TestNextAtTheBoundTakesNothing(t *testing.T) {
 			for range 2 {
 				r = f.run(t, append([]string{"next", "-n", "4", "--name", "vm"}, form...)...)
 				require.Equal(t, exitFailure, r.code)
-				line := requireOneErrorLine(t, r)
+				line := requireError(t, r)
 				assert.Contains(t, line, "3 are left: nothing was taken")
 				assert.Contains(t, line, "nothing was issued and the counter did not move")
 				assert.Empty(t, r.stdout)
@@ -130,7 +130,7 @@ func TestNextFormFlagOfAnotherForm(t *testing.T) {
 			t.Parallel()
 			f := newFakeEnv(t)
 			before := testfs.Snapshot(t, f.home)
-			line := requireOneErrorLine(t, f.run(t, append([]string{"next", "--name", "vm"}, tc.args...)...))
+			line := requireError(t, f.run(t, append([]string{"next", "--name", "vm"}, tc.args...)...))
 			for _, w := range tc.want {
 				assert.Contains(t, line, w)
 			}

@@ -82,7 +82,7 @@ func TestStatusAndRegister(t *testing.T) {
 	// elsewhere.)
 	cp := t.TempDir()
 	testfs.CopyFiles(t, filepath.Dir(path), cp, "counter.u64", "counter.u64.owner")
-	assert.Contains(t, requireOneErrorLine(t, a.run(t, "register", "--counter", filepath.Join(cp, "counter.u64"))), "another counter file")
+	assert.Contains(t, requireError(t, a.run(t, "register", "--counter", filepath.Join(cp, "counter.u64"))), "another counter file")
 	place := a.vars["SNAPID_BINDING_DIR"]
 	a.vars["SNAPID_BINDING_DIR"] = t.TempDir()
 	r = a.run(t, "register", "--counter", filepath.Join(cp, "counter.u64"))
@@ -166,7 +166,7 @@ func TestStatusDamagedAndUnusable(t *testing.T) {
 	assert.False(t, st.Counter.SizeOK)
 
 	f.vars["SNAPID_NAME"] = "Bad-Name"
-	requireOneErrorLine(t, f.run(t, "status"))
+	requireError(t, f.run(t, "status"))
 }
 
 // names lists every row; check-names from an administrator's machine does
@@ -212,7 +212,7 @@ func TestNamesAndCheckNamesFromAdmin(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &out))
 	require.Len(t, out.Rows, 3)
 	assert.Equal(t, "7", out.Rows[0].ReservedUpTo)
-	requireOneErrorLine(t, newFakeEnv(t).run(t, "names"))
+	requireError(t, newFakeEnv(t).run(t, "names"))
 
 	kinds := func(args ...string) (int, map[string]bool) {
 		r := admin.run(t, append([]string{"check-names", "--json"}, args...)...)
@@ -256,7 +256,7 @@ func TestReleaseNeverRegistered(t *testing.T) {
 	f, _, _ := registryEnv(t)
 	f.vars["SNAPID_NAME"] = "web_1"
 	writeCounterAt(t, f)
-	line := requireOneErrorLine(t, f.run(t, "release"))
+	line := requireError(t, f.run(t, "release"))
 	assert.Contains(t, line, "never registered")
 	assert.Contains(t, line, "release --force --start N")
 	assert.NotContains(t, line, "snapctl init")
@@ -452,7 +452,7 @@ func TestNextHeldByThisMachineHint(t *testing.T) {
 	// Where this host's record of web_1 is kept, the record refuses the
 	// other counter first, pointing at the one it names.
 	for _, cmd := range []string{"next", "register"} {
-		line := requireOneErrorLine(t, a.run(t, cmd))
+		line := requireError(t, a.run(t, cmd))
 		assert.Contains(t, line, "server.u64")
 		assert.Contains(t, line, "--counter or SNAPID_COUNTER")
 		assert.NotContains(t, line, "register --force", "no take-over of its own name")
@@ -462,7 +462,7 @@ func TestNextHeldByThisMachineHint(t *testing.T) {
 	// is this machine.
 	a.vars["SNAPID_BINDING_DIR"] = t.TempDir()
 	for _, cmd := range []string{"next", "register"} {
-		line := requireOneErrorLine(t, a.run(t, cmd))
+		line := requireError(t, a.run(t, cmd))
 		assert.Contains(t, line, "node name taken")
 		assert.Contains(t, line, "this very machine")
 		assert.Contains(t, line, "--counter (or SNAPID_COUNTER)")
@@ -501,11 +501,11 @@ func TestSecondNameOnCounterOneVerdict(t *testing.T) {
 	a, _, _ := registryEnv(t)
 	r := a.run(t, "register", "--name", "web_2")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	line := requireOneErrorLine(t, a.run(t, "register", "--name", "web_1"))
+	line := requireError(t, a.run(t, "register", "--name", "web_1"))
 	assert.Contains(t, line, `holds the name "web_2"`)
 	assert.Regexp(t, `one counter (file )?serves one name`, line)
 	assert.Equal(t, 1, strings.Count(line, "nothing was changed"), line)
-	line = requireOneErrorLine(t, a.run(t, "next", "--name", "web_1"))
+	line = requireError(t, a.run(t, "next", "--name", "web_1"))
 	assert.Contains(t, line, `holds the name "web_2"`)
 	r = a.run(t, "check-names", "--name", "web_2")
 	assert.NotContains(t, r.stdout, "shared_owner")
@@ -521,7 +521,7 @@ func TestSecondNameOnCounterOneVerdict(t *testing.T) {
 	// The host released web_2: next refuses any name, and status says so.
 	r = a.run(t, "release", "--name", "web_2")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	requireOneErrorLine(t, a.run(t, "next", "--name", "web_3"))
+	requireError(t, a.run(t, "next", "--name", "web_3"))
 	st, r = statusJSON(t, a, "--name", "web_3")
 	require.Equal(t, exitProblems, r.code, r.stdout+r.stderr)
 	assert.Contains(t, strings.Join(st.Attention, "|"), `released "web_2"`)
@@ -554,7 +554,7 @@ func TestUsernameWithoutPasswordVariable(t *testing.T) {
 	f := newFakeEnv(t)
 	f.vars["SNAPID_CASSANDRA"] = "127.0.0.1:1"
 	for _, cmd := range [][]string{{"next", "--name", "web_1"}, {"names"}, {"setup", "--replication", "1"}} {
-		line := requireOneErrorLine(t, f.run(t, append(cmd, "--username", "alice")...))
+		line := requireError(t, f.run(t, append(cmd, "--username", "alice")...))
 		assert.Contains(t, line, "SNAPID_CASSANDRA_PASSWORD is not set", cmd)
 		assert.NotContains(t, line, "reachable", cmd)
 	}
