@@ -2,11 +2,13 @@ package cassandra
 
 import (
 	"fmt"
+	"log/slog"
 	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/gocql/gocql"
+	"github.com/snapid/snapid/internal/envvars"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -46,20 +48,23 @@ func (e *EnvError) Unwrap() error { return registry.ErrInvalidOption }
 // ConfigFromEnv builds a Config from the variables above, read with
 // lookup (os.Getenv, or a function that puts command-line flags before
 // the environment). ok is false when no hosts are given (EnvHosts empty):
-// no registry. A value it cannot read is an *EnvError naming the
-// variable; the rest is judged by Config.Validate and NewRegistry. A user
-// name without EnvPassword is refused: the password comes only from that
-// variable, and without it every connection would fail authentication.
-// It reads nothing else and is safe for concurrent use if lookup is.
+// no registry. EnvHosts set to blanks, or with an empty entry ("db1,,db3",
+// "db1,"), is an *EnvError, not "no registry": it is a host list whose
+// hosts went missing (a template's variable left unset), and a host that
+// meant to use the registry would run without it. A value it cannot read
+// is an *EnvError naming the variable; the rest is judged by
+// Config.Validate and NewRegistry. A user name without EnvPassword is
+// refused: the password comes only from that variable, and without it
+// every connection would fail authentication. It reads nothing else and
+// is safe for concurrent use if lookup is. A misspelt variable is not
+// read at all: WarnUnknownEnv reports those.
 func ConfigFromEnv(lookup func(key string) string) (cfg Config, ok bool, err error) {
 	hosts := lookup(EnvHosts)
-	if strings.TrimSpace(hosts) == "" {
+	if hosts == "" {
 		return cfg, false, nil
 	}
-	for _, h := range strings.Split(hosts, ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			cfg.Hosts = append(cfg.Hosts, h)
-		}
+	if cfg.Hosts, err = parseHosts(hosts); err != nil {
+		return cfg, true, err
 	}
 	cfg.Keyspace = strings.TrimSpace(lookup(EnvKeyspace))
 	cfg.Username = lookup(EnvUsername)
@@ -83,6 +88,47 @@ func ConfigFromEnv(lookup func(key string) string) (cfg Config, ok bool, err err
 		}
 	}
 	return cfg, true, nil
+}
+
+// parseHosts reads EnvHosts's value, host[:port],…, refusing a value of
+// blanks only and an empty entry.
+func parseHosts(hosts string) ([]string, error) {
+	if strings.TrimSpace(hosts) == "" {
+		return nil, &EnvError{Key: EnvHosts, Value: hosts,
+			Want: "blank: want host[:port],… (to run without a registry, unset it or set it to nothing)"}
+	}
+	var out []string
+	for _, h := range strings.Split(hosts, ",") {
+		if h = strings.TrimSpace(h); h == "" {
+			return nil, &EnvError{Key: EnvHosts, Value: hosts,
+				Want: "an empty entry between commas (a host missing from the list?): want host[:port],… with no empty entry"}
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// WarnUnknownEnv logs a warning on log for each variable of environ
+// (os.Environ's form, "KEY=value") whose name starts with SNAPID_, in any
+// case, but that no snapid program reads, naming the variable it likely
+// misspells: ConfigFromEnv reads only the names it knows, so a misspelt
+// EnvHosts leaves a host without its registry, silently. Values are never
+// logged. A program configured from its environment calls it once, with
+// os.Environ(), beside ConfigFromEnv. It returns the names warned about.
+func WarnUnknownEnv(log *slog.Logger, environ []string) []string {
+	var names []string
+	for _, v := range envvars.Unknown(environ) {
+		names = append(names, v.Name)
+		if log == nil {
+			continue
+		}
+		if v.Closest != "" {
+			log.Warn(fmt.Sprintf("snapid: ignoring %s: no snapid program reads it; did you mean %s?", v.Name, v.Closest))
+		} else {
+			log.Warn(fmt.Sprintf("snapid: ignoring %s: no snapid program reads it", v.Name))
+		}
+	}
+	return names
 }
 
 // ParseConsistency reads a commit consistency's name in any case, "-" or

@@ -1,7 +1,10 @@
 package cassandra
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/gocql/gocql"
@@ -55,6 +58,9 @@ func TestConfigFromEnv(t *testing.T) {
 	for _, tc := range []struct {
 		key, value string
 	}{
+		{EnvHosts, " "},        // blanks: a host list gone missing
+		{EnvHosts, "db1,,db2"}, // an entry gone missing
+		{EnvHosts, "db1,"},
 		{EnvPassword, ""}, // a user without the password variable
 		{EnvConsistency, "most"},
 		{EnvSerialConsistency, "paxos"},
@@ -69,4 +75,20 @@ func TestConfigFromEnv(t *testing.T) {
 		assert.ErrorIs(t, err, snapid.ErrInvalidOption)
 		assert.Contains(t, err.Error(), tc.key)
 	}
+}
+
+// WarnUnknownEnv warns of each SNAPID_ variable no snapid program reads,
+// with the one it likely misspells, never with its value.
+func TestWarnUnknownEnv(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	// Built, not written whole: the repository's names are all known.
+	misspelt := "SNAPID_" + "CASANDRA"
+	names := WarnUnknownEnv(log, []string{"HOME=/root", EnvHosts + "=db1", misspelt + "=secret-value", "SNAPID_SIM_SEED=4"})
+	assert.Equal(t, []string{misspelt}, names)
+	assert.Contains(t, buf.String(), "level=WARN")
+	assert.Contains(t, buf.String(), "ignoring "+misspelt+": no snapid program reads it; did you mean SNAPID_CASSANDRA?")
+	assert.NotContains(t, buf.String(), "secret-value")
+	assert.Equal(t, 1, strings.Count(buf.String(), "\n"), "one record")
+	assert.Empty(t, WarnUnknownEnv(nil, []string{EnvKeyspace + "=ks"}))
 }

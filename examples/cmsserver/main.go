@@ -51,6 +51,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	cassandra.WarnUnknownEnv(log, os.Environ()) // a misspelt SNAPID_ variable is never read
 	if err := run(ctx, *addr, os.Getenv, log); err != nil {
 		log.Error("cmsserver", "err", err)
 		os.Exit(1)

@@ -56,6 +56,9 @@ func cmdCheckNames(ctx context.Context, c *cli, args []string) error {
 		}
 	} else if *names == "" {
 		return usageError{"nothing to check: give --cassandra (or SNAPID_CASSANDRA) to audit the registry, or --names FILE to check an inventory"}
+	} else if err := c.refuseWithoutRegistry(noRegistryConfigured+" (without one, only the --names file is checked)",
+		"stale", "clock-skew", "name", "counter", "timeout"); err != nil {
+		return err
 	}
 	report := admin.Audit(rows, cfg)
 	if repl != nil && repl.Status == cassandra.ReplicationAttention {

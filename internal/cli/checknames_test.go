@@ -18,12 +18,12 @@ func TestNodeNumbersWithRegistry(t *testing.T) {
 	t.Parallel()
 	f, s, ks := registryEnvBare(t, nil)
 	dc := s.LocalDC(t)
-	line := requireOneErrorLine(t, f.run(t, "setup", "--replication", dc+":1", "--stride", "1"))
+	line := requireError(t, f.run(t, "setup", "--replication", dc+":1", "--stride", "1"))
 	assert.Contains(t, line, "--stride")
 	assert.Nil(t, s.Replication(t, ks), "a bad stride created the keyspace")
 	// No keyspace yet: --stride alone cannot create it, and says what
 	// is missing.
-	line = requireOneErrorLine(t, f.run(t, "setup", "--stride", "1000"))
+	line = requireError(t, f.run(t, "setup", "--stride", "1000"))
 	assert.Contains(t, line, "keyspace "+ks+" does not exist")
 	assert.Contains(t, line, "setup needs --replication")
 	assert.Nil(t, s.Replication(t, ks))

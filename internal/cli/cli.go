@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/snapid/snapid/cassandra"
 	"github.com/snapid/snapid/internal/engine"
 )
 
@@ -70,13 +71,18 @@ func (e usageError) Error() string { return e.msg }
 // the exit status.
 func run(ctx context.Context, args []string, e env) int {
 	e.stderr = &lockedWriter{w: e.stderr}
+	if e.environ != nil {
+		// Once per run: a misspelt variable is never read, and one
+		// naming the registry leaves the host without it.
+		cassandra.WarnUnknownEnv(slog.New(newLineHandler(e.stderr)), e.environ())
+	}
 	if len(args) == 0 {
-		fmt.Fprintln(e.stderr, "snapctl: no command given; run 'snapctl help' for the list of commands")
+		io.WriteString(e.stderr, formatMessage("no command given", "run 'snapctl help' for the list of commands"))
 		return exitFailure
 	}
 	args, err := commandFirst(args)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "snapctl: %s; run 'snapctl help' for the list of commands and flags\n", oneLine(err.Error()))
+		io.WriteString(e.stderr, formatMessage(err.Error(), "run 'snapctl help' for the list of commands and flags"))
 		return exitFailure
 	}
 	name := args[0]
@@ -88,7 +94,7 @@ func run(ctx context.Context, args []string, e env) int {
 	}
 	cmd := lookup(name)
 	if cmd == nil {
-		fmt.Fprintf(e.stderr, "snapctl: unknown command %q; run 'snapctl help' for the list\n", name)
+		io.WriteString(e.stderr, formatMessage(fmt.Sprintf("unknown command %q", name), "run 'snapctl help' for the list"))
 		return exitFailure
 	}
 	c := &cli{env: e}
@@ -101,7 +107,7 @@ func run(ctx context.Context, args []string, e env) int {
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
 	}
-	fmt.Fprintf(e.stderr, "snapctl: %s\n", oneLine(describe(cmd.name, err)))
+	io.WriteString(e.stderr, formatError(cmd.name, err))
 	return exitFailure
 }
 
@@ -236,17 +242,20 @@ const (
 // three: a flag that would do nothing is refused, not ignored.
 var commonFlags = map[string]int{
 	"show":        flagCounter,
-	"init":        flagCounter | flagSync,
+	"init":        flagCounter, // init and init --force always sync
 	"release":     flagName | flagCounter,
 	"setup":       0,
 	"check-names": flagName | flagCounter,
 	"status":      flagName | flagCounter,
 	"names":       0,
 	"version":     0,
+	"seq create":  flagCounter, // this host's lease, printed after
+	"seq show":    flagCounter, // this host's lease file
 }
 
-// newFlags returns the flag set of a command with the common flags it
-// uses (all three unless commonFlags says otherwise).
+// newFlags returns the flag set of a command ("seq create" for a
+// subcommand) with the common flags it uses (all three unless
+// commonFlags says otherwise).
 func (c *cli) newFlags(cmd string) *flag.FlagSet {
 	fs := flag.NewFlagSet("snapctl "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -272,13 +281,14 @@ func (c *cli) newFlags(cmd string) *flag.FlagSet {
 func (c *cli) parse(args []string) error {
 	if err := c.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(c.stdout, "usage: %s %s\n", c.fs.Name(), lookup(strings.TrimPrefix(c.fs.Name(), "snapctl ")).usage)
+			fmt.Fprintf(c.stdout, "usage: %s\n", usageLine(strings.TrimPrefix(c.fs.Name(), "snapctl ")))
 			hasFlags := false
 			c.fs.VisitAll(func(*flag.Flag) { hasFlags = true })
 			if hasFlags {
 				fmt.Fprintf(c.stdout, "\nflags:\n")
 				printFlags(c.stdout, c.fs)
 			}
+			printExamples(c.stdout, strings.TrimPrefix(c.fs.Name(), "snapctl "))
 			return err
 		}
 		return usageError{flagError(c.fs, err)}
@@ -287,6 +297,19 @@ func (c *cli) parse(args []string) error {
 		return usageError{fmt.Sprintf("unexpected argument %q", c.fs.Arg(0))}
 	}
 	return nil
+}
+
+// usageLine is the usage of the command name ("seq create" for a
+// subcommand): "snapctl next [-n N] …".
+func usageLine(name string) string {
+	if sub, ok := strings.CutPrefix(name, "seq "); ok {
+		for _, sc := range seqSubcommands {
+			if sc.name == sub {
+				return "snapctl seq " + sc.name + " " + sc.usage
+			}
+		}
+	}
+	return strings.TrimSpace("snapctl " + name + " " + lookup(name).usage)
 }
 
 // flagForm is how snapctl writes a flag: -n (one letter), --name.
@@ -302,7 +325,10 @@ func flagForm(name string) string {
 func printFlags(w io.Writer, fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) {
 		kind, usage := flag.UnquoteUsage(f)
-		if kind == "value" { // the decimal flags (-n, --start, --max-id…)
+		switch g, ok := f.Value.(flag.Getter); {
+		case ok && isDuration(g.Get()): // --timeout
+			kind = "duration"
+		case kind == "value": // the decimal flags (-n, --start, --max-id…)
 			kind = "N"
 		}
 		line := "  " + flagForm(f.Name)
@@ -337,13 +363,20 @@ func flagError(fs *flag.FlagSet, err error) string {
 	}
 	value, name, why := m[1], m[2], m[3]
 	if f := fs.Lookup(name); f != nil {
-		if g, ok := f.Value.(flag.Getter); ok {
-			if _, isDuration := g.Get().(time.Duration); isDuration {
-				return fmt.Sprintf("%s %q: want a duration with its unit, such as 10m, 90s or 1h30m", flagForm(name), value)
+		if g, ok := f.Value.(flag.Getter); ok && isDuration(g.Get()) {
+			if why == errNotPositive.Error() {
+				return fmt.Sprintf("%s %q: want a positive time limit, such as 30s or 2m (0 or less would end the command's work before it starts)", flagForm(name), value)
 			}
+			return fmt.Sprintf("%s %q: want a duration with its unit, such as 10m, 90s or 1h30m", flagForm(name), value)
 		}
 	}
 	return fmt.Sprintf("%s %q: %s", flagForm(name), value, why)
+}
+
+// isDuration reports whether a flag's value v is a duration.
+func isDuration(v any) bool {
+	_, ok := v.(time.Duration)
+	return ok
 }
 
 func (c *cli) options() []engine.Option {
@@ -376,8 +409,9 @@ func printUsage(w io.Writer) {
 		fmt.Fprintf(w, "  %-*s  %s\n", width, cmd.name, cmd.summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "common flags: --name, --counter, --sync (default true) on next, register and seq; show takes --counter,")
-	fmt.Fprintln(w, "  init --counter and --sync, release, status and check-names --name and --counter ('snapctl help CMD' lists all)")
+	fmt.Fprintln(w, "common flags: --name, --counter, --sync (default true) on next, register and seq next; show, init,")
+	fmt.Fprintln(w, "  seq create and seq show take --counter, release, status and check-names --name and --counter")
+	fmt.Fprintln(w, "  ('snapctl help CMD' lists all; a flag that would do nothing is refused)")
 	fmt.Fprintln(w, "registry flags (next, register, release, setup, status, names, check-names, seq; next --no-registry skips it):")
 	fmt.Fprintln(w, "  --cassandra host[:port],…, --keyspace, --username, --tls-ca, --tls-cert, --tls-key, --timeout (default 30s),")
 	fmt.Fprintln(w, "  --local-dc DC, --consistency quorum|local_quorum|each_quorum, --serial-consistency serial")
@@ -392,6 +426,7 @@ func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "  snapctl setup --cassandra db1,db2,db3 --local-dc dc1 --replication dc1:3,dc2:3   (once)")
 	fmt.Fprintln(w, "  SNAPID_CASSANDRA=db1,db2,db3 SNAPID_LOCAL_DC=dc1 snapctl register")
 	fmt.Fprintln(w, "exit status: 0 success, 1 check-names found problems or status needs attention, 2 could not be done")
+	printExamples(w, "help")
 }
 
 // version describes the build: the module's version and the VCS

@@ -6,11 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"bufio"
 	"os/exec"
@@ -38,6 +41,7 @@ type fakeEnv struct {
 	syncDir func(string) error // nil: the real one
 	// checkReplication, if set, judges the registry's replication
 	checkReplication func(*cassandra.Registry, context.Context) (cassandra.ReplicationReport, error)
+	inproc           *InProcess // nil: none
 }
 
 // newFakeEnv returns an environment with a temporary home, no variables
@@ -58,31 +62,62 @@ type result struct {
 func (f *fakeEnv) run(t *testing.T, args ...string) result {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	e := env{
-		getenv:           func(k string) string { return f.vars[k] },
+	code := run(context.Background(), args, f.env(&stdout, &stderr))
+	return result{code, stdout.String(), stderr.String()}
+}
+
+// env is f as snapctl's environment, writing to stdout and stderr.
+func (f *fakeEnv) env(stdout, stderr io.Writer) env {
+	return env{
+		getenv: func(k string) string { return f.vars[k] },
+		environ: func() []string {
+			var kv []string
+			for k, v := range f.vars {
+				kv = append(kv, k+"="+v)
+			}
+			return kv
+		},
 		hostname:         func() (string, error) { return f.host, f.hostErr },
 		homeDir:          func() (string, error) { return f.home, f.homeErr },
 		userName:         func() (string, error) { return "tester", nil },
 		stdin:            strings.NewReader(""),
-		stdout:           &stdout,
-		stderr:           &stderr,
+		stdout:           stdout,
+		stderr:           stderr,
 		syncDir:          f.syncDir,
 		checkReplication: f.checkReplication,
+		inproc:           f.inproc,
 	}
-	code := run(context.Background(), args, e)
-	return result{code, stdout.String(), stderr.String()}
 }
 
-// requireOneErrorLine requires exit status 2 and exactly one line on
-// stderr, starting "snapctl: ", and returns that line.
-func requireOneErrorLine(t *testing.T, r result) string {
+// requireError requires exit status 2 and snapctl's error on stderr as
+// formatError prints it: a first line "snapctl: …", then indented lines
+// (the message's further lines by four, each piece of advice starting
+// "  - "), none longer than errorWidth unless it holds one word. It
+// returns the error in one line, the message and the advice joined by
+// "; ", as describe writes it.
+func requireError(t *testing.T, r result) string {
 	t.Helper()
 	require.Equal(t, exitFailure, r.code, "stdout: %q\nstderr: %q", r.stdout, r.stderr)
 	require.True(t, strings.HasSuffix(r.stderr, "\n"), "stderr: %q", r.stderr)
 	lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
-	require.Len(t, lines, 1, "stderr must be one line: %q", r.stderr)
 	require.True(t, strings.HasPrefix(lines[0], "snapctl: "), "stderr: %q", r.stderr)
-	return lines[0]
+	parts := []string{strings.TrimPrefix(lines[0], "snapctl: ")}
+	for _, l := range lines {
+		if utf8.RuneCountInString(l) > errorWidth {
+			require.Len(t, strings.Fields(strings.TrimPrefix(l, "  - ")), 1, "a line longer than %d: %q", errorWidth, l)
+		}
+	}
+	for _, l := range lines[1:] {
+		switch {
+		case strings.HasPrefix(l, "  - "):
+			parts = append(parts, strings.TrimPrefix(l, "  - "))
+		case strings.HasPrefix(l, "    ") && strings.TrimSpace(l) != "":
+			parts[len(parts)-1] += " " + strings.TrimSpace(l)
+		default:
+			require.Failf(t, "not snapctl's error", "line %q of stderr: %q", l, r.stderr)
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // requireIDs requires stdout to be n consecutive ids of name and returns
@@ -166,7 +201,7 @@ func TestCLINextDefaultCounter(t *testing.T) {
 		r := f.run(t, "next")
 		require.Equal(t, exitOK, r.code, r.stderr)
 		assert.Equal(t, "web_1-1\n", r.stdout)
-		assert.Empty(t, r.stderr)
+		assert.Empty(t, withoutNoRegistryNotice(t, r.stderr, "web_1"))
 		path := filepath.Join(state, "snapid", "counter.u64")
 		assert.Equal(t, uint64(1), counterValue(t, path))
 		info, err := os.Stat(filepath.Dir(path))
@@ -196,7 +231,7 @@ func TestCLINextDefaultCounter(t *testing.T) {
 		f := newFakeEnv(t)
 		f.vars["SNAPID_NAME"] = "web_1"
 		f.homeErr = errors.New("$HOME is not defined")
-		line := requireOneErrorLine(t, f.run(t, "next"))
+		line := requireError(t, f.run(t, "next"))
 		assert.Contains(t, line, "home directory")
 	})
 }
@@ -214,9 +249,9 @@ func TestCLINextN(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Equal(t, []uint64{6, 7, 8}, requireIDs(t, r.stdout, "web_1", 3))
 
-	line := requireOneErrorLine(t, f.run(t, "next", "-n", "0", "--name", "web_1", "--counter", path))
+	line := requireError(t, f.run(t, "next", "-n", "0", "--name", "web_1", "--counter", path))
 	assert.Contains(t, line, "-n must be at least 1")
-	line = requireOneErrorLine(t, f.run(t, "next", "-n", "-3", "--name", "web_1", "--counter", path))
+	line = requireError(t, f.run(t, "next", "-n", "-3", "--name", "web_1", "--counter", path))
 	assert.Contains(t, line, "-n")
 	assert.Equal(t, uint64(8), counterValue(t, path), "failed commands issue nothing")
 }
@@ -233,7 +268,7 @@ func TestCLIEnvAndFlagPrecedence(t *testing.T) {
 	r := f.run(t, "next")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Equal(t, "env_name-1\n", r.stdout, "environment over defaults")
-	assert.Empty(t, r.stderr, "no notice when the name is configured")
+	assert.Empty(t, withoutNoRegistryNotice(t, r.stderr, "env_name"), "no notice of the name when it is configured")
 
 	r = f.run(t, "next", "--name", "flag_name", "--counter", flagPath)
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -260,7 +295,7 @@ func TestCLIEnvAndFlagPrecedence(t *testing.T) {
 
 	// An invalid SNAPID_NAME is refused even when the host name is fine.
 	f.vars["SNAPID_NAME"] = "Env-Name"
-	line := requireOneErrorLine(t, f.run(t, "next"))
+	line := requireError(t, f.run(t, "next"))
 	assert.Contains(t, line, registry.NameRule)
 	assert.Equal(t, uint64(1), counterValue(t, envPath))
 }
@@ -283,7 +318,7 @@ func TestCLINameFromHostname(t *testing.T) {
 			r := f.run(t, "next", "--counter", path)
 			require.Equal(t, exitOK, r.code, r.stderr)
 			assert.Equal(t, tt.want+"-1\n", r.stdout)
-			lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+			lines := strings.Split(strings.TrimSuffix(withoutNoRegistryNotice(t, r.stderr, tt.want), "\n"), "\n")
 			require.Len(t, lines, 1, "one notice line: %q", r.stderr)
 			assert.True(t, strings.HasPrefix(lines[0], "snapctl: notice: "), lines[0])
 			for _, s := range tt.notice {
@@ -295,7 +330,7 @@ func TestCLINameFromHostname(t *testing.T) {
 		f := newFakeEnv(t)
 		f.host = "1st.example.com"
 		dir := t.TempDir()
-		line := requireOneErrorLine(t, f.run(t, "next", "--counter", filepath.Join(dir, "counter.u64")))
+		line := requireError(t, f.run(t, "next", "--counter", filepath.Join(dir, "counter.u64")))
 		assert.Contains(t, line, registry.NameRule)
 		assert.Contains(t, line, "--name")
 		requireEmptyDir(t, dir, "nothing created")
@@ -303,7 +338,7 @@ func TestCLINameFromHostname(t *testing.T) {
 	t.Run("unknown host name", func(t *testing.T) {
 		f := newFakeEnv(t)
 		f.hostErr = errors.New("no host name")
-		line := requireOneErrorLine(t, f.run(t, "next", "--counter", filepath.Join(t.TempDir(), "c.u64")))
+		line := requireError(t, f.run(t, "next", "--counter", filepath.Join(t.TempDir(), "c.u64")))
 		assert.Contains(t, line, "host name")
 	})
 }
@@ -326,7 +361,7 @@ func TestCLIInvalidNameCreatesNothing(t *testing.T) {
 					// is used. Use an invalid host name instead.
 					f.host = "Bad Host"
 				}
-				line := requireOneErrorLine(t, f.run(t, args...))
+				line := requireError(t, f.run(t, args...))
 				assert.Contains(t, line, registry.NameRule, "the message states the rule")
 				_, err := os.Stat(state)
 				assert.ErrorIs(t, err, fs.ErrNotExist, "no state directory created")
@@ -347,7 +382,7 @@ func TestCLIBadCounter(t *testing.T) {
 			if cmd == "init" {
 				args = []string{cmd, "--counter", filepath.Join(dir, "no", "counter.u64")}
 			}
-			line := requireOneErrorLine(t, f.run(t, args...))
+			line := requireError(t, f.run(t, args...))
 			assert.Contains(t, line, filepath.Join(dir, "no", "counter.u64"))
 			assert.Contains(t, line, "the directory "+filepath.Join(dir, "no")+" does not exist", "the directory is named")
 			assert.NotContains(t, line, ".tmp-", "not the temporary file")
@@ -370,7 +405,7 @@ func TestCLIBadCounter(t *testing.T) {
 				{"show", "--json", "--counter", path},
 				{"init", "--start", "5", "--counter", path},
 			} {
-				line := requireOneErrorLine(t, f.run(t, args...))
+				line := requireError(t, f.run(t, args...))
 				assert.Contains(t, line, path)
 				assert.Contains(t, line, "corrupt")
 				assert.Contains(t, line, "init --force --start N", "it says what to do")
@@ -381,7 +416,7 @@ func TestCLIBadCounter(t *testing.T) {
 	t.Run("directory", func(t *testing.T) {
 		f := newFakeEnv(t)
 		dir := t.TempDir()
-		line := requireOneErrorLine(t, f.run(t, "next", "--name", "web_1", "--counter", dir))
+		line := requireError(t, f.run(t, "next", "--name", "web_1", "--counter", dir))
 		assert.Contains(t, line, "not a regular file")
 	})
 	t.Run("symlink", func(t *testing.T) {
@@ -391,7 +426,7 @@ func TestCLIBadCounter(t *testing.T) {
 		path := filepath.Join(dir, "counter.u64")
 		require.NoError(t, os.Symlink("real", path))
 		before := listTree(t, dir)
-		line := requireOneErrorLine(t, f.run(t, "next", "--name", "web_1", "--counter", path))
+		line := requireError(t, f.run(t, "next", "--name", "web_1", "--counter", path))
 		assert.Contains(t, line, "symbolic link")
 		assert.Equal(t, before, listTree(t, dir))
 	})
@@ -418,7 +453,7 @@ func TestCLIShow(t *testing.T) {
 		f := newFakeEnv(t)
 		state := filepath.Join(t.TempDir(), "state")
 		f.vars["XDG_STATE_HOME"] = state
-		line := requireOneErrorLine(t, f.run(t, "show"))
+		line := requireError(t, f.run(t, "show"))
 		assert.Contains(t, line, "snapctl init")
 		_, err := os.Stat(state)
 		assert.ErrorIs(t, err, fs.ErrNotExist)
@@ -459,14 +494,14 @@ func TestCLIInit(t *testing.T) {
 		path := filepath.Join(dir, "counter.u64")
 		writeCounter(t, path, 100)
 		before := listTree(t, dir)
-		line := requireOneErrorLine(t, f.run(t, "init", "--start", "5", "--counter", path))
+		line := requireError(t, f.run(t, "init", "--start", "5", "--counter", path))
 		assert.Contains(t, line, "never lowered")
 		assert.Equal(t, before, listTree(t, dir))
 	})
 	t.Run("start 0", func(t *testing.T) {
 		f := newFakeEnv(t)
 		dir := t.TempDir()
-		line := requireOneErrorLine(t, f.run(t, "init", "--start", "0", "--counter", filepath.Join(dir, "c.u64")))
+		line := requireError(t, f.run(t, "init", "--start", "0", "--counter", filepath.Join(dir, "c.u64")))
 		assert.Contains(t, line, "--start")
 		requireEmptyDir(t, dir)
 	})
@@ -476,7 +511,7 @@ func TestCLIInit(t *testing.T) {
 		path := filepath.Join(dir, "counter.u64")
 		require.NoError(t, os.WriteFile(path, []byte{1, 2, 3}, 0o600))
 		before := listTree(t, dir)
-		line := requireOneErrorLine(t, f.run(t, "init", "--force", "--counter", path))
+		line := requireError(t, f.run(t, "init", "--force", "--counter", path))
 		assert.Contains(t, line, "--start")
 		assert.Equal(t, before, listTree(t, dir))
 	})
@@ -510,7 +545,7 @@ func TestCLIInit(t *testing.T) {
 	t.Run("force on a missing file", func(t *testing.T) {
 		f := newFakeEnv(t)
 		dir := t.TempDir()
-		requireOneErrorLine(t, f.run(t, "init", "--force", "--start", "10", "--counter", filepath.Join(dir, "c.u64")))
+		requireError(t, f.run(t, "init", "--force", "--start", "10", "--counter", filepath.Join(dir, "c.u64")))
 		requireEmptyDir(t, dir, "Repair never creates")
 	})
 }
@@ -522,7 +557,7 @@ func TestCLIInitForceUsageErrorCreatesNothing(t *testing.T) {
 	f := newFakeEnv(t)
 	state := filepath.Join(t.TempDir(), "state")
 	f.vars["XDG_STATE_HOME"] = state
-	line := requireOneErrorLine(t, f.run(t, "init", "--force"))
+	line := requireError(t, f.run(t, "init", "--force"))
 	assert.Contains(t, line, "--start")
 	_, err := os.Stat(state)
 	assert.ErrorIs(t, err, fs.ErrNotExist, "a refused command created %s", state)
@@ -551,7 +586,7 @@ func TestCLIUsageErrors(t *testing.T) {
 			f := newFakeEnv(t)
 			f.vars["SNAPID_COUNTER"] = filepath.Join(t.TempDir(), "counter.u64")
 			r := f.run(t, tt.args...)
-			line := requireOneErrorLine(t, r)
+			line := requireError(t, r)
 			assert.Contains(t, line, tt.want)
 			assert.Contains(t, line, "snapctl help", "it says what to do")
 			assert.Empty(t, r.stdout)
@@ -566,7 +601,7 @@ func TestCLIUsageErrors(t *testing.T) {
 func TestCLINoCommandOneLine(t *testing.T) {
 	t.Parallel()
 	f := newFakeEnv(t)
-	line := requireOneErrorLine(t, f.run(t))
+	line := requireError(t, f.run(t))
 	assert.Contains(t, line, "no command")
 	assert.Contains(t, line, "snapctl help")
 }
@@ -739,7 +774,7 @@ func TestCLIFlagWording(t *testing.T) {
 		{[]string{"next", "--bogus"}, "next has no flag --bogus"},
 		{[]string{"next", "--sync=maybe"}, `--sync "maybe"`},
 	} {
-		line := requireOneErrorLine(t, f.run(t, tc.args...))
+		line := requireError(t, f.run(t, tc.args...))
 		assert.Contains(t, line, tc.want, tc.args)
 		assert.NotRegexp(t, `(^|[ (])-[a-z]{2,}`, line, "flags are written --flag: %v", tc.args)
 	}
@@ -826,7 +861,7 @@ func TestCLIFlagsBeforeCommand(t *testing.T) {
 			f.vars["SNAPID_COUNTER"] = filepath.Join(t.TempDir(), "counter.u64")
 			r := f.run(t, tc.args...)
 			if tc.fail != "" {
-				assert.Contains(t, requireOneErrorLine(t, r), tc.fail)
+				assert.Contains(t, requireError(t, r), tc.fail)
 				assert.NoFileExists(t, f.vars["SNAPID_COUNTER"])
 				return
 			}
@@ -852,7 +887,7 @@ func TestCLIFlagsThatDoNothingRefused(t *testing.T) {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			f := newFakeEnv(t)
 			f.vars["SNAPID_COUNTER"] = filepath.Join(t.TempDir(), "counter.u64")
-			line := requireOneErrorLine(t, f.run(t, args...))
+			line := requireError(t, f.run(t, args...))
 			flagName, _, _ := strings.Cut(args[1], "=")
 			assert.Contains(t, line, args[0]+" has no flag "+flagName)
 			assert.NoFileExists(t, f.vars["SNAPID_COUNTER"])
@@ -931,7 +966,7 @@ func TestCLIHints(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeEnv(t)
-			line := requireOneErrorLine(t, f.run(t, tc.args...))
+			line := requireError(t, f.run(t, tc.args...))
 			for _, w := range tc.want {
 				assert.Contains(t, line, w)
 			}
@@ -995,7 +1030,7 @@ func TestCLIInitModeAndOwner(t *testing.T) {
 			path := filepath.Join(dir, "counter.u64")
 			r := f.run(t, append([]string{"init", "--counter", path}, tc.args...)...)
 			if tc.fail != "" {
-				assert.Contains(t, requireOneErrorLine(t, r), tc.fail)
+				assert.Contains(t, requireError(t, r), tc.fail)
 				requireEmptyDir(t, dir, "nothing created")
 				return
 			}
@@ -1086,4 +1121,53 @@ func TestCLIInitWarnsForeignOwner(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Every SNAPID_ variable snapctl does not read is warned about on stderr,
+// once per run, naming the one it likely misspells and never its value;
+// the variables of the scripts and tests are not.
+func TestCLIWarnsUnknownVariables(t *testing.T) {
+	t.Parallel()
+	// Written whole, a misspelt name would be one the repository uses
+	// (internal/envvars checks every name the repository holds).
+	misspelt := func(rest string) string { return "SNAPID_" + rest }
+	for _, tc := range []struct {
+		name  string
+		vars  map[string]string
+		args  []string
+		wants []string // one warning line each, in this order
+	}{
+		{"registry misspelt", map[string]string{misspelt("CASANDRA"): "127.0.0.1"}, []string{"version"},
+			[]string{"ignoring " + misspelt("CASANDRA") + ": no snapid program reads it; did you mean SNAPID_CASSANDRA?"}},
+		{"lower case, and nothing close", map[string]string{"snapid_name": "web_1", misspelt("XYZZY"): "1"}, []string{"version"},
+			[]string{"ignoring " + misspelt("XYZZY") + ": no snapid program reads it",
+				"ignoring snapid_name: no snapid program reads it; did you mean SNAPID_NAME?"}},
+		{"scripts' and tests' variables", map[string]string{"SNAPID_CASSANDRA_DIR": "/x", "SNAPID_CACHE": "/y", "SNAPID_SIM_SEED": "1"}, []string{"version"}, nil},
+		{"a password's value is never printed", map[string]string{misspelt("CASSANDRA_PASWORD"): "hunter2"}, []string{"version"},
+			[]string{"ignoring " + misspelt("CASSANDRA_PASWORD") + ": no snapid program reads it; did you mean SNAPID_CASSANDRA_PASSWORD?"}},
+		{"once, with a command that fails", map[string]string{misspelt("KEYSAPCE"): "ks"}, []string{"nosuchcommand"},
+			[]string{"ignoring " + misspelt("KEYSAPCE") + ": no snapid program reads it; did you mean SNAPID_KEYSPACE?"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeEnv(t)
+			maps.Copy(f.vars, tc.vars)
+			r := f.run(t, tc.args...)
+			var warnings []string
+			for _, l := range strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n") {
+				if w, ok := strings.CutPrefix(l, "snapctl: warning: "); ok {
+					warnings = append(warnings, w)
+				}
+			}
+			assert.Equal(t, tc.wants, warnings, "stderr: %q", r.stderr)
+			assert.NotContains(t, r.stderr, "hunter2")
+		})
+	}
+	// A misspelt registry leaves the host without it: next says both.
+	f := newFakeEnv(t)
+	f.vars[misspelt("CASANDRA")] = "127.0.0.1"
+	r := f.run(t, "next", "--name", "web_1", "--counter", filepath.Join(t.TempDir(), "c.u64"))
+	require.Equal(t, exitOK, r.code, r.stderr)
+	rest := withoutNoRegistryNotice(t, r.stderr, "web_1")
+	assert.Equal(t, "snapctl: warning: ignoring "+misspelt("CASANDRA")+": no snapid program reads it; did you mean SNAPID_CASSANDRA?\n", rest)
 }

@@ -70,6 +70,9 @@ func cmdNext(ctx context.Context, c *cli, args []string) error {
 		g.Close()
 		return err
 	}
+	if reg == nil {
+		c.noticeNoRegistry(name, path)
+	}
 	if err := g.Close(); err != nil {
 		// The ids are issued and durable; a failed close only leaves a
 		// gap (the unused reservation was not returned).
@@ -93,7 +96,7 @@ func (c *cli) nextRegistry(ctx context.Context, rf *registryFlags, noRegistry bo
 	if noRegistry {
 		// --no-registry beats SNAPID_CASSANDRA, which production hosts
 		// export: it is the fallback during a registry outage.
-		return nil, nil
+		return nil, c.refuseWithoutRegistry("--no-registry turns it off: drop one of them")
 	}
 	reg, err := c.connect(ctx, rf, false)
 	if err != nil {
@@ -102,6 +105,9 @@ func (c *cli) nextRegistry(ctx context.Context, rf *registryFlags, noRegistry bo
 	if reg != nil {
 		return reg, nil
 	}
+	if err := c.refuseWithoutRegistry(noRegistryConfigured); err != nil {
+		return nil, err
+	}
 	switch _, err := admin.OwnerToken(path); {
 	case err == nil:
 		return nil, usageError{fmt.Sprintf("%s is registered (it has an owner token): give --cassandra or SNAPID_CASSANDRA, or --no-registry to issue without the registry's bounds", path)}
@@ -109,6 +115,18 @@ func (c *cli) nextRegistry(ctx context.Context, rf *registryFlags, noRegistry bo
 		return nil, err // a damaged owner file: registered, and to be repaired first
 	}
 	return nil, nil
+}
+
+// noticeNoRegistry says, once, that name was taken without a registry
+// and is unique on this host only, unless a registry proved it unique
+// when the counter at path claimed it (it has an owner token: next
+// --no-registry through an outage).
+func (c *cli) noticeNoRegistry(name, path string) {
+	if _, err := admin.OwnerToken(path); err == nil {
+		return
+	}
+	fmt.Fprintf(c.stderr, "snapctl: notice: without a registry, %q is checked on this host only (another host may use it too); "+
+		"set SNAPID_CASSANDRA or give --cassandra to check it across hosts\n", name)
 }
 
 // issueIDs issues n ids of g's form, one per line, with one counter
@@ -124,13 +142,14 @@ func issueIDs(ctx context.Context, g *engine.Generator, n uint64) ([]byte, error
 
 // lockTimeoutHelp describes --timeout of the commands that only wait for
 // the counter's locks.
-const lockTimeoutHelp = "time limit for waiting on the counter's lock, which another process may hold"
+const lockTimeoutHelp = "time limit for waiting on the counter's lock, which another process may hold (positive)"
 
 // cmdShow prints the last issued number and the path.
 func cmdShow(ctx context.Context, c *cli, args []string) error {
 	fs := c.newFlags("show")
 	asJSON := fs.Bool("json", false, jsonHelp)
-	timeout := fs.Duration("timeout", 30*time.Second, lockTimeoutHelp)
+	var timeout time.Duration
+	timeLimitVar(fs, &timeout, "timeout", 30*time.Second, lockTimeoutHelp)
 	if err := c.parse(args); err != nil {
 		return err
 	}
@@ -138,10 +157,7 @@ func cmdShow(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *timeout <= 0 {
-		return usageError{"--timeout must be positive"}
-	}
-	lctx, cancel := context.WithTimeout(ctx, *timeout)
+	lctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	last, err := admin.ReadCounterContext(lctx, path)
 	if err != nil {
@@ -192,7 +208,8 @@ func cmdShow(ctx context.Context, c *cli, args []string) error {
 // cmdInit creates or raises the counter, or with --force repairs it.
 func cmdInit(ctx context.Context, c *cli, args []string) error {
 	fs := c.newFlags("init")
-	timeout := fs.Duration("timeout", 30*time.Second, lockTimeoutHelp)
+	var timeout time.Duration
+	timeLimitVar(fs, &timeout, "timeout", 30*time.Second, lockTimeoutHelp)
 	start := decimalFlag(fs, "start", 1, "the next number to issue")
 	force := fs.Bool("force", false, "rewrite the counter whatever it holds (repairs a corrupt file; may lower it)")
 	modeFlag := fs.String("mode", "", "permissions, in octal, of a counter file this creates (default 0600; the owner needs read and write)")
@@ -209,16 +226,16 @@ func cmdInit(ctx context.Context, c *cli, args []string) error {
 	if *start == 0 {
 		return usageError{"--start must be at least 1: the first number is 1"}
 	}
-	if *timeout <= 0 {
-		return usageError{"--timeout must be positive"}
-	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if *force && !startSet {
 		return usageError{"--force needs an explicit --start N above every number this counter issued"}
 	}
 	path, err := c.resolveCounter()
 	if err != nil {
+		return err
+	}
+	if err := modeApplies(path, *modeFlag, *force); err != nil {
 		return err
 	}
 	if err := c.prepareDefaultDir(); err != nil {
@@ -250,6 +267,21 @@ func initOptions(opts []engine.Option, mode, owner string) ([]engine.Option, err
 		opts = append(opts, engine.WithOwner(uid, gid))
 	}
 	return opts, nil
+}
+
+// modeApplies refuses init's --mode (mode) where it would do nothing: it
+// sets the permissions of a counter init creates, and --force rewrites an
+// existing counter in place, as does init on a counter that exists.
+func modeApplies(path, mode string, force bool) error {
+	switch fi, err := os.Lstat(path); {
+	case mode == "":
+		return nil
+	case force:
+		return usageError{"--mode sets the permissions of a counter init creates, and --force rewrites an existing one in place: drop --mode (chmod changes a file's mode)"}
+	case err == nil:
+		return usageError{fmt.Sprintf("--mode sets the permissions of a counter init creates, and %s exists (mode %#o): drop --mode (chmod changes a file's mode)", path, uint32(fi.Mode().Perm()))}
+	}
+	return nil
 }
 
 // repairCounter rewrites the counter at path (init --force) so that start

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"strconv"
+	"time"
 )
 
 // decimal is a uint64 flag read in base 10 only: "0100", "0x40", "0b1",
@@ -53,4 +54,40 @@ func decimalFlag(fs *flag.FlagSet, name string, value uint64, usage string) *uin
 	*p = value
 	fs.Var((*decimal)(p), name, usage)
 	return p
+}
+
+// timeLimit is a duration flag that must be positive (--timeout): a time
+// limit of 0 or less would end the command's work before it starts, and
+// the failure would then be blamed on what it waited for.
+type timeLimit time.Duration
+
+// errNotPositive is what flag wraps when a time limit is 0 or less.
+var errNotPositive = errors.New("not a positive duration")
+
+func (d *timeLimit) String() string {
+	if d == nil {
+		return "0s"
+	}
+	return time.Duration(*d).String()
+}
+
+func (d *timeLimit) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	if v <= 0 {
+		return errNotPositive
+	}
+	*d = timeLimit(v)
+	return nil
+}
+
+// Get makes the flag a duration for the help and the errors.
+func (d *timeLimit) Get() any { return time.Duration(*d) }
+
+// timeLimitVar defines a time limit flag on fs, stored in p.
+func timeLimitVar(fs *flag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {
+	*p = value
+	fs.Var((*timeLimit)(p), name, usage)
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -46,7 +47,7 @@ func TestCLINumericFlagsDecimalOnly(t *testing.T) {
 	} {
 		f := newFakeEnv(t)
 		f.vars["SNAPID_NAME"] = "web_1"
-		line := requireOneErrorLine(t, f.run(t, args...))
+		line := requireError(t, f.run(t, args...))
 		assert.Contains(t, line, "decimal", "%q", args)
 		requireEmptyDir(t, f.home, "%q creates nothing", args)
 	}
@@ -86,4 +87,45 @@ func TestParseNumericID(t *testing.T) {
 			t.Errorf("parseNumericID(%q) = %d, %v, %v; want %d, numeric %v, refused %v", tc.in, id, numeric, err, tc.id, tc.numeric, tc.bad)
 		}
 	}
+}
+
+// A time limit of 0 or less is refused as it is parsed, on every command
+// that takes --timeout, naming the flag, before anything is made or any
+// registry asked: never blamed on an unreachable Cassandra, with advice
+// to go without it.
+func TestTimeoutMustBePositive(t *testing.T) {
+	t.Parallel()
+	commands := [][]string{{"next"}, {"show"}, {"init"}, {"register"}, {"release"}, {"setup", "--replication", "1"},
+		{"status"}, {"names"}, {"check-names"}, {"seq", "create", "s1"}, {"seq", "next", "s1"}, {"seq", "show", "s1"}}
+	for _, value := range []string{"0", "0s", "-1s", "-2h"} {
+		for _, cmd := range commands {
+			t.Run(value+" "+cmd[0], func(t *testing.T) {
+				t.Parallel()
+				f := newFakeEnv(t)
+				f.vars["SNAPID_NAME"] = "web_1"
+				f.vars["SNAPID_CASSANDRA"] = "127.0.0.1:1" // nothing listens: it must not be asked
+				line := requireError(t, f.run(t, append(append([]string{}, cmd...), "--timeout", value)...))
+				assert.Contains(t, line, fmt.Sprintf("--timeout %q: want a positive time limit", value))
+				assert.NotContains(t, line, "reachable")
+				assert.NotContains(t, line, "--no-registry")
+				requireEmptyDir(t, f.home, "nothing made")
+			})
+		}
+	}
+	// Flags before the command too; a positive limit is taken.
+	f := newFakeEnv(t)
+	line := requireError(t, f.run(t, "--timeout", "0", "show"))
+	assert.Contains(t, line, "want a positive time limit")
+	r := f.run(t, "init", "--timeout", "1m")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = f.run(t, "show", "--timeout", "500ms")
+	require.Equal(t, exitOK, r.code, r.stderr)
+}
+
+// The help lists --timeout as a duration with its default, as before.
+func TestTimeoutHelp(t *testing.T) {
+	t.Parallel()
+	r := newFakeEnv(t).run(t, "help", "names")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^  --timeout duration\n.*\(default 30s\)$`, r.stdout)
 }

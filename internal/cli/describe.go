@@ -1,6 +1,6 @@
 package cli
 
-// Error messages: what went wrong, in one line, and what to do.
+// Error messages: what went wrong, and what to do.
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid/admin"
@@ -16,23 +17,103 @@ import (
 	"github.com/snapid/snapid/registry"
 )
 
-// describe turns an error into the one-line message, with what to do.
+// describe turns an error into one line: the message, then what to do.
 func describe(cmd string, err error) string {
-	msg := strings.TrimPrefix(err.Error(), "snapid: ")
-	hint := hintFor(cmd, err)
+	msg, hint := describeParts(cmd, err)
 	if hint == "" {
 		return msg
+	}
+	return msg + "; " + hint
+}
+
+// describeParts returns err's message and what to do about it ("" if
+// nothing), for command cmd.
+func describeParts(cmd string, err error) (msg, hint string) {
+	msg = strings.TrimPrefix(err.Error(), "snapid: ")
+	hint = hintFor(cmd, err)
+	if hint == "" {
+		return msg, ""
 	}
 	// A message that already says so does not say it twice.
 	for _, said := range []string{"nothing was changed", "nothing was issued", "nothing was created"} {
 		if strings.Contains(msg, said) {
 			hint = strings.TrimPrefix(strings.TrimPrefix(hint, said+"; "), said+": ")
 			if hint == said {
-				return msg
+				return msg, ""
 			}
 		}
 	}
-	return msg + "; " + hint
+	return msg, hint
+}
+
+// errorWidth is the widest line of an error snapctl prints: longer ones
+// are wrapped at blanks (a single longer word, such as a long path, stays
+// whole).
+const errorWidth = 100
+
+// formatError is err from command cmd as snapctl prints it on stderr: the
+// error's message first ("snapctl: …", wrapped, its further lines
+// indented by four), then what to do, one piece of advice a line ("  - …").
+// The error itself is left as the library returned it.
+func formatError(cmd string, err error) string {
+	return formatMessage(describeParts(cmd, err))
+}
+
+// formatMessage is formatError's layout of an error's message and its
+// hint.
+func formatMessage(msg, hint string) string {
+	var b strings.Builder
+	wrapInto(&b, "snapctl: ", "    ", msg)
+	for _, h := range splitAdvice(hint) {
+		wrapInto(&b, "  - ", "    ", h)
+	}
+	return b.String()
+}
+
+// wrapInto writes text's words to b in lines of at most errorWidth
+// characters, the first starting with first, the others with rest.
+func wrapInto(b *strings.Builder, first, rest, text string) {
+	line, words := first, 0
+	for _, w := range strings.Fields(text) {
+		if words > 0 && utf8.RuneCountInString(line)+1+utf8.RuneCountInString(w) > errorWidth {
+			b.WriteString(line + "\n")
+			line, words = rest, 0
+		}
+		if words > 0 {
+			line += " "
+		}
+		line += w
+		words++
+	}
+	b.WriteString(line + "\n")
+}
+
+// splitAdvice splits a hint into its pieces of advice: at each "; " not
+// inside parentheses or quotes.
+func splitAdvice(hint string) []string {
+	var out []string
+	depth, quote, start := 0, rune(0), 0
+	for i, r := range hint {
+		switch {
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			}
+		case r == '"' || (r == '\'' && (i == 0 || hint[i-1] == ' ' || hint[i-1] == '(')):
+			quote = r // an apostrophe inside a word (host's) opens nothing
+		case r == '(':
+			depth++
+		case r == ')' && depth > 0:
+			depth--
+		case r == ';' && depth == 0 && strings.HasPrefix(hint[i:], "; "):
+			out = append(out, hint[start:i])
+			start = i + 2
+		}
+	}
+	if rest := strings.TrimSpace(hint[start:]); rest != "" {
+		out = append(out, rest)
+	}
+	return out
 }
 
 // hintFor says what to do about err from command cmd ("" if nothing).

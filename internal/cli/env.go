@@ -15,6 +15,7 @@ import (
 // run in-process in tests with their own environment and outputs.
 type env struct {
 	getenv   func(string) string
+	environ  func() []string // every variable, "KEY=value" (nil: none)
 	hostname func() (string, error)
 	homeDir  func() (string, error)
 	userName func() (string, error) // the user running (for the default node name)
@@ -31,6 +32,7 @@ type env struct {
 func osEnv() env {
 	return env{
 		getenv:   os.Getenv,
+		environ:  os.Environ,
 		hostname: os.Hostname,
 		homeDir:  os.UserHomeDir,
 		userName: currentUserName,

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"flag"
+	"fmt"
 	"math"
 
 	"github.com/snapid/snapid/internal/engine"
@@ -33,6 +34,14 @@ func (f *formFlags) options(fs *flag.FlagSet) ([]engine.Option, error) {
 	form, err := engine.ParseFormat(f.format)
 	if err != nil {
 		return nil, usageError{"--format " + f.format + ": want name, decimal or striped"}
+	}
+	// A flag of another form would be taken and do nothing to the ids.
+	switch {
+	case set["node-number"] && form == engine.FormatName:
+		return nil, usageError{"--node-number is for the numeric forms: give --format decimal or --format striped " +
+			"(the name form, <name>-<number>, carries no node number)"}
+	case set["stride"] && form != engine.FormatStriped:
+		return nil, usageError{fmt.Sprintf("--stride is for the striped form: give --format striped (the %s form has no stride)", form)}
 	}
 	bounds := 0
 	for _, b := range []bool{set["max-id"], f.maxSafeInteger, f.uint32} {

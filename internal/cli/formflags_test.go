@@ -99,7 +99,7 @@ func TestNextAtTheBoundTakesNothing(t *testing.T) {
 			for range 2 {
 				r = f.run(t, append([]string{"next", "-n", "4", "--name", "vm"}, form...)...)
 				require.Equal(t, exitFailure, r.code)
-				line := requireOneErrorLine(t, r)
+				line := requireError(t, r)
 				assert.Contains(t, line, "3 are left: nothing was taken")
 				assert.Contains(t, line, "nothing was issued and the counter did not move")
 				assert.Empty(t, r.stdout)
@@ -108,6 +108,33 @@ func TestNextAtTheBoundTakesNothing(t *testing.T) {
 			r = f.run(t, append([]string{"next", "-n", "3", "--name", "vm"}, form...)...)
 			require.Equal(t, exitOK, r.code, "stderr: %q", r.stderr)
 			assert.Len(t, strings.Fields(r.stdout), 3)
+		})
+	}
+}
+
+// A form flag of another form than the one asked for is refused, naming
+// the flag and the form it needs, and nothing is made (the name form
+// would otherwise take a node number and hand out <name>-<n> regardless).
+func TestNextFormFlagOfAnotherForm(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--node-number", "7"}, []string{"--node-number is for the numeric forms", "--format decimal or --format striped"}},
+		{[]string{"--format", "name", "--node-number", "7"}, []string{"--node-number is for the numeric forms"}},
+		{[]string{"--stride", "1000"}, []string{"--stride is for the striped form", "--format striped", "the name form"}},
+		{[]string{"--format", "decimal", "--node-number", "7", "--stride", "1000"}, []string{"--stride is for the striped form", "the decimal form"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			t.Parallel()
+			f := newFakeEnv(t)
+			before := testfs.Snapshot(t, f.home)
+			line := requireError(t, f.run(t, append([]string{"next", "--name", "vm"}, tc.args...)...))
+			for _, w := range tc.want {
+				assert.Contains(t, line, w)
+			}
+			testfs.RequireUnchanged(t, f.home, before)
 		})
 	}
 }

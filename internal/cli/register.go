@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"strings"
 
 	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/internal/engine"
@@ -117,34 +118,74 @@ func cmdRelease(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
-	defer cancel()
-	reg, done, err := c.claimRegistry(ctx, &rf, "release")
+	if sf.force && c.flagGiven("name") && c.flagGiven("counter") {
+		// The name is released whoever holds it: a counter only says
+		// which name, when --name does not.
+		return usageError{"--counter does nothing with --force and --name: release --force releases the name given, whoever holds it; drop --counter"}
+	}
+	path := ""
+	if !sf.force {
+		if path, err = c.resolveCounter(); err != nil {
+			return err
+		}
+	}
+	final, err := c.release(ctx, &rf, sf, name, path)
+	if errors.Is(err, engine.ErrRegistry) {
+		return hintError{err, c.releaseFailedHint(err, name, path)}
+	}
 	if err != nil {
 		return err
 	}
-	defer done()
-	var final uint64
 	if sf.force {
-		final, err = admin.ForceRelease(ctx, reg, name, sf.start)
-		if err != nil {
-			return err
-		}
 		fmt.Fprintf(c.stderr, "snapctl: WARNING: %q RELEASED by force; its next holder starts above %d\n", name, final)
-	} else {
-		path, err := c.resolveCounter()
-		if err != nil {
-			return err
-		}
-		final, err = admin.Release(ctx, reg, path, name, append(c.options(), c.inprocOptions()...)...)
-		if errors.Is(err, fs.ErrNotExist) {
-			return hintError{err, fmt.Sprintf("nothing was changed; this host never registered %q with the counter %s, or that counter is gone (check --counter): "+
-				"there is nothing to release here; to release a name whose holder is gone for good, 'snapctl release --force --start N'", name, path)}
-		}
-		if err != nil {
-			return err
-		}
 	}
 	_, err = fmt.Fprintf(c.stdout, "released %s (last number %d)\n", name, final)
 	return err
+}
+
+// release releases name in the registry: held by the counter at path, or
+// with --force (path ""), whoever holds it.
+func (c *cli) release(ctx context.Context, rf *registryFlags, sf startFlags, name, path string) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
+	defer cancel()
+	reg, done, err := c.claimRegistry(ctx, rf, "release")
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	if sf.force {
+		return admin.ForceRelease(ctx, reg, name, sf.start)
+	}
+	final, err := admin.Release(ctx, reg, path, name, append(c.options(), c.inprocOptions()...)...)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, hintError{err, fmt.Sprintf("nothing was changed; this host never registered %q with the counter %s, or that counter is gone (check --counter): "+
+			"there is nothing to release here; to release a name whose holder is gone for good, 'snapctl release --force --start N'", name, path)}
+	}
+	return final, err
+}
+
+// releaseFailedHint says what a release of name that failed for the
+// registry (err) left, and what to do: what to check, whether the registry
+// may have released it (only once the release was sent), whether this
+// host records it as released (path: the counter; "" with --force, which
+// changes nothing on this host), and to run it again.
+func (c *cli) releaseFailedHint(err error, name, path string) string {
+	again := "run 'snapctl release' again once the registry answers"
+	check := strings.TrimSuffix(registryHint(err), " and try again") // said by again
+	if path == "" {
+		return fmt.Sprintf("%s; %q was not released, unless the failure came as the release was sent ('snapctl names' shows which); "+
+			"nothing was changed on this host; %s (with the same --force --start)", check, name, again)
+	}
+	hf, herr := admin.ReadHostFiles(path, c.options()...)
+	switch {
+	case herr != nil:
+		return fmt.Sprintf("%s; %q was not released in the registry, unless the failure came as the release was sent ('snapctl names' shows which), "+
+			"and whether this host records it as released could not be read (%s); %s", check, name, oneLine(herr.Error()), again)
+	case hf.Released != name:
+		return fmt.Sprintf("%s; %q was not released: nothing was changed, in the registry or on this host "+
+			"(its programs may go on using the name); %s", check, name, again)
+	}
+	return fmt.Sprintf("%s; %q was not released in the registry, unless the failure came as the release was sent ('snapctl names' shows which); "+
+		"this host already records it as released, so its programs refuse it; %s to finish the hand-over, or 'snapctl register' to keep the name here",
+		check, name, again)
 }

@@ -34,7 +34,7 @@ func (c *cli) addRegistryFlags(r *registryFlags) {
 	c.fs.StringVar(&r.tlsCA, "tls-ca", "", "PEM CA file to verify Cassandra with (default $SNAPID_CASSANDRA_TLS_CA)")
 	c.fs.StringVar(&r.tlsCert, "tls-cert", "", "PEM client certificate (default $SNAPID_CASSANDRA_TLS_CERT)")
 	c.fs.StringVar(&r.tlsKey, "tls-key", "", "PEM client key (default $SNAPID_CASSANDRA_TLS_KEY)")
-	c.fs.DurationVar(&r.timeout, "timeout", 30*time.Second, "time limit for the registry work of this command")
+	timeLimitVar(c.fs, &r.timeout, "timeout", 30*time.Second, "time limit for the registry work of this command (positive)")
 	c.fs.StringVar(&r.localDC, "local-dc", "", "this host's Cassandra data centre, whose nodes are asked first (default $SNAPID_LOCAL_DC; needed by local_quorum)")
 	c.fs.StringVar(&r.consistency, "consistency", "", "consistency of the commit of each change and of listings: quorum (default), local_quorum or each_quorum (default $SNAPID_CONSISTENCY)")
 	c.fs.StringVar(&r.serial, "serial-consistency", "", "consistency of the Paxos rounds deciding who holds a name: serial, the only one allowed (local_serial is refused: two data centres cut apart could both win one name) (default $SNAPID_SERIAL_CONSISTENCY)")
@@ -139,6 +139,29 @@ func (c *cli) connect(ctx context.Context, r *registryFlags, readOnly bool) (*ca
 func refuseNewKeyspace(cfg cassandra.Config) bool {
 	return cfg.Keyspace != "" && cfg.Keyspace != cassandra.DefaultKeyspace
 }
+
+// registryOnlyFlags are the registry's flags that matter only with a
+// registry (not --cassandra, which makes one, nor --timeout, which also
+// bounds the wait for the counter's lock).
+var registryOnlyFlags = []string{"keyspace", "username", "tls-ca", "tls-cert", "tls-key", "local-dc",
+	"consistency", "serial-consistency", "replication", "allow-fragile-replication"}
+
+// refuseWithoutRegistry refuses, on a command that works without a
+// registry, the flags given on the command line that would do nothing
+// without one: registryOnlyFlags and the command's own (more). why says
+// why there is none.
+func (c *cli) refuseWithoutRegistry(why string, more ...string) error {
+	for _, name := range append(append([]string{}, registryOnlyFlags...), more...) {
+		if c.fs.Lookup(name) != nil && c.flagGiven(name) {
+			return usageError{fmt.Sprintf("%s applies only with a registry, and %s", flagForm(name), why)}
+		}
+	}
+	return nil
+}
+
+// noRegistryConfigured is why there is no registry when none is
+// configured, for refuseWithoutRegistry.
+const noRegistryConfigured = "none is configured: give --cassandra host[:port],… or set SNAPID_CASSANDRA, or drop the flag"
 
 // needRegistry is connect for commands that cannot work without one.
 func (c *cli) needRegistry(ctx context.Context, r *registryFlags, cmd string) (*cassandra.Registry, error) {

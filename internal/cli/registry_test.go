@@ -14,6 +14,7 @@ import (
 	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/cassandra"
 	"github.com/snapid/snapid/internal/testcluster"
+	"github.com/snapid/snapid/internal/testfs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -71,7 +72,7 @@ func TestRegistryCommandsTwoHosts(t *testing.T) {
 	unreg := newFakeEnv(t)
 	unreg.home = a.home
 	unreg.vars = map[string]string{"SNAPID_NAME": "web_1", "SNAPID_BINDING_DIR": a.vars["SNAPID_BINDING_DIR"]} // host a, its counter
-	line := requireOneErrorLine(t, unreg.run(t, "next"))
+	line := requireError(t, unreg.run(t, "next"))
 	assert.Contains(t, line, "registered")
 	r = unreg.run(t, "next", "--no-registry")
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -86,7 +87,7 @@ func TestRegistryCommandsTwoHosts(t *testing.T) {
 	// with the holder named, and issues nothing.
 	b := newFakeEnv(t)
 	b.vars = map[string]string{"SNAPID_BINDING_DIR": b.vars["SNAPID_BINDING_DIR"], "SNAPID_CASSANDRA": a.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks, "SNAPID_NAME": "web_1"}
-	line = requireOneErrorLine(t, b.run(t, "next"))
+	line = requireError(t, b.run(t, "next"))
 	assert.Contains(t, line, "node name taken")
 	assert.Contains(t, line, "since")
 	bCounter := filepath.Join(b.home, ".local", "state", "snapid", "counter.u64")
@@ -100,7 +101,7 @@ func TestRegistryCommandsTwoHosts(t *testing.T) {
 	assert.Contains(t, r.stdout, "released web_1 (last number 4)")
 	// The release is final on a: a routine next there does not claim the
 	// name back (b's register would then fail); only 'register' would.
-	line = requireOneErrorLine(t, a.run(t, "next"))
+	line = requireError(t, a.run(t, "next"))
 	assert.Contains(t, line, "released on this host")
 	assert.Contains(t, line, "snapctl register")
 	r = b.run(t, "next")
@@ -109,8 +110,8 @@ func TestRegistryCommandsTwoHosts(t *testing.T) {
 
 	// a cannot come back; after b's holder is declared gone, a forced
 	// register takes it above the floor.
-	requireOneErrorLine(t, a.run(t, "register"))
-	requireOneErrorLine(t, a.run(t, "register", "--force"))
+	requireError(t, a.run(t, "register"))
+	requireError(t, a.run(t, "register", "--force"))
 	r = a.run(t, "register", "--force", "--start", "100")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "WARNING")
@@ -131,7 +132,7 @@ func TestRegistryCommandsCassandraDown(t *testing.T) {
 	f := newFakeEnv(t)
 	f.vars["SNAPID_CASSANDRA"] = "127.0.0.1:1"
 	f.vars["SNAPID_NAME"] = "web_1"
-	line := requireOneErrorLine(t, f.run(t, "next", "--timeout", "5s"))
+	line := requireError(t, f.run(t, "next", "--timeout", "5s"))
 	assert.Contains(t, line, "Cassandra")
 	assert.NoDirExists(t, filepath.Join(f.home, ".local", "state", "snapid"), "nothing created on disk")
 }
@@ -220,11 +221,11 @@ func TestCheckNamesInventoryWithoutCassandra(t *testing.T) {
 	require.Equal(t, exitProblems, r.code, r.stderr)
 	assert.Contains(t, r.stdout, admin.ProblemInventoryDuplicate)
 	assert.Contains(t, r.stdout, admin.ProblemInventoryInvalid)
-	requireOneErrorLine(t, f.run(t, "check-names"))
+	requireError(t, f.run(t, "check-names"))
 	for _, bad := range [][]string{{"--clock-skew", "0"}, {"--clock-skew", "-1s"}} {
 		r = f.run(t, append([]string{"check-names", "--names", inv}, bad...)...)
 		assert.Equal(t, exitFailure, r.code, "%v", bad)
-		assert.Contains(t, requireOneErrorLine(t, r), strings.TrimPrefix(bad[0], "--")+" must be positive")
+		assert.Contains(t, requireError(t, r), strings.TrimPrefix(bad[0], "--")+" must be positive")
 	}
 }
 
@@ -269,13 +270,13 @@ func TestRegistryCommandsTLS(t *testing.T) {
 			assert.Contains(t, line, "no response to connection startup")
 		}
 	}
-	noCert(requireOneErrorLine(t, g.run(t, "next", "--tls-ca", tf.CA)))
+	noCert(requireError(t, g.run(t, "next", "--tls-ca", tf.CA)))
 	g.vars["SNAPID_CASSANDRA_TLS_CA"] = tf.CA
-	noCert(requireOneErrorLine(t, g.run(t, "next")))
+	noCert(requireError(t, g.run(t, "next")))
 	delete(g.vars, "SNAPID_CASSANDRA_TLS_CA")
 	r = g.run(t, "next", "--tls-ca", tf.CA, "--tls-cert", tf.Cert)
 	assert.Equal(t, exitFailure, r.code)
-	assert.Contains(t, requireOneErrorLine(t, r), "give both files or neither")
+	assert.Contains(t, requireError(t, r), "give both files or neither")
 	assert.Equal(t, before, dirSnapshot(t, stateDir))
 }
 
@@ -298,7 +299,7 @@ func dirSnapshot(t *testing.T, dir string) map[string]string {
 func TestCheckNamesNeverCreates(t *testing.T) {
 	t.Parallel()
 	f, s, ks := registryEnvBare(t, nil)
-	line := requireOneErrorLine(t, f.run(t, "check-names"))
+	line := requireError(t, f.run(t, "check-names"))
 	assert.Contains(t, line, "does not exist")
 	assert.Contains(t, line, "--keyspace")
 	var n int
@@ -319,11 +320,11 @@ func TestRegistryCommandsPasswordAuth(t *testing.T) {
 	f.vars["SNAPID_NAME"] = "auth_1"
 	stateDir := filepath.Join(f.home, ".local", "state", "snapid")
 
-	line := requireOneErrorLine(t, f.run(t, "next"))
+	line := requireError(t, f.run(t, "next"))
 	assert.Contains(t, line, "authentication")
 	f.vars["SNAPID_CASSANDRA_USERNAME"] = "cassandra"
 	f.vars["SNAPID_CASSANDRA_PASSWORD"] = "wrong"
-	line = requireOneErrorLine(t, f.run(t, "register"))
+	line = requireError(t, f.run(t, "register"))
 	assert.Contains(t, line, "incorrect")
 	assert.NoDirExists(t, stateDir, "nothing created on disk")
 
@@ -347,7 +348,7 @@ func TestRegistryNextAtLastNumber(t *testing.T) {
 	r = a.run(t, "next")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Equal(t, "web_1-18446744073709551615\n", r.stdout)
-	line := requireOneErrorLine(t, a.run(t, "next"))
+	line := requireError(t, a.run(t, "next"))
 	assert.Contains(t, line, "exhausted")
 	assert.Contains(t, line, "never passes 2^64-1")
 	assert.NotContains(t, line, "flow again")
@@ -392,7 +393,7 @@ func TestIssuingCommandsNeverCreateANamedKeyspace(t *testing.T) {
 		{"seq", "next", "articles", "--keyspace", typo},
 	} {
 		t.Run(strings.Join(args[:len(args)-1], " "), func(t *testing.T) {
-			line := requireOneErrorLine(t, f.run(t, args...))
+			line := requireError(t, f.run(t, args...))
 			assert.Contains(t, line, "keyspace "+typo+" does not exist (the registries are in keyspace "+ks)
 			assert.Contains(t, line, "snapctl setup --keyspace NAME")
 			assert.Nil(t, s.Replication(t, typo), "the misspelt keyspace was created")
@@ -557,7 +558,7 @@ func TestNextNoRegistryBeatsEnvironment(t *testing.T) {
 		})
 	}
 	f := newFakeEnv(t)
-	line := requireOneErrorLine(t, f.run(t, "next", "--name", "web_1", "--no-registry", "--cassandra", "db1"))
+	line := requireError(t, f.run(t, "next", "--name", "web_1", "--no-registry", "--cassandra", "db1"))
 	assert.Contains(t, line, "--no-registry and --cassandra")
 }
 
@@ -600,7 +601,7 @@ func TestRegistrySettingsRefusedChangeNothing(t *testing.T) {
 				if cmd == "setup" {
 					args = append(args, "--replication", "1")
 				}
-				line := requireOneErrorLine(t, f.run(t, args...))
+				line := requireError(t, f.run(t, args...))
 				assert.Contains(t, line, tc.want)
 				if strings.HasPrefix(tc.name, "local serial") {
 					assert.Contains(t, line, "drop --serial-consistency (SNAPID_SERIAL_CONSISTENCY) or set it to serial")
@@ -626,19 +627,19 @@ func TestRegistryReplicationWhereverCreated(t *testing.T) {
 			f.vars["SNAPID_NAME"] = "web_1"
 			if cmd != "setup" {
 				f.vars["SNAPID_REPLICATION"] = dc + ":1"
-				line := requireOneErrorLine(t, f.run(t, cmd))
+				line := requireError(t, f.run(t, cmd))
 				assert.Contains(t, line, "keyspace "+ks+" does not exist")
 				assert.Contains(t, line, "snapctl setup")
 				assert.Nil(t, s.Replication(t, ks))
 				assert.NoDirExists(t, filepath.Join(f.home, ".local", "state", "snapid"))
 				return
 			}
-			line := requireOneErrorLine(t, f.run(t, cmd, "--replication", dc+":3"))
+			line := requireError(t, f.run(t, cmd, "--replication", dc+":3"))
 			assert.Contains(t, line, "cannot survive the loss of one node")
 			assert.Contains(t, line, "check --replication")
 			assert.Nil(t, s.Replication(t, ks))
 			f.vars["SNAPID_REPLICATION"] = "3"
-			line = requireOneErrorLine(t, f.run(t, cmd))
+			line = requireError(t, f.run(t, cmd))
 			assert.Contains(t, line, "only 1 exist")
 			assert.Nil(t, s.Replication(t, ks))
 			assert.NoDirExists(t, filepath.Join(f.home, ".local", "state", "snapid"))
@@ -713,7 +714,7 @@ func TestCheckNamesReportsReplication(t *testing.T) {
 	s2.Exec(t, `CREATE KEYSPACE "`+ks2+`" WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 2}`)
 	r = g.run(t, "setup", "--replication", "1") // makes the table; the keyspace keeps its replication
 	require.Equal(t, exitOK, r.code, r.stderr)
-	line := requireOneErrorLine(t, g.run(t, "check-names"))
+	line := requireError(t, g.run(t, "check-names"))
 	assert.Contains(t, line, "Cannot achieve consistency level QUORUM")
 	assert.Contains(t, line, "cannot survive the loss of one node")
 	assert.Contains(t, line, "add nodes")
@@ -792,6 +793,39 @@ func TestHelpListsProductionSettings(t *testing.T) {
 			assert.Contains(t, flags, "-allow-fragile-replication", cmd)
 		} else {
 			assert.NotContains(t, flags, "-replication", cmd)
+		}
+	}
+}
+
+// A host list of blanks, or with an empty entry, is refused by every
+// command that reads it, from the variable or the flag, before anything
+// is made: it is not "no registry" (a host meant to use one would run
+// without it).
+func TestBlankRegistryHostsRefused(t *testing.T) {
+	t.Parallel()
+	commands := [][]string{{"next"}, {"register"}, {"release"}, {"status"}, {"names"}, {"check-names"},
+		{"setup", "--replication", "1"}, {"seq", "next", "s1"}, {"seq", "create", "s1"}, {"seq", "show", "s1"}}
+	for _, hosts := range []string{" ", "\t", "db1,,db2", "db1,", ",db1", " , "} {
+		for _, viaFlag := range []bool{false, true} {
+			for _, cmd := range commands {
+				t.Run(fmt.Sprintf("%q flag=%v %s", hosts, viaFlag, cmd[0]), func(t *testing.T) {
+					t.Parallel()
+					f := newFakeEnv(t)
+					f.vars["SNAPID_NAME"] = "web_1"
+					args := append([]string{}, cmd...)
+					if viaFlag {
+						args = append(args, "--cassandra", hosts)
+					} else {
+						f.vars["SNAPID_CASSANDRA"] = hosts
+					}
+					home, bind := testfs.Snapshot(t, f.home), testfs.Snapshot(t, f.vars["SNAPID_BINDING_DIR"])
+					line := requireError(t, f.run(t, args...))
+					assert.Contains(t, line, "SNAPID_CASSANDRA")
+					assert.Contains(t, line, "want host[:port]")
+					assert.Equal(t, home, testfs.Snapshot(t, f.home), "nothing made")
+					assert.Equal(t, bind, testfs.Snapshot(t, f.vars["SNAPID_BINDING_DIR"]), "nothing bound")
+				})
+			}
 		}
 	}
 }

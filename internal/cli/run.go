@@ -8,9 +8,14 @@ import (
 // Env is everything snapctl takes from its surroundings: its environment
 // variables, the host's name, the user's home, and its three streams. A
 // nil field is the process's own (os.Getenv, os.Hostname,
-// os.UserHomeDir, the user's name, os.Stdin, os.Stdout, os.Stderr).
+// os.UserHomeDir, the user's name, os.Stdin, os.Stdout, os.Stderr), but
+// Environ: nil is os.Environ only when Getenv is nil too (a Getenv of
+// one's own lists no variables unless Environ does).
 type Env struct {
-	Getenv   func(string) string
+	Getenv func(string) string
+	// Environ lists the variables, "KEY=value", for the warnings on
+	// SNAPID_ variables snapctl does not read.
+	Environ  func() []string
 	Hostname func() (string, error)
 	HomeDir  func() (string, error)
 	UserName func() (string, error)
@@ -36,7 +41,10 @@ const ExitFailure = exitFailure
 func Run(ctx context.Context, args []string, e Env) int {
 	in := osEnv()
 	if e.Getenv != nil {
-		in.getenv = e.Getenv
+		in.getenv, in.environ = e.Getenv, nil
+	}
+	if e.Environ != nil {
+		in.environ = e.Environ
 	}
 	if e.Hostname != nil {
 		in.hostname = e.Hostname

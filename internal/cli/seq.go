@@ -17,14 +17,21 @@ import (
 	"github.com/snapid/snapid/registry"
 )
 
-// seqSubcommands are the subcommands of "snapctl seq".
-var seqSubcommands = []struct {
+// seqSubcommand is a subcommand of "snapctl seq".
+type seqSubcommand struct {
 	name, usage, summary string
 	run                  func(ctx context.Context, c *cli, seq string, args []string) error
-}{
-	{"create", "NAME [--start N] [--max N]", "create the sequence NAME (numbers start..max), or raise its max or its next number", seqCreate},
-	{"next", "NAME [-n N]", "print N new numbers of NAME (default 1), one per line, issued under this host's node name", seqNext},
-	{"show", "NAME [--json]", "show GLOBAL, each data centre's ranges, the hosts' leases and this host's lease file", seqShow},
+}
+
+// seqSubcommands are the subcommands of "snapctl seq".
+var seqSubcommands []seqSubcommand
+
+func init() {
+	seqSubcommands = []seqSubcommand{
+		{"create", "NAME [--start N] [--max N]", "create the sequence NAME (numbers start..max), or raise its max or its next number", seqCreate},
+		{"next", "NAME [-n N]", "print N new numbers of NAME (default 1), one per line, issued under this host's node name", seqNext},
+		{"show", "NAME [--json]", "show GLOBAL, each data centre's ranges, the hosts' leases and this host's lease file", seqShow},
+	}
 }
 
 // cmdSeq runs "snapctl seq <create|next|show> NAME [flags]".
@@ -43,8 +50,9 @@ func cmdSeq(ctx context.Context, c *cli, args []string) error {
 			continue
 		}
 		if helpAsked(flags) {
-			// The subcommand's own help: its summary, then its flags.
-			fmt.Fprintf(c.stdout, "snapctl seq %s %s\n  %s\n\n", sc.name, sc.usage, sc.summary)
+			// The subcommand's own help: its summary, then its usage
+			// and flags.
+			fmt.Fprintf(c.stdout, "%s\n\n", sc.summary)
 			return sc.run(ctx, c, "", []string{"-h"})
 		}
 		if len(words) < 2 {
@@ -70,17 +78,23 @@ func printSeqUsage(w io.Writer) {
 	fmt.Fprintln(w, "Sequences hand out plain integers, unique across the cluster, from ranges held in the registry")
 	fmt.Fprintln(w, "(GLOBAL → data centre → host → process). NAME follows the node-name rule. --max defaults to")
 	fmt.Fprintln(w, "2^63-1; use 2147483647 for a signed 32-bit column, 9007199254740991 for JavaScript numbers.")
-	fmt.Fprintln(w, "Every subcommand needs a registry (--cassandra or SNAPID_CASSANDRA); next and show also take")
-	fmt.Fprintln(w, "--name and --counter as 'snapctl next' does. Gaps are normal (unused leases); repeats never happen.")
+	fmt.Fprintln(w, "Every subcommand needs a registry (--cassandra or SNAPID_CASSANDRA); next also takes --name,")
+	fmt.Fprintln(w, "--counter and --sync as 'snapctl next' does, create and show --counter (this host's lease).")
+	fmt.Fprintln(w, "Gaps are normal (unused leases); repeats never happen.")
 	fmt.Fprintln(w, "Re-creating a sequence keeps its max unless --max is given (never below numbers already handed")
 	fmt.Fprintln(w, "to data centres), and raises its start only while no number was handed out: once numbers were,")
 	fmt.Fprintln(w, "a higher --start is refused (their ranges and leases would stay in use); create a new sequence.")
 	fmt.Fprintln(w, "'snapctl help seq SUBCOMMAND' shows a subcommand's flags.")
+	var subs []string
+	for _, sc := range seqSubcommands {
+		subs = append(subs, "seq "+sc.name)
+	}
+	printExamples(w, subs...)
 }
 
 // seqCreate creates or updates a sequence.
 func seqCreate(ctx context.Context, c *cli, seq string, args []string) error {
-	fs := c.newFlags("seq")
+	fs := c.newFlags("seq create")
 	start := decimalFlag(fs, "start", 1, "the first number (numbers that already exist stay below it); an existing sequence's start is raised "+
 		"only while it has handed out no number, and a higher --start is refused once it has (create a new sequence instead)")
 	maxN := decimalFlag(fs, "max", registry.MaxSequence, "the last number (2147483647 for a signed 32-bit column); an existing sequence keeps its max "+
@@ -149,7 +163,7 @@ func (c *cli) printSeqCreated(ctx context.Context, reg *cassandra.Registry, seq 
 // seqNext prints N new numbers, taken with one update of the host's lease
 // file (leasing exactly N from the data centre when the file has fewer).
 func seqNext(ctx context.Context, c *cli, seq string, args []string) error {
-	fs := c.newFlags("seq")
+	fs := c.newFlags("seq next")
 	n := decimalFlag(fs, "n", 1, "how many numbers to print")
 	var rf registryFlags
 	c.addRegistryFlags(&rf)
@@ -252,7 +266,7 @@ func u(v uint64) string { return strconv.FormatUint(v, 10) }
 // seqShow prints a sequence's state in the registry and this host's lease
 // file.
 func seqShow(ctx context.Context, c *cli, seq string, args []string) error {
-	fs := c.newFlags("seq")
+	fs := c.newFlags("seq show")
 	asJSON := fs.Bool("json", false, "print JSON")
 	var rf registryFlags
 	c.addRegistryFlags(&rf)

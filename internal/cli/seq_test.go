@@ -42,10 +42,10 @@ func TestSeqCommands(t *testing.T) {
 		{"seq", "next", "articles", "-n", "0"},
 		{"seq", "next", "missing"},
 	} {
-		requireOneErrorLine(t, a.run(t, args...))
+		requireError(t, a.run(t, args...))
 	}
 	r := a.run(t, "seq", "show", "articles")
-	assert.Contains(t, requireOneErrorLine(t, r), "snapctl seq create", "a sequence that does not exist")
+	assert.Contains(t, requireError(t, r), "snapctl seq create", "a sequence that does not exist")
 
 	// A CMS: article numbers in a signed 32-bit column, above the ones
 	// that exist.
@@ -71,7 +71,7 @@ func TestSeqCommands(t *testing.T) {
 
 	// Re-creating never lowers: a lower max than what was handed out is
 	// refused, the same bounds change nothing.
-	line := requireOneErrorLine(t, a.run(t, "seq", "create", "articles", "--start", "1000001", "--max", "1000002"))
+	line := requireError(t, a.run(t, "seq", "create", "articles", "--start", "1000001", "--max", "1000002"))
 	assert.Contains(t, line, "invalid sequence bounds")
 	r = a.run(t, "seq", "create", "articles", "--start", "1", "--max", "2147483647")
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -92,12 +92,12 @@ func TestSeqCommands(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "max 2147483647\n")
 	// A raised start once numbers were handed out is refused.
-	line = requireOneErrorLine(t, a.run(t, "seq", "create", "articles", "--start", "5000000"))
+	line = requireError(t, a.run(t, "seq", "create", "articles", "--start", "5000000"))
 	assert.Contains(t, line, "start 5000000 is above numbers already handed")
 	r = a.run(t, "seq", "show", "articles")
 	assert.Contains(t, r.stdout, "sequence articles: start 1000001, max 2147483647")
 	// A sequence NAME's error does not point at --name (the node name).
-	line = requireOneErrorLine(t, a.run(t, "seq", "create", "Articles"))
+	line = requireError(t, a.run(t, "seq", "create", "Articles"))
 	assert.NotContains(t, line, "--name")
 	assert.Contains(t, line, "sequence's NAME")
 
@@ -126,7 +126,7 @@ func TestSeqCommands(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	seqNumbers(t, a.run(t, "seq", "next", "tiny", "-n", "3"), 3)
 	r = a.run(t, "seq", "next", "tiny")
-	line = requireOneErrorLine(t, r)
+	line = requireError(t, r)
 	assert.Contains(t, line, "--max")
 	assert.Empty(t, r.stdout)
 	// Fewer left than asked: says how many are left, not that every
@@ -134,7 +134,7 @@ func TestSeqCommands(t *testing.T) {
 	r = a.run(t, "seq", "create", "tiny2", "--start", "5", "--max", "7")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	r = a.run(t, "seq", "next", "tiny2", "-n", "5")
-	line = requireOneErrorLine(t, r)
+	line = requireError(t, r)
 	assert.Contains(t, line, "3 numbers are left")
 	assert.NotContains(t, line, "every number")
 	assert.Empty(t, r.stdout)
@@ -160,7 +160,7 @@ func TestSeqHelp(t *testing.T) {
 	}
 	r = f.run(t, "help")
 	assert.Contains(t, r.stdout, "seq ")
-	line := requireOneErrorLine(t, f.run(t, "seq", "create", "x"))
+	line := requireError(t, f.run(t, "seq", "create", "x"))
 	assert.Contains(t, line, "needs a registry")
 	for _, sub := range []string{"create", "next", "show"} {
 		r = f.run(t, "help", "seq", sub)
@@ -171,7 +171,7 @@ func TestSeqHelp(t *testing.T) {
 	r = f.run(t, "help", "seq", "create")
 	assert.Contains(t, r.stdout, "keeps its max")
 	assert.Contains(t, r.stdout, "higher --start is refused")
-	requireOneErrorLine(t, f.run(t, "help", "seq", "frob"))
+	requireError(t, f.run(t, "help", "seq", "frob"))
 }
 
 // `seq next` of a sequence that does not exist claims no name and creates
@@ -185,7 +185,7 @@ func TestSeqNextMissingSequenceCreatesNothing(t *testing.T) {
 	r := b.run(t, "seq", "create", "other")
 	require.Equal(t, exitOK, r.code, r.stderr)
 
-	line := requireOneErrorLine(t, a.run(t, "seq", "next", "nosuch"))
+	line := requireError(t, a.run(t, "seq", "next", "nosuch"))
 	assert.Contains(t, line, "snapctl seq create")
 	requireEmptyDir(t, a.home, "no counter, lease or state file")
 	requireEmptyDir(t, a.vars["SNAPID_BINDING_DIR"], "no name binding")

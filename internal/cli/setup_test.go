@@ -23,7 +23,7 @@ func TestSetupCreatesRegistryOnce(t *testing.T) {
 		{"setup", "--replication", "3," + dc + ":1"},
 		{"setup", "--replication", dc + ":1," + dc + ":2"},
 	} {
-		line := requireOneErrorLine(t, f.run(t, bad...))
+		line := requireError(t, f.run(t, bad...))
 		assert.Contains(t, line, "replication", "%v", bad)
 		assert.Nil(t, s.Replication(t, ks), "%v created the keyspace", bad)
 	}
@@ -31,7 +31,7 @@ func TestSetupCreatesRegistryOnce(t *testing.T) {
 	// naming the cluster's data centres, not as a fragile replication
 	// that --allow-fragile-replication would let through.
 	for _, args := range [][]string{{"--replication", "no_such_dc:1"}, {"--replication", "no_such_dc:1", "--allow-fragile-replication"}} {
-		line := requireOneErrorLine(t, f.run(t, append([]string{"setup"}, args...)...))
+		line := requireError(t, f.run(t, append([]string{"setup"}, args...)...))
 		assert.Contains(t, line, `"no_such_dc" in the replication of keyspace `+ks)
 		assert.Contains(t, line, "the cluster's data centres are "+dc)
 		assert.Contains(t, line, "check --replication")
@@ -40,7 +40,7 @@ func TestSetupCreatesRegistryOnce(t *testing.T) {
 	}
 
 	f.vars["SNAPID_REPLICATION"] = "x:y"
-	requireOneErrorLine(t, f.run(t, "setup"))
+	requireError(t, f.run(t, "setup"))
 	assert.Nil(t, s.Replication(t, ks))
 
 	// The flag wins over the environment.
@@ -93,6 +93,6 @@ func TestSetupCreatesRegistryOnce(t *testing.T) {
 func TestSetupNeedsRegistry(t *testing.T) {
 	t.Parallel()
 	f := newFakeEnv(t)
-	line := requireOneErrorLine(t, f.run(t, "setup", "--replication", "3"))
+	line := requireError(t, f.run(t, "setup", "--replication", "3"))
 	assert.True(t, strings.Contains(line, "--cassandra"), line)
 }

@@ -39,6 +39,14 @@ type statusReport struct {
 	Registry  *statusRow       `json:"registry,omitempty"`
 	Sequences []statusSequence `json:"sequences,omitempty"` // the host's lease files
 	Attention []string         `json:"attention"`
+	// Notes are normal states worth saying (a name this host released):
+	// they need nothing done, and leave the exit status 0.
+	Notes []string `json:"notes"`
+}
+
+// note adds a note to st.
+func (st *statusReport) note(format string, a ...any) {
+	st.Notes = append(st.Notes, fmt.Sprintf(format, a...))
 }
 
 // statusSequence is the host's lease of one sequence, from its lease file.
@@ -70,8 +78,9 @@ type statusRow struct {
 }
 
 // cmdStatus looks at this host once: the counter, the files beside it, the
-// processes using it and, with a registry, the name's row. Exit 0 healthy,
-// 1 needs attention (each item says what and why), 2 could not look.
+// processes using it and, with a registry, the name's row. Exit 0 healthy
+// (a name this host released is a normal state: a note), 1 needs
+// attention (each item says what and why), 2 could not look.
 func cmdStatus(ctx context.Context, c *cli, args []string) error {
 	c.newFlags("status")
 	var rf registryFlags
@@ -101,12 +110,20 @@ func cmdStatus(ctx context.Context, c *cli, args []string) error {
 	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
 	defer cancel()
 	reg, err := c.connect(ctx, &rf, true)
+	var ue usageError
 	switch {
+	case errors.As(err, &ue):
+		return err // the registry's settings: nothing to look at
 	case err != nil:
 		attention("the registry could not be read: %s", oneLine(describe("status", err)))
-	case reg == nil && hf.OwnerID != "":
-		attention("the counter is registered (owner %s) but no registry is configured: give --cassandra or SNAPID_CASSANDRA to check its row", hf.OwnerID)
-	case reg != nil:
+	case reg == nil:
+		if err := c.refuseWithoutRegistry(noRegistryConfigured); err != nil {
+			return err
+		}
+		if hf.OwnerID != "" {
+			attention("the counter is registered (owner %s) but no registry is configured: give --cassandra or SNAPID_CASSANDRA to check its row", hf.OwnerID)
+		}
+	default:
 		defer reg.Close()
 		statusRegistry(ctx, c, reg, &st, hf, attention)
 	}
@@ -141,8 +158,9 @@ func statusCounter(ctx context.Context, st *statusReport, timeout time.Duration,
 }
 
 // statusHostFiles reads the files beside the counter and the processes
-// using it into st; a damaged file, a released name or processes under
-// another name need attention.
+// using it into st; a damaged file, another name released with this
+// counter or processes under another name need attention; the name this
+// host released is noted (a normal state, after a planned release).
 func statusHostFiles(c *cli, st *statusReport, attention func(string, ...any)) (admin.HostFiles, error) {
 	name, path := st.Name, st.Counter.Path
 	hf, err := admin.ReadHostFiles(path, c.options()...)
@@ -154,7 +172,7 @@ func statusHostFiles(c *cli, st *statusReport, attention func(string, ...any)) (
 	}
 	switch {
 	case hf.Released != "" && hf.Released == name:
-		attention("this host released %q: its programs refuse the name until 'snapctl register' claims it again", name)
+		st.note("this host released %q: its programs refuse the name until 'snapctl register' claims it again", name)
 	case hf.Released != "":
 		// As next does: a counter whose host released a name refuses
 		// every claim until one is made on purpose.
@@ -215,7 +233,7 @@ func statusHolder(c *cli, st *statusReport, h registry.Holder, hf admin.HostFile
 		attention("this host recorded node number %d for %q, and the registry holds %d: the next start refuses to issue (ErrNumberMismatch)", n, name, h.Number)
 	}
 	running := st.Processes != nil && *st.Processes > 0
-	statusHeldBy(name, r, h, hf, running, attention)
+	statusHeldBy(st, h, hf, running, attention)
 	if c, err := strconv.ParseUint(st.Counter.LastIssued, 10, 64); err == nil && r.ThisHost && h.State == registry.StateActive && c > h.Reserved {
 		attention("the counter (%d) is above the registry's mark (%d): ids were issued without the registry", c, h.Reserved)
 	}
@@ -230,11 +248,21 @@ func fillStatusRow(r *statusRow, h registry.Holder, hf admin.HostFiles) {
 	r.ThisHost, r.Session = hf.OwnedBy(h), hf.HoldsSession(h)
 }
 
-// statusHeldBy needs attention when the active row h of name (recorded in
-// r) is held by another owner, or when it is this host's but a later claim
-// superseded the session of its running processes.
-func statusHeldBy(name string, r *statusRow, h registry.Holder, hf admin.HostFiles, running bool, attention func(string, ...any)) {
+// statusHeldBy needs attention when the active row h of st's name
+// (recorded in st.Registry) is held by another owner, or when it is this
+// host's but a later claim superseded the session of its running
+// processes, or this host released the name and the registry still holds
+// it for this counter (the release did not finish). A name this host
+// released and another host now holds is noted: a hand-over done.
+func statusHeldBy(st *statusReport, h registry.Holder, hf admin.HostFiles, running bool, attention func(string, ...any)) {
+	name, r := st.Name, st.Registry
+	released := hf.Released != "" && hf.Released == name
 	switch {
+	case released && h.State == registry.StateActive && r.ThisHost:
+		attention("this host released %q, but the registry still holds it for this counter: the release did not finish; "+
+			"run 'snapctl release' again (or 'snapctl register' to keep the name here)", name)
+	case released && h.State == registry.StateActive:
+		st.note("%q is held by host %s now (owner %s), after this host released it", name, h.Hostname, r.OwnerID)
 	case h.State == registry.StateActive && !r.ThisHost && hf.OwnerID != "":
 		attention("%q is held by another owner (%s, host %s): this host must not issue under it", name, r.OwnerID, h.Hostname)
 	case h.State == registry.StateActive && !r.ThisHost:
@@ -250,6 +278,9 @@ func printStatusReport(c *cli, st *statusReport, asJSON bool) error {
 	if asJSON {
 		if st.Attention == nil {
 			st.Attention = []string{}
+		}
+		if st.Notes == nil {
+			st.Notes = []string{}
 		}
 		enc := json.NewEncoder(c.stdout)
 		enc.SetIndent("", "  ")
@@ -340,7 +371,7 @@ func printStatus(c *cli, st *statusReport) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	return printAttention(c, st.Attention)
+	return printAttention(c, st.Notes, st.Attention)
 }
 
 // printStatusCounter prints the counter file's lines of the status table:
@@ -382,7 +413,7 @@ func printStatusRegistry(tw io.Writer, r *statusRow, name string) {
 	if !r.Found {
 		fmt.Fprintf(tw, "registry\tno row for %q\n", name)
 	} else {
-		fmt.Fprintf(tw, "registry\t%s, held by %s (%s, owner %s)\n", r.State, statusHolderName(r), orNone(r.Hostname), r.OwnerID)
+		fmt.Fprintf(tw, "registry\t%s, %s (%s, owner %s)\n", r.State, statusHolderName(r), orNone(r.Hostname), r.OwnerID)
 		fmt.Fprintf(tw, "  last seen\t%s\n", r.LastSeen.UTC().Format(time.RFC3339))
 		fmt.Fprintf(tw, "  reserved up to\t%s\n", r.ReservedUpTo)
 		if r.NodeNumber != 0 {
@@ -394,16 +425,21 @@ func printStatusRegistry(tw io.Writer, r *statusRow, name string) {
 	}
 }
 
-// statusHolderName says who holds the row r: this host's session, this
-// host's owner token under another session, or another owner.
+// statusHolderName says who holds the row r, or last held it when it is
+// released: this host's session, this host's owner token under another
+// session, or another owner.
 func statusHolderName(r *statusRow) string {
 	switch {
+	case r.State == registry.StateReleased && r.ThisHost:
+		return "last held by this host"
+	case r.State == registry.StateReleased:
+		return "last held by another owner"
 	case r.Session:
-		return "this host, current session"
+		return "held by this host, current session"
 	case r.ThisHost:
-		return "this host's owner token, another session"
+		return "held by this host's owner token, another session"
 	}
-	return "another owner"
+	return "held by another owner"
 }
 
 // printStatusSequence prints the line of the status table about the lease
@@ -423,9 +459,12 @@ func printStatusSequence(tw io.Writer, q statusSequence) {
 	fmt.Fprintf(tw, "sequence %s\t%s: %d left%s\n", q.Sequence, lease, q.LeftNumbers, claim)
 }
 
-// printAttention prints the items needing attention, one a line, and the
-// verdict: healthy if there are none.
-func printAttention(c *cli, attention []string) error {
+// printAttention prints the notes and the items needing attention, one a
+// line, and the verdict: healthy if no item needs attention.
+func printAttention(c *cli, notes, attention []string) error {
+	for _, n := range notes {
+		fmt.Fprintf(c.stdout, "note: %s\n", n)
+	}
 	if len(attention) == 0 {
 		_, err := fmt.Fprintln(c.stdout, "status: healthy")
 		return err
@@ -501,82 +540,6 @@ func sameLockID(a, b string) bool {
 		}
 	}
 	return true
-}
-
-// cmdNames lists every row of the registry.
-func cmdNames(ctx context.Context, c *cli, args []string) error {
-	c.newFlags("names")
-	var rf registryFlags
-	c.addRegistryFlags(&rf)
-	asJSON := c.fs.Bool("json", false, jsonHelp)
-	if err := c.parse(args); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
-	defer cancel()
-	reg, err := c.connect(ctx, &rf, true)
-	if err != nil {
-		return err
-	}
-	if reg == nil {
-		return usageError{"names needs a registry: give --cassandra host[:port],… or set SNAPID_CASSANDRA"}
-	}
-	defer reg.Close()
-	rows, err := reg.List(ctx)
-	if err != nil {
-		return err
-	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
-	type row struct {
-		Name         string    `json:"name"`
-		Hostname     string    `json:"hostname"`
-		Address      string    `json:"address"`
-		OwnerID      string    `json:"owner_id"`
-		State        string    `json:"state"`
-		RegisteredAt time.Time `json:"registered_at,omitzero"`
-		LastSeen     time.Time `json:"last_seen,omitzero"`
-		ReservedUpTo string    `json:"reserved_up_to"`
-		NodeNumber   uint64    `json:"node_number,omitempty,string"`
-	}
-	out := make([]row, 0, len(rows))
-	for _, h := range rows {
-		out = append(out, row{h.Name, h.Hostname, h.Address, registry.OwnerID(h.Owner), h.State, h.RegisteredAt, h.LastSeen,
-			strconv.FormatUint(h.Reserved, 10), h.Number})
-	}
-	stride, err := reg.Stride(ctx)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		enc := json.NewEncoder(c.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
-			Rows   []row  `json:"rows"`
-			Stride uint64 `json:"stride,omitempty,string"` // the cluster's stride of striped ids, if recorded
-		}{out, stride})
-	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tHOST\tSTATE\tLAST SEEN\tRESERVED UP TO\tOWNER\tNODE NUMBER")
-	for _, r := range out {
-		seen := "never"
-		if !r.LastSeen.IsZero() {
-			seen = r.LastSeen.UTC().Format(time.RFC3339)
-		}
-		num := "none"
-		if r.NodeNumber != 0 {
-			num = strconv.FormatUint(r.NodeNumber, 10)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, orNone(r.Hostname), orNone(r.State), seen, r.ReservedUpTo, orNone(r.OwnerID), num)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	strideNote := ""
-	if stride != 0 {
-		strideNote = fmt.Sprintf(", cluster stride %d", stride)
-	}
-	_, err = fmt.Fprintf(c.stdout, "names: %s%s\n", plural(len(out), "row"), strideNote)
-	return err
 }
 
 // secondName adds, as next and register refuse it, a name other than the

@@ -82,7 +82,7 @@ func TestStatusAndRegister(t *testing.T) {
 	// elsewhere.)
 	cp := t.TempDir()
 	testfs.CopyFiles(t, filepath.Dir(path), cp, "counter.u64", "counter.u64.owner")
-	assert.Contains(t, requireOneErrorLine(t, a.run(t, "register", "--counter", filepath.Join(cp, "counter.u64"))), "another counter file")
+	assert.Contains(t, requireError(t, a.run(t, "register", "--counter", filepath.Join(cp, "counter.u64"))), "another counter file")
 	place := a.vars["SNAPID_BINDING_DIR"]
 	a.vars["SNAPID_BINDING_DIR"] = t.TempDir()
 	r = a.run(t, "register", "--counter", filepath.Join(cp, "counter.u64"))
@@ -126,19 +126,80 @@ func TestStatusAndRegister(t *testing.T) {
 	require.Equal(t, exitProblems, r.code)
 	assert.Contains(t, strings.Join(st.Attention, "|"), "no owner token")
 
-	// b releases the name: its status says its programs refuse it.
+	// b releases the name: a normal state; its status says its programs
+	// refuse it, and needs nothing done.
 	r = b.run(t, "release")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	st, r = statusJSON(t, b)
-	require.Equal(t, exitProblems, r.code)
+	require.Equal(t, exitOK, r.code, "%v", st.Attention)
 	assert.Equal(t, "web_1", st.Files.Released)
-	assert.Contains(t, strings.Join(st.Attention, "|"), "refuse the name until 'snapctl register'")
+	assert.Empty(t, st.Attention)
+	assert.Contains(t, strings.Join(st.Notes, "|"), "refuse the name until 'snapctl register'")
 
 	// Registered, but no registry configured: status cannot check the row.
 	delete(a.vars, "SNAPID_CASSANDRA")
 	st, r = statusJSON(t, a)
 	require.Equal(t, exitProblems, r.code)
 	assert.Contains(t, strings.Join(st.Attention, "|"), "no registry is configured")
+}
+
+// A planned release is a normal state: status right after it, and after
+// another host took the name it handed over, notes it and exits 0. A
+// release the registry did not take (this host records the name as
+// released, the registry still holds it for this counter) needs
+// attention.
+func TestStatusAfterRelease(t *testing.T) {
+	t.Parallel()
+	a, _, ks := registryEnv(t)
+	a.vars["SNAPID_NAME"] = "web_1"
+	r := a.run(t, "next", "-n", "3")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = a.run(t, "release")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	st, r := statusJSON(t, a)
+	require.Equal(t, exitOK, r.code, "%v", st.Attention)
+	assert.Empty(t, st.Attention)
+	require.Len(t, st.Notes, 1)
+	assert.Contains(t, st.Notes[0], `this host released "web_1"`)
+	assert.Equal(t, registry.StateReleased, st.Registry.State)
+	r = a.run(t, "status")
+	require.Equal(t, exitOK, r.code, r.stdout)
+	assert.Contains(t, r.stdout, "released, last held by this host")
+	assert.Contains(t, r.stdout, "\nnote: this host released \"web_1\": its programs refuse the name until 'snapctl register' claims it again\nstatus: healthy\n")
+
+	// Host b takes the name over, as a hand-over does.
+	b := newFakeEnv(t)
+	b.vars = map[string]string{"SNAPID_BINDING_DIR": b.vars["SNAPID_BINDING_DIR"], "SNAPID_CASSANDRA": a.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks, "SNAPID_NAME": "web_1"}
+	r = b.run(t, "register")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	st, r = statusJSON(t, a)
+	require.Equal(t, exitOK, r.code, "%v", st.Attention)
+	assert.Empty(t, st.Attention)
+	assert.Contains(t, strings.Join(st.Notes, "|"), `"web_1" is held by host`)
+
+	// A release that did not finish: this host's record says released,
+	// the registry (here a stand-in that fails the release itself) still
+	// holds the name for this counter.
+	c := newFakeEnv(t)
+	c.vars = map[string]string{"SNAPID_BINDING_DIR": c.vars["SNAPID_BINDING_DIR"], "SNAPID_CASSANDRA": a.vars["SNAPID_CASSANDRA"], "SNAPID_KEYSPACE": ks, "SNAPID_NAME": "web_2"}
+	r = c.run(t, "next")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	path := filepath.Join(c.home, ".local", "state", "snapid", "counter.u64")
+	tok, err := admin.OwnerToken(path)
+	require.NoError(t, err)
+	mem := registrytest.NewRegistry()
+	mem.Put(registry.Holder{Name: "web_2", Owner: tok, State: registry.StateActive, Reserved: 1})
+	mem.SetHook(func(_ context.Context, op, _ string) error {
+		if op == "release" {
+			return fmt.Errorf("%w: timed out", registry.ErrRegistry)
+		}
+		return nil
+	})
+	_, err = admin.Release(context.Background(), mem, path, "web_2", admin.WithBindingDir(c.vars["SNAPID_BINDING_DIR"]))
+	require.ErrorIs(t, err, registry.ErrRegistry)
+	st, r = statusJSON(t, c)
+	require.Equal(t, exitProblems, r.code)
+	assert.Contains(t, strings.Join(st.Attention, "|"), "the release did not finish")
 }
 
 // writeCounterAt creates f's default counter holding 0.
@@ -166,7 +227,7 @@ func TestStatusDamagedAndUnusable(t *testing.T) {
 	assert.False(t, st.Counter.SizeOK)
 
 	f.vars["SNAPID_NAME"] = "Bad-Name"
-	requireOneErrorLine(t, f.run(t, "status"))
+	requireError(t, f.run(t, "status"))
 }
 
 // names lists every row; check-names from an administrator's machine does
@@ -212,7 +273,7 @@ func TestNamesAndCheckNamesFromAdmin(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &out))
 	require.Len(t, out.Rows, 3)
 	assert.Equal(t, "7", out.Rows[0].ReservedUpTo)
-	requireOneErrorLine(t, newFakeEnv(t).run(t, "names"))
+	requireError(t, newFakeEnv(t).run(t, "names"))
 
 	kinds := func(args ...string) (int, map[string]bool) {
 		r := admin.run(t, append([]string{"check-names", "--json"}, args...)...)
@@ -256,7 +317,7 @@ func TestReleaseNeverRegistered(t *testing.T) {
 	f, _, _ := registryEnv(t)
 	f.vars["SNAPID_NAME"] = "web_1"
 	writeCounterAt(t, f)
-	line := requireOneErrorLine(t, f.run(t, "release"))
+	line := requireError(t, f.run(t, "release"))
 	assert.Contains(t, line, "never registered")
 	assert.Contains(t, line, "release --force --start N")
 	assert.NotContains(t, line, "snapctl init")
@@ -452,7 +513,7 @@ func TestNextHeldByThisMachineHint(t *testing.T) {
 	// Where this host's record of web_1 is kept, the record refuses the
 	// other counter first, pointing at the one it names.
 	for _, cmd := range []string{"next", "register"} {
-		line := requireOneErrorLine(t, a.run(t, cmd))
+		line := requireError(t, a.run(t, cmd))
 		assert.Contains(t, line, "server.u64")
 		assert.Contains(t, line, "--counter or SNAPID_COUNTER")
 		assert.NotContains(t, line, "register --force", "no take-over of its own name")
@@ -462,7 +523,7 @@ func TestNextHeldByThisMachineHint(t *testing.T) {
 	// is this machine.
 	a.vars["SNAPID_BINDING_DIR"] = t.TempDir()
 	for _, cmd := range []string{"next", "register"} {
-		line := requireOneErrorLine(t, a.run(t, cmd))
+		line := requireError(t, a.run(t, cmd))
 		assert.Contains(t, line, "node name taken")
 		assert.Contains(t, line, "this very machine")
 		assert.Contains(t, line, "--counter (or SNAPID_COUNTER)")
@@ -501,11 +562,11 @@ func TestSecondNameOnCounterOneVerdict(t *testing.T) {
 	a, _, _ := registryEnv(t)
 	r := a.run(t, "register", "--name", "web_2")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	line := requireOneErrorLine(t, a.run(t, "register", "--name", "web_1"))
+	line := requireError(t, a.run(t, "register", "--name", "web_1"))
 	assert.Contains(t, line, `holds the name "web_2"`)
 	assert.Regexp(t, `one counter (file )?serves one name`, line)
 	assert.Equal(t, 1, strings.Count(line, "nothing was changed"), line)
-	line = requireOneErrorLine(t, a.run(t, "next", "--name", "web_1"))
+	line = requireError(t, a.run(t, "next", "--name", "web_1"))
 	assert.Contains(t, line, `holds the name "web_2"`)
 	r = a.run(t, "check-names", "--name", "web_2")
 	assert.NotContains(t, r.stdout, "shared_owner")
@@ -521,7 +582,7 @@ func TestSecondNameOnCounterOneVerdict(t *testing.T) {
 	// The host released web_2: next refuses any name, and status says so.
 	r = a.run(t, "release", "--name", "web_2")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	requireOneErrorLine(t, a.run(t, "next", "--name", "web_3"))
+	requireError(t, a.run(t, "next", "--name", "web_3"))
 	st, r = statusJSON(t, a, "--name", "web_3")
 	require.Equal(t, exitProblems, r.code, r.stdout+r.stderr)
 	assert.Contains(t, strings.Join(st.Attention, "|"), `released "web_2"`)
@@ -554,7 +615,7 @@ func TestUsernameWithoutPasswordVariable(t *testing.T) {
 	f := newFakeEnv(t)
 	f.vars["SNAPID_CASSANDRA"] = "127.0.0.1:1"
 	for _, cmd := range [][]string{{"next", "--name", "web_1"}, {"names"}, {"setup", "--replication", "1"}} {
-		line := requireOneErrorLine(t, f.run(t, append(cmd, "--username", "alice")...))
+		line := requireError(t, f.run(t, append(cmd, "--username", "alice")...))
 		assert.Contains(t, line, "SNAPID_CASSANDRA_PASSWORD is not set", cmd)
 		assert.NotContains(t, line, "reachable", cmd)
 	}

@@ -29,7 +29,7 @@ func TestCLIBindingDirVariableNamed(t *testing.T) {
 		f.vars["SNAPID_BINDING_DIR"] = bad
 		f.vars["SNAPID_COUNTER"] = counter
 		f.vars["SNAPID_NAME"] = "vmz"
-		line := requireOneErrorLine(t, f.run(t, "next"))
+		line := requireError(t, f.run(t, "next"))
 		assert.Contains(t, line, "SNAPID_BINDING_DIR", bad)
 		assert.NotContains(t, line, "WithBindingDir", bad)
 		_, err := os.Lstat(counter)
@@ -62,7 +62,7 @@ func TestCLIStateDirOfAnotherUserRefused(t *testing.T) {
 			f := newFakeEnv(t)
 			f.vars["XDG_STATE_HOME"] = st
 			f.vars["SNAPID_NAME"] = "vmz"
-			line := requireOneErrorLine(t, f.run(t, "next"))
+			line := requireError(t, f.run(t, "next"))
 			assert.Contains(t, line, "nobody")
 			ents, err := os.ReadDir(victim)
 			require.NoError(t, err)

@@ -117,10 +117,11 @@ func (w *world) runCLI(ho *host, reg registry.NumberRegistry, args ...string) (i
 // registry's mark is definite; anything else may have an unknown
 // outcome (the message does not always say).
 func cliError(stderr string) error {
-	if strings.Contains(stderr, registry.ErrMarkMoved.Error()) {
-		return fmt.Errorf("%s: %w", strings.TrimSpace(stderr), registry.ErrMarkMoved)
+	msg := strings.Join(strings.Fields(stderr), " ") // snapctl wraps its errors
+	if strings.Contains(msg, registry.ErrMarkMoved.Error()) {
+		return fmt.Errorf("%s: %w", msg, registry.ErrMarkMoved)
 	}
-	return fmt.Errorf("%s: %w", strings.TrimSpace(stderr), engine.ErrRegistry)
+	return fmt.Errorf("%s: %w", msg, engine.ErrRegistry)
 }
 
 // cliRelease is KRelease through `snapctl release`: reported done
