@@ -13,10 +13,10 @@ import (
 // sequences table (a lost disk, or the commit log's last seconds), and
 // later while that node comes back from an older snapshot of itself. New
 // hosts and the hosts that leased before go on leasing, and no number is
-// leased twice: dc2 holds one replica, so its partition is kept at SERIAL
-// among all three and the other replicas still have every commit; dc1
-// holds two, so it is kept at LOCAL_SERIAL and its other replica has
-// every commit.
+// leased twice: each data centre holds fewer than SequenceLocalReplicas
+// replicas (dc1 two, dc2 one), so its partition is kept at SERIAL among
+// all three and the other replicas still have every commit. A host whose contact points are all in the other data
+// centre leases in its own.
 func TestClusterSequenceReplicaLoss(t *testing.T) {
 	e := newClusterEnv(t)
 	leased := map[string]string{}
@@ -64,6 +64,24 @@ func TestClusterSequenceReplicaLoss(t *testing.T) {
 			round("host_a", "host_b", "host_c")
 			restore()
 			round("host_a", "host_b", "host_c", "host_d")
+			// A host whose contact points are all in another data centre
+			// leases in its own.
+			var elsewhere []string
+			for i := 1; i <= e.c.N(); i++ {
+				if e.c.DC(i) != dc {
+					elsewhere = append(elsewhere, e.c.Addr(i))
+				}
+			}
+			far := e.registry(t, func(c *Config) { c.LocalDC, c.Hosts = dc, elsewhere })
+			h := far.claimForTest(t, "host_far_"+dc)
+			l, err := far.LeaseSequence(t.Context(), registry.LeaseRequest{Sequence: seq, Name: h.Name, Owner: h.Owner, Session: h.Session, Size: 5, Min: 1})
+			require.NoError(t, err, "a host of %s whose contact points are %v", dc, elsewhere)
+			for n := l.First; n <= l.Last; n++ {
+				key := fmt.Sprintf("%s/%d", seq, n)
+				require.Empty(t, leased[key], "%s: %d leased to %s and again", seq, n, leased[key])
+				leased[key] = h.Name
+			}
+			far.seqs.wg.Wait()
 			t.Logf("%s (%s, node %d lost the table, then came back from an older snapshot): %d numbers leased, none twice",
 				dc, reg.dcPaxos(), node, len(leased))
 		})

@@ -278,6 +278,8 @@ func TestSequenceDataCentre(t *testing.T) {
 	injected.seqs.localDC = func(context.Context) (string, error) { return "elsewhere", nil }
 	_, err = injected.DataCentre(t.Context())
 	require.ErrorIs(t, err, snapid.ErrRegistry, "no node of data centre elsewhere")
+	require.ErrorContains(t, err, `no node in data centre "elsewhere"`)
+	require.ErrorContains(t, err, "its data centres are "+dc+" (", "the error names the cluster's data centres and their nodes")
 	_, err = injected.CreateSequence(t.Context(), "s", 1, 10)
 	require.ErrorIs(t, err, snapid.ErrRegistry)
 }
