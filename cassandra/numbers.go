@@ -140,8 +140,8 @@ func (r *Registry) numbersCreated(ctx context.Context, create bool) (q cql.NumQu
 		if err := r.session.Query(g.createStmt).WithContext(ctx).Exec(); err != nil {
 			return nil, false, false, fmt.Errorf("snapid: %w: creating table %s.%s (snapctl setup creates it with a role that may): %w", registry.ErrRegistry, r.ks, g.tableName, err)
 		}
-		if err := r.awaitSchema(ctx); err != nil {
-			return nil, false, true, fmt.Errorf("snapid: %w: waiting for the cluster to agree on the schema: %w", registry.ErrRegistry, err)
+		if err := r.agree(ctx); err != nil {
+			return nil, false, true, err
 		}
 		created = true
 	}

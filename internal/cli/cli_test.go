@@ -38,6 +38,8 @@ type fakeEnv struct {
 	syncDir func(string) error // nil: the real one
 	// checkReplication, if set, judges the registry's replication
 	checkReplication func(*cassandra.Registry, context.Context) (cassandra.ReplicationReport, error)
+	// setUpSchema, if set, makes the registry's schema (setup)
+	setUpSchema func(context.Context, cassandra.Config) (cassandra.SchemaReport, error)
 }
 
 // newFakeEnv returns an environment with a temporary home, no variables
@@ -68,6 +70,7 @@ func (f *fakeEnv) run(t *testing.T, args ...string) result {
 		stderr:           &stderr,
 		syncDir:          f.syncDir,
 		checkReplication: f.checkReplication,
+		setUpSchema:      f.setUpSchema,
 	}
 	code := run(context.Background(), args, e)
 	return result{code, stdout.String(), stderr.String()}
