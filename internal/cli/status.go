@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -18,7 +17,6 @@ import (
 	"time"
 
 	"github.com/snapid/snapid/admin"
-	"github.com/snapid/snapid/cassandra"
 	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/registry"
 	"golang.org/x/sys/unix"
@@ -57,7 +55,10 @@ type statusSequence struct {
 }
 
 type statusRow struct {
+	// Found: the name's row was read; with Unreadable, it could not be
+	// (whether there is one is unknown), and Unreadable says why.
 	Found        bool      `json:"found"`
+	Unreadable   string    `json:"unreadable,omitempty"`
 	Hostname     string    `json:"hostname,omitempty"`
 	OwnerID      string    `json:"owner_id,omitempty"`
 	State        string    `json:"state,omitempty"`
@@ -173,9 +174,16 @@ func statusHostFiles(c *cli, st *statusReport, attention func(string, ...any)) (
 	return hf, nil
 }
 
+// rowReader is what status reads from the registry.
+type rowReader interface {
+	Get(ctx context.Context, name string) (registry.Holder, error)
+	Stride(ctx context.Context) (uint64, error)
+}
+
 // statusRegistry reads the name's row and the cluster's stride into st,
-// and judges them against this host's files.
-func statusRegistry(ctx context.Context, c *cli, reg *cassandra.Registry, st *statusReport, hf admin.HostFiles, attention func(string, ...any)) {
+// and judges them against this host's files. A row that could not be read
+// is not taken for a missing one: it is unknown.
+func statusRegistry(ctx context.Context, c *cli, reg rowReader, st *statusReport, hf admin.HostFiles, attention func(string, ...any)) {
 	name := st.Name
 	st.Registry = &statusRow{}
 	h, err := reg.Get(ctx, name)
@@ -187,7 +195,8 @@ func statusRegistry(ctx context.Context, c *cli, reg *cassandra.Registry, st *st
 		// configured, a name without a row is not in use safely.
 		attention("%q has no row in the registry (check-names: not_registered): 'snapctl register' claims it", name)
 	case err != nil:
-		attention("the registry row of %q could not be read: %s", name, oneLine(describe("status", err)))
+		st.Registry.Unreadable = oneLine(strings.TrimPrefix(err.Error(), "snapid: "))
+		attention("the registry row of %q could not be read, so whether this host holds it is unknown: %s", name, oneLine(describe("status", err)))
 	}
 	if err == nil || errors.Is(err, registry.ErrNotRegistered) {
 		secondName(ctx, reg, name, hf, st.Processes, attention)
@@ -244,27 +253,6 @@ func statusHeldBy(name string, r *statusRow, h registry.Holder, hf admin.HostFil
 	}
 }
 
-// printStatusReport prints st as JSON or as text; a report with items
-// needing attention is errProblems (exit 1).
-func printStatusReport(c *cli, st *statusReport, asJSON bool) error {
-	if asJSON {
-		if st.Attention == nil {
-			st.Attention = []string{}
-		}
-		enc := json.NewEncoder(c.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(st); err != nil {
-			return err
-		}
-	} else if err := printStatus(c, st); err != nil {
-		return err
-	}
-	if len(st.Attention) > 0 {
-		return errProblems
-	}
-	return nil
-}
-
 // statusSequences adds the host's lease files (<counter>.seq.<sequence>)
 // to st; a damaged one needs attention. session is the fingerprint of the
 // session this host's files record.
@@ -319,133 +307,6 @@ func describeHint(cmd string, err error) string {
 	full := describe(cmd, err)
 	msg := strings.TrimPrefix(err.Error(), "snapid: ")
 	return strings.TrimPrefix(strings.TrimPrefix(full, msg), "; ")
-}
-
-// printStatus prints st as text: a table of the counter, this host's
-// files, the registry and the leases, then the items needing attention
-// and the verdict.
-func printStatus(c *cli, st *statusReport) error {
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "name\t%s\n", st.Name)
-	printStatusCounter(tw, st)
-	if f := st.Files; f != nil {
-		printStatusFiles(tw, f, st.Processes)
-	}
-	if r := st.Registry; r != nil {
-		printStatusRegistry(tw, r, st.Name)
-	}
-	for _, q := range st.Sequences {
-		printStatusSequence(tw, q)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	return printAttention(c, st.Attention)
-}
-
-// printStatusCounter prints the counter file's lines of the status table:
-// its path and, if it exists, its last issued id and its mode.
-func printStatusCounter(tw io.Writer, st *statusReport) {
-	fmt.Fprintf(tw, "counter\t%s\n", st.Counter.Path)
-	if st.Counter.Exists {
-		last := st.Counter.LastIssued
-		if !st.Counter.SizeOK {
-			last = "unreadable"
-		}
-		fmt.Fprintf(tw, "  last issued\t%s\n", last)
-		fmt.Fprintf(tw, "  mode\t%s\n", st.Counter.Mode)
-	}
-}
-
-// printStatusFiles prints the lines of the status table about this host's
-// registry files (f) and the processes using the counter with the
-// registry (nil: not counted).
-func printStatusFiles(tw io.Writer, f *admin.HostFiles, processes *int) {
-	fmt.Fprintf(tw, "owner token\t%s\n", orNone(f.OwnerID))
-	if f.MarkFile {
-		fmt.Fprintf(tw, "mark (cached)\t%d\n", f.Mark)
-	}
-	if f.Released != "" {
-		fmt.Fprintf(tw, "released\t%q by this host\n", f.Released)
-	}
-	if f.SessionName != "" {
-		fmt.Fprintf(tw, "session\t%s for %q\n", f.SessionID, f.SessionName)
-	}
-	if processes != nil {
-		fmt.Fprintf(tw, "processes\t%d using the counter with the registry\n", *processes)
-	}
-}
-
-// printStatusRegistry prints the lines of the status table about the
-// registry: the row of name (r) and the cluster's stride.
-func printStatusRegistry(tw io.Writer, r *statusRow, name string) {
-	if !r.Found {
-		fmt.Fprintf(tw, "registry\tno row for %q\n", name)
-	} else {
-		fmt.Fprintf(tw, "registry\t%s, held by %s (%s, owner %s)\n", r.State, statusHolderName(r), orNone(r.Hostname), r.OwnerID)
-		fmt.Fprintf(tw, "  last seen\t%s\n", r.LastSeen.UTC().Format(time.RFC3339))
-		fmt.Fprintf(tw, "  reserved up to\t%s\n", r.ReservedUpTo)
-		if r.NodeNumber != 0 {
-			fmt.Fprintf(tw, "  node number\t%d\n", r.NodeNumber)
-		}
-	}
-	if r.Stride != 0 {
-		fmt.Fprintf(tw, "  cluster stride\t%d\n", r.Stride)
-	}
-}
-
-// statusHolderName says who holds the row r: this host's session, this
-// host's owner token under another session, or another owner.
-func statusHolderName(r *statusRow) string {
-	switch {
-	case r.Session:
-		return "this host, current session"
-	case r.ThisHost:
-		return "this host's owner token, another session"
-	}
-	return "another owner"
-}
-
-// printStatusSequence prints the line of the status table about the lease
-// of one sequence (q).
-func printStatusSequence(tw io.Writer, q statusSequence) {
-	lease := "no lease"
-	if q.CurrentFirst != 0 {
-		lease = fmt.Sprintf("[%d, %d], next %d", q.CurrentFirst, q.CurrentLast, q.Next)
-	}
-	if q.AheadFirst != 0 {
-		lease += fmt.Sprintf(", then [%d, %d]", q.AheadFirst, q.AheadLast)
-	}
-	claim := ""
-	if !q.CurrentClaim && q.CurrentFirst != 0 {
-		claim = " (leased under an earlier claim of this host)"
-	}
-	fmt.Fprintf(tw, "sequence %s\t%s: %d left%s\n", q.Sequence, lease, q.LeftNumbers, claim)
-}
-
-// printAttention prints the items needing attention, one a line, and the
-// verdict: healthy if there are none.
-func printAttention(c *cli, attention []string) error {
-	if len(attention) == 0 {
-		_, err := fmt.Fprintln(c.stdout, "status: healthy")
-		return err
-	}
-	for _, a := range attention {
-		fmt.Fprintf(c.stdout, "attention: %s\n", a)
-	}
-	verb := "needs"
-	if len(attention) > 1 {
-		verb = "need"
-	}
-	_, err := fmt.Fprintf(c.stdout, "status: %s %s attention\n", plural(len(attention), "item"), verb)
-	return err
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "none"
-	}
-	return s
 }
 
 // presenceHolders counts the flocks held on the presence file (every
@@ -583,7 +444,7 @@ func cmdNames(ctx context.Context, c *cli, args []string) error {
 // one this counter holds: the session file records another name that the
 // counter's owner holds, active, in the registry (one counter, one name).
 // Processes running under it are reported already.
-func secondName(ctx context.Context, reg *cassandra.Registry, name string, hf admin.HostFiles, procs *int, attention func(string, ...any)) {
+func secondName(ctx context.Context, reg rowReader, name string, hf admin.HostFiles, procs *int, attention func(string, ...any)) {
 	if hf.SessionName == "" || hf.SessionName == name || hf.SessionName == hf.Released || (procs != nil && *procs > 0) {
 		return
 	}

@@ -560,3 +560,34 @@ func TestUsernameWithoutPasswordVariable(t *testing.T) {
 	}
 	requireEmptyDir(t, f.home)
 }
+
+// A registry row that cannot be read (here: a keyspace with 3 replicas on
+// this one-node cluster, so that no serial read reaches its quorum) is
+// shown as unknown, with the error, and needs attention (exit 1): it is
+// not taken for a missing row, which a name that was never claimed shows.
+func TestStatusRowUnreadableIsNotMissing(t *testing.T) {
+	t.Parallel()
+	f, _, _ := registryEnvBare(t, nil)
+	f.vars["SNAPID_NAME"] = "web_1"
+	r := f.run(t, "setup", "--replication", "3", "--allow-fragile-replication")
+	require.Equal(t, exitOK, r.code, r.stderr)
+
+	r = f.run(t, "status", "--timeout", "3s")
+	require.Equal(t, exitProblems, r.code, r.stdout+r.stderr)
+	assert.Regexp(t, `(?m)^registry +unknown: the row of "web_1" could not be read \(registry error: `, r.stdout)
+	assert.NotContains(t, r.stdout, "no row")
+	assert.Contains(t, r.stdout, `attention: the registry row of "web_1" could not be read, so whether this host holds it is unknown: `)
+	st, r := statusJSON(t, f, "--timeout", "3s")
+	require.Equal(t, exitProblems, r.code, r.stdout+r.stderr)
+	require.NotNil(t, st.Registry)
+	assert.False(t, st.Registry.Found)
+	assert.Contains(t, st.Registry.Unreadable, `get "web_1"`)
+
+	// A name without a row, in a keyspace whose rows can be read.
+	g, _, _ := registryEnv(t)
+	g.vars["SNAPID_NAME"] = "web_1"
+	r = g.run(t, "status", "--timeout", "3s")
+	require.Equal(t, exitProblems, r.code, r.stdout+r.stderr)
+	assert.Regexp(t, `(?m)^registry +no row for "web_1"$`, r.stdout)
+	assert.NotContains(t, r.stdout, "unknown")
+}
