@@ -47,6 +47,13 @@ var (
 	// the sequence already handed out. Nothing is changed.
 	ErrInvalidSequence = errors.New("invalid sequence bounds")
 
+	// ErrSequenceExists is returned by CreateSequence when, while it
+	// created the sequence, another call created it first with other
+	// bounds: it changes nothing (the call that created it reported its
+	// bounds; calling CreateSequence again changes them as usual). Had
+	// the other call made the same bounds, CreateSequence succeeds.
+	ErrSequenceExists = errors.New("sequence created meanwhile with other bounds")
+
 	// ErrSequencesUnsupported is returned when the registry does not
 	// implement SequenceRegistry, or a Generator has no registry.
 	ErrSequencesUnsupported = errors.New("registry does not keep sequences")

@@ -111,6 +111,11 @@ func seqCreate(ctx context.Context, c *cli, seq string, args []string) error {
 		// one set while this runs).
 		info, err = admin.CreateSequenceKeepMax(ctx, reg, seq, *start)
 	}
+	if errors.Is(err, registry.ErrSequenceExists) {
+		// Another create made it while this one ran, with other bounds.
+		return hintError{err, fmt.Sprintf("'snapctl seq show %s' shows it; to give it your bounds anyway, run 'snapctl seq create %s' again: "+
+			"on a sequence that exists, --max changes its max (never below numbers handed out) and --start is raised only before any was", seq, seq)}
+	}
 	if err != nil {
 		return err
 	}
