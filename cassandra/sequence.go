@@ -366,7 +366,13 @@ func (r *Registry) leaseOnce(ctx context.Context, q cql.SeqQuerier, dc string, r
 	}
 	pick := pickRange(rgs, req.Min)
 	if pick == nil {
-		return registry.SequenceLease{}, false, r.grant(ctx, q, req.Sequence, dc, rows, rgs, req.Min)
+		err := r.grant(ctx, q, req.Sequence, dc, rows, rgs, req.Min)
+		var e *registry.SequenceExhaustedError
+		if errors.As(err, &e) {
+			// Numbers may be left elsewhere: say where.
+			e.OtherDCs = r.otherDCsLeft(ctx, q, req.Sequence, dc)
+		}
+		return registry.SequenceLease{}, false, err
 	}
 	if err := r.verifyRange(ctx, q, req.Sequence, dc, pick); err != nil {
 		return registry.SequenceLease{}, false, err

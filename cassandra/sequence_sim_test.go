@@ -5,6 +5,7 @@ package cassandra_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -123,6 +124,72 @@ func TestSequenceCreateRace(t *testing.T) {
 				assert.Contains(t, err.Error(), "nothing was changed")
 			}
 			assert.Equal(t, tc.ok(st), ok, "creates that succeed (the others are told what exists): %v", errs)
+		})
+	}
+}
+
+// A data centre that cannot lease is told what is left where: its own
+// ranges, GLOBAL, and what other data centres' ranges hold unleased
+// (numbers that only their own hosts can lease). Here dc2 took a range of
+// 64 from GLOBAL and leased 8 of it, then dc1 uses up the rest: dc1 is
+// exhausted while dc2's range holds 56; with a GLOBAL that still has 6,
+// a lease of at least 8 in dc1 is short, and says the same.
+func TestSequenceExhaustedSaysWhatIsLeftWhere(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		max       uint64
+		min       uint64 // the fewest numbers dc1's last lease asks for
+		exhausted bool
+		says      string
+	}{
+		{"exhausted", 130, 1, true, `GLOBAL handed every number up to max 130 to data centres, and data centre "dc1" leased every number of its ranges to hosts ` +
+			`(their leases may still hold numbers not issued yet); other data centres' ranges hold 56 numbers not leased yet ("dc2" 56), which only their own hosts can lease`},
+		{"short", 70, 8, false, `8 consecutive numbers asked for, at most 6 are left together for data centre "dc1" (0 unleased in its ranges, ` +
+			`6 not yet handed out by GLOBAL, max 70); ask for at most 6; other data centres' ranges hold 56 numbers not leased yet ("dc2" 56), which only their own hosts can lease`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := simcql.New(rand.New(rand.NewPCG(3, 4)))
+			dc1, dc2 := c.Registry("dc1", time.Now), c.Registry("dc2", time.Now)
+			t.Cleanup(dc1.Close)
+			t.Cleanup(dc2.Close)
+			ctx := t.Context()
+			_, err := dc1.CreateSequence(ctx, "s", 1, tc.max)
+			require.NoError(t, err)
+			lease := func(r cql.Registry, name string, prev registry.SequenceLease, min uint64) (registry.SequenceLease, error) {
+				h, err := r.Get(ctx, name)
+				require.NoError(t, err)
+				return r.LeaseSequence(ctx, registry.LeaseRequest{Sequence: "s", Name: name, Owner: h.Owner, Session: h.Session,
+					PrevFirst: prev.First, PrevLast: prev.Last, Size: 8, Min: min})
+			}
+			for i, r := range []cql.Registry{dc1, dc2} {
+				_, err := r.Claim(ctx, registry.Claim{Name: fmt.Sprintf("host_%d", i+1), Owner: fmt.Sprintf("%032d", i+1)})
+				require.NoError(t, err)
+			}
+			l, err := lease(dc2, "host_2", registry.SequenceLease{}, 1)
+			require.NoError(t, err)
+			require.Equal(t, registry.SequenceLease{First: 1, Last: 8}, registry.SequenceLease{First: l.First, Last: l.Last}, "dc2 took [1, 64] and leased 8")
+			c.Settle()
+			// dc1 leases what is left to it, 8 at a time.
+			var prev registry.SequenceLease
+			for tc.exhausted {
+				l, err := lease(dc1, "host_1", prev, 1)
+				c.Settle()
+				if err != nil {
+					break
+				}
+				prev = l
+			}
+			for range 64 {
+				c.Tick() // dc1's replicas catch up with dc2's lease
+			}
+			_, err = lease(dc1, "host_1", prev, tc.min)
+			var e *registry.SequenceExhaustedError
+			require.ErrorAs(t, err, &e)
+			assert.Equal(t, tc.exhausted, errors.Is(err, registry.ErrExhausted), "%v", err)
+			assert.Equal(t, map[string]uint64{"dc2": 56}, e.OtherDCs)
+			assert.Contains(t, err.Error(), tc.says)
 		})
 	}
 }
