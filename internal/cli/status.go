@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid/admin"
+	"github.com/snapid/snapid/cassandra"
 	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/registry"
 	"golang.org/x/sys/unix"
@@ -65,9 +66,16 @@ type statusRow struct {
 	LastSeen     time.Time `json:"last_seen,omitzero"`
 	ReservedUpTo string    `json:"reserved_up_to,omitempty"`
 	NodeNumber   uint64    `json:"node_number,omitempty,string"`
-	Stride       uint64    `json:"stride,omitempty,string"` // the cluster's stride of striped ids, if recorded
-	ThisHost     bool      `json:"this_host"`               // held by this counter's owner token
-	Session      bool      `json:"this_host_session"`       // and under the session recorded on this host
+	// NodeNumberTaken: the name has no node number yet, but one was
+	// taken for it (at NodeNumberTakenAt, if known) by an assignment
+	// whose outcome was unknown; the next start settles it.
+	NodeNumberTaken   uint64    `json:"node_number_taken,omitempty,string"`
+	NodeNumberTakenAt time.Time `json:"node_number_taken_at,omitzero"`
+	// NodeNumberUnreadable: the name's node number could not be read.
+	NodeNumberUnreadable string `json:"node_number_unreadable,omitempty"`
+	Stride               uint64 `json:"stride,omitempty,string"` // the cluster's stride of striped ids, if recorded
+	ThisHost             bool   `json:"this_host"`               // held by this counter's owner token
+	Session              bool   `json:"this_host_session"`       // and under the session recorded on this host
 }
 
 // cmdStatus looks at this host once: the counter, the files beside it, the
@@ -178,6 +186,7 @@ func statusHostFiles(c *cli, st *statusReport, attention func(string, ...any)) (
 type rowReader interface {
 	Get(ctx context.Context, name string) (registry.Holder, error)
 	Stride(ctx context.Context) (uint64, error)
+	NodeNumber(ctx context.Context, name string) (cassandra.NumberState, error)
 }
 
 // statusRegistry reads the name's row and the cluster's stride into st,
@@ -211,6 +220,29 @@ func statusRegistry(ctx context.Context, c *cli, reg rowReader, st *statusReport
 	}
 	if err == nil {
 		statusHolder(c, st, h, hf, attention)
+		if h.Number == 0 {
+			statusNumber(ctx, reg, st, attention)
+		}
+	}
+}
+
+// statusNumber reads, for a name whose row shows no node number, what the
+// registry holds about its number: one settled now (a give whose answer
+// was lost), one taken for it by an assignment whose outcome was unknown
+// (which needs attention, as check-names' no_number), or none; or that it
+// could not be read (attention too).
+func statusNumber(ctx context.Context, reg rowReader, st *statusReport, attention func(string, ...any)) {
+	r := st.Registry
+	ns, err := reg.NodeNumber(ctx, st.Name)
+	if err != nil {
+		r.NodeNumberUnreadable = oneLine(strings.TrimPrefix(err.Error(), "snapid: "))
+		attention("the node number of %q could not be read: %s", st.Name, oneLine(describe("status", err)))
+		return
+	}
+	r.NodeNumber, r.NodeNumberTaken, r.NodeNumberTakenAt = ns.Number, ns.Taken, ns.TakenAt
+	if ns.Taken != 0 {
+		attention("the node number of %q is not settled (check-names: no_number): %s; until then the numeric id forms cannot be used",
+			st.Name, takenNumber(ns.Taken, ns.TakenAt))
 	}
 }
 
@@ -398,11 +430,14 @@ func cmdNames(ctx context.Context, c *cli, args []string) error {
 		LastSeen     time.Time `json:"last_seen,omitzero"`
 		ReservedUpTo string    `json:"reserved_up_to"`
 		NodeNumber   uint64    `json:"node_number,omitempty,string"`
+		// A number taken for a name without one, by an assignment whose
+		// outcome was unknown (the name's next start settles it).
+		NodeNumberTaken uint64 `json:"node_number_taken,omitempty,string"`
 	}
 	out := make([]row, 0, len(rows))
 	for _, h := range rows {
 		out = append(out, row{h.Name, h.Hostname, h.Address, registry.OwnerID(h.Owner), h.State, h.RegisteredAt, h.LastSeen,
-			strconv.FormatUint(h.Reserved, 10), h.Number})
+			strconv.FormatUint(h.Reserved, 10), h.Number, h.NumberTaken})
 	}
 	stride, err := reg.Stride(ctx)
 	if err != nil {
@@ -424,8 +459,11 @@ func cmdNames(ctx context.Context, c *cli, args []string) error {
 			seen = r.LastSeen.UTC().Format(time.RFC3339)
 		}
 		num := "none"
-		if r.NodeNumber != 0 {
+		switch {
+		case r.NodeNumber != 0:
 			num = strconv.FormatUint(r.NodeNumber, 10)
+		case r.NodeNumberTaken != 0:
+			num = fmt.Sprintf("unsettled (%d taken, outcome unknown)", r.NodeNumberTaken)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, orNone(r.Hostname), orNone(r.State), seen, r.ReservedUpTo, orNone(r.OwnerID), num)
 	}

@@ -100,8 +100,13 @@ func printStatusRegistry(tw io.Writer, r *statusRow, name string) {
 		fmt.Fprintf(tw, "registry\t%s, held by %s (%s, owner %s)\n", r.State, statusHolderName(r), orNone(r.Hostname), r.OwnerID)
 		fmt.Fprintf(tw, "  last seen\t%s\n", r.LastSeen.UTC().Format(time.RFC3339))
 		fmt.Fprintf(tw, "  reserved up to\t%s\n", r.ReservedUpTo)
-		if r.NodeNumber != 0 {
+		switch {
+		case r.NodeNumber != 0:
 			fmt.Fprintf(tw, "  node number\t%d\n", r.NodeNumber)
+		case r.NodeNumberTaken != 0:
+			fmt.Fprintf(tw, "  node number\tnone yet: %s\n", takenNumber(r.NodeNumberTaken, r.NodeNumberTakenAt))
+		case r.NodeNumberUnreadable != "":
+			fmt.Fprintf(tw, "  node number\tunknown: could not be read (%s)\n", r.NodeNumberUnreadable)
 		}
 	}
 	if r.Stride != 0 {
@@ -161,4 +166,15 @@ func orNone(s string) string {
 		return "none"
 	}
 	return s
+}
+
+// takenNumber says that node number n was taken for a name (at, if known)
+// by an assignment whose outcome was unknown.
+func takenNumber(n uint64, at time.Time) string {
+	when := ""
+	if !at.IsZero() {
+		when = " at " + at.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("%d was taken for it%s, but its assignment did not complete (outcome unknown: an answer lost or timed out); "+
+		"the next start settles it", n, when)
 }
