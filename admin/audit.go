@@ -54,8 +54,11 @@ const (
 	// a restored table can.
 	ProblemNumberShared = "number_shared"
 	// An active row without a node number while others have one: a name
-	// claimed before the registry gave numbers. It gets one at its next
-	// start; its host cannot use the numeric forms until then.
+	// claimed before the registry gave numbers, or whose host's
+	// assignment failed or timed out (with Holder.NumberTaken: a number
+	// was taken for it, and the assignment's outcome was unknown). It
+	// gets one at its next start, which settles a number taken for it;
+	// its host cannot use the numeric forms until then.
 	ProblemNoNumber = "no_number"
 	// A row whose node number is not below the cluster's stride
 	// (AuditConfig.Stride): its host cannot use the striped form (Open
@@ -142,13 +145,17 @@ type AuditRow struct {
 	Reserved uint64 `json:"reserved,string"`
 	// NodeNumber is the name's node number, 0 (left out) if none.
 	NodeNumber uint64 `json:"node_number,omitempty,string"`
+	// NodeNumberTaken is a number taken for a name without one, whose
+	// assignment did not complete (Holder.NumberTaken), 0 (left out) if
+	// none.
+	NodeNumberTaken uint64 `json:"node_number_taken,omitempty,string"`
 }
 
 func auditRow(h registry.Holder) AuditRow {
 	return AuditRow{
 		Name: h.Name, OwnerID: registry.OwnerID(h.Owner), Hostname: h.Hostname, Address: h.Address,
 		MachineID: h.MachineID, State: h.State, RegisteredAt: h.RegisteredAt, LastSeen: h.LastSeen,
-		Reserved: h.Reserved, NodeNumber: h.Number,
+		Reserved: h.Reserved, NodeNumber: h.Number, NodeNumberTaken: h.NumberTaken,
 	}
 }
 
@@ -500,8 +507,23 @@ func auditNumbers(rows []registry.Holder, stride uint64, add func(Problem)) {
 	}
 	for _, h := range rows {
 		if h.Number == 0 && h.State == registry.StateActive && nodename.Problem(h.Name) == "" {
-			add(Problem{Kind: ProblemNoNumber, Name: h.Name, Rows: []AuditRow{auditRow(h)},
-				Detail: fmt.Sprintf("%q has no node number (claimed before the registry gave numbers); it gets one at its next start", h.Name)})
+			add(Problem{Kind: ProblemNoNumber, Name: h.Name, Rows: []AuditRow{auditRow(h)}, Detail: noNumberDetail(h)})
 		}
 	}
+}
+
+// noNumberDetail says why the active row h has no node number, as far as
+// the registry can tell.
+func noNumberDetail(h registry.Holder) string {
+	if h.NumberTaken == 0 {
+		return fmt.Sprintf("%q has no node number: it was claimed before the registry gave numbers, or its host's assignment of one failed "+
+			"before a number was taken (its log says why); it gets one at its next start", h.Name)
+	}
+	at := ""
+	if !h.NumberTakenAt.IsZero() {
+		at = " at " + h.NumberTakenAt.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("%q has no node number yet: number %d was taken for it%s, but its assignment did not complete "+
+		"(its outcome was unknown: an answer lost or timed out); its host's next start settles it (the name gets one number; "+
+		"one taken but not given stays a gap, never another name's)", h.Name, h.NumberTaken, at)
 }

@@ -115,10 +115,12 @@ type Config struct {
 	//     NewRegistry checks): List sees every change from any data centre,
 	//     but one data centre without a quorum stops every change.
 	//
-	// Others are refused: ONE, TWO, THREE, LOCAL_ONE and ANY would let List
+	// Others are refused: ONE, TWO, THREE and LOCAL_ONE would let List
 	// miss acknowledged changes, ALL stops every change while any one
 	// replica is down, and SERIAL and LOCAL_SERIAL are not commit
-	// consistencies.
+	// consistencies. ANY cannot be asked for: gocql.Any is this field's
+	// zero value, which means QUORUM; ParseConsistency (so ConfigFromEnv
+	// and snapctl) refuses the word "any".
 	Consistency gocql.Consistency
 	// SerialConsistency is the consistency of the Paxos phases of LWTs and
 	// of serial reads, which decide who holds a name: gocql.Serial, a
@@ -268,23 +270,35 @@ func (cfg *Config) checkNames() error {
 }
 
 // consistency returns the commit consistency cfg asks for (QUORUM by
-// default), refusing the levels the registry cannot work with.
+// default), refusing the levels the registry cannot work with. gocql.Any
+// is the zero value, the default: a Config cannot ask for ANY (snapctl
+// and ConfigFromEnv refuse the word, see ParseConsistency).
 func (cfg *Config) consistency() (gocql.Consistency, error) {
 	cons := cfg.Consistency
-	switch cons {
-	case gocql.Any: // the zero value: default
+	if cons == gocql.Any { // the zero value: default
 		cons = gocql.Quorum
-	case gocql.Quorum, gocql.EachQuorum:
-	case gocql.LocalQuorum:
-		if cfg.LocalDC == "" {
-			return 0, invalidConfig("consistency LOCAL_QUORUM needs LocalDC (the data centre whose quorum acknowledges each change)")
-		}
-	case gocql.All:
-		return 0, invalidConfig("consistency ALL: every claim, extension and release would fail while any one replica is down; use QUORUM (default), LOCAL_QUORUM or EACH_QUORUM")
-	default:
-		return 0, invalidConfig("consistency %v: use QUORUM (default), LOCAL_QUORUM or EACH_QUORUM (fewer replicas would let check-names miss acknowledged changes)", cons)
+	}
+	if why := consistencyRefusal(cons); why != "" {
+		return 0, invalidConfig("consistency %v: %s; use QUORUM (default), LOCAL_QUORUM or EACH_QUORUM", cons, why)
+	}
+	if cons == gocql.LocalQuorum && cfg.LocalDC == "" {
+		return 0, invalidConfig("consistency LOCAL_QUORUM needs LocalDC (the data centre whose quorum acknowledges each change)")
 	}
 	return cons, nil
+}
+
+// consistencyRefusal says why the registry cannot use commit consistency
+// cons; "" if it can (QUORUM, LOCAL_QUORUM, EACH_QUORUM).
+func consistencyRefusal(cons gocql.Consistency) string {
+	switch cons {
+	case gocql.Quorum, gocql.LocalQuorum, gocql.EachQuorum:
+		return ""
+	case gocql.All:
+		return "every claim, extension and release would fail while any one replica is down"
+	case gocql.Any:
+		return "a commit at ANY is acknowledged once a node keeps a hint of it, on no replica at all, and check-names' listing cannot read at ANY"
+	}
+	return "fewer replicas than a quorum would let check-names miss acknowledged changes"
 }
 
 // serialConsistency returns the serial consistency cfg asks for (SERIAL

@@ -109,7 +109,10 @@
 // keyspace and the tables once, before the hosts start, so that the
 // keyspace gets the replication a production cluster needs and the first
 // starts of many hosts do not all create it at once. Without it a Registry
-// creates what is missing (zero configuration for one node or tests). A
+// creates what is missing (zero configuration for one node or tests).
+// SetUpSchema waits for the nodes to agree on the schema before it creates
+// anything and after each change, and stops with ErrSchemaAgreement,
+// reporting what it created, when they do not in time. A
 // Registry waits for schema agreement only after it changed the schema
 // itself: gocql counts nodes that are down, so with one node of three down
 // the wait would last until its timeout on every start. Creating a

@@ -132,8 +132,10 @@ func WarnUnknownEnv(log *slog.Logger, environ []string) []string {
 }
 
 // ParseConsistency reads a commit consistency's name in any case, "-" or
-// "_" between words; "" is the default (QUORUM). Levels that are names
-// but not allowed are left to Config.Validate, which says why.
+// "_" between words; "" is the default (QUORUM). Only quorum,
+// local_quorum and each_quorum are accepted: any other level's name is
+// refused, saying why (ANY in particular, which Config cannot tell from
+// its zero value, the default).
 func ParseConsistency(s string) (gocql.Consistency, error) {
 	s = strings.ToUpper(strings.ReplaceAll(strings.TrimSpace(s), "-", "_"))
 	if s == "" {
@@ -142,6 +144,9 @@ func ParseConsistency(s string) (gocql.Consistency, error) {
 	cons, err := gocql.ParseConsistencyWrapper(s)
 	if err != nil {
 		return 0, fmt.Errorf("want quorum (the default), local_quorum or each_quorum")
+	}
+	if why := consistencyRefusal(cons); why != "" {
+		return 0, fmt.Errorf("%s is refused (%s): want quorum (the default), local_quorum or each_quorum", strings.ToLower(s), why)
 	}
 	return cons, nil
 }

@@ -63,6 +63,9 @@ func TestConfigFromEnv(t *testing.T) {
 		{EnvHosts, "db1,"},
 		{EnvPassword, ""}, // a user without the password variable
 		{EnvConsistency, "most"},
+		{EnvConsistency, "any"}, // gocql.Any is Config's zero value: the word must not pass as QUORUM
+		{EnvConsistency, "one"},
+		{EnvConsistency, "all"},
 		{EnvSerialConsistency, "paxos"},
 		{EnvReplication, "dc1:x"},
 	} {
@@ -91,4 +94,30 @@ func TestWarnUnknownEnv(t *testing.T) {
 	assert.NotContains(t, buf.String(), "secret-value")
 	assert.Equal(t, 1, strings.Count(buf.String(), "\n"), "one record")
 	assert.Empty(t, WarnUnknownEnv(nil, []string{EnvKeyspace + "=ks"}))
+}
+
+// ParseConsistency accepts only the commit consistencies the registry can
+// honour, and refuses every other level's name saying why; ANY, whose
+// gocql value is Config's zero value (the default, QUORUM), included.
+func TestParseConsistency(t *testing.T) {
+	for in, want := range map[string]gocql.Consistency{"": 0, "quorum": gocql.Quorum, " Local-Quorum ": gocql.LocalQuorum, "EACH_QUORUM": gocql.EachQuorum} {
+		got, err := ParseConsistency(in)
+		require.NoError(t, err, "%q", in)
+		assert.Equal(t, want, got, "%q", in)
+	}
+	for in, why := range map[string]string{
+		"any":       "any is refused (a commit at ANY is acknowledged once a node keeps a hint of it, on no replica at all",
+		"ANY":       "any is refused",
+		"one":       "one is refused (fewer replicas than a quorum would let check-names miss acknowledged changes): want quorum (the default), local_quorum or each_quorum",
+		"local-one": "local_one is refused",
+		"two":       "two is refused",
+		"three":     "three is refused",
+		"all":       "all is refused (every claim, extension and release would fail while any one replica is down)",
+		"serial":    "want quorum (the default), local_quorum or each_quorum",
+		"most":      "want quorum (the default), local_quorum or each_quorum",
+	} {
+		_, err := ParseConsistency(in)
+		require.Error(t, err, "%q", in)
+		assert.Contains(t, err.Error(), why, "%q", in)
+	}
 }

@@ -4,7 +4,7 @@ import "errors"
 
 // Errors of this package, for errors.Is. They are wrapped with the detail
 // (and also wrap registry.ErrInvalidOption: each is a configuration this
-// package refuses).
+// package refuses; ErrSchemaAgreement wraps registry.ErrRegistry instead).
 var (
 	// ErrFragileReplication is returned by NewRegistry and CreateSchema
 	// when they would create the registry keyspace with a replication that
@@ -32,4 +32,12 @@ var (
 	// the cluster does not have; the message names the cluster's data
 	// centres. Nothing is created.
 	ErrUnknownDataCentre = errors.New("data centre unknown to the cluster")
+
+	// ErrSchemaAgreement is returned (with registry.ErrRegistry) when the
+	// cluster's nodes did not agree on the schema in time: before
+	// SetUpSchema creates anything, or after it or a Registry created the
+	// keyspace or a table. What was created stays (SetUpSchema's report
+	// says what); SetUpSchema can be run again: it waits for the nodes to
+	// agree, then creates only what is missing.
+	ErrSchemaAgreement = errors.New("the cluster's nodes did not agree on the schema")
 )

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"strings"
+	"time"
 
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid/internal/cql"
@@ -58,7 +58,7 @@ func newGocqlNumQuerier(s *gocql.Session, cons gocql.Consistency, serial gocql.S
 		insertStmt: "INSERT INTO " + t + " (id, number, name, attempt) VALUES (?, ?, ?, ?) IF NOT EXISTS",
 		readStmt:   "SELECT number, name, attempt FROM " + t + " WHERE id = ?",
 		hintStmt:   "UPDATE " + t + " SET number = ? WHERE id = 'next'",
-		namesStmt:  "SELECT id, number FROM " + t,
+		namesStmt:  "SELECT id, number, name, WRITETIME(name) FROM " + t,
 	}
 }
 
@@ -89,15 +89,14 @@ func (g *gocqlNumQuerier) Hint(ctx context.Context, n uint64) error {
 	return g.s.Query(g.hintStmt, int64(n)).WithContext(ctx).Consistency(g.cons).Exec()
 }
 
-func (g *gocqlNumQuerier) Names(ctx context.Context) (map[string]uint64, error) {
-	out := map[string]uint64{}
+func (g *gocqlNumQuerier) Names(ctx context.Context) (cql.NumTable, error) {
+	out := cql.NumTable{Given: map[string]uint64{}, Taken: map[string][]cql.NumTaken{}}
 	iter := g.s.Query(g.namesStmt).WithContext(ctx).Consistency(g.cons).Iter()
 	var key string
-	var n *int64
-	for iter.Scan(&key, &n) {
-		if name, ok := strings.CutPrefix(key, "name:"); ok && n != nil && *n > 0 {
-			out[name] = uint64(*n)
-		}
+	var n, written *int64
+	var name *string
+	for iter.Scan(&key, &n, &name, &written) {
+		out.Add(key, n, name, written)
 	}
 	return out, iter.Close()
 }
@@ -140,8 +139,8 @@ func (r *Registry) numbersCreated(ctx context.Context, create bool) (q cql.NumQu
 		if err := r.session.Query(g.createStmt).WithContext(ctx).Exec(); err != nil {
 			return nil, false, false, fmt.Errorf("snapid: %w: creating table %s.%s (snapctl setup creates it with a role that may): %w", registry.ErrRegistry, r.ks, g.tableName, err)
 		}
-		if err := r.awaitSchema(ctx); err != nil {
-			return nil, false, true, fmt.Errorf("snapid: %w: waiting for the cluster to agree on the schema: %w", registry.ErrRegistry, err)
+		if err := r.agree(ctx); err != nil {
+			return nil, false, true, err
 		}
 		created = true
 	}
@@ -282,14 +281,93 @@ func (r *Registry) insertRow(ctx context.Context, q cql.NumQuerier, op, name, ke
 	return applied, cur, err
 }
 
-// nameNumbers returns every name's node number (none if the table does
-// not exist).
-func (r *Registry) nameNumbers(ctx context.Context) (map[string]uint64, error) {
+// nameNumbers reads the numbers table whole (nothing if it does not
+// exist).
+func (r *Registry) nameNumbers(ctx context.Context) (cql.NumTable, error) {
 	q, ok, err := r.numbers(ctx, false)
 	if err != nil || !ok {
-		return nil, err
+		return cql.NumTable{}, err
 	}
 	return q.Names(ctx)
+}
+
+// settleNumbers fills in the node numbers of rows from the numbers table
+// read whole (t, at the configured consistency). A row that has none
+// there but a number taken for it is one whose assignment did not
+// complete, or whose give is not committed everywhere yet: its name's row
+// is read at SERIAL, which completes a give left in flight; if there is
+// still none, the number taken (the latest) is NumberTaken.
+func (r *Registry) settleNumbers(ctx context.Context, t cql.NumTable, rows []registry.Holder) error {
+	q, ok, err := r.numbers(ctx, false)
+	if err != nil || !ok {
+		return err
+	}
+	for i := range rows {
+		h := &rows[i]
+		if h.Number = t.Given[h.Name]; h.Number != 0 || len(t.Taken[h.Name]) == 0 {
+			continue
+		}
+		st, err := numberState(ctx, q, h.Name, func() (cql.NumTable, error) { return t, nil })
+		if err != nil {
+			return err
+		}
+		h.Number, h.NumberTaken, h.NumberTakenAt = st.Number, st.Taken, st.TakenAt
+	}
+	return nil
+}
+
+// NumberState is what the registry holds about a name's node number.
+type NumberState struct {
+	// Number is the name's node number, 0 if it has none.
+	Number uint64
+	// Taken, for a name without a number, is a number taken for it
+	// whose assignment did not complete (its answer lost or timed out:
+	// the outcome was unknown), and TakenAt when (zero if unknown); 0 if
+	// none. The name's next assignment (its host's next start) settles
+	// it: the name gets one number, and one taken but not given stays a
+	// gap, never another name's.
+	Taken   uint64
+	TakenAt time.Time
+}
+
+// NodeNumber returns what the registry holds about name's node number,
+// as its next assignment will find it: its number's row read at SERIAL
+// (a give whose answer was lost is completed first) and, without one, the
+// latest number taken for it (the table read whole). A registry without
+// node numbers has none.
+func (r *Registry) NodeNumber(ctx context.Context, name string) (NumberState, error) {
+	if err := registry.ValidateName(name); err != nil {
+		return NumberState{}, err
+	}
+	q, ok, err := r.numbers(ctx, false)
+	if err != nil || !ok {
+		return NumberState{}, err
+	}
+	return numberState(ctx, q, name, func() (cql.NumTable, error) { return q.Names(ctx) })
+}
+
+// numberState is NodeNumber over q, with table reading the table whole
+// (called only when the name has no number).
+func numberState(ctx context.Context, q cql.NumQuerier, name string, table func() (cql.NumTable, error)) (NumberState, error) {
+	row, found, err := q.Read(ctx, "name:"+name, true)
+	if err != nil {
+		return NumberState{}, fmt.Errorf("snapid: %w: reading the node number of %q: %w", registry.ErrRegistry, name, err)
+	}
+	if found {
+		n, err := number(name, row)
+		return NumberState{Number: n}, err
+	}
+	t, err := table()
+	if err != nil {
+		return NumberState{}, fmt.Errorf("snapid: %w: reading the node numbers: %w", registry.ErrRegistry, err)
+	}
+	var st NumberState
+	for _, tk := range t.Taken[name] {
+		if st.Taken == 0 || tk.At.After(st.TakenAt) || tk.At.Equal(st.TakenAt) && tk.Number > st.Taken {
+			st.Taken, st.TakenAt = tk.Number, tk.At
+		}
+	}
+	return st, nil
 }
 
 // nameNumber returns name's node number, 0 if it has none.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid/internal/cql"
+	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/require"
 )
 
@@ -229,4 +230,48 @@ func TestAssignNumberConcurrentOneName(t *testing.T) {
 	g.mu.Lock()
 	require.Equal(t, n, g.arrived, "every assignment took a number of its own before giving it")
 	g.mu.Unlock()
+}
+
+// A number taken for a name whose give never came (an assignment whose
+// outcome stayed unknown) is listed as NumberTaken, with the time it was
+// taken (the row's write time), until the name's next assignment settles
+// it; a name with no row in the numbers table has neither.
+func TestListNumberTakenNotGiven(t *testing.T) {
+	_, ctx, r := oneRegistry(t)
+	q, _, err := r.numbers(ctx, true)
+	require.NoError(t, err)
+	numbered := mustClaim(t, ctx, r, "numbered", "owner1")
+	_, err = r.AssignNumber(ctx, "numbered", "owner1", numbered.Session)
+	require.NoError(t, err)
+	h := mustClaim(t, ctx, r, "pending", "owner2")
+	before := time.Now().Add(-time.Second)
+	applied, _, err := q.Insert(ctx, "number:7", 7, "pending", newClaimToken()) // the take, without its give
+	require.NoError(t, err)
+	require.True(t, applied)
+	after := time.Now().Add(time.Second)
+
+	rows, err := r.List(ctx)
+	require.NoError(t, err)
+	var got registry.Holder
+	for _, row := range rows {
+		if row.Name == "pending" {
+			got = row
+		}
+	}
+	require.Equal(t, "pending", got.Name)
+	require.Zero(t, got.Number)
+	require.Equal(t, uint64(7), got.NumberTaken)
+	require.True(t, got.NumberTakenAt.After(before) && got.NumberTakenAt.Before(after), "taken at %v", got.NumberTakenAt)
+	ns, err := r.NodeNumber(ctx, "pending")
+	require.NoError(t, err)
+	require.Equal(t, NumberState{Taken: 7, TakenAt: got.NumberTakenAt}, ns)
+
+	n, err := r.AssignNumber(ctx, "pending", "owner2", h.Session)
+	require.NoError(t, err)
+	ns, err = r.NodeNumber(ctx, "pending")
+	require.NoError(t, err)
+	require.Equal(t, NumberState{Number: n}, ns, "settled")
+	ns, err = r.NodeNumber(ctx, "nobody")
+	require.NoError(t, err)
+	require.Equal(t, NumberState{}, ns)
 }

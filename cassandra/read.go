@@ -3,6 +3,7 @@ package cassandra
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
@@ -36,7 +37,11 @@ func (r *Registry) Get(ctx context.Context, name string) (registry.Holder, error
 
 // List implements registry.Registry.List: every row, read page by page at the
 // configured consistency (not serial: a row being changed at that moment
-// may show its previous state). Rows are in token order.
+// may show its previous state). Rows are in token order. Node numbers
+// come from their table read whole; a name with none there but a number
+// taken for it has its number read at SERIAL (see NodeNumber), so that
+// an assignment whose answer was lost shows as it will settle:
+// NumberTaken if it still has none.
 func (r *Registry) List(ctx context.Context) ([]registry.Holder, error) {
 	l, lists := r.q.(cql.RowLister)
 	if r.session == nil && !lists {
@@ -68,11 +73,14 @@ func (r *Registry) List(ctx context.Context) ([]registry.Holder, error) {
 		return nil, fmt.Errorf("snapid: %w: list: %w", registry.ErrRegistry, err)
 	}
 	nums, err := r.nameNumbers(ctx)
+	if err == nil {
+		err = r.settleNumbers(ctx, nums, out)
+	}
 	if err != nil {
 		r.log.Warn("snapid: reading node numbers failed; the rows are listed without them", "err", err)
-	}
-	for i := range out {
-		out[i].Number = nums[out[i].Name]
+		for i := range out {
+			out[i].Number, out[i].NumberTaken, out[i].NumberTakenAt = 0, 0, time.Time{}
+		}
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid/internal/cql"
@@ -128,6 +129,7 @@ func (r *Registry) createMissing(ctx context.Context, cfg Config, rep *SchemaRep
 			return err
 		}
 		rep.KeyspaceCreated, created = true, true
+		rep.Replication = cfg.replication()
 	}
 	if !tblExists {
 		if err := r.session.Query(r.stmts.createTable).WithContext(ctx).Exec(); err != nil {
@@ -137,11 +139,21 @@ func (r *Registry) createMissing(ctx context.Context, cfg Config, rep *SchemaRep
 		created = true
 	}
 	if created {
-		if err := r.awaitSchema(ctx); err != nil {
-			return schemaFail("waiting for the cluster to agree on the schema", err)
-		}
+		return r.agree(ctx)
 	}
 	return nil
+}
+
+// agree waits for the cluster's nodes to agree on the schema. Its error
+// wraps registry.ErrRegistry and ErrSchemaAgreement, and says how long it
+// waited.
+func (r *Registry) agree(ctx context.Context) error {
+	start := time.Now()
+	err := r.awaitSchema(ctx)
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("snapid: %w: %w within %v: %w", registry.ErrRegistry, ErrSchemaAgreement, time.Since(start).Round(100*time.Millisecond), err)
 }
 
 // schemaFail is the error of a schema step (what) that failed with err.
@@ -351,10 +363,11 @@ func CreateSchema(ctx context.Context, cfg Config) (created bool, err error) {
 // SetUpSchema creates the registry's keyspace (with
 // cfg.Replication), its table and the table of integer sequences if they
 // do not exist (a Registry creates the sequences' table itself only when
-// a sequence is first created), waits for the cluster to
-// agree on the schema if it created anything, and checks the table's
-// columns. Its report says what it created and the keyspace's
-// replication; running it again creates nothing. A keyspace that exists is
+// a sequence is first created), and checks the table's columns. It waits
+// for the cluster's nodes to agree on the schema first, so that what
+// exists is what every node has, and again after each thing it creates.
+// Its report says what it created and the keyspace's replication; running
+// it again creates nothing. A keyspace that exists is
 // used as it is, whatever its replication (Registry.CheckReplication
 // reports on it); one to create whose replication cannot survive the loss
 // of one node is refused before anything is created
@@ -364,6 +377,12 @@ func CreateSchema(ctx context.Context, cfg Config) (created bool, err error) {
 // refused (ErrNoKeyspace). cfg.NoCreate is ignored. Errors wrap
 // registry.ErrInvalidOption (invalid cfg, refused before anything is
 // created) or registry.ErrRegistry.
+//
+// On an error the report says what was created before it (the keyspace,
+// the tables), which stays. Nodes that do not agree on the schema within
+// ctx's time (ErrSchemaAgreement: a node down since the schema changed, a
+// slow cluster) stop it there; running it again is safe: it waits for the
+// nodes to agree, then creates only what is missing.
 //
 // This is the explicit, one-time set-up of a production cluster (snapctl
 // setup): run it once, from one place, before the hosts start, so that the
@@ -376,6 +395,15 @@ func SetUpSchema(ctx context.Context, cfg Config) (rep SchemaReport, err error) 
 		return rep, err
 	}
 	defer r.Close()
+	return r.setUpSchema(ctx, cfg)
+}
+
+// setUpSchema is SetUpSchema on r.
+func (r *Registry) setUpSchema(ctx context.Context, cfg Config) (rep SchemaReport, err error) {
+	rep.Keyspace, rep.Table = r.ks, r.tbl
+	if err := r.agree(ctx); err != nil {
+		return rep, err
+	}
 	if rep, err = r.setUpReport(ctx, cfg, true); err != nil {
 		return rep, err
 	}

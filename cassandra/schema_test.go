@@ -2,6 +2,8 @@ package cassandra
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"testing"
 
 	"github.com/snapid/snapid"
@@ -81,4 +83,69 @@ func TestCreateSchema(t *testing.T) {
 	_, err = CreateSchema(ctx, cfg2)
 	require.ErrorIs(t, err, snapid.ErrInvalidOption)
 	assert.False(t, k2.keyspaceExists(t, k2.Name))
+}
+
+// Nodes that do not agree on the schema in time stop SetUpSchema where it
+// is: its error is ErrSchemaAgreement (and ErrRegistry), its report says
+// what it created, which stays, and running it again once the nodes agree
+// creates only what is missing. It waits for the nodes to agree before it
+// creates anything, so that what it finds is what every node has.
+func TestSetUpSchemaAgreementNotReached(t *testing.T) {
+	_, ctx, r := oneRegistry(t)
+	k := newTestKeyspace(t) // not created yet
+	cfg := k.config()
+	// setUp returns a registry on k's keyspace whose waits for schema
+	// agreement fail when fail says so (the wait's number, from 1), and
+	// the count of its waits.
+	setUp := func(fail func(n int) bool) (SchemaReport, int, error) {
+		waits := 0
+		r2 := registryOnSession(r, k.Name, DefaultTable, &waits)
+		r2.awaitSchema = func(ctx context.Context) error {
+			waits++
+			if fail(waits) {
+				return errors.New("gocql: cluster schema versions not consistent: [a b]")
+			}
+			return r.session.AwaitSchemaAgreement(ctx)
+		}
+		rep, err := r2.setUpSchema(ctx, cfg)
+		return rep, waits, err
+	}
+	tables := []string{DefaultTable, seqTable, DefaultTable + numbersSuffix}
+
+	for i, tc := range []struct {
+		name     string
+		fail     func(n int) bool
+		ks       bool     // KeyspaceCreated
+		created  []string // TablesCreated
+		agreeErr bool
+		waits    int
+		exist    []string // the tables there afterwards
+	}{
+		{"nodes never agree: nothing is created", func(int) bool { return true }, false, nil, true, 1, nil},
+		{"no agreement after the keyspace and the first table", func(n int) bool { return n == 2 }, true, []string{DefaultTable}, true, 2, tables[:1]},
+		{"run again: only what is missing", func(int) bool { return false }, false, tables[1:], false, 3, tables},
+		{"and again: nothing", func(int) bool { return false }, false, nil, false, 1, tables},
+	} {
+		rep, waits, err := setUp(tc.fail)
+		if tc.agreeErr {
+			require.ErrorIs(t, err, ErrSchemaAgreement, tc.name)
+			require.ErrorIs(t, err, snapid.ErrRegistry, tc.name)
+			assert.Contains(t, err.Error(), "the cluster's nodes did not agree on the schema within", tc.name)
+		} else {
+			require.NoError(t, err, tc.name)
+		}
+		assert.Equal(t, k.Name, rep.Keyspace, tc.name)
+		assert.Equal(t, tc.ks, rep.KeyspaceCreated, tc.name)
+		assert.Equal(t, tc.created, rep.TablesCreated, tc.name)
+		assert.Equal(t, tc.waits, waits, tc.name)
+		assert.Equal(t, i > 0, k.keyspaceExists(t, k.Name), tc.name)
+		if i > 0 {
+			for _, tbl := range tables {
+				assert.Equal(t, slices.Contains(tc.exist, tbl), k.tableExists(t, tbl), "%s: table %s", tc.name, tbl)
+			}
+		}
+		if tc.ks {
+			assert.Equal(t, map[string]string{"class": "SimpleStrategy", "replication_factor": "1"}, rep.Replication, "created with")
+		}
+	}
 }

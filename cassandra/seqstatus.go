@@ -134,3 +134,45 @@ func (r *Registry) ListSequences(ctx context.Context) ([]registry.SequenceStatus
 	sort.Slice(out, func(i, j int) bool { return strings.Compare(out[i].Name, out[j].Name) < 0 })
 	return out, nil
 }
+
+// otherDCsLeft returns, for a lease that cannot be had in data centre dc,
+// what the ranges of every other data centre GLOBAL granted a range to
+// hold unleased (a grant whose range its data centre has not recorded yet
+// counts whole), read as SequenceStatus reads them: GLOBAL at QUORUM,
+// each data centre at LOCAL_QUORUM, a view that may lag its latest
+// leases. nil when there are none, or they could not be read.
+func (r *Registry) otherDCsLeft(ctx context.Context, q cql.SeqQuerier, seq, dc string) map[string]uint64 {
+	_, rows, err := r.readGlobalAt(ctx, q, seq, gocql.Quorum)
+	if err != nil {
+		return nil
+	}
+	grants := map[string][]cql.SeqRow{}
+	for _, w := range rows {
+		if w.Kind == cql.KindGrant && w.Key != dc {
+			grants[w.Key] = append(grants[w.Key], w)
+		}
+	}
+	if len(grants) == 0 {
+		return nil
+	}
+	out := make(map[string]uint64, len(grants))
+	for d, gs := range grants {
+		dcRows, err := q.ReadPartition(ctx, gocql.LocalQuorum, seq, cql.DCPart(d))
+		if err != nil {
+			return nil
+		}
+		rgs, err := dcRanges(seq, dcRows)
+		if err != nil {
+			return nil
+		}
+		for _, g := range rgs {
+			out[d] += g.left()
+		}
+		for _, w := range gs {
+			if find(dcRows, cql.KindRange, "", w.First) == nil && w.First > 0 && w.Last != nil && *w.Last >= w.First {
+				out[d] += uint64(*w.Last-w.First) + 1
+			}
+		}
+	}
+	return out
+}

@@ -348,8 +348,8 @@ func (r *Registry) ensureTableCreated(ctx context.Context, create bool) (ok, cre
 		if err := r.session.Query(newSeqStatements(r.ks).createTable).WithContext(ctx).Exec(); err != nil {
 			return false, false, fmt.Errorf("snapid: %w: creating table %s.%s: %w", registry.ErrRegistry, r.ks, seqTable, err)
 		}
-		if err := r.awaitSchema(ctx); err != nil {
-			return false, true, fmt.Errorf("snapid: %w: waiting for the cluster to agree on the schema: %w", registry.ErrRegistry, err)
+		if err := r.agree(ctx); err != nil {
+			return false, true, err
 		}
 		ok, created = true, true
 	}

@@ -151,8 +151,12 @@ func (r *Registry) createSequence(ctx context.Context, seq string, start, max ui
 	if _, err := r.ensureTable(ctx, true); err != nil {
 		return registry.SequenceInfo{}, err
 	}
+	// absent: an attempt read no GLOBAL row, so this call creates the
+	// sequence, and a GLOBAL row found after that is another call's
+	// creation, which it does not change (createdMeanwhile).
+	absent := false
 	for attempt := 0; attempt < claimAttempts; attempt++ {
-		si, done, err := r.createOnce(ctx, q, dc, seq, start, max, keepMax)
+		si, done, err := r.createOnce(ctx, q, dc, seq, start, max, keepMax, &absent)
 		if err != nil || done {
 			return si, err
 		}
@@ -163,17 +167,23 @@ func (r *Registry) createSequence(ctx context.Context, seq string, start, max ui
 // createOnce makes one attempt of createSequence: it reads GLOBAL at
 // SERIAL, refuses to create a sequence whose GLOBAL row is missing but
 // whose grants, ranges or leases remain, and inserts or updates the GLOBAL
-// row conditional on what it read. done false means the row changed under
-// it: try again.
-func (r *Registry) createOnce(ctx context.Context, q cql.SeqQuerier, dc, seq string, start, max uint64, keepMax bool) (_ registry.SequenceInfo, done bool, err error) {
+// row conditional on what it read. A GLOBAL row found after an earlier
+// attempt found none (*absent) was made by another create meanwhile: it is
+// compared, not updated (createdMeanwhile). done false means the row
+// changed under it: try again.
+func (r *Registry) createOnce(ctx context.Context, q cql.SeqQuerier, dc, seq string, start, max uint64, keepMax bool, absent *bool) (_ registry.SequenceInfo, done bool, err error) {
 	g, rows, err := r.readGlobal(ctx, q, seq)
 	if err != nil {
 		return registry.SequenceInfo{}, false, err
 	}
 	if g == nil {
+		*absent = true
 		if err := r.checkNoRemnants(ctx, q, seq, dc, rows); err != nil {
 			return registry.SequenceInfo{}, false, err
 		}
+	} else if *absent {
+		si, err := createdMeanwhile(seq, g, start, max, keepMax)
+		return si, true, err
 	}
 	token := newClaimToken()
 	now := r.timestamp()
@@ -191,6 +201,28 @@ func (r *Registry) createOnce(ctx context.Context, q cql.SeqQuerier, dc, seq str
 		return want, true, nil
 	}
 	return registry.SequenceInfo{}, false, nil
+}
+
+// createdMeanwhile judges the sequence seq that another create made (g,
+// its GLOBAL row) while this one, asked for [start, max] (max kept with
+// keepMax), was creating it: the same bounds are the sequence asked for
+// (success, nothing written); other bounds are ErrSequenceExists, and
+// nothing changes: the create that made it reported its bounds, and a
+// create that saw no sequence does not change them behind its back.
+func createdMeanwhile(seq string, g *cql.SeqRow, start, max uint64, keepMax bool) (registry.SequenceInfo, error) {
+	cur, err := info(seq, g)
+	if err != nil {
+		return registry.SequenceInfo{}, err
+	}
+	if cur.Start == start && (keepMax || cur.Max == max) {
+		return cur, nil
+	}
+	asked := fmt.Sprintf("start %d and max %d", start, max)
+	if keepMax {
+		asked = fmt.Sprintf("start %d", start)
+	}
+	return cur, fmt.Errorf("snapid: %w: sequence %q was created meanwhile by another create, with start %d and max %d, not the %s asked for; "+
+		"nothing was changed", registry.ErrSequenceExists, seq, cur.Start, cur.Max, asked)
 }
 
 // createStmt is the write of CreateSequence on GLOBAL as read (g, nil when
@@ -335,7 +367,13 @@ func (r *Registry) leaseOnce(ctx context.Context, q cql.SeqQuerier, dc string, r
 	}
 	pick := pickRange(rgs, req.Min)
 	if pick == nil {
-		return registry.SequenceLease{}, false, r.grant(ctx, q, req.Sequence, dc, rows, rgs, req.Min)
+		err := r.grant(ctx, q, req.Sequence, dc, rows, rgs, req.Min)
+		var e *registry.SequenceExhaustedError
+		if errors.As(err, &e) {
+			// Numbers may be left elsewhere: say where.
+			e.OtherDCs = r.otherDCsLeft(ctx, q, req.Sequence, dc)
+		}
+		return registry.SequenceLease{}, false, err
 	}
 	if err := r.verifyRange(ctx, q, req.Sequence, dc, pick); err != nil {
 		return registry.SequenceLease{}, false, err

@@ -3,6 +3,8 @@ package registry
 import (
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 )
 
 // Errors a registry returns, and that the library returns from it. Match
@@ -46,6 +48,13 @@ var (
 	// a max below the start or above MaxSequence, or a max below numbers
 	// the sequence already handed out. Nothing is changed.
 	ErrInvalidSequence = errors.New("invalid sequence bounds")
+
+	// ErrSequenceExists is returned by CreateSequence when, while it
+	// created the sequence, another call created it first with other
+	// bounds: it changes nothing (the call that created it reported its
+	// bounds; calling CreateSequence again changes them as usual). Had
+	// the other call made the same bounds, CreateSequence succeeds.
+	ErrSequenceExists = errors.New("sequence created meanwhile with other bounds")
 
 	// ErrSequencesUnsupported is returned when the registry does not
 	// implement SequenceRegistry, or a Generator has no registry.
@@ -91,13 +100,17 @@ var (
 // ranges are used up, and the error matches ErrExhausted (other hosts'
 // leases and other data centres' ranges may still hold numbers they have
 // not issued). Otherwise numbers are left and it matches ErrSequenceShort,
-// not ErrExhausted.
+// not ErrExhausted. OtherDCs, when the registry read them, is what each
+// other data centre's ranges held not yet leased to its hosts: a data
+// centre's range is its own, only its hosts lease from it, so those
+// numbers are left for them, not for DC.
 type SequenceExhaustedError struct {
 	Sequence, DC       string
 	Max                uint64
 	Wanted             uint64
 	DCLeft, GlobalLeft uint64
 	Largest            uint64
+	OtherDCs           map[string]uint64 // data centre → numbers its ranges hold unleased; nil: not read
 }
 
 // none is whether the data centre has no number left at all.
@@ -106,11 +119,44 @@ func (e *SequenceExhaustedError) none() bool { return e.DCLeft == 0 && e.GlobalL
 func (e *SequenceExhaustedError) Error() string {
 	if e.none() {
 		return fmt.Sprintf("snapid: %v: sequence %q: GLOBAL handed every number up to max %d to data centres, and data centre %q "+
-			"leased every number of its ranges to hosts (their leases may still hold numbers not issued yet)", ErrExhausted, e.Sequence, e.Max, e.DC)
+			"leased every number of its ranges to hosts (their leases may still hold numbers not issued yet)%s", ErrExhausted, e.Sequence, e.Max, e.DC,
+			e.elsewhere())
 	}
 	return fmt.Sprintf("snapid: %v: sequence %q: %d consecutive numbers asked for, at most %d are left together for data centre %q "+
-		"(%d unleased in its ranges, %d not yet handed out by GLOBAL, max %d); ask for at most %d", ErrSequenceShort, e.Sequence, e.Wanted,
-		e.Largest, e.DC, e.DCLeft, e.GlobalLeft, e.Max, e.Largest)
+		"(%d unleased in its ranges, %d not yet handed out by GLOBAL, max %d); ask for at most %d%s", ErrSequenceShort, e.Sequence, e.Wanted,
+		e.Largest, e.DC, e.DCLeft, e.GlobalLeft, e.Max, e.Largest, e.elsewhere())
+}
+
+// OtherDCsLeft is what other data centres' ranges hold unleased, in all.
+func (e *SequenceExhaustedError) OtherDCsLeft() uint64 {
+	var n uint64
+	for _, left := range e.OtherDCs {
+		n += left
+	}
+	return n
+}
+
+// elsewhere says what other data centres' ranges hold ("" if unknown).
+func (e *SequenceExhaustedError) elsewhere() string {
+	if len(e.OtherDCs) == 0 {
+		return ""
+	}
+	dcs := make([]string, 0, len(e.OtherDCs))
+	for dc := range e.OtherDCs {
+		dcs = append(dcs, dc)
+	}
+	sort.Strings(dcs)
+	if e.OtherDCsLeft() == 0 {
+		return fmt.Sprintf("; the ranges of the other data centres (%s) are all leased to their hosts too", strings.Join(dcs, ", "))
+	}
+	var parts []string
+	for _, dc := range dcs {
+		if left := e.OtherDCs[dc]; left > 0 {
+			parts = append(parts, fmt.Sprintf("%q %d", dc, left))
+		}
+	}
+	return fmt.Sprintf("; other data centres' ranges hold %d numbers not leased yet (%s), which only their own hosts can lease",
+		e.OtherDCsLeft(), strings.Join(parts, ", "))
 }
 
 // Is makes a SequenceExhaustedError match ErrExhausted when no number is

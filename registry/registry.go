@@ -34,6 +34,13 @@ type Holder struct {
 	// Number is the name's node number (see NumberRegistry), 0 if it has
 	// none (yet, or the registry gives none).
 	Number uint64
+	// NumberTaken, for a name without a Number, is a node number the
+	// registry took for it whose assignment did not complete (its answer
+	// was lost or timed out: its outcome was unknown), and NumberTakenAt
+	// when (zero if the registry cannot tell); 0 if none. The name's next
+	// assignment settles it (registries that list it: Cassandra's).
+	NumberTaken   uint64
+	NumberTakenAt time.Time
 }
 
 // String describes the holder for error messages.

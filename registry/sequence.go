@@ -106,7 +106,10 @@ type SequenceRegistry interface {
 	// handed out: a max below a number already handed to a data centre
 	// is refused with ErrInvalidSequence, and nothing changes. Invalid
 	// bounds (start 0, max < start, max > MaxSequence) are refused with
-	// ErrInvalidSequence before anything is sent.
+	// ErrInvalidSequence before anything is sent. A call that found no
+	// sequence and was beaten to creating it by another call changes
+	// nothing: it returns the sequence if its bounds are the ones asked
+	// for, else ErrSequenceExists.
 	CreateSequence(ctx context.Context, name string, start, max uint64) (SequenceInfo, error)
 
 	// LeaseSequence leases the next numbers of req.Sequence to the host

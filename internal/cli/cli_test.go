@@ -42,6 +42,8 @@ type fakeEnv struct {
 	// checkReplication, if set, judges the registry's replication
 	checkReplication func(*cassandra.Registry, context.Context) (cassandra.ReplicationReport, error)
 	inproc           *InProcess // nil: none
+	// setUpSchema, if set, makes the registry's schema (setup)
+	setUpSchema func(context.Context, cassandra.Config) (cassandra.SchemaReport, error)
 }
 
 // newFakeEnv returns an environment with a temporary home, no variables
@@ -86,6 +88,7 @@ func (f *fakeEnv) env(stdout, stderr io.Writer) env {
 		syncDir:          f.syncDir,
 		checkReplication: f.checkReplication,
 		inproc:           f.inproc,
+		setUpSchema:      f.setUpSchema,
 	}
 }
 

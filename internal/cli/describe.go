@@ -175,7 +175,11 @@ var hintRules = []hintRule{
 	{cassandra.ErrUnknownDataCentre, says("check --replication (SNAPID_REPLICATION)")},
 	{cassandra.ErrFragileReplication, says("check --replication (SNAPID_REPLICATION); nothing was created")},
 	{cassandra.ErrLocalSerial, says("drop --serial-consistency (SNAPID_SERIAL_CONSISTENCY) or set it to serial")},
-	// Before ErrRegistry, which it may wrap.
+	// Before ErrRegistry, which they wrap.
+	{cassandra.ErrSchemaAgreement, func(cmd string, _ error) (string, bool) {
+		return "what was created stays ('nodetool describecluster' shows each node's schema version): try again once the nodes agree; " +
+			"'snapctl setup' makes the schema once, before the hosts start; nothing was issued", cmd != "setup"
+	}},
 	{engine.ErrReservationExhausted, func(_ string, err error) (string, bool) {
 		return "the registry did not extend this host's reserved range: " + registryHint(err) + "; ids flow again once it does", true
 	}},
@@ -199,8 +203,12 @@ func seqShortHint(cmd string, err error) (string, bool) {
 // registryErrorHint says what to check when the registry failed, and,
 // for a command that changes something, that nothing was issued.
 func registryErrorHint(cmd string, err error) (string, bool) {
-	if readOnly[cmd] {
+	switch {
+	case readOnly[cmd]:
 		return registryHint(err), true
+	case cmd == "setup":
+		// setup issues nothing; what it created, it says itself.
+		return registryHint(err) + "; nothing was created", true
 	}
 	hint := registryHint(err) + "; nothing was issued"
 	if cmd == "next" && registryHint(err) == unreachableHint {

@@ -26,7 +26,10 @@ type env struct {
 	// checkReplication judges the registry's replication (check-names);
 	// nil: Registry.CheckReplication.
 	checkReplication func(*cassandra.Registry, context.Context) (cassandra.ReplicationReport, error)
-	inproc           *InProcess // nil: none (see InProcess)
+	// setUpSchema makes the registry's schema (setup); nil:
+	// cassandra.SetUpSchema.
+	setUpSchema func(context.Context, cassandra.Config) (cassandra.SchemaReport, error)
+	inproc      *InProcess // nil: none (see InProcess)
 }
 
 func osEnv() env {

@@ -46,11 +46,14 @@ func cmdNames(ctx context.Context, c *cli, args []string) error {
 		LastSeen     time.Time `json:"last_seen,omitzero"`
 		ReservedUpTo string    `json:"reserved_up_to"`
 		NodeNumber   uint64    `json:"node_number,omitempty,string"`
+		// A number taken for a name without one, by an assignment whose
+		// outcome was unknown (the name's next start settles it).
+		NodeNumberTaken uint64 `json:"node_number_taken,omitempty,string"`
 	}
 	out := make([]row, 0, len(rows))
 	for _, h := range rows {
 		out = append(out, row{h.Name, h.Hostname, h.Address, registry.OwnerID(h.Owner), h.State, h.RegisteredAt, h.LastSeen,
-			strconv.FormatUint(h.Reserved, 10), h.Number})
+			strconv.FormatUint(h.Reserved, 10), h.Number, h.NumberTaken})
 	}
 	stride, err := reg.Stride(ctx)
 	if err != nil {
@@ -72,8 +75,11 @@ func cmdNames(ctx context.Context, c *cli, args []string) error {
 			seen = r.LastSeen.UTC().Format(time.RFC3339)
 		}
 		num := "none"
-		if r.NodeNumber != 0 {
+		switch {
+		case r.NodeNumber != 0:
 			num = strconv.FormatUint(r.NodeNumber, 10)
+		case r.NodeNumberTaken != 0:
+			num = fmt.Sprintf("unsettled (%d taken, outcome unknown)", r.NodeNumberTaken)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, orNone(r.Hostname), orNone(r.State), seen, r.ReservedUpTo, orNone(r.OwnerID), num)
 	}

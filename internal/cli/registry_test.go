@@ -493,10 +493,46 @@ func TestRegistryConfigFlagsAndEnvironment(t *testing.T) {
 		})
 	}
 	for _, bad := range [][]string{{"--consistency", "serial"}, {"--consistency", "most"}, {"--serial-consistency", "quorum"},
-		{"--serial-consistency", "local"}, {"--replication", "dc1:0"}, {"--username", "u"}} {
+		{"--serial-consistency", "local"}, {"--replication", "dc1:0"}, {"--username", "u"},
+		{"--consistency", "any"}, {"--consistency", "one"}, {"--consistency", "local-one"}, {"--consistency", "All"}} {
 		_, _, err := parsedConfig(t, map[string]string{"SNAPID_CASSANDRA": "db1"}, bad...)
 		var ue usageError
 		assert.ErrorAs(t, err, &ue, "%v", bad)
+	}
+}
+
+// A commit consistency the registry cannot honour, ANY above all (the
+// zero value of cassandra.Config's field, which means QUORUM), is refused
+// when the command line is read, saying why, before anything connects:
+// exit 2, one line, nothing created on disk.
+func TestConsistencyAnyRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		vars map[string]string
+		want string
+	}{
+		{[]string{"--consistency", "any"}, nil, `--consistency "any" (or SNAPID_CONSISTENCY): any is refused (a commit at ANY is acknowledged once a node keeps a hint of it`},
+		{[]string{"--consistency", "ANY"}, map[string]string{"SNAPID_CONSISTENCY": "quorum"}, "any is refused"},
+		{nil, map[string]string{"SNAPID_CONSISTENCY": "any"}, `--consistency "any" (or SNAPID_CONSISTENCY): any is refused`},
+		{[]string{"--consistency", "local_one"}, nil, "local_one is refused (fewer replicas than a quorum would let check-names miss acknowledged changes): want quorum (the default), local_quorum or each_quorum"},
+	} {
+		for _, cmd := range []string{"next", "names", "seq"} {
+			f := newFakeEnv(t)
+			f.vars["SNAPID_NAME"] = "web_1"
+			f.vars["SNAPID_CASSANDRA"] = "127.0.0.1:1" // nothing listens there: refused before connecting
+			for k, v := range tc.vars {
+				f.vars[k] = v
+			}
+			args := append([]string{cmd}, tc.args...)
+			if cmd == "seq" {
+				args = append([]string{"seq", "create", "articles"}, tc.args...)
+			}
+			line := requireError(t, f.run(t, args...))
+			assert.Contains(t, line, tc.want, "%v %v", args, tc.vars)
+			assert.NotContains(t, line, "reachable", "refused before connecting")
+			assert.NoDirExists(t, filepath.Join(f.home, ".local", "state", "snapid"), "nothing is created on disk")
+		}
 	}
 }
 
@@ -580,6 +616,7 @@ func TestRegistrySettingsRefusedChangeNothing(t *testing.T) {
 		{"consistency env", nil, map[string]string{"SNAPID_CONSISTENCY": "bogus"}, "SNAPID_CONSISTENCY"},
 		{"consistency one", []string{"--consistency", "one"}, nil, "miss acknowledged changes"},
 		{"consistency all", nil, map[string]string{"SNAPID_CONSISTENCY": "all"}, "while any one replica is down"},
+		{"consistency any", []string{"--consistency", "any"}, nil, "any is refused"},
 		{"local quorum without dc", []string{"--consistency", "local_quorum"}, nil, "needs LocalDC"},
 		{"local serial flag", []string{"--serial-consistency", "local_serial"}, nil, "two data centres cut off from each other could both win the same name"},
 		{"local serial env", nil, map[string]string{"SNAPID_SERIAL_CONSISTENCY": "LOCAL_SERIAL", "SNAPID_LOCAL_DC": dc}, "could both win the same name"},

@@ -125,6 +125,11 @@ func seqCreate(ctx context.Context, c *cli, seq string, args []string) error {
 		// one set while this runs).
 		info, err = admin.CreateSequenceKeepMax(ctx, reg, seq, *start)
 	}
+	if errors.Is(err, registry.ErrSequenceExists) {
+		// Another create made it while this one ran, with other bounds.
+		return hintError{err, fmt.Sprintf("'snapctl seq show %s' shows it; to give it your bounds anyway, run 'snapctl seq create %s' again: "+
+			"on a sequence that exists, --max changes its max (never below numbers handed out) and --start is raised only before any was", seq, seq)}
+	}
 	if err != nil {
 		return err
 	}
@@ -370,10 +375,15 @@ func seqExhaustedHint(err error) string {
 	if !errors.As(err, &e) {
 		return "nothing was issued: the sequence has fewer numbers left than asked for; ask for fewer, or raise its max with 'snapctl seq create NAME --max M'"
 	}
+	elsewhere := ""
+	if n := e.OtherDCsLeft(); n > 0 {
+		elsewhere = fmt.Sprintf("; the %d numbers other data centres' ranges hold go to their own hosts ('snapctl seq show %s' shows where)", n, e.Sequence)
+	}
 	if left := e.DCLeft + e.GlobalLeft; left > 0 {
 		return fmt.Sprintf("nothing was issued: %d numbers are left for this data centre, at most %d of them together, fewer than the %d asked for; "+
-			"ask for at most %d, or raise the max with 'snapctl seq create %s --max M'", left, e.Largest, e.Wanted, e.Largest, e.Sequence)
+			"ask for at most %d, or raise the max with 'snapctl seq create %s --max M'%s", left, e.Largest, e.Wanted, e.Largest, e.Sequence, elsewhere)
 	}
 	return fmt.Sprintf("nothing was issued: every number up to max %d was handed to data centres and this one's are leased "+
-		"(other hosts may still hold unissued numbers in their leases); raise the max with 'snapctl seq create %s --max M'", e.Max, e.Sequence)
+		"(other hosts may still hold unissued numbers in their leases); raise the max with 'snapctl seq create %s --max M' "+
+		"for more numbers here%s", e.Max, e.Sequence, elsewhere)
 }

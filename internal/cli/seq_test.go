@@ -2,10 +2,12 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/snapid/snapid/internal/engine"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -192,4 +194,33 @@ func TestSeqNextMissingSequenceCreatesNothing(t *testing.T) {
 	var n int
 	require.NoError(t, k.Admin.Query(`SELECT COUNT(*) FROM "`+ks+`".node_names WHERE name = 'web_1'`).Scan(&n))
 	assert.Zero(t, n, "the name is not claimed")
+}
+
+// The hint of a lease that cannot be had says what to do: ask for fewer
+// when some are left here, raise the max for more here, and where other
+// data centres' ranges hold numbers (for their own hosts).
+func TestSeqExhaustedHint(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		e    *engine.SequenceExhaustedError
+		says []string
+		not  string
+	}{
+		{&engine.SequenceExhaustedError{Sequence: "s", DC: "dc1", Max: 100, Wanted: 1},
+			[]string{"raise the max with 'snapctl seq create s --max M' for more numbers here"}, "other data centres"},
+		{&engine.SequenceExhaustedError{Sequence: "s", DC: "dc1", Max: 100, Wanted: 1, OtherDCs: map[string]uint64{"dc2": 56}},
+			[]string{"for more numbers here; the 56 numbers other data centres' ranges hold go to their own hosts ('snapctl seq show s' shows where)"}, ""},
+		{&engine.SequenceExhaustedError{Sequence: "s", DC: "dc1", Max: 100, Wanted: 8, GlobalLeft: 6, Largest: 6, OtherDCs: map[string]uint64{"dc2": 56}},
+			[]string{"ask for at most 6", "the 56 numbers other data centres' ranges hold go to their own hosts"}, ""},
+		{&engine.SequenceExhaustedError{Sequence: "s", DC: "dc1", Max: 100, Wanted: 1, OtherDCs: map[string]uint64{"dc2": 0}},
+			[]string{"for more numbers here"}, "other data centres' ranges hold"},
+	} {
+		hint := seqExhaustedHint(fmt.Errorf("lease: %w", tc.e))
+		for _, s := range tc.says {
+			assert.Contains(t, hint, s)
+		}
+		if tc.not != "" {
+			assert.NotContains(t, hint, tc.not)
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/snapid/snapid/cassandra"
 	"github.com/snapid/snapid/registry"
@@ -47,22 +48,90 @@ func cmdSetup(ctx context.Context, c *cli, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
 	defer cancel()
-	rep, err := setUpSchema(ctx, cfg)
+	rep, err := c.setUpSchema(ctx, cfg)
+	if err != nil {
+		return setupFailed(c, rep, err, rf.timeout)
+	}
+	printSetup(c, rep, asked)
+	if strideSet {
+		if err := c.setupStride(ctx, cfg, *stride); err != nil {
+			if errors.Is(err, registry.ErrRegistry) {
+				return hintError{err, fmt.Sprintf("%s; the schema is set up (above), the stride was not recorded: run 'snapctl setup --stride %d' again",
+					registryHint(err), *stride)}
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// setupStride records stride as the cluster's, on a registry of cfg.
+func (c *cli) setupStride(ctx context.Context, cfg cassandra.Config, stride uint64) error {
+	reg, err := cassandra.NewRegistry(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	if strideSet {
-		reg, err := cassandra.NewRegistry(ctx, cfg)
-		if err != nil {
-			return err
-		}
-		defer reg.Close()
-		if err := c.recordStride(ctx, reg, *stride); err != nil {
-			return err
-		}
+	defer reg.Close()
+	return c.recordStride(ctx, reg, stride)
+}
+
+// setupFailed is setup's error err after the set-up reported rep: what
+// was created before it (on stdout, as when it succeeds), and that setup
+// can be run again. timeout is the --timeout the work had.
+func setupFailed(c *cli, rep cassandra.SchemaReport, err error, timeout time.Duration) error {
+	var ue usageError
+	if errors.As(err, &ue) {
+		return err
 	}
-	printSetup(c, rep, asked)
-	return nil
+	made := rep.KeyspaceCreated || len(rep.TablesCreated) > 0
+	if made {
+		printSetupMade(c, rep)
+	}
+	again := "run 'snapctl setup' again: it is safe (it waits for the nodes to agree on the schema, then creates only what is missing, and says what)"
+	switch {
+	case errors.Is(err, cassandra.ErrSchemaAgreement):
+		done := "nothing was created"
+		if made {
+			done = setupMadeSummary(rep) + ", and stay"
+		}
+		return hintError{err, fmt.Sprintf("--timeout %v bounds the wait ('nodetool describecluster' shows each node's schema version; "+
+			"a node down since the schema changed agrees only once it is back); %s; %s", timeout, done, again)}
+	case made:
+		return hintError{err, fmt.Sprintf("%s; %s, and stay; %s", registryHint(err), setupMadeSummary(rep), again)}
+	}
+	return err
+}
+
+// printSetupMade prints what a setup that failed created (rep) before it
+// failed.
+func printSetupMade(c *cli, rep cassandra.SchemaReport) {
+	if rep.KeyspaceCreated {
+		fmt.Fprintf(c.stdout, "keyspace %s created (replication %s)\n", rep.Keyspace, replicationSpec(rep.Replication))
+	}
+	if len(rep.TablesCreated) > 0 {
+		fmt.Fprintf(c.stdout, "tables created: %s\n", strings.Join(rep.TablesCreated, ", "))
+	}
+}
+
+// setupMadeSummary says in a few words what rep created: "keyspace ks and
+// table node_names were created".
+func setupMadeSummary(rep cassandra.SchemaReport) string {
+	var parts []string
+	if rep.KeyspaceCreated {
+		parts = append(parts, "keyspace "+rep.Keyspace)
+	}
+	switch len(rep.TablesCreated) {
+	case 0:
+	case 1:
+		parts = append(parts, "table "+rep.TablesCreated[0])
+	default:
+		parts = append(parts, "tables "+strings.Join(rep.TablesCreated, ", "))
+	}
+	verb := "was"
+	if len(parts) > 1 || len(rep.TablesCreated) > 1 {
+		verb = "were"
+	}
+	return strings.Join(parts, " and ") + " " + verb + " created"
 }
 
 // strideGiven reports whether --stride was given, refusing a stride out
@@ -76,10 +145,14 @@ func strideGiven(fs *flag.FlagSet, stride uint64) (bool, error) {
 	return strideSet, nil
 }
 
-// setUpSchema is cassandra.SetUpSchema, with a missing keyspace that setup
-// may not create explained as a usage error.
-func setUpSchema(ctx context.Context, cfg cassandra.Config) (cassandra.SchemaReport, error) {
-	rep, err := cassandra.SetUpSchema(ctx, cfg)
+// setUpSchema is cassandra.SetUpSchema (or the environment's), with a
+// missing keyspace that setup may not create explained as a usage error.
+func (c *cli) setUpSchema(ctx context.Context, cfg cassandra.Config) (cassandra.SchemaReport, error) {
+	set := c.env.setUpSchema
+	if set == nil {
+		set = cassandra.SetUpSchema
+	}
+	rep, err := set(ctx, cfg)
 	if errors.Is(err, cassandra.ErrNoKeyspace) {
 		return rep, usageError{fmt.Sprintf("%s; setup needs --replication (or SNAPID_REPLICATION) to create it: "+
 			"dc1:3,dc2:3 (NetworkTopologyStrategy, a factor per data centre) or a bare factor such as 3 (SimpleStrategy); "+

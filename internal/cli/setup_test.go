@@ -1,9 +1,14 @@
 package cli
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/snapid/snapid/cassandra"
+	"github.com/snapid/snapid/registry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -95,4 +100,57 @@ func TestSetupNeedsRegistry(t *testing.T) {
 	f := newFakeEnv(t)
 	line := requireError(t, f.run(t, "setup", "--replication", "3"))
 	assert.True(t, strings.Contains(line, "--cassandra"), line)
+}
+
+// A setup whose nodes do not agree on the schema in time says what it
+// created (on stdout, as a setup that succeeds does), that the nodes did
+// not agree within --timeout, and that it can be run again; it exits 2
+// and does not claim that nothing happened. Run again, it says what it
+// created then.
+func TestSetupSchemaAgreementNotReached(t *testing.T) {
+	t.Parallel()
+	notAgreed := fmt.Errorf("snapid: %w: %w within 30s: %w", registry.ErrRegistry, cassandra.ErrSchemaAgreement, context.DeadlineExceeded)
+	created := cassandra.SchemaReport{Keyspace: "ks", Table: "node_names", KeyspaceCreated: true,
+		Replication: map[string]string{"class": "NetworkTopologyStrategy", "dc1": "3", "dc2": "3"}, TablesCreated: []string{"node_names"}}
+	for _, tc := range []struct {
+		name   string
+		rep    cassandra.SchemaReport
+		err    error
+		stdout string
+		want   []string
+	}{
+		{"after the keyspace and a table", created, notAgreed, "keyspace ks created (replication dc1:3,dc2:3)\ntables created: node_names\n",
+			[]string{"the cluster's nodes did not agree on the schema within 30s", "--timeout 30s bounds the wait",
+				"keyspace ks and table node_names were created, and stay", "run 'snapctl setup' again: it is safe"}},
+		{"before anything", cassandra.SchemaReport{Keyspace: "ks", Table: "node_names"}, notAgreed, "",
+			[]string{"did not agree", "nothing was created", "run 'snapctl setup' again: it is safe"}},
+		{"another failure after a table", cassandra.SchemaReport{Keyspace: "ks", Table: "node_names", TablesCreated: []string{"node_names", "sequences"}},
+			fmt.Errorf("snapid: %w: creating table ks.node_names_numbers: %w", registry.ErrRegistry, errors.New("no route to host")),
+			"tables created: node_names, sequences\n",
+			[]string{"creating table ks.node_names_numbers", "tables node_names, sequences were created, and stay", "run 'snapctl setup' again"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeEnv(t)
+			f.vars["SNAPID_CASSANDRA"] = "127.0.0.1:1"
+			f.setUpSchema = func(context.Context, cassandra.Config) (cassandra.SchemaReport, error) { return tc.rep, tc.err }
+			r := f.run(t, "setup", "--replication", "dc1:3,dc2:3", "--timeout", "30s")
+			line := requireError(t, r)
+			for _, w := range tc.want {
+				assert.Contains(t, line, w)
+			}
+			assert.NotContains(t, line, "nothing was issued")
+			assert.Equal(t, tc.stdout, r.stdout)
+		})
+	}
+	// Run again once the nodes agree: what was missing is created.
+	f := newFakeEnv(t)
+	f.vars["SNAPID_CASSANDRA"] = "127.0.0.1:1"
+	f.setUpSchema = func(context.Context, cassandra.Config) (cassandra.SchemaReport, error) {
+		return cassandra.SchemaReport{Keyspace: "ks", Table: "node_names", Replication: created.Replication,
+			TablesCreated: []string{"sequences", "node_names_numbers"}}, nil
+	}
+	r := f.run(t, "setup", "--replication", "dc1:3,dc2:3")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "keyspace ks exists: left as it was (replication dc1:3,dc2:3)\ntables created: sequences, node_names_numbers\n", r.stdout)
 }

@@ -3,10 +3,8 @@ package cli
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -14,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/snapid/snapid/admin"
@@ -65,16 +62,26 @@ type statusSequence struct {
 }
 
 type statusRow struct {
+	// Found: the name's row was read; with Unreadable, it could not be
+	// (whether there is one is unknown), and Unreadable says why.
 	Found        bool      `json:"found"`
+	Unreadable   string    `json:"unreadable,omitempty"`
 	Hostname     string    `json:"hostname,omitempty"`
 	OwnerID      string    `json:"owner_id,omitempty"`
 	State        string    `json:"state,omitempty"`
 	LastSeen     time.Time `json:"last_seen,omitzero"`
 	ReservedUpTo string    `json:"reserved_up_to,omitempty"`
 	NodeNumber   uint64    `json:"node_number,omitempty,string"`
-	Stride       uint64    `json:"stride,omitempty,string"` // the cluster's stride of striped ids, if recorded
-	ThisHost     bool      `json:"this_host"`               // held by this counter's owner token
-	Session      bool      `json:"this_host_session"`       // and under the session recorded on this host
+	// NodeNumberTaken: the name has no node number yet, but one was
+	// taken for it (at NodeNumberTakenAt, if known) by an assignment
+	// whose outcome was unknown; the next start settles it.
+	NodeNumberTaken   uint64    `json:"node_number_taken,omitempty,string"`
+	NodeNumberTakenAt time.Time `json:"node_number_taken_at,omitzero"`
+	// NodeNumberUnreadable: the name's node number could not be read.
+	NodeNumberUnreadable string `json:"node_number_unreadable,omitempty"`
+	Stride               uint64 `json:"stride,omitempty,string"` // the cluster's stride of striped ids, if recorded
+	ThisHost             bool   `json:"this_host"`               // held by this counter's owner token
+	Session              bool   `json:"this_host_session"`       // and under the session recorded on this host
 }
 
 // cmdStatus looks at this host once: the counter, the files beside it, the
@@ -191,9 +198,17 @@ func statusHostFiles(c *cli, st *statusReport, attention func(string, ...any)) (
 	return hf, nil
 }
 
+// rowReader is what status reads from the registry.
+type rowReader interface {
+	Get(ctx context.Context, name string) (registry.Holder, error)
+	Stride(ctx context.Context) (uint64, error)
+	NodeNumber(ctx context.Context, name string) (cassandra.NumberState, error)
+}
+
 // statusRegistry reads the name's row and the cluster's stride into st,
-// and judges them against this host's files.
-func statusRegistry(ctx context.Context, c *cli, reg *cassandra.Registry, st *statusReport, hf admin.HostFiles, attention func(string, ...any)) {
+// and judges them against this host's files. A row that could not be read
+// is not taken for a missing one: it is unknown.
+func statusRegistry(ctx context.Context, c *cli, reg rowReader, st *statusReport, hf admin.HostFiles, attention func(string, ...any)) {
 	name := st.Name
 	st.Registry = &statusRow{}
 	h, err := reg.Get(ctx, name)
@@ -205,7 +220,8 @@ func statusRegistry(ctx context.Context, c *cli, reg *cassandra.Registry, st *st
 		// configured, a name without a row is not in use safely.
 		attention("%q has no row in the registry (check-names: not_registered): 'snapctl register' claims it", name)
 	case err != nil:
-		attention("the registry row of %q could not be read: %s", name, oneLine(describe("status", err)))
+		st.Registry.Unreadable = oneLine(strings.TrimPrefix(err.Error(), "snapid: "))
+		attention("the registry row of %q could not be read, so whether this host holds it is unknown: %s", name, oneLine(describe("status", err)))
 	}
 	if err == nil || errors.Is(err, registry.ErrNotRegistered) {
 		secondName(ctx, reg, name, hf, st.Processes, attention)
@@ -220,6 +236,29 @@ func statusRegistry(ctx context.Context, c *cli, reg *cassandra.Registry, st *st
 	}
 	if err == nil {
 		statusHolder(c, st, h, hf, attention)
+		if h.Number == 0 {
+			statusNumber(ctx, reg, st, attention)
+		}
+	}
+}
+
+// statusNumber reads, for a name whose row shows no node number, what the
+// registry holds about its number: one settled now (a give whose answer
+// was lost), one taken for it by an assignment whose outcome was unknown
+// (which needs attention, as check-names' no_number), or none; or that it
+// could not be read (attention too).
+func statusNumber(ctx context.Context, reg rowReader, st *statusReport, attention func(string, ...any)) {
+	r := st.Registry
+	ns, err := reg.NodeNumber(ctx, st.Name)
+	if err != nil {
+		r.NodeNumberUnreadable = oneLine(strings.TrimPrefix(err.Error(), "snapid: "))
+		attention("the node number of %q could not be read: %s", st.Name, oneLine(describe("status", err)))
+		return
+	}
+	r.NodeNumber, r.NodeNumberTaken, r.NodeNumberTakenAt = ns.Number, ns.Taken, ns.TakenAt
+	if ns.Taken != 0 {
+		attention("the node number of %q is not settled (check-names: no_number): %s; until then the numeric id forms cannot be used",
+			st.Name, takenNumber(ns.Taken, ns.TakenAt))
 	}
 }
 
@@ -270,30 +309,6 @@ func statusHeldBy(st *statusReport, h registry.Holder, hf admin.HostFiles, runni
 	case r.ThisHost && h.State == registry.StateActive && running && !r.Session:
 		attention("a later claim superseded the session of this host's running processes (a copy of this counter directory?): they issue nothing more beyond their mark")
 	}
-}
-
-// printStatusReport prints st as JSON or as text; a report with items
-// needing attention is errProblems (exit 1).
-func printStatusReport(c *cli, st *statusReport, asJSON bool) error {
-	if asJSON {
-		if st.Attention == nil {
-			st.Attention = []string{}
-		}
-		if st.Notes == nil {
-			st.Notes = []string{}
-		}
-		enc := json.NewEncoder(c.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(st); err != nil {
-			return err
-		}
-	} else if err := printStatus(c, st); err != nil {
-		return err
-	}
-	if len(st.Attention) > 0 {
-		return errProblems
-	}
-	return nil
 }
 
 // statusSequences adds the host's lease files (<counter>.seq.<sequence>)
@@ -350,141 +365,6 @@ func describeHint(cmd string, err error) string {
 	full := describe(cmd, err)
 	msg := strings.TrimPrefix(err.Error(), "snapid: ")
 	return strings.TrimPrefix(strings.TrimPrefix(full, msg), "; ")
-}
-
-// printStatus prints st as text: a table of the counter, this host's
-// files, the registry and the leases, then the items needing attention
-// and the verdict.
-func printStatus(c *cli, st *statusReport) error {
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "name\t%s\n", st.Name)
-	printStatusCounter(tw, st)
-	if f := st.Files; f != nil {
-		printStatusFiles(tw, f, st.Processes)
-	}
-	if r := st.Registry; r != nil {
-		printStatusRegistry(tw, r, st.Name)
-	}
-	for _, q := range st.Sequences {
-		printStatusSequence(tw, q)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	return printAttention(c, st.Notes, st.Attention)
-}
-
-// printStatusCounter prints the counter file's lines of the status table:
-// its path and, if it exists, its last issued id and its mode.
-func printStatusCounter(tw io.Writer, st *statusReport) {
-	fmt.Fprintf(tw, "counter\t%s\n", st.Counter.Path)
-	if st.Counter.Exists {
-		last := st.Counter.LastIssued
-		if !st.Counter.SizeOK {
-			last = "unreadable"
-		}
-		fmt.Fprintf(tw, "  last issued\t%s\n", last)
-		fmt.Fprintf(tw, "  mode\t%s\n", st.Counter.Mode)
-	}
-}
-
-// printStatusFiles prints the lines of the status table about this host's
-// registry files (f) and the processes using the counter with the
-// registry (nil: not counted).
-func printStatusFiles(tw io.Writer, f *admin.HostFiles, processes *int) {
-	fmt.Fprintf(tw, "owner token\t%s\n", orNone(f.OwnerID))
-	if f.MarkFile {
-		fmt.Fprintf(tw, "mark (cached)\t%d\n", f.Mark)
-	}
-	if f.Released != "" {
-		fmt.Fprintf(tw, "released\t%q by this host\n", f.Released)
-	}
-	if f.SessionName != "" {
-		fmt.Fprintf(tw, "session\t%s for %q\n", f.SessionID, f.SessionName)
-	}
-	if processes != nil {
-		fmt.Fprintf(tw, "processes\t%d using the counter with the registry\n", *processes)
-	}
-}
-
-// printStatusRegistry prints the lines of the status table about the
-// registry: the row of name (r) and the cluster's stride.
-func printStatusRegistry(tw io.Writer, r *statusRow, name string) {
-	if !r.Found {
-		fmt.Fprintf(tw, "registry\tno row for %q\n", name)
-	} else {
-		fmt.Fprintf(tw, "registry\t%s, %s (%s, owner %s)\n", r.State, statusHolderName(r), orNone(r.Hostname), r.OwnerID)
-		fmt.Fprintf(tw, "  last seen\t%s\n", r.LastSeen.UTC().Format(time.RFC3339))
-		fmt.Fprintf(tw, "  reserved up to\t%s\n", r.ReservedUpTo)
-		if r.NodeNumber != 0 {
-			fmt.Fprintf(tw, "  node number\t%d\n", r.NodeNumber)
-		}
-	}
-	if r.Stride != 0 {
-		fmt.Fprintf(tw, "  cluster stride\t%d\n", r.Stride)
-	}
-}
-
-// statusHolderName says who holds the row r, or last held it when it is
-// released: this host's session, this host's owner token under another
-// session, or another owner.
-func statusHolderName(r *statusRow) string {
-	switch {
-	case r.State == registry.StateReleased && r.ThisHost:
-		return "last held by this host"
-	case r.State == registry.StateReleased:
-		return "last held by another owner"
-	case r.Session:
-		return "held by this host, current session"
-	case r.ThisHost:
-		return "held by this host's owner token, another session"
-	}
-	return "held by another owner"
-}
-
-// printStatusSequence prints the line of the status table about the lease
-// of one sequence (q).
-func printStatusSequence(tw io.Writer, q statusSequence) {
-	lease := "no lease"
-	if q.CurrentFirst != 0 {
-		lease = fmt.Sprintf("[%d, %d], next %d", q.CurrentFirst, q.CurrentLast, q.Next)
-	}
-	if q.AheadFirst != 0 {
-		lease += fmt.Sprintf(", then [%d, %d]", q.AheadFirst, q.AheadLast)
-	}
-	claim := ""
-	if !q.CurrentClaim && q.CurrentFirst != 0 {
-		claim = " (leased under an earlier claim of this host)"
-	}
-	fmt.Fprintf(tw, "sequence %s\t%s: %d left%s\n", q.Sequence, lease, q.LeftNumbers, claim)
-}
-
-// printAttention prints the notes and the items needing attention, one a
-// line, and the verdict: healthy if no item needs attention.
-func printAttention(c *cli, notes, attention []string) error {
-	for _, n := range notes {
-		fmt.Fprintf(c.stdout, "note: %s\n", n)
-	}
-	if len(attention) == 0 {
-		_, err := fmt.Fprintln(c.stdout, "status: healthy")
-		return err
-	}
-	for _, a := range attention {
-		fmt.Fprintf(c.stdout, "attention: %s\n", a)
-	}
-	verb := "needs"
-	if len(attention) > 1 {
-		verb = "need"
-	}
-	_, err := fmt.Fprintf(c.stdout, "status: %s %s attention\n", plural(len(attention), "item"), verb)
-	return err
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "none"
-	}
-	return s
 }
 
 // presenceHolders counts the flocks held on the presence file (every
@@ -546,7 +426,7 @@ func sameLockID(a, b string) bool {
 // one this counter holds: the session file records another name that the
 // counter's owner holds, active, in the registry (one counter, one name).
 // Processes running under it are reported already.
-func secondName(ctx context.Context, reg *cassandra.Registry, name string, hf admin.HostFiles, procs *int, attention func(string, ...any)) {
+func secondName(ctx context.Context, reg rowReader, name string, hf admin.HostFiles, procs *int, attention func(string, ...any)) {
 	if hf.SessionName == "" || hf.SessionName == name || hf.SessionName == hf.Released || (procs != nil && *procs > 0) {
 		return
 	}

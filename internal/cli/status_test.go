@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/snapid/snapid/admin"
+	"github.com/snapid/snapid/cassandra"
 	"github.com/snapid/snapid/internal/engine"
 	"github.com/snapid/snapid/internal/testfs"
 	"github.com/snapid/snapid/registry"
@@ -620,4 +622,145 @@ func TestUsernameWithoutPasswordVariable(t *testing.T) {
 		assert.NotContains(t, line, "reachable", cmd)
 	}
 	requireEmptyDir(t, f.home)
+}
+
+// A registry row that cannot be read (here: a keyspace with 3 replicas on
+// this one-node cluster, so that no serial read reaches its quorum) is
+// shown as unknown, with the error, and needs attention (exit 1): it is
+// not taken for a missing row, which a name that was never claimed shows.
+func TestStatusRowUnreadableIsNotMissing(t *testing.T) {
+	t.Parallel()
+	f, _, _ := registryEnvBare(t, nil)
+	f.vars["SNAPID_NAME"] = "web_1"
+	r := f.run(t, "setup", "--replication", "3", "--allow-fragile-replication")
+	require.Equal(t, exitOK, r.code, r.stderr)
+
+	r = f.run(t, "status", "--timeout", "3s")
+	require.Equal(t, exitProblems, r.code, r.stdout+r.stderr)
+	assert.Regexp(t, `(?m)^registry +unknown: the row of "web_1" could not be read \(registry error: `, r.stdout)
+	assert.NotContains(t, r.stdout, "no row")
+	assert.Contains(t, r.stdout, `attention: the registry row of "web_1" could not be read, so whether this host holds it is unknown: `)
+	st, r := statusJSON(t, f, "--timeout", "3s")
+	require.Equal(t, exitProblems, r.code, r.stdout+r.stderr)
+	require.NotNil(t, st.Registry)
+	assert.False(t, st.Registry.Found)
+	assert.Contains(t, st.Registry.Unreadable, `get "web_1"`)
+
+	// A name without a row, in a keyspace whose rows can be read.
+	g, _, _ := registryEnv(t)
+	g.vars["SNAPID_NAME"] = "web_1"
+	r = g.run(t, "status", "--timeout", "3s")
+	require.Equal(t, exitProblems, r.code, r.stdout+r.stderr)
+	assert.Regexp(t, `(?m)^registry +no row for "web_1"$`, r.stdout)
+	assert.NotContains(t, r.stdout, "unknown")
+}
+
+// fakeRows is a registry for status's registry part: the name's row (or
+// getErr) and what the registry holds about its node number (or nsErr).
+type fakeRows struct {
+	h      registry.Holder
+	getErr error
+	ns     cassandra.NumberState
+	nsErr  error
+}
+
+func (f fakeRows) Get(context.Context, string) (registry.Holder, error) { return f.h, f.getErr }
+func (f fakeRows) Stride(context.Context) (uint64, error)               { return 0, nil }
+func (f fakeRows) NodeNumber(context.Context, string) (cassandra.NumberState, error) {
+	return f.ns, f.nsErr
+}
+
+// status says what the registry holds about a node number the name's row
+// does not show: one settled by the serial read, one taken for it by an
+// assignment whose outcome was unknown (with when), or one that could not
+// be read; not a silence that looks like a name never numbered.
+func TestStatusNodeNumberUnsettled(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 23, 11, 47, 1, 0, time.UTC)
+	row := registry.Holder{Name: "web_1", Owner: strings.Repeat("a", 32), Hostname: "web1", State: registry.StateActive, LastSeen: at}
+	for _, tc := range []struct {
+		name string
+		reg  fakeRows
+		line string // the node number line
+		json func(t *testing.T, r *statusRow)
+		// attention: as check-names' no_number, or a read that failed
+		attention bool
+	}{
+		{"settled by the serial read", fakeRows{h: row, ns: cassandra.NumberState{Number: 4}}, "  node number     4",
+			func(t *testing.T, r *statusRow) { assert.Equal(t, uint64(4), r.NodeNumber) }, false},
+		{"taken, outcome unknown", fakeRows{h: row, ns: cassandra.NumberState{Taken: 7, TakenAt: at}},
+			"  node number     none yet: 7 was taken for it at 2026-11-23T11:47:01Z, but its assignment did not complete " +
+				"(outcome unknown: an answer lost or timed out); the next start settles it",
+			func(t *testing.T, r *statusRow) {
+				assert.Zero(t, r.NodeNumber)
+				assert.Equal(t, uint64(7), r.NodeNumberTaken)
+				assert.Equal(t, at, r.NodeNumberTakenAt)
+			}, true},
+		{"unreadable", fakeRows{h: row, nsErr: fmt.Errorf("snapid: %w: reading the node number of %q: %w", registry.ErrRegistry, "web_1", context.DeadlineExceeded)},
+			`  node number     unknown: could not be read (registry error: reading the node number of "web_1": context deadline exceeded)`,
+			func(t *testing.T, r *statusRow) {
+				assert.Contains(t, r.NodeNumberUnreadable, "context deadline exceeded")
+			}, true},
+		{"none", fakeRows{h: row}, "", func(t *testing.T, r *statusRow) {
+			assert.Zero(t, r.NodeNumber+r.NodeNumberTaken)
+			assert.Empty(t, r.NodeNumberUnreadable)
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var out bytes.Buffer
+			c := &cli{env: env{getenv: func(string) string { return "" }, stdout: &out, stderr: &out}}
+			st := statusReport{Name: "web_1"}
+			statusRegistry(t.Context(), c, tc.reg, &st, admin.HostFiles{}, func(f string, a ...any) {
+				st.Attention = append(st.Attention, fmt.Sprintf(f, a...))
+			})
+			require.NoError(t, printStatus(c, &st))
+			assert.Equal(t, tc.attention, strings.Contains(strings.Join(st.Attention, "|"), "the node number of"), "%v", st.Attention)
+			if tc.line == "" {
+				assert.NotContains(t, out.String(), "node number")
+			} else {
+				assert.Contains(t, out.String(), "\n"+tc.line+"\n")
+			}
+			tc.json(t, st.Registry)
+		})
+	}
+}
+
+// A number taken for a name whose give never came (what an assignment
+// whose answer was lost leaves, here made by removing web_2's number row)
+// is shown as such by names, check-names and status, with when it was
+// taken: not as a name claimed before the registry gave numbers.
+func TestNumberTakenOutcomeUnknownShown(t *testing.T) {
+	t.Parallel()
+	a, k, ks := registryEnv(t)
+	r := a.run(t, "register", "--name", "web_1")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	b := newFakeEnv(t)
+	b.vars["SNAPID_CASSANDRA"], b.vars["SNAPID_KEYSPACE"] = a.vars["SNAPID_CASSANDRA"], ks
+	r = b.run(t, "register", "--name", "web_2")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	k.Exec(t, `DELETE FROM "`+ks+`".node_names_numbers WHERE id = 'name:web_2'`)
+
+	r = a.run(t, "names")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^web_2 .* unsettled \(2 taken, outcome unknown\)$`, r.stdout)
+	r = a.run(t, "check-names", "--json")
+	require.Equal(t, exitProblems, r.code, r.stderr)
+	var rep struct{ Problems []admin.Problem }
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), r.stdout)
+	var found bool
+	for _, p := range rep.Problems {
+		if p.Kind == admin.ProblemNoNumber {
+			found = true
+			assert.Regexp(t, `^"web_2" has no node number yet: number 2 was taken for it at 20\d\d-\d\d-\d\dT\S+Z, but its assignment did not complete `+
+				`\(its outcome was unknown: an answer lost or timed out\); its host's next start settles it`, p.Detail)
+			require.Len(t, p.Rows, 1)
+			assert.Equal(t, uint64(2), p.Rows[0].NodeNumberTaken)
+		}
+	}
+	assert.True(t, found, "no_number: %s", r.stdout)
+	r = b.run(t, "status", "--name", "web_2")
+	require.Equal(t, exitProblems, r.code, r.stdout+r.stderr)
+	assert.Contains(t, r.stdout, `attention: the node number of "web_2" is not settled (check-names: no_number): 2 was taken for it at `)
+	assert.Regexp(t, `(?m)^  node number +none yet: 2 was taken for it at 20\S+Z, but its assignment did not complete \(outcome unknown`, r.stdout)
 }

@@ -246,21 +246,25 @@ func newSimCluster(rng *rand.Rand) *simCluster {
 }
 
 func (c *simCluster) Registry(dc string, now func() time.Time) cql.Registry {
+	r, settle := cassandra.NewBackendRegistry(c.Backend(dc, now))
+	c.mu.Lock()
+	c.settles = append(c.settles, settle)
+	c.mu.Unlock()
+	return r
+}
+
+func (c *simCluster) Backend(dc string, now func() time.Time) cql.Backend {
 	c.mu.Lock()
 	c.dcs[dc] = true
 	c.mu.Unlock()
-	r, settle := cassandra.NewBackendRegistry(cql.Backend{
+	return cql.Backend{
 		DC: dc, Consistency: gocql.Quorum, Serial: gocql.Serial, Now: now, Wait: c.wait(dc),
 		Names:   &simQuerier{c: c, dc: dc, serial: gocql.Serial},
 		Numbers: &simNumQuerier{c: c, dc: dc},
 		Seqs:    &simSeqQuerier{c: c, dc: dc},
 		// Small ranges, so that a history's data centres take many.
 		SeqHorizon: time.Hour, SeqFloor: simRangeFloor,
-	})
-	c.mu.Lock()
-	c.settles = append(c.settles, settle)
-	c.mu.Unlock()
-	return r
+	}
 }
 
 func (c *simCluster) Settle() {

@@ -128,19 +128,18 @@ func (q *simNumQuerier) Hint(ctx context.Context, n uint64) error {
 	return q.c.write(q.dc, gocql.Quorum, simNumbers+"next", []simWrite{{cols: map[string]any{"id": "next", "number": int64(n)}}})
 }
 
-func (q *simNumQuerier) Names(ctx context.Context) (map[string]uint64, error) {
+func (q *simNumQuerier) Names(ctx context.Context) (cql.NumTable, error) {
+	out := cql.NumTable{Given: map[string]uint64{}, Taken: map[string][]cql.NumTaken{}}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return out, err
 	}
-	parts, err := q.c.scan(q.dc, gocql.Quorum, simNumbers+"name:")
+	parts, err := q.c.scan(q.dc, gocql.Quorum, simNumbers)
 	if err != nil {
-		return nil, err
+		return out, err
 	}
-	out := map[string]uint64{}
-	for k, rs := range parts {
-		if r := numRowOf(rs[""]); r.Number != nil && *r.Number > 0 {
-			out[strings.TrimPrefix(k, simNumbers+"name:")] = uint64(*r.Number)
-		}
+	for _, k := range sortedKeys(parts) {
+		r := numRowOf(parts[k][""])
+		out.Add(strings.TrimPrefix(k, simNumbers), r.Number, r.Name, nil) // no cell timestamps here
 	}
 	return out, nil
 }

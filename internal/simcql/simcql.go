@@ -17,6 +17,10 @@ type Cluster interface {
 	// Registry returns a Registry whose every statement goes through a
 	// coordinator in data centre dc, with now as its clock.
 	Registry(dc string, now func() time.Time) cql.Registry
+	// Backend is what Registry runs its Registry over, for tests that
+	// wrap a querier (cassandra.NewBackendRegistry makes the Registry;
+	// Settle does not wait for its background grants).
+	Backend(dc string, now func() time.Time) cql.Backend
 	// SetDown makes every request fail as with no connection (true) or
 	// lifts it.
 	SetDown(down bool)

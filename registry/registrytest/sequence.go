@@ -264,10 +264,20 @@ func (m *memSequence) exhausted(seq, dc string, min uint64) *registry.SequenceEx
 	}
 	e.Largest = e.GlobalLeft
 	for _, g := range m.ranges {
-		if g.DC == dc && g.Next <= g.Last {
-			e.DCLeft += g.Last - g.Next + 1
-			e.Largest = maxU(e.Largest, g.Last-g.Next+1)
+		left := uint64(0)
+		if g.Next <= g.Last {
+			left = g.Last - g.Next + 1
 		}
+		if g.DC != dc {
+			// As in Cassandra: what other data centres' ranges hold.
+			if e.OtherDCs == nil {
+				e.OtherDCs = map[string]uint64{}
+			}
+			e.OtherDCs[g.DC] += left
+			continue
+		}
+		e.DCLeft += left
+		e.Largest = maxU(e.Largest, left)
 	}
 	return e
 }
