@@ -149,7 +149,7 @@
 //
 //	part    kind    key, first          columns                                   written
 //	global  global  '', 0               start, max, next (first not granted)      at SERIAL only
-//	global  grant   data centre, first  last, next (set: range written in dc:<D>) at SERIAL only, with GLOBAL
+//	global  grant   data centre, first  last                                      at SERIAL only, with GLOBAL
 //	dc:<D>  range   '', first           last, next (first not leased)             at D's serial consistency only
 //	dc:<D>  host    node name, 0        owner, session, lease_first, lease_last,  at D's serial consistency only
 //	                                    closed_pos (position at the last clean close)
@@ -171,15 +171,14 @@
 // moves numbers in two steps: a SERIAL batch on the global partition
 // (GLOBAL's next, old → new, conditional on next and max as read, plus the
 // grant row; grant in seqgrant.go), then a LOCAL_SERIAL INSERT … IF NOT
-// EXISTS of the range in dc:<D> (insertRange), then a SERIAL update
-// marking the grant row as placed (placeGrant). A granter that dies
-// between the steps leaves a grant without its range; the next grant for
-// D reads the global partition at SERIAL first and inserts every grant of
-// D its partition lacks (a range is keyed by its first number, so the
-// insert is idempotent): whole when the grant is not marked, used up when
-// it is (the range was there and D's replicas lost it after hosts may
-// have leased from it). A grant whose range is never used is a gap, never
-// a repeat.
+// EXISTS of the range in dc:<D> (insertRange). A granter that dies
+// between the two leaves a grant without its range; so do D's replicas
+// losing the range after hosts leased from it, and nothing in D says
+// which. The next grant for D reads the global partition at SERIAL first
+// and inserts every grant of D, older than a minute, that its partition
+// lacks, used up (a range is keyed by its first number, so the insert is
+// idempotent, and a slow granter's own insert then finds it there). A
+// grant whose range is never used is a gap, never a repeat.
 //
 // LOCAL_SERIAL on dc:<D> is safe only with a coordinator in D, so then
 // every sequence statement goes through a session of its own whose host

@@ -209,71 +209,42 @@ func (r *Registry) grant(ctx context.Context, q cql.SeqQuerier, seq, dc string, 
 // ranges that GLOBAL's partition (rows) records as granted to dc but that
 // the data centre lacks, and reports whether it added any.
 //
-// A grant row's next is set once its range is known to be in the data
-// centre (placeGrant). A range missing from a grant so marked was lost
-// by the data centre's replicas after hosts may have leased from it, and
-// nothing left in the data centre says how far they got: it is added used
-// up (a gap). A range missing from an unmarked grant was never written (a
-// granter that died, or one still writing it) and is added whole; grants
-// whose ranges are there are marked.
+// Each is added used up (a gap), never whole: a range row may be missing
+// because its granter died before writing it, but also because the data
+// centre's replicas lost it after hosts leased from it, and nothing left
+// in the data centre says how far they got. A grant younger than
+// SequenceRepairAfter is left alone: its granter is likely still writing the
+// range, and the caller takes another grant instead (which only moves
+// GLOBAL on); an old one's granter, if it still writes, finds the range
+// there (IF NOT EXISTS) and reads again.
 func (r *Registry) repairGrants(ctx context.Context, q cql.SeqQuerier, seq, dc string, dcRows, rows []cql.SeqRow) (bool, error) {
 	repaired := false
 	for i := range rows {
 		w := &rows[i]
-		if w.Kind != cql.KindGrant || w.Key != dc {
+		if w.Kind != cql.KindGrant || w.Key != dc || find(dcRows, cql.KindRange, "", w.First) != nil {
 			continue
 		}
 		if w.First < 1 || w.Last == nil || *w.Last < w.First {
 			return false, fmt.Errorf("snapid: %w: sequence %q: GLOBAL's grant to %q starts at %d", registry.ErrCorruptSequence, seq, dc, w.First)
 		}
-		first, last := uint64(w.First), uint64(*w.Last)
-		placed := w.Next != nil
-		if find(dcRows, cql.KindRange, "", w.First) != nil {
-			if !placed {
-				if err := r.placeGrant(ctx, q, seq, dc, first, last); err != nil {
-					r.log.Warn("snapid: could not mark a sequence range as written", "sequence", seq, "dc", dc, "first", first, "err", err)
-				}
-			}
+		if w.At != nil && r.now().Sub(*w.At) < SequenceRepairAfter {
 			continue
 		}
-		next := first
-		if placed {
-			next = last + 1
-			r.log.Warn("snapid: a range granted to the data centre is missing from its replicas (lost or restored from an older copy); it is skipped (a gap)",
-				"sequence", seq, "dc", dc, "first", first, "last", last)
-		}
-		if err := r.insertRange(ctx, q, seq, dc, first, last, next, w.At); err != nil {
+		first, last := uint64(w.First), uint64(*w.Last)
+		r.log.Warn("snapid: a range granted to the data centre is missing from its partition (its granter died, or its replicas lost it); it is skipped (a gap)",
+			"sequence", seq, "dc", dc, "first", first, "last", last)
+		if err := r.insertRange(ctx, q, seq, dc, first, last, last+1, w.At); err != nil {
 			return false, err
-		}
-		if !placed {
-			if err := r.placeGrant(ctx, q, seq, dc, first, last); err != nil {
-				return false, err
-			}
 		}
 		repaired = true
 	}
 	return repaired, nil
 }
 
-// placeGrant marks GLOBAL's grant of [first, last] to dc as having its
-// range in the data centre's partition (its next set to first), at
-// SERIAL.
-func (r *Registry) placeGrant(ctx context.Context, q cql.SeqQuerier, seq, dc string, first, last uint64) error {
-	stmt := cql.SeqStmt{Stmt: r.seqs.stmts.placeGrant, Args: []any{i64(first), newClaimToken(), seq, cql.PartGlobal, cql.KindGrant, dc, int64(first), i64(last)}}
-	_, err := runLWT(ctx, r.log, "place grant", seq,
-		func() (bool, error) { return q.CASBatch(ctx, gocql.Serial, gocql.Quorum, stmt) },
-		func() (outcome, error) {
-			_, rows, err := r.readGlobal(ctx, q, seq)
-			if err != nil {
-				return outcomeLost, err
-			}
-			if w := find(rows, cql.KindGrant, dc, int64(first)); w != nil && w.Next != nil {
-				return outcomeApplied, nil
-			}
-			return outcomeResend, nil
-		})
-	return err
-}
+// SequenceRepairAfter is how long after a grant a data centre's next
+// grant takes its missing range for lost (added used up) rather than
+// still being written by its granter.
+const SequenceRepairAfter = time.Minute
 
 // checkGrantable refuses a grant of at least min numbers that GLOBAL (gi,
 // its partition rows) cannot give: a null next that no grant explains is
@@ -328,14 +299,7 @@ func (r *Registry) grantRange(ctx context.Context, q cql.SeqQuerier, seq, dc str
 		return err // not applied: another grant moved GLOBAL; the caller reads again
 	}
 	r.log.Info("snapid: data centre took a sequence range", "sequence", seq, "dc", dc, "first", next, "last", last)
-	if err := r.insertRange(ctx, q, seq, dc, next, last, next, &now); err != nil {
-		return err
-	}
-	if err := r.placeGrant(ctx, q, seq, dc, next, last); err != nil {
-		// The range is there to lease from; the next grant marks it.
-		r.log.Warn("snapid: could not mark a sequence range as written; the data centre's next grant does", "sequence", seq, "dc", dc, "first", next, "err", err)
-	}
-	return nil
+	return r.insertRange(ctx, q, seq, dc, next, last, next, &now)
 }
 
 // resolveGrant resolves a grant batch whose outcome is unknown from

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gocql/gocql"
 	"github.com/snapid/snapid/internal/cql"
@@ -136,10 +137,49 @@ func (r *Registry) dcAddrs(ctx context.Context, dc string) ([]string, error) {
 }
 
 // dcCAS sends a conditional statement or batch on the data centre's
-// partition, at its serial consistency (see dcPaxos).
+// partition, at its serial consistency (see dcPaxos), once checkPaxos
+// finds that consistency still the keyspace's.
 func (r *Registry) dcCAS(ctx context.Context, q cql.SeqQuerier, stmts ...cql.SeqStmt) (bool, error) {
+	if err := r.checkPaxos(ctx); err != nil {
+		return false, err
+	}
 	p := r.dcPaxos()
 	return q.CASBatch(ctx, p.serial(), p.commit(), stmts...)
+}
+
+// paxosRecheck is how long checkPaxos trusts the keyspace's replication
+// it last read.
+const paxosRecheck = 10 * time.Second
+
+// checkPaxos reads the keyspace's replication again, at most once per
+// paxosRecheck, and refuses (ErrRegistry) to read or write the data
+// centre's partition when it now keeps it the other way: after an ALTER KEYSPACE,
+// Registries opened before it would run one kind of Paxos on the partition
+// and those opened after the other, and the two need not share a quorum.
+// A Registry without a session (the simulated cluster's) has nothing to
+// read.
+func (r *Registry) checkPaxos(ctx context.Context) error {
+	st := &r.seqs
+	st.mu.Lock()
+	fresh := r.session == nil || r.now().Sub(st.paxosAt) < paxosRecheck
+	had, dc := st.paxos, st.dc
+	st.mu.Unlock()
+	if fresh {
+		return nil
+	}
+	now, err := r.seqPaxos(ctx, dc)
+	if err != nil {
+		return err
+	}
+	if now != had {
+		return fmt.Errorf("snapid: %w: keyspace %s's replication changed while this program ran: data centre %q's sequences are now kept at %s, "+
+			"and this program keeps them at %s; nothing was leased: stop this data centre's programs, run the full repair the change needs, "+
+			"and start them again", registry.ErrRegistry, r.ks, dc, now, had)
+	}
+	st.mu.Lock()
+	st.paxosAt = r.now()
+	st.mu.Unlock()
+	return nil
 }
 
 // SequenceDC is how a data centre of the cluster keeps its sequence ranges

@@ -14,12 +14,15 @@ import (
 // What a sequence has handed out, for audits, metrics and seq show.
 
 // SequenceStatus implements registry.SequenceRegistry.SequenceStatus: GLOBAL
-// read at QUORUM and every data centre's partition at LOCAL_QUORUM, no
-// Paxos round: it feeds metrics, audits and seq show, which every host
-// with a sequence open asks for once a minute, and a serial read per host
-// would put that load on the one partition every range grant needs. What
-// it sees is every committed change (LWTs commit at QUORUM here); a
-// change whose Paxos round is still in flight shows at the next read.
+// read at QUORUM and every data centre's partition (this one's at its
+// commit consistency, the others' at QUORUM), no Paxos round: it feeds
+// metrics, audits and seq show, which every host with a sequence open asks
+// for once a minute, and a serial read per host would put that load on
+// the one partition every range grant needs. What it sees is every
+// committed change; a change whose Paxos round is still in flight shows at
+// the next read. GLOBAL is read again after the data centres: a grant
+// between the reads would show a range GLOBAL did not list, so the reads
+// are made again (up to statusReads times) until GLOBAL is unchanged.
 // Nothing that hands out numbers reads it.
 func (r *Registry) SequenceStatus(ctx context.Context, seq string) (registry.SequenceStatus, error) {
 	if err := registry.ValidateName(seq); err != nil {
@@ -30,24 +33,34 @@ func (r *Registry) SequenceStatus(ctx context.Context, seq string) (registry.Seq
 		return registry.SequenceStatus{}, err
 	}
 	g, rows, err := r.readGlobalAt(ctx, q, seq, gocql.Quorum)
-	if err != nil {
-		return registry.SequenceStatus{}, err
-	}
-	if g == nil {
-		return registry.SequenceStatus{}, fmt.Errorf("snapid: %w: %q", registry.ErrNoSequence, seq)
-	}
-	gi, err := info(seq, g)
-	if err != nil {
-		return registry.SequenceStatus{}, err
-	}
-	st := registry.SequenceStatus{SequenceInfo: gi}
-	for _, d := range statusGrants(&st, rows, dc) {
-		if err := r.addDCStatus(ctx, q, &st, seq, d); err != nil {
-			return st, err
+	for range statusReads {
+		if err != nil {
+			return registry.SequenceStatus{}, err
 		}
+		if g == nil {
+			return registry.SequenceStatus{}, fmt.Errorf("snapid: %w: %q", registry.ErrNoSequence, seq)
+		}
+		gi, err := info(seq, g)
+		if err != nil {
+			return registry.SequenceStatus{}, err
+		}
+		st := registry.SequenceStatus{SequenceInfo: gi}
+		for _, d := range statusGrants(&st, rows, dc) {
+			if err := r.addDCStatus(ctx, q, &st, seq, d, d == dc); err != nil {
+				return st, err
+			}
+		}
+		g2, rows2, err2 := r.readGlobalAt(ctx, q, seq, gocql.Quorum)
+		if err2 == nil && g2 != nil && same(g2.Next, g.Next) && same(g2.Max, g.Max) && len(rows2) == len(rows) {
+			return st, nil
+		}
+		g, rows, err = g2, rows2, err2
 	}
-	return st, nil
+	return registry.SequenceStatus{}, fmt.Errorf("snapid: %w: sequence %q: its grants kept changing while its status was read", registry.ErrRegistry, seq)
 }
+
+// statusReads bounds the reads of SequenceStatus.
+const statusReads = 4
 
 // statusGrants adds the grants of GLOBAL's partition (rows) to st and
 // returns the data centres to read, sorted: this one (dc) and every one
@@ -68,11 +81,16 @@ func statusGrants(st *registry.SequenceStatus, rows []cql.SeqRow, dc string) []s
 	return names
 }
 
-// addDCStatus reads data centre d's partition of sequence seq at
-// LOCAL_QUORUM and adds its ranges (each checked against GLOBAL's bounds,
+// addDCStatus reads data centre d's partition of sequence seq (this
+// Registry's own, at its commit consistency; another's at QUORUM, which
+// works whatever replicas this data centre holds) and adds its ranges (each checked against GLOBAL's bounds,
 // st's SequenceInfo) and its hosts' leases to st.
-func (r *Registry) addDCStatus(ctx context.Context, q cql.SeqQuerier, st *registry.SequenceStatus, seq, d string) error {
-	dcRows, err := q.ReadPartition(ctx, gocql.LocalQuorum, seq, cql.DCPart(d))
+func (r *Registry) addDCStatus(ctx context.Context, q cql.SeqQuerier, st *registry.SequenceStatus, seq, d string, own bool) error {
+	cons := gocql.Quorum
+	if own {
+		cons = r.dcPaxos().commit()
+	}
+	dcRows, err := q.ReadPartition(ctx, cons, seq, cql.DCPart(d))
 	if err != nil {
 		return fmt.Errorf("snapid: %w: reading sequence %q of data centre %q: %w", registry.ErrRegistry, seq, d, err)
 	}

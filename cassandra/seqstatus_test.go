@@ -12,8 +12,10 @@ import (
 )
 
 // SequenceStatus, which every host with a sequence open asks for once a
-// minute for its metrics, runs no Paxos round: GLOBAL at QUORUM, each data
-// centre's partition at LOCAL_QUORUM. It still sees every committed lease.
+// minute for its metrics, runs no Paxos round: GLOBAL at QUORUM (before
+// and after the data centres, to see that no grant came between), its own
+// data centre's partition at that data centre's commit consistency. It
+// still sees every committed lease.
 func TestSequenceStatusReadsWithoutPaxos(t *testing.T) {
 	ks := newTestKeyspace(t)
 	reg := ks.registry(t)
@@ -33,8 +35,8 @@ func TestSequenceStatusReadsWithoutPaxos(t *testing.T) {
 	dc, err := reg.DataCentre(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, map[string]map[gocql.Consistency]int{
-		cql.PartGlobal: {gocql.Quorum: 3},
-		cql.DCPart(dc): {gocql.LocalQuorum: 3},
+		cql.PartGlobal: {gocql.Quorum: 6},
+		cql.DCPart(dc): {reg.dcPaxos().commit(): 3},
 	}, l.readCounts(), "status reads by partition and consistency")
 }
 

@@ -77,8 +77,7 @@ func loadNum(seq, what string, p *int64) (uint64, error) {
 type seqStatements struct {
 	createTable, selectPart, selectAllGlobal  string
 	insertGlobal, updateGlobal, advanceGlobal string
-	insertGrant, placeGrant                   string
-	insertRange, advanceRange                 string
+	insertGrant, insertRange, advanceRange    string
 	insertHost, updateHost                    string
 	closeHost, adoptHost                      string
 }
@@ -102,7 +101,6 @@ func newSeqStatements(ks string) seqStatements {
 		updateGlobal:  "UPDATE " + t + " SET start = ?, max = ?, next = ?, lwt_token = ?" + row + " IF next = ? AND max = ?",
 		advanceGlobal: "UPDATE " + t + " SET next = ?, lwt_token = ?" + row + " IF next = ? AND max = ?",
 		insertGrant:   "INSERT INTO " + t + " (seq, part, kind, key, first, last, at, lwt_token) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-		placeGrant:    "UPDATE " + t + " SET next = ?, lwt_token = ?" + row + " IF last = ?",
 		insertRange:   "INSERT INTO " + t + " (seq, part, kind, key, first, last, next, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS",
 		advanceRange:  "UPDATE " + t + " SET next = ?" + row + " IF next = ?",
 		insertHost: "INSERT INTO " + t + " (seq, part, kind, key, first, owner, session, lease_first, lease_last, at, lwt_token)" +
@@ -171,7 +169,8 @@ type seqState struct {
 
 	mu      sync.Mutex
 	dc      string
-	paxos   dcPaxos // how dc's partitions are kept (seqpaxos.go)
+	paxos   dcPaxos   // how dc's partitions are kept (seqpaxos.go)
+	paxosAt time.Time // when the replication paxos comes from was last read
 	q       cql.SeqQuerier
 	session *gocql.Session // the data centre's session, closed with the Registry
 	table   bool           // the table is known to exist
@@ -275,7 +274,7 @@ func (r *Registry) seqQuerier(ctx context.Context) (cql.SeqQuerier, string, erro
 	if err != nil {
 		return nil, "", fmt.Errorf("snapid: %w: connecting to data centre %q for sequences: %w", registry.ErrRegistry, dc, err)
 	}
-	st.session, st.dc, st.paxos = s, dc, paxos
+	st.session, st.dc, st.paxos, st.paxosAt = s, dc, paxos, r.now()
 	st.stmts = newSeqStatements(r.ks)
 	st.q = retryReads(&gocqlSeqQuerier{s: s, stmts: st.stmts}, r.log)
 	return st.q, dc, nil

@@ -69,6 +69,9 @@ func (r *Registry) readGlobalAt(ctx context.Context, q cql.SeqQuerier, seq strin
 }
 
 func (r *Registry) readDC(ctx context.Context, q cql.SeqQuerier, seq, dc string) ([]cql.SeqRow, error) {
+	if err := r.checkPaxos(ctx); err != nil {
+		return nil, err
+	}
 	p := r.dcPaxos()
 	rows, err := q.ReadPartition(ctx, p.read(), seq, cql.DCPart(dc))
 	if err != nil && !noTable(err) {

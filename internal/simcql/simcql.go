@@ -44,8 +44,8 @@ type Cluster interface {
 	// a commit may catch up.
 	Tick()
 	// LoseSequences empties data centre dc's partition of every
-	// sequence, as replicas that lost the table would, when every grant
-	// to dc is marked placed, and reports whether it did.
+	// sequence, as replicas that lost the table would, and reports
+	// whether there was one.
 	LoseSequences(dc string) bool
 	// Row is the name's row as the cluster will settle it (every commit,
 	// and every proposal left in flight that will be completed), and
