@@ -14,9 +14,11 @@ import (
 )
 
 type (
-	// FileError records an error on the counter file and the path it concerns.
-	// Its Unwrap method returns the cause, so errors.Is(err, ErrCorrupt) and
-	// errors.Is(err, fs.ErrNotExist) work through it.
+	// FileError records an error on the counter file and the path it concerns
+	// (for a file beside the counter, Counter names the counter, which its
+	// message names first). Its Unwrap method returns the cause, so
+	// errors.Is(err, ErrCorrupt) and errors.Is(err, fs.ErrNotExist) work
+	// through it.
 	FileError = errs.FileError
 	// Format is the form of the ids a Generator hands out (Config.Form). Every
 	// form carries the counter's number; the numeric forms carry the node's

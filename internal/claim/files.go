@@ -106,18 +106,18 @@ func OpenFiles(counterPath string, o FileOptions) (*Files, error) {
 	for _, p := range []string{markPath, presencePath} {
 		created, err := counterfile.CreateBesideNew(o.FS, p, nil, o.Mode)
 		if err != nil {
-			return nil, err
+			return nil, errs.Beside(counterPath, err)
 		}
 		if created {
 			made = append(made, p)
 		}
 	}
 	if err := counterfile.CheckBeside(presencePath, o.Follow); err != nil {
-		return nil, err
+		return nil, errs.Beside(counterPath, err)
 	}
 	mark, err := os.OpenFile(markPath, counterfile.OpenFlags(o.Follow), 0)
 	if err != nil {
-		return nil, &errs.FileError{Op: "open", Path: markPath, Err: errs.OpenError(err)}
+		return nil, &errs.FileError{Op: "open", Path: markPath, Err: errs.OpenError(err), Counter: counterPath}
 	}
 	st, err := statefile.CheckRegular(int(mark.Fd()))
 	if err == nil {
@@ -125,7 +125,7 @@ func OpenFiles(counterPath string, o FileOptions) (*Files, error) {
 	}
 	if err != nil {
 		mark.Close()
-		return nil, &errs.FileError{Op: "open", Path: markPath, Err: errs.OpenError(err)}
+		return nil, &errs.FileError{Op: "open", Path: markPath, Err: errs.OpenError(err), Counter: counterPath}
 	}
 	hb, err := openHeartbeat(counterPath, o, false)
 	if err != nil {
@@ -160,7 +160,7 @@ func (h *Files) clock() clock.Clock {
 // (RemoveMade) under the gate, so that another process waiting for the
 // gate holds it, and the mark, on files no longer there.
 func (h *Files) LockGate(ctx context.Context) error {
-	err := LockGateFile(ctx, h.gate)
+	err := errs.Beside(h.counterPath, LockGateFile(ctx, h.gate))
 	if fe := (*errs.FileError)(nil); errors.As(err, &fe) {
 		fe.Err = fmt.Errorf("waiting for another process of this host to finish starting or closing: %w", fe.Err)
 	}
@@ -181,11 +181,11 @@ func (h *Files) checkLinked() error {
 	}{{h.gate.Path(), h.gate.Stat}, {h.markPath, h.mark.Stat}} {
 		st, err := f.stat()
 		if err != nil {
-			return &errs.FileError{Op: "open", Path: h.counterPath, Err: fmt.Errorf("%s: %w", f.path, err)}
+			return &errs.FileError{Op: "open", Path: f.path, Err: err, Counter: h.counterPath}
 		}
 		if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Nlink == 0 {
-			return &errs.FileError{Op: "open", Path: h.counterPath, Err: fmt.Errorf(
-				"%w: %s was removed as this program opened it (the host's first Open, refused by the registry, removes the files it made): open again", errs.ErrReplaced, f.path)}
+			return &errs.FileError{Op: "open", Path: f.path, Counter: h.counterPath, Err: fmt.Errorf(
+				"%w: the file was removed as this program opened it (the host's first Open, refused by the registry, removes the files it made): open again", errs.ErrReplaced)}
 		}
 	}
 	return nil
@@ -242,7 +242,7 @@ func (h *Files) ReadMark() (Mark, error) {
 	var b [MarkSize + 1]byte
 	n, err := h.io().ReadAt(h.mark, b[:], 0)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return Mark{}, &errs.FileError{Op: "read", Path: h.markPath, Err: err}
+		return Mark{}, &errs.FileError{Op: "read", Path: h.markPath, Err: err, Counter: h.counterPath}
 	}
 	size := int64(n)
 	if n > MarkSize {
@@ -250,7 +250,7 @@ func (h *Files) ReadMark() (Mark, error) {
 	}
 	m, err := DecodeMark(b[:n], size)
 	if err != nil {
-		return Mark{}, &errs.FileError{Op: "read", Path: h.markPath, Err: err}
+		return Mark{}, &errs.FileError{Op: "read", Path: h.markPath, Err: err, Counter: h.counterPath}
 	}
 	return m, nil
 }
@@ -263,7 +263,7 @@ func (h *Files) WriteMark(m Mark) error {
 	binary.LittleEndian.PutUint64(b[:], m.Mark)
 	binary.LittleEndian.PutUint64(b[8:], m.Floor)
 	if _, err := h.io().WriteAt(h.mark, b[:], 0); err != nil {
-		return &errs.FileError{Op: "write", Path: h.markPath, Err: err}
+		return &errs.FileError{Op: "write", Path: h.markPath, Err: err, Counter: h.counterPath}
 	}
 	return nil
 }
@@ -278,7 +278,7 @@ func (h *Files) WriteSession(name, session string) error {
 		return err
 	}
 	if err := statefile.ReplaceAtomically(h.fs, h.sessionPath, b, h.mode); err != nil {
-		return &errs.FileError{Op: "write", Path: h.sessionPath, Err: err}
+		return &errs.FileError{Op: "write", Path: h.sessionPath, Err: err, Counter: h.counterPath}
 	}
 	return nil
 }
@@ -287,11 +287,11 @@ func (h *Files) WriteSession(name, session string) error {
 func (h *Files) ReadSession() (Session, error) {
 	b, err := readSmallFile(h.sessionPath, false)
 	if err != nil {
-		return Session{}, &errs.FileError{Op: "read", Path: h.sessionPath, Err: errs.OpenError(err)}
+		return Session{}, &errs.FileError{Op: "read", Path: h.sessionPath, Err: errs.OpenError(err), Counter: h.counterPath}
 	}
 	s, err := DecodeSession(b)
 	if err != nil {
-		return Session{}, &errs.FileError{Op: "read", Path: h.sessionPath, Err: err}
+		return Session{}, &errs.FileError{Op: "read", Path: h.sessionPath, Err: err, Counter: h.counterPath}
 	}
 	return s, nil
 }
@@ -319,21 +319,21 @@ func loadOwner(counterPath string, create bool, o FileOptions) (tok string, made
 	if errors.Is(err, fs.ErrNotExist) && create {
 		var raw [16]byte
 		if _, err := rand.Read(raw[:]); err != nil {
-			return "", false, &errs.FileError{Op: "create", Path: path, Err: err}
+			return "", false, &errs.FileError{Op: "create", Path: path, Err: err, Counter: counterPath}
 		}
 		cerr := statefile.CreateAtomically(o.FS, path, []byte(hex.EncodeToString(raw[:])+"\n"), o.Mode)
 		if cerr != nil && !errors.Is(cerr, fs.ErrExist) { // ErrExist: another process created it first
-			return "", false, &errs.FileError{Op: "create", Path: path, Err: cerr}
+			return "", false, &errs.FileError{Op: "create", Path: path, Err: cerr, Counter: counterPath}
 		}
 		made = cerr == nil
 		b, err = readSmallFile(path, o.Follow)
 	}
 	if err != nil {
-		return "", made, &errs.FileError{Op: "read", Path: path, Err: errs.OpenError(err)}
+		return "", made, &errs.FileError{Op: "read", Path: path, Err: errs.OpenError(err), Counter: counterPath}
 	}
 	tok, ok := strings.CutSuffix(string(b), "\n")
 	if !ok || !ValidOwner(tok) {
-		return "", made, &errs.FileError{Op: "read", Path: path, Err: fmt.Errorf(
+		return "", made, &errs.FileError{Op: "read", Path: path, Counter: counterPath, Err: fmt.Errorf(
 			"%w: it is %d bytes; an owner token file holds 32 lower-case hex digits and a newline", errs.ErrCorruptOwner, len(b))}
 	}
 	return tok, made, nil
@@ -348,10 +348,10 @@ func ReadMarkFile(counterPath string, follow bool) (m Mark, ok bool, err error) 
 	case errors.Is(err, fs.ErrNotExist):
 		return Mark{}, false, nil
 	case err != nil:
-		return Mark{}, false, &errs.FileError{Op: "read", Path: path, Err: errs.OpenError(err)}
+		return Mark{}, false, &errs.FileError{Op: "read", Path: path, Err: errs.OpenError(err), Counter: counterPath}
 	}
 	if m, err = DecodeMark(b, size); err != nil {
-		return Mark{}, false, &errs.FileError{Op: "read", Path: path, Err: err}
+		return Mark{}, false, &errs.FileError{Op: "read", Path: path, Err: err, Counter: counterPath}
 	}
 	return m, true, nil
 }

@@ -95,3 +95,30 @@ func openCount(t *testing.T, path string) int {
 	}
 	return n
 }
+
+// A damaged file beside the counter is refused with an error naming the
+// counter, and the file as detail; the FileError's Path is the file.
+func TestOpenFilesErrorsNameTheCounter(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		suffix string
+		plant  func(path string) error
+		want   string
+	}{
+		{OwnerSuffix, func(p string) error { return os.WriteFile(p, []byte("abc"), 0o600) }, ": counter.u64.owner: corrupt owner token file"},
+		{MarkSuffix, func(p string) error { return os.Mkdir(p, 0o700) }, ": counter.u64.mark: not a regular file"},
+		{PresenceSuffix, func(p string) error { return os.Mkdir(p, 0o700) }, ": counter.u64.presence: not a regular file"},
+	} {
+		t.Run(tc.suffix, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "counter.u64")
+			require.NoError(t, tc.plant(path+tc.suffix))
+			_, err := OpenFiles(path, FileOptions{FS: statefile.OS{}, Mode: 0o600})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), path+tc.want)
+			var fe *errs.FileError
+			require.ErrorAs(t, err, &fe)
+			assert.Equal(t, path+tc.suffix, fe.Path)
+		})
+	}
+}

@@ -187,7 +187,7 @@ func (r *Reservation) enter(ctx context.Context) (first bool, err error) {
 	defer hs.Gate().Unlock()
 	first, err = hs.Presence().TryLock()
 	if err != nil {
-		return false, &errs.FileError{Op: "lock", Path: hs.Presence().Path(), Err: err}
+		return false, &errs.FileError{Op: "lock", Path: hs.Presence().Path(), Err: err, Counter: hs.counterPath}
 	}
 	if first {
 		if claimed, err := r.claim(ctx); err != nil {
@@ -211,7 +211,7 @@ func (r *Reservation) enter(ctx context.Context) (first bool, err error) {
 		err = ctx.Err()
 	}
 	if err != nil {
-		return false, &errs.FileError{Op: "lock", Path: hs.Presence().Path(), Err: err}
+		return false, &errs.FileError{Op: "lock", Path: hs.Presence().Path(), Err: err, Counter: hs.counterPath}
 	}
 	return first, nil
 }
@@ -367,7 +367,7 @@ func (r *Reservation) join() error {
 	}
 	switch {
 	case s.Owner != r.host.Owner():
-		return &errs.FileError{Op: "read", Path: r.host.SessionPath(), Err: fmt.Errorf(
+		return &errs.FileError{Op: "read", Path: r.host.SessionPath(), Counter: r.host.counterPath, Err: fmt.Errorf(
 			"%w: it records a claim of owner token %s, not of this counter's (%s); was the owner file replaced while processes of this host use the counter?",
 			errs.ErrCorruptSession, registry.OwnerID(s.Owner), registry.OwnerID(r.host.Owner()))}
 	case s.Name != r.name:

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -286,7 +287,7 @@ func TestSessionFileFormat(t *testing.T) {
 			}
 			requireCorruptFile(t, err, ExportSessionSuffix)
 			require.ErrorIs(t, err, ErrCorrupt)
-			assert.Contains(t, err.Error(), path+ExportSessionSuffix)
+			assert.Contains(t, err.Error(), path+": counter.u64"+ExportSessionSuffix+":", "the counter named, the session file beside it as detail")
 			assert.Contains(t, err.Error(), "corrupt session file")
 			assert.Contains(t, err.Error(), tc.want)
 		})
@@ -591,7 +592,11 @@ func TestCreateFilesDirSyncFailure(t *testing.T) {
 				g.Close()
 			}
 			require.ErrorIs(t, err, errInjected)
-			assert.Contains(t, err.Error(), path+suffix+":")
+			want := path + ":" // the counter named first, the file beside it as detail
+			if suffix != "" {
+				want = path + ": counter.u64" + suffix + ":"
+			}
+			assert.Contains(t, err.Error(), want)
 			assert.Contains(t, err.Error(), "sync directory")
 			var fe *FileError
 			require.True(t, errors.As(err, &fe), "%v", err)
@@ -605,6 +610,59 @@ func TestCreateFilesDirSyncFailure(t *testing.T) {
 		require.ErrorIs(t, err, errInjected)
 		assert.Contains(t, err.Error(), "sync directory")
 	})
+}
+
+// fullDiskFS fails the sync of a new file whose temporary name begins
+// with prefix, as a full disk does.
+type fullDiskFS struct {
+	ExportOSFS
+	prefix string
+}
+
+func (f fullDiskFS) SyncFile(file *os.File) error {
+	if strings.HasPrefix(filepath.Base(file.Name()), f.prefix) {
+		return &os.PathError{Op: "sync", Path: file.Name(), Err: syscall.ENOSPC}
+	}
+	return f.ExportOSFS.SyncFile(file)
+}
+
+// An Open that cannot make the counter or a file beside it (a full disk)
+// says so naming the counter first, the file beside it as detail, and the
+// temporary file it was written to (random, and removed) only after the
+// cause; the FileError's Path is the file it could not make.
+func TestMakingFilesErrorNamesTheCounter(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		suffix string
+		op     string
+	}{
+		{"", "create"},
+		{ExportOwnerSuffix, "create"},
+		{ExportMarkSuffix, "create"},
+		{ExportPresenceSuffix, "create"},
+		{ExportSessionSuffix, "write"},
+	} {
+		t.Run("counter"+tc.suffix, func(t *testing.T) {
+			t.Parallel()
+			dir, path := ctPath(t)
+			g, err := openAs(path, "web_1", registrytest.NewRegistry(), ExportWithFS(fullDiskFS{prefix: ".counter.u64" + tc.suffix + ".tmp-"}))
+			if g != nil {
+				g.Close()
+			}
+			require.ErrorIs(t, err, syscall.ENOSPC)
+			msg := err.Error()
+			want := "snapid: " + tc.op + " " + path + ": "
+			if tc.suffix != "" {
+				want += "counter.u64" + tc.suffix + ": "
+			}
+			assert.True(t, strings.HasPrefix(msg, want+"sync: no space left on device"), "%q does not begin with %q", msg, want)
+			assert.NotContains(t, msg[:strings.Index(msg, "no space")], ".tmp-", "the temporary file is named after the cause only")
+			var fe *FileError
+			require.True(t, errors.As(err, &fe), "%v", err)
+			assert.Equal(t, path+tc.suffix, fe.Path)
+			testfs.RequireNoTemp(t, dir)
+		})
+	}
 }
 
 // TestMarkReadWhileFirstWritten: a process reading the mark file while
