@@ -63,7 +63,8 @@
 #   bash scripts/test.sh --prefetch     (make prefetch)
 # fetches everything the test command downloads, and nothing else runs:
 # the Go modules of the three modules (the root, internal/powerfs and
-# bench), with their tests' dependencies; staticcheck (go run …@v0.8.2);
+# bench), with their tests' dependencies (of the root, its whole module
+# graph); staticcheck (go run …@v0.8.2);
 # the oldest declared toolchain (go.mod's go line); Cassandra's jars
 # (scripts/cassandra.sh fetch, into SNAPID_CACHE); and, as root, the
 # Debian packages prometheus (promtool) and nftables (nft) if missing.
@@ -85,6 +86,16 @@ prefetch() {
     echo "test: prefetch: the Go modules of $m, and those of its tests"
     (cd "$m" && go mod download && go list -deps -test ./... >/dev/null)
   done
+  # The README's replace route from a checkout runs go mod tidy, which
+  # reads every module of the root's graph, its dependencies' tests' too
+  # (internal/docstest runs it). go mod download all would add their sums
+  # to go.sum: it works on a copy.
+  echo "test: prefetch: every module of the root's graph (the README's go mod tidy reads them)"
+  local copy
+  copy="$(mktemp -d)"
+  cp go.mod "$copy/go.mod" && cp go.sum "$copy/go.sum"
+  go mod download -modfile="$copy/go.mod" all
+  rm -rf "$copy"
   echo "test: prefetch: $staticcheck"
   go run "$staticcheck" -version
   echo "test: prefetch: the $min_go toolchain, and the modules with it"
