@@ -1,5 +1,5 @@
 # Conveniences; the README's commands are the reference.
-.PHONY: test test-under-load bench bench-quick run soak scale
+.PHONY: test prefetch test-under-load bench bench-quick run soak scale
 
 run:
 	go run ./cmd/snapctl next
@@ -7,6 +7,12 @@ run:
 # Everything the tests need, then every test (what CI runs).
 test:
 	bash scripts/test.sh
+
+# Fetches everything the test command downloads (Go modules, staticcheck,
+# the oldest declared Go toolchain, Cassandra's jars, promtool and nft),
+# so that it then runs without network; see docs/testing.md.
+prefetch:
+	bash scripts/test.sh --prefetch
 
 # The root package's, registrytest's and internal/statefile's tests with the
 # race detector, 4 rounds in a row while 8 busy loops compete for the CPUs

@@ -4,7 +4,8 @@
 #
 #   scripts/cassandra.sh start    fetch (once), wipe old state, launch, wait for CQL
 #   scripts/cassandra.sh stop     SIGTERM, wait up to 60 s, then SIGKILL (the
-#                                 cluster's nodes too, if one is recorded)
+#                                 cluster's nodes too, if one is recorded in
+#                                 this run's cluster directory: see below)
 #   scripts/cassandra.sh status   exit 0 and print "running (plain mode)",
 #                                 "running (auth mode)" or "running (not
 #                                 started from …)" if 9042 answers
@@ -26,7 +27,18 @@
 #   scripts/cassandra.sh status --cluster
 #                                 one line per node; exit 0 if all run
 #   scripts/cassandra.sh fetch    only download (once), for a namespace
-#                                 without network
+#                                 without network (make prefetch fetches
+#                                 everything the test command needs)
+#
+# What `stop` stops: the node whose state is in SNAPID_CASSANDRA_DIR and
+# the cluster recorded in SNAPID_CLUSTER_DIR, when the two directories
+# belong together: both given, or both left to their defaults (one user's
+# node and cluster). A node directory given alone
+# (SNAPID_CASSANDRA_DIR=... scripts/cassandra.sh stop) pairs with no
+# cluster: the default cluster directory is then someone else's (a run
+# with the default directories), and its nodes are left alone.
+# `stop --cluster` stops the cluster of SNAPID_CLUSTER_DIR (or of the
+# default) whatever SNAPID_CASSANDRA_DIR says.
 #
 # On the 2-core test machine 3 nodes in 2 data centres are ready 20–30 s
 # after `start --nodes 3 --dcs 2` when it is idle (node 1 after 6–9 s, the
@@ -150,11 +162,19 @@ check_java() {
 # ---------------------------------------------------------------------------
 # Download (once): cassandra-all and its runtime dependencies into $LIB
 # ---------------------------------------------------------------------------
+
+# prefetch_hint says what to do without Maven Central (a network namespace,
+# an offline machine): fetch beforehand, where there is network.
+prefetch_hint() {
+  echo "Without network (a network namespace has none), fetch beforehand where there is network, with the same SNAPID_CACHE: 'make prefetch' (everything the test command needs) or 'bash scripts/cassandra.sh fetch' (Cassandra only); or point SNAPID_CACHE at a cache that holds cassandra-$VERSION/lib."
+}
+
 fetch() {
   if [[ -f "$LIB/cassandra-all-$VERSION.jar" ]]; then
     return 0
   fi
-  command -v mvn >/dev/null || die "mvn not found (needed once to fetch Cassandra)"
+  command -v mvn >/dev/null ||
+    die "mvn not found: it is needed once to fetch Cassandra $VERSION into SNAPID_CACHE ($CACHE). $(prefetch_hint)"
   log "fetching cassandra-all $VERSION and its dependencies from Maven Central into $LIB (one-time)"
   local started=$SECONDS tmp="$DIST/lib.partial"
   mkdir -p "$DIST"
@@ -185,7 +205,7 @@ EOF
     -Dmaven.repo.local="$CACHE/m2" \
     org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies \
     -DincludeScope=runtime -DoutputDirectory="$tmp" ||
-    die "mvn failed to fetch cassandra-all $VERSION"
+    die "mvn could not fetch cassandra-all $VERSION from Maven Central into SNAPID_CACHE ($CACHE; its jars go to $LIB). $(prefetch_hint)"
   [[ -f "$tmp/cassandra-all-$VERSION.jar" ]] || die "mvn did not produce cassandra-all-$VERSION.jar"
   # Publish atomically: an interrupted download never looks complete.
   rm -rf "$LIB"
@@ -681,6 +701,11 @@ cmd_cluster_status() {
 # ---------------------------------------------------------------------------
 # Subcommands
 # ---------------------------------------------------------------------------
+
+# cluster_paired: whether the cluster directory belongs with the node's
+# (see "What `stop` stops" at the top): SNAPID_CLUSTER_DIR given, or
+# neither directory given.
+cluster_paired() { [[ -n "${SNAPID_CLUSTER_DIR:-}" || -z "${SNAPID_CASSANDRA_DIR:-}" ]]; }
 # The mode asked for, and the mode of the node running from RUN_DIR.
 want_mode() { if [[ "$AUTH" == 1 ]]; then echo auth; else echo plain; fi; }
 running_mode() { cat "$MODE_FILE" 2>/dev/null || echo unknown; }
@@ -782,7 +807,11 @@ case "${1:-}" in
     case "${2:-}" in
       --cluster) cmd_cluster_stop ;;
       "")
-        (cmd_cluster_stop quiet) # a subshell: node_vars changes the globals
+        if cluster_paired; then
+          (cmd_cluster_stop quiet) # a subshell: node_vars changes the globals
+        elif [[ -f "$CLUSTER_DIR/nodes" ]]; then
+          log "leaving the cluster recorded in $CLUSTER_DIR alone: SNAPID_CASSANDRA_DIR was given without SNAPID_CLUSTER_DIR ('$0 stop --cluster' stops it)"
+        fi
         cmd_stop
         ;;
       *) usage ;;

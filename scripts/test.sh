@@ -59,8 +59,69 @@
 # tests, with the race detector, SNAPID_LOAD_ROUNDS times in a row
 # (default 4) while SNAPID_BUSY_LOOPS busy loops (default 8) compete for
 # the CPUs; every round must pass. It needs no Cassandra.
+#
+#   bash scripts/test.sh --prefetch     (make prefetch)
+# fetches everything the test command downloads, and nothing else runs:
+# the Go modules of the three modules (the root, internal/powerfs and
+# bench), with their tests' dependencies (of the root, its whole module
+# graph); staticcheck (go run …@v0.8.2);
+# the oldest declared toolchain (go.mod's go line); Cassandra's jars
+# (scripts/cassandra.sh fetch, into SNAPID_CACHE); and, as root, the
+# Debian packages prometheus (promtool) and nftables (nft) if missing.
+# Then the command runs without network, in a network namespace (see
+# docs/testing.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# The oldest Go the library declares (go.mod): embedders may build with
+# it, so the library and its tests must build and pass with it too.
+min_go="go$(awk '$1 == "go" { print $2; exit }' go.mod)"
+staticcheck=honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+# prefetch: see --prefetch above. Each download is one the test command
+# would make: the same modules, tool versions and toolchain.
+prefetch() {
+  local m
+  for m in . internal/powerfs bench; do
+    echo "test: prefetch: the Go modules of $m, and those of its tests"
+    (cd "$m" && go mod download && go list -deps -test ./... >/dev/null)
+  done
+  # The README's replace route from a checkout runs go mod tidy, which
+  # reads every module of the root's graph, its dependencies' tests' too
+  # (internal/docstest runs it). go mod download all would add their sums
+  # to go.sum: it works on a copy.
+  echo "test: prefetch: every module of the root's graph (the README's go mod tidy reads them)"
+  local copy
+  copy="$(mktemp -d)"
+  cp go.mod "$copy/go.mod" && cp go.sum "$copy/go.sum"
+  go mod download -modfile="$copy/go.mod" all
+  rm -rf "$copy"
+  echo "test: prefetch: $staticcheck"
+  go run "$staticcheck" -version
+  echo "test: prefetch: the $min_go toolchain, and the modules with it"
+  GOTOOLCHAIN="$min_go" go list -deps -test ./... >/dev/null
+  GOTOOLCHAIN="$min_go" go version
+  echo "test: prefetch: Cassandra (scripts/cassandra.sh fetch)"
+  bash scripts/cassandra.sh fetch
+  local need=()
+  command -v promtool >/dev/null || need+=(prometheus)
+  command -v nft >/dev/null || need+=(nftables)
+  if ((${#need[@]} > 0)); then
+    if [ "$(id -u)" != 0 ]; then
+      echo "test: prefetch: ${need[*]} missing: run as root to install them (the test command runs as root and installs them itself where there is network)" >&2
+      return 1
+    fi
+    echo "test: prefetch: installing ${need[*]}"
+    apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null ||
+      { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null; }
+  fi
+  echo "test: prefetch: done; the test command needs no network now: in a namespace without one, set GOPROXY=file://$(go env GOMODCACHE)/cache/download (go run pkg@version asks the proxy which module holds pkg; that one answers from the module cache)"
+}
+
+if [[ "${1:-}" == --prefetch ]]; then
+  prefetch
+  exit
+fi
 
 # The tests of what other users of the host can do run programs as another
 # user (setpriv), and the power-loss step needs FUSE: both need root. Run
@@ -131,7 +192,7 @@ power_loss() {
   # With the race detector and fewer cuts (-short), then every cut without
   # it (the children re-run the test binary, which the detector slows
   # several times).
-  (cd internal/powerfs && go vet ./... && go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./... &&
+  (cd internal/powerfs && go vet ./... && go run "$staticcheck" ./... &&
     CI=true go test -race -short -count=1 -timeout 30m ./... &&
     CI=true go test -count=1 -timeout 30m -v ./...) >"$out" 2>&1 || {
     cat "$out"
@@ -201,7 +262,7 @@ if [[ -n "$unformatted" ]]; then
 fi
 go vet ./...
 echo "test: staticcheck"
-go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+go run "$staticcheck" ./...
 echo "test: alerting rules (promtool)"
 if ! command -v promtool >/dev/null; then
   apt-get install -y -q --no-install-recommends prometheus >/dev/null ||
@@ -269,9 +330,7 @@ go test -race -count=1 -timeout 45m ./...
 took "go test -race ./..." "$t"
 
 t=$SECONDS
-# The oldest Go the library declares (go.mod): embedders may build with it,
-# so the library and its tests must build and pass with it too.
-min_go="go$(awk '$1 == "go" { print $2; exit }' go.mod)"
+# The oldest Go the library declares (min_go, from go.mod).
 echo "test: the oldest declared toolchain ($min_go): go vet and go test -short ./..."
 GOTOOLCHAIN="$min_go" go vet ./...
 GOTOOLCHAIN="$min_go" go test -short -count=1 -timeout 45m ./...

@@ -50,6 +50,13 @@ type Config struct {
 	Claimed  func(ctx context.Context, owner string, h registry.Holder) error
 	Joined   func() error
 	Closing  func(ctx context.Context, session string)
+	// Unmake, for the host's first process whose claim was refused
+	// before anything was claimed, called under the gate with no other
+	// registry process of the host, removes what the engine made for
+	// this Open (the counter, the host's record of the name) that no
+	// program uses; the files beside the counter this Open made are
+	// removed after it (Files.RemoveMade). May be nil.
+	Unmake func(ctx context.Context)
 }
 
 // Counter is the counter file as the claim sees it, under its lock.

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gofrs/flock"
@@ -51,10 +52,11 @@ import (
 // Every file here, like the counter, is created atomically and made
 // durable (statefile.CreateAtomically) before it is relied on; owner and
 // mark are validated before anything is created or written, here or in
-// the registry (the engine's checkHostFiles). None of them is ever
-// removed: programs without a registry lock only the counter, and other
-// processes of the host may have opened the others before they take the
-// gate.
+// the registry (the engine's checkHostFiles). None of them is removed,
+// but by the host's first Open, refused by the registry before anything
+// was claimed, which removes those it made (RemoveMade): other processes
+// of the host may have opened them before they take the gate, and
+// LockGate refuses a gate taken on files removed meanwhile.
 const (
 	OwnerSuffix     = ".owner"
 	HeartbeatSuffix = ".heartbeat"
@@ -85,28 +87,37 @@ type Files struct {
 	sessionPath string
 	mode        fs.FileMode
 	fs          statefile.FS
+	made        []string // the files OpenFiles made (see RemoveMade)
 }
 
 func OpenFiles(counterPath string, o FileOptions) (*Files, error) {
-	owner, err := LoadOwner(counterPath, true, o)
+	owner, ownerMade, err := loadOwner(counterPath, true, o)
 	if err != nil {
 		return nil, err
+	}
+	var made []string // the files this call made, for RemoveMade
+	if ownerMade {
+		made = append(made, counterPath+OwnerSuffix)
 	}
 	// The mark and presence files exist, durably, before anything relies
 	// on them: created empty like the counter (an empty mark reads as
 	// zero), and only opened afterwards.
 	markPath, presencePath := counterPath+MarkSuffix, counterPath+PresenceSuffix
 	for _, p := range []string{markPath, presencePath} {
-		if err := counterfile.CreateBeside(o.FS, p, nil, o.Mode); err != nil {
-			return nil, err
+		created, err := counterfile.CreateBesideNew(o.FS, p, nil, o.Mode)
+		if err != nil {
+			return nil, errs.Beside(counterPath, err)
+		}
+		if created {
+			made = append(made, p)
 		}
 	}
 	if err := counterfile.CheckBeside(presencePath, o.Follow); err != nil {
-		return nil, err
+		return nil, errs.Beside(counterPath, err)
 	}
 	mark, err := os.OpenFile(markPath, counterfile.OpenFlags(o.Follow), 0)
 	if err != nil {
-		return nil, &errs.FileError{Op: "open", Path: markPath, Err: errs.OpenError(err)}
+		return nil, &errs.FileError{Op: "open", Path: markPath, Err: errs.OpenError(err), Counter: counterPath}
 	}
 	st, err := statefile.CheckRegular(int(mark.Fd()))
 	if err == nil {
@@ -114,7 +125,7 @@ func OpenFiles(counterPath string, o FileOptions) (*Files, error) {
 	}
 	if err != nil {
 		mark.Close()
-		return nil, &errs.FileError{Op: "open", Path: markPath, Err: errs.OpenError(err)}
+		return nil, &errs.FileError{Op: "open", Path: markPath, Err: errs.OpenError(err), Counter: counterPath}
 	}
 	hb, err := openHeartbeat(counterPath, o, false)
 	if err != nil {
@@ -133,6 +144,7 @@ func OpenFiles(counterPath string, o FileOptions) (*Files, error) {
 		sessionPath: counterPath + SessionSuffix,
 		mode:        o.Mode,
 		fs:          o.FS,
+		made:        made,
 	}, nil
 }
 
@@ -142,13 +154,65 @@ func (h *Files) clock() clock.Clock {
 	return clock.OrReal(h.opts.Clock)
 }
 
-// lockGate takes the host's start-up/shut-down gate.
+// LockGate takes the host's start-up/shut-down gate. A gate taken on
+// files removed meanwhile is let go and refused (errs.ErrReplaced): the
+// host's first Open, refused by the registry, removes the files it made
+// (RemoveMade) under the gate, so that another process waiting for the
+// gate holds it, and the mark, on files no longer there.
 func (h *Files) LockGate(ctx context.Context) error {
-	err := LockGateFile(ctx, h.gate)
+	err := errs.Beside(h.counterPath, LockGateFile(ctx, h.gate))
 	if fe := (*errs.FileError)(nil); errors.As(err, &fe) {
 		fe.Err = fmt.Errorf("waiting for another process of this host to finish starting or closing: %w", fe.Err)
 	}
+	if err == nil {
+		if err = h.checkLinked(); err != nil {
+			_ = h.gate.Unlock()
+		}
+	}
 	return err
+}
+
+// checkLinked refuses a gate or mark file this process has open that no
+// longer has a name.
+func (h *Files) checkLinked() error {
+	for _, f := range []struct {
+		path string
+		stat func() (fs.FileInfo, error)
+	}{{h.gate.Path(), h.gate.Stat}, {h.markPath, h.mark.Stat}} {
+		st, err := f.stat()
+		if err != nil {
+			return &errs.FileError{Op: "open", Path: f.path, Err: err, Counter: h.counterPath}
+		}
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Nlink == 0 {
+			return &errs.FileError{Op: "open", Path: f.path, Counter: h.counterPath, Err: fmt.Errorf(
+				"%w: the file was removed as this program opened it (the host's first Open, refused by the registry, removes the files it made): open again", errs.ErrReplaced)}
+		}
+	}
+	return nil
+}
+
+// RemoveMade removes the files OpenFiles made, the mark and the gate
+// among them, and syncs their directory: for the host's first Open,
+// refused by the registry before anything was claimed (the registry
+// holds no row of an owner token it made). The caller holds the gate and
+// the presence lock exclusively: no process of the host uses the files
+// (programs without a registry never do), and one that opened them and
+// waits for the gate is refused when it gets it (LockGate). A file that
+// cannot be removed is logged and left.
+func (h *Files) RemoveMade(log interface{ Warn(string, ...any) }) {
+	if len(h.made) == 0 {
+		return
+	}
+	for _, p := range h.made {
+		if err := h.fs.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			log.Warn("snapid: could not remove a file this Open made beside the counter", "path", p, "err", err)
+		}
+	}
+	dir, _ := statefile.SplitPath(h.counterPath)
+	if err := h.fs.SyncDir(dir); err != nil {
+		log.Warn("snapid: could not sync the counter's directory after removing the files this Open made", "dir", dir, "err", err)
+	}
+	h.made = nil
 }
 
 // io is how the mark and heartbeat files are read and written: through
@@ -178,7 +242,7 @@ func (h *Files) ReadMark() (Mark, error) {
 	var b [MarkSize + 1]byte
 	n, err := h.io().ReadAt(h.mark, b[:], 0)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return Mark{}, &errs.FileError{Op: "read", Path: h.markPath, Err: err}
+		return Mark{}, &errs.FileError{Op: "read", Path: h.markPath, Err: err, Counter: h.counterPath}
 	}
 	size := int64(n)
 	if n > MarkSize {
@@ -186,7 +250,7 @@ func (h *Files) ReadMark() (Mark, error) {
 	}
 	m, err := DecodeMark(b[:n], size)
 	if err != nil {
-		return Mark{}, &errs.FileError{Op: "read", Path: h.markPath, Err: err}
+		return Mark{}, &errs.FileError{Op: "read", Path: h.markPath, Err: err, Counter: h.counterPath}
 	}
 	return m, nil
 }
@@ -199,7 +263,7 @@ func (h *Files) WriteMark(m Mark) error {
 	binary.LittleEndian.PutUint64(b[:], m.Mark)
 	binary.LittleEndian.PutUint64(b[8:], m.Floor)
 	if _, err := h.io().WriteAt(h.mark, b[:], 0); err != nil {
-		return &errs.FileError{Op: "write", Path: h.markPath, Err: err}
+		return &errs.FileError{Op: "write", Path: h.markPath, Err: err, Counter: h.counterPath}
 	}
 	return nil
 }
@@ -214,7 +278,7 @@ func (h *Files) WriteSession(name, session string) error {
 		return err
 	}
 	if err := statefile.ReplaceAtomically(h.fs, h.sessionPath, b, h.mode); err != nil {
-		return &errs.FileError{Op: "write", Path: h.sessionPath, Err: err}
+		return &errs.FileError{Op: "write", Path: h.sessionPath, Err: err, Counter: h.counterPath}
 	}
 	return nil
 }
@@ -223,11 +287,11 @@ func (h *Files) WriteSession(name, session string) error {
 func (h *Files) ReadSession() (Session, error) {
 	b, err := readSmallFile(h.sessionPath, false)
 	if err != nil {
-		return Session{}, &errs.FileError{Op: "read", Path: h.sessionPath, Err: errs.OpenError(err)}
+		return Session{}, &errs.FileError{Op: "read", Path: h.sessionPath, Err: errs.OpenError(err), Counter: h.counterPath}
 	}
 	s, err := DecodeSession(b)
 	if err != nil {
-		return Session{}, &errs.FileError{Op: "read", Path: h.sessionPath, Err: err}
+		return Session{}, &errs.FileError{Op: "read", Path: h.sessionPath, Err: err, Counter: h.counterPath}
 	}
 	return s, nil
 }
@@ -244,28 +308,35 @@ func (h *Files) Close() error {
 // LoadOwner returns the owner token stored beside the counter, creating it
 // (atomically, like the counter) if create is set and it is missing.
 func LoadOwner(counterPath string, create bool, o FileOptions) (string, error) {
+	tok, _, err := loadOwner(counterPath, create, o)
+	return tok, err
+}
+
+// loadOwner is LoadOwner also reporting whether it made the file.
+func loadOwner(counterPath string, create bool, o FileOptions) (tok string, made bool, err error) {
 	path := counterPath + OwnerSuffix
 	b, err := readSmallFile(path, o.Follow)
 	if errors.Is(err, fs.ErrNotExist) && create {
 		var raw [16]byte
 		if _, err := rand.Read(raw[:]); err != nil {
-			return "", &errs.FileError{Op: "create", Path: path, Err: err}
+			return "", false, &errs.FileError{Op: "create", Path: path, Err: err, Counter: counterPath}
 		}
 		cerr := statefile.CreateAtomically(o.FS, path, []byte(hex.EncodeToString(raw[:])+"\n"), o.Mode)
 		if cerr != nil && !errors.Is(cerr, fs.ErrExist) { // ErrExist: another process created it first
-			return "", &errs.FileError{Op: "create", Path: path, Err: cerr}
+			return "", false, &errs.FileError{Op: "create", Path: path, Err: cerr, Counter: counterPath}
 		}
+		made = cerr == nil
 		b, err = readSmallFile(path, o.Follow)
 	}
 	if err != nil {
-		return "", &errs.FileError{Op: "read", Path: path, Err: errs.OpenError(err)}
+		return "", made, &errs.FileError{Op: "read", Path: path, Err: errs.OpenError(err), Counter: counterPath}
 	}
 	tok, ok := strings.CutSuffix(string(b), "\n")
 	if !ok || !ValidOwner(tok) {
-		return "", &errs.FileError{Op: "read", Path: path, Err: fmt.Errorf(
+		return "", made, &errs.FileError{Op: "read", Path: path, Counter: counterPath, Err: fmt.Errorf(
 			"%w: it is %d bytes; an owner token file holds 32 lower-case hex digits and a newline", errs.ErrCorruptOwner, len(b))}
 	}
-	return tok, nil
+	return tok, made, nil
 }
 
 // ReadMarkFile reads the mark file beside the counter without the lock;
@@ -277,10 +348,10 @@ func ReadMarkFile(counterPath string, follow bool) (m Mark, ok bool, err error) 
 	case errors.Is(err, fs.ErrNotExist):
 		return Mark{}, false, nil
 	case err != nil:
-		return Mark{}, false, &errs.FileError{Op: "read", Path: path, Err: errs.OpenError(err)}
+		return Mark{}, false, &errs.FileError{Op: "read", Path: path, Err: errs.OpenError(err), Counter: counterPath}
 	}
 	if m, err = DecodeMark(b, size); err != nil {
-		return Mark{}, false, &errs.FileError{Op: "read", Path: path, Err: err}
+		return Mark{}, false, &errs.FileError{Op: "read", Path: path, Err: err, Counter: counterPath}
 	}
 	return m, true, nil
 }

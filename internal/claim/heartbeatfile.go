@@ -29,7 +29,7 @@ func openHeartbeat(counterPath string, o FileOptions, create bool) (*os.File, er
 	path := counterPath + HeartbeatSuffix
 	if create {
 		if err := counterfile.CreateBeside(o.FS, path, nil, o.Mode); err != nil {
-			return nil, err
+			return nil, errs.Beside(counterPath, err)
 		}
 	}
 	f, err := os.OpenFile(path, counterfile.OpenFlags(o.Follow), 0)
@@ -37,7 +37,7 @@ func openHeartbeat(counterPath string, o FileOptions, create bool) (*os.File, er
 		return nil, nil
 	}
 	if err != nil {
-		return nil, &errs.FileError{Op: "open", Path: path, Err: heartbeatFileError(err)}
+		return nil, &errs.FileError{Op: "open", Path: path, Err: heartbeatFileError(err), Counter: counterPath}
 	}
 	st, err := statefile.CheckRegular(int(f.Fd()))
 	if err == nil {
@@ -45,7 +45,7 @@ func openHeartbeat(counterPath string, o FileOptions, create bool) (*os.File, er
 	}
 	if err != nil {
 		f.Close()
-		return nil, &errs.FileError{Op: "open", Path: path, Err: heartbeatFileError(err)}
+		return nil, &errs.FileError{Op: "open", Path: path, Err: heartbeatFileError(err), Counter: counterPath}
 	}
 	return f, nil
 }
@@ -102,7 +102,7 @@ func (h *Files) WriteHeartbeat(r Heartbeat) error {
 		return nil
 	}
 	if _, err := h.io().WriteAt(h.hb, EncodeHeartbeat(r), 0); err != nil {
-		return &errs.FileError{Op: "write", Path: h.hb.Name(), Err: err}
+		return &errs.FileError{Op: "write", Path: h.hb.Name(), Err: err, Counter: h.counterPath}
 	}
 	return nil
 }
@@ -176,7 +176,7 @@ func (h *Files) RejoinHeartbeat(session uint64) (bool, error) {
 	}
 	defer f.Close()
 	if err := unix.Dup3(int(f.Fd()), int(h.hb.Fd()), unix.O_CLOEXEC); err != nil {
-		return false, &errs.FileError{Op: "reopen", Path: h.hb.Name(), Err: err}
+		return false, &errs.FileError{Op: "reopen", Path: h.hb.Name(), Err: err, Counter: h.counterPath}
 	}
 	if !oldOK || old.Session != session {
 		return true, nil
@@ -189,7 +189,7 @@ func (h *Files) RejoinHeartbeat(session uint64) (bool, error) {
 func (h *Files) heartbeatMoved() (bool, error) {
 	var open, at unix.Stat_t
 	if err := unix.Fstat(int(h.hb.Fd()), &open); err != nil {
-		return false, &errs.FileError{Op: "stat", Path: h.hb.Name(), Err: err}
+		return false, &errs.FileError{Op: "stat", Path: h.hb.Name(), Err: err, Counter: h.counterPath}
 	}
 	stat := unix.Lstat
 	if h.opts.Follow {
@@ -200,7 +200,7 @@ func (h *Files) heartbeatMoved() (bool, error) {
 	case err == nil && at.Dev == open.Dev && at.Ino == open.Ino:
 		return false, nil
 	case err != nil && !errors.Is(err, unix.ENOENT):
-		return false, &errs.FileError{Op: "stat", Path: h.hb.Name(), Err: err}
+		return false, &errs.FileError{Op: "stat", Path: h.hb.Name(), Err: err, Counter: h.counterPath}
 	}
 	return true, nil
 }
@@ -263,7 +263,7 @@ func (h *Files) UpdateHeartbeat(session uint64, fn func(rec *Heartbeat) (write b
 			// processes then learn at their own next refresh.
 			return h.applyHeartbeat(session, fn)
 		default:
-			return &errs.FileError{Op: "lock", Path: h.hb.Name(), Err: err}
+			return &errs.FileError{Op: "lock", Path: h.hb.Name(), Err: err, Counter: h.counterPath}
 		}
 	}
 	defer func() {
@@ -289,7 +289,7 @@ func (h *Files) applyHeartbeat(session uint64, fn func(rec *Heartbeat) (write bo
 	}
 	if st, err := h.hb.Stat(); err == nil && st.Size() != HeartbeatSize {
 		if err := h.hb.Truncate(HeartbeatSize); err != nil {
-			return &errs.FileError{Op: "truncate", Path: h.hb.Name(), Err: err}
+			return &errs.FileError{Op: "truncate", Path: h.hb.Name(), Err: err, Counter: h.counterPath}
 		}
 	}
 	return nil

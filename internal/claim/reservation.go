@@ -171,10 +171,14 @@ func Start(ctx context.Context, cfg Config) (*Reservation, error) {
 // claim (after checking that the session file records it for this name
 // and owner token). It reports whether this process was the first.
 //
-// Nothing is removed when the claim fails, not even files this Open
-// created: programs without a registry lock only the counter and may have
-// issued from it meanwhile, and other processes of the host may have
-// opened the files beside it before taking the gate.
+// A first process whose claim is refused before anything was claimed
+// (the name another owner's, a form the host cannot use) leaves the disk
+// as it found it: under the gate, as the host's only registry process,
+// Config.Unmake removes the host's record of the name and the counter if
+// this Open made them and no program uses them, and the files beside the
+// counter this Open made go too (Files.RemoveMade; only registry
+// processes use them). A claim that may have been made keeps everything:
+// the registry's row may name the owner token.
 func (r *Reservation) enter(ctx context.Context) (first bool, err error) {
 	hs := r.host
 	if err := hs.LockGate(ctx); err != nil {
@@ -183,10 +187,16 @@ func (r *Reservation) enter(ctx context.Context) (first bool, err error) {
 	defer hs.Gate().Unlock()
 	first, err = hs.Presence().TryLock()
 	if err != nil {
-		return false, &errs.FileError{Op: "lock", Path: hs.Presence().Path(), Err: err}
+		return false, &errs.FileError{Op: "lock", Path: hs.Presence().Path(), Err: err, Counter: hs.counterPath}
 	}
 	if first {
-		if err := r.claim(ctx); err != nil {
+		if claimed, err := r.claim(ctx); err != nil {
+			if !claimed {
+				if r.cfg.Unmake != nil {
+					r.cfg.Unmake(ctx)
+				}
+				hs.RemoveMade(r.log)
+			}
 			hs.Presence().Unlock()
 			return false, err
 		}
@@ -201,7 +211,7 @@ func (r *Reservation) enter(ctx context.Context) (first bool, err error) {
 		err = ctx.Err()
 	}
 	if err != nil {
-		return false, &errs.FileError{Op: "lock", Path: hs.Presence().Path(), Err: err}
+		return false, &errs.FileError{Op: "lock", Path: hs.Presence().Path(), Err: err, Counter: hs.counterPath}
 	}
 	return first, nil
 }
@@ -210,16 +220,18 @@ func (r *Reservation) enter(ctx context.Context) (first bool, err error) {
 // counter to the registry's mark, records the claim's session and the mark
 // beside the counter, and reserves the first step. The other processes of
 // the host do not claim again (that would replace the session the running
-// ones hold): they join it (see verifyJoin).
-func (r *Reservation) claim(ctx context.Context) error {
+// ones hold): they join it (see verifyJoin). On error, claimed reports
+// whether the registry may hold a claim of this owner: false when it
+// failed before the registry was asked, or the registry refused the claim.
+func (r *Reservation) claim(ctx context.Context) (claimed bool, err error) {
 	// A name released on this host was refused before (the engine's withRecord)
 	// unless claimed again on purpose.
 	if err := r.oneNamePerCounter(ctx, r.cfg.Released); err != nil {
-		return err
+		return false, err
 	}
 	if r.cfg.Precheck != nil {
 		if err := r.cfg.Precheck(ctx); err != nil {
-			return err
+			return false, err
 		}
 	}
 	// The claim covers what the counter already holds (numbers a
@@ -228,7 +240,7 @@ func (r *Reservation) claim(ctx context.Context) error {
 	// below them.
 	var counted uint64
 	if err := r.withFile(ctx, func(c Counter) (err error) { counted, err = c.Load(); return err }); err != nil {
-		return err
+		return false, err
 	}
 	// A counter that never claimed this name (no session file, or one of
 	// another name) starts at the name's mark on the planned path: the
@@ -239,7 +251,7 @@ func (r *Reservation) claim(ctx context.Context) error {
 	firstClaim := !r.o.Takeover && (errors.Is(perr, fs.ErrNotExist) || (perr == nil && prev.Name != r.name))
 	var h registry.Holder
 	var sent time.Time // when the claim that stood was sent: it refreshed last-seen then
-	err := r.retry(ctx, "claim", func(ctx context.Context) (err error) {
+	err = r.retry(ctx, "claim", func(ctx context.Context) (err error) {
 		sent = r.o.Clock.Now()
 		h, err = r.reg.Claim(ctx, registry.Claim{
 			Name: r.name, Owner: r.host.Owner(),
@@ -249,26 +261,26 @@ func (r *Reservation) claim(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
-		return err
+		return !refusedClaim(err), err
 	}
 	if r.cfg.Claimed != nil {
 		if err := r.cfg.Claimed(ctx, r.host.Owner(), h); err != nil {
-			return err
+			return true, err
 		}
 	}
 	r.session = h.Session
 	if err := r.host.WriteSession(r.name, h.Session); err != nil {
-		return err
+		return true, err
 	}
 	// The claim refreshed last-seen: the host's heartbeat is not due for
 	// an interval, and the host's other processes join without a
 	// registry read meanwhile.
-	claimed := sent.UnixNano()
+	at := sent.UnixNano()
 	if err := r.host.EnsureHeartbeat(); err != nil {
-		return err
+		return true, err
 	}
-	if err := r.host.WriteHeartbeat(Heartbeat{Session: SessionHash(h.Session), Last: claimed, Tried: claimed}); err != nil {
-		return err
+	if err := r.host.WriteHeartbeat(Heartbeat{Session: SessionHash(h.Session), Last: at, Tried: at}); err != nil {
+		return true, err
 	}
 	target := max(h.Reserved, r.o.Floor)
 	err = r.withFile(ctx, func(c Counter) error {
@@ -291,9 +303,22 @@ func (r *Reservation) claim(ctx context.Context) error {
 		return r.host.WriteMark(Mark{Mark: h.Reserved, Floor: max(cur, target)})
 	})
 	if err != nil {
-		return err
+		return true, err
 	}
-	return r.retry(ctx, "extend", func(ctx context.Context) error { return r.Extend(ctx, 0) })
+	return true, r.retry(ctx, "extend", func(ctx context.Context) error { return r.Extend(ctx, 0) })
+}
+
+// refusedClaim reports whether err is the registry refusing the claim,
+// which then holds nothing of this owner: the name another owner's, or a
+// claim the registry cannot take. Anything else (a registry not
+// answering, an answer lost) may have been a claim that stood.
+func refusedClaim(err error) bool {
+	for _, refusal := range []error{registry.ErrNameTaken, registry.ErrProbableClone, registry.ErrInvalidName, registry.ErrInvalidOption} {
+		if errors.Is(err, refusal) {
+			return true
+		}
+	}
+	return false
 }
 
 // oneNamePerCounter refuses, before anything is written, a claim of a
@@ -342,7 +367,7 @@ func (r *Reservation) join() error {
 	}
 	switch {
 	case s.Owner != r.host.Owner():
-		return &errs.FileError{Op: "read", Path: r.host.SessionPath(), Err: fmt.Errorf(
+		return &errs.FileError{Op: "read", Path: r.host.SessionPath(), Counter: r.host.counterPath, Err: fmt.Errorf(
 			"%w: it records a claim of owner token %s, not of this counter's (%s); was the owner file replaced while processes of this host use the counter?",
 			errs.ErrCorruptSession, registry.OwnerID(s.Owner), registry.OwnerID(r.host.Owner()))}
 	case s.Name != r.name:

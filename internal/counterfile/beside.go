@@ -19,20 +19,31 @@ import (
 // directory sync failed: the directory is synced again, so that its name
 // is durable before anything is issued from it.
 func CreateBeside(fsys statefile.FS, path string, b []byte, mode fs.FileMode) error {
+	_, err := CreateBesideNew(fsys, path, b, mode)
+	return err
+}
+
+// CreateBesideNew is CreateBeside reporting whether this call made the
+// file (false: something was at path already, or another process made
+// it first), so that an Open refused afterwards can tell what it made.
+func CreateBesideNew(fsys statefile.FS, path string, b []byte, mode fs.FileMode) (created bool, err error) {
 	if _, err := os.Lstat(path); err == nil {
 		dir, _ := statefile.SplitPath(path)
 		if err := fsys.SyncDir(dir); err != nil {
-			return &errs.FileError{Op: "open", Path: path, Err: fmt.Errorf("sync directory: %w", err)}
+			return false, &errs.FileError{Op: "open", Path: path, Err: fmt.Errorf("sync directory: %w", err)}
 		}
-		return nil
+		return false, nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return false, nil
 	}
-	err := statefile.CreateAtomically(fsys, path, b, mode)
-	if err != nil && !errors.Is(err, fs.ErrExist) {
-		return &errs.FileError{Op: "create", Path: path, Err: err}
+	err = statefile.CreateAtomically(fsys, path, b, mode)
+	if errors.Is(err, fs.ErrExist) {
+		return false, nil
 	}
-	return nil
+	if err != nil {
+		return false, &errs.FileError{Op: "create", Path: path, Err: err}
+	}
+	return true, nil
 }
 
 // CheckBeside checks a file beside the counter that is only locked, never

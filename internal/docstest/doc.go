@@ -26,8 +26,10 @@
 //     one run of non-blank characters, and a run of blanks for any blanks
 //     (table columns). Without an output block only the exit status counts.
 //   - A block that cannot run in a test (installing from the network, the
-//     test command itself) is fenced ```sh no-run; the test checks that
-//     only those commands are marked so.
+//     test command itself, the commands that build a reader's program
+//     against a checkout, naming the reader's paths) is fenced ```sh
+//     no-run; the test checks that only those commands are marked so, and
+//     runs the last with the paths filled in (readme_test.go).
 //   - A block that talks to Cassandra (it names cassandra) needs the test
 //     node: without one the test fails under CI=true and skips the rest of
 //     the file elsewhere.

@@ -21,12 +21,16 @@ import (
 var runnableDocs = []string{"README.md", "docs/tutorial.md"}
 
 // noRunAllowed are the only commands a block may be kept from running
-// for: installing from the network, and the test command itself (which
-// runs these tests).
+// for: installing from the network, the test command itself (which runs
+// these tests), and the commands that build a reader's program against a
+// checkout, which name the reader's paths (TestReadmeCheckoutRoutes runs
+// them with the paths filled in).
 var noRunAllowed = []*regexp.Regexp{
 	regexp.MustCompile(`^go get github\.com/snapid/snapid(@\S+)?$`),
 	regexp.MustCompile(`^go install github\.com/snapid/snapid/cmd/snapctl@\S+$`),
 	regexp.MustCompile(`^bash scripts/test\.sh$`),
+	regexp.MustCompile(`^cd ` + regexp.QuoteMeta(programPlaceholder) + `$`),
+	regexp.MustCompile(`^go work init \. ` + regexp.QuoteMeta(checkoutPlaceholder) + `$`),
 }
 
 // hostState is the host's state directory the docs use, moved into each
@@ -61,7 +65,7 @@ func TestDocShellBlocksMarked(t *testing.T) {
 				}
 				for _, cmd := range commands(b.text) {
 					if !allowedNoRun(cmd) {
-						t.Errorf("%s:%d: %q is marked no-run, but only installing from the network and the test command may be: let it run", path, b.line, cmd)
+						t.Errorf("%s:%d: %q is marked no-run, but only installing from the network, the test command and building against a checkout may be: let it run", path, b.line, cmd)
 					}
 				}
 			case "output":

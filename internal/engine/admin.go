@@ -60,7 +60,7 @@ func InitContext(ctx context.Context, path string, next uint64, opts ...Option) 
 		return 0, err
 	}
 	o.initDir = true
-	if err := createIfMissing(path, next-1, &o); err != nil {
+	if _, err := createIfMissing(path, next-1, &o); err != nil {
 		return 0, err
 	}
 	// An operator's raise lasts whatever sync the programs run with: a

@@ -46,6 +46,8 @@ type counterFile struct {
 	// Open, before any update; nil on a counter opened to be read or
 	// initialised, which advance is never called on.
 	host *hostRecord
+	// made: the Open that opened it made the file (see unmakeRefused).
+	made bool
 }
 
 // fileOptions are the counterfile options o gives.
@@ -66,13 +68,15 @@ func classifyOpenError(err error) error { return errs.OpenError(err) }
 // Another user who can read the counter can flock it: the first lock
 // waits at most as long as ctx allows (ErrLocked, naming the holder).
 func openCounter(ctx context.Context, path string, o *options) (*counterFile, error) {
-	if err := createIfMissing(path, 0, o); err != nil {
+	made, err := createIfMissing(path, 0, o)
+	if err != nil {
 		return nil, err
 	}
 	c, err := openExisting(path, o)
 	if err != nil {
 		return nil, err
 	}
+	c.made = made
 	if err := statefile.Lock(ctx, c.Fd(), path); err != nil {
 		c.Close()
 		return nil, &FileError{Op: "lock", Path: path, Err: lockError(err)}
@@ -116,23 +120,24 @@ func openReadOnly(path string, o *options) (*counterFile, error) {
 // same directory is written and synced, then linked into place (link fails
 // if another process created the counter first, and that process's file is
 // kept), then the directory is synced. An existing file is never replaced,
-// so a lock held on it stays valid.
-func createIfMissing(path string, v uint64, o *options) error {
+// so a lock held on it stays valid. made reports whether this call made
+// the file.
+func createIfMissing(path string, v uint64, o *options) (made bool, err error) {
 	// Nothing is made in a directory another user owns (but by Init, to
 	// give a service its counter), or below one.
 	if err := checkCounterPath(path, o); err != nil {
-		return &FileError{Op: "create", Path: path, Err: err}
+		return false, &FileError{Op: "create", Path: path, Err: err}
 	}
 	b := EncodeCounter(v)
-	err := counterfile.CreateBeside(o.fs, path, b[:], o.fileMode)
+	made, err = counterfile.CreateBesideNew(o.fs, path, b[:], o.fileMode)
 	if errors.Is(err, fs.ErrNotExist) {
 		// Name the missing directory, not the temporary file that could
 		// not be made in it.
 		if dir := filepath.Dir(path); !dirExists(dir) {
-			return &FileError{Op: "create", Path: path, Err: missingDirError(dir)}
+			return false, &FileError{Op: "create", Path: path, Err: missingDirError(dir)}
 		}
 	}
-	return err
+	return made, err
 }
 
 // missingDirError is the error for a counter whose directory dir does not

@@ -65,11 +65,12 @@ type Generator struct {
 // issued from another counter is refused (ErrNameBound), as is a counter
 // below the floor the record keeps (ErrRolledBack; with a registry it is
 // raised instead). A damaged state file is ErrCorrupt in a FileError naming
-// it. A failed Open leaves the counter and the record as they were, with
-// one exception: with a registry, a failure after the claim was made (or
-// may have been) leaves the counter file this call created (holding 0) and
-// the files beside it, since programs without a registry may be issuing
-// from it already.
+// it. A failed Open leaves the counter and the record as they were: what
+// a first Open the registry refuses made (the counter, the record, the
+// files beside the counter) is removed, unless another program of the host
+// uses it meanwhile. With a registry, a failure after the claim was made
+// (or may have been) leaves the counter this call created and the files
+// beside it: the registry's row may name them.
 //
 // With WithRegistry, Open also claims the name in the registry before it
 // returns (see OpenContext), giving the claim the registry timeout; the

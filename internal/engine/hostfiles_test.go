@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -59,7 +61,8 @@ func holdByOther(t *testing.T, reg registry.Registry, name string) {
 }
 
 // A claim refused while programs without a registry use the counter this
-// Open created leaves the counter, and what they issued from it, alone.
+// Open created (present on the name's record, or having issued from it)
+// leaves the counter, and what they issued from it, alone.
 func TestRefusedClaimKeepsCounterInUse(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -77,6 +80,11 @@ func TestRefusedClaimKeepsCounterInUse(t *testing.T) {
 			}
 			require.NoError(t, g.Close())
 		}, 4},
+		{"standalone generator open, nothing issued yet", func(t *testing.T, path string) {
+			g, err := Open(path, "web_1")
+			require.NoError(t, err)
+			t.Cleanup(func() { g.Close() })
+		}, 1},
 		{"Init", func(t *testing.T, path string) {
 			before, err := Init(path, 1000)
 			require.NoError(t, err)
@@ -113,25 +121,80 @@ func TestRefusedClaimKeepsCounterInUse(t *testing.T) {
 	}
 }
 
-// The files a refused claim created stay, as Open's documentation says,
-// and hold nothing a later Open misreads.
-func TestRefusedClaimLeavesDocumentedFiles(t *testing.T) {
+// A first Open the registry refuses leaves the disk as it found it: the
+// counter, the host's record of the name and the files beside the
+// counter it made are removed, and what was there before stays as it
+// was. A claim that may have been made (the registry not answering)
+// keeps everything.
+func TestRefusedFirstOpenLeavesDiskAsFound(t *testing.T) {
 	t.Parallel()
-	dir, path := ctPath(t)
-	reg := registrytest.NewRegistry()
-	holdByOther(t, reg, "web_1")
-	_, err := Open(path, "web_1", WithRegistry(reg), WithHostInfo(HostInfo{Hostname: "host1", MachineID: "m1"}))
-	require.ErrorIs(t, err, ErrNameTaken)
-	assert.Equal(t, uint64(0), ctValue(t, path), "nothing was issued")
-	for _, suffix := range []string{ExportOwnerSuffix, ExportMarkSuffix, ExportPresenceSuffix} {
-		assert.FileExists(t, path+suffix)
+	all := []string{"", ExportOwnerSuffix, ExportMarkSuffix, ExportPresenceSuffix}
+	for _, tc := range []struct {
+		name   string
+		before func(t *testing.T, path string) // what is on disk before the Open
+		down   bool                            // the registry does not answer
+		want   error
+		kept   []string // suffixes of the counter's path that stay (only those)
+	}{
+		{"nothing there", nil, false, ErrNameTaken, nil},
+		{"files beside an earlier counter", func(t *testing.T, path string) {
+			for _, f := range []struct{ suffix, content string }{
+				{ExportOwnerSuffix, strings.Repeat("c", 32) + "\n"}, {ExportPresenceSuffix, ""},
+			} {
+				require.NoError(t, os.WriteFile(path+f.suffix, []byte(f.content), 0o600))
+			}
+		}, false, ErrNameTaken, []string{ExportOwnerSuffix, ExportPresenceSuffix}},
+		{"a counter there before", func(t *testing.T, path string) {
+			b := EncodeCounter(0)
+			require.NoError(t, os.WriteFile(path, b[:], 0o600))
+		}, false, ErrNameTaken, []string{""}},
+		{"the registry not answering", nil, true, ErrRegistry, all},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir, path := ctPath(t)
+			reg := registrytest.NewRegistry()
+			holdByOther(t, reg, "web_1")
+			if tc.before != nil {
+				tc.before(t, path)
+			}
+			contents := map[string][]byte{}
+			for _, e := range dirNames(t, dir) {
+				b, err := os.ReadFile(filepath.Join(dir, e))
+				require.NoError(t, err)
+				contents[e] = b
+			}
+			reg.SetDown(tc.down)
+			_, err := openAs(path, "web_1", reg, WithRegistryTimeout(time.Second))
+			require.ErrorIs(t, err, tc.want)
+
+			var want []string
+			for _, suffix := range tc.kept {
+				want = append(want, filepath.Base(path+suffix))
+			}
+			slices.Sort(want)
+			assert.Equal(t, want, dirNames(t, dir), "what stays beside the counter")
+			for name, b := range contents {
+				got, err := os.ReadFile(filepath.Join(dir, name))
+				require.NoError(t, err, "%s was there before", name)
+				assert.Equal(t, b, got, "%s was there before: left as it was", name)
+			}
+			_, err = os.Lstat(filepath.Join(ExportTestBindingDir(path), "web_1"))
+			if tc.down {
+				require.NoError(t, err, "a claim that may have been made keeps the record of the name")
+				return
+			}
+			require.ErrorIs(t, err, fs.ErrNotExist, "the refused Open's record of the name is removed")
+
+			// Nothing the refused Open made stands in the way of the name
+			// once it is free.
+			require.NoError(t, reg.Release(context.Background(), "web_1", strings.Repeat("b", 32), 0))
+			g, err := openAs(path, "web_1", reg)
+			require.NoError(t, err)
+			assert.Equal(t, []uint64{1}, draw(t, g, 1))
+			require.NoError(t, g.Close())
+		})
 	}
-	assert.NoFileExists(t, path+ExportSessionSuffix, "a refused claim writes no session")
-	testfs.RequireNoTemp(t, dir)
-	mark, ok, err := ReadMark(path)
-	require.NoError(t, err)
-	assert.True(t, ok)
-	assert.Zero(t, mark)
 }
 
 // openAs opens path under name with reg, as a process on host1.
@@ -224,7 +287,7 @@ func TestSessionFileFormat(t *testing.T) {
 			}
 			requireCorruptFile(t, err, ExportSessionSuffix)
 			require.ErrorIs(t, err, ErrCorrupt)
-			assert.Contains(t, err.Error(), path+ExportSessionSuffix)
+			assert.Contains(t, err.Error(), path+": counter.u64"+ExportSessionSuffix+":", "the counter named, the session file beside it as detail")
 			assert.Contains(t, err.Error(), "corrupt session file")
 			assert.Contains(t, err.Error(), tc.want)
 		})
@@ -529,7 +592,11 @@ func TestCreateFilesDirSyncFailure(t *testing.T) {
 				g.Close()
 			}
 			require.ErrorIs(t, err, errInjected)
-			assert.Contains(t, err.Error(), path+suffix+":")
+			want := path + ":" // the counter named first, the file beside it as detail
+			if suffix != "" {
+				want = path + ": counter.u64" + suffix + ":"
+			}
+			assert.Contains(t, err.Error(), want)
 			assert.Contains(t, err.Error(), "sync directory")
 			var fe *FileError
 			require.True(t, errors.As(err, &fe), "%v", err)
@@ -543,6 +610,59 @@ func TestCreateFilesDirSyncFailure(t *testing.T) {
 		require.ErrorIs(t, err, errInjected)
 		assert.Contains(t, err.Error(), "sync directory")
 	})
+}
+
+// fullDiskFS fails the sync of a new file whose temporary name begins
+// with prefix, as a full disk does.
+type fullDiskFS struct {
+	ExportOSFS
+	prefix string
+}
+
+func (f fullDiskFS) SyncFile(file *os.File) error {
+	if strings.HasPrefix(filepath.Base(file.Name()), f.prefix) {
+		return &os.PathError{Op: "sync", Path: file.Name(), Err: syscall.ENOSPC}
+	}
+	return f.ExportOSFS.SyncFile(file)
+}
+
+// An Open that cannot make the counter or a file beside it (a full disk)
+// says so naming the counter first, the file beside it as detail, and the
+// temporary file it was written to (random, and removed) only after the
+// cause; the FileError's Path is the file it could not make.
+func TestMakingFilesErrorNamesTheCounter(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		suffix string
+		op     string
+	}{
+		{"", "create"},
+		{ExportOwnerSuffix, "create"},
+		{ExportMarkSuffix, "create"},
+		{ExportPresenceSuffix, "create"},
+		{ExportSessionSuffix, "write"},
+	} {
+		t.Run("counter"+tc.suffix, func(t *testing.T) {
+			t.Parallel()
+			dir, path := ctPath(t)
+			g, err := openAs(path, "web_1", registrytest.NewRegistry(), ExportWithFS(fullDiskFS{prefix: ".counter.u64" + tc.suffix + ".tmp-"}))
+			if g != nil {
+				g.Close()
+			}
+			require.ErrorIs(t, err, syscall.ENOSPC)
+			msg := err.Error()
+			want := "snapid: " + tc.op + " " + path + ": "
+			if tc.suffix != "" {
+				want += "counter.u64" + tc.suffix + ": "
+			}
+			assert.True(t, strings.HasPrefix(msg, want+"sync: no space left on device"), "%q does not begin with %q", msg, want)
+			assert.NotContains(t, msg[:strings.Index(msg, "no space")], ".tmp-", "the temporary file is named after the cause only")
+			var fe *FileError
+			require.True(t, errors.As(err, &fe), "%v", err)
+			assert.Equal(t, path+tc.suffix, fe.Path)
+			testfs.RequireNoTemp(t, dir)
+		})
+	}
 }
 
 // TestMarkReadWhileFirstWritten: a process reading the mark file while

@@ -34,6 +34,7 @@ type hostRecord struct {
 	p     *hoststate.Place
 	h     *hoststate.Handle     // the Hold's
 	trust func(uid uint32) bool // whose claims speak for the counter (see claimNumbers)
+	made  bool                  // the Open that opened it made the record (see unmakeRefused)
 
 	formMu sync.Mutex // guards the fields below
 	// formGen is the generation of the record in which stillCurrent last

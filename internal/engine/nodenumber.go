@@ -94,8 +94,15 @@ func (r *numberClaim) claimNumber(ctx context.Context, owner string, h registry.
 			if r.form.form == FormatName {
 				// The name form needs no number: a registry that cannot
 				// give one now (a role that may not create its table, an
-				// answer lost) does not keep the host from starting.
-				r.log.Warn("snapid: the registry gave the name no node number; the numeric id forms need one", "name", r.name, "err", err)
+				// answer lost, a keyspace just created whose numbers'
+				// table is still being made) does not keep the host from
+				// starting. Only a host that asked for a number
+				// (WithNodeNumber, WithStride) is warned.
+				level := slog.LevelDebug
+				if r.form.node != 0 || r.form.stride != 0 {
+					level = slog.LevelWarn
+				}
+				r.log.Log(ctx, level, "snapid: the registry gave the name no node number; the numeric id forms need one", "name", r.name, "err", err)
 				return nil
 			}
 			return err

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -156,6 +157,53 @@ func TestRegistryNameFormStartsWhenNumbersHang(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "h_a-1", id)
 	require.NoError(t, g.Close())
+}
+
+// A name-form host the registry gives no node number (here: every
+// assign_number fails, as on a keyspace whose numbers' table is still
+// being made) starts, and is warned only if it asked for numbers: a host
+// that never did logs it at debug level.
+func TestRegistryNameFormNoNumberWarnsOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
+	const msg = "snapid: the registry gave the name no node number; the numeric id forms need one"
+	for _, tc := range []struct {
+		name  string
+		opts  []Option
+		level slog.Level
+	}{
+		{"no number asked for", nil, slog.LevelDebug},
+		{"a stride given", []Option{WithStride(100)}, slog.LevelWarn},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			reg := registrytest.NewRegistry()
+			reg.SetHook(func(ctx context.Context, op, name string) error {
+				if op == "assign_number" {
+					return fmt.Errorf("%w: assign number: the numbers' table is being made", ErrRegistry)
+				}
+				return nil
+			})
+			rec := &recordHandler{}
+			a := newSeqHost(t, "w_a")
+			g := a.open(t, reg, append([]Option{WithLogger(slog.New(rec))}, tc.opts...)...)
+			id, err := g.UniqueID()
+			require.NoError(t, err)
+			assert.Equal(t, "w_a-1", id)
+			require.NoError(t, g.Close())
+			var levels []slog.Level
+			rec.mu.Lock()
+			for _, r := range rec.records {
+				if r.Message == msg {
+					levels = append(levels, r.Level)
+				}
+				if tc.level < slog.LevelWarn {
+					assert.Less(t, r.Level, slog.LevelWarn, "a host that asked for no number was warned: %s", r.Message)
+				}
+			}
+			rec.mu.Unlock()
+			assert.Equal(t, []slog.Level{tc.level}, levels)
+		})
+	}
 }
 
 // noNumbers is a registry that gives no node numbers.

@@ -294,10 +294,15 @@ func withRecordIn(ctx context.Context, p *hoststate.Place, own, name, counterPat
 	if err != nil {
 		return nil, &FileError{Op: "open", Path: counterPath, Err: err}
 	}
+	recorded := ok
 	if r, ok, err = recordOpenedCounter(ctx, p, r, ok, name, counterPath, c, st, f, o); err != nil {
 		return nil, err
 	}
-	return openRecordHandle(ctx, p, name, c, st, f, o, trust)
+	hr, err := openRecordHandle(ctx, p, name, c, st, f, o, trust)
+	if err == nil {
+		hr.made = !recorded && !ok // this Open made the record
+	}
+	return hr, err
 }
 
 // findRecord reads the record of name, taking in files of earlier

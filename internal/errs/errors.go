@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path/filepath"
 	"syscall"
 
 	"github.com/snapid/snapid/internal/statefile"
@@ -220,6 +221,10 @@ type FileError struct {
 	Op   string // what was being done: "open", "create", "read", "write", "sync", "lock"
 	Path string
 	Err  error
+	// Counter, for a file beside a counter (Path is then that file's
+	// path, the mark or the owner token, say), is the counter's path:
+	// the message names the counter, and the file beside it as detail.
+	Counter string
 }
 
 func (e *FileError) Error() string {
@@ -231,10 +236,29 @@ func (e *FileError) Error() string {
 			inner = fmt.Errorf("%s: %w", pe.Op, pe.Err)
 		}
 	}
+	if e.Counter != "" && e.Counter != e.Path {
+		file := e.Path
+		if filepath.Dir(file) == filepath.Dir(e.Counter) {
+			file = filepath.Base(file)
+		}
+		return fmt.Sprintf("snapid: %s %s: %s: %v", e.Op, e.Counter, file, inner)
+	}
 	return fmt.Sprintf("snapid: %s %s: %v", e.Op, e.Path, inner)
 }
 
 func (e *FileError) Unwrap() error { return e.Err }
+
+// Beside returns err with counter named as the counter of its FileError
+// (see FileError.Counter) when that error is about another file (one
+// beside the counter) and names no counter yet; any other error as it
+// is.
+func Beside(counter string, err error) error {
+	var fe *FileError
+	if errors.As(err, &fe) && fe.Counter == "" && fe.Path != counter {
+		fe.Counter = counter
+	}
+	return err
+}
 
 // corruptError is a corrupt file beside the counter: its own error, which
 // also matches ErrCorrupt.

@@ -255,12 +255,12 @@ func (d *Dir) writeTemp(base string, b []byte, mode uint32) (string, error) {
 	tmp := "." + base + ".tmp-" + hex.EncodeToString(raw[:])
 	fd, err := openat(d.fd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
 	if err != nil {
-		return "", &fs.PathError{Op: "create", Path: d.join(tmp), Err: err}
+		return "", tempError(d.join(base), &fs.PathError{Op: "create", Path: d.join(tmp), Err: err})
 	}
 	f := os.NewFile(uintptr(fd), d.join(tmp))
 	if err := WriteTemp(d.fs, f, b, fs.FileMode(mode)); err != nil {
 		_ = unix.Unlinkat(d.fd, tmp, 0)
-		return "", err
+		return "", tempError(d.join(base), err)
 	}
 	return tmp, nil
 }
@@ -434,7 +434,7 @@ func (d *Dir) CreateOwned(name string, b []byte, mode uint32, uid, gid int) erro
 		// chown may clear set-id bits but never the permission bits.
 		if err := unix.Fchownat(d.fd, tmp, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			_ = unix.Unlinkat(d.fd, tmp, 0)
-			return &fs.PathError{Op: "chown", Path: d.join(tmp), Err: err}
+			return tempError(d.join(name), &fs.PathError{Op: "chown", Path: d.join(tmp), Err: err})
 		}
 	}
 	err = d.check("link", tmp, name)

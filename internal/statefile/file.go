@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -225,7 +226,7 @@ func CreateAtomically(fsys FS, path string, b []byte, mode fs.FileMode) error {
 	dir, base := SplitPath(path)
 	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
-		return err
+		return tempError(path, err)
 	}
 	tmpName := tmp.Name()
 	removed := false
@@ -235,7 +236,7 @@ func CreateAtomically(fsys FS, path string, b []byte, mode fs.FileMode) error {
 		}
 	}()
 	if err := WriteTemp(fsys, tmp, b, mode); err != nil {
-		return err
+		return tempError(path, err)
 	}
 	if _, real := fsys.(OS); real {
 		err = linkNoReplace(unix.AT_FDCWD, tmpName, unix.AT_FDCWD, path)
@@ -254,7 +255,7 @@ func CreateAtomically(fsys FS, path string, b []byte, mode fs.FileMode) error {
 	_ = fsys.Remove(tmpName)
 	removed = true
 	if err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
+		return tempError(path, err)
 	}
 	if serr := fsys.SyncDir(dir); serr != nil {
 		return fmt.Errorf("sync directory %s: %w", dir, serr)
@@ -270,7 +271,7 @@ func ReplaceAtomically(fsys FS, path string, b []byte, mode fs.FileMode) error {
 	dir, base := SplitPath(path)
 	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
-		return err
+		return tempError(path, err)
 	}
 	renamed := false
 	defer func() {
@@ -279,10 +280,10 @@ func ReplaceAtomically(fsys FS, path string, b []byte, mode fs.FileMode) error {
 		}
 	}()
 	if err := WriteTemp(fsys, tmp, b, mode); err != nil {
-		return err
+		return tempError(path, err)
 	}
 	if err := fsys.Rename(tmp.Name(), path); err != nil {
-		return err
+		return tempError(path, err)
 	}
 	renamed = true
 	if err := fsys.SyncDir(dir); err != nil {
@@ -319,3 +320,44 @@ func WriteInPlaceAt(fsys FS, f *os.File, b []byte, off int64, sync bool) error {
 	}
 	return nil
 }
+
+// tempError is err, which making the file at path through a temporary
+// file beside it ended in, as an error on path: the temporary file's
+// name (random, and removed by then) is only detail, so that the caller
+// names the file it was making, not a file the user never made.
+func tempError(path string, err error) error {
+	_, base := SplitPath(path)
+	isTemp := func(p string) bool { return strings.HasPrefix(filepath.Base(p), "."+base+".tmp-") }
+	op, tmp := "create", ""
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe) && isTemp(pe.Path):
+		op, tmp, err = pe.Op, filepath.Base(pe.Path), pe.Err
+	case errors.As(err, &le) && isTemp(le.Old):
+		op, tmp, err = le.Op, filepath.Base(le.Old), le.Err
+	default:
+		return err // names path already, or no file
+	}
+	if op == "createtemp" {
+		op, tmp = "create", ""
+	}
+	return &fs.PathError{Op: op, Path: path, Err: &TempFileError{Name: tmp, Err: err}}
+}
+
+// TempFileError is an error of the temporary file (Name, "" if it could
+// not be made) a state file is written to before it gets its name: the
+// error it wraps, with the temporary file as detail.
+type TempFileError struct {
+	Name string
+	Err  error
+}
+
+func (e *TempFileError) Error() string {
+	if e.Name == "" {
+		return fmt.Sprintf("%v (making the temporary file it is written to first)", e.Err)
+	}
+	return fmt.Sprintf("%v (in the temporary file it is written to first, %s)", e.Err, e.Name)
+}
+
+func (e *TempFileError) Unwrap() error { return e.Err }
