@@ -1,6 +1,7 @@
 package cassandra
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -10,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -127,7 +128,7 @@ type Config struct {
 	// error wrapping ErrLocalSerial: names are global, and LOCAL_SERIAL
 	// serialises only the hosts of one data centre, so two data centres
 	// cut off from each other could both win one name.
-	SerialConsistency gocql.SerialConsistency
+	SerialConsistency gocql.Consistency
 
 	// LocalDC, when set, is this host's data centre: statements go to the
 	// nodes of that data centre first (token-aware: to a replica of the
@@ -289,7 +290,7 @@ func (cfg *Config) consistency() (gocql.Consistency, error) {
 
 // serialConsistency returns the serial consistency cfg asks for (SERIAL
 // by default); LOCAL_SERIAL is refused with ErrLocalSerial.
-func (cfg *Config) serialConsistency() (gocql.SerialConsistency, error) {
+func (cfg *Config) serialConsistency() (gocql.Consistency, error) {
 	serial := cfg.SerialConsistency
 	switch serial {
 	case 0:
@@ -307,10 +308,10 @@ func (cfg *Config) serialConsistency() (gocql.SerialConsistency, error) {
 
 // newCluster builds the gocql configuration of the validated cfg with
 // consistencies cons and serial and, when set, TLS.
-func (cfg *Config) newCluster(cons gocql.Consistency, serial gocql.SerialConsistency, tlsConfig *tls.Config) *gocql.ClusterConfig {
+func (cfg *Config) newCluster(cons gocql.Consistency, serial gocql.Consistency, tlsConfig *tls.Config) *gocql.ClusterConfig {
 	cluster := gocql.NewCluster(cfg.Hosts...)
 	cluster.Port = DefaultPort
-	cluster.ProtoVersion = 4 // gocql 1.7.0's v5 is the pre-release framing
+	cluster.ProtoVersion = 4
 	cluster.Timeout = cmpOr(cfg.Timeout, DefaultTimeout)
 	cluster.ConnectTimeout = cmpOr(cfg.ConnectTimeout, DefaultConnectTimeout)
 	cluster.ReconnectInterval = cmpOr(cfg.ReconnectInterval, DefaultReconnectInterval)
@@ -444,11 +445,26 @@ func checkFactor(k, v string) error {
 	return nil
 }
 
-// slogStdLogger adapts slog to gocql's logger interface.
-type slogStdLogger struct{ l *slog.Logger }
+// slogLogger adapts slog to gocql's logger interface. gocql's errors and
+// warnings (a control connection lost, a node down, a peer it cannot use)
+// are warnings, each message prefixed "gocql: " and its fields as
+// attributes; its informational and debugging messages (every host added,
+// every reconnection attempt) are debug records.
+type slogLogger struct{ l *slog.Logger }
 
-func (s slogStdLogger) Print(v ...any) { s.l.Warn(strings.TrimSpace(fmt.Sprint(v...))) }
-func (s slogStdLogger) Printf(format string, v ...any) {
-	s.l.Warn(strings.TrimSpace(fmt.Sprintf(format, v...)))
+func (s slogLogger) log(level slog.Level, msg string, fields []gocql.LogField) {
+	ctx := context.Background()
+	if !s.l.Enabled(ctx, level) {
+		return
+	}
+	attrs := make([]slog.Attr, len(fields))
+	for i, f := range fields {
+		attrs[i] = slog.Any(f.Name, f.Value.Any())
+	}
+	s.l.LogAttrs(ctx, level, "gocql: "+msg, attrs...)
 }
-func (s slogStdLogger) Println(v ...any) { s.l.Warn(strings.TrimSpace(fmt.Sprintln(v...))) }
+
+func (s slogLogger) Error(msg string, fields ...gocql.LogField)   { s.log(slog.LevelWarn, msg, fields) }
+func (s slogLogger) Warning(msg string, fields ...gocql.LogField) { s.log(slog.LevelWarn, msg, fields) }
+func (s slogLogger) Info(msg string, fields ...gocql.LogField)    { s.log(slog.LevelDebug, msg, fields) }
+func (s slogLogger) Debug(msg string, fields ...gocql.LogField)   { s.log(slog.LevelDebug, msg, fields) }

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -103,7 +103,7 @@ func ParseConsistency(s string) (gocql.Consistency, error) {
 // ParseSerialConsistency reads a serial consistency: serial, or
 // local_serial, which Config.Validate refuses with the reason; "" is the
 // default (SERIAL).
-func ParseSerialConsistency(s string) (gocql.SerialConsistency, error) {
+func ParseSerialConsistency(s string) (gocql.Consistency, error) {
 	switch strings.ToUpper(strings.ReplaceAll(strings.TrimSpace(s), "-", "_")) {
 	case "":
 		return 0, nil

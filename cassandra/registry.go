@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
 )
@@ -51,7 +51,7 @@ type Registry struct {
 	contacts []string
 	nodes    func(ctx context.Context, wait bool) (nodeView, error)
 	seqs     seqState // sequences (seqstore.go, sequence.go)
-	serial   gocql.SerialConsistency
+	serial   gocql.Consistency
 	// wait is how the Registry waits between retries and attempts
 	// (realWait, or a cql.Backend's Wait).
 	wait waitFunc
@@ -107,7 +107,7 @@ func dial(ctx context.Context, cfg Config) (*Registry, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	cluster.Logger = slogStdLogger{log}
+	cluster.Logger = slogLogger{log}
 	session, err := createSession(ctx, cluster)
 	if err != nil {
 		return nil, fmt.Errorf("snapid: %w: connecting to Cassandra at %s: %w", registry.ErrRegistry, strings.Join(cfg.Hosts, ","), err)
