@@ -282,6 +282,8 @@ func (cfg *Config) consistency() (gocql.Consistency, error) {
 		}
 	case gocql.All:
 		return 0, invalidConfig("consistency ALL: every claim, extension and release would fail while any one replica is down; use QUORUM (default), LOCAL_QUORUM or EACH_QUORUM")
+	case gocql.Serial, gocql.LocalSerial:
+		return 0, invalidConfig("consistency %v is a serial consistency (Config.SerialConsistency), not one of a commit; use QUORUM (default), LOCAL_QUORUM or EACH_QUORUM", cons)
 	default:
 		return 0, invalidConfig("consistency %v: use QUORUM (default), LOCAL_QUORUM or EACH_QUORUM (fewer replicas would let check-names miss acknowledged changes)", cons)
 	}
@@ -308,10 +310,10 @@ func (cfg *Config) serialConsistency() (gocql.Consistency, error) {
 
 // newCluster builds the gocql configuration of the validated cfg with
 // consistencies cons and serial and, when set, TLS.
-func (cfg *Config) newCluster(cons gocql.Consistency, serial gocql.Consistency, tlsConfig *tls.Config) *gocql.ClusterConfig {
+func (cfg *Config) newCluster(cons, serial gocql.Consistency, tlsConfig *tls.Config) *gocql.ClusterConfig {
 	cluster := gocql.NewCluster(cfg.Hosts...)
 	cluster.Port = DefaultPort
-	cluster.ProtoVersion = 4
+	cluster.ProtoVersion = 4 // the registry's statements need nothing of v5
 	cluster.Timeout = cmpOr(cfg.Timeout, DefaultTimeout)
 	cluster.ConnectTimeout = cmpOr(cfg.ConnectTimeout, DefaultConnectTimeout)
 	cluster.ReconnectInterval = cmpOr(cfg.ReconnectInterval, DefaultReconnectInterval)
@@ -319,10 +321,15 @@ func (cfg *Config) newCluster(cons gocql.Consistency, serial gocql.Consistency, 
 	cluster.SerialConsistency = serial
 	cluster.RetryPolicy = nil // no retry policy: see the package documentation
 	cluster.MaxWaitSchemaAgreement = cluster.Timeout * 5
+	// Token-aware routing needs the keyspaces' replication only; the
+	// tables' metadata is never read through the driver.
+	cluster.Metadata.CacheMode = gocql.KeyspaceOnly
+	// A statement goes to its row's replicas in ring order (the primary
+	// replica first), not shuffled.
 	if cfg.LocalDC != "" {
-		cluster.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.DCAwareRoundRobinPolicy(cfg.LocalDC))
+		cluster.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.DCAwareRoundRobinPolicy(cfg.LocalDC), gocql.DoNotShuffleReplicas())
 	} else {
-		cluster.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.RoundRobinHostPolicy())
+		cluster.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.RoundRobinHostPolicy(), gocql.DoNotShuffleReplicas())
 	}
 	if cfg.Username != "" {
 		cluster.Authenticator = gocql.PasswordAuthenticator{Username: cfg.Username, Password: cfg.Password}

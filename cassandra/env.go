@@ -87,14 +87,15 @@ func ConfigFromEnv(lookup func(key string) string) (cfg Config, ok bool, err err
 
 // ParseConsistency reads a commit consistency's name in any case, "-" or
 // "_" between words; "" is the default (QUORUM). Levels that are names
-// but not allowed are left to Config.Validate, which says why.
+// but not allowed are left to Config.Validate, which says why; SERIAL and
+// LOCAL_SERIAL are no commit consistencies (see ParseSerialConsistency).
 func ParseConsistency(s string) (gocql.Consistency, error) {
 	s = strings.ToUpper(strings.ReplaceAll(strings.TrimSpace(s), "-", "_"))
 	if s == "" {
 		return 0, nil
 	}
 	cons, err := gocql.ParseConsistencyWrapper(s)
-	if err != nil {
+	if err != nil || cons == gocql.Serial || cons == gocql.LocalSerial {
 		return 0, fmt.Errorf("want quorum (the default), local_quorum or each_quorum")
 	}
 	return cons, nil

@@ -57,6 +57,8 @@ func TestConfigFromEnv(t *testing.T) {
 	}{
 		{EnvPassword, ""}, // a user without the password variable
 		{EnvConsistency, "most"},
+		{EnvConsistency, "serial"}, // a serial consistency, not one of a commit
+		{EnvConsistency, "local-serial"},
 		{EnvSerialConsistency, "paxos"},
 		{EnvReplication, "dc1:x"},
 	} {

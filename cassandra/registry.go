@@ -37,7 +37,7 @@ type Registry struct {
 	pageSize int              // rows per page of List
 	closed   sync.Once
 	// awaitSchema waits for the cluster to agree on the schema (the
-	// session's AwaitSchemaAgreement; tests count the calls). gocql 1.7.0
+	// session's AwaitSchemaAgreement; tests count the calls). gocql
 	// counts nodes that are down, so a wait with one node down lasts until
 	// its timeout: it is called only after this process changed the schema.
 	awaitSchema func(context.Context) error

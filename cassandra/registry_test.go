@@ -120,6 +120,8 @@ func TestConfigRefusedBeforeConnecting(t *testing.T) {
 		"local serial with dc":       func(c *Config) { c.SerialConsistency, c.LocalDC = gocql.LocalSerial, "dc1" },
 		"consistency all":            func(c *Config) { c.Consistency = gocql.All },
 		"serial consistency invalid": func(c *Config) { c.SerialConsistency = gocql.Consistency(3) },
+		"serial consistency quorum":  func(c *Config) { c.SerialConsistency = gocql.Quorum },
+		"consistency serial":         func(c *Config) { c.Consistency = gocql.Serial },
 		"tls cert without key":       func(c *Config) { c.TLSCertFile = "/nonexistent/cert.pem" },
 		"tls ca missing":             func(c *Config) { c.TLSCAFile = "/nonexistent/ca.pem" },
 	}
