@@ -5,8 +5,8 @@ go 1.26.0
 replace github.com/snapid/snapid => ../
 
 require (
+	github.com/apache/cassandra-gocql-driver/v2 v2.1.2
 	github.com/bwmarrin/snowflake v0.3.0
-	github.com/gocql/gocql v1.7.0
 	github.com/google/uuid v1.6.0
 	github.com/rs/xid v1.6.0
 	github.com/snapid/snapid v0.0.0-00010101000000-000000000000
@@ -25,8 +25,6 @@ require (
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
 	github.com/gofrs/flock v0.13.1 // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
-	github.com/golang/snappy v0.0.3 // indirect
-	github.com/hailocab/go-hostpool v0.0.0-20160125115350-e80d13ce29ed // indirect
 	golang.org/x/image v0.46.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect

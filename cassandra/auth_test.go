@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/testcluster"
 	"github.com/snapid/snapid/registry"
@@ -41,7 +41,7 @@ func TestCassandraPasswordAuth(t *testing.T) {
 	ctx := testCtx(t)
 	exec := func(stmt string) {
 		t.Helper()
-		require.NoError(t, admin.Query(stmt).WithContext(ctx).Exec(), stmt)
+		require.NoError(t, admin.Query(stmt).ExecContext(ctx), stmt)
 	}
 	exec(`CREATE ROLE IF NOT EXISTS ` + authAppRole + ` WITH PASSWORD = '` + authAppPass + `' AND LOGIN = true`)
 	ks := "snapid_auth_" + randomHex(t, 6)

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/internal/cql"
@@ -87,7 +87,7 @@ func (e *clusterEnv) registryVia(t *testing.T, p *coordinatorPolicy, mods ...fun
 	require.NoError(t, err)
 	p.HostSelectionPolicy = gocql.RoundRobinHostPolicy()
 	cl.PoolConfig.HostSelectionPolicy = p
-	cl.Logger = slogStdLogger{slog.New(slog.DiscardHandler)}
+	cl.Logger = slogLogger{slog.New(slog.DiscardHandler)}
 	s, err := cl.CreateSession()
 	require.NoError(t, err)
 	r := newRegistry(s, &gocqlQuerier{s: s, cons: cl.Consistency, serial: cl.SerialConsistency}, cfg.keyspace(), cfg.table(), nil)
@@ -107,10 +107,10 @@ type coordinatorPolicy struct {
 	rank func(stmt, addr string) int
 }
 
-func (p *coordinatorPolicy) Pick(q gocql.ExecutableQuery) gocql.NextHost {
+func (p *coordinatorPolicy) Pick(q gocql.ExecutableStatement) gocql.NextHost {
 	next := p.HostSelectionPolicy.Pick(q)
 	var stmt string
-	if gq, ok := q.(*gocql.Query); ok {
+	if gq, ok := q.Statement().(*gocql.Query); ok {
 		stmt = gq.Statement()
 	}
 	var hosts []gocql.SelectedHost

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid/internal/cql"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -28,15 +28,14 @@ func TestClusterLocalSerialSplitBrain(t *testing.T) {
 		s  *gocql.Session
 	}{{qdc, e.c.Session(t, nq)}, {mdc, e.c.Session(t, nm)}}
 	insert := newStatements(e.ks.Name, DefaultTable).insert
-	claim := func(s *gocql.Session, name, owner string, cons gocql.Consistency, serial gocql.SerialConsistency) (bool, error) {
+	claim := func(s *gocql.Session, name, owner string, cons, serial gocql.Consistency) (bool, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		now := time.Now()
 		var rec cql.Record
 		q := s.Query(insert, name, owner, owner+".example", "192.0.2.9", "m-"+owner, now, now, int64(0), "active", owner).
-			WithContext(ctx).Consistency(cons).SerialConsistency(serial)
-		defer q.Release()
-		return q.MapScanCAS(rec.DestMap())
+			Consistency(cons).SerialConsistency(serial)
+		return q.MapScanCASContext(ctx, rec.DestMap())
 	}
 
 	e.c.Partition(t, qdc, mdc)

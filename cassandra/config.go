@@ -1,6 +1,7 @@
 package cassandra
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -10,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -129,7 +130,7 @@ type Config struct {
 	// error wrapping ErrLocalSerial: names are global, and LOCAL_SERIAL
 	// serialises only the hosts of one data centre, so two data centres
 	// cut off from each other could both win one name.
-	SerialConsistency gocql.SerialConsistency
+	SerialConsistency gocql.Consistency
 
 	// LocalDC, when set, is this host's data centre: statements go to the
 	// nodes of that data centre first (token-aware: to a replica of the
@@ -297,13 +298,15 @@ func consistencyRefusal(cons gocql.Consistency) string {
 		return "every claim, extension and release would fail while any one replica is down"
 	case gocql.Any:
 		return "a commit at ANY is acknowledged once a node keeps a hint of it, on no replica at all, and check-names' listing cannot read at ANY"
+	case gocql.Serial, gocql.LocalSerial:
+		return "it is a serial consistency (Config.SerialConsistency), not one of a commit"
 	}
 	return "fewer replicas than a quorum would let check-names miss acknowledged changes"
 }
 
 // serialConsistency returns the serial consistency cfg asks for (SERIAL
 // by default); LOCAL_SERIAL is refused with ErrLocalSerial.
-func (cfg *Config) serialConsistency() (gocql.SerialConsistency, error) {
+func (cfg *Config) serialConsistency() (gocql.Consistency, error) {
 	serial := cfg.SerialConsistency
 	switch serial {
 	case 0:
@@ -321,10 +324,10 @@ func (cfg *Config) serialConsistency() (gocql.SerialConsistency, error) {
 
 // newCluster builds the gocql configuration of the validated cfg with
 // consistencies cons and serial and, when set, TLS.
-func (cfg *Config) newCluster(cons gocql.Consistency, serial gocql.SerialConsistency, tlsConfig *tls.Config) *gocql.ClusterConfig {
+func (cfg *Config) newCluster(cons, serial gocql.Consistency, tlsConfig *tls.Config) *gocql.ClusterConfig {
 	cluster := gocql.NewCluster(cfg.Hosts...)
 	cluster.Port = DefaultPort
-	cluster.ProtoVersion = 4 // gocql 1.7.0's v5 is the pre-release framing
+	cluster.ProtoVersion = 4 // the registry's statements need nothing of v5
 	cluster.Timeout = cmpOr(cfg.Timeout, DefaultTimeout)
 	cluster.ConnectTimeout = cmpOr(cfg.ConnectTimeout, DefaultConnectTimeout)
 	cluster.ReconnectInterval = cmpOr(cfg.ReconnectInterval, DefaultReconnectInterval)
@@ -332,10 +335,15 @@ func (cfg *Config) newCluster(cons gocql.Consistency, serial gocql.SerialConsist
 	cluster.SerialConsistency = serial
 	cluster.RetryPolicy = nil // no retry policy: see the package documentation
 	cluster.MaxWaitSchemaAgreement = cluster.Timeout * 5
+	// Token-aware routing needs the keyspaces' replication only; the
+	// tables' metadata is never read through the driver.
+	cluster.Metadata.CacheMode = gocql.KeyspaceOnly
+	// A statement goes to its row's replicas in ring order (the primary
+	// replica first), not shuffled.
 	if cfg.LocalDC != "" {
-		cluster.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.DCAwareRoundRobinPolicy(cfg.LocalDC))
+		cluster.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.DCAwareRoundRobinPolicy(cfg.LocalDC), gocql.DoNotShuffleReplicas())
 	} else {
-		cluster.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.RoundRobinHostPolicy())
+		cluster.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.RoundRobinHostPolicy(), gocql.DoNotShuffleReplicas())
 	}
 	if cfg.Username != "" {
 		cluster.Authenticator = gocql.PasswordAuthenticator{Username: cfg.Username, Password: cfg.Password}
@@ -458,11 +466,26 @@ func checkFactor(k, v string) error {
 	return nil
 }
 
-// slogStdLogger adapts slog to gocql's logger interface.
-type slogStdLogger struct{ l *slog.Logger }
+// slogLogger adapts slog to gocql's logger interface. gocql's errors and
+// warnings (a control connection lost, a node down, a peer it cannot use)
+// are warnings, each message prefixed "gocql: " and its fields as
+// attributes; its informational and debugging messages (every host added,
+// every reconnection attempt) are debug records.
+type slogLogger struct{ l *slog.Logger }
 
-func (s slogStdLogger) Print(v ...any) { s.l.Warn(strings.TrimSpace(fmt.Sprint(v...))) }
-func (s slogStdLogger) Printf(format string, v ...any) {
-	s.l.Warn(strings.TrimSpace(fmt.Sprintf(format, v...)))
+func (s slogLogger) log(level slog.Level, msg string, fields []gocql.LogField) {
+	ctx := context.Background()
+	if !s.l.Enabled(ctx, level) {
+		return
+	}
+	attrs := make([]slog.Attr, len(fields))
+	for i, f := range fields {
+		attrs[i] = slog.Any(f.Name, f.Value.Any())
+	}
+	s.l.LogAttrs(ctx, level, "gocql: "+msg, attrs...)
 }
-func (s slogStdLogger) Println(v ...any) { s.l.Warn(strings.TrimSpace(fmt.Sprintln(v...))) }
+
+func (s slogLogger) Error(msg string, fields ...gocql.LogField)   { s.log(slog.LevelWarn, msg, fields) }
+func (s slogLogger) Warning(msg string, fields ...gocql.LogField) { s.log(slog.LevelWarn, msg, fields) }
+func (s slogLogger) Info(msg string, fields ...gocql.LogField)    { s.log(slog.LevelDebug, msg, fields) }
+func (s slogLogger) Debug(msg string, fields ...gocql.LogField)   { s.log(slog.LevelDebug, msg, fields) }

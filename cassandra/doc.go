@@ -80,10 +80,10 @@
 //
 // # No retry policy
 //
-// The cluster is used without a gocql RetryPolicy: gocql v1.7.0 re-sends
-// non-idempotent statements, LWTs included, under a retry policy, which
-// would turn one claim into two Paxos rounds with unknowable results. An
-// unknown outcome is resolved as above instead.
+// The cluster is used without a gocql RetryPolicy: the package alone
+// decides what is sent again. An LWT sent twice blindly would be two Paxos
+// rounds with unknowable results; its unknown outcome is resolved as above
+// instead.
 //
 // Reads are retried by the package itself, as they change nothing: a read
 // (Get, List, SequenceStatus, the serial reads of claims and releases and
@@ -182,7 +182,7 @@
 //
 // LOCAL_SERIAL on dc:<D> is safe only with a coordinator in D, so then
 // every sequence statement goes through a session of its own whose host
-// filter admits only D's nodes (gocql.DataCentreHostFilter; gocql's
+// filter admits only D's nodes (gocql.DataCenterHostFilter; gocql's
 // DC-aware policy would fail over to remote nodes), with D's nodes, as the
 // cluster lists them, among its contact points. At SERIAL any node
 // coordinates. D is Config.LocalDC, or without it the cluster's only data

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid/internal/envvars"
 	"github.com/snapid/snapid/registry"
 )
@@ -142,7 +142,7 @@ func ParseConsistency(s string) (gocql.Consistency, error) {
 		return 0, nil
 	}
 	cons, err := gocql.ParseConsistencyWrapper(s)
-	if err != nil {
+	if err != nil || cons == gocql.Serial || cons == gocql.LocalSerial {
 		return 0, fmt.Errorf("want quorum (the default), local_quorum or each_quorum")
 	}
 	if why := consistencyRefusal(cons); why != "" {
@@ -154,7 +154,7 @@ func ParseConsistency(s string) (gocql.Consistency, error) {
 // ParseSerialConsistency reads a serial consistency: serial, or
 // local_serial, which Config.Validate refuses with the reason; "" is the
 // default (SERIAL).
-func ParseSerialConsistency(s string) (gocql.SerialConsistency, error) {
+func ParseSerialConsistency(s string) (gocql.Consistency, error) {
 	switch strings.ToUpper(strings.ReplaceAll(strings.TrimSpace(s), "-", "_")) {
 	case "":
 		return 0, nil

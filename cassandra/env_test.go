@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -66,6 +66,8 @@ func TestConfigFromEnv(t *testing.T) {
 		{EnvConsistency, "any"}, // gocql.Any is Config's zero value: the word must not pass as QUORUM
 		{EnvConsistency, "one"},
 		{EnvConsistency, "all"},
+		{EnvConsistency, "serial"}, // a serial consistency, not one of a commit
+		{EnvConsistency, "local-serial"},
 		{EnvSerialConsistency, "paxos"},
 		{EnvReplication, "dc1:x"},
 	} {

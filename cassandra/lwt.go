@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
 )
@@ -33,20 +33,18 @@ func same[T comparable](a, b *T) bool {
 type gocqlQuerier struct {
 	s         *gocql.Session
 	cons      gocql.Consistency
-	serial    gocql.SerialConsistency
+	serial    gocql.Consistency
 	selectOne string
 }
 
 func (g *gocqlQuerier) CAS(ctx context.Context, rec *cql.Record, stmt string, args ...any) (bool, error) {
-	q := g.s.Query(stmt, args...).WithContext(ctx).Consistency(g.cons).SerialConsistency(g.serial)
-	defer q.Release()
-	return q.MapScanCAS(rec.DestMap())
+	q := g.s.Query(stmt, args...).Consistency(g.cons).SerialConsistency(g.serial)
+	return q.MapScanCASContext(ctx, rec.DestMap())
 }
 
 func (g *gocqlQuerier) SerialRead(ctx context.Context, rec *cql.Record, name string) (bool, error) {
-	q := g.s.Query(g.selectOne, name).WithContext(ctx).Consistency(gocql.Consistency(g.serial))
-	defer q.Release()
-	err := q.Scan(rec.Dests()...)
+	q := g.s.Query(g.selectOne, name).Consistency(g.serial)
+	err := q.ScanContext(ctx, rec.Dests()...)
 	if errors.Is(err, gocql.ErrNotFound) {
 		return false, nil
 	}

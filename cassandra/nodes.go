@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 )
 
 // How long a decision that found too few nodes waits for the cluster's
@@ -163,12 +163,12 @@ func readNodesOnce(ctx context.Context, s *gocql.Session) (nodeReading, error) {
 	var id gocql.UUID
 	var dc string
 	var peer, rpc net.IP
-	if err := s.Query(`SELECT host_id, data_center, broadcast_address, rpc_address FROM system.local`).WithContext(ctx).Scan(&id, &dc, &peer, &rpc); err != nil {
+	if err := s.Query(`SELECT host_id, data_center, broadcast_address, rpc_address FROM system.local`).ScanContext(ctx, &id, &dc, &peer, &rpc); err != nil {
 		return rd, fmt.Errorf("system.local: %w", err)
 	}
 	rd.dcOf[id.String()] = dc
 	rd.addIPs(peer, rpc)
-	iter := s.Query(`SELECT peer, host_id, data_center, rpc_address FROM system.peers`).WithContext(ctx).Iter()
+	iter := s.Query(`SELECT peer, host_id, data_center, rpc_address FROM system.peers`).IterContext(ctx)
 	for iter.Scan(&peer, &id, &dc, &rpc) {
 		rd.addIPs(peer, rpc)
 		if id == (gocql.UUID{}) || dc == "" {

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
 )
@@ -44,13 +44,13 @@ const numberAttempts = 64
 type gocqlNumQuerier struct {
 	s                     *gocql.Session
 	cons                  gocql.Consistency
-	serial                gocql.SerialConsistency
+	serial                gocql.Consistency
 	insertStmt, readStmt  string
 	hintStmt, namesStmt   string
 	createStmt, tableName string
 }
 
-func newGocqlNumQuerier(s *gocql.Session, cons gocql.Consistency, serial gocql.SerialConsistency, ks, tbl string) *gocqlNumQuerier {
+func newGocqlNumQuerier(s *gocql.Session, cons gocql.Consistency, serial gocql.Consistency, ks, tbl string) *gocqlNumQuerier {
 	t := `"` + ks + `"."` + tbl + numbersSuffix + `"`
 	return &gocqlNumQuerier{
 		s: s, cons: cons, serial: serial, tableName: tbl + numbersSuffix,
@@ -64,9 +64,8 @@ func newGocqlNumQuerier(s *gocql.Session, cons gocql.Consistency, serial gocql.S
 
 func (g *gocqlNumQuerier) Insert(ctx context.Context, key string, number uint64, name, token string) (bool, cql.NumRow, error) {
 	var cur cql.NumRow
-	q := g.s.Query(g.insertStmt, key, int64(number), name, token).WithContext(ctx).Consistency(g.cons).SerialConsistency(g.serial)
-	defer q.Release()
-	applied, err := q.MapScanCAS(map[string]any{"id": new(string), "number": &cur.Number, "name": &cur.Name, "attempt": &cur.Token})
+	q := g.s.Query(g.insertStmt, key, int64(number), name, token).Consistency(g.cons).SerialConsistency(g.serial)
+	applied, err := q.MapScanCASContext(ctx, map[string]any{"id": new(string), "number": &cur.Number, "name": &cur.Name, "attempt": &cur.Token})
 	return applied, cur, err
 }
 
@@ -74,11 +73,10 @@ func (g *gocqlNumQuerier) Read(ctx context.Context, key string, serial bool) (cq
 	var row cql.NumRow
 	cons := g.cons
 	if serial {
-		cons = gocql.Consistency(g.serial)
+		cons = g.serial
 	}
-	q := g.s.Query(g.readStmt, key).WithContext(ctx).Consistency(cons)
-	defer q.Release()
-	err := q.Scan(&row.Number, &row.Name, &row.Token)
+	q := g.s.Query(g.readStmt, key).Consistency(cons)
+	err := q.ScanContext(ctx, &row.Number, &row.Name, &row.Token)
 	if errors.Is(err, gocql.ErrNotFound) {
 		return row, false, nil
 	}
@@ -86,12 +84,12 @@ func (g *gocqlNumQuerier) Read(ctx context.Context, key string, serial bool) (cq
 }
 
 func (g *gocqlNumQuerier) Hint(ctx context.Context, n uint64) error {
-	return g.s.Query(g.hintStmt, int64(n)).WithContext(ctx).Consistency(g.cons).Exec()
+	return g.s.Query(g.hintStmt, int64(n)).Consistency(g.cons).ExecContext(ctx)
 }
 
 func (g *gocqlNumQuerier) Names(ctx context.Context) (cql.NumTable, error) {
 	out := cql.NumTable{Given: map[string]uint64{}, Taken: map[string][]cql.NumTaken{}}
-	iter := g.s.Query(g.namesStmt).WithContext(ctx).Consistency(g.cons).Iter()
+	iter := g.s.Query(g.namesStmt).Consistency(g.cons).IterContext(ctx)
 	var key string
 	var n, written *int64
 	var name *string
@@ -136,7 +134,7 @@ func (r *Registry) numbersCreated(ctx context.Context, create bool) (q cql.NumQu
 		if !create {
 			return nil, false, false, nil
 		}
-		if err := r.session.Query(g.createStmt).WithContext(ctx).Exec(); err != nil {
+		if err := r.session.Query(g.createStmt).ExecContext(ctx); err != nil {
 			return nil, false, false, fmt.Errorf("snapid: %w: creating table %s.%s (snapctl setup creates it with a role that may): %w", registry.ErrRegistry, r.ks, g.tableName, err)
 		}
 		if err := r.agree(ctx); err != nil {

@@ -57,9 +57,7 @@ func (r *Registry) List(ctx context.Context) ([]registry.Holder, error) {
 			}
 			return err
 		}
-		q := r.session.Query(r.stmts.selectAll).WithContext(ctx).PageSize(r.pageSize)
-		defer q.Release()
-		iter := q.Iter()
+		iter := r.session.Query(r.stmts.selectAll).PageSize(r.pageSize).IterContext(ctx)
 		for {
 			var rec cql.Record
 			if !iter.Scan(rec.Dests()...) {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/cql"
 	"github.com/stretchr/testify/assert"
@@ -183,7 +183,7 @@ func TestSequenceReadsRetried(t *testing.T) {
 	rows := []cql.SeqRow{{Seq: "orders", Part: cql.PartGlobal}}
 	f := &flakySeqQuerier{fails: []error{errReadTimeout, testRequestError{code: gocql.ErrCodeUnavailable}}, rows: rows}
 	q := retryReads(f, nil)
-	got, err := q.ReadPartition(testCtx(t), gocql.Consistency(gocql.Serial), "orders", cql.PartGlobal)
+	got, err := q.ReadPartition(testCtx(t), gocql.Serial, "orders", cql.PartGlobal)
 	require.NoError(t, err)
 	assert.Equal(t, rows, got)
 	assert.Equal(t, 3, f.reads)

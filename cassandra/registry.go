@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
 )
@@ -37,7 +37,7 @@ type Registry struct {
 	pageSize int              // rows per page of List
 	closed   sync.Once
 	// awaitSchema waits for the cluster to agree on the schema (the
-	// session's AwaitSchemaAgreement; tests count the calls). gocql 1.7.0
+	// session's AwaitSchemaAgreement; tests count the calls). gocql
 	// counts nodes that are down, so a wait with one node down lasts until
 	// its timeout: it is called only after this process changed the schema.
 	awaitSchema func(context.Context) error
@@ -51,7 +51,7 @@ type Registry struct {
 	contacts []string
 	nodes    func(ctx context.Context, wait bool) (nodeView, error)
 	seqs     seqState // sequences (seqstore.go, sequence.go)
-	serial   gocql.SerialConsistency
+	serial   gocql.Consistency
 	// wait is how the Registry waits between retries and attempts
 	// (realWait, or a cql.Backend's Wait).
 	wait waitFunc
@@ -107,7 +107,7 @@ func dial(ctx context.Context, cfg Config) (*Registry, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	cluster.Logger = slogStdLogger{log}
+	cluster.Logger = slogLogger{log}
 	session, err := createSession(ctx, cluster)
 	if err != nil {
 		return nil, fmt.Errorf("snapid: %w: connecting to Cassandra at %s: %w", registry.ErrRegistry, strings.Join(cfg.Hosts, ","), err)

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
@@ -119,7 +119,9 @@ func TestConfigRefusedBeforeConnecting(t *testing.T) {
 		"local serial without dc":    func(c *Config) { c.SerialConsistency = gocql.LocalSerial },
 		"local serial with dc":       func(c *Config) { c.SerialConsistency, c.LocalDC = gocql.LocalSerial, "dc1" },
 		"consistency all":            func(c *Config) { c.Consistency = gocql.All },
-		"serial consistency invalid": func(c *Config) { c.SerialConsistency = gocql.SerialConsistency(3) },
+		"serial consistency invalid": func(c *Config) { c.SerialConsistency = gocql.Consistency(3) },
+		"serial consistency quorum":  func(c *Config) { c.SerialConsistency = gocql.Quorum },
+		"consistency serial":         func(c *Config) { c.Consistency = gocql.Serial },
 		"tls cert without key":       func(c *Config) { c.TLSCertFile = "/nonexistent/cert.pem" },
 		"tls ca missing":             func(c *Config) { c.TLSCAFile = "/nonexistent/ca.pem" },
 	}

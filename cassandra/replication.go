@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -133,7 +133,7 @@ func (r *Registry) keyspaceReplication(ctx context.Context) (map[string]string, 
 	}
 	var m map[string]string
 	err := retryRead(ctx, r.log, "reading the replication", r.ks, func(ctx context.Context) error {
-		return r.session.Query(`SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = ?`, r.ks).WithContext(ctx).Scan(&m)
+		return r.session.Query(`SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = ?`, r.ks).ScanContext(ctx, &m)
 	})
 	if errors.Is(err, gocql.ErrNotFound) {
 		return nil, nil

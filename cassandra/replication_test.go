@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -190,7 +190,8 @@ func TestConsistencyChoices(t *testing.T) {
 		{gocql.All, "", false, "while any one replica is down"},
 		{gocql.One, "", false, "miss acknowledged changes"},
 		{gocql.LocalOne, "dc1", false, "miss acknowledged changes"},
-		{gocql.Consistency(gocql.Serial), "", false, "use QUORUM"},
+		{gocql.Serial, "", false, "is a serial consistency"},
+		{gocql.LocalSerial, "dc1", false, "is a serial consistency"},
 	} {
 		err := (&Config{Hosts: []string{"127.0.0.1"}, Consistency: tc.cons, LocalDC: tc.local}).Validate()
 		if tc.ok {

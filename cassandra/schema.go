@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
 )
@@ -132,7 +132,7 @@ func (r *Registry) createMissing(ctx context.Context, cfg Config, rep *SchemaRep
 		rep.Replication = cfg.replication()
 	}
 	if !tblExists {
-		if err := r.session.Query(r.stmts.createTable).WithContext(ctx).Exec(); err != nil {
+		if err := r.session.Query(r.stmts.createTable).ExecContext(ctx); err != nil {
 			return schemaFail("table "+r.ks+"."+r.tbl+" does not exist and creating it failed", err)
 		}
 		rep.TablesCreated = append(rep.TablesCreated, r.tbl)
@@ -202,7 +202,7 @@ func (r *Registry) checkNewKeyspace(ctx context.Context, cfg Config) error {
 func (r *Registry) createKeyspace(ctx context.Context, cfg Config) error {
 	repl, _ := replicationCQL(cfg.Replication) // validated already
 	stmt := `CREATE KEYSPACE IF NOT EXISTS "` + r.ks + `" WITH replication = ` + repl
-	if err := r.session.Query(stmt).WithContext(ctx).Exec(); err != nil {
+	if err := r.session.Query(stmt).ExecContext(ctx); err != nil {
 		return schemaFail("keyspace "+r.ks+" does not exist and creating it failed (wrong keyspace name?)", err)
 	}
 	return nil
@@ -213,7 +213,7 @@ func (r *Registry) createKeyspace(ctx context.Context, cfg Config) error {
 // (the registries that exist), so that a misspelt name is seen as one.
 func (r *Registry) noKeyspaceError(ctx context.Context) error {
 	var found []string
-	iter := r.session.Query(`SELECT keyspace_name, table_name FROM system_schema.tables`).WithContext(ctx).Iter()
+	iter := r.session.Query(`SELECT keyspace_name, table_name FROM system_schema.tables`).IterContext(ctx)
 	var ks, tbl string
 	for iter.Scan(&ks, &tbl) {
 		if tbl == r.tbl && !strings.HasPrefix(ks, "system") {
@@ -296,7 +296,7 @@ func quoteList(names []string) string {
 func (r *Registry) schemaHas(ctx context.Context, stmt string, args ...any) (bool, error) {
 	var n int
 	err := retryRead(ctx, r.log, "reading the schema", r.ks, func(ctx context.Context) error {
-		return r.session.Query(stmt, args...).WithContext(ctx).Scan(&n)
+		return r.session.Query(stmt, args...).ScanContext(ctx, &n)
 	})
 	return n > 0, err
 }
@@ -306,7 +306,7 @@ func (r *Registry) schemaHas(ctx context.Context, stmt string, args ...any) (boo
 // reported plainly instead of as a failing statement later.
 func (r *Registry) checkColumns(ctx context.Context) error {
 	iter := r.session.Query(`SELECT column_name, type, kind FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?`,
-		r.ks, r.tbl).WithContext(ctx).Iter()
+		r.ks, r.tbl).IterContext(ctx)
 	have := map[string]string{}
 	var name, typ, kind string
 	for iter.Scan(&name, &typ, &kind) {

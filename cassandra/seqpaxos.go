@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
 )
@@ -110,11 +110,11 @@ func (r *Registry) dcAddrs(ctx context.Context, dc string) ([]string, error) {
 	byDC := map[string][]string{}
 	var d string
 	var rpc net.IP
-	if err := r.session.Query(`SELECT data_center, rpc_address FROM system.local`).WithContext(ctx).Scan(&d, &rpc); err != nil {
+	if err := r.session.Query(`SELECT data_center, rpc_address FROM system.local`).ScanContext(ctx, &d, &rpc); err != nil {
 		return nil, fmt.Errorf("snapid: %w: reading the cluster's nodes: %w", registry.ErrRegistry, err)
 	}
 	byDC[d] = append(byDC[d], rpc.String())
-	iter := r.session.Query(`SELECT data_center, rpc_address FROM system.peers`).WithContext(ctx).Iter()
+	iter := r.session.Query(`SELECT data_center, rpc_address FROM system.peers`).IterContext(ctx)
 	for iter.Scan(&d, &rpc) {
 		if rpc != nil && !rpc.IsUnspecified() {
 			byDC[d] = append(byDC[d], rpc.String())

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
 )
@@ -118,18 +118,16 @@ type gocqlSeqQuerier struct {
 	stmts seqStatements
 }
 
-func (g *gocqlSeqQuerier) CASBatch(ctx context.Context, serial gocql.SerialConsistency, cons gocql.Consistency, stmts ...cql.SeqStmt) (bool, error) {
+func (g *gocqlSeqQuerier) CASBatch(ctx context.Context, serial gocql.Consistency, cons gocql.Consistency, stmts ...cql.SeqStmt) (bool, error) {
 	if len(stmts) == 1 {
-		q := g.s.Query(stmts[0].Stmt, stmts[0].Args...).WithContext(ctx).Consistency(cons).SerialConsistency(serial)
-		defer q.Release()
-		return q.MapScanCAS(map[string]any{})
+		q := g.s.Query(stmts[0].Stmt, stmts[0].Args...).Consistency(cons).SerialConsistency(serial)
+		return q.MapScanCASContext(ctx, map[string]any{})
 	}
-	b := g.s.NewBatch(gocql.LoggedBatch).WithContext(ctx).SerialConsistency(serial)
-	b.SetConsistency(cons)
+	b := g.s.Batch(gocql.LoggedBatch).Consistency(cons).SerialConsistency(serial)
 	for _, st := range stmts {
 		b.Query(st.Stmt, st.Args...)
 	}
-	applied, iter, err := g.s.MapExecuteBatchCAS(b, map[string]any{})
+	applied, iter, err := b.MapExecCASContext(ctx, map[string]any{})
 	if iter != nil {
 		if cerr := iter.Close(); err == nil {
 			err = cerr
@@ -139,15 +137,11 @@ func (g *gocqlSeqQuerier) CASBatch(ctx context.Context, serial gocql.SerialConsi
 }
 
 func (g *gocqlSeqQuerier) ReadPartition(ctx context.Context, cons gocql.Consistency, seq, part string) ([]cql.SeqRow, error) {
-	q := g.s.Query(g.stmts.selectPart, seq, part).WithContext(ctx).Consistency(cons)
-	defer q.Release()
-	return scanRows(q.Iter())
+	return scanRows(g.s.Query(g.stmts.selectPart, seq, part).Consistency(cons).IterContext(ctx))
 }
 
 func (g *gocqlSeqQuerier) ReadAllGlobal(ctx context.Context) ([]cql.SeqRow, error) {
-	q := g.s.Query(g.stmts.selectAllGlobal, cql.KindGlobal).WithContext(ctx).Consistency(gocql.LocalQuorum)
-	defer q.Release()
-	return scanRows(q.Iter())
+	return scanRows(g.s.Query(g.stmts.selectAllGlobal, cql.KindGlobal).Consistency(gocql.LocalQuorum).IterContext(ctx))
 }
 
 func scanRows(iter *gocql.Iter) ([]cql.SeqRow, error) {
@@ -267,9 +261,9 @@ func (r *Registry) seqQuerier(ctx context.Context) (cql.SeqQuerier, string, erro
 	}
 	if !paxos.global {
 		cluster.Hosts = append(addrs, cluster.Hosts...)
-		cluster.HostFilter = gocql.DataCentreHostFilter(dc)
+		cluster.HostFilter = gocql.DataCenterHostFilter(dc)
 	}
-	cluster.Logger = slogStdLogger{r.log}
+	cluster.Logger = slogLogger{r.log}
 	s, err := createSession(ctx, cluster)
 	if err != nil {
 		return nil, "", fmt.Errorf("snapid: %w: connecting to data centre %q for sequences: %w", registry.ErrRegistry, dc, err)
@@ -295,11 +289,11 @@ func (r *Registry) onlyDC(ctx context.Context) (string, error) {
 	}
 	dcs := map[string]bool{}
 	var dc string
-	if err := r.session.Query(`SELECT data_center FROM system.local`).WithContext(ctx).Scan(&dc); err != nil {
+	if err := r.session.Query(`SELECT data_center FROM system.local`).ScanContext(ctx, &dc); err != nil {
 		return "", fmt.Errorf("snapid: %w: reading the data centre: %w", registry.ErrRegistry, err)
 	}
 	dcs[dc] = true
-	iter := r.session.Query(`SELECT data_center FROM system.peers`).WithContext(ctx).Iter()
+	iter := r.session.Query(`SELECT data_center FROM system.peers`).IterContext(ctx)
 	var peer string
 	for iter.Scan(&peer) {
 		dcs[peer] = true
@@ -344,7 +338,7 @@ func (r *Registry) ensureTableCreated(ctx context.Context, create bool) (ok, cre
 		return false, false, fmt.Errorf("snapid: %w: reading the schema: %w", registry.ErrRegistry, err)
 	}
 	if !ok && create {
-		if err := r.session.Query(newSeqStatements(r.ks).createTable).WithContext(ctx).Exec(); err != nil {
+		if err := r.session.Query(newSeqStatements(r.ks).createTable).ExecContext(ctx); err != nil {
 			return false, false, fmt.Errorf("snapid: %w: creating table %s.%s: %w", registry.ErrRegistry, r.ks, seqTable, err)
 		}
 		if err := r.agree(ctx); err != nil {

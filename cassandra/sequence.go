@@ -7,7 +7,7 @@ import (
 	mrand "math/rand/v2"
 	"time"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
 )
@@ -49,13 +49,13 @@ func (r *Registry) sizing() (time.Duration, uint64) {
 // readGlobal reads the GLOBAL partition at SERIAL: the GLOBAL row (nil if
 // the sequence does not exist) and every row of the partition.
 func (r *Registry) readGlobal(ctx context.Context, q cql.SeqQuerier, seq string) (*cql.SeqRow, []cql.SeqRow, error) {
-	return r.readGlobalAt(ctx, q, seq, gocql.Consistency(gocql.Serial))
+	return r.readGlobalAt(ctx, q, seq, gocql.Serial)
 }
 
 // readGlobalAt reads the GLOBAL partition at cons.
 func (r *Registry) readGlobalAt(ctx context.Context, q cql.SeqQuerier, seq string, cons gocql.Consistency) (*cql.SeqRow, []cql.SeqRow, error) {
 	level := cons.String()
-	if cons == gocql.Consistency(gocql.Serial) {
+	if cons == gocql.Serial {
 		level = "SERIAL" // gocql names only the non-serial levels
 	}
 	rows, err := q.ReadPartition(ctx, cons, seq, cql.PartGlobal)

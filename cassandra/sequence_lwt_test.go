@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/internal/cql"
@@ -32,7 +32,7 @@ type lossySeqQuerier struct {
 	reads  map[string]map[gocql.Consistency]int // partition → consistency → reads, under readMu
 }
 
-func (l *lossySeqQuerier) CASBatch(ctx context.Context, serial gocql.SerialConsistency, cons gocql.Consistency, stmts ...cql.SeqStmt) (bool, error) {
+func (l *lossySeqQuerier) CASBatch(ctx context.Context, serial gocql.Consistency, cons gocql.Consistency, stmts ...cql.SeqStmt) (bool, error) {
 	l.mu.Lock()
 	if l.calls == nil {
 		l.calls = map[string]int{}
@@ -159,7 +159,7 @@ func TestSequenceUnknownOutcomesResolved(t *testing.T) {
 			require.NoError(t, err)
 			reads := l.readCounts()
 			require.Len(t, reads, 2, "reads of GLOBAL and of the data centre only: %v", reads)
-			for part, want := range map[string]gocql.Consistency{cql.PartGlobal: gocql.Consistency(gocql.Serial), cql.DCPart(dc): reg.dcPaxos().read()} {
+			for part, want := range map[string]gocql.Consistency{cql.PartGlobal: gocql.Serial, cql.DCPart(dc): reg.dcPaxos().read()} {
 				require.NotZero(t, reads[part][want], "partition %s read at %v", part, want)
 				require.Len(t, reads[part], 1, "partition %s read at %v only: %v", part, want, reads[part])
 			}

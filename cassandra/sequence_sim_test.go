@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid/cassandra"
 	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/internal/simcql"

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/registry"
@@ -234,7 +234,7 @@ func readTable(t *testing.T, ks *testKeyspace, seq, dc string) tableRows {
 	tr.hosts = map[string][2]uint64{}
 	for _, part := range []string{"global", "dc:" + dc} {
 		iter := ks.Admin.Query(`SELECT kind, key, first, last, next, start, max, lease_first, lease_last FROM "`+ks.Name+`".sequences WHERE seq = ? AND part = ?`,
-			seq, part).Consistency(gocql.Consistency(gocql.Serial)).Iter()
+			seq, part).Consistency(gocql.Serial).Iter()
 		var kind, key string
 		var first int64
 		var last, next, start, mx, lf, ll *int64

@@ -71,7 +71,7 @@ export SNAPID_CLUSTER_NODES="$addrs" SNAPID_CLUSTER_DCS="$dcs"
 export CI="${CI:-true}"
 
 # gocql's own log lines (reconnection attempts to killed nodes) are noise.
-quiet() { grep -vE '^[0-9]{4}/[0-9]{2}/[0-9]{2} [0-9:]{8} gocql: ' || true; }
+quiet() { grep -vE '^[0-9]{4}/[0-9]{2}/[0-9]{2} [0-9:]{8} ([A-Z]{3} )?gocql: ' || true; }
 nodumps() { awk '/^goroutine [0-9]+ \[/ { skip = 1 } /^(=== |--- |PASS|FAIL|ok )/ { skip = 0 } !skip'; }
 
 t=$(date +%s)

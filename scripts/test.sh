@@ -279,11 +279,11 @@ run_alone() {
   shift 2
   out="$(mktemp)"
   env "$env=1" go test -race -count=1 -run "^($tests)\$" -v "$@" >"$out" 2>&1 || {
-    grep -vE '^[0-9]{4}/[0-9]{2}/[0-9]{2} [0-9:]{8} gocql: ' "$out" || true
+    grep -vE '^[0-9]{4}/[0-9]{2}/[0-9]{2} [0-9:]{8} ([A-Z]{3} )?gocql: ' "$out" || true
     rm -f "$out"
     return 1
   }
-  grep -vE '^[0-9]{4}/[0-9]{2}/[0-9]{2} [0-9:]{8} gocql: ' "$out" | grep -E '^(---|ok|PASS|FAIL)' || true
+  grep -vE '^[0-9]{4}/[0-9]{2}/[0-9]{2} [0-9:]{8} ([A-Z]{3} )?gocql: ' "$out" | grep -E '^(---|ok|PASS|FAIL)' || true
   local t
   for t in ${tests//|/ }; do
     grep -q -- "--- PASS: $t " "$out" || {

@@ -21,7 +21,7 @@ import (
 	"strconv"
 	"syscall"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/cassandra"
 	"github.com/snapid/snapid/internal/engine"

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/cassandra"
 	"github.com/snapid/snapid/internal/engine"

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid/admin"
 	"github.com/snapid/snapid/cassandra"
 	"github.com/snapid/snapid/internal/testcluster"
@@ -160,7 +160,7 @@ func TestCheckNamesFindsPlantedProblems(t *testing.T) {
 	defer cancel()
 	old := time.Now().Add(-72 * time.Hour)
 	plant := func(stmt string, args ...any) {
-		require.NoError(t, s.Admin.Query(fmt.Sprintf(stmt, ks), args...).WithContext(ctx).Exec())
+		require.NoError(t, s.Admin.Query(fmt.Sprintf(stmt, ks), args...).ExecContext(ctx))
 	}
 	plant(`INSERT INTO %s.node_names (name, owner, hostname, state, last_seen, registered_at, reserved) VALUES ('Bad-Name', 'o1', 'h1', 'active', toTimestamp(now()), toTimestamp(now()), 0)`)
 	plant(`INSERT INTO %s.node_names (name, owner, hostname, state, last_seen, registered_at, reserved) VALUES ('web-1', 'o2', 'h2', 'active', toTimestamp(now()), toTimestamp(now()), 0)`)
@@ -444,7 +444,7 @@ func TestRegistryConfigFlagsAndEnvironment(t *testing.T) {
 	}{
 		{"defaults", nil, nil, func(t *testing.T, cfg cassandra.Config) {
 			assert.Equal(t, gocql.Consistency(0), cfg.Consistency)
-			assert.Equal(t, gocql.SerialConsistency(0), cfg.SerialConsistency)
+			assert.Equal(t, gocql.Consistency(0), cfg.SerialConsistency)
 			assert.Empty(t, cfg.LocalDC)
 			assert.Nil(t, cfg.Replication)
 			assert.False(t, cfg.AllowFragileReplication)

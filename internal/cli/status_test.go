@@ -248,7 +248,7 @@ func TestNamesAndCheckNamesFromAdmin(t *testing.T) {
 	defer cancel()
 	old := time.Now().Add(-72 * time.Hour)
 	require.NoError(t, s.Admin.Query(fmt.Sprintf(`INSERT INTO %s.node_names (name, owner, hostname, state, last_seen, registered_at, reserved) VALUES ('old_host', 'o3', 'h3', 'active', ?, ?, 7)`, ks),
-		old, old).WithContext(ctx).Exec())
+		old, old).ExecContext(ctx))
 
 	admin := newFakeEnv(t)
 	admin.host = "admin-box"

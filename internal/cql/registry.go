@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -15,7 +15,7 @@ import (
 type Backend struct {
 	DC          string // the coordinator's data centre (Config.LocalDC)
 	Consistency gocql.Consistency
-	Serial      gocql.SerialConsistency
+	Serial      gocql.Consistency
 	Now         func() time.Time
 	// Wait waits d, or until ctx ends, between retries and attempts.
 	Wait    func(ctx context.Context, d time.Duration) error

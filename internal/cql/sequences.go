@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid/registry"
 )
 
@@ -80,7 +80,7 @@ type SeqQuerier interface {
 	// CASBatch runs a conditional batch (one statement or more, one
 	// partition) with the given serial consistency and commit
 	// consistency, and reports whether it was applied.
-	CASBatch(ctx context.Context, serial gocql.SerialConsistency, cons gocql.Consistency, stmts ...SeqStmt) (bool, error)
+	CASBatch(ctx context.Context, serial gocql.Consistency, cons gocql.Consistency, stmts ...SeqStmt) (bool, error)
 	// ReadPartition reads every row of one partition at cons (a serial
 	// consistency for reads that must see every completed LWT).
 	ReadPartition(ctx context.Context, cons gocql.Consistency, seq, part string) ([]SeqRow, error)

@@ -61,7 +61,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid/cassandra"
 	"github.com/snapid/snapid/internal/cql"
 )
@@ -434,7 +434,7 @@ const (
 // lwt runs a conditional request (one statement or a batch on one
 // partition) from dc at SERIAL or LOCAL_SERIAL. When not applied, it
 // returns the rows the conditions were evaluated on.
-func (c *simCluster) lwt(dc string, serial gocql.SerialConsistency, pk string, conds []simCond, writes []simWrite) (bool, simRows, error) {
+func (c *simCluster) lwt(dc string, serial gocql.Consistency, pk string, conds []simCond, writes []simWrite) (bool, simRows, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	local := serial == gocql.LocalSerial
@@ -496,9 +496,9 @@ func (c *simCluster) lwt(dc string, serial gocql.SerialConsistency, pk string, c
 // whether it runs on the data centre's replicas alone.
 func levels(cons gocql.Consistency) (serial, local bool) {
 	switch cons {
-	case gocql.Consistency(gocql.Serial):
+	case gocql.Serial:
 		return true, false
-	case gocql.Consistency(gocql.LocalSerial):
+	case gocql.LocalSerial:
 		return true, true
 	case gocql.LocalQuorum, gocql.LocalOne, gocql.One, gocql.Two, gocql.Three, gocql.Any:
 		return false, true

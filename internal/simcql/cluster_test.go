@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid"
 	"github.com/snapid/snapid/internal/cql"
 	"github.com/snapid/snapid/registry"
@@ -75,7 +75,7 @@ func TestSimClusterAppliedLater(t *testing.T) {
 	for range 20 {
 		p.pending = &simProposal{writes: w, dc: "dc1", fate: true}
 		p.rows = simRows{}
-		rs, err := c.read("dc1", gocql.Consistency(gocql.Serial), simNames+"n")
+		rs, err := c.read("dc1", gocql.Serial, simNames+"n")
 		require.NoError(t, err)
 		if _, ok := rs[""]; !ok {
 			missed++
@@ -90,7 +90,7 @@ func TestSimClusterAppliedLater(t *testing.T) {
 
 	p.pending = &simProposal{writes: w, dc: "dc1", decided: true}
 	p.rows = simRows{}
-	rs, err := c.read("dc1", gocql.Consistency(gocql.Serial), simNames+"n")
+	rs, err := c.read("dc1", gocql.Serial, simNames+"n")
 	require.NoError(t, err)
 	require.Contains(t, rs, "", "a quorum's proposal is completed by a serial read")
 }
@@ -151,6 +151,6 @@ func TestSimClusterFaults(t *testing.T) {
 	var re gocql.RequestError
 	require.ErrorAs(t, err, &re)
 	require.Equal(t, gocql.ErrCodeUnavailable, re.Code())
-	_, err = (&simSeqQuerier{c: c, dc: "dc1"}).ReadPartition(ctx, gocql.Consistency(gocql.LocalSerial), "s", cql.DCPart("dc1"))
+	_, err = (&simSeqQuerier{c: c, dc: "dc1"}).ReadPartition(ctx, gocql.LocalSerial, "s", cql.DCPart("dc1"))
 	require.NoError(t, err, "LOCAL_SERIAL in a cut data centre")
 }

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/snapid/snapid/internal/cql"
 )
 
@@ -17,7 +17,7 @@ import (
 type simQuerier struct {
 	c      *simCluster
 	dc     string
-	serial gocql.SerialConsistency
+	serial gocql.Consistency
 }
 
 func (q *simQuerier) CAS(ctx context.Context, rec *cql.Record, stmt string, args ...any) (bool, error) {
@@ -51,7 +51,7 @@ func (q *simQuerier) SerialRead(ctx context.Context, rec *cql.Record, name strin
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	rs, err := q.c.read(q.dc, gocql.Consistency(q.serial), simNames+name)
+	rs, err := q.c.read(q.dc, q.serial, simNames+name)
 	if err != nil {
 		return false, err
 	}
@@ -111,7 +111,7 @@ func (q *simNumQuerier) Read(ctx context.Context, key string, serial bool) (cql.
 	}
 	cons := gocql.Quorum
 	if serial {
-		cons = gocql.Consistency(gocql.Serial)
+		cons = gocql.Serial
 	}
 	rs, err := q.c.read(q.dc, cons, simNumbers+key)
 	if err != nil {
@@ -158,7 +158,7 @@ func seqCK(kind, key string, first int64) string {
 	return fmt.Sprintf("%s\x00%s\x00%020d", kind, key, first)
 }
 
-func (q *simSeqQuerier) CASBatch(ctx context.Context, serial gocql.SerialConsistency, _ gocql.Consistency, stmts ...cql.SeqStmt) (bool, error) {
+func (q *simSeqQuerier) CASBatch(ctx context.Context, serial gocql.Consistency, _ gocql.Consistency, stmts ...cql.SeqStmt) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 )
 
 // The simulated cluster's reading of the adapter's statements: columns,

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 )
 
 // Environment that scripts/cluster-test.sh sets for the cluster tests,
@@ -131,14 +131,6 @@ func (c *Cluster) replicationCQL() string {
 	return "{'class': 'NetworkTopologyStrategy', " + strings.Join(parts, ", ") + "}"
 }
 
-// quietLogger drops gocql's messages: killed nodes make it log every
-// failed reconnection.
-type quietLogger struct{}
-
-func (quietLogger) Print(...any)          {}
-func (quietLogger) Printf(string, ...any) {}
-func (quietLogger) Println(...any)        {}
-
 func (c *Cluster) clusterConfig(only ...int) *gocql.ClusterConfig {
 	hosts := c.Addrs
 	if len(only) > 0 {
@@ -152,7 +144,9 @@ func (c *Cluster) clusterConfig(only ...int) *gocql.ClusterConfig {
 	cfg.Timeout = 12 * time.Second
 	cfg.ConnectTimeout = 5 * time.Second
 	cfg.ReconnectInterval = time.Second
-	cfg.Logger = quietLogger{}
+	// gocql's messages are dropped: killed nodes make it log every failed
+	// reconnection.
+	cfg.Logger = gocql.NewLogger(gocql.LogLevelNone)
 	if len(only) > 0 {
 		cfg.HostFilter = gocql.WhiteListHostFilter(hosts...)
 	}
@@ -189,7 +183,7 @@ func (c *Cluster) NewKeyspace(tb testing.TB) *Keyspace {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		for {
-			err := k.Admin.Query(`DROP KEYSPACE IF EXISTS "` + k.Name + `"`).WithContext(ctx).Exec()
+			err := k.Admin.Query(`DROP KEYSPACE IF EXISTS "` + k.Name + `"`).ExecContext(ctx)
 			if err == nil {
 				return
 			}
@@ -426,7 +420,7 @@ func (c *Cluster) probe(s *gocql.Session, cl gocql.Consistency) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	var k int
-	err := s.Query("SELECT k FROM " + probeKeyspace + ".probe WHERE k = 0").Consistency(cl).WithContext(ctx).Scan(&k)
+	err := s.Query("SELECT k FROM "+probeKeyspace+".probe WHERE k = 0").Consistency(cl).ScanContext(ctx, &k)
 	if errors.Is(err, gocql.ErrNotFound) {
 		return nil
 	}

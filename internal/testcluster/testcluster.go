@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 )
 
 // Hosts returns the contact points for tests.
@@ -144,7 +144,7 @@ func NewKeyspaceAs(tb testing.TB, auth gocql.Authenticator) *Keyspace {
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := k.Admin.Query(`DROP KEYSPACE IF EXISTS "` + k.Name + `"`).WithContext(ctx).Exec(); err != nil {
+		if err := k.Admin.Query(`DROP KEYSPACE IF EXISTS "` + k.Name + `"`).ExecContext(ctx); err != nil {
 			tb.Errorf("dropping test keyspace %s: %v", k.Name, err)
 		}
 	})
@@ -165,7 +165,7 @@ func (k *Keyspace) Exec(tb testing.TB, stmt string, args ...any) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := k.Admin.Query(stmt, args...).WithContext(ctx).Exec(); err != nil {
+	if err := k.Admin.Query(stmt, args...).ExecContext(ctx); err != nil {
 		tb.Fatalf("%s: %v", stmt, err)
 	}
 }
