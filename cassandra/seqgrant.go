@@ -197,7 +197,14 @@ func (r *Registry) grant(ctx context.Context, q cql.SeqQuerier, seq, dc string, 
 		return err
 	}
 	next, maxN := gi.Next, gi.Max
-	size := max(r.rangeSize(rgs), min)
+	// At most half of what GLOBAL has left above the floor: one data
+	// centre's rate never takes the whole of a capped sequence at once.
+	_, floor := r.sizing()
+	size := r.rangeSize(rgs)
+	if half := max((maxN-next+1)/2, floor); size > half {
+		size = half
+	}
+	size = max(size, min)
 	last := maxN
 	if maxN-next >= size {
 		last = next + size - 1
@@ -328,9 +335,11 @@ func (r *Registry) insertRange(ctx context.Context, q cql.SeqQuerier, seq, dc st
 	if at != nil {
 		when = *at
 	}
-	stmt := cql.SeqStmt{Stmt: r.seqs.stmts.insertRange, Args: []any{seq, cql.DCPart(dc), cql.KindRange, "", int64(first), i64(last), storeNext(next, last), when}}
 	_, err := runLWT(ctx, r.log, "range", seq,
-		func() (bool, error) { return r.dcCAS(ctx, q, stmt) },
+		func() (bool, error) {
+			return r.dcCAS(ctx, q, cql.SeqStmt{Stmt: r.seqs.stmts.insertRange,
+				Args: []any{seq, cql.DCPart(dc), cql.KindRange, "", int64(first), i64(last), storeNext(next, last), when}})
+		},
 		func() (outcome, error) {
 			rows, err := r.readDC(ctx, q, seq, dc)
 			if err != nil {
@@ -339,14 +348,20 @@ func (r *Registry) insertRange(ctx context.Context, q cql.SeqQuerier, seq, dc st
 			if find(rows, cql.KindRange, "", int64(first)) != nil {
 				return outcomeApplied, nil
 			}
+			// The send whose outcome is unknown may have been applied,
+			// leased from and lost with the partition since: sent again
+			// used up (a gap), never whole.
+			next = last + 1
 			return outcomeResend, nil
 		})
 	return err
 }
 
 // rangeSize is the size of the data centre's next range: what its hosts
-// leased from its latest range, per second since that range was granted,
-// times the horizon; at least the floor.
+// leased from its latest range, per second since that range was granted
+// (at least SequenceRepairAfter ago, so that a lease right after a grant,
+// or a granter's clock ahead, makes no huge rate), times the horizon; at
+// least the floor.
 func (r *Registry) rangeSize(rgs []dcRange) uint64 {
 	horizon, floor := r.sizing()
 	if len(rgs) == 0 || rgs[len(rgs)-1].row.At == nil {
@@ -354,8 +369,8 @@ func (r *Registry) rangeSize(rgs []dcRange) uint64 {
 	}
 	latest := rgs[len(rgs)-1]
 	used := latest.next - latest.first
-	elapsed := r.now().Sub(*latest.row.At)
-	if elapsed <= 0 || used == 0 {
+	elapsed := max(r.now().Sub(*latest.row.At), SequenceRepairAfter)
+	if used == 0 {
 		return floor
 	}
 	perHorizon := float64(used) / elapsed.Seconds() * horizon.Seconds()

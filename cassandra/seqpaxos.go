@@ -83,22 +83,22 @@ func paxosFor(repl map[string]string, dc string) (dcPaxos, int) {
 }
 
 // seqPaxos decides how data centre dc's partitions are kept, from the
-// keyspace's replication as stored.
-func (r *Registry) seqPaxos(ctx context.Context, dc string) (dcPaxos, error) {
+// keyspace's replication as stored, which it returns rendered.
+func (r *Registry) seqPaxos(ctx context.Context, dc string) (dcPaxos, string, error) {
 	repl, err := r.keyspaceReplication(ctx)
 	if err != nil {
-		return dcPaxos{}, fmt.Errorf("snapid: %w: reading keyspace %s's replication, which decides how data centre %q keeps sequences: %w",
+		return dcPaxos{}, "", fmt.Errorf("snapid: %w: reading keyspace %s's replication, which decides how data centre %q keeps sequences: %w",
 			registry.ErrRegistry, r.ks, dc, err)
 	}
 	if repl == nil {
-		return dcPaxos{}, fmt.Errorf("snapid: %w: keyspace %s does not exist (create it: snapctl setup)", registry.ErrRegistry, r.ks)
+		return dcPaxos{}, "", fmt.Errorf("snapid: %w: keyspace %s does not exist (create it: snapctl setup)", registry.ErrRegistry, r.ks)
 	}
 	decide := paxosFor
 	if r.seqs.paxosFor != nil {
 		decide = r.seqs.paxosFor
 	}
 	p, _ := decide(repl, dc)
-	return p, nil
+	return p, renderMap(repl), nil
 }
 
 // dcAddrs returns the addresses of the nodes of data centre dc that the
@@ -153,28 +153,29 @@ const paxosRecheck = 10 * time.Second
 
 // checkPaxos reads the keyspace's replication again, at most once per
 // paxosRecheck, and refuses (ErrRegistry) to read or write the data
-// centre's partition when it now keeps it the other way: after an ALTER KEYSPACE,
-// Registries opened before it would run one kind of Paxos on the partition
-// and those opened after the other, and the two need not share a quorum.
-// A Registry without a session (the simulated cluster's) has nothing to
-// read.
+// centre's partition once it changed: the partition may now be kept the
+// other way (Registries opened before and after an ALTER KEYSPACE would
+// run SERIAL and LOCAL_SERIAL on it, and the two need not share a
+// quorum), or the same way among replicas some of which are new and empty
+// until a full repair. A Registry without a session (the simulated
+// cluster's) has nothing to read.
 func (r *Registry) checkPaxos(ctx context.Context) error {
 	st := &r.seqs
 	st.mu.Lock()
 	fresh := r.session == nil || r.now().Sub(st.paxosAt) < paxosRecheck
-	had, dc := st.paxos, st.dc
+	had, hadRepl, dc := st.paxos, st.repl, st.dc
 	st.mu.Unlock()
 	if fresh {
 		return nil
 	}
-	now, err := r.seqPaxos(ctx, dc)
+	now, repl, err := r.seqPaxos(ctx, dc)
 	if err != nil {
 		return err
 	}
-	if now != had {
-		return fmt.Errorf("snapid: %w: keyspace %s's replication changed while this program ran: data centre %q's sequences are now kept at %s, "+
-			"and this program keeps them at %s; nothing was leased: stop this data centre's programs, run the full repair the change needs, "+
-			"and start them again", registry.ErrRegistry, r.ks, dc, now, had)
+	if now != had || repl != hadRepl {
+		return fmt.Errorf("snapid: %w: keyspace %s's replication changed while this program ran, from %s to %s "+
+			"(data centre %q's sequences kept at %s, now at %s); nothing was leased: stop this data centre's programs, "+
+			"run the full repair the change needs, and start them again", registry.ErrRegistry, r.ks, hadRepl, repl, dc, had, now)
 	}
 	st.mu.Lock()
 	st.paxosAt = r.now()

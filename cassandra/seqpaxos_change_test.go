@@ -42,7 +42,7 @@ func TestSequenceReplicationChangeRefused(t *testing.T) {
 	_, err = old.LeaseSequence(t.Context(), req)
 	require.ErrorIs(t, err, registry.ErrRegistry)
 	require.ErrorContains(t, err, "replication changed while this program ran")
-	require.ErrorContains(t, err, "now kept at LOCAL_SERIAL")
+	require.ErrorContains(t, err, "kept at SERIAL, now at LOCAL_SERIAL")
 	var last int64
 	require.NoError(t, ks.Admin.Query(`SELECT lease_last FROM "`+ks.Name+`".sequences WHERE seq = ? AND part = ? AND kind = ? AND key = ? AND first = 0`,
 		"change", cql.DCPart(dc), cql.KindHost, h.Name).Consistency(gocql.One).Scan(&last))

@@ -164,6 +164,7 @@ type seqState struct {
 	mu      sync.Mutex
 	dc      string
 	paxos   dcPaxos   // how dc's partitions are kept (seqpaxos.go)
+	repl    string    // the keyspace's replication paxos was decided from
 	paxosAt time.Time // when the replication paxos comes from was last read
 	q       cql.SeqQuerier
 	session *gocql.Session // the data centre's session, closed with the Registry
@@ -247,7 +248,7 @@ func (r *Registry) seqQuerier(ctx context.Context) (cql.SeqQuerier, string, erro
 			return nil, "", err
 		}
 	}
-	paxos, err := r.seqPaxos(ctx, dc)
+	paxos, repl, err := r.seqPaxos(ctx, dc)
 	if err != nil {
 		return nil, "", err
 	}
@@ -268,7 +269,7 @@ func (r *Registry) seqQuerier(ctx context.Context) (cql.SeqQuerier, string, erro
 	if err != nil {
 		return nil, "", fmt.Errorf("snapid: %w: connecting to data centre %q for sequences: %w", registry.ErrRegistry, dc, err)
 	}
-	st.session, st.dc, st.paxos, st.paxosAt = s, dc, paxos, r.now()
+	st.session, st.dc, st.paxos, st.repl, st.paxosAt = s, dc, paxos, repl, r.now()
 	st.stmts = newSeqStatements(r.ks)
 	st.q = retryReads(&gocqlSeqQuerier{s: s, stmts: st.stmts}, r.log)
 	return st.q, dc, nil

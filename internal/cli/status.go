@@ -119,8 +119,8 @@ func cmdStatus(ctx context.Context, c *cli, args []string) error {
 	reg, err := c.connect(ctx, &rf, true)
 	var ue usageError
 	switch {
-	case errors.As(err, &ue):
-		return err // the registry's settings: nothing to look at
+	case errors.As(err, &ue), errors.Is(err, registry.ErrInvalidOption):
+		return err // the registry's settings (a malformed host list, say): nothing to look at
 	case err != nil:
 		attention("the registry could not be read: %s", oneLine(describe("status", err)))
 	case reg == nil:
