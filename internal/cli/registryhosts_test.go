@@ -10,9 +10,8 @@ import (
 
 // A host list that cannot be parsed (a port out of range, a bracket left
 // open) is bad input like a blank one: every command that reads it refuses
-// it with exit status 2 before anything is made. status reports it as an
-// item needing attention (exit 1) instead, as if the registry had been
-// unreachable.
+// it with exit status 2 before anything is made, status too (not as an
+// item needing attention, as if the registry had been unreachable).
 func TestMalformedRegistryHostsRefused(t *testing.T) {
 	t.Parallel()
 	commands := [][]string{{"next"}, {"register"}, {"release"}, {"status"}, {"names"}, {"check-names"},

@@ -53,11 +53,9 @@ func advReplyRegistry(t *testing.T, c *simCluster, dc string, q *advReplyQuerier
 // timeout). Before the granter resolves that outcome, another host leases
 // from the range, and the data centre's partition is lost (the case
 // TestSimLossRightAfterAGrant covers). The granter's resolving read finds
-// no range row and sends the insert again: the range comes back whole, at
-// its first number, and the numbers the other host leased are leased again.
-// The docs promise a missing range "comes back used up, never at its first
-// number".
-func TestSimResendAfterLossRewritesRangeWhole(t *testing.T) {
+// no range row and sends the insert again used up, never whole: nothing
+// the other host leased is leased again.
+func TestSimRangeResentUsedUpAfterALoss(t *testing.T) {
 	c := newSimCluster(rand.New(rand.NewPCG(21, 21)))
 	const dc, seq = "dc1", "s"
 	ctx := context.Background()
@@ -85,7 +83,7 @@ func TestSimResendAfterLossRewritesRangeWhole(t *testing.T) {
 		l2.First, l2.Last, l1.First, l1.Last)
 }
 
-// What holds: with a repairer's clock more than SequenceRepairAfter ahead
+// With a repairer's clock more than SequenceRepairAfter ahead
 // of the granter's, the grant looks old at once; a third host adds the lost
 // range back used up before the granter's resend, which then finds it
 // (IF NOT EXISTS). Nothing is leased twice.
@@ -128,12 +126,12 @@ func TestSimResendAfterLossRepairedFirstHolds(t *testing.T) {
 // rangeSize estimates the data centre's rate from its latest range's use
 // over the time since its grant, by the grant row's `at` (the granter's
 // clock) and the Registry's own clock. A host whose clock is 1 ms ahead
-// of the granter's (or a lease right after a grant) makes that time
-// tiny and the rate huge: the next grant takes the whole rest of a
-// capped sequence (up to 2^61 numbers), and another data centre, which
-// never takes a range of this one's, finds it exhausted after 128 of a
-// million numbers were leased.
-func TestSimSkewedClockTakesTheWholeSequence(t *testing.T) {
+// of the granter's (or a lease right after a grant) would make that time
+// tiny and the rate huge, and the next grant take the whole rest of a
+// capped sequence, leaving another data centre, which never takes a range
+// of this one's, exhausted: the interval counts at least
+// SequenceRepairAfter, and a range takes at most half of what is left.
+func TestSimSkewedClockLeavesOtherDataCentresNumbers(t *testing.T) {
 	c := newSimCluster(rand.New(rand.NewPCG(23, 23)))
 	const seq = "s"
 	ctx := context.Background()
