@@ -15,16 +15,16 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// advSeqQuerier is the simulated sequences querier with hooks run before
+// hookedSeqQuerier is the simulated sequences querier with hooks run before
 // (fail: an error instead of sending) and after every conditional batch.
-type advSeqQuerier struct {
+type hookedSeqQuerier struct {
 	simSeqQuerier
 	fail   func(serial gocql.SerialConsistency, stmts []cql.SeqStmt) error
 	after  func(serial gocql.SerialConsistency, stmts []cql.SeqStmt, applied bool)
 	onRead func(cons gocql.Consistency, part string) // after each partition read
 }
 
-func (q *advSeqQuerier) ReadPartition(ctx context.Context, cons gocql.Consistency, seq, part string) ([]cql.SeqRow, error) {
+func (q *hookedSeqQuerier) ReadPartition(ctx context.Context, cons gocql.Consistency, seq, part string) ([]cql.SeqRow, error) {
 	rows, err := q.simSeqQuerier.ReadPartition(ctx, cons, seq, part)
 	if q.onRead != nil {
 		q.onRead(cons, part)
@@ -32,7 +32,7 @@ func (q *advSeqQuerier) ReadPartition(ctx context.Context, cons gocql.Consistenc
 	return rows, err
 }
 
-func (q *advSeqQuerier) CASBatch(ctx context.Context, serial gocql.SerialConsistency, cons gocql.Consistency, stmts ...cql.SeqStmt) (bool, error) {
+func (q *hookedSeqQuerier) CASBatch(ctx context.Context, serial gocql.SerialConsistency, cons gocql.Consistency, stmts ...cql.SeqStmt) (bool, error) {
 	if q.fail != nil {
 		if err := q.fail(serial, stmts); err != nil {
 			return false, err
@@ -45,15 +45,15 @@ func (q *advSeqQuerier) CASBatch(ctx context.Context, serial gocql.SerialConsist
 	return applied, err
 }
 
-// advRegistry is a Registry of data centre dc over c whose sequences
+// hookedRegistry is a Registry of data centre dc over c whose sequences
 // querier runs after after every batch.
-func advRegistry(t *testing.T, c *simCluster, dc string, q *advSeqQuerier) cql.Registry {
+func hookedRegistry(t *testing.T, c *simCluster, dc string, q *hookedSeqQuerier) cql.Registry {
 	t.Helper()
-	return advRegistryAt(t, c, dc, q, time.Now)
+	return hookedRegistryAt(t, c, dc, q, time.Now)
 }
 
-// advRegistryAt is advRegistry with now as its clock.
-func advRegistryAt(t *testing.T, c *simCluster, dc string, q *advSeqQuerier, now func() time.Time) cql.Registry {
+// hookedRegistryAt is hookedRegistry with now as its clock.
+func hookedRegistryAt(t *testing.T, c *simCluster, dc string, q *hookedSeqQuerier, now func() time.Time) cql.Registry {
 	t.Helper()
 	q.simSeqQuerier = simSeqQuerier{c: c, dc: dc}
 	c.mu.Lock()
@@ -70,8 +70,8 @@ func advRegistryAt(t *testing.T, c *simCluster, dc string, q *advSeqQuerier, now
 	return r
 }
 
-// advLease claims name in r and leases n numbers of seq for it.
-func advLease(t *testing.T, r cql.Registry, seq, name string, n uint64) registry.SequenceLease {
+// claimAndLease claims name in r and leases n numbers of seq for it.
+func claimAndLease(t *testing.T, r cql.Registry, seq, name string, n uint64) registry.SequenceLease {
 	t.Helper()
 	ctx := context.Background()
 	h, err := r.Claim(ctx, registry.Claim{Name: name, Owner: strings.Repeat("a", 31) + name[len(name)-1:]})
@@ -81,12 +81,12 @@ func advLease(t *testing.T, r cql.Registry, seq, name string, n uint64) registry
 	return l
 }
 
-// advIsRangeInsert is whether stmts is insertRange's INSERT … IF NOT EXISTS.
-func advIsRangeInsert(stmts []cql.SeqStmt) bool {
+// isRangeInsert is whether stmts is insertRange's INSERT … IF NOT EXISTS.
+func isRangeInsert(stmts []cql.SeqStmt) bool {
 	return len(stmts) == 1 && strings.Contains(stmts[0].Stmt, "IF NOT EXISTS") && len(stmts[0].Args) > 2 && stmts[0].Args[2] == cql.KindRange
 }
 
-func advOverlap(a, b registry.SequenceLease) bool { return a.First <= b.Last && b.First <= a.Last }
+func leasesOverlap(a, b registry.SequenceLease) bool { return a.First <= b.Last && b.First <= a.Last }
 
 // A data centre cut off from the cluster's quorum right after its range
 // was written leases from it all the same; its replicas then lose its
@@ -97,30 +97,30 @@ func TestSimLossRightAfterAGrant(t *testing.T) {
 	c := newSimCluster(rand.New(rand.NewPCG(7, 7)))
 	const dc, seq = "dc1", "s"
 	cutOnce := true
-	q := &advSeqQuerier{after: func(serial gocql.SerialConsistency, stmts []cql.SeqStmt, applied bool) {
+	q := &hookedSeqQuerier{after: func(serial gocql.SerialConsistency, stmts []cql.SeqStmt, applied bool) {
 		// The range row written at LOCAL_SERIAL: the DC is cut off now.
-		if cutOnce && applied && serial == gocql.LocalSerial && advIsRangeInsert(stmts) {
+		if cutOnce && applied && serial == gocql.LocalSerial && isRangeInsert(stmts) {
 			cutOnce = false
 			c.SetCut(dc, true)
 		}
 	}}
 	now := time.Now()
-	r := advRegistryAt(t, c, dc, q, func() time.Time { return now })
+	r := hookedRegistryAt(t, c, dc, q, func() time.Time { return now })
 	_, err := r.CreateSequence(context.Background(), seq, 1, 1_000_000)
 	require.NoError(t, err)
 
-	l1 := advLease(t, r, seq, "h1", 8)
+	l1 := claimAndLease(t, r, seq, "h1", 8)
 	require.False(t, cutOnce, "the data centre was cut off after the range was written")
 	c.LoseSequences(dc)
 	c.SetCut(dc, false)
-	l2 := advLease(t, r, seq, "h2", 8)
-	require.False(t, advOverlap(l1, l2), "h1 leased [%d, %d], h2 leased [%d, %d] again", l1.First, l1.Last, l2.First, l2.Last)
+	l2 := claimAndLease(t, r, seq, "h2", 8)
+	require.False(t, leasesOverlap(l1, l2), "h1 leased [%d, %d], h2 leased [%d, %d] again", l1.First, l1.Last, l2.First, l2.Last)
 
 	now = now.Add(2 * cassandra.SequenceRepairAfter)
 	c.LoseSequences(dc)
-	l3 := advLease(t, r, seq, "h3", 8)
+	l3 := claimAndLease(t, r, seq, "h3", 8)
 	for _, l := range []registry.SequenceLease{l1, l2} {
-		require.False(t, advOverlap(l, l3), "[%d, %d] leased again as [%d, %d]", l.First, l.Last, l3.First, l3.Last)
+		require.False(t, leasesOverlap(l, l3), "[%d, %d] leased again as [%d, %d]", l.First, l.Last, l3.First, l3.Last)
 	}
 	st, err := r.SequenceStatus(context.Background(), seq)
 	require.NoError(t, err)
@@ -139,14 +139,14 @@ func TestSimLossAfterAGranterDied(t *testing.T) {
 	c := newSimCluster(rand.New(rand.NewPCG(8, 8)))
 	const dc, seq = "dc1", "s"
 	insertFails := true
-	q := &advSeqQuerier{fail: func(_ gocql.SerialConsistency, stmts []cql.SeqStmt) error {
-		if insertFails && advIsRangeInsert(stmts) {
+	q := &hookedSeqQuerier{fail: func(_ gocql.SerialConsistency, stmts []cql.SeqStmt) error {
+		if insertFails && isRangeInsert(stmts) {
 			return simErrUnavailable
 		}
 		return nil
 	}}
 	now := time.Now()
-	r := advRegistryAt(t, c, dc, q, func() time.Time { return now })
+	r := hookedRegistryAt(t, c, dc, q, func() time.Time { return now })
 	ctx := context.Background()
 	_, err := r.CreateSequence(ctx, seq, 1, 1_000_000)
 	require.NoError(t, err)
@@ -156,7 +156,7 @@ func TestSimLossAfterAGranterDied(t *testing.T) {
 	require.ErrorIs(t, err, registry.ErrRegistry, "the range could not be written")
 	insertFails = false
 	now = now.Add(2 * cassandra.SequenceRepairAfter)
-	l := advLease(t, r, seq, "h2", 8)
+	l := claimAndLease(t, r, seq, "h2", 8)
 	st, err := r.SequenceStatus(ctx, seq)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(st.Grants), 2, "the grant without its range, and the one leased from")
@@ -170,7 +170,7 @@ func TestSimLossAfterAGranterDied(t *testing.T) {
 func TestSimLossAtTheTop(t *testing.T) {
 	c := newSimCluster(rand.New(rand.NewPCG(10, 10)))
 	const dc, seq = "dc1", "s"
-	r := advRegistry(t, c, dc, &advSeqQuerier{})
+	r := hookedRegistry(t, c, dc, &hookedSeqQuerier{})
 	ctx := context.Background()
 	top := registry.MaxSequence
 	_, err := r.CreateSequence(ctx, seq, top-199, top)
@@ -217,7 +217,7 @@ func TestSimStatusReadDuringAGrant(t *testing.T) {
 	c := newSimCluster(rand.New(rand.NewPCG(11, 11)))
 	const dc, seq = "dc1", "s"
 	ctx := context.Background()
-	granter := advRegistry(t, c, dc, &advSeqQuerier{})
+	granter := hookedRegistry(t, c, dc, &hookedSeqQuerier{})
 	_, err := granter.CreateSequence(ctx, seq, 1, 1_000_000)
 	require.NoError(t, err)
 	h, err := granter.Claim(ctx, registry.Claim{Name: "h1", Owner: strings.Repeat("a", 32)})
@@ -225,7 +225,7 @@ func TestSimStatusReadDuringAGrant(t *testing.T) {
 	l, err := granter.LeaseSequence(ctx, registry.LeaseRequest{Sequence: seq, Name: "h1", Owner: h.Owner, Session: h.Session, Size: 8, Min: 8})
 	require.NoError(t, err)
 	armed := true
-	auditor := advRegistry(t, c, dc, &advSeqQuerier{onRead: func(cons gocql.Consistency, part string) {
+	auditor := hookedRegistry(t, c, dc, &hookedSeqQuerier{onRead: func(cons gocql.Consistency, part string) {
 		if armed && cons == gocql.Quorum && part == cql.PartGlobal {
 			armed = false
 			// Right after the auditor's read of GLOBAL: a lease that

@@ -14,15 +14,15 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// advReplyQuerier is the simulated sequences querier whose reply to a
+// replyQuerier is the simulated sequences querier whose reply to a
 // conditional batch can be replaced, after the batch ran, by reply's error
 // (an unknown outcome: the batch may have been applied).
-type advReplyQuerier struct {
+type replyQuerier struct {
 	simSeqQuerier
 	reply func(serial gocql.SerialConsistency, stmts []cql.SeqStmt, applied bool) error
 }
 
-func (q *advReplyQuerier) CASBatch(ctx context.Context, serial gocql.SerialConsistency, cons gocql.Consistency, stmts ...cql.SeqStmt) (bool, error) {
+func (q *replyQuerier) CASBatch(ctx context.Context, serial gocql.SerialConsistency, cons gocql.Consistency, stmts ...cql.SeqStmt) (bool, error) {
 	applied, err := q.simSeqQuerier.CASBatch(ctx, serial, cons, stmts...)
 	if err == nil && q.reply != nil {
 		if rerr := q.reply(serial, stmts, applied); rerr != nil {
@@ -32,7 +32,7 @@ func (q *advReplyQuerier) CASBatch(ctx context.Context, serial gocql.SerialConsi
 	return applied, err
 }
 
-func advReplyRegistry(t *testing.T, c *simCluster, dc string, q *advReplyQuerier, now func() time.Time) cql.Registry {
+func replyRegistry(t *testing.T, c *simCluster, dc string, q *replyQuerier, now func() time.Time) cql.Registry {
 	t.Helper()
 	q.simSeqQuerier = simSeqQuerier{c: c, dc: dc}
 	c.mu.Lock()
@@ -61,25 +61,25 @@ func TestSimRangeResentUsedUpAfterALoss(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	clock := func() time.Time { return now }
-	other := advRegistryAt(t, c, dc, &advSeqQuerier{}, clock)
+	other := hookedRegistryAt(t, c, dc, &hookedSeqQuerier{}, clock)
 	var l2 registry.SequenceLease
 	armed := true
-	g := advReplyRegistry(t, c, dc, &advReplyQuerier{reply: func(serial gocql.SerialConsistency, stmts []cql.SeqStmt, applied bool) error {
-		if !armed || !applied || serial != gocql.LocalSerial || !advIsRangeInsert(stmts) {
+	g := replyRegistry(t, c, dc, &replyQuerier{reply: func(serial gocql.SerialConsistency, stmts []cql.SeqStmt, applied bool) error {
+		if !armed || !applied || serial != gocql.LocalSerial || !isRangeInsert(stmts) {
 			return nil
 		}
 		armed = false
 		// The range is there: another host leases from it, then the data
 		// centre's replicas lose the partition; the granter's reply is lost.
-		l2 = advLease(t, other, seq, "h2", 8)
+		l2 = claimAndLease(t, other, seq, "h2", 8)
 		require.True(t, c.LoseSequences(dc))
 		return simErrWriteTimeout
 	}}, clock)
 	_, err := g.CreateSequence(ctx, seq, 1, 1_000_000)
 	require.NoError(t, err)
-	l1 := advLease(t, g, seq, "h1", 8)
+	l1 := claimAndLease(t, g, seq, "h1", 8)
 	require.False(t, armed, "the range insert's reply was lost")
-	require.False(t, advOverlap(l1, l2), "h2 leased [%d, %d] from the range, lost with the partition; h1 leased [%d, %d] again",
+	require.False(t, leasesOverlap(l1, l2), "h2 leased [%d, %d] from the range, lost with the partition; h1 leased [%d, %d] again",
 		l2.First, l2.Last, l1.First, l1.Last)
 }
 
@@ -94,18 +94,18 @@ func TestSimResendAfterLossRepairedFirstHolds(t *testing.T) {
 	now := time.Now()
 	clock := func() time.Time { return now }
 	ahead := func() time.Time { return now.Add(2 * cassandra.SequenceRepairAfter) }
-	other := advRegistryAt(t, c, dc, &advSeqQuerier{}, clock)
-	repairer := advRegistryAt(t, c, dc, &advSeqQuerier{}, ahead)
+	other := hookedRegistryAt(t, c, dc, &hookedSeqQuerier{}, clock)
+	repairer := hookedRegistryAt(t, c, dc, &hookedSeqQuerier{}, ahead)
 	var l2, l3 registry.SequenceLease
 	armed := true
-	g := advReplyRegistry(t, c, dc, &advReplyQuerier{reply: func(serial gocql.SerialConsistency, stmts []cql.SeqStmt, applied bool) error {
-		if !armed || !applied || serial != gocql.LocalSerial || !advIsRangeInsert(stmts) {
+	g := replyRegistry(t, c, dc, &replyQuerier{reply: func(serial gocql.SerialConsistency, stmts []cql.SeqStmt, applied bool) error {
+		if !armed || !applied || serial != gocql.LocalSerial || !isRangeInsert(stmts) {
 			return nil
 		}
 		armed = false
-		l2 = advLease(t, other, seq, "h2", 8)
+		l2 = claimAndLease(t, other, seq, "h2", 8)
 		require.True(t, c.LoseSequences(dc))
-		l3 = advLease(t, repairer, seq, "h3", 8)
+		l3 = claimAndLease(t, repairer, seq, "h3", 8)
 		return simErrWriteTimeout
 	}}, clock)
 	_, err := g.CreateSequence(ctx, seq, 1, 1_000_000)
@@ -118,7 +118,7 @@ func TestSimResendAfterLossRepairedFirstHolds(t *testing.T) {
 	ls := []registry.SequenceLease{l1, l2, l3}
 	for i := range ls {
 		for j := i + 1; j < len(ls); j++ {
-			require.False(t, advOverlap(ls[i], ls[j]), "[%d, %d] and [%d, %d]", ls[i].First, ls[i].Last, ls[j].First, ls[j].Last)
+			require.False(t, leasesOverlap(ls[i], ls[j]), "[%d, %d] and [%d, %d]", ls[i].First, ls[i].Last, ls[j].First, ls[j].Last)
 		}
 	}
 }
@@ -136,13 +136,13 @@ func TestSimSkewedClockLeavesOtherDataCentresNumbers(t *testing.T) {
 	const seq = "s"
 	ctx := context.Background()
 	now := time.Now()
-	granter := advRegistryAt(t, c, "dc1", &advSeqQuerier{}, func() time.Time { return now })
-	ahead := advRegistryAt(t, c, "dc1", &advSeqQuerier{}, func() time.Time { return now.Add(time.Millisecond) })
-	other := advRegistryAt(t, c, "dc2", &advSeqQuerier{}, func() time.Time { return now })
+	granter := hookedRegistryAt(t, c, "dc1", &hookedSeqQuerier{}, func() time.Time { return now })
+	ahead := hookedRegistryAt(t, c, "dc1", &hookedSeqQuerier{}, func() time.Time { return now.Add(time.Millisecond) })
+	other := hookedRegistryAt(t, c, "dc2", &hookedSeqQuerier{}, func() time.Time { return now })
 	_, err := granter.CreateSequence(ctx, seq, 1, 1_000_000)
 	require.NoError(t, err)
-	advLease(t, granter, seq, "h1", simRangeFloor) // dc1's first range, used up
-	advLease(t, ahead, seq, "h2", simRangeFloor)   // dc1's second range
+	claimAndLease(t, granter, seq, "h1", simRangeFloor) // dc1's first range, used up
+	claimAndLease(t, ahead, seq, "h2", simRangeFloor)   // dc1's second range
 	c.Settle()
 	st, err := granter.SequenceStatus(ctx, seq)
 	require.NoError(t, err)
