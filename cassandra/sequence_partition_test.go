@@ -2,6 +2,7 @@ package cassandra
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -114,7 +115,9 @@ func TestSequenceTwoDCPartition(t *testing.T) {
 			v, err := sd.seq.NextContext(ctx)
 			cancel()
 			if stops && err != nil {
-				require.ErrorIs(t, err, snapid.ErrRegistry, "host in %s", sd.dc)
+				// The registry's refusal, or the minute ending while
+				// the process's own refill waits for it.
+				require.True(t, errors.Is(err, snapid.ErrRegistry) || errors.Is(err, context.DeadlineExceeded), "host in %s: %v", sd.dc, err)
 				sd.cut = true
 				break
 			}

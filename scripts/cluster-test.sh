@@ -25,7 +25,7 @@ cd "$(dirname "$0")/.."
 
 NODES=3
 DCS=2
-TESTS='TestClusterNodeFailures|TestClusterPartition|TestClusterLocalSerialSplitBrain|TestClusterCoordinatorKilledMidClaim|TestClusterNemesis|TestSequenceTwoDCPartition'
+TESTS='TestClusterNodeFailures|TestClusterPartition|TestClusterLocalSerialSplitBrain|TestClusterCoordinatorKilledMidClaim|TestClusterNemesis|TestSequenceTwoDCPartition|TestClusterSequenceReplicaLoss'
 # SNAPID_CLUSTER_TESTS=TestA|TestB runs only those (and no benchmark).
 if [[ -n "${SNAPID_CLUSTER_TESTS:-}" ]]; then
   TESTS="$SNAPID_CLUSTER_TESTS"
