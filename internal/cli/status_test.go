@@ -100,7 +100,9 @@ func TestStatusAndRegister(t *testing.T) {
 	st, r = statusJSON(t, a)
 	syscall.Close(fd)
 	require.Equal(t, exitProblems, r.code)
-	assert.Equal(t, 1, *st.Processes)
+	// At least the lock taken above (the whole package's tests run in one
+	// process, and in-process commands' locks can still be let go).
+	assert.GreaterOrEqual(t, *st.Processes, 1)
 	assert.Contains(t, strings.Join(st.Attention, "|"), "superseded")
 
 	// Host b takes web_1 over.
