@@ -142,10 +142,23 @@ func NewKeyspaceAs(tb testing.TB, auth gocql.Authenticator) *Keyspace {
 	hosts := Require(tb)
 	k := &Keyspace{Hosts: hosts, Name: "snapid_test_" + randomHex(tb), Admin: Session(tb, hosts, auth)}
 	tb.Cleanup(func() {
+		// Right after the node restarted (the outage test), the session
+		// may not have reconnected yet ("no hosts available in the
+		// pool"): the drop is tried again until it works or the minute
+		// ends.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := k.Admin.Query(`DROP KEYSPACE IF EXISTS "` + k.Name + `"`).ExecContext(ctx); err != nil {
-			tb.Errorf("dropping test keyspace %s: %v", k.Name, err)
+		for {
+			err := k.Admin.Query(`DROP KEYSPACE IF EXISTS "` + k.Name + `"`).ExecContext(ctx)
+			if err == nil {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				tb.Errorf("dropping test keyspace %s: %v", k.Name, err)
+				return
+			case <-time.After(time.Second):
+			}
 		}
 	})
 	return k
