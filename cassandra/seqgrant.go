@@ -348,10 +348,15 @@ func (r *Registry) insertRange(ctx context.Context, q cql.SeqQuerier, seq, dc st
 			if find(rows, cql.KindRange, "", int64(first)) != nil {
 				return outcomeApplied, nil
 			}
-			// The send whose outcome is unknown may have been applied,
-			// leased from and lost with the partition since: sent again
-			// used up (a gap), never whole.
-			next = last + 1
+			if len(rows) == 0 {
+				// No row at all: the send whose outcome is unknown may
+				// have been applied, leased from, and lost with the whole
+				// partition since. Sent again used up (a gap), never
+				// whole. A partition with rows was not lost (or was filled
+				// again within the resolution's seconds, a second fault):
+				// the send goes again as it was, which leaves no gap.
+				next = last + 1
+			}
 			return outcomeResend, nil
 		})
 	return err

@@ -120,10 +120,10 @@ func TestSequenceUnknownOutcomesResolved(t *testing.T) {
 					return lossPlan{loseReply: true, err: errCASTimeout}
 				case "drop request":
 					if len(stmts[0].Args) > 2 && stmts[0].Args[2] == cql.KindRange && strings.HasPrefix(stmts[0].Stmt, "INSERT") {
-						// A range insertion whose outcome is unknown is
-						// sent again used up (a gap: it may have been
-						// applied, leased from and lost): dropping the
-						// first send of every one would use up every range.
+						// A range insertion whose outcome is unknown into
+						// an empty partition is sent again used up (a gap:
+						// it may have been applied, leased from and lost
+						// with the partition): the first range would be.
 						return lossPlan{}
 					}
 					return lossPlan{dropRequest: true, err: errCASTimeout}
