@@ -180,19 +180,8 @@ func (c *Cluster) NewKeyspace(tb testing.TB) *Keyspace {
 		// tried again until the nodes agree. A keyspace left behind harms
 		// nothing (the cluster's next start wipes its state), so it is
 		// reported, not failed.
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		for {
-			err := k.Admin.Query(`DROP KEYSPACE IF EXISTS "` + k.Name + `"`).ExecContext(ctx)
-			if err == nil {
-				return
-			}
-			select {
-			case <-ctx.Done():
-				tb.Logf("test keyspace %s left in the test cluster (its next start wipes it): %v", k.Name, err)
-				return
-			case <-time.After(2 * time.Second):
-			}
+		if err := k.drop(2*time.Minute, 2*time.Second); err != nil {
+			tb.Logf("test keyspace %s left in the test cluster (its next start wipes it): %v", k.Name, err)
 		}
 	})
 	return k

@@ -146,25 +146,33 @@ func NewKeyspaceAs(tb testing.TB, auth gocql.Authenticator) *Keyspace {
 		// may not have reconnected yet ("no hosts available in the
 		// pool"): the drop is tried again until it works or the minute
 		// ends.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		for {
-			err := k.Admin.Query(`DROP KEYSPACE IF EXISTS "` + k.Name + `"`).ExecContext(ctx)
-			if err == nil {
-				return
-			}
-			select {
-			case <-ctx.Done():
-				tb.Errorf("dropping test keyspace %s: %v", k.Name, err)
-				return
-			case <-time.After(time.Second):
-			}
+		if err := k.drop(time.Minute, time.Second); err != nil {
+			tb.Errorf("dropping test keyspace %s: %v", k.Name, err)
 		}
 	})
 	return k
 }
 
 // randomHex returns 12 random hex digits.
+// drop drops the keyspace, trying again every pause until it works or
+// budget ends (a session that has not reconnected yet, a coordinator that
+// does not know the keyspace's tables yet), and returns the last error.
+func (k *Keyspace) drop(budget, pause time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	for {
+		err := k.Admin.Query(`DROP KEYSPACE IF EXISTS "` + k.Name + `"`).ExecContext(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+	}
+}
+
 func randomHex(tb testing.TB) string {
 	b := make([]byte, 6)
 	if _, err := rand.Read(b); err != nil {
