@@ -16,11 +16,14 @@ import (
 )
 
 // hookedSeqQuerier is the simulated sequences querier with hooks run before
-// (fail: an error instead of sending) and after every conditional batch.
+// (fail: an error instead of sending) and after every conditional batch
+// (after; reply: an error replacing its reply once it ran, an unknown
+// outcome).
 type hookedSeqQuerier struct {
 	simSeqQuerier
 	fail   func(serial gocql.SerialConsistency, stmts []cql.SeqStmt) error
 	after  func(serial gocql.SerialConsistency, stmts []cql.SeqStmt, applied bool)
+	reply  func(serial gocql.SerialConsistency, stmts []cql.SeqStmt, applied bool) error
 	onRead func(cons gocql.Consistency, part string) // after each partition read
 }
 
@@ -41,6 +44,11 @@ func (q *hookedSeqQuerier) CASBatch(ctx context.Context, serial gocql.SerialCons
 	applied, err := q.simSeqQuerier.CASBatch(ctx, serial, cons, stmts...)
 	if q.after != nil && err == nil {
 		q.after(serial, stmts, applied)
+	}
+	if q.reply != nil && err == nil {
+		if rerr := q.reply(serial, stmts, applied); rerr != nil {
+			return false, rerr
+		}
 	}
 	return applied, err
 }

@@ -14,41 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// replyQuerier is the simulated sequences querier whose reply to a
-// conditional batch can be replaced, after the batch ran, by reply's error
-// (an unknown outcome: the batch may have been applied).
-type replyQuerier struct {
-	simSeqQuerier
-	reply func(serial gocql.SerialConsistency, stmts []cql.SeqStmt, applied bool) error
-}
-
-func (q *replyQuerier) CASBatch(ctx context.Context, serial gocql.SerialConsistency, cons gocql.Consistency, stmts ...cql.SeqStmt) (bool, error) {
-	applied, err := q.simSeqQuerier.CASBatch(ctx, serial, cons, stmts...)
-	if err == nil && q.reply != nil {
-		if rerr := q.reply(serial, stmts, applied); rerr != nil {
-			return false, rerr
-		}
-	}
-	return applied, err
-}
-
-func replyRegistry(t *testing.T, c *simCluster, dc string, q *replyQuerier, now func() time.Time) cql.Registry {
-	t.Helper()
-	q.simSeqQuerier = simSeqQuerier{c: c, dc: dc}
-	c.mu.Lock()
-	c.dcs[dc] = true
-	c.mu.Unlock()
-	r, _ := cassandra.NewBackendRegistry(cql.Backend{
-		DC: dc, Consistency: gocql.Quorum, Serial: gocql.Serial, Now: now, Wait: c.wait(dc),
-		Names:      &simQuerier{c: c, dc: dc, serial: gocql.Serial},
-		Numbers:    &simNumQuerier{c: c, dc: dc},
-		Seqs:       q,
-		SeqHorizon: time.Hour, SeqFloor: simRangeFloor,
-	})
-	t.Cleanup(r.Close)
-	return r
-}
-
 // The granter's range insert is applied but its reply is lost (a write
 // timeout). Before the granter resolves that outcome, another host leases
 // from the range, and the data centre's partition is lost (the case
@@ -64,7 +29,7 @@ func TestSimRangeResentUsedUpAfterALoss(t *testing.T) {
 	other := hookedRegistryAt(t, c, dc, &hookedSeqQuerier{}, clock)
 	var l2 registry.SequenceLease
 	armed := true
-	g := replyRegistry(t, c, dc, &replyQuerier{reply: func(serial gocql.SerialConsistency, stmts []cql.SeqStmt, applied bool) error {
+	g := hookedRegistryAt(t, c, dc, &hookedSeqQuerier{reply: func(serial gocql.SerialConsistency, stmts []cql.SeqStmt, applied bool) error {
 		if !armed || !applied || serial != gocql.LocalSerial || !isRangeInsert(stmts) {
 			return nil
 		}
@@ -98,7 +63,7 @@ func TestSimResendAfterLossRepairedFirstHolds(t *testing.T) {
 	repairer := hookedRegistryAt(t, c, dc, &hookedSeqQuerier{}, ahead)
 	var l2, l3 registry.SequenceLease
 	armed := true
-	g := replyRegistry(t, c, dc, &replyQuerier{reply: func(serial gocql.SerialConsistency, stmts []cql.SeqStmt, applied bool) error {
+	g := hookedRegistryAt(t, c, dc, &hookedSeqQuerier{reply: func(serial gocql.SerialConsistency, stmts []cql.SeqStmt, applied bool) error {
 		if !armed || !applied || serial != gocql.LocalSerial || !isRangeInsert(stmts) {
 			return nil
 		}
